@@ -1,0 +1,16 @@
+"""``python -m benchmarks NAME``: measurements that print figures and ratios (never tests)."""
+
+from __future__ import annotations
+
+import sys
+
+from conformance.cli import dispatch
+
+BENCHMARKS = {
+    "codec": ("benchmarks.codec", "shuffle codec rates against a struct baseline and raw CRC32C"),
+    "shuffle": ("benchmarks.shuffle", "streaming shuffle runtime: loopback, throughput, latency, vs partitionBy"),
+    "sync": ("benchmarks.sync", "sync server ingest rate, flush latency and peak memory"),
+}
+
+if __name__ == "__main__":
+    sys.exit(dispatch("python -m benchmarks", __doc__, BENCHMARKS, sys.argv[1:]))

@@ -1,0 +1,17 @@
+"""``python -m conformance``: vectors, live cases and tools for implementers."""
+
+from __future__ import annotations
+
+import sys
+
+from conformance.cli import dispatch
+
+COMMANDS = {
+    "run": ("conformance.runner", "run a live conformance suite against a target"),
+    "vectors": ("conformance.vectors_cli", "check golden vectors against a target"),
+    "codec": ("conformance.codec_cli", "encode or decode streaming-shuffle messages (hex <-> JSON)"),
+    "sync-trace": ("conformance.sync_trace", "replay a sync-writer trace and print the sequence numbers"),
+}
+
+if __name__ == "__main__":
+    sys.exit(dispatch("python -m conformance", __doc__, COMMANDS, sys.argv[1:]))

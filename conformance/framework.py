@@ -1,0 +1,145 @@
+"""The conformance runner's vocabulary, shared by every suite (shuffle, cluster, sync).
+
+A suite is data: cases with an id, a level and a requirement, judged by a check that observes
+the implementation under test (on the wire, or through its public interface), never by its exit
+status. The runner (:mod:`conformance.runner`) turns checks into outcomes and reports.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Callable, Protocol, Sequence
+
+
+class Level(str, Enum):
+    """How binding a requirement is (RFC 2119); INFO cases only describe behaviour."""
+
+    MUST = "MUST"
+    SHOULD = "SHOULD"
+    INFO = "INFO"
+
+
+class Outcome(str, Enum):
+    """Autobahn-style outcomes; UNSUPPORTED comes only from a target's declared capabilities."""
+
+    PASS = "PASS"
+    NON_STRICT = "NON_STRICT"
+    FAIL = "FAIL"
+    INFO = "INFO"
+    UNSUPPORTED = "UNSUPPORTED"
+    TIMEOUT = "TIMEOUT"
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What a check saw: whether the requirement held, and expected vs actual in words."""
+
+    passed: bool
+    expected: str
+    actual: str
+
+
+class CaseTimeout(Exception):
+    """Raised by a check (or its helpers) when the case deadline passes; becomes TIMEOUT."""
+
+
+class WireLog:
+    """Both directions of a case's traffic, in order, for the per-case hex wire log."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._start = time.monotonic()
+        self._entries: list[dict[str, object]] = []
+
+    def record(self, direction: str, data: bytes | bytearray | memoryview) -> None:
+        """``direction`` names the sender from the runner's side, e.g. ``"peer->impl"``."""
+        entry = {"t_ms": round((time.monotonic() - self._start) * 1000, 3), "dir": direction,
+                 "hex": bytes(data).hex()}
+        with self._lock:
+            self._entries.append(entry)
+
+    def entries(self) -> list[dict[str, object]]:
+        with self._lock:
+            return list(self._entries)
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    """What the user asked for on the command line."""
+
+    suite: str
+    target: str
+    role: str | None = None
+    case_prefix: str | None = None
+    strict: bool = False
+    timeout: float = 30.0
+
+
+@dataclass(slots=True)
+class CaseContext:
+    """Per-case facilities handed to a check."""
+
+    options: RunOptions
+    deadline: float
+    wirelog: WireLog = field(default_factory=WireLog)
+
+    def remaining(self) -> float:
+        """Seconds left before the case times out; raises CaseTimeout when none are."""
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise CaseTimeout("case deadline passed")
+        return left
+
+
+class Target(Protocol):
+    """An implementation under test, opened once per run by its suite."""
+
+    @property
+    def description(self) -> str: ...
+
+    @property
+    def capabilities(self) -> frozenset[str]: ...
+
+
+Check = Callable[[Any, CaseContext], Verdict]
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    """One requirement and the check that judges it."""
+
+    id: str
+    level: Level
+    role: str
+    requirement: str
+    check: Check
+    requires: frozenset[str] = frozenset()
+
+    @property
+    def topic(self) -> str:
+        return self.id.rsplit("/", 1)[0]
+
+
+@dataclass(frozen=True, slots=True)
+class Suite:
+    """A named catalogue of cases and how to reach a target named on the command line."""
+
+    name: str
+    cases: Sequence[Case]
+    open_target: Callable[[RunOptions], AbstractContextManager[Target]]
+    roles: tuple[str, ...]
+    target_help: str
+
+
+@dataclass(frozen=True, slots=True)
+class VectorResult:
+    """One golden vector checked against a target (``python -m conformance vectors``)."""
+
+    group: str
+    name: str
+    passed: bool
+    detail: str = ""

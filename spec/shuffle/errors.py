@@ -1,0 +1,138 @@
+"""Typed errors of the streaming shuffle, named after Spark 4.3.0's error conditions.
+
+Every error carries its condition name and the parameters Spark reports with it, so a test (or a
+peer in another language) can compare failures exactly rather than by message text. Codec errors
+(bad bytes) and protocol errors (bad behaviour) share one base so callers can catch either.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Mapping
+
+
+class ShuffleError(Exception):
+    """Base of every streaming-shuffle error: a condition name plus named parameters."""
+
+    condition: ClassVar[str] = "STREAMING_SHUFFLE_ERROR"
+
+    def __init__(self, message: str, **parameters: object) -> None:
+        super().__init__(f"[{self.condition}] {message}")
+        self.message = message
+        self.parameters: Mapping[str, object] = parameters
+
+    def to_json(self) -> dict[str, object]:
+        """The error as the codec CLI and reports print it: condition first, then parameters."""
+        out: dict[str, object] = {"error": self.condition}
+        for name, value in self.parameters.items():
+            out[name] = str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+        out["message"] = self.message
+        return out
+
+
+class CodecError(ShuffleError):
+    """The bytes do not form a message; raised by the layouts, never by the machines."""
+
+
+class UnexpectedMessageType(CodecError):
+    condition = "STREAMING_SHUFFLE_UNEXPECTED_MESSAGE_TYPE"
+
+    def __init__(self, message_type: int) -> None:
+        super().__init__(f"Unknown message type: {message_type}", messageType=message_type)
+        self.message_type = message_type
+
+
+class TruncatedInput(CodecError):
+    condition = "TRUNCATED_INPUT"
+
+    def __init__(self, what: str, needed: int, available: int) -> None:
+        super().__init__(
+            f"{what} needs {needed} bytes but only {available} are present",
+            what=what, needed=needed, available=available,
+        )
+
+
+class TrailingBytes(CodecError):
+    condition = "TRAILING_BYTES"
+
+    def __init__(self, what: str, trailing: int) -> None:
+        super().__init__(f"{trailing} bytes left after the {what}", what=what, trailing=trailing)
+
+
+class NegativeDataSize(CodecError):
+    condition = "NEGATIVE_DATA_SIZE"
+
+    def __init__(self, data_size: int) -> None:
+        super().__init__(f"DATA message has negative data size {data_size}", dataSize=data_size)
+
+
+class DataSizeMismatch(CodecError):
+    condition = "DATA_SIZE_MISMATCH"
+
+    def __init__(self, data_size: int, available: int) -> None:
+        super().__init__(
+            f"DATA message declares {data_size} payload bytes but the body holds {available}",
+            dataSize=data_size, available=available,
+        )
+
+
+class FrameLengthOutOfRange(CodecError):
+    condition = "FRAME_LENGTH_OUT_OF_RANGE"
+
+    def __init__(self, frame_length: int, minimum: int, maximum: int) -> None:
+        super().__init__(
+            f"frame length {frame_length} is outside [{minimum}, {maximum}]",
+            frameLength=frame_length, minimum=minimum, maximum=maximum,
+        )
+
+
+class UnsupportedTransportMessage(CodecError):
+    condition = "UNSUPPORTED_TRANSPORT_MESSAGE_TYPE"
+
+    def __init__(self, message_type: int, expected: int) -> None:
+        super().__init__(
+            f"transport message type {message_type} is not OneWayMessage ({expected})",
+            messageType=message_type, expected=expected,
+        )
+
+
+class ProtocolError(ShuffleError):
+    """A well-formed message arrived where the protocol does not allow it."""
+
+
+class IncorrectSequenceNumber(ProtocolError):
+    condition = "STREAMING_SHUFFLE_INCORRECT_SEQUENCE_NUMBER"
+
+    def __init__(
+        self, message_type: str, writer_id: int, reader_id: int, expected: int, actual: int
+    ) -> None:
+        super().__init__(
+            f"Incorrect sequence number for {message_type} from writer {writer_id} to reader "
+            f"{reader_id}: expected {expected}, actual {actual}",
+            messageType=message_type, writerId=writer_id, readerId=reader_id,
+            expSeqNum=expected, actSeqNum=actual,
+        )
+        self.expected = expected
+        self.actual = actual
+
+
+class ChecksumVerificationFailed(ProtocolError):
+    condition = "STREAMING_SHUFFLE_CHECKSUM_VERIFICATION_FAILED"
+
+    def __init__(self, writer_id: int, expected: int, calculated: int, data_length: int) -> None:
+        super().__init__(
+            f"Checksum verification failed for data from writer {writer_id}: expected "
+            f"{expected}, calculated {calculated}, data length {data_length}",
+            writerId=writer_id, expectedChecksum=expected,
+            calculatedChecksum=calculated, dataLength=data_length,
+        )
+
+
+class WriterConnectionTimeout(ProtocolError):
+    condition = "STREAMING_SHUFFLE_WRITER_CONNECTION_TIMEOUT"
+
+    def __init__(self, shuffle_id: int, writer_id: int, timeout_ms: int, reader_id: int) -> None:
+        super().__init__(
+            f"Writer {writer_id} of shuffle {shuffle_id} timed out after {timeout_ms} ms "
+            f"waiting for reader {reader_id} to connect",
+            shuffleId=shuffle_id, writerId=writer_id, timeoutMs=timeout_ms, readerId=reader_id,
+        )
