@@ -1,0 +1,217 @@
+"""The sequential specification of a cluster provider: the oracle every backend is judged by.
+
+One global commit counter orders every change (membership, health, batches); each shard log is a
+CAS register per key; a batch commits all of its ops at one revision or none; gossip is one
+CAS store whose entries reach at least their scope. Each operation returns the notifications the
+provider owes, as ``(recipient, notification)`` pairs in delivery order. The in-process backend
+runs this machine under a lock; the conformance suite and the stateful tests compare backends
+with it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from spec.cluster.errors import NotAMember, RevisionMismatch, UnknownNode, UnknownShard
+from spec.cluster.types import (
+    Entry,
+    Membership,
+    MetadataOp,
+    NodeId,
+    NodeInfo,
+    NodeState,
+    Revision,
+    Scope,
+    ShardId,
+    check_batch,
+    check_id,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class MembershipUpdate:
+    snapshot: Membership
+
+
+@dataclass(frozen=True, slots=True)
+class GossipUpdate:
+    entries: tuple[Entry, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ShardLogUpdate:
+    shard: ShardId
+    entries: tuple[Entry, ...]
+
+
+Notification = MembershipUpdate | GossipUpdate | ShardLogUpdate
+Delivery = tuple[NodeId, Notification]
+
+
+@dataclass(slots=True)
+class _Member:
+    address: str
+    shard: ShardId
+    state: NodeState = NodeState.OK
+
+
+@dataclass(frozen=True, slots=True)
+class _Gossip:
+    entry: Entry
+    scope: Scope
+    origin: ShardId
+
+
+@dataclass(slots=True)
+class ClusterModel:
+    """Pure state; callers supply fresh shard ids so the machine stays deterministic."""
+
+    revision: int = 0
+    members: dict[NodeId, _Member] = field(default_factory=dict)
+    shard_logs: dict[ShardId, dict[str, Entry]] = field(default_factory=dict)
+    gossip: dict[str, _Gossip] = field(default_factory=dict)
+
+    # -- queries ---------------------------------------------------------------------------
+
+    def snapshot(self) -> Membership:
+        shards: dict[ShardId, list[NodeInfo]] = {}
+        for node_id in sorted(self.members):
+            m = self.members[node_id]
+            shards.setdefault(m.shard, []).append(NodeInfo(node_id, m.address, m.state))
+        return Membership(self.revision, {s: tuple(n) for s, n in sorted(shards.items())})
+
+    def shard_members(self, shard: ShardId) -> list[NodeId]:
+        return sorted(n for n, m in self.members.items() if m.shard == shard)
+
+    def gossip_visible_to(self, node_id: NodeId) -> tuple[Entry, ...]:
+        shard = self.members[node_id].shard
+        return tuple(g.entry for _, g in sorted(self.gossip.items())
+                     if g.scope is Scope.GLOBAL or g.origin == shard)
+
+    # -- membership ------------------------------------------------------------------------
+
+    def join_cluster(self, node_id: NodeId, address: str, new_shard: ShardId) -> list[Delivery]:
+        check_id("node", node_id)
+        check_id("shard", new_shard)
+        if new_shard in self.shard_logs:
+            raise UnknownShard(f"fresh shard id {new_shard} is already in use")
+        if node_id in self.members:
+            self._leave_shard(node_id)
+        self.members[node_id] = _Member(address, new_shard)
+        self.shard_logs[new_shard] = {}
+        out = self._commit_membership()
+        visible = self.gossip_visible_to(node_id)
+        if visible:
+            out.append((node_id, GossipUpdate(visible)))
+        return out
+
+    def remove_from_cluster(self, requester: NodeId, node_id: NodeId) -> list[Delivery]:
+        self._require_member(requester)
+        self._require_known(node_id)
+        self._leave_shard(node_id)
+        del self.members[node_id]
+        out = self._commit_membership()
+        out.append((node_id, MembershipUpdate(self.snapshot())))
+        return out
+
+    def join_shard(self, node_id: NodeId, shard: ShardId) -> list[Delivery]:
+        self._require_member(node_id)
+        if shard not in self.shard_logs:
+            raise UnknownShard(f"shard {shard} does not exist")
+        if self.members[node_id].shard == shard:
+            return []
+        self._leave_shard(node_id)
+        self.members[node_id].shard = shard
+        out = self._commit_membership()
+        return out + self._catch_up(node_id)
+
+    def remove_from_shard(self, requester: NodeId, node_id: NodeId, new_shard: ShardId) -> list[Delivery]:
+        self._require_member(requester)
+        self._require_known(node_id)
+        check_id("shard", new_shard)
+        if new_shard in self.shard_logs:
+            raise UnknownShard(f"fresh shard id {new_shard} is already in use")
+        self._leave_shard(node_id)
+        self.members[node_id].shard = new_shard
+        self.shard_logs[new_shard] = {}
+        return self._commit_membership()
+
+    def set_state(self, node_id: NodeId, state: NodeState) -> list[Delivery]:
+        """Health verdict of the failure detector; a no-op unless it changes something."""
+        member = self.members.get(node_id)
+        if member is None or member.state is state:
+            return []
+        member.state = state
+        return self._commit_membership()
+
+    # -- metadata --------------------------------------------------------------------------
+
+    def update_shard_log(self, node_id: NodeId, ops: Sequence[MetadataOp]) -> tuple[Revision, list[Delivery]]:
+        self._require_member(node_id)
+        batch = check_batch(ops)
+        shard = self.members[node_id].shard
+        log = self.shard_logs[shard]
+        for op in batch:
+            _compare(op, log.get(op.key))
+        revision = self._next_revision()
+        entries = tuple(Entry(op.key, op.value, revision) for op in batch)
+        log.update((e.key, e) for e in entries)
+        return revision, [(n, ShardLogUpdate(shard, entries)) for n in self.shard_members(shard)]
+
+    def update_gossip(self, node_id: NodeId, ops: Sequence[MetadataOp], scope: Scope) -> tuple[Revision, list[Delivery]]:
+        self._require_member(node_id)
+        batch = check_batch(ops)
+        for op in batch:
+            current = self.gossip.get(op.key)
+            _compare(op, None if current is None else current.entry)
+        revision = self._next_revision()
+        origin = self.members[node_id].shard
+        entries = tuple(Entry(op.key, op.value, revision) for op in batch)
+        self.gossip.update((e.key, _Gossip(e, scope, origin)) for e in entries)
+        recipients = self.shard_members(origin) if scope is Scope.SHARD else sorted(self.members)
+        return revision, [(n, GossipUpdate(entries)) for n in recipients]
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _next_revision(self) -> Revision:
+        self.revision += 1
+        return Revision(self.revision)
+
+    def _commit_membership(self) -> list[Delivery]:
+        self._next_revision()
+        snapshot = self.snapshot()
+        return [(n, MembershipUpdate(snapshot)) for n in sorted(self.members)]
+
+    def _catch_up(self, node_id: NodeId) -> list[Delivery]:
+        shard = self.members[node_id].shard
+        out: list[Delivery] = []
+        log = tuple(e for _, e in sorted(self.shard_logs[shard].items()))
+        if log:
+            out.append((node_id, ShardLogUpdate(shard, log)))
+        scoped = tuple(g.entry for _, g in sorted(self.gossip.items())
+                       if g.scope is Scope.SHARD and g.origin == shard)
+        if scoped:
+            out.append((node_id, GossipUpdate(scoped)))
+        return out
+
+    def _leave_shard(self, node_id: NodeId) -> None:
+        """A shard and its log are destroyed with their last member (RFC: JoinShard)."""
+        shard = self.members[node_id].shard
+        if self.shard_members(shard) == [node_id]:
+            del self.shard_logs[shard]
+
+    def _require_member(self, node_id: NodeId) -> None:
+        if node_id not in self.members:
+            raise NotAMember(f"node {node_id} is not a member")
+
+    def _require_known(self, node_id: NodeId) -> None:
+        if node_id not in self.members:
+            raise UnknownNode(f"node {node_id} is not a member")
+
+
+def _compare(op: MetadataOp, current: Entry | None) -> None:
+    """CAS: an insert needs an absent key, an update the key's current revision."""
+    actual = None if current is None else current.revision
+    if actual != op.expected:
+        raise RevisionMismatch(op.key, op.expected, current)

@@ -1,0 +1,190 @@
+"""Byte layouts of the cluster service: how a process without the provider reaches a driver-hosted
+one over TCP (a Spark executor, or another language's node).
+
+A frame is a u32 big-endian length then a body of at most ``MAX_FRAME_BYTES``; the length is
+checked before anything is allocated. A body is ``kind:u8 request_id:u64 payload``. Requests carry
+a non-zero request id that the reply repeats; events pushed by the service carry 0. Revisions are
+u64 with 0 meaning "none" (an insert's expected revision), since real revisions are > 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any, Sequence, TypeVar
+
+import construct as c
+
+from spec.cluster.errors import FrameTooLarge, MalformedMessage
+from spec.cluster.interface import FailureTiming
+from spec.cluster.types import (
+    Entry,
+    Membership,
+    MetadataOp,
+    NodeId,
+    NodeInfo,
+    NodeState,
+    Revision,
+    Scope,
+    ShardId,
+)
+
+E = TypeVar("E", NodeState, Scope)
+MAX_FRAME_BYTES = 16 * 1024 * 1024
+FRAME_HEADER = c.Int32ub
+
+
+class Kind(IntEnum):
+    # client -> service requests
+    HELLO = 1
+    JOIN_CLUSTER = 2
+    REMOVE_FROM_CLUSTER = 3
+    JOIN_SHARD = 4
+    REMOVE_FROM_SHARD = 5
+    UPDATE_GOSSIP = 6
+    UPDATE_SHARD_LOG = 7
+    RENEW = 8
+    # service -> client replies
+    OK = 32
+    WELCOME = 33
+    SHARD = 34
+    REVISION = 35
+    RENEWED = 36
+    ERROR = 37
+    CAS_ERROR = 38
+    # service -> client events (request_id 0)
+    MEMBERSHIP = 64
+    GOSSIP_UPDATE = 65
+    SHARD_LOG_UPDATE = 66
+    CLUSTER_DOWN = 67
+
+
+Text = c.PascalString(c.Int16ub, "utf8")
+Blob = c.Prefixed(c.Int32ub, c.GreedyBytes)
+OpLayout = c.Struct("key" / Text, "value" / Blob, "expected" / c.Int64ub)
+EntryLayout = c.Struct("key" / Text, "value" / Blob, "revision" / c.Int64ub)
+StateLayout = c.Enum(c.Int8ub, OK=0, PFAIL=1, FAIL=2)
+NodeLayout = c.Struct("node_id" / Text, "address" / Text, "state" / StateLayout)
+ShardLayout = c.Struct("shard_id" / Text, "nodes" / c.PrefixedArray(c.Int16ub, NodeLayout))
+ScopeLayout = c.Enum(c.Int8ub, SHARD=0, GLOBAL=1)
+Empty = c.Struct()
+
+PAYLOADS: dict[Kind, c.Construct] = {
+    Kind.HELLO: c.Struct("node_id" / Text),
+    Kind.JOIN_CLUSTER: c.Struct("address" / Text),
+    Kind.REMOVE_FROM_CLUSTER: c.Struct("node_id" / Text),
+    Kind.JOIN_SHARD: c.Struct("shard_id" / Text),
+    Kind.REMOVE_FROM_SHARD: c.Struct("node_id" / Text),
+    Kind.UPDATE_GOSSIP: c.Struct("scope" / ScopeLayout, "ops" / c.PrefixedArray(c.Int16ub, OpLayout)),
+    Kind.UPDATE_SHARD_LOG: c.Struct("ops" / c.PrefixedArray(c.Int16ub, OpLayout)),
+    Kind.RENEW: Empty,
+    Kind.OK: Empty,
+    Kind.WELCOME: c.Struct("heartbeat_ms" / c.Int32ub, "ttl_ms" / c.Int32ub, "fail_bound_ms" / c.Int32ub),
+    Kind.SHARD: c.Struct("shard_id" / Text),
+    Kind.REVISION: c.Struct("revision" / c.Int64ub),
+    Kind.RENEWED: c.Struct("ttl_ms" / c.Int32ub),
+    Kind.ERROR: c.Struct("code" / c.Int16ub, "message" / Text),
+    Kind.CAS_ERROR: c.Struct("key" / Text, "expected" / c.Int64ub, "found" / c.Flag,
+                             "actual" / c.If(c.this.found, EntryLayout)),
+    Kind.MEMBERSHIP: c.Struct("epoch" / c.Int64ub, "shards" / c.PrefixedArray(c.Int32ub, ShardLayout)),
+    Kind.GOSSIP_UPDATE: c.Struct("entries" / c.PrefixedArray(c.Int32ub, EntryLayout)),
+    Kind.SHARD_LOG_UPDATE: c.Struct("shard_id" / Text, "entries" / c.PrefixedArray(c.Int32ub, EntryLayout)),
+    Kind.CLUSTER_DOWN: Empty,
+}
+Header = c.Struct("kind" / c.Int8ub, "request_id" / c.Int64ub)
+_EXACT = {kind: c.FocusedSeq("payload", "payload" / layout, c.Terminated) for kind, layout in PAYLOADS.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    kind: Kind
+    request_id: int
+    payload: dict[str, Any]
+
+
+def encode(kind: Kind, request_id: int, **payload: Any) -> bytes:
+    """A whole frame (length prefix included) for one message."""
+    body: bytes = Header.build({"kind": kind, "request_id": request_id}) + PAYLOADS[kind].build(payload)
+    if len(body) > MAX_FRAME_BYTES:
+        raise FrameTooLarge(f"{len(body)}-byte body exceeds {MAX_FRAME_BYTES}")
+    header: bytes = FRAME_HEADER.build(len(body))
+    return header + body
+
+
+def body_length(header: bytes) -> int:
+    """The body size announced by a 4-byte frame header, bounded before allocation."""
+    length: int = FRAME_HEADER.parse(header)
+    if length > MAX_FRAME_BYTES:
+        raise FrameTooLarge(f"frame announces {length} bytes, bound is {MAX_FRAME_BYTES}")
+    if length < Header.sizeof():
+        raise MalformedMessage(f"frame of {length} bytes is shorter than a message header")
+    return length
+
+
+def decode(body: bytes) -> Message:
+    """Parse one frame body; anything that does not match the layouts is MalformedMessage."""
+    head = Header.parse(body)
+    try:
+        kind = Kind(head.kind)
+    except ValueError:
+        raise MalformedMessage(f"unknown message kind {head.kind}") from None
+    try:
+        parsed = _EXACT[kind].parse(body[Header.sizeof():])
+    except (c.ConstructError, UnicodeDecodeError) as exc:
+        raise MalformedMessage(f"{kind.name} payload does not parse: {exc}") from None
+    return Message(kind, head.request_id, {k: v for k, v in parsed.items() if not k.startswith("_")})
+
+
+# -- conversions between typed values and layout dicts ---------------------------------------
+
+def ops_to_wire(ops: Sequence[MetadataOp]) -> list[dict[str, Any]]:
+    return [{"key": o.key, "value": o.value, "expected": o.expected or 0} for o in ops]
+
+
+def ops_from_wire(items: Sequence[Any]) -> list[MetadataOp]:
+    return [MetadataOp(i.key, bytes(i.value), Revision(i.expected) if i.expected else None) for i in items]
+
+
+def entries_to_wire(entries: Sequence[Entry]) -> list[dict[str, Any]]:
+    return [{"key": e.key, "value": e.value, "revision": e.revision} for e in entries]
+
+
+def entries_from_wire(items: Sequence[Any]) -> tuple[Entry, ...]:
+    return tuple(Entry(i.key, bytes(i.value), Revision(i.revision)) for i in items)
+
+
+def membership_to_wire(snapshot: Membership) -> dict[str, Any]:
+    return {"epoch": snapshot.epoch, "shards": [
+        {"shard_id": s, "nodes": [{"node_id": n.node_id, "address": n.address, "state": n.state.value}
+                                  for n in nodes]}
+        for s, nodes in snapshot.shards.items()]}
+
+
+def membership_from_wire(payload: dict[str, Any]) -> Membership:
+    return Membership(payload["epoch"], {
+        ShardId(s.shard_id): tuple(NodeInfo(NodeId(n.node_id), n.address, NodeState(str(n.state)))
+                                   for n in s.nodes)
+        for s in payload["shards"]})
+
+
+def enum_from_wire(cls: type[E], value: Any) -> E:
+    """A construct enum value as the typed enum; an undefined number is MalformedMessage."""
+    try:
+        return cls(str(value))
+    except ValueError:
+        raise MalformedMessage(f"{int(value)} is not a {cls.__name__}") from None
+
+
+def cas_actual_from_wire(payload: dict[str, Any]) -> Entry | None:
+    found = payload["actual"]
+    return None if found is None else Entry(found.key, bytes(found.value), Revision(found.revision))
+
+
+def timing_to_wire(timing: FailureTiming) -> dict[str, int]:
+    return {"heartbeat_ms": round(timing.heartbeat_interval * 1000), "ttl_ms": round(timing.ttl * 1000),
+            "fail_bound_ms": round(timing.fail_bound * 1000)}
+
+
+def timing_from_wire(payload: dict[str, Any]) -> FailureTiming:
+    return FailureTiming(payload["heartbeat_ms"] / 1000, payload["ttl_ms"] / 1000,
+                         payload["fail_bound_ms"] / 1000)
