@@ -1,0 +1,130 @@
+"""Change squashing and application as pure functions over Arrow tables.
+
+``squash`` collapses every key chain of a change batch into one row, exactly as
+Seafowl's ``squash_batches``: old key from the chain's first row, new key and
+plain VALUE columns from its last row, each CHANGED/VALUE pair from the last row
+where it changed; a chain that starts as an insert and ends as a delete vanishes.
+
+``apply_squashed`` applies a squashed batch to stored rows *simultaneously* (every
+chain reads the stored rows as they were, as Seafowl's join does), keyed by
+primary key so that re-applying a change overwrites instead of duplicating.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from spec.sync.messages import ColumnRole
+from spec.sync.schema import SyncSchema
+
+Key = tuple[Any, ...]
+
+
+def _keys(table: pa.Table, schema: SyncSchema, role: ColumnRole) -> list[Key | None]:
+    """Per-row key tuples for the OLD_PK or NEW_PK columns (in logical-name order); all-NULL is None."""
+    cols = [schema.column(name, role) for name in schema.pk_names]
+    values = [table.column(c.field.name).to_pylist() for c in cols if c is not None]
+    out: list[Key | None] = []
+    for row in zip(*values):
+        out.append(None if all(v is None for v in row) else tuple(row))
+    return out
+
+
+def squash(changes: pa.Table, schema: SyncSchema) -> pa.Table:
+    """Collapse key chains of ``changes`` (one batch, in arrival order) into one row per chain."""
+    old_keys = _keys(changes, schema, ColumnRole.OLD_PK)
+    new_keys = _keys(changes, schema, ColumnRole.NEW_PK)
+    changed_cols = schema.by_role(ColumnRole.CHANGED)
+    changed = [changes.column(c.field.name).to_pylist() for c in changed_cols]
+
+    # Per chain: [first row, last row, last-changed row per CHANGED column].
+    chains: list[list[Any]] = []
+    temporary: set[int] = set()
+    open_chains: dict[Key, int] = {}
+    for row, (old, new) in enumerate(zip(old_keys, new_keys)):
+        chain_id = open_chains.pop(old, None) if old is not None else None
+        if chain_id is None:
+            chain_id = len(chains)
+            chains.append([row, row, [row] * len(changed)])
+            if new is None and old is None:
+                temporary.add(chain_id)
+        else:
+            chain = chains[chain_id]
+            chain[1] = row
+            for i, flags in enumerate(changed):
+                if flags[row]:
+                    chain[2][i] = row
+            if new is None and old_keys[chain[0]] is None:
+                temporary.add(chain_id)
+        if new is not None:
+            open_chains[new] = chain_id
+
+    live = [c for i, c in enumerate(chains) if i not in temporary]
+    first_rows = pa.array([c[0] for c in live], pa.int64())
+    last_rows = pa.array([c[1] for c in live], pa.int64())
+    changed_rows = {
+        col.name: pa.array([c[2][i] for c in live], pa.int64()) for i, col in enumerate(changed_cols)
+    }
+    arrays = []
+    for col in schema.columns:
+        if col.role is ColumnRole.OLD_PK:
+            idx = first_rows
+        elif col.role in (ColumnRole.CHANGED, ColumnRole.VALUE) and col.name in changed_rows:
+            idx = changed_rows[col.name]
+        else:
+            idx = last_rows
+        arrays.append(changes.column(col.field.name).take(idx))
+    return pa.Table.from_arrays(arrays, schema=changes.schema)
+
+
+def squash_all(batches: Sequence[pa.Table], schema: SyncSchema) -> pa.Table:
+    """Squash several batches sharing ``schema`` as one stream."""
+    return squash(pa.concat_tables([b.cast(schema.arrow_schema) for b in batches]), schema)
+
+
+def apply_squashed(stored: pa.Table, changes: pa.Table, schema: SyncSchema) -> pa.Table:
+    """Apply squashed ``changes`` to ``stored`` rows (table schema, logical column names).
+
+    Rows whose key is any chain's old key are replaced by the chain's outcome; rows
+    whose key is any chain's new key are overwritten (idempotent replay).  A CHANGED
+    flag of false keeps the stored value of the chain's old row (or, when that row is
+    gone, of the stored row under the new key, which is what a replay finds).
+    """
+    pk_names = schema.pk_names
+    stored_rows = stored.to_pylist()
+    by_key: dict[Key, dict[str, Any]] = {tuple(r[n] for n in pk_names): r for r in stored_rows}
+    old_keys = _keys(changes, schema, ColumnRole.OLD_PK)
+    new_keys = _keys(changes, schema, ColumnRole.NEW_PK)
+    consumed = {k for k in old_keys if k is not None}
+    value_cols = {c.name: changes.column(c.field.name).to_pylist() for c in schema.by_role(ColumnRole.VALUE)}
+    new_pk_cols = {
+        c.name: changes.column(c.field.name).to_pylist() for c in schema.by_role(ColumnRole.NEW_PK)
+    }
+    flags = {c.name: changes.column(c.field.name).to_pylist() for c in schema.by_role(ColumnRole.CHANGED)}
+
+    written: dict[Key, dict[str, Any]] = {}
+    for row, (old, new) in enumerate(zip(old_keys, new_keys)):
+        if new is None:
+            continue
+        base: dict[str, Any] | None
+        if old is not None and old in by_key:
+            base = by_key[old]
+        elif new not in consumed or new == old:
+            base = by_key.get(new)
+        else:
+            base = None
+        out: dict[str, Any] = {}
+        for name in stored.schema.names:
+            if name in new_pk_cols:
+                out[name] = new_pk_cols[name][row]
+            elif name in value_cols and (name not in flags or flags[name][row]):
+                out[name] = value_cols[name][row]
+            else:
+                out[name] = base[name] if base is not None else None
+        written[new] = out
+    removed = consumed | written.keys()
+    kept = [r for k, r in by_key.items() if k not in removed]
+    return pa.Table.from_pylist(kept + list(written.values()), schema=stored.schema)

@@ -1,0 +1,267 @@
+"""The sync writer: Seafowl's transaction queue, sequence numbers and flush policy, sans-IO.
+
+Transactions from all origins form one global queue.  A transaction is durable
+once its last put arrived, every table it touched has been flushed since, and
+every transaction before it is durable.  Flushing is a two-step operation so
+the runtime can do the I/O in between: ``plan_flush`` (pure) says what to write
+and what the numbers will be afterwards, ``complete_flush`` records it.  Time is
+always a parameter.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from spec.sync.errors import EmptyTransaction, InterleavedTransaction, SyncError
+
+P = TypeVar("P")
+
+GIB = 1024**3
+
+
+@dataclass(frozen=True)
+class SyncSettings:
+    """Seafowl's ``[misc.sync_conf]`` settings with its defaults."""
+
+    max_in_memory_bytes: int = 3 * GIB
+    max_replication_lag_s: float = 600.0
+    max_syncs_per_url: int = 100
+    write_lock_timeout_s: float = 3.0
+    flush_task_interval_s: float = 900.0
+
+
+class FlushReason(enum.Enum):
+    """Why a table is flushed; policy checks run in this order (requested aside)."""
+
+    LAG = "lag"
+    SIZE = "size"
+    COUNT = "count"
+    REQUESTED = "requested"
+
+
+class StaleFlushPlan(SyncError):
+    """A flush plan was completed after its table received more data."""
+
+    condition = "STALE_FLUSH_PLAN"
+
+
+def is_probe(rows: int, sequence: int | None) -> bool:
+    """A put with zero rows and no sequence number only asks for the current numbers."""
+    return rows == 0 and sequence is None
+
+
+@dataclass
+class Transaction:
+    """One origin's run of puts; ``sequence`` is known once its last put arrived."""
+
+    id: int
+    origin: str
+    sequence: int | None
+    locations: set[str] = field(default_factory=set)
+
+
+@dataclass(frozen=True)
+class PendingItem(Generic[P]):
+    """Data of one put (or of several squashed puts) waiting for one table."""
+
+    tx_ids: tuple[int, ...]
+    payload: P
+    rows: int
+    size: int
+
+
+@dataclass
+class _TableQueue(Generic[P]):
+    items: list[PendingItem[P]]
+    insertion_time: float
+    generation: int = 0
+    squashed: bool = False
+
+    @property
+    def size(self) -> int:
+        return sum(i.size for i in self.items)
+
+
+@dataclass(frozen=True)
+class SquashTable:
+    """Policy action: squash this table's pending items, then ask again."""
+
+    table: str
+
+
+@dataclass(frozen=True)
+class FlushTable:
+    """Policy action: flush all pending items of this table."""
+
+    table: str
+    reason: FlushReason
+
+
+@dataclass(frozen=True)
+class FlushPlan(Generic[P]):
+    """What a flush writes and what holds once it is committed."""
+
+    table: str
+    reason: FlushReason
+    apply: tuple[PendingItem[P], ...]
+    skipped: int
+    table_marks: dict[str, int]
+    durable_after: dict[str, int]
+    generation: int
+
+
+class SyncWriter(Generic[P]):
+    """Transactions, pending per-table data and the memory/durable numbers of every origin."""
+
+    def __init__(self, settings: SyncSettings = SyncSettings(), durable: Mapping[str, int] | None = None) -> None:
+        self.settings = settings
+        self._txs: dict[int, Transaction] = {}
+        self._next_tx = 0
+        self._tables: dict[str, _TableQueue[P]] = {}
+        restored = dict(durable or {})
+        # A restored durable number is also in memory: memory >= durable always holds.
+        self._memory: dict[str, int] = dict(restored)
+        self._durable: dict[str, int] = restored
+
+    # -- inspection -------------------------------------------------------
+    def sequences(self, origin: str) -> tuple[int | None, int | None]:
+        """(memory, durable) sequence numbers of ``origin``."""
+        return self._memory.get(origin), self._durable.get(origin)
+
+    @property
+    def in_memory_bytes(self) -> int:
+        """Total size of pending data."""
+        return sum(q.size for q in self._tables.values())
+
+    @property
+    def pending_tables(self) -> list[str]:
+        """Tables with pending data, oldest pending data first."""
+        return list(self._tables)
+
+    @property
+    def open_transactions(self) -> int:
+        """Transactions not yet durable."""
+        return len(self._txs)
+
+    def pending_items(self, table: str) -> list[PendingItem[P]]:
+        """The pending items of ``table`` in arrival order."""
+        q = self._tables.get(table)
+        return list(q.items) if q else []
+
+    def transaction(self, tx_id: int) -> Transaction | None:
+        """A transaction that is not yet durable."""
+        return self._txs.get(tx_id)
+
+    # -- puts -------------------------------------------------------------
+    def put(self, *, table: str, origin: str, sequence: int | None, rows: int, size: int, payload: P, now: float) -> None:
+        """Record a put (not a probe); raise InterleavedTransaction or EmptyTransaction."""
+        if is_probe(rows, sequence):
+            raise ValueError("a probe is answered from sequences(), it is not a put")
+        last = next(reversed(self._txs.values()), None)
+        if last is not None and last.sequence is None:
+            if origin != last.origin:
+                raise InterleavedTransaction(origin, last.origin)
+            tx = last
+            if sequence is not None:
+                tx.sequence = sequence
+            if rows > 0:
+                tx.locations.add(table)
+        else:
+            if rows == 0 and sequence is not None:
+                raise EmptyTransaction(origin, sequence)
+            tx = Transaction(self._next_tx, origin, sequence, {table})
+            self._next_tx += 1
+            self._txs[tx.id] = tx
+        if rows > 0:
+            item = PendingItem((tx.id,), payload, rows, size)
+            q = self._tables.get(table)
+            if q is None:
+                self._tables[table] = _TableQueue([item], now)
+            else:
+                q.items.append(item)
+                q.generation += 1
+                q.squashed = False
+        if sequence is not None:
+            self._memory[origin] = sequence
+
+    # -- policy -----------------------------------------------------------
+    def next_action(self, now: float) -> SquashTable | FlushTable | None:
+        """The flush policy: lag, then size (squash the largest table first), then count."""
+        s = self.settings
+        for table, q in self._tables.items():
+            if now - q.insertion_time >= s.max_replication_lag_s:
+                return FlushTable(table, FlushReason.LAG)
+            break
+        if self._tables and self.in_memory_bytes >= s.max_in_memory_bytes:
+            table = max(self._tables, key=lambda t: self._tables[t].size)
+            if not self._tables[table].squashed and len(self._tables[table].items) > 1:
+                return SquashTable(table)
+            return FlushTable(table, FlushReason.SIZE)
+        for table, q in self._tables.items():
+            if len(q.items) >= s.max_syncs_per_url:
+                return FlushTable(table, FlushReason.COUNT)
+        return None
+
+    def oldest_table(self) -> str | None:
+        """The table whose pending data is oldest ("flush one table")."""
+        return next(iter(self._tables), None)
+
+    def squashed(self, table: str, items: Iterable[PendingItem[P]]) -> None:
+        """Replace ``table``'s pending items by their squashed form (same transactions, in order)."""
+        q = self._tables[table]
+        new_items = list(items)
+        if [t for i in new_items for t in i.tx_ids] != [t for i in q.items for t in i.tx_ids]:
+            raise ValueError("squashed items must cover the same transactions in order")
+        q.items = new_items
+        q.generation += 1
+        q.squashed = True
+
+    # -- flushing ---------------------------------------------------------
+    def plan_flush(
+        self, table: str, table_marks: Mapping[str, int] | None = None, reason: FlushReason = FlushReason.REQUESTED
+    ) -> FlushPlan[P]:
+        """What flushing ``table`` writes, given the per-origin sequences the table already holds.
+
+        Items whose transactions are complete and already in the table (a replay after a
+        restart) are skipped; ``table_marks`` is advanced to the last complete transaction
+        of each origin in this flush; ``durable_after`` is every origin's durable number
+        once the flush is committed.
+        """
+        q = self._tables[table]
+        marks = dict(table_marks or {})
+        apply: list[PendingItem[P]] = []
+        for item in q.items:
+            txs = [self._txs[t] for t in item.tx_ids]
+            if all(tx.sequence is not None and tx.sequence <= marks.get(tx.origin, -1) for tx in txs):
+                continue
+            apply.append(item)
+        for item in q.items:
+            for tx in (self._txs[t] for t in item.tx_ids):
+                if tx.sequence is not None:
+                    marks[tx.origin] = max(marks.get(tx.origin, tx.sequence), tx.sequence)
+        flushed = {t for item in q.items for t in item.tx_ids}
+        durable = dict(self._durable)
+        for tx in self._txs.values():
+            remaining = tx.locations - {table} if tx.id in flushed else tx.locations
+            if tx.sequence is None or remaining:
+                break
+            durable[tx.origin] = tx.sequence
+        return FlushPlan(table, reason, tuple(apply), len(q.items) - len(apply), marks, durable, q.generation)
+
+    def complete_flush(self, plan: FlushPlan[P]) -> None:
+        """Record that ``plan`` was committed to the table."""
+        q = self._tables.get(plan.table)
+        if q is None or q.generation != plan.generation:
+            raise StaleFlushPlan(f"flush plan for {plan.table} is stale")
+        del self._tables[plan.table]
+        for t in {t for item in q.items for t in item.tx_ids}:
+            self._txs[t].locations.discard(plan.table)
+        while self._txs:
+            tx = next(iter(self._txs.values()))
+            if tx.sequence is None or tx.locations:
+                break
+            self._durable[tx.origin] = tx.sequence
+            del self._txs[tx.id]
