@@ -1,0 +1,300 @@
+"""Run the Java programs of ``conformance/jvm/`` against the installed pyspark's jars.
+
+Spark 4.3.0's own classes are the ground truth for the streaming shuffle, so the project checks itself
+against them: the Java sources are compiled at first use with ``javac`` against ``pyspark/jars/*`` into a
+cache directory keyed by the sources and the jar list (class files are never committed), then run as one
+long-lived process speaking JSON lines (one request per stdin line, one answer per stdout line; Spark's
+logging goes to stderr, kept in a log file for error messages). Every read has a deadline.
+
+The JSON message form is the codec CLI's: ``type`` (Spark's enum name), ``seq``, ``writer_id``,
+``reader_id``, then ``num_messages`` (credit) or ``data_size``, ``checksum`` and ``payload`` (hex) for
+DATA; ``seq`` and ``checksum`` are decimal strings so Java longs survive.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import queue
+import shutil
+import subprocess
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any, Final, Sequence
+
+from spec.shuffle.layouts import MessageType
+from spec.shuffle.messages import (
+    CreditMessage,
+    DataMessage,
+    Message,
+    TerminationAckMessage,
+    TerminationControlMessage,
+)
+
+JVM_SOURCES: Final = Path(__file__).parent / "jvm"
+JVM_OPTIONS: Final = ("-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto")
+STARTUP_TIMEOUT_S: Final = 120.0
+REQUEST_TIMEOUT_S: Final = 60.0
+
+Json = dict[str, Any]
+
+
+class JdkNotFound(RuntimeError):
+    """No ``java`` and ``javac`` pair was found (JAVA_HOME, then PATH)."""
+
+
+class BridgeError(RuntimeError):
+    """The Java process failed, answered out of protocol, or missed a deadline."""
+
+
+@dataclass(frozen=True)
+class Jdk:
+    java: Path
+    javac: Path
+
+
+def find_jdk() -> Jdk:
+    """The JDK to use: ``$JAVA_HOME/bin`` when it holds both tools, else ``java``/``javac`` on PATH."""
+    home = os.environ.get("JAVA_HOME")
+    if home:
+        java, javac = Path(home, "bin", "java"), Path(home, "bin", "javac")
+        if java.is_file() and javac.is_file():
+            return Jdk(java, javac)
+    found_java, found_javac = shutil.which("java"), shutil.which("javac")
+    if found_java and found_javac:
+        return Jdk(Path(found_java), Path(found_javac))
+    raise JdkNotFound("no JDK found: set JAVA_HOME or put java and javac on PATH")
+
+
+def spark_jars() -> Path:
+    """The ``jars/`` directory of the installed pyspark (found without importing pyspark)."""
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or not spec.submodule_search_locations:
+        raise BridgeError("pyspark is not installed")
+    jars = Path(next(iter(spec.submodule_search_locations)), "jars")
+    if not any(jars.glob("spark-core_*.jar")):
+        raise BridgeError(f"no Spark jars in {jars}")
+    return jars
+
+
+def _cache_root() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base, "streamwire", "jvm")
+
+
+def compile_sources(jdk: Jdk, jars: Path, cache_root: Path | None = None) -> Path:
+    """Compile ``conformance/jvm/*.java`` once per (sources, jar list, javac) and return the class dir."""
+    sources = sorted(JVM_SOURCES.glob("*.java"))
+    digest = hashlib.sha256(str(jdk.javac.resolve()).encode())
+    for source in sources:
+        digest.update(source.name.encode() + b"\0" + source.read_bytes())
+    for jar in sorted(jars.glob("*.jar")):
+        digest.update(jar.name.encode() + b"\0" + str(jar.stat().st_size).encode())
+    root = cache_root or _cache_root()
+    target = root / digest.hexdigest()[:24]
+    if (target / "COMPILED").is_file():
+        return target
+    root.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix="compile-", dir=root))
+    try:
+        result = subprocess.run(
+            [str(jdk.javac), "-nowarn", "-encoding", "UTF-8", "-cp", str(jars / "*"),
+             "-d", str(staging), *map(str, sources)],
+            capture_output=True, text=True, timeout=300, check=False,
+        )
+        if result.returncode != 0:
+            raise BridgeError(f"javac failed:\n{result.stderr[-4000:]}")
+        (staging / "COMPILED").write_text("ok\n")
+        try:
+            staging.rename(target)
+        except OSError:
+            if not (target / "COMPILED").is_file():  # lost a race to a complete copy: fine; else fail
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+class JsonLinesProcess:
+    """One Java main class from ``conformance/jvm`` run as a JSON-lines peer; use as a context manager."""
+
+    def __init__(self, main_class: str, args: Sequence[str] = (), *, jdk: Jdk | None = None,
+                 startup_timeout: float = STARTUP_TIMEOUT_S) -> None:
+        self.jdk = jdk or find_jdk()
+        jars = spark_jars()
+        classes = compile_sources(self.jdk, jars)
+        self._log: IO[str] = tempfile.TemporaryFile("w+", prefix=f"{main_class}-", suffix=".log")
+        self._process = subprocess.Popen(
+            [str(self.jdk.java), *JVM_OPTIONS, "-cp", f"{classes}{os.pathsep}{jars / '*'}",
+             main_class, *args],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True, bufsize=1,
+        )
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        self._reader = threading.Thread(target=self._pump, name=f"{main_class}-stdout", daemon=True)
+        self._reader.start()
+        try:
+            hello = self.next_line(startup_timeout)
+            if hello.get("ready") is not True:
+                raise BridgeError(f"{main_class} did not start: {hello}")
+        except BaseException:
+            self.close()
+            raise
+
+    def _pump(self) -> None:
+        assert self._process.stdout is not None
+        for line in self._process.stdout:
+            self._lines.put(line)
+        self._lines.put(None)
+
+    def stderr_tail(self, limit: int = 4000) -> str:
+        """The end of the process's stderr (Spark's log), for error messages."""
+        self._log.flush()
+        self._log.seek(0)
+        return self._log.read()[-limit:]
+
+    def send(self, request: Json) -> None:
+        """Write one request line (answers, if any, are read with :meth:`next_line`)."""
+        stdin = self._process.stdin
+        if stdin is None or self._process.poll() is not None:
+            raise BridgeError(f"Java process has exited\n{self.stderr_tail()}")
+        try:
+            stdin.write(json.dumps(request) + "\n")
+            stdin.flush()
+        except OSError as exc:
+            raise BridgeError(f"Java process closed its input: {exc}\n{self.stderr_tail()}") from exc
+
+    def next_line(self, timeout: float = REQUEST_TIMEOUT_S) -> Json:
+        """The next stdout line as JSON, waiting at most ``timeout`` seconds."""
+        try:
+            line = self._lines.get(timeout=timeout)
+        except queue.Empty:
+            raise BridgeError(f"no answer within {timeout}s\n{self.stderr_tail()}") from None
+        if line is None:
+            self._lines.put(None)
+            raise BridgeError(f"Java process ended\n{self.stderr_tail()}")
+        try:
+            answer: Json = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise BridgeError(f"not a JSON line: {line!r}") from exc
+        return answer
+
+    def request(self, request: Json, timeout: float = REQUEST_TIMEOUT_S) -> Json:
+        self.send(request)
+        return self.next_line(timeout)
+
+    def close(self) -> None:
+        """Close stdin (the Java side exits at end of input); kill it if it does not within 10 s."""
+        if self._process.stdin is not None and not self._process.stdin.closed:
+            try:
+                self._process.stdin.close()
+            except OSError:
+                pass
+        try:
+            self._process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait(timeout=10)
+        if self._process.stdout is not None:
+            self._process.stdout.close()
+        self._log.close()
+
+    def __enter__(self) -> JsonLinesProcess:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+
+def message_to_json(message: Message) -> Json:
+    """The codec CLI's JSON form of a message."""
+    out: Json = {"type": message.type.name, "seq": str(message.seq),
+                 "writer_id": message.writer_id, "reader_id": message.reader_id}
+    if isinstance(message, DataMessage):
+        out.update(data_size=message.data_size, checksum=str(message.checksum),
+                   payload=bytes(message.payload).hex())
+    elif isinstance(message, CreditMessage):
+        out["num_messages"] = message.num_messages
+    return out
+
+
+def message_from_json(data: Json) -> Message:
+    """Inverse of :func:`message_to_json`."""
+    kind = MessageType[data["type"]]
+    seq, writer, reader = int(data["seq"]), int(data["writer_id"]), int(data["reader_id"])
+    if kind is MessageType.DATA_MESSAGE_UNSAFE_ROW:
+        return DataMessage(seq=seq, writer_id=writer, reader_id=reader,
+                           checksum=int(data["checksum"]), payload=bytes.fromhex(data["payload"]))
+    if kind is MessageType.CREDIT_CONTROL_MESSAGE:
+        return CreditMessage(writer_id=writer, reader_id=reader,
+                             num_messages=int(data["num_messages"]), seq=seq)
+    if kind is MessageType.TERMINATION_CONTROL_MESSAGE:
+        return TerminationControlMessage(seq=seq, writer_id=writer, reader_id=reader)
+    return TerminationAckMessage(seq=seq, writer_id=writer, reader_id=reader)
+
+
+@dataclass(frozen=True)
+class SparkDecode:
+    """What Spark's decoder made of some bytes.
+
+    ``stage`` names the Spark component that rejected them: ``frame`` (TransportFrameDecoder),
+    ``transport`` (MessageDecoder, or a frame that is not a OneWayMessage), ``body``
+    (StreamingShuffleMessage.decode). ``unread`` counts body bytes Spark left unread (it checks none
+    for non-DATA types); ``pending`` counts bytes the frame decoder still holds after the first frame.
+    """
+
+    accepted: bool
+    message: Message | None
+    stage: str | None
+    exception: str | None
+    detail: str | None
+    unread: int
+    pending: int
+
+    @property
+    def exact(self) -> bool:
+        """Accepted with every byte consumed: the strict reading this project's codec applies."""
+        return self.accepted and self.unread == 0 and self.pending == 0
+
+
+class SparkCodec:
+    """Spark's encoder and decoders (``SparkCodecBridge.java``) behind a typed API."""
+
+    def __init__(self, process: JsonLinesProcess) -> None:
+        self._process = process
+
+    @classmethod
+    def start(cls, jdk: Jdk | None = None) -> SparkCodec:
+        return cls(JsonLinesProcess("SparkCodecBridge", jdk=jdk))
+
+    def close(self) -> None:
+        self._process.close()
+
+    def encode(self, message: Message) -> tuple[bytes, bytes]:
+        """Spark's body and OneWayMessage frame for ``message``."""
+        answer = self._process.request({"op": "encode", "message": message_to_json(message)})
+        if not answer.get("ok"):
+            raise BridgeError(f"Spark could not encode {message!r}: {answer}")
+        return bytes.fromhex(answer["body"]), bytes.fromhex(answer["frame"])
+
+    def decode_body(self, body: bytes) -> SparkDecode:
+        return self._decoded(self._process.request({"op": "decode_body", "hex": body.hex()}))
+
+    def decode_frame(self, frame: bytes) -> SparkDecode:
+        return self._decoded(self._process.request({"op": "decode_frame", "hex": frame.hex()}))
+
+    @staticmethod
+    def _decoded(answer: Json) -> SparkDecode:
+        if answer.get("stage") == "request":
+            raise BridgeError(f"bridge rejected the request: {answer}")
+        message = message_from_json(answer["message"]) if answer.get("ok") else None
+        return SparkDecode(
+            accepted=bool(answer.get("ok")), message=message, stage=answer.get("stage"),
+            exception=answer.get("exception") or None, detail=answer.get("detail"),
+            unread=int(answer.get("unread", 0)), pending=int(answer.get("pending", 0)),
+        )
