@@ -1,0 +1,401 @@
+"""The etcd v3 cluster provider: membership, shard logs and gossip as keys under one prefix.
+
+Layout under ``/<namespace>/``: ``members/<node>`` = JSON {address, shard} (durable),
+``alive/<node>`` attached to the node's lease (heartbeats; its expiry is FAIL), ``log/<shard>/<key>``
+the shard logs, ``gossip/<key>`` the gossip store. CAS is a transaction comparing mod_revision (or
+create_revision 0 for an insert); a batch is one transaction, so all its keys share one revision and
+arrive in one watch response. Each node mirrors the prefix through one watch and derives every
+notification from it, so all members see the same commit order.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from reference.cluster.dispatch import ClusterDown, Dispatcher, Heartbeat
+from reference.cluster.etcd_gateway import EtcdGateway, KeyValue, WatchEvent, b64, prefix_end
+from reference.cluster.memory import new_shard_id
+from spec.cluster.errors import (
+    NotAMember,
+    ProviderClosed,
+    ProviderUnavailable,
+    RevisionMismatch,
+    UnknownNode,
+    UnknownShard,
+)
+from spec.cluster.interface import ClusterCore, FailureTiming
+from spec.cluster.model import GossipUpdate, MembershipUpdate, Notification, ShardLogUpdate
+from spec.cluster.types import (
+    Entry,
+    Membership,
+    MetadataOp,
+    NodeId,
+    NodeInfo,
+    NodeState,
+    Revision,
+    Scope,
+    ShardId,
+    check_batch,
+    check_id,
+)
+
+MAX_ATTEMPTS = 20
+
+
+@dataclass(frozen=True, slots=True)
+class EtcdSettings:
+    """etcd's lessor revokes expired leases every 500 ms; ``fail_slack`` covers that and the watch."""
+
+    lease_ttl: int = 1
+    heartbeat_interval: float = 0.25
+    request_timeout: float = 5.0
+    fail_slack: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class _Member:
+    address: str
+    shard: ShardId
+
+
+Members = dict[NodeId, _Member]
+
+
+class EtcdCluster:
+    """A cluster stored in the etcd at ``url``, isolated from others by ``namespace``."""
+
+    def __init__(self, url: str, namespace: str = "streamwire", settings: EtcdSettings = EtcdSettings()) -> None:
+        check_id("namespace", namespace)
+        self.settings = settings
+        self.gateway = EtcdGateway(url, settings.request_timeout)
+        self.prefix = f"/{namespace}/"
+        lease, granted = self.gateway.lease_grant(settings.lease_ttl)  # the server may raise the TTL
+        self.gateway.lease_revoke(lease)
+        self._timing = FailureTiming(settings.heartbeat_interval, float(granted),
+                                     granted + settings.fail_slack)
+        self._nodes: list[EtcdNode] = []
+
+    @property
+    def timing(self) -> FailureTiming:
+        return self._timing
+
+    def open_node(self, node_id: NodeId, core: ClusterCore) -> EtcdNode:
+        node = EtcdNode(self, check_id("node", node_id), core)
+        self._nodes.append(node)
+        return node
+
+    def close(self) -> None:
+        for node in self._nodes:
+            node.close()
+
+
+class EtcdNode:
+    """One node's provider on etcd."""
+
+    def __init__(self, cluster: EtcdCluster, node_id: str, core: ClusterCore) -> None:
+        self._cluster = cluster
+        self._gw = cluster.gateway
+        self._p = cluster.prefix
+        self._node_id = NodeId(node_id)
+        self.dispatcher = Dispatcher(node_id, core)
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        self._lease: int | None = None
+        kvs, revision = self._gw.range(self._p, prefix=True)
+        self._mirror: dict[str, KeyValue] = {kv.key[len(self._p):]: kv for kv in kvs}
+        self._stream: Any = None
+        self._threads = [threading.Thread(target=self._watch_loop, args=(revision + 1,), daemon=True,
+                                          name=f"etcd-watch {node_id}"),
+                         threading.Thread(target=self._heartbeat_loop, daemon=True,
+                                          name=f"etcd-heartbeat {node_id}")]
+        for thread in self._threads:
+            thread.start()
+
+    @property
+    def node_id(self) -> NodeId:
+        return self._node_id
+
+    @property
+    def timing(self) -> FailureTiming:
+        return self._cluster.timing
+
+    # -- keys ------------------------------------------------------------------------------
+
+    def _key(self, *parts: str) -> str:
+        return self._p + "/".join(parts)
+
+    def _put(self, key: str, value: bytes, lease: int | None = None) -> dict[str, Any]:
+        request: dict[str, Any] = {"key": b64(key), "value": b64(value)}
+        if lease is not None:
+            request["lease"] = str(lease)
+        return {"request_put": request}
+
+    def _delete(self, key: str, prefix: bool = False) -> dict[str, Any]:
+        request = {"key": b64(key)} | ({"range_end": b64(prefix_end(key))} if prefix else {})
+        return {"request_delete_range": request}
+
+    def _put_member(self, node: NodeId, member: _Member) -> dict[str, Any]:
+        record = json.dumps({"address": member.address, "shard": member.shard}).encode()
+        return self._put(self._key("members", node), record)
+
+    # -- membership operations --------------------------------------------------------------
+
+    def _members(self) -> tuple[Members, int]:
+        kvs, revision = self._gw.range(self._key("members", ""), prefix=True)
+        members = {}
+        for kv in kvs:
+            record = json.loads(kv.value)
+            members[NodeId(kv.key.rsplit("/", 1)[1])] = _Member(record["address"], ShardId(record["shard"]))
+        return members, revision
+
+    def _membership_txn(self, build: Callable[[Members], list[dict[str, Any]]]) -> None:
+        """Apply ``build(members)`` only if no member record changed since it was read."""
+        self._check_open()
+        members_prefix = self._key("members", "")
+        for _ in range(MAX_ATTEMPTS):
+            members, revision = self._members()
+            guard = {"key": b64(members_prefix), "range_end": b64(prefix_end(members_prefix)),
+                     "target": "MOD", "result": "LESS", "mod_revision": str(revision + 1)}
+            if self._gw.txn([guard], build(members), [])[0]:
+                return
+        raise ProviderUnavailable(f"membership change kept conflicting ({MAX_ATTEMPTS} attempts)")
+
+    def _leave_ops(self, members: Members, node: NodeId) -> list[dict[str, Any]]:
+        """A shard's log is destroyed with its last member."""
+        current = members.get(node)
+        if current is None or any(m.shard == current.shard for n, m in members.items() if n != node):
+            return []
+        return [self._delete(self._key("log", current.shard, ""), prefix=True)]
+
+    def _require(self, members: Members, node: NodeId, error: type[NotAMember] | type[UnknownNode]) -> _Member:
+        if node not in members:
+            raise error(f"node {node} is not a member")
+        return members[node]
+
+    def join_cluster(self, address: str) -> ShardId:
+        shard = new_shard_id()
+        lease = self._ensure_lease()
+        self._membership_txn(lambda members: self._leave_ops(members, self._node_id) + [
+            self._put_member(self._node_id, _Member(address, shard)),
+            self._put(self._key("alive", self._node_id), b"", lease)])
+        self.dispatcher.post(Heartbeat(self.timing.ttl))
+        return shard
+
+    def remove_from_cluster(self, node_id: NodeId) -> None:
+        def build(members: Members) -> list[dict[str, Any]]:
+            self._require(members, self._node_id, NotAMember)
+            self._require(members, node_id, UnknownNode)
+            return self._leave_ops(members, node_id) + [
+                self._delete(self._key("members", node_id)), self._delete(self._key("alive", node_id))]
+        self._membership_txn(build)
+
+    def join_shard(self, shard_id: ShardId) -> None:
+        def build(members: Members) -> list[dict[str, Any]]:
+            me = self._require(members, self._node_id, NotAMember)
+            if not any(m.shard == shard_id for m in members.values()):
+                raise UnknownShard(f"shard {shard_id} does not exist")
+            if me.shard == shard_id:
+                return []
+            return self._leave_ops(members, self._node_id) + [
+                self._put_member(self._node_id, _Member(me.address, shard_id))]
+        self._membership_txn(build)
+
+    def remove_from_shard(self, node_id: NodeId) -> ShardId:
+        shard = new_shard_id()
+
+        def build(members: Members) -> list[dict[str, Any]]:
+            self._require(members, self._node_id, NotAMember)
+            target = self._require(members, node_id, UnknownNode)
+            return self._leave_ops(members, node_id) + [self._put_member(node_id, _Member(target.address, shard))]
+        self._membership_txn(build)
+        return shard
+
+    # -- metadata operations ----------------------------------------------------------------
+
+    def update_shard_log(self, ops: Sequence[MetadataOp]) -> Revision:
+        return self._cas_batch(ops, lambda shard: self._key("log", shard, ""))
+
+    def update_gossip(self, ops: Sequence[MetadataOp], scope: Scope) -> Revision:
+        """Gossip reaches every member whatever the scope (scope is a minimum guarantee)."""
+        return self._cas_batch(ops, lambda shard: self._key("gossip", ""))
+
+    def _cas_batch(self, ops: Sequence[MetadataOp], base_of: Callable[[ShardId], str]) -> Revision:
+        """One transaction: my member record unchanged (so my shard is still mine) and every CAS."""
+        self._check_open()
+        batch = check_batch(ops)
+        me_key = self._key("members", self._node_id)
+        for _ in range(MAX_ATTEMPTS):
+            kvs, _revision = self._gw.range(me_key)
+            if not kvs:
+                raise NotAMember(f"node {self._node_id} is not a member")
+            base = base_of(ShardId(json.loads(kvs[0].value)["shard"]))
+            compare = [{"key": b64(me_key), "target": "MOD", "result": "EQUAL",
+                        "mod_revision": str(kvs[0].mod_revision)}]
+            for op in batch:
+                if op.expected is None:
+                    compare.append({"key": b64(base + op.key), "target": "CREATE", "result": "EQUAL",
+                                    "create_revision": "0"})
+                else:
+                    compare.append({"key": b64(base + op.key), "target": "MOD", "result": "EQUAL",
+                                    "mod_revision": str(op.expected)})
+            success = [self._put(base + op.key, op.value) for op in batch]
+            failure = [{"request_range": {"key": b64(me_key)}}] + [
+                {"request_range": {"key": b64(base + op.key)}} for op in batch]
+            ok, responses, revision = self._gw.txn(compare, success, failure)
+            if ok:
+                return Revision(revision)
+            found = [r["response_range"].get("kvs", []) for r in responses]
+            if not found[0] or int(found[0][0]["mod_revision"]) != kvs[0].mod_revision:
+                continue  # moved or removed meanwhile: re-read and retry
+            for op, current in zip(batch, found[1:]):
+                actual = None if not current else Entry(op.key, _decode_value(current[0]),
+                                                        Revision(int(current[0]["mod_revision"])))
+                if (None if actual is None else actual.revision) != op.expected:
+                    raise RevisionMismatch(op.key, op.expected, actual)
+        raise ProviderUnavailable(f"batch kept conflicting with membership changes ({MAX_ATTEMPTS} attempts)")
+
+    # -- liveness ---------------------------------------------------------------------------
+
+    def _ensure_lease(self) -> int:
+        if self._lease is None:
+            self._lease, _ = self._gw.lease_grant(int(self.timing.ttl))
+        return self._lease
+
+    def _heartbeat_loop(self) -> None:
+        down = False
+        while not self._closed.wait(self.timing.heartbeat_interval):
+            lease = self._lease
+            if lease is None:
+                continue
+            try:
+                ttl = self._gw.lease_keepalive(lease)
+                if ttl <= 0:
+                    self._lease = None
+                    self._reattach(self._ensure_lease())
+                    raise ProviderUnavailable("lease expired")
+            except ProviderUnavailable:
+                if not down:
+                    self.dispatcher.post(ClusterDown())
+                down = True
+                continue
+            down = False
+            if self._my_record() is not None:
+                self.dispatcher.post(Heartbeat(self.timing.ttl))
+
+    def _reattach(self, lease: int) -> None:
+        """After a lost lease, a still-member node is alive again under a new one."""
+        me = self._key("members", self._node_id)
+        self._gw.txn([{"key": b64(me), "target": "CREATE", "result": "GREATER", "create_revision": "0"}],
+                     [self._put(self._key("alive", self._node_id), b"", lease)], [])
+
+    # -- notifications ------------------------------------------------------------------------
+
+    def _watch_loop(self, revision: int) -> None:
+        while not self._closed.is_set():
+            try:
+                self._stream = self._gw.watch(self._p, revision)
+                if self._closed.is_set():
+                    self._stream.cancel()
+                    return
+                for events in self._stream:
+                    for group in _by_revision(events):
+                        self._apply(group)
+                        revision = group[0].kv.mod_revision + 1
+            except ProviderUnavailable:
+                self._closed.wait(0.1)  # etcd restarting: resume from the next unseen revision
+
+    def _my_record(self) -> _Member | None:
+        kv = self._mirror.get(f"members/{self._node_id}")
+        if kv is None:
+            return None
+        record = json.loads(kv.value)
+        return _Member(record["address"], ShardId(record["shard"]))
+
+    def _snapshot(self, epoch: int) -> Membership:
+        shards: dict[ShardId, list[NodeInfo]] = {}
+        for key in sorted(self._mirror):
+            if key.startswith("members/"):
+                node = NodeId(key[len("members/"):])
+                record = json.loads(self._mirror[key].value)
+                state = NodeState.OK if f"alive/{node}" in self._mirror else NodeState.FAIL
+                shards.setdefault(ShardId(record["shard"]), []).append(NodeInfo(node, record["address"], state))
+        return Membership(epoch, {s: tuple(n) for s, n in sorted(shards.items())})
+
+    def _entries(self, base: str) -> tuple[Entry, ...]:
+        return tuple(Entry(k[len(base):], kv.value, Revision(kv.mod_revision))
+                     for k, kv in sorted(self._mirror.items()) if k.startswith(base))
+
+    def _apply(self, group: list[WatchEvent]) -> None:
+        """Mirror one committed revision and post what it means for this node, in model order."""
+        with self._lock:
+            before = self._my_record()
+            membership_changed = False
+            for event in group:
+                key = event.kv.key[len(self._p):]
+                if event.deleted:
+                    self._mirror.pop(key, None)
+                else:
+                    self._mirror[key] = event.kv
+                membership_changed |= key.startswith(("members/", "alive/"))
+            after = self._my_record()
+            out: list[Notification] = []
+            if membership_changed and (before or after):
+                out.append(MembershipUpdate(self._snapshot(group[0].kv.mod_revision)))
+            if after is not None:
+                out += self._data_notifications(group, before, after)
+        for notification in out:
+            self.dispatcher.post(notification)
+
+    def _data_notifications(self, group: list[WatchEvent], before: _Member | None, after: _Member) -> list[Notification]:
+        out: list[Notification] = []
+        log_base = f"log/{after.shard}/"
+        if before is None or before.shard != after.shard:
+            log = self._entries(log_base)
+            if log:
+                out.append(ShardLogUpdate(after.shard, log))
+        else:
+            written = tuple(Entry(k[len(log_base):], e.kv.value, Revision(e.kv.mod_revision))
+                            for e in group if not e.deleted
+                            for k in [e.kv.key[len(self._p):]] if k.startswith(log_base))
+            if written:
+                out.append(ShardLogUpdate(after.shard, written))
+        if before is None:
+            gossip = self._entries("gossip/")
+        else:
+            gossip = tuple(Entry(k[len("gossip/"):], e.kv.value, Revision(e.kv.mod_revision))
+                           for e in group if not e.deleted
+                           for k in [e.kv.key[len(self._p):]] if k.startswith("gossip/"))
+        if gossip:
+            out.append(GossipUpdate(gossip))
+        return out
+
+    def _check_open(self) -> None:
+        if self._closed.is_set():
+            raise ProviderClosed(f"node {self._node_id} was closed")
+
+    def close(self) -> None:
+        """Crash semantics: stop renewing and listening; the lease expires on its own."""
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        stream = self._stream
+        if stream is not None:
+            stream.cancel()
+        self.dispatcher.close()
+        for thread in self._threads:
+            thread.join(self._cluster.settings.request_timeout + 1)
+
+
+def _decode_value(kv: dict[str, Any]) -> bytes:
+    return base64.b64decode(kv.get("value", ""))
+
+
+def _by_revision(events: list[WatchEvent]) -> list[list[WatchEvent]]:
+    groups: dict[int, list[WatchEvent]] = {}
+    for event in events:
+        groups.setdefault(event.kv.mod_revision, []).append(event)
+    return [groups[r] for r in sorted(groups)]
