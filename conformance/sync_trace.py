@@ -37,7 +37,7 @@ def _seq(value: object) -> int | None:
 
 def replay(ops: Sequence[Mapping[str, Any]]) -> Iterator[dict[str, Any]]:
     """The output lines of replaying ``ops`` against the spec's sync writer."""
-    writer: SyncWriter[None] = SyncWriter()
+    writer: SyncWriter[int] = SyncWriter()
     origins: list[str] = []
     for i, op in enumerate(ops):
         kind = op.get("op")
@@ -50,7 +50,7 @@ def replay(ops: Sequence[Mapping[str, Any]]) -> Iterator[dict[str, Any]]:
                 if origin not in origins:
                     origins.append(origin)
                 if not is_probe(rows, seq):
-                    writer.put(table=table, origin=origin, sequence=seq, rows=rows, size=rows, payload=None, now=0.0)
+                    writer.put(table=table, origin=origin, sequence=seq, rows=rows, size=rows, payload=rows, now=0.0)
             elif kind == "flush":
                 oldest = writer.oldest_table()
                 if oldest is not None:

@@ -13,12 +13,14 @@ primary key so that re-applying a change overwrites instead of duplicating.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
 from spec.sync.messages import ColumnRole
 from spec.sync.schema import SyncSchema
+from spec.sync.writer import PendingItem
 
 Key = tuple[Any, ...]
 
@@ -128,3 +130,29 @@ def apply_squashed(stored: pa.Table, changes: pa.Table, schema: SyncSchema) -> p
     removed = consumed | written.keys()
     kept = [r for k, r in by_key.items() if k not in removed]
     return pa.Table.from_pylist(kept + list(written.values()), schema=stored.schema)
+
+
+@dataclass(frozen=True)
+class Change:
+    """The squashed change batch of one put (or of several squashed puts) and its schema."""
+
+    schema: SyncSchema
+    batch: pa.Table
+
+    @classmethod
+    def of_put(cls, schema: SyncSchema, batches: Sequence[pa.Table]) -> Change:
+        """A put's batches squashed into one, as Seafowl does on arrival."""
+        return cls(schema, squash_all(batches, schema))
+
+
+def squash_pending(items: Sequence[PendingItem[Change]]) -> list[PendingItem[Change]]:
+    """Merge runs of consecutive pending items sharing a schema into one squashed item each."""
+    out: list[PendingItem[Change]] = []
+    for item in items:
+        prev = out[-1] if out else None
+        if prev is not None and prev.payload.schema == item.payload.schema:
+            merged = Change.of_put(item.payload.schema, [prev.payload.batch, item.payload.batch])
+            out[-1] = PendingItem(prev.tx_ids + item.tx_ids, merged, merged.batch.num_rows, merged.batch.nbytes)
+        else:
+            out.append(item)
+    return out

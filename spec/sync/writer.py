@@ -156,7 +156,9 @@ class SyncWriter(Generic[P]):
         return self._txs.get(tx_id)
 
     # -- puts -------------------------------------------------------------
-    def put(self, *, table: str, origin: str, sequence: int | None, rows: int, size: int, payload: P, now: float) -> None:
+    def put(
+        self, *, table: str, origin: str, sequence: int | None, rows: int, size: int, payload: P | None, now: float
+    ) -> None:
         """Record a put (not a probe); raise InterleavedTransaction or EmptyTransaction."""
         if is_probe(rows, sequence):
             raise ValueError("a probe is answered from sequences(), it is not a put")
@@ -176,6 +178,8 @@ class SyncWriter(Generic[P]):
             self._next_tx += 1
             self._txs[tx.id] = tx
         if rows > 0:
+            if payload is None:
+                raise ValueError("a put with rows needs a payload")
             item = PendingItem((tx.id,), payload, rows, size)
             q = self._tables.get(table)
             if q is None:

@@ -1,0 +1,204 @@
+"""``SyncClient``: sends one origin's transactions, retries when told to, replays after a restart.
+
+The client keeps every transaction that is not yet durable.  It probes whenever it
+(re)connects; a response with ``first=true`` means the server restarted and lost
+what it held in memory, so the client drops what the server reports durable and
+sends the rest again, in order, before continuing.  ``accepted=false`` and
+connection failures are retried with capped exponential backoff until a deadline.
+
+A restart that no request observes as a failure and that is first reported by a
+data put (rather than the probe) leaves that put ahead of the replay; the client
+still replays, but exactness then relies on full-value changes.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.flight as flight
+
+from spec.sync.messages import ColumnDescriptor, SyncCommand, SyncResponse, decode_response
+
+
+class SyncUnavailable(Exception):
+    """The server did not accept a put before the client's deadline."""
+
+    condition = "SYNC_UNAVAILABLE"
+
+
+@dataclass(frozen=True)
+class SyncPut:
+    """One put of a transaction: a batch of changes for the table at ``path``."""
+
+    path: str
+    batch: pa.Table
+    descriptors: tuple[ColumnDescriptor, ...]
+
+
+@dataclass(frozen=True)
+class _Tx:
+    sequence: int
+    puts: tuple[SyncPut, ...]
+
+
+class _Restarted(Exception):
+    """Internal: the server answered with first=true after this client had talked to it."""
+
+    def __init__(self, durable: int | None) -> None:
+        super().__init__(durable)
+        self.durable = durable
+
+
+_RETRYABLE = (flight.FlightUnavailableError, flight.FlightTimedOutError, flight.FlightCancelledError, OSError)
+
+
+class SyncClient:
+    """Delivers transactions of ``origin`` to a sync server at ``location`` (or a resolver of it)."""
+
+    def __init__(
+        self,
+        location: str | Callable[[], str],
+        origin: str,
+        *,
+        deadline_s: float = 60.0,
+        call_timeout_s: float = 30.0,
+        backoff_initial_s: float = 0.02,
+        backoff_max_s: float = 1.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._resolve = location if callable(location) else (lambda: location)
+        self.origin = origin
+        self.deadline_s = deadline_s
+        self.call_timeout_s = call_timeout_s
+        self.backoff_initial_s = backoff_initial_s
+        self.backoff_max_s = backoff_max_s
+        self._sleep = sleep
+        self._lock = threading.RLock()
+        self._client: flight.FlightClient | None = None
+        self._pending: list[_Tx] = []
+        self.memory: int | None = None
+        self.durable: int | None = None
+        self.restarts_seen = 0
+        self.replayed_transactions = 0
+
+    # -- public -----------------------------------------------------------
+    def probe(self) -> SyncResponse:
+        """Ask for the current numbers (a put with no rows and no sequence)."""
+        with self._lock:
+            try:
+                return self._call_with_retry(None, None)
+            except _Restarted as restart:
+                self._trim(restart.durable)
+                if self._pending:
+                    self._deliver(0)
+                return self._call_with_retry(None, None)
+
+    def send_transaction(self, sequence: int, puts: Sequence[SyncPut]) -> SyncResponse:
+        """Send one transaction; only its last put carries ``sequence``."""
+        if not puts:
+            raise ValueError("a transaction needs at least one put")
+        with self._lock:
+            self._pending.append(_Tx(sequence, tuple(puts)))
+            return self._deliver(len(self._pending) - 1)
+
+    @property
+    def pending_transactions(self) -> int:
+        """Transactions sent but not yet reported durable."""
+        return len(self._pending)
+
+    def close(self) -> None:
+        """Drop the connection."""
+        with self._lock:
+            if self._client is not None:
+                self._client.close()
+                self._client = None
+
+    # -- delivery -----------------------------------------------------------
+    def _deliver(self, start: int) -> SyncResponse:
+        index = start
+        while True:
+            try:
+                response: SyncResponse | None = None
+                while index < len(self._pending):
+                    tx = self._pending[index]
+                    for i, put in enumerate(tx.puts):
+                        last = i == len(tx.puts) - 1
+                        response = self._call_with_retry(put, tx.sequence if last else None)
+                    index += 1
+                assert response is not None
+                return response
+            except _Restarted as restart:
+                self.restarts_seen += 1
+                self._trim(restart.durable)
+                self.replayed_transactions += len(self._pending)
+                index = 0
+
+    def _trim(self, durable: int | None) -> None:
+        if durable is not None:
+            self._pending = [tx for tx in self._pending if tx.sequence > durable]
+
+    def _call_with_retry(self, put: SyncPut | None, sequence: int | None) -> SyncResponse:
+        deadline = time.monotonic() + self.deadline_s
+        backoff = self.backoff_initial_s
+        while True:
+            try:
+                fresh = self._client is None
+                if fresh:
+                    self._connect()
+                response = self._call(put, sequence)
+                if response.first and not fresh:
+                    self._observe(response)
+                    raise _Restarted(response.durable_sequence_number)
+                if response.accepted:
+                    self._observe(response)
+                    return response
+            except _RETRYABLE:
+                self.close()
+            except flight.FlightInternalError as exc:
+                if "Connection" not in str(exc) and "connect" not in str(exc):
+                    raise
+                self.close()
+            if time.monotonic() + backoff > deadline:
+                raise SyncUnavailable(f"sync server did not accept a put within {self.deadline_s}s")
+            self._sleep(backoff)
+            backoff = min(backoff * 2, self.backoff_max_s)
+
+    def _connect(self) -> None:
+        """Open a connection and probe it, so a restart is seen before any data is sent."""
+        self._client = flight.FlightClient(self._resolve())
+        response = self._call(None, None)
+        self._observe(response)
+        if response.first and self._pending:
+            raise _Restarted(response.durable_sequence_number)
+
+    def _observe(self, response: SyncResponse) -> None:
+        if response.accepted:
+            self.memory, self.durable = response.memory_sequence_number, response.durable_sequence_number
+            self._trim(self.durable)
+
+    def _call(self, put: SyncPut | None, sequence: int | None) -> SyncResponse:
+        assert self._client is not None
+        cmd = SyncCommand(
+            path=put.path if put else "",
+            origin=self.origin,
+            column_descriptors=put.descriptors if put else (),
+            sequence_number=sequence,
+        )
+        descriptor = flight.FlightDescriptor.for_command(cmd.to_descriptor_cmd())
+        schema = put.batch.schema if put else pa.schema([])
+        options = flight.FlightCallOptions(timeout=self.call_timeout_s)
+        writer, reader = self._client.do_put(descriptor, schema, options=options)
+        try:
+            if put is not None and put.batch.num_rows:
+                writer.write_table(put.batch)
+            writer.done_writing()
+            buf = reader.read()
+        finally:
+            writer.close()
+        if buf is None:
+            raise flight.FlightInternalError("server sent no PutResult")
+        return decode_response(buf.to_pybytes())
