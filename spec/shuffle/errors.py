@@ -136,3 +136,52 @@ class WriterConnectionTimeout(ProtocolError):
             f"waiting for reader {reader_id} to connect",
             shuffleId=shuffle_id, writerId=writer_id, timeoutMs=timeout_ms, readerId=reader_id,
         )
+
+
+class UnexpectedMessage(ProtocolError):
+    """A known message type arrived at the side that never receives it (Spark's handlers' IAE)."""
+
+    condition = "STREAMING_SHUFFLE_UNEXPECTED_MESSAGE_TYPE"
+
+    def __init__(self, handler: str, message_type: str) -> None:
+        super().__init__(
+            f"Unexpected message type in {handler}: {message_type}",
+            handler=handler, messageType=message_type,
+        )
+
+
+class ConnectionClosedBeforeTermination(ProtocolError):
+    """A peer's connection closed before its stream was terminated (SparkException, no condition)."""
+
+    condition = "CONNECTION_CLOSED_BEFORE_TERMINATION"
+
+    def __init__(self, role: str, peer_id: int) -> None:
+        text = (
+            f"Connection to streaming shuffle writer {peer_id} closed before termination; the writer "
+            "task likely failed."
+            if role == "writer"
+            else f"Connection from streaming shuffle reader {peer_id} closed before termination; the "
+            "reader task likely failed."
+        )
+        super().__init__(text, role=role, peerId=peer_id)
+
+
+class UnknownPeer(ProtocolError):
+    """A message names a reader or writer id outside the shuffle (Spark: index out of bounds)."""
+
+    condition = "UNKNOWN_PEER_ID"
+
+    def __init__(self, role: str, peer_id: int, count: int) -> None:
+        super().__init__(
+            f"Index {peer_id} out of bounds for length {count} ({role} id)",
+            role=role, peerId=peer_id, count=count,
+        )
+
+
+class TaskAborted(ProtocolError):
+    """The local task ended without finishing its stream (killed, or its input failed)."""
+
+    condition = "TASK_ABORTED"
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason, reason=reason)

@@ -1,0 +1,227 @@
+"""The reader task of a streaming shuffle as a sans-IO state machine (Spark 4.3.0's ``StreamingShuffleReader``
+and ``StreamingShuffleClientHandler``).
+
+One channel per writer: a handshake CREDIT on connect and one after every DATA, a strict last+1
+sequence check on every message (before its type is looked at, as Spark does), CRC32C verified
+before a payload is surfaced, a byte quota per writer that pauses reading, and a TERMINATION_ACK
+echoing the terminator's seq. The stream ends once every writer terminated and every ack was written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from spec.shuffle import errors
+from spec.shuffle.checksum import payload_checksum
+from spec.shuffle.codec import HEADER_LENGTH
+from spec.shuffle.layouts import MessageType
+from spec.shuffle.messages import (
+    CreditMessage,
+    DataMessage,
+    Message,
+    TerminationAckMessage,
+    TerminationControlMessage,
+)
+from spec.shuffle.records import decode_records
+from spec.shuffle.settings import ShuffleSettings
+from spec.shuffle.steps import (
+    Completed,
+    Deliver,
+    PauseReading,
+    ResumeReading,
+    Send,
+    Step,
+    StepBuffer,
+    UsageError,
+)
+from spec.shuffle.transitions import (
+    READER_TABLE,
+    ReaderChannelEvent,
+    ReaderChannelState,
+    ReaderState,
+)
+
+CLIENT_HANDLER = "ShuffleClientHandler"
+DATA_HEADER_LENGTH = HEADER_LENGTH[MessageType.DATA_MESSAGE_UNSAFE_ROW]
+
+
+def per_writer_quota(settings: ShuffleSettings, num_writers: int) -> int:
+    """Bytes of unconsumed DATA (whole bodies) each writer may have at the reader: readerMaxMemory / M."""
+    return settings.reader_max_memory // num_writers
+
+
+@dataclass(slots=True)
+class ReaderChannel:
+    """The reader's view of one writer."""
+
+    writer_id: int
+    remaining: int
+    state: ReaderChannelState = ReaderChannelState.CONNECTING
+    last_seq: int = -1
+    paused: bool = False
+    unreleased: dict[int, int] = field(default_factory=dict)
+    """seq -> charged bytes of every surfaced DATA the consumer has not released."""
+
+
+class ReaderMachine(StepBuffer):
+    """One reader task. Inputs return a :class:`Step`; after ``Failed`` or ``Completed`` input is ignored."""
+
+    def __init__(
+        self, shuffle_id: int, reader_id: int, writer_ids: Sequence[int], settings: ShuffleSettings, now: float
+    ) -> None:
+        if not writer_ids or len(set(writer_ids)) != len(writer_ids):
+            raise UsageError(f"a reader needs distinct writer ids, got {list(writer_ids)}")
+        super().__init__()
+        self.shuffle_id = shuffle_id
+        self.reader_id = reader_id
+        self.settings = settings
+        self.quota_per_writer = per_writer_quota(settings, len(writer_ids))
+        self.channels = {w: ReaderChannel(w, self.quota_per_writer) for w in writer_ids}
+        self.state = ReaderState.RUNNING
+
+    @property
+    def done(self) -> bool:
+        return self.state is not ReaderState.RUNNING
+
+    def quota(self, writer_id: int) -> int:
+        """Bytes of ``writer_id``'s quota left (may dip below zero by the last message received)."""
+        return self.channels[writer_id].remaining
+
+    # -- inputs -----------------------------------------------------------------------------------
+
+    def connected(self, writer_id: int, now: float) -> Step:
+        """The connection to ``writer_id`` is up: send the handshake CREDIT."""
+        if self.done:
+            return self._step()
+        ch = self._channel(writer_id)
+        self._move(ch, ReaderChannelEvent.CONNECTED)
+        self._send(Send(writer_id, CreditMessage(writer_id, self.reader_id, 1)))
+        return self._step()
+
+    def received(self, writer_id: int, message: Message, now: float) -> Step:
+        """A decoded message arrived on the connection to ``writer_id``."""
+        if self.done:
+            return self._step()
+        ch = self._channel(writer_id)
+        if ch.state is ReaderChannelState.CONNECTING:
+            raise UsageError(f"a message from writer {writer_id} before connected()")
+        expected = ch.last_seq + 1
+        if message.seq != expected:
+            self._fail_with(ch, ReaderChannelEvent.WRONG_SEQ, errors.IncorrectSequenceNumber(
+                message.type.name, writer_id, self.reader_id, expected, message.seq))
+        elif isinstance(message, DataMessage):
+            self._on_data(ch, message)
+        elif isinstance(message, TerminationControlMessage):
+            if self._move(ch, ReaderChannelEvent.TERMINATION, message):
+                ch.last_seq = message.seq
+                self._send(Send(
+                    writer_id, TerminationAckMessage(ch.last_seq, message.writer_id, self.reader_id), notify=True))
+        else:
+            self._fail_with(ch, ReaderChannelEvent.UNEXPECTED,
+                            errors.UnexpectedMessage(CLIENT_HANDLER, message.type.name))
+        return self._step()
+
+    def decode_failed(self, writer_id: int, error: errors.CodecError, now: float) -> Step:
+        """The bytes from ``writer_id`` did not decode: the reader fails with the codec's error."""
+        return self.abort(error, now)
+
+    def connection_closed(self, writer_id: int, now: float) -> Step:
+        """The connection to ``writer_id`` closed; fatal before that writer's TERMINATION_CONTROL."""
+        if self.done:
+            return self._step()
+        ch = self._channel(writer_id)
+        self._fail_with(ch, ReaderChannelEvent.CLOSE, errors.ConnectionClosedBeforeTermination("writer", writer_id))
+        return self._step()
+
+    def send_completed(self, writer_id: int, seq: int, now: float) -> Step:
+        """The TERMINATION_ACK to ``writer_id`` was written; the stream may end."""
+        if self.done:
+            return self._step()
+        ch = self._channel(writer_id)
+        if seq != ch.last_seq:
+            raise UsageError(f"no TERMINATION_ACK {seq} to writer {writer_id} is waiting for its write")
+        self._move(ch, ReaderChannelEvent.ACK_WRITTEN)
+        if all(c.state is ReaderChannelState.ACKED for c in self.channels.values()):
+            self.state = ReaderState.COMPLETED
+            self._surface(Completed())
+        return self._step()
+
+    def release(self, writer_id: int, seq: int, now: float) -> Step:
+        """The consumer is done with DATA ``seq`` of ``writer_id``: its bytes return to the quota."""
+        if self.state is ReaderState.FAILED:
+            return self._step()
+        ch = self._channel(writer_id)
+        size = ch.unreleased.pop(seq, None)
+        if size is None:
+            raise UsageError(f"DATA {seq} of writer {writer_id} is not held by the consumer")
+        ch.remaining += size
+        if ch.paused and ch.remaining > 0:
+            ch.paused = False
+            self._surface(ResumeReading(writer_id))
+        return self._step()
+
+    def tick(self, now: float) -> Step:
+        """The reader keeps no timers in Spark 4.3.0 (a dead writer is noticed by its closed connection)."""
+        return self._step()
+
+    def abort(self, error: errors.ShuffleError, now: float) -> Step:
+        """The task failed locally (or a connection's bytes could not be decoded)."""
+        if not self.done:
+            self._fail(error)
+        return self._step()
+
+    # -- internals --------------------------------------------------------------------------------
+
+    def _channel(self, writer_id: int) -> ReaderChannel:
+        ch = self.channels.get(writer_id)
+        if ch is None:
+            raise UsageError(f"writer {writer_id} is not one of this reader's writers")
+        return ch
+
+    def _on_data(self, ch: ReaderChannel, data: DataMessage) -> None:
+        if self.settings.checksum_enabled and ch.state is ReaderChannelState.OPEN:
+            calculated = payload_checksum(data.payload)
+            if calculated != data.checksum:
+                self._fail_with(ch, ReaderChannelEvent.BAD_CHECKSUM, errors.ChecksumVerificationFailed(
+                    data.writer_id, data.checksum, calculated, data.data_size))
+                return
+        if not self._move(ch, ReaderChannelEvent.DATA, data):
+            return
+        try:
+            records = decode_records(data.payload)
+        except errors.CodecError as error:
+            self._fail(error)
+            return
+        ch.last_seq = data.seq
+        size = DATA_HEADER_LENGTH + data.data_size
+        ch.remaining -= size
+        ch.unreleased[data.seq] = size
+        self._send(Send(ch.writer_id, CreditMessage(data.writer_id, self.reader_id, 1)))
+        self._surface(Deliver(ch.writer_id, data.seq, records, size))
+        if ch.remaining <= 0 and not ch.paused:
+            ch.paused = True
+            self._surface(PauseReading(ch.writer_id))
+
+    def _move(self, ch: ReaderChannel, event: ReaderChannelEvent, message: Message | None = None) -> bool:
+        """Apply the table; an unlisted pair fails the reader (peer fault) or raises (caller bug)."""
+        target = READER_TABLE.next_state(ch.state, event)
+        if target is None:
+            # Peer-caused rejections are messages after the terminator.
+            ch.state = ReaderChannelState.FAILED
+            self._fail(errors.UnexpectedMessage(CLIENT_HANDLER, message.type.name if message else event.value))
+            return False
+        ch.state = target
+        return True
+
+    def _fail_with(self, ch: ReaderChannel, event: ReaderChannelEvent, error: errors.ShuffleError) -> None:
+        """A listed transition into FAILED, carrying the error the table names for it."""
+        if self._move(ch, event) and ch.state is ReaderChannelState.FAILED:
+            self._fail(error)
+
+    def _fail(self, error: errors.ShuffleError) -> None:
+        self.state = ReaderState.FAILED
+        self._record_failure(error)
+
+    def _step(self) -> Step:
+        return self._take(None)

@@ -1,0 +1,124 @@
+"""What a shuffle machine returns for each input: messages to send, events to surface, a deadline.
+
+The machines are sans-IO (h11 style): the runtime, the model checks and the conformance peer all
+feed them inputs and carry out the returned :class:`Step`, so no protocol decision lives outside.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Hashable, Union
+
+from spec.shuffle.errors import ShuffleError
+from spec.shuffle.messages import Message
+
+
+class UsageError(RuntimeError):
+    """The caller broke the machine's API contract (never a fault of the peer)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    """Write ``message`` to ``peer`` (writer: a reader id; reader: a writer id).
+
+    ``conn`` is the writer's connection bound to that reader (None on the reader side, which has one
+    connection per writer). When ``notify`` is set the caller must report the completed socket write
+    with ``send_completed(peer, message.seq, now)``: the writer returns permits on it and the reader
+    counts a termination ack as written only then.
+    """
+
+    peer: int
+    message: Message
+    conn: Hashable | None = None
+    notify: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Bound:
+    """Writer: the first CREDIT from ``reader_id`` bound its channel to ``conn``."""
+
+    reader_id: int
+    conn: Hashable
+
+
+@dataclass(frozen=True, slots=True)
+class Deliver:
+    """Reader: one verified DATA message, its records in order; release it with ``release(writer_id, seq)``."""
+
+    writer_id: int
+    seq: int
+    records: tuple[bytes, ...]
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class PauseReading:
+    """Reader: the byte quota of ``writer_id`` is used up; stop reading its connection."""
+
+    writer_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class ResumeReading:
+    """Reader: the consumer released enough of ``writer_id``'s data; read its connection again."""
+
+    writer_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerBlocked:
+    """Writer: no memory permit is free; do not call ``write``/``finish`` until unblocked."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerUnblocked:
+    """Writer: permits came back and the held record was buffered; the producer may continue."""
+
+
+@dataclass(frozen=True, slots=True)
+class Completed:
+    """Writer: every reader acknowledged termination. Reader: every writer terminated and was acked."""
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """The machine failed with ``error``; it is terminal and ignores further input."""
+
+    error: ShuffleError
+
+
+Event = Union[Bound, Deliver, PauseReading, ResumeReading, ProducerBlocked, ProducerUnblocked, Completed, Failed]
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """The result of one input: sends in order, events in order, and when to call ``tick`` next."""
+
+    sends: tuple[Send, ...] = ()
+    events: tuple[Event, ...] = ()
+    deadline: float | None = None
+
+
+class StepBuffer:
+    """What a machine collects while handling one input, handed out as one :class:`Step`."""
+
+    def __init__(self) -> None:
+        self.error: ShuffleError | None = None
+        self._out: list[Send] = []
+        self._events: list[Event] = []
+
+    def _send(self, send: Send) -> None:
+        self._out.append(send)
+
+    def _surface(self, event: Event) -> None:
+        self._events.append(event)
+
+    def _record_failure(self, error: ShuffleError) -> None:
+        self.error = error
+        self._events.append(Failed(error))
+
+    def _take(self, deadline: float | None) -> Step:
+        step = Step(tuple(self._out), tuple(self._events), deadline)
+        self._out.clear()
+        self._events.clear()
+        return step

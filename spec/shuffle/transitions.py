@@ -1,0 +1,219 @@
+"""States and transitions of the writer and reader channels, as data.
+
+Each machine classifies an input into one event of its channel (for example an ack whose seq
+matches, or one whose seq does not) and looks the pair (state, event) up here. A pair that is
+not listed is not allowed: :data:`WRITER_REJECTIONS` / :data:`READER_REJECTIONS` name the
+error it ends in (a typed :class:`~spec.shuffle.errors.ShuffleError` when the peer caused it, a
+:class:`~spec.shuffle.steps.UsageError` when the caller did). The docs' state diagrams are
+generated from these tables, and a test enumerates every pair.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Final, Generic, Mapping, TypeVar
+
+from spec.shuffle import errors
+from spec.shuffle.steps import UsageError
+
+
+class WriterChannelState(str, Enum):
+    """A writer's channel to one reader."""
+
+    AWAITING_CREDIT = "AWAITING_CREDIT"
+    OPEN = "OPEN"
+    TERMINATING = "TERMINATING"
+    TERMINATED = "TERMINATED"
+    FAILED = "FAILED"
+
+
+class WriterChannelEvent(str, Enum):
+    """Inputs of a writer channel, after classification by the writer machine."""
+
+    CREDIT = "CREDIT"
+    """A CREDIT naming this reader (the first one binds; later ones are advisory and ignored)."""
+    FLUSH = "FLUSH"
+    """A buffer became a DATA message (queued until the bind, sent after it)."""
+    FINISH = "FINISH"
+    """Input ended: last flush done, TERMINATION_CONTROL queued or sent."""
+    ACK = "ACK"
+    """TERMINATION_ACK whose seq equals the last seq sent on this channel."""
+    ACK_WRONG_SEQ = "ACK_WRONG_SEQ"
+    """TERMINATION_ACK whose seq differs from the last seq sent."""
+    UNEXPECTED = "UNEXPECTED"
+    """DATA or TERMINATION_CONTROL received by a writer."""
+    CLOSE = "CLOSE"
+    """The bound connection closed."""
+    TIMEOUT = "TIMEOUT"
+    """``writerConnectionTimeout`` passed without a bind."""
+
+
+class ReaderChannelState(str, Enum):
+    """A reader's connection to one writer."""
+
+    CONNECTING = "CONNECTING"
+    OPEN = "OPEN"
+    TERMINATED = "TERMINATED"
+    ACKED = "ACKED"
+    FAILED = "FAILED"
+
+
+class ReaderChannelEvent(str, Enum):
+    """Inputs of a reader channel, after classification by the reader machine."""
+
+    CONNECTED = "CONNECTED"
+    """The connection is up: send the handshake CREDIT."""
+    DATA = "DATA"
+    """DATA with seq = last+1 and a matching checksum: surface it, send CREDIT."""
+    TERMINATION = "TERMINATION"
+    """TERMINATION_CONTROL with seq = last+1: answer with TERMINATION_ACK."""
+    WRONG_SEQ = "WRONG_SEQ"
+    """Any message whose seq is not last+1 (checked first, for every type, as Spark does)."""
+    BAD_CHECKSUM = "BAD_CHECKSUM"
+    """DATA whose CRC32C does not match (checksums enabled)."""
+    UNEXPECTED = "UNEXPECTED"
+    """CREDIT or TERMINATION_ACK received by a reader."""
+    ACK_WRITTEN = "ACK_WRITTEN"
+    """The TERMINATION_ACK's socket write completed."""
+    CLOSE = "CLOSE"
+    """The connection closed."""
+
+
+class WriterState(str, Enum):
+    """A writer task as a whole."""
+
+    RUNNING = "RUNNING"
+    FINISHING = "FINISHING"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+
+
+class ReaderState(str, Enum):
+    """A reader task as a whole."""
+
+    RUNNING = "RUNNING"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+
+
+S = TypeVar("S", WriterChannelState, ReaderChannelState)
+E = TypeVar("E", WriterChannelEvent, ReaderChannelEvent)
+
+
+@dataclass(frozen=True, slots=True)
+class Table(Generic[S, E]):
+    """One channel's transitions, the error each unlisted pair ends in, and the errors of listed failures."""
+
+    name: str
+    initial: S
+    transitions: Mapping[tuple[S, E], S]
+    rejections: Mapping[tuple[S, E], type[Exception]]
+    failures: Mapping[tuple[S, E], type[errors.ShuffleError]]
+
+    def next_state(self, state: S, event: E) -> S | None:
+        """The listed target; None when the pair is the peer's fault; UsageError when it is the caller's."""
+        target = self.transitions.get((state, event))
+        if target is None and self.rejections[(state, event)] is UsageError:
+            raise UsageError(f"{self.name}: {event.value} is not allowed in {state.value}")
+        return target
+
+
+WS, WE = WriterChannelState, WriterChannelEvent
+RS, RE = ReaderChannelState, ReaderChannelEvent
+
+WRITER_TRANSITIONS: Final[Mapping[tuple[WriterChannelState, WriterChannelEvent], WriterChannelState]] = {
+    (WS.AWAITING_CREDIT, WE.CREDIT): WS.OPEN,
+    (WS.AWAITING_CREDIT, WE.FLUSH): WS.AWAITING_CREDIT,
+    (WS.AWAITING_CREDIT, WE.FINISH): WS.TERMINATING,
+    (WS.AWAITING_CREDIT, WE.TIMEOUT): WS.FAILED,
+    (WS.AWAITING_CREDIT, WE.ACK_WRONG_SEQ): WS.FAILED,
+    (WS.AWAITING_CREDIT, WE.UNEXPECTED): WS.FAILED,
+    (WS.OPEN, WE.CREDIT): WS.OPEN,
+    (WS.OPEN, WE.FLUSH): WS.OPEN,
+    (WS.OPEN, WE.FINISH): WS.TERMINATING,
+    (WS.OPEN, WE.ACK_WRONG_SEQ): WS.FAILED,
+    (WS.OPEN, WE.UNEXPECTED): WS.FAILED,
+    (WS.OPEN, WE.CLOSE): WS.FAILED,
+    (WS.TERMINATING, WE.CREDIT): WS.TERMINATING,
+    (WS.TERMINATING, WE.ACK): WS.TERMINATED,
+    (WS.TERMINATING, WE.ACK_WRONG_SEQ): WS.FAILED,
+    (WS.TERMINATING, WE.UNEXPECTED): WS.FAILED,
+    (WS.TERMINATING, WE.CLOSE): WS.FAILED,
+    (WS.TERMINATING, WE.TIMEOUT): WS.FAILED,
+    (WS.TERMINATED, WE.CREDIT): WS.TERMINATED,
+    (WS.TERMINATED, WE.ACK): WS.TERMINATED,
+    (WS.TERMINATED, WE.ACK_WRONG_SEQ): WS.FAILED,
+    (WS.TERMINATED, WE.UNEXPECTED): WS.FAILED,
+    (WS.TERMINATED, WE.CLOSE): WS.TERMINATED,
+}
+"""Writer channel: (state, event) -> next state. FAILED is terminal (the whole writer failed)."""
+
+WRITER_REJECTIONS: Final[Mapping[tuple[WriterChannelState, WriterChannelEvent], type[Exception]]] = {
+    (state, event): (
+        errors.UnexpectedMessage if event is WE.ACK and state is not WS.FAILED else UsageError
+    )
+    for state in WS for event in WE
+    if (state, event) not in WRITER_TRANSITIONS
+}
+"""Writer channel: the error every unlisted pair ends in. A matching ack before
+TERMINATION_CONTROL is the peer's fault (Spark would count it; this spec rejects it); every other
+unlisted pair can only be reached by a caller bug (for example ``write`` after ``finish``, or
+input after the machine failed, which the machine ignores instead)."""
+
+READER_TRANSITIONS: Final[Mapping[tuple[ReaderChannelState, ReaderChannelEvent], ReaderChannelState]] = {
+    (RS.CONNECTING, RE.CONNECTED): RS.OPEN,
+    (RS.CONNECTING, RE.CLOSE): RS.FAILED,
+    (RS.OPEN, RE.DATA): RS.OPEN,
+    (RS.OPEN, RE.TERMINATION): RS.TERMINATED,
+    (RS.OPEN, RE.WRONG_SEQ): RS.FAILED,
+    (RS.OPEN, RE.BAD_CHECKSUM): RS.FAILED,
+    (RS.OPEN, RE.UNEXPECTED): RS.FAILED,
+    (RS.OPEN, RE.CLOSE): RS.FAILED,
+    (RS.TERMINATED, RE.WRONG_SEQ): RS.FAILED,
+    (RS.TERMINATED, RE.UNEXPECTED): RS.FAILED,
+    (RS.TERMINATED, RE.ACK_WRITTEN): RS.ACKED,
+    (RS.TERMINATED, RE.CLOSE): RS.TERMINATED,
+    (RS.ACKED, RE.WRONG_SEQ): RS.FAILED,
+    (RS.ACKED, RE.UNEXPECTED): RS.FAILED,
+    (RS.ACKED, RE.CLOSE): RS.ACKED,
+}
+"""Reader channel: (state, event) -> next state. FAILED is terminal (the whole reader failed)."""
+
+_PEER_EVENTS: Final = frozenset({RE.DATA, RE.TERMINATION, RE.BAD_CHECKSUM})
+
+READER_REJECTIONS: Final[Mapping[tuple[ReaderChannelState, ReaderChannelEvent], type[Exception]]] = {
+    (state, event): (
+        errors.UnexpectedMessage
+        if event in _PEER_EVENTS and state in (RS.TERMINATED, RS.ACKED)
+        else UsageError
+    )
+    for state in RS for event in RE
+    if (state, event) not in READER_TRANSITIONS
+}
+"""Reader channel: the error every unlisted pair ends in. DATA or a second TERMINATION_CONTROL
+after the terminator is the peer's fault (Spark would queue it; this spec rejects it); every other
+unlisted pair is a caller bug (a message before ``connected``, an ack completion that was never
+asked for, input after the machine failed, which the machine ignores instead)."""
+
+WRITER_ERRORS: Final[Mapping[tuple[WriterChannelState, WriterChannelEvent], type[errors.ShuffleError]]] = {
+    (WS.AWAITING_CREDIT, WE.TIMEOUT): errors.WriterConnectionTimeout,
+    (WS.TERMINATING, WE.TIMEOUT): errors.WriterConnectionTimeout,
+    **{(s, WE.ACK_WRONG_SEQ): errors.IncorrectSequenceNumber for s in WS if s is not WS.FAILED},
+    **{(s, WE.UNEXPECTED): errors.UnexpectedMessage for s in WS if s is not WS.FAILED},
+    (WS.OPEN, WE.CLOSE): errors.ConnectionClosedBeforeTermination,
+    (WS.TERMINATING, WE.CLOSE): errors.ConnectionClosedBeforeTermination,
+}
+"""Listed writer transitions into FAILED, and the error each one reports."""
+
+READER_ERRORS: Final[Mapping[tuple[ReaderChannelState, ReaderChannelEvent], type[errors.ShuffleError]]] = {
+    (RS.CONNECTING, RE.CLOSE): errors.ConnectionClosedBeforeTermination,
+    (RS.OPEN, RE.CLOSE): errors.ConnectionClosedBeforeTermination,
+    (RS.OPEN, RE.BAD_CHECKSUM): errors.ChecksumVerificationFailed,
+    **{(s, RE.WRONG_SEQ): errors.IncorrectSequenceNumber for s in (RS.OPEN, RS.TERMINATED, RS.ACKED)},
+    **{(s, RE.UNEXPECTED): errors.UnexpectedMessage for s in (RS.OPEN, RS.TERMINATED, RS.ACKED)},
+}
+"""Listed reader transitions into FAILED, and the error each one reports."""
+
+WRITER_TABLE: Final = Table("writer channel", WS.AWAITING_CREDIT, WRITER_TRANSITIONS, WRITER_REJECTIONS, WRITER_ERRORS)
+READER_TABLE: Final = Table("reader channel", RS.CONNECTING, READER_TRANSITIONS, READER_REJECTIONS, READER_ERRORS)

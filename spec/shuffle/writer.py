@@ -1,0 +1,346 @@
+"""The writer task of a streaming shuffle as a sans-IO state machine (Spark 4.3.0's ``StreamingShuffleWriter``).
+
+One channel per reader: records are buffered per reader, a buffer becomes one DATA message by
+Spark's flush rule, sequence numbers count from 0 per reader (DATA and TERMINATION_CONTROL share
+them), and every buffer holds ``networkBufferSize`` byte permits until its socket write completes.
+Data for a reader that has not bound yet is queued in order and sent after its first CREDIT.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Hashable
+
+from spec.shuffle import errors
+from spec.shuffle.checksum import payload_checksum
+from spec.shuffle.layouts import MessageType
+from spec.shuffle.messages import (
+    CreditMessage,
+    DataMessage,
+    Message,
+    TerminationAckMessage,
+    TerminationControlMessage,
+)
+from spec.shuffle.records import encode_record
+from spec.shuffle.settings import ShuffleSettings, key_of
+from spec.shuffle.steps import (
+    Bound,
+    Completed,
+    ProducerBlocked,
+    ProducerUnblocked,
+    Send,
+    Step,
+    StepBuffer,
+    UsageError,
+)
+from spec.shuffle.transitions import (
+    WRITER_TABLE,
+    WriterChannelEvent,
+    WriterChannelState,
+    WriterState,
+)
+
+TCP_SEND_BUFFER: int = 32 * 1024
+TCP_RECEIVE_BUFFER: int = 512
+"""Socket buffers Spark sets on every bound writer channel; they count against writerMaxMemory."""
+
+SERVER_HANDLER = "ShuffleServerHandler"
+
+
+def permit_capacity(settings: ShuffleSettings, num_readers: int) -> int:
+    """Byte permits of the writer: ``max(R * N * 2, writerMaxMemory - R * (32 KiB + 512))``."""
+    n = settings.network_buffer_size
+    capacity = max(num_readers * n * 2, settings.writer_max_memory - num_readers * (TCP_SEND_BUFFER + TCP_RECEIVE_BUFFER))
+    if not n <= capacity <= 2**31 - 1:
+        raise ValueError(
+            f"requirement failed: Streaming shuffle writer memory budget ({capacity} bytes) is invalid for "
+            f"{num_readers} partitions; increase {key_of('writer_max_memory')} or reduce the number of partitions."
+        )
+    return capacity
+
+
+def flush_threshold(settings: ShuffleSettings) -> int:
+    """A buffer holding this many bytes is sent at once (90% of networkBufferSize, integer maths)."""
+    return settings.network_buffer_size * 9 // 10
+
+
+@dataclass(slots=True)
+class WriterChannel:
+    """The writer's view of one reader."""
+
+    reader_id: int
+    state: WriterChannelState = WriterChannelState.AWAITING_CREDIT
+    conn: Hashable | None = None
+    buffer: bytearray | None = None
+    buffer_records: int = 0
+    buffer_created: float = 0.0
+    last_seq: int = -1
+    queued: deque[Message] = field(default_factory=deque)
+    """Messages produced before the bind, in order."""
+
+    @property
+    def bound(self) -> bool:
+        return self.conn is not None
+
+
+class WriterMachine(StepBuffer):
+    """One writer task. Inputs return a :class:`Step`; after ``Failed`` or ``Completed`` input is ignored."""
+
+    def __init__(
+        self, shuffle_id: int, writer_id: int, num_readers: int, settings: ShuffleSettings, now: float
+    ) -> None:
+        if num_readers < 1:
+            raise UsageError(f"a writer needs at least one reader, got {num_readers}")
+        super().__init__()
+        self.shuffle_id = shuffle_id
+        self.writer_id = writer_id
+        self.settings = settings
+        self.permit_capacity = permit_capacity(settings, num_readers)
+        self.permits_available = self.permit_capacity
+        self.channels = [WriterChannel(r) for r in range(num_readers)]
+        self.state = WriterState.RUNNING
+        self._held: tuple[int, bytes] | None = None
+        self._in_flight: dict[tuple[int, int], int] = {}
+        self._conns: dict[Hashable, int] = {}
+        self._wait_s = settings.network_buffer_max_wait_time_ms / 1000.0
+        self._next_periodic = now + self._wait_s
+        timeout = settings.writer_connection_timeout_ms
+        self._bind_deadline = None if timeout == -1 else now + timeout / 1000.0
+
+    # -- properties -------------------------------------------------------------------------------
+
+    @property
+    def blocked(self) -> bool:
+        """A record is held waiting for permits: the producer must wait for ``ProducerUnblocked``."""
+        return self._held is not None
+
+    @property
+    def done(self) -> bool:
+        return self.state in (WriterState.COMPLETED, WriterState.FAILED)
+
+    @property
+    def in_flight(self) -> int:
+        """DATA messages whose socket write has not completed (each holds networkBufferSize permits)."""
+        return len(self._in_flight)
+
+    # -- inputs -----------------------------------------------------------------------------------
+
+    def connection_accepted(self, conn: Hashable, now: float) -> Step:
+        """A reader connected; it is bound to a reader id only by its first CREDIT."""
+        return self._step(now)
+
+    def write(self, reader_id: int, record: bytes, now: float) -> Step:
+        """Append one serialized record for ``reader_id``; may flush, or block the producer."""
+        if self.done:
+            return self._step(now)
+        if self.state is not WriterState.RUNNING or self.blocked:
+            raise UsageError(f"write() while the writer is {'blocked' if self.blocked else self.state.value}")
+        channel = self._channel_for_caller(reader_id)
+        if channel.buffer is None and not self._open_buffer(channel, now):
+            for ch in self.channels:
+                self._flush(ch)
+            self._held = (reader_id, record)
+            self._surface(ProducerBlocked())
+            return self._step(now)
+        self._append(channel, record, now)
+        return self._step(now)
+
+    def finish(self, now: float) -> Step:
+        """Input ended: flush every buffer, then TERMINATION_CONTROL to every reader."""
+        if self.done:
+            return self._step(now)
+        if self.state is not WriterState.RUNNING or self.blocked:
+            raise UsageError(f"finish() while the writer is {'blocked' if self.blocked else self.state.value}")
+        self.state = WriterState.FINISHING
+        for ch in self.channels:
+            self._flush(ch)
+            if not self._move(ch, WriterChannelEvent.FINISH):
+                return self._step(now)
+            ch.last_seq += 1
+            self._emit(ch, TerminationControlMessage(ch.last_seq, self.writer_id, ch.reader_id), notify=False)
+        return self._step(now)
+
+    def received(self, conn: Hashable, message: Message, now: float) -> Step:
+        """A decoded message arrived on ``conn``."""
+        if self.done:
+            return self._step(now)
+        if isinstance(message, (DataMessage, TerminationControlMessage)):
+            error = errors.UnexpectedMessage(SERVER_HANDLER, message.type.name)
+            bound = self._conns.get(conn)
+            if bound is None:
+                self._fail(error)
+            else:
+                self._fail_with(self.channels[bound], WriterChannelEvent.UNEXPECTED, error)
+            return self._step(now)
+        ch_or_none = self._channel_for_peer(message.reader_id)
+        if ch_or_none is None:
+            return self._step(now)
+        ch = ch_or_none
+        if isinstance(message, CreditMessage):
+            if self._move(ch, WriterChannelEvent.CREDIT) and not ch.bound:
+                self._bind(ch, conn)
+        else:
+            self._on_ack(ch, message)
+        return self._step(now)
+
+    def decode_failed(self, conn: Hashable, error: errors.CodecError, now: float) -> Step:
+        """The bytes from ``conn`` did not decode: the writer fails with the codec's error."""
+        return self.abort(error, now)
+
+    def connection_closed(self, conn: Hashable, now: float) -> Step:
+        """``conn`` closed; fatal if it is bound to a reader that has not acknowledged termination."""
+        reader_id = self._conns.pop(conn, None)
+        if self.done or reader_id is None:
+            return self._step(now)
+        ch = self.channels[reader_id]
+        if ch.state is WriterChannelState.TERMINATED:
+            return self._step(now)
+        self._fail_with(ch, WriterChannelEvent.CLOSE, errors.ConnectionClosedBeforeTermination("reader", reader_id))
+        return self._step(now)
+
+    def send_completed(self, reader_id: int, seq: int, now: float) -> Step:
+        """The socket write of DATA ``seq`` to ``reader_id`` completed: its permits return."""
+        if self.done:
+            return self._step(now)
+        permits = self._in_flight.pop((reader_id, seq), None)
+        if permits is None:
+            raise UsageError(f"no DATA {seq} to reader {reader_id} is waiting for its write")
+        self.permits_available += permits
+        if self._held is not None:
+            held_reader, record = self._held
+            channel = self.channels[held_reader]
+            if channel.buffer is not None or self._open_buffer(channel, now):
+                self._held = None
+                self._append(channel, record, now)
+                self._surface(ProducerUnblocked())
+        return self._step(now)
+
+    def tick(self, now: float) -> Step:
+        """Time passed: the periodic flush, and the connection timeout of unbound readers."""
+        if self.done:
+            return self._step(now)
+        if self._bind_deadline is not None and now >= self._bind_deadline:
+            for ch in self.channels:
+                if not ch.bound:
+                    self._fail_with(ch, WriterChannelEvent.TIMEOUT, errors.WriterConnectionTimeout(
+                        self.shuffle_id, self.writer_id, self.settings.writer_connection_timeout_ms,
+                        ch.reader_id))
+                    return self._step(now)
+        if self.state is WriterState.RUNNING and now >= self._next_periodic:
+            for ch in self.channels:
+                self._flush(ch)
+            self._next_periodic = now + self._wait_s
+        return self._step(now)
+
+    def abort(self, error: errors.ShuffleError, now: float) -> Step:
+        """The task failed locally (or its input could not be decoded)."""
+        if not self.done:
+            self._fail(error)
+        return self._step(now)
+
+    # -- internals --------------------------------------------------------------------------------
+
+    def _channel_for_caller(self, reader_id: int) -> WriterChannel:
+        if not 0 <= reader_id < len(self.channels):
+            raise UsageError(f"reader id {reader_id} outside 0..{len(self.channels) - 1}")
+        return self.channels[reader_id]
+
+    def _channel_for_peer(self, reader_id: int) -> WriterChannel | None:
+        if 0 <= reader_id < len(self.channels):
+            return self.channels[reader_id]
+        self._fail(errors.UnknownPeer("reader", reader_id, len(self.channels)))
+        return None
+
+    def _open_buffer(self, channel: WriterChannel, now: float) -> bool:
+        n = self.settings.network_buffer_size
+        if self.permits_available < n:
+            return False
+        self.permits_available -= n
+        channel.buffer = bytearray()
+        channel.buffer_records = 0
+        channel.buffer_created = now
+        if self._next_periodic <= now and self._wait_s > 0:
+            periods = int((now - self._next_periodic) // self._wait_s) + 1
+            self._next_periodic += periods * self._wait_s
+        return True
+
+    def _append(self, channel: WriterChannel, record: bytes, now: float) -> None:
+        assert channel.buffer is not None
+        channel.buffer += encode_record(record)
+        channel.buffer_records += 1
+        aged = (now - channel.buffer_created) * 1000.0 >= self.settings.network_buffer_max_wait_time_ms
+        if len(channel.buffer) >= flush_threshold(self.settings) or aged:
+            self._flush(channel)
+
+    def _flush(self, channel: WriterChannel) -> None:
+        """Turn the channel's buffer into a DATA message (sent, or queued until the bind)."""
+        if channel.buffer is None or not self._move(channel, WriterChannelEvent.FLUSH):
+            return
+        payload = bytes(channel.buffer)
+        channel.buffer = None
+        channel.last_seq += 1
+        checksum = payload_checksum(payload) if self.settings.checksum_enabled else 0
+        self._in_flight[(channel.reader_id, channel.last_seq)] = self.settings.network_buffer_size
+        self._emit(channel, DataMessage(channel.last_seq, self.writer_id, channel.reader_id, checksum, payload),
+                   notify=True)
+
+    def _emit(self, channel: WriterChannel, message: Message, notify: bool) -> None:
+        if channel.bound:
+            self._send(Send(channel.reader_id, message, channel.conn, notify))
+        else:
+            channel.queued.append(message)
+
+    def _bind(self, channel: WriterChannel, conn: Hashable) -> None:
+        channel.conn = conn
+        self._conns[conn] = channel.reader_id
+        self._surface(Bound(channel.reader_id, conn))
+        while channel.queued:
+            message = channel.queued.popleft()
+            self._send(Send(channel.reader_id, message, conn, isinstance(message, DataMessage)))
+
+    def _on_ack(self, channel: WriterChannel, ack: TerminationAckMessage) -> None:
+        if ack.seq != channel.last_seq:
+            self._fail_with(channel, WriterChannelEvent.ACK_WRONG_SEQ, errors.IncorrectSequenceNumber(
+                MessageType.TERMINATION_ACK_MESSAGE.name, self.writer_id, channel.reader_id,
+                channel.last_seq, ack.seq))
+            return
+        if self._move(channel, WriterChannelEvent.ACK) and all(
+            ch.state is WriterChannelState.TERMINATED for ch in self.channels
+        ):
+            self.state = WriterState.COMPLETED
+            self._surface(Completed())
+
+    def _move(self, channel: WriterChannel, event: WriterChannelEvent) -> bool:
+        """Apply the table; an unlisted pair fails the writer (peer fault) or raises (caller bug)."""
+        target = WRITER_TABLE.next_state(channel.state, event)
+        if target is None:
+            # The only peer-caused rejection: a matching ack before TERMINATION_CONTROL.
+            channel.state = WriterChannelState.FAILED
+            self._fail(errors.UnexpectedMessage(SERVER_HANDLER, MessageType.TERMINATION_ACK_MESSAGE.name))
+            return False
+        channel.state = target
+        return True
+
+    def _fail_with(self, channel: WriterChannel, event: WriterChannelEvent, error: errors.ShuffleError) -> None:
+        """A listed transition into FAILED, carrying the error the table names for it."""
+        if self._move(channel, event) and channel.state is WriterChannelState.FAILED:
+            self._fail(error)
+
+    def _fail(self, error: errors.ShuffleError) -> None:
+        self.state = WriterState.FAILED
+        self._held = None
+        self._record_failure(error)
+
+    def _deadline(self) -> float | None:
+        if self.done:
+            return None
+        candidates = []
+        if self._bind_deadline is not None and not all(ch.bound for ch in self.channels):
+            candidates.append(self._bind_deadline)
+        if self.state is WriterState.RUNNING and any(ch.buffer is not None for ch in self.channels):
+            candidates.append(self._next_periodic)
+        return min(candidates, default=None)
+
+    def _step(self, now: float) -> Step:
+        return self._take(self._deadline())
