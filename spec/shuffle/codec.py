@@ -36,9 +36,12 @@ from spec.shuffle.messages import (
 MIN_FRAME_LENGTH: Final = FRAME_HEADER.sizeof()
 """A frame holds at least its own 13-byte header (Spark would fail later reading the body)."""
 
+SPARK_MAX_FRAME_LENGTH: Final = 2**31 + 6
+"""Largest frame Spark's ``TransportFrameDecoder`` accepts: it requires frame_length - 8 < 2^31 - 1."""
+
 DEFAULT_MAX_FRAME_LENGTH: Final = 256 * 1024 * 1024
-"""Largest frame accepted unless configured otherwise; Spark's own limit is 2^31-1, which a
-reference peer should not be made to allocate on the word of a stranger."""
+"""Largest frame accepted unless configured otherwise: stricter than Spark's 2^31 + 6, so a
+reference peer is not made to allocate 2 GiB on the word of a stranger."""
 
 
 def _struct_of(layout: Struct) -> struct.Struct:
@@ -54,6 +57,7 @@ def _struct_of(layout: Struct) -> struct.Struct:
 
 
 _HEADER = _struct_of(COMMON_HEADER)
+_TYPE_ID = struct.Struct(_HEADER.format[:2])
 _FRAME = _struct_of(FRAME_HEADER)
 _DATA = struct.Struct(_HEADER.format + _struct_of(DATA_FIELDS).format[1:])
 _CREDIT = struct.Struct(_HEADER.format + _struct_of(CREDIT_FIELDS).format[1:])
@@ -123,9 +127,10 @@ def decode_body(body: Payload) -> Message:
     """
     view = memoryview(body)
     available = len(view)
-    if available < _HEADER.size:
-        raise errors.TruncatedInput("message header", _HEADER.size, available)
-    type_id, seq = _HEADER.unpack_from(view)
+    # Spark validates the type id before it reads the sequence number.
+    if available < _TYPE_ID.size:
+        raise errors.TruncatedInput("message type id", _TYPE_ID.size, available)
+    (type_id,) = _TYPE_ID.unpack_from(view)
     try:
         kind = MessageType(type_id)
     except ValueError:
@@ -133,19 +138,20 @@ def decode_body(body: Payload) -> Message:
     needed = HEADER_LENGTH[kind]
     if available < needed:
         raise errors.TruncatedInput(kind.name, needed, available)
+    seq: int
     if kind is MessageType.DATA_MESSAGE_UNSAFE_ROW:
-        _, _, writer_id, reader_id, data_size, checksum = _DATA.unpack_from(view)
+        _, seq, writer_id, reader_id, data_size, checksum = _DATA.unpack_from(view)
         if data_size < 0:
-            raise errors.NegativeDataSize(data_size)
+            raise errors.NegativeDataSize(data_size, available - needed)
         if data_size != available - needed:
             raise errors.DataSizeMismatch(data_size, available - needed)
         return DataMessage(seq, writer_id, reader_id, checksum, bytes(view[needed:]))
     if available > needed:
         raise errors.TrailingBytes(kind.name, available - needed)
     if kind is MessageType.CREDIT_CONTROL_MESSAGE:
-        _, _, writer_id, reader_id, num_messages = _CREDIT.unpack_from(view)
+        _, seq, writer_id, reader_id, num_messages = _CREDIT.unpack_from(view)
         return CreditMessage(writer_id, reader_id, num_messages, seq)
-    _, _, writer_id, reader_id = _TERMINATION.unpack_from(view)
+    _, seq, writer_id, reader_id = _TERMINATION.unpack_from(view)
     if kind is MessageType.TERMINATION_CONTROL_MESSAGE:
         return TerminationControlMessage(seq, writer_id, reader_id)
     return TerminationAckMessage(seq, writer_id, reader_id)

@@ -61,16 +61,21 @@ class TrailingBytes(CodecError):
 class NegativeDataSize(CodecError):
     condition = "NEGATIVE_DATA_SIZE"
 
-    def __init__(self, data_size: int) -> None:
-        super().__init__(f"DATA message has negative data size {data_size}", dataSize=data_size)
+    def __init__(self, data_size: int, available: int) -> None:
+        super().__init__(
+            f"Invalid DataMessage dataSize={data_size}, readable bytes after header={available}",
+            dataSize=data_size, available=available,
+        )
 
 
 class DataSizeMismatch(CodecError):
+    """Spark reports this and :class:`NegativeDataSize` with one message; they are split here."""
+
     condition = "DATA_SIZE_MISMATCH"
 
     def __init__(self, data_size: int, available: int) -> None:
         super().__init__(
-            f"DATA message declares {data_size} payload bytes but the body holds {available}",
+            f"Invalid DataMessage dataSize={data_size}, readable bytes after header={available}",
             dataSize=data_size, available=available,
         )
 
@@ -106,8 +111,9 @@ class IncorrectSequenceNumber(ProtocolError):
         self, message_type: str, writer_id: int, reader_id: int, expected: int, actual: int
     ) -> None:
         super().__init__(
-            f"Incorrect sequence number for {message_type} from writer {writer_id} to reader "
-            f"{reader_id}: expected {expected}, actual {actual}",
+            f"Streaming shuffle {message_type} between writer {writer_id} and reader {reader_id} "
+            f"expected to have sequence number {expected}, but the actual sequence number is "
+            f"{actual}. Please verify that the messages are sent in order.",
             messageType=message_type, writerId=writer_id, readerId=reader_id,
             expSeqNum=expected, actSeqNum=actual,
         )
@@ -120,8 +126,8 @@ class ChecksumVerificationFailed(ProtocolError):
 
     def __init__(self, writer_id: int, expected: int, calculated: int, data_length: int) -> None:
         super().__init__(
-            f"Checksum verification failed for data from writer {writer_id}: expected "
-            f"{expected}, calculated {calculated}, data length {data_length}",
+            f"Checksum verification failed for buffer from writer {writer_id}. Expected: "
+            f"{expected}, Calculated: {calculated}, Data length: {data_length}.",
             writerId=writer_id, expectedChecksum=expected,
             calculatedChecksum=calculated, dataLength=data_length,
         )
@@ -132,8 +138,8 @@ class WriterConnectionTimeout(ProtocolError):
 
     def __init__(self, shuffle_id: int, writer_id: int, timeout_ms: int, reader_id: int) -> None:
         super().__init__(
-            f"Writer {writer_id} of shuffle {shuffle_id} timed out after {timeout_ms} ms "
-            f"waiting for reader {reader_id} to connect",
+            f"Streaming shuffle {shuffle_id} writer {writer_id} timed out after {timeout_ms} ms "
+            f"waiting for reader {reader_id} to connect.",
             shuffleId=shuffle_id, writerId=writer_id, timeoutMs=timeout_ms, readerId=reader_id,
         )
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-from construct import Bytes, Int8sb, Int32sb, Int64sb, Struct, this
+from construct import Bytes, Error, FixedSized, If, Int8sb, Int32sb, Int64sb, Struct, Switch, Terminated, this
 
 
 class MessageType(IntEnum):
@@ -73,6 +73,27 @@ FRAME_HEADER = Struct(
     "body_length" / Int32sb * "body length as written by Spark's encoder; Spark's decoder ignores it",
 )
 """Spark's transport frame (``MessageEncoder`` / ``TransportFrameDecoder``) around each body."""
+
+MESSAGE_BODY = Struct(
+    "header" / COMMON_HEADER,
+    "fields" / Switch(this.header.type_id, {int(k): v for k, v in FIELDS_BY_TYPE.items()}, default=Error),
+    "payload" / If(
+        this.header.type_id == MessageType.DATA_MESSAGE_UNSAFE_ROW, Bytes(this.fields.data_size)
+    ) * "DATA only: serialized records, data_size bytes",
+    If(this.header.type_id == MessageType.DATA_MESSAGE_UNSAFE_ROW, Terminated),
+)
+"""Any body, as Spark's ``StreamingShuffleMessage.decode`` reads it (unknown type ids fail).
+
+A DATA payload must end the body exactly. Like Spark, the layout ignores bytes after the
+fields of a fixed-size message; the codec is
+stricter and rejects them (a compatible sender never writes them).
+"""
+
+FRAME = Struct(
+    "header" / FRAME_HEADER,
+    "body" / FixedSized(this.header.frame_length - FRAME_HEADER.sizeof(), MESSAGE_BODY),
+)
+"""One transport frame: the body is the rest of the frame (``body_length`` is not consulted)."""
 
 HEADER_SIZE = COMMON_HEADER.sizeof()
 FRAME_HEADER_SIZE = FRAME_HEADER.sizeof()

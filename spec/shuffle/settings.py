@@ -1,73 +1,140 @@
-"""The six ``spark.shuffle.streaming.*`` settings, with Spark 4.3.0's keys, defaults and parsing.
+"""The six ``spark.shuffle.streaming.*`` settings, parsed and validated exactly as Spark 4.3.0 does.
 
-Sizes and times accept Spark's strings (``32k``, ``1h``, ``-1``) with Spark's units: a bare number
-means bytes for sizes and milliseconds for times.
+Read off ``org.apache.spark.internal.config.package$``: only ``writerConnectionTimeout`` is a time
+(``1h``, ``30s``, ``-1``; a bare number is milliseconds); the sizes are plain ``int``/``long``
+numbers, so ``32k`` is rejected as Spark rejects it. Errors carry Spark's conditions
+``INVALID_CONF_VALUE.TYPE_MISMATCH`` and ``INVALID_CONF_VALUE.REQUIREMENT`` and Spark's wording.
+The table :data:`SETTINGS` drives parsing, validation and the generated specification.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, fields
-from typing import Any, Callable, Final, Mapping, Protocol
+from enum import Enum
+from typing import Callable, Final, Mapping, Protocol
 
 PREFIX: Final = "spark.shuffle.streaming."
 
-_BYTE_UNITS: Final = {
-    "b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20, "g": 1 << 30,
-    "gb": 1 << 30, "t": 1 << 40, "tb": 1 << 40, "p": 1 << 50, "pb": 1 << 50,
-}
-_TIME_UNITS_MS: Final = {
-    "ms": 1.0, "us": 0.001, "s": 1000.0, "m": 60_000.0, "min": 60_000.0,
-    "h": 3_600_000.0, "d": 86_400_000.0,
-}
-_NUMBER_WITH_UNIT: Final = re.compile(r"(-?[0-9]+)([a-z]+)?")
+
+class Kind(Enum):
+    """Spark's config builder for a key, with the type word its TYPE_MISMATCH message uses."""
+
+    BOOLEAN = "boolean"
+    INT = "int"
+    LONG = "long"
+    TIME_MS = "time in MILLISECONDS"
+
+
+_INT_RANGE: Final = {Kind.INT: (-(2**31), 2**31 - 1), Kind.LONG: (-(2**63), 2**63 - 1),
+                     Kind.TIME_MS: (-(2**63), 2**63 - 1)}
+_JAVA_INTEGER: Final = re.compile(r"[+-]?[0-9]+")
+_TIME_STRING: Final = re.compile(r"(-?[0-9]+)([a-z]+)?")
+# JavaUtils.timeSuffixes, as (multiplier, divisor) to milliseconds; TimeUnit truncates toward zero.
+_TIME_UNITS: Final = {"us": (1, 1000), "ms": (1, 1), "s": (1000, 1), "m": (60_000, 1),
+                      "min": (60_000, 1), "h": (3_600_000, 1), "d": (86_400_000, 1)}
 
 
 class SettingsError(ValueError):
-    """A setting's value cannot be parsed or is out of its allowed range."""
+    """A value Spark would refuse; ``condition`` is Spark's INVALID_CONF_VALUE sub-condition."""
 
-    condition: Final = "INVALID_STREAMING_SHUFFLE_SETTING"
-
-    def __init__(self, key: str, value: object, reason: str) -> None:
-        super().__init__(f"{key}={value!r}: {reason}")
+    def __init__(self, condition: str, key: str, value: str, reason: str) -> None:
+        super().__init__(f"[{condition}] The value '{value}' in the config \"{key}\" is invalid. {reason}")
+        self.condition = condition
         self.key = key
         self.value = value
         self.reason = reason
 
 
-def parse_bytes(key: str, value: object) -> int:
-    """Spark's byte-string parsing (``JavaUtils.byteStringAs``, a leading ``-`` allowed)."""
-    return _parse_with_units(key, value, _BYTE_UNITS, "b", "a size such as 32k, 4m or 1g")
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """One key: Spark's builder, default and requirement (``check`` returns True when valid)."""
 
+    field: str
+    key: str
+    kind: Kind
+    default: str
+    meaning: str
+    check: Callable[[int], bool] | None = None
+    requirement: str = ""
 
-def parse_time_ms(key: str, value: object) -> int:
-    """Spark's time-string parsing in milliseconds (``JavaUtils.timeStringAs``)."""
-    return _parse_with_units(key, value, _TIME_UNITS_MS, "ms", "a time such as 50ms, 30s or 1h")
-
-
-def _parse_with_units(
-    key: str, value: object, units: Mapping[str, float], default_unit: str, expected: str
-) -> int:
-    if isinstance(value, bool):
-        raise SettingsError(key, value, f"expected {expected}")
-    if isinstance(value, int):
+    def parse(self, raw: object) -> int | bool:
+        """The value as Spark's ``ConfigEntry`` converts it (strings are trimmed first)."""
+        text = (str(raw).lower() if isinstance(raw, bool) else str(raw)).strip()
+        if self.kind is Kind.BOOLEAN:
+            if text.lower() not in ("true", "false"):
+                raise self._type_mismatch(text)
+            return text.lower() == "true"
+        if self.kind is Kind.TIME_MS:
+            value = _time_ms(text)
+        else:
+            value = int(text) if _JAVA_INTEGER.fullmatch(text) else None
+        if value is None:
+            raise self._type_mismatch(text)
+        low, high = _INT_RANGE[self.kind]
+        if not low <= value <= high:
+            raise self._type_mismatch(text)
         return value
-    text = str(value).strip().lower()
-    match = _NUMBER_WITH_UNIT.fullmatch(text)
-    if match is None or (match.group(2) or default_unit) not in units:
-        reason = "fractional values are not supported" if re.fullmatch(r"-?[0-9]+\.[0-9]+[a-z]*", text) else f"expected {expected}"
-        raise SettingsError(key, value, reason)
-    return int(int(match.group(1)) * units[match.group(2) or default_unit])
+
+    def validate(self, value: int | bool) -> None:
+        """Spark's ``checkValue`` on a converted value (and the Java range of the type)."""
+        if self.kind is Kind.BOOLEAN:
+            if not isinstance(value, bool):
+                raise self._type_mismatch(str(value))
+            return
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self._type_mismatch(str(value))
+        low, high = _INT_RANGE[self.kind]
+        if not low <= value <= high:
+            raise self._type_mismatch(str(value))
+        if self.check is not None and not self.check(value):
+            shown = f"{value}ms" if self.kind is Kind.TIME_MS else str(value)
+            raise SettingsError("INVALID_CONF_VALUE.REQUIREMENT", self.key, shown, self.requirement)
+
+    def _type_mismatch(self, text: str) -> SettingsError:
+        return SettingsError("INVALID_CONF_VALUE.TYPE_MISMATCH", self.key, text,
+                             f"It should be a/an '{self.kind.value}' value.")
 
 
-def parse_bool(key: str, value: object) -> bool:
-    """Spark's boolean parsing: ``true``/``false``, any case."""
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text not in ("true", "false"):
-        raise SettingsError(key, value, "expected true or false")
-    return text == "true"
+def _time_ms(text: str) -> int | None:
+    """``JavaUtils.timeStringAs(text, MILLISECONDS)``; None where Spark throws."""
+    match = _TIME_STRING.fullmatch(text.lower())
+    if match is None or (match.group(2) or "ms") not in _TIME_UNITS:
+        return None
+    number = int(match.group(1))
+    if not -(2**63) <= number < 2**63:
+        return None
+    multiplier, divisor = _TIME_UNITS[match.group(2) or "ms"]
+    millis = abs(number) * multiplier // divisor
+    return min(millis, 2**63 - 1) * (-1 if number < 0 else 1)
+
+
+def _positive(value: int) -> bool:
+    return value > 0
+
+
+SETTINGS: Final = (
+    Setting("checksum_enabled", PREFIX + "checksum.enabled", Kind.BOOLEAN, "true",
+            "CRC32C per DATA payload, verified by the reader; 0 is sent when disabled"),
+    Setting("network_buffer_size", PREFIX + "networkBufferSize", Kind.INT, "32768",
+            "bytes per reader buffer on the writer", _positive,
+            "spark.shuffle.streaming.networkBufferSize must be positive."),
+    Setting("network_buffer_max_wait_time_ms", PREFIX + "networkBufferMaxWaitTimeMs", Kind.LONG,
+            "50", "max age in ms of a buffered record (not validated by Spark)"),
+    Setting("writer_max_memory", PREFIX + "writerMaxMemory", Kind.INT, "33554432",
+            "writer memory budget in bytes, TCP buffers included", _positive,
+            "spark.shuffle.streaming.writerMaxMemory must be positive."),
+    Setting("reader_max_memory", PREFIX + "readerMaxMemory", Kind.INT, "33554432",
+            "reader budget in bytes, split evenly across writers (not validated by Spark)"),
+    Setting("writer_connection_timeout_ms", PREFIX + "writerConnectionTimeout", Kind.TIME_MS, "1h",
+            "how long a writer waits for a reader to connect; -1 waits forever",
+            lambda v: v == -1 or v > 0,
+            "The reader connection timeout must be positive or -1 to wait indefinitely."),
+)
+"""Every key, in Spark's declaration order."""
+
+_BY_KEY: Final = {s.key: s for s in SETTINGS}
+_BY_FIELD: Final = {s.field: s for s in SETTINGS}
 
 
 class SparkConfLike(Protocol):
@@ -78,7 +145,7 @@ class SparkConfLike(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class ShuffleSettings:
-    """Streaming shuffle configuration; field metadata holds the Spark key and parser."""
+    """Streaming shuffle configuration with Spark's defaults; validated on construction."""
 
     checksum_enabled: bool = True
     network_buffer_size: int = 32 * 1024
@@ -88,18 +155,8 @@ class ShuffleSettings:
     writer_connection_timeout_ms: int = 3_600_000
 
     def __post_init__(self) -> None:
-        if self.network_buffer_size <= 0:
-            raise SettingsError(key_of("network_buffer_size"), self.network_buffer_size, "must be > 0")
-        if self.network_buffer_max_wait_time_ms <= 0:
-            raise SettingsError(key_of("network_buffer_max_wait_time_ms"), self.network_buffer_max_wait_time_ms, "must be > 0")
-        for name in ("writer_max_memory", "reader_max_memory"):
-            if getattr(self, name) <= 0:
-                raise SettingsError(key_of(name), getattr(self, name), "must be > 0")
-        if self.writer_connection_timeout_ms < -1 or self.writer_connection_timeout_ms == 0:
-            raise SettingsError(
-                key_of("writer_connection_timeout_ms"), self.writer_connection_timeout_ms,
-                "must be > 0, or -1 to wait forever",
-            )
+        for f in fields(self):
+            _BY_FIELD[f.name].validate(getattr(self, f.name))
 
     @property
     def waits_forever_for_readers(self) -> bool:
@@ -107,16 +164,11 @@ class ShuffleSettings:
 
     @classmethod
     def from_dict(cls, values: Mapping[str, object]) -> ShuffleSettings:
-        """Build from Spark keys; keys outside ``spark.shuffle.streaming.*`` are ignored, unknown ones inside it are an error."""
-        parsed: dict[str, Any] = {}
-        for key, raw in values.items():
-            if not key.startswith(PREFIX):
-                continue
-            if key not in _FIELD_BY_KEY:
-                raise SettingsError(key, raw, f"unknown setting; known: {', '.join(sorted(_FIELD_BY_KEY))}")
-            name, parse = _FIELD_BY_KEY[key]
-            parsed[name] = parse(key, raw)
-        return cls(**parsed)
+        """Build from Spark keys; other keys are ignored, as a SparkConf ignores keys nobody reads."""
+        parsed: dict[str, int | bool] = {
+            _BY_KEY[key].field: _BY_KEY[key].parse(raw) for key, raw in values.items() if key in _BY_KEY
+        }
+        return cls(**parsed)  # type: ignore[arg-type]
 
     @classmethod
     def from_spark_conf(cls, conf: SparkConfLike) -> ShuffleSettings:
@@ -125,32 +177,12 @@ class ShuffleSettings:
     def to_dict(self) -> dict[str, str]:
         """The settings as Spark keys and strings (what a SparkConf would hold)."""
         out = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            out[KEYS[f.name]] = str(value).lower() if isinstance(value, bool) else str(value)
+        for s in SETTINGS:
+            value = getattr(self, s.field)
+            out[s.key] = str(value).lower() if isinstance(value, bool) else str(value)
         return out
 
 
-KEYS: Final = {
-    "checksum_enabled": PREFIX + "checksum.enabled",
-    "network_buffer_size": PREFIX + "networkBufferSize",
-    "network_buffer_max_wait_time_ms": PREFIX + "networkBufferMaxWaitTimeMs",
-    "writer_max_memory": PREFIX + "writerMaxMemory",
-    "reader_max_memory": PREFIX + "readerMaxMemory",
-    "writer_connection_timeout_ms": PREFIX + "writerConnectionTimeout",
-}
-"""Field name -> Spark key."""
-
-_PARSERS: Final[Mapping[str, Callable[[str, object], object]]] = {
-    "checksum_enabled": parse_bool,
-    "network_buffer_size": parse_bytes,
-    "network_buffer_max_wait_time_ms": parse_time_ms,
-    "writer_max_memory": parse_bytes,
-    "reader_max_memory": parse_bytes,
-    "writer_connection_timeout_ms": parse_time_ms,
-}
-_FIELD_BY_KEY: Final = {key: (name, _PARSERS[name]) for name, key in KEYS.items()}
-
-
 def key_of(field_name: str) -> str:
-    return KEYS[field_name]
+    """The Spark key of a settings field."""
+    return _BY_FIELD[field_name].key
