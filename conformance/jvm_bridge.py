@@ -121,7 +121,10 @@ def compile_sources(jdk: Jdk, jars: Path, cache_root: Path | None = None) -> Pat
 
 
 class JsonLinesProcess:
-    """One Java main class from ``conformance/jvm`` run as a JSON-lines peer; use as a context manager."""
+    """One Java main class from ``conformance/jvm`` run as a JSON-lines peer; use as a context manager.
+
+    ``ready`` holds the process's first line, ``{"ready": true, ...}``.
+    """
 
     def __init__(self, main_class: str, args: Sequence[str] = (), *, jdk: Jdk | None = None,
                  startup_timeout: float = STARTUP_TIMEOUT_S) -> None:
@@ -138,9 +141,9 @@ class JsonLinesProcess:
         self._reader = threading.Thread(target=self._pump, name=f"{main_class}-stdout", daemon=True)
         self._reader.start()
         try:
-            hello = self.next_line(startup_timeout)
-            if hello.get("ready") is not True:
-                raise BridgeError(f"{main_class} did not start: {hello}")
+            self.ready = self.next_line(startup_timeout)
+            if self.ready.get("ready") is not True:
+                raise BridgeError(f"{main_class} did not start: {self.ready}")
         except BaseException:
             self.close()
             raise

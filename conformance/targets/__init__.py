@@ -1,0 +1,1 @@
+"""Implementations the conformance suites can be pointed at."""
