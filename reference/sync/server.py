@@ -30,9 +30,12 @@ log = logging.getLogger(__name__)
 
 def _flight_error(exc: SyncError) -> Exception:
     """INVALID_ARGUMENT for bad input (as Seafowl), INTERNAL otherwise; the text is the exact message."""
+    error: Exception
     if exc.status == "INVALID_ARGUMENT":
-        return pa.ArrowInvalid(exc.message)
-    return flight.FlightInternalError(exc.message)
+        error = pa.ArrowInvalid(exc.message)
+    else:
+        error = flight.FlightInternalError(exc.message)
+    return error
 
 
 def _read_batches(reader: flight.MetadataRecordBatchReader) -> list[pa.RecordBatch]:

@@ -1,0 +1,410 @@
+"""Live conformance cases for data-sync servers (Seafowl's protocol over Arrow Flight DoPut).
+
+Targets:
+- ``reference``: this project's server, started as a subprocess on a fresh store with
+  ``--max-replication-lag-s 0`` (every put flushes) so table contents can be checked;
+- ``exec:CMD``: CMD is started with ``{store}`` replaced by a fresh directory; it must print
+  ``LISTENING <port>`` first and flush after every put; capabilities ``store`` (tables are
+  read from ``{store}/<path>`` as Delta) and ``restart`` (kill and start again);
+- ``grpc://HOST:PORT``: a running server; only cases needing neither capability run.
+Every case uses its own origins and table paths and closes the transactions it opens.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.flight as flight
+
+from conformance.framework import Case, CaseContext, Level, RunOptions, Suite, Verdict
+from spec.sync.messages import COMMAND_TYPE_URL, ColumnDescriptor, ColumnRole, SyncCommand, SyncResponse, decode_response
+
+STARTUP_TIMEOUT_S = 60.0
+REFERENCE_CMD = f"{shlex.quote(sys.executable)} -m reference.sync serve --store {{store}} --max-replication-lag-s 0"
+
+OLD, NEW, CHANGED, VALUE = (int(r) for r in (ColumnRole.OLD_PK, ColumnRole.NEW_PK, ColumnRole.CHANGED, ColumnRole.VALUE))
+DESCS = (ColumnDescriptor(OLD, "id"), ColumnDescriptor(NEW, "id"), ColumnDescriptor(VALUE, "v"))
+DESCS_CHANGED = DESCS + (ColumnDescriptor(CHANGED, "v"), ColumnDescriptor(VALUE, "w"))
+
+
+def rows_batch(rows: Sequence[tuple[Any, ...]], changed: bool = False) -> pa.Table:
+    """A change batch ``old_id, new_id, v`` (+ ``changed_v, w`` when ``changed``)."""
+    cols: dict[str, pa.Array] = {
+        "old_id": pa.array([r[0] for r in rows], pa.int64()),
+        "new_id": pa.array([r[1] for r in rows], pa.int64()),
+        "v": pa.array([r[2] for r in rows], pa.string()),
+    }
+    if changed:
+        cols["changed_v"] = pa.array([r[3] for r in rows], pa.bool_())
+        cols["w"] = pa.array([r[4] for r in rows], pa.string())
+    return pa.table(cols)
+
+
+@dataclass(frozen=True)
+class PutOutcome:
+    """A response, or the Flight error a put ended with."""
+
+    response: SyncResponse | None
+    error: Exception | None
+
+    @property
+    def error_text(self) -> str:
+        return str(self.error) if self.error is not None else ""
+
+
+class SyncTarget:
+    """A sync server under test, reachable over Flight."""
+
+    def __init__(self, description: str, capabilities: frozenset[str], command: str | None, location: str | None) -> None:
+        self.description = description
+        self.capabilities = capabilities
+        self._command = command
+        self._store = tempfile.mkdtemp(prefix="sync-conformance-") if command else None
+        self._proc: subprocess.Popen[str] | None = None
+        self.location = location or ""
+
+    @property
+    def store(self) -> str:
+        assert self._store is not None
+        return self._store
+
+    def start(self) -> None:
+        assert self._command is not None
+        argv = shlex.split(self._command.replace("{store}", shlex.quote(self.store)))
+        self._proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+        assert self._proc.stdout is not None
+        line = self._proc.stdout.readline().split()
+        if len(line) != 2 or line[0] != "LISTENING":
+            self.stop()
+            raise RuntimeError(f"target did not print LISTENING <port>, got {line}")
+        self.location = f"grpc://127.0.0.1:{int(line[1])}"
+
+    def stop(self) -> None:
+        if self._proc is not None:
+            self._proc.kill()
+            self._proc.wait(timeout=STARTUP_TIMEOUT_S)
+            self._proc = None
+
+    def restart(self) -> None:
+        """Kill the server (no chance to flush) and start it again on the same store."""
+        self.stop()
+        self.start()
+
+    def close(self) -> None:
+        self.stop()
+        if self._store is not None:
+            shutil.rmtree(self._store, ignore_errors=True)
+
+    def put(self, ctx: CaseContext, cmd: SyncCommand, batch: pa.Table | None = None, raw_cmd: bytes | None = None) -> PutOutcome:
+        """One DoPut; ``raw_cmd`` replaces the encoded command bytes."""
+        payload = raw_cmd if raw_cmd is not None else cmd.to_descriptor_cmd()
+        ctx.wirelog.record("peer->impl", payload)
+        client = flight.FlightClient(self.location)
+        try:
+            options = flight.FlightCallOptions(timeout=ctx.remaining())
+            schema = batch.schema if batch is not None else pa.schema([])
+            writer, reader = client.do_put(flight.FlightDescriptor.for_command(payload), schema, options=options)
+            if batch is not None and batch.num_rows:
+                writer.write_table(batch)
+            writer.done_writing()
+            buf = reader.read()
+            writer.close()
+        except (flight.FlightError, pa.ArrowException) as exc:
+            return PutOutcome(None, exc)
+        finally:
+            client.close()
+        if buf is None:
+            return PutOutcome(None, RuntimeError("no PutResult"))
+        ctx.wirelog.record("impl->peer", buf.to_pybytes())
+        return PutOutcome(decode_response(buf.to_pybytes()), None)
+
+    def table(self, path: str) -> list[dict[str, Any]]:
+        """Rows of the Delta table at ``path`` sorted by ``id``."""
+        from deltalake import DeltaTable
+
+        rows: list[dict[str, Any]] = DeltaTable(f"{self.store}/{path}").to_pyarrow_table().to_pylist()
+        return sorted(rows, key=lambda r: r["id"])
+
+
+@contextmanager
+def open_target(options: RunOptions) -> Iterator[SyncTarget]:
+    """Start or reach the target named on the command line."""
+    spec = options.target
+    if spec.startswith("grpc://"):
+        target = SyncTarget(spec, frozenset(), None, spec)
+    else:
+        command = REFERENCE_CMD if spec == "reference" else spec[len("exec:"):] if spec.startswith("exec:") else None
+        if command is None:
+            raise ValueError(f"unknown sync target {spec!r}")
+        caps = {"restart"} | ({"store"} if "{store}" in command else set())
+        target = SyncTarget(spec, frozenset(caps), command, None)
+        target.start()
+    try:
+        yield target
+    finally:
+        target.close()
+
+
+# -- helpers -----------------------------------------------------------------
+def _ids() -> tuple[str, str]:
+    tag = uuid.uuid4().hex[:8]
+    return f"origin-{tag}", f"conformance/t_{tag}"
+
+
+def _cmd(path: str, origin: str, seq: int | None, descs: Sequence[ColumnDescriptor] = DESCS) -> SyncCommand:
+    return SyncCommand(path=path, origin=origin, column_descriptors=tuple(descs), sequence_number=seq)
+
+
+def _numbers(out: PutOutcome) -> str:
+    if out.response is None:
+        return f"error {out.error_text!r}"
+    r = out.response
+    return f"accepted={r.accepted} memory={r.memory_sequence_number} durable={r.durable_sequence_number} first={r.first}"
+
+
+def _expect(out: PutOutcome, memory: int | None, durable: int | None) -> Verdict:
+    want = f"accepted=True memory={memory} durable={durable}"
+    got = _numbers(out)
+    return Verdict(got.startswith(want + " "), want, got)
+
+
+def _expect_error(out: PutOutcome, text: str) -> Verdict:
+    ok = isinstance(out.error, pa.ArrowInvalid) and text in out.error_text
+    return Verdict(ok, f"INVALID_ARGUMENT containing {text!r}", f"{type(out.error).__name__}: {out.error_text}" if out.error else _numbers(out))
+
+
+# -- cases -------------------------------------------------------------------
+def probe_empty(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    origin, path = _ids()
+    return _expect(t.put(ctx, _cmd(path, origin, None, ())), None, None)
+
+
+def probe_first_after_start(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    origin, path = _ids()
+    t.restart()
+    first = t.put(ctx, _cmd(path, origin, None, ()))
+    second = t.put(ctx, _cmd(path, origin, None, ()))
+    ok = first.response is not None and first.response.first and second.response is not None and not second.response.first
+    return Verdict(ok, "first=True on the first response after a start, then first=False", f"{_numbers(first)}; {_numbers(second)}")
+
+
+def probe_not_first_later(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    origin, path = _ids()
+    t.put(ctx, _cmd(path, origin, None, ()))
+    out = t.put(ctx, _cmd(path, origin, None, ()))
+    return Verdict(out.response is not None and not out.response.first, "first=False", _numbers(out))
+
+
+def tx_memory_after_last_put(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    origin, path = _ids()
+    a = t.put(ctx, _cmd(path, origin, None), rows_batch([(None, 1, "a")]))
+    b = t.put(ctx, _cmd(path, origin, 7), rows_batch([(None, 2, "b")]))
+    ok = _expect(a, None, None).passed and b.response is not None and b.response.memory_sequence_number == 7
+    return Verdict(ok, "memory None after the first put, 7 after the last", f"{_numbers(a)}; {_numbers(b)}")
+
+
+def tx_memory_per_origin(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    (a, path), (b, _) = _ids(), _ids()
+    t.put(ctx, _cmd(path, a, 5), rows_batch([(None, 1, "a")]))
+    out = t.put(ctx, _cmd(path, b, None, ()))
+    return _expect(out, None, None)
+
+
+def tx_interleave_rejected(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    (a, path), (b, _) = _ids(), _ids()
+    t.put(ctx, _cmd(path, a, None), rows_batch([(None, 1, "a")]))
+    out = t.put(ctx, _cmd(path, b, 1), rows_batch([(None, 2, "b")]))
+    t.put(ctx, _cmd(path, a, 1), rows_batch([(None, 3, "c")]))
+    return _expect_error(
+        out, f"Transaction from a new origin ({b}) started without finishing the transaction from the previous one ({a})"
+    )
+
+
+def tx_empty_rejected(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    origin, path = _ids()
+    out = t.put(ctx, _cmd(path, origin, 42), rows_batch([]))
+    return _expect_error(out, f"Received empty transaction for origin {origin} with sequence number 42")
+
+
+def tx_empty_put_closes(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    origin, path = _ids()
+    t.put(ctx, _cmd(path, origin, None), rows_batch([(None, 1, "a")]))
+    out = t.put(ctx, _cmd(path, origin, 9), rows_batch([]))
+    ok = out.response is not None and out.response.accepted and out.response.memory_sequence_number == 9
+    return Verdict(ok, "accepted, memory=9", _numbers(out))
+
+
+def tx_probe_in_open_tx(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    (a, path), (b, _) = _ids(), _ids()
+    t.put(ctx, _cmd(path, a, None), rows_batch([(None, 1, "a")]))
+    out = t.put(ctx, _cmd(path, b, None, ()))
+    t.put(ctx, _cmd(path, a, 2), rows_batch([(None, 2, "b")]))
+    return _expect(out, None, None)
+
+
+def msg_undecodable(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    from google.protobuf import any_pb2
+
+    raw = any_pb2.Any(type_url=COMMAND_TYPE_URL, value=b"\x0a\xff\xff").SerializeToString()
+    out = t.put(ctx, _cmd("", "", None, ()), None, raw_cmd=raw)
+    return _expect_error(out, "Couldn't decode command")
+
+
+def _schema_case(descs: Sequence[ColumnDescriptor], batch: pa.Table, text: str) -> Callable[[SyncTarget, CaseContext], Verdict]:
+    def check(t: SyncTarget, ctx: CaseContext) -> Verdict:
+        origin, path = _ids()
+        return _expect_error(t.put(ctx, _cmd(path, origin, 1, descs), batch), "Invalid sync schema: " + text)
+
+    return check
+
+
+_B = rows_batch([(None, 1, "a")])
+_BC = rows_batch([(None, 1, "a", True, "x")], changed=True)
+
+
+def durable_needs_complete_tx(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    origin, path = _ids()
+    a = t.put(ctx, _cmd(path, origin, 1), rows_batch([(None, 1, "a")]))
+    b = t.put(ctx, _cmd(path, origin, None), rows_batch([(None, 2, "b")]))
+    t.put(ctx, _cmd(path, origin, 2), rows_batch([(None, 3, "c")]))
+    ok = b.response is not None and b.response.durable_sequence_number in (None, 1) and b.response.memory_sequence_number == 1
+    return Verdict(ok and a.error is None, "mid-transaction: memory=1, durable None or 1", _numbers(b))
+
+
+def durable_not_above_memory(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    origin, path = _ids()
+    seen = []
+    for seq in range(1, 6):
+        out = t.put(ctx, _cmd(path, origin, seq), rows_batch([(None, seq, str(seq))]))
+        r = out.response
+        if r is None or (r.durable_sequence_number is not None and (r.memory_sequence_number or -1) < r.durable_sequence_number):
+            return Verdict(False, "durable <= memory on every response", _numbers(out))
+        seen.append(_numbers(out))
+    return Verdict(True, "durable <= memory on every response", "; ".join(seen))
+
+
+def durable_after_flush(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    origin, path = _ids()
+    out = t.put(ctx, _cmd(path, origin, 3), rows_batch([(None, 1, "a")]))
+    return _expect(out, 3, 3)
+
+
+def restart_first_and_durable(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    origin, path = _ids()
+    t.put(ctx, _cmd(path, origin, 11), rows_batch([(None, 1, "a")]))
+    t.restart()
+    out = t.put(ctx, _cmd(path, origin, None, ()))
+    ok = out.response is not None and out.response.first
+    return Verdict(ok, "first=True after a restart", _numbers(out))
+
+
+def restart_durable_restored(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    origin, path = _ids()
+    t.put(ctx, _cmd(path, origin, 12), rows_batch([(None, 1, "a")]))
+    t.restart()
+    out = t.put(ctx, _cmd(path, origin, None, ()))
+    ok = out.response is not None and out.response.durable_sequence_number == 12
+    return Verdict(ok, "durable=12 reported again after a restart (beyond Seafowl, which forgets it)", _numbers(out))
+
+
+def replay_idempotent(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    origin, path = _ids()
+    tx = rows_batch([(None, 1, "a"), (None, 2, "b")])
+    t.put(ctx, _cmd(path, origin, 1), tx)
+    t.restart()
+    t.put(ctx, _cmd(path, origin, None, ()))
+    t.put(ctx, _cmd(path, origin, 1), tx)
+    got = t.table(path)
+    want = [{"id": 1, "v": "a"}, {"id": 2, "v": "b"}]
+    return Verdict(got == want, str(want), str(got))
+
+
+def replay_in_one_batch(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    origin, path = _ids()
+    t.put(ctx, _cmd(path, origin, 1), rows_batch([(None, 1, "a")]))
+    t.put(ctx, _cmd(path, origin, 2), rows_batch([(None, 1, "a"), (1, 1, "b")]))
+    got = t.table(path)
+    want = [{"id": 1, "v": "b"}]
+    return Verdict(got == want, str(want), str(got))
+
+
+def _table_case(
+    batches: Sequence[pa.Table], want: list[dict[str, Any]], descs: Sequence[ColumnDescriptor] = DESCS
+) -> Callable[[SyncTarget, CaseContext], Verdict]:
+    def check(t: SyncTarget, ctx: CaseContext) -> Verdict:
+        origin, path = _ids()
+        out = None
+        for seq, batch in enumerate(batches, 1):
+            out = t.put(ctx, _cmd(path, origin, seq, descs), batch)
+            if out.error is not None:
+                return Verdict(False, str(want), _numbers(out))
+        got = t.table(path)
+        return Verdict(got == want, str(want), str(got))
+
+    return check
+
+
+def _c(i: str, level: Level, req: str, check: Callable[[SyncTarget, CaseContext], Verdict], *requires: str) -> Case:
+    return Case(i, level, "server", req, check, frozenset(requires))
+
+
+MUST, SHOULD = Level.MUST, Level.SHOULD
+SUITE = Suite(
+    name="sync",
+    roles=("server",),
+    target_help="reference | exec:CMD (with {store}; prints LISTENING <port>) | grpc://HOST:PORT",
+    open_target=open_target,
+    cases=(
+        _c("probe/empty-numbers", MUST, "A probe for an unknown origin is accepted with no numbers", probe_empty),
+        _c("probe/first-after-start", MUST, "The first response after a start has first=true, later ones false", probe_first_after_start, "restart"),
+        _c("probe/first-once", MUST, "Responses after the first have first=false", probe_not_first_later),
+        _c("transactions/memory-on-last-put", MUST, "memory_sequence_number moves only on a transaction's last put", tx_memory_after_last_put),
+        _c("transactions/numbers-per-origin", MUST, "Numbers are kept per origin", tx_memory_per_origin),
+        _c("transactions/interleave-rejected", MUST, "A put from another origin inside an open transaction is INVALID_ARGUMENT with Seafowl's text", tx_interleave_rejected),
+        _c("transactions/empty-rejected", MUST, "A transaction opened with zero rows and a sequence is INVALID_ARGUMENT with Seafowl's text", tx_empty_rejected),
+        _c("transactions/empty-put-closes", MUST, "A zero-row put with a sequence closes an open transaction", tx_empty_put_closes),
+        _c("transactions/probe-inside-open", SHOULD, "A probe is answered while another origin's transaction is open", tx_probe_in_open_tx),
+        _c("messages/undecodable-command", MUST, "An undecodable DataSyncCommand is INVALID_ARGUMENT", msg_undecodable),
+        _c("schema/descriptor-count", MUST, "Descriptor count must match the batch", _schema_case(DESCS[:2], _B, "Column descriptors do not match the schema")),
+        _c("schema/changed-not-boolean", MUST, "A CHANGED column must be boolean", _schema_case(
+            DESCS + (ColumnDescriptor(CHANGED, "v"),), _B.append_column("cv", pa.array([1], pa.int32())),
+            "Field for column cv with `Changed` role must be of type boolean, got Int32")),
+        _c("schema/changed-without-value", MUST, "A CHANGED column needs a VALUE of the same name", _schema_case(
+            DESCS + (ColumnDescriptor(CHANGED, "zz"),), _B.append_column("cz", pa.array([True])),
+            "Column with `Changed` role must point to an existing column with `Value` role: zz")),
+        _c("schema/missing-pk", MUST, "Old and new PK columns are required", _schema_case(
+            (ColumnDescriptor(VALUE, "id"), ColumnDescriptor(NEW, "id"), ColumnDescriptor(VALUE, "v")), _B,
+            "Change requested but batches do not contain old/new PK columns")),
+        _c("schema/pk-mismatch", MUST, "Old and new PK columns must agree in names and types", _schema_case(
+            (ColumnDescriptor(OLD, "id"), ColumnDescriptor(NEW, "key"), ColumnDescriptor(VALUE, "v")), _B,
+            "Change requested but old and new PK columns are not the same")),
+        _c("durable/needs-complete-transaction", MUST, "An open transaction is never reported durable", durable_needs_complete_tx),
+        _c("durable/not-above-memory", MUST, "durable <= memory on every response", durable_not_above_memory),
+        _c("durable/after-flush", SHOULD, "A flushed complete transaction is reported durable", durable_after_flush, "store"),
+        _c("restart/first", MUST, "After a restart the first response has first=true", restart_first_and_durable, "restart"),
+        _c("restart/durable-restored", SHOULD, "A restarted server reports the durable numbers its tables record", restart_durable_restored, "restart", "store"),
+        _c("replay/idempotent-after-restart", MUST, "Replaying an applied transaction does not duplicate rows", replay_idempotent, "restart", "store"),
+        _c("replay/duplicate-in-one-flush", MUST, "An insert repeated before a flush leaves one row", replay_in_one_batch, "store"),
+        _c("squash/pk-chain", MUST, "A key chain 1->2->3 inside a batch lands as key 3", _table_case(
+            [rows_batch([(None, 1, "a"), (1, 2, "b"), (2, 3, "c")])], [{"id": 3, "v": "c"}]), "store"),
+        _c("squash/pk-cycle", MUST, "A key cycle 1->2->1 is an update of key 1", _table_case(
+            [rows_batch([(None, 1, "a")]), rows_batch([(1, 2, "b"), (2, 1, "c")])], [{"id": 1, "v": "c"}]), "store"),
+        _c("squash/insert-then-delete", MUST, "An insert deleted in the same batch vanishes", _table_case(
+            [rows_batch([(None, 1, "a"), (None, 2, "b"), (1, None, None)])], [{"id": 2, "v": "b"}]), "store"),
+        _c("squash/changed-false-keeps-value", MUST, "CHANGED=false keeps the stored value", _table_case(
+            [rows_batch([(None, 1, "a", True, "x")], changed=True), rows_batch([(1, 1, None, False, "y")], changed=True)],
+            [{"id": 1, "v": "a", "w": "y"}], DESCS_CHANGED), "store"),
+        _c("apply/delete", MUST, "A delete removes the stored row", _table_case(
+            [rows_batch([(None, 1, "a"), (None, 2, "b")]), rows_batch([(1, None, None)])], [{"id": 2, "v": "b"}]), "store"),
+    ),
+)
