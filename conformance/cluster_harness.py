@@ -1,0 +1,227 @@
+"""What cluster cases stand on: targets (memory, etcd, etcd://, exec:, tcp://), a recording Core,
+and per-case sessions of fresh nodes on an isolated cluster."""
+
+from __future__ import annotations
+
+import itertools
+import shlex
+import subprocess
+import tempfile
+import threading
+import time
+import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+from conformance.framework import CaseContext, CaseTimeout, RunOptions
+from reference.cluster.etcd import EtcdCluster
+from reference.cluster.etcd_server import EtcdServer
+from reference.cluster.memory import InProcessCluster
+from reference.cluster.remote import RemoteCluster
+from spec.cluster.interface import ClusterBackend, ClusterProvider
+from spec.cluster.types import Entry, Membership, NodeId, NodeState, ShardId
+
+RESTART = "restart"
+
+
+@dataclass
+class ClusterTarget:
+    """``new_cluster`` gives each case an isolated cluster; ``restart`` (capability "restart")
+    restarts the backend holding a cluster it made."""
+
+    description: str
+    capabilities: frozenset[str]
+    new_cluster: Callable[[], ClusterBackend]
+    restart: Callable[[ClusterBackend], None] | None = None
+
+
+class Recorder:
+    """A Core that records every notification with its arrival time."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self.snapshots: list[tuple[float, Membership]] = []
+        self.shard_log: list[tuple[ShardId, tuple[Entry, ...]]] = []
+        self.gossip: list[tuple[Entry, ...]] = []
+        self.heartbeats: list[tuple[float, float]] = []
+        self.downs: list[float] = []
+
+    def _add(self, bucket: list[Any], item: Any) -> None:
+        with self._cond:
+            bucket.append(item)
+            self._cond.notify_all()
+
+    def update_membership(self, snapshot: Membership) -> None:
+        self._add(self.snapshots, (time.monotonic(), snapshot))
+
+    def notify_gossip_update(self, entries: Sequence[Entry]) -> None:
+        self._add(self.gossip, tuple(entries))
+
+    def notify_shard_log_update(self, shard: ShardId, entries: Sequence[Entry]) -> None:
+        self._add(self.shard_log, (shard, tuple(entries)))
+
+    def cluster_heartbeat(self, ttl: float) -> None:
+        self._add(self.heartbeats, (time.monotonic(), ttl))
+
+    def cluster_down(self) -> None:
+        self._add(self.downs, time.monotonic())
+
+    def wait(self, ctx: CaseContext, what: str, predicate: Callable[[], bool], limit: float | None = None) -> None:
+        """Block until ``predicate`` holds; CaseTimeout names ``what`` when the deadline passes."""
+        end = time.monotonic() + (limit if limit is not None else ctx.remaining())
+        with self._cond:
+            while not predicate():
+                left = min(end - time.monotonic(), ctx.remaining())
+                if left <= 0:
+                    raise CaseTimeout(f"waited for {what}")
+                self._cond.wait(min(left, 0.05))
+
+    def latest(self, table: str) -> dict[str, Entry]:
+        """Per key, the highest-revision entry notified (``table``: "log" or "gossip")."""
+        with self._cond:
+            batches = [e for _, e in self.shard_log] if table == "log" else list(self.gossip)
+        out: dict[str, Entry] = {}
+        for batch in batches:
+            for entry in batch:
+                if entry.key not in out or entry.revision > out[entry.key].revision:
+                    out[entry.key] = entry
+        return out
+
+    def last_snapshot(self) -> Membership | None:
+        with self._cond:
+            return self.snapshots[-1][1] if self.snapshots else None
+
+    def state_of(self, node: NodeId) -> NodeState | None:
+        snapshot = self.last_snapshot()
+        info = None if snapshot is None else snapshot.nodes().get(node)
+        return None if info is None else info.state
+
+
+@dataclass
+class Node:
+    id: NodeId
+    provider: ClusterProvider
+    core: Recorder
+    shard: ShardId | None = None
+
+
+_sessions = itertools.count(1)
+
+
+@dataclass
+class Session:
+    cluster: ClusterBackend
+    ctx: CaseContext
+    tag: str = field(default_factory=lambda: f"c{next(_sessions)}-{uuid.uuid4().hex[:6]}")
+    nodes: list[Node] = field(default_factory=list)
+
+    def node(self, name: str, join: bool = True) -> Node:
+        node_id = NodeId(f"{self.tag}-{name}")
+        core = Recorder()
+        node = Node(node_id, self.cluster.open_node(node_id, core), core)
+        self.nodes.append(node)
+        if join:
+            node.shard = node.provider.join_cluster(f"127.0.0.1:{7000 + len(self.nodes)}")
+        return node
+
+    def shard_of(self, shard_size: int, *names: str) -> list[Node]:
+        """``names`` joined into one shard (the first one's), waiting until all see the topology."""
+        nodes = [self.node(n) for n in names]
+        shard = nodes[0].shard
+        assert shard is not None
+        for node in nodes[1:]:
+            node.provider.join_shard(shard)
+            node.shard = shard
+        for node in nodes:
+            core = node.core
+            core.wait(self.ctx, f"{node.id} sees {shard_size} members in its shard",
+                      lambda: _members_of(core.last_snapshot(), shard) >= shard_size)
+        return nodes
+
+
+def _members_of(snapshot: Membership | None, shard: ShardId) -> int:
+    return 0 if snapshot is None else len(snapshot.shards.get(shard, ()))
+
+
+@contextmanager
+def session(target: ClusterTarget, ctx: CaseContext) -> Iterator[Session]:
+    s = Session(target.new_cluster(), ctx)
+    try:
+        yield s
+    finally:
+        for node in s.nodes:
+            node.provider.close()
+        s.cluster.close()
+
+
+# -- targets --------------------------------------------------------------------------------
+
+TARGET_HELP = ("memory (in-process, journaled), etcd (starts etcd on loopback), etcd://HOST:PORT, "
+               "tcp://HOST:PORT (a cluster service), exec:CMD (CMD starts a cluster service and "
+               "prints its port as its first line)")
+
+
+@contextmanager
+def open_target(options: RunOptions) -> Iterator[ClusterTarget]:
+    spec = options.target
+    with tempfile.TemporaryDirectory(prefix="streamwire-cluster-") as tmp:
+        if spec in ("memory", "reference"):
+            yield _memory_target(Path(tmp))
+        elif spec == "etcd":
+            server = EtcdServer(Path(tmp) / "etcd")
+            server.start()
+            try:
+                yield _etcd_target(server.url, f"etcd {server.url} (started on loopback)", server.restart)
+            finally:
+                server.stop()
+        elif spec.startswith("etcd://"):
+            yield _etcd_target("http://" + spec[len("etcd://"):], spec, None)
+        elif spec.startswith("tcp://"):
+            yield ClusterTarget(spec, frozenset(), lambda: RemoteCluster(spec))
+        elif spec.startswith("exec:"):
+            with _exec_service(spec[len("exec:"):]) as url:
+                yield ClusterTarget(f"{spec} at {url}", frozenset(), lambda: RemoteCluster(url))
+        else:
+            raise ValueError(f"unknown cluster target {spec!r}; expected {TARGET_HELP}")
+
+
+def _memory_target(tmp: Path) -> ClusterTarget:
+    counter = itertools.count()
+
+    def restart(cluster: ClusterBackend) -> None:
+        assert isinstance(cluster, InProcessCluster)
+        cluster.restart()
+
+    return ClusterTarget("in-process cluster (journaled)", frozenset({RESTART}),
+                         lambda: InProcessCluster(data_dir=tmp / f"cluster-{next(counter)}"), restart)
+
+
+def _etcd_target(url: str, description: str, restart: Callable[[], None] | None) -> ClusterTarget:
+    return ClusterTarget(description, frozenset({RESTART}) if restart else frozenset(),
+                         lambda: EtcdCluster(url, f"conformance-{uuid.uuid4().hex[:12]}"),
+                         None if restart is None else (lambda _cluster: restart()))
+
+
+@contextmanager
+def _exec_service(command: str) -> Iterator[str]:
+    process = subprocess.Popen(shlex.split(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        stdout = process.stdout
+        assert stdout is not None
+        line: list[str] = []
+        reader = threading.Thread(target=lambda: line.append(stdout.readline()), daemon=True)
+        reader.start()
+        reader.join(30.0)
+        if not line or not line[0].strip().isdigit():
+            raise RuntimeError(f"{command!r} did not print its port as its first line within 30 s")
+        yield f"tcp://127.0.0.1:{int(line[0])}"
+    finally:
+        if process.stdin is not None:
+            process.stdin.close()
+        try:
+            process.wait(10.0)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10.0)

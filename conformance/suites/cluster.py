@@ -1,0 +1,552 @@
+"""Conformance cases for cluster providers (Valkey Modular Clustering), judged through the
+provider interface against the semantic model's rules (docs/cluster.md)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable
+
+from conformance import linearizability
+from conformance.cluster_harness import RESTART, TARGET_HELP, ClusterTarget, Node, Session, open_target, session
+from conformance.framework import Case, CaseContext, Level, Suite, Verdict
+from spec.cluster.errors import ClusterError, InvalidBatch, NotAMember, RevisionMismatch, UnknownShard
+from spec.cluster.types import MetadataOp, NodeState, Revision, Scope, ShardId
+
+ROLE = "provider"
+Check = Callable[[ClusterTarget, CaseContext], Verdict]
+
+
+def verdict(expected: str, problems: list[str]) -> Verdict:
+    return Verdict(not problems, expected, "; ".join(problems) if problems else expected)
+
+
+def raises(error: type[ClusterError], action: Callable[[], object]) -> list[str]:
+    """[] when ``action`` raised ``error``, else what happened instead."""
+    try:
+        result = action()
+    except error:
+        return []
+    except ClusterError as exc:
+        return [f"raised {type(exc).__name__}: {exc}"]
+    return [f"returned {result!r}"]
+
+
+def op(key: str, value: bytes, expected: int | None = None) -> MetadataOp:
+    return MetadataOp(key, value, None if expected is None else Revision(expected))
+
+
+def wait_value(s: Session, nodes: list[Node], table: str, key: str, revision: int) -> None:
+    for node in nodes:
+        core = node.core
+        core.wait(s.ctx, f"{node.id} notified of {table} {key}@{revision}",
+                  lambda: key in core.latest(table) and core.latest(table)[key].revision >= revision)
+
+
+def wait_state(s: Session, observer: Node, node: Node, state: NodeState, limit: float | None = None) -> None:
+    observer.core.wait(s.ctx, f"{observer.id} sees {node.id} {state.value}",
+                       lambda: observer.core.state_of(node.id) is state, limit)
+
+
+def per_key_revisions_increase(nodes: list[Node], table: str) -> list[str]:
+    problems = []
+    for node in nodes:
+        batches = [e for _, e in node.core.shard_log] if table == "log" else list(node.core.gossip)
+        last: dict[str, int] = {}
+        for batch in batches:
+            for entry in batch:
+                if entry.revision < last.get(entry.key, 0):
+                    problems.append(f"{node.id} notified {entry.key}@{entry.revision} after @{last[entry.key]}")
+                last[entry.key] = max(last.get(entry.key, 0), entry.revision)
+    return problems
+
+
+# -- membership -----------------------------------------------------------------------------
+
+def join_snapshot(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    with session(target, ctx) as s:
+        a = s.node("a")
+        a.core.wait(ctx, "a snapshot", lambda: a.core.state_of(a.id) is not None)
+        snap = a.core.last_snapshot()
+        assert snap is not None
+        ok = a.core.state_of(a.id) is NodeState.OK and snap.shard_of(a.id) == a.shard
+        return verdict("the joiner is pushed a snapshot with itself OK in the shard JoinCluster returned",
+                       [] if ok else [f"snapshot {snap} for shard {a.shard}"])
+
+
+def well_formed_through_moves(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    with session(target, ctx) as s:
+        a, b, c = s.shard_of(3, "a", "b", "c")
+        moved = b.provider.remove_from_shard(c.id)
+        a.core.wait(ctx, "c in its new shard",
+                    lambda: (snap := a.core.last_snapshot()) is not None and snap.shard_of(c.id) == moved)
+        a.provider.remove_from_cluster(b.id)
+        a.core.wait(ctx, "b gone", lambda: (snap := a.core.last_snapshot()) is not None and b.id not in snap.nodes())
+        problems = []
+        for node in (a, b, c):
+            epochs = [snap.epoch for _, snap in node.core.snapshots]
+            if epochs != sorted(epochs):
+                problems.append(f"{node.id} saw epochs go back: {epochs}")
+            for _, snap in node.core.snapshots:
+                try:
+                    snap.check_well_formed()
+                except ClusterError as exc:
+                    problems.append(f"{node.id}: {exc}")
+        final = a.core.last_snapshot()
+        assert final is not None
+        mine = {n for n in final.nodes() if n.startswith(s.tag)}
+        if mine != {a.id, c.id} or final.shard_of(a.id) == final.shard_of(c.id):
+            problems.append(f"final topology wrong: {final}")
+        return verdict("every snapshot well formed, epochs non-decreasing, moves and removal as asked", problems)
+
+
+def graceful_leave(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    with session(target, ctx) as s:
+        a, b = s.shard_of(2, "a", "b")
+        b.provider.remove_from_cluster(b.id)
+        a.core.wait(ctx, "b gone", lambda: (snap := a.core.last_snapshot()) is not None and b.id not in snap.nodes())
+        time.sleep(min(a.provider.timing.fail_bound, ctx.remaining() / 4))
+        failed = [snap.epoch for _, snap in a.core.snapshots
+                  if (i := snap.nodes().get(b.id)) is not None and i.state is NodeState.FAIL]
+        return verdict("a node removing itself leaves the snapshots without ever being FAIL",
+                       [f"{b.id} reported FAIL at epochs {failed}"] if failed else [])
+
+
+def join_unknown_shard(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    with session(target, ctx) as s:
+        a = s.node("a")
+        return verdict("JoinShard into a shard that does not exist raises UNKNOWN_SHARD",
+                       raises(UnknownShard, lambda: a.provider.join_shard(ShardId("no-such-shard"))))
+
+
+def not_a_member(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    with session(target, ctx) as s:
+        a = s.node("a", join=False)
+        return verdict("UpdateShardLog by a node that never joined raises NOT_A_MEMBER",
+                       raises(NotAMember, lambda: a.provider.update_shard_log([op("k", b"v")])))
+
+
+# -- shard log ------------------------------------------------------------------------------
+
+def insert_then_cas(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    with session(target, ctx) as s:
+        a, b = s.shard_of(2, "a", "b")
+        r1 = a.provider.update_shard_log([op("k", b"1")])
+        problems = []
+        try:
+            b.provider.update_shard_log([op("k", b"2")])
+            problems.append("second insert of k succeeded")
+        except RevisionMismatch as exc:
+            if exc.actual is None or (exc.actual.value, exc.actual.revision) != (b"1", r1):
+                problems.append(f"mismatch reported actual {exc.actual}, committed was 1@{r1}")
+        r2 = b.provider.update_shard_log([op("k", b"2", r1)])
+        if not r2 > r1:
+            problems.append(f"CAS at {r1} returned revision {r2}, not greater")
+        problems += raises(RevisionMismatch, lambda: a.provider.update_shard_log([op("k", b"3", r1)]))
+        wait_value(s, [a, b], "log", "k", r2)
+        for node in (a, b):
+            if node.core.latest("log")["k"].value != b"2":
+                problems.append(f"{node.id} ends with {node.core.latest('log')['k']}")
+        return verdict("insert needs an absent key, CAS the current revision; a stale revision fails and "
+                       "reports the current entry; revisions grow", problems)
+
+
+def linearizable_cas_chains(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    """Several threads on two nodes race CAS chains on two keys; each key's history must linearize."""
+    with session(target, ctx) as s:
+        nodes = s.shard_of(2, "a", "b")
+        keys = ("x", "y")
+        histories: dict[str, list[linearizability.CasOp]] = {k: [] for k in keys}
+        lock = threading.Lock()
+        errors: list[str] = []
+
+        def worker(index: int) -> None:
+            node, key = nodes[index % 2], keys[index // 2 % 2]
+            known: int | None = None
+            for step in range(6):
+                value = f"t{index}-{step}".encode()
+                invoked = time.monotonic()
+                try:
+                    revision = node.provider.update_shard_log([op(key, value, known)])
+                    record = linearizability.CasOp(invoked, time.monotonic(), known, value, True, revision)
+                    known = revision
+                except RevisionMismatch as exc:
+                    actual = None if exc.actual is None else (exc.actual.value, exc.actual.revision)
+                    record = linearizability.CasOp(invoked, time.monotonic(), known, value, False, actual=actual)
+                    known = None if exc.actual is None else exc.actual.revision
+                except ClusterError as exc:
+                    errors.append(f"thread {index}: {exc}")
+                    return
+                with lock:
+                    histories[key].append(record)
+
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(ctx.remaining())
+        problems = list(errors)
+        for key, history in histories.items():
+            wins = sum(o.succeeded for o in history)
+            if not linearizability.check(history):
+                problems.append(f"history of {key} ({len(history)} ops, {wins} successful) is not linearizable")
+            elif wins == 0:
+                problems.append(f"no CAS on {key} succeeded")
+        return verdict("per key, concurrent CAS results form one linearizable chain", problems)
+
+
+def batch_atomic(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    with session(target, ctx) as s:
+        a, b = s.shard_of(2, "a", "b")
+        r0 = a.provider.update_shard_log([op("taken", b"0")])
+        problems = raises(RevisionMismatch, lambda: a.provider.update_shard_log(
+            [op("p", b"1"), op("q", b"1"), op("taken", b"1")]))
+        r1 = b.provider.update_shard_log([op("p", b"2"), op("q", b"2"), op("taken", b"2", r0)])
+        wait_value(s, [a, b], "log", "taken", r1)
+        for node in (a, b):
+            seen = [(k.key, k.value) for _, batch in node.core.shard_log for k in batch if k.value == b"1"]
+            if seen:
+                problems.append(f"{node.id} was notified of writes of the failed batch: {seen}")
+        return verdict("a batch with one stale op applies nothing (its other keys stay absent)", problems)
+
+
+def one_batch_one_notification(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    with session(target, ctx) as s:
+        nodes = s.shard_of(2, "a", "b")
+        revision = nodes[0].provider.update_shard_log([op(k, b"v") for k in ("k1", "k2", "k3")])
+        wait_value(s, nodes, "log", "k3", revision)
+        problems = []
+        for node in nodes:
+            calls = [batch for _, batch in node.core.shard_log if any(e.revision == revision for e in batch)]
+            shapes = [sorted((e.key, e.revision) for e in batch) for batch in calls]
+            if shapes[:1] != [[("k1", revision), ("k2", revision), ("k3", revision)]]:
+                problems.append(f"{node.id} got the batch as {shapes}")
+        return verdict("one committed batch reaches each member as one notification, all at its revision",
+                       problems)
+
+
+def notifications_monotone(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    with session(target, ctx) as s:
+        nodes = s.shard_of(3, "a", "b", "c")
+        last: list[int] = []
+
+        def chain(node: Node, key: str) -> None:
+            known: int | None = None
+            for i in range(10):
+                try:
+                    known = node.provider.update_shard_log([op(key, str(i).encode(), known)])
+                except RevisionMismatch as exc:
+                    known = None if exc.actual is None else exc.actual.revision
+            last.append(known or 0)
+
+        threads = [threading.Thread(target=chain, args=(n, "shared")) for n in nodes]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(ctx.remaining())
+        final = max(last)
+        wait_value(s, nodes, "log", "shared", final)
+        problems = per_key_revisions_increase(nodes, "log")
+        return verdict("no member is ever notified of a key at a lower revision than before", problems)
+
+
+def all_members_converge(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    with session(target, ctx) as s:
+        nodes = s.shard_of(3, "a", "b", "c")
+        revisions = {n.id: n.provider.update_shard_log([op(f"from-{n.id}", b"v")]) for n in nodes}
+        for n in nodes:
+            wait_value(s, nodes, "log", f"from-{n.id}", revisions[n.id])
+        views = {n.id: {k: (e.value, e.revision) for k, e in n.core.latest("log").items()} for n in nodes}
+        distinct = {tuple(sorted(v.items())) for v in views.values()}
+        return verdict("every member is notified of every committed shard-log write",
+                       [] if len(distinct) == 1 else [f"views differ: {views}"])
+
+
+def shard_isolation(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    with session(target, ctx) as s:
+        a1, a2 = s.shard_of(2, "a1", "a2")
+        b1 = s.node("b1")
+        ra = a1.provider.update_shard_log([op("same", b"A")])
+        rb = b1.provider.update_shard_log([op("same", b"B")])  # an insert: the key is absent in b's shard
+        wait_value(s, [a1, a2], "log", "same", ra)
+        wait_value(s, [b1], "log", "same", rb)
+        problems = []
+        for node, own, value in ((a1, a1.shard, b"A"), (a2, a1.shard, b"A"), (b1, b1.shard, b"B")):
+            foreign = {sh for sh, _ in node.core.shard_log if sh != own}
+            if foreign or node.core.latest("log")["same"].value != value:
+                problems.append(f"{node.id} saw shards {foreign} / value {node.core.latest('log')['same']}")
+        return verdict("shards have separate logs: same key inserted in both, nobody sees the other's", problems)
+
+
+def catch_up_on_join(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    with session(target, ctx) as s:
+        a = s.node("a")
+        r = a.provider.update_shard_log([op("k1", b"1"), op("k2", b"2")])
+        b = s.node("b")
+        assert a.shard is not None
+        b.provider.join_shard(a.shard)
+        wait_value(s, [b], "log", "k2", r)
+        got = {k: e.value for k, e in b.core.latest("log").items()}
+        return verdict("a node joining a shard is notified of its whole log",
+                       [] if got == {"k1": b"1", "k2": b"2"} else [f"b learned {got}"])
+
+
+def destroyed_with_last_member(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    with session(target, ctx) as s:
+        a, b = s.node("a"), s.node("b")
+        old = a.shard
+        assert old is not None and b.shard is not None
+        a.provider.update_shard_log([op("k", b"v")])
+        a.provider.join_shard(b.shard)
+        problems = raises(UnknownShard, lambda: b.provider.join_shard(old))
+        return verdict("JoinShard by a shard's last member destroys that shard and its log", problems)
+
+
+def durable_across_restart(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    assert target.restart is not None
+    with session(target, ctx) as s:
+        a = s.node("a")
+        r = a.provider.update_shard_log([op("durable", b"before")])
+        target.restart(s.cluster)
+        problems: list[str] = []
+        end = time.monotonic() + min(10.0, ctx.remaining())
+        while True:  # the backend may take a moment to serve again
+            try:
+                r2 = a.provider.update_shard_log([op("durable", b"after", r)])
+                break
+            except RevisionMismatch as exc:
+                return verdict("", [f"after restart the acknowledged write is gone: {exc}"])
+            except ClusterError as exc:
+                if time.monotonic() > end:
+                    return verdict("", [f"backend not serving after restart: {exc}"])
+                time.sleep(0.1)
+        b = s.node("b")
+        assert a.shard is not None
+        b.provider.join_shard(a.shard)
+        wait_value(s, [b], "log", "durable", r2)
+        if b.core.latest("log")["durable"].value != b"after":
+            problems.append(f"joiner learned {b.core.latest('log')['durable']}")
+        return verdict("acknowledged shard-log writes and their revisions survive a backend restart", problems)
+
+
+# -- namespaces and gossip ------------------------------------------------------------------
+
+def namespaces_separate(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    with session(target, ctx) as s:
+        a = s.node("a")
+        rl = a.provider.update_shard_log([op("both", b"log")])
+        rg = a.provider.update_gossip([op("both", b"gossip")], Scope.GLOBAL)  # insert: absent in gossip
+        wait_value(s, [a], "gossip", "both", rg)
+        problems = []
+        if a.core.latest("log")["both"].value != b"log" or a.core.latest("gossip")["both"].value != b"gossip":
+            problems.append(f"log {a.core.latest('log')} gossip {a.core.latest('gossip')} (rev {rl}, {rg})")
+        return verdict("gossip and shard log are separate namespaces", problems)
+
+
+def gossip_cas(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    with session(target, ctx) as s:
+        a, b = s.node("a"), s.node("b")
+        r = a.provider.update_gossip([op("g", b"1")], Scope.GLOBAL)
+        problems = raises(RevisionMismatch, lambda: b.provider.update_gossip([op("g", b"2")], Scope.GLOBAL))
+        b.provider.update_gossip([op("g", b"2", r)], Scope.GLOBAL)
+        return verdict("gossip ops are compare-and-swap too", problems)
+
+
+def gossip_convergence(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    """Members in different shards overwrite one key concurrently; all end on the same winner."""
+    with session(target, ctx) as s:
+        nodes = [s.node(n) for n in ("a", "b", "c")]
+        wins: list[int] = []
+
+        def writer(node: Node) -> None:
+            known: int | None = None
+            for i in range(8):
+                try:
+                    known = node.provider.update_gossip([op("g", f"{node.id}-{i}".encode(), known)], Scope.GLOBAL)
+                    wins.append(known)
+                except RevisionMismatch as exc:
+                    known = None if exc.actual is None else exc.actual.revision
+
+        threads = [threading.Thread(target=writer, args=(n,)) for n in nodes]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(ctx.remaining())
+        top = max(wins)
+        wait_value(s, nodes, "gossip", "g", top)
+        finals = {n.id: n.core.latest("gossip")["g"] for n in nodes}
+        problems = [] if len(set(finals.values())) == 1 else [f"members disagree: {finals}"]
+        problems += per_key_revisions_increase(nodes, "gossip")
+        return verdict("after quiescence every member holds the same winning gossip value, notified in "
+                       "increasing revision order", problems)
+
+
+def gossip_no_silent_update(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    with session(target, ctx) as s:
+        a, b = s.node("a"), s.node("b")
+        revisions = []
+        known: int | None = None
+        for i in range(5):
+            known = (a if i % 2 else b).provider.update_gossip([op("ns", str(i).encode(), known)], Scope.GLOBAL)
+            revisions.append(known)
+        wait_value(s, [a, b], "gossip", "ns", revisions[-1])
+        problems = []
+        for node in (a, b):
+            seen = {e.revision for batch in node.core.gossip for e in batch if e.key == "ns"}
+            if revisions[-1] not in seen:
+                problems.append(f"{node.id} never notified of the winner @{revisions[-1]}")
+        return verdict("the winning value of a gossip key is notified to every member (no silent change)",
+                       problems)
+
+
+def gossip_shard_scope(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    with session(target, ctx) as s:
+        a, b = s.shard_of(2, "a", "b")
+        r = a.provider.update_gossip([op(f"{a.shard}:role", b"x")], Scope.SHARD)
+        wait_value(s, [a, b], "gossip", f"{a.shard}:role", r)
+        return verdict("SHARD-scoped gossip reaches every member of the writer's shard", [])
+
+
+def gossip_late_joiner(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    with session(target, ctx) as s:
+        a = s.node("a")
+        r = a.provider.update_gossip([op("config", b"on")], Scope.GLOBAL)
+        b = s.node("b")
+        wait_value(s, [b], "gossip", "config", r)
+        return verdict("a node joining later is notified of the GLOBAL gossip already there", [])
+
+
+def invalid_batches(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    with session(target, ctx) as s:
+        a = s.node("a")
+        problems = raises(InvalidBatch, lambda: a.provider.update_shard_log([]))
+        problems += raises(InvalidBatch, lambda: a.provider.update_shard_log([op("d", b"1"), op("d", b"2")]))
+        problems += raises(InvalidBatch, lambda: a.provider.update_gossip([op("", b"1")], Scope.GLOBAL))
+        return verdict("empty batches, duplicate keys and empty keys raise INVALID_BATCH", problems)
+
+
+# -- failure detection ----------------------------------------------------------------------
+
+def allowance(bound: float) -> float:
+    """Scheduling slack granted on top of a declared bound (loaded CI machines)."""
+    return 0.5 + bound / 4
+
+
+def heartbeats(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    with session(target, ctx) as s:
+        a = s.node("a")
+        timing = a.provider.timing
+        a.core.wait(ctx, "5 heartbeats", lambda: len(a.core.heartbeats) >= 5)
+        times = [t for t, _ in a.core.heartbeats]
+        gaps = [b - x for x, b in zip(times, times[1:])]
+        problems = []
+        if any(ttl <= 0 or ttl > timing.ttl for _, ttl in a.core.heartbeats):
+            problems.append(f"TTLs {[ttl for _, ttl in a.core.heartbeats]} outside (0, {timing.ttl}]")
+        if max(gaps) > timing.ttl:
+            problems.append(f"a gap of {max(gaps):.3f} s between heartbeats exceeds the TTL {timing.ttl}")
+        return verdict("ClusterHeartbeat arrives before the previous TTL runs out", problems)
+
+
+def detect_within_bound(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    with session(target, ctx) as s:
+        a, b, c = s.shard_of(3, "a", "b", "c")
+        bound = c.provider.timing.fail_bound
+        stopped = time.monotonic()
+        c.provider.close()
+        problems = []
+        for observer in (a, b):
+            wait_state(s, observer, c, NodeState.FAIL)
+            seen = next(t for t, snap in observer.core.snapshots
+                        if (i := snap.nodes().get(c.id)) is not None and i.state is NodeState.FAIL)
+            if seen - stopped > bound + allowance(bound):
+                problems.append(f"{observer.id} saw FAIL after {seen - stopped:.2f} s (bound {bound} s)")
+        return verdict("a stopped node is FAIL at every member within the declared bound", problems)
+
+
+def no_false_fail(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    with session(target, ctx) as s:
+        nodes = s.shard_of(3, "a", "b", "c")
+        time.sleep(min(2 * nodes[0].provider.timing.fail_bound, ctx.remaining() / 2))
+        problems = [f"{n.id} saw {i.node_id} FAIL at epoch {snap.epoch}"
+                    for n in nodes for _, snap in n.core.snapshots
+                    for i in snap.nodes().values() if i.state is NodeState.FAIL]
+        return verdict("no FAIL in a fault-free run", problems[:3])
+
+
+def failover_race(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    """Replicas of a FAIL primary CAS primaryship at the same revision: one wins, all learn it."""
+    with session(target, ctx) as s:
+        primary, r1, r2 = s.shard_of(3, "p", "r1", "r2")
+        rev = primary.provider.update_shard_log([op("primaryship", primary.id.encode())])
+        wait_value(s, [r1, r2], "log", "primaryship", rev)
+        primary.provider.close()
+        for replica in (r1, r2):
+            wait_state(s, replica, primary, NodeState.FAIL)
+        start = threading.Barrier(2)
+        outcomes: dict[str, object] = {}
+
+        def take_over(replica: Node) -> None:
+            start.wait(ctx.remaining())
+            try:
+                outcomes[replica.id] = replica.provider.update_shard_log([op("primaryship", replica.id.encode(), rev)])
+            except ClusterError as exc:
+                outcomes[replica.id] = exc
+
+        threads = [threading.Thread(target=take_over, args=(r,)) for r in (r1, r2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(ctx.remaining())
+        winners = [(n, r) for n, r in outcomes.items() if isinstance(r, int)]
+        losers = [e for e in outcomes.values() if isinstance(e, RevisionMismatch)]
+        if len(winners) != 1 or len(losers) != 1:
+            return verdict("", [f"outcomes {outcomes}"])
+        winner, win_rev = winners[0]
+        problems = []
+        actual = losers[0].actual
+        if actual is None or actual.value != winner.encode():
+            problems.append(f"the loser was told {actual}")
+        wait_value(s, [r1, r2], "log", "primaryship", int(str(win_rev)))
+        for replica in (r1, r2):
+            if replica.core.latest("log")["primaryship"].value != winner.encode():
+                problems.append(f"{replica.id} believes {replica.core.latest('log')['primaryship']}")
+        return verdict("exactly one replica wins the primaryship CAS and every member learns the winner",
+                       problems)
+
+
+def case(id: str, requirement: str, check: Check, requires: frozenset[str] = frozenset(),
+         level: Level = Level.MUST) -> Case:
+    return Case(id, level, ROLE, requirement, check, requires)
+
+
+CASES = [
+    case("membership/join-snapshot", "JoinCluster pushes a snapshot holding the node OK in its new shard", join_snapshot),
+    case("membership/well-formed", "snapshots are well formed through join, shard moves and removal", well_formed_through_moves),
+    case("membership/graceful-leave", "a node leaving gracefully is never reported FAIL", graceful_leave),
+    case("membership/unknown-shard", "JoinShard into a missing shard raises UNKNOWN_SHARD", join_unknown_shard),
+    case("membership/not-a-member", "metadata writes by a non-member raise NOT_A_MEMBER", not_a_member),
+    case("shardlog/cas", "insert and CAS semantics with revisions that grow", insert_then_cas),
+    case("shardlog/linearizable", "concurrent per-key CAS chains are linearizable", linearizable_cas_chains),
+    case("shardlog/batch-atomic", "a batch is all-or-nothing", batch_atomic),
+    case("shardlog/one-batch-one-notify", "one committed batch is one notification per member", one_batch_one_notification),
+    case("shardlog/monotone-notify", "notifications never go back in revision", notifications_monotone),
+    case("shardlog/convergence", "every member sees every committed write", all_members_converge),
+    case("shardlog/shard-isolation", "shards never see each other's keys", shard_isolation),
+    case("shardlog/catch-up", "a node joining a shard catches up with its log", catch_up_on_join),
+    case("shardlog/destroyed", "a shard and its log are destroyed with their last member", destroyed_with_last_member),
+    case("shardlog/durable", "acknowledged writes survive a backend restart", durable_across_restart,
+         frozenset({RESTART})),
+    case("namespace/separate", "gossip and shard-log namespaces are separate", namespaces_separate),
+    case("gossip/cas", "gossip writes are compare-and-swap", gossip_cas),
+    case("gossip/convergence", "members converge on the same winning gossip value", gossip_convergence),
+    case("gossip/no-silent-update", "the winning gossip value is always notified", gossip_no_silent_update),
+    case("gossip/shard-scope", "SHARD-scoped gossip reaches the writer's shard", gossip_shard_scope),
+    case("gossip/late-joiner", "a joiner learns the existing GLOBAL gossip", gossip_late_joiner),
+    case("batch/invalid", "malformed batches are rejected with INVALID_BATCH", invalid_batches),
+    case("failure/heartbeat", "ClusterHeartbeat keeps the Core's TTL running", heartbeats),
+    case("failure/detect-within-bound", "a stopped node is FAIL everywhere within the declared bound", detect_within_bound),
+    case("failure/no-false-fail", "no FAIL in a fault-free run", no_false_fail),
+    case("failure/failover-race", "the failover race has exactly one winner that everyone learns", failover_race),
+]
+
+SUITE = Suite(name="cluster", cases=CASES, open_target=open_target, roles=(ROLE,), target_help=TARGET_HELP)
