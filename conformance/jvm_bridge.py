@@ -248,7 +248,8 @@ class SparkDecode:
     ``stage`` names the Spark component that rejected them: ``frame`` (TransportFrameDecoder),
     ``transport`` (MessageDecoder, or a frame that is not a OneWayMessage), ``body``
     (StreamingShuffleMessage.decode). ``unread`` counts body bytes Spark left unread (it checks none
-    for non-DATA types); ``pending`` counts bytes the frame decoder still holds after the first frame.
+    for non-DATA types); ``pending`` counts bytes the frame decoder still holds after the frames it
+    emitted and ``extra_messages`` the messages it decoded after the first.
     """
 
     accepted: bool
@@ -258,11 +259,12 @@ class SparkDecode:
     detail: str | None
     unread: int
     pending: int
+    extra_messages: int
 
     @property
     def exact(self) -> bool:
         """Accepted with every byte consumed: the strict reading this project's codec applies."""
-        return self.accepted and self.unread == 0 and self.pending == 0
+        return self.accepted and self.unread == 0 and self.pending == 0 and self.extra_messages == 0
 
 
 class SparkCodec:
@@ -300,4 +302,5 @@ class SparkCodec:
             accepted=bool(answer.get("ok")), message=message, stage=answer.get("stage"),
             exception=answer.get("exception") or None, detail=answer.get("detail"),
             unread=int(answer.get("unread", 0)), pending=int(answer.get("pending", 0)),
+            extra_messages=int(answer.get("extra_messages", 0)),
         )

@@ -29,7 +29,8 @@ import org.apache.spark.network.util.TransportFrameDecoder;
  *           {"op":"decode_frame","hex":...}  -> {"ok":true,"message":{...},"transport_type":T,"pending":n}
  *                                               | {"ok":false,"stage":"frame"|"transport"|"body",...}
  * "unread" is the number of body bytes Spark's decoder left unread (it never checks them for non-DATA types);
- * "pending" is the number of bytes the frame decoder still holds after the first frame.
+ * "pending" is the number of bytes the frame decoder still holds after the frames it emitted, and
+ * "extra_messages" the number of messages it decoded after the first.
  */
 public final class SparkCodecBridge {
   private SparkCodecBridge() {}
@@ -128,6 +129,11 @@ public final class SparkCodecBridge {
       }
       Object decoded = channel.readInbound();
       long pending = pendingBytes(frames);
+      int extra = 0;
+      for (Object more = channel.readInbound(); more != null; more = channel.readInbound()) {
+        releaseBody((Message) more);
+        extra += 1;
+      }
       if (decoded == null) {
         return Wire.object().put("ok", false).put("stage", "frame").put("exception", "")
             .put("detail", "incomplete frame: no message decoded").put("pending", pending);
@@ -135,7 +141,7 @@ public final class SparkCodecBridge {
       Message message = (Message) decoded;
       String transportType = message.type().name();
       if (!(message instanceof OneWayMessage)) {
-        message.body().release();
+        releaseBody(message);
         return Wire.object().put("ok", false).put("stage", "transport").put("exception", "")
             .put("detail", "not a OneWayMessage: " + transportType).put("transport_type", transportType)
             .put("pending", pending);
@@ -143,9 +149,15 @@ public final class SparkCodecBridge {
       ByteBuffer body = message.body().nioByteBuffer();
       ObjectNode answer = decodeBody(Unpooled.wrappedBuffer(body));
       message.body().release();
-      return answer.put("transport_type", transportType).put("pending", pending);
+      return answer.put("transport_type", transportType).put("pending", pending).put("extra_messages", extra);
     } finally {
       channel.finishAndReleaseAll();
+    }
+  }
+
+  private static void releaseBody(Message message) {
+    if (message.body() != null) {
+      message.body().release();
     }
   }
 
