@@ -1,0 +1,103 @@
+"""The reference server in-process: the conformance suite, the lock timeout and the flush thread."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.flight as flight
+import pytest
+
+from conformance.framework import Outcome, RunOptions
+from conformance.runner import run_case
+from conformance.suites.sync import DESCS, SUITE, _cmd, rows_batch
+from reference.sync.client import SyncClient, SyncPut
+from reference.sync.server import SyncServer
+from reference.sync.store import DeltaStore
+from spec.sync.messages import SyncCommand, TableFormat, decode_response
+from spec.sync.writer import SyncSettings
+
+
+@pytest.fixture
+def server_factory(tmp_path: Path) -> Iterator[object]:
+    servers: list[SyncServer] = []
+
+    def make(**settings: float) -> SyncServer:
+        server = SyncServer(DeltaStore(str(tmp_path / "store")), settings=SyncSettings(**settings))  # type: ignore[arg-type]
+        threading.Thread(target=server.serve, daemon=True).start()
+        servers.append(server)
+        return server
+
+    yield make
+    for s in servers:
+        s.shutdown()
+
+
+def test_conformance_suite_passes_against_the_reference() -> None:
+    options = RunOptions(suite="sync", target="reference", timeout=60)
+    with SUITE.open_target(options) as target:
+        reports = [run_case(case, target, options) for case in SUITE.cases]
+    assert len(reports) >= 20
+    assert {r.case.id: r.outcome for r in reports if r.outcome is not Outcome.PASS} == {}
+
+
+def test_put_that_cannot_get_the_write_lock_is_not_accepted(server_factory) -> None:  # type: ignore[no-untyped-def]
+    server = server_factory(write_lock_timeout_s=0.05)
+    client = SyncClient(f"grpc://127.0.0.1:{server.port}", "A", deadline_s=0.0)
+    client.probe()
+    with server._lock:
+        c = flight.FlightClient(f"grpc://127.0.0.1:{server.port}")
+        writer, reader = c.do_put(flight.FlightDescriptor.for_command(_cmd("t", "A", 1).to_descriptor_cmd()),
+                                  rows_batch([]).schema)
+        writer.write_table(rows_batch([(None, 1, "a")]))
+        writer.done_writing()
+        response = decode_response(reader.read().to_pybytes())
+        writer.close()
+        c.close()
+    assert (response.accepted, response.memory_sequence_number, response.durable_sequence_number) == (False, None, None)
+    assert server.stats()["open_transactions"] == 0
+
+
+def test_client_retries_until_the_lock_is_free(server_factory) -> None:  # type: ignore[no-untyped-def]
+    server = server_factory(write_lock_timeout_s=0.05)
+    client = SyncClient(f"grpc://127.0.0.1:{server.port}", "A", deadline_s=30.0)
+    client.probe()
+    server._lock.acquire()
+    threading.Timer(0.3, server._lock.release).start()
+    response = client.send_transaction(1, [SyncPut("t", rows_batch([(None, 1, "a")]), DESCS)])
+    assert response.accepted and response.memory_sequence_number == 1
+
+
+def test_background_task_flushes_by_lag(server_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    server = server_factory(max_replication_lag_s=0.2, flush_task_interval_s=0.05)
+    client = SyncClient(f"grpc://127.0.0.1:{server.port}", "A")
+    client.send_transaction(4, [SyncPut("t", rows_batch([(None, 1, "a")]), DESCS)])
+    deadline = time.monotonic() + 30
+    while client.probe().durable_sequence_number != 4:
+        assert time.monotonic() < deadline, "lag flush never happened"
+        time.sleep(0.05)
+    assert DeltaStore(str(tmp_path / "store")).read_table(str(tmp_path / "store" / "t")).to_pylist() == [{"id": 1, "v": "a"}]
+
+
+def test_size_policy_flushes_the_largest_table(server_factory) -> None:  # type: ignore[no-untyped-def]
+    server = server_factory(max_in_memory_bytes=1)
+    client = SyncClient(f"grpc://127.0.0.1:{server.port}", "A")
+    response = client.send_transaction(1, [SyncPut("t", rows_batch([(None, 1, "a")]), DESCS)])
+    assert response.durable_sequence_number == 1
+    assert server.stats()["in_memory_bytes"] == 0
+
+
+def test_iceberg_is_refused(server_factory) -> None:  # type: ignore[no-untyped-def]
+    server = server_factory()
+    c = flight.FlightClient(f"grpc://127.0.0.1:{server.port}")
+    cmd = SyncCommand(path="t", origin="A", column_descriptors=DESCS, sequence_number=1, format=TableFormat.ICEBERG)
+    writer, reader = c.do_put(flight.FlightDescriptor.for_command(cmd.to_descriptor_cmd()), rows_batch([]).schema)
+    writer.write_table(rows_batch([(None, 1, "a")]))
+    writer.done_writing()
+    with pytest.raises(pa.ArrowException, match="Not implemented"):
+        reader.read()
+        writer.close()
+    c.close()
