@@ -469,7 +469,7 @@ def no_false_fail(target: ClusterTarget, ctx: CaseContext) -> Verdict:
         time.sleep(min(2 * nodes[0].provider.timing.fail_bound, ctx.remaining() / 2))
         problems = [f"{n.id} saw {i.node_id} FAIL at epoch {snap.epoch}"
                     for n in nodes for _, snap in n.core.snapshots
-                    for i in snap.nodes().values() if i.state is NodeState.FAIL]
+                    for i in snap.nodes().values() if i.state is NodeState.FAIL and i.node_id.startswith(s.tag)]
         return verdict("no FAIL in a fault-free run", problems[:3])
 
 
