@@ -34,6 +34,8 @@ class CodecError(ShuffleError):
 
 
 class UnexpectedMessageType(CodecError):
+    """A body type id other than 1..4 (Spark: IllegalArgumentException "Unknown message type: N")."""
+
     condition = "STREAMING_SHUFFLE_UNEXPECTED_MESSAGE_TYPE"
 
     def __init__(self, message_type: int) -> None:
@@ -42,6 +44,8 @@ class UnexpectedMessageType(CodecError):
 
 
 class TruncatedInput(CodecError):
+    """The input ends inside a header or fixed fields (Spark: Netty IndexOutOfBoundsException)."""
+
     condition = "TRUNCATED_INPUT"
 
     def __init__(self, what: str, needed: int, available: int) -> None:
@@ -52,6 +56,8 @@ class TruncatedInput(CodecError):
 
 
 class TrailingBytes(CodecError):
+    """Bytes left after a fixed-size body or after a whole frame (Spark ignores the former)."""
+
     condition = "TRAILING_BYTES"
 
     def __init__(self, what: str, trailing: int) -> None:
@@ -59,6 +65,8 @@ class TrailingBytes(CodecError):
 
 
 class NegativeDataSize(CodecError):
+    """A DATA body declares a negative data_size."""
+
     condition = "NEGATIVE_DATA_SIZE"
 
     def __init__(self, data_size: int, available: int) -> None:
@@ -69,7 +77,7 @@ class NegativeDataSize(CodecError):
 
 
 class DataSizeMismatch(CodecError):
-    """Spark reports this and :class:`NegativeDataSize` with one message; they are split here."""
+    """A DATA data_size differs from the bytes after the 32-byte fixed part (Spark: same message as a negative size)."""
 
     condition = "DATA_SIZE_MISMATCH"
 
@@ -81,6 +89,8 @@ class DataSizeMismatch(CodecError):
 
 
 class FrameLengthOutOfRange(CodecError):
+    """frame_length below 13 or above the decoder's maximum, checked before anything is allocated."""
+
     condition = "FRAME_LENGTH_OUT_OF_RANGE"
 
     def __init__(self, frame_length: int, minimum: int, maximum: int) -> None:
@@ -91,6 +101,8 @@ class FrameLengthOutOfRange(CodecError):
 
 
 class UnsupportedTransportMessage(CodecError):
+    """The transport type byte is not OneWayMessage (9), the only type shuffle peers send."""
+
     condition = "UNSUPPORTED_TRANSPORT_MESSAGE_TYPE"
 
     def __init__(self, message_type: int, expected: int) -> None:
@@ -105,6 +117,8 @@ class ProtocolError(ShuffleError):
 
 
 class IncorrectSequenceNumber(ProtocolError):
+    """A DATA or TERMINATION_CONTROL seq is not last+1, or an ack's seq is not the last seq sent."""
+
     condition = "STREAMING_SHUFFLE_INCORRECT_SEQUENCE_NUMBER"
 
     def __init__(
@@ -122,6 +136,8 @@ class IncorrectSequenceNumber(ProtocolError):
 
 
 class ChecksumVerificationFailed(ProtocolError):
+    """A DATA payload's CRC32C differs from its checksum field (checked when checksums are enabled)."""
+
     condition = "STREAMING_SHUFFLE_CHECKSUM_VERIFICATION_FAILED"
 
     def __init__(self, writer_id: int, expected: int, calculated: int, data_length: int) -> None:
@@ -134,6 +150,8 @@ class ChecksumVerificationFailed(ProtocolError):
 
 
 class WriterConnectionTimeout(ProtocolError):
+    """A reader did not bind its channel (first CREDIT) within writerConnectionTimeout."""
+
     condition = "STREAMING_SHUFFLE_WRITER_CONNECTION_TIMEOUT"
 
     def __init__(self, shuffle_id: int, writer_id: int, timeout_ms: int, reader_id: int) -> None:

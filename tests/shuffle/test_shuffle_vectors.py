@@ -115,3 +115,9 @@ def test_runner_fails_a_vector_whose_bytes_were_altered() -> None:
     group, test = next((g, t) for g, t in TESTS if t["result"] == "valid")
     altered = dict(test, frame=test["frame"][:-2] + "ff")
     assert check_wire_test(group, altered) is not None
+
+
+def test_every_spec_ref_points_at_an_anchor_of_the_generated_spec() -> None:
+    text = (Path(__file__).resolve().parents[2] / "docs" / "spec" / "shuffle.md").read_text()
+    anchors = {test["specRef"].split("#", 1)[1] for _, test in TESTS}
+    assert all(f'<a id="{anchor}"></a>' in text for anchor in anchors)
