@@ -6,9 +6,8 @@ cache directory keyed by the sources and the jar list (class files are never com
 long-lived process speaking JSON lines (one request per stdin line, one answer per stdout line; Spark's
 logging goes to stderr, kept in a log file for error messages). Every read has a deadline.
 
-The JSON message form is the codec CLI's: ``type`` (Spark's enum name), ``seq``, ``writer_id``,
-``reader_id``, then ``num_messages`` (credit) or ``data_size``, ``checksum`` and ``payload`` (hex) for
-DATA; ``seq`` and ``checksum`` are decimal strings so Java longs survive.
+Messages cross the pipe in :mod:`spec.shuffle.jsonform`'s JSON form (the codec CLI's and the vectors'),
+64-bit fields as decimal strings so Java longs survive.
 """
 
 from __future__ import annotations
@@ -27,14 +26,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Final, Sequence
 
-from spec.shuffle.layouts import MessageType
-from spec.shuffle.messages import (
-    CreditMessage,
-    DataMessage,
-    Message,
-    TerminationAckMessage,
-    TerminationControlMessage,
-)
+from spec.shuffle.jsonform import from_json, to_json
+from spec.shuffle.messages import Message
 
 JVM_SOURCES: Final = Path(__file__).parent / "jvm"
 JVM_OPTIONS: Final = ("-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto")
@@ -214,33 +207,6 @@ class JsonLinesProcess:
         self.close()
 
 
-def message_to_json(message: Message) -> Json:
-    """The codec CLI's JSON form of a message."""
-    out: Json = {"type": message.type.name, "seq": str(message.seq),
-                 "writer_id": message.writer_id, "reader_id": message.reader_id}
-    if isinstance(message, DataMessage):
-        out.update(data_size=message.data_size, checksum=str(message.checksum),
-                   payload=bytes(message.payload).hex())
-    elif isinstance(message, CreditMessage):
-        out["num_messages"] = message.num_messages
-    return out
-
-
-def message_from_json(data: Json) -> Message:
-    """Inverse of :func:`message_to_json`."""
-    kind = MessageType[data["type"]]
-    seq, writer, reader = int(data["seq"]), int(data["writer_id"]), int(data["reader_id"])
-    if kind is MessageType.DATA_MESSAGE_UNSAFE_ROW:
-        return DataMessage(seq=seq, writer_id=writer, reader_id=reader,
-                           checksum=int(data["checksum"]), payload=bytes.fromhex(data["payload"]))
-    if kind is MessageType.CREDIT_CONTROL_MESSAGE:
-        return CreditMessage(writer_id=writer, reader_id=reader,
-                             num_messages=int(data["num_messages"]), seq=seq)
-    if kind is MessageType.TERMINATION_CONTROL_MESSAGE:
-        return TerminationControlMessage(seq=seq, writer_id=writer, reader_id=reader)
-    return TerminationAckMessage(seq=seq, writer_id=writer, reader_id=reader)
-
-
 @dataclass(frozen=True)
 class SparkDecode:
     """What Spark's decoder made of some bytes.
@@ -282,7 +248,7 @@ class SparkCodec:
 
     def encode(self, message: Message) -> tuple[bytes, bytes]:
         """Spark's body and OneWayMessage frame for ``message``."""
-        answer = self._process.request({"op": "encode", "message": message_to_json(message)})
+        answer = self._process.request({"op": "encode", "message": to_json(message)})
         if not answer.get("ok"):
             raise BridgeError(f"Spark could not encode {message!r}: {answer}")
         return bytes.fromhex(answer["body"]), bytes.fromhex(answer["frame"])
@@ -297,7 +263,7 @@ class SparkCodec:
     def _decoded(answer: Json) -> SparkDecode:
         if answer.get("stage") == "request":
             raise BridgeError(f"bridge rejected the request: {answer}")
-        message = message_from_json(answer["message"]) if answer.get("ok") else None
+        message = from_json(answer["message"]) if answer.get("ok") else None
         return SparkDecode(
             accepted=bool(answer.get("ok")), message=message, stage=answer.get("stage"),
             exception=answer.get("exception") or None, detail=answer.get("detail"),

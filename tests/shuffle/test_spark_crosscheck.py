@@ -9,35 +9,22 @@ except under CI, which has one: there a missing JDK fails.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 from hypothesis import given
-from hypothesis import strategies as st
+from shuffle_strategies import MESSAGES
+from spark_jvm_support import require_jdk
 
-from conformance.jvm_bridge import (
-    JdkNotFound,
-    SparkCodec,
-    SparkDecode,
-    find_jdk,
-    message_from_json,
-    message_to_json,
-)
+from conformance.jvm_bridge import SparkCodec, SparkDecode
 from spec.shuffle import codec
-from spec.shuffle.messages import (
-    CreditMessage,
-    DataMessage,
-    Message,
-    TerminationAckMessage,
-    TerminationControlMessage,
-)
+from spec.shuffle.jsonform import from_json, to_json
+from spec.shuffle.messages import Message
 
 pytestmark = pytest.mark.jvm
 
 VECTORS = Path(__file__).parents[2] / "conformance" / "vectors" / "shuffle" / "wire_messages.json"
-SPARK_MAX_FRAME_LENGTH = 2**31 + 6
 
 
 def _vectors(*results: str) -> list[Any]:
@@ -47,27 +34,10 @@ def _vectors(*results: str) -> list[Any]:
         for group in data["testGroups"] for test in group["tests"] if test["result"] in results
     ]
 
-INT32 = st.integers(-(2**31), 2**31 - 1)
-INT64 = st.integers(-(2**63), 2**63 - 1)
-PAYLOADS = st.one_of(st.binary(max_size=64), st.binary(min_size=32 * 1024 - 8, max_size=32 * 1024 + 8))
-
-MESSAGES: st.SearchStrategy[Message] = st.one_of(
-    st.builds(DataMessage, seq=INT64, writer_id=INT32, reader_id=INT32, checksum=INT64, payload=PAYLOADS),
-    st.builds(CreditMessage, writer_id=INT32, reader_id=INT32, num_messages=INT32, seq=INT64),
-    st.builds(TerminationControlMessage, seq=INT64, writer_id=INT32, reader_id=INT32),
-    st.builds(TerminationAckMessage, seq=INT64, writer_id=INT32, reader_id=INT32),
-)
-
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[SparkCodec]:
-    try:
-        jdk = find_jdk()
-    except JdkNotFound as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must run the Spark cross-check: {exc}")
-        pytest.skip(f"Spark cross-check needs a JDK: {exc}")
-    bridge = SparkCodec.start(jdk)
+    bridge = SparkCodec.start(require_jdk())
     yield bridge
     bridge.close()
 
@@ -77,7 +47,7 @@ def test_spark_decodes_what_the_codec_encodes(spark: SparkCodec, message: Messag
     for decoded in (spark.decode_body(codec.encode_body(message)), spark.decode_frame(codec.encode_frame(message))):
         assert decoded.exact, decoded
         assert decoded.message is not None
-        assert message_to_json(decoded.message) == message_to_json(message)
+        assert to_json(decoded.message) == to_json(message)
 
 
 @given(message=MESSAGES)
@@ -85,13 +55,13 @@ def test_codec_decodes_what_spark_encodes(spark: SparkCodec, message: Message) -
     body, frame = spark.encode(message)
     assert body == codec.encode_body(message)
     assert frame == codec.encode_frame(message)
-    assert message_to_json(codec.decode_body(body)) == message_to_json(message)
-    assert message_to_json(codec.decode_frame(frame)) == message_to_json(message)
+    assert to_json(codec.decode_body(body)) == to_json(message)
+    assert to_json(codec.decode_frame(frame)) == to_json(message)
 
 
 @pytest.mark.parametrize(("group", "test"), _vectors("valid"))
 def test_valid_vector_bytes_are_sparks_encoding(spark: SparkCodec, group: Any, test: Any) -> None:
-    body, frame = spark.encode(message_from_json(test["message"]))
+    body, frame = spark.encode(from_json(test["message"]))
     assert body.hex() == test["body"]
     assert frame.hex() == test["frame"]
 
@@ -100,7 +70,7 @@ def test_valid_vector_bytes_are_sparks_encoding(spark: SparkCodec, group: Any, t
 def test_spark_decodes_valid_vectors(spark: SparkCodec, group: Any, test: Any) -> None:
     for decoded in (spark.decode_body(bytes.fromhex(test["body"])), spark.decode_frame(bytes.fromhex(test["frame"]))):
         assert decoded.exact, decoded
-        assert decoded.message is not None and message_to_json(decoded.message) == test["message"]
+        assert decoded.message is not None and to_json(decoded.message) == test["message"]
 
 
 ANY = "<any>"
@@ -149,11 +119,11 @@ def test_spark_rejects_invalid_vectors(spark: SparkCodec, group: Any, test: Any)
         # "Decodes, fails verification": verifying the checksum is the reader's job, not the decoder's.
         for decoded in decodings:
             assert decoded.exact and decoded.message is not None
-            assert message_to_json(decoded.message) == test["message"]
+            assert to_json(decoded.message) == test["message"]
         return
     if "ConfiguredFrameLimit" in test["flags"]:
         # Spark has no configurable limit: it decodes a whole frame and waits for the rest of a partial one.
-        assert int(group["maxFrameLength"]) < SPARK_MAX_FRAME_LENGTH
+        assert int(group["maxFrameLength"]) < codec.SPARK_MAX_FRAME_LENGTH
         assert decodings[0].accepted == (int.from_bytes(frame[:8], "big", signed=True) == len(frame))
         return
     exception, detail = _spark_rejection(test)
@@ -174,7 +144,7 @@ def test_spark_accepts_acceptable_vectors_as_flagged(spark: SparkCodec, group: A
         decodings.append(spark.decode_body(bytes.fromhex(test["body"])))
     for decoded in decodings:
         assert decoded.accepted and decoded.message is not None
-        assert message_to_json(decoded.message) == test["message"]
+        assert to_json(decoded.message) == test["message"]
         if "SparkIgnoresTrailingBytes" in test["flags"]:
             assert decoded.unread == int(test["errorParams"]["trailing"])
         else:

@@ -7,13 +7,12 @@ socket, checksums on. Without a JDK the module is skipped with that reason, exce
 
 from __future__ import annotations
 
-import os
 import socket
 from typing import Iterator
 
 import pytest
+from spark_jvm_support import require_jdk
 
-from conformance.jvm_bridge import JdkNotFound, find_jdk
 from conformance.targets.spark_jvm import Event, SparkJvm, SparkPeer
 from spec.shuffle import codec
 from spec.shuffle.checksum import payload_checksum, verify_payload
@@ -36,13 +35,7 @@ BATCHES = [[b"k1=v1", b"k2=v2"], [b""], [bytes(range(256)) * 200]]  # the last o
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[SparkJvm]:
-    try:
-        jdk = find_jdk()
-    except JdkNotFound as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must run the Spark interop tests: {exc}")
-        pytest.skip(f"Spark interop needs a JDK: {exc}")
-    with SparkJvm(jdk) as target:
+    with SparkJvm(require_jdk()) as target:
         yield target
 
 
