@@ -149,3 +149,17 @@ def test_spark_accepts_acceptable_vectors_as_flagged(spark: SparkCodec, group: A
             assert decoded.unread == int(test["errorParams"]["trailing"])
         else:
             assert decoded.exact
+
+
+def test_jdk_lookup_prefers_java_home_and_reports_absence(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from conformance.jvm_bridge import JdkNotFound, find_jdk
+
+    (tmp_path / "bin").mkdir()
+    for tool in ("java", "javac"):
+        (tmp_path / "bin" / tool).write_text("#!/bin/sh\n")
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path))
+    assert find_jdk().javac == tmp_path / "bin" / "javac"
+    monkeypatch.delenv("JAVA_HOME")
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(JdkNotFound, match="no JDK found"):
+        find_jdk()
