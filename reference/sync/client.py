@@ -92,18 +92,20 @@ class SyncClient:
             try:
                 return self._call_with_retry(None, None)
             except _Restarted as restart:
+                self.restarts_seen += 1
                 self._trim(restart.durable)
-                if self._pending:
-                    self._deliver(0)
-                return self._call_with_retry(None, None)
+                return self._deliver(-1)
 
     def send_transaction(self, sequence: int, puts: Sequence[SyncPut]) -> SyncResponse:
         """Send one transaction; only its last put carries ``sequence``."""
         if not puts:
             raise ValueError("a transaction needs at least one put")
         with self._lock:
+            if self._pending and sequence <= self._pending[-1].sequence:
+                raise ValueError(f"sequence {sequence} does not follow {self._pending[-1].sequence}")
+            previous = self._pending[-1].sequence if self._pending else -1
             self._pending.append(_Tx(sequence, tuple(puts)))
-            return self._deliver(len(self._pending) - 1)
+            return self._deliver(previous)
 
     @property
     def pending_transactions(self) -> int:
@@ -118,24 +120,29 @@ class SyncClient:
                 self._client = None
 
     # -- delivery -----------------------------------------------------------
-    def _deliver(self, start: int) -> SyncResponse:
-        index = start
+    def _deliver(self, after: int) -> SyncResponse:
+        """Send every pending transaction with a sequence above ``after``, in order.
+
+        Responses trim the pending list as transactions become durable, so the next
+        transaction is found by sequence, never by position.
+        """
+        sent = after
+        response: SyncResponse | None = None
         while True:
             try:
-                response: SyncResponse | None = None
-                while index < len(self._pending):
-                    tx = self._pending[index]
+                while (tx := next((t for t in self._pending if t.sequence > sent), None)) is not None:
                     for i, put in enumerate(tx.puts):
                         last = i == len(tx.puts) - 1
                         response = self._call_with_retry(put, tx.sequence if last else None)
-                    index += 1
-                assert response is not None
+                    sent = tx.sequence
+                if response is None:
+                    response = self._call_with_retry(None, None)
                 return response
             except _Restarted as restart:
                 self.restarts_seen += 1
                 self._trim(restart.durable)
                 self.replayed_transactions += len(self._pending)
-                index = 0
+                sent = -1
 
     def _trim(self, durable: int | None) -> None:
         if durable is not None:
