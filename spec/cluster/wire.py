@@ -162,7 +162,7 @@ def membership_to_wire(snapshot: Membership) -> dict[str, Any]:
 
 def membership_from_wire(payload: dict[str, Any]) -> Membership:
     return Membership(payload["epoch"], {
-        ShardId(s.shard_id): tuple(NodeInfo(NodeId(n.node_id), n.address, NodeState(str(n.state)))
+        ShardId(s.shard_id): tuple(NodeInfo(NodeId(n.node_id), n.address, enum_from_wire(NodeState, n.state))
                                    for n in s.nodes)
         for s in payload["shards"]})
 

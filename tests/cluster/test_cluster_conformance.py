@@ -1,0 +1,41 @@
+"""Both backends (and the TCP service) pass the cluster conformance suite through the runner."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from conformance.framework import Outcome, RunOptions
+from conformance.runner import load_suite, run_case
+
+SUITE = load_suite("cluster")
+
+
+def run(target: str) -> dict[str, Outcome]:
+    options = RunOptions(suite="cluster", target=target, timeout=30.0)
+    with SUITE.open_target(options) as opened:
+        reports = [run_case(case, opened, options) for case in SUITE.cases]
+    failed = {r.case.id: r.actual for r in reports if r.outcome in (Outcome.FAIL, Outcome.TIMEOUT)}
+    assert not failed, failed
+    return {r.case.id: r.outcome for r in reports}
+
+
+def test_suite_has_the_required_breadth() -> None:
+    assert len(SUITE.cases) >= 20
+    assert len({c.id for c in SUITE.cases}) == len(SUITE.cases)
+
+
+def test_in_process_backend_passes_every_case() -> None:
+    assert set(run("memory").values()) == {Outcome.PASS}
+
+
+@pytest.mark.etcd
+def test_etcd_backend_passes_every_case(etcd_required: None) -> None:
+    assert set(run("etcd").values()) == {Outcome.PASS}
+
+
+def test_cluster_service_over_tcp_passes_all_but_restart() -> None:
+    outcomes = run(f"exec:{sys.executable} -m reference.cluster.service")
+    assert outcomes.pop("shardlog/durable") is Outcome.UNSUPPORTED
+    assert set(outcomes.values()) == {Outcome.PASS}

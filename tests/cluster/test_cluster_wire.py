@@ -1,0 +1,55 @@
+"""The service's layouts round-trip and reject bad frames with typed errors before allocating."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from spec.cluster import wire
+from spec.cluster.errors import FrameTooLarge, MalformedMessage
+from spec.cluster.types import Entry, Membership, MetadataOp, NodeId, NodeInfo, NodeState, Revision, ShardId
+
+keys = st.text(min_size=1, max_size=20)
+revisions = st.integers(min_value=1, max_value=2**64 - 1)
+
+
+@given(st.lists(st.tuples(keys, st.binary(max_size=50), st.none() | revisions), min_size=1, max_size=5))
+def test_ops_round_trip(raw: list[tuple[str, bytes, int | None]]) -> None:
+    ops = [MetadataOp(k, v, None if r is None else Revision(r)) for k, v, r in raw]
+    frame = wire.encode(wire.Kind.UPDATE_SHARD_LOG, 7, ops=wire.ops_to_wire(ops))
+    assert wire.body_length(frame[:4]) == len(frame) - 4
+    message = wire.decode(frame[4:])
+    assert (message.kind, message.request_id) == (wire.Kind.UPDATE_SHARD_LOG, 7)
+    assert wire.ops_from_wire(message.payload["ops"]) == ops
+
+
+def test_membership_and_cas_error_round_trip() -> None:
+    snapshot = Membership(9, {ShardId("s"): (NodeInfo(NodeId("n"), "h:1", NodeState.PFAIL),)})
+    message = wire.decode(wire.encode(wire.Kind.MEMBERSHIP, 0, **wire.membership_to_wire(snapshot))[4:])
+    assert wire.membership_from_wire(message.payload) == snapshot
+    entry = Entry("k", b"v", Revision(3))
+    cas = wire.decode(wire.encode(wire.Kind.CAS_ERROR, 1, key="k", expected=2, found=True,
+                                  actual=wire.entries_to_wire([entry])[0])[4:])
+    assert wire.cas_actual_from_wire(cas.payload) == entry
+
+
+def test_oversized_frame_rejected_from_header() -> None:
+    with pytest.raises(FrameTooLarge):
+        wire.body_length((wire.MAX_FRAME_BYTES + 1).to_bytes(4, "big"))
+
+
+@pytest.mark.parametrize("body", [bytes([200]) + bytes(8),  # unknown kind
+                                  bytes([wire.Kind.OK]) + bytes(8) + b"x",  # trailing byte
+                                  bytes([wire.Kind.JOIN_SHARD]) + bytes(8) + b"\x00\x05ab"])  # short string
+def test_malformed_bodies_are_typed_errors(body: bytes) -> None:
+    with pytest.raises(MalformedMessage):
+        wire.decode(body)
+
+
+def test_undefined_node_state_is_malformed() -> None:
+    frame = bytearray(wire.encode(wire.Kind.MEMBERSHIP, 0, **wire.membership_to_wire(
+        Membership(1, {ShardId("s"): (NodeInfo(NodeId("n"), "a", NodeState.OK),)}))))
+    frame[-1] = 9
+    with pytest.raises(MalformedMessage):
+        wire.membership_from_wire(wire.decode(bytes(frame[4:])).payload)
