@@ -69,6 +69,8 @@ class SyncServer(flight.FlightServerBase):  # type: ignore[misc]
         self._writer: SyncWriter[Change] = SyncWriter(settings, store.restore_durable())
         self._responses = ResponseFactory()
         self._responses_lock = threading.Lock()
+        self._flush_seconds: list[float] = []
+        self._peak_bytes = 0
         self._stop = threading.Event()
         self._flusher = threading.Thread(target=self._flush_task, name="sync-flusher", daemon=True)
         self._flusher.start()
@@ -122,6 +124,7 @@ class SyncServer(flight.FlightServerBase):  # type: ignore[misc]
                 payload=change,
                 now=self._clock(),
             )
+            self._peak_bytes = max(self._peak_bytes, self._writer.in_memory_bytes)
             self._run_policy()
             return self._respond(lambda r: r.accepted(*self._writer.sequences(cmd.origin)))
         finally:
@@ -140,6 +143,7 @@ class SyncServer(flight.FlightServerBase):  # type: ignore[misc]
         started = self._clock()
         self.store.write(table, [i.payload for i in plan.apply], plan.table_marks, plan.durable_after)
         self._writer.complete_flush(plan)
+        self._flush_seconds.append(self._clock() - started)
         log.info("flushed %s (%s, %d items, %d skipped) in %.3fs", table, reason.value,
                  len(plan.apply), plan.skipped, self._clock() - started)
 
@@ -153,10 +157,12 @@ class SyncServer(flight.FlightServerBase):  # type: ignore[misc]
             return True
 
     def stats(self) -> dict[str, Any]:
-        """In-memory bytes, pending tables and open transactions."""
+        """In-memory bytes (now and peak), pending tables, open transactions, flush durations."""
         with self._lock:
             return {
                 "in_memory_bytes": self._writer.in_memory_bytes,
+                "peak_in_memory_bytes": self._peak_bytes,
+                "flush_seconds": list(self._flush_seconds),
                 "pending_tables": len(self._writer.pending_tables),
                 "open_transactions": self._writer.open_transactions,
             }

@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 from deltalake import CommitProperties, DeltaTable, write_deltalake
 
 from spec.sync.messages import ColumnRole, StorageLocation
-from spec.sync.squash import Change, apply_squashed, squash_all
+from spec.sync.squash import Change, apply_squashed, squash_changes
 
 META_KEY = "streamwire.sync"
 META_VERSION = 1
@@ -143,7 +143,7 @@ class DeltaStore:
             write_deltalake(uri, schema.empty_table(), mode="append", storage_options=opts)
         table = DeltaTable(uri, storage_options=opts)
         dataset = table.to_pyarrow_dataset()
-        groups = _schema_runs(changes)
+        groups = squash_changes(changes)
         keys: set[tuple[Any, ...]] = set()
         pk_names = groups[0].schema.pk_names if groups else []
         for g in groups:
@@ -167,13 +167,3 @@ class DeltaStore:
         """The whole table (for readers and checks)."""
         return DeltaTable(uri, storage_options=self._options(uri)).to_pyarrow_table()
 
-
-def _schema_runs(changes: Sequence[Change]) -> list[Change]:
-    """Consecutive changes with one schema squashed into one (application order is kept)."""
-    runs: list[list[Change]] = []
-    for c in changes:
-        if runs and runs[-1][0].schema == c.schema:
-            runs[-1].append(c)
-        else:
-            runs.append([c])
-    return [Change(r[0].schema, squash_all([c.batch for c in r], r[0].schema)) for r in runs]

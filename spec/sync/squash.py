@@ -12,9 +12,9 @@ primary key so that re-applying a change overwrites instead of duplicating.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 
@@ -23,6 +23,7 @@ from spec.sync.schema import SyncSchema
 from spec.sync.writer import PendingItem
 
 Key = tuple[Any, ...]
+T = TypeVar("T")
 
 
 def _keys(table: pa.Table, schema: SyncSchema, role: ColumnRole) -> list[Key | None]:
@@ -145,14 +146,33 @@ class Change:
         return cls(schema, squash_all(batches, schema))
 
 
+def runs_by_schema(values: Sequence[T], schema_of: Callable[[T], SyncSchema]) -> list[list[T]]:
+    """Split ``values`` into maximal runs of consecutive values sharing a schema."""
+    runs: list[list[T]] = []
+    for value in values:
+        if runs and schema_of(runs[-1][0]) == schema_of(value):
+            runs[-1].append(value)
+        else:
+            runs.append([value])
+    return runs
+
+
+def squash_changes(changes: Sequence[Change]) -> list[Change]:
+    """Consecutive changes sharing a schema squashed into one each (application order kept)."""
+    return [
+        Change.of_put(run[0].schema, [c.batch for c in run])
+        for run in runs_by_schema(changes, lambda c: c.schema)
+    ]
+
+
 def squash_pending(items: Sequence[PendingItem[Change]]) -> list[PendingItem[Change]]:
     """Merge runs of consecutive pending items sharing a schema into one squashed item each."""
     out: list[PendingItem[Change]] = []
-    for item in items:
-        prev = out[-1] if out else None
-        if prev is not None and prev.payload.schema == item.payload.schema:
-            merged = Change.of_put(item.payload.schema, [prev.payload.batch, item.payload.batch])
-            out[-1] = PendingItem(prev.tx_ids + item.tx_ids, merged, merged.batch.num_rows, merged.batch.nbytes)
-        else:
-            out.append(item)
+    for run in runs_by_schema(items, lambda i: i.payload.schema):
+        if len(run) == 1:
+            out.append(run[0])
+            continue
+        (merged,) = squash_changes([i.payload for i in run])
+        tx_ids = tuple(t for i in run for t in i.tx_ids)
+        out.append(PendingItem(tx_ids, merged, merged.batch.num_rows, merged.batch.nbytes))
     return out

@@ -78,6 +78,7 @@ class _TableQueue(Generic[P]):
     items: list[PendingItem[P]]
     insertion_time: float
     generation: int = 0
+    # Squashed at most once between flushes: re-squashing on every put would be quadratic.
     squashed: bool = False
 
     @property
@@ -187,7 +188,6 @@ class SyncWriter(Generic[P]):
             else:
                 q.items.append(item)
                 q.generation += 1
-                q.squashed = False
         if sequence is not None:
             self._memory[origin] = sequence
 
