@@ -9,19 +9,17 @@ checks, bounds every size read from the wire before using it, and copies a paylo
 from __future__ import annotations
 
 import struct
-from typing import Any, Final
+from dataclasses import dataclass
+from typing import Any, Callable, Final
 
 from construct import FormatField, Struct
 
 from spec.shuffle import errors
 from spec.shuffle.layouts import (
-    ACK_FIELDS,
     COMMON_HEADER,
-    CREDIT_FIELDS,
-    DATA_FIELDS,
+    FIELDS_BY_TYPE,
     FRAME_HEADER,
     ONE_WAY_MESSAGE,
-    TERMINATION_FIELDS,
     MessageType,
 )
 from spec.shuffle.messages import (
@@ -59,49 +57,73 @@ def _struct_of(layout: Struct) -> struct.Struct:
 _HEADER = _struct_of(COMMON_HEADER)
 _TYPE_ID = struct.Struct(_HEADER.format[:2])
 _FRAME = _struct_of(FRAME_HEADER)
-_DATA = struct.Struct(_HEADER.format + _struct_of(DATA_FIELDS).format[1:])
-_CREDIT = struct.Struct(_HEADER.format + _struct_of(CREDIT_FIELDS).format[1:])
-_TERMINATION = struct.Struct(_HEADER.format + _struct_of(TERMINATION_FIELDS).format[1:])
-_ACK = struct.Struct(_HEADER.format + _struct_of(ACK_FIELDS).format[1:])
-
-HEADER_LENGTH: Final = {
-    MessageType.DATA_MESSAGE_UNSAFE_ROW: _DATA.size,
-    MessageType.CREDIT_CONTROL_MESSAGE: _CREDIT.size,
-    MessageType.TERMINATION_CONTROL_MESSAGE: _TERMINATION.size,
-    MessageType.TERMINATION_ACK_MESSAGE: _ACK.size,
-}
-"""Spark's ``headerLength()``: the fixed part of each body (32, 24, 20, 20)."""
-
 FRAME_HEADER_LENGTH: Final = _FRAME.size
+
+
+@dataclass(frozen=True, slots=True)
+class _Codec:
+    """Everything needed to encode or decode one message type, derived from its layout."""
+
+    kind: MessageType
+    body: struct.Struct
+    """Common header + fields, i.e. the fixed part of the body."""
+    encode_body: Callable[[Any], bytes]
+    encode_frame: Callable[[Any], bytes]
+    encode_frame_parts: Callable[[Any], tuple[bytes, Payload]]
+
+
+def _codec(kind: MessageType) -> _Codec:
+    """Compile the encoders of one type from its layout.
+
+    The pack calls are generated as source text (as construct's own compiler does), because
+    reading attributes by name in a loop or through ``attrgetter`` costs more than the packing.
+    """
+    layout = FIELDS_BY_TYPE[kind]
+    body = struct.Struct(_HEADER.format + _struct_of(layout).format[1:])
+    frame = struct.Struct(_FRAME.format + body.format[1:])
+    is_data = kind is MessageType.DATA_MESSAGE_UNSAFE_ROW
+    values = ", ".join(["m.seq"] + ["n" if is_data and sub.name == "data_size" else f"m.{sub.name}"
+                                    for sub in layout.subcons])
+    extra = " + n" if is_data else ""
+    frame_call = (f"pack_frame({FRAME_HEADER_LENGTH + body.size}{extra}, {ONE_WAY_MESSAGE}, "
+                  f"{body.size}{extra}, {int(kind)}, {values})")
+    prologue = "    p = m.payload\n    n = len(p)\n" if is_data else ""
+    source = (
+        f"def encode_body(m):\n{prologue}    return pack_body({int(kind)}, {values}){' + p' if is_data else ''}\n"
+        f"def encode_frame(m):\n{prologue}    return {frame_call}{' + p' if is_data else ''}\n"
+        f"def encode_frame_parts(m):\n{prologue}    return {frame_call}, {'p' if is_data else 'EMPTY'}\n"
+    )
+    namespace: dict[str, Any] = {"pack_body": body.pack, "pack_frame": frame.pack, "EMPTY": b""}
+    exec(compile(source, f"<codec {kind.name}>", "exec"), namespace)
+    return _Codec(kind, body, namespace["encode_body"], namespace["encode_frame"],
+                  namespace["encode_frame_parts"])
+
+
+_CODECS: Final = {
+    DataMessage: _codec(MessageType.DATA_MESSAGE_UNSAFE_ROW),
+    CreditMessage: _codec(MessageType.CREDIT_CONTROL_MESSAGE),
+    TerminationControlMessage: _codec(MessageType.TERMINATION_CONTROL_MESSAGE),
+    TerminationAckMessage: _codec(MessageType.TERMINATION_ACK_MESSAGE),
+}
+_BY_ID: Final = {int(c.kind): c for c in _CODECS.values()}
+_DATA_ID: Final = int(MessageType.DATA_MESSAGE_UNSAFE_ROW)
+_DATA = _CODECS[DataMessage].body
+_CREDIT_ID: Final = int(MessageType.CREDIT_CONTROL_MESSAGE)
+_TERMINATION_ID: Final = int(MessageType.TERMINATION_CONTROL_MESSAGE)
+
+HEADER_LENGTH: Final = {c.kind: c.body.size for c in _CODECS.values()}
+"""Spark's ``headerLength()``: the fixed part of each body (32, 24, 20, 20)."""
 
 
 def body_length(message: Message) -> int:
     """Length of the encoded body."""
-    if isinstance(message, DataMessage):
-        return _DATA.size + len(message.payload)
-    return HEADER_LENGTH[message.type]
-
-
-def encode_head(message: Message) -> bytes:
-    """The fixed part of a body; for DATA the payload follows as a separate component."""
-    if isinstance(message, DataMessage):
-        return _DATA.pack(
-            message.type, message.seq, message.writer_id, message.reader_id,
-            len(message.payload), message.checksum,
-        )
-    if isinstance(message, CreditMessage):
-        return _CREDIT.pack(
-            message.type, message.seq, message.writer_id, message.reader_id, message.num_messages
-        )
-    if isinstance(message, TerminationControlMessage):
-        return _TERMINATION.pack(message.type, message.seq, message.writer_id, message.reader_id)
-    return _ACK.pack(message.type, message.seq, message.writer_id, message.reader_id)
+    fixed = _CODECS[type(message)].body.size
+    return fixed + len(message.payload) if isinstance(message, DataMessage) else fixed
 
 
 def encode_body(message: Message) -> bytes:
     """The whole body, as Spark's ``StreamingShuffleMessage.encode`` writes it."""
-    head = encode_head(message)
-    return head + message.payload if isinstance(message, DataMessage) else head
+    return _CODECS[type(message)].encode_body(message)
 
 
 def encode_frame_parts(message: Message) -> tuple[bytes, Payload]:
@@ -109,15 +131,12 @@ def encode_frame_parts(message: Message) -> tuple[bytes, Payload]:
 
     The payload is returned as given, so a socket can send it without a copy.
     """
-    length = body_length(message)
-    head = _FRAME.pack(FRAME_HEADER_LENGTH + length, ONE_WAY_MESSAGE, length) + encode_head(message)
-    return head, message.payload if isinstance(message, DataMessage) else b""
+    return _CODECS[type(message)].encode_frame_parts(message)
 
 
 def encode_frame(message: Message) -> bytes:
     """One complete transport frame (OneWayMessage) carrying the message."""
-    head, payload = encode_frame_parts(message)
-    return head + payload
+    return _CODECS[type(message)].encode_frame(message)
 
 
 def decode_body(body: Payload) -> Message:
@@ -125,44 +144,56 @@ def decode_body(body: Payload) -> Message:
 
     A DATA payload is copied once out of ``body``.
     """
-    view = memoryview(body)
-    available = len(view)
+    return decode_body_at(body, 0, len(body))
+
+
+def decode_body_at(buf: Payload, start: int, end: int, *, owned: bool = False) -> Message:
+    """Decode the body held in ``buf[start:end]`` without slicing the buffer first.
+
+    A DATA payload is copied out of ``buf`` unless ``owned`` says the caller hands ``buf`` over
+    (nobody else will write to it): the payload is then a view of it, and is never copied.
+    """
+    available = end - start
     # Spark validates the type id before it reads the sequence number.
     if available < _TYPE_ID.size:
         raise errors.TruncatedInput("message type id", _TYPE_ID.size, available)
-    (type_id,) = _TYPE_ID.unpack_from(view)
-    try:
-        kind = MessageType(type_id)
-    except ValueError:
-        raise errors.UnexpectedMessageType(type_id) from None
-    needed = HEADER_LENGTH[kind]
+    (type_id,) = _TYPE_ID.unpack_from(buf, start)
+    c = _BY_ID.get(type_id)
+    if c is None:
+        raise errors.UnexpectedMessageType(type_id)
+    needed = c.body.size
     if available < needed:
-        raise errors.TruncatedInput(kind.name, needed, available)
-    seq: int
-    if kind is MessageType.DATA_MESSAGE_UNSAFE_ROW:
-        _, seq, writer_id, reader_id, data_size, checksum = _DATA.unpack_from(view)
+        raise errors.TruncatedInput(c.kind.name, needed, available)
+    if type_id == _DATA_ID:
+        _, seq, writer_id, reader_id, data_size, checksum = _DATA.unpack_from(buf, start)
         if data_size < 0:
             raise errors.NegativeDataSize(data_size, available - needed)
         if data_size != available - needed:
             raise errors.DataSizeMismatch(data_size, available - needed)
-        return DataMessage(seq, writer_id, reader_id, checksum, bytes(view[needed:]))
+        first = start + needed
+        payload: Payload
+        if owned:
+            payload = memoryview(buf)[first:end]
+        else:
+            payload = buf[first:end] if isinstance(buf, bytes) else bytes(memoryview(buf)[first:end])
+        return DataMessage(seq, writer_id, reader_id, checksum, payload)
     if available > needed:
-        raise errors.TrailingBytes(kind.name, available - needed)
-    if kind is MessageType.CREDIT_CONTROL_MESSAGE:
-        _, seq, writer_id, reader_id, num_messages = _CREDIT.unpack_from(view)
+        raise errors.TrailingBytes(c.kind.name, available - needed)
+    if type_id == _CREDIT_ID:
+        _, seq, writer_id, reader_id, num_messages = c.body.unpack_from(buf, start)
         return CreditMessage(writer_id, reader_id, num_messages, seq)
-    _, seq, writer_id, reader_id = _TERMINATION.unpack_from(view)
-    if kind is MessageType.TERMINATION_CONTROL_MESSAGE:
+    _, seq, writer_id, reader_id = c.body.unpack_from(buf, start)
+    if type_id == _TERMINATION_ID:
         return TerminationControlMessage(seq, writer_id, reader_id)
     return TerminationAckMessage(seq, writer_id, reader_id)
 
 
-def check_frame_header(head: Payload, max_frame_length: int) -> int:
-    """Validate a 13-byte frame header and return the body length it announces.
+def check_frame_header(buf: Payload, max_frame_length: int, offset: int = 0) -> int:
+    """Validate the 13-byte frame header at ``offset`` and return the body length it announces.
 
     Runs before anything is allocated for the body: the length is bounded first.
     """
-    frame_length, message_type, _declared_body_length = _FRAME.unpack_from(head)
+    frame_length, message_type, _declared_body_length = _FRAME.unpack_from(buf, offset)
     if not MIN_FRAME_LENGTH <= frame_length <= max_frame_length:
         raise errors.FrameLengthOutOfRange(frame_length, MIN_FRAME_LENGTH, max_frame_length)
     if message_type != ONE_WAY_MESSAGE:
@@ -172,13 +203,13 @@ def check_frame_header(head: Payload, max_frame_length: int) -> int:
 
 def decode_frame(frame: Payload, max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH) -> Message:
     """Decode exactly one complete frame (no bytes before or after it)."""
-    view = memoryview(frame)
-    if len(view) < FRAME_HEADER_LENGTH:
-        raise errors.TruncatedInput("frame header", FRAME_HEADER_LENGTH, len(view))
-    length = check_frame_header(view, max_frame_length)
-    available = len(view) - FRAME_HEADER_LENGTH
+    size = len(frame)
+    if size < FRAME_HEADER_LENGTH:
+        raise errors.TruncatedInput("frame header", FRAME_HEADER_LENGTH, size)
+    length = check_frame_header(frame, max_frame_length)
+    available = size - FRAME_HEADER_LENGTH
     if available < length:
         raise errors.TruncatedInput("frame body", length, available)
     if available > length:
         raise errors.TrailingBytes("frame", available - length)
-    return decode_body(view[FRAME_HEADER_LENGTH:])
+    return decode_body_at(frame, FRAME_HEADER_LENGTH, size)

@@ -3,7 +3,8 @@
 Sans-IO: the caller owns the socket. The announced frame length is validated against the
 configured maximum before a single byte of the body is buffered, so a hostile length cannot make
 the decoder allocate. Complete frames that arrive in one chunk are decoded straight from that
-chunk; only a partial frame is buffered.
+chunk (the payload is copied once out of it); only a partial frame is buffered, and a payload
+completed in that buffer is handed out as a view of it, so no payload is copied twice.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from spec.shuffle.codec import (
     DEFAULT_MAX_FRAME_LENGTH,
     FRAME_HEADER_LENGTH,
     check_frame_header,
-    decode_body,
+    decode_body_at,
 )
 from spec.shuffle.messages import Message, Payload
 
@@ -38,42 +39,41 @@ class FrameDecoder:
     def feed(self, data: Payload) -> list[Message]:
         """Consume ``data`` and return every message it completes, in order."""
         out: list[Message] = []
-        view = memoryview(data)
-        if self._pending:
-            view = self._complete_pending(view, out)
-        offset = 0
-        end = len(view)
+        offset = self._complete_pending(data, out) if self._pending else 0
+        end = len(data)
+        limit = self.max_frame_length
         while end - offset >= FRAME_HEADER_LENGTH:
-            length = check_frame_header(view[offset : offset + FRAME_HEADER_LENGTH], self.max_frame_length)
+            length = check_frame_header(data, limit, offset)
             start = offset + FRAME_HEADER_LENGTH
             if end - start < length:
                 break
-            out.append(decode_body(view[start : start + length]))
             offset = start + length
+            out.append(decode_body_at(data, start, offset))
         if offset < end:
-            self._pending += view[offset:]
+            self._pending += memoryview(data)[offset:]
             if len(self._pending) >= FRAME_HEADER_LENGTH:
-                self._body_length = check_frame_header(self._pending, self.max_frame_length)
+                self._body_length = check_frame_header(self._pending, limit)
         return out
 
-    def _complete_pending(self, view: memoryview, out: list[Message]) -> memoryview:
-        """Top up the held partial frame from ``view``; return what is left of ``view``."""
+    def _complete_pending(self, data: Payload, out: list[Message]) -> int:
+        """Top up the held partial frame from ``data``; return how much of ``data`` it took."""
+        view = memoryview(data)
+        taken = 0
         if self._body_length is None:
-            take = min(FRAME_HEADER_LENGTH - len(self._pending), len(view))
-            self._pending += view[:take]
-            view = view[take:]
+            taken = min(FRAME_HEADER_LENGTH - len(self._pending), len(view))
+            self._pending += view[:taken]
             if len(self._pending) < FRAME_HEADER_LENGTH:
-                return view
+                return taken
             self._body_length = check_frame_header(self._pending, self.max_frame_length)
         missing = FRAME_HEADER_LENGTH + self._body_length - len(self._pending)
-        take = min(missing, len(view))
-        self._pending += view[:take]
+        take = min(missing, len(view) - taken)
+        self._pending += view[taken:taken + take]
         if take == missing:
             frame = self._pending
             self._pending = bytearray()
             self._body_length = None
-            out.append(decode_body(memoryview(frame)[FRAME_HEADER_LENGTH:]))
-        return view[take:]
+            out.append(decode_body_at(frame, FRAME_HEADER_LENGTH, len(frame), owned=True))
+        return taken + take
 
     def close(self) -> None:
         """The stream ended: a partial frame left behind is truncated input."""

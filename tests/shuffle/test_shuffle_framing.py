@@ -91,3 +91,15 @@ def test_large_payload_split_across_many_feeds() -> None:
     decoder = FrameDecoder()
     out = [m for start in range(0, len(frame), 1000) for m in decoder.feed(frame[start:start + 1000])]
     assert out == [message]
+
+
+def test_payload_of_a_buffered_frame_survives_later_feeds() -> None:
+    first, second = DataMessage(0, 1, 2, 0, b"A" * 100), DataMessage(1, 1, 2, 0, b"B" * 100)
+    stream = codec.encode_frame(first) + codec.encode_frame(second)
+    decoder = FrameDecoder()
+    chunk = bytearray(stream[50:170])
+    assert decoder.feed(stream[:50]) == []
+    (got,) = decoder.feed(chunk)
+    chunk[:] = bytes(len(chunk))
+    assert decoder.feed(stream[170:]) == [second]
+    assert got == first
