@@ -43,7 +43,7 @@ def write_changes(
 
     def push(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         table = pa.Table.from_batches(list(batches))
-        out: dict[str, list[int | None]] = {"origin": [], "transactions": [], "durable": []}
+        out: dict[str, list[str | int | None]] = {"origin": [], "transactions": [], "durable": []}
         if table.num_rows == 0:
             yield pa.RecordBatch.from_pydict(out, schema=_result_schema())
             return
