@@ -179,13 +179,21 @@ class SyncCommand:
         return wrapper.SerializeToString(deterministic=True)
 
 
+def _parse(message: Message, data: bytes, what: str) -> Any:
+    try:
+        message.ParseFromString(data)
+    except DecodeError as exc:
+        raise CommandDecodeError(f"Couldn't decode {what}: {exc}") from exc
+    return message
+
+
+def _optional(m: Any, name: str) -> int | None:
+    return int(getattr(m, name)) if m.HasField(name) else None
+
+
 def decode_command(data: bytes) -> SyncCommand:
     """Decode an encoded ``DataSyncCommand``; raises CommandDecodeError on malformed bytes."""
-    m: Any = CommandMessage()
-    try:
-        m.ParseFromString(data)
-    except DecodeError as exc:
-        raise CommandDecodeError(f"Couldn't decode command: {exc}") from exc
+    m = _parse(CommandMessage(), data, "command")
     store = None
     if m.HasField("store"):
         store = StorageLocation(m.store.location, dict(m.store.options), m.store.name)
@@ -193,7 +201,7 @@ def decode_command(data: bytes) -> SyncCommand:
         path=m.path,
         origin=m.origin,
         column_descriptors=tuple(ColumnDescriptor(int(cd.role), cd.name) for cd in m.column_descriptors),
-        sequence_number=int(m.sequence_number) if m.HasField("sequence_number") else None,
+        sequence_number=_optional(m, "sequence_number"),
         store=store,
         format=int(m.format),
     )
@@ -201,11 +209,7 @@ def decode_command(data: bytes) -> SyncCommand:
 
 def decode_descriptor_cmd(data: bytes) -> SyncCommand:
     """Decode FlightDescriptor ``cmd`` bytes (``Any`` wrapping a command)."""
-    wrapper = any_pb2.Any()
-    try:
-        wrapper.ParseFromString(data)
-    except DecodeError as exc:
-        raise CommandDecodeError(f"Couldn't decode command: {exc}") from exc
+    wrapper = _parse(any_pb2.Any(), data, "command")
     if wrapper.type_url != COMMAND_TYPE_URL:
         raise CommandDecodeError(f"Unsupported command type_url: {wrapper.type_url!r}")
     return decode_command(wrapper.value)
@@ -232,14 +236,7 @@ class SyncResponse:
 
 def decode_response(data: bytes) -> SyncResponse:
     """Decode a ``DataSyncResponse``; raises CommandDecodeError on malformed bytes."""
-    m: Any = ResponseMessage()
-    try:
-        m.ParseFromString(data)
-    except DecodeError as exc:
-        raise CommandDecodeError(f"Couldn't decode response: {exc}") from exc
+    m = _parse(ResponseMessage(), data, "response")
     return SyncResponse(
-        accepted=bool(m.accepted),
-        memory_sequence_number=int(m.memory_sequence_number) if m.HasField("memory_sequence_number") else None,
-        durable_sequence_number=int(m.durable_sequence_number) if m.HasField("durable_sequence_number") else None,
-        first=bool(m.first),
+        bool(m.accepted), _optional(m, "memory_sequence_number"), _optional(m, "durable_sequence_number"), bool(m.first)
     )
