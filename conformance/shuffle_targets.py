@@ -1,0 +1,313 @@
+"""Implementations under test for the shuffle suite: how a case's workload reaches them and how
+what they report comes back.
+
+A case describes what the implementation should do as a :class:`Workload` (role, ids, records per
+reader, settings). Each kind of target carries it its own way:
+
+- ``exec:CMD`` (and ``reference``, which is ``exec:`` with this project's endpoint): the workload as
+  a JSON file named by ``CONFORMANCE_WORKLOAD`` (see ``docs/conformance.md``); stdout lines after
+  the handshake are reports, ``ERROR <CONDITION> <text>`` and ``COMPLETED``;
+- ``tcp://HOST:PORT``: no way to pass anything, so only cases using :data:`DEFAULT_WRITER_WORKLOAD`
+  apply, and no reports;
+- ``spark-jvm``: Spark's handlers in a JVM, driven by commands; its events become reports.
+
+What a target can do is the explicit set of capabilities it declares: ``writer`` and ``reader``
+(roles it can play), ``workload`` (runs a case's own workload, not just the default) and
+``reports`` (tells the runner about its errors and completion).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Final, Iterator, Mapping, Protocol, Sequence
+
+from conformance.framework import CaseContext, RunOptions
+from conformance.targets.external import (
+    PEER_VARIABLE,
+    ROLE_VARIABLE,
+    ExecProcess,
+    declared_capabilities,
+    parse_tcp,
+)
+from conformance.targets.spark_jvm import Event, SparkJvm, SparkPeer
+from spec.shuffle.records import encode_record
+from spec.shuffle.settings import ShuffleSettings
+from spec.shuffle.writer import flush_threshold
+
+WRITER, READER, WORKLOAD, REPORTS = "writer", "reader", "workload", "reports"
+CASE_VARIABLE: Final = "CONFORMANCE_CASE"
+WORKLOAD_VARIABLE: Final = "CONFORMANCE_WORKLOAD"
+STARTUP_TIMEOUT_S: Final = 60.0
+ACK_TIMEOUT_KEY: Final = "streamwire.shuffle.terminationAckTimeoutMs"
+"""Not a Spark key (Spark waits for acks forever): this project's option, passed to any implementation."""
+REFERENCE_COMMAND: Final = f"{shlex.quote(sys.executable)} -m conformance.targets.reference_shuffle"
+TARGET_HELP: Final = ("reference | spark-jvm | exec:CMD (CMD reads CONFORMANCE_* variables; see "
+                      "docs/conformance.md) | tcp://HOST:PORT (a listening writer, default workload)")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What the implementation under test is asked to do in one case."""
+
+    role: str
+    case: str = ""
+    shuffle_id: int = 0
+    writer_id: int = 0
+    reader_id: int = 0
+    """Reader role: the reader's own id."""
+    num_readers: int = 1
+    """Writer role: how many readers (ids 0..num_readers-1) the writer serves."""
+    records: Mapping[int, Sequence[bytes]] = field(default_factory=dict)
+    """Writer role: the records written for each reader, in order; then the input ends."""
+    settings: Mapping[str, str] = field(default_factory=dict)
+    """``spark.shuffle.streaming.*`` keys (Spark's spelling and defaults) and :data:`ACK_TIMEOUT_KEY`."""
+
+    @property
+    def shuffle_settings(self) -> ShuffleSettings:
+        return ShuffleSettings.from_dict(self.settings)
+
+    def for_case(self, case: str) -> Workload:
+        return Workload(self.role, case, self.shuffle_id, self.writer_id, self.reader_id, self.num_readers,
+                        self.records, self.settings)
+
+    def to_json(self) -> dict[str, Any]:
+        """The document an ``exec:`` implementation reads (records in hex)."""
+        out: dict[str, Any] = {"case": self.case, "role": self.role, "shuffle_id": self.shuffle_id,
+                               "writer_id": self.writer_id, "settings": dict(self.settings)}
+        if self.role == WRITER:
+            out["num_readers"] = self.num_readers
+            out["records"] = {str(r): [b.hex() for b in self.records.get(r, ())] for r in range(self.num_readers)}
+        else:
+            out["reader_id"] = self.reader_id
+            out["writer_ids"] = [self.writer_id]
+        return out
+
+
+DEFAULT_RECORDS: Final = tuple(f"record-{i:04d}".encode() for i in range(100))
+DEFAULT_WRITER_WORKLOAD: Final = Workload(WRITER, records={0: DEFAULT_RECORDS})
+"""What a ``tcp://`` writer must do for every accepted reader: shuffle 0, writer 0, one reader (id 0)
+receiving ``record-0000`` .. ``record-0099``, Spark's default settings (checksums on)."""
+
+
+@dataclass(frozen=True)
+class Report:
+    """Something the implementation told the runner: an ``error`` (with Spark's condition if any) or ``completed``."""
+
+    kind: str
+    condition: str | None = None
+    detail: str = ""
+
+    def __str__(self) -> str:
+        if self.kind != "error":
+            return self.kind
+        return f"error [{self.condition or 'no condition'}] {self.detail}"
+
+
+class Running(Protocol):
+    """One started implementation under test."""
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """Writer role: where it listens."""
+        ...
+
+    def reports(self) -> list[Report]: ...
+
+    def wait_report(self, kinds: frozenset[str], timeout: float) -> Report | None: ...
+
+    def diagnostics(self) -> str: ...
+
+
+class ShuffleTarget(Protocol):
+    @property
+    def description(self) -> str: ...
+
+    @property
+    def capabilities(self) -> frozenset[str]: ...
+
+    def writer(self, workload: Workload, ctx: CaseContext) -> AbstractRunning: ...
+
+    def reader(self, workload: Workload, peer: tuple[str, int], ctx: CaseContext) -> AbstractRunning: ...
+
+
+class AbstractRunning:
+    """Reports parsed from a stream of raw items (stdout lines or JVM events); a context manager."""
+
+    def __init__(self, address: tuple[str, int], parse: Callable[[Any], Report | None],
+                 snapshot: Callable[[], Sequence[Any]],
+                 wait: Callable[[Callable[[Any], bool], float], Any | None],
+                 stop: Callable[[], None], diagnostics: Callable[[], str]) -> None:
+        self.address = address
+        self._parse, self._snapshot, self._wait = parse, snapshot, wait
+        self._stop, self._diagnostics = stop, diagnostics
+
+    def reports(self) -> list[Report]:
+        return [r for r in map(self._parse, self._snapshot()) if r is not None]
+
+    def wait_report(self, kinds: frozenset[str], timeout: float) -> Report | None:
+        """The first report of one of ``kinds`` (already made or still to come), or None at the deadline."""
+        def wanted(raw: Any) -> bool:
+            report = self._parse(raw)
+            return report is not None and report.kind in kinds
+
+        raw = self._wait(wanted, timeout)
+        return None if raw is None else self._parse(raw)
+
+    def diagnostics(self) -> str:
+        return self._diagnostics()
+
+    def __enter__(self) -> AbstractRunning:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop()
+
+
+# -- exec: ------------------------------------------------------------------------------------------
+
+def parse_report_line(line: str) -> Report | None:
+    """``ERROR <CONDITION> <text>`` / ``COMPLETED``; any other line (the handshake) is not a report."""
+    words = line.split(maxsplit=2)
+    if words[:1] == ["COMPLETED"]:
+        return Report("completed")
+    if words[:1] == ["ERROR"] and len(words) >= 2:
+        condition = None if words[1] == "-" else words[1]
+        return Report("error", condition, words[2] if len(words) > 2 else "")
+    return None
+
+
+class ExecTarget:
+    """``exec:CMD``: CMD started once per case with the workload; capabilities as CMD declares them."""
+
+    def __init__(self, command: str, description: str) -> None:
+        self.command = command
+        self.description = description
+        self.capabilities = declared_capabilities(command, STARTUP_TIMEOUT_S)
+
+    def _start(self, workload: Workload, ctx: CaseContext, extra: Mapping[str, str]) -> tuple[ExecProcess, Path]:
+        document = tempfile.NamedTemporaryFile("w", prefix="shuffle-workload-", suffix=".json", delete=False)
+        with document:
+            json.dump(workload.to_json(), document)
+        env = {ROLE_VARIABLE: workload.role, CASE_VARIABLE: workload.case, WORKLOAD_VARIABLE: document.name, **extra}
+        return ExecProcess(self.command, env), Path(document.name)
+
+    def _running(self, process: ExecProcess, document: Path, address: tuple[str, int]) -> AbstractRunning:
+        def stop() -> None:
+            process.stop()
+            document.unlink(missing_ok=True)
+
+        return AbstractRunning(address, parse_report_line, process.lines, process.wait_line, stop,
+                               lambda: f"stdout: {process.lines()}\nstderr: {process.stderr_tail()}")
+
+    def writer(self, workload: Workload, ctx: CaseContext) -> AbstractRunning:
+        process, document = self._start(workload, ctx, {})
+        try:
+            port = process.wait_listening(min(ctx.remaining(), STARTUP_TIMEOUT_S))
+        except BaseException:
+            process.stop()
+            document.unlink(missing_ok=True)
+            raise
+        return self._running(process, document, ("127.0.0.1", port))
+
+    def reader(self, workload: Workload, peer: tuple[str, int], ctx: CaseContext) -> AbstractRunning:
+        process, document = self._start(workload, ctx, {PEER_VARIABLE: f"{peer[0]}:{peer[1]}"})
+        return self._running(process, document, peer)
+
+
+# -- tcp:// -----------------------------------------------------------------------------------------
+
+class TcpTarget:
+    """``tcp://HOST:PORT``: a writer already listening; it runs the default workload and reports nothing."""
+
+    capabilities: Final = frozenset({WRITER})
+
+    def __init__(self, spec: str) -> None:
+        self.description = spec
+        self.address = parse_tcp(spec)
+
+    def writer(self, workload: Workload, ctx: CaseContext) -> AbstractRunning:
+        if workload.for_case("") != DEFAULT_WRITER_WORKLOAD:
+            raise ValueError("a tcp:// target only runs the default workload; the case must require 'workload'")
+        return AbstractRunning(self.address, lambda raw: None, list, lambda pred, timeout: None,
+                               lambda: None, lambda: "tcp:// target: no reports")
+
+    def reader(self, workload: Workload, peer: tuple[str, int], ctx: CaseContext) -> AbstractRunning:
+        raise ValueError("a tcp:// target cannot connect as a reader")
+
+
+# -- spark-jvm --------------------------------------------------------------------------------------
+
+def parse_spark_event(event: Event) -> Report | None:
+    """Spark's ErrorNotifier errors and the writer's all-acks are reports; other events are not."""
+    if event.get("event") == "error":
+        return Report("error", event.get("condition"), f"{event.get('exception')}: {event.get('detail')}")
+    if event.get("event") == "all_acks":
+        return Report("completed")
+    return None
+
+
+def spark_payloads(records: Sequence[bytes], settings: ShuffleSettings) -> list[bytes]:
+    """Records cut into DATA payloads by Spark's flush-on-size rule (a record is never split)."""
+    payloads, buffer = [], bytearray()
+    for record in records:
+        buffer += encode_record(record)
+        if len(buffer) >= flush_threshold(settings):
+            payloads.append(bytes(buffer))
+            buffer.clear()
+    return payloads + ([bytes(buffer)] if buffer else [])
+
+
+class SparkTarget:
+    """``spark-jvm``: Spark 4.3.0's own handlers; the adapter writes each payload as one DATA."""
+
+    capabilities: Final = frozenset({WRITER, READER, WORKLOAD, REPORTS})
+
+    def __init__(self, spark: SparkJvm) -> None:
+        self.spark = spark
+        self.description = spark.description
+
+    @staticmethod
+    def _running(peer: SparkPeer, address: tuple[str, int]) -> AbstractRunning:
+        return AbstractRunning(address, parse_spark_event, peer.events.snapshot, peer.events.wait_for, peer.close,
+                               lambda: f"events: {peer.events.snapshot()}\nlog: {peer.stderr_tail()}")
+
+    def writer(self, workload: Workload, ctx: CaseContext) -> AbstractRunning:
+        settings = workload.shuffle_settings
+        peer = self.spark.writer(workload.writer_id, workload.num_readers, shuffle_id=workload.shuffle_id,
+                                 connection_timeout_ms=settings.writer_connection_timeout_ms,
+                                 checksum=settings.checksum_enabled)
+        for reader_id in range(workload.num_readers):
+            for payload in spark_payloads(workload.records.get(reader_id, ()), settings):
+                peer.send_data(reader_id, payload)
+            peer.terminate(reader_id)
+        return self._running(peer, ("127.0.0.1", peer.port))
+
+    def reader(self, workload: Workload, peer: tuple[str, int], ctx: CaseContext) -> AbstractRunning:
+        settings = workload.shuffle_settings
+        spark_reader = self.spark.reader(peer[0], peer[1], workload.writer_id, workload.reader_id,
+                                         shuffle_id=workload.shuffle_id, quota=settings.reader_max_memory,
+                                         checksum=settings.checksum_enabled)
+        return self._running(spark_reader, peer)
+
+
+@contextmanager
+def open_target(options: RunOptions) -> Iterator[ExecTarget | TcpTarget | SparkTarget]:
+    """The target named on the command line."""
+    spec = options.target
+    if spec == "reference":
+        yield ExecTarget(REFERENCE_COMMAND, "reference (this project's runtime, via exec:)")
+    elif spec.startswith("exec:"):
+        yield ExecTarget(spec[len("exec:"):], spec)
+    elif spec.startswith("tcp://"):
+        yield TcpTarget(spec)
+    elif spec == "spark-jvm":
+        with SparkJvm.open() as spark:
+            yield SparkTarget(spark)
+    else:
+        raise ValueError(f"unknown shuffle target {spec!r}; expected {TARGET_HELP}")
