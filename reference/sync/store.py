@@ -143,7 +143,9 @@ class DeltaStore:
             write_deltalake(uri, schema.empty_table(), mode="append", storage_options=opts)
         table = DeltaTable(uri, storage_options=opts)
         dataset = table.to_pyarrow_dataset()
-        groups = squash_changes(changes)
+        # Each put's squashed batch is simultaneous, so squashing them again as one sequence can link
+        # a chain to the wrong row (pipeline finding, /tmp/notes/pipeline-to-sync.md): apply in order.
+        groups = list(changes)
         keys: set[tuple[Any, ...]] = set()
         pk_names = groups[0].schema.pk_names if groups else []
         for g in groups:
