@@ -1,0 +1,43 @@
+"""``python -m reference.pipeline``: run the CDC pipeline once; exit 0 only if the table matches."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from reference.pipeline.job import Options, PipelineError, run
+
+
+def _parser() -> argparse.ArgumentParser:
+    d = Options()
+    p = argparse.ArgumentParser(prog="python -m reference.pipeline", description=__doc__)
+    p.add_argument("--changes", type=int, default=d.changes, help="row changes to generate (all origins)")
+    p.add_argument("--keys", type=int, default=d.keys, help="size of the key space")
+    p.add_argument("--origins", type=int, default=d.origins, help="source origins (databases)")
+    p.add_argument("--writers", type=int, default=d.writers, help="source tasks")
+    p.add_argument("--readers", type=int, default=d.readers, help="sink tasks")
+    p.add_argument("--store", default=d.store, help="Delta store root (path or URL); default: a temporary dir")
+    p.add_argument("--table", default=d.table, help="table path under the store (must not exist)")
+    p.add_argument("--provider", default=d.provider, help="cluster provider: memory or etcd://HOST:PORT")
+    p.add_argument("--master", default=d.master, help="Spark master URL (default local[writers+readers,4])")
+    p.add_argument("--report", default=d.report, help="directory for figures.json and latency.png")
+    p.add_argument("--chaos", action="store_true", help="kill the sync server and one sink task mid-run")
+    p.add_argument("--seed", type=int, default=d.seed, help="seed of the change stream")
+    p.add_argument("--rate", type=float, default=d.rate, help="changes/s over all sources (0: unthrottled)")
+    p.add_argument("--shuffle", default=d.shuffle, choices=["auto", "streaming", "spark"],
+                   help="routing shuffle: the streaming shuffle (auto when available) or PySpark's partitionBy")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        outcome = run(Options(**vars(args)))
+    except PipelineError as exc:
+        print(f"pipeline: {exc}", file=sys.stderr)
+        return 2
+    return 0 if outcome.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,99 @@
+"""The driver's sync server: a ``python -m reference.sync serve`` subprocess it can kill and restart.
+
+A separate process, so that ``--chaos`` kills it for real (SIGKILL: no flush, memory lost) and
+the restarted server must recover from the Delta table's commit metadata alone.  Each start
+takes a fresh port; the driver publishes the new location through the cluster provider.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+
+class SyncServerFailed(Exception):
+    """The sync server did not start (or died) — its log says why."""
+
+    condition = "PIPELINE_SYNC_SERVER_FAILED"
+
+
+@dataclass(frozen=True)
+class FlushSettings:
+    """Seafowl's settings as the pipeline runs them: a short lag, so changes become durable fast."""
+
+    max_replication_lag_s: float = 0.2
+    flush_task_interval_s: float = 0.1
+    max_syncs_per_url: int = 100
+
+    def args(self) -> list[str]:
+        return ["--max-replication-lag-s", str(self.max_replication_lag_s),
+                "--flush-task-interval-s", str(self.flush_task_interval_s),
+                "--max-syncs-per-url", str(self.max_syncs_per_url)]
+
+
+class SyncServerProcess:
+    """Starts, kills and restarts one sync server on loopback; logs go to ``log_path``."""
+
+    def __init__(self, store: str, log_path: Path, settings: FlushSettings = FlushSettings(),
+                 start_timeout_s: float = 60.0) -> None:
+        self.store, self.log_path, self.settings = store, log_path, settings
+        self.start_timeout_s = start_timeout_s
+        self.generation = 0
+        self.location = ""
+        self._proc: subprocess.Popen[str] | None = None
+        self._log: IO[str] | None = None
+
+    def start(self) -> str:
+        """Start a server and return its ``grpc://`` location once it listens."""
+        if self._log is None:
+            self._log = open(self.log_path, "a", encoding="utf-8")
+        cmd = [sys.executable, "-m", "reference.sync", "serve", "--store", self.store, "--port", "0",
+               *self.settings.args()]
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        self._proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._log, text=True, env=env)
+        port = self._await_port(self._proc)
+        self.generation += 1
+        self.location = f"grpc://127.0.0.1:{port}"
+        return self.location
+
+    def _await_port(self, proc: subprocess.Popen[str]) -> int:
+        assert proc.stdout is not None
+        with selectors.DefaultSelector() as sel:
+            sel.register(proc.stdout, selectors.EVENT_READ)
+            if sel.select(self.start_timeout_s):
+                line = proc.stdout.readline()
+                if line.startswith("LISTENING "):
+                    return int(line.split()[1])
+        proc.kill()
+        proc.wait(10)
+        raise SyncServerFailed(f"sync server did not print LISTENING within {self.start_timeout_s}s; "
+                               f"see {self.log_path}")
+
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash: whatever the server held in memory is gone."""
+        if self._proc is not None:
+            self._proc.kill()
+            self._proc.wait(10)
+
+    def stop(self) -> None:
+        """Terminate the server and close its log."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait(10)
+        if self._proc is not None and self._proc.stdout is not None:
+            self._proc.stdout.close()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
