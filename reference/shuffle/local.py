@@ -1,0 +1,83 @@
+"""An M x R shuffle inside one process, each task on its own thread, through a real coordinator.
+
+The same writer and reader tasks as in Spark, over real sockets; used by the tests and the
+benchmark to exercise the runtime without Spark's start-up cost.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Callable, Iterable, Sequence
+
+from reference.shuffle.coordinator import CoordinatorClient, CoordinatorServer, Directory
+from reference.shuffle.reader_task import ReaderTask
+from reference.shuffle.task import TaskOptions
+from reference.shuffle.writer_task import WriterStats, WriterTask
+from spec.shuffle import coordination as co
+from spec.shuffle.settings import ShuffleSettings
+
+Consumer = Callable[[int, Iterable[bytes]], list[bytes]]
+
+
+def collect(reader_id: int, records: Iterable[bytes]) -> list[bytes]:
+    return list(records)
+
+
+class LocalShuffleError(Exception):
+    """At least one task failed; ``errors`` maps ``("writer"|"reader", id)`` to its exception."""
+
+    def __init__(self, errors: dict[tuple[str, int], BaseException]) -> None:
+        first = next(iter(errors.values()))
+        super().__init__(f"{len(errors)} task(s) failed; first: {first!r}")
+        self.errors = errors
+
+
+def run_local_shuffle(
+    inputs: Sequence[Iterable[tuple[int, bytes]]], num_readers: int, settings: ShuffleSettings = ShuffleSettings(),
+    options: TaskOptions = TaskOptions(), consume: Consumer = collect, *, writer_options: Sequence[TaskOptions] | None = None,
+    timeout_s: float = 60.0,
+) -> tuple[list[list[bytes]], list[WriterStats]]:
+    """Run one writer per input and ``num_readers`` readers; return each reader's output and writer stats."""
+    directory = Directory()
+    directory.add_shuffle(0, lambda key: None)
+    server = CoordinatorServer(directory)
+    key = co.ShuffleKey(0, 0)
+    outputs: list[list[bytes]] = [[] for _ in range(num_readers)]
+    stats: list[WriterStats] = [WriterStats() for _ in inputs]
+    failures: dict[tuple[str, int], BaseException] = {}
+    clients: list[CoordinatorClient] = []
+
+    def writer(w: int, records: Iterable[tuple[int, bytes]]) -> None:
+        client = CoordinatorClient(*server.address)
+        clients.append(client)
+        opts = writer_options[w] if writer_options is not None else options
+        try:
+            stats[w] = WriterTask(key, w, num_readers, settings, client, opts).run(records)
+        except BaseException as error:  # noqa: BLE001 - reported to the caller
+            failures[("writer", w)] = error
+
+    def reader(r: int) -> None:
+        client = CoordinatorClient(*server.address)
+        clients.append(client)
+        try:
+            task = ReaderTask(key, r, range(len(inputs)), settings, client, options)
+            outputs[r] = consume(r, task.records())
+        except BaseException as error:  # noqa: BLE001 - reported to the caller
+            failures[("reader", r)] = error
+
+    threads = [threading.Thread(target=writer, args=(w, records)) for w, records in enumerate(inputs)]
+    threads += [threading.Thread(target=reader, args=(r,)) for r in range(num_readers)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout_s)
+        if any(thread.is_alive() for thread in threads):
+            raise TimeoutError(f"shuffle tasks still running after {timeout_s} s")
+    finally:
+        server.stop()
+        for client in clients:
+            client.close()
+    if failures:
+        raise LocalShuffleError(failures)
+    return outputs, stats

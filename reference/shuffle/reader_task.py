@@ -1,0 +1,196 @@
+"""The reader task: one connection per writer, driving :class:`spec.shuffle.reader.ReaderMachine`.
+
+One I/O thread discovers writers through the coordinator as they register (every 10 ms, as
+Spark's tracker clients poll), connects, reads every connection the machine has not paused and
+writes the machine's credits and acks. Delivered records go to a queue that the consuming
+iterator drains on the task thread; releasing a message gives its bytes back to the writer's
+quota, which may resume reading that connection.
+"""
+
+from __future__ import annotations
+
+import queue
+import selectors
+from typing import Iterator, Sequence
+
+from reference.shuffle.coordinator import WriterDirectory
+from reference.shuffle.task import TaskBase, TaskOptions
+from reference.shuffle.transport import POLL_S, Connection, connect
+from spec.shuffle import coordination as co
+from spec.shuffle import errors
+from spec.shuffle.reader import ReaderMachine
+from spec.shuffle.settings import ShuffleSettings
+from spec.shuffle.steps import Completed, Deliver, Failed, PauseReading, ResumeReading, Send, Step
+
+_END = object()
+
+
+class ReaderTask(TaskBase):
+    """One reader: iterate ``records()`` to receive every record sent to ``reader_id``."""
+
+    role = co.Role.READER
+
+    def __init__(self, key: co.ShuffleKey, reader_id: int, writer_ids: Sequence[int], settings: ShuffleSettings,
+                 directory: WriterDirectory, options: TaskOptions = TaskOptions()) -> None:
+        super().__init__(key, reader_id, directory, options)
+        self.reader_id = reader_id
+        self.writer_ids = tuple(writer_ids)
+        self.machine = ReaderMachine(key.shuffle_id, reader_id, self.writer_ids, settings, self.clock())
+        self._deliveries: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._paused: set[int] = set()
+        self._resumed: set[int] = set()
+        self._selector = selectors.DefaultSelector()
+
+    def records(self) -> Iterator[bytes]:
+        """Every record for this reader, each writer's in its order; cleans up however it ends."""
+        try:
+            self.run_thread(self._io_loop, "shuffle-reader-io")
+            while True:
+                item = self._next_delivery()
+                if item is _END:
+                    return
+                assert isinstance(item, Deliver)
+                yield from item.records
+                with self.lock:
+                    self._apply(self.machine.release(item.writer_id, item.seq, self.clock()))
+        except GeneratorExit:
+            if self.error is None:
+                self.report(errors.TaskAborted(f"reader {self.reader_id} stopped before the end of its stream"))
+            raise
+        except BaseException as error:
+            if error is self.error:
+                final = self.final_error()
+            else:
+                self.fail(error)
+                final = error
+            self.report(final)
+            if final is error:
+                raise
+            raise final from (None if final.__cause__ else error)
+        finally:
+            with self.lock:
+                self.machine.abort(errors.TaskAborted("reader closed"), self.clock())
+            self.shutdown()
+            self._selector.close()
+
+    def _next_delivery(self) -> object:
+        while True:
+            if self.error is not None:
+                raise self.error
+            try:
+                return self._deliveries.get(timeout=POLL_S)
+            except queue.Empty:
+                continue
+
+    # -- carrying out steps (caller holds the lock) -----------------------------------------------
+
+    def _apply(self, step: Step) -> list[Send]:
+        """Surface events; return the sends for the I/O thread to write outside the lock."""
+        for event in step.events:
+            if isinstance(event, Deliver):
+                self._deliveries.put(event)
+            elif isinstance(event, PauseReading):
+                self._paused.add(event.writer_id)
+                self._resumed.discard(event.writer_id)
+            elif isinstance(event, ResumeReading):
+                self._paused.discard(event.writer_id)
+                self._resumed.add(event.writer_id)
+                self.wake()
+            elif isinstance(event, Completed):
+                self._deliveries.put(_END)
+            elif isinstance(event, Failed):
+                self.fail_locked(event.error)
+        return list(step.sends)
+
+    def _write(self, sends: list[Send]) -> None:
+        """Write the machine's sends in order (I/O thread only); report completed acks."""
+        for send in sends:
+            self.connections[send.peer].send([send.message])
+            if send.notify:
+                with self.lock:
+                    more = self._apply(self.machine.send_completed(send.peer, send.message.seq, self.clock()))
+                self._write(more)
+
+    # -- the I/O thread ---------------------------------------------------------------------------
+
+    def _io_loop(self) -> None:
+        selector = self._selector
+        selector.register(self.wakeup_socket, selectors.EVENT_READ, None)
+        last_lookup = -1.0
+        while not self.cancel.is_set() and not self.machine.done:
+            now = self.clock()
+            if len(self.connections) < len(self.writer_ids) and now - last_lookup >= co.POLL_INTERVAL_S:
+                last_lookup = now
+                self._discover(selector)
+            else:
+                self.poll_peer_failure(now)
+            for key, _ in selector.select(co.POLL_INTERVAL_S if len(self.connections) < len(self.writer_ids)
+                                          else POLL_S):
+                if key.fileobj is self.wakeup_socket:
+                    self.drain_wakeups()
+                else:
+                    self._receive(key.data)
+            self._update_interest()
+
+    def _discover(self, selector: selectors.BaseSelector) -> None:
+        found = self.directory.lookup(self.key)
+        if found.failure:
+            self.peer_failed(found.failure)
+            return
+        for location in found.writers:
+            writer_id = location.writer_id
+            if writer_id in self.connections or writer_id not in self.machine.channels:
+                continue
+            sock = connect(location.host, location.port, self.cancel, self.options.connect_timeout_s)
+            conn = Connection(sock, f"reader{self.reader_id}->writer{writer_id}", self.cancel,
+                              max_frame_length=self.options.max_frame_length, transcript=self.transcript,
+                              fault=self.options.fault)
+            self.connections[writer_id] = conn
+            selector.register(sock, selectors.EVENT_READ, writer_id)
+            with self.lock:
+                sends = self._apply(self.machine.connected(writer_id, self.clock()))
+            self._write(sends)
+
+    def _receive(self, writer_id: int) -> None:
+        conn = self.connections[writer_id]
+        try:
+            messages = conn.receive()
+        except errors.CodecError as error:
+            with self.lock:
+                sends = self._apply(self.machine.decode_failed(writer_id, error, self.clock()))
+            self._write(sends)
+            return
+        except OSError:
+            messages = None
+        if messages is None:
+            self._selector.unregister(conn.sock)
+            with self.lock:
+                sends = self._apply(self.machine.connection_closed(writer_id, self.clock()))
+            self._write(sends)
+            return
+        out: list[Send] = []
+        with self.lock:
+            now = self.clock()
+            for message in messages:
+                out += self._apply(self.machine.received(writer_id, message, now))
+        self._write(out)
+
+    def _update_interest(self) -> None:
+        """Stop reading paused connections, read resumed ones again (TCP then pushes back on the writer)."""
+        with self.lock:
+            paused, self._paused = self._paused, set()
+            resumed, self._resumed = self._resumed, set()
+        for writer_id in paused:
+            conn = self.connections.get(writer_id)
+            if conn is not None and conn.sock.fileno() >= 0:
+                try:
+                    self._selector.unregister(conn.sock)
+                except KeyError:
+                    pass
+        for writer_id in resumed:
+            conn = self.connections.get(writer_id)
+            if conn is not None and conn.sock.fileno() >= 0:
+                try:
+                    self._selector.register(conn.sock, selectors.EVENT_READ, writer_id)
+                except KeyError:
+                    pass

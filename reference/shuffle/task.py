@@ -1,0 +1,213 @@
+"""What writer and reader tasks share: options, first-error propagation, root causes, shutdown.
+
+A task owns threads and sockets. Whichever thread fails first records its error and sets the
+cancellation event every blocking call polls; the task thread re-raises that error. Before a
+task reports a failure caused by a peer (a connection closed early), it asks the coordinator for
+the attempt's root cause, so every task of a failed shuffle names the same first failure.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Callable, Final
+
+from reference.shuffle.coordinator import WriterDirectory
+from reference.shuffle.transport import Cancelled, Connection, FaultHook, Transcript
+from spec.shuffle import coordination as co
+from spec.shuffle import errors
+from spec.shuffle.codec import DEFAULT_MAX_FRAME_LENGTH
+
+JOIN_TIMEOUT_S: Final = 10.0
+"""Longest wait for one of the task's own threads to end during shutdown."""
+
+ROOT_CAUSE_WAIT_S: Final = 2.0
+"""How long a task hit by a peer's failure waits for that peer's report to reach the coordinator."""
+
+FAILURE_POLL_S: Final = 0.1
+"""How often a task asks the coordinator whether another task of the attempt failed."""
+
+PEER_FAULTS: Final = (errors.ConnectionClosedBeforeTermination, Cancelled, ConnectionError)
+"""Errors that are usually the consequence of another task's failure."""
+
+
+class PeerTaskFailed(errors.ShuffleError):
+    """Another task of the same shuffle attempt failed first; ``root_cause`` is its report."""
+
+    condition = "STREAMING_SHUFFLE_PEER_TASK_FAILED"
+
+    def __init__(self, root_cause: str, local: str) -> None:
+        super().__init__(f"{root_cause} (here: {local})", rootCause=root_cause, local=local)
+        self.root_cause = root_cause
+
+
+@dataclass(frozen=True)
+class TaskOptions:
+    """Runtime choices that are not protocol settings."""
+
+    bind_host: str = "127.0.0.1"
+    """Address the writer's server binds and advertises (the executor's host in Spark)."""
+    executor_id: str = "driver"
+    transcript_path: str | None = None
+    """Append every frame of every connection to this JSON-lines file."""
+    fault: FaultHook | None = None
+    """Applied to outgoing messages after the machine made them (fault-injection tests)."""
+    max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH
+    connect_timeout_s: float = 60.0
+
+
+def describe(error: BaseException) -> str:
+    """A one-line root-cause description: exception type and message."""
+    text = str(error) or "".join(traceback.format_exception_only(type(error), error)).strip()
+    return f"{type(error).__name__}: {text}"
+
+
+class TaskBase:
+    """Error slot, cancellation, connection bookkeeping and shutdown shared by both roles."""
+
+    role: co.Role
+
+    def __init__(self, key: co.ShuffleKey, task_id: int, directory: WriterDirectory, options: TaskOptions,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.key = key
+        self.task_id = task_id
+        self.directory = directory
+        self.options = options
+        self.clock = clock
+        self.cancel = threading.Event()
+        self.lock = threading.Lock()
+        self.changed = threading.Condition(self.lock)
+        self.error: BaseException | None = None
+        self.connections: dict[int, Connection] = {}
+        self.threads: list[threading.Thread] = []
+        self.transcript = Transcript(options.transcript_path) if options.transcript_path else None
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._reported = False
+        self._last_failure_poll = 0.0
+
+    # -- errors -----------------------------------------------------------------------------------
+
+    def fail(self, error: BaseException) -> None:
+        """Record the first error, stop every wait, and wake the task thread."""
+        with self.lock:
+            if self.error is None:
+                self.error = error
+            self.cancel.set()
+            self.changed.notify_all()
+        self.wake()
+
+    def fail_locked(self, error: BaseException) -> None:
+        """``fail`` for a caller already holding ``lock``."""
+        if self.error is None:
+            self.error = error
+        self.cancel.set()
+        self.changed.notify_all()
+        self.wake()
+
+    def wake(self) -> None:
+        """Interrupt the I/O thread's select."""
+        try:
+            self._wake_w.send(b"\0")
+        except (BlockingIOError, OSError):
+            pass
+
+    def drain_wakeups(self) -> None:
+        try:
+            while self._wake_r.recv(4096):
+                pass
+        except (BlockingIOError, OSError):
+            pass
+
+    @property
+    def wakeup_socket(self) -> socket.socket:
+        return self._wake_r
+
+    def run_thread(self, target: Callable[[], None], name: str) -> None:
+        """Start a task thread whose exception fails the task instead of vanishing."""
+        def body() -> None:
+            try:
+                target()
+            except Cancelled:
+                pass
+            except BaseException as error:  # noqa: BLE001 - every thread error must reach the task thread
+                self.fail(error)
+        thread = threading.Thread(target=body, name=f"{name}-{self.key.shuffle_id}-{self.task_id}", daemon=True)
+        self.threads.append(thread)
+        thread.start()
+
+    def poll_peer_failure(self, now: float) -> None:
+        """Every FAILURE_POLL_S, fail fast if another task of the attempt reported a failure."""
+        if now - self._last_failure_poll < FAILURE_POLL_S:
+            return
+        self._last_failure_poll = now
+        failure = self.directory.lookup(self.key).failure
+        if failure:
+            self.peer_failed(failure)
+
+    def peer_failed(self, failure: str) -> None:
+        """Another task reported ``failure``: stop, naming it (and do not report it again)."""
+        self._reported = True
+        self.fail(PeerTaskFailed(failure, "stopped by the coordinator"))
+
+    def final_error(self) -> BaseException:
+        """The error to raise on the task thread: a peer's root cause beats its local symptom."""
+        error = self.error
+        assert error is not None
+        if isinstance(error, PEER_FAULTS):
+            deadline = time.monotonic() + ROOT_CAUSE_WAIT_S
+            while time.monotonic() < deadline:
+                try:
+                    failure = self.directory.lookup(self.key).failure
+                except (OSError, co.CoordinationError):
+                    break
+                if failure:
+                    self._reported = True
+                    peer = PeerTaskFailed(failure, describe(error))
+                    peer.__cause__ = error
+                    return peer
+                time.sleep(0.02)
+        return error
+
+    def report(self, error: BaseException) -> None:
+        """Tell the coordinator (once) so the other tasks stop and name this root cause."""
+        if self._reported or isinstance(error, PeerTaskFailed):
+            return
+        self._reported = True
+        try:
+            self.directory.report_failure(self.key, self.role, self.task_id, describe(error))
+        except (OSError, co.CoordinationError):
+            pass
+
+    # -- shutdown ---------------------------------------------------------------------------------
+
+    def shutdown(self) -> None:
+        """Stop every thread and close every socket; idempotent, safe after any failure."""
+        self.cancel.set()
+        with self.lock:
+            self.changed.notify_all()
+        self.wake()
+        for conn in list(self.connections.values()):
+            conn.close()
+        current = threading.current_thread()
+        for thread in self.threads:
+            if thread is not current:
+                thread.join(JOIN_TIMEOUT_S)
+        self.close_extra()
+        self._wake_r.close()
+        self._wake_w.close()
+        if self.transcript is not None:
+            self.transcript.close()
+
+    def close_extra(self) -> None:
+        """Role-specific sockets (the writer's listener)."""
+
+
+def executor_host() -> str:
+    """The host Spark advertises for this executor, else loopback."""
+    return os.environ.get("SPARK_LOCAL_IP") or "127.0.0.1"

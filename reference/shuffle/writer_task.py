@@ -1,0 +1,249 @@
+"""The writer task: a TCP server per task driving :class:`spec.shuffle.writer.WriterMachine`.
+
+Threads: the task thread produces records (and blocks while the machine reports no permits);
+one I/O thread accepts readers, receives credits and acks, runs the machine's timer and polls
+the coordinator for failures; one sender thread per bound reader writes that reader's messages in
+machine order and reports each completed write back (which returns the permits). The producer
+never touches a socket, so a slow reader slows it only through the machine's permits.
+"""
+
+from __future__ import annotations
+
+import selectors
+import socket
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from reference.shuffle.coordinator import WriterDirectory
+from reference.shuffle.task import TaskBase, TaskOptions
+from reference.shuffle.transport import POLL_S, Connection
+from spec.shuffle import coordination as co
+from spec.shuffle import errors
+from spec.shuffle.settings import ShuffleSettings
+from spec.shuffle.steps import Completed, Failed, ProducerBlocked, ProducerUnblocked, Send, Step
+from spec.shuffle.writer import WriterMachine
+
+
+@dataclass
+class WriterStats:
+    """Figures a test or benchmark can check after the task."""
+
+    records: int = 0
+    messages_sent: int = 0
+    bytes_sent: int = 0
+    peak_held_bytes: int = 0
+    """Most bytes the writer held at once: open buffers plus DATA not yet written to a socket."""
+    blocked_count: int = 0
+
+
+@dataclass
+class _Outbox:
+    conn: Connection
+    sends: deque[Send] = field(default_factory=deque)
+    ready: threading.Condition | None = None
+    held_bytes: int = 0
+
+
+class WriterTask(TaskBase):
+    """One writer: ``run(records)`` streams ``(reader_id, record_bytes)`` pairs to the readers."""
+
+    role = co.Role.WRITER
+
+    def __init__(self, key: co.ShuffleKey, writer_id: int, num_readers: int, settings: ShuffleSettings,
+                 directory: WriterDirectory, options: TaskOptions = TaskOptions()) -> None:
+        super().__init__(key, writer_id, directory, options)
+        self.writer_id = writer_id
+        self.machine = WriterMachine(key.shuffle_id, writer_id, num_readers, settings, self.clock())
+        self.stats = WriterStats()
+        self._outboxes: dict[int, _Outbox] = {}
+        self._blocked = False
+        self._completed = False
+        self._deadline: float | None = None
+        self._buffered = 0
+        self._listener = socket.create_server((options.bind_host, 0))
+        self._listener.setblocking(False)
+        self.port: int = self._listener.getsockname()[1]
+
+    # -- the task thread --------------------------------------------------------------------------
+
+    def run(self, records: Iterable[tuple[int, bytes]]) -> WriterStats:
+        """Serve, register, write every record, terminate, wait for every ack; always cleans up."""
+        try:
+            self.run_thread(self._io_loop, "shuffle-writer-io")
+            self.directory.register(self.key, co.WriterLocation(
+                self.writer_id, self.options.executor_id, self.options.bind_host, self.port))
+            for reader_id, record in records:
+                self.write(reader_id, record)
+            self.finish()
+            return self.stats
+        except BaseException as error:
+            if error is self.error:
+                final = self.final_error()
+            else:
+                self.fail(error)
+                final = error
+            self.report(final)
+            with self.lock:
+                self.machine.abort(errors.TaskAborted(str(final)), self.clock())
+            if final is error:
+                raise
+            raise final from (None if final.__cause__ else error)
+        finally:
+            self._unregister()
+            self.shutdown()
+
+    def write(self, reader_id: int, record: bytes) -> None:
+        """Hand one record to the machine, first waiting while it has no permits."""
+        with self.lock:
+            while self._blocked and self.error is None:
+                self.changed.wait(POLL_S)
+            self._raise_if_failed()
+            self._apply(self.machine.write(reader_id, record, self.clock()))
+            self.stats.records += 1
+
+    def finish(self) -> None:
+        """End of input: terminate every stream and wait (as Spark does, without a time limit) for the acks."""
+        with self.lock:
+            while self._blocked and self.error is None:
+                self.changed.wait(POLL_S)
+            self._raise_if_failed()
+            self._apply(self.machine.finish(self.clock()))
+            while not self._completed and self.error is None:
+                self.changed.wait(POLL_S)
+            self._raise_if_failed()
+
+    def _raise_if_failed(self) -> None:
+        if self.error is not None:
+            raise self.error
+
+    # -- carrying out steps (caller holds the lock) -----------------------------------------------
+
+    def _apply(self, step: Step) -> None:
+        for send in step.sends:
+            box = self._outboxes[id(send.conn)] if send.conn is not None else None
+            if box is None:
+                continue
+            box.sends.append(send)
+            if send.notify:
+                box.held_bytes += len(getattr(send.message, "payload", b""))
+            assert box.ready is not None
+            box.ready.notify()
+        for event in step.events:
+            if isinstance(event, ProducerBlocked):
+                self._blocked = True
+                self.stats.blocked_count += 1
+            elif isinstance(event, ProducerUnblocked):
+                self._blocked = False
+                self.changed.notify_all()
+            elif isinstance(event, Completed):
+                self._completed = True
+                self.changed.notify_all()
+            elif isinstance(event, Failed):
+                self.fail_locked(event.error)
+        if step.deadline != self._deadline:
+            earlier = step.deadline is not None and (self._deadline is None or step.deadline < self._deadline)
+            self._deadline = step.deadline
+            if earlier:
+                self.wake()
+        if step.sends:
+            self._sample_held()
+
+    def _sample_held(self) -> None:
+        """Peak memory is reached when buffers turn into DATA: sample there, not per record."""
+        held = sum(b.held_bytes for b in self._outboxes.values()) + sum(
+            len(ch.buffer) for ch in self.machine.channels if ch.buffer is not None)
+        if held > self.stats.peak_held_bytes:
+            self.stats.peak_held_bytes = held
+
+    # -- the I/O thread ---------------------------------------------------------------------------
+
+    def _io_loop(self) -> None:
+        with selectors.DefaultSelector() as selector:
+            selector.register(self._listener, selectors.EVENT_READ, None)
+            selector.register(self.wakeup_socket, selectors.EVENT_READ, None)
+            while not self.cancel.is_set():
+                now = self.clock()
+                with self.lock:
+                    deadline = self._deadline
+                timeout = POLL_S if deadline is None else max(0.0, min(POLL_S, deadline - now))
+                for key, _ in selector.select(timeout):
+                    if key.fileobj is self._listener:
+                        self._accept(selector)
+                    elif key.fileobj is self.wakeup_socket:
+                        self.drain_wakeups()
+                    else:
+                        self._receive(key.data, selector)
+                now = self.clock()
+                with self.lock:
+                    if self._deadline is not None and now >= self._deadline:
+                        self._apply(self.machine.tick(now))
+                self.poll_peer_failure(now)
+
+    def _accept(self, selector: selectors.BaseSelector) -> None:
+        try:
+            sock, _ = self._listener.accept()
+        except BlockingIOError:
+            return
+        conn = Connection(sock, f"writer{self.writer_id}<-{sock.getpeername()}", self.cancel,
+                          max_frame_length=self.options.max_frame_length, transcript=self.transcript,
+                          fault=self.options.fault)
+        self.connections[id(conn)] = conn
+        selector.register(sock, selectors.EVENT_READ, conn)
+        with self.lock:
+            box = _Outbox(conn, ready=threading.Condition(self.lock))
+            self._outboxes[id(conn)] = box
+            self._apply(self.machine.connection_accepted(conn, self.clock()))
+        self.run_thread(lambda: self._send_loop(box), "shuffle-writer-send")
+
+    def _receive(self, conn: Connection, selector: selectors.BaseSelector) -> None:
+        try:
+            messages = conn.receive()
+        except errors.CodecError as error:
+            with self.lock:
+                self._apply(self.machine.decode_failed(conn, error, self.clock()))
+            return
+        except OSError:
+            messages = None
+        with self.lock:
+            if messages is None:
+                selector.unregister(conn.sock)
+                self._apply(self.machine.connection_closed(conn, self.clock()))
+                return
+            now = self.clock()
+            for message in messages:
+                self._apply(self.machine.received(conn, message, now))
+
+    # -- sender threads ---------------------------------------------------------------------------
+
+    def _send_loop(self, box: _Outbox) -> None:
+        assert box.ready is not None
+        while True:
+            with self.lock:
+                while not box.sends and not self.cancel.is_set():
+                    box.ready.wait(POLL_S)
+                if self.cancel.is_set():
+                    return
+                batch = list(box.sends)
+                box.sends.clear()
+            box.conn.send([s.message for s in batch])
+            now = self.clock()
+            with self.lock:
+                self.stats.messages_sent += len(batch)
+                self.stats.bytes_sent = sum(c.bytes_sent for c in self.connections.values())
+                for send in batch:
+                    if send.notify:
+                        box.held_bytes -= len(getattr(send.message, "payload", b""))
+                        self._apply(self.machine.send_completed(send.peer, send.message.seq, now))
+
+    # -- shutdown ---------------------------------------------------------------------------------
+
+    def _unregister(self) -> None:
+        try:
+            self.directory.unregister(self.key, self.writer_id)
+        except (OSError, co.CoordinationError):
+            pass
+
+    def close_extra(self) -> None:
+        self._listener.close()
