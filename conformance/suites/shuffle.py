@@ -443,7 +443,7 @@ def w_connection_timeout(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
         zero = PeerReader.open(ctx, impl.address, MULTI_WRITER_ID, 0, hold_ack=True)
         return rejection(impl, [zero.link], f"reader 1 never connecting (writerConnectionTimeout="
                          f"{CONNECTION_TIMEOUT_MS}ms; reader 0 connects and never acks)", CONNECTION_TIMEOUT,
-                         window=CONNECTION_TIMEOUT_MS / 1000 + REJECT_WINDOW_S)
+                         window=CONNECTION_TIMEOUT_MS / 1000 + 2 * REJECT_WINDOW_S)
 
 
 # -- reader under test --------------------------------------------------------------------------
