@@ -1,0 +1,127 @@
+"""The shuffle conformance suite run end to end through ``python -m conformance run``.
+
+Against ``reference`` every MUST passes; against ``spark-jvm`` (Spark 4.3.0's own handlers; skipped
+with the reason without a JDK, failed under CI) the known departures are exactly the ones documented
+in docs/conformance.md; a deliberately broken ``exec:`` implementation fails the cases it should;
+reports are written as specified and a filter matching nothing exits with its own code.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+from spark_jvm_support import require_jdk
+
+from conformance.runner import EXIT_FAILED, EXIT_NO_CASE, EXIT_OK
+from conformance.suites.shuffle import CASES
+
+ROOT = Path(__file__).resolve().parents[2]
+RUN_DEADLINE_S = 300
+FAULTY = f"exec:{shlex.quote(sys.executable)} {shlex.quote(str(Path(__file__).with_name('faulty_shuffle_impl.py')))}"
+SPARK_DEPARTURES = {
+    "shuffle/checksum/reader-no-credit-for-corrupt": "NON_STRICT",
+    "shuffle/termination/writer-ack-deadline": "NON_STRICT",
+    "shuffle/failure/reader-no-ack-after-rejection": "NON_STRICT",
+    "shuffle/failure/writer-reader-closes-early": "NON_STRICT",
+}
+"""Where Spark 4.3.0 departs from a SHOULD (docs/conformance.md explains each); it passes every MUST."""
+
+
+def run(tmp_path: Path, target: str, *extra: str) -> tuple[int, dict[str, Any], str]:
+    report = tmp_path / "report.json"
+    junit = tmp_path / "junit.xml"
+    done = subprocess.run(
+        [sys.executable, "-m", "conformance", "run", "--suite", "shuffle", "--target", target, "--timeout", "30",
+         "--json-report", str(report), "--junit", str(junit), *extra],
+        cwd=ROOT, capture_output=True, text=True, timeout=RUN_DEADLINE_S,
+    )
+    document = json.loads(report.read_text()) if report.exists() else {}
+    return done.returncode, document, done.stdout + done.stderr
+
+
+def outcomes(document: dict[str, Any]) -> dict[str, str]:
+    return {case["id"]: case["outcome"] for case in document["cases"]}
+
+
+def test_catalogue_covers_every_topic_and_role() -> None:
+    topics = {case.id.split("/")[1] for case in CASES}
+    assert topics == {"handshake", "data", "sequence", "checksum", "termination", "framing", "backpressure",
+                      "failure"}
+    assert len(CASES) >= 25 and len({case.id for case in CASES}) == len(CASES)
+    for topic in topics - {"backpressure"}:
+        assert {c.role for c in CASES if c.id.split("/")[1] == topic} == {"writer", "reader"}, topic
+
+
+def test_reference_passes_every_must(tmp_path: Path) -> None:
+    code, document, output = run(tmp_path, "reference")
+    assert code == EXIT_OK, output
+    failed = {i: o for i, o in outcomes(document).items() if o not in ("PASS", "INFO")}
+    assert failed == {}, output
+    assert document["summary"]["total"] == len(CASES)
+
+
+def test_report_files_as_specified(tmp_path: Path) -> None:
+    code, document, output = run(tmp_path, "reference", "--case", "shuffle/sequence/reader-rejects-gap")
+    assert code == EXIT_OK, output
+    assert set(document) == {"suite", "target", "cases", "summary"} and document["suite"] == "shuffle"
+    (case,) = document["cases"]
+    assert set(case) == {"id", "level", "role", "outcome", "requirement", "expected", "actual", "duration_ms",
+                         "wirelog"}
+    directions = {entry["dir"].split()[0] for entry in case["wirelog"]}
+    assert directions == {"peer->impl", "impl->peer"}
+    sent = "".join(e["hex"] for e in case["wirelog"] if e["dir"].startswith("peer->impl"))
+    assert "0000000100000000000000020000000300000001" in sent  # the DATA with the skipped seq 2
+    suites = ET.parse(tmp_path / "junit.xml").getroot()
+    assert [s.get("name") for s in suites] == ["shuffle/sequence"]
+    assert output.rstrip().splitlines()[-1].startswith("PASS=1 ")  # the summary is printed last
+
+
+def test_no_matching_case_has_its_own_exit_code(tmp_path: Path) -> None:
+    code, _, output = run(tmp_path, "reference", "--case", "nosuch")
+    assert code == EXIT_NO_CASE, output
+
+
+def test_broken_implementation_fails(tmp_path: Path) -> None:
+    code, document, output = run(tmp_path, FAULTY, "--case", "shuffle/sequence/writer-from-zero")
+    assert code == EXIT_FAILED and outcomes(document) == {"shuffle/sequence/writer-from-zero": "FAIL"}, output
+    code, document, output = run(tmp_path, FAULTY, "--case", "shuffle/termination/reader-acks-echo")
+    assert code == EXIT_FAILED and outcomes(document) == {"shuffle/termination/reader-acks-echo": "FAIL"}, output
+
+
+def test_tcp_target_runs_writer_cases_on_the_default_workload(tmp_path: Path) -> None:
+    """A writer started by hand on the default workload serves one case over tcp://; cases needing
+    a custom workload or reports are UNSUPPORTED from the tcp:// capability list."""
+    workload = tmp_path / "workload.json"
+    workload.write_text(json.dumps({"case": "", "role": "writer", "shuffle_id": 0, "writer_id": 0, "settings": {},
+                                    "num_readers": 1, "records": {"0": [f"record-{i:04d}".encode().hex()
+                                                                        for i in range(100)]}}))
+    env = {"CONFORMANCE_ROLE": "writer", "CONFORMANCE_WORKLOAD": str(workload), "PATH": ""}
+    writer = subprocess.Popen([sys.executable, "-m", "conformance.targets.reference_shuffle"], cwd=ROOT, env=env,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout is not None
+        port = int(writer.stdout.readline().split()[1])
+        code, document, output = run(tmp_path, f"tcp://127.0.0.1:{port}", "--case",
+                                     "shuffle/data/writer-delivers-in-order")
+        assert code == EXIT_OK and outcomes(document) == {"shuffle/data/writer-delivers-in-order": "PASS"}, output
+    finally:
+        writer.kill()
+        writer.wait(30)
+    code, document, output = run(tmp_path, "tcp://127.0.0.1:9", "--case", "shuffle/termination/writer-waits")
+    assert outcomes(document) == {"shuffle/termination/writer-waits-for-every-ack": "UNSUPPORTED"}, output
+
+
+@pytest.mark.jvm
+def test_spark_jvm_passes_every_must(tmp_path: Path) -> None:
+    require_jdk()
+    code, document, output = run(tmp_path, "spark-jvm")
+    assert code == EXIT_OK, output
+    departures = {i: o for i, o in outcomes(document).items() if o not in ("PASS", "INFO")}
+    assert departures == SPARK_DEPARTURES, output
