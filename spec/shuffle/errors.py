@@ -209,3 +209,16 @@ class TaskAborted(ProtocolError):
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason, reason=reason)
+
+
+class TerminationAckTimeout(ProtocolError):
+    """Opt-in (not in Spark 4.3.0, which waits forever): a reader did not acknowledge termination in time."""
+
+    condition = "STREAMING_SHUFFLE_TERMINATION_ACK_TIMEOUT"
+
+    def __init__(self, shuffle_id: int, writer_id: int, timeout_ms: int, reader_id: int) -> None:
+        super().__init__(
+            f"Streaming shuffle {shuffle_id} writer {writer_id} timed out after {timeout_ms} ms "
+            f"waiting for reader {reader_id} to acknowledge termination.",
+            shuffleId=shuffle_id, writerId=writer_id, timeoutMs=timeout_ms, readerId=reader_id,
+        )

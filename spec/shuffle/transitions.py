@@ -47,6 +47,8 @@ class WriterChannelEvent(str, Enum):
     """The bound connection closed."""
     TIMEOUT = "TIMEOUT"
     """``writerConnectionTimeout`` passed without a bind."""
+    ACK_TIMEOUT = "ACK_TIMEOUT"
+    """The opt-in termination-ack timeout passed (Spark 4.3.0 waits forever)."""
 
 
 class ReaderChannelState(str, Enum):
@@ -141,6 +143,7 @@ WRITER_TRANSITIONS: Final[Mapping[tuple[WriterChannelState, WriterChannelEvent],
     (WS.TERMINATING, WE.UNEXPECTED): WS.FAILED,
     (WS.TERMINATING, WE.CLOSE): WS.FAILED,
     (WS.TERMINATING, WE.TIMEOUT): WS.FAILED,
+    (WS.TERMINATING, WE.ACK_TIMEOUT): WS.FAILED,
     (WS.TERMINATED, WE.CREDIT): WS.TERMINATED,
     (WS.TERMINATED, WE.ACK): WS.TERMINATED,
     (WS.TERMINATED, WE.ACK_WRONG_SEQ): WS.FAILED,
@@ -199,6 +202,7 @@ asked for, input after the machine failed, which the machine ignores instead).""
 WRITER_ERRORS: Final[Mapping[tuple[WriterChannelState, WriterChannelEvent], type[errors.ShuffleError]]] = {
     (WS.AWAITING_CREDIT, WE.TIMEOUT): errors.WriterConnectionTimeout,
     (WS.TERMINATING, WE.TIMEOUT): errors.WriterConnectionTimeout,
+    (WS.TERMINATING, WE.ACK_TIMEOUT): errors.TerminationAckTimeout,
     **{(s, WE.ACK_WRONG_SEQ): errors.IncorrectSequenceNumber for s in WS if s is not WS.FAILED},
     **{(s, WE.UNEXPECTED): errors.UnexpectedMessage for s in WS if s is not WS.FAILED},
     (WS.OPEN, WE.CLOSE): errors.ConnectionClosedBeforeTermination,

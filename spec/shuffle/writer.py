@@ -88,8 +88,10 @@ class WriterMachine(StepBuffer):
     """One writer task. Inputs return a :class:`Step`; after ``Failed`` or ``Completed`` input is ignored."""
 
     def __init__(
-        self, shuffle_id: int, writer_id: int, num_readers: int, settings: ShuffleSettings, now: float
+        self, shuffle_id: int, writer_id: int, num_readers: int, settings: ShuffleSettings, now: float,
+        ack_timeout_ms: int = -1,
     ) -> None:
+        """``ack_timeout_ms`` >= 0 bounds the wait for termination acks (an option; -1 is Spark's wait forever)."""
         if num_readers < 1:
             raise UsageError(f"a writer needs at least one reader, got {num_readers}")
         super().__init__()
@@ -107,6 +109,8 @@ class WriterMachine(StepBuffer):
         self._next_periodic = now + self._wait_s
         timeout = settings.writer_connection_timeout_ms
         self._bind_deadline = None if timeout == -1 else now + timeout / 1000.0
+        self.ack_timeout_ms = ack_timeout_ms
+        self._ack_deadline: float | None = None
 
     # -- properties -------------------------------------------------------------------------------
 
@@ -153,6 +157,8 @@ class WriterMachine(StepBuffer):
         if self.state is not WriterState.RUNNING or self.blocked:
             raise UsageError(f"finish() while the writer is {'blocked' if self.blocked else self.state.value}")
         self.state = WriterState.FINISHING
+        if self.ack_timeout_ms >= 0:
+            self._ack_deadline = now + self.ack_timeout_ms / 1000.0
         for ch in self.channels:
             self._flush(ch)
             if not self._move(ch, WriterChannelEvent.FINISH):
@@ -194,8 +200,6 @@ class WriterMachine(StepBuffer):
         if self.done or reader_id is None:
             return self._step(now)
         ch = self.channels[reader_id]
-        if ch.state is WriterChannelState.TERMINATED:
-            return self._step(now)
         self._fail_with(ch, WriterChannelEvent.CLOSE, errors.ConnectionClosedBeforeTermination("reader", reader_id))
         return self._step(now)
 
@@ -226,6 +230,12 @@ class WriterMachine(StepBuffer):
                     self._fail_with(ch, WriterChannelEvent.TIMEOUT, errors.WriterConnectionTimeout(
                         self.shuffle_id, self.writer_id, self.settings.writer_connection_timeout_ms,
                         ch.reader_id))
+                    return self._step(now)
+        if self._ack_deadline is not None and now >= self._ack_deadline:
+            for ch in self.channels:
+                if ch.state is WriterChannelState.TERMINATING:
+                    self._fail_with(ch, WriterChannelEvent.ACK_TIMEOUT, errors.TerminationAckTimeout(
+                        self.shuffle_id, self.writer_id, self.ack_timeout_ms, ch.reader_id))
                     return self._step(now)
         if self.state is WriterState.RUNNING and now >= self._next_periodic:
             for ch in self.channels:
@@ -340,6 +350,8 @@ class WriterMachine(StepBuffer):
             candidates.append(self._bind_deadline)
         if self.state is WriterState.RUNNING and any(ch.buffer is not None for ch in self.channels):
             candidates.append(self._next_periodic)
+        if self._ack_deadline is not None:
+            candidates.append(self._ack_deadline)
         return min(candidates, default=None)
 
     def _step(self, now: float) -> Step:
