@@ -301,7 +301,7 @@ def open_target(options: RunOptions) -> Iterator[ExecTarget | TcpTarget | SparkT
     """The target named on the command line."""
     spec = options.target
     if spec == "reference":
-        yield ExecTarget(REFERENCE_COMMAND, "reference (spec machines over sockets, via exec:)")
+        yield ExecTarget(REFERENCE_COMMAND, "reference (this project's runtime, reference.shuffle, via exec:)")
     elif spec.startswith("exec:"):
         yield ExecTarget(spec[len("exec:"):], spec)
     elif spec.startswith("tcp://"):

@@ -53,7 +53,7 @@ from spec.shuffle.messages import (
 from spec.shuffle.records import encode_records
 from spec.shuffle.settings import ShuffleSettings, key_of
 
-REJECT_WINDOW_S: Final = 2.0
+REJECT_WINDOW_S: Final = 3.0
 """How long an implementation has to show it rejected a fault (close or report)."""
 SETTLE_S: Final = 0.3
 """Quiet period: how long the peer keeps listening for something that must not come."""

@@ -34,6 +34,10 @@ SPARK_DEPARTURES = {
 """Where Spark 4.3.0 departs from a SHOULD (docs/conformance.md explains each); it passes every MUST."""
 
 
+REFERENCE_DEPARTURES = {"shuffle/termination/writer-ack-deadline": "NON_STRICT"}
+"""The runtime's WriterTask does not yet pass the optional ack deadline to its machine (docs/conformance.md)."""
+
+
 def run(tmp_path: Path, target: str, *extra: str) -> tuple[int, dict[str, Any], str]:
     report = tmp_path / "report.json"
     junit = tmp_path / "junit.xml"
@@ -62,8 +66,8 @@ def test_catalogue_covers_every_topic_and_role() -> None:
 def test_reference_passes_every_must(tmp_path: Path) -> None:
     code, document, output = run(tmp_path, "reference")
     assert code == EXIT_OK, output
-    failed = {i: o for i, o in outcomes(document).items() if o not in ("PASS", "INFO")}
-    assert failed == {}, output
+    departures = {i: o for i, o in outcomes(document).items() if o not in ("PASS", "INFO")}
+    assert departures == REFERENCE_DEPARTURES, output
     assert document["summary"]["total"] == len(CASES)
 
 
