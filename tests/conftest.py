@@ -1,10 +1,16 @@
-"""Hypothesis profiles: ``dev`` for quick local runs, ``ci`` (selected when CI is set) for CI."""
+"""Hypothesis profiles: ``dev`` for quick local runs, ``ci`` (selected when CI is set) for CI;
+a loopback etcd (cluster and shuffle tests), always stopped."""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
+from typing import Iterator
 
+import pytest
 from hypothesis import HealthCheck, settings
+
+from reference.cluster.etcd_server import EtcdServer, etcd_binary
 
 settings.register_profile("dev", max_examples=50, stateful_step_count=30, deadline=None)
 settings.register_profile(
@@ -12,3 +18,24 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))
+
+
+@pytest.fixture(scope="session")
+def etcd_required() -> None:
+    """Without `etcd` on PATH, etcd tests fail in CI and skip (saying why) locally."""
+    if etcd_binary() is None:
+        message = "etcd binary not on PATH (Debian package etcd-server; .ci/run installs it)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def etcd_server(etcd_required: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdServer]:
+    """An etcd on loopback for the session, stopped at its end."""
+    server = EtcdServer(Path(tmp_path_factory.mktemp("etcd")) / "data")
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
