@@ -167,6 +167,10 @@ class ClusterService:
                              name="cluster-service-conn").start()
 
     def close(self) -> None:
+        try:
+            self._listener.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept (close alone does not)
+        except OSError:
+            pass
         self._listener.close()
         self._thread.join(5.0)
         for sock in self._connections:
