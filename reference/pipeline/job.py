@@ -11,6 +11,8 @@ from __future__ import annotations
 import functools
 import importlib
 import os
+import re
+import shutil
 import sys
 import tempfile
 import time
@@ -33,6 +35,7 @@ from reference.sync.client import SyncClient
 from reference.sync.store import DeltaStore
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+MAX_JOB_ATTEMPTS = 3
 
 
 class PipelineError(Exception):
@@ -149,6 +152,7 @@ def run(options: Options, out: TextIO = sys.stdout, err: TextIO = sys.stderr) ->
     server = SyncServerProcess(store, workdir / "sync-server.log")
     sc = None
     monitor: Monitor | None = None
+    kept = True  # the work dir stays when anything fails
     try:
         driver = Member(host.backend, f"pl-{run_id}-driver", "driver")
 
@@ -167,17 +171,13 @@ def run(options: Options, out: TextIO = sys.stdout, err: TextIO = sys.stderr) ->
         sc = _spark_context(options, host.executor_url)
         kill_reader = 0 if options.chaos and options.readers else None
         sink_config = SinkConfig(run_id, host.executor_url, options.table, options.readers,
-                                 kill_reader=kill_reader, kill_after=max(1, per_reader[0] // 2))
+                                 kill_reader=kill_reader, kill_after=max(1, per_reader[0] * 6 // 10))
         source_config = SourceConfig(spec, options.writers, options.readers, options.rate)
-        monitor = Monitor(driver, keys, durability, spec.changes,
+        monitor = Monitor(driver, keys, durability, sum(per_reader),
                           restart_server=restart_server if options.chaos else None, out=err)
-        sources = sc.parallelize(range(options.writers), options.writers).mapPartitionsWithIndex(
-            functools.partial(source_partition, source_config))
-        routed = shuffle(sources, options.readers, functools.partial(owner, readers=options.readers))
-        sinks = routed.mapPartitionsWithIndex(functools.partial(_sink_task, sink_config))
         monitor.start()
         job_started = time.monotonic()
-        results: list[dict[str, Any]] = sinks.collect()
+        results, job_attempts = _run_job(sc, shuffle, source_config, sink_config, monitor)
         job_s = time.monotonic() - job_started
         monitor.stop()
 
@@ -197,15 +197,16 @@ def run(options: Options, out: TextIO = sys.stdout, err: TextIO = sys.stderr) ->
                 problems.append(f"{name} durable at {source_durable[name]}, its last transaction is {durability.last_seq[o]}")
 
         timings = [tuple(t) for r in results for t in r["timings"]]
-        rate, window_s = throughput(spec.changes, timings, job_s)
+        # A re-run job's first attempt left no timings: count from the job's start then.
+        rate, window_s = throughput(spec.changes, timings if job_attempts == 1 else [], job_s)
         figures: dict[str, Any] = {
             "options": asdict(options), "run_id": run_id, "shuffle": shuffle_name, "table": table_uri,
             "rows": len(rows), "expected_rows": len(expected), "table_matches": not diff,
             "changes": spec.changes, "throughput_changes_per_s": round(rate, 1), "window_s": round(window_s, 2),
-            "job_s": round(job_s, 2), "oracle_s": round(oracle_s, 2), "total_s": round(time.monotonic() - started, 2),
+            "job_s": round(job_s, 2), "job_attempts": job_attempts, "oracle_s": round(oracle_s, 2), "total_s": round(time.monotonic() - started, 2),
             "latency_ms": latency_ms(timings),
             "durable": source_durable, "durable_sync_origins": final_durable,
-            "sync_server_generations": server.generation,
+            "sync_server_generations": server.generation, "chaos_task_killed": driver.value(keys.chaos_kill),
             "sinks": [{k: v for k, v in r.items() if k != "timings"} for r in results],
             "events": monitor.events, "problems": problems,
         }
@@ -218,6 +219,9 @@ def run(options: Options, out: TextIO = sys.stdout, err: TextIO = sys.stderr) ->
                 print(f"report: {path}", file=out)
         for problem in problems:
             print(problem, file=out)
+        kept = not ok
+        if kept:
+            print(f"kept for inspection: {workdir} (store and sync server log)", file=out)
         print(line, file=out, flush=True)
         return Outcome(ok, line, figures, diff, problems)
     finally:
@@ -227,6 +231,39 @@ def run(options: Options, out: TextIO = sys.stdout, err: TextIO = sys.stderr) ->
             sc.stop()
         server.stop()
         host.close()
+        if options.store is None and not kept:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _run_job(sc: Any, shuffle: ShuffleFn, source: SourceConfig, sink: SinkConfig,
+             monitor: Monitor) -> tuple[list[dict[str, Any]], int]:
+    """Run sources -> shuffle -> sinks; a failed job is run again, resuming after the durable sequence.
+
+    Spark retries a failed task by itself where it can (PySpark's shuffle).  The streaming
+    shuffle cannot replay one reader, so a task failure fails its job; re-running the job is
+    its stage re-run: sources regenerate the same stream and sinks skip what is durable.
+    """
+    for attempt in range(1, MAX_JOB_ATTEMPTS + 1):
+        sources = sc.parallelize(range(source.writers), source.writers).mapPartitionsWithIndex(
+            functools.partial(source_partition, source))
+        routed = shuffle(sources, source.readers, functools.partial(owner, readers=source.readers))
+        sinks = routed.mapPartitionsWithIndex(functools.partial(_sink_task, sink))
+        try:
+            results: list[dict[str, Any]] = sinks.collect()
+            return results, attempt
+        except Exception as exc:
+            if attempt == MAX_JOB_ATTEMPTS:
+                raise
+            monitor.event(f"job attempt {attempt} failed ({_root_cause(exc)}); re-running it, "
+                          f"sinks resume after the durable sequence")
+    raise AssertionError("unreachable")
+
+
+def _root_cause(exc: Exception) -> str:
+    """The first Python exception line of a Spark job failure (its whole text is pages long)."""
+    lines = str(exc).splitlines()
+    cause = next((ln for ln in lines if re.match(r"^[\w.]+(Error|Exception|Unsupported|Failed)\b", ln)), None)
+    return (cause or (lines[0] if lines else type(exc).__name__))[:300]
 
 
 def _table_exists(uri: str) -> bool:
@@ -252,8 +289,9 @@ def _print_figures(figures: dict[str, Any], out: TextIO) -> None:
     print(f"durable per sync origin: " + " ".join(f"{o}={n}" for o, n in figures["durable_sync_origins"].items()),
           file=out)
     print(f"durable per source origin: " + " ".join(f"{o}={n}" for o, n in figures["durable"].items()), file=out)
+    window = "from first commit to last durable" if figures["job_attempts"] == 1 else "of the re-run job"
     print(f"throughput: {figures['throughput_changes_per_s']:,.0f} changes/s ({figures['changes']} changes in "
-          f"{figures['window_s']}s from first commit to last durable; job {figures['job_s']}s)", file=out)
+          f"{figures['window_s']}s {window}; job {figures['job_s']}s, {figures['job_attempts']} attempts)", file=out)
     for name, p in lat.items():
         print(f"latency commit->{name} (ms): " + " ".join(f"{k}={v}" for k, v in p.items()), file=out)
     restarts = sum(s["restarts_seen"] for s in figures["sinks"])

@@ -68,8 +68,8 @@ class Monitor:
     durability: SourceDurability
     total: int
     restart_server: Callable[[], str] | None = None
-    chaos_at: float = 0.35
-    interval_s: float = 1.0
+    chaos_at: float = 0.2
+    interval_s: float = 0.5
     out: TextIO = sys.stderr
     samples: list[Sample] = field(default_factory=list)
     events: list[tuple[float, str]] = field(default_factory=list)
@@ -109,10 +109,10 @@ class Monitor:
         while not self._stop.wait(self.interval_s):
             previous = self.samples[-1] if self.samples else Sample(0.0, 0, 0, {})
             s = self.sample()
-            rate = (s.synced - previous.synced) / max(s.t - previous.t, 1e-9)
+            rate = max(0, s.synced - previous.synced) / max(s.t - previous.t, 1e-9)
             members = len(self.member.core.nodes())
             points = " ".join(f"{o}={n}" for o, n in s.durable.items())
-            print(f"[{s.t:6.1f}s] {s.synced}/{self.total} changes synced ({rate:,.0f}/s), durable {points}, "
+            print(f"[{s.t:6.1f}s] {s.synced}/{self.total} change rows synced ({rate:,.0f}/s), durable {points}, "
                   f"{members} cluster members", file=self.out, flush=True)
             if self.restart_server is not None and s.synced >= self.chaos_at * self.total:
                 restart, self.restart_server = self.restart_server, None

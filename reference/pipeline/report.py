@@ -72,8 +72,8 @@ def write(directory: Path, figures: dict[str, Any], timings: Sequence[tuple[int,
         ax_progress.plot([s[0] for s in samples], [s[1] for s in samples], label="synced changes")
     for at, text in events:
         ax_progress.axvline(at, color="red", linestyle=":")
-        ax_progress.annotate(text, (at, 0), rotation=90, fontsize=7, va="bottom")
-    ax_progress.set(xlabel="time since job start (s)", ylabel="changes", title="progress")
+        ax_progress.annotate(text.split(" (")[0][:40], (at, 0), rotation=90, fontsize=7, va="bottom")
+    ax_progress.set(xlabel="time since job start (s)", ylabel="change rows synced", title="progress")
     fig.tight_layout()
     fig.savefig(plot_path, dpi=100)
     plt.close(fig)

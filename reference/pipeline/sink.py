@@ -264,6 +264,7 @@ def run_sink(config: SinkConfig, reader: int, attempt: str, backend: ClusterBack
         member.wait_alone(node_prefix, config.sync_deadline_s)
         sync = _SyncThread(config, reader, member, result)
         open_parts: dict[int, _Part] = {}
+        last_seq: dict[int, int] = {}
         kill = config.kill_reader == reader
         for _, record in records:
             result.received += 1
@@ -273,8 +274,14 @@ def run_sink(config: SinkConfig, reader: int, attempt: str, backend: ClusterBack
                     os._exit(137)  # --chaos: this task dies as a crashed executor would, once per run
             origin, seq, size = record[0], record[1], record[2]
             part = open_parts.get(origin)
-            if part is None or part.seq != seq:
+            if part is None:
+                if seq <= last_seq.get(origin, 0):
+                    raise SinkFailed(f"sink {reader}: src{origin} transaction {seq} after {last_seq[origin]}")
                 part = open_parts[origin] = _Part(origin, seq, record[3], [])
+                last_seq[origin] = seq
+            elif part.seq != seq:
+                raise SinkFailed(f"sink {reader}: src{origin} transaction {seq} arrived inside {part.seq} "
+                                 f"({len(part.rows)} of {part.rows[0][2]} changes)")
             part.rows.append(record)
             if len(part.rows) == size:
                 del open_parts[origin]
