@@ -36,6 +36,12 @@ Launcher = Callable[[co.ShuffleKey], None]
 """Starts the writers of a new attempt (runs on its own thread in the driver)."""
 
 
+def failure_text(role: co.Role, task: int, description: str) -> str:
+    """How an attempt's first failure reads to every other task (``task`` < 0: the role itself)."""
+    who = role.name.lower() if task < 0 else f"{role.name.lower()} {task}"
+    return f"{who} failed: {description}"
+
+
 @dataclass
 class _Attempt:
     writers: dict[int, co.WriterLocation] = field(default_factory=dict)
@@ -84,8 +90,7 @@ class Directory:
         with self._lock:
             attempt = self._attempt(key)
             if not attempt.failure:
-                who = role.name.lower() if task < 0 else f"{role.name.lower()} {task}"
-                attempt.failure = f"{who} failed: {description}"
+                attempt.failure = failure_text(role, task, description)
 
     def failure(self, key: co.ShuffleKey) -> str:
         with self._lock:

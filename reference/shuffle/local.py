@@ -7,9 +7,9 @@ benchmark to exercise the runtime without Spark's start-up cost.
 from __future__ import annotations
 
 import threading
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Protocol, Sequence
 
-from reference.shuffle.coordinator import CoordinatorClient, CoordinatorServer, Directory
+from reference.shuffle.coordinator import CoordinatorClient, CoordinatorServer, Directory, WriterDirectory
 from reference.shuffle.reader_task import ReaderTask
 from reference.shuffle.task import TaskOptions
 from reference.shuffle.writer_task import WriterStats, WriterTask
@@ -17,6 +17,14 @@ from spec.shuffle import coordination as co
 from spec.shuffle.settings import ShuffleSettings
 
 Consumer = Callable[[int, Iterable[bytes]], list[bytes]]
+
+
+class TaskDirectory(WriterDirectory, Protocol):
+    def close(self) -> None: ...
+
+
+DirectoryFactory = Callable[[co.Role, int], TaskDirectory]
+"""Opens one task's directory; by default a client of a coordinator the harness starts."""
 
 
 def collect(reader_id: int, records: Iterable[bytes]) -> list[bytes]:
@@ -35,33 +43,41 @@ class LocalShuffleError(Exception):
 def run_local_shuffle(
     inputs: Sequence[Iterable[tuple[int, bytes]]], num_readers: int, settings: ShuffleSettings = ShuffleSettings(),
     options: TaskOptions = TaskOptions(), consume: Consumer = collect, *, writer_options: Sequence[TaskOptions] | None = None,
-    timeout_s: float = 60.0,
+    timeout_s: float = 60.0, directories: DirectoryFactory | None = None,
 ) -> tuple[list[list[bytes]], list[WriterStats]]:
     """Run one writer per input and ``num_readers`` readers; return each reader's output and writer stats."""
-    directory = Directory()
-    directory.add_shuffle(0, lambda key: None)
-    server = CoordinatorServer(directory)
+    server: CoordinatorServer | None = None
+    if directories is None:
+        directory = Directory()
+        directory.add_shuffle(0, lambda key: None)
+        server = CoordinatorServer(directory)
+        address = server.address
+        directories = lambda role, task: CoordinatorClient(*address)  # noqa: E731
+    open_directory = directories
     key = co.ShuffleKey(0, 0)
     outputs: list[list[bytes]] = [[] for _ in range(num_readers)]
     stats: list[WriterStats] = [WriterStats() for _ in inputs]
     failures: dict[tuple[str, int], BaseException] = {}
-    clients: list[CoordinatorClient] = []
+    clients: list[TaskDirectory] = []
 
     def writer(w: int, records: Iterable[tuple[int, bytes]]) -> None:
-        client = CoordinatorClient(*server.address)
-        clients.append(client)
         opts = writer_options[w] if writer_options is not None else options
         try:
+            client = open_directory(co.Role.WRITER, w)
+            clients.append(client)
             stats[w] = WriterTask(key, w, num_readers, settings, client, opts).run(records)
         except BaseException as error:  # noqa: BLE001 - reported to the caller
             failures[("writer", w)] = error
 
     def reader(r: int) -> None:
-        client = CoordinatorClient(*server.address)
-        clients.append(client)
         try:
-            task = ReaderTask(key, r, range(len(inputs)), settings, client, options)
-            outputs[r] = consume(r, task.records())
+            client = open_directory(co.Role.READER, r)
+            clients.append(client)
+            records = ReaderTask(key, r, range(len(inputs)), settings, client, options).records()
+            try:
+                outputs[r] = consume(r, records)
+            finally:
+                records.close()  # as a failed Spark task's worker does: the stream ends with the task
         except BaseException as error:  # noqa: BLE001 - reported to the caller
             failures[("reader", r)] = error
 
@@ -75,7 +91,8 @@ def run_local_shuffle(
         if any(thread.is_alive() for thread in threads):
             raise TimeoutError(f"shuffle tasks still running after {timeout_s} s")
     finally:
-        server.stop()
+        if server is not None:
+            server.stop()
         for client in clients:
             client.close()
     if failures:

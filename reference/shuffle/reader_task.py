@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import queue
 import selectors
-from typing import Iterator, Sequence
+import socket
+from typing import Generator, Sequence
 
 from reference.shuffle.coordinator import WriterDirectory
 from reference.shuffle.task import TaskBase, TaskOptions
-from reference.shuffle.transport import POLL_S, Connection, connect
+from reference.shuffle.transport import POLL_S, Connection
 from spec.shuffle import coordination as co
 from spec.shuffle import errors
 from spec.shuffle.reader import ReaderMachine
@@ -23,6 +24,9 @@ from spec.shuffle.settings import ShuffleSettings
 from spec.shuffle.steps import Completed, Deliver, Failed, PauseReading, ResumeReading, Send, Step
 
 _END = object()
+
+CONNECT_ATTEMPT_S = 2.0
+"""One connection attempt to a writer; failed attempts are retried at each discovery poll."""
 
 
 class ReaderTask(TaskBase):
@@ -40,8 +44,9 @@ class ReaderTask(TaskBase):
         self._paused: set[int] = set()
         self._resumed: set[int] = set()
         self._selector = selectors.DefaultSelector()
+        self._connect_failing_since: dict[int, float] = {}
 
-    def records(self) -> Iterator[bytes]:
+    def records(self) -> Generator[bytes, None, None]:
         """Every record for this reader, each writer's in its order; cleans up however it ends."""
         try:
             self.run_thread(self._io_loop, "shuffle-reader-io")
@@ -141,7 +146,14 @@ class ReaderTask(TaskBase):
             writer_id = location.writer_id
             if writer_id in self.connections or writer_id not in self.machine.channels:
                 continue
-            sock = connect(location.host, location.port, self.cancel, self.options.connect_timeout_s)
+            try:
+                sock = socket.create_connection((location.host, location.port), timeout=CONNECT_ATTEMPT_S)
+            except OSError:
+                # Retried at the next poll, which also notices a failure the writer reported.
+                first = self._connect_failing_since.setdefault(writer_id, self.clock())
+                if self.clock() - first > self.options.connect_timeout_s:
+                    raise
+                continue
             conn = Connection(sock, f"reader{self.reader_id}->writer{writer_id}", self.cancel,
                               max_frame_length=self.options.max_frame_length, transcript=self.transcript,
                               fault=self.options.fault)

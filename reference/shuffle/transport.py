@@ -149,16 +149,3 @@ class Connection:
             pass
         self.sock.close()
 
-
-def connect(host: str, port: int, cancel: threading.Event, timeout_s: float) -> socket.socket:
-    """A TCP connection to ``host:port``, retried until ``timeout_s`` or cancellation."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        if cancel.is_set():
-            raise Cancelled(f"connect {host}:{port}")
-        try:
-            return socket.create_connection((host, port), timeout=min(1.0, timeout_s))
-        except OSError:
-            if time.monotonic() >= deadline:
-                raise
-            cancel.wait(POLL_S)

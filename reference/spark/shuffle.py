@@ -1,0 +1,324 @@
+"""The streaming shuffle as a PySpark API: ``streaming_shuffle`` (RDD) and ``streaming_repartition`` (DataFrame).
+
+Both return lazily. The result has exactly ``num_partitions`` partitions, each computed by a reader
+task. When the first reader of a run starts, the driver's coordinator launches the writers (one
+task per input partition) as a second job, so writer and reader tasks run at the same time as
+real Spark tasks; see docs/shuffle-runtime.md for why this is not one barrier stage. Failures of
+any task are reported to the coordinator, which every other task of the run polls, so the job
+fails promptly with the first task's error.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import os
+import pickle
+import socket
+import threading
+import weakref
+from dataclasses import dataclass
+from typing import Any, Callable, Final, Hashable, Iterable, Iterator, Mapping
+
+from reference.shuffle.coordinator import CoordinatorClient, CoordinatorServer, Directory
+from reference.shuffle.reader_task import ReaderTask
+from reference.shuffle.task import TaskOptions, describe
+from reference.shuffle.transport import FaultHook
+from reference.shuffle.writer_task import WriterTask
+from spec.shuffle import coordination as co
+from spec.shuffle.errors import ShuffleError
+from spec.shuffle.settings import PREFIX, ShuffleSettings
+
+RUNTIME_PREFIX: Final = "spark.streamwire.shuffle."
+"""Options of this runtime that Spark does not have (kept out of ``spark.shuffle.streaming.*``)."""
+
+BIND_HOST_KEY: Final = RUNTIME_PREFIX + "bindHost"
+"""Address writer servers bind and advertise; default: the executor's host."""
+
+TRANSCRIPT_DIR_KEY: Final = RUNTIME_PREFIX + "transcriptDir"
+"""When set, every task appends every frame of its connections to a JSON-lines file there."""
+
+PICKLE_PROTOCOL: Final = 5
+
+
+class InsufficientSlots(ShuffleError):
+    """Writers and readers must all run at once; the cluster cannot hold that many tasks."""
+
+    condition = "STREAMING_SHUFFLE_INSUFFICIENT_SLOTS"
+
+    def __init__(self, writers: int, readers: int, slots: int) -> None:
+        super().__init__(
+            f"streaming shuffle needs {writers} writer + {readers} reader = {writers + readers} concurrent "
+            f"task slots, but the cluster offers {slots}; use fewer partitions or more executor cores",
+            writers=writers, readers=readers, slots=slots,
+        )
+
+
+class ReaderRetryUnsupported(ShuffleError):
+    """A reader cannot be retried alone: its writers have already streamed their data (no replay)."""
+
+    condition = "STREAMING_SHUFFLE_READER_RETRY_UNSUPPORTED"
+
+    def __init__(self, reader_id: int, attempt: int) -> None:
+        super().__init__(
+            f"reader {reader_id} is being retried (task attempt {attempt}); a streaming shuffle cannot "
+            "replay a single reader, so the job fails instead (see the first attempt's error)",
+            readerId=reader_id, attemptNumber=attempt,
+        )
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything a task needs, shipped in the closure."""
+
+    shuffle_id: int
+    num_writers: int
+    num_readers: int
+    settings: ShuffleSettings
+    coordinator: tuple[str, int]
+    bind_host: str | None
+    transcript_dir: str | None
+    fault: FaultHook | None = None
+    """Fault injection for tests: applied to every outgoing message of every writer."""
+
+    def options(self, role: str, task_id: int) -> TaskOptions:
+        host = self.bind_host or _executor_host(self.coordinator[0])
+        transcript = None
+        if self.transcript_dir:
+            os.makedirs(self.transcript_dir, exist_ok=True)
+            transcript = os.path.join(self.transcript_dir, f"shuffle{self.shuffle_id}-{role}{task_id}.jsonl")
+        fault = self.fault if role == "writer" else None
+        return TaskOptions(bind_host=host, executor_id=f"{socket.gethostname()}:{os.getpid()}",
+                           transcript_path=transcript, fault=fault)
+
+
+def _executor_host(driver_host: str) -> str:
+    """Loopback when the driver is on loopback (local and test clusters), else this host's address."""
+    if driver_host.startswith("127.") or driver_host == "localhost":
+        return "127.0.0.1"
+    return os.environ.get("SPARK_LOCAL_IP") or socket.gethostbyname(socket.gethostname())
+
+
+# -- driver side ----------------------------------------------------------------------------------
+
+class _Service:
+    """The coordinator of one SparkContext (one per driver process)."""
+
+    def __init__(self, host: str) -> None:
+        self.directory = Directory()
+        self.server = CoordinatorServer(self.directory, host)
+
+
+_services: dict[int, _Service] = {}
+_services_lock = threading.Lock()
+_shuffle_ids = itertools.count()
+
+
+def _service(sc: Any) -> _Service:
+    with _services_lock:
+        service = _services.get(id(sc))
+        if service is None:
+            host = sc.getConf().get("spark.driver.host", "127.0.0.1")
+            service = _Service(host)
+            _services[id(sc)] = service
+        return service
+
+
+def stop_coordinator(sc: Any) -> None:
+    """Stop the coordinator of ``sc`` (call before ``SparkContext.stop`` to leave no thread behind)."""
+    with _services_lock:
+        service = _services.pop(id(sc), None)
+    if service is not None:
+        service.server.stop()
+
+
+def available_slots(sc: Any) -> int:
+    """Tasks the cluster can run at once now (0 while no executor has registered)."""
+    jsc = sc._jsc.sc()
+    return int(jsc.maxNumConcurrentTasks(jsc.resourceProfileManager().defaultResourceProfile()))
+
+
+def _settings(sc: Any, conf: Mapping[str, object] | Any | None) -> tuple[ShuffleSettings, dict[str, str]]:
+    values: dict[str, object] = dict(sc.getConf().getAll())
+    if conf is not None:
+        values.update(dict(conf.getAll()) if hasattr(conf, "getAll") else dict(conf))
+    runtime = {k: str(v) for k, v in values.items() if k.startswith(RUNTIME_PREFIX)}
+    return ShuffleSettings.from_dict({k: v for k, v in values.items() if k.startswith(PREFIX)}), runtime
+
+
+def _open(sc: Any, num_writers: int, num_readers: int, conf: Mapping[str, object] | Any | None,
+          fault: FaultHook | None, launch: Callable[[Plan, co.ShuffleKey], None]) -> Plan:
+    """Check the shape, register the shuffle with the coordinator, and return the task plan."""
+    if num_readers < 1:
+        raise ValueError(f"num_partitions must be >= 1, got {num_readers}")
+    settings, runtime = _settings(sc, conf)
+    slots = available_slots(sc)
+    if 0 < slots < num_writers + num_readers:
+        raise InsufficientSlots(num_writers, num_readers, slots)
+    service = _service(sc)
+    plan = Plan(next(_shuffle_ids), num_writers, num_readers, settings, service.server.address,
+                runtime.get(BIND_HOST_KEY), runtime.get(TRANSCRIPT_DIR_KEY), fault)
+    directory = service.directory
+
+    def launcher(key: co.ShuffleKey) -> None:
+        try:
+            slots_now = available_slots(sc)
+            if slots_now < num_writers + num_readers:
+                raise InsufficientSlots(num_writers, num_readers, slots_now)
+            sc.setJobGroup(f"streaming-shuffle-{key.shuffle_id}-{key.attempt}",
+                           f"streaming shuffle {key.shuffle_id} writers (attempt {key.attempt})", True)
+            launch(plan, key)
+        except BaseException as error:  # noqa: BLE001 - reported to every task of the attempt
+            directory.report_failure(key, co.Role.DRIVER, -1, describe(error))
+
+    directory.add_shuffle(plan.shuffle_id, launcher)
+    return plan
+
+
+def _close_with(result: object, sc: Any, shuffle_id: int) -> None:
+    """Forget the shuffle when its result RDD or DataFrame is garbage-collected."""
+    service = _service(sc)
+    weakref.finalize(result, service.directory.remove_shuffle, shuffle_id)
+
+
+# -- task side ------------------------------------------------------------------------------------
+
+def _reader_attempt(plan: Plan, reader_id: int) -> tuple[CoordinatorClient, co.ShuffleKey]:
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    attempt_number = ctx.attemptNumber() if ctx is not None else 0
+    if attempt_number > 0:
+        raise ReaderRetryUnsupported(reader_id, attempt_number)
+    client = CoordinatorClient(*plan.coordinator)
+    return client, co.ShuffleKey(plan.shuffle_id, client.join(plan.shuffle_id, reader_id))
+
+
+def read_records(plan: Plan, reader_id: int) -> Iterator[bytes]:
+    """The records of reader ``reader_id`` (one Spark task), as serialized bytes."""
+    client, key = _reader_attempt(plan, reader_id)
+    try:
+        task = ReaderTask(key, reader_id, range(plan.num_writers), plan.settings, client,
+                          plan.options("reader", reader_id))
+        yield from task.records()
+    finally:
+        client.close()
+
+
+def write_records(plan: Plan, key: co.ShuffleKey, writer_id: int, records: Iterable[tuple[int, bytes]]) -> None:
+    """Stream ``(reader_id, bytes)`` pairs as writer ``writer_id`` (one Spark task)."""
+    client = CoordinatorClient(*plan.coordinator)
+    try:
+        WriterTask(key, writer_id, plan.num_readers, plan.settings, client, plan.options("writer", writer_id)).run(records)
+    finally:
+        client.close()
+
+
+def _write_pairs(plan: Plan, key: co.ShuffleKey, partition_func: Callable[[Any], int], index: int,
+                 pairs: Iterable[tuple[Hashable, Any]]) -> Iterator[None]:
+    r = plan.num_readers
+    dumps = pickle.dumps
+    write_records(plan, key, index,
+                  ((partition_func(k) % r, dumps((k, v), PICKLE_PROTOCOL)) for k, v in pairs))
+    return iter(())
+
+
+def _read_pairs(plan: Plan, index: int, _ignored: Iterable[int]) -> Iterator[Any]:
+    loads = pickle.loads
+    for record in read_records(plan, index):
+        yield loads(record)
+
+
+def streaming_shuffle(rdd: Any, num_partitions: int, partition_func: Callable[[Any], int] | None = None,
+                      conf: Mapping[str, object] | Any | None = None, *, fault: FaultHook | None = None) -> Any:
+    """Shuffle an RDD of ``(key, value)`` pairs into ``num_partitions`` partitions, streaming.
+
+    Partition ``i`` holds the pairs with ``partition_func(key) % num_partitions == i`` (default:
+    PySpark's ``portable_hash``, as ``partitionBy``), each writer's pairs in their input order.
+    ``conf`` (a dict or SparkConf) overrides ``spark.shuffle.streaming.*`` from the SparkConf.
+    """
+    from pyspark.rdd import portable_hash
+
+    sc = rdd.context
+    func = partition_func or portable_hash
+    rdd_in = rdd
+
+    def launch(plan: Plan, key: co.ShuffleKey) -> None:
+        rdd_in.mapPartitionsWithIndex(functools.partial(_write_pairs, plan, key, func)).foreach(_ignore)
+
+    plan = _open(sc, rdd.getNumPartitions(), num_partitions, conf, fault, launch)
+    result = sc.parallelize(range(num_partitions), num_partitions).mapPartitionsWithIndex(
+        functools.partial(_read_pairs, plan))
+    _close_with(result, sc, plan.shuffle_id)
+    return result
+
+
+def _ignore(_: object) -> None:
+    return None
+
+
+# -- DataFrames -----------------------------------------------------------------------------------
+
+PARTITION_COLUMN: Final = "__streaming_shuffle_partition"
+
+
+def _write_batches(plan: Plan, key: co.ShuffleKey, batches: Iterator[Any]) -> Iterator[Any]:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    writer_id = ctx.partitionId() if ctx is not None else 0
+    r = plan.num_readers
+
+    def records() -> Iterator[tuple[int, bytes]]:
+        for batch in batches:
+            parts = batch.column(PARTITION_COLUMN)
+            data = batch.drop_columns([PARTITION_COLUMN])
+            for reader_id in range(r):
+                chunk = data.filter(pc.equal(parts, reader_id))
+                if chunk.num_rows:
+                    sink = pa.BufferOutputStream()
+                    with pa.ipc.new_stream(sink, chunk.schema) as out:
+                        out.write_batch(chunk)
+                    yield reader_id, sink.getvalue().to_pybytes()
+
+    write_records(plan, key, writer_id, records())
+    return iter(())
+
+
+def _read_batches(plan: Plan, batches: Iterator[Any]) -> Iterator[Any]:
+    import pyarrow as pa
+
+    ids = [i for batch in batches for i in batch.column("id").to_pylist()]
+    for reader_id in ids:
+        for record in read_records(plan, reader_id):
+            yield from pa.ipc.open_stream(record)
+
+
+def streaming_repartition(df: Any, num_partitions: int, *cols: Any, conf: Mapping[str, object] | None = None) -> Any:
+    """``df.repartition(num_partitions, *cols)`` through the streaming shuffle, Arrow IPC payloads.
+
+    Rows go to ``pmod(hash(cols), num_partitions)``, Spark's own hash partitioning, so partition
+    ``i`` holds the same rows as ``df.repartition(num_partitions, *cols)``'s partition ``i``. Without
+    columns every row goes to partition ``(writer + row) % num_partitions`` (round robin).
+    """
+    from pyspark.sql import functions as F
+
+    if cols:
+        target = F.pmod(F.hash(*cols), F.lit(num_partitions))
+    else:
+        target = F.pmod(F.spark_partition_id() + F.monotonically_increasing_id(), F.lit(num_partitions))
+    tagged = df.select("*", target.cast("int").alias(PARTITION_COLUMN))
+    session = df.sparkSession
+    sc = session.sparkContext
+
+    def launch(plan: Plan, key: co.ShuffleKey) -> None:
+        tagged.mapInArrow(functools.partial(_write_batches, plan, key), "done int").write.format("noop").mode(
+            "overwrite").save()
+
+    plan = _open(sc, df.rdd.getNumPartitions(), num_partitions, conf, None, launch)
+    result = session.range(0, num_partitions, 1, num_partitions).mapInArrow(
+        functools.partial(_read_batches, plan), df.schema)
+    _close_with(result, sc, plan.shuffle_id)
+    return result

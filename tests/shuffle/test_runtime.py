@@ -1,0 +1,177 @@
+"""The thread-and-socket runtime, in one process: delivery, order, faults, backpressure, clean shutdown."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import threading
+import time
+from collections import Counter
+from typing import Iterable, Iterator
+
+import pytest
+
+from reference.shuffle.local import LocalShuffleError, run_local_shuffle
+from reference.shuffle.task import PeerTaskFailed, TaskOptions
+from reference.shuffle.transport import corrupt_payload
+from spec.shuffle import errors
+from spec.shuffle.codec import decode_frame
+from spec.shuffle.messages import CreditMessage, DataMessage, TerminationAckMessage, TerminationControlMessage
+from spec.shuffle.settings import ShuffleSettings
+
+SMALL = ShuffleSettings(network_buffer_size=1024, network_buffer_max_wait_time_ms=5)
+
+
+def open_sockets() -> int:
+    fds = os.listdir("/proc/self/fd")
+    count = 0
+    for fd in fds:
+        try:
+            count += os.readlink(f"/proc/self/fd/{fd}").startswith("socket:")
+        except OSError:
+            pass
+    return count
+
+
+@pytest.fixture(autouse=True)
+def no_leaks() -> Iterator[None]:
+    """Every test must leave no thread and no socket behind, whatever the outcome."""
+    threads_before = set(threading.enumerate())
+    sockets_before = open_sockets()
+    yield
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and (set(threading.enumerate()) - threads_before
+                                            or open_sockets() > sockets_before):
+        time.sleep(0.02)
+    assert set(threading.enumerate()) - threads_before == set()
+    assert open_sockets() == sockets_before
+
+
+def make_inputs(writers: int, readers: int, per_writer: int, seed: int, size: int = 20) -> list[list[tuple[int, bytes]]]:
+    rng = random.Random(seed)
+    return [[(rng.randrange(readers), f"{w}:{i}:".encode() + rng.randbytes(rng.randrange(size)))
+             for i in range(per_writer)] for w in range(writers)]
+
+
+def check_delivery(inputs: list[list[tuple[int, bytes]]], outputs: list[list[bytes]]) -> None:
+    """Each reader got exactly its records, and each writer's records in the writer's order."""
+    for reader_id, got in enumerate(outputs):
+        expected = [record for records in inputs for target, record in records if target == reader_id]
+        assert Counter(got) == Counter(expected)
+        for writer_id, records in enumerate(inputs):
+            prefix = f"{writer_id}:".encode()
+            mine = [r for r in got if r.startswith(prefix)]
+            assert mine == [record for target, record in records if target == reader_id]
+
+
+@pytest.mark.parametrize(("writers", "readers"), [(1, 1), (3, 2), (2, 5), (6, 3)])
+def test_every_record_reaches_its_reader_in_writer_order(writers: int, readers: int) -> None:
+    inputs = make_inputs(writers, readers, 3000, seed=writers * 10 + readers)
+    outputs, stats = run_local_shuffle(inputs, readers, SMALL)
+    check_delivery(inputs, outputs)
+    assert [s.records for s in stats] == [len(i) for i in inputs]
+
+
+def test_empty_inputs_and_empty_partitions_terminate() -> None:
+    inputs: list[list[tuple[int, bytes]]] = [[], [(1, b"0:only")], []]
+    outputs, _ = run_local_shuffle(inputs, 3, SMALL)
+    assert outputs == [[], [b"0:only"], []]
+
+
+def test_one_key_for_everything() -> None:
+    inputs = [[(2, f"{w}:{i}".encode()) for i in range(5000)] for w in range(2)]
+    outputs, _ = run_local_shuffle(inputs, 3, SMALL)
+    check_delivery(inputs, outputs)
+    assert [len(o) for o in outputs] == [0, 0, 10000]
+
+
+def test_records_larger_than_the_network_buffer() -> None:
+    inputs = make_inputs(2, 2, 40, seed=7, size=10 * SMALL.network_buffer_size)
+    assert max(len(r) for records in inputs for _, r in records) > SMALL.network_buffer_size
+    outputs, _ = run_local_shuffle(inputs, 2, SMALL)
+    check_delivery(inputs, outputs)
+
+
+def failing_input(records: list[tuple[int, bytes]], after: int) -> Iterator[tuple[int, bytes]]:
+    for index, record in enumerate(records):
+        if index == after:
+            raise ValueError("input broke mid-stream")
+        yield record
+
+
+def test_writer_failure_fails_every_task_with_its_root_cause() -> None:
+    inputs = make_inputs(2, 2, 2000, seed=3)
+    broken: list[Iterable[tuple[int, bytes]]] = [failing_input(inputs[0], 1000), inputs[1]]
+    with pytest.raises(LocalShuffleError) as caught:
+        run_local_shuffle(broken, 2, SMALL, timeout_s=30)
+    failures = caught.value.errors
+    assert isinstance(failures[("writer", 0)], ValueError)
+    for reader_id in range(2):
+        error = failures[("reader", reader_id)]
+        assert isinstance(error, PeerTaskFailed)
+        assert "writer 0 failed: ValueError: input broke mid-stream" in error.root_cause
+
+
+def test_failing_reader_ends_the_writers() -> None:
+    inputs = make_inputs(2, 2, 20000, seed=4)
+
+    def consume(reader_id: int, records: Iterable[bytes]) -> list[bytes]:
+        for index, _ in enumerate(records):
+            if reader_id == 1 and index == 100:
+                raise RuntimeError("consumer gave up")
+        return []
+
+    with pytest.raises(LocalShuffleError) as caught:
+        run_local_shuffle(inputs, 2, SMALL, consume=consume, timeout_s=30)
+    failures = caught.value.errors
+    assert isinstance(failures[("reader", 1)], RuntimeError)
+    for writer_id in range(2):
+        assert ("writer", writer_id) in failures
+
+
+def test_corrupted_payload_fails_the_reader_with_checksum_verification_failed() -> None:
+    inputs = make_inputs(1, 1, 100, seed=5)
+    with pytest.raises(LocalShuffleError) as caught:
+        run_local_shuffle(inputs, 1, SMALL, writer_options=[TaskOptions(fault=corrupt_payload)], timeout_s=30)
+    error = caught.value.errors[("reader", 0)]
+    assert isinstance(error, errors.ChecksumVerificationFailed)
+    assert error.condition == "STREAMING_SHUFFLE_CHECKSUM_VERIFICATION_FAILED"
+    assert error.parameters["writerId"] == 0
+
+
+def test_slow_consumer_bounds_writer_memory_and_loses_nothing() -> None:
+    settings = ShuffleSettings(network_buffer_size=2048, network_buffer_max_wait_time_ms=5,
+                               writer_max_memory=8192, reader_max_memory=4096)
+    inputs = make_inputs(1, 2, 4000, seed=6, size=200)
+
+    def slow(reader_id: int, records: Iterable[bytes]) -> list[bytes]:
+        out = []
+        for index, record in enumerate(records):
+            if index % 50 == 0:
+                time.sleep(0.005)
+            out.append(record)
+        return out
+
+    outputs, stats = run_local_shuffle(inputs, 2, settings, consume=slow)
+    check_delivery(inputs, outputs)
+    assert stats[0].blocked_count > 0, "the producer was never blocked: backpressure not exercised"
+    assert 0 < stats[0].peak_held_bytes <= settings.writer_max_memory
+
+
+def test_transcript_records_every_frame_in_both_directions(tmp_path: object) -> None:
+    path = os.path.join(str(tmp_path), "wire.jsonl")
+    inputs = make_inputs(1, 1, 50, seed=8)
+    run_local_shuffle(inputs, 1, SMALL, TaskOptions(transcript_path=path))
+    with open(path, encoding="utf-8") as lines:
+        entries = [json.loads(line) for line in lines]
+    kinds: dict[tuple[str, str], Counter[type]] = {}
+    for entry in entries:
+        side = "writer" if entry["conn"].startswith("writer") else "reader"
+        kinds.setdefault((side, entry["dir"]), Counter())[type(decode_frame(bytes.fromhex(entry["hex"])))] += 1
+    data = kinds[("writer", "out")][DataMessage]
+    assert data >= 1
+    assert kinds[("reader", "in")][DataMessage] == data
+    assert kinds[("writer", "out")][TerminationControlMessage] == 1
+    assert kinds[("reader", "out")] == Counter({CreditMessage: data + 1, TerminationAckMessage: 1})
+    assert kinds[("writer", "in")] == kinds[("reader", "out")]
