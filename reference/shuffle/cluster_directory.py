@@ -1,0 +1,323 @@
+"""The shuffle's coordination on the cluster-provider interface (docs/cluster.md, integration note).
+
+Every task, and the driver for each open shuffle, is a node of one cluster. The driver's node holds
+the shuffle's shard (created by its ``join_cluster``); every task joins that shard, so the shard log
+is the shuffle's directory and each task sees it through notifications, never by asking:
+
+====================================  ===================================================================
+shard-log key                         value
+====================================  ===================================================================
+``shuffle/<id>/attempt``              JSON ``{"attempt", "readers"}``; a reader's join is a CAS on it
+``shuffle/<id>/<attempt>/writer/<w>`` JSON ``{"executor", "host", "port", "node"}``; empty = unregistered
+``shuffle/<id>/<attempt>/failure``    the attempt's first failure (an insert: the first report wins)
+====================================  ===================================================================
+
+Readers keep the latest membership; a registered writer whose node the provider declares FAIL makes
+``lookup`` raise :class:`WriterNodeFailed` (naming the writer and its node), so its readers and the
+other writers stop within the backend's ``timing.fail_bound`` (plus one task poll) instead of
+waiting on a socket that will never deliver.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Callable, Final, Iterator, Mapping, Sequence
+
+from reference.cluster.config import DEFAULT, SPARK_CONF_KEY, open_backend
+from reference.pipeline.coordination import ClusterHost
+from reference.shuffle.coordinator import Launcher, failure_text
+from spec.cluster.errors import ClusterError, RevisionMismatch
+from spec.cluster.interface import ClusterBackend, ClusterProvider
+from spec.cluster.types import Entry, Membership, MetadataOp, NodeId, NodeInfo, NodeState, ShardId
+from spec.shuffle import coordination as co
+from spec.shuffle.errors import ShuffleError
+
+CAS_ATTEMPTS: Final = 32
+"""Writes retried against the revision actually found; more conflicts than this is a coordination error."""
+
+
+class WriterNodeFailed(ShuffleError):
+    """A registered writer's cluster node was declared FAIL: its streams can never complete."""
+
+    condition = "STREAMING_SHUFFLE_WRITER_NODE_FAILED"
+
+    def __init__(self, key: co.ShuffleKey, writer_id: int, node: str, executor: str) -> None:
+        super().__init__(
+            f"writer {writer_id} of shuffle {key.shuffle_id} (attempt {key.attempt}) ran on cluster node "
+            f"{node} (executor {executor}), which the cluster provider declared FAIL; its streams cannot complete",
+            shuffleId=key.shuffle_id, attempt=key.attempt, writerId=writer_id, node=node, executor=executor)
+        self.key, self.writer_id, self.node, self.executor = key, writer_id, node, executor
+
+
+class ClusterCoordinationError(co.CoordinationError):
+    """A cluster-provider operation failed (its condition is in the message); tasks treat it like a
+    lost coordinator connection."""
+
+    condition = "STREAMING_SHUFFLE_COORDINATION_CLUSTER_ERROR"
+
+
+@contextmanager
+def _provider_errors(what: str) -> Iterator[None]:
+    try:
+        yield
+    except ClusterError as error:
+        raise ClusterCoordinationError(f"{what}: {error}", clusterCondition=error.condition) from error
+
+
+def _attempt_key(shuffle_id: int) -> str:
+    return f"shuffle/{shuffle_id}/attempt"
+
+
+def _writers_prefix(key: co.ShuffleKey) -> str:
+    return f"shuffle/{key.shuffle_id}/{key.attempt}/writer/"
+
+
+def _failure_key(key: co.ShuffleKey) -> str:
+    return f"shuffle/{key.shuffle_id}/{key.attempt}/failure"
+
+
+class ShardView:
+    """A node's Core: the newest entry of each shard-log key and the latest membership, as notified."""
+
+    def __init__(self, on_entry: Callable[[Entry], None] | None = None) -> None:
+        self._lock = threading.Lock()
+        self._log: dict[str, Entry] = {}
+        self._membership: Membership | None = None
+        self._nodes: dict[NodeId, NodeInfo] = {}
+        self._on_entry = on_entry
+
+    def update_membership(self, snapshot: Membership) -> None:
+        with self._lock:
+            if self._membership is None or snapshot.epoch >= self._membership.epoch:
+                self._membership, self._nodes = snapshot, snapshot.nodes()
+
+    def notify_gossip_update(self, entries: Sequence[Entry]) -> None:
+        """The shuffle keeps everything in its shard's log."""
+
+    def notify_shard_log_update(self, shard: ShardId, entries: Sequence[Entry]) -> None:
+        fresh = []
+        with self._lock:
+            for entry in entries:
+                known = self._log.get(entry.key)
+                if known is None or entry.revision > known.revision:  # catch-ups may repeat (Q3)
+                    self._log[entry.key] = entry
+                    fresh.append(entry)
+        if self._on_entry is not None:
+            for entry in fresh:
+                self._on_entry(entry)
+
+    def cluster_heartbeat(self, ttl: float) -> None:
+        """Liveness is the provider's business; tasks only read the other nodes' states."""
+
+    def cluster_down(self) -> None:
+        """A task keeps streaming while its node is cut off; the others judge it by its FAIL."""
+
+    def entry(self, key: str) -> Entry | None:
+        with self._lock:
+            return self._log.get(key)
+
+    def writers(self, key: co.ShuffleKey) -> list[tuple[int, dict[str, Any], NodeState | None]]:
+        """Registered writers of an attempt with their records and their nodes' states."""
+        prefix = _writers_prefix(key)
+        with self._lock:
+            out = []
+            for name, entry in self._log.items():
+                if name.startswith(prefix) and entry.value:
+                    record = json.loads(entry.value)
+                    info = self._nodes.get(NodeId(record["node"]))
+                    out.append((int(name[len(prefix):]), record, None if info is None else info.state))
+            return sorted(out, key=lambda w: w[0])
+
+    def failed_members(self, shard: ShardId) -> list[NodeId]:
+        with self._lock:
+            members = () if self._membership is None else self._membership.shards.get(shard, ())
+            return [n.node_id for n in members if n.state is NodeState.FAIL]
+
+
+class ClusterDirectory:
+    """A task's :class:`~reference.shuffle.coordinator.WriterDirectory` (and ``join``) on its own node.
+
+    ``shard=None`` makes the node the holder of a new shard (the driver's side of one shuffle);
+    ``launcher`` is then called, on a thread of its own, once for each new attempt a reader starts.
+    """
+
+    def __init__(self, backend: ClusterBackend, name: str, shard: ShardId | None = None, *,
+                 launcher: Launcher | None = None, address: str = "", owns_backend: bool = False) -> None:
+        self._launcher = launcher
+        self._launched = -1
+        self._backend = backend if owns_backend else None
+        self.view = ShardView(self._on_entry if launcher is not None else None)
+        self.node_id = NodeId(f"{name}-{uuid.uuid4().hex[:12]}")
+        with _provider_errors(f"node {self.node_id} could not join the shuffle's shard {shard}"):
+            self.provider: ClusterProvider = backend.open_node(self.node_id, self.view)
+            try:
+                created = self.provider.join_cluster(address)
+                if shard is not None:
+                    self.provider.join_shard(shard)
+            except BaseException:
+                self.provider.close()
+                raise
+        self.shard = created if shard is None else shard
+
+    @classmethod
+    def connect(cls, url: str, shard: ShardId, name: str) -> ClusterDirectory:
+        """A task's directory in another process (an executor): ``url`` is what ``open_backend`` takes."""
+        with _provider_errors(f"cluster provider {url} unreachable"):
+            backend = open_backend(url)
+        try:
+            return cls(backend, name, shard, owns_backend=True)
+        except BaseException:
+            backend.close()
+            raise
+
+    # -- writes: every one a CAS on the revision last seen, retried on the one actually found -----
+
+    def _update(self, key: str, change: Callable[[Entry | None], bytes | None]) -> bytes | None:
+        """Write ``change(current)`` unless it is None; returns what was written."""
+        current = self.view.entry(key)
+        for _ in range(CAS_ATTEMPTS):
+            value = change(current)
+            if value is None:
+                return None
+            try:
+                self.provider.update_shard_log([MetadataOp(key, value, None if current is None else current.revision)])
+                return value
+            except RevisionMismatch as mismatch:
+                current = mismatch.actual
+            except ClusterError as error:
+                raise ClusterCoordinationError(f"update of {key}: {error}", clusterCondition=error.condition) from error
+        raise ClusterCoordinationError(f"{key} kept changing under {CAS_ATTEMPTS} compare-and-swap attempts")
+
+    def register(self, key: co.ShuffleKey, writer: co.WriterLocation) -> None:
+        """An insert; a retried writer task replaces its earlier attempt's location."""
+        record = {"executor": writer.executor, "host": writer.host, "port": writer.port, "node": self.node_id}
+        self._update(_writers_prefix(key) + str(writer.writer_id), lambda _: json.dumps(record).encode())
+
+    def unregister(self, key: co.ShuffleKey, writer_id: int) -> None:
+        """Disable the entry (an empty value: the interface has no delete)."""
+        self._update(_writers_prefix(key) + str(writer_id), lambda e: b"" if e is not None and e.value else None)
+
+    def report_failure(self, key: co.ShuffleKey, role: co.Role, task: int, description: str) -> None:
+        """Keep the first failure only: later ones are usually consequences of it."""
+        text = failure_text(role, task, description).encode()
+        self._update(_failure_key(key), lambda e: text if e is None or not e.value else None)
+
+    def join(self, shuffle_id: int, reader_id: int) -> int:
+        """The attempt a starting reader belongs to; a reader seen twice starts a new run."""
+        chosen = [-1]
+
+        def enter(current: Entry | None) -> bytes:
+            attempt, readers = -1, []
+            if current is not None:
+                state = json.loads(current.value)
+                attempt, readers = int(state["attempt"]), [int(r) for r in state["readers"]]
+            if attempt < 0 or reader_id in readers:
+                attempt, readers = attempt + 1, []
+            chosen[0] = attempt
+            return json.dumps({"attempt": attempt, "readers": readers + [reader_id]}).encode()
+
+        self._update(_attempt_key(shuffle_id), enter)
+        return chosen[0]
+
+    # -- reads: the notified view only ------------------------------------------------------------
+
+    def lookup(self, key: co.ShuffleKey) -> co.Writers:
+        """Writers registered so far and the first failure; raises WriterNodeFailed for a FAIL node."""
+        writers = []
+        for writer_id, record, state in self.view.writers(key):
+            if state is NodeState.FAIL:
+                raise WriterNodeFailed(key, writer_id, record["node"], record["executor"])
+            writers.append(co.WriterLocation(writer_id, record["executor"], record["host"], record["port"]))
+        failure = self.view.entry(_failure_key(key))
+        return co.Writers(failure.value.decode() if failure is not None else "", tuple(writers))
+
+    def _on_entry(self, entry: Entry) -> None:
+        """On the driver's node: start the writers of each new attempt (off the callback thread)."""
+        if not entry.key.endswith("/attempt") or not entry.value:
+            return
+        attempt = int(json.loads(entry.value)["attempt"])
+        if attempt <= self._launched or self._launcher is None:
+            return
+        self._launched = attempt
+        shuffle_id = int(entry.key.split("/")[1])
+        threading.Thread(target=self._launcher, args=(co.ShuffleKey(shuffle_id, attempt),),
+                         name=f"shuffle-launch-{shuffle_id}-{attempt}", daemon=True).start()
+
+    def close(self) -> None:
+        """Leave gracefully (a finished task is not a failure); the shard holder also removes the
+        shard's FAIL nodes, so the shard and its log are destroyed with their last member."""
+        try:
+            if self._launcher is not None:
+                for node in self.view.failed_members(self.shard):
+                    self.provider.remove_from_cluster(node)
+            self.provider.remove_from_cluster(self.node_id)
+        except ClusterError:
+            pass  # closed or cut off: the others see this node FAIL, which is the truth
+        finally:
+            self.provider.close()
+            if self._backend is not None:
+                self._backend.close()
+
+
+@dataclass(frozen=True)
+class ShuffleShard:
+    """What a task needs to reach its shuffle's directory; picklable, shipped in the task's closure."""
+
+    url: str
+    shard: ShardId
+
+    def open(self, role: co.Role, task: int) -> ClusterDirectory:
+        return ClusterDirectory.connect(self.url, self.shard, f"{role.name.lower()}{task}")
+
+
+class ClusterCoordinator:
+    """The driver's side: the chosen backend, and one shard-holding node per open shuffle.
+
+    ``memory`` hosts the in-process cluster in the driver behind the cluster service (executors
+    reach it at ``tcp://``); other settings name a backend every process opens itself.
+    """
+
+    def __init__(self, setting: str = DEFAULT, host: str = "127.0.0.1") -> None:
+        self._host = ClusterHost(setting, host)
+        self.backend: ClusterBackend = self._host.backend
+        self._lock = threading.Lock()
+        self._shuffles: dict[int, ClusterDirectory] = {}
+
+    def add_shuffle(self, shuffle_id: int, launcher: Launcher) -> ShuffleShard:
+        holder = ClusterDirectory(self.backend, f"driver-shuffle{shuffle_id}", launcher=launcher)
+        with self._lock:
+            previous = self._shuffles.pop(shuffle_id, None)
+            self._shuffles[shuffle_id] = holder
+        if previous is not None:
+            previous.close()
+        return ShuffleShard(self._host.executor_url, holder.shard)
+
+    def directory(self, shuffle_id: int) -> ClusterDirectory:
+        """The driver's own node of an open shuffle (it reports the driver's failures)."""
+        with self._lock:
+            return self._shuffles[shuffle_id]
+
+    def report_failure(self, key: co.ShuffleKey, role: co.Role, task: int, description: str) -> None:
+        self.directory(key.shuffle_id).report_failure(key, role, task, description)
+
+    def remove_shuffle(self, shuffle_id: int) -> None:
+        with self._lock:
+            holder = self._shuffles.pop(shuffle_id, None)
+        if holder is not None:
+            holder.close()
+
+    def stop(self) -> None:
+        with self._lock:
+            holders, self._shuffles = list(self._shuffles.values()), {}
+        for holder in holders:
+            holder.close()
+        self._host.close()
+
+
+def directory_from_conf(conf: Mapping[str, str], host: str = "127.0.0.1") -> ClusterCoordinator:
+    """The driver's coordinator for ``spark.streamwire.cluster.provider`` (in-process by default)."""
+    return ClusterCoordinator(conf.get(SPARK_CONF_KEY, DEFAULT), host)

@@ -1,0 +1,214 @@
+"""The shuffle coordinated through the cluster-provider interface, on every backend.
+
+Three ways a task reaches the cluster: ``in-process`` (node handles on the driver's embedded
+cluster), ``in-process-service`` (the same cluster through the driver-hosted TCP service, what
+Spark executors use by default) and ``etcd`` (a real etcd on loopback, each task its own client,
+as executors would). Every runtime test of ``test_runtime.py`` that runs a shuffle is re-run here
+on each of them, plus the checks specific to the cluster: the writer-node failure drill, attempts
+and launches driven by shard-log notifications, and backend selection by configuration.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Iterator
+
+import pytest
+import test_runtime as runtime
+from test_runtime import SMALL, no_leaks  # noqa: F401 - every test here must leave no thread or socket behind
+
+from reference.cluster.config import SPARK_CONF_KEY
+from reference.cluster.etcd import EtcdCluster
+from reference.cluster.etcd_server import EtcdServer
+from reference.cluster.memory import InProcessCluster
+from reference.shuffle.cluster_directory import (
+    ClusterCoordinator,
+    ClusterDirectory,
+    ShuffleShard,
+    WriterNodeFailed,
+    directory_from_conf,
+)
+from reference.shuffle.local import LocalShuffleError, run_local_shuffle
+from spec.shuffle import coordination as co
+
+DEADLINE_S = 30.0
+"""Only to end a broken run; nothing here asserts on time."""
+
+BACKENDS = ["in-process", "in-process-service", pytest.param("etcd", marks=pytest.mark.etcd)]
+
+
+@dataclass
+class ShuffleCluster:
+    """A driver's coordinator with shuffle 0 open, and a directory factory for the harness's tasks."""
+
+    coordinator: ClusterCoordinator
+    shard: ShuffleShard
+    direct: bool
+    """Tasks use the driver's backend object (in-process); otherwise each opens its own, from the URL."""
+    opened: dict[tuple[co.Role, int], ClusterDirectory] = field(default_factory=dict)
+
+    def directories(self, role: co.Role, task: int) -> ClusterDirectory:
+        if self.direct:
+            directory = ClusterDirectory(self.coordinator.backend, f"{role.name.lower()}{task}", self.shard.shard)
+        else:
+            directory = self.shard.open(role, task)
+        self.opened[(role, task)] = directory
+        return directory
+
+
+def _setting(request: pytest.FixtureRequest) -> str:
+    if request.param != "etcd":
+        return "memory"
+    server: EtcdServer = request.getfixturevalue("etcd_server")
+    return f"etcd://127.0.0.1:{server.client_port}/shuffle-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(params=BACKENDS)
+def cluster(request: pytest.FixtureRequest, no_leaks: None) -> Iterator[ShuffleCluster]:
+    coordinator = directory_from_conf({SPARK_CONF_KEY: _setting(request)})
+    try:
+        shard = coordinator.add_shuffle(0, lambda key: None)
+        yield ShuffleCluster(coordinator, shard, direct=request.param == "in-process")
+    finally:
+        coordinator.stop()
+
+
+@pytest.fixture(autouse=True)
+def runtime_on_cluster(cluster: ShuffleCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runtime tests below run their shuffles with this backend's directories."""
+    monkeypatch.setattr(runtime, "run_local_shuffle", functools.partial(run_local_shuffle,
+                                                                         directories=cluster.directories))
+
+
+# Every runtime test that runs a shuffle, collected again here (with its parameters) for each backend.
+globals().update({name: test for name, test in vars(runtime).items()
+                  if name.startswith("test_") and "run_local_shuffle" in test.__code__.co_names})
+
+
+def _wait_until(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    while not condition():
+        assert time.monotonic() < deadline, f"no {what} within {DEADLINE_S} s"
+        time.sleep(0.01)
+
+
+# -- the drill: a writer's node stops heartbeating mid-stream -------------------------------------
+
+def test_writer_node_failure_fails_its_readers_with_the_writer_and_node(cluster: ShuffleCluster) -> None:
+    """Writer 0's node handle is closed mid-stream (a crash of its heartbeats) while the task itself
+    keeps its sockets open and keeps streaming: only the provider's FAIL can end its readers, and
+    they fail with WriterNodeFailed naming writer 0 and its node, within ``timing.fail_bound``."""
+    readers = 2
+    received: list[list[bytes]] = [[] for _ in range(readers)]
+    heartbeats_killed = threading.Event()
+
+    def doomed() -> Iterator[tuple[int, bytes]]:
+        i = 0
+        deadline = time.monotonic() + DEADLINE_S
+        while time.monotonic() < deadline:  # endless input: the task stops it when it fails
+            if i == 200:
+                cluster.opened[(co.Role.WRITER, 0)].provider.close()
+                heartbeats_killed.set()
+            yield i % readers, b"doomed:%d" % i
+            i += 1
+            time.sleep(0.001)
+
+    def consume(reader_id: int, records: Iterable[bytes]) -> list[bytes]:
+        for record in records:
+            received[reader_id].append(record)
+        return received[reader_id]
+
+    healthy = [(i % readers, b"healthy:%d" % i) for i in range(100)]
+    with pytest.raises(LocalShuffleError) as failed:
+        run_local_shuffle([doomed(), healthy], readers, SMALL, consume=consume, directories=cluster.directories,
+                          timeout_s=DEADLINE_S + 30)
+
+    assert heartbeats_killed.is_set()
+    node = cluster.opened[(co.Role.WRITER, 0)].node_id
+    for reader_id in range(readers):
+        error = failed.value.errors[("reader", reader_id)]
+        assert isinstance(error, WriterNodeFailed), repr(error)
+        assert (error.writer_id, error.node, error.key) == (0, node, co.ShuffleKey(0, 0))
+        assert error.condition == "STREAMING_SHUFFLE_WRITER_NODE_FAILED"
+        assert "writer 0 " in str(error) and node in str(error)
+        assert any(r.startswith(b"doomed:") for r in received[reader_id]), "the failure was not mid-stream"
+    assert ("writer", 0) in failed.value.errors  # its readers hung up on it
+
+
+# -- coordination on the shard log ----------------------------------------------------------------
+
+def test_locations_arrive_by_notification_and_a_retried_writer_replaces_its_entry(cluster: ShuffleCluster) -> None:
+    key = co.ShuffleKey(0, 0)
+    writer = cluster.directories(co.Role.WRITER, 4)
+    reader = cluster.directories(co.Role.READER, 0)
+    try:
+        writer.register(key, co.WriterLocation(4, "exec-1", "127.0.0.1", 4001))
+        _wait_until(lambda: reader.lookup(key).writers == (co.WriterLocation(4, "exec-1", "127.0.0.1", 4001),),
+                    "first location")
+        retry = cluster.directories(co.Role.WRITER, 4)  # a second attempt of the same task
+        try:
+            retry.register(key, co.WriterLocation(4, "exec-2", "127.0.0.1", 4002))
+            _wait_until(lambda: reader.lookup(key).writers == (co.WriterLocation(4, "exec-2", "127.0.0.1", 4002),),
+                        "retried location")
+            retry.unregister(key, 4)
+            _wait_until(lambda: reader.lookup(key).writers == (), "unregistration")
+        finally:
+            retry.close()
+        assert reader.lookup(co.ShuffleKey(0, 1)) == co.Writers("", ())  # attempts are separate
+    finally:
+        writer.close()
+        reader.close()
+
+
+def test_first_failure_report_wins(cluster: ShuffleCluster) -> None:
+    key = co.ShuffleKey(0, 0)
+    first, second = cluster.directories(co.Role.READER, 0), cluster.directories(co.Role.WRITER, 1)
+    try:
+        first.report_failure(key, co.Role.READER, 0, "RuntimeError: root cause")
+        second.report_failure(key, co.Role.WRITER, 1, "BrokenPipeError: consequence")
+        _wait_until(lambda: bool(second.lookup(key).failure), "failure notification")
+        assert second.lookup(key).failure == "reader 0 failed: RuntimeError: root cause"
+    finally:
+        first.close()
+        second.close()
+
+
+def test_readers_join_attempts_and_the_driver_launches_each_attempt_once(cluster: ShuffleCluster) -> None:
+    """Joins are CAS on the shuffle's attempt key; the driver's node starts the writers of each new
+    attempt when the notification arrives (a reader seen twice means the result is recomputed)."""
+    launched: list[co.ShuffleKey] = []
+    shard = cluster.coordinator.add_shuffle(7, launched.append)
+    directories = [shard.open(co.Role.READER, r) for r in range(3)]
+    try:
+        assert [d.join(7, r) for r, d in enumerate(directories)] == [0, 0, 0]
+        _wait_until(lambda: len(launched) >= 1, "launch of attempt 0")
+        assert directories[1].join(7, 1) == 1
+        assert directories[0].join(7, 0) == 1
+        _wait_until(lambda: len(launched) >= 2, "launch of attempt 1")
+        # Callbacks run in commit order: once the driver saw a later write, every launch is started.
+        directories[0].report_failure(co.ShuffleKey(7, 1), co.Role.READER, 0, "barrier")
+        driver = cluster.coordinator.directory(7)
+        _wait_until(lambda: driver.lookup(co.ShuffleKey(7, 1)).failure != "", "barrier notification")
+        for thread in threading.enumerate():
+            if thread.name.startswith("shuffle-launch-7-"):
+                thread.join(DEADLINE_S)
+        assert launched == [co.ShuffleKey(7, 0), co.ShuffleKey(7, 1)]
+    finally:
+        for directory in directories:
+            directory.close()
+        cluster.coordinator.remove_shuffle(7)
+
+
+def test_provider_setting_selects_the_backend(cluster: ShuffleCluster) -> None:
+    """Unset means the driver's in-process cluster, reached by executors over the cluster service."""
+    if isinstance(cluster.coordinator.backend, InProcessCluster):
+        assert cluster.shard.url.startswith("tcp://127.0.0.1:")
+    else:
+        assert isinstance(cluster.coordinator.backend, EtcdCluster)
+        assert cluster.shard.url.startswith("etcd://127.0.0.1:")
+    with pytest.raises(ValueError, match=SPARK_CONF_KEY):
+        directory_from_conf({SPARK_CONF_KEY: "zookeeper://127.0.0.1:2181"})
