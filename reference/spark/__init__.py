@@ -1,0 +1,17 @@
+"""The PySpark API of the reference runtime."""
+
+from reference.spark.shuffle import (
+    InsufficientSlots,
+    ReaderRetryUnsupported,
+    stop_coordinator,
+    streaming_repartition,
+    streaming_shuffle,
+)
+
+__all__ = [
+    "InsufficientSlots",
+    "ReaderRetryUnsupported",
+    "stop_coordinator",
+    "streaming_repartition",
+    "streaming_shuffle",
+]

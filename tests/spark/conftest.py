@@ -1,0 +1,28 @@
+"""One SparkSession for every Spark test of the streaming shuffle: Spark start-up is the slow part."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Iterator
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    from reference.spark.shuffle import stop_coordinator
+
+    session = (
+        SparkSession.builder.master("local[4]").appName("streaming-shuffle-tests")
+        .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.host", "127.0.0.1").config("spark.sql.shuffle.partitions", "4")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    stop_coordinator(session.sparkContext)
+    session.stop()

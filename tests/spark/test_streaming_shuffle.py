@@ -1,0 +1,123 @@
+"""The PySpark API on a local master: same partitions as partitionBy / repartition, faults fail the job."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from reference.shuffle.transport import corrupt_payload
+from reference.spark import InsufficientSlots, streaming_repartition, streaming_shuffle
+
+pytestmark = pytest.mark.spark
+
+
+def random_pairs(n: int, keys: int, seed: int) -> list[tuple[Any, Any]]:
+    rng = random.Random(seed)
+    return [(rng.choice([rng.randrange(keys), f"k{rng.randrange(keys)}"]), i) for i in range(n)]
+
+
+def assert_same_partitions(got: list[list[Any]], expected: list[list[Any]]) -> None:
+    assert len(got) == len(expected)
+    for mine, theirs in zip(got, expected):
+        assert Counter(mine) == Counter(theirs)
+
+
+@pytest.mark.parametrize(("writers", "readers"), [(1, 1), (3, 1), (2, 2), (1, 3)])
+def test_equals_partition_by_and_keeps_each_writers_order(spark: Any, writers: int, readers: int) -> None:
+    sc = spark.sparkContext
+    rdd = sc.parallelize(random_pairs(3000, 50, seed=writers * 7 + readers), writers)
+    got = streaming_shuffle(rdd, readers).glom().collect()
+    assert_same_partitions(got, rdd.partitionBy(readers).glom().collect())
+    # parallelize gives writer w a contiguous run of indices: within a reader they must stay increasing.
+    bounds = [min(i for _, i in part) for part in rdd.glom().collect() if part]
+    for part in got:
+        for writer_id, low in enumerate(bounds):
+            high = bounds[writer_id + 1] if writer_id + 1 < len(bounds) else float("inf")
+            mine = [i for _, i in part if low <= i < high]
+            assert mine == sorted(mine)
+
+
+def test_result_is_lazy_and_composable(spark: Any) -> None:
+    sc = spark.sparkContext
+    result = streaming_shuffle(sc.parallelize([(k % 5, k) for k in range(500)], 2), 2)
+    summed = dict(result.reduceByKey(lambda a, b: a + b).collect())
+    assert summed == {k: sum(v for v in range(500) if v % 5 == k) for k in range(5)}
+    assert result.count() == 500  # a second run of the same result starts a new attempt
+
+
+def test_empty_input_and_empty_partitions(spark: Any) -> None:
+    sc = spark.sparkContext
+    assert streaming_shuffle(sc.parallelize([], 2), 2).glom().collect() == [[], []]
+    got = streaming_shuffle(sc.parallelize([(0, "only")], 2), 2, lambda k: 1).glom().collect()
+    assert got == [[], [(0, "only")]]
+
+
+def test_one_key_for_everything(spark: Any) -> None:
+    rdd = spark.sparkContext.parallelize([("same", i) for i in range(4000)], 2)
+    got = streaming_shuffle(rdd, 2).glom().collect()
+    assert_same_partitions(got, rdd.partitionBy(2).glom().collect())
+    assert sorted(len(p) for p in got) == [0, 4000]
+
+
+def test_records_larger_than_the_network_buffer(spark: Any) -> None:
+    conf = {"spark.shuffle.streaming.networkBufferSize": "1024"}
+    rdd = spark.sparkContext.parallelize([(i, "x" * 5000 * (i % 3)) for i in range(60)], 2)
+    got = streaming_shuffle(rdd, 2, conf=conf).glom().collect()
+    assert_same_partitions(got, rdd.partitionBy(2).glom().collect())
+
+
+def test_too_few_slots_fails_at_once_with_a_clear_message(spark: Any) -> None:
+    rdd = spark.sparkContext.parallelize(range(10), 3).map(lambda x: (x, x))
+    with pytest.raises(InsufficientSlots, match="needs 3 writer \\+ 2 reader = 5 concurrent task slots"):
+        streaming_shuffle(rdd, 2)
+
+
+def test_writer_failure_fails_the_job_with_its_error(spark: Any) -> None:
+    def explode(kv: tuple[int, int]) -> tuple[int, int]:
+        if kv[1] == 1500:
+            raise ValueError("writer input broke at 1500")
+        return kv
+
+    rdd = spark.sparkContext.parallelize([(i % 7, i) for i in range(2000)], 2).map(explode)
+    with pytest.raises(Exception, match="writer input broke at 1500"):
+        streaming_shuffle(rdd, 2).collect()
+
+
+def test_failing_reader_ends_the_writers(spark: Any) -> None:
+    from reference.spark import shuffle as api
+    from spec.shuffle.coordination import ShuffleKey
+
+    def explode(kv: tuple[int, int]) -> tuple[int, int]:
+        raise RuntimeError("reader consumer failed")
+
+    sc = spark.sparkContext
+    result = streaming_shuffle(sc.parallelize([(i % 7, i) for i in range(200000)], 2), 2)
+    with pytest.raises(Exception, match="reader consumer failed"):
+        result.map(explode).collect()
+    shuffle_id = max(k.shuffle_id for k in api._service(sc).directory._attempts)
+    key = ShuffleKey(shuffle_id, 0)
+    deadline = time.monotonic() + 30
+    while api._service(sc).directory.lookup(key).writers and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert api._service(sc).directory.lookup(key).writers == (), "writers still registered: they did not end"
+    assert api._service(sc).directory.failure(key)
+
+
+def test_corrupted_payload_fails_with_checksum_verification_failed(spark: Any) -> None:
+    rdd = spark.sparkContext.parallelize([(i, i) for i in range(100)], 1)
+    with pytest.raises(Exception, match="STREAMING_SHUFFLE_CHECKSUM_VERIFICATION_FAILED"):
+        streaming_shuffle(rdd, 1, fault=corrupt_payload).collect()
+
+
+def test_streaming_repartition_equals_repartition_by_columns(spark: Any) -> None:
+    df = spark.range(0, 5000, 1, 2).selectExpr("id", "id % 13 AS k", "CAST(id AS STRING) AS s")
+    got = streaming_repartition(df, 2, "k")
+    assert got.rdd.getNumPartitions() == 2
+    assert got.schema == df.schema
+    mine = got.rdd.glom().map(lambda rows: sorted(tuple(r) for r in rows)).collect()
+    theirs = df.repartition(2, "k").rdd.glom().map(lambda rows: sorted(tuple(r) for r in rows)).collect()
+    assert mine == theirs
