@@ -11,7 +11,7 @@ import socket
 from typing import Iterator
 
 import pytest
-from spark_jvm_support import require_jdk
+from spark_jvm_support import expect_event, require_jdk
 
 from conformance.targets.spark_jvm import Event, SparkJvm, SparkPeer
 from spec.shuffle import codec
@@ -61,10 +61,7 @@ class Peer:
 
 
 def _event(peer: SparkPeer, name: str) -> Event:
-    found = peer.events.wait_for(lambda e: e["event"] in (name, "error"), DEADLINE_S)
-    assert found is not None, f"no {name} event; events: {peer.events.snapshot()}\n{peer.stderr_tail()}"
-    assert found["event"] == name, found
-    return found
+    return expect_event(peer, name, DEADLINE_S)
 
 
 def _data(seq: int, records: list[bytes]) -> DataMessage:

@@ -1,0 +1,150 @@
+"""The reference RUNTIME's tasks interoperate with Spark 4.3.0's real shuffle handlers, both directions.
+
+Unlike ``test_spark_interop.py`` (scripted peers on the codec), the Python side here is the runtime
+itself: a :class:`WriterTask` streams real records to Spark's ``StreamingShuffleClientHandler``, and a
+:class:`ReaderTask` reads from Spark's ``StreamingShuffleServerHandler`` (the ``spark-jvm`` target),
+checksums on, over many DATA buffers, through the termination handshake. The tasks find each other
+through a fixed directory instead of a coordinator, since Spark's side registers nowhere.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+from spark_jvm_support import expect_event, require_jdk
+
+from conformance.targets.spark_jvm import SparkJvm
+from reference.shuffle.reader_task import ReaderTask
+from reference.shuffle.task import TaskOptions
+from reference.shuffle.writer_task import WriterStats, WriterTask
+from spec.shuffle import coordination as co
+from spec.shuffle.checksum import payload_checksum
+from spec.shuffle.codec import decode_frame
+from spec.shuffle.messages import CreditMessage, DataMessage, TerminationAckMessage, TerminationControlMessage
+from spec.shuffle.records import decode_records, encode_records
+from spec.shuffle.settings import ShuffleSettings
+
+pytestmark = pytest.mark.jvm
+
+DEADLINE_S = 60.0
+"""Only to end a broken run (JVM start-up on a loaded machine included); nothing asserts on time."""
+
+KEY = co.ShuffleKey(0, 0)
+WRITER, READER = 3, 0
+SETTINGS = ShuffleSettings(network_buffer_size=2048, network_buffer_max_wait_time_ms=5, checksum_enabled=True)
+"""Small buffers: the records below span many DATA messages."""
+
+RECORDS = [b"record %04d|" % i + bytes(range(i % 97)) for i in range(600)]
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[SparkJvm]:
+    with SparkJvm(require_jdk()) as target:
+        yield target
+
+
+class FixedDirectory:
+    """A WriterDirectory without a coordinator: it knows the writers in advance and notes registrations."""
+
+    def __init__(self, writers: tuple[co.WriterLocation, ...] = ()) -> None:
+        self.writers = writers
+        self.registered = threading.Event()
+        self.failures: list[str] = []
+
+    def register(self, key: co.ShuffleKey, writer: co.WriterLocation) -> None:
+        self.writers += (writer,)
+        self.registered.set()
+
+    def lookup(self, key: co.ShuffleKey) -> co.Writers:
+        return co.Writers("", self.writers)
+
+    def unregister(self, key: co.ShuffleKey, writer_id: int) -> None:
+        self.writers = tuple(w for w in self.writers if w.writer_id != writer_id)
+
+    def report_failure(self, key: co.ShuffleKey, role: co.Role, task: int, description: str) -> None:
+        self.failures.append(f"{role.name} {task}: {description}")
+
+
+def test_runtime_writer_task_streams_to_spark_reader(spark: SparkJvm) -> None:
+    directory = FixedDirectory()
+    task = WriterTask(KEY, WRITER, 1, SETTINGS, directory)
+    outcome: list[WriterStats | BaseException] = []
+
+    def run() -> None:
+        try:
+            outcome.append(task.run((READER, record) for record in RECORDS))
+        except BaseException as error:  # noqa: BLE001 - checked below
+            outcome.append(error)
+
+    thread = threading.Thread(target=run, name="writer-task")
+    thread.start()
+    try:
+        assert directory.registered.wait(DEADLINE_S)
+        (location,) = directory.writers
+        reader = spark.reader(location.host, location.port, WRITER, READER, checksum=True)
+        termination = expect_event(reader, "termination", DEADLINE_S)
+        expect_event(reader, "ack_written", DEADLINE_S)
+    finally:
+        thread.join(DEADLINE_S)
+    assert not thread.is_alive()
+    assert isinstance(outcome[0], WriterStats), outcome  # run() returns only after Spark's ack
+    assert directory.failures == []
+
+    delivered = [e for e in reader.events.snapshot() if e["event"] == "data"]
+    assert len(delivered) > 5, "the records should span several DATA buffers"
+    assert [int(e["seq"]) for e in delivered] == list(range(len(delivered)))
+    assert int(termination["seq"]) == len(delivered)  # TERMINATION_CONTROL follows the last DATA
+    payloads = [bytes.fromhex(e["payload"]) for e in delivered]
+    assert all(int(e["checksum"]) == payload_checksum(p) != 0 for e, p in zip(delivered, payloads))
+    assert [r for p in payloads for r in decode_records(p)] == RECORDS
+    assert not [e for e in reader.events.snapshot() if e["event"] == "error"]
+
+
+def test_spark_writer_streams_to_runtime_reader_task(spark: SparkJvm, tmp_path: Path) -> None:
+    batches = [RECORDS[i:i + 40] for i in range(0, len(RECORDS), 40)]
+    writer = spark.writer(WRITER, 1, checksum=True)
+    writer.send_data(READER, encode_records(batches[0]))  # before the bind: Spark queues it
+    transcript = tmp_path / "reader.jsonl"
+    directory = FixedDirectory((co.WriterLocation(WRITER, "spark-jvm", "127.0.0.1", writer.port),))
+    task = ReaderTask(KEY, READER, [WRITER], SETTINGS, directory, TaskOptions(transcript_path=str(transcript)))
+    received: list[bytes] = []
+    outcome: list[BaseException | None] = []
+
+    def consume() -> None:
+        try:
+            received.extend(task.records())
+            outcome.append(None)
+        except BaseException as error:  # noqa: BLE001 - checked below
+            outcome.append(error)
+
+    thread = threading.Thread(target=consume, name="reader-task")
+    thread.start()
+    try:
+        expect_event(writer, "bound", DEADLINE_S)
+        for batch in batches[1:]:
+            writer.send_data(READER, encode_records(batch))
+        writer.terminate(READER)
+        ack = expect_event(writer, "ack", DEADLINE_S)
+        expect_event(writer, "all_acks", DEADLINE_S)
+    finally:
+        thread.join(DEADLINE_S)
+    assert not thread.is_alive()
+    assert outcome == [None]
+    assert received == RECORDS
+    assert (ack["seq"], ack["counted"]) == (str(len(batches)), True)
+    assert directory.failures == []
+
+    frames = [(entry["dir"], decode_frame(bytes.fromhex(entry["hex"])))
+              for entry in map(json.loads, transcript.read_text().splitlines())]
+    data = [m for d, m in frames if d == "in" and isinstance(m, DataMessage)]
+    assert [m.seq for m in data] == list(range(len(batches)))
+    assert all(m.checksum == payload_checksum(m.payload) != 0 for m in data)  # verified by the reader
+    sent = [m for d, m in frames if d == "out"]
+    assert sent == [CreditMessage(WRITER, READER, 1)] * (len(batches) + 1) + [
+        TerminationAckMessage(len(batches), WRITER, READER)]
+    assert [m for d, m in frames if d == "in" and isinstance(m, TerminationControlMessage)] == [
+        TerminationControlMessage(len(batches), WRITER, READER)]
