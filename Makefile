@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo docs typecheck bench clean
+.PHONY: test demo docs typecheck vectors conformance clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -19,10 +19,19 @@ test: $(STAMP) typecheck
 	$(PY) -m pytest tests
 
 demo: $(STAMP)
-	$(PY) -m conformance vectors --suite shuffle --target reference
+	$(PY) -m reference.pipeline $(DEMO_ARGS)
 
 docs: $(STAMP)
 	$(PY) -m spec.docs
+
+vectors: $(STAMP)
+	$(PY) -m conformance vectors --suite shuffle --target reference
+	$(PY) -m conformance vectors --suite sync --target reference
+
+conformance: $(STAMP)
+	$(PY) -m conformance run --suite shuffle --target reference
+	$(PY) -m conformance run --suite cluster --target memory
+	$(PY) -m conformance run --suite sync --target reference
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache build *.egg-info
