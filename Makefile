@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo docs typecheck vectors conformance clean
+.PHONY: test demo docs java typecheck vectors conformance clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -12,13 +12,17 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
+# PySpark runs on a JVM: say so plainly instead of failing deep inside Spark's launcher.
+java:
+	@command -v java >/dev/null 2>&1 || { echo "PySpark needs Java 17 or newer on PATH (Debian: apt-get install openjdk-17-jdk-headless)"; exit 1; }
+
 typecheck: $(STAMP)
 	$(PY) -m mypy spec reference conformance benchmarks
 
-test: $(STAMP) typecheck
+test: $(STAMP) java typecheck
 	$(PY) -m pytest tests
 
-demo: $(STAMP)
+demo: $(STAMP) java
 	$(PY) -m reference.pipeline $(DEMO_ARGS)
 
 docs: $(STAMP)
