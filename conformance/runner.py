@@ -1,8 +1,8 @@
 """``python -m conformance run``: execute a suite's cases against a target and report.
 
 Exit codes: 0 when at least one case ran and no MUST case failed or timed out (and, with
-``--strict``, no SHOULD case was violated); 1 otherwise; 3 when no case matched the filters, so
-that a CI that tests nothing cannot pass by accident.
+``--strict``, no SHOULD case was violated); 1 otherwise; 3 when no case matched the filters or
+every matching case was unsupported, so that a CI that tests nothing cannot pass by accident.
 """
 
 from __future__ import annotations
@@ -206,4 +206,10 @@ def main(args: argparse.Namespace) -> int:
     if args.junit:
         write_junit(args.junit, args.suite, reports)
     print_summary(sys.stdout, options, description, reports)
-    return EXIT_FAILED if any(is_failure(r, args.strict) for r in reports) else EXIT_OK
+    if any(is_failure(r, args.strict) for r in reports):
+        return EXIT_FAILED
+    if all(r.outcome is Outcome.UNSUPPORTED for r in reports):
+        print(f"error: every selected case is unsupported by {description}: nothing was tested",
+              file=sys.stderr)
+        return EXIT_NO_CASE
+    return EXIT_OK
