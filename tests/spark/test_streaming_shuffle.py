@@ -98,13 +98,15 @@ def test_failing_reader_ends_the_writers(spark: Any) -> None:
     result = streaming_shuffle(sc.parallelize([(i % 7, i) for i in range(200000)], 2), 2)
     with pytest.raises(Exception, match="reader consumer failed"):
         result.map(explode).collect()
-    shuffle_id = max(k.shuffle_id for k in api._service(sc).directory._attempts)
+    coordinator = api._service(sc).directory
+    shuffle_id = max(coordinator.open_shuffles())
     key = ShuffleKey(shuffle_id, 0)
+    driver = coordinator.directory(shuffle_id)  # the driver's node in the shuffle's shard
     deadline = time.monotonic() + 30
-    while api._service(sc).directory.lookup(key).writers and time.monotonic() < deadline:
+    while driver.lookup(key).writers and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert api._service(sc).directory.lookup(key).writers == (), "writers still registered: they did not end"
-    assert api._service(sc).directory.failure(key)
+    assert driver.lookup(key).writers == (), "writers still registered: they did not end"
+    assert driver.lookup(key).failure
 
 
 def test_corrupted_payload_fails_with_checksum_verification_failed(spark: Any) -> None:
