@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from typing import Any
 
 
@@ -23,6 +24,7 @@ def main(master: str) -> None:
     from pyspark.sql import SparkSession
 
     from reference.spark import stop_coordinator, streaming_shuffle
+    from reference.spark.shuffle import available_slots
 
     spark = (SparkSession.builder.master(master).appName("streaming-shuffle-standalone")
              .config("spark.driver.host", "127.0.0.1").config("spark.pyspark.python", sys.executable)
@@ -31,6 +33,9 @@ def main(master: str) -> None:
     spark.sparkContext.setLogLevel("ERROR")
     try:
         sc = spark.sparkContext
+        deadline = time.monotonic() + 120
+        while available_slots(sc) < 4 and time.monotonic() < deadline:  # both executors registered
+            time.sleep(0.2)
         rdd = sc.parallelize([(i % 97, i) for i in range(20000)], 2)
         out = streaming_shuffle(rdd.map(tag), 2).mapPartitionsWithIndex(reader_daemons).collect()
         expected = rdd.partitionBy(2).glom().collect()
