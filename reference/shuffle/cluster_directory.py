@@ -176,16 +176,16 @@ class ClusterDirectory:
 
     # -- writes: every one a CAS on the revision last seen, retried on the one actually found -----
 
-    def _update(self, key: str, change: Callable[[Entry | None], bytes | None]) -> bytes | None:
-        """Write ``change(current)`` unless it is None; returns what was written."""
+    def _update(self, key: str, change: Callable[[Entry | None], bytes | None]) -> None:
+        """Write ``change(current)`` unless it is None (nothing to change)."""
         current = self.view.entry(key)
         for _ in range(CAS_ATTEMPTS):
             value = change(current)
             if value is None:
-                return None
+                return
             try:
                 self.provider.update_shard_log([MetadataOp(key, value, None if current is None else current.revision)])
-                return value
+                return
             except RevisionMismatch as mismatch:
                 current = mismatch.actual
             except ClusterError as error:
@@ -284,6 +284,8 @@ class ClusterCoordinator:
     def __init__(self, setting: str = DEFAULT, host: str = "127.0.0.1") -> None:
         self._host = ClusterHost(setting, host)
         self.backend: ClusterBackend = self._host.backend
+        self.task_url = self._host.executor_url
+        """What tasks in other processes give ``open_backend``."""
         self._lock = threading.Lock()
         self._shuffles: dict[int, ClusterDirectory] = {}
 
@@ -294,7 +296,11 @@ class ClusterCoordinator:
             self._shuffles[shuffle_id] = holder
         if previous is not None:
             previous.close()
-        return ShuffleShard(self._host.executor_url, holder.shard)
+        return ShuffleShard(self.task_url, holder.shard)
+
+    def open_shuffles(self) -> list[int]:
+        with self._lock:
+            return sorted(self._shuffles)
 
     def directory(self, shuffle_id: int) -> ClusterDirectory:
         """The driver's own node of an open shuffle (it reports the driver's failures)."""
@@ -302,7 +308,15 @@ class ClusterCoordinator:
             return self._shuffles[shuffle_id]
 
     def report_failure(self, key: co.ShuffleKey, role: co.Role, task: int, description: str) -> None:
-        self.directory(key.shuffle_id).report_failure(key, role, task, description)
+        """The driver's own failure (launching the writers); moot once the shuffle is closed."""
+        with self._lock:
+            holder = self._shuffles.get(key.shuffle_id)
+        if holder is None:
+            return
+        try:
+            holder.report_failure(key, role, task, description)
+        except ClusterCoordinationError:
+            pass  # closed meanwhile, or the cluster is gone: no task is left to tell
 
     def remove_shuffle(self, shuffle_id: int) -> None:
         with self._lock:

@@ -4,8 +4,10 @@ Both return lazily. The result has exactly ``num_partitions`` partitions, each c
 task. When the first reader of a run starts, the driver's coordinator launches the writers (one
 task per input partition) as a second job, so writer and reader tasks run at the same time as
 real Spark tasks; see docs/shuffle-runtime.md for why this is not one barrier stage. Failures of
-any task are reported to the coordinator, which every other task of the run polls, so the job
-fails promptly with the first task's error.
+any task are reported to the coordinator, which every other task of the run watches, so the job
+fails promptly with the first task's error. The coordinator lives on the cluster provider named
+by ``spark.streamwire.cluster.provider`` (default: in-process in the driver; e.g.
+``etcd://127.0.0.1:2379``), see reference/shuffle/cluster_directory.py.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Final, Hashable, Iterable, Iterator, Mapping
 
-from reference.shuffle.coordinator import CoordinatorClient, CoordinatorServer, Directory
+from reference.shuffle.cluster_directory import ClusterCoordinator, ClusterDirectory, ShuffleShard, directory_from_conf
 from reference.shuffle.reader_task import ReaderTask
 from reference.shuffle.task import TaskOptions, describe
 from reference.shuffle.transport import FaultHook
@@ -75,14 +77,15 @@ class Plan:
     num_writers: int
     num_readers: int
     settings: ShuffleSettings
-    coordinator: tuple[str, int]
+    coordinator: ShuffleShard
     bind_host: str | None
     transcript_dir: str | None
     fault: FaultHook | None = None
     """Fault injection for tests: applied to every outgoing message of every writer."""
+    driver_host: str = "127.0.0.1"
 
     def options(self, role: str, task_id: int) -> TaskOptions:
-        host = self.bind_host or _executor_host(self.coordinator[0])
+        host = self.bind_host or _executor_host(self.driver_host)
         transcript = None
         if self.transcript_dir:
             os.makedirs(self.transcript_dir, exist_ok=True)
@@ -104,9 +107,9 @@ def _executor_host(driver_host: str) -> str:
 class _Service:
     """The coordinator of one SparkContext (one per driver process)."""
 
-    def __init__(self, host: str) -> None:
-        self.directory = Directory()
-        self.server = CoordinatorServer(self.directory, host)
+    def __init__(self, host: str, conf: Mapping[str, str]) -> None:
+        self.host = host
+        self.directory: ClusterCoordinator = directory_from_conf(conf, host)
 
 
 _services: dict[int, _Service] = {}
@@ -119,7 +122,7 @@ def _service(sc: Any) -> _Service:
         service = _services.get(id(sc))
         if service is None:
             host = sc.getConf().get("spark.driver.host", "127.0.0.1")
-            service = _Service(host)
+            service = _Service(host, dict(sc.getConf().getAll()))
             _services[id(sc)] = service
         return service
 
@@ -129,7 +132,7 @@ def stop_coordinator(sc: Any) -> None:
     with _services_lock:
         service = _services.pop(id(sc), None)
     if service is not None:
-        service.server.stop()
+        service.directory.stop()
 
 
 def available_slots(sc: Any) -> int:
@@ -156,9 +159,8 @@ def _open(sc: Any, num_writers: int, num_readers: int, conf: Mapping[str, object
     if 0 < slots < num_writers + num_readers:
         raise InsufficientSlots(num_writers, num_readers, slots)
     service = _service(sc)
-    plan = Plan(next(_shuffle_ids), num_writers, num_readers, settings, service.server.address,
-                runtime.get(BIND_HOST_KEY), runtime.get(TRANSCRIPT_DIR_KEY), fault)
     directory = service.directory
+    shuffle_id = next(_shuffle_ids)
 
     def launcher(key: co.ShuffleKey) -> None:
         try:
@@ -171,7 +173,8 @@ def _open(sc: Any, num_writers: int, num_readers: int, conf: Mapping[str, object
         except BaseException as error:  # noqa: BLE001 - reported to every task of the attempt
             directory.report_failure(key, co.Role.DRIVER, -1, describe(error))
 
-    directory.add_shuffle(plan.shuffle_id, launcher)
+    plan = Plan(shuffle_id, num_writers, num_readers, settings, directory.add_shuffle(shuffle_id, launcher),
+                runtime.get(BIND_HOST_KEY), runtime.get(TRANSCRIPT_DIR_KEY), fault, service.host)
     return plan
 
 
@@ -183,14 +186,14 @@ def _close_with(result: object, sc: Any, shuffle_id: int) -> None:
 
 # -- task side ------------------------------------------------------------------------------------
 
-def _reader_attempt(plan: Plan, reader_id: int) -> tuple[CoordinatorClient, co.ShuffleKey]:
+def _reader_attempt(plan: Plan, reader_id: int) -> tuple[ClusterDirectory, co.ShuffleKey]:
     from pyspark import TaskContext
 
     ctx = TaskContext.get()
     attempt_number = ctx.attemptNumber() if ctx is not None else 0
     if attempt_number > 0:
         raise ReaderRetryUnsupported(reader_id, attempt_number)
-    client = CoordinatorClient(*plan.coordinator)
+    client = plan.coordinator.open(co.Role.READER, reader_id)
     return client, co.ShuffleKey(plan.shuffle_id, client.join(plan.shuffle_id, reader_id))
 
 
@@ -207,7 +210,7 @@ def read_records(plan: Plan, reader_id: int) -> Iterator[bytes]:
 
 def write_records(plan: Plan, key: co.ShuffleKey, writer_id: int, records: Iterable[tuple[int, bytes]]) -> None:
     """Stream ``(reader_id, bytes)`` pairs as writer ``writer_id`` (one Spark task)."""
-    client = CoordinatorClient(*plan.coordinator)
+    client = plan.coordinator.open(co.Role.WRITER, writer_id)
     try:
         WriterTask(key, writer_id, plan.num_readers, plan.settings, client, plan.options("writer", writer_id)).run(records)
     finally:
