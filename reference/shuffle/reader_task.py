@@ -108,13 +108,21 @@ class ReaderTask(TaskBase):
         return list(step.sends)
 
     def _write(self, sends: list[Send]) -> None:
-        """Write the machine's sends in order (I/O thread only); report completed acks."""
-        for send in sends:
-            self.connections[send.peer].send([send.message])
-            if send.notify:
+        """Write the machine's sends in order (I/O thread only), a run to one writer in one
+        ``sendmsg`` (the credits of one read); report completed acks."""
+        start = 0
+        while start < len(sends):
+            end = start + 1
+            while end < len(sends) and sends[end].peer == sends[start].peer and not sends[end - 1].notify:
+                end += 1
+            run = sends[start:end]
+            self.connections[run[0].peer].send([send.message for send in run])
+            last = run[-1]
+            if last.notify:
                 with self.lock:
-                    more = self._apply(self.machine.send_completed(send.peer, send.message.seq, self.clock()))
+                    more = self._apply(self.machine.send_completed(last.peer, last.message.seq, self.clock()))
                 self._write(more)
+            start = end
 
     # -- the I/O thread ---------------------------------------------------------------------------
 

@@ -1,0 +1,205 @@
+"""Streaming shuffle runtime: raw loopback vs the runtime, latency, and PySpark partitionBy vs streaming_shuffle.
+
+Figures (the last stdout line is one JSON object with --json):
+  loopback_mb_s         raw TCP over loopback, one sender thread to one receiver, 32 KiB writes
+  runtime_mb_s          the runtime, one writer to one reader, 32 KiB DATA payloads, checksums on
+  records, pyspark_partitionby_s, streaming_shuffle_s, correct
+                        the same (key, value) records shuffled by partitionBy and by streaming_shuffle
+                        on local[4], both fully consumed; correct = identical partitions (as multisets)
+  latency_ms {p50, p99} write-to-read latency of records written at a steady moderate rate
+  max_wait_ms           the configured networkBufferMaxWaitTimeMs
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import socket
+import statistics
+import struct
+import sys
+import threading
+import time
+import zlib
+from typing import Any, Iterable, Iterator
+
+from reference.shuffle.coordinator import CoordinatorClient, CoordinatorServer, Directory
+from reference.shuffle.local import run_local_shuffle
+from reference.shuffle.reader_task import ReaderTask
+from reference.shuffle.writer_task import WriterTask
+from spec.shuffle.coordination import ShuffleKey
+from spec.shuffle.records import RECORD_LENGTH
+from spec.shuffle.settings import ShuffleSettings
+
+MB = 1 << 20
+CHUNK = 32 * 1024
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--quick", action="store_true", help="smaller sizes (a few seconds per figure)")
+    parser.add_argument("--json", action="store_true", help="print the figures as one JSON line at the end")
+    parser.add_argument("--records", type=int, default=None, help="records for the PySpark comparison")
+
+
+def loopback_mb_s(total: int) -> float:
+    """One thread sends ``total`` bytes in 32 KiB writes, another receives them."""
+    server = socket.create_server(("127.0.0.1", 0))
+    received = [0]
+
+    def receive() -> None:
+        conn, _ = server.accept()
+        buffer = bytearray(256 * 1024)
+        with conn:
+            while True:
+                n = conn.recv_into(buffer)
+                if not n:
+                    break
+                received[0] += n
+
+    thread = threading.Thread(target=receive)
+    thread.start()
+    payload = os.urandom(CHUNK)
+    with socket.create_connection(server.getsockname()) as sender:
+        sender.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        start = time.perf_counter()
+        for _ in range(total // CHUNK):
+            sender.sendall(payload)
+        sender.shutdown(socket.SHUT_WR)
+        thread.join()
+        elapsed = time.perf_counter() - start
+    server.close()
+    assert received[0] == total // CHUNK * CHUNK
+    return received[0] / MB / elapsed
+
+
+def _writer_process(address: tuple[str, int], count: int, settings: ShuffleSettings) -> None:
+    """The writer task of ``runtime_mb_s``, in its own process as a Spark task would be."""
+    record = os.urandom(CHUNK - RECORD_LENGTH.size)
+    client = CoordinatorClient(*address)
+    try:
+        WriterTask(ShuffleKey(0, 0), 0, 1, settings, client).run((0, record) for _ in range(count))
+    finally:
+        client.close()
+
+
+def runtime_mb_s(total: int) -> float:
+    """One writer task (another process) to one reader task; each record fills one 32 KiB DATA payload.
+
+    Timed from the first record read to the last, so process start-up is not counted.
+    """
+    count = total // CHUNK
+    settings = ShuffleSettings(checksum_enabled=True, network_buffer_size=CHUNK)
+    directory = Directory()
+    directory.add_shuffle(0, lambda key: None)
+    server = CoordinatorServer(directory)
+    writer = multiprocessing.get_context("spawn").Process(target=_writer_process,
+                                                          args=(server.address, count, settings))
+    writer.start()
+    client = CoordinatorClient(*server.address)
+    try:
+        records = ReaderTask(ShuffleKey(0, 0), 0, [0], settings, client).records()
+        first = next(records)
+        start = time.perf_counter()
+        received = len(first) + sum(len(r) for r in records)
+        elapsed = time.perf_counter() - start
+    finally:
+        client.close()
+        writer.join(60)
+        server.stop()
+    assert received == count * (CHUNK - RECORD_LENGTH.size), received
+    return (count - 1) * CHUNK / MB / elapsed
+
+
+def latency_ms(rate: float, duration_s: float, settings: ShuffleSettings) -> list[float]:
+    """Records stamped with their write time, written at ``rate`` per second; latency seen by the reader."""
+    stamp = struct.Struct(">d")
+    count = int(rate * duration_s)
+
+    def produce() -> Iterator[tuple[int, bytes]]:
+        start = time.monotonic()
+        for i in range(count):
+            delay = start + i / rate - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            yield 0, stamp.pack(time.monotonic()) + bytes(24)
+
+    latencies: list[float] = []
+
+    def consume(reader_id: int, records: Iterable[bytes]) -> list[bytes]:
+        for record in records:
+            latencies.append((time.monotonic() - stamp.unpack_from(record)[0]) * 1000.0)
+        return []
+
+    run_local_shuffle([produce()], 1, settings, consume=consume, timeout_s=600)
+    return latencies
+
+
+def _fingerprint(rows: Iterable[Any]) -> list[tuple[int, int]]:
+    """Count and an order-independent checksum of a partition (consumes it fully)."""
+    count = 0
+    total = 0
+    for row in rows:
+        count += 1
+        total += zlib.crc32(repr(row).encode())
+    return [(count, total)]
+
+
+def spark_comparison(records: int) -> dict[str, Any]:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    from reference.spark import stop_coordinator, streaming_shuffle
+
+    spark = (SparkSession.builder.master("local[4]").appName("shuffle-benchmark")
+             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+             .config("spark.driver.host", "127.0.0.1").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        sc = spark.sparkContext
+        rdd = sc.parallelize(range(records), 2).map(lambda i: (i % 1009, i)).cache()
+        rdd.count()
+        # Warm both paths once (Python workers, imports), then time one run of each.
+        streaming_shuffle(rdd, 2).mapPartitions(_fingerprint).collect()
+        rdd.partitionBy(2).mapPartitions(_fingerprint).collect()
+        start = time.perf_counter()
+        theirs = rdd.partitionBy(2).mapPartitions(_fingerprint).collect()
+        partition_by_s = time.perf_counter() - start
+        start = time.perf_counter()
+        mine = streaming_shuffle(rdd, 2).mapPartitions(_fingerprint).collect()
+        streaming_s = time.perf_counter() - start
+        return {"records": records, "pyspark_partitionby_s": round(partition_by_s, 3),
+                "streaming_shuffle_s": round(streaming_s, 3), "correct": mine == theirs}
+    finally:
+        stop_coordinator(spark.sparkContext)
+        spark.stop()
+
+
+def main(args: argparse.Namespace) -> int:
+    quick = bool(args.quick)
+    total = (64 if quick else 512) * MB
+    settings = ShuffleSettings()
+    figures: dict[str, Any] = {}
+    figures["loopback_mb_s"] = round(loopback_mb_s(total), 1)
+    print(f"loopback        {figures['loopback_mb_s']:10.1f} MB/s", flush=True)
+    figures["runtime_mb_s"] = round(runtime_mb_s(total), 1)
+    print(f"runtime         {figures['runtime_mb_s']:10.1f} MB/s  "
+          f"({figures['runtime_mb_s'] / figures['loopback_mb_s']:.2f} of loopback)", flush=True)
+    latencies = latency_ms(500.0, 2.0 if quick else 6.0, settings)
+    cuts = statistics.quantiles(latencies, n=100)
+    figures["latency_ms"] = {"p50": round(cuts[49], 2), "p99": round(cuts[98], 2)}
+    figures["max_wait_ms"] = settings.network_buffer_max_wait_time_ms
+    print(f"latency         p50 {cuts[49]:.2f} ms, p99 {cuts[98]:.2f} ms (max wait {figures['max_wait_ms']} ms)",
+          flush=True)
+    figures.update(spark_comparison(args.records or (100_000 if quick else 1_000_000)))
+    print(f"partitionBy     {figures['pyspark_partitionby_s']:10.3f} s for {figures['records']} records", flush=True)
+    print(f"streaming       {figures['streaming_shuffle_s']:10.3f} s (correct: {figures['correct']})", flush=True)
+    figures["goals"] = {
+        "runtime_at_least_half_loopback": figures["runtime_mb_s"] >= figures["loopback_mb_s"] / 2,
+        "streaming_faster_than_partitionby": figures["streaming_shuffle_s"] < figures["pyspark_partitionby_s"],
+        "p99_within_max_wait_plus_10ms": figures["latency_ms"]["p99"] <= figures["max_wait_ms"] + 10,
+    }
+    if args.json:
+        print(json.dumps(figures))
+    return 0 if figures["correct"] else 1
