@@ -24,8 +24,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--chaos", action="store_true", help="kill the sync server and one sink task mid-run")
     p.add_argument("--seed", type=int, default=d.seed, help="seed of the change stream")
     p.add_argument("--rate", type=float, default=d.rate, help="changes/s over all sources (0: unthrottled)")
-    p.add_argument("--shuffle", default=d.shuffle, choices=["auto", "streaming", "spark"],
-                   help="routing shuffle: the streaming shuffle (auto when available) or PySpark's partitionBy")
+    p.add_argument("--shuffle", default=d.shuffle, choices=["streaming", "spark"],
+                   help="routing shuffle: the streaming shuffle (default) or PySpark's partitionBy as a baseline")
     return p
 
 

@@ -9,7 +9,6 @@ comparison.  Both keep each writer's order within a reader, which is all routing
 from __future__ import annotations
 
 import functools
-import importlib
 import os
 import re
 import shutil
@@ -61,7 +60,7 @@ class Options:
     chaos: bool = False
     seed: int = 42
     rate: float = 0.0
-    shuffle: str = "auto"
+    shuffle: str = "streaming"
 
 
 @dataclass
@@ -79,18 +78,14 @@ ShuffleFn = Callable[[Any, int, Callable[[int], int]], Any]
 
 
 def choose_shuffle(kind: str) -> tuple[str, ShuffleFn]:
-    """The shuffle to route with: ``streaming`` (the project's), ``spark`` (partitionBy), or ``auto``."""
-    if kind in ("auto", "streaming"):
-        try:
-            module = importlib.import_module("reference.spark.shuffle")
-            streaming: ShuffleFn = lambda rdd, n, f: module.streaming_shuffle(rdd, n, partition_func=f)
-            return "streaming", streaming
-        except ImportError:
-            if kind == "streaming":
-                raise PipelineError("--shuffle streaming: reference.spark.shuffle is not available") from None
-    if kind not in ("auto", "spark"):
-        raise PipelineError(f"--shuffle must be auto, streaming or spark, not {kind!r}")
-    return "spark", lambda rdd, n, f: rdd.partitionBy(n, f)
+    """The shuffle to route with: ``streaming`` (the project's) or ``spark`` (partitionBy, as a baseline)."""
+    if kind == "streaming":
+        from reference.spark.shuffle import streaming_shuffle
+
+        return "streaming", lambda rdd, n, f: streaming_shuffle(rdd, n, partition_func=f)
+    if kind == "spark":
+        return "spark", lambda rdd, n, f: rdd.partitionBy(n, f)
+    raise PipelineError(f"--shuffle must be streaming or spark, not {kind!r}")
 
 
 def _spark_context(options: Options, cluster_url: str) -> Any:
