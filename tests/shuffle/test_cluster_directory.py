@@ -60,16 +60,17 @@ class ShuffleCluster:
         return directory
 
 
-def _setting(request: pytest.FixtureRequest) -> str:
+def _conf(request: pytest.FixtureRequest) -> dict[str, str]:
+    """No setting means the in-process cluster; etcd gets a namespace of its own per test."""
     if request.param != "etcd":
-        return "memory"
+        return {}
     server: EtcdServer = request.getfixturevalue("etcd_server")
-    return f"etcd://127.0.0.1:{server.client_port}/shuffle-{uuid.uuid4().hex[:8]}"
+    return {SPARK_CONF_KEY: f"etcd://127.0.0.1:{server.client_port}/shuffle-{uuid.uuid4().hex[:8]}"}
 
 
 @pytest.fixture(params=BACKENDS)
 def cluster(request: pytest.FixtureRequest, no_leaks: None) -> Iterator[ShuffleCluster]:
-    coordinator = directory_from_conf({SPARK_CONF_KEY: _setting(request)})
+    coordinator = directory_from_conf(_conf(request))
     try:
         shard = coordinator.add_shuffle(0, lambda key: None)
         yield ShuffleCluster(coordinator, shard, direct=request.param == "in-process")
