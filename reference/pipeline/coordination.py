@@ -16,9 +16,6 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from reference.cluster.config import open_backend
-from reference.cluster.memory import InProcessCluster
-from reference.cluster.service import ClusterService
 from spec.cluster.errors import RevisionMismatch
 from spec.cluster.interface import ClusterBackend, ClusterProvider
 from spec.cluster.types import Entry, Membership, MetadataOp, NodeId, NodeInfo, NodeState, Revision, Scope, ShardId
@@ -152,26 +149,6 @@ class Member:
             self.node.remove_from_cluster(self.node.node_id)
         finally:
             self.node.close()
-
-
-class ClusterHost:
-    """The driver's cluster: in-process with a TCP service for executors, or an external etcd."""
-
-    def __init__(self, provider: str, host: str = "127.0.0.1") -> None:
-        self._service: ClusterService | None = None
-        if provider == "memory":
-            cluster = InProcessCluster()
-            self._service = ClusterService(cluster, host=host)
-            self.backend: ClusterBackend = cluster
-            self.executor_url = self._service.url
-        else:
-            self.backend = open_backend(provider)
-            self.executor_url = provider
-
-    def close(self) -> None:
-        if self._service is not None:
-            self._service.close()
-        self.backend.close()
 
 
 class RunKeys:

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from reference.pipeline.changes import StreamSpec
-from reference.pipeline.coordination import ClusterHost, Member, RunKeys
+from reference.cluster.config import ClusterHost
+from reference.pipeline.coordination import Member, RunKeys
 from reference.pipeline.oracle import TableDiff, compare, expected_state
 from reference.pipeline.progress import Monitor, SourceDurability
 from reference.pipeline.report import latency_ms, summary_line, throughput, write

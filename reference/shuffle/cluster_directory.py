@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Final, Iterator, Mapping, Sequence
 
 from reference.cluster.config import DEFAULT, SPARK_CONF_KEY, open_backend
-from reference.pipeline.coordination import ClusterHost
+from reference.cluster.config import ClusterHost
 from reference.shuffle.coordinator import Launcher, failure_text
 from spec.cluster.errors import ClusterError, RevisionMismatch
 from spec.cluster.interface import ClusterBackend, ClusterProvider
