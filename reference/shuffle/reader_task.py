@@ -1,17 +1,20 @@
 """The reader task: one connection per writer, driving :class:`spec.shuffle.reader.ReaderMachine`.
 
-One I/O thread discovers writers through the coordinator as they register (every 10 ms, as
+The I/O runs on the task thread, inside the consuming iterator, whenever it has no delivered
+record left: it discovers writers through the coordinator as they register (every 10 ms, as
 Spark's tracker clients poll), connects, reads every connection the machine has not paused and
-writes the machine's credits and acks. Delivered records go to a queue that the consuming
-iterator drains on the task thread; releasing a message gives its bytes back to the writer's
-quota, which may resume reading that connection.
+writes the machine's credits and acks. No second thread means no hand-over of every message
+between threads (under the GIL that hand-over cost more than the protocol work). Releasing a
+message after its last record gives its bytes back to the writer's quota, which may resume
+reading that connection. While the consumer is busy nothing is read, so TCP pushes back on the
+writers as a paused connection would.
 """
 
 from __future__ import annotations
 
-import queue
 import selectors
 import socket
+from collections import deque
 from typing import Generator, Sequence
 
 from reference.shuffle.coordinator import WriterDirectory
@@ -22,8 +25,6 @@ from spec.shuffle import errors
 from spec.shuffle.reader import ReaderMachine
 from spec.shuffle.settings import ShuffleSettings
 from spec.shuffle.steps import Completed, Deliver, Failed, PauseReading, ResumeReading, Send, Step
-
-_END = object()
 
 CONNECT_ATTEMPT_S = 2.0
 """One connection attempt to a writer; failed attempts are retried at each discovery poll."""
@@ -40,7 +41,9 @@ class ReaderTask(TaskBase):
         self.reader_id = reader_id
         self.writer_ids = tuple(writer_ids)
         self.machine = ReaderMachine(key.shuffle_id, reader_id, self.writer_ids, settings, self.clock())
-        self._deliveries: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._deliveries: deque[Deliver] = deque()
+        self._ended = False
+        self._last_lookup = -1.0
         self._paused: set[int] = set()
         self._resumed: set[int] = set()
         self._selector = selectors.DefaultSelector()
@@ -49,12 +52,15 @@ class ReaderTask(TaskBase):
     def records(self) -> Generator[bytes, None, None]:
         """Every record for this reader, each writer's in its order; cleans up however it ends."""
         try:
-            self.run_thread(self._io_loop, "shuffle-reader-io")
+            self._selector.register(self.wakeup_socket, selectors.EVENT_READ, None)
             while True:
-                item = self._next_delivery()
-                if item is _END:
-                    return
-                assert isinstance(item, Deliver)
+                while not self._deliveries:
+                    if self._ended:
+                        return
+                    self._pump()
+                    if self.error is not None:
+                        raise self.error
+                item = self._deliveries.popleft()
                 yield from item.records
                 with self.lock:
                     self._apply(self.machine.release(item.writer_id, item.seq, self.clock()))
@@ -63,29 +69,18 @@ class ReaderTask(TaskBase):
                 self.report(errors.TaskAborted(f"reader {self.reader_id} stopped before the end of its stream"))
             raise
         except BaseException as error:
-            if error is self.error:
-                final = self.final_error()
-            else:
+            if error is not self.error:
                 self.fail(error)
-                final = error
+            final = self.final_error()
             self.report(final)
             if final is error:
                 raise
-            raise final from (None if final.__cause__ else error)
+            raise final from error
         finally:
             with self.lock:
                 self.machine.abort(errors.TaskAborted("reader closed"), self.clock())
             self.shutdown()
             self._selector.close()
-
-    def _next_delivery(self) -> object:
-        while True:
-            if self.error is not None:
-                raise self.error
-            try:
-                return self._deliveries.get(timeout=POLL_S)
-            except queue.Empty:
-                continue
 
     # -- carrying out steps (caller holds the lock) -----------------------------------------------
 
@@ -93,16 +88,15 @@ class ReaderTask(TaskBase):
         """Surface events; return the sends for the I/O thread to write outside the lock."""
         for event in step.events:
             if isinstance(event, Deliver):
-                self._deliveries.put(event)
+                self._deliveries.append(event)
             elif isinstance(event, PauseReading):
                 self._paused.add(event.writer_id)
                 self._resumed.discard(event.writer_id)
             elif isinstance(event, ResumeReading):
                 self._paused.discard(event.writer_id)
                 self._resumed.add(event.writer_id)
-                self.wake()
             elif isinstance(event, Completed):
-                self._deliveries.put(_END)
+                self._ended = True
             elif isinstance(event, Failed):
                 self.fail_locked(event.error)
         return list(step.sends)
@@ -124,26 +118,23 @@ class ReaderTask(TaskBase):
                 self._write(more)
             start = end
 
-    # -- the I/O thread ---------------------------------------------------------------------------
+    # -- I/O, on the task thread whenever the consumer waits for data --------------------------
 
-    def _io_loop(self) -> None:
-        selector = self._selector
-        selector.register(self.wakeup_socket, selectors.EVENT_READ, None)
-        last_lookup = -1.0
-        while not self.cancel.is_set() and not self.machine.done:
-            now = self.clock()
-            if len(self.connections) < len(self.writer_ids) and now - last_lookup >= co.POLL_INTERVAL_S:
-                last_lookup = now
-                self._discover(selector)
+    def _pump(self) -> None:
+        """One round of I/O: discover writers, read what is ready, write credits and acks."""
+        now = self.clock()
+        discovering = len(self.connections) < len(self.writer_ids)
+        if discovering and now - self._last_lookup >= co.POLL_INTERVAL_S:
+            self._last_lookup = now
+            self._discover(self._selector)
+        else:
+            self.poll_peer_failure(now)
+        for key, _ in self._selector.select(co.POLL_INTERVAL_S if discovering else POLL_S):
+            if key.fileobj is self.wakeup_socket:
+                self.drain_wakeups()
             else:
-                self.poll_peer_failure(now)
-            for key, _ in selector.select(co.POLL_INTERVAL_S if len(self.connections) < len(self.writer_ids)
-                                          else POLL_S):
-                if key.fileobj is self.wakeup_socket:
-                    self.drain_wakeups()
-                else:
-                    self._receive(key.data)
-            self._update_interest()
+                self._receive(key.data)
+        self._update_interest()
 
     def _discover(self, selector: selectors.BaseSelector) -> None:
         found = self.directory.lookup(self.key)

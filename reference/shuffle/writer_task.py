@@ -1,10 +1,12 @@
 """The writer task: a TCP server per task driving :class:`spec.shuffle.writer.WriterMachine`.
 
-Threads: the task thread produces records (and blocks while the machine reports no permits);
-one I/O thread accepts readers, receives credits and acks, runs the machine's timer and polls
-the coordinator for failures; one sender thread per bound reader writes that reader's messages in
-machine order and reports each completed write back (which returns the permits). The producer
-never touches a socket, so a slow reader slows it only through the machine's permits.
+Threads: the task thread produces records, writes the DATA its own writes flushed (blocking on
+the socket as Spark's producer blocks on permits) and waits while the machine reports no permits;
+one I/O thread accepts readers, receives credits and acks, runs the machine's timer and polls the
+coordinator for failures, and never writes to a socket (so credits and acks are always drained);
+one sender thread per bound reader writes what the I/O thread's steps queued (timer flushes, data
+queued before the bind). Each connection's queue is written by one thread at a time, in machine
+order, and every completed DATA write is reported back to the machine (which returns permits).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ class WriterStats:
     records: int = 0
     messages_sent: int = 0
     bytes_sent: int = 0
+    """DATA payload bytes written."""
     peak_held_bytes: int = 0
     """Most bytes the writer held at once: open buffers plus DATA not yet written to a socket."""
     blocked_count: int = 0
@@ -44,6 +47,8 @@ class _Outbox:
     sends: deque[Send] = field(default_factory=deque)
     ready: threading.Condition | None = None
     held_bytes: int = 0
+    busy: bool = False
+    """A thread is writing this box (the producer or the box's sender thread)."""
 
 
 class WriterTask(TaskBase):
@@ -58,6 +63,7 @@ class WriterTask(TaskBase):
         self.machine = WriterMachine(key.shuffle_id, writer_id, num_readers, settings, self.clock())
         self.stats = WriterStats()
         self._outboxes: dict[int, _Outbox] = {}
+        self._touched: list[_Outbox] = []
         self._blocked = False
         self._completed = False
         self._deadline: float | None = None
@@ -100,8 +106,9 @@ class WriterTask(TaskBase):
             while self._blocked and self.error is None:
                 self.changed.wait(POLL_S)
             self._raise_if_failed()
-            self._apply(self.machine.write(reader_id, record, self.clock()))
+            self._apply(self.machine.write(reader_id, record, self.clock()), direct=True)
             self.stats.records += 1
+            self._drain_touched()
 
     def finish(self) -> None:
         """End of input: terminate every stream and wait (as Spark does, without a time limit) for the acks."""
@@ -109,7 +116,8 @@ class WriterTask(TaskBase):
             while self._blocked and self.error is None:
                 self.changed.wait(POLL_S)
             self._raise_if_failed()
-            self._apply(self.machine.finish(self.clock()))
+            self._apply(self.machine.finish(self.clock()), direct=True)
+            self._drain_touched()
             while not self._completed and self.error is None:
                 self.changed.wait(POLL_S)
             self._raise_if_failed()
@@ -120,7 +128,9 @@ class WriterTask(TaskBase):
 
     # -- carrying out steps (caller holds the lock) -----------------------------------------------
 
-    def _apply(self, step: Step) -> None:
+    def _apply(self, step: Step, direct: bool = False) -> None:
+        """Queue sends and surface events. ``direct``: the producer will write the sends itself
+        (no hand-over to a sender thread, which under the GIL costs more than the write)."""
         for send in step.sends:
             box = self._outboxes[id(send.conn)] if send.conn is not None else None
             if box is None:
@@ -128,8 +138,11 @@ class WriterTask(TaskBase):
             box.sends.append(send)
             if send.notify:
                 box.held_bytes += len(getattr(send.message, "payload", b""))
-            assert box.ready is not None
-            box.ready.notify()
+            if direct:
+                self._touched.append(box)
+            else:
+                assert box.ready is not None
+                box.ready.notify()
         for event in step.events:
             if isinstance(event, ProducerBlocked):
                 self._blocked = True
@@ -218,24 +231,49 @@ class WriterTask(TaskBase):
     # -- sender threads ---------------------------------------------------------------------------
 
     def _send_loop(self, box: _Outbox) -> None:
+        """Writes what the I/O thread queued (flush timer, bind), when the producer is not writing."""
         assert box.ready is not None
-        while True:
-            with self.lock:
-                while not box.sends and not self.cancel.is_set():
+        with self.lock:
+            while not self.cancel.is_set():
+                if box.sends and not box.busy:
+                    self._drain(box)
+                else:
                     box.ready.wait(POLL_S)
-                if self.cancel.is_set():
-                    return
+
+    def _drain_touched(self) -> None:
+        """Producer (lock held): write what its own step queued, unless a sender is already at it."""
+        touched, self._touched = self._touched, []
+        for box in touched:
+            if box.sends and not box.busy:
+                self._drain(box)
+            elif box.sends:
+                assert box.ready is not None
+                box.ready.notify()
+
+    def _drain(self, box: _Outbox) -> None:
+        """Write ``box`` empty in machine order; the lock is released around each socket write.
+
+        Only one thread drains a box at a time (``busy``), so frames never interleave or reorder.
+        """
+        box.busy = True
+        try:
+            while box.sends and not self.cancel.is_set():
                 batch = list(box.sends)
                 box.sends.clear()
-            box.conn.send([s.message for s in batch])
-            now = self.clock()
-            with self.lock:
+                self.lock.release()
+                try:
+                    box.conn.send([s.message for s in batch])
+                finally:
+                    self.lock.acquire()
+                now = self.clock()
                 self.stats.messages_sent += len(batch)
-                self.stats.bytes_sent = sum(c.bytes_sent for c in self.connections.values())
+                self.stats.bytes_sent += sum(len(getattr(s.message, "payload", b"")) for s in batch)
                 for send in batch:
                     if send.notify:
                         box.held_bytes -= len(getattr(send.message, "payload", b""))
                         self._apply(self.machine.send_completed(send.peer, send.message.seq, now))
+        finally:
+            box.busy = False
 
     # -- shutdown ---------------------------------------------------------------------------------
 
