@@ -58,6 +58,8 @@ class TaskOptions:
     """Applied to outgoing messages after the machine made them (fault-injection tests)."""
     max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH
     connect_timeout_s: float = 60.0
+    ack_timeout_ms: int = -1
+    """Writer: bound on the wait for termination acks (-1: wait forever, as Spark 4.3.0 does)."""
 
 
 def describe(error: BaseException) -> str:

@@ -60,7 +60,8 @@ class WriterTask(TaskBase):
                  directory: WriterDirectory, options: TaskOptions = TaskOptions()) -> None:
         super().__init__(key, writer_id, directory, options)
         self.writer_id = writer_id
-        self.machine = WriterMachine(key.shuffle_id, writer_id, num_readers, settings, self.clock())
+        self.machine = WriterMachine(key.shuffle_id, writer_id, num_readers, settings, self.clock(),
+                                     ack_timeout_ms=options.ack_timeout_ms)
         self.stats = WriterStats()
         self._outboxes: dict[int, _Outbox] = {}
         self._touched: list[_Outbox] = []
