@@ -4,7 +4,12 @@ Spark 4.3.0's own classes are the ground truth for the streaming shuffle, so the
 against them: the Java sources are compiled at first use with ``javac`` against ``pyspark/jars/*`` into a
 cache directory keyed by the sources and the jar list (class files are never committed), then run as one
 long-lived process speaking JSON lines (one request per stdin line, one answer per stdout line; Spark's
-logging goes to stderr, kept in a log file for error messages). Every read has a deadline.
+logging and the JVM's own warnings go to stderr, kept in a log file for error messages). Every read has a
+deadline.
+
+Start-up is mostly class loading, so the first clean exit of each program leaves a class-data-sharing
+archive (``-XX:ArchiveClassesAtExit``) next to the compiled classes, and later runs map it
+(``-XX:SharedArchiveFile``); a stale or unusable archive is ignored by the JVM (``-Xshare:auto``).
 
 Messages cross the pipe in :mod:`spec.shuffle.jsonform`'s JSON form (the codec CLI's and the vectors'),
 64-bit fields as decimal strings so Java longs survive.
@@ -21,6 +26,8 @@ import shutil
 import subprocess
 import tempfile
 import threading
+import uuid
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -30,9 +37,16 @@ from spec.shuffle.jsonform import from_json, to_json
 from spec.shuffle.messages import Message
 
 JVM_SOURCES: Final = Path(__file__).parent / "jvm"
-JVM_OPTIONS: Final = ("-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto")
+JVM_OPTIONS: Final = ("-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
+                       "-Xlog:disable", "-Xlog:all=warning:stderr")
+"""``-Xlog``: the JVM logs warnings to stdout by default, which would break the JSON-lines protocol."""
 STARTUP_TIMEOUT_S: Final = 120.0
 REQUEST_TIMEOUT_S: Final = 60.0
+EXIT_TIMEOUT_S: Final = 10.0
+ARCHIVING_EXIT_TIMEOUT_S: Final = 60.0
+"""Writing the class-data archive at exit takes a few seconds more."""
+CLASSES_JAR: Final = "classes.jar"
+"""The compiled classes, as a jar: class-data sharing refuses directories on the class path."""
 
 Json = dict[str, Any]
 
@@ -81,9 +95,10 @@ def _cache_root() -> Path:
 
 
 def compile_sources(jdk: Jdk, jars: Path, cache_root: Path | None = None) -> Path:
-    """Compile ``conformance/jvm/*.java`` once per (sources, jar list, javac) and return the class dir."""
+    """Compile ``conformance/jvm/*.java`` once per (sources, jar list, javac); return the cache dir holding
+    :data:`CLASSES_JAR`."""
     sources = sorted(JVM_SOURCES.glob("*.java"))
-    digest = hashlib.sha256(str(jdk.javac.resolve()).encode())
+    digest = hashlib.sha256(CLASSES_JAR.encode() + b"\0" + str(jdk.javac.resolve()).encode())
     for source in sources:
         digest.update(source.name.encode() + b"\0" + source.read_bytes())
     for jar in sorted(jars.glob("*.jar")):
@@ -102,6 +117,12 @@ def compile_sources(jdk: Jdk, jars: Path, cache_root: Path | None = None) -> Pat
         )
         if result.returncode != 0:
             raise BridgeError(f"javac failed:\n{result.stderr[-4000:]}")
+        classes = sorted(staging.glob("*.class"))
+        with zipfile.ZipFile(staging / CLASSES_JAR, "w") as bundle:
+            for path in classes:
+                bundle.write(path, path.name)
+        for path in classes:
+            path.unlink()
         (staging / "COMPILED").write_text("ok\n")
         try:
             staging.rename(target)
@@ -116,17 +137,28 @@ def compile_sources(jdk: Jdk, jars: Path, cache_root: Path | None = None) -> Pat
 class JsonLinesProcess:
     """One Java main class from ``conformance/jvm`` run as a JSON-lines peer; use as a context manager.
 
-    ``ready`` holds the process's first line, ``{"ready": true, ...}``.
+    ``ready`` holds the process's first line, ``{"ready": true, ...}``. Requests may be sent from any
+    thread; answers are read in order with :meth:`next_line`.
     """
 
     def __init__(self, main_class: str, args: Sequence[str] = (), *, jdk: Jdk | None = None,
                  startup_timeout: float = STARTUP_TIMEOUT_S) -> None:
         self.jdk = jdk or find_jdk()
         jars = spark_jars()
-        classes = compile_sources(self.jdk, jars)
+        cache = compile_sources(self.jdk, jars)
+        self._archive = cache / f"{main_class}.jsa"
+        self._archiving: Path | None = None
+        if self._archive.is_file():
+            sharing = f"-XX:SharedArchiveFile={self._archive}"
+        else:
+            self._archiving = cache / f"{main_class}.{uuid.uuid4().hex}.jsa.part"
+            sharing = f"-XX:ArchiveClassesAtExit={self._archiving}"
         self._log: IO[str] = tempfile.TemporaryFile("w+", prefix=f"{main_class}-", suffix=".log")
+        self._log_lock = threading.Lock()
+        self._final_tail: str | None = None
+        self._send_lock = threading.Lock()
         self._process = subprocess.Popen(
-            [str(self.jdk.java), *JVM_OPTIONS, "-cp", f"{classes}{os.pathsep}{jars / '*'}",
+            [str(self.jdk.java), *JVM_OPTIONS, sharing, "-cp", f"{cache / CLASSES_JAR}{os.pathsep}{jars / '*'}",
              main_class, *args],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True, bufsize=1,
         )
@@ -143,15 +175,26 @@ class JsonLinesProcess:
 
     def _pump(self) -> None:
         assert self._process.stdout is not None
-        for line in self._process.stdout:
-            self._lines.put(line)
+        try:
+            for line in self._process.stdout:
+                self._lines.put(line)
+        except (OSError, ValueError):  # stdout closed under us: the process is gone either way
+            pass
         self._lines.put(None)
 
+    @property
+    def ended(self) -> bool:
+        """True once the process has exited."""
+        return self._process.poll() is not None
+
     def stderr_tail(self, limit: int = 4000) -> str:
-        """The end of the process's stderr (Spark's log), for error messages."""
-        self._log.flush()
-        self._log.seek(0)
-        return self._log.read()[-limit:]
+        """The end of the process's stderr (Spark's log), for error messages; still available after close."""
+        with self._log_lock:
+            if self._final_tail is not None:
+                return self._final_tail[-limit:]
+            self._log.flush()
+            self._log.seek(0)
+            return self._log.read()[-limit:]
 
     def send(self, request: Json) -> None:
         """Write one request line (answers, if any, are read with :meth:`next_line`)."""
@@ -159,9 +202,10 @@ class JsonLinesProcess:
         if stdin is None or self._process.poll() is not None:
             raise BridgeError(f"Java process has exited\n{self.stderr_tail()}")
         try:
-            stdin.write(json.dumps(request) + "\n")
-            stdin.flush()
-        except OSError as exc:
+            with self._send_lock:
+                stdin.write(json.dumps(request) + "\n")
+                stdin.flush()
+        except (OSError, ValueError) as exc:
             raise BridgeError(f"Java process closed its input: {exc}\n{self.stderr_tail()}") from exc
 
     def next_line(self, timeout: float = REQUEST_TIMEOUT_S) -> Json:
@@ -184,20 +228,40 @@ class JsonLinesProcess:
         return self.next_line(timeout)
 
     def close(self) -> None:
-        """Close stdin (the Java side exits at end of input); kill it if it does not within 10 s."""
-        if self._process.stdin is not None and not self._process.stdin.closed:
-            try:
-                self._process.stdin.close()
-            except OSError:
-                pass
+        """Close stdin (the Java side exits at end of input; kill it if it does not in time), let the stdout
+        reader finish, keep the class-data archive of a clean exit, then close the log."""
+        with self._send_lock:
+            if self._process.stdin is not None and not self._process.stdin.closed:
+                try:
+                    self._process.stdin.close()
+                except OSError:
+                    pass
         try:
-            self._process.wait(timeout=10)
+            self._process.wait(timeout=ARCHIVING_EXIT_TIMEOUT_S if self._archiving else EXIT_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             self._process.kill()
-            self._process.wait(timeout=10)
-        if self._process.stdout is not None:
+            self._process.wait(timeout=EXIT_TIMEOUT_S)
+        self._reader.join(timeout=EXIT_TIMEOUT_S)
+        if self._process.stdout is not None and not self._reader.is_alive():
             self._process.stdout.close()
-        self._log.close()
+        if self._archiving is not None:
+            self._keep_archive(self._archiving)
+            self._archiving = None
+        with self._log_lock:
+            if self._final_tail is None:
+                self._log.flush()
+                self._log.seek(0)
+                self._final_tail = self._log.read()[-16000:]
+                self._log.close()
+
+    def _keep_archive(self, written: Path) -> None:
+        try:
+            if self._process.returncode == 0 and written.is_file():
+                os.replace(written, self._archive)  # atomic: a concurrent run maps either copy whole
+        except OSError:
+            pass  # a read-only cache only costs start-up time
+        finally:
+            written.unlink(missing_ok=True)
 
     def __enter__(self) -> JsonLinesProcess:
         return self

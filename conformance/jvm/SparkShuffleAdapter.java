@@ -1,4 +1,5 @@
 import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.Unpooled;
@@ -36,40 +37,99 @@ import scala.runtime.BoxedUnit;
  * Spark 4.3.0's real streaming-shuffle handlers on Spark's real transport, driven over JSON lines, so the
  * conformance suite can test Spark itself.
  *
- * <p>{@code writer WRITER_ID NUM_READERS SHUFFLE_ID CONNECTION_TIMEOUT_MS CHECKSUM}: Spark as the writer side.
- * A {@link StreamingShuffleServerHandler} served by a {@link TransportServer} on 127.0.0.1, port 0. The
- * handler's bind futures, the ack callback and the ErrorNotifier are Spark's; StreamingShuffleWriter itself
- * needs a SparkEnv, a ShuffleHandle and a live task, so its send path (ShardState.send: seq numbering, the
- * pre-bind queue chained on the bind future, the connection timeout) and its ack check
- * (onTerminationAckReceived) are transcribed here from its bytecode, raising Spark's own exceptions.
- * Commands: {"op":"data","reader_id":r,"payload":hex} (checksum by ShuffleChecksum when CHECKSUM, else 0),
- * {"op":"terminate","reader_id":r}. Events: ready(port), bound, written, ack, all_acks, error.
+ * <p>One process serves many peers, each a Spark writer or reader side with its own handler, ErrorNotifier,
+ * TransportContext, server or client factory (so its own event loops and connections), named by an id the
+ * driver chooses. Every command and every event carries that {@code peer} id, so peers running at the same
+ * time never mix; a closed peer reports nothing more. Start-up (JVM, Spark's classes) is paid once per run.
  *
- * <p>{@code reader HOST PORT WRITER_ID READER_ID SHUFFLE_ID QUOTA_BYTES CHECKSUM MANUAL}: Spark as the reader
- * side. A {@link StreamingShuffleClientHandler} on a client from {@link TransportClientFactory}; a consumer
- * thread takes from its queue as StreamingShuffleReader does (checksum verification transcribed, using
- * Spark's ShuffleChecksum and condition) and releases each DATA (returning quota) unless MANUAL, in which
- * case {"op":"consume","count":n} releases the oldest n. Events: ready, connected, data, termination,
- * ack_written, closed, error.
+ * <p>{"op":"writer","peer":p,"writer_id","num_readers","shuffle_id","connection_timeout_ms","checksum"}: Spark
+ * as the writer side. A {@link StreamingShuffleServerHandler} served by a {@link TransportServer} on
+ * 127.0.0.1, port 0. The handler's bind futures, the ack callback and the ErrorNotifier are Spark's;
+ * StreamingShuffleWriter itself needs a SparkEnv, a ShuffleHandle and a live task, so its send path
+ * (ShardState.send: seq numbering, the pre-bind queue chained on the bind future, the connection timeout) and
+ * its ack check (onTerminationAckReceived) are transcribed here from its bytecode, raising Spark's own
+ * exceptions. Then {"op":"data","peer":p,"reader_id":r,"payload":hex} (checksum by ShuffleChecksum when
+ * checksum, else 0) and {"op":"terminate","peer":p,"reader_id":r}. Events: ready(port), bound, written, ack,
+ * all_acks, error.
  *
- * <p>End of stdin shuts everything down and exits.
+ * <p>{"op":"reader","peer":p,"host","port","writer_id","reader_id","shuffle_id","quota","checksum","manual"}:
+ * Spark as the reader side. A {@link StreamingShuffleClientHandler} on a client from
+ * {@link TransportClientFactory} (connected on its own thread); a consumer thread takes from its queue as
+ * StreamingShuffleReader does (checksum verification transcribed, using Spark's ShuffleChecksum and
+ * condition) and releases each DATA (returning quota) unless manual, in which case
+ * {"op":"consume","peer":p,"count":n} releases the oldest n. Events: ready, connected, connect_failed, data,
+ * termination, ack_written, closed, error.
+ *
+ * <p>{"op":"close","peer":p} shuts a peer's server or client, event loops and threads down and answers
+ * {"event":"stopped","peer":p} as its last event. {"op":"status","peer":t} answers
+ * {"event":"status","peer":t,"peers":[ids of the open peers]}.
+ * A rejected command answers command_failed. End of stdin closes every peer and exits.
  */
 public final class SparkShuffleAdapter {
+  private final Map<Integer, Peer> peers = new HashMap<>();
+
   private SparkShuffleAdapter() {}
 
   public static void main(String[] args) throws Exception {
     Wire.reserveStdout();
-    if (args.length > 0 && args[0].equals("writer")) {
-      new WriterSide(Integer.parseInt(args[1]), Integer.parseInt(args[2]), Integer.parseInt(args[3]),
-          Long.parseLong(args[4]), Boolean.parseBoolean(args[5])).run();
-    } else if (args.length > 0 && args[0].equals("reader")) {
-      new ReaderSide(args[1], Integer.parseInt(args[2]), Integer.parseInt(args[3]), Integer.parseInt(args[4]),
-          Integer.parseInt(args[5]), Long.parseLong(args[6]), Boolean.parseBoolean(args[7]),
-          Boolean.parseBoolean(args[8])).run();
-    } else {
-      throw new IllegalArgumentException("usage: SparkShuffleAdapter writer|reader ...");
-    }
+    new SparkShuffleAdapter().serve();
     System.exit(0);
+  }
+
+  private void serve() throws Exception {
+    BufferedReader in = Wire.stdin();
+    Wire.emit(Wire.object().put("ready", true));
+    try {
+      for (String line = in.readLine(); line != null; line = in.readLine()) {
+        if (!line.isBlank()) {
+          command(Wire.JSON.readTree(line));
+        }
+      }
+    } finally {
+      for (Peer peer : peers.values()) {
+        peer.close();
+      }
+    }
+  }
+
+  private void command(JsonNode request) {
+    JsonNode id = request.get("peer");
+    try {
+      String op = request.get("op").asText();
+      int peerId = id.asInt();
+      if (op.equals("status")) {
+        ObjectNode status = event("status").put("peer", peerId);
+        ArrayNode open = status.putArray("peers");
+        peers.keySet().forEach(open::add);
+        Wire.emit(status);
+      } else if (op.equals("writer") || op.equals("reader")) {
+        if (peers.containsKey(peerId)) {
+          throw new IllegalArgumentException("peer " + peerId + " is already open");
+        }
+        System.err.println("[adapter] peer " + peerId + ": " + request);
+        peers.put(peerId, op.equals("writer") ? new WriterSide(peerId, request) : new ReaderSide(peerId, request));
+      } else if (op.equals("close")) {
+        Peer peer = peers.remove(peerId);
+        if (peer != null) {
+          peer.close();
+        }
+        Wire.emit(event("stopped").put("peer", peerId));
+        System.err.println("[adapter] peer " + peerId + " stopped");
+      } else {
+        Peer peer = peers.get(peerId);
+        if (peer == null) {
+          throw new IllegalArgumentException("no open peer " + peerId);
+        }
+        peer.command(op, request);
+      }
+    } catch (Exception e) {
+      ObjectNode line = event("command_failed");
+      if (id != null) {
+        line.put("peer", id.asInt());
+      }
+      line.setAll(Wire.describe(e));
+      Wire.emit(line);
+    }
   }
 
   static TransportConf transportConf() {
@@ -84,8 +144,46 @@ public final class SparkShuffleAdapter {
     return Wire.object().put("event", name);
   }
 
+  /** One writer or reader side; its events carry its id and stop once it is closed. */
+  abstract static class Peer {
+    final int id;
+    final ErrorNotifier notifier = new ReportingNotifier(this);
+    private final Object emitting = new Object();
+    private boolean closed;
+
+    Peer(int id) {
+      this.id = id;
+    }
+
+    final void emit(ObjectNode line) {
+      synchronized (emitting) {
+        if (!closed) {
+          Wire.emit(line.put("peer", id));
+        }
+      }
+    }
+
+    abstract void command(String op, JsonNode request);
+
+    /** Stops reporting, then releases everything the peer holds; returns when its sockets are closed. */
+    final void close() {
+      synchronized (emitting) {
+        closed = true;
+      }
+      shutdown();
+    }
+
+    abstract void shutdown();
+  }
+
   /** Spark's ErrorNotifier, reporting every error it is given. */
   static final class ReportingNotifier extends ErrorNotifier {
+    private final Peer peer;
+
+    ReportingNotifier(Peer peer) {
+      this.peer = peer;
+    }
+
     @Override
     public void markError(Throwable error) {
       Throwable cause = error;
@@ -94,30 +192,32 @@ public final class SparkShuffleAdapter {
       }
       ObjectNode line = event("error");
       line.setAll(Wire.describe(cause));
-      Wire.emit(line);
+      peer.emit(line);
       super.markError(error);
     }
   }
 
-  static final class WriterSide {
+  static final class WriterSide extends Peer {
     private final int writerId;
     private final int numReaders;
     private final int shuffleId;
     private final long connectionTimeoutMs;
     private final boolean checksumEnabled;
-    private final ErrorNotifier notifier = new ReportingNotifier();
     private final AtomicLong[] lastSent;
     private final AtomicBoolean[] ackReceived;
     private final Object[] clients;
     private final StreamingShuffleServerHandler handler;
+    private final TransportContext context;
+    private final TransportServer server;
     private int acks;
 
-    WriterSide(int writerId, int numReaders, int shuffleId, long connectionTimeoutMs, boolean checksumEnabled) {
-      this.writerId = writerId;
-      this.numReaders = numReaders;
-      this.shuffleId = shuffleId;
-      this.connectionTimeoutMs = connectionTimeoutMs;
-      this.checksumEnabled = checksumEnabled;
+    WriterSide(int id, JsonNode request) {
+      super(id);
+      this.writerId = request.get("writer_id").asInt();
+      this.numReaders = request.get("num_readers").asInt();
+      this.shuffleId = request.get("shuffle_id").asInt();
+      this.connectionTimeoutMs = request.get("connection_timeout_ms").asLong();
+      this.checksumEnabled = request.get("checksum").asBoolean();
       this.lastSent = new AtomicLong[numReaders];
       this.ackReceived = new AtomicBoolean[numReaders];
       this.clients = new Object[numReaders];
@@ -128,6 +228,14 @@ public final class SparkShuffleAdapter {
           return BoxedUnit.UNIT;
         }
       }, shuffleId, numReaders, null, notifier);
+      for (int r = 0; r < numReaders; r++) {
+        lastSent[r] = new AtomicLong(-1);
+        ackReceived[r] = new AtomicBoolean(false);
+        clients[r] = bindFuture(r);
+      }
+      this.context = new TransportContext(transportConf(), handler);
+      this.server = context.createServer("127.0.0.1", 0, List.of());
+      emit(event("ready").put("role", "writer").put("port", server.getPort()));
     }
 
     /** StreamingShuffleWriter.onTerminationAckReceived, transcribed: check the seq first, count once. */
@@ -138,12 +246,12 @@ public final class SparkShuffleAdapter {
             StreamingShuffleMessageType.TERMINATION_ACK_MESSAGE, writerId, readerId, expected, seq);
       }
       boolean counted = ackReceived[readerId].compareAndSet(false, true);
-      Wire.emit(event("ack").put("reader_id", readerId).put("seq", Long.toString(seq)).put("counted", counted));
+      emit(event("ack").put("reader_id", readerId).put("seq", Long.toString(seq)).put("counted", counted));
       if (counted) {
         synchronized (this) {
           acks += 1;
           if (acks == numReaders) {
-            Wire.emit(event("all_acks"));
+            emit(event("all_acks"));
           }
         }
       }
@@ -152,7 +260,7 @@ public final class SparkShuffleAdapter {
     /** ShardState's constructor, transcribed: the bind future, with Spark's timeout when one is set. */
     private CompletableFuture<TransportClient> bindFuture(int readerId) {
       CompletableFuture<TransportClient> bound = handler.futureClients()[readerId];
-      bound.thenAccept(client -> Wire.emit(event("bound").put("reader_id", readerId)
+      bound.thenAccept(client -> emit(event("bound").put("reader_id", readerId)
           .put("remote", String.valueOf(client.getSocketAddress()))));
       if (connectionTimeoutMs == -1) {
         return bound;
@@ -196,138 +304,133 @@ public final class SparkShuffleAdapter {
         if (!future.isSuccess()) {
           notifier.markError(future.cause());
         }
-        Wire.emit(event("written").put("reader_id", readerId).put("seq", Long.toString(seq)).put("type", type)
+        emit(event("written").put("reader_id", readerId).put("seq", Long.toString(seq)).put("type", type)
             .put("ok", future.isSuccess()));
       });
     }
 
-    void run() throws Exception {
-      for (int r = 0; r < numReaders; r++) {
-        lastSent[r] = new AtomicLong(-1);
-        ackReceived[r] = new AtomicBoolean(false);
-        clients[r] = bindFuture(r);
-      }
-      TransportContext context = new TransportContext(transportConf(), handler);
-      TransportServer server = context.createServer("127.0.0.1", 0, List.of());
-      Wire.emit(Wire.object().put("ready", true).put("role", "writer").put("port", server.getPort()));
-      BufferedReader in = Wire.stdin();
-      try {
-        for (String line = in.readLine(); line != null; line = in.readLine()) {
-          if (!line.isBlank()) {
-            command(Wire.JSON.readTree(line));
-          }
+    @Override
+    void command(String op, JsonNode request) {
+      int readerId = request.get("reader_id").asInt();
+      if (op.equals("data")) {
+        byte[] payload = Wire.unhex(request.get("payload").asText());
+        ByteBuf data = Unpooled.wrappedBuffer(payload);
+        long checksum = 0;
+        if (checksumEnabled) {
+          ShuffleChecksum crc = new ShuffleChecksum();
+          crc.updateChecksum(data, 0, payload.length);
+          checksum = crc.getValue();
         }
-      } finally {
-        server.close();
-        context.close();
+        send(readerId, new DataMessage(writerId, readerId, payload.length, data, checksum));
+      } else if (op.equals("terminate")) {
+        send(readerId, new TerminationControlMessage(writerId, readerId));
+      } else {
+        throw new IllegalArgumentException("unknown writer op " + op);
       }
     }
 
-    private void command(JsonNode request) {
-      String op = request.get("op").asText();
-      int readerId = request.get("reader_id").asInt();
-      try {
-        if (op.equals("data")) {
-          byte[] payload = Wire.unhex(request.get("payload").asText());
-          ByteBuf data = Unpooled.wrappedBuffer(payload);
-          long checksum = 0;
-          if (checksumEnabled) {
-            ShuffleChecksum crc = new ShuffleChecksum();
-            crc.updateChecksum(data, 0, payload.length);
-            checksum = crc.getValue();
-          }
-          send(readerId, new DataMessage(writerId, readerId, payload.length, data, checksum));
-        } else if (op.equals("terminate")) {
-          send(readerId, new TerminationControlMessage(writerId, readerId));
-        } else {
-          throw new IllegalArgumentException("unknown op " + op);
-        }
-      } catch (RuntimeException e) {
-        ObjectNode line = event("command_failed");
-        line.setAll(Wire.describe(e));
-        Wire.emit(line);
+    /** Cancels pending binds (their timers and queued sends go), closes the server and its connections. */
+    @Override
+    void shutdown() {
+      for (CompletableFuture<TransportClient> bound : handler.futureClients()) {
+        bound.cancel(false);
       }
+      server.close();
+      context.close();
     }
   }
 
-  static final class ReaderSide {
+  static final class ReaderSide extends Peer {
     private final String host;
     private final int port;
     private final int writerId;
-    private final int readerId;
-    private final int shuffleId;
-    private final long quota;
     private final boolean checksumEnabled;
     private final boolean manual;
-    private final ErrorNotifier notifier = new ReportingNotifier();
     private final LinkedBlockingQueue<StreamingShuffleMessage> queue = new LinkedBlockingQueue<>();
     private final ArrayDeque<DataMessage> held = new ArrayDeque<>();
+    private final TransportContext context;
+    private final TransportClientFactory factory;
+    private final Thread consumer;
+    private final Thread connector;
+    private volatile TransportClient client;
 
-    ReaderSide(String host, int port, int writerId, int readerId, int shuffleId, long quota,
-        boolean checksumEnabled, boolean manual) {
-      this.host = host;
-      this.port = port;
-      this.writerId = writerId;
-      this.readerId = readerId;
-      this.shuffleId = shuffleId;
-      this.quota = quota;
-      this.checksumEnabled = checksumEnabled;
-      this.manual = manual;
-    }
-
-    void run() throws Exception {
-      StreamingShuffleClientHandler handler = new StreamingShuffleClientHandler(
-          writerId, readerId, queue, shuffleId, quota, null, notifier) {
+    ReaderSide(int id, JsonNode request) {
+      super(id);
+      this.host = request.get("host").asText();
+      this.port = request.get("port").asInt();
+      this.writerId = request.get("writer_id").asInt();
+      this.checksumEnabled = request.get("checksum").asBoolean();
+      this.manual = request.get("manual").asBoolean();
+      StreamingShuffleClientHandler handler = new StreamingShuffleClientHandler(writerId,
+          request.get("reader_id").asInt(), queue, request.get("shuffle_id").asInt(), request.get("quota").asLong(),
+          null, notifier) {
         @Override
         public void channelInactive(TransportClient client) {
           super.channelInactive(client);
-          Wire.emit(event("closed").put("writer_id", writerId));
+          emit(event("closed").put("writer_id", writerId));
         }
       };
       handler.setOnTermAckResponseHandler(new AbstractFunction1<Object, BoxedUnit>() {
         @Override
         public BoxedUnit apply(Object writer) {
-          Wire.emit(event("ack_written").put("writer_id", (Integer) writer));
+          emit(event("ack_written").put("writer_id", (Integer) writer));
           return BoxedUnit.UNIT;
         }
       });
-      Thread consumer = new Thread(this::consume, "streaming-shuffle-consumer");
-      consumer.setDaemon(true);
+      this.context = new TransportContext(transportConf(), handler);
+      this.factory = context.createClientFactory();
+      this.consumer = new Thread(this::consume, "streaming-shuffle-consumer-" + id);
+      this.consumer.setDaemon(true);
+      this.connector = new Thread(this::connect, "streaming-shuffle-connect-" + id);
+      this.connector.setDaemon(true);
       consumer.start();
-      TransportContext context = new TransportContext(transportConf(), handler);
-      TransportClientFactory factory = context.createClientFactory();
-      Wire.emit(Wire.object().put("ready", true).put("role", "reader"));
-      TransportClient client = null;
+      emit(event("ready").put("role", "reader"));
+      connector.start();
+    }
+
+    private void connect() {
       try {
         client = factory.createClient(host, port);
-        Wire.emit(event("connected").put("local", String.valueOf(client.getChannel().localAddress())));
+        emit(event("connected").put("local", String.valueOf(client.getChannel().localAddress())));
       } catch (Exception e) {
         ObjectNode line = event("connect_failed");
         line.setAll(Wire.describe(e));
-        Wire.emit(line);
+        emit(line);
       }
-      BufferedReader in = Wire.stdin();
-      try {
-        for (String line = in.readLine(); line != null; line = in.readLine()) {
-          if (!line.isBlank()) {
-            JsonNode request = Wire.JSON.readTree(line);
-            if (request.get("op").asText().equals("consume")) {
-              release(request.get("count").asInt());
-            }
-          }
-        }
-      } finally {
-        if (client != null) {
-          client.close();
-        }
-        factory.close();
-        context.close();
+    }
+
+    @Override
+    void command(String op, JsonNode request) {
+      if (!op.equals("consume")) {
+        throw new IllegalArgumentException("unknown reader op " + op);
       }
+      release(request.get("count").asInt());
     }
 
     private synchronized void release(int count) {
       for (int i = 0; i < count && !held.isEmpty(); i++) {
         held.pollFirst().release();
+      }
+    }
+
+    /** Stops the consumer, closes the connection (a connect still under way fails with the factory). */
+    @Override
+    void shutdown() {
+      consumer.interrupt();
+      factory.close();
+      try {
+        connector.join(10_000);
+        consumer.join(10_000);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+      if (client != null) {
+        client.close();
+      }
+      context.close();
+      release(Integer.MAX_VALUE);
+      for (StreamingShuffleMessage message = queue.poll(); message != null; message = queue.poll()) {
+        message.release();
       }
     }
 
@@ -342,7 +445,7 @@ public final class SparkShuffleAdapter {
               continue;
             }
             ByteBuf payload = data.getRecordData();
-            Wire.emit(event("data").put("writer_id", data.shuffleWriterId).put("seq", Long.toString(data.getSeqNum()))
+            emit(event("data").put("writer_id", data.shuffleWriterId).put("seq", Long.toString(data.getSeqNum()))
                 .put("checksum", Long.toString(data.checksum)).put("payload", Wire.hex(Wire.bytes(payload))));
             synchronized (this) {
               held.addLast(data);
@@ -351,7 +454,7 @@ public final class SparkShuffleAdapter {
               release(1);
             }
           } else {
-            Wire.emit(event("termination").put("writer_id", StreamingShuffleManager$.MODULE$.getWriterId(message))
+            emit(event("termination").put("writer_id", StreamingShuffleManager$.MODULE$.getWriterId(message))
                 .put("seq", Long.toString(message.getSeqNum())));
           }
         }

@@ -6,8 +6,13 @@ Runs ``conformance/jvm/SparkShuffleAdapter.java`` (compiled against the installe
 through Spark's ``TransportClientFactory`` (Spark as the reader side), and reports what the handlers do
 as JSON events. What Spark's writer and reader classes add on top of the handlers (sequence numbering,
 the pre-bind queue, the connection timeout, the ack check, checksum verification) needs a live SparkEnv,
-so the adapter transcribes it from their bytecode and raises Spark's own exceptions
-(``/tmp/notes/jvm-findings.md`` sections 6 and 7 hold the details).
+so the adapter transcribes it from their bytecode and raises Spark's own exceptions (the adapter's
+comments name each transcribed method).
+
+One JVM serves a whole run: each writer or reader is a peer of the adapter with its own id, and its own
+Spark handler, ErrorNotifier, transport context, server or client and event loops, created by one command
+and shut down by another (:meth:`SparkPeer.close` returns once the JVM reports it stopped), so cases stay
+isolated without paying the JVM's start-up each time. If the JVM dies, the next peer starts a new one.
 
 Interface used by the shuffle suite::
 
@@ -21,6 +26,7 @@ Interface used by the shuffle suite::
         reader.consume(n)                                # manual_consume: release the n oldest DATA
         peer.events.wait_for(lambda e: e["event"] == "ack", timeout) -> Event
         peer.events.snapshot() -> list[Event]; peer.close()
+        spark.open_peers() -> list[int]                  # ids of the peers the JVM still holds
 
 Events (``event`` key; ``seq`` and ``checksum`` are decimal strings):
 
@@ -37,6 +43,7 @@ Events (``event`` key; ``seq`` and ``checksum`` are decimal strings):
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from types import TracebackType
@@ -49,6 +56,8 @@ Event = dict[str, Any]
 ADAPTER: Final = "SparkShuffleAdapter"
 DEFAULT_QUOTA: Final = 33554432
 """readerMaxMemory's default; one writer gets all of it."""
+PEER_TIMEOUT_S: Final = 60.0
+"""Bound on a peer opening or stopping in the JVM (generous: only a broken JVM gets near it)."""
 
 
 class EventLog:
@@ -87,21 +96,51 @@ class EventLog:
                 self._changed.wait(left)
 
 
-class SparkPeer:
-    """One adapter process; its events are collected by a background thread."""
+class AdapterProcess:
+    """The JVM running the adapter: one stdin for every peer's commands, its events routed by peer id."""
 
-    def __init__(self, args: list[str], jdk: Jdk) -> None:
-        self.events = EventLog()
-        self._process = JsonLinesProcess(ADAPTER, args, jdk=jdk)
+    def __init__(self, jdk: Jdk) -> None:
+        self._process = JsonLinesProcess(ADAPTER, jdk=jdk)
+        self._logs: dict[int, EventLog] = {}
+        self._lock = threading.Lock()
+        self._ended = False
         self._pump = threading.Thread(target=self._collect, name="spark-jvm-events", daemon=True)
         self._pump.start()
+
+    @property
+    def ended(self) -> bool:
+        with self._lock:
+            return self._ended or self._process.ended
 
     def _collect(self) -> None:
         try:
             while True:
-                self.events.append(self._process.next_line(timeout=24 * 3600))
+                event = self._process.next_line(timeout=24 * 3600)
+                with self._lock:
+                    log = self._logs.get(event.get("peer", -1))
+                if log is not None:
+                    log.append(event)
         except BridgeError:
-            self.events.end()
+            with self._lock:
+                self._ended = True
+                logs = list(self._logs.values())
+            for log in logs:
+                log.end()
+
+    def attach(self, peer_id: int) -> EventLog:
+        """A new event log receiving ``peer_id``'s events."""
+        log = EventLog()
+        with self._lock:
+            if self._ended:
+                raise BridgeError(f"the Spark JVM has ended\n{self._process.stderr_tail()}")
+            self._logs[peer_id] = log
+        return log
+
+    def detach(self, peer_id: int) -> None:
+        with self._lock:
+            log = self._logs.pop(peer_id, None)
+        if log is not None:
+            log.end()
 
     def command(self, request: Event) -> None:
         self._process.send(request)
@@ -110,19 +149,59 @@ class SparkPeer:
         return self._process.stderr_tail()
 
     def close(self) -> None:
+        """End the JVM (it closes whatever peers are still open), then its event pump."""
         self._process.close()
-        self._pump.join(timeout=10)
+        self._pump.join(timeout=PEER_TIMEOUT_S)
+
+
+class SparkPeer:
+    """One writer or reader side in the adapter, with its own events; closing it shuts it down in the JVM."""
+
+    def __init__(self, jvm: AdapterProcess, peer_id: int, request: Event) -> None:
+        self._jvm = jvm
+        self.peer_id = peer_id
+        self.events = jvm.attach(peer_id)
+        self._closed = False
+        try:
+            jvm.command({**request, "peer": peer_id})
+            ready = self.events.wait_for(lambda e: e["event"] in ("ready", "command_failed"), PEER_TIMEOUT_S)
+            if ready is None or ready["event"] != "ready":
+                raise BridgeError(f"Spark {request['op']} did not open: {ready}\n{jvm.stderr_tail()}")
+        except BaseException:
+            self.close()
+            raise
+        self.ready = ready
+
+    def command(self, request: Event) -> None:
+        self._jvm.command({**request, "peer": self.peer_id})
+
+    def stderr_tail(self) -> str:
+        return self._jvm.stderr_tail()
+
+    def close(self) -> None:
+        """Shut the peer down in the JVM and wait until it has (its sockets closed, its events ended)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.command({"op": "close"})
+            stopped = self.events.wait_for(lambda e: e["event"] == "stopped", PEER_TIMEOUT_S)
+        finally:
+            self._jvm.detach(self.peer_id)
+        if stopped is None and not self._jvm.ended:
+            raise BridgeError(f"Spark peer {self.peer_id} did not stop\n{self._jvm.stderr_tail()}")
 
 
 class SparkWriter(SparkPeer):
     """Spark as the writer side: a StreamingShuffleServerHandler listening on 127.0.0.1."""
 
-    def __init__(self, jdk: Jdk, writer_id: int, num_readers: int, shuffle_id: int,
+    def __init__(self, jvm: AdapterProcess, peer_id: int, writer_id: int, num_readers: int, shuffle_id: int,
                  connection_timeout_ms: int, checksum: bool) -> None:
-        super().__init__(["writer", str(writer_id), str(num_readers), str(shuffle_id),
-                          str(connection_timeout_ms), str(checksum).lower()], jdk)
+        super().__init__(jvm, peer_id, {"op": "writer", "writer_id": writer_id, "num_readers": num_readers,
+                                        "shuffle_id": shuffle_id, "connection_timeout_ms": connection_timeout_ms,
+                                        "checksum": checksum})
         self.writer_id = writer_id
-        self.port = int(self._process.ready["port"])
+        self.port = int(self.ready["port"])
 
     def send_data(self, reader_id: int, payload: bytes) -> None:
         self.command({"op": "data", "reader_id": reader_id, "payload": payload.hex()})
@@ -134,10 +213,11 @@ class SparkWriter(SparkPeer):
 class SparkReader(SparkPeer):
     """Spark as the reader side: a StreamingShuffleClientHandler connected to ``host:port``."""
 
-    def __init__(self, jdk: Jdk, host: str, port: int, writer_id: int, reader_id: int, shuffle_id: int,
-                 quota: int, checksum: bool, manual_consume: bool) -> None:
-        super().__init__(["reader", host, str(port), str(writer_id), str(reader_id), str(shuffle_id),
-                          str(quota), str(checksum).lower(), str(manual_consume).lower()], jdk)
+    def __init__(self, jvm: AdapterProcess, peer_id: int, host: str, port: int, writer_id: int, reader_id: int,
+                 shuffle_id: int, quota: int, checksum: bool, manual_consume: bool) -> None:
+        super().__init__(jvm, peer_id, {"op": "reader", "host": host, "port": port, "writer_id": writer_id,
+                                        "reader_id": reader_id, "shuffle_id": shuffle_id, "quota": quota,
+                                        "checksum": checksum, "manual": manual_consume})
         self.reader_id = reader_id
 
     def consume(self, count: int) -> None:
@@ -145,35 +225,54 @@ class SparkReader(SparkPeer):
 
 
 class SparkJvm:
-    """The ``spark-jvm`` target: makes Spark writer and reader peers, and closes them all at the end."""
+    """The ``spark-jvm`` target: one adapter JVM making Spark writer and reader peers; closing it ends them all."""
 
     description: Final = "Spark 4.3.0 StreamingShuffleServerHandler/ClientHandler (pyspark jars, in a JVM)"
     capabilities: Final = frozenset({"writer", "reader"})
 
     def __init__(self, jdk: Jdk) -> None:
         self._jdk = jdk
-        self._peers: list[SparkPeer] = []
+        self._ids = itertools.count()
+        self._lock = threading.Lock()
+        self._jvm = AdapterProcess(jdk)
 
     @classmethod
     def open(cls, jdk: Jdk | None = None) -> SparkJvm:
         return cls(jdk or find_jdk())
 
+    def _adapter(self) -> tuple[AdapterProcess, int]:
+        """The running JVM (a new one if the last has died) and a fresh peer id."""
+        with self._lock:
+            if self._jvm.ended:
+                self._jvm.close()
+                self._jvm = AdapterProcess(self._jdk)
+            return self._jvm, next(self._ids)
+
     def writer(self, writer_id: int, num_readers: int, *, shuffle_id: int = 0,
                connection_timeout_ms: int = -1, checksum: bool = True) -> SparkWriter:
-        peer = SparkWriter(self._jdk, writer_id, num_readers, shuffle_id, connection_timeout_ms, checksum)
-        self._peers.append(peer)
-        return peer
+        return SparkWriter(*self._adapter(), writer_id, num_readers, shuffle_id, connection_timeout_ms, checksum)
 
     def reader(self, host: str, port: int, writer_id: int, reader_id: int, *, shuffle_id: int = 0,
                quota: int = DEFAULT_QUOTA, checksum: bool = True, manual_consume: bool = False) -> SparkReader:
-        peer = SparkReader(self._jdk, host, port, writer_id, reader_id, shuffle_id, quota, checksum,
+        return SparkReader(*self._adapter(), host, port, writer_id, reader_id, shuffle_id, quota, checksum,
                            manual_consume)
-        self._peers.append(peer)
-        return peer
+
+    def open_peers(self) -> list[int]:
+        """Ids of the peers the JVM still holds (closed peers are gone from it)."""
+        jvm, tag = self._adapter()
+        events = jvm.attach(tag)
+        try:
+            jvm.command({"op": "status", "peer": tag})
+            status = events.wait_for(lambda e: e["event"] == "status", PEER_TIMEOUT_S)
+        finally:
+            jvm.detach(tag)
+        if status is None:
+            raise BridgeError(f"no status from the Spark JVM\n{jvm.stderr_tail()}")
+        return sorted(int(peer) for peer in status["peers"])
 
     def close(self) -> None:
-        while self._peers:
-            self._peers.pop().close()
+        with self._lock:
+            self._jvm.close()
 
     def __enter__(self) -> SparkJvm:
         return self

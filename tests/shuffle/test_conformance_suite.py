@@ -63,19 +63,25 @@ def test_catalogue_covers_every_topic_and_role() -> None:
         assert {c.role for c in CASES if c.id.split("/")[1] == topic} == {"writer", "reader"}, topic
 
 
-def test_reference_passes_every_must(tmp_path: Path) -> None:
-    code, document, output = run(tmp_path, "reference")
+@pytest.fixture(scope="module")
+def reference_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, dict[str, Any], str, Path]:
+    """The whole suite against ``reference`` once, its reports shared by the tests that read them."""
+    tmp_path = tmp_path_factory.mktemp("reference")
+    return (*run(tmp_path, "reference"), tmp_path)
+
+
+def test_reference_passes_every_must(reference_run: tuple[int, dict[str, Any], str, Path]) -> None:
+    code, document, output, _ = reference_run
     assert code == EXIT_OK, output
     departures = {i: o for i, o in outcomes(document).items() if o not in ("PASS", "INFO")}
     assert departures == REFERENCE_DEPARTURES, output
     assert document["summary"]["total"] == len(CASES)
 
 
-def test_report_files_as_specified(tmp_path: Path) -> None:
-    code, document, output = run(tmp_path, "reference", "--case", "shuffle/sequence/reader-rejects-gap")
-    assert code == EXIT_OK, output
+def test_report_files_as_specified(reference_run: tuple[int, dict[str, Any], str, Path]) -> None:
+    _, document, output, tmp_path = reference_run
     assert set(document) == {"suite", "target", "cases", "summary"} and document["suite"] == "shuffle"
-    (case,) = document["cases"]
+    case = next(c for c in document["cases"] if c["id"] == "shuffle/sequence/reader-rejects-gap")
     assert set(case) == {"id", "level", "role", "outcome", "requirement", "expected", "actual", "duration_ms",
                          "wirelog"}
     directions = {entry["dir"].split()[0] for entry in case["wirelog"]}
@@ -83,8 +89,12 @@ def test_report_files_as_specified(tmp_path: Path) -> None:
     sent = "".join(e["hex"] for e in case["wirelog"] if e["dir"].startswith("peer->impl"))
     assert "0000000100000000000000020000000300000001" in sent  # the DATA with the skipped seq 2
     suites = ET.parse(tmp_path / "junit.xml").getroot()
-    assert [s.get("name") for s in suites] == ["shuffle/sequence"]
-    assert output.rstrip().splitlines()[-1].startswith("PASS=1 ")  # the summary is printed last
+    topics = list(dict.fromkeys(c.topic for c in CASES))  # one testsuite per topic, in catalogue order
+    assert [s.get("name") for s in suites] == topics
+    for suite in suites:
+        assert {t.get("name") for t in suite} == {c.id for c in CASES if c.topic == suite.get("name")}
+    passed = document["summary"]["PASS"]
+    assert output.rstrip().splitlines()[-1].startswith(f"PASS={passed} ")  # the summary is printed last
 
 
 def test_no_matching_case_has_its_own_exit_code(tmp_path: Path) -> None:
