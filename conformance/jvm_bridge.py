@@ -187,6 +187,10 @@ class JsonLinesProcess:
         """True once the process has exited."""
         return self._process.poll() is not None
 
+    @property
+    def pid(self) -> int:
+        return self._process.pid
+
     def stderr_tail(self, limit: int = 4000) -> str:
         """The end of the process's stderr (Spark's log), for error messages; still available after close."""
         with self._log_lock:

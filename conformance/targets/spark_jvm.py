@@ -27,6 +27,7 @@ Interface used by the shuffle suite::
         peer.events.wait_for(lambda e: e["event"] == "ack", timeout) -> Event
         peer.events.snapshot() -> list[Event]; peer.close()
         spark.open_peers() -> list[int]                  # ids of the peers the JVM still holds
+        spark.pid                                        # the JVM's process id
 
 Events (``event`` key; ``seq`` and ``checksum`` are decimal strings):
 
@@ -142,6 +143,10 @@ class AdapterProcess:
         if log is not None:
             log.end()
 
+    @property
+    def pid(self) -> int:
+        return self._process.pid
+
     def command(self, request: Event) -> None:
         self._process.send(request)
 
@@ -186,6 +191,8 @@ class SparkPeer:
         try:
             self.command({"op": "close"})
             stopped = self.events.wait_for(lambda e: e["event"] == "stopped", PEER_TIMEOUT_S)
+        except BridgeError:  # the JVM has died, and everything of the peer with it
+            stopped = None
         finally:
             self._jvm.detach(self.peer_id)
         if stopped is None and not self._jvm.ended:
@@ -256,6 +263,12 @@ class SparkJvm:
                quota: int = DEFAULT_QUOTA, checksum: bool = True, manual_consume: bool = False) -> SparkReader:
         return SparkReader(*self._adapter(), host, port, writer_id, reader_id, shuffle_id, quota, checksum,
                            manual_consume)
+
+    @property
+    def pid(self) -> int:
+        """The process id of the JVM serving new peers (for diagnostics)."""
+        with self._lock:
+            return self._jvm.pid
 
     def open_peers(self) -> list[int]:
         """Ids of the peers the JVM still holds (closed peers are gone from it)."""

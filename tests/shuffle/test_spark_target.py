@@ -8,6 +8,8 @@ Without a JDK the module is skipped with that reason, except under CI.
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import threading
 from typing import Iterator
@@ -116,3 +118,15 @@ def test_closing_the_jvm_ends_every_peer_without_a_thread_error(monkeypatch: pyt
     spark.close()
     assert writer.events.ended and not thread_errors, thread_errors
     assert f"[adapter] peer {writer.peer_id}: " in writer.stderr_tail()  # the log outlives the process
+
+
+def test_a_dead_jvm_ends_its_peers_and_the_next_peer_gets_a_new_one() -> None:
+    """A case that kills the JVM (a crash, an OOM) fails alone: later cases get a fresh JVM."""
+    with SparkJvm(require_jdk()) as spark:
+        writer = spark.writer(3, 1)
+        dead = spark.pid
+        os.kill(dead, signal.SIGKILL)
+        assert writer.events.wait_for(lambda e: False, DEADLINE_S) is None and writer.events.ended
+        writer.close()  # nothing left to stop: no error
+        again = spark.writer(3, 1)
+        assert spark.pid != dead and spark.open_peers() == [again.peer_id]
