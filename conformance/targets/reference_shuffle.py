@@ -19,7 +19,7 @@ import os
 import sys
 from typing import Any, Callable, Final, Iterator
 
-from conformance.shuffle_targets import CASE_VARIABLE, WORKLOAD_VARIABLE
+from conformance.shuffle_targets import ACK_TIMEOUT_KEY, CASE_VARIABLE, WORKLOAD_VARIABLE
 from conformance.targets.external import CAPABILITIES_ROLE, PEER_VARIABLE, ROLE_VARIABLE
 from reference.shuffle.reader_task import ReaderTask
 from reference.shuffle.task import TaskOptions, describe
@@ -109,7 +109,8 @@ def main(fault: Callable[[Message], Message] | None = None) -> int:
     with open(os.environ[WORKLOAD_VARIABLE]) as document:
         workload = json.load(document)
     settings = ShuffleSettings.from_dict(workload.get("settings", {}))
-    options = TaskOptions(fault=fault)
+    ack_timeout_ms = int(workload.get("settings", {}).get(ACK_TIMEOUT_KEY, -1))
+    options = TaskOptions(fault=fault, ack_timeout_ms=ack_timeout_ms)
     print(f"conformance case {os.environ.get(CASE_VARIABLE, '?')} as {role}", file=sys.stderr)
     if role == "writer":
         return writer(workload, settings, options)

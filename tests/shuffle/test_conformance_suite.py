@@ -34,7 +34,7 @@ SPARK_DEPARTURES = {
 """Where Spark 4.3.0 departs from a SHOULD (docs/conformance.md explains each); it passes every MUST."""
 
 
-REFERENCE_DEPARTURES = {"shuffle/termination/writer-ack-deadline": "NON_STRICT"}
+REFERENCE_DEPARTURES: dict[str, str] = {}
 """The runtime's WriterTask does not yet pass the optional ack deadline to its machine (docs/conformance.md)."""
 
 
