@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 from deltalake import CommitProperties, DeltaTable, write_deltalake
 
 from spec.sync.messages import ColumnRole, StorageLocation
-from spec.sync.squash import Change, apply_squashed, squash_changes
+from spec.sync.squash import Change, apply_squashed, merge_changes
 
 META_KEY = "streamwire.sync"
 META_VERSION = 1
@@ -143,20 +143,18 @@ class DeltaStore:
             write_deltalake(uri, schema.empty_table(), mode="append", storage_options=opts)
         table = DeltaTable(uri, storage_options=opts)
         dataset = table.to_pyarrow_dataset()
-        # Each put's squashed batch is simultaneous, so squashing them again as one sequence can link
-        # a chain to the wrong row (pipeline finding, /tmp/notes/pipeline-to-sync.md): apply in order.
-        groups = list(changes)
         keys: set[tuple[Any, ...]] = set()
-        pk_names = groups[0].schema.pk_names if groups else []
-        for g in groups:
-            keys |= _affected_keys(g)
+        pk_names = changes[0].schema.pk_names if changes else []
+        for change in changes:
+            keys |= _affected_keys(change)
         if not keys:
             write_deltalake(table, dataset.schema.empty_table(), mode="append", commit_properties=props)
             return
         selector = key_filter(pk_names, keys)
         rows = dataset.to_table(filter=selector[1]) if selector is not None else dataset.to_table()
-        for g in groups:
-            rows = apply_squashed(rows, g.batch, g.schema)
+        # One application per run of equal schemas: each reads and rebuilds all affected rows.
+        for change in merge_changes(changes):
+            rows = apply_squashed(rows, change.batch, change.schema)
         write_deltalake(
             table,
             rows,

@@ -8,6 +8,8 @@ where it changed; a chain that starts as an insert and ends as a delete vanishes
 ``apply_squashed`` applies a squashed batch to stored rows *simultaneously* (every
 chain reads the stored rows as they were, as Seafowl's join does), keyed by
 primary key so that re-applying a change overwrites instead of duplicating.
+Because of that, squashed batches are merged with ``merge_squashed``, never by
+squashing them again as a stream.
 """
 
 from __future__ import annotations
@@ -36,8 +38,13 @@ def _keys(table: pa.Table, schema: SyncSchema, role: ColumnRole) -> list[Key | N
     return out
 
 
-def squash(changes: pa.Table, schema: SyncSchema) -> pa.Table:
-    """Collapse key chains of ``changes`` (one batch, in arrival order) into one row per chain."""
+def _squash(changes: pa.Table, schema: SyncSchema, segments: Sequence[int]) -> pa.Table:
+    """Collapse key chains of ``changes``, read as consecutive segments of simultaneous rows.
+
+    A row continues the chain whose latest row, in an *earlier* segment, produced its old
+    key: keys a segment produces become linkable only once the segment ends, because its
+    rows all read the rows as they were before it.  One-row segments are a plain stream.
+    """
     old_keys = _keys(changes, schema, ColumnRole.OLD_PK)
     new_keys = _keys(changes, schema, ColumnRole.NEW_PK)
     changed_cols = schema.by_role(ColumnRole.CHANGED)
@@ -47,23 +54,29 @@ def squash(changes: pa.Table, schema: SyncSchema) -> pa.Table:
     chains: list[list[Any]] = []
     temporary: set[int] = set()
     open_chains: dict[Key, int] = {}
-    for row, (old, new) in enumerate(zip(old_keys, new_keys)):
-        chain_id = open_chains.pop(old, None) if old is not None else None
-        if chain_id is None:
-            chain_id = len(chains)
-            chains.append([row, row, [row] * len(changed)])
-            if new is None and old is None:
-                temporary.add(chain_id)
-        else:
-            chain = chains[chain_id]
-            chain[1] = row
-            for i, flags in enumerate(changed):
-                if flags[row]:
-                    chain[2][i] = row
-            if new is None and old_keys[chain[0]] is None:
-                temporary.add(chain_id)
-        if new is not None:
-            open_chains[new] = chain_id
+    start = 0
+    for length in segments:
+        opened: list[tuple[Key, int]] = []
+        for row in range(start, start + length):
+            old, new = old_keys[row], new_keys[row]
+            chain_id = open_chains.pop(old, None) if old is not None else None
+            if chain_id is None:
+                chain_id = len(chains)
+                chains.append([row, row, [row] * len(changed)])
+                if new is None and old is None:
+                    temporary.add(chain_id)
+            else:
+                chain = chains[chain_id]
+                chain[1] = row
+                for i, flags in enumerate(changed):
+                    if flags[row]:
+                        chain[2][i] = row
+                if new is None and old_keys[chain[0]] is None:
+                    temporary.add(chain_id)
+            if new is not None:
+                opened.append((new, chain_id))
+        open_chains.update(opened)
+        start += length
 
     live = [c for i, c in enumerate(chains) if i not in temporary]
     first_rows = pa.array([c[0] for c in live], pa.int64())
@@ -83,9 +96,25 @@ def squash(changes: pa.Table, schema: SyncSchema) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=changes.schema)
 
 
+def squash(changes: pa.Table, schema: SyncSchema) -> pa.Table:
+    """Collapse key chains of ``changes`` (one batch, in arrival order) into one row per chain."""
+    return _squash(changes, schema, [1] * changes.num_rows)
+
+
 def squash_all(batches: Sequence[pa.Table], schema: SyncSchema) -> pa.Table:
     """Squash several batches sharing ``schema`` as one stream."""
     return squash(pa.concat_tables([b.cast(schema.arrow_schema) for b in batches]), schema)
+
+
+def merge_squashed(batches: Sequence[pa.Table], schema: SyncSchema) -> pa.Table:
+    """One squashed batch with the effect of applying the squashed ``batches`` in order.
+
+    Squashing their concatenation as a stream would be wrong: a squashed batch's rows are
+    simultaneous, so a row may name a key that another row of the *same* batch produces
+    (a key swap, a delete and a move into the freed key) and must not continue that chain.
+    """
+    table = pa.concat_tables([b.cast(schema.arrow_schema) for b in batches])
+    return _squash(table, schema, [b.num_rows for b in batches])
 
 
 def apply_squashed(stored: pa.Table, changes: pa.Table, schema: SyncSchema) -> pa.Table:
@@ -157,10 +186,10 @@ def runs_by_schema(values: Sequence[T], schema_of: Callable[[T], SyncSchema]) ->
     return runs
 
 
-def squash_changes(changes: Sequence[Change]) -> list[Change]:
-    """Consecutive changes sharing a schema squashed into one each (application order kept)."""
+def merge_changes(changes: Sequence[Change]) -> list[Change]:
+    """Runs of consecutive changes sharing a schema merged into one change each (order kept)."""
     return [
-        Change.of_put(run[0].schema, [c.batch for c in run])
+        Change(run[0].schema, merge_squashed([c.batch for c in run], run[0].schema)) if len(run) > 1 else run[0]
         for run in runs_by_schema(changes, lambda c: c.schema)
     ]
 
@@ -172,7 +201,7 @@ def squash_pending(items: Sequence[PendingItem[Change]]) -> list[PendingItem[Cha
         if len(run) == 1:
             out.append(run[0])
             continue
-        (merged,) = squash_changes([i.payload for i in run])
+        (merged,) = merge_changes([i.payload for i in run])
         tx_ids = tuple(t for i in run for t in i.tx_ids)
         out.append(PendingItem(tx_ids, merged, merged.batch.num_rows, merged.batch.nbytes))
     return out

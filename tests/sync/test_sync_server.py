@@ -18,6 +18,8 @@ from reference.sync.client import SyncClient, SyncPut
 from reference.sync.server import SyncServer
 from reference.sync.store import DeltaStore
 from spec.sync.messages import SyncCommand, TableFormat, decode_response
+from spec.sync.schema import SyncSchema
+from spec.sync.squash import Change
 from spec.sync.writer import SyncSettings
 
 
@@ -88,6 +90,29 @@ def test_size_policy_flushes_the_largest_table(server_factory) -> None:  # type:
     response = client.send_transaction(1, [SyncPut("t", rows_batch([(None, 1, "a")]), DESCS)])
     assert response.durable_sequence_number == 1
     assert server.stats()["in_memory_bytes"] == 0
+
+
+@pytest.mark.parametrize("size_policy", [True, False], ids=["merged-by-size-policy", "merged-at-flush"])
+def test_merged_puts_keep_a_key_swap(server_factory, tmp_path: Path, size_policy: bool) -> None:  # type: ignore[no-untyped-def]
+    """Pending puts are merged when the size limit is crossed or else at the flush; a swap of keys
+    1 and 2 inside one put must survive either merge, and memory counts what is held."""
+    puts = [rows_batch([(None, 1, "a"), (None, 2, "b")]),
+            rows_batch([(1, 3, "a"), (2, 1, "b"), (3, 2, "a")]),
+            rows_batch([(None, 4, "d")])]
+    schema = SyncSchema.validate(DESCS, puts[0].schema)
+    sizes = [Change.of_put(schema, [p]).batch.nbytes for p in puts]
+    server = server_factory(**({"max_in_memory_bytes": sum(sizes)} if size_policy else {}))
+    client = SyncClient(f"grpc://127.0.0.1:{server.port}", "A")
+    for seq, batch in enumerate(puts):
+        client.send_transaction(seq, [SyncPut("t", batch, DESCS)])
+    held = server.stats()["in_memory_bytes"]
+    if size_policy:
+        assert 0 < held < sum(sizes), "crossing the limit should merge the pending puts, not flush them"
+    else:
+        assert held == sum(sizes)
+    assert server.flush_oldest()
+    rows = DeltaStore(str(tmp_path / "store")).read_table(str(tmp_path / "store" / "t")).to_pylist()
+    assert sorted((r["id"], r["v"]) for r in rows) == [(1, "b"), (2, "a"), (4, "d")]
 
 
 def test_iceberg_is_refused(server_factory) -> None:  # type: ignore[no-untyped-def]

@@ -1,8 +1,9 @@
-"""Squashing and keyed application against a naive row-by-row applier.
+"""Squashing, keyed application and the size policy's merge against a naive row-by-row applier.
 
 Change streams are generated from a simulated database so they are ones a real
-source could emit (a key is inserted only when free, updated or deleted only when
-present); CHANGED=false rows carry a NULL value, as TOASTed columns do.
+source could emit (a key is inserted only when free, updated, moved or deleted only
+when present, two keys swapped through a free one); CHANGED=false rows carry a NULL
+value, as TOASTed columns do.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from hypothesis import strategies as st
 
 from spec.sync.messages import ColumnDescriptor, ColumnRole
 from spec.sync.schema import SyncSchema
-from spec.sync.squash import apply_squashed, squash
+from spec.sync.squash import Change, apply_squashed, squash, squash_pending
+from spec.sync.writer import PendingItem
 
 ARROW = pa.schema([("old_id", pa.int64()), ("new_id", pa.int64()), ("v", pa.string()),
                    ("changed_v", pa.bool_()), ("w", pa.string())])
@@ -25,36 +27,47 @@ SCHEMA = SyncSchema.validate(
     ARROW,
 )
 TABLE = SCHEMA.table_schema()
-KEYS = st.integers(0, 7)
 Row = tuple[Any, ...]
+# Swaps weigh double: simultaneous key trades are what a wrong merge of squashed batches gets wrong.
+KINDS = ("insert", "update", "move", "delete", "swap", "swap")
 
 
 @st.composite
-def scenario(draw: st.DrawFn, full_values: bool = False) -> tuple[dict[int, dict[str, Any]], list[Row]]:
-    db = {k: {"id": k, "v": f"s{k}", "w": f"s{k}"} for k in draw(st.sets(KEYS, max_size=5))}
+def scenario(
+    draw: st.DrawFn, full_values: bool = False, max_steps: int = 12, keys: int = 8
+) -> tuple[dict[int, dict[str, Any]], list[Row]]:
+    initial = draw(st.sets(st.integers(0, keys - 1), max_size=5))
+    db = {k: {"id": k, "v": f"s{k}", "w": f"s{k}"} for k in initial}
     stored = {k: dict(r) for k, r in db.items()}
     rows: list[Row] = []
-    for step in range(draw(st.integers(0, 12))):
-        free = [k for k in range(8) if k not in db]
-        kind = draw(st.sampled_from(["insert", "update", "delete"]))
+    for step in range(draw(st.integers(0, max_steps))):
+        free = [k for k in range(keys) if k not in db]
+        kind = draw(st.sampled_from(KINDS))
         if kind == "insert" and free:
             k = draw(st.sampled_from(free))
             db[k] = {"id": k, "v": f"i{step}", "w": f"i{step}"}
             rows.append((None, k, f"i{step}", True, f"i{step}"))
-        elif kind == "update" and db:
+        elif kind in ("update", "move") and db and (kind == "update" or free):
             k = draw(st.sampled_from(sorted(db)))
-            j = draw(st.sampled_from([k] + free))
+            j = draw(st.sampled_from(free)) if kind == "move" else k
             changed = full_values or draw(st.booleans())
             row = db.pop(k)
             v = f"u{step}" if changed else row["v"]
             db[j] = {"id": j, "v": v, "w": f"u{step}"}
             rows.append((k, j, v if changed else None, changed, f"u{step}"))
+        elif kind == "swap" and len(db) > 1 and free:
+            # Two rows trade keys through a free one, as a unique-key swap does in SQL.
+            a, b = draw(st.permutations(sorted(db)))[:2]
+            t = draw(st.sampled_from(free))
+            changed = full_values or draw(st.booleans())
+            va, vb = (db[a]["v"], db[b]["v"]) if changed else (None, None)
+            w = f"u{step}"
+            db[a], db[b] = {**db[b], "id": a, "w": w}, {**db[a], "id": b, "w": w}
+            rows += [(a, t, va, changed, w), (b, a, vb, changed, w), (t, b, va, changed, w)]
         elif kind == "delete" and db:
             k = draw(st.sampled_from(sorted(db)))
             del db[k]
             rows.append((k, None, None, False, None))
-        elif kind == "insert" or not db:
-            continue
     return stored, rows
 
 
@@ -112,3 +125,41 @@ def test_replaying_full_value_changes_is_idempotent(s: tuple[dict[int, dict[str,
     once = apply_squashed(stored_table(stored), changes, SCHEMA)
     twice = apply_squashed(once, changes, SCHEMA)
     assert as_state(twice) == as_state(once) == naive_apply(stored, rows)
+
+
+@st.composite
+def split_into_puts(draw: st.DrawFn) -> tuple[dict[int, dict[str, Any]], list[Row], list[list[Row]]]:
+    """A scenario and its rows cut into puts (a cut before a row one time in four)."""
+    stored, rows = draw(scenario(max_steps=24, keys=5))
+    puts: list[list[Row]] = []
+    for row in rows:
+        if not puts or draw(st.integers(0, 3)) == 0:
+            puts.append([])
+        puts[-1].append(row)
+    return stored, rows, puts
+
+
+@given(split_into_puts())
+def test_merging_pending_puts_equals_row_by_row(
+    s: tuple[dict[int, dict[str, Any]], list[Row], list[list[Row]]]
+) -> None:
+    """The size policy merges pending puts; the merged items must land what the raw rows say.
+
+    Each put's squashed batch is simultaneous, so a merge that relinks its rows as a sequence
+    can join a chain to another chain's key (a key swap, a move into a key the put freed).
+    """
+    stored, rows, put_rows = s
+    puts = [Change.of_put(SCHEMA, [batch(p)]) for p in put_rows]
+    items = [PendingItem((tx,), c, c.batch.num_rows, c.batch.nbytes) for tx, c in enumerate(puts)]
+    merged = squash_pending(items)
+    assert [t for i in merged for t in i.tx_ids] == list(range(len(puts)))
+    assert all(i.size == i.payload.batch.nbytes for i in merged)
+    assert sum(i.rows for i in merged) <= sum(i.rows for i in items)
+    in_order, via_merge = stored_table(stored), stored_table(stored)
+    for c in puts:
+        in_order = apply_squashed(in_order, c.batch, SCHEMA)
+    for i in merged:
+        via_merge = apply_squashed(via_merge, i.payload.batch, SCHEMA)
+    expected = naive_apply(stored, rows)
+    assert as_state(in_order) == expected
+    assert as_state(via_merge) == expected
