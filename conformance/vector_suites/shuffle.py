@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Callable, Final, Iterator, Mapping
 
 from conformance.framework import VectorResult
+from conformance.vector_suites.shuffle_traces import check_trace_vectors
 from spec.shuffle import codec
 from spec.shuffle.checksum import verify_payload
 from spec.shuffle.errors import ShuffleError
@@ -111,7 +112,7 @@ def check_wire_messages(target: str) -> Iterator[VectorResult]:
                                detail or "")
 
 
-CHECKERS: Final[tuple[Callable[[str], Iterator[VectorResult]], ...]] = (check_wire_messages,)
+CHECKERS: Final[tuple[Callable[[str], Iterator[VectorResult]], ...]] = (check_wire_messages, check_trace_vectors)
 """Every vector kind of the suite, run in order."""
 
 

@@ -20,6 +20,10 @@ class ShuffleError(Exception):
         self.message = message
         self.parameters: Mapping[str, object] = parameters
 
+    def __reduce__(self) -> tuple[object, ...]:
+        """Picklable and copyable although subclasses take their own arguments (state is restored as is)."""
+        return (_restore_error, (type(self), self.args), self.__dict__)
+
     def to_json(self) -> dict[str, object]:
         """The error as the codec CLI and reports print it: condition first, then parameters."""
         out: dict[str, object] = {"error": self.condition}
@@ -27,6 +31,12 @@ class ShuffleError(Exception):
             out[name] = str(value) if isinstance(value, int) and not isinstance(value, bool) else value
         out["message"] = self.message
         return out
+
+
+def _restore_error(cls: type[ShuffleError], args: tuple[object, ...]) -> ShuffleError:
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    return error
 
 
 class CodecError(ShuffleError):
@@ -222,3 +232,13 @@ class TerminationAckTimeout(ProtocolError):
             f"waiting for reader {reader_id} to acknowledge termination.",
             shuffleId=shuffle_id, writerId=writer_id, timeoutMs=timeout_ms, readerId=reader_id,
         )
+
+
+class SendFailed(ProtocolError):
+    """A socket write the protocol depends on failed (Spark: the write listener's error)."""
+
+    condition = "STREAMING_SHUFFLE_SEND_FAILED"
+
+    def __init__(self, what: str, role: str, peer_id: int, cause: str) -> None:
+        super().__init__(f"Error sending {what} to shuffle {role} {peer_id}: {cause}",
+                         what=what, role=role, peerId=peer_id, cause=cause)

@@ -147,6 +147,17 @@ class ReaderMachine(StepBuffer):
             self._surface(Completed())
         return self._step()
 
+    def send_failed(self, writer_id: int, seq: int, cause: str, now: float) -> Step:
+        """The TERMINATION_ACK to ``writer_id`` could not be written: the reader fails."""
+        if self.done:
+            return self._step()
+        ch = self._channel(writer_id)
+        if seq != ch.last_seq:
+            raise UsageError(f"no TERMINATION_ACK {seq} to writer {writer_id} is waiting for its write")
+        self._fail_with(ch, ReaderChannelEvent.SEND_FAILED,
+                        errors.SendFailed("termination acknowledgment", "writer", writer_id, cause))
+        return self._step()
+
     def release(self, writer_id: int, seq: int, now: float) -> Step:
         """The consumer is done with DATA ``seq`` of ``writer_id``: its bytes return to the quota."""
         if self.state is ReaderState.FAILED:

@@ -49,6 +49,8 @@ class WriterChannelEvent(str, Enum):
     """``writerConnectionTimeout`` passed without a bind."""
     ACK_TIMEOUT = "ACK_TIMEOUT"
     """The opt-in termination-ack timeout passed (Spark 4.3.0 waits forever)."""
+    SEND_FAILED = "SEND_FAILED"
+    """The socket write of a DATA failed."""
 
 
 class ReaderChannelState(str, Enum):
@@ -78,6 +80,8 @@ class ReaderChannelEvent(str, Enum):
     """CREDIT or TERMINATION_ACK received by a reader."""
     ACK_WRITTEN = "ACK_WRITTEN"
     """The TERMINATION_ACK's socket write completed."""
+    SEND_FAILED = "SEND_FAILED"
+    """The TERMINATION_ACK's socket write failed."""
     CLOSE = "CLOSE"
     """The connection closed."""
 
@@ -137,6 +141,7 @@ WRITER_TRANSITIONS: Final[Mapping[tuple[WriterChannelState, WriterChannelEvent],
     (WS.OPEN, WE.ACK_WRONG_SEQ): WS.FAILED,
     (WS.OPEN, WE.UNEXPECTED): WS.FAILED,
     (WS.OPEN, WE.CLOSE): WS.FAILED,
+    (WS.OPEN, WE.SEND_FAILED): WS.FAILED,
     (WS.TERMINATING, WE.CREDIT): WS.TERMINATING,
     (WS.TERMINATING, WE.ACK): WS.TERMINATED,
     (WS.TERMINATING, WE.ACK_WRONG_SEQ): WS.FAILED,
@@ -144,6 +149,7 @@ WRITER_TRANSITIONS: Final[Mapping[tuple[WriterChannelState, WriterChannelEvent],
     (WS.TERMINATING, WE.CLOSE): WS.FAILED,
     (WS.TERMINATING, WE.TIMEOUT): WS.FAILED,
     (WS.TERMINATING, WE.ACK_TIMEOUT): WS.FAILED,
+    (WS.TERMINATING, WE.SEND_FAILED): WS.FAILED,
     (WS.TERMINATED, WE.CREDIT): WS.TERMINATED,
     (WS.TERMINATED, WE.ACK): WS.TERMINATED,
     (WS.TERMINATED, WE.ACK_WRONG_SEQ): WS.FAILED,
@@ -176,6 +182,7 @@ READER_TRANSITIONS: Final[Mapping[tuple[ReaderChannelState, ReaderChannelEvent],
     (RS.TERMINATED, RE.WRONG_SEQ): RS.FAILED,
     (RS.TERMINATED, RE.UNEXPECTED): RS.FAILED,
     (RS.TERMINATED, RE.ACK_WRITTEN): RS.ACKED,
+    (RS.TERMINATED, RE.SEND_FAILED): RS.FAILED,
     (RS.TERMINATED, RE.CLOSE): RS.TERMINATED,
     (RS.ACKED, RE.WRONG_SEQ): RS.FAILED,
     (RS.ACKED, RE.UNEXPECTED): RS.FAILED,
@@ -203,6 +210,8 @@ WRITER_ERRORS: Final[Mapping[tuple[WriterChannelState, WriterChannelEvent], type
     (WS.AWAITING_CREDIT, WE.TIMEOUT): errors.WriterConnectionTimeout,
     (WS.TERMINATING, WE.TIMEOUT): errors.WriterConnectionTimeout,
     (WS.TERMINATING, WE.ACK_TIMEOUT): errors.TerminationAckTimeout,
+    (WS.OPEN, WE.SEND_FAILED): errors.SendFailed,
+    (WS.TERMINATING, WE.SEND_FAILED): errors.SendFailed,
     **{(s, WE.ACK_WRONG_SEQ): errors.IncorrectSequenceNumber for s in WS if s is not WS.FAILED},
     **{(s, WE.UNEXPECTED): errors.UnexpectedMessage for s in WS if s is not WS.FAILED},
     (WS.OPEN, WE.CLOSE): errors.ConnectionClosedBeforeTermination,
@@ -214,6 +223,7 @@ READER_ERRORS: Final[Mapping[tuple[ReaderChannelState, ReaderChannelEvent], type
     (RS.CONNECTING, RE.CLOSE): errors.ConnectionClosedBeforeTermination,
     (RS.OPEN, RE.CLOSE): errors.ConnectionClosedBeforeTermination,
     (RS.OPEN, RE.BAD_CHECKSUM): errors.ChecksumVerificationFailed,
+    (RS.TERMINATED, RE.SEND_FAILED): errors.SendFailed,
     **{(s, RE.WRONG_SEQ): errors.IncorrectSequenceNumber for s in (RS.OPEN, RS.TERMINATED, RS.ACKED)},
     **{(s, RE.UNEXPECTED): errors.UnexpectedMessage for s in (RS.OPEN, RS.TERMINATED, RS.ACKED)},
 }

@@ -220,6 +220,16 @@ class WriterMachine(StepBuffer):
                 self._surface(ProducerUnblocked())
         return self._step(now)
 
+    def send_failed(self, reader_id: int, seq: int, cause: str, now: float) -> Step:
+        """The socket write of DATA ``seq`` to ``reader_id`` failed: the writer fails."""
+        if self.done:
+            return self._step(now)
+        if (reader_id, seq) not in self._in_flight:
+            raise UsageError(f"no DATA {seq} to reader {reader_id} is waiting for its write")
+        self._fail_with(self.channels[reader_id], WriterChannelEvent.SEND_FAILED,
+                        errors.SendFailed("data", "reader", reader_id, cause))
+        return self._step(now)
+
     def tick(self, now: float) -> Step:
         """Time passed: the periodic flush, and the connection timeout of unbound readers."""
         if self.done:

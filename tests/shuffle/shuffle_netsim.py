@@ -69,8 +69,13 @@ class Network:
     def __init__(
         self, script: dict[tuple[int, int], list[bytes]], num_writers: int, num_readers: int,
         settings: ShuffleSettings, wire_capacity: int = 2, faults: int = 0,
-        ack_timeout_ms: int = -1,
+        ack_timeout_ms: int = -1, eager: bool = False,
     ) -> None:
+        """``eager`` collapses the socket, the producer and the consumer (writes complete, a producer
+        writes until it blocks or ends, records are consumed at once, a delivery hands over everything
+        on that wire, and without faults an advisory credit on an empty wire arrives at once), which
+        keeps the exhaustive search small; the order of deliveries across connections stays free."""
+        self.eager = eager
         self.now = 0.0
         self.settings = settings
         self.wire_capacity = wire_capacity
@@ -109,7 +114,7 @@ class Network:
                 yield ("produce", w)
         for (w, r), pair in self.pairs.items():
             for d in (W2R, R2W):
-                if pair.outbox[d] and len(pair.wire[d]) < self.wire_capacity:
+                if pair.outbox[d] and (len(pair.wire[d]) < self.wire_capacity or self.eager):
                     yield ("transmit", d, w, r)
                 if pair.wire[d] and not (d == W2R and (w, r) in self.paused and pair.wire[d][0] != CLOSE):
                     yield ("deliver", d, w, r)
@@ -130,15 +135,21 @@ class Network:
         """The fault hits a DATA, TERMINATION_CONTROL or TERMINATION_ACK (the messages with checked seqs)."""
         if fault[0] not in ("duplicate", "drop", "corrupt", "reorder"):
             return False
-        outbox = self.pairs[(fault[2], fault[3])].outbox[str(fault[1])]  # type: ignore[index]
-        return isinstance(outbox[0].message, (DataMessage, TerminationControlMessage, TerminationAckMessage))
+        pair = self.pairs[(fault[2], fault[3])]  # type: ignore[index]
+        d = str(fault[1])
+        head = pair.wire[d][0] if self.eager else pair.outbox[d][0].message
+        return isinstance(head, (DataMessage, TerminationControlMessage, TerminationAckMessage))
 
     def _fault_actions(self) -> Iterator[Action]:
         """Faults strike a message as it is written (the write still completes for the sender)."""
         for (w, r), pair in self.pairs.items():
             for d in (W2R, R2W):
                 wire = pair.wire[d]
-                if pair.outbox[d] and len(wire) < self.wire_capacity:
+                if self.eager and wire and wire[0] != CLOSE:
+                    yield from ((kind, d, w, r) for kind in ("duplicate", "drop", "corrupt"))
+                    if len(wire) >= 2 and wire[1] != CLOSE:
+                        yield ("reorder", d, w, r)
+                elif not self.eager and pair.outbox[d] and len(wire) < self.wire_capacity:
                     yield from ((kind, d, w, r) for kind in ("duplicate", "drop", "corrupt"))
                     if wire and wire[-1] != CLOSE:
                         yield ("reorder", d, w, r)
@@ -157,13 +168,19 @@ class Network:
             _, w, r = action
             self._connect(int(w), int(r))  # type: ignore[call-overload]
         elif kind == "produce":
-            self._produce(int(action[1]))  # type: ignore[call-overload]
+            w = int(action[1])  # type: ignore[call-overload]
+            self._produce(w)
+            while self.eager and w not in self.finished and not self.writers[w].blocked and not self._done(f"w{w}"):
+                self._produce(w)
         elif kind == "transmit":
             _, d, w, r = action
             self._transmit(str(d), int(w), int(r))  # type: ignore[call-overload]
         elif kind == "deliver":
             _, d, w, r = action
-            self._deliver(str(d), int(w), int(r))  # type: ignore[call-overload]
+            wire = self.pairs[(w, r)].wire[str(d)]  # type: ignore[index]
+            for _ in range(len(wire) if self.eager else 1):
+                if wire:
+                    self._deliver(str(d), int(w), int(r))  # type: ignore[call-overload]
         elif kind == "consume":
             r = int(action[1])  # type: ignore[call-overload]
             w, seq = self.unreleased[r].popleft()
@@ -333,7 +350,22 @@ class Network:
         if kind == "inject_unknown":
             self.pairs[(w, r)].wire[str(d)].append(UNKNOWN_FRAME)  # type: ignore[index]
             return
-        self._transmit(str(d), int(w), int(r), kind=str(kind))  # type: ignore[call-overload]
+        if self.eager:
+            self._strike_wire(str(kind), self.pairs[(w, r)].wire[str(d)])  # type: ignore[index]
+        else:
+            self._transmit(str(d), int(w), int(r), kind=str(kind))  # type: ignore[call-overload]
+
+    @staticmethod
+    def _strike_wire(kind: str, wire: deque[WireItem]) -> None:
+        """Eager mode: the fault hits the message at the head of the wire."""
+        if kind == "duplicate":
+            wire.appendleft(wire[0])
+        elif kind == "drop":
+            wire.popleft()
+        elif kind == "corrupt":
+            wire[0] = corrupt(wire[0])
+        else:
+            wire[0], wire[1] = wire[1], wire[0]
 
     # -- running machines ---------------------------------------------------------------------------
 
@@ -362,6 +394,24 @@ class Network:
                 pair.outbox[R2W].append(send)
         for event in step.events:
             self._on_event(name, side, ident, event)
+        if self.eager:
+            self._settle()
+
+    def _settle(self) -> None:
+        """Eager mode: complete every pending write and release every delivered record now."""
+        for (w, r), pair in self.pairs.items():
+            for d in (W2R, R2W):
+                if pair.outbox[d] and not self._done(f"w{w}" if d == W2R else f"r{r}"):
+                    advisory = d == R2W and isinstance(pair.outbox[d][0].message, CreditMessage) and pair.bound
+                    self._transmit(d, w, r)
+                    if advisory and len(pair.wire[d]) == 1 and not self.faults_left:
+                        self._deliver(d, w, r)
+                    return
+        for r, queue in self.unreleased.items():
+            if queue and not self._done(f"r{r}"):
+                w, seq = queue.popleft()
+                self._run(f"r{r}", self.readers[r].release(w, seq, self.now))
+                return
 
     def _on_event(self, name: str, side: str, ident: int, event: object) -> None:
         if isinstance(event, Failed):
@@ -392,7 +442,12 @@ class Network:
                 self._close_pair(w, r, both=False, by=side)
 
     def _close_pair(self, w: int, r: int, both: bool, by: str = "") -> None:
-        """Close the connection from one side (or both): a CLOSE marker follows the data already written."""
+        """Close the connection: a CLOSE marker follows the data already written.
+
+        A side that ended closes gracefully (what it had written still goes out). A broken
+        connection (``both``, the close_early fault) fails every write still pending on it, and the
+        machine is told so.
+        """
         pair = self.pairs[(w, r)]
         for s in ("w", "r") if both else (by,):
             if s in pair.closed_by:
@@ -401,11 +456,27 @@ class Network:
             if not pair.connected:
                 continue
             out = W2R if s == "w" else R2W
-            if (f"w{w}" if s == "w" else f"r{r}") in self.failures:
-                pair.outbox[out].clear()
-            pair.wire[out].extend(send.message for send in pair.outbox[out])
+            name = f"w{w}" if s == "w" else f"r{r}"
+            pending = list(pair.outbox[out])
             pair.outbox[out].clear()
+            if both:
+                self._fail_writes(name, w, r, pending)
+            elif name not in self.failures:
+                pair.wire[out].extend(send.message for send in pending)
             pair.wire[out].append(CLOSE)
+
+    def _fail_writes(self, name: str, w: int, r: int, pending: list[Send]) -> None:
+        for send in pending:
+            if not send.notify or self._done(name):
+                continue
+            cause = "java.nio.channels.ClosedChannelException"
+            if name[0] == "w":
+                self._expect(name, (errors.SendFailed, dict(what="data", role="reader", peerId=r, cause=cause)))
+                self._run(name, self.writers[w].send_failed(r, send.message.seq, cause, self.now))
+            else:
+                self._expect(name, (errors.SendFailed, dict(
+                    what="termination acknowledgment", role="writer", peerId=w, cause=cause)))
+                self._run(name, self.readers[r].send_failed(w, send.message.seq, cause, self.now))
 
     def _done(self, name: str) -> bool:
         return name in self.failures or name in self.completed
@@ -454,6 +525,12 @@ class Network:
             self.apply(options[0] if options[0][0] != "tick" or len(options) == 1 else options[1])
         else:
             raise Violation("no end after the drain limit (livelock)")
+        self.check_final()
+
+    def check_final(self) -> None:
+        """At the end: everything delivered once, permits and quotas back to full (unless something failed)."""
+        if not self.all_done():
+            raise Violation(f"deadlock: nothing enabled and not done; failures={self.failures}")
         if not self.failures:
             for (w, r), pair in self.pairs.items():
                 if pair.delivered != self.script.get((w, r), []):
@@ -479,7 +556,8 @@ class Network:
                      self.faults_left, sorted(self.deadlines.items())))
 
     def clone(self) -> Network:
-        return copy.deepcopy(self)
+        """An independent copy; errors are immutable and shared (they cannot be deep-copied)."""
+        return copy.deepcopy(self, memo={id(e): e for e in self.failures.values()})
 
 
 def _state(machine: object) -> object:

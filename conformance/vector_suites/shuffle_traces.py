@@ -1,0 +1,409 @@
+"""Trace vectors of the shuffle machines: what a peer sends, what must come back, or which error.
+
+A trace plays one side (``role`` writer or reader) against a scripted peer: each step is one input
+(a message received, a connection event, a record to write, a completed socket write, a consumer
+release, time passing) and lists the messages the side must send and the events it must surface
+in answer, ending with ``Failed`` (condition and parameters) when the trace is a fault. The replay
+(:func:`check_trace_vectors`) feeds the steps to the target and compares every answer.
+
+``python -m conformance.vector_suites.shuffle_traces --write`` regenerates ``traces.json`` from
+:data:`SCENARIOS`: each scenario states the error it must end in, and generation refuses a
+scenario whose run disagrees, so the golden answers are never taken on the reference's word alone.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Final, Iterator, Mapping, Sequence
+
+from conformance.framework import VectorResult
+from spec.shuffle.jsonform import from_json, to_json
+from spec.shuffle.messages import (
+    CreditMessage,
+    DataMessage,
+    Message,
+    TerminationAckMessage,
+    TerminationControlMessage,
+)
+from spec.shuffle.checksum import payload_checksum
+from spec.shuffle.reader import ReaderMachine
+from spec.shuffle.records import encode_records
+from spec.shuffle.settings import ShuffleSettings
+from spec.shuffle.steps import (
+    Bound,
+    Completed,
+    Deliver,
+    Event,
+    Failed,
+    PauseReading,
+    ProducerBlocked,
+    ProducerUnblocked,
+    ResumeReading,
+    Step,
+)
+from spec.shuffle.writer import WriterMachine
+
+VECTOR_FILE: Final = Path(__file__).resolve().parent.parent / "vectors" / "shuffle" / "traces.json"
+SCHEMA_NAME: Final = "traces.schema.json"
+TARGETS: Final = ("reference",)
+SPEC: Final = "docs/spec/shuffle.md#"
+
+Json = Mapping[str, Any]
+
+NOTES: Final[dict[str, dict[str, str]]] = {
+    "Handshake": {"bugType": "Functionality", "description": "The reader's first CREDIT binds the writer's channel; data produced earlier is queued in order and sent after the bind."},
+    "Credits": {"bugType": "Functionality", "description": "The reader sends CREDIT(writer, reader, 1) after every DATA; Spark 4.3.0's writer ignores every credit after the first."},
+    "SequenceCheck": {"bugType": "ModifiedSequence", "description": "Sequence numbers are per (writer, reader) from 0; the reader requires exactly last+1 for every message and fails with STREAMING_SHUFFLE_INCORRECT_SEQUENCE_NUMBER (expected, actual)."},
+    "Checksum": {"bugType": "ModifiedChecksum", "description": "CRC32C of each DATA payload is verified before the records are surfaced."},
+    "Quota": {"bugType": "Functionality", "description": "Each writer's unconsumed DATA (whole bodies) counts against readerMaxMemory / M; the reader pauses reading at zero and resumes as the consumer releases."},
+    "FlushRule": {"bugType": "Functionality", "description": "A buffer is sent when it holds >= 90% of networkBufferSize (integer maths) or is older than networkBufferMaxWaitTimeMs, and by the periodic flush."},
+    "Permits": {"bugType": "Functionality", "description": "Each open buffer holds networkBufferSize byte permits until its socket write completes; without a free permit the writer flushes everything and blocks its producer."},
+    "Termination": {"bugType": "Functionality", "description": "TERMINATION_CONTROL follows the last DATA; the reader answers TERMINATION_ACK echoing its seq; each side ends only when every peer terminated and every ack was written / received."},
+    "AckCheck": {"bugType": "ModifiedSequence", "description": "The writer checks an ack's seq against the last seq it sent before counting it; duplicate acks are ignored."},
+    "ConnectionTimeout": {"bugType": "Functionality", "description": "A reader that does not bind within writerConnectionTimeout fails the writer with STREAMING_SHUFFLE_WRITER_CONNECTION_TIMEOUT."},
+    "EarlyClose": {"bugType": "Functionality", "description": "A connection that closes before its terminator fails the reader (Spark: 'closed before termination; the writer task likely failed')."},
+    "UnexpectedType": {"bugType": "ModifiedType", "description": "A message type the side never receives (CREDIT or ACK at a reader, DATA or TERMINATION_CONTROL at a writer) fails it with Spark's handler text."},
+    "RecordFraming": {"bugType": "Functionality", "description": "A DATA payload is a run of records, each a big-endian int32 length and its bytes; records are never split across DATA messages."},
+    "StricterThanSpark": {"bugType": "Legacy", "description": "Spark 4.3.0 accepts this (counts an early ack, queues DATA after the terminator, or never notices a reader's close); the reference rejects it. A compatible peer never sends it, so this is a SHOULD."},
+    "OptIn": {"bugType": "Functionality", "description": "Behaviour of an option Spark 4.3.0 does not have (the termination-ack timeout): only for targets that offer it."},
+    "Counterexample": {"bugType": "EdgeCase", "description": "A schedule the model checks found while the machines were built (shrunk), kept as a regression."},
+}
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One trace to generate: inputs only; the expected answers are recorded from the run."""
+
+    name: str
+    comment: str
+    role: str
+    flags: tuple[str, ...]
+    spec_ref: str
+    steps: tuple[dict[str, Any], ...]
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    level: str = "MUST"
+    error: str | None = None
+    error_params: Mapping[str, Any] | None = None
+    peers: int = 1
+    ack_timeout_ms: int = -1
+
+
+def new_machine(role: str, group: Json) -> WriterMachine | ReaderMachine:
+    """The machine under test for a trace group (shuffle 0; writer 0 or reader 0)."""
+    settings = ShuffleSettings.from_dict(group["settings"])
+    if role == "writer":
+        return WriterMachine(0, 0, int(group["peers"]), settings, 0.0, int(group.get("ackTimeoutMs", -1)))
+    return ReaderMachine(0, 0, list(range(int(group["peers"]))), settings, 0.0)
+
+
+def apply_input(machine: WriterMachine | ReaderMachine, step: Json) -> Step:
+    """Feed one trace input to a machine (the target adapter of the reference)."""
+    now = int(step.get("t", 0)) / 1000.0
+    kind = step["input"]
+    peer = int(step.get("peer", 0))
+    if isinstance(machine, WriterMachine):
+        conn = f"c{peer}"
+        if kind == "accepted":
+            return machine.connection_accepted(conn, now)
+        if kind == "received":
+            return machine.received(step.get("conn", conn), from_json(step["message"]), now)
+        if kind == "write":
+            return machine.write(peer, bytes.fromhex(step["record"]), now)
+        if kind == "finish":
+            return machine.finish(now)
+        if kind == "sendCompleted":
+            return machine.send_completed(peer, int(step["seq"]), now)
+        if kind == "closed":
+            return machine.connection_closed(step.get("conn", conn), now)
+        if kind == "tick":
+            return machine.tick(now)
+    else:
+        if kind == "connected":
+            return machine.connected(peer, now)
+        if kind == "received":
+            return machine.received(peer, from_json(step["message"]), now)
+        if kind == "sendCompleted":
+            return machine.send_completed(peer, int(step["seq"]), now)
+        if kind == "release":
+            return machine.release(peer, int(step["seq"]), now)
+        if kind == "closed":
+            return machine.connection_closed(peer, now)
+        if kind == "tick":
+            return machine.tick(now)
+    raise ValueError(f"unknown {type(machine).__name__} input {kind!r}")
+
+
+def event_json(event: Event) -> dict[str, Any]:
+    """An event as traces record it."""
+    if isinstance(event, Deliver):
+        return {"event": "Deliver", "writer": event.writer_id, "seq": str(event.seq),
+                "records": [r.hex() for r in event.records]}
+    if isinstance(event, Failed):
+        params = {k: v for k, v in event.error.to_json().items() if k not in ("error", "message")}
+        return {"event": "Failed", "error": event.error.condition, "errorParams": params}
+    if isinstance(event, Bound):
+        return {"event": "Bound", "reader": event.reader_id}
+    if isinstance(event, (PauseReading, ResumeReading)):
+        return {"event": type(event).__name__, "writer": event.writer_id}
+    assert isinstance(event, (Completed, ProducerBlocked, ProducerUnblocked))
+    return {"event": type(event).__name__}
+
+
+def answer_json(step: Step) -> dict[str, Any]:
+    return {"sends": [{"to": s.peer, "message": to_json(s.message)} for s in step.sends],
+            "events": [event_json(e) for e in step.events]}
+
+
+def run_trace(role: str, group: Json, steps: Sequence[Json]) -> list[dict[str, Any]]:
+    """The answers of the reference machine to every step."""
+    machine = new_machine(role, group)
+    return [answer_json(apply_input(machine, step)) for step in steps]
+
+
+# -- scenarios ------------------------------------------------------------------------------------
+
+SMALL: Final = {"network_buffer_size": 16, "network_buffer_max_wait_time_ms": 50, "writer_max_memory": 1,
+                "reader_max_memory": 200, "writer_connection_timeout_ms": 1000}
+
+
+def _m(message: Message) -> dict[str, Any]:
+    return to_json(message)
+
+
+def data(seq: int, *records: bytes, writer: int = 0, reader: int = 0, checksum: int | None = None) -> dict[str, Any]:
+    payload = encode_records(records)
+    crc = payload_checksum(payload) if checksum is None else checksum
+    return {"input": "received", "peer": writer, "message": _m(DataMessage(seq, writer, reader, crc, payload))}
+
+
+def tc(seq: int, writer: int = 0) -> dict[str, Any]:
+    return {"input": "received", "peer": writer, "message": _m(TerminationControlMessage(seq, writer, 0))}
+
+
+def credit(reader: int = 0) -> dict[str, Any]:
+    return {"input": "received", "peer": reader, "message": _m(CreditMessage(0, reader, 1))}
+
+
+def ack(seq: int, reader: int = 0) -> dict[str, Any]:
+    return {"input": "received", "peer": reader, "message": _m(TerminationAckMessage(seq, 0, reader))}
+
+
+def _seq_error(kind: str, expected: int, actual: int, writer: int = 0) -> dict[str, Any]:
+    return dict(error="STREAMING_SHUFFLE_INCORRECT_SEQUENCE_NUMBER", error_params={
+        "messageType": kind, "writerId": str(writer), "readerId": "0", "expSeqNum": str(expected), "actSeqNum": str(actual)})
+
+
+CONNECT = {"input": "connected", "peer": 0}
+R = "reader"
+W = "writer"
+DATA_T, TC_T, ACK_T = "DATA_MESSAGE_UNSAFE_ROW", "TERMINATION_CONTROL_MESSAGE", "TERMINATION_ACK_MESSAGE"
+
+SCENARIOS: Final[tuple[Scenario, ...]] = (
+    # reader under test
+    Scenario("reader-handshake", "the reader sends CREDIT(writer, reader, 1) as soon as it is connected", R,
+             ("Handshake",), "reader-machine", (CONNECT,), SMALL),
+    Scenario("reader-happy-path", "DATA 0, DATA 1, TERMINATION_CONTROL 2: records surfaced in order, a CREDIT after each DATA, ACK echoing 2, end of stream once the ack is written",
+             R, ("Credits", "Termination", "RecordFraming"), "reader-machine",
+             (CONNECT, data(0, b"a", b"bc"), data(1, b""), tc(2), {"input": "sendCompleted", "peer": 0, "seq": "2"}), SMALL),
+    Scenario("reader-empty-stream", "TERMINATION_CONTROL 0 with no data: ACK 0, then end of stream", R,
+             ("Termination",), "reader-machine", (CONNECT, tc(0), {"input": "sendCompleted", "peer": 0, "seq": "0"}), SMALL),
+    Scenario("reader-no-end-before-ack-written", "the stream does not end when TERMINATION_CONTROL arrives, only after the ack's write completes", R,
+             ("Termination",), "reader-machine", (CONNECT, tc(0)), SMALL),
+    Scenario("reader-waits-for-every-writer", "two writers: the stream ends only after both terminated and both acks were written", R,
+             ("Termination",), "reader-machine",
+             (CONNECT, {"input": "connected", "peer": 1}, tc(0), {"input": "sendCompleted", "peer": 0, "seq": "0"},
+              data(0, b"x", writer=1), tc(1, writer=1), {"input": "sendCompleted", "peer": 1, "seq": "1"}), SMALL, peers=2),
+    Scenario("reader-duplicate-data", "DATA 0 twice: the duplicate fails the reader (expected 1, actual 0)", R,
+             ("SequenceCheck",), "sequence-numbers", (CONNECT, data(0, b"a"), data(0, b"a")), SMALL, **_seq_error(DATA_T, 1, 0)),
+    Scenario("reader-gap", "DATA 0 then DATA 2: a missing message fails the reader (expected 1, actual 2)", R,
+             ("SequenceCheck",), "sequence-numbers", (CONNECT, data(0, b"a"), data(2, b"c")), SMALL, **_seq_error(DATA_T, 1, 2)),
+    Scenario("reader-first-seq-not-zero", "the first DATA must carry seq 0", R, ("SequenceCheck",), "sequence-numbers",
+             (CONNECT, data(1, b"a")), SMALL, **_seq_error(DATA_T, 0, 1)),
+    Scenario("reader-reorder", "DATA 1 before DATA 0 fails the reader, and DATA 1 is not surfaced", R, ("SequenceCheck",),
+             "sequence-numbers", (CONNECT, data(1, b"b"), data(0, b"a")), SMALL, **_seq_error(DATA_T, 0, 1)),
+    Scenario("reader-missing-at-end", "DATA 0 then TERMINATION_CONTROL 2: the missing DATA 1 is caught at the terminator", R,
+             ("SequenceCheck", "Termination"), "sequence-numbers", (CONNECT, data(0, b"a"), tc(2)), SMALL, **_seq_error(TC_T, 1, 2)),
+    Scenario("reader-duplicate-termination", "a second TERMINATION_CONTROL with the same seq fails the reader", R,
+             ("SequenceCheck", "Termination"), "sequence-numbers", (CONNECT, tc(0), tc(0)), SMALL, **_seq_error(TC_T, 1, 0)),
+    Scenario("reader-negative-seq", "seq -1 on the first DATA fails the reader (expected 0)", R, ("SequenceCheck",),
+             "sequence-numbers", (CONNECT, data(-1, b"a")), SMALL, **_seq_error(DATA_T, 0, -1)),
+    Scenario("reader-checksum-mismatch", "a DATA whose checksum is not its payload's CRC32C fails the reader and is not surfaced", R,
+             ("Checksum",), "checksums", (CONNECT, data(0, b"abc", checksum=1)), SMALL,
+             error="STREAMING_SHUFFLE_CHECKSUM_VERIFICATION_FAILED",
+             error_params={"writerId": "0", "expectedChecksum": "1",
+                           "calculatedChecksum": str(payload_checksum(encode_records([b"abc"]))), "dataLength": "7"}),
+    Scenario("reader-checksum-high-bits", "a checksum with high bits set never matches (Spark compares all 64 bits)", R,
+             ("Checksum",), "checksums", (CONNECT, data(0, b"abc", checksum=payload_checksum(encode_records([b"abc"])) + (1 << 32))), SMALL,
+             error="STREAMING_SHUFFLE_CHECKSUM_VERIFICATION_FAILED",
+             error_params={"writerId": "0", "expectedChecksum": str(payload_checksum(encode_records([b"abc"])) + (1 << 32)),
+                           "calculatedChecksum": str(payload_checksum(encode_records([b"abc"]))), "dataLength": "7"}),
+    Scenario("reader-checksum-disabled", "with checksums disabled a checksum of 0 is accepted", R, ("Checksum",), "checksums",
+             (CONNECT, data(0, b"abc", checksum=0)), {**SMALL, "checksum_enabled": False}),
+    Scenario("reader-quota-pause-resume", "quota 100 per writer: two 39-byte DATA bodies leave 22, a third pauses reading; releasing one resumes it", R,
+             ("Quota",), "reader-quota",
+             (CONNECT, data(0, b"a" * 3), data(1, b"b" * 3), data(2, b"c" * 3),
+              {"input": "release", "peer": 0, "seq": "0"}), {**SMALL, "reader_max_memory": 100}),
+    Scenario("reader-quota-split", "readerMaxMemory 100 over two writers is 50 each: one 39-byte body leaves 11, a second pauses that writer only", R,
+             ("Quota",), "reader-quota",
+             (CONNECT, {"input": "connected", "peer": 1}, data(0, b"a" * 3), data(1, b"b" * 3), data(0, b"c" * 3, writer=1)),
+             {**SMALL, "reader_max_memory": 100}, peers=2),
+    Scenario("reader-close-before-termination", "the writer's connection closes before TERMINATION_CONTROL: the reader fails instead of waiting", R,
+             ("EarlyClose",), "failures", (CONNECT, data(0, b"a"), {"input": "closed", "peer": 0}), SMALL,
+             error="CONNECTION_CLOSED_BEFORE_TERMINATION", error_params={"role": "writer", "peerId": "0"}),
+    Scenario("reader-close-after-termination", "a close after TERMINATION_CONTROL is normal", R, ("EarlyClose", "Termination"),
+             "failures", (CONNECT, tc(0), {"input": "closed", "peer": 0}, {"input": "sendCompleted", "peer": 0, "seq": "0"}), SMALL),
+    Scenario("reader-credit-unexpected", "a CREDIT arriving at a reader fails it (after the sequence check passes)", R,
+             ("UnexpectedType",), "failures", (CONNECT, {"input": "received", "peer": 0, "message": _m(CreditMessage(0, 0, 1, 0))}), SMALL,
+             error="STREAMING_SHUFFLE_UNEXPECTED_MESSAGE_TYPE",
+             error_params={"handler": "ShuffleClientHandler", "messageType": "CREDIT_CONTROL_MESSAGE"}),
+    Scenario("reader-ack-seq-checked-first", "a TERMINATION_ACK arriving at a reader is caught by the sequence check first", R,
+             ("UnexpectedType", "SequenceCheck"), "failures", (CONNECT, data(0, b"a"), {"input": "received", "peer": 0, "message": _m(TerminationAckMessage(5, 0, 0))}),
+             SMALL, **_seq_error(ACK_T, 1, 5)),
+    Scenario("reader-data-after-termination", "DATA after TERMINATION_CONTROL (seq last+1) is rejected", R,
+             ("StricterThanSpark", "Termination"), "failures", (CONNECT, tc(0), data(1, b"a")), SMALL, level="SHOULD",
+             error="STREAMING_SHUFFLE_UNEXPECTED_MESSAGE_TYPE",
+             error_params={"handler": "ShuffleClientHandler", "messageType": DATA_T}),
+    Scenario("reader-records-framing", "one DATA carries many records, including empty ones", R, ("RecordFraming",), "record-framing",
+             (CONNECT, data(0, b"", b"x", b"yz" * 4, b"")), SMALL),
+    # writer under test
+    Scenario("writer-queues-before-bind", "records written before the reader binds are sent in order, right after its first CREDIT", W,
+             ("Handshake", "FlushRule"), "writer-machine",
+             ({"input": "accepted"}, {"input": "write", "record": "6161616161616161616161", "t": 1}, credit()), SMALL),
+    Scenario("writer-flush-at-90-percent", "networkBufferSize 16: 14 framed bytes (90%, integer maths) flush at once; 13 do not", W,
+             ("FlushRule",), "writer-buffers",
+             ({"input": "accepted"}, credit(), {"input": "write", "record": "00" * 9}, {"input": "write", "record": "00" * 10}), SMALL),
+    Scenario("writer-flush-by-age", "a buffer older than networkBufferMaxWaitTimeMs is sent with the next record", W,
+             ("FlushRule",), "writer-buffers",
+             ({"input": "accepted"}, credit(), {"input": "write", "record": "01", "t": 0}, {"input": "write", "record": "02", "t": 60}), SMALL),
+    Scenario("writer-periodic-flush", "the periodic flush sends a non-empty buffer at its deadline", W, ("FlushRule",), "writer-buffers",
+             ({"input": "accepted"}, credit(), {"input": "write", "record": "01", "t": 10}, {"input": "tick", "t": 50}), SMALL),
+    Scenario("writer-blocks-without-permits", "one reader, networkBufferSize 16: permits for two buffers; the third blocks the producer until a write completes", W,
+             ("Permits",), "writer-memory",
+             ({"input": "accepted"}, credit(), {"input": "write", "record": "00" * 12}, {"input": "write", "record": "00" * 12},
+              {"input": "write", "record": "00" * 12}, {"input": "sendCompleted", "seq": "0"}), SMALL),
+    Scenario("writer-termination", "finish: last flush, then TERMINATION_CONTROL with the next seq; the ack completes the writer", W,
+             ("Termination",), "termination",
+             ({"input": "accepted"}, credit(), {"input": "write", "record": "01"}, {"input": "finish"},
+              {"input": "sendCompleted", "seq": "0"}, ack(1)), SMALL),
+    Scenario("writer-termination-empty", "with no data the terminator carries seq 0", W, ("Termination",), "termination",
+             ({"input": "accepted"}, credit(), {"input": "finish"}, ack(0)), SMALL),
+    Scenario("writer-wrong-ack-seq", "an ack whose seq is not the terminator's fails the writer before it counts", W,
+             ("AckCheck",), "termination",
+             ({"input": "accepted"}, credit(), {"input": "write", "record": "01"}, {"input": "finish"}, ack(0)), SMALL,
+             error="STREAMING_SHUFFLE_INCORRECT_SEQUENCE_NUMBER",
+             error_params={"messageType": ACK_T, "writerId": "0", "readerId": "0", "expSeqNum": "1", "actSeqNum": "0"}),
+    Scenario("writer-duplicate-ack", "a duplicate ack after completion is ignored", W, ("AckCheck",), "termination",
+             ({"input": "accepted"}, {"input": "accepted", "peer": 1}, credit(), credit(1), {"input": "finish"}, ack(0), ack(0), ack(0, reader=1)),
+             SMALL, peers=2),
+    Scenario("writer-waits-for-every-ack", "two readers: one ack is not enough", W, ("Termination",), "termination",
+             ({"input": "accepted"}, {"input": "accepted", "peer": 1}, credit(), credit(1), {"input": "finish"}, ack(0)), SMALL, peers=2),
+    Scenario("writer-later-credits-ignored", "credits after the first change nothing (advisory in 4.3.0)", W, ("Credits",), "writer-machine",
+             ({"input": "accepted"}, credit(), credit(), credit()), SMALL),
+    Scenario("writer-connection-timeout", "a reader that never binds fails the writer at writerConnectionTimeout", W,
+             ("ConnectionTimeout",), "failures", ({"input": "tick", "t": 999}, {"input": "tick", "t": 1000}), SMALL,
+             error="STREAMING_SHUFFLE_WRITER_CONNECTION_TIMEOUT",
+             error_params={"shuffleId": "0", "writerId": "0", "timeoutMs": "1000", "readerId": "0"}),
+    Scenario("writer-unknown-reader", "a CREDIT naming a reader outside the shuffle fails the writer", W, ("Handshake",), "failures",
+             ({"input": "accepted"}, credit(7)), SMALL,
+             error="UNKNOWN_PEER_ID", error_params={"role": "reader", "peerId": "7", "count": "1"}),
+    Scenario("writer-data-unexpected", "DATA arriving at a writer fails it with Spark's handler text", W, ("UnexpectedType",), "failures",
+             ({"input": "accepted"}, {"input": "received", "message": _m(DataMessage(0, 0, 0, 0, b""))}), SMALL,
+             error="STREAMING_SHUFFLE_UNEXPECTED_MESSAGE_TYPE",
+             error_params={"handler": "ShuffleServerHandler", "messageType": DATA_T}),
+    Scenario("writer-ack-before-termination", "an ack before TERMINATION_CONTROL (even with a matching seq) is rejected", W,
+             ("StricterThanSpark", "AckCheck"), "termination", ({"input": "accepted"}, credit(), ack(-1)), SMALL, level="SHOULD",
+             error="STREAMING_SHUFFLE_UNEXPECTED_MESSAGE_TYPE",
+             error_params={"handler": "ShuffleServerHandler", "messageType": ACK_T}),
+    Scenario("writer-reader-closes-early", "a bound reader's connection closing before its ack fails the writer", W,
+             ("StricterThanSpark", "EarlyClose"), "failures", ({"input": "accepted"}, credit(), {"input": "closed"}), SMALL, level="SHOULD",
+             error="CONNECTION_CLOSED_BEFORE_TERMINATION", error_params={"role": "reader", "peerId": "0"}),
+    Scenario("writer-ack-timeout", "with the opt-in ack timeout, a missing ack fails the writer instead of waiting forever", W,
+             ("OptIn", "Termination"), "termination", ({"input": "accepted"}, credit(), {"input": "finish", "t": 10}, {"input": "tick", "t": 310}),
+             SMALL, level="SHOULD", ack_timeout_ms=300,
+             error="STREAMING_SHUFFLE_TERMINATION_ACK_TIMEOUT",
+             error_params={"shuffleId": "0", "writerId": "0", "timeoutMs": "300", "readerId": "0"}),
+    Scenario("writer-finish-before-bind", "finish before the reader binds: data and terminator are queued and sent in order after the bind", W,
+             ("Handshake", "Termination", "Counterexample"), "writer-machine",
+             ({"input": "write", "record": "01"}, {"input": "finish"}, {"input": "accepted"}, credit(), ack(1)), SMALL),
+)
+
+
+def _group(s: Scenario) -> dict[str, Any]:
+    settings = ShuffleSettings(**{**SMALL, **s.settings}).to_dict()
+    group: dict[str, Any] = {"settings": settings, "peers": s.peers}
+    if s.ack_timeout_ms >= 0:
+        group["ackTimeoutMs"] = s.ack_timeout_ms
+    return group
+
+
+def build() -> dict[str, Any]:
+    """The whole vector file, answers recorded from the reference and checked against each scenario."""
+    tests = []
+    for tc_id, s in enumerate(SCENARIOS, start=1):
+        group = _group(s)
+        answers = run_trace(s.role, group, s.steps)
+        failures = [e for a in answers for e in a["events"] if e["event"] == "Failed"]
+        declared = [{"event": "Failed", "error": s.error, "errorParams": dict(s.error_params or {})}] if s.error else []
+        if failures != declared:
+            raise AssertionError(f"scenario {s.name}: the run ended in {failures}, the scenario says {declared}")
+        tests.append({
+            "tcId": tc_id, "name": s.name, "comment": s.comment, "role": s.role, "level": s.level,
+            "flags": list(s.flags), "specRef": SPEC + s.spec_ref, "result": "invalid" if s.error else "valid",
+            **group, "steps": [{**step, **answer} for step, answer in zip(s.steps, answers)],
+        })
+    return {
+        "algorithm": "streaming-shuffle-traces", "schema": SCHEMA_NAME, "sparkVersion": "4.3.0",
+        "generatorVersion": "1", "numberOfTests": len(tests),
+        "header": ["Scripted traces for a writer or a reader under test: each step is one input to the side under",
+                   "test (t in ms) followed by the sends and events it must answer with, in order. Writer traces play",
+                   "writer 0 of shuffle 0 (connections c<peer>), reader traces reader 0; 'peers' is R or M;",
+                   "'settings' are Spark keys. Sends list the peer id ('to') and the message."],
+        "notes": NOTES, "tests": tests,
+    }
+
+
+def _inputs(step: Json) -> dict[str, Any]:
+    return {k: v for k, v in step.items() if k not in ("sends", "events")}
+
+
+def check_trace(test: Json) -> str | None:
+    """Replay one trace against the reference machine; the first difference, or None."""
+    try:
+        answers = run_trace(test["role"], test, [_inputs(s) for s in test["steps"]])
+    except Exception as exc:  # a target crash is a failed vector, reported with its type
+        return f"raised {type(exc).__name__}: {exc}"
+    for index, (step, answer) in enumerate(zip(test["steps"], answers)):
+        expected = {"sends": step["sends"], "events": step["events"]}
+        if answer != expected:
+            return f"step {index} ({step['input']}): expected {json.dumps(expected)[:300]}, got {json.dumps(answer)[:300]}"
+    return None
+
+
+def check_trace_vectors(target: str) -> Iterator[VectorResult]:
+    """``traces.json``: one result per trace."""
+    if target not in TARGETS:
+        raise SystemExit(f"error: unknown shuffle trace target {target!r}; known: {', '.join(TARGETS)}")
+    document = json.loads(VECTOR_FILE.read_text())
+    for test in document["tests"]:
+        detail = check_trace(test)
+        yield VectorResult(f"traces/{test['role']}", f"tcId {test['tcId']} [{test['level']}] {test['name']}: {test['comment']}",
+                           detail is None, detail or "")
+
+
+def main(argv: Sequence[str]) -> int:
+    """``--write`` regenerates traces.json; ``--check`` exits 1 when it is stale."""
+    text = json.dumps(build(), indent=1) + "\n"
+    if "--write" in argv:
+        VECTOR_FILE.write_text(text)
+        return 0
+    if "--check" in argv:
+        return 0 if VECTOR_FILE.exists() and VECTOR_FILE.read_text() == text else 1
+    print(text, end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
