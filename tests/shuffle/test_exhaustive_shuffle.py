@@ -90,7 +90,6 @@ CASES = {
     "1x1-2rec": (1, 1, 2, 0, False),
     "1x1-2rec-1fault": (1, 1, 2, 1, False),
     "2x2-2rec": (2, 2, 2, 0, True),
-    "2x2-2rec-1fault": (2, 2, 2, 1, True),
 }
 
 
