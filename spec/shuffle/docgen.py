@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterator, Sequence
 from construct import Struct
 
 from spec.shuffle import codec, errors, jsonform
+from spec.shuffle.diagrams import state_machines
 from spec.shuffle.layouts import (
     COMMON_HEADER,
     FIELDS_BY_TYPE,
@@ -220,6 +221,7 @@ def settings() -> str:
 
 SECTIONS: list[Callable[[], str]] = [
     introduction, common_header, message_bodies, frame, checksum, error_conditions, settings,
+    state_machines,
 ]
 """The document, in order; each function returns one Markdown section."""
 

@@ -32,25 +32,15 @@ class WriterChannelEvent(str, Enum):
     """Inputs of a writer channel, after classification by the writer machine."""
 
     CREDIT = "CREDIT"
-    """A CREDIT naming this reader (the first one binds; later ones are advisory and ignored)."""
     FLUSH = "FLUSH"
-    """A buffer became a DATA message (queued until the bind, sent after it)."""
     FINISH = "FINISH"
-    """Input ended: last flush done, TERMINATION_CONTROL queued or sent."""
     ACK = "ACK"
-    """TERMINATION_ACK whose seq equals the last seq sent on this channel."""
     ACK_WRONG_SEQ = "ACK_WRONG_SEQ"
-    """TERMINATION_ACK whose seq differs from the last seq sent."""
     UNEXPECTED = "UNEXPECTED"
-    """DATA or TERMINATION_CONTROL received by a writer."""
     CLOSE = "CLOSE"
-    """The bound connection closed."""
     TIMEOUT = "TIMEOUT"
-    """``writerConnectionTimeout`` passed without a bind."""
     ACK_TIMEOUT = "ACK_TIMEOUT"
-    """The opt-in termination-ack timeout passed (Spark 4.3.0 waits forever)."""
     SEND_FAILED = "SEND_FAILED"
-    """The socket write of a DATA failed."""
 
 
 class ReaderChannelState(str, Enum):
@@ -67,23 +57,40 @@ class ReaderChannelEvent(str, Enum):
     """Inputs of a reader channel, after classification by the reader machine."""
 
     CONNECTED = "CONNECTED"
-    """The connection is up: send the handshake CREDIT."""
     DATA = "DATA"
-    """DATA with seq = last+1 and a matching checksum: surface it, send CREDIT."""
     TERMINATION = "TERMINATION"
-    """TERMINATION_CONTROL with seq = last+1: answer with TERMINATION_ACK."""
     WRONG_SEQ = "WRONG_SEQ"
-    """Any message whose seq is not last+1 (checked first, for every type, as Spark does)."""
     BAD_CHECKSUM = "BAD_CHECKSUM"
-    """DATA whose CRC32C does not match (checksums enabled)."""
     UNEXPECTED = "UNEXPECTED"
-    """CREDIT or TERMINATION_ACK received by a reader."""
     ACK_WRITTEN = "ACK_WRITTEN"
-    """The TERMINATION_ACK's socket write completed."""
     SEND_FAILED = "SEND_FAILED"
-    """The TERMINATION_ACK's socket write failed."""
     CLOSE = "CLOSE"
-    """The connection closed."""
+
+
+WRITER_EVENT_MEANINGS: Final[Mapping[WriterChannelEvent, str]] = {
+    WriterChannelEvent.CREDIT: 'A CREDIT naming this reader (the first one binds; later ones are advisory and ignored).',
+    WriterChannelEvent.FLUSH: 'A buffer became a DATA message (queued until the bind, sent after it).',
+    WriterChannelEvent.FINISH: 'Input ended: last flush done, TERMINATION_CONTROL queued or sent.',
+    WriterChannelEvent.ACK: 'TERMINATION_ACK whose seq equals the last seq sent on this channel.',
+    WriterChannelEvent.ACK_WRONG_SEQ: 'TERMINATION_ACK whose seq differs from the last seq sent.',
+    WriterChannelEvent.UNEXPECTED: 'DATA or TERMINATION_CONTROL received by a writer.',
+    WriterChannelEvent.CLOSE: 'The bound connection closed.',
+    WriterChannelEvent.TIMEOUT: 'writerConnectionTimeout passed without a bind.',
+    WriterChannelEvent.ACK_TIMEOUT: 'The opt-in termination-ack timeout passed (Spark 4.3.0 waits forever).',
+    WriterChannelEvent.SEND_FAILED: 'The socket write of a DATA failed.',
+}
+READER_EVENT_MEANINGS: Final[Mapping[ReaderChannelEvent, str]] = {
+    ReaderChannelEvent.CONNECTED: 'The connection is up: send the handshake CREDIT.',
+    ReaderChannelEvent.DATA: 'DATA with seq = last+1 and a matching checksum: surface it, send CREDIT.',
+    ReaderChannelEvent.TERMINATION: 'TERMINATION_CONTROL with seq = last+1: answer with TERMINATION_ACK.',
+    ReaderChannelEvent.WRONG_SEQ: 'Any message whose seq is not last+1 (checked first, for every type, as Spark does).',
+    ReaderChannelEvent.BAD_CHECKSUM: 'DATA whose CRC32C does not match (checksums enabled).',
+    ReaderChannelEvent.UNEXPECTED: 'CREDIT or TERMINATION_ACK received by a reader.',
+    ReaderChannelEvent.ACK_WRITTEN: "The TERMINATION_ACK's socket write completed.",
+    ReaderChannelEvent.SEND_FAILED: "The TERMINATION_ACK's socket write failed.",
+    ReaderChannelEvent.CLOSE: 'The connection closed.',
+}
+"""What each event means, for the generated specification (two maps: the str enums compare by value)."""
 
 
 class WriterState(str, Enum):
@@ -116,6 +123,7 @@ class Table(Generic[S, E]):
     transitions: Mapping[tuple[S, E], S]
     rejections: Mapping[tuple[S, E], type[Exception]]
     failures: Mapping[tuple[S, E], type[errors.ShuffleError]]
+    meanings: Mapping[E, str]
 
     def next_state(self, state: S, event: E) -> S | None:
         """The listed target; None when the pair is the peer's fault; UsageError when it is the caller's."""
@@ -229,5 +237,9 @@ READER_ERRORS: Final[Mapping[tuple[ReaderChannelState, ReaderChannelEvent], type
 }
 """Listed reader transitions into FAILED, and the error each one reports."""
 
-WRITER_TABLE: Final = Table("writer channel", WS.AWAITING_CREDIT, WRITER_TRANSITIONS, WRITER_REJECTIONS, WRITER_ERRORS)
-READER_TABLE: Final = Table("reader channel", RS.CONNECTING, READER_TRANSITIONS, READER_REJECTIONS, READER_ERRORS)
+WRITER_TABLE: Final = Table(
+    "writer channel", WS.AWAITING_CREDIT, WRITER_TRANSITIONS, WRITER_REJECTIONS, WRITER_ERRORS, WRITER_EVENT_MEANINGS
+)
+READER_TABLE: Final = Table(
+    "reader channel", RS.CONNECTING, READER_TRANSITIONS, READER_REJECTIONS, READER_ERRORS, READER_EVENT_MEANINGS
+)

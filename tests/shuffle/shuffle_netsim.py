@@ -74,7 +74,8 @@ class Network:
         """``eager`` collapses the socket, the producer and the consumer (writes complete, a producer
         writes until it blocks or ends, records are consumed at once, a delivery hands over everything
         on that wire, and without faults an advisory credit on an empty wire arrives at once), which
-        keeps the exhaustive search small; the order of deliveries across connections stays free."""
+        keeps the exhaustive search small; the order of deliveries across connections stays free.
+        Timers then fire only when nothing else can happen, and faults strike connection (0, 0)."""
         self.eager = eager
         self.now = 0.0
         self.settings = settings
@@ -121,10 +122,25 @@ class Network:
         for r, queue in self.unreleased.items():
             if queue and not self._done(f"r{r}"):
                 yield ("consume", r)
-        if any(d is not None for d in self.deadlines.values()):
+        if any(d is not None for d in self.deadlines.values()) and not (self.eager and self._busy()):
             yield ("tick",)
         if self.faults_left:
             yield from self._fault_actions()
+
+    def _busy(self) -> bool:
+        """Eager mode: something other than time can happen (timers fire only when all is quiet)."""
+        return any(True for a in self._moves())
+
+    def _moves(self) -> Iterator[Action]:
+        for (w, r), pair in self.pairs.items():
+            for d in (W2R, R2W):
+                if pair.wire[d] and not (d == W2R and (w, r) in self.paused and pair.wire[d][0] != CLOSE):
+                    yield ("deliver", d, w, r)
+            if not pair.connected and not self._done(f"r{r}"):
+                yield ("connect", w, r)
+        for w in self.writers:
+            if not self._done(f"w{w}") and not self.writers[w].blocked and w not in self.finished:
+                yield ("produce", w)
 
     def fault_actions(self) -> Iterator[Action]:
         """The faults the network can inject now (while it has faults left)."""
@@ -143,6 +159,8 @@ class Network:
     def _fault_actions(self) -> Iterator[Action]:
         """Faults strike a message as it is written (the write still completes for the sender)."""
         for (w, r), pair in self.pairs.items():
+            if self.eager and (w, r) != (0, 0):
+                continue  # connections are symmetric: in eager mode the fault strikes connection (0, 0)
             for d in (W2R, R2W):
                 wire = pair.wire[d]
                 if self.eager and wire and wire[0] != CLOSE:
