@@ -1,0 +1,119 @@
+"""The writer machine's rules, one behaviour per test (the traces cover the wire exchanges)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, strategies as st
+
+from spec.shuffle import errors
+from spec.shuffle.messages import CreditMessage, DataMessage, TerminationAckMessage, TerminationControlMessage
+from spec.shuffle.records import decode_records
+from spec.shuffle.settings import ShuffleSettings
+from spec.shuffle.steps import Failed, ProducerBlocked, ProducerUnblocked, UsageError
+from spec.shuffle.writer import WriterMachine, flush_threshold, permit_capacity
+
+SMALL = ShuffleSettings(network_buffer_size=16, network_buffer_max_wait_time_ms=50, writer_max_memory=1,
+                        writer_connection_timeout_ms=1000)
+
+
+def bound_writer(readers: int = 1, settings: ShuffleSettings = SMALL) -> WriterMachine:
+    w = WriterMachine(3, 0, readers, settings, 0.0)
+    for r in range(readers):
+        w.received(f"c{r}", CreditMessage(0, r, 1), 0.0)
+    return w
+
+
+def test_permit_capacity_is_sparks_formula() -> None:
+    default = ShuffleSettings()
+    assert permit_capacity(default, 1) == 32 * 1024 * 1024 - (32 * 1024 + 512)
+    assert permit_capacity(default, 1000) == 1000 * 32768 * 2  # the lower bound wins for many readers
+    with pytest.raises(ValueError, match="memory budget"):
+        permit_capacity(ShuffleSettings(network_buffer_size=2**30), 2)
+
+
+@given(st.integers(1, 10**6))
+def test_flush_threshold_is_ninety_percent_rounded_down(size: int) -> None:
+    threshold = flush_threshold(ShuffleSettings(network_buffer_size=size))
+    assert threshold == size * 9 // 10 and threshold * 10 <= size * 9
+
+
+def test_sequence_numbers_start_at_zero_per_reader_and_terminator_takes_the_next() -> None:
+    w = bound_writer(readers=2)
+    seqs: dict[int, list[int]] = {0: [], 1: []}
+    for i in range(3):
+        for r in (0, 1):
+            for send in w.write(r, bytes(12), float(i)).sends:
+                seqs[r].append(send.message.seq)
+                w.send_completed(r, send.message.seq, float(i))
+    for send in w.finish(5.0).sends:
+        assert isinstance(send.message, (DataMessage, TerminationControlMessage))
+        seqs[send.peer].append(send.message.seq)
+    assert seqs == {0: [0, 1, 2, 3], 1: [0, 1, 2, 3]}
+
+
+def test_records_are_framed_whole_and_many_share_one_data() -> None:
+    w = bound_writer(settings=ShuffleSettings(network_buffer_size=64, writer_max_memory=1))
+    records = [b"a", b"", b"bcd", b"e" * 10]
+    for rec in records:
+        assert not w.write(0, rec, 0.0).sends
+    (send, _) = w.finish(0.0).sends
+    assert isinstance(send.message, DataMessage) and decode_records(send.message.payload) == tuple(records)
+
+
+def test_an_oversized_record_is_sent_whole_and_takes_one_buffer_of_permits() -> None:
+    w = bound_writer()
+    (send,) = w.write(0, bytes(100), 0.0).sends
+    assert isinstance(send.message, DataMessage) and send.message.data_size == 104
+    assert w.permits_available == w.permit_capacity - 16
+
+
+def test_blocked_producer_holds_one_record_and_resumes_in_order() -> None:
+    w = bound_writer()
+    first = w.write(0, bytes(12), 0.0).sends[0].message
+    w.write(0, bytes(12), 0.0)
+    step = w.write(0, b"held", 0.0)
+    assert step.events == (ProducerBlocked(),) and w.blocked and w.permits_available == 0
+    with pytest.raises(UsageError):
+        w.write(0, b"more", 0.0)
+    step = w.send_completed(0, first.seq, 0.0)
+    assert step.events == (ProducerUnblocked(),) and not w.blocked
+    (data, _) = w.finish(0.0).sends
+    assert isinstance(data.message, DataMessage) and decode_records(data.message.payload) == (b"held",)
+
+
+def test_deadline_is_the_periodic_flush_while_a_buffer_is_open() -> None:
+    w = bound_writer()
+    assert w.write(0, b"x", 0.01).deadline == pytest.approx(0.05)
+    assert w.tick(0.049).sends == ()
+    step = w.tick(0.05)
+    assert len(step.sends) == 1 and step.deadline is None
+
+
+def test_connection_timeout_names_the_first_unbound_reader() -> None:
+    w = WriterMachine(3, 5, 3, SMALL, 10.0)
+    w.received("c", CreditMessage(5, 0, 1), 10.0)
+    assert w.tick(10.999).events == ()
+    (failed,) = w.tick(11.0).events
+    assert isinstance(failed, Failed) and isinstance(failed.error, errors.WriterConnectionTimeout)
+    assert failed.error.parameters == dict(shuffleId=3, writerId=5, timeoutMs=1000, readerId=1)
+
+
+def test_waiting_forever_for_readers_has_no_deadline() -> None:
+    w = WriterMachine(0, 0, 1, ShuffleSettings(writer_connection_timeout_ms=-1), 0.0)
+    assert w.tick(10**9).events == () and w.tick(10**9).deadline is None
+
+
+def test_acks_are_checked_before_they_count_and_duplicates_ignored() -> None:
+    w = bound_writer(readers=2)
+    w.finish(0.0)
+    assert w.received("c0", TerminationAckMessage(0, 0, 0), 0.0).events == ()
+    assert w.received("c0", TerminationAckMessage(0, 0, 0), 0.0).events == ()
+    (failed,) = w.received("c1", TerminationAckMessage(7, 0, 1), 0.0).events
+    assert isinstance(failed, Failed) and failed.error.parameters["expSeqNum"] == 0
+    assert w.error is failed.error and w.done
+
+
+def test_input_after_failure_is_ignored() -> None:
+    w = bound_writer()
+    w.received("c0", DataMessage(0, 0, 0, 0, b""), 0.0)
+    assert w.done and w.write(0, b"x", 0.0).sends == () and w.tick(99.0).events == ()
