@@ -173,11 +173,11 @@ class WriterMachine(StepBuffer):
             return self._step(now)
         if isinstance(message, (DataMessage, TerminationControlMessage)):
             error = errors.UnexpectedMessage(SERVER_HANDLER, message.type.name)
-            bound = self._conns.get(conn)
-            if bound is None:
-                self._fail(error)
+            reader_id = self._conns.get(conn, message.reader_id)
+            if 0 <= reader_id < len(self.channels):
+                self._fail_with(self.channels[reader_id], WriterChannelEvent.UNEXPECTED, error)
             else:
-                self._fail_with(self.channels[bound], WriterChannelEvent.UNEXPECTED, error)
+                self._fail(error)
             return self._step(now)
         ch_or_none = self._channel_for_peer(message.reader_id)
         if ch_or_none is None:

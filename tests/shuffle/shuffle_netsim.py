@@ -39,7 +39,7 @@ UNKNOWN_FRAME = codec.encode_frame(TerminationAckMessage(0, 0, 0))[:13] + b"\x00
 WireItem = Union[Message, bytes, str]
 Action = tuple[Hashable, ...]
 W2R, R2W = "w2r", "r2w"
-FAULTS = ("duplicate", "drop", "reorder", "corrupt", "close_early", "inject_unknown")
+FAULTS = ("duplicate", "drop", "reorder", "corrupt", "close_early", "inject_unknown", "stray_credit", "stray_data", "stray_ack")
 
 
 class Violation(AssertionError):
@@ -147,34 +147,42 @@ class Network:
         if self.faults_left:
             yield from self._fault_actions()
 
+    def _at_transmit(self, d: str, w: int, r: int) -> bool:
+        """A fault strikes the next message written if there is one (the write still completes for
+        the sender), otherwise the message at the head of the wire."""
+        pair = self.pairs[(w, r)]
+        return bool(pair.outbox[d]) and len(pair.wire[d]) < self.wire_capacity and not self.eager
+
+    def _target(self, d: str, w: int, r: int) -> WireItem | None:
+        pair = self.pairs[(w, r)]
+        if self._at_transmit(d, w, r):
+            return pair.outbox[d][0].message
+        return pair.wire[d][0] if pair.wire[d] and pair.wire[d][0] != CLOSE else None
+
     def head_is_sequenced(self, fault: Action) -> bool:
         """The fault hits a DATA, TERMINATION_CONTROL or TERMINATION_ACK (the messages with checked seqs)."""
         if fault[0] not in ("duplicate", "drop", "corrupt", "reorder"):
             return False
-        pair = self.pairs[(fault[2], fault[3])]  # type: ignore[index]
-        d = str(fault[1])
-        head = pair.wire[d][0] if self.eager else pair.outbox[d][0].message
-        return isinstance(head, (DataMessage, TerminationControlMessage, TerminationAckMessage))
+        target = self._target(str(fault[1]), int(fault[2]), int(fault[3]))  # type: ignore[call-overload]
+        return isinstance(target, (DataMessage, TerminationControlMessage, TerminationAckMessage))
 
     def _fault_actions(self) -> Iterator[Action]:
-        """Faults strike a message as it is written (the write still completes for the sender)."""
         for (w, r), pair in self.pairs.items():
             if self.eager and (w, r) != (0, 0):
                 continue  # connections are symmetric: in eager mode the fault strikes connection (0, 0)
             for d in (W2R, R2W):
                 wire = pair.wire[d]
-                if self.eager and wire and wire[0] != CLOSE:
+                if self._target(d, w, r) is not None:
                     yield from ((kind, d, w, r) for kind in ("duplicate", "drop", "corrupt"))
-                    if len(wire) >= 2 and wire[1] != CLOSE:
-                        yield ("reorder", d, w, r)
-                elif not self.eager and pair.outbox[d] and len(wire) < self.wire_capacity:
-                    yield from ((kind, d, w, r) for kind in ("duplicate", "drop", "corrupt"))
-                    if wire and wire[-1] != CLOSE:
+                    if wire and (wire[-1] != CLOSE if self._at_transmit(d, w, r) else len(wire) >= 2 and wire[1] != CLOSE):
                         yield ("reorder", d, w, r)
                 if pair.connected and not pair.closed_by:
                     yield ("inject_unknown", d, w, r)
             if pair.connected and not pair.closed_by:
                 yield ("close_early", w, r)
+                yield ("stray_credit", W2R, w, r)
+                yield ("stray_data", R2W, w, r)
+                yield ("stray_ack", R2W, w, r)
 
     def apply(self, action: Action) -> None:
         """Carry out one enabled action, then check every invariant."""
@@ -325,7 +333,8 @@ class Network:
             return errors.UnknownPeer, dict(role="reader", peerId=m.reader_id, count=len(self.readers))
         pair = self.pairs[(w, m.reader_id)]
         if isinstance(m, TerminationAckMessage):
-            last = pair.sent_seqs[-1] if pair.sent_seqs else -1
+            # Spark's "last seq sent" counts DATA already numbered but still queued before the bind.
+            last = self.writers[w].channels[m.reader_id].last_seq
             if m.seq != last:
                 return errors.IncorrectSequenceNumber, dict(
                     messageType="TERMINATION_ACK_MESSAGE", writerId=w, readerId=m.reader_id,
@@ -368,14 +377,17 @@ class Network:
         if kind == "inject_unknown":
             self.pairs[(w, r)].wire[str(d)].append(UNKNOWN_FRAME)  # type: ignore[index]
             return
-        if self.eager:
-            self._strike_wire(str(kind), self.pairs[(w, r)].wire[str(d)])  # type: ignore[index]
-        else:
+        if str(kind).startswith("stray_"):
+            self.pairs[(w, r)].wire[str(d)].append(self._stray(str(kind), int(w), int(r)))  # type: ignore[call-overload, index]
+            return
+        if self._at_transmit(str(d), int(w), int(r)):  # type: ignore[call-overload]
             self._transmit(str(d), int(w), int(r), kind=str(kind))  # type: ignore[call-overload]
+        else:
+            self._strike_wire(str(kind), self.pairs[(w, r)].wire[str(d)])  # type: ignore[index]
 
     @staticmethod
     def _strike_wire(kind: str, wire: deque[WireItem]) -> None:
-        """Eager mode: the fault hits the message at the head of the wire."""
+        """The fault hits the message at the head of the wire."""
         if kind == "duplicate":
             wire.appendleft(wire[0])
         elif kind == "drop":
@@ -384,6 +396,15 @@ class Network:
             wire[0] = corrupt(wire[0])
         else:
             wire[0], wire[1] = wire[1], wire[0]
+
+    def _stray(self, kind: str, w: int, r: int) -> Message:
+        """A well-formed message its receiver never accepts: a CREDIT to a reader (with the seq it
+        expects next, so only its type is wrong), or to a writer DATA or an ack with a seq never sent."""
+        if kind == "stray_credit":
+            return CreditMessage(w, r, 1, self.pairs[(w, r)].accepted_seq + 1)
+        if kind == "stray_data":
+            return DataMessage(0, w, r, 0, b"")
+        return TerminationAckMessage(99, w, r)
 
     # -- running machines ---------------------------------------------------------------------------
 
