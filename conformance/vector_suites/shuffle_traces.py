@@ -116,6 +116,8 @@ def apply_input(machine: WriterMachine | ReaderMachine, step: Json) -> Step:
             return machine.finish(now)
         if kind == "sendCompleted":
             return machine.send_completed(peer, int(step["seq"]), now)
+        if kind == "sendFailed":
+            return machine.send_failed(peer, int(step["seq"]), step["cause"], now)
         if kind == "closed":
             return machine.connection_closed(step.get("conn", conn), now)
         if kind == "tick":
@@ -127,6 +129,8 @@ def apply_input(machine: WriterMachine | ReaderMachine, step: Json) -> Step:
             return machine.received(peer, from_json(step["message"]), now)
         if kind == "sendCompleted":
             return machine.send_completed(peer, int(step["seq"]), now)
+        if kind == "sendFailed":
+            return machine.send_failed(peer, int(step["seq"]), step["cause"], now)
         if kind == "release":
             return machine.release(peer, int(step["seq"]), now)
         if kind == "closed":
@@ -255,6 +259,13 @@ SCENARIOS: Final[tuple[Scenario, ...]] = (
              error="CONNECTION_CLOSED_BEFORE_TERMINATION", error_params={"role": "writer", "peerId": "0"}),
     Scenario("reader-close-after-termination", "a close after TERMINATION_CONTROL is normal", R, ("EarlyClose", "Termination"),
              "failures", (CONNECT, tc(0), {"input": "closed", "peer": 0}, {"input": "sendCompleted", "peer": 0, "seq": "0"}), SMALL),
+    Scenario("reader-ack-write-fails", "the connection breaks while the TERMINATION_ACK is being written: the reader fails instead of waiting for a completion that never comes", R,
+             ("Termination", "Counterexample"), "failures",
+             (CONNECT, tc(0), {"input": "closed", "peer": 0},
+              {"input": "sendFailed", "peer": 0, "seq": "0", "cause": "java.nio.channels.ClosedChannelException"}), SMALL,
+             error="STREAMING_SHUFFLE_SEND_FAILED",
+             error_params={"what": "termination acknowledgment", "role": "writer", "peerId": "0",
+                           "cause": "java.nio.channels.ClosedChannelException"}),
     Scenario("reader-credit-unexpected", "a CREDIT arriving at a reader fails it (after the sequence check passes)", R,
              ("UnexpectedType",), "failures", (CONNECT, {"input": "received", "peer": 0, "message": _m(CreditMessage(0, 0, 1, 0))}), SMALL,
              error="STREAMING_SHUFFLE_UNEXPECTED_MESSAGE_TYPE",
@@ -325,6 +336,11 @@ SCENARIOS: Final[tuple[Scenario, ...]] = (
              SMALL, level="SHOULD", ack_timeout_ms=300,
              error="STREAMING_SHUFFLE_TERMINATION_ACK_TIMEOUT",
              error_params={"shuffleId": "0", "writerId": "0", "timeoutMs": "300", "readerId": "0"}),
+    Scenario("writer-data-write-fails", "a DATA whose socket write fails fails the writer", W, ("Permits", "EarlyClose"), "failures",
+             ({"input": "accepted"}, credit(), {"input": "write", "record": "00" * 12},
+              {"input": "sendFailed", "seq": "0", "cause": "Connection reset by peer"}), SMALL,
+             error="STREAMING_SHUFFLE_SEND_FAILED",
+             error_params={"what": "data", "role": "reader", "peerId": "0", "cause": "Connection reset by peer"}),
     Scenario("writer-finish-before-bind", "finish before the reader binds: data and terminator are queued and sent in order after the bind", W,
              ("Handshake", "Termination", "Counterexample"), "writer-machine",
              ({"input": "write", "record": "01"}, {"input": "finish"}, {"input": "accepted"}, credit(), ack(1)), SMALL),
