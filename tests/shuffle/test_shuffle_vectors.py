@@ -106,7 +106,7 @@ def test_construct_layout_ignores_fixed_body_trailing_bytes_like_spark() -> None
 
 
 def test_runner_reports_every_vector_and_names_groups() -> None:
-    results = list(check_vectors("reference"))
+    results = [r for r in check_vectors("reference") if not r.group.startswith("traces/")]  # traces: test_model_trace_vectors
     assert len(results) == len(TESTS) and all(r.passed for r in results)
     assert {r.group for r in results} == {g["name"] for g in DOCUMENT["testGroups"]}
 
