@@ -615,7 +615,7 @@ def corrupt(item: WireItem) -> WireItem:
         return CreditMessage(item.writer_id, item.reader_id + 100, item.num_messages, item.seq)
     if isinstance(item, TerminationControlMessage):
         return TerminationControlMessage(item.seq + 1, item.writer_id, item.reader_id)
-    if isinstance(item, TerminationAckMessage):
-        return TerminationAckMessage(item.seq + 1, item.writer_id, item.reader_id)
+    if isinstance(item, TerminationAckMessage):  # one behind (a stray ack covers seqs never sent)
+        return TerminationAckMessage(item.seq - 1, item.writer_id, item.reader_id)
     return item
 
