@@ -285,7 +285,7 @@ SCENARIOS: Final[tuple[Scenario, ...]] = (
              ({"input": "accepted"}, {"input": "write", "record": "6161616161616161616161", "t": 1}, credit()), SMALL),
     Scenario("writer-flush-at-90-percent", "networkBufferSize 16: 14 framed bytes (90%, integer maths) flush at once; 13 do not", W,
              ("FlushRule",), "writer-buffers",
-             ({"input": "accepted"}, credit(), {"input": "write", "record": "00" * 9}, {"input": "write", "record": "00" * 10}), SMALL),
+             ({"input": "accepted"}, credit(), {"input": "write", "record": "00" * 10}, {"input": "write", "record": "00" * 9}), SMALL),
     Scenario("writer-flush-by-age", "a buffer older than networkBufferMaxWaitTimeMs is sent with the next record", W,
              ("FlushRule",), "writer-buffers",
              ({"input": "accepted"}, credit(), {"input": "write", "record": "01", "t": 0}, {"input": "write", "record": "02", "t": 60}), SMALL),
