@@ -224,6 +224,9 @@ def run(options: Options, out: TextIO = sys.stdout, err: TextIO = sys.stderr) ->
         if monitor is not None:
             monitor.stop()
         if sc is not None:
+            from reference.spark.shuffle import stop_coordinator
+
+            stop_coordinator(sc)
             sc.stop()
         server.stop()
         host.close()

@@ -112,25 +112,26 @@ class _Service:
         self.directory: ClusterCoordinator = directory_from_conf(conf, host)
 
 
-_services: dict[int, _Service] = {}
+_services: dict[str, _Service] = {}
+"""Coordinators by Spark application id: ``id(sc)`` could be reused by a later context."""
 _services_lock = threading.Lock()
 _shuffle_ids = itertools.count()
 
 
 def _service(sc: Any) -> _Service:
     with _services_lock:
-        service = _services.get(id(sc))
+        service = _services.get(sc.applicationId)
         if service is None:
             host = sc.getConf().get("spark.driver.host", "127.0.0.1")
             service = _Service(host, dict(sc.getConf().getAll()))
-            _services[id(sc)] = service
+            _services[sc.applicationId] = service
         return service
 
 
 def stop_coordinator(sc: Any) -> None:
     """Stop the coordinator of ``sc`` (call before ``SparkContext.stop`` to leave no thread behind)."""
     with _services_lock:
-        service = _services.pop(id(sc), None)
+        service = _services.pop(sc.applicationId, None)
     if service is not None:
         service.directory.stop()
 

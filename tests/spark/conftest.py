@@ -20,6 +20,9 @@ def spark() -> Iterator[Any]:
         SparkSession.builder.master("local[4]").appName("streaming-shuffle-tests")
         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.host", "127.0.0.1").config("spark.sql.shuffle.partitions", "4")
+        # explicit: a context created earlier in this process (the pipeline tests) leaves its
+        # provider URL in the JVM's defaults, and its cluster service is gone by now
+        .config("spark.streamwire.cluster.provider", "memory")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
