@@ -25,7 +25,9 @@ def spark() -> Iterator[Any]:
         .config("spark.streamwire.cluster.provider", "memory")
         .getOrCreate()
     )
-    session.sparkContext.setLogLevel("ERROR")
+    sc = session.sparkContext
+    sc.setLogLevel("ERROR")
     yield session
-    stop_coordinator(session.sparkContext)
+    if sc._jsc is not None:  # another test may have stopped the shared context already
+        stop_coordinator(sc)
     session.stop()
