@@ -99,16 +99,25 @@ class ShardView:
         """The shuffle keeps everything in its shard's log."""
 
     def notify_shard_log_update(self, shard: ShardId, entries: Sequence[Entry]) -> None:
+        fresh = self._keep(entries)
+        if self._on_entry is not None:
+            for entry in fresh:
+                self._on_entry(entry)
+
+    def remember(self, entry: Entry) -> None:
+        """This node's own committed write, before its notification arrives (read your writes)."""
+        self._keep([entry])
+
+    def _keep(self, entries: Sequence[Entry]) -> list[Entry]:
+        """Keep the newer entries (catch-ups and own writes may repeat, Q3); return those kept."""
         fresh = []
         with self._lock:
             for entry in entries:
                 known = self._log.get(entry.key)
-                if known is None or entry.revision > known.revision:  # catch-ups may repeat (Q3)
+                if known is None or entry.revision > known.revision:
                     self._log[entry.key] = entry
                     fresh.append(entry)
-        if self._on_entry is not None:
-            for entry in fresh:
-                self._on_entry(entry)
+        return fresh
 
     def cluster_heartbeat(self, ttl: float) -> None:
         """Liveness is the provider's business; tasks only read the other nodes' states."""
@@ -177,14 +186,21 @@ class ClusterDirectory:
     # -- writes: every one a CAS on the revision last seen, retried on the one actually found -----
 
     def _update(self, key: str, change: Callable[[Entry | None], bytes | None]) -> None:
-        """Write ``change(current)`` unless it is None (nothing to change)."""
+        """Write ``change(current)`` unless it is None (nothing to change).
+
+        A committed write enters this node's view at once, not when its notification arrives: the
+        next write (a writer failing right after it registered unregisters at once) must not
+        decide on a view that lacks this node's own last write, or it changes nothing.
+        """
         current = self.view.entry(key)
         for _ in range(CAS_ATTEMPTS):
             value = change(current)
             if value is None:
                 return
             try:
-                self.provider.update_shard_log([MetadataOp(key, value, None if current is None else current.revision)])
+                revision = self.provider.update_shard_log(
+                    [MetadataOp(key, value, None if current is None else current.revision)])
+                self.view.remember(Entry(key, value, revision))
                 return
             except RevisionMismatch as mismatch:
                 current = mismatch.actual

@@ -15,7 +15,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, Sequence, cast
 
 import pytest
 import test_runtime as runtime
@@ -33,6 +33,8 @@ from reference.shuffle.cluster_directory import (
     directory_from_conf,
 )
 from reference.shuffle.local import LocalShuffleError, run_local_shuffle
+from spec.cluster.interface import ClusterBackend, ClusterCore, ClusterProvider, FailureTiming
+from spec.cluster.types import Entry, NodeId, ShardId
 from spec.shuffle import coordination as co
 
 DEADLINE_S = 30.0
@@ -163,6 +165,59 @@ def test_locations_arrive_by_notification_and_a_retried_writer_replaces_its_entr
     finally:
         writer.close()
         reader.close()
+
+
+class LateNotifications:
+    """A backend whose nodes get no shard-log notification until ``release``: a slow provider."""
+
+    def __init__(self, backend: ClusterBackend) -> None:
+        self.backend = backend
+        self.held: list[tuple[ClusterCore, ShardId, Sequence[Entry]]] = []
+
+    @property
+    def timing(self) -> FailureTiming:
+        return self.backend.timing
+
+    def open_node(self, node_id: NodeId, core: ClusterCore) -> ClusterProvider:
+        backend = self
+
+        class Late:
+            def __getattr__(self, name: str) -> object:
+                return getattr(core, name)
+
+            def notify_shard_log_update(self, shard: ShardId, entries: Sequence[Entry]) -> None:
+                backend.held.append((core, shard, entries))
+
+        return self.backend.open_node(node_id, cast(ClusterCore, Late()))
+
+    def release(self) -> None:
+        for core, shard, entries in self.held:
+            core.notify_shard_log_update(shard, entries)
+
+    def close(self) -> None:
+        """The wrapped backend is the coordinator's."""
+
+
+def test_a_write_right_after_another_sees_it_before_its_notification(cluster: ShuffleCluster) -> None:
+    """A writer that fails right after registering must unregister, although the notification of
+    its registration has not reached its node yet (it used to read its own view, find nothing
+    and skip the unregistration, leaving the writer registered forever)."""
+    key = co.ShuffleKey(0, 0)
+    late = LateNotifications(cluster.coordinator.backend)
+    writer = ClusterDirectory(late, "writer3", cluster.shard.shard)
+    barrier = cluster.directories(co.Role.READER, 0)
+    try:
+        writer.register(key, co.WriterLocation(3, "exec-1", "127.0.0.1", 4003))
+        writer.unregister(key, 3)
+        writer.report_failure(key, co.Role.WRITER, 3, "RuntimeError: failed right after registering")
+        barrier.report_failure(key, co.Role.READER, 0, "RuntimeError: barrier")  # notified after the above
+        driver = cluster.coordinator.directory(0)
+        _wait_until(lambda: driver.lookup(key).failure != "", "failure notification")
+        assert driver.lookup(key) == co.Writers("writer 3 failed: RuntimeError: failed right after registering", ())
+    finally:
+        late.release()
+        writer.close()
+        barrier.close()
 
 
 def test_first_failure_report_wins(cluster: ShuffleCluster) -> None:
