@@ -47,6 +47,34 @@ class CaseTimeout(Exception):
     """Raised by a check (or its helpers) when the case deadline passes; becomes TIMEOUT."""
 
 
+class TargetUnreachable(Exception):
+    """Raised while opening a target that cannot be reached: the run stops before any case (exit 2)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """Something the peer awaited from the implementation that did not come in time."""
+
+    what: str
+    seconds: float
+    came: str
+
+    def __str__(self) -> str:
+        return f"awaited {self.what} for {self.seconds:.1f} s; came instead: {self.came}"
+
+
+@dataclass(frozen=True, slots=True)
+class Blame:
+    """While a case ran, the implementation broke the requirement that case ``case_id`` judges.
+
+    A failing case whose first blame names another failing case is reported as that case's
+    dependent: its failure follows from the earlier one rather than being a fault of its own.
+    """
+
+    case_id: str
+    text: str
+
+
 class WireLog:
     """Both directions of a case's traffic, in order, for the per-case hex wire log."""
 
@@ -74,7 +102,8 @@ class RunOptions:
     suite: str
     target: str
     role: str | None = None
-    case_prefix: str | None = None
+    case_prefixes: tuple[str, ...] = ()
+    """Only cases whose id starts with one of these (none: every case)."""
     strict: bool = False
     timeout: float = 30.0
 
@@ -86,6 +115,8 @@ class CaseContext:
     options: RunOptions
     deadline: float
     wirelog: WireLog = field(default_factory=WireLog)
+    waits: list[Wait] = field(default_factory=list)
+    blames: list[Blame] = field(default_factory=list)
 
     def remaining(self) -> float:
         """Seconds left before the case times out; raises CaseTimeout when none are."""
@@ -93,6 +124,15 @@ class CaseContext:
         if left <= 0:
             raise CaseTimeout("case deadline passed")
         return left
+
+    def awaited(self, what: str, seconds: float, came: str) -> None:
+        """Record a wait for ``what`` that ended after ``seconds`` without it (``came`` instead)."""
+        self.waits.append(Wait(what, seconds, came))
+
+    def blame(self, case_id: str, text: str) -> None:
+        """Record that the implementation broke case ``case_id``'s requirement (once per case id)."""
+        if all(b.case_id != case_id for b in self.blames):
+            self.blames.append(Blame(case_id, text))
 
 
 class Target(Protocol):
@@ -118,6 +158,8 @@ class Case:
     requirement: str
     check: Check
     requires: frozenset[str] = frozenset()
+    spec_ref: str = ""
+    """The section of the generated specification (``docs/spec/<suite>.md#anchor``) the case checks."""
 
     @property
     def topic(self) -> str:

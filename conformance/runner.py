@@ -1,24 +1,23 @@
 """``python -m conformance run``: execute a suite's cases against a target and report.
 
 Exit codes: 0 when at least one case ran and no MUST case failed or timed out (and, with
-``--strict``, no SHOULD case was violated); 1 otherwise; 3 when no case matched the filters or
-every matching case was unsupported, so that a CI that tests nothing cannot pass by accident.
+``--strict``, no SHOULD case was violated); 1 otherwise; 2 when the target cannot be reached (said
+in one line, before any case runs); 3 when no case matched the filters or every matching case was
+unsupported, so that a CI that tests nothing cannot pass by accident.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import json
+import socket
 import sys
 import threading
 import time
 import traceback
-import xml.etree.ElementTree as ET
-from collections import Counter, defaultdict
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence, TextIO
+from typing import Final, Sequence
+from urllib.parse import urlsplit
 
 from conformance.framework import (
     Case,
@@ -29,29 +28,20 @@ from conformance.framework import (
     RunOptions,
     Suite,
     Target,
+    TargetUnreachable,
     Verdict,
 )
+from conformance.report.cases import CaseReport, RunReport
+from conformance.report.causes import root_causes
+from conformance.report.wire import FrameCodec, codec_for, frames
+from conformance.report.writers import print_summary, write_json, write_junit
 
 SUITES = ("shuffle", "cluster", "sync")
-EXIT_OK, EXIT_FAILED, EXIT_NO_CASE = 0, 1, 3
-
-
-@dataclass(frozen=True, slots=True)
-class CaseReport:
-    case: Case
-    outcome: Outcome
-    expected: str
-    actual: str
-    duration_ms: float
-    wirelog: list[dict[str, object]]
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "id": self.case.id, "level": self.case.level.value, "role": self.case.role,
-            "outcome": self.outcome.value, "requirement": self.case.requirement,
-            "expected": self.expected, "actual": self.actual,
-            "duration_ms": round(self.duration_ms, 3), "wirelog": self.wirelog,
-        }
+EXIT_OK, EXIT_FAILED, EXIT_UNREACHABLE, EXIT_NO_CASE = 0, 1, 2, 3
+PROBED_SCHEMES: Final = frozenset({"grpc", "etcd"})
+"""Targets named by a server address that is reached before any case runs. (``tcp://`` is not
+probed: a one-shot shuffle writer serves exactly one connection.)"""
+PROBE_TIMEOUT_S: Final = 5.0
 
 
 def load_suite(name: str) -> Suite:
@@ -60,10 +50,11 @@ def load_suite(name: str) -> Suite:
 
 
 def select_cases(suite: Suite, options: RunOptions) -> list[Case]:
+    prefixes = options.case_prefixes
     return [
         case for case in suite.cases
         if (options.role is None or case.role == options.role)
-        and (options.case_prefix is None or case.id.startswith(options.case_prefix))
+        and (not prefixes or any(case.id.startswith(p) for p in prefixes))
     ]
 
 
@@ -76,12 +67,11 @@ def judge(case: Case, verdict: Verdict) -> Outcome:
     return Outcome.NON_STRICT if case.level is Level.SHOULD else Outcome.FAIL
 
 
-def run_case(case: Case, target: Target, options: RunOptions) -> CaseReport:
+def run_case(case: Case, target: Target, options: RunOptions, codec: FrameCodec | None = None) -> CaseReport:
     """Run one check in a worker thread under the case deadline."""
     if not case.requires <= target.capabilities:
         missing = ", ".join(sorted(case.requires - target.capabilities))
-        return CaseReport(case, Outcome.UNSUPPORTED, case.requirement,
-                          f"target does not declare: {missing}", 0.0, [])
+        return CaseReport(case, Outcome.UNSUPPORTED, case.requirement, f"target does not declare: {missing}", 0.0)
     ctx = CaseContext(options=options, deadline=time.monotonic() + options.timeout)
     result: list[Verdict | BaseException] = []
 
@@ -96,20 +86,21 @@ def run_case(case: Case, target: Target, options: RunOptions) -> CaseReport:
     worker.start()
     worker.join(options.timeout + 5.0)
     elapsed = (time.monotonic() - started) * 1000
+
+    def report(outcome: Outcome, expected: str, actual: str) -> CaseReport:
+        return CaseReport(case, outcome, expected, actual, elapsed, frames(ctx.wirelog.entries(), codec),
+                          tuple(ctx.waits), tuple(ctx.blames))
+
     if not result:
-        return CaseReport(case, Outcome.TIMEOUT, case.requirement,
-                          f"no verdict within {options.timeout:g} s", elapsed, ctx.wirelog.entries())
+        return report(Outcome.TIMEOUT, case.requirement, f"no verdict within {options.timeout:g} s")
     outcome_or_error = result[0]
     if isinstance(outcome_or_error, CaseTimeout):
-        return CaseReport(case, Outcome.TIMEOUT, case.requirement, str(outcome_or_error),
-                          elapsed, ctx.wirelog.entries())
+        return report(Outcome.TIMEOUT, case.requirement, f"{outcome_or_error} ({options.timeout:g} s)")
     if isinstance(outcome_or_error, BaseException):
         text = "".join(traceback.format_exception_only(type(outcome_or_error), outcome_or_error)).strip()
-        return CaseReport(case, Outcome.FAIL, case.requirement, f"check raised: {text}",
-                          elapsed, ctx.wirelog.entries())
+        return report(Outcome.FAIL, case.requirement, f"check raised: {text}")
     verdict = outcome_or_error
-    return CaseReport(case, judge(case, verdict), verdict.expected, verdict.actual,
-                      elapsed, ctx.wirelog.entries())
+    return report(judge(case, verdict), verdict.expected, verdict.actual)
 
 
 def is_failure(report: CaseReport, strict: bool) -> bool:
@@ -120,45 +111,53 @@ def is_failure(report: CaseReport, strict: bool) -> bool:
     return strict and report.outcome is Outcome.NON_STRICT
 
 
-def write_junit(path: Path, suite: str, reports: Sequence[CaseReport]) -> None:
-    """JUnit XML, one testsuite per topic."""
-    root = ET.Element("testsuites", name=f"conformance-{suite}")
-    by_topic: dict[str, list[CaseReport]] = defaultdict(list)
-    for report in reports:
-        by_topic[report.case.topic].append(report)
-    for topic, members in by_topic.items():
-        failures = sum(r.outcome in (Outcome.FAIL, Outcome.TIMEOUT) for r in members)
-        skipped = sum(r.outcome is Outcome.UNSUPPORTED for r in members)
-        node = ET.SubElement(root, "testsuite", name=topic, tests=str(len(members)),
-                             failures=str(failures), skipped=str(skipped),
-                             time=f"{sum(r.duration_ms for r in members) / 1000:.3f}")
-        for r in members:
-            case = ET.SubElement(node, "testcase", classname=topic, name=r.case.id,
-                                 time=f"{r.duration_ms / 1000:.3f}")
-            detail = f"[{r.case.level.value}] {r.case.requirement}\nexpected: {r.expected}\nactual: {r.actual}"
-            if r.outcome in (Outcome.FAIL, Outcome.TIMEOUT):
-                ET.SubElement(case, "failure", message=r.outcome.value).text = detail
-            elif r.outcome is Outcome.UNSUPPORTED:
-                ET.SubElement(case, "skipped", message=r.actual)
-            else:
-                ET.SubElement(case, "system-out").text = f"{r.outcome.value}\n{detail}"
-    ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
+def probe(target: str) -> None:
+    """Raise :class:`TargetUnreachable` if ``target`` names a server address nothing listens on."""
+    parts = urlsplit(target)
+    if parts.scheme not in PROBED_SCHEMES:
+        return
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError as exc:
+        raise TargetUnreachable(f"bad address {target!r}: {exc}") from None
+    if host is None or port is None:
+        raise TargetUnreachable(f"{target!r} names no host:port")
+    try:
+        socket.create_connection((host, port), PROBE_TIMEOUT_S).close()
+    except OSError as exc:
+        raise TargetUnreachable(f"cannot connect to {target}: {exc.strerror or exc}") from None
 
 
-def summary_of(reports: Sequence[CaseReport]) -> dict[str, int]:
-    counts = Counter(r.outcome.value for r in reports)
-    return {outcome.value: counts.get(outcome.value, 0) for outcome in Outcome} | {"total": len(reports)}
+def run_cases(suite: Suite, cases: Sequence[Case], options: RunOptions, verbose: bool = True) -> RunReport:
+    """Open the target, run ``cases`` in order and group their failures by root cause.
+
+    Raises :class:`TargetUnreachable` (before any case) when the target cannot be reached.
+    """
+    probe(options.target)
+    codec = codec_for(suite.name)
+    reports: list[CaseReport] = []
+    try:
+        opened = suite.open_target(options)
+        target = opened.__enter__()
+    except TargetUnreachable:
+        raise
+    except Exception as exc:  # whatever stops the target from starting is the one-line reason
+        raise TargetUnreachable(f"cannot open target {options.target}: {_one_line(exc)}") from None
+    try:
+        for index, case in enumerate(cases, 1):
+            report = run_case(case, target, options, codec)
+            reports.append(report)
+            if verbose:
+                print(f"[{index}/{len(cases)}] {report.outcome.value:<11} {case.id} "
+                      f"({report.duration_ms:.0f} ms)", flush=True)
+        description = target.description
+    finally:
+        opened.__exit__(None, None, None)
+    return RunReport(suite.name, description, reports, root_causes(reports))
 
 
-def print_summary(out: TextIO, options: RunOptions, target: str, reports: Sequence[CaseReport]) -> None:
-    """Human summary, printed last so it is what a terminal shows at the end."""
-    out.write(f"\n== {options.suite} conformance against {target} ==\n")
-    for r in reports:
-        if r.outcome not in (Outcome.PASS, Outcome.INFO):
-            out.write(f"{r.outcome.value:<11} {r.case.id} [{r.case.level.value}] {r.case.requirement}\n"
-                      f"            expected: {r.expected}\n            actual:   {r.actual}\n")
-    counts = summary_of(reports)
-    out.write(" ".join(f"{k}={v}" for k, v in counts.items()) + "\n")
+def _one_line(exc: BaseException) -> str:
+    return " ".join("".join(traceback.format_exception_only(type(exc), exc)).split())
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -166,7 +165,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", default="reference",
                         help="implementation under test (suite-specific; see --list)")
     parser.add_argument("--role", help="only cases for this role under test")
-    parser.add_argument("--case", dest="case_prefix", help="only cases whose id starts with this")
+    parser.add_argument("--case", dest="case_prefixes", action="append", metavar="PREFIX",
+                        help="only cases whose id starts with this (repeatable: any of them)")
     parser.add_argument("--strict", action="store_true", help="SHOULD violations fail the run")
     parser.add_argument("--list", action="store_true", help="list the matching cases and exit")
     parser.add_argument("--timeout", type=float, default=30.0, help="per-case timeout in seconds")
@@ -180,7 +180,7 @@ def main(args: argparse.Namespace) -> int:
         print(f"error: --role must be one of {', '.join(suite.roles)}", file=sys.stderr)
         return 2
     options = RunOptions(suite=args.suite, target=args.target, role=args.role,
-                         case_prefix=args.case_prefix, strict=args.strict, timeout=args.timeout)
+                         case_prefixes=tuple(args.case_prefixes or ()), strict=args.strict, timeout=args.timeout)
     cases = select_cases(suite, options)
     if args.list:
         for case in cases:
@@ -188,28 +188,21 @@ def main(args: argparse.Namespace) -> int:
         print(f"targets: {suite.target_help}")
         return EXIT_OK if cases else EXIT_NO_CASE
     if not cases:
-        print(f"error: no {args.suite} case matches role={args.role} case={args.case_prefix}",
-              file=sys.stderr)
+        print(f"error: no {args.suite} case matches role={args.role} case={args.case_prefixes}", file=sys.stderr)
         return EXIT_NO_CASE
-    reports: list[CaseReport] = []
-    with suite.open_target(options) as target:
-        for index, case in enumerate(cases, 1):
-            report = run_case(case, target, options)
-            reports.append(report)
-            print(f"[{index}/{len(cases)}] {report.outcome.value:<11} {case.id} "
-                  f"({report.duration_ms:.0f} ms)", flush=True)
-        description = target.description
+    try:
+        run = run_cases(suite, cases, options)
+    except TargetUnreachable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_UNREACHABLE
     if args.json_report:
-        document = {"suite": args.suite, "target": description,
-                    "cases": [r.to_json() for r in reports], "summary": summary_of(reports)}
-        args.json_report.write_text(json.dumps(document, indent=2) + "\n")
+        write_json(args.json_report, run)
     if args.junit:
-        write_junit(args.junit, args.suite, reports)
-    print_summary(sys.stdout, options, description, reports)
-    if any(is_failure(r, args.strict) for r in reports):
+        write_junit(args.junit, run)
+    print_summary(sys.stdout, run)
+    if any(is_failure(r, args.strict) for r in run.cases):
         return EXIT_FAILED
-    if all(r.outcome is Outcome.UNSUPPORTED for r in reports):
-        print(f"error: every selected case is unsupported by {description}: nothing was tested",
-              file=sys.stderr)
+    if all(r.outcome is Outcome.UNSUPPORTED for r in run.cases):
+        print(f"error: every selected case is unsupported by {run.target}: nothing was tested", file=sys.stderr)
         return EXIT_NO_CASE
     return EXIT_OK

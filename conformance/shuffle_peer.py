@@ -7,6 +7,11 @@ The peer plays the role opposite the implementation under test: a :class:`PeerRe
 exactly one DATA) serves a reader under test. A case deviates by sending a message of its own
 instead of, or besides, what the machine produced. Every byte both ways is recorded in the case's
 wire log, tagged with the connection's name.
+
+The peer also says what it was owed when something does not come (a wait, recorded in the case's
+context) and which case's requirement the implementation broke on the way (a blame), so that a
+failure which only follows from an earlier fault is reported under that fault (see
+:data:`WRITER_REQUIREMENTS`).
 """
 
 from __future__ import annotations
@@ -15,11 +20,11 @@ import socket
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable, Final, Sequence
+from typing import Callable, Final, Mapping, Sequence
 
 from conformance.framework import CaseContext
 from spec.shuffle.codec import encode_frame
-from spec.shuffle.errors import CodecError, ShuffleError
+from spec.shuffle.errors import ChecksumVerificationFailed, CodecError, IncorrectSequenceNumber, ShuffleError
 from spec.shuffle.framing import FrameDecoder
 from spec.shuffle.messages import (
     CreditMessage,
@@ -37,6 +42,24 @@ RECV_CHUNK: Final = 65536
 POLL_S: Final = 0.02
 PEER_SETTINGS: Final = ShuffleSettings(writer_connection_timeout_ms=-1)
 """The peer's own machines never time out: the case deadline bounds every wait instead."""
+
+WRITER_REQUIREMENTS: Final[Mapping[type[ShuffleError], str]] = {
+    ChecksumVerificationFailed: "shuffle/checksum/writer-crc32c",
+    IncorrectSequenceNumber: "shuffle/sequence/writer-from-zero",
+    CodecError: "shuffle/framing/writer-frames",
+}
+"""The case judging the writer requirement that the peer's reader machine found broken, by error."""
+WRITER_DELIVERY: Final = "shuffle/data/writer-delivers-in-order"
+"""Any other rejection of a writer's stream by the peer's reader machine."""
+READER_CREDIT_FIRST: Final = "shuffle/handshake/reader-credit-first"
+READER_CREDITS: Final = "shuffle/data/reader-credits-each-data"
+READER_ACKS: Final = "shuffle/termination/reader-acks-echo"
+"""The cases judging what a reader owes the peer writer: the handshake, a CREDIT per DATA, the ack."""
+
+
+def writer_requirement(error: ShuffleError) -> str:
+    """The case whose requirement a writer under test broke when the peer's reader raised ``error``."""
+    return next((case for kind, case in WRITER_REQUIREMENTS.items() if isinstance(error, kind)), WRITER_DELIVERY)
 
 
 def describe(message: Message) -> str:
@@ -63,6 +86,9 @@ class Link:
         self.close_reason = ""
         self.closed_at: float | None = None
         self.decode_error: CodecError | None = None
+        self._sent_decoder = FrameDecoder()
+        self.sent: list[Message] = []
+        """Every well-formed message the peer wrote, decoded from the bytes (raw writes included)."""
 
     def send(self, message: Message) -> bool:
         return self.send_raw(encode_frame(message))
@@ -80,6 +106,10 @@ class Link:
             self._mark_closed(f"send failed: {exc}")
             return False
         self.ctx.wirelog.record(f"peer->impl {self.name}", data)
+        try:
+            self.sent.extend(self._sent_decoder.feed(data))
+        except CodecError:  # a deliberately malformed write: nothing after it is owed an answer
+            self._sent_decoder = FrameDecoder()
         return True
 
     def _mark_closed(self, reason: str) -> None:
@@ -195,7 +225,11 @@ class PeerReader:
                 self.records.extend(event.records)
                 self._run(self.machine.release(event.writer_id, event.seq, 0.0))
             elif isinstance(event, Failed) and self.error is None:
-                self.error = event.error
+                self._rejected(event.error)
+
+    def _rejected(self, error: ShuffleError) -> None:
+        self.error = error
+        self.link.ctx.blame(writer_requirement(error), f"the peer's reader machine rejected the stream: {error}")
 
     def step(self, timeout: float) -> Message | None:
         """Take one message from the writer and let the machine answer it."""
@@ -205,6 +239,8 @@ class PeerReader:
             self._run(self.machine.received(self.writer_id, message, 0.0))
         elif self.link.decode_error is not None and self.error is None:
             self._run(self.machine.decode_failed(self.writer_id, self.link.decode_error, 0.0))
+            if self.error is None:
+                self._rejected(self.link.decode_error)
         return message
 
     def run_until(self, done: Callable[[], bool], timeout: float) -> bool:
@@ -217,7 +253,13 @@ class PeerReader:
         return True
 
     def until_terminated(self, timeout: float) -> bool:
-        return self.run_until(lambda: self.terminated, timeout)
+        """Read the stream to its TERMINATION_CONTROL; a stream that does not end is recorded as a wait."""
+        started = time.monotonic()
+        if self.run_until(lambda: self.terminated, timeout):
+            return True
+        self.link.ctx.awaited(f"TERMINATION_CONTROL(w={self.writer_id} r={self.reader_id}) ending the stream",
+                              time.monotonic() - started, self.outcome())
+        return False
 
     def send_held_ack(self, seq: int | None = None) -> bool:
         """Send the held ack, as the machine made it or with ``seq`` instead."""
@@ -241,6 +283,15 @@ class PeerReader:
         if self.link.closed:
             parts.append(self.link.close_reason)
         return "; ".join(parts)
+
+
+@dataclass(frozen=True)
+class Owed:
+    """A message the reader under test owes the peer writer, and the case judging that duty."""
+
+    kind: type
+    what: str
+    case_id: str
 
 
 @dataclass
@@ -277,7 +328,13 @@ class PeerWriter:
     def accept(self) -> Link:
         """Wait for the reader under test to connect."""
         self.server.settimeout(self.ctx.remaining())
-        sock, _ = self.server.accept()
+        started = time.monotonic()
+        try:
+            sock, _ = self.server.accept()
+        except (TimeoutError, socket.timeout):
+            self.ctx.awaited(f"the reader under test to connect to {self.address[0]}:{self.address[1]}",
+                             time.monotonic() - started, "no connection")
+            raise
         self.link = Link(sock, self.ctx, f"w{self.writer_id}")
         self._run(self.machine.connection_accepted(self.link.name, self.clock))
         return self.link
@@ -288,12 +345,37 @@ class PeerWriter:
         return self.link
 
     def hear(self, timeout: float) -> Message | None:
-        """One message from the reader under test, answered by the machine."""
+        """One message from the reader under test, answered by the machine.
+
+        If the reader owed the peer something (:meth:`owed`) and it did not come first, the wait
+        and the case whose requirement it broke are recorded in the case's context.
+        """
+        owed = self.owed()
+        started = time.monotonic()
         message = self.connected.receive(timeout)
+        if owed is not None and (message is None or not isinstance(message, owed.kind)):
+            link = self.connected
+            came = describe(message) if message is not None else link.close_reason or "nothing (connection open)"
+            self.ctx.awaited(owed.what, time.monotonic() - started, came)
+            self.ctx.blame(owed.case_id, f"the reader under test did not send {owed.what}; {came} came instead")
         if message is not None:
             self.heard.append(message)
             self._run(self.machine.received(self.connected.name, message, self.clock))
         return message
+
+    def owed(self) -> Owed | None:
+        """What a conforming reader sends next, judging by what the peer wrote and heard so far."""
+        credits = len(self.credits())
+        if credits == 0:
+            return Owed(CreditMessage, f"the handshake CREDIT(w={self.writer_id} r={self.reader_id} num=1)",
+                        READER_CREDIT_FIRST)
+        data = [m for m in self.connected.sent if isinstance(m, DataMessage)]
+        if len(data) > credits - 1:
+            return Owed(CreditMessage, f"a CREDIT for DATA seq={data[credits - 1].seq}", READER_CREDITS)
+        ends = [m for m in self.connected.sent if isinstance(m, TerminationControlMessage)]
+        if ends and not self.acks():
+            return Owed(TerminationAckMessage, f"TERMINATION_ACK seq={ends[0].seq}", READER_ACKS)
+        return None
 
     def bind(self, timeout: float) -> Message | None:
         """Accept and take the reader's first message (which binds the machine if it is a CREDIT)."""

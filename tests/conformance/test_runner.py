@@ -2,27 +2,19 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
-import types
 import xml.etree.ElementTree as ET
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable
 
 import pytest
 
 from conformance import runner
-from conformance.framework import Case, CaseContext, Level, Outcome, RunOptions, Suite, Verdict
+from fake_suite import RunFake, fake_suite  # noqa: F401 - fake_suite is a fixture
+from conformance.framework import Case, CaseContext, Level, Outcome, Verdict
 
-
-@dataclass(frozen=True)
-class FakeTarget:
-    description: str = "fake"
-    capabilities: frozenset[str] = frozenset({"writer"})
 
 
 def passes(target: Any, ctx: CaseContext) -> Verdict:
@@ -55,28 +47,8 @@ CASES = [
 ]
 
 
-@contextmanager
-def open_fake(options: RunOptions) -> Iterator[FakeTarget]:
-    yield FakeTarget()
-
-
-@pytest.fixture(autouse=True)
-def fake_suite(monkeypatch: pytest.MonkeyPatch) -> None:
-    module = types.ModuleType("conformance.suites.fake")
-    module.SUITE = Suite("fake", CASES, open_fake, ("writer", "reader"), "fake only")  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "conformance.suites.fake", module)
-
-
-def run(*argv: str) -> int:
-    parser = argparse.ArgumentParser()
-    runner.add_arguments(parser)
-    parser.set_defaults(suite="fake")
-    args = parser.parse_args(["--suite", "shuffle", *argv])
-    args.suite = "fake"
-    return runner.main(args)
-
-
-def test_outcomes_follow_levels_and_reports_are_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_outcomes_follow_levels_and_reports_are_written(fake_suite: Callable[..., RunFake], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = fake_suite(CASES)
     code = run("--timeout", "0.3", "--json-report", str(tmp_path / "r.json"), "--junit", str(tmp_path / "r.xml"))
     assert code == runner.EXIT_FAILED
     report = json.loads((tmp_path / "r.json").read_text())
@@ -86,11 +58,12 @@ def test_outcomes_follow_levels_and_reports_are_written(tmp_path: Path, capsys: 
         "fake/b/must-fail": "FAIL", "fake/c/hang": "TIMEOUT", "fake/c/raise": "FAIL",
         "fake/d/needs": "UNSUPPORTED",
     }
-    assert set(report) == {"suite", "target", "cases", "summary"}
+    assert set(report) == {"suite", "target", "cases", "root_causes", "summary"}
     first = report["cases"][0]
-    assert set(first) == {"id", "level", "role", "outcome", "requirement", "expected", "actual",
-                          "duration_ms", "wirelog"}
+    assert set(first) == {"id", "level", "role", "outcome", "requirement", "spec_ref", "expected", "actual",
+                          "awaited", "root_cause", "dependents", "duration_ms", "wirelog"}
     assert first["wirelog"][0]["hex"] == "0001" and first["wirelog"][0]["dir"] == "peer->impl"
+    assert first["wirelog"][0]["summary"] == "bytes (not decoded)"  # no frame codec for this suite
     assert report["summary"]["FAIL"] == 2 and report["summary"]["total"] == 7
     suites = {s.get("name"): s for s in ET.parse(tmp_path / "r.xml").getroot()}
     assert set(suites) == {"fake/a", "fake/b", "fake/c", "fake/d"}
@@ -99,18 +72,21 @@ def test_outcomes_follow_levels_and_reports_are_written(tmp_path: Path, capsys: 
     assert out.rstrip().splitlines()[-1].startswith("PASS=1 NON_STRICT=1 FAIL=2")
 
 
-def test_should_violation_passes_unless_strict() -> None:
+def test_should_violation_passes_unless_strict(fake_suite: Callable[..., RunFake]) -> None:
+    run = fake_suite(CASES)
     assert run("--case", "fake/a/") == runner.EXIT_OK
     assert run("--case", "fake/a/", "--strict") == runner.EXIT_FAILED
 
 
-def test_nothing_matched_or_nothing_supported_is_a_distinct_exit() -> None:
+def test_nothing_matched_or_nothing_supported_is_a_distinct_exit(fake_suite: Callable[..., RunFake]) -> None:
+    run = fake_suite(CASES)
     assert run("--case", "nosuch") == runner.EXIT_NO_CASE
     assert run("--case", "fake/d/") == runner.EXIT_NO_CASE
     assert run("--role", "reader", "--case", "fake/b/info") == runner.EXIT_OK
 
 
-def test_unknown_role_is_a_usage_error() -> None:
+def test_unknown_role_is_a_usage_error(fake_suite: Callable[..., RunFake]) -> None:
+    run = fake_suite(CASES)
     assert run("--role", "observer") == 2
 
 

@@ -80,10 +80,12 @@ def test_reference_passes_every_must(reference_run: tuple[int, dict[str, Any], s
 
 def test_report_files_as_specified(reference_run: tuple[int, dict[str, Any], str, Path]) -> None:
     _, document, output, tmp_path = reference_run
-    assert set(document) == {"suite", "target", "cases", "summary"} and document["suite"] == "shuffle"
+    assert set(document) == {"suite", "target", "cases", "root_causes", "summary"} and document["suite"] == "shuffle"
+    assert document["root_causes"] == []
     case = next(c for c in document["cases"] if c["id"] == "shuffle/sequence/reader-rejects-gap")
-    assert set(case) == {"id", "level", "role", "outcome", "requirement", "expected", "actual", "duration_ms",
-                         "wirelog"}
+    assert set(case) == {"id", "level", "role", "outcome", "requirement", "spec_ref", "expected", "actual",
+                         "awaited", "root_cause", "dependents", "duration_ms", "wirelog"}
+    assert [f["summary"].split()[:2] for f in case["wirelog"] if f["dir"] == "peer->impl"][-1] == ["DATA", "seq=2"]
     directions = {entry["dir"].split()[0] for entry in case["wirelog"]}
     assert directions == {"peer->impl", "impl->peer"}
     sent = "".join(e["hex"] for e in case["wirelog"] if e["dir"].startswith("peer->impl"))
