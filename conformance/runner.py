@@ -33,6 +33,7 @@ from conformance.framework import (
 )
 from conformance.report.cases import CaseReport, RunReport
 from conformance.report.causes import root_causes
+from conformance.report.html import write_html
 from conformance.report.wire import FrameCodec, codec_for, frames
 from conformance.report.writers import print_summary, write_json, write_junit
 
@@ -172,6 +173,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, default=30.0, help="per-case timeout in seconds")
     parser.add_argument("--junit", type=Path, help="write JUnit XML here")
     parser.add_argument("--json-report", type=Path, help="write the JSON report here")
+    parser.add_argument("--html", type=Path, help="write the self-contained HTML report here")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -199,6 +201,8 @@ def main(args: argparse.Namespace) -> int:
         write_json(args.json_report, run)
     if args.junit:
         write_junit(args.junit, run)
+    if args.html:
+        write_html(args.html, run)
     print_summary(sys.stdout, run)
     if any(is_failure(r, args.strict) for r in run.cases):
         return EXIT_FAILED
