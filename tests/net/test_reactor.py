@@ -1,0 +1,232 @@
+"""The selector reactor: one polling thread for every stream, strangers bounded, closed streams released."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+import pytest
+
+from reference.net import CloseReason, ConnectionLimits, Reactor, Stream
+from reference.net.ledger import ResourceLedger
+from reference.net.reactor import Outgoing
+
+LOOPBACK = ("127.0.0.1", 0)
+DEADLINE_ROUNDS = 400
+"""Polls of 10 ms before a test gives up (a hang guard, not a timing assertion)."""
+
+
+@dataclass
+class Recorder:
+    """A handler that remembers every callback."""
+
+    accepted: list[Stream] = field(default_factory=list)
+    received: dict[Stream, bytearray] = field(default_factory=dict)
+    sent: list[object] = field(default_factory=list)
+    closed: list[tuple[Stream, CloseReason]] = field(default_factory=list)
+    bind_on_data: bool = True
+
+
+class Handler:
+    def __init__(self, record: Recorder) -> None:
+        self.record = record
+
+    def accepted(self, stream: Stream) -> None:
+        self.record.accepted.append(stream)
+
+    def received(self, stream: Stream, data: memoryview) -> None:
+        self.record.received.setdefault(stream, bytearray()).extend(data)
+        if self.record.bind_on_data:
+            stream.bind()
+
+    def sent(self, stream: Stream, tokens: list[object]) -> None:
+        self.record.sent.extend(tokens)
+
+    def closed(self, stream: Stream, reason: CloseReason, error: OSError | None) -> None:
+        self.record.closed.append((stream, reason))
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def ledger() -> Iterator[ResourceLedger]:
+    ledger = ResourceLedger()
+    yield ledger
+    assert ledger.open_sockets() == []
+
+
+def poll_until(reactor: Reactor, condition: Callable[[], object]) -> None:
+    for _ in range(DEADLINE_ROUNDS):
+        if condition():
+            return
+        reactor.poll(0.01)
+    raise AssertionError("condition not reached")
+
+
+def read_available(sock: socket.socket) -> bytes:
+    """Everything the non-blocking ``sock`` holds now."""
+    chunks = []
+    try:
+        while chunk := sock.recv(1 << 20):
+            chunks.append(chunk)
+    except BlockingIOError:
+        pass
+    return b"".join(chunks)
+
+
+def test_one_thread_serves_many_streams_and_releases_each_at_once(ledger: ResourceLedger) -> None:
+    record = Recorder()
+    reactor = Reactor(Handler(record), listen=LOOPBACK, ledger=ledger)
+    threads_before = threading.active_count()
+    clients = [socket.create_connection(("127.0.0.1", reactor.port)) for _ in range(50)]
+    try:
+        for i, client in enumerate(clients):
+            client.sendall(b"hello %d" % i)
+        poll_until(reactor, lambda: len(record.received) == 50)
+        assert threading.active_count() == threads_before
+        assert sorted(bytes(b) for b in record.received.values()) == sorted(b"hello %d" % i for i in range(50))
+        clients[0].close()
+        poll_until(reactor, lambda: record.closed)
+        stream, reason = record.closed[0]
+        assert reason is CloseReason.PEER_CLOSED and stream.sock.fileno() == -1
+        assert len(reactor.streams) == 49
+    finally:
+        for client in clients:
+            client.close()
+        reactor.close()
+
+
+def test_an_unbound_stream_is_closed_at_the_bind_timeout(ledger: ResourceLedger) -> None:
+    record = Recorder(bind_on_data=False)
+    clock = FakeClock()
+    reactor = Reactor(Handler(record), ConnectionLimits(bind_timeout_s=5.0), listen=LOOPBACK, ledger=ledger, clock=clock)
+    client = socket.create_connection(("127.0.0.1", reactor.port))
+    try:
+        poll_until(reactor, lambda: record.accepted)
+        clock.now = 4.9
+        reactor.poll(0)
+        assert record.closed == []
+        clock.now = 5.0
+        reactor.poll(0)
+        assert [reason for _, reason in record.closed] == [CloseReason.BIND_TIMEOUT]
+        assert reactor.streams == [] and reactor.pending == 0
+    finally:
+        client.close()
+        reactor.close()
+
+
+def test_a_bound_stream_outlives_the_bind_timeout(ledger: ResourceLedger) -> None:
+    record = Recorder()
+    clock = FakeClock()
+    reactor = Reactor(Handler(record), ConnectionLimits(bind_timeout_s=5.0), listen=LOOPBACK, ledger=ledger, clock=clock)
+    client = socket.create_connection(("127.0.0.1", reactor.port))
+    try:
+        client.sendall(b"credit")
+        poll_until(reactor, lambda: record.received)
+        clock.now = 100.0
+        reactor.poll(0)
+        assert record.closed == [] and len(reactor.streams) == 1
+    finally:
+        client.close()
+        reactor.close()
+
+
+def test_more_pending_streams_than_the_cap_evict_the_oldest(ledger: ResourceLedger) -> None:
+    record = Recorder(bind_on_data=False)
+    reactor = Reactor(Handler(record), ConnectionLimits(max_pending=3), listen=LOOPBACK, ledger=ledger)
+    clients = []
+    try:
+        for _ in range(5):
+            clients.append(socket.create_connection(("127.0.0.1", reactor.port)))
+            count = len(clients)
+            poll_until(reactor, lambda: len(record.accepted) == count)
+        assert [reason for _, reason in record.closed] == [CloseReason.EVICTED] * 2
+        assert [s for s, _ in record.closed] == record.accepted[:2]
+        assert reactor.pending == 3 and len(reactor.streams) == 3
+        assert len(ledger.open_sockets()) == 3 + 3  # listener, wake pair, three streams
+    finally:
+        for client in clients:
+            client.close()
+        reactor.close()
+
+
+def test_writes_the_kernel_refuses_are_queued_and_reported_in_order(ledger: ResourceLedger) -> None:
+    record = Recorder()
+    reactor = Reactor(Handler(record), listen=LOOPBACK, ledger=ledger)
+    client = socket.create_connection(("127.0.0.1", reactor.port))
+    try:
+        client.sendall(b"bind")
+        poll_until(reactor, lambda: record.received)
+        stream = record.accepted[0]
+        stream.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)  # the kernel takes little at once
+        chunk = b"x" * 65536
+        written_now = stream.send([Outgoing((chunk,), i) for i in range(64)])
+        assert len(written_now) < 64 and stream.queued_bytes > 0  # 4 MiB do not fit in the socket buffers
+        received = bytearray()
+        client.setblocking(False)
+
+        def drained() -> bool:
+            received.extend(read_available(client))
+            return len(received) == 64 * 65536
+
+        poll_until(reactor, drained)
+        poll_until(reactor, lambda: len(written_now) + len(record.sent) == 64)
+        assert written_now + record.sent == list(range(64))
+        assert stream.queued_bytes == 0
+    finally:
+        client.close()
+        reactor.close()
+
+
+def test_a_closed_stream_abandons_its_queue_and_refuses_sends(ledger: ResourceLedger) -> None:
+    record = Recorder()
+    reactor = Reactor(Handler(record), listen=LOOPBACK, ledger=ledger)
+    client = socket.create_connection(("127.0.0.1", reactor.port))
+    try:
+        client.sendall(b"bind")
+        poll_until(reactor, lambda: record.received)
+        stream = record.accepted[0]
+        stream.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)  # the kernel takes little at once
+        stream.send([Outgoing((b"y" * 65536,), i) for i in range(64)])
+        stream.close()
+        poll_until(reactor, lambda: record.closed)
+        assert record.closed == [(stream, CloseReason.LOCAL)]
+        assert stream.abandoned and stream.abandoned == sorted(stream.abandoned)
+        with pytest.raises(OSError):
+            stream.send([Outgoing((b"z",))])
+    finally:
+        client.close()
+        reactor.close()
+
+
+def test_send_from_another_thread_wakes_the_poller(ledger: ResourceLedger) -> None:
+    record = Recorder()
+    reactor = Reactor(Handler(record), listen=LOOPBACK, ledger=ledger)
+    client = socket.create_connection(("127.0.0.1", reactor.port))
+    try:
+        client.sendall(b"bind")
+        poll_until(reactor, lambda: record.received)
+        stream = record.accepted[0]
+        stream.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)  # the kernel takes little at once
+        sender = threading.Thread(target=lambda: stream.send([Outgoing((b"w" * 65536,), i) for i in range(32)]))
+        sender.start()
+        sender.join()
+        client.setblocking(False)
+        got = bytearray()
+
+        def drained() -> bool:
+            got.extend(read_available(client))
+            return len(got) == 32 * 65536
+
+        poll_until(reactor, drained)
+    finally:
+        client.close()
+        reactor.close()
