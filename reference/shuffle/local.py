@@ -7,8 +7,10 @@ benchmark to exercise the runtime without Spark's start-up cost.
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from typing import Callable, Iterable, Protocol, Sequence
 
+from reference.net.ledger import ResourceLedger
 from reference.shuffle.coordinator import CoordinatorClient, CoordinatorServer, Directory, WriterDirectory
 from reference.shuffle.reader_task import ReaderTask
 from reference.shuffle.task import TaskOptions
@@ -43,9 +45,12 @@ class LocalShuffleError(Exception):
 def run_local_shuffle(
     inputs: Sequence[Iterable[tuple[int, bytes]]], num_readers: int, settings: ShuffleSettings = ShuffleSettings(),
     options: TaskOptions = TaskOptions(), consume: Consumer = collect, *, writer_options: Sequence[TaskOptions] | None = None,
-    timeout_s: float = 60.0, directories: DirectoryFactory | None = None,
+    timeout_s: float = 60.0, directories: DirectoryFactory | None = None, ledger: ResourceLedger | None = None,
 ) -> tuple[list[list[bytes]], list[WriterStats]]:
-    """Run one writer per input and ``num_readers`` readers; return each reader's output and writer stats."""
+    """Run one writer per input and ``num_readers`` readers; return each reader's output and writer stats.
+
+    ``ledger`` receives every socket and thread the tasks open (for leak checks).
+    """
     server: CoordinatorServer | None = None
     if directories is None:
         directory = Directory()
@@ -62,6 +67,7 @@ def run_local_shuffle(
 
     def writer(w: int, records: Iterable[tuple[int, bytes]]) -> None:
         opts = writer_options[w] if writer_options is not None else options
+        opts = replace(opts, ledger=ledger or opts.ledger)
         try:
             client = open_directory(co.Role.WRITER, w)
             clients.append(client)
@@ -73,7 +79,8 @@ def run_local_shuffle(
         try:
             client = open_directory(co.Role.READER, r)
             clients.append(client)
-            records = ReaderTask(key, r, range(len(inputs)), settings, client, options).records()
+            records = ReaderTask(key, r, range(len(inputs)), settings, client,
+                                 replace(options, ledger=ledger or options.ledger)).records()
             try:
                 outputs[r] = consume(r, records)
             finally:

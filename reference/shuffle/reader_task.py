@@ -12,16 +12,16 @@ writers as a paused connection would.
 
 from __future__ import annotations
 
-import selectors
-import socket
 from collections import deque
 from typing import Generator, Sequence
 
+from reference.net import CloseReason, Stream
 from reference.shuffle.coordinator import WriterDirectory
 from reference.shuffle.task import TaskBase, TaskOptions
 from reference.shuffle.transport import POLL_S, Connection
 from spec.shuffle import coordination as co
 from spec.shuffle import errors
+from spec.shuffle.framing import max_frame_from_writer
 from spec.shuffle.reader import ReaderMachine
 from spec.shuffle.settings import ShuffleSettings
 from spec.shuffle.steps import Completed, Deliver, Failed, PauseReading, ResumeReading, Send, Step
@@ -46,13 +46,14 @@ class ReaderTask(TaskBase):
         self._last_lookup = -1.0
         self._paused: set[int] = set()
         self._resumed: set[int] = set()
-        self._selector = selectors.DefaultSelector()
         self._connect_failing_since: dict[int, float] = {}
+        self.connections: dict[int, Connection] = {}
+        self._writer_of: dict[Stream, int] = {}
+        self._max_frame_length = max_frame_from_writer(settings, options.max_record_size)
 
     def records(self) -> Generator[bytes, None, None]:
         """Every record for this reader, each writer's in its order; cleans up however it ends."""
         try:
-            self._selector.register(self.wakeup_socket, selectors.EVENT_READ, None)
             while True:
                 while not self._deliveries:
                     if self._ended:
@@ -80,7 +81,6 @@ class ReaderTask(TaskBase):
             with self.lock:
                 self.machine.abort(errors.TaskAborted("reader closed"), self.clock())
             self.shutdown()
-            self._selector.close()
 
     # -- carrying out steps (caller holds the lock) -----------------------------------------------
 
@@ -102,21 +102,27 @@ class ReaderTask(TaskBase):
         return list(step.sends)
 
     def _write(self, sends: list[Send]) -> None:
-        """Write the machine's sends in order (I/O thread only), a run to one writer in one
-        ``sendmsg`` (the credits of one read); report completed acks."""
+        """Write the machine's sends in order, a run to one writer per ``sendmsg`` (the credits of
+        one read); report acks whose write completed."""
         start = 0
         while start < len(sends):
             end = start + 1
-            while end < len(sends) and sends[end].peer == sends[start].peer and not sends[end - 1].notify:
+            while end < len(sends) and sends[end].peer == sends[start].peer:
                 end += 1
             run = sends[start:end]
-            self.connections[run[0].peer].send([send.message for send in run])
-            last = run[-1]
-            if last.notify:
-                with self.lock:
-                    more = self._apply(self.machine.send_completed(last.peer, last.message.seq, self.clock()))
-                self._write(more)
             start = end
+            try:
+                written = self.connections[run[0].peer].send(run)
+            except OSError as error:
+                self.fail(error)
+                return
+            self._completed_writes(written)
+
+    def _completed_writes(self, written: list[Send]) -> None:
+        for send in written:
+            with self.lock:
+                more = self._apply(self.machine.send_completed(send.peer, send.message.seq, self.clock()))
+            self._write(more)
 
     # -- I/O, on the task thread whenever the consumer waits for data --------------------------
 
@@ -126,17 +132,13 @@ class ReaderTask(TaskBase):
         discovering = len(self.connections) < len(self.writer_ids)
         if discovering and now - self._last_lookup >= co.POLL_INTERVAL_S:
             self._last_lookup = now
-            self._discover(self._selector)
+            self._discover()
         else:
             self.poll_peer_failure(now)
-        for key, _ in self._selector.select(co.POLL_INTERVAL_S if discovering else POLL_S):
-            if key.fileobj is self.wakeup_socket:
-                self.drain_wakeups()
-            else:
-                self._receive(key.data)
+        self.reactor.poll(co.POLL_INTERVAL_S if discovering else POLL_S)
         self._update_interest()
 
-    def _discover(self, selector: selectors.BaseSelector) -> None:
+    def _discover(self) -> None:
         found = self.directory.lookup(self.key)
         if found.failure:
             self.peer_failed(found.failure)
@@ -145,38 +147,35 @@ class ReaderTask(TaskBase):
             writer_id = location.writer_id
             if writer_id in self.connections or writer_id not in self.machine.channels:
                 continue
+            label = f"reader{self.reader_id}->writer{writer_id}"
             try:
-                sock = socket.create_connection((location.host, location.port), timeout=CONNECT_ATTEMPT_S)
+                stream = self.reactor.connect((location.host, location.port), label, CONNECT_ATTEMPT_S)
             except OSError:
                 # Retried at the next poll, which also notices a failure the writer reported.
                 first = self._connect_failing_since.setdefault(writer_id, self.clock())
                 if self.clock() - first > self.options.connect_timeout_s:
                     raise
                 continue
-            conn = Connection(sock, f"reader{self.reader_id}->writer{writer_id}", self.cancel,
-                              max_frame_length=self.options.max_frame_length, transcript=self.transcript,
-                              fault=self.options.fault)
-            self.connections[writer_id] = conn
-            selector.register(sock, selectors.EVENT_READ, writer_id)
+            self.connections[writer_id] = Connection(stream, self._max_frame_length, transcript=self.transcript,
+                                                     fault=self.options.fault)
+            self._writer_of[stream] = writer_id
             with self.lock:
                 sends = self._apply(self.machine.connected(writer_id, self.clock()))
             self._write(sends)
 
-    def _receive(self, writer_id: int) -> None:
-        conn = self.connections[writer_id]
+    # reactor callbacks (task thread, inside ``_pump``)
+
+    def accepted(self, stream: Stream) -> None:
+        """Never called: a reader's reactor does not listen."""
+        return None
+
+    def received(self, stream: Stream, data: memoryview) -> None:
+        writer_id = self._writer_of[stream]
         try:
-            messages = conn.receive()
+            messages = self.connections[writer_id].decode(data)
         except errors.CodecError as error:
             with self.lock:
                 sends = self._apply(self.machine.decode_failed(writer_id, error, self.clock()))
-            self._write(sends)
-            return
-        except OSError:
-            messages = None
-        if messages is None:
-            self._selector.unregister(conn.sock)
-            with self.lock:
-                sends = self._apply(self.machine.connection_closed(writer_id, self.clock()))
             self._write(sends)
             return
         out: list[Send] = []
@@ -186,22 +185,27 @@ class ReaderTask(TaskBase):
                 out += self._apply(self.machine.received(writer_id, message, now))
         self._write(out)
 
+    def sent(self, stream: Stream, tokens: list[object]) -> None:
+        self._completed_writes([token for token in tokens if isinstance(token, Send)])
+
+    def closed(self, stream: Stream, reason: CloseReason, error: OSError | None) -> None:
+        writer_id = self._writer_of.pop(stream)
+        try:
+            self.connections[writer_id].end()
+        except errors.CodecError as truncated:
+            with self.lock:
+                sends = self._apply(self.machine.decode_failed(writer_id, truncated, self.clock()))
+        else:
+            with self.lock:
+                sends = self._apply(self.machine.connection_closed(writer_id, self.clock()))
+        self._write(sends)
+
     def _update_interest(self) -> None:
         """Stop reading paused connections, read resumed ones again (TCP then pushes back on the writer)."""
         with self.lock:
             paused, self._paused = self._paused, set()
             resumed, self._resumed = self._resumed, set()
         for writer_id in paused:
-            conn = self.connections.get(writer_id)
-            if conn is not None and conn.sock.fileno() >= 0:
-                try:
-                    self._selector.unregister(conn.sock)
-                except KeyError:
-                    pass
+            self.connections[writer_id].stream.pause()
         for writer_id in resumed:
-            conn = self.connections.get(writer_id)
-            if conn is not None and conn.sock.fileno() >= 0:
-                try:
-                    self._selector.register(conn.sock, selectors.EVENT_READ, writer_id)
-                except KeyError:
-                    pass
+            self.connections[writer_id].stream.resume()

@@ -9,18 +9,19 @@ the attempt's root cause, so every task of a failed shuffle names the same first
 from __future__ import annotations
 
 import os
-import socket
 import threading
 import time
 import traceback
 from dataclasses import dataclass
 from typing import Callable, Final
 
+from reference.net import ConnectionLimits, Handler, Reactor
+from reference.net.ledger import ResourceLedger
 from reference.shuffle.coordinator import WriterDirectory
-from reference.shuffle.transport import Cancelled, Connection, FaultHook, Transcript
+from reference.shuffle.transport import FaultHook, Transcript
 from spec.shuffle import coordination as co
 from spec.shuffle import errors
-from spec.shuffle.codec import DEFAULT_MAX_FRAME_LENGTH
+from spec.shuffle.framing import DEFAULT_MAX_RECORD_SIZE
 
 JOIN_TIMEOUT_S: Final = 10.0
 """Longest wait for one of the task's own threads to end during shutdown."""
@@ -31,7 +32,7 @@ ROOT_CAUSE_WAIT_S: Final = 2.0
 FAILURE_POLL_S: Final = 0.1
 """How often a task asks the coordinator whether another task of the attempt failed."""
 
-PEER_FAULTS: Final = (errors.ConnectionClosedBeforeTermination, Cancelled, ConnectionError)
+PEER_FAULTS: Final = (errors.ConnectionClosedBeforeTermination, ConnectionError)
 """Errors that are usually the consequence of another task's failure."""
 
 
@@ -56,7 +57,12 @@ class TaskOptions:
     """Append every frame of every connection to this JSON-lines file."""
     fault: FaultHook | None = None
     """Applied to outgoing messages after the machine made them (fault-injection tests)."""
-    max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH
+    max_record_size: int = DEFAULT_MAX_RECORD_SIZE
+    """Reader: the largest record accepted; with networkBufferSize it bounds an incoming DATA frame."""
+    limits: ConnectionLimits = ConnectionLimits()
+    """Writer: how many readers may wait to send their first CREDIT, and for how long."""
+    ledger: ResourceLedger | None = None
+    """Enter every socket and thread the task opens here (leak checks count only these)."""
     connect_timeout_s: float = 60.0
     ack_timeout_ms: int = -1
     """Writer: bound on the wait for termination acks (-1: wait forever, as Spark 4.3.0 does)."""
@@ -68,13 +74,17 @@ def describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {text}"
 
 
-class TaskBase:
-    """Error slot, cancellation, connection bookkeeping and shutdown shared by both roles."""
+class TaskBase(Handler):
+    """Error slot, cancellation, the task's reactor and shutdown shared by both roles.
+
+    A task has a fixed number of threads whatever its number of connections: the task thread,
+    plus (writer) one I/O thread that polls the reactor.
+    """
 
     role: co.Role
 
     def __init__(self, key: co.ShuffleKey, task_id: int, directory: WriterDirectory, options: TaskOptions,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, *, listen: tuple[str, int] | None = None) -> None:
         self.key = key
         self.task_id = task_id
         self.directory = directory
@@ -84,12 +94,9 @@ class TaskBase:
         self.lock = threading.Lock()
         self.changed = threading.Condition(self.lock)
         self.error: BaseException | None = None
-        self.connections: dict[int, Connection] = {}
         self.threads: list[threading.Thread] = []
         self.transcript = Transcript(options.transcript_path) if options.transcript_path else None
-        self._wake_r, self._wake_w = socket.socketpair()
-        self._wake_r.setblocking(False)
-        self._wake_w.setblocking(False)
+        self.reactor = Reactor(self, options.limits, listen=listen, ledger=options.ledger, clock=clock)
         self._reported = False
         self._last_failure_poll = 0.0
 
@@ -113,34 +120,20 @@ class TaskBase:
         self.wake()
 
     def wake(self) -> None:
-        """Interrupt the I/O thread's select."""
-        try:
-            self._wake_w.send(b"\0")
-        except (BlockingIOError, OSError):
-            pass
-
-    def drain_wakeups(self) -> None:
-        try:
-            while self._wake_r.recv(4096):
-                pass
-        except (BlockingIOError, OSError):
-            pass
-
-    @property
-    def wakeup_socket(self) -> socket.socket:
-        return self._wake_r
+        """Interrupt the reactor's poll."""
+        self.reactor.wake()
 
     def run_thread(self, target: Callable[[], None], name: str) -> None:
         """Start a task thread whose exception fails the task instead of vanishing."""
         def body() -> None:
             try:
                 target()
-            except Cancelled:
-                pass
             except BaseException as error:  # noqa: BLE001 - every thread error must reach the task thread
                 self.fail(error)
         thread = threading.Thread(target=body, name=f"{name}-{self.key.shuffle_id}-{self.task_id}", daemon=True)
         self.threads.append(thread)
+        if self.options.ledger is not None:
+            self.options.ledger.add_thread(thread)
         thread.start()
 
     def poll_peer_failure(self, now: float) -> None:
@@ -189,25 +182,18 @@ class TaskBase:
     # -- shutdown ---------------------------------------------------------------------------------
 
     def shutdown(self) -> None:
-        """Stop every thread and close every socket; idempotent, safe after any failure."""
+        """Stop every thread, then close every socket; call once, from the task thread."""
         self.cancel.set()
         with self.lock:
             self.changed.notify_all()
         self.wake()
-        for conn in list(self.connections.values()):
-            conn.close()
         current = threading.current_thread()
         for thread in self.threads:
             if thread is not current:
                 thread.join(JOIN_TIMEOUT_S)
-        self.close_extra()
-        self._wake_r.close()
-        self._wake_w.close()
+        self.reactor.close()
         if self.transcript is not None:
             self.transcript.close()
-
-    def close_extra(self) -> None:
-        """Role-specific sockets (the writer's listener)."""
 
 
 def executor_host() -> str:

@@ -1,30 +1,33 @@
 """The writer task: a TCP server per task driving :class:`spec.shuffle.writer.WriterMachine`.
 
-Threads: the task thread produces records, writes the DATA its own writes flushed (blocking on
-the socket as Spark's producer blocks on permits) and waits while the machine reports no permits;
-one I/O thread accepts readers, receives credits and acks, runs the machine's timer and polls the
-coordinator for failures, and never writes to a socket (so credits and acks are always drained);
-one sender thread per bound reader writes what the I/O thread's steps queued (timer flushes, data
-queued before the bind). Each connection's queue is written by one thread at a time, in machine
-order, and every completed DATA write is reported back to the machine (which returns permits).
+Two threads, whatever the number of readers: the task thread produces records and writes the
+DATA its own writes flushed; one I/O thread polls the task's reactor (accepts readers, receives
+credits and acks, finishes writes the kernel could not take at once), runs the machine's timer
+and polls the coordinator for failures. Writes never block: whoever holds the task lock when a
+step is produced hands its sends to the connection in machine order, the kernel takes what it
+can and the reactor writes the rest; every DATA whose bytes all went out is reported back to the
+machine, which returns its permits (so queued bytes stay within the permit budget).
+
+Strangers are bounded by construction: a connection may send only control-sized frames
+(:func:`spec.shuffle.framing.max_frame_from_reader`), must bind with a CREDIT within
+``limits.bind_timeout_s``, and at most ``limits.max_pending`` unbound connections are kept.
 """
 
 from __future__ import annotations
 
-import selectors
-import socket
-import threading
-from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Iterable
 
+from reference.net import CloseReason, Stream
 from reference.shuffle.coordinator import WriterDirectory
 from reference.shuffle.task import TaskBase, TaskOptions
 from reference.shuffle.transport import POLL_S, Connection
 from spec.shuffle import coordination as co
 from spec.shuffle import errors
+from spec.shuffle.framing import max_frame_from_reader
+from spec.shuffle.messages import DataMessage
 from spec.shuffle.settings import ShuffleSettings
-from spec.shuffle.steps import Completed, Failed, ProducerBlocked, ProducerUnblocked, Send, Step
+from spec.shuffle.steps import Bound, Completed, Failed, ProducerBlocked, ProducerUnblocked, Send, Step
 from spec.shuffle.writer import WriterMachine
 
 
@@ -41,14 +44,8 @@ class WriterStats:
     blocked_count: int = 0
 
 
-@dataclass
-class _Outbox:
-    conn: Connection
-    sends: deque[Send] = field(default_factory=deque)
-    ready: threading.Condition | None = None
-    held_bytes: int = 0
-    busy: bool = False
-    """A thread is writing this box (the producer or the box's sender thread)."""
+def _payload_size(send: Send) -> int:
+    return len(send.message.payload) if isinstance(send.message, DataMessage) else 0
 
 
 class WriterTask(TaskBase):
@@ -58,20 +55,17 @@ class WriterTask(TaskBase):
 
     def __init__(self, key: co.ShuffleKey, writer_id: int, num_readers: int, settings: ShuffleSettings,
                  directory: WriterDirectory, options: TaskOptions = TaskOptions()) -> None:
-        super().__init__(key, writer_id, directory, options)
+        super().__init__(key, writer_id, directory, options, listen=(options.bind_host, 0))
         self.writer_id = writer_id
         self.machine = WriterMachine(key.shuffle_id, writer_id, num_readers, settings, self.clock(),
                                      ack_timeout_ms=options.ack_timeout_ms)
         self.stats = WriterStats()
-        self._outboxes: dict[int, _Outbox] = {}
-        self._touched: list[_Outbox] = []
+        self.connections: dict[Stream, Connection] = {}
+        self._held_bytes = 0
         self._blocked = False
         self._completed = False
         self._deadline: float | None = None
-        self._buffered = 0
-        self._listener = socket.create_server((options.bind_host, 0))
-        self._listener.setblocking(False)
-        self.port: int = self._listener.getsockname()[1]
+        self.port: int = self.reactor.port
 
     # -- the task thread --------------------------------------------------------------------------
 
@@ -107,9 +101,8 @@ class WriterTask(TaskBase):
             while self._blocked and self.error is None:
                 self.changed.wait(POLL_S)
             self._raise_if_failed()
-            self._apply(self.machine.write(reader_id, record, self.clock()), direct=True)
+            self._apply(self.machine.write(reader_id, record, self.clock()))
             self.stats.records += 1
-            self._drain_touched()
 
     def finish(self) -> None:
         """End of input: terminate every stream and wait (as Spark does, without a time limit) for the acks."""
@@ -117,8 +110,7 @@ class WriterTask(TaskBase):
             while self._blocked and self.error is None:
                 self.changed.wait(POLL_S)
             self._raise_if_failed()
-            self._apply(self.machine.finish(self.clock()), direct=True)
-            self._drain_touched()
+            self._apply(self.machine.finish(self.clock()))
             while not self._completed and self.error is None:
                 self.changed.wait(POLL_S)
             self._raise_if_failed()
@@ -129,21 +121,47 @@ class WriterTask(TaskBase):
 
     # -- carrying out steps (caller holds the lock) -----------------------------------------------
 
-    def _apply(self, step: Step, direct: bool = False) -> None:
-        """Queue sends and surface events. ``direct``: the producer will write the sends itself
-        (no hand-over to a sender thread, which under the GIL costs more than the write)."""
-        for send in step.sends:
-            box = self._outboxes[id(send.conn)] if send.conn is not None else None
-            if box is None:
-                continue
-            box.sends.append(send)
-            if send.notify:
-                box.held_bytes += len(getattr(send.message, "payload", b""))
-            if direct:
-                self._touched.append(box)
-            else:
-                assert box.ready is not None
-                box.ready.notify()
+    def _apply(self, step: Step) -> None:
+        """Hand the step's sends to their connections, surface its events, follow up completed writes."""
+        steps = [step]
+        while steps:
+            step = steps.pop(0)
+            written = self._send(step.sends)
+            self._surface(step)
+            now = self.clock()
+            for send in written:
+                steps.append(self._completed_write(send, now))
+
+    def _send(self, sends: tuple[Send, ...]) -> list[Send]:
+        """Write ``sends`` in order, a run to one connection per call; return the DATA written now."""
+        written: list[Send] = []
+        start = 0
+        while start < len(sends):
+            end = start + 1
+            while end < len(sends) and sends[end].conn is sends[start].conn:
+                end += 1
+            run = sends[start:end]
+            start = end
+            conn = run[0].conn
+            assert isinstance(conn, Connection)
+            self.stats.messages_sent += len(run)
+            self._held_bytes += sum(_payload_size(s) for s in run if s.notify)
+            try:
+                written += conn.send(run)
+            except OSError as error:
+                self.fail_locked(error)
+                return written
+        if sends:
+            self._sample_held()
+        return written
+
+    def _completed_write(self, send: Send, now: float) -> Step:
+        size = _payload_size(send)
+        self._held_bytes -= size
+        self.stats.bytes_sent += size
+        return self.machine.send_completed(send.peer, send.message.seq, now)
+
+    def _surface(self, step: Step) -> None:
         for event in step.events:
             if isinstance(event, ProducerBlocked):
                 self._blocked = True
@@ -154,6 +172,9 @@ class WriterTask(TaskBase):
             elif isinstance(event, Completed):
                 self._completed = True
                 self.changed.notify_all()
+            elif isinstance(event, Bound):
+                assert isinstance(event.conn, Connection)
+                event.conn.stream.bind()
             elif isinstance(event, Failed):
                 self.fail_locked(event.error)
         if step.deadline != self._deadline:
@@ -161,120 +182,63 @@ class WriterTask(TaskBase):
             self._deadline = step.deadline
             if earlier:
                 self.wake()
-        if step.sends:
-            self._sample_held()
 
     def _sample_held(self) -> None:
         """Peak memory is reached when buffers turn into DATA: sample there, not per record."""
-        held = sum(b.held_bytes for b in self._outboxes.values()) + sum(
-            len(ch.buffer) for ch in self.machine.channels if ch.buffer is not None)
+        held = self._held_bytes + sum(len(ch.buffer) for ch in self.machine.channels if ch.buffer is not None)
         if held > self.stats.peak_held_bytes:
             self.stats.peak_held_bytes = held
 
     # -- the I/O thread ---------------------------------------------------------------------------
 
     def _io_loop(self) -> None:
-        with selectors.DefaultSelector() as selector:
-            selector.register(self._listener, selectors.EVENT_READ, None)
-            selector.register(self.wakeup_socket, selectors.EVENT_READ, None)
-            while not self.cancel.is_set():
-                now = self.clock()
-                with self.lock:
-                    deadline = self._deadline
-                timeout = POLL_S if deadline is None else max(0.0, min(POLL_S, deadline - now))
-                for key, _ in selector.select(timeout):
-                    if key.fileobj is self._listener:
-                        self._accept(selector)
-                    elif key.fileobj is self.wakeup_socket:
-                        self.drain_wakeups()
-                    else:
-                        self._receive(key.data, selector)
-                now = self.clock()
-                with self.lock:
-                    if self._deadline is not None and now >= self._deadline:
-                        self._apply(self.machine.tick(now))
-                self.poll_peer_failure(now)
+        while not self.cancel.is_set():
+            now = self.clock()
+            with self.lock:
+                deadline = self._deadline
+            self.reactor.poll(POLL_S if deadline is None else max(0.0, min(POLL_S, deadline - now)))
+            now = self.clock()
+            with self.lock:
+                if self._deadline is not None and now >= self._deadline:
+                    self._apply(self.machine.tick(now))
+            self.poll_peer_failure(now)
 
-    def _accept(self, selector: selectors.BaseSelector) -> None:
-        try:
-            sock, _ = self._listener.accept()
-        except BlockingIOError:
-            return
-        conn = Connection(sock, f"writer{self.writer_id}<-{sock.getpeername()}", self.cancel,
-                          max_frame_length=self.options.max_frame_length, transcript=self.transcript,
-                          fault=self.options.fault)
-        self.connections[id(conn)] = conn
-        selector.register(sock, selectors.EVENT_READ, conn)
+    # reactor callbacks (I/O thread)
+
+    def accepted(self, stream: Stream) -> None:
+        conn = Connection(stream, max_frame_from_reader(), transcript=self.transcript, fault=self.options.fault)
+        stream.label = f"writer{self.writer_id}<-{stream.label}"
+        self.connections[stream] = conn
         with self.lock:
-            box = _Outbox(conn, ready=threading.Condition(self.lock))
-            self._outboxes[id(conn)] = box
             self._apply(self.machine.connection_accepted(conn, self.clock()))
-        self.run_thread(lambda: self._send_loop(box), "shuffle-writer-send")
 
-    def _receive(self, conn: Connection, selector: selectors.BaseSelector) -> None:
+    def received(self, stream: Stream, data: memoryview) -> None:
+        conn = self.connections[stream]
         try:
-            messages = conn.receive()
+            messages = conn.decode(data)
         except errors.CodecError as error:
             with self.lock:
                 self._apply(self.machine.decode_failed(conn, error, self.clock()))
+            stream.close()
             return
-        except OSError:
-            messages = None
         with self.lock:
-            if messages is None:
-                selector.unregister(conn.sock)
-                self._apply(self.machine.connection_closed(conn, self.clock()))
-                return
             now = self.clock()
             for message in messages:
                 self._apply(self.machine.received(conn, message, now))
 
-    # -- sender threads ---------------------------------------------------------------------------
-
-    def _send_loop(self, box: _Outbox) -> None:
-        """Writes what the I/O thread queued (flush timer, bind), when the producer is not writing."""
-        assert box.ready is not None
+    def sent(self, stream: Stream, tokens: list[object]) -> None:
         with self.lock:
-            while not self.cancel.is_set():
-                if box.sends and not box.busy:
-                    self._drain(box)
-                else:
-                    box.ready.wait(POLL_S)
+            now = self.clock()
+            for token in tokens:
+                assert isinstance(token, Send)
+                self._apply(self._completed_write(token, now))
 
-    def _drain_touched(self) -> None:
-        """Producer (lock held): write what its own step queued, unless a sender is already at it."""
-        touched, self._touched = self._touched, []
-        for box in touched:
-            if box.sends and not box.busy:
-                self._drain(box)
-            elif box.sends:
-                assert box.ready is not None
-                box.ready.notify()
-
-    def _drain(self, box: _Outbox) -> None:
-        """Write ``box`` empty in machine order; the lock is released around each socket write.
-
-        Only one thread drains a box at a time (``busy``), so frames never interleave or reorder.
-        """
-        box.busy = True
-        try:
-            while box.sends and not self.cancel.is_set():
-                batch = list(box.sends)
-                box.sends.clear()
-                self.lock.release()
-                try:
-                    box.conn.send([s.message for s in batch])
-                finally:
-                    self.lock.acquire()
-                now = self.clock()
-                self.stats.messages_sent += len(batch)
-                self.stats.bytes_sent += sum(len(getattr(s.message, "payload", b"")) for s in batch)
-                for send in batch:
-                    if send.notify:
-                        box.held_bytes -= len(getattr(send.message, "payload", b""))
-                        self._apply(self.machine.send_completed(send.peer, send.message.seq, now))
-        finally:
-            box.busy = False
+    def closed(self, stream: Stream, reason: CloseReason, error: OSError | None) -> None:
+        conn = self.connections.pop(stream, None)
+        if conn is None:
+            return
+        with self.lock:
+            self._apply(self.machine.connection_closed(conn, self.clock()))
 
     # -- shutdown ---------------------------------------------------------------------------------
 
@@ -283,6 +247,3 @@ class WriterTask(TaskBase):
             self.directory.unregister(self.key, self.writer_id)
         except (OSError, co.CoordinationError):
             pass
-
-    def close_extra(self) -> None:
-        self._listener.close()

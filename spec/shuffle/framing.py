@@ -9,14 +9,41 @@ completed in that buffer is handed out as a view of it, so no payload is copied 
 
 from __future__ import annotations
 
+from typing import Final
+
 from spec.shuffle import errors
 from spec.shuffle.codec import (
     DEFAULT_MAX_FRAME_LENGTH,
     FRAME_HEADER_LENGTH,
+    HEADER_LENGTH,
     check_frame_header,
     decode_body_at,
 )
+from spec.shuffle.layouts import MessageType
 from spec.shuffle.messages import Message, Payload
+from spec.shuffle.records import RECORD_LENGTH
+from spec.shuffle.settings import ShuffleSettings
+from spec.shuffle.writer import flush_threshold
+
+DEFAULT_MAX_RECORD_SIZE: Final = 64 * 1024 * 1024
+"""Largest serialized record a reader accepts unless configured otherwise (Spark sets no limit
+below 2 GiB; a reader should not allocate that much on one writer's word)."""
+
+
+def max_frame_from_reader() -> int:
+    """The longest frame a writer can legitimately receive: a reader only ever sends CREDIT and
+    TERMINATION_ACK, so a writer rejects any longer frame before buffering a byte of it."""
+    return FRAME_HEADER_LENGTH + max(HEADER_LENGTH[MessageType.CREDIT_CONTROL_MESSAGE],
+                                     HEADER_LENGTH[MessageType.TERMINATION_ACK_MESSAGE])
+
+
+def max_frame_from_writer(settings: ShuffleSettings, max_record_size: int = DEFAULT_MAX_RECORD_SIZE) -> int:
+    """The longest frame a reader can legitimately receive: a DATA whose buffer stayed below the
+    flush threshold (90% of networkBufferSize) and then took one more record, of at most
+    ``max_record_size`` bytes (records are never split, so a record may exceed the buffer)."""
+    below_threshold = max(flush_threshold(settings) - 1, 0)
+    payload = below_threshold + RECORD_LENGTH.size + max_record_size
+    return FRAME_HEADER_LENGTH + HEADER_LENGTH[MessageType.DATA_MESSAGE_UNSAFE_ROW] + payload
 
 
 class FrameDecoder:

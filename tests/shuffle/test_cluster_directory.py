@@ -32,7 +32,7 @@ from reference.shuffle.cluster_directory import (
     WriterNodeFailed,
     directory_from_conf,
 )
-from reference.shuffle.local import LocalShuffleError, run_local_shuffle
+from reference.shuffle.local import LocalShuffleError
 from spec.cluster.interface import ClusterBackend, ClusterCore, ClusterProvider, FailureTiming
 from spec.cluster.types import Entry, NodeId, ShardId
 from spec.shuffle import coordination as co
@@ -83,7 +83,7 @@ def cluster(request: pytest.FixtureRequest, no_leaks: None) -> Iterator[ShuffleC
 @pytest.fixture(autouse=True)
 def runtime_on_cluster(cluster: ShuffleCluster, monkeypatch: pytest.MonkeyPatch) -> None:
     """The runtime tests below run their shuffles with this backend's directories."""
-    monkeypatch.setattr(runtime, "run_local_shuffle", functools.partial(run_local_shuffle,
+    monkeypatch.setattr(runtime, "run_local_shuffle", functools.partial(runtime.run_local_shuffle,
                                                                          directories=cluster.directories))
 
 
@@ -127,8 +127,8 @@ def test_writer_node_failure_fails_its_readers_with_the_writer_and_node(cluster:
 
     healthy = [(i % readers, b"healthy:%d" % i) for i in range(100)]
     with pytest.raises(LocalShuffleError) as failed:
-        run_local_shuffle([doomed(), healthy], readers, SMALL, consume=consume, directories=cluster.directories,
-                          timeout_s=DEADLINE_S + 30)
+        runtime.run_local_shuffle([doomed(), healthy], readers, SMALL, consume=consume, directories=cluster.directories,
+                                  timeout_s=DEADLINE_S + 30)
 
     assert heartbeats_killed.is_set()
     node = cluster.opened[(co.Role.WRITER, 0)].node_id

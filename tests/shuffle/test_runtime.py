@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import random
-import threading
+import sys
 import time
 from collections import Counter
 from typing import Iterable, Iterator
 
 import pytest
 
+from reference.net.ledger import ResourceLedger
 from reference.shuffle.local import LocalShuffleError, run_local_shuffle
 from reference.shuffle.task import PeerTaskFailed, TaskOptions
 from reference.shuffle.transport import corrupt_payload
@@ -23,29 +25,20 @@ from spec.shuffle.settings import ShuffleSettings
 SMALL = ShuffleSettings(network_buffer_size=1024, network_buffer_max_wait_time_ms=5)
 
 
-def open_sockets() -> int:
-    fds = os.listdir("/proc/self/fd")
-    count = 0
-    for fd in fds:
-        try:
-            count += os.readlink(f"/proc/self/fd/{fd}").startswith("socket:")
-        except OSError:
-            pass
-    return count
-
-
 @pytest.fixture(autouse=True)
-def no_leaks() -> Iterator[None]:
-    """Every test must leave no thread and no socket behind, whatever the outcome."""
-    threads_before = set(threading.enumerate())
-    sockets_before = open_sockets()
-    yield
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and (set(threading.enumerate()) - threads_before
-                                            or open_sockets() > sockets_before):
-        time.sleep(0.02)
-    assert set(threading.enumerate()) - threads_before == set()
-    assert open_sockets() == sockets_before
+def no_leaks(monkeypatch: pytest.MonkeyPatch) -> Iterator[ResourceLedger]:
+    """Every shuffle a test runs leaves none of its tasks' threads or sockets behind, whatever the outcome.
+
+    The tasks enter what they open in a ledger, so only that is counted (never the sockets and
+    threads of the rest of the process), and it is checked at once: a task joins its threads and
+    closes its sockets before it returns.
+    """
+    ledger = ResourceLedger()
+    monkeypatch.setattr(sys.modules[__name__], "run_local_shuffle",
+                        functools.partial(run_local_shuffle, ledger=ledger))
+    yield ledger
+    assert ledger.live_threads() == []
+    assert ledger.open_sockets() == []
 
 
 def make_inputs(writers: int, readers: int, per_writer: int, seed: int, size: int = 20) -> list[list[tuple[int, bytes]]]:
