@@ -9,23 +9,31 @@ shard-log key                         value
 ====================================  ===================================================================
 ``shuffle/<id>/attempt``              JSON ``{"attempt", "readers"}``; a reader's join is a CAS on it
 ``shuffle/<id>/<attempt>/writer/<w>`` JSON ``{"executor", "host", "port", "node"}``; empty = unregistered
+``shuffle/<id>/<attempt>/reader/<r>`` JSON ``{"node"}``: the node of a reader that joined the attempt
 ``shuffle/<id>/<attempt>/failure``    the attempt's first failure (an insert: the first report wins)
 ====================================  ===================================================================
 
-Readers keep the latest membership; a registered writer whose node the provider declares FAIL makes
-``lookup`` raise :class:`WriterNodeFailed` (naming the writer and its node), so its readers and the
-other writers stop within the backend's ``timing.fail_bound`` (plus one task poll) instead of
-waiting on a socket that will never deliver.
+Every task keeps the latest membership and acts on the health of the attempt's other nodes
+(docs/shuffle-runtime.md, "Node health"): a registered writer or a joined reader whose node the
+provider declares FAIL makes ``lookup`` raise :class:`WriterNodeFailed` / :class:`ReaderNodeFailed`
+(naming the task and its node), so every other task stops within the backend's
+``timing.fail_bound`` (plus one task poll) instead of waiting on a socket that will never deliver.
+PFAIL (a local suspicion) is logged once per node and changes nothing. A task whose own node is cut
+off from the provider (``cluster_down``) keeps streaming on its connections until the others must
+have been told it is FAIL (``fail_bound`` after its last renewal), then ``lookup`` raises
+:class:`ClusterUnreachable`; a renewal before that clears it.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import threading
+import time
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Final, Iterator, Mapping, Sequence
+from typing import Any, Callable, Final, Iterator, Mapping, NamedTuple, Sequence
 
 from reference.cluster.config import DEFAULT, SPARK_CONF_KEY, open_backend
 from reference.cluster.config import ClusterHost
@@ -39,6 +47,8 @@ from spec.shuffle.errors import ShuffleError
 CAS_ATTEMPTS: Final = 32
 """Writes retried against the revision actually found; more conflicts than this is a coordination error."""
 
+log = logging.getLogger(__name__)
+
 
 class WriterNodeFailed(ShuffleError):
     """A registered writer's cluster node was declared FAIL: its streams can never complete."""
@@ -51,6 +61,33 @@ class WriterNodeFailed(ShuffleError):
             f"{node} (executor {executor}), which the cluster provider declared FAIL; its streams cannot complete",
             shuffleId=key.shuffle_id, attempt=key.attempt, writerId=writer_id, node=node, executor=executor)
         self.key, self.writer_id, self.node, self.executor = key, writer_id, node, executor
+
+
+class ReaderNodeFailed(ShuffleError):
+    """A joined reader's cluster node was declared FAIL: the writers can never complete its stream."""
+
+    condition = "STREAMING_SHUFFLE_READER_NODE_FAILED"
+
+    def __init__(self, key: co.ShuffleKey, reader_id: int, node: str) -> None:
+        super().__init__(
+            f"reader {reader_id} of shuffle {key.shuffle_id} (attempt {key.attempt}) ran on cluster node "
+            f"{node}, which the cluster provider declared FAIL; no writer can complete its stream",
+            shuffleId=key.shuffle_id, attempt=key.attempt, readerId=reader_id, node=node)
+        self.key, self.reader_id, self.node = key, reader_id, node
+
+
+class ClusterUnreachable(ShuffleError):
+    """This task's own node has been cut off from the cluster provider for longer than the others
+    need to declare it FAIL: they have stopped, and no failure report can reach it any more."""
+
+    condition = "STREAMING_SHUFFLE_CLUSTER_UNREACHABLE"
+
+    def __init__(self, node: str, seconds: float, fail_bound: float) -> None:
+        super().__init__(
+            f"cluster node {node} has had no renewal from the cluster provider for {seconds:.1f} s, longer "
+            f"than the provider's failure bound ({fail_bound:.1f} s): the other tasks consider this one failed",
+            node=node, secondsCutOff=round(seconds, 3), failBound=fail_bound)
+        self.node = node
 
 
 class ClusterCoordinationError(co.CoordinationError):
@@ -76,19 +113,40 @@ def _writers_prefix(key: co.ShuffleKey) -> str:
     return f"shuffle/{key.shuffle_id}/{key.attempt}/writer/"
 
 
+def _readers_prefix(key: co.ShuffleKey) -> str:
+    return f"shuffle/{key.shuffle_id}/{key.attempt}/reader/"
+
+
 def _failure_key(key: co.ShuffleKey) -> str:
     return f"shuffle/{key.shuffle_id}/{key.attempt}/failure"
+
+
+class TaskEntry(NamedTuple):
+    """A task's shard-log record (a writer's location or a reader's node) and its node's health."""
+
+    task_id: int
+    record: dict[str, Any]
+    state: NodeState | None
+    """None once the node has left the cluster (a finished task leaves gracefully)."""
+
+    @property
+    def node(self) -> str:
+        return str(self.record["node"])
 
 
 class ShardView:
     """A node's Core: the newest entry of each shard-log key and the latest membership, as notified."""
 
-    def __init__(self, on_entry: Callable[[Entry], None] | None = None) -> None:
+    def __init__(self, on_entry: Callable[[Entry], None] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._lock = threading.Lock()
         self._log: dict[str, Entry] = {}
         self._membership: Membership | None = None
         self._nodes: dict[NodeId, NodeInfo] = {}
         self._on_entry = on_entry
+        self._clock = clock
+        self._renewed = clock()
+        self._down = False
 
     def update_membership(self, snapshot: Membership) -> None:
         with self._lock:
@@ -120,26 +178,41 @@ class ShardView:
         return fresh
 
     def cluster_heartbeat(self, ttl: float) -> None:
-        """Liveness is the provider's business; tasks only read the other nodes' states."""
+        """A renewal: this node is in the cluster again (or still)."""
+        with self._lock:
+            self._renewed, self._down = self._clock(), False
 
     def cluster_down(self) -> None:
-        """A task keeps streaming while its node is cut off; the others judge it by its FAIL."""
+        """Cut off: the task keeps streaming until ``cut_off_for`` exceeds the provider's bound."""
+        with self._lock:
+            self._down = True
+
+    def cut_off_for(self) -> float | None:
+        """Seconds since the last renewal while the provider says this node is down; None when up."""
+        with self._lock:
+            return self._clock() - self._renewed if self._down else None
 
     def entry(self, key: str) -> Entry | None:
         with self._lock:
             return self._log.get(key)
 
-    def writers(self, key: co.ShuffleKey) -> list[tuple[int, dict[str, Any], NodeState | None]]:
-        """Registered writers of an attempt with their records and their nodes' states."""
-        prefix = _writers_prefix(key)
+    def writers(self, key: co.ShuffleKey) -> list[TaskEntry]:
+        """Registered writers of an attempt, by writer id."""
+        return self._tasks(_writers_prefix(key))
+
+    def readers(self, key: co.ShuffleKey) -> list[TaskEntry]:
+        """Readers that joined an attempt, by reader id."""
+        return self._tasks(_readers_prefix(key))
+
+    def _tasks(self, prefix: str) -> list[TaskEntry]:
         with self._lock:
             out = []
             for name, entry in self._log.items():
                 if name.startswith(prefix) and entry.value:
                     record = json.loads(entry.value)
                     info = self._nodes.get(NodeId(record["node"]))
-                    out.append((int(name[len(prefix):]), record, None if info is None else info.state))
-            return sorted(out, key=lambda w: w[0])
+                    out.append(TaskEntry(int(name[len(prefix):]), record, None if info is None else info.state))
+            return sorted(out)
 
     def failed_members(self, shard: ShardId) -> list[NodeId]:
         with self._lock:
@@ -155,11 +228,13 @@ class ClusterDirectory:
     """
 
     def __init__(self, backend: ClusterBackend, name: str, shard: ShardId | None = None, *,
-                 launcher: Launcher | None = None, address: str = "", owns_backend: bool = False) -> None:
+                 launcher: Launcher | None = None, address: str = "", owns_backend: bool = False,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._launcher = launcher
         self._launched = -1
         self._backend = backend if owns_backend else None
-        self.view = ShardView(self._on_entry if launcher is not None else None)
+        self.view = ShardView(self._on_entry if launcher is not None else None, clock)
+        self._suspected: set[str] = set()
         self.node_id = NodeId(f"{name}-{uuid.uuid4().hex[:12]}")
         with _provider_errors(f"node {self.node_id} could not join the shuffle's shard {shard}"):
             self.provider: ClusterProvider = backend.open_node(self.node_id, self.view)
@@ -223,7 +298,8 @@ class ClusterDirectory:
         self._update(_failure_key(key), lambda e: text if e is None or not e.value else None)
 
     def join(self, shuffle_id: int, reader_id: int) -> int:
-        """The attempt a starting reader belongs to; a reader seen twice starts a new run."""
+        """The attempt a starting reader belongs to (a reader seen twice starts a new run); the
+        reader's node is recorded under the attempt so the other tasks watch its health."""
         chosen = [-1]
 
         def enter(current: Entry | None) -> bytes:
@@ -237,19 +313,44 @@ class ClusterDirectory:
             return json.dumps({"attempt": attempt, "readers": readers + [reader_id]}).encode()
 
         self._update(_attempt_key(shuffle_id), enter)
+        record = json.dumps({"node": self.node_id}).encode()
+        self._update(_readers_prefix(co.ShuffleKey(shuffle_id, chosen[0])) + str(reader_id), lambda _: record)
         return chosen[0]
 
     # -- reads: the notified view only ------------------------------------------------------------
 
     def lookup(self, key: co.ShuffleKey) -> co.Writers:
-        """Writers registered so far and the first failure; raises WriterNodeFailed for a FAIL node."""
-        writers = []
-        for writer_id, record, state in self.view.writers(key):
-            if state is NodeState.FAIL:
-                raise WriterNodeFailed(key, writer_id, record["node"], record["executor"])
-            writers.append(co.WriterLocation(writer_id, record["executor"], record["host"], record["port"]))
+        """Writers registered so far and the first failure.
+
+        Raises WriterNodeFailed / ReaderNodeFailed when a task of the attempt is on a FAIL node, and
+        ClusterUnreachable when this node has been cut off past the provider's failure bound.
+        """
+        self._check_own_node()
+        writers = self.view.writers(key)
+        for reader in self.view.readers(key):
+            self._check_node(reader, lambda: ReaderNodeFailed(key, reader.task_id, reader.node), "reader")
+        locations = []
+        for w in writers:
+            self._check_node(w, lambda: WriterNodeFailed(key, w.task_id, w.node, w.record["executor"]), "writer")
+            locations.append(co.WriterLocation(w.task_id, w.record["executor"], w.record["host"], w.record["port"]))
         failure = self.view.entry(_failure_key(key))
-        return co.Writers(failure.value.decode() if failure is not None else "", tuple(writers))
+        return co.Writers(failure.value.decode() if failure is not None else "", tuple(locations))
+
+    def _check_node(self, task: TaskEntry, failed: Callable[[], ShuffleError], role: str) -> None:
+        """FAIL ends the attempt; PFAIL is only a suspicion of one node: logged once, no action."""
+        if task.state is NodeState.FAIL:
+            raise failed()
+        if task.state is NodeState.PFAIL and task.node not in self._suspected:
+            self._suspected.add(task.node)
+            log.warning("streaming shuffle: node %s of %s %d is suspected (PFAIL); its tasks keep running "
+                        "unless the cluster provider declares it FAIL", task.node, role, task.task_id)
+
+    def _check_own_node(self) -> None:
+        cut_off = self.view.cut_off_for()
+        if cut_off is not None:
+            bound = self.provider.timing.fail_bound
+            if cut_off >= bound:
+                raise ClusterUnreachable(self.node_id, cut_off, bound)
 
     def _on_entry(self, entry: Entry) -> None:
         """On the driver's node: start the writers of each new attempt (off the callback thread)."""

@@ -11,6 +11,7 @@ and launches driven by shard-log notifications, and backend selection by configu
 from __future__ import annotations
 
 import functools
+import logging
 import threading
 import time
 import uuid
@@ -28,13 +29,15 @@ from reference.cluster.memory import InProcessCluster
 from reference.shuffle.cluster_directory import (
     ClusterCoordinator,
     ClusterDirectory,
+    ReaderNodeFailed,
     ShuffleShard,
     WriterNodeFailed,
     directory_from_conf,
 )
 from reference.shuffle.local import LocalShuffleError
+from reference.shuffle.task import PeerTaskFailed
 from spec.cluster.interface import ClusterBackend, ClusterCore, ClusterProvider, FailureTiming
-from spec.cluster.types import Entry, NodeId, ShardId
+from spec.cluster.types import Entry, Membership, NodeId, NodeInfo, NodeState, ShardId
 from spec.shuffle import coordination as co
 
 DEADLINE_S = 30.0
@@ -140,6 +143,82 @@ def test_writer_node_failure_fails_its_readers_with_the_writer_and_node(cluster:
         assert "writer 0 " in str(error) and node in str(error)
         assert any(r.startswith(b"doomed:") for r in received[reader_id]), "the failure was not mid-stream"
     assert ("writer", 0) in failed.value.errors  # its readers hung up on it
+
+
+def test_reader_node_failure_fails_every_task_with_the_reader_and_node(cluster: ShuffleCluster) -> None:
+    """Reader 1's node handle is closed mid-stream while the task keeps reading: the provider's FAIL
+    ends the writers that serve it (they stream endlessly otherwise) and the other reader, each
+    naming reader 1 and its node, directly or as the root cause a peer reported."""
+    readers = 2
+    heartbeats_killed = threading.Event()
+
+    def joined(role: co.Role, task: int) -> ClusterDirectory:
+        directory = cluster.directories(role, task)
+        if role is co.Role.READER:
+            assert directory.join(0, task) == 0  # what a Spark reader task does first
+        return directory
+
+    def endless(writer_id: int) -> Iterator[tuple[int, bytes]]:
+        deadline = time.monotonic() + DEADLINE_S
+        i = 0
+        while time.monotonic() < deadline:  # the task stops it when it fails
+            yield i % readers, b"%d:%d" % (writer_id, i)
+            i += 1
+            time.sleep(0.001)
+
+    def consume(reader_id: int, records: Iterable[bytes]) -> list[bytes]:
+        got = []
+        for record in records:
+            got.append(record)
+            if reader_id == 1 and len(got) == 100:
+                cluster.opened[(co.Role.READER, 1)].provider.close()
+                heartbeats_killed.set()
+        return got
+
+    with pytest.raises(LocalShuffleError) as failed:
+        runtime.run_local_shuffle([endless(0), endless(1)], readers, SMALL, consume=consume, directories=joined,
+                                  timeout_s=DEADLINE_S + 30)
+
+    assert heartbeats_killed.is_set()
+    node = cluster.opened[(co.Role.READER, 1)].node_id
+    for writer_id in range(2):
+        error = failed.value.errors[("writer", writer_id)]
+        assert isinstance(error, (ReaderNodeFailed, PeerTaskFailed)), repr(error)
+        assert "STREAMING_SHUFFLE_READER_NODE_FAILED" in str(error) and "reader 1 " in str(error), str(error)
+        assert node in str(error)
+    direct = [e for e in failed.value.errors.values() if isinstance(e, ReaderNodeFailed)]
+    assert direct, "no task saw the FAIL itself"
+    assert all((e.reader_id, e.node, e.key) == (1, node, co.ShuffleKey(0, 0)) for e in direct)
+    assert all(e.condition == "STREAMING_SHUFFLE_READER_NODE_FAILED" for e in direct)
+
+
+def test_a_suspected_node_is_logged_once_and_only_a_failed_one_ends_the_attempt(
+        cluster: ShuffleCluster, caplog: pytest.LogCaptureFixture) -> None:
+    """PFAIL is one node's local suspicion (docs/shuffle-runtime.md): a warning, no failure."""
+    key = co.ShuffleKey(0, 0)
+    writer = cluster.directories(co.Role.WRITER, 2)
+    reader = cluster.directories(co.Role.READER, 0)
+    try:
+        writer.register(key, co.WriterLocation(2, "exec-1", "127.0.0.1", 4002))
+        _wait_until(lambda: len(reader.lookup(key).writers) == 1, "registration")
+
+        def health(state: NodeState, epoch: int) -> None:
+            # as the provider pushes it; epochs far ahead, so the real snapshots do not interfere
+            reader.view.update_membership(Membership(10**9 + epoch, {
+                cluster.shard.shard: (NodeInfo(writer.node_id, "", state), NodeInfo(reader.node_id, "", NodeState.OK))}))
+
+        health(NodeState.PFAIL, 0)
+        with caplog.at_level(logging.WARNING, logger="reference.shuffle.cluster_directory"):
+            assert len(reader.lookup(key).writers) == 1
+            assert len(reader.lookup(key).writers) == 1
+        warnings = [r.getMessage() for r in caplog.records if writer.node_id in r.getMessage()]
+        assert len(warnings) == 1 and "PFAIL" in warnings[0] and "writer 2" in warnings[0]
+        health(NodeState.FAIL, 1)
+        with pytest.raises(WriterNodeFailed):
+            reader.lookup(key)
+    finally:
+        writer.close()
+        reader.close()
 
 
 # -- coordination on the shard log ----------------------------------------------------------------

@@ -1,0 +1,63 @@
+"""A task cut off from the cluster provider (``cluster_down``): it keeps streaming until the other
+tasks must have been told it is FAIL, then its lookups fail with ClusterUnreachable."""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import pytest
+
+from reference.cluster.memory import InProcessCluster
+from reference.cluster.service import ClusterService
+from reference.shuffle.cluster_directory import ClusterDirectory, ClusterUnreachable, ShardView
+from spec.shuffle import coordination as co
+
+DEADLINE_S = 30.0
+"""Only to end a broken run; nothing here asserts on time."""
+
+
+def _wait_until(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    while not condition():
+        assert time.monotonic() < deadline, f"no {what} within {DEADLINE_S} s"
+        time.sleep(0.01)
+
+
+def test_a_cut_off_task_fails_once_the_others_must_have_declared_it_failed() -> None:
+    """The cluster service a task reaches goes away: ``cluster_down``, then, one failure bound after
+    its last renewal, its lookups raise ClusterUnreachable (they keep working before that)."""
+    cluster = InProcessCluster()
+    service = ClusterService(cluster)
+    holder = ClusterDirectory(cluster, "driver")
+    task = ClusterDirectory.connect(service.url, holder.shard, "writer0")
+    key = co.ShuffleKey(0, 0)
+    try:
+        assert task.lookup(key) == co.Writers("", ())
+        service.close()
+        _wait_until(lambda: task.view.cut_off_for() is not None, "cluster_down")
+        deadline = time.monotonic() + DEADLINE_S
+        with pytest.raises(ClusterUnreachable) as cut_off:
+            while time.monotonic() < deadline:
+                task.lookup(key)
+                time.sleep(0.01)
+        assert cut_off.value.condition == "STREAMING_SHUFFLE_CLUSTER_UNREACHABLE"
+        assert task.node_id in str(cut_off.value)
+    finally:
+        task.close()
+        holder.close()
+        service.close()
+        cluster.close()
+
+
+def test_cut_off_time_counts_from_the_last_renewal_and_a_renewal_ends_it() -> None:
+    now = [10.0]
+    view = ShardView(clock=lambda: now[0])
+    view.cluster_heartbeat(1.0)
+    assert view.cut_off_for() is None
+    now[0] = 10.5
+    view.cluster_down()
+    now[0] = 11.25
+    assert view.cut_off_for() == 1.25
+    view.cluster_heartbeat(1.0)
+    assert view.cut_off_for() is None
