@@ -10,6 +10,7 @@ BENCHMARKS = {
     "codec": ("benchmarks.codec", "shuffle codec rates against a struct baseline and raw CRC32C"),
     "shuffle": ("benchmarks.shuffle", "streaming shuffle runtime: loopback, throughput, latency, vs partitionBy"),
     "sync": ("benchmarks.sync", "sync server ingest rate, flush latency and peak memory"),
+    "sync-scale": ("benchmarks.sync_scale", "sync flush cost, rows rewritten, files and RSS against table size"),
 }
 
 if __name__ == "__main__":

@@ -11,11 +11,12 @@ import sys
 
 from spec.sync.writer import SyncSettings
 from reference.sync.server import SyncServer
-from reference.sync.store import DeltaStore
+from reference.sync.store import DeltaStore, StoreSettings
 
 
 def _parser() -> argparse.ArgumentParser:
     defaults = SyncSettings()
+    store = StoreSettings()
     parser = argparse.ArgumentParser(prog="python -m reference.sync")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run a data-sync Arrow Flight server")
@@ -27,6 +28,12 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--max-syncs-per-url", type=int, default=defaults.max_syncs_per_url)
     serve.add_argument("--write-lock-timeout-s", type=float, default=defaults.write_lock_timeout_s)
     serve.add_argument("--flush-task-interval-s", type=float, default=defaults.flush_task_interval_s)
+    serve.add_argument("--target-file-rows", type=int, default=store.target_file_rows,
+                       help="rows per data file at most (a flush rewrites about this many per key range)")
+    serve.add_argument("--vacuum-retention-hours", type=int, default=store.vacuum_retention_hours,
+                       help="maintenance deletes files removed longer ago than this")
+    serve.add_argument("--maintenance-interval-s", type=float, default=600.0,
+                       help="seconds between compaction/vacuum/checkpoint rounds (0: never)")
     serve.add_argument("-v", "--verbose", action="store_true", help="log flushes to stderr")
     return parser
 
@@ -42,7 +49,9 @@ def main(argv: list[str] | None = None) -> int:
         write_lock_timeout_s=args.write_lock_timeout_s,
         flush_task_interval_s=args.flush_task_interval_s,
     )
-    server = SyncServer(DeltaStore(args.store), host=args.host, port=args.port, settings=settings)
+    store = DeltaStore(args.store, settings=StoreSettings(args.target_file_rows, args.vacuum_retention_hours))
+    server = SyncServer(store, host=args.host, port=args.port, settings=settings,
+                        maintenance_interval_s=args.maintenance_interval_s)
     print(f"LISTENING {server.port}", flush=True)
     server.serve()
     return 0

@@ -1,6 +1,7 @@
 """Arrow Flight sync server: DoPut carries a ``DataSyncCommand`` and change batches.
 
-Threads: Flight's request threads and one background flusher.  Every protocol
+Threads: Flight's request threads, one background flusher and one maintainer (the store's
+compaction, vacuum and checkpoints, one table at a time under the write lock).  Every protocol
 decision (transaction rules, numbers, which table to flush, what to skip) is the
 spec's ``SyncWriter``; this module adds the write lock with its timeout, the
 Delta I/O and the mapping of typed errors to Flight statuses.
@@ -23,7 +24,7 @@ from spec.sync.responses import ResponseFactory
 from spec.sync.schema import SyncSchema
 from spec.sync.squash import Change, squash_pending
 from spec.sync.writer import FlushReason, FlushTable, SquashTable, SyncSettings, SyncWriter, is_probe
-from reference.sync.store import DeltaStore
+from reference.sync.store import DeltaStore, MaintenanceReport
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,7 @@ class SyncServer(flight.FlightServerBase):  # type: ignore[misc]
         port: int = 0,
         settings: SyncSettings = SyncSettings(),
         clock: Callable[[], float] = time.monotonic,
+        maintenance_interval_s: float = 600.0,
     ) -> None:
         super().__init__(f"grpc://{host}:{port}")
         self.store = store
@@ -74,6 +76,13 @@ class SyncServer(flight.FlightServerBase):  # type: ignore[misc]
         self._stop = threading.Event()
         self._flusher = threading.Thread(target=self._flush_task, name="sync-flusher", daemon=True)
         self._flusher.start()
+        self._tables = set(store.tables())
+        self._maintainer: threading.Thread | None = None
+        if maintenance_interval_s > 0:
+            self._maintainer = threading.Thread(
+                target=self._maintenance_task, args=(maintenance_interval_s,), name="sync-maintenance", daemon=True
+            )
+            self._maintainer.start()
 
     # -- Flight -----------------------------------------------------------
     def do_put(
@@ -141,11 +150,13 @@ class SyncServer(flight.FlightServerBase):  # type: ignore[misc]
     def _flush(self, table: str, reason: FlushReason) -> None:
         plan = self._writer.plan_flush(table, self.store.read_state(table).marks, reason)
         started = self._clock()
-        self.store.write(table, [i.payload for i in plan.apply], plan.table_marks, plan.durable_after)
+        files = self.store.write(table, [i.payload for i in plan.apply], plan.table_marks, plan.durable_after)
         self._writer.complete_flush(plan)
+        self._tables.add(table)
         self._flush_seconds.append(self._clock() - started)
-        log.info("flushed %s (%s, %d items, %d skipped) in %.3fs", table, reason.value,
-                 len(plan.apply), plan.skipped, self._clock() - started)
+        log.info("flushed %s (%s, %d items, %d skipped) in %.3fs, rewrote %d rows in %d files as %d files",
+                 table, reason.value, len(plan.apply), plan.skipped, self._clock() - started,
+                 files.rows_removed, files.files_removed, files.files_added)
 
     def flush_oldest(self) -> bool:
         """Flush the table whose pending data is oldest; False when nothing is pending."""
@@ -179,8 +190,31 @@ class SyncServer(flight.FlightServerBase):  # type: ignore[misc]
             finally:
                 self._lock.release()
 
+    def maintain(self) -> dict[str, MaintenanceReport]:
+        """Maintain every table this server knows, each under the write lock (a busy table waits a round)."""
+        with self._lock:
+            tables = sorted(self._tables)
+        reports: dict[str, MaintenanceReport] = {}
+        for table in tables:
+            if self._stop.is_set() or not self._lock.acquire(timeout=self.settings.write_lock_timeout_s):
+                continue
+            try:
+                reports[table] = report = self.store.maintain(table)
+                log.info("maintained %s: %s", table, report)
+            except Exception:  # maintenance is retried next round; the table stays as it was
+                log.exception("maintenance of %s failed", table)
+            finally:
+                self._lock.release()
+        return reports
+
+    def _maintenance_task(self, interval_s: float) -> None:
+        while not self._stop.wait(interval_s):
+            self.maintain()
+
     def shutdown(self) -> None:
         """Stop the flusher and the Flight server (pending data is not flushed, as in Seafowl)."""
         self._stop.set()
         super().shutdown()
         self._flusher.join(timeout=10)
+        if self._maintainer is not None:
+            self._maintainer.join(timeout=10)

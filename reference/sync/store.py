@@ -1,82 +1,92 @@
 """Delta Lake store of the sync server: keyed, idempotent application of squashed changes.
 
-A flush reads only the stored rows whose keys the changes may touch (an ``IN`` list
-for a single integer or string key, a per-column range otherwise), applies the
-changes to them with the spec's ``apply_squashed`` and overwrites exactly that key
-predicate, so delta-rs rewrites only the files that may hold affected keys.  Every
-commit carries ``streamwire.sync`` metadata: the per-origin sequences whose
-transactions this table fully holds (to skip replays) and the durable sequence of
-every origin once the commit landed (what a restarted server reports again).
+Tables are laid out by key (``reference.sync.layout``): files sorted by the first primary-key
+column, with disjoint key ranges and at most ``target_file_rows`` rows each.  A flush reads only
+the files whose ranges may hold an affected key (chosen from the log's min/max statistics, no
+scan), applies the changes to the rows under those keys with the spec's ``apply_squashed``, and
+commits one transaction that removes exactly those files and adds their rows back, sorted and
+cut into files again.  Its cost follows the keys it touches, not the size of the table.
+
+Every commit carries ``streamwire.sync`` metadata: the per-origin sequences whose transactions
+this table fully holds (to skip replays), the durable sequence of every origin once the commit
+landed (what a restarted server reports again) and the key columns (what maintenance sorts by).
+Maintenance (``maintain``) merges small or overlapping files, vacuums files removed longer ago
+than the retention period and checkpoints the log; the server schedules it.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 from urllib.parse import urlparse
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from deltalake import CommitProperties, DeltaTable, write_deltalake
+import pyarrow.fs as pa_fs
+import pyarrow.parquet as pq
+from deltalake import CommitProperties, DeltaTable
+from deltalake._internal import DeltaFileSystemHandler
+from deltalake.transaction import AddAction, RemoveAction
 
+from reference.sync.layout import DataFile, compaction_groups, cut, data_files, file_stats, touched_files
 from spec.sync.messages import ColumnRole, StorageLocation
 from spec.sync.squash import Change, apply_squashed, merge_changes
 
 META_KEY = "streamwire.sync"
 META_VERSION = 1
-IN_LIST_LIMIT = 5000
-"""Above this many affected keys a key-range predicate replaces the IN list."""
+STATE_LOOKBACK = 50
+"""How many recent commits ``read_state`` searches for the sync metadata (others' commits lack it)."""
+READER_FEATURES = frozenset({"timestampNtz"})
+WRITER_FEATURES = frozenset({"timestampNtz"})
+"""Table features that do not change how data files are written (the store writes Parquet itself)."""
+
+
+class UnsupportedTable(Exception):
+    """The table needs Delta features the store does not write (partitions, column mapping, ...)."""
+
+
+@dataclass(frozen=True)
+class StoreSettings:
+    """Layout and maintenance settings of a store."""
+
+    target_file_rows: int = 32_768
+    """Rows per data file at most; a flush rewrites about this many rows per key range it touches."""
+    vacuum_retention_hours: int = 168
+    """Files removed (or never committed) longer ago than this are deleted by maintenance."""
 
 
 @dataclass(frozen=True)
 class TableState:
-    """What a table's latest commit says about the sync."""
+    """What a table's latest sync commit says about the sync."""
 
     marks: dict[str, int]
     durable: dict[str, int]
+    keys: tuple[str, ...] = ()
 
 
-def _sql_literal(v: Any) -> str | None:
-    if isinstance(v, bool) or v is None:
-        return None
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, str):
-        return "'" + v.replace("'", "''") + "'"
-    return None
+class FileChanges(NamedTuple):
+    """What one commit did to a table's data files."""
+
+    files_removed: int = 0
+    files_added: int = 0
+    rows_removed: int = 0
+    rows_added: int = 0
+    bytes_removed: int = 0
+    bytes_added: int = 0
 
 
-def _quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
+@dataclass(frozen=True)
+class MaintenanceReport:
+    """What one maintenance run did to a table."""
 
-
-def key_filter(pk_names: Sequence[str], keys: set[tuple[Any, ...]]) -> tuple[str, pc.Expression] | None:
-    """SQL predicate and the same Arrow filter selecting every stored row the keys may touch.
-
-    None means the key values have no SQL rendering here, so the whole table is rewritten.
-    """
-    if len(pk_names) == 1:
-        values = [k[0] for k in keys]
-        literals = [_sql_literal(v) for v in values]
-        if len(values) <= IN_LIST_LIMIT and all(lit is not None for lit in literals):
-            sql = f"{_quote(pk_names[0])} IN ({', '.join(str(lit) for lit in literals)})"
-            return sql, pc.field(pk_names[0]).isin(values)
-    sql_parts: list[str] = []
-    expr: pc.Expression | None = None
-    for i, name in enumerate(pk_names):
-        column = [k[i] for k in keys]
-        lo, hi = min(column), max(column)
-        lo_lit, hi_lit = _sql_literal(lo), _sql_literal(hi)
-        if lo_lit is None or hi_lit is None:
-            return None
-        sql_parts.append(f"{_quote(name)} >= {lo_lit} AND {_quote(name)} <= {hi_lit}")
-        part = (pc.field(name) >= lo) & (pc.field(name) <= hi)
-        expr = part if expr is None else expr & part
-    assert expr is not None
-    return " AND ".join(sql_parts), expr
+    compaction: FileChanges = FileChanges()
+    vacuumed_files: int = 0
+    checkpoint_version: int | None = None
 
 
 def _affected_keys(change: Change) -> set[tuple[Any, ...]]:
@@ -88,12 +98,69 @@ def _affected_keys(change: Change) -> set[tuple[Any, ...]]:
     return keys
 
 
+def _sorted(rows: pa.Table, keys: Sequence[str]) -> pa.Table:
+    order = pc.sort_indices(rows, sort_keys=[(k, "ascending", "at_start") for k in keys])
+    return rows.take(order)
+
+
+def _check_writable(table: DeltaTable) -> None:
+    protocol = table.protocol()
+    reader = set(protocol.reader_features or ()) - READER_FEATURES
+    writer = set(protocol.writer_features or ()) - WRITER_FEATURES
+    legacy = (protocol.min_reader_version == 2 or protocol.min_writer_version in (3, 4, 5, 6))
+    if reader or writer or legacy or table.metadata().partition_columns:
+        needs = sorted(reader | writer) or [f"protocol {protocol.min_reader_version}/{protocol.min_writer_version}"]
+        if table.metadata().partition_columns:
+            needs.append("partitions")
+        raise UnsupportedTable(f"table {table.table_uri} uses Delta features the sync store does not write: "
+                               + ", ".join(needs))
+
+
+@dataclass
+class _Commit:
+    """One transaction being assembled: files to remove, files written to add."""
+
+    table: DeltaTable
+    files: DeltaFileSystemHandler
+    removes: list[DataFile] = field(default_factory=list)
+    adds: list[AddAction] = field(default_factory=list)
+    rows_added: int = 0
+
+    def add_rows(self, rows: pa.Table) -> None:
+        name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
+        sink = pa.BufferOutputStream()
+        pq.write_table(rows, sink, compression="snappy")
+        data = sink.getvalue().to_pybytes()
+        out = self.files.open_output_stream(name, None)
+        out.write(data)
+        out.close()  # type: ignore[attr-defined]  # deltalake's stub omits close(); the stream has it
+        self.adds.append(AddAction(name, len(data), {}, int(time.time() * 1000), True, file_stats(rows)))
+        self.rows_added += rows.num_rows
+
+    def commit(self, props: CommitProperties) -> FileChanges:
+        now_ms = int(time.time() * 1000)
+        removes = [RemoveAction(f.path, True, now_ms, f.size, {}) for f in self.removes]
+        self.table.create_write_transaction([*removes, *self.adds], "append", self.table.schema(),
+                                            commit_properties=props)
+        return FileChanges(
+            files_removed=len(self.removes), files_added=len(self.adds),
+            rows_removed=sum(f.rows for f in self.removes), rows_added=self.rows_added,
+            bytes_removed=sum(f.size for f in self.removes), bytes_added=sum(a.size for a in self.adds),
+        )
+
+
 class DeltaStore:
     """Tables under one root (a local path or ``file://`` URL; other URLs with ``storage_options``)."""
 
-    def __init__(self, root: str, storage_options: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        root: str,
+        storage_options: Mapping[str, str] | None = None,
+        settings: StoreSettings = StoreSettings(),
+    ) -> None:
         self.root = root.rstrip("/")
         self.storage_options = dict(storage_options or {})
+        self.settings = settings
 
     def table_uri(self, path: str, store: StorageLocation | None = None) -> str:
         """Where the table at ``path`` lives (the command's own store root wins)."""
@@ -103,67 +170,144 @@ class DeltaStore:
     def _options(self, uri: str) -> dict[str, str] | None:
         return self.storage_options or None if uri.startswith(self.root) else None
 
-    def read_state(self, uri: str) -> TableState:
-        """The sync metadata of the table's latest commit (empty for a missing table)."""
-        if not DeltaTable.is_deltatable(uri, storage_options=self._options(uri)):
-            return TableState({}, {})
-        history = DeltaTable(uri, storage_options=self._options(uri)).history(1)
-        raw = history[0].get(META_KEY) if history else None
-        if not isinstance(raw, str):
+    def _open(self, uri: str) -> DeltaTable | None:
+        opts = self._options(uri)
+        return DeltaTable(uri, storage_options=opts) if DeltaTable.is_deltatable(uri, storage_options=opts) else None
+
+    @staticmethod
+    def _state(table: DeltaTable) -> TableState:
+        raw = next((c[META_KEY] for c in table.history(STATE_LOOKBACK) if isinstance(c.get(META_KEY), str)), None)
+        if raw is None:
             return TableState({}, {})
         meta = json.loads(raw)
         return TableState(
             {o: int(s) for o, s in meta.get("marks", {}).items()},
             {o: int(s) for o, s in meta.get("durable", {}).items()},
+            tuple(meta.get("keys", ())),
         )
 
-    def restore_durable(self) -> dict[str, int]:
-        """Per-origin durable sequences recorded by the tables under a local root."""
+    @staticmethod
+    def commit_properties(state: TableState) -> CommitProperties:
+        """Properties that record ``state`` in a commit (for any writer committing to a sync table)."""
+        meta = {"version": META_VERSION, "marks": state.marks, "durable": state.durable, "keys": list(state.keys)}
+        return CommitProperties(custom_metadata={META_KEY: json.dumps(meta, sort_keys=True)})
+
+    def read_state(self, uri: str) -> TableState:
+        """The sync metadata of the table's latest sync commit (empty for a missing table)."""
+        table = self._open(uri)
+        return self._state(table) if table is not None else TableState({}, {})
+
+    def tables(self) -> Iterator[str]:
+        """The tables under a local root (none for an object-store root)."""
         parsed = urlparse(self.root)
         local = parsed.path if parsed.scheme == "file" else (self.root if not parsed.scheme else None)
-        durable: dict[str, int] = {}
         if local is None or not os.path.isdir(local):
-            return durable
+            return
         for dirpath, dirnames, _ in os.walk(local):
             if "_delta_log" in dirnames:
                 dirnames.clear()
-                for origin, seq in self.read_state(dirpath).durable.items():
-                    durable[origin] = max(durable.get(origin, seq), seq)
+                yield dirpath
+
+    def restore_durable(self) -> dict[str, int]:
+        """Per-origin durable sequences recorded by the tables under a local root."""
+        durable: dict[str, int] = {}
+        for uri in self.tables():
+            for origin, seq in self.read_state(uri).durable.items():
+                durable[origin] = max(durable.get(origin, seq), seq)
         return durable
 
-    def write(self, uri: str, changes: Sequence[Change], marks: Mapping[str, int], durable: Mapping[str, int]) -> None:
-        """Apply ``changes`` (in order) to the table in one commit carrying the sync metadata."""
-        meta = json.dumps({"version": META_VERSION, "marks": dict(marks), "durable": dict(durable)}, sort_keys=True)
-        props = CommitProperties(custom_metadata={META_KEY: meta})
-        opts = self._options(uri)
-        if not DeltaTable.is_deltatable(uri, storage_options=opts):
-            if not changes:
-                return
-            schema = changes[0].schema.table_schema()
-            write_deltalake(uri, schema.empty_table(), mode="append", storage_options=opts)
-        table = DeltaTable(uri, storage_options=opts)
+    def _files(self, table: DeltaTable) -> DeltaFileSystemHandler:
+        """The table's directory in whatever object store deltalake reaches it."""
+        return DeltaFileSystemHandler(table.table_uri, self._options(table.table_uri))
+
+    @staticmethod
+    def _read(table: DeltaTable, files: Sequence[DataFile]) -> pa.Table:
+        """Every row of ``files``, in the table's schema."""
         dataset = table.to_pyarrow_dataset()
+        wanted = {f.path for f in files}
+        parts = [frag.to_table(schema=dataset.schema) for frag in dataset.get_fragments() if frag.path in wanted]
+        return pa.concat_tables(parts) if parts else dataset.schema.empty_table()
+
+    def write(
+        self, uri: str, changes: Sequence[Change], marks: Mapping[str, int], durable: Mapping[str, int]
+    ) -> FileChanges:
+        """Apply ``changes`` (in order) to the table in one commit carrying the sync metadata."""
+        table = self._open(uri)
+        if table is None:
+            if not changes:
+                return FileChanges()
+            table = DeltaTable.create(uri, changes[0].schema.table_schema(), storage_options=self._options(uri))
         keys: set[tuple[Any, ...]] = set()
-        pk_names = changes[0].schema.pk_names if changes else []
         for change in changes:
             keys |= _affected_keys(change)
+        pk_names = tuple(changes[0].schema.pk_names) if changes else self._state(table).keys
+        props = self.commit_properties(TableState(dict(marks), dict(durable), pk_names))
+        commit = _Commit(table, self._files(table))
         if not keys:
-            write_deltalake(table, dataset.schema.empty_table(), mode="append", commit_properties=props)
-            return
-        selector = key_filter(pk_names, keys)
-        rows = dataset.to_table(filter=selector[1]) if selector is not None else dataset.to_table()
-        # One application per run of equal schemas: each reads and rebuilds all affected rows.
+            return commit.commit(props)
+        _check_writable(table)
+        cluster = pk_names[0]
+        files = data_files(pa.table(table.get_add_actions(flatten=True)), cluster)
+        commit.removes = touched_files(files, {k[0] for k in keys})
+        rows = self._read(table, commit.removes)
+        # Rows sharing a cluster value with an affected key (exactly the affected rows for a
+        # one-column key) go through apply_squashed; the rest of the touched files stay as they are.
+        cluster_type = rows.schema.field(cluster).type
+        mask = pc.is_in(rows.column(cluster), value_set=pa.array({k[0] for k in keys}, cluster_type))
+        affected = rows.filter(mask)
         for change in merge_changes(changes):
-            rows = apply_squashed(rows, change.batch, change.schema)
-        write_deltalake(
-            table,
-            rows,
-            mode="overwrite",
-            predicate=selector[0] if selector is not None else None,
-            commit_properties=props,
-        )
+            affected = apply_squashed(affected, change.batch, change.schema)
+        result = _sorted(pa.concat_tables([rows.filter(pc.invert(mask)), affected]), pk_names)
+        removed = {f.path for f in commit.removes}
+        untouched = [f for f in files if f.path not in removed]
+        for start, end in cut(result.column(cluster).to_pylist(), untouched, self.settings.target_file_rows):
+            commit.add_rows(result.slice(start, end - start))
+        return commit.commit(props)
+
+    def maintain(self, uri: str) -> MaintenanceReport:
+        """Compact, vacuum and checkpoint one table (the caller keeps writers of it out meanwhile)."""
+        table = self._open(uri)
+        if table is None:
+            return MaintenanceReport()
+        state = self._state(table)
+        props = self.commit_properties(state)
+        compaction = FileChanges()
+        if state.keys:
+            _check_writable(table)
+            files = data_files(pa.table(table.get_add_actions(flatten=True)), state.keys[0])
+            groups = compaction_groups(files, self.settings.target_file_rows)
+            if groups:
+                commit = _Commit(table, self._files(table))
+                for group in groups:
+                    rows = _sorted(self._read(table, group), state.keys)
+                    for start, end in cut(rows.column(state.keys[0]).to_pylist(), [], self.settings.target_file_rows):
+                        commit.add_rows(rows.slice(start, end - start))
+                    commit.removes.extend(group)
+                compaction = commit.commit(props)
+                table.update_incremental()  # a full vacuum of an older snapshot would delete the new files
+        vacuum_args: dict[str, Any] = {
+            "retention_hours": self.settings.vacuum_retention_hours, "enforce_retention_duration": False, "full": True,
+        }
+        # Tombstones stay listed after their files are gone; vacuum (a commit) only when a file is left.
+        expired = self._files(table).get_file_info(table.vacuum(dry_run=True, **vacuum_args))
+        vacuumed = sum(1 for info in expired if info.type != pa_fs.FileType.NotFound)
+        if vacuumed:
+            table.vacuum(dry_run=False, commit_properties=props, **vacuum_args)
+        checkpoint = None
+        if table.version() > self._checkpoint_version(table):
+            table.create_checkpoint()
+            table.cleanup_metadata()
+            checkpoint = table.version()
+        return MaintenanceReport(compaction, vacuumed, checkpoint)
+
+    def _checkpoint_version(self, table: DeltaTable) -> int:
+        """The version of the log's last checkpoint (-1 without one)."""
+        try:
+            pointer = self._files(table).open_input_file("_delta_log/_last_checkpoint")
+            return int(json.loads(pointer.read(pointer.size()))["version"])
+        except FileNotFoundError:
+            return -1
 
     def read_table(self, uri: str) -> pa.Table:
         """The whole table (for readers and checks)."""
         return DeltaTable(uri, storage_options=self._options(uri)).to_pyarrow_table()
-

@@ -1,0 +1,188 @@
+"""``python -m benchmarks sync-scale [--sizes 10000,100000] [--json] [--report DIR]``: flush cost against table size.
+
+For each size N a table of ids 0..N-1 is written by delta-rs (one commit carrying the sync
+metadata) and laid out by the store's maintenance; then flushes of 1,000 keyed changes are
+timed as the server runs them (``read_state`` + ``write``): updates of 1,000 consecutive keys
+at a random place, inserts of 1,000 new keys above the largest, and updates of 1,000 keys
+scattered over the whole table.  Each flush's rows and bytes rewritten come from its commit's
+add and remove actions.  ``flush_peak_rss_mib`` is the process's peak RSS during the flushes
+(the peak is reset after seeding).  Exponents are least-squares slopes over log N; the goals
+compare 5M rows with 100k rows (run ``--sizes 10000,100000,1000000,5000000`` for them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import random
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from deltalake import DeltaTable, write_deltalake
+
+from benchmarks.growth import exponent, plot
+from conformance.suites.sync import DESCS, rows_batch
+from reference.sync.store import DeltaStore, FileChanges, StoreSettings, TableState
+from spec.sync.schema import SyncSchema
+from spec.sync.squash import Change
+
+KEYS = 1000
+KINDS = ("update", "insert", "scattered")
+GOAL_SIZES = (100_000, 5_000_000)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Register the benchmark's options."""
+    parser.add_argument("--sizes", default="10000,100000",
+                        help="comma-separated table sizes in rows (full run: 10000,100000,1000000,5000000)")
+    parser.add_argument("--repeats", type=int, default=3, help="flushes of each kind per size (median reported)")
+    parser.add_argument("--target-file-rows", type=int, default=StoreSettings().target_file_rows)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--report", type=Path, help="directory for PNG plots of each curve")
+
+
+def _status_kib(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def _reset_peak_rss() -> None:
+    """Start a new peak (Linux: writing 5 to clear_refs resets VmHWM)."""
+    gc.collect()
+    pa.default_memory_pool().release_unused()
+    Path("/proc/self/clear_refs").write_text("5")
+
+
+def _change(rows: list[tuple[Any, ...]]) -> Change:
+    batch = rows_batch(rows)
+    return Change.of_put(SyncSchema.validate(DESCS, batch.schema), [batch])
+
+
+def _seed(store: DeltaStore, uri: str, size: int) -> None:
+    ids = pa.array(range(size), pa.int64())
+    rows = pa.table({"id": ids, "v": pc.cast(ids, pa.string())})
+    write_deltalake(uri, rows, mode="append",
+                    commit_properties=store.commit_properties(TableState({"bench": 0}, {"bench": 0}, ("id",))))
+    store.maintain(uri)
+
+
+def _flush(store: DeltaStore, uri: str, seq: int, change: Change) -> tuple[float, FileChanges]:
+    started = time.perf_counter()
+    store.read_state(uri)
+    files = store.write(uri, [change], {"bench": seq}, {"bench": seq})
+    return time.perf_counter() - started, files
+
+
+def _measure(size: int, args: argparse.Namespace) -> dict[str, Any]:
+    rng = random.Random(args.seed)
+    with tempfile.TemporaryDirectory(prefix="sync-scale-") as root:
+        store = DeltaStore(root, settings=StoreSettings(target_file_rows=args.target_file_rows))
+        uri = f"{root}/t"
+        _seed(store, uri, size)
+        _reset_peak_rss()
+        seq = 0
+        top = size
+
+        def updates() -> Change:
+            start = rng.randrange(0, max(size - KEYS, 1))
+            return _change([(k, k, f"u{seq}") for k in range(start, start + KEYS)])
+
+        def inserts() -> Change:
+            nonlocal top
+            top += KEYS
+            return _change([(None, k, f"i{seq}") for k in range(top - KEYS, top)])
+
+        def scattered() -> Change:
+            return _change([(k, k, f"s{seq}") for k in rng.sample(range(size), KEYS)])
+
+        makers: dict[str, Callable[[], Change]] = {"update": updates, "insert": inserts, "scattered": scattered}
+        result: dict[str, Any] = {"rows": size}
+        for kind in KINDS:
+            timings, outcomes = [], []
+            for _ in range(args.repeats):
+                seq += 1
+                seconds, files = _flush(store, uri, seq, makers[kind]())
+                timings.append(seconds)
+                outcomes.append(files)
+            result[kind] = {
+                "flush_ms": round(statistics.median(timings) * 1000, 1),
+                "rows_rewritten": max(f.rows_added for f in outcomes),
+                "rows_read": max(f.rows_removed for f in outcomes),
+                "bytes_rewritten": max(f.bytes_added for f in outcomes),
+                "files_rewritten": max(f.files_removed for f in outcomes),
+            }
+        result["files"] = len(DeltaTable(uri).file_uris())
+        result["flush_peak_rss_mib"] = round(_status_kib("VmHWM") / 1024, 1)
+    return result
+
+
+def _figure(results: list[dict[str, Any]], kind: str, key: str) -> list[float]:
+    return [r[kind][key] for r in results]
+
+
+def _summary(results: list[dict[str, Any]]) -> dict[str, Any]:
+    sizes = [r["rows"] for r in results]
+    exponents: dict[str, float | None] = {}
+    for kind in KINDS:
+        for key in ("flush_ms", "rows_rewritten", "bytes_rewritten"):
+            exponents[f"{kind}_{key}"] = exponent(sizes, _figure(results, kind, key))
+    exponents["files"] = exponent(sizes, [r["files"] for r in results])
+    exponents["flush_peak_rss_mib"] = exponent(sizes, [r["flush_peak_rss_mib"] for r in results])
+    by_size = {r["rows"]: r for r in results}
+    small, large = (by_size.get(n) for n in GOAL_SIZES)
+    ratios = {
+        kind: round(large[kind]["flush_ms"] / small[kind]["flush_ms"], 2) if small and large else None
+        for kind in ("update", "insert")
+    }
+    amplification = max(r[kind]["rows_rewritten"] / KEYS for r in results for kind in ("update", "insert"))
+    return {
+        "exponents": exponents,
+        "flush_ms_5m_over_100k": ratios,
+        "max_rows_rewritten_per_row_changed": round(amplification, 1),
+        "goals": {
+            "flush_5m_within_2x_of_100k": (
+                None if small is None or large is None else all(v is not None and v <= 2 for v in ratios.values())
+            ),
+            "rows_rewritten_within_100x_of_changed": amplification <= 100,
+        },
+    }
+
+
+def _report(directory: Path, results: list[dict[str, Any]]) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    sizes = [r["rows"] for r in results]
+    for key, label in (("flush_ms", "flush time (ms)"), ("rows_rewritten", "rows rewritten per flush"),
+                       ("bytes_rewritten", "bytes rewritten per flush")):
+        plot(directory / f"sync-scale-{key}.png", f"1,000-key flush: {label}", "table rows", label, sizes,
+             {kind: _figure(results, kind, key) for kind in KINDS})
+    plot(directory / "sync-scale-files.png", "data files after the flushes", "table rows", "files", sizes,
+         {"files": [r["files"] for r in results]})
+    plot(directory / "sync-scale-rss.png", "peak RSS during the flushes", "table rows", "MiB", sizes,
+         {"peak RSS": [r["flush_peak_rss_mib"] for r in results]})
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run the benchmark and print its figures."""
+    sizes = sorted(int(s) for s in args.sizes.split(","))
+    results = [_measure(size, args) for size in sizes]
+    out = {"keys_per_flush": KEYS, "target_file_rows": args.target_file_rows, "sizes": results, **_summary(results)}
+    if args.report:
+        _report(args.report, results)
+    if args.json:
+        print(json.dumps(out))
+    else:
+        for r in results:
+            print(f"{r['rows']:>9} rows  files {r['files']:>4}  peak RSS {r['flush_peak_rss_mib']:>7} MiB  " + "  ".join(
+                f"{k} {r[k]['flush_ms']:>7} ms / {r[k]['rows_rewritten']:>8} rows" for k in KINDS))
+        print(json.dumps(_summary(results), indent=2))
+    return 0

@@ -1,0 +1,168 @@
+"""Key-range layout of a sync table: which files a keyed change touches, how rows are cut into files.
+
+A table's rows are kept sorted by its cluster column (the first primary-key column) and cut
+into files of at most ``target_rows`` rows whose key ranges do not overlap, so a change to a
+few keys touches only the few files whose ranges may hold them.  Ranges are the files'
+min/max statistics from the Delta log; a file without them may hold any key and is always
+touched.  Correctness never depends on the layout: every file that *may* hold an affected
+key is touched, so a foreign or overlapping layout only costs more.  Pure: no I/O here.
+"""
+
+from __future__ import annotations
+
+import bisect
+import datetime
+import json
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """One data file of the table as its add action describes it."""
+
+    path: str
+    size: int
+    rows: int
+    lo: Any = None
+    """Least cluster-column value (None: unknown, the file may hold any key)."""
+    hi: Any = None
+
+    @property
+    def bounded(self) -> bool:
+        """Whether the file's key range is known."""
+        return self.lo is not None and self.hi is not None
+
+
+def data_files(add_actions: pa.Table, column: str) -> list[DataFile]:
+    """The files of ``DeltaTable.get_add_actions(flatten=True)``, ranged by ``column``'s statistics."""
+    count = add_actions.num_rows
+
+    def values(name: str) -> list[Any]:
+        return add_actions.column(name).to_pylist() if name in add_actions.column_names else [None] * count
+
+    return [
+        DataFile(path, int(size), int(rows or 0), lo, hi)
+        for path, size, rows, lo, hi in zip(
+            values("path"), values("size_bytes"), values("num_records"),
+            values(f"min.{column}"), values(f"max.{column}"),
+        )
+    ]
+
+
+def _comparable(value: Any, bound: Any) -> bool:
+    return value is not None and type(value) is type(bound)
+
+
+def touched_files(files: Sequence[DataFile], keys: Iterable[Any]) -> list[DataFile]:
+    """Files a change of cluster values ``keys`` must rewrite.
+
+    A key touches every file whose range holds it and its *home*: the file with the
+    greatest lower bound at or below it (the first file for a key below all), so a new key
+    joins a neighbour instead of starting a small file.  A key that cannot be compared with
+    the statistics (NULL, another type) touches every file.
+    """
+    ranged = sorted((f for f in files if f.bounded), key=lambda f: f.lo)
+    touched = {f.path: f for f in files if not f.bounded}
+    los = [f.lo for f in ranged]
+    reach: list[Any] = []  # reach[i]: greatest upper bound among ranged[0..i]
+    for f in ranged:
+        reach.append(f.hi if not reach or f.hi > reach[-1] else reach[-1])
+    for key in keys:
+        if ranged and not _comparable(key, ranged[0].lo):
+            return list(files)
+        home = max(bisect.bisect_right(los, key) - 1, 0)
+        if ranged:
+            touched[ranged[home].path] = ranged[home]
+        i = home - 1
+        while i >= 0 and reach[i] >= key:
+            if ranged[i].hi >= key:
+                touched[ranged[i].path] = ranged[i]
+            i -= 1
+    return list(touched.values())
+
+
+def balanced_slices(rows: int, target_rows: int) -> list[tuple[int, int]]:
+    """``[start, end)`` slices cutting ``rows`` into the fewest near-equal files of at most ``target_rows``."""
+    count = max(math.ceil(rows / target_rows), 1)
+    bounds = [rows * i // count for i in range(count + 1)]
+    return [(bounds[i], bounds[i + 1]) for i in range(count) if bounds[i + 1] > bounds[i]]
+
+
+def cut(sorted_keys: Sequence[Any], untouched: Sequence[DataFile], target_rows: int) -> list[tuple[int, int]]:
+    """Slices of rows sorted by cluster value (NULLs first) that become files.
+
+    Rows are first split where an untouched file's range begins, so no new file spans a
+    file that stays, then each segment is cut into balanced files.
+    """
+    nulls = sum(1 for k in sorted_keys if k is None)
+    values = sorted_keys[nulls:]
+    splits = {0, len(sorted_keys)}
+    for f in untouched:
+        if f.bounded and values and _comparable(values[0], f.lo):
+            splits.add(nulls + bisect.bisect_left(values, f.lo))
+    edges = sorted(splits)
+    return [
+        (start + a, start + b)
+        for start, end in zip(edges, edges[1:])
+        for a, b in balanced_slices(end - start, target_rows)
+    ]
+
+
+def compaction_groups(files: Sequence[DataFile], target_rows: int) -> list[list[DataFile]]:
+    """Runs of files (in key order) that compaction rewrites together.
+
+    Files whose ranges overlap are merged; a small file (under half the target) is merged
+    with a neighbour while the run stays within two targets; a file above the target is
+    split.  Files without statistics form one run.  Other files are left as they are, so a
+    compacted table is a fixpoint.
+    """
+    unbounded = [f for f in files if not f.bounded]
+    groups: list[list[DataFile]] = [unbounded] if unbounded else []
+    ranged = sorted((f for f in files if f.bounded), key=lambda f: (f.lo, f.hi))
+    run: list[DataFile] = []
+    run_hi: Any = None
+    for f in ranged:
+        small = f.rows < target_rows / 2 or bool(run) and run[-1].rows < target_rows / 2
+        if run and (f.lo <= run_hi or (small and sum(r.rows for r in run) + f.rows <= 2 * target_rows)):
+            run.append(f)
+            run_hi = max(run_hi, f.hi)
+            continue
+        if run:
+            groups.append(run)
+        run, run_hi = [f], f.hi
+    if run:
+        groups.append(run)
+    return [g for g in groups if len(g) > 1 or g[0].rows > target_rows or not g[0].bounded]
+
+
+def _json_bound(value: Any) -> Any:
+    return value.isoformat() if isinstance(value, datetime.date) else value
+
+
+def file_stats(table: pa.Table) -> str:
+    """The add action's ``stats`` JSON: row count, null counts, min/max of int, string and date columns."""
+    null_count: dict[str, int] = {}
+    mins: dict[str, Any] = {}
+    maxs: dict[str, Any] = {}
+    for field, column in zip(table.schema, table.columns):
+        if pa.types.is_nested(field.type):
+            continue
+        null_count[field.name] = column.null_count
+        t = field.type
+        if column.null_count == len(column) or not (
+            pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_date32(t)
+        ):
+            continue
+        bounds = pc.min_max(column)
+        mins[field.name] = _json_bound(bounds["min"].as_py())
+        maxs[field.name] = _json_bound(bounds["max"].as_py())
+    return json.dumps(
+        {"numRecords": table.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": null_count},
+        separators=(",", ":"),
+    )

@@ -1,0 +1,176 @@
+"""The store's key-range layout and maintenance, checked on the Delta log's add and remove actions.
+
+A flush must rewrite only the files whose key ranges hold the keys it changes; maintenance must
+merge small and overlapping files, vacuum what was removed and checkpoint the log, and none of it
+may change the table's rows or lose the sync metadata.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from conformance.suites.sync import DESCS, _cmd, rows_batch
+from reference.sync.server import SyncServer
+from reference.sync.store import DeltaStore, StoreSettings
+from spec.sync.schema import SyncSchema
+from spec.sync.squash import Change
+
+TARGET = 100
+
+
+class LogFile(NamedTuple):
+    path: str
+    rows: int
+    lo: int
+    hi: int
+
+
+class LogCommit(NamedTuple):
+    added: list[LogFile]
+    removed: list[str]
+
+
+def change(rows: list[tuple[Any, ...]]) -> Change:
+    batch = rows_batch(rows)
+    return Change.of_put(SyncSchema.validate(DESCS, batch.schema), [batch])
+
+
+def read_commit(table: Path, version: int) -> LogCommit:
+    """The add and remove actions of one commit, straight from its JSON file."""
+    added: list[LogFile] = []
+    removed: list[str] = []
+    for line in (table / "_delta_log" / f"{version:020d}.json").read_text().splitlines():
+        action = json.loads(line)
+        if "add" in action:
+            stats = json.loads(action["add"]["stats"])
+            added.append(LogFile(action["add"]["path"], stats["numRecords"],
+                                 stats["minValues"]["id"], stats["maxValues"]["id"]))
+        elif "remove" in action:
+            removed.append(action["remove"]["path"])
+    return LogCommit(sorted(added, key=lambda f: f.lo), removed)
+
+
+def live_files(table: Path) -> dict[str, LogFile]:
+    """The table's files after replaying every commit's actions."""
+    files: dict[str, LogFile] = {}
+    for version in range(DeltaTable(str(table)).version() + 1):
+        commit = read_commit(table, version)
+        for path in commit.removed:
+            del files[path]
+        files.update((f.path, f) for f in commit.added)
+    return files
+
+
+def rows_of(store: DeltaStore, table: Path) -> list[dict[str, Any]]:
+    return sorted(store.read_table(str(table)).to_pylist(), key=lambda r: r["id"])
+
+
+@pytest.fixture
+def seeded(tmp_path: Path) -> tuple[DeltaStore, Path]:
+    """A table of ids 0, 2, .., 1998 laid out in files of at most 100 rows."""
+    store = DeltaStore(str(tmp_path), settings=StoreSettings(target_file_rows=TARGET, vacuum_retention_hours=0))
+    table = tmp_path / "t"
+    store.write(str(table), [change([(None, k, "v0") for k in range(0, 2000, 2)])], {"A": 1}, {"A": 1})
+    return store, table
+
+
+def test_files_cover_disjoint_key_ranges_of_at_most_the_target(seeded: tuple[DeltaStore, Path]) -> None:
+    _, table = seeded
+    files = sorted(live_files(table).values(), key=lambda f: f.lo)
+    assert len(files) == 10
+    assert all(f.rows == TARGET for f in files)
+    assert all(a.hi < b.lo for a, b in zip(files, files[1:]))
+
+
+def test_a_flush_rewrites_only_the_files_holding_its_keys(seeded: tuple[DeltaStore, Path]) -> None:
+    store, table = seeded
+    before = live_files(table)
+    holder = next(f for f in before.values() if f.lo <= 500 <= f.hi)
+    updates = [(k, k, "v1") for k in range(500, 520, 2)] + [(None, 501, "new"), (510, None, None)]
+    changes = store.write(str(table), [change(updates)], {"A": 2}, {"A": 2})
+    commit = read_commit(table, DeltaTable(str(table)).version())
+    assert commit.removed == [holder.path]
+    assert sum(f.rows for f in commit.added) == TARGET  # 9 updated, 1 inserted, 1 deleted, 90 kept
+    assert (changes.files_removed, changes.rows_removed, changes.rows_added) == (1, TARGET, TARGET)
+    assert min(f.lo for f in commit.added) >= holder.lo and max(f.hi for f in commit.added) <= holder.hi
+    rows = {r["id"]: r["v"] for r in rows_of(store, table)}
+    assert (rows[500], rows[501], rows[502], 510 in rows, rows[520]) == ("v1", "new", "v1", False, "v0")
+    assert len(rows) == 1000
+
+
+def test_new_keys_join_the_file_below_them(seeded: tuple[DeltaStore, Path]) -> None:
+    store, table = seeded
+    last = max(live_files(table).values(), key=lambda f: f.lo)
+    store.write(str(table), [change([(None, k, "tail") for k in range(2000, 2020)])], {"A": 2}, {"A": 2})
+    commit = read_commit(table, DeltaTable(str(table)).version())
+    assert commit.removed == [last.path]
+    assert [f.rows for f in commit.added] == [60, 60]  # 120 rows cut into two balanced files
+    assert len(rows_of(store, table)) == 1020
+
+
+def test_a_key_move_touches_the_two_ranges_it_joins(seeded: tuple[DeltaStore, Path]) -> None:
+    store, table = seeded
+    files = live_files(table)
+    holders = {f.path for f in files.values() if f.lo <= 4 <= f.hi or f.lo <= 1501 <= f.hi}
+    store.write(str(table), [change([(4, 1501, "moved")])], {"A": 2}, {"A": 2})
+    assert set(read_commit(table, DeltaTable(str(table)).version()).removed) == holders
+    rows = {r["id"]: r["v"] for r in rows_of(store, table)}
+    assert 4 not in rows and rows[1501] == "moved" and len(rows) == 1000
+
+
+def test_a_file_overlapping_the_layout_is_read_for_its_keys(seeded: tuple[DeltaStore, Path]) -> None:
+    store, table = seeded
+    write_deltalake(str(table), pa.table({"id": pa.array([151, 951], pa.int64()), "v": ["x", "y"]}), mode="append")
+    store.write(str(table), [change([(951, 951, "z")])], {"A": 2}, {"A": 2})
+    rows = rows_of(store, table)
+    assert [r for r in rows if r["id"] in (151, 951)] == [{"id": 151, "v": "x"}, {"id": 951, "v": "z"}]
+    assert len(rows) == 1002
+
+
+def test_maintenance_merges_small_files_vacuums_and_checkpoints(seeded: tuple[DeltaStore, Path]) -> None:
+    store, table = seeded
+    store.write(str(table), [change([(k, None, None) for k in range(200, 390, 2)])], {"A": 2}, {"A": 5})
+    write_deltalake(str(table), pa.table({"id": pa.array([3001, 3003], pa.int64()), "v": ["x", "y"]}), mode="append")
+    rows = rows_of(store, table)
+    small = [f for f in live_files(table).values() if f.rows < TARGET / 2]
+    assert len(small) == 2
+
+    report = store.maintain(str(table))
+
+    files = sorted(live_files(table).values(), key=lambda f: f.lo)
+    assert report.compaction.files_removed == 4  # each small file and its neighbour
+    assert all(f.rows >= TARGET / 2 for f in files) and all(a.hi < b.lo for a, b in zip(files, files[1:]))
+    assert rows_of(store, table) == rows
+    on_disk = {p.name for p in table.glob("*.parquet")}
+    assert on_disk == set(live_files(table)) and report.vacuumed_files > 0
+    assert report.checkpoint_version == DeltaTable(str(table)).version()
+    assert json.loads((table / "_delta_log" / "_last_checkpoint").read_text())["version"] == report.checkpoint_version
+    state = store.read_state(str(table))
+    assert (state.marks, state.durable, state.keys) == ({"A": 2}, {"A": 5}, ("id",))
+
+    again = store.maintain(str(table))
+    assert (again.compaction.files_removed, again.vacuumed_files, again.checkpoint_version) == (0, 0, None)
+
+
+def test_the_server_maintains_the_tables_under_its_store(tmp_path: Path) -> None:
+    store = DeltaStore(str(tmp_path), settings=StoreSettings(target_file_rows=TARGET, vacuum_retention_hours=0))
+    store.write(str(tmp_path / "old"), [change([(None, 1, "a")])], {"A": 1}, {"A": 1})
+    server = SyncServer(store, maintenance_interval_s=0)
+    threading.Thread(target=server.serve, daemon=True).start()
+    try:
+        batch = rows_batch([(None, 7, "b")])
+        server.handle(_cmd("new", "A", 2), SyncSchema.validate(DESCS, batch.schema), batch.to_batches())
+        assert server.flush_oldest()
+        reports = server.maintain()
+    finally:
+        server.shutdown()
+    assert sorted(reports) == sorted([str(tmp_path / "old"), store.table_uri("new")])
+    assert all(r.checkpoint_version == DeltaTable(uri).version() for uri, r in reports.items())
+    assert rows_of(store, tmp_path / "new") == [{"id": 7, "v": "b"}]
