@@ -117,14 +117,17 @@ class Session:
     tag: str = field(default_factory=lambda: f"c{next(_sessions)}-{uuid.uuid4().hex[:6]}")
     nodes: list[Node] = field(default_factory=list)
 
-    def node(self, name: str, join: bool = True) -> Node:
-        node_id = NodeId(f"{self.tag}-{name}")
+    def node(self, name: str, join: bool = True, takeover: str | None = None) -> Node:
+        node_id = self.id_of(name)
         core = Recorder()
-        node = Node(node_id, self.cluster.open_node(node_id, core), core)
+        node = Node(node_id, self.cluster.open_node(node_id, core, takeover=takeover), core)
         self.nodes.append(node)
         if join:
             node.shard = node.provider.join_cluster(f"127.0.0.1:{7000 + len(self.nodes)}")
         return node
+
+    def id_of(self, name: str) -> NodeId:
+        return NodeId(f"{self.tag}-{name}")
 
     def shard_of(self, shard_size: int, *names: str) -> list[Node]:
         """``names`` joined into one shard (the first one's), waiting until all see the topology."""

@@ -10,7 +10,16 @@ from typing import Callable
 from conformance import linearizability
 from conformance.cluster_harness import RESTART, TARGET_HELP, ClusterTarget, Node, Session, open_target, session
 from conformance.framework import Case, CaseContext, Level, Suite, Verdict
-from spec.cluster.errors import ClusterError, InvalidBatch, NotAMember, RevisionMismatch, UnknownShard
+from spec.cluster.errors import (
+    ClusterError,
+    InvalidBatch,
+    NodeIdInUse,
+    NotAMember,
+    ProviderClosed,
+    ProviderUnavailable,
+    RevisionMismatch,
+    UnknownShard,
+)
 from spec.cluster.types import MetadataOp, NodeState, Revision, Scope, ShardId
 
 ROLE = "provider"
@@ -124,6 +133,60 @@ def not_a_member(target: ClusterTarget, ctx: CaseContext) -> Verdict:
         a = s.node("a", join=False)
         return verdict("UpdateShardLog by a node that never joined raises NOT_A_MEMBER",
                        raises(NotAMember, lambda: a.provider.update_shard_log([op("k", b"v")])))
+
+
+def identity_claimed_once(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    """A live node id cannot be opened again; its takeover token hands it on; a closed session
+    frees it within the failure bound."""
+    with session(target, ctx) as s:
+        a = s.node("a")
+        problems = [f"impostor: {p}" for p in raises(NodeIdInUse, lambda: s.node("a", join=False))]
+        try:
+            a.provider.update_shard_log([op("still-mine", b"1")])
+        except ClusterError as exc:
+            problems.append(f"the holder was disturbed by the refused impostor: {exc}")
+        successor = s.node("a", join=False, takeover=a.provider.takeover_token)
+        problems += [f"displaced holder: {p}" for p in eventually_raises(
+            ProviderClosed, lambda: a.provider.update_shard_log([op("k", b"2")]), ctx)]
+        try:
+            successor.provider.update_shard_log([op("by-successor", b"1")])
+        except ClusterError as exc:
+            problems.append(f"the successor cannot write as {a.id}: {exc}")
+        successor.provider.close()
+        bound = successor.provider.timing.fail_bound
+        end = time.monotonic() + min(bound + allowance(bound), ctx.remaining())
+        while True:
+            try:
+                s.node("a", join=False)
+                break
+            except NodeIdInUse:
+                if time.monotonic() > end:
+                    problems.append(f"the id is still held {bound + allowance(bound):.1f} s after its session ended")
+                    break
+                time.sleep(0.05)
+        return verdict("opening a live node id raises NODE_ID_IN_USE and leaves the holder alone; the "
+                       "holder's takeover token hands the id on (the holder then raises PROVIDER_CLOSED); "
+                       "a closed session frees the id within the failure bound", problems)
+
+
+def eventually_raises(error: type[ClusterError], action: Callable[[], object], ctx: CaseContext,
+                      limit: float = 5.0) -> list[str]:
+    """Like :func:`raises`, allowing PROVIDER_UNAVAILABLE meanwhile (a remote client learning of
+    the change over its connection)."""
+    end = time.monotonic() + min(limit, ctx.remaining())
+    while True:
+        try:
+            result = action()
+        except error:
+            return []
+        except ProviderUnavailable as exc:
+            if time.monotonic() > end:
+                return [f"still {exc} after {limit} s"]
+            time.sleep(0.05)
+            continue
+        except ClusterError as exc:
+            return [f"raised {type(exc).__name__}: {exc}"]
+        return [f"returned {result!r}"]
 
 
 # -- shard log ------------------------------------------------------------------------------
@@ -524,6 +587,8 @@ CASES = [
     case("membership/well-formed", "snapshots are well formed through join, shard moves and removal", well_formed_through_moves),
     case("membership/graceful-leave", "a node leaving gracefully is never reported FAIL", graceful_leave),
     case("membership/unknown-shard", "JoinShard into a missing shard raises UNKNOWN_SHARD", join_unknown_shard),
+    case("membership/id-claimed-once", "a live node id is claimed once: NODE_ID_IN_USE, takeover by token, "
+         "free again when its session ends", identity_claimed_once),
     case("membership/not-a-member", "metadata writes by a non-member raise NOT_A_MEMBER", not_a_member),
     case("shardlog/cas", "insert and CAS semantics with revisions that grow", insert_then_cas),
     case("shardlog/linearizable", "concurrent per-key CAS chains are linearizable", linearizable_cas_chains),

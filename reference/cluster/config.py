@@ -1,11 +1,13 @@
 """Choose a cluster backend from one setting (``spark.streamwire.cluster.provider``).
 
 ``memory`` (the default): an in-process cluster in this process; ``etcd://HOST:PORT[/NAMESPACE]``:
-the etcd backend; ``tcp://HOST:PORT``: a driver-hosted cluster service (what executors use).
+the etcd backend; ``tcp://[:SECRET@]HOST:PORT``: a driver-hosted cluster service (what executors
+use).
 """
 
 from __future__ import annotations
 
+from typing import Mapping
 from urllib.parse import urlsplit
 
 from reference.cluster.etcd import EtcdCluster
@@ -15,7 +17,19 @@ from reference.cluster.service import ClusterService
 from spec.cluster.interface import ClusterBackend
 
 SPARK_CONF_KEY = "spark.streamwire.cluster.provider"
+SECRET_CONF_KEY = "spark.streamwire.cluster.secret"
 DEFAULT = "memory"
+
+
+def service_secret(conf: Mapping[str, str]) -> str | None:
+    """The shared secret the driver's cluster service requires: ``spark.streamwire.cluster.secret``,
+    else Spark's own ``spark.authenticate.secret`` when ``spark.authenticate`` is on, else none
+    (local runs)."""
+    if conf.get(SECRET_CONF_KEY):
+        return conf[SECRET_CONF_KEY]
+    if conf.get("spark.authenticate", "false").lower() == "true" and conf.get("spark.authenticate.secret"):
+        return conf["spark.authenticate.secret"]
+    return None
 
 
 def open_backend(setting: str = DEFAULT) -> ClusterBackend:
@@ -31,13 +45,16 @@ def open_backend(setting: str = DEFAULT) -> ClusterBackend:
 
 
 class ClusterHost:
-    """The driver's cluster: in-process with a TCP service for executors, or an external etcd."""
+    """The driver's cluster: in-process with a TCP service for executors, or an external etcd.
 
-    def __init__(self, provider: str, host: str = "127.0.0.1") -> None:
+    ``secret`` (see :func:`service_secret`) makes the service require it; ``executor_url`` then
+    carries it to the executors."""
+
+    def __init__(self, provider: str, host: str = "127.0.0.1", secret: str | None = None) -> None:
         self._service: ClusterService | None = None
         if provider == "memory":
             cluster = InProcessCluster()
-            self._service = ClusterService(cluster, host=host)
+            self._service = ClusterService(cluster, host=host, secret=secret)
             self.backend: ClusterBackend = cluster
             self.executor_url = self._service.url
         else:

@@ -1,7 +1,10 @@
-"""One thread per node that delivers provider notifications to its Core, one at a time, in order.
+"""How provider notifications reach a node's Core, one at a time, in order.
 
-This is the threading decision of docs/cluster.md (Q2) made concrete for every backend: callbacks
-never run on the caller's thread, never concurrently for one node, and may re-enter the provider.
+:class:`Dispatcher` is the threading decision of docs/cluster.md (Q2) made concrete for every
+backend: one thread per node, so callbacks never run on the caller's thread, never concurrently
+for one node, and may re-enter the provider. :class:`InlineMailbox` serves Cores that only enqueue
+(the cluster service's connections): it calls them on the posting thread, with no thread of its
+own, which keeps the service's thread count fixed whatever the number of nodes.
 """
 
 from __future__ import annotations
@@ -10,6 +13,8 @@ import logging
 import queue
 import threading
 from dataclasses import dataclass
+from typing import Protocol
+
 from spec.cluster.interface import ClusterCore
 from spec.cluster.model import GossipUpdate, MembershipUpdate, Notification, ShardLogUpdate
 
@@ -28,6 +33,34 @@ class ClusterDown:
 
 Event = Notification | Heartbeat | ClusterDown
 _STOP = object()
+
+
+class Mailbox(Protocol):
+    def post(self, event: Event) -> None: ...
+
+    def close(self, timeout: float = 5.0) -> None: ...
+
+
+class InlineMailbox:
+    """Delivers on the posting thread; for Cores whose callbacks never block (they enqueue).
+
+    Posts come from one ordered fan-out (the in-process cluster's outbox), so per-node order is
+    still commit order."""
+
+    def __init__(self, core: ClusterCore) -> None:
+        self._core = core
+        self._closed = False
+
+    def post(self, event: Event) -> None:
+        if self._closed:
+            return
+        try:
+            _deliver(self._core, event)
+        except Exception:  # a Core bug must not stop the fan-out to other nodes
+            log.exception("cluster callback raised")
+
+    def close(self, timeout: float = 5.0) -> None:
+        self._closed = True
 
 
 class Dispatcher:

@@ -1,7 +1,10 @@
 """The etcd v3 cluster provider: membership, shard logs and gossip as keys under one prefix.
 
 Layout under ``/<namespace>/``: ``members/<node>`` = JSON {address, shard} (durable),
-``alive/<node>`` attached to the node's lease (heartbeats; its expiry is FAIL), ``log/<shard>/<key>``
+``claims/<node>`` = the takeover token of the session holding the node id, attached to that
+session's lease (so the id is free when the lease expires; every write of the node compares it,
+so a taken-over session can write nothing), ``alive/<node>`` attached to the node's lease
+(heartbeats; its expiry is FAIL), ``log/<shard>/<key>``
 the shard logs, ``gossip/<key>`` the gossip store. CAS is a transaction comparing mod_revision (or
 create_revision 0 for an insert); a batch is one transaction, so all its keys share one revision and
 arrive in one watch response. Each node mirrors the prefix through one watch and derives every
@@ -18,8 +21,9 @@ from typing import Any, Callable, Sequence
 
 from reference.cluster.dispatch import ClusterDown, Dispatcher, Heartbeat
 from reference.cluster.etcd_gateway import EtcdGateway, KeyValue, WatchEvent, b64, prefix_end
-from reference.cluster.memory import new_shard_id
+from reference.cluster.memory import new_session_token, new_shard_id
 from spec.cluster.errors import (
+    NodeIdInUse,
     NotAMember,
     ProviderClosed,
     ProviderUnavailable,
@@ -83,8 +87,8 @@ class EtcdCluster:
     def timing(self) -> FailureTiming:
         return self._timing
 
-    def open_node(self, node_id: NodeId, core: ClusterCore) -> EtcdNode:
-        node = EtcdNode(self, check_id("node", node_id), core)
+    def open_node(self, node_id: NodeId, core: ClusterCore, *, takeover: str | None = None) -> EtcdNode:
+        node = EtcdNode(self, check_id("node", node_id), core, takeover)
         self._nodes.append(node)
         return node
 
@@ -96,15 +100,18 @@ class EtcdCluster:
 class EtcdNode:
     """One node's provider on etcd."""
 
-    def __init__(self, cluster: EtcdCluster, node_id: str, core: ClusterCore) -> None:
+    def __init__(self, cluster: EtcdCluster, node_id: str, core: ClusterCore, takeover: str | None) -> None:
         self._cluster = cluster
         self._gw = cluster.gateway
         self._p = cluster.prefix
         self._node_id = NodeId(node_id)
+        self._session = new_session_token()
+        self._fenced = False
+        self._lease: int | None = None
+        self._claim(self._ensure_lease(), takeover)
         self.dispatcher = Dispatcher(node_id, core)
         self._lock = threading.Lock()
         self._closed = threading.Event()
-        self._lease: int | None = None
         kvs, revision = self._gw.range(self._p, prefix=True)
         self._mirror: dict[str, KeyValue] = {kv.key[len(self._p):]: kv for kv in kvs}
         self._stream: Any = None
@@ -122,6 +129,38 @@ class EtcdNode:
     @property
     def timing(self) -> FailureTiming:
         return self._cluster.timing
+
+    @property
+    def takeover_token(self) -> str:
+        return self._session
+
+    # -- identity ----------------------------------------------------------------------------
+
+    def _claim(self, lease: int, takeover: str | None) -> None:
+        """Hold ``claims/<node>`` under this session's lease: if absent, or held by ``takeover``."""
+        claim = self._key("claims", self._node_id)
+        put = [self._put(claim, self._session.encode(), lease)]
+        if self._gw.txn([{"key": b64(claim), "target": "CREATE", "result": "EQUAL", "create_revision": "0"}],
+                        put, [])[0]:
+            return
+        if takeover and self._gw.txn([self._claim_compare(takeover)], put, [])[0]:
+            self._reattach(lease)
+            return
+        self._gw.lease_revoke(lease)
+        self._lease = None
+        raise NodeIdInUse(f"node {self._node_id} is held by a live session; it is free when that session's "
+                          f"lease expires, or to the holder of its takeover token")
+
+    def _claim_compare(self, token: str | None = None) -> dict[str, Any]:
+        return {"key": b64(self._key("claims", self._node_id)), "target": "VALUE", "result": "EQUAL",
+                "value": b64(token or self._session)}
+
+    def _check_claim(self) -> None:
+        """After a failed transaction: PROVIDER_CLOSED if another session holds the id now."""
+        kvs, _ = self._gw.range(self._key("claims", self._node_id))
+        if kvs and kvs[0].value != self._session.encode():
+            self._fenced = True
+        self._check_open()
 
     # -- keys ------------------------------------------------------------------------------
 
@@ -160,8 +199,9 @@ class EtcdNode:
             members, revision = self._members()
             guard = {"key": b64(members_prefix), "range_end": b64(prefix_end(members_prefix)),
                      "target": "MOD", "result": "LESS", "mod_revision": str(revision + 1)}
-            if self._gw.txn([guard], build(members), [])[0]:
+            if self._gw.txn([guard, self._claim_compare()], build(members), [])[0]:
                 return
+            self._check_claim()
         raise ProviderUnavailable(f"membership change kept conflicting ({MAX_ATTEMPTS} attempts)")
 
     def _leave_ops(self, members: Members, node: NodeId) -> list[dict[str, Any]]:
@@ -233,8 +273,8 @@ class EtcdNode:
             if not kvs:
                 raise NotAMember(f"node {self._node_id} is not a member")
             base = base_of(ShardId(json.loads(kvs[0].value)["shard"]))
-            compare = [{"key": b64(me_key), "target": "MOD", "result": "EQUAL",
-                        "mod_revision": str(kvs[0].mod_revision)}]
+            compare = [self._claim_compare(), {"key": b64(me_key), "target": "MOD", "result": "EQUAL",
+                                               "mod_revision": str(kvs[0].mod_revision)}]
             for op in batch:
                 if op.expected is None:
                     compare.append({"key": b64(base + op.key), "target": "CREATE", "result": "EQUAL",
@@ -248,6 +288,7 @@ class EtcdNode:
             ok, responses, revision = self._gw.txn(compare, success, failure)
             if ok:
                 return Revision(revision)
+            self._check_claim()
             found = [r["response_range"].get("kvs", []) for r in responses]
             if not found[0] or int(found[0][0]["mod_revision"]) != kvs[0].mod_revision:
                 continue  # moved or removed meanwhile: re-read and retry
@@ -269,13 +310,16 @@ class EtcdNode:
         down = False
         while not self._closed.wait(self.timing.heartbeat_interval):
             lease = self._lease
+            if self._fenced:
+                self._retire(lease)
+                return
             if lease is None:
                 continue
             try:
                 ttl = self._gw.lease_keepalive(lease)
                 if ttl <= 0:
                     self._lease = None
-                    self._reattach(self._ensure_lease())
+                    self._reclaim(self._ensure_lease())
                     raise ProviderUnavailable("lease expired")
             except ProviderUnavailable:
                 if not down:
@@ -285,6 +329,25 @@ class EtcdNode:
             down = False
             if self._my_record() is not None:
                 self.dispatcher.post(Heartbeat(self.timing.ttl))
+
+    def _reclaim(self, lease: int) -> None:
+        """After a lost lease (and with it the claim): claim the id again unless another session
+        took it meanwhile (then this handle is fenced), and be alive again if still a member."""
+        claim = self._key("claims", self._node_id)
+        if not self._gw.txn([{"key": b64(claim), "target": "CREATE", "result": "EQUAL", "create_revision": "0"}],
+                            [self._put(claim, self._session.encode(), lease)], [])[0]:
+            self._fenced = True
+            return
+        self._reattach(lease)
+
+    def _retire(self, lease: int | None) -> None:
+        """A taken-over handle stops: it tells its Core and frees what its lease still holds."""
+        self.dispatcher.post(ClusterDown())
+        if lease is not None:
+            try:
+                self._gw.lease_revoke(lease)
+            except ProviderUnavailable:
+                pass  # it expires on its own
 
     def _reattach(self, lease: int) -> None:
         """After a lost lease, a still-member node is alive again under a new one."""
@@ -341,6 +404,8 @@ class EtcdNode:
                 else:
                     self._mirror[key] = event.kv
                 membership_changed |= key.startswith(("members/", "alive/"))
+                if key == f"claims/{self._node_id}" and not event.deleted and event.kv.value != self._session.encode():
+                    self._fenced = True  # taken over: this handle can write nothing any more
             after = self._my_record()
             out: list[Notification] = []
             if membership_changed and (before or after):
@@ -374,6 +439,8 @@ class EtcdNode:
         return out
 
     def _check_open(self) -> None:
+        if self._fenced:
+            raise ProviderClosed(f"node {self._node_id} was taken over by another session")
         if self._closed.is_set():
             raise ProviderClosed(f"node {self._node_id} was closed")
 

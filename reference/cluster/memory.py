@@ -1,16 +1,24 @@
 """The in-process cluster provider (the embedded default): the model under a lock, a failure
-detector on a ticker thread, one dispatcher per node, and an optional journal for durability.
+detector on a ticker thread, one mailbox per node, and an optional journal for durability.
+
+Costs stay linear in the nodes that must be told: a commit holds the lock only to run the model
+and record its notifications in an outbox; the fan-out to the recipients' mailboxes happens after
+the lock is released, by one committing thread at a time, in commit order.
 
 The journal records every committed model call as a JSON line (fsynced before the call returns);
 since the model is deterministic, replaying it rebuilds the state after a restart of the process
-hosting the cluster. Without ``data_dir`` nothing survives the process, as for any embedded store.
+hosting the cluster. Every ``compact_after`` lines the state is written as a snapshot and a new,
+empty journal generation starts. Without ``data_dir`` nothing survives the process, as for any
+embedded store.
 """
 
 from __future__ import annotations
 
 import base64
+import collections
 import json
 import os
+import secrets
 import threading
 import time
 import uuid
@@ -18,14 +26,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from reference.cluster.dispatch import Dispatcher, Heartbeat
+from reference.cluster.dispatch import Dispatcher, Heartbeat, InlineMailbox, Mailbox
 from spec.cluster.detector import FailureDetector
 from spec.cluster.errors import ProviderClosed
 from spec.cluster.interface import ClusterCore, FailureTiming
-from spec.cluster.model import ClusterModel, Delivery
-from spec.cluster.types import MetadataOp, NodeId, Revision, Scope, ShardId, check_id
-
-
+from spec.cluster.model import ClusterModel, Delivery, GossipRecord, Member
+from spec.cluster.types import Entry, MetadataOp, NodeId, NodeState, Revision, Scope, ShardId, check_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,33 +55,80 @@ def new_shard_id() -> ShardId:
     return ShardId(f"s-{uuid.uuid4().hex[:16]}")
 
 
+def new_session_token() -> str:
+    """A takeover token: unguessable, so only the session's owner can hand it on."""
+    return secrets.token_hex(16)
+
+
 class _Journal:
-    """Append-only record of committed model calls, replayed on open."""
+    """Generations of (snapshot, append-only journal of committed model calls).
 
-    def __init__(self, path: Path) -> None:
-        self._path = path
+    ``snapshot.json`` names the generation whose journal continues it; a crash between writing a
+    snapshot and starting its journal leaves that journal absent, which replays as empty.
+    """
+
+    def __init__(self, directory: Path, compact_after: int) -> None:
+        self._dir = directory
+        self._compact_after = compact_after
+        self.generation = 0
+        self.lines = 0
+        self._file: Any = None
+
+    def load(self) -> ClusterModel:
+        snapshot = self._dir / "snapshot.json"
+        model = ClusterModel()
+        if snapshot.exists():
+            saved = json.loads(snapshot.read_text(encoding="utf-8"))
+            self.generation = saved["generation"]
+            model = _model_from_json(saved["state"])
+        path = self._journal_path()
+        if path.exists():
+            with open(path, encoding="utf-8") as lines:
+                for line in lines:
+                    if line.endswith("\n"):  # a torn last line was never acknowledged
+                        method, args = json.loads(line)
+                        getattr(model, method)(*_decode(args))
+                        self.lines += 1
         self._file = open(path, "a", encoding="utf-8")
+        return model
 
-    def replay(self, model: ClusterModel) -> None:
-        with open(self._path, encoding="utf-8") as lines:
-            for line in lines:
-                if line.endswith("\n"):  # a torn last line was never acknowledged
-                    method, args = json.loads(line)
-                    getattr(model, method)(*_decode(args))
+    def _journal_path(self) -> Path:
+        return self._dir / f"journal-{self.generation}.log"
 
-    def append(self, method: str, args: Sequence[Any]) -> None:
+    def append(self, method: str, args: Sequence[Any], model: ClusterModel) -> None:
         self._file.write(json.dumps([method, _encode(args)]) + "\n")
         self._file.flush()
         os.fsync(self._file.fileno())
+        self.lines += 1
+        if self.lines >= self._compact_after:
+            self.compact(model)
+
+    def compact(self, model: ClusterModel) -> None:
+        """Write the state as generation+1's snapshot, then start its empty journal."""
+        old = self._journal_path()
+        tmp = self._dir / "snapshot.json.tmp"
+        with open(tmp, "w", encoding="utf-8") as out:
+            json.dump({"generation": self.generation + 1, "state": _model_to_json(model)}, out)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, self._dir / "snapshot.json")
+        self._file.close()
+        self.generation += 1
+        self.lines = 0
+        self._file = open(self._journal_path(), "a", encoding="utf-8")
+        old.unlink(missing_ok=True)
 
     def close(self) -> None:
-        self._file.close()
+        if self._file is not None:
+            self._file.close()
 
 
 def _encode(args: Sequence[Any]) -> list[Any]:
     def one(a: Any) -> Any:
         if isinstance(a, Scope):
             return {"scope": a.value}
+        if isinstance(a, NodeState):
+            return {"state": a.value}
         if isinstance(a, (list, tuple)):
             return [{"key": o.key, "value": base64.b64encode(o.value).decode(), "expected": o.expected}
                     for o in a]
@@ -86,7 +139,7 @@ def _encode(args: Sequence[Any]) -> list[Any]:
 def _decode(args: Sequence[Any]) -> list[Any]:
     def one(a: Any) -> Any:
         if isinstance(a, dict):
-            return Scope(a["scope"])
+            return Scope(a["scope"]) if "scope" in a else NodeState(a["state"])
         if isinstance(a, list):
             return [MetadataOp(o["key"], base64.b64decode(o["value"]),
                                None if o["expected"] is None else Revision(o["expected"])) for o in a]
@@ -94,14 +147,55 @@ def _decode(args: Sequence[Any]) -> list[Any]:
     return [one(a) for a in args]
 
 
+def _entry_to_json(entry: Entry) -> list[Any]:
+    return [entry.key, base64.b64encode(entry.value).decode(), entry.revision]
+
+
+def _entry_from_json(item: list[Any]) -> Entry:
+    return Entry(item[0], base64.b64decode(item[1]), Revision(item[2]))
+
+
+def _model_to_json(model: ClusterModel) -> dict[str, Any]:
+    """The durable state of the model (sessions are not durable)."""
+    return {
+        "revision": model.revision,
+        "members": {n: [m.address, m.shard, m.state.value] for n, m in model.members.items()},
+        "shard_logs": {s: [_entry_to_json(e) for e in log.values()] for s, log in model.shard_logs.items()},
+        "gossip": [[_entry_to_json(g.entry), g.scope.value, g.origin] for g in model.gossip.values()],
+    }
+
+
+def _model_from_json(state: dict[str, Any]) -> ClusterModel:
+    model = ClusterModel(revision=state["revision"])
+    model.members = {NodeId(n): Member(a, ShardId(s), NodeState(st)) for n, (a, s, st) in state["members"].items()}
+    model.shard_logs = {ShardId(s): {(e := _entry_from_json(i)).key: e for i in items}
+                        for s, items in state["shard_logs"].items()}
+    for raw, scope, origin in state["gossip"]:
+        entry = _entry_from_json(raw)
+        model.gossip[entry.key] = GossipRecord(entry, Scope(scope), ShardId(origin))
+    return model
+
+
+@dataclass(frozen=True, slots=True)
+class _Commit:
+    """One commit's notifications, waiting in the outbox for the fan-out."""
+
+    revision: int
+    deliveries: list[Delivery]
+
+
 class InProcessCluster:
     """A cluster living in this process; ``open_node`` hands out per-node providers."""
 
-    def __init__(self, settings: DetectorSettings = DetectorSettings(), data_dir: Path | None = None) -> None:
+    def __init__(self, settings: DetectorSettings = DetectorSettings(), data_dir: Path | None = None,
+                 compact_after: int = 10_000) -> None:
         self.settings = settings
         self._lock = threading.RLock()
         self._nodes: dict[NodeId, InProcessNode] = {}
         self._data_dir = data_dir
+        self._compact_after = compact_after
+        self._outbox: collections.deque[_Commit] = collections.deque()
+        self._fan_out_lock = threading.Lock()
         self._model, self._detector, self._journal = self._load()
         self._stop = threading.Event()
         self._ticker = threading.Thread(target=self._tick_loop, name="cluster-detector", daemon=True)
@@ -111,36 +205,56 @@ class InProcessCluster:
     def timing(self) -> FailureTiming:
         return self.settings.timing()
 
+    @property
+    def journal_generation(self) -> int:
+        """How many times the journal was compacted (0 without a journal)."""
+        return 0 if self._journal is None else self._journal.generation
+
     def _load(self) -> tuple[ClusterModel, FailureDetector, _Journal | None]:
-        model = ClusterModel()
         detector = FailureDetector(self.settings.pfail_after, self.settings.fail_after)
         journal = None
+        model = ClusterModel()
         if self._data_dir is not None:
             self._data_dir.mkdir(parents=True, exist_ok=True)
-            journal = _Journal(self._data_dir / "cluster.journal")
-            journal.replay(model)
+            journal = _Journal(self._data_dir, self._compact_after)
+            model = journal.load()
         now = time.monotonic()
         for node_id in model.members:  # a restart grants every member a fresh period
             detector.renew(node_id, now)
         return model, detector, journal
 
-    def open_node(self, node_id: NodeId, core: ClusterCore, *, autorenew: bool = True) -> InProcessNode:
-        """``autorenew=False`` leaves renewals to the caller (the TCP service renews on request)."""
+    def open_node(self, node_id: NodeId, core: ClusterCore, *, takeover: str | None = None,
+                  autorenew: bool = True, inline: bool = False, resume_after: int | None = None) -> InProcessNode:
+        """Claim ``node_id`` and hand out its provider (see ``ClusterBackend.open_node``).
+
+        For the cluster service: ``autorenew=False`` leaves renewals to the caller, ``inline``
+        delivers on the fan-out thread (``core`` must not block), and ``resume_after`` first
+        notifies what a node that saw everything up to that revision missed.
+        """
         check_id("node", node_id)
-        node = InProcessNode(self, node_id, core, autorenew)
+        session = new_session_token()
         with self._lock:
-            previous = self._nodes.get(node_id)
+            displaced_token = self._model.claim(node_id, session, takeover)
+            displaced = self._nodes.get(node_id) if displaced_token is not None else None
+            node = InProcessNode(self, node_id, core, session, self._model.revision,
+                                 autorenew=autorenew, inline=inline)
             self._nodes[node_id] = node
-        if previous is not None:
-            previous.close()
+            if resume_after is not None:
+                for notification in self._model.catch_up(node_id, resume_after):
+                    node.dispatcher.post(notification)
+        if displaced is not None:
+            displaced.close()
         return node
 
     def restart(self) -> None:
-        """Drop the in-memory state and rebuild it from the journal, as a process restart would."""
+        """Drop the in-memory state and rebuild it from the journal, as a process restart would;
+        the open handles (and so their claims) stay."""
         with self._lock:
+            sessions = self._model.sessions
             if self._journal is not None:
                 self._journal.close()
             self._model, self._detector, self._journal = self._load()
+            self._model.sessions = sessions
 
     def close(self) -> None:
         self._stop.set()
@@ -155,21 +269,38 @@ class InProcessCluster:
     # -- used by node handles --------------------------------------------------------------
 
     def commit(self, method: str, *args: Any) -> Any:
-        """Run one model call atomically, journal it, and hand out its notifications."""
+        """Run one model call atomically and journal it; its notifications go out after the lock
+        is released."""
         with self._lock:
             result = getattr(self._model, method)(*args)
             deliveries: list[Delivery] = result[1] if isinstance(result, tuple) else result
             if self._journal is not None:
-                self._journal.append(method, args)
-            for recipient, notification in deliveries:
-                node = self._nodes.get(recipient)
-                if node is not None:
-                    node.dispatcher.post(notification)
+                self._journal.append(method, args, self._model)
+            if deliveries:
+                self._outbox.append(_Commit(self._model.revision, deliveries))
             if method == "join_cluster":
                 self._detector.renew(args[0], time.monotonic())
             elif method == "remove_from_cluster":
                 self._detector.forget(args[1])
-            return result[0] if isinstance(result, tuple) else None
+        self._fan_out()
+        return result[0] if isinstance(result, tuple) else None
+
+    def _fan_out(self) -> None:
+        """Drain the outbox in commit order; one thread drains at a time, the others go on (the
+        drainer picks up what they added before it lets go)."""
+        while self._outbox:
+            if not self._fan_out_lock.acquire(blocking=False):
+                return
+            try:
+                while self._outbox:
+                    commit = self._outbox.popleft()
+                    nodes = self._nodes
+                    for recipient, notification in commit.deliveries:
+                        node = nodes.get(recipient)
+                        if node is not None and commit.revision > node.attached_at:
+                            node.dispatcher.post(notification)
+            finally:
+                self._fan_out_lock.release()
 
     def renew(self, node_id: NodeId) -> None:
         with self._lock:
@@ -177,24 +308,31 @@ class InProcessCluster:
                 self._detector.renew(node_id, time.monotonic())
 
     def detach(self, node: InProcessNode) -> None:
+        """A handle ended: its session releases the node id."""
         with self._lock:
+            self._model.release(node.node_id, node.takeover_token)
             if self._nodes.get(node.node_id) is node:
                 del self._nodes[node.node_id]
 
     def _tick_loop(self) -> None:
         while not self._stop.wait(self.settings.check_interval):
             with self._lock:
-                for node_id, state in self._detector.tick(time.monotonic()).items():
-                    self.commit("set_state", node_id, state)
+                changed = self._detector.tick(time.monotonic())
+            for node_id, state in changed.items():
+                self.commit("set_state", node_id, state)
 
 
 class InProcessNode:
     """One node's provider on an :class:`InProcessCluster`."""
 
-    def __init__(self, cluster: InProcessCluster, node_id: NodeId, core: ClusterCore, autorenew: bool) -> None:
+    def __init__(self, cluster: InProcessCluster, node_id: NodeId, core: ClusterCore, session: str,
+                 attached_at: int, *, autorenew: bool, inline: bool) -> None:
         self._cluster = cluster
         self._node_id = node_id
-        self.dispatcher = Dispatcher(node_id, core)
+        self._session = session
+        self.attached_at = attached_at
+        """The revision at which this handle was opened: earlier commits are not its to hear."""
+        self.dispatcher: Mailbox = InlineMailbox(core) if inline else Dispatcher(node_id, core)
         self._closed = threading.Event()
         self._heartbeats: threading.Thread | None = None
         if autorenew:
@@ -210,6 +348,10 @@ class InProcessNode:
     def timing(self) -> FailureTiming:
         return self._cluster.timing
 
+    @property
+    def takeover_token(self) -> str:
+        return self._session
+
     def renew(self) -> float:
         """Renew this node's liveness; returns the TTL the Core may count on."""
         self._check_open()
@@ -218,7 +360,10 @@ class InProcessNode:
 
     def _heartbeat_loop(self) -> None:
         while not self._closed.wait(self._cluster.settings.heartbeat_interval):
-            self.dispatcher.post(Heartbeat(self.renew()))
+            try:
+                self.dispatcher.post(Heartbeat(self.renew()))
+            except ProviderClosed:
+                return  # taken over: the successor renews
 
     def _call(self, method: str, *args: Any) -> Any:
         self._check_open()
@@ -261,5 +406,3 @@ class InProcessNode:
         self.dispatcher.close()
         if self._heartbeats is not None and self._heartbeats is not threading.current_thread():
             self._heartbeats.join(5.0)
-
-

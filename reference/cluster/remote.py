@@ -1,32 +1,67 @@
 """Client of the cluster service: a node provider in another process (e.g. a Spark executor).
 
 Requests are sent under a lock and answered in order; a reader thread routes replies to their
-callers and events to the node's dispatcher; a heartbeat thread sends RENEW. A broken connection
-fails pending and later calls with ProviderUnavailable and tells the Core ``cluster_down``.
+callers and events to the node's dispatcher; a heartbeat thread sends RENEW.
+
+The client survives the network: when the connection breaks, pending and new calls fail with
+PROVIDER_UNAVAILABLE, the Core is told ``cluster_down`` once, and the reader reconnects with
+exponential backoff. Its HELLO presents the session's takeover token (so a service that has not
+noticed the break yet hands the id over) and the last revision it was notified of; the service
+first notifies what happened since (docs/cluster.md, "Reconnecting"), so nothing is lost, nothing
+is notified twice, and a batch is still one notification. A HELLO refused with NODE_ID_IN_USE
+means another session took the id over: this handle is closed for good (PROVIDER_CLOSED).
 """
 
 from __future__ import annotations
 
 import itertools
+import random
 import socket
 import threading
+from dataclasses import dataclass
 from typing import Any, Sequence
 from urllib.parse import urlsplit
 
 from reference.cluster.dispatch import ClusterDown, Dispatcher, Heartbeat
-from reference.cluster.service import read_message
 from spec.cluster import wire
 from spec.cluster.errors import (
     ERRORS_BY_CODE,
     ClusterError,
+    MalformedMessage,
+    NodeIdInUse,
     ProviderClosed,
     ProviderUnavailable,
     RevisionMismatch,
+    Unauthenticated,
 )
 from spec.cluster.interface import ClusterCore, FailureTiming
 from spec.cluster.model import GossipUpdate, MembershipUpdate, ShardLogUpdate
 from spec.cluster.types import MetadataOp, NodeId, Revision, Scope, ShardId, check_batch, check_id
 from spec.cluster.wire import Kind, Message
+
+
+def read_message(sock: socket.socket) -> Message | None:
+    """The next message, or None at a clean end of stream; bounds are checked before reading."""
+    header = _read_exactly(sock, wire.FRAME_HEADER.sizeof())
+    if header is None:
+        return None
+    body = _read_exactly(sock, wire.body_length(header))
+    if body is None:
+        raise MalformedMessage("stream ended inside a frame")
+    return wire.decode(body)
+
+
+def _read_exactly(sock: socket.socket, size: int) -> bytes | None:
+    chunks, left = [], size
+    while left:
+        chunk = sock.recv(min(left, 1 << 20))
+        if not chunk:
+            if left == size:
+                return None
+            raise MalformedMessage("stream ended inside a frame")
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
 
 
 def _error_from(message: Message) -> ClusterError:
@@ -39,6 +74,18 @@ def _error_from(message: Message) -> ClusterError:
     return error
 
 
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """Reconnect delays: ``first``, doubling up to ``limit``, each scaled by a random 0.5..1."""
+
+    first: float = 0.05
+    limit: float = 2.0
+
+    def delays(self) -> itertools.chain[float]:
+        doubling = (min(self.first * 2 ** i, self.limit) for i in itertools.count())
+        return itertools.chain(d * random.uniform(0.5, 1.0) for d in doubling)
+
+
 class _Pending:
     def __init__(self) -> None:
         self.done = threading.Event()
@@ -46,13 +93,16 @@ class _Pending:
 
 
 class RemoteCluster:
-    """A cluster served by :class:`reference.cluster.service.ClusterService` at ``tcp://host:port``."""
+    """A cluster served by :class:`reference.cluster.service.ClusterService` at
+    ``tcp://[:SECRET@]host:port``."""
 
-    def __init__(self, url: str, timeout: float = 10.0) -> None:
-        parts = urlsplit(url if "://" in url else f"tcp://{url}")
-        if parts.hostname is None or parts.port is None:
-            raise ValueError(f"cluster service url needs host and port: {url!r}")
+    def __init__(self, url: str, timeout: float = 5.0, backoff: Backoff = Backoff()) -> None:
+        parts = urlsplit(url)
+        if parts.scheme != "tcp" or parts.hostname is None or parts.port is None:
+            raise ValueError("cluster service url must be tcp://[:SECRET@]HOST:PORT")
         self.host, self.port, self.timeout = parts.hostname, parts.port, timeout
+        self.secret = parts.password or ""
+        self.backoff = backoff
         self._nodes: list[RemoteNode] = []
         self._timing: FailureTiming | None = None
 
@@ -62,8 +112,8 @@ class RemoteCluster:
             raise ProviderUnavailable("timing is known once a node has connected")
         return self._timing
 
-    def open_node(self, node_id: NodeId, core: ClusterCore) -> RemoteNode:
-        node = RemoteNode(self, NodeId(check_id("node", node_id)), core)
+    def open_node(self, node_id: NodeId, core: ClusterCore, *, takeover: str | None = None) -> RemoteNode:
+        node = RemoteNode(self, NodeId(check_id("node", node_id)), core, takeover)
         self._timing = node.timing
         self._nodes.append(node)
         return node
@@ -74,25 +124,32 @@ class RemoteCluster:
 
 
 class RemoteNode:
-    def __init__(self, cluster: RemoteCluster, node_id: NodeId, core: ClusterCore) -> None:
+    def __init__(self, cluster: RemoteCluster, node_id: NodeId, core: ClusterCore, takeover: str | None) -> None:
+        self._cluster = cluster
         self._node_id = node_id
         self._timeout = cluster.timeout
-        try:
-            self._sock = socket.create_connection((cluster.host, cluster.port), timeout=cluster.timeout)
-        except OSError as exc:
-            raise ProviderUnavailable(f"cluster service {cluster.host}:{cluster.port}: {exc}") from None
-        self._sock.settimeout(None)  # the reader blocks until data or close(); calls have deadlines
-        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.dispatcher = Dispatcher(node_id, core)
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._pending: dict[int, _Pending] = {}
         self._closed = threading.Event()
-        self._broken: str | None = None
+        self._broken: str | None = "connecting"
+        self._fenced: ClusterError | None = None
+        self._released = False
+        self._last_revision = 0
+        self._seen_any = False
+        self.reconnects = 0
+        """How many times this handle reconnected (for tests and operators)."""
+        self._sock = self._connect()
+        self.dispatcher = Dispatcher(node_id, core)
+        try:
+            welcome = self._hello(takeover, resume=False)
+        except BaseException:
+            self._sock.close()
+            self.dispatcher.close()
+            raise
+        self._timing = wire.timing_from_wire(welcome.payload)
         self._reader = threading.Thread(target=self._read_loop, daemon=True, name=f"cluster-remote {node_id}")
         self._reader.start()
-        welcome = self._request(Kind.HELLO, node_id=node_id)
-        self._timing = wire.timing_from_wire(welcome.payload)
         self._heartbeats = threading.Thread(target=self._heartbeat_loop, daemon=True,
                                             name=f"cluster-remote-heartbeat {node_id}")
         self._heartbeats.start()
@@ -105,14 +162,148 @@ class RemoteNode:
     def timing(self) -> FailureTiming:
         return self._timing
 
+    @property
+    def takeover_token(self) -> str:
+        return self._session
+
+    # -- connection ---------------------------------------------------------------------------
+
+    def _connect(self) -> socket.socket:
+        address = (self._cluster.host, self._cluster.port)
+        try:
+            sock = socket.create_connection(address, timeout=self._timeout)
+        except OSError as exc:
+            raise ProviderUnavailable(f"cluster service {address[0]}:{address[1]}: {exc}") from None
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return sock
+
+    def _hello(self, takeover: str | None, resume: bool) -> Message:
+        """Identify on the fresh ``self._sock`` and read up to WELCOME on this thread; events
+        before it (the catch-up of a resumed session) are delivered. Raises the refusal."""
+        sock = self._sock
+        sock.settimeout(self._timeout)
+        try:
+            sock.sendall(wire.encode(Kind.HELLO, 1, node_id=self._node_id, secret=self._cluster.secret,
+                                     takeover=takeover or "", resume=resume, resume_after=self._last_revision))
+            while True:
+                message = read_message(sock)
+                if message is None:
+                    raise ProviderUnavailable("cluster service closed the connection during HELLO")
+                if message.kind in (Kind.ERROR, Kind.CAS_ERROR):
+                    raise _error_from(message)
+                if message.kind is Kind.WELCOME:
+                    break
+                self._on_event(message)
+        except OSError as exc:
+            raise ProviderUnavailable(f"cluster service HELLO: {exc}") from None
+        sock.settimeout(None)  # the reader blocks until data or close(); calls have deadlines
+        self._session: str = message.payload["session"]
+        with self._lock:
+            self._broken = None
+        return message
+
+    def _read_loop(self) -> None:
+        while True:
+            reason = self._serve_connection()
+            with self._lock:
+                self._broken = reason
+                waiting, self._pending = list(self._pending.values()), {}
+            for pending in waiting:
+                pending.done.set()
+            if self._closed.is_set() and self._fenced is None:
+                return  # closed by its owner
+            self.dispatcher.post(ClusterDown())
+            if self._fenced is not None or not self._reconnect():
+                return
+
+    def _serve_connection(self) -> str:
+        """Route messages until the connection ends; why it ended."""
+        try:
+            while (message := read_message(self._sock)) is not None:
+                if message.request_id == 0:
+                    if message.kind is Kind.ERROR:
+                        error = _error_from(message)
+                        if isinstance(error, ProviderClosed):  # taken over by another session
+                            self._fence(error)
+                        return f"cluster service closed the connection: {error}"
+                    self._on_event(message)
+                    continue
+                with self._lock:
+                    pending = self._pending.pop(message.request_id, None)
+                if pending is not None:
+                    pending.reply = message
+                    pending.done.set()
+        except (OSError, ClusterError) as exc:
+            return f"cluster service connection broke: {exc}"
+        finally:
+            self._sock.close()
+        return "cluster service closed the connection"
+
+    def _reconnect(self) -> bool:
+        """Until closed: connect, HELLO as this session's successor, resume from the last revision.
+        True once connected again."""
+        for delay in self._cluster.backoff.delays():
+            if self._closed.wait(delay):
+                return False
+            try:
+                sock = self._connect()
+            except ProviderUnavailable:
+                continue
+            with self._lock:
+                if self._closed.is_set():
+                    sock.close()
+                    return False
+                self._sock = sock
+            try:
+                self._hello(self._session, resume=self._seen_any)
+            except (NodeIdInUse, Unauthenticated) as exc:
+                sock.close()
+                self._fence(exc)
+                return False
+            except ClusterError:
+                sock.close()
+                continue
+            self.reconnects += 1
+            return True
+        return False
+
+    def _fence(self, reason: ClusterError) -> None:
+        """Another session holds the id (or the secret changed): this handle is over."""
+        self._fenced = ProviderClosed(f"node {self._node_id} is closed: {reason.detail}")
+        self._closed.set()
+
+    def _on_event(self, message: Message) -> None:
+        p = message.payload
+        match message.kind:
+            case Kind.MEMBERSHIP:
+                snapshot = wire.membership_from_wire(p)
+                self._saw(snapshot.epoch)
+                self.dispatcher.post(MembershipUpdate(snapshot))
+            case Kind.GOSSIP_UPDATE:
+                entries = wire.entries_from_wire(p["entries"])
+                self._saw(max((e.revision for e in entries), default=0))
+                self.dispatcher.post(GossipUpdate(entries))
+            case Kind.SHARD_LOG_UPDATE:
+                entries = wire.entries_from_wire(p["entries"])
+                self._saw(max((e.revision for e in entries), default=0))
+                self.dispatcher.post(ShardLogUpdate(ShardId(p["shard_id"]), entries))
+            case Kind.CLUSTER_DOWN:
+                self.dispatcher.post(ClusterDown())
+
+    def _saw(self, revision: int) -> None:
+        self._seen_any = True
+        self._last_revision = max(self._last_revision, revision)
+
+    # -- requests -------------------------------------------------------------------------------
+
     def _request(self, kind: Kind, **payload: Any) -> Message:
         if self._closed.is_set():
-            raise ProviderClosed(f"node {self._node_id} was closed")
+            raise self._fenced or ProviderClosed(f"node {self._node_id} was closed")
         pending = _Pending()
         with self._lock:
             if self._broken is not None:
-                raise ProviderUnavailable(self._broken)
-            request_id = next(self._ids)
+                raise ProviderUnavailable(f"{self._broken}; reconnecting")
+            request_id = next(self._ids) + 1  # 1 is HELLO's
             self._pending[request_id] = pending
             try:
                 self._sock.sendall(wire.encode(kind, request_id, **payload))
@@ -127,46 +318,12 @@ class RemoteNode:
             raise _error_from(pending.reply)
         return pending.reply
 
-    def _read_loop(self) -> None:
-        reason = "cluster service closed the connection"
-        try:
-            while (message := read_message(self._sock)) is not None:
-                if message.request_id == 0:
-                    self._on_event(message)
-                    continue
-                with self._lock:
-                    pending = self._pending.pop(message.request_id, None)
-                if pending is not None:
-                    pending.reply = message
-                    pending.done.set()
-        except (OSError, ClusterError) as exc:
-            reason = f"cluster service connection broke: {exc}"
-        with self._lock:
-            self._broken = reason
-            waiting, self._pending = list(self._pending.values()), {}
-        for pending in waiting:
-            pending.done.set()
-        if not self._closed.is_set():
-            self.dispatcher.post(ClusterDown())
-
-    def _on_event(self, message: Message) -> None:
-        p = message.payload
-        match message.kind:
-            case Kind.MEMBERSHIP:
-                self.dispatcher.post(MembershipUpdate(wire.membership_from_wire(p)))
-            case Kind.GOSSIP_UPDATE:
-                self.dispatcher.post(GossipUpdate(wire.entries_from_wire(p["entries"])))
-            case Kind.SHARD_LOG_UPDATE:
-                self.dispatcher.post(ShardLogUpdate(ShardId(p["shard_id"]), wire.entries_from_wire(p["entries"])))
-            case Kind.CLUSTER_DOWN:
-                self.dispatcher.post(ClusterDown())
-
     def _heartbeat_loop(self) -> None:
         while not self._closed.wait(self._timing.heartbeat_interval):
             try:
                 reply = self._request(Kind.RENEW)
             except ClusterError:
-                continue  # the reader reports cluster_down when the connection is gone
+                continue  # the reader reports cluster_down and reconnects
             self.dispatcher.post(Heartbeat(reply.payload["ttl_ms"] / 1000))
 
     def join_cluster(self, address: str) -> ShardId:
@@ -190,14 +347,18 @@ class RemoteNode:
         return Revision(reply.payload["revision"])
 
     def close(self) -> None:
-        if self._closed.is_set():
-            return
+        with self._lock:
+            if self._released:
+                return
+            self._released = True
         self._closed.set()
+        with self._lock:
+            sock = self._sock
         try:
-            self._sock.shutdown(socket.SHUT_RDWR)
+            sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
-        self._sock.close()
+        sock.close()
         self.dispatcher.close()
         for thread in (self._reader, self._heartbeats):
             if thread is not threading.current_thread():

@@ -1,9 +1,18 @@
 """The driver-hosted cluster service: an :class:`InProcessCluster` reachable over TCP.
 
-One connection is one node: HELLO names it, then requests map one-to-one onto the provider's
-operations and the node's notifications are pushed as events (layouts in spec/cluster/wire.py).
-The client renews liveness with RENEW; a connection that dies stops renewing, so its node turns
-FAIL within the declared bound, exactly like a crashed in-process node.
+One connection is one node session: HELLO names the node (and presents the shared secret when
+the service has one), then requests map one-to-one onto the provider's operations and the node's
+notifications are pushed as events (layouts in spec/cluster/wire.py). The client renews liveness
+with RENEW; a connection that dies stops renewing, so its node turns FAIL within the declared
+bound, exactly like a crashed in-process node, and its node id is free again.
+
+Strangers are bounded: one thread polls every connection (reference/net/reactor.py); a stranger
+must complete HELLO (at most ``MAX_HELLO_BYTES``, checked from the length header before anything
+is read) within ``bind_timeout_s``, and at most ``max_pending`` strangers wait at once (a newcomer
+evicts the oldest); at most ``max_sessions`` nodes are served; an identified node's frames may be
+up to ``MAX_FRAME_BYTES`` and it must send one at least every ``fail_bound``; a node that does not
+read its events is disconnected when ``max_queued_bytes`` wait for it. Closing a connection
+releases its socket, buffers and node at once.
 
 ``python -m reference.cluster.service`` starts one on a free port and prints the port as its first
 line (the conformance runner's ``exec:`` target uses this).
@@ -12,172 +21,311 @@ line (the conformance runner's ``exec:`` target uses this).
 from __future__ import annotations
 
 import argparse
+import hmac
 import logging
-import socket
 import sys
 import threading
-from typing import Any, Sequence
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Sequence
 
 from reference.cluster.memory import DetectorSettings, InProcessCluster, InProcessNode
+from reference.net.ledger import ResourceLedger
+from reference.net.reactor import CloseReason, ConnectionLimits, Outgoing, Reactor, Stream
 from spec.cluster import wire
-from spec.cluster.errors import ClusterError, MalformedMessage, RevisionMismatch
+from spec.cluster.errors import (
+    ClusterError,
+    FrameTooLarge,
+    MalformedMessage,
+    ProviderClosed,
+    ProviderUnavailable,
+    RevisionMismatch,
+    Unauthenticated,
+)
 from spec.cluster.types import Entry, Membership, NodeId, Scope, ShardId, check_id
 from spec.cluster.wire import Kind, Message
 
 log = logging.getLogger(__name__)
 
-
-def read_message(sock: socket.socket) -> Message | None:
-    """The next message, or None at a clean end of stream; bounds are checked before reading."""
-    header = _read_exactly(sock, wire.FRAME_HEADER.sizeof())
-    if header is None:
-        return None
-    body = _read_exactly(sock, wire.body_length(header))
-    if body is None:
-        raise MalformedMessage("stream ended inside a frame")
-    return wire.decode(body)
+POLL_S = 0.1
+"""Longest poll; silent sessions are looked for once per round."""
 
 
-def _read_exactly(sock: socket.socket, size: int) -> bytes | None:
-    chunks, left = [], size
-    while left:
-        chunk = sock.recv(min(left, 1 << 20))
-        if not chunk:
-            if left == size:
-                return None
-            raise MalformedMessage("stream ended inside a frame")
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
+@dataclass(frozen=True, slots=True)
+class ServiceLimits:
+    """What strangers and nodes can make the service hold."""
+
+    connections: ConnectionLimits = ConnectionLimits(max_pending=256, bind_timeout_s=5.0)
+    max_sessions: int = 1024
+    max_queued_bytes: int = 64 * 1024 * 1024
 
 
-class _Connection:
-    """Serves one node: the reader thread runs requests in order; events share the send lock."""
+def error_frame(request_id: int, error: ClusterError) -> bytes:
+    """The one-line reply for ``error`` (CAS failures carry the current entry)."""
+    if isinstance(error, RevisionMismatch):
+        actual = error.actual
+        return wire.encode(Kind.CAS_ERROR, request_id, key=error.key, expected=error.expected or 0,
+                           found=actual is not None,
+                           actual=None if actual is None else wire.entries_to_wire([actual])[0])
+    return wire.encode(Kind.ERROR, request_id, code=error.code, message=error.detail)
 
-    def __init__(self, cluster: InProcessCluster, sock: socket.socket) -> None:
-        self._cluster = cluster
-        self._sock = sock
-        self._send_lock = threading.Lock()
-        self._node: InProcessNode | None = None
 
-    def send(self, kind: Kind, request_id: int, **payload: Any) -> None:
-        frame = wire.encode(kind, request_id, **payload)
-        with self._send_lock:
-            try:
-                self._sock.sendall(frame)
-            except OSError:
-                pass  # the reader sees the broken connection and ends the node
+class FrameReader:
+    """Splits a byte stream into frame bodies, holding at most one partial frame whose announced
+    size was checked against ``max_frame_bytes`` before any of its body was kept."""
 
-    # ClusterCore, forwarding every notification as an event
+    def __init__(self, max_frame_bytes: int) -> None:
+        self.max_frame_bytes = max_frame_bytes
+        self._header = bytearray()
+        self._body: bytearray | None = None
+        self._size = 0
+
+    @property
+    def held_bytes(self) -> int:
+        return len(self._header) + (0 if self._body is None else len(self._body))
+
+    def feed(self, data: memoryview) -> Iterator[bytes]:
+        """Complete bodies in ``data``; FRAME_TOO_LARGE / MALFORMED_MESSAGE from a bad header."""
+        header_size = wire.FRAME_HEADER.sizeof()
+        while data:
+            if self._body is None:
+                take = header_size - len(self._header)
+                self._header += data[:take]
+                data = data[take:]
+                if len(self._header) < header_size:
+                    return
+                size = wire.body_length(bytes(self._header))
+                if size > self.max_frame_bytes:
+                    raise FrameTooLarge(f"frame of {size} bytes exceeds the {self.max_frame_bytes} allowed here")
+                self._body, self._size = bytearray(), size
+            take = self._size - len(self._body)
+            self._body += data[:take]
+            data = data[take:]
+            if len(self._body) == self._size:
+                body = bytes(self._body)
+                self._header, self._body = bytearray(), None
+                yield body
+
+
+@dataclass(eq=False)
+class _Session:
+    """One connection: its frame reader, its node once HELLO succeeded, and the bytes queued for
+    it. It is the Core of its node's handle: events are queued, never blocking the fan-out."""
+
+    stream: Stream
+    max_queued_bytes: int
+    frames: FrameReader = field(default_factory=lambda: FrameReader(wire.MAX_HELLO_BYTES))
+    node: InProcessNode | None = None
+    last_frame: float = 0.0
+    queued: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def send(self, frame: bytes) -> None:
+        """Queue ``frame``; a peer that lets ``max_queued_bytes`` pile up is disconnected."""
+        with self.lock:
+            self.queued += len(frame)
+            overflow = self.queued > self.max_queued_bytes
+        if overflow:
+            log.warning("cluster service: %s does not read its events; disconnected", self.stream.label)
+            self.stream.close()
+            return
+        try:
+            self.written(self.stream.send([Outgoing([frame], len(frame))]))
+        except OSError:
+            pass  # closed meanwhile: the reactor reports it
+
+    def written(self, tokens: list[object]) -> None:
+        done = sum(t for t in tokens if isinstance(t, int))
+        with self.lock:
+            self.queued -= done
+
+    def _event(self, kind: Kind, **payload: Any) -> None:
+        self.send(wire.encode(kind, 0, **payload))
+
     def update_membership(self, snapshot: Membership) -> None:
-        self.send(Kind.MEMBERSHIP, 0, **wire.membership_to_wire(snapshot))
+        self._event(Kind.MEMBERSHIP, **wire.membership_to_wire(snapshot))
 
     def notify_gossip_update(self, entries: Sequence[Entry]) -> None:
-        self.send(Kind.GOSSIP_UPDATE, 0, entries=wire.entries_to_wire(entries))
+        self._event(Kind.GOSSIP_UPDATE, entries=wire.entries_to_wire(entries))
 
     def notify_shard_log_update(self, shard: ShardId, entries: Sequence[Entry]) -> None:
-        self.send(Kind.SHARD_LOG_UPDATE, 0, shard_id=shard, entries=wire.entries_to_wire(entries))
+        self._event(Kind.SHARD_LOG_UPDATE, shard_id=shard, entries=wire.entries_to_wire(entries))
 
     def cluster_heartbeat(self, ttl: float) -> None:
         """Heartbeats reach the client as RENEWED replies, not as events."""
 
     def cluster_down(self) -> None:
-        self.send(Kind.CLUSTER_DOWN, 0)
-
-    def serve(self) -> None:
-        try:
-            while (message := read_message(self._sock)) is not None:
-                self._answer(message)
-        except (OSError, ClusterError) as exc:
-            log.info("cluster service connection ended: %s", exc)
-        finally:
-            if self._node is not None:
-                self._node.close()  # crash semantics: the node stops renewing
-            self._sock.close()
-
-    def _answer(self, message: Message) -> None:
-        rid = message.request_id
-        try:
-            self._dispatch(message)
-        except RevisionMismatch as exc:
-            actual = exc.actual
-            self.send(Kind.CAS_ERROR, rid, key=exc.key, expected=exc.expected or 0, found=actual is not None,
-                      actual=None if actual is None else wire.entries_to_wire([actual])[0])
-        except ClusterError as exc:
-            self.send(Kind.ERROR, rid, code=exc.code, message=exc.detail)
-
-    def _dispatch(self, message: Message) -> None:
-        rid, p = message.request_id, message.payload
-        if message.kind is Kind.HELLO:
-            if self._node is not None:
-                raise MalformedMessage("HELLO sent twice on one connection")
-            self._node = self._cluster.open_node(NodeId(check_id("node", p["node_id"])), self, autorenew=False)
-            self.send(Kind.WELCOME, rid, **wire.timing_to_wire(self._cluster.timing))
-            return
-        node = self._node
-        if node is None:
-            raise MalformedMessage(f"{message.kind.name} before HELLO")
-        match message.kind:
-            case Kind.JOIN_CLUSTER:
-                self.send(Kind.SHARD, rid, shard_id=node.join_cluster(p["address"]))
-            case Kind.REMOVE_FROM_CLUSTER:
-                node.remove_from_cluster(NodeId(p["node_id"]))
-                self.send(Kind.OK, rid)
-            case Kind.JOIN_SHARD:
-                node.join_shard(ShardId(p["shard_id"]))
-                self.send(Kind.OK, rid)
-            case Kind.REMOVE_FROM_SHARD:
-                self.send(Kind.SHARD, rid, shard_id=node.remove_from_shard(NodeId(p["node_id"])))
-            case Kind.UPDATE_GOSSIP:
-                revision = node.update_gossip(wire.ops_from_wire(p["ops"]),
-                                              wire.enum_from_wire(Scope, p["scope"]))
-                self.send(Kind.REVISION, rid, revision=revision)
-            case Kind.UPDATE_SHARD_LOG:
-                self.send(Kind.REVISION, rid, revision=node.update_shard_log(wire.ops_from_wire(p["ops"])))
-            case Kind.RENEW:
-                self.send(Kind.RENEWED, rid, ttl_ms=round(node.renew() * 1000))
-            case _:
-                raise MalformedMessage(f"{message.kind.name} is not a request")
+        self._event(Kind.CLUSTER_DOWN)
 
 
 class ClusterService:
-    """Accepts node connections on ``host:port`` (port 0: a free one, see ``port``)."""
+    """Serves ``cluster`` on ``host:port`` (port 0: a free one, see ``port``) from one thread.
 
-    def __init__(self, cluster: InProcessCluster, host: str = "127.0.0.1", port: int = 0) -> None:
+    ``secret``: when set, HELLO must carry it (UNAUTHENTICATED otherwise); clients find it in
+    :attr:`url` (``tcp://:SECRET@host:port``). ``ledger`` records the service's sockets and thread.
+    """
+
+    def __init__(self, cluster: InProcessCluster, host: str = "127.0.0.1", port: int = 0, *,
+                 secret: str | None = None, limits: ServiceLimits = ServiceLimits(),
+                 ledger: ResourceLedger | None = None) -> None:
         self.cluster = cluster
-        self._listener = socket.create_server((host, port))
-        self.host, self.port = host, self._listener.getsockname()[1]
-        self._connections: list[socket.socket] = []
-        self._thread = threading.Thread(target=self._accept_loop, name="cluster-service", daemon=True)
+        self.limits = limits
+        self._secret = secret
+        self._streams: dict[Stream, _Session] = {}
+        self._nodes: dict[NodeId, _Session] = {}
+        self._reactor = Reactor(self, limits.connections, listen=(host, port), ledger=ledger)
+        self.host, self.port = host, self._reactor.port
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="cluster-service", daemon=True)
+        if ledger is not None:
+            ledger.add_thread(self._thread)
         self._thread.start()
 
     @property
     def url(self) -> str:
-        return f"tcp://{self.host}:{self.port}"
+        """Where clients connect, with the secret they need (keep it out of logs)."""
+        auth = f":{self._secret}@" if self._secret else ""
+        return f"tcp://{auth}{self.host}:{self.port}"
 
-    def _accept_loop(self) -> None:
-        while True:
-            try:
-                sock, _ = self._listener.accept()
-            except OSError:
-                return  # listener closed
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self._connections.append(sock)
-            threading.Thread(target=_Connection(self.cluster, sock).serve, daemon=True,
-                             name="cluster-service-conn").start()
+    @property
+    def connection_count(self) -> int:
+        return len(self._reactor.streams)
+
+    def held_bytes(self) -> int:
+        """Bytes held for connections now: partial frames and queued events (approximate while
+        the poller runs)."""
+        return sum(s.frames.held_bytes + s.queued for s in list(self._streams.values()))
 
     def close(self) -> None:
+        """Close every connection (their nodes stop as if crashed) and the listener."""
+        self._stop.set()
+        self._reactor.wake()
+        self._thread.join(10.0)
+
+    def _run(self) -> None:
         try:
-            self._listener.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept (close alone does not)
-        except OSError:
-            pass
-        self._listener.close()
-        self._thread.join(5.0)
-        for sock in self._connections:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+            while not self._stop.is_set():
+                self._reactor.poll(POLL_S)
+                self._end_silent_sessions(time.monotonic())
+        except Exception:
+            log.exception("cluster service poller failed")
+        finally:
+            for session in list(self._streams.values()):
+                if session.node is not None:
+                    session.node.close()
+            self._streams.clear()
+            self._nodes.clear()
+            self._reactor.close()
+
+    def _end_silent_sessions(self, now: float) -> None:
+        bound = self.cluster.timing.fail_bound
+        for session in [s for s in self._streams.values() if s.node is not None and now - s.last_frame > bound]:
+            log.info("cluster service: %s sent nothing for %.1f s; closed", session.stream.label, bound)
+            session.stream.close()
+
+    # -- reactor Handler (on the polling thread) ---------------------------------------------------
+
+    def accepted(self, stream: Stream) -> None:
+        self._streams[stream] = _Session(stream, self.limits.max_queued_bytes)
+
+    def received(self, stream: Stream, data: memoryview) -> None:
+        session = self._streams.get(stream)
+        if session is None:
+            return
+        try:
+            for body in session.frames.feed(data):
+                self._frame(session, body)
+                if stream.closed:
+                    return
+        except ClusterError as exc:
+            session.send(error_frame(0, exc))
+            stream.close()
+
+    def sent(self, stream: Stream, tokens: list[object]) -> None:
+        session = self._streams.get(stream)
+        if session is not None:
+            session.written(tokens)
+
+    def closed(self, stream: Stream, reason: CloseReason, error: OSError | None) -> None:
+        session = self._streams.pop(stream, None)
+        log.info("cluster service connection %s ended: %s%s", stream.label, reason.value,
+                 f" ({error})" if error else "")
+        if session is None or session.node is None:
+            return
+        node = session.node
+        if self._nodes.get(node.node_id) is session:
+            del self._nodes[node.node_id]
+        node.close()  # crash semantics: the node stops renewing; its id is free
+
+    # -- requests -------------------------------------------------------------------------------
+
+    def _frame(self, session: _Session, body: bytes) -> None:
+        message = wire.decode(body)
+        session.last_frame = time.monotonic()
+        if session.node is None:
+            self._hello(session, message)
+            return
+        try:
+            reply = self._dispatch(session.node, message)
+        except ClusterError as exc:
+            reply = error_frame(message.request_id, exc)
+        session.send(reply)
+
+    def _hello(self, session: _Session, message: Message) -> None:
+        rid, p = message.request_id, message.payload
+        try:
+            if message.kind is not Kind.HELLO:
+                raise MalformedMessage(f"{message.kind.name} before HELLO")
+            if self._secret is not None and not hmac.compare_digest(p["secret"].encode(), self._secret.encode()):
+                raise Unauthenticated("HELLO does not carry the cluster service's shared secret")
+            if len(self._nodes) >= self.limits.max_sessions:
+                raise ProviderUnavailable(f"the cluster service serves at most {self.limits.max_sessions} nodes")
+            node_id = NodeId(check_id("node", p["node_id"]))
+            session.node = self.cluster.open_node(node_id, session, takeover=p["takeover"] or None,
+                                                  autorenew=False, inline=True,
+                                                  resume_after=p["resume_after"] if p["resume"] else None)
+        except ClusterError as exc:
+            session.send(error_frame(rid, exc))
+            session.stream.close()
+            return
+        session.stream.bind()
+        session.frames.max_frame_bytes = wire.MAX_FRAME_BYTES
+        displaced = self._nodes.get(node_id)
+        self._nodes[node_id] = session
+        if displaced is not None:
+            displaced.send(error_frame(0, ProviderClosed(f"node {node_id} was taken over by another session")))
+            displaced.stream.close()
+        session.send(wire.encode(Kind.WELCOME, rid, session=session.node.takeover_token,
+                                 **wire.timing_to_wire(self.cluster.timing)))
+
+    def _dispatch(self, node: InProcessNode, message: Message) -> bytes:
+        """Run one request; its reply frame."""
+        rid, p = message.request_id, message.payload
+        reply: bytes
+        match message.kind:
+            case Kind.JOIN_CLUSTER:
+                reply = wire.encode(Kind.SHARD, rid, shard_id=node.join_cluster(p["address"]))
+            case Kind.REMOVE_FROM_CLUSTER:
+                node.remove_from_cluster(NodeId(p["node_id"]))
+                reply = wire.encode(Kind.OK, rid)
+            case Kind.JOIN_SHARD:
+                node.join_shard(ShardId(p["shard_id"]))
+                reply = wire.encode(Kind.OK, rid)
+            case Kind.REMOVE_FROM_SHARD:
+                reply = wire.encode(Kind.SHARD, rid, shard_id=node.remove_from_shard(NodeId(p["node_id"])))
+            case Kind.UPDATE_GOSSIP:
+                revision = node.update_gossip(wire.ops_from_wire(p["ops"]), wire.enum_from_wire(Scope, p["scope"]))
+                reply = wire.encode(Kind.REVISION, rid, revision=revision)
+            case Kind.UPDATE_SHARD_LOG:
+                reply = wire.encode(Kind.REVISION, rid, revision=node.update_shard_log(wire.ops_from_wire(p["ops"])))
+            case Kind.RENEW:
+                reply = wire.encode(Kind.RENEWED, rid, ttl_ms=round(node.renew() * 1000))
+            case Kind.HELLO:
+                raise MalformedMessage("HELLO sent twice on one connection")
+            case _:
+                raise MalformedMessage(f"{message.kind.name} is not a request")
+        return reply
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -186,9 +334,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--heartbeat", type=float, default=defaults.heartbeat_interval)
     parser.add_argument("--fail-after", type=float, default=defaults.fail_after)
+    parser.add_argument("--data-dir", type=Path, default=None, help="journal directory (durable across restarts)")
+    parser.add_argument("--secret-file", type=Path, default=None, help="file holding the shared secret")
     args = parser.parse_args(argv)
     settings = DetectorSettings(args.heartbeat, min(args.fail_after, 2.5 * args.heartbeat), args.fail_after)
-    service = ClusterService(InProcessCluster(settings), port=args.port)
+    secret = args.secret_file.read_text().strip() if args.secret_file else None
+    service = ClusterService(InProcessCluster(settings, data_dir=args.data_dir), port=args.port, secret=secret)
     print(service.port, flush=True)
     try:
         sys.stdin.read()  # runs until stdin closes, so the parent's exit ends it

@@ -35,7 +35,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Final, Iterator, Mapping, NamedTuple, Sequence
 
-from reference.cluster.config import DEFAULT, SPARK_CONF_KEY, open_backend
+from reference.cluster.config import DEFAULT, SPARK_CONF_KEY, open_backend, service_secret
 from reference.cluster.config import ClusterHost
 from reference.shuffle.coordinator import Launcher, failure_text
 from spec.cluster.errors import ClusterError, RevisionMismatch
@@ -398,8 +398,8 @@ class ClusterCoordinator:
     reach it at ``tcp://``); other settings name a backend every process opens itself.
     """
 
-    def __init__(self, setting: str = DEFAULT, host: str = "127.0.0.1") -> None:
-        self._host = ClusterHost(setting, host)
+    def __init__(self, setting: str = DEFAULT, host: str = "127.0.0.1", secret: str | None = None) -> None:
+        self._host = ClusterHost(setting, host, secret)
         self.backend: ClusterBackend = self._host.backend
         self.task_url = self._host.executor_url
         """What tasks in other processes give ``open_backend``."""
@@ -451,4 +451,4 @@ class ClusterCoordinator:
 
 def directory_from_conf(conf: Mapping[str, str], host: str = "127.0.0.1") -> ClusterCoordinator:
     """The driver's coordinator for ``spark.streamwire.cluster.provider`` (in-process by default)."""
-    return ClusterCoordinator(conf.get(SPARK_CONF_KEY, DEFAULT), host)
+    return ClusterCoordinator(conf.get(SPARK_CONF_KEY, DEFAULT), host, service_secret(conf))

@@ -100,10 +100,28 @@ class MalformedMessage(ClusterError):
     code = 12
 
 
+class NodeIdInUse(ClusterError):
+    """A live session already holds this node id (principle: identities are claimed once).
+
+    The id becomes free when that session ends (its handle closed, its connection closed, its
+    lease expired); before that only a holder of the session's takeover token may claim it.
+    """
+
+    condition = "NODE_ID_IN_USE"
+    code = 13
+
+
+class Unauthenticated(ClusterError):
+    """The peer did not present the shared secret the service requires."""
+
+    condition = "UNAUTHENTICATED"
+    code = 14
+
+
 ERRORS_BY_CODE: dict[int, type[ClusterError]] = {
     cls.code: cls for cls in (ClusterError, NotAMember, UnknownNode, UnknownShard, InvalidBatch,
                               ProviderUnavailable, ProviderClosed, MalformedMembership,
-                              FrameTooLarge, MalformedMessage)
+                              FrameTooLarge, MalformedMessage, NodeIdInUse, Unauthenticated)
 }
 """Errors rebuilt from (code, message) on the wire; RevisionMismatch and InvalidIdentifier carry
 structured fields and have their own reply layout or constructor."""

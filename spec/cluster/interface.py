@@ -69,6 +69,12 @@ class ClusterProvider(Protocol):
     @property
     def timing(self) -> FailureTiming: ...
 
+    @property
+    def takeover_token(self) -> str:
+        """The secret that lets a successor of this handle (the same node restarted before this
+        session ended) claim its node id: ``open_node(node_id, core, takeover=token)``. The
+        successor then holds the id and this handle raises PROVIDER_CLOSED."""
+
     def join_cluster(self, address: str) -> ShardId:
         """Join (or re-join) with this node id; the node is alone in a fresh shard, and its old
         shard is destroyed with its shard log if it was the last member."""
@@ -100,8 +106,12 @@ class ClusterBackend(Protocol):
     @property
     def timing(self) -> FailureTiming: ...
 
-    def open_node(self, node_id: NodeId, core: ClusterCore) -> ClusterProvider:
-        """A handle for ``node_id``; it is not a member until ``join_cluster``."""
+    def open_node(self, node_id: NodeId, core: ClusterCore, *, takeover: str | None = None) -> ClusterProvider:
+        """A handle for ``node_id``; it is not a member until ``join_cluster``.
+
+        The handle claims the id for its session: while another session holds it, this raises
+        NODE_ID_IN_USE, unless ``takeover`` is that session's ``takeover_token``. The id is free
+        again when the holding session ends (docs/cluster.md, "Identity")."""
 
     def close(self) -> None:
         """Close every handle opened here and release the backend's resources."""

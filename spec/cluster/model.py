@@ -11,9 +11,9 @@ with it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Iterable, Sequence
 
-from spec.cluster.errors import NotAMember, RevisionMismatch, UnknownNode, UnknownShard
+from spec.cluster.errors import NodeIdInUse, NotAMember, RevisionMismatch, UnknownNode, UnknownShard
 from spec.cluster.types import (
     Entry,
     Membership,
@@ -50,14 +50,18 @@ Delivery = tuple[NodeId, Notification]
 
 
 @dataclass(slots=True)
-class _Member:
+class Member:
+    """A member's record in the model (what a snapshot reports of it)."""
+
     address: str
     shard: ShardId
     state: NodeState = NodeState.OK
 
 
 @dataclass(frozen=True, slots=True)
-class _Gossip:
+class GossipRecord:
+    """A gossip value with the scope it was written for and the writer's shard."""
+
     entry: Entry
     scope: Scope
     origin: ShardId
@@ -65,12 +69,20 @@ class _Gossip:
 
 @dataclass(slots=True)
 class ClusterModel:
-    """Pure state; callers supply fresh shard ids so the machine stays deterministic."""
+    """Pure state; callers supply fresh shard ids and session tokens so the machine stays
+    deterministic.
+
+    ``sessions`` maps a node id to the token of the live handle that claimed it. Sessions are not
+    durable state (they are not membership): a handle claims its id when it opens and releases it
+    when it ends; membership outlives sessions (a node whose session ended is still a member until
+    it is removed, and turns FAIL when nothing renews it).
+    """
 
     revision: int = 0
-    members: dict[NodeId, _Member] = field(default_factory=dict)
+    members: dict[NodeId, Member] = field(default_factory=dict)
     shard_logs: dict[ShardId, dict[str, Entry]] = field(default_factory=dict)
-    gossip: dict[str, _Gossip] = field(default_factory=dict)
+    gossip: dict[str, GossipRecord] = field(default_factory=dict)
+    sessions: dict[NodeId, str] = field(default_factory=dict)
 
     # -- queries ---------------------------------------------------------------------------
 
@@ -89,6 +101,40 @@ class ClusterModel:
         return tuple(g.entry for _, g in sorted(self.gossip.items())
                      if g.scope is Scope.GLOBAL or g.origin == shard)
 
+    def catch_up(self, node_id: NodeId, after: int) -> list[Notification]:
+        """What a node that saw every notification up to revision ``after`` needs to be current:
+        the membership snapshot, then its shard's log and its visible gossip written after
+        ``after``, one notification per committed batch (entries sharing a revision), in
+        revision order. Values overwritten meanwhile are not replayed: only the winner is."""
+        out: list[Notification] = [MembershipUpdate(self.snapshot())]
+        member = self.members.get(node_id)
+        if member is None:
+            return out
+        newer: list[tuple[int, Notification]] = []
+        for revision, entries in _batches(e for e in self.shard_logs[member.shard].values() if e.revision > after):
+            newer.append((revision, ShardLogUpdate(member.shard, entries)))
+        for revision, entries in _batches(e for e in self.gossip_visible_to(node_id) if e.revision > after):
+            newer.append((revision, GossipUpdate(entries)))
+        return out + [note for _, note in sorted(newer, key=lambda item: item[0])]
+
+    # -- identity ----------------------------------------------------------------------------
+
+    def claim(self, node_id: NodeId, session: str, takeover: str | None = None) -> str | None:
+        """Claim ``node_id`` for ``session``; returns the session it displaced (only with the
+        displaced session's own token as ``takeover``). A live id is never taken silently."""
+        check_id("node", node_id)
+        held = self.sessions.get(node_id)
+        if held is not None and takeover != held:
+            raise NodeIdInUse(f"node {node_id} is held by a live session; it is free when that session "
+                              f"ends, or to the holder of its takeover token")
+        self.sessions[node_id] = session
+        return held
+
+    def release(self, node_id: NodeId, session: str) -> None:
+        """End ``session``'s claim (no-op if it was displaced meanwhile)."""
+        if self.sessions.get(node_id) == session:
+            del self.sessions[node_id]
+
     # -- membership ------------------------------------------------------------------------
 
     def join_cluster(self, node_id: NodeId, address: str, new_shard: ShardId) -> list[Delivery]:
@@ -98,7 +144,7 @@ class ClusterModel:
             raise UnknownShard(f"fresh shard id {new_shard} is already in use")
         if node_id in self.members:
             self._leave_shard(node_id)
-        self.members[node_id] = _Member(address, new_shard)
+        self.members[node_id] = Member(address, new_shard)
         self.shard_logs[new_shard] = {}
         out = self._commit_membership()
         visible = self.gossip_visible_to(node_id)
@@ -168,7 +214,7 @@ class ClusterModel:
         revision = self._next_revision()
         origin = self.members[node_id].shard
         entries = tuple(Entry(op.key, op.value, revision) for op in batch)
-        self.gossip.update((e.key, _Gossip(e, scope, origin)) for e in entries)
+        self.gossip.update((e.key, GossipRecord(e, scope, origin)) for e in entries)
         recipients = self.shard_members(origin) if scope is Scope.SHARD else sorted(self.members)
         return revision, [(n, GossipUpdate(entries)) for n in recipients]
 
@@ -208,6 +254,14 @@ class ClusterModel:
     def _require_known(self, node_id: NodeId) -> None:
         if node_id not in self.members:
             raise UnknownNode(f"node {node_id} is not a member")
+
+
+def _batches(entries: Iterable[Entry]) -> list[tuple[int, tuple[Entry, ...]]]:
+    """Entries grouped by the revision that committed them (one group = one batch), sorted."""
+    groups: dict[int, list[Entry]] = {}
+    for entry in entries:
+        groups.setdefault(entry.revision, []).append(entry)
+    return [(r, tuple(sorted(groups[r], key=lambda e: e.key))) for r in sorted(groups)]
 
 
 def _compare(op: MetadataOp, current: Entry | None) -> None:

@@ -5,6 +5,12 @@ A frame is a u32 big-endian length then a body of at most ``MAX_FRAME_BYTES``; t
 checked before anything is allocated. A body is ``kind:u8 request_id:u64 payload``. Requests carry
 a non-zero request id that the reply repeats; events pushed by the service carry 0. Revisions are
 u64 with 0 meaning "none" (an insert's expected revision), since real revisions are > 0.
+
+HELLO names the node, carries the service's shared secret (empty when none is configured), the
+takeover token of a session it succeeds (empty: none) and, for a reconnecting client, the last
+revision it was notified of (``resume``); WELCOME returns the timing and the new session's
+takeover token. A connection-level error (a refused frame, a refused HELLO) is an ERROR with
+request id 0, sent just before the service closes the connection.
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ from spec.cluster.types import (
 
 E = TypeVar("E", NodeState, Scope)
 MAX_FRAME_BYTES = 16 * 1024 * 1024
+MAX_HELLO_BYTES = 4096
+"""Bound on frames before HELLO is accepted (a stranger's first frame); HELLO needs ~600 bytes."""
 FRAME_HEADER = c.Int32ub
 
 
@@ -70,7 +78,8 @@ ScopeLayout = c.Enum(c.Int8ub, SHARD=0, GLOBAL=1)
 Empty = c.Struct()
 
 PAYLOADS: dict[Kind, c.Construct] = {
-    Kind.HELLO: c.Struct("node_id" / Text),
+    Kind.HELLO: c.Struct("node_id" / Text, "secret" / Text, "takeover" / Text, "resume" / c.Flag,
+                         "resume_after" / c.Int64ub),
     Kind.JOIN_CLUSTER: c.Struct("address" / Text),
     Kind.REMOVE_FROM_CLUSTER: c.Struct("node_id" / Text),
     Kind.JOIN_SHARD: c.Struct("shard_id" / Text),
@@ -79,7 +88,8 @@ PAYLOADS: dict[Kind, c.Construct] = {
     Kind.UPDATE_SHARD_LOG: c.Struct("ops" / c.PrefixedArray(c.Int16ub, OpLayout)),
     Kind.RENEW: Empty,
     Kind.OK: Empty,
-    Kind.WELCOME: c.Struct("heartbeat_ms" / c.Int32ub, "ttl_ms" / c.Int32ub, "fail_bound_ms" / c.Int32ub),
+    Kind.WELCOME: c.Struct("heartbeat_ms" / c.Int32ub, "ttl_ms" / c.Int32ub, "fail_bound_ms" / c.Int32ub,
+                           "session" / Text),
     Kind.SHARD: c.Struct("shard_id" / Text),
     Kind.REVISION: c.Struct("revision" / c.Int64ub),
     Kind.RENEWED: c.Struct("ttl_ms" / c.Int32ub),

@@ -1,0 +1,127 @@
+"""In-process backend: identities claimed once, notifications fanned out outside the cluster lock,
+and a journal that is compacted yet restores the same state."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Sequence
+
+import pytest
+
+from conformance.cluster_harness import Recorder
+from reference.cluster.memory import InProcessCluster
+from spec.cluster.errors import NodeIdInUse, ProviderClosed
+from spec.cluster.model import ClusterModel, GossipUpdate, ShardLogUpdate
+from spec.cluster.types import Entry, MetadataOp, NodeId, Revision, Scope, ShardId
+
+HANG_GUARD = 10.0
+
+
+def test_model_claims_an_id_once_and_hands_it_on_only_with_the_token() -> None:
+    model = ClusterModel()
+    assert model.claim(NodeId("n1"), "t1") is None
+    with pytest.raises(NodeIdInUse):
+        model.claim(NodeId("n1"), "t2")
+    with pytest.raises(NodeIdInUse):
+        model.claim(NodeId("n1"), "t2", takeover="guess")
+    assert model.claim(NodeId("n1"), "t2", takeover="t1") == "t1"
+    model.release(NodeId("n1"), "t1")  # the displaced session's release changes nothing
+    assert model.sessions == {NodeId("n1"): "t2"}
+    model.release(NodeId("n1"), "t2")
+    assert model.claim(NodeId("n1"), "t3") is None
+
+
+def test_catch_up_is_the_snapshot_then_one_notification_per_newer_batch() -> None:
+    model = ClusterModel()
+    model.join_cluster(NodeId("a"), "h:1", ShardId("s"))
+    r1, _ = model.update_shard_log(NodeId("a"), [MetadataOp("x", b"1"), MetadataOp("y", b"1")])
+    r2, _ = model.update_gossip(NodeId("a"), [MetadataOp("g", b"1")], Scope.GLOBAL)
+    r3, _ = model.update_shard_log(NodeId("a"), [MetadataOp("x", b"2", r1)])
+    notes = model.catch_up(NodeId("a"), after=r1)
+    assert [type(n).__name__ for n in notes] == ["MembershipUpdate", "GossipUpdate", "ShardLogUpdate"]
+    gossip, log = notes[1], notes[2]
+    assert isinstance(gossip, GossipUpdate) and gossip.entries == (Entry("g", b"1", r2),)
+    assert isinstance(log, ShardLogUpdate) and log.entries == (Entry("x", b"2", r3),)
+
+
+def test_in_process_open_of_a_live_id_is_refused_and_takeover_closes_the_holder() -> None:
+    cluster = InProcessCluster()
+    try:
+        holder = cluster.open_node(NodeId("n1"), Recorder())
+        holder.join_cluster("h:1")
+        with pytest.raises(NodeIdInUse):
+            cluster.open_node(NodeId("n1"), Recorder())
+        holder.update_shard_log([MetadataOp("k", b"v")])
+        successor = cluster.open_node(NodeId("n1"), Recorder(), takeover=holder.takeover_token)
+        with pytest.raises(ProviderClosed):
+            holder.update_shard_log([MetadataOp("k2", b"v")])
+        successor.update_shard_log([MetadataOp("k2", b"v")])
+        successor.close()
+        cluster.open_node(NodeId("n1"), Recorder()).close()
+    finally:
+        cluster.close()
+
+
+class BlockingCore(Recorder):
+    """Blocks in its first shard-log callback until released."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def notify_shard_log_update(self, shard: ShardId, entries: Sequence[Entry]) -> None:
+        self.entered.set()
+        self.release.wait(HANG_GUARD)
+        super().notify_shard_log_update(shard, entries)
+
+
+def test_notifications_are_delivered_outside_the_cluster_lock() -> None:
+    cluster = InProcessCluster()
+    core = BlockingCore()
+    try:
+        slow = cluster.open_node(NodeId("slow"), core, inline=True)
+        shard = slow.join_cluster("h:1")
+        writer = cluster.open_node(NodeId("writer"), Recorder())
+        writer.join_cluster("h:2")
+        writer.join_shard(shard)
+        blocked = threading.Thread(target=writer.update_shard_log, args=([MetadataOp("a", b"1")],))
+        blocked.start()  # its fan-out runs the slow Core inline and blocks there
+        assert core.entered.wait(HANG_GUARD)
+        other = cluster.open_node(NodeId("other"), Recorder())
+        committed = threading.Event()
+
+        def commit_meanwhile() -> None:
+            other.join_cluster("h:3")
+            other.update_gossip([MetadataOp("g", b"1")], Scope.SHARD)
+            committed.set()
+
+        threading.Thread(target=commit_meanwhile).start()
+        assert committed.wait(HANG_GUARD / 2), "a commit waited for another commit's fan-out"
+        core.release.set()
+        blocked.join(HANG_GUARD)
+    finally:
+        core.release.set()
+        cluster.close()
+
+
+def test_journal_is_compacted_and_restores_the_same_state(tmp_path: Path) -> None:
+    cluster = InProcessCluster(data_dir=tmp_path, compact_after=8)
+    try:
+        node = cluster.open_node(NodeId("n1"), Recorder())
+        node.join_cluster("h:1")
+        known: Revision | None = None
+        for i in range(40):
+            known = node.update_shard_log([MetadataOp("k", str(i).encode(), known)])
+        node.update_gossip([MetadataOp("g", b"x")], Scope.GLOBAL)
+        assert cluster.journal_generation >= 4
+        journals = list(tmp_path.glob("journal-*.log"))
+        assert len(journals) == 1 and len(journals[0].read_text().splitlines()) < 8
+        before = cluster._model.snapshot(), dict(cluster._model.shard_logs), dict(cluster._model.gossip)
+        cluster.restart()
+        after = cluster._model.snapshot(), dict(cluster._model.shard_logs), dict(cluster._model.gossip)
+        assert after == before
+        assert known is not None and node.update_shard_log([MetadataOp("k", b"after", known)]) > known
+    finally:
+        cluster.close()

@@ -1,0 +1,115 @@
+"""A remote node survives the network: it reports cluster_down, reconnects with backoff and resumes
+its notifications from the last revision it saw, with nothing lost and nothing twice."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Callable
+
+from conformance.cluster_harness import Recorder
+from reference.cluster.memory import InProcessCluster
+from reference.cluster.remote import Backoff, RemoteCluster, RemoteNode
+from reference.cluster.service import ClusterService
+from spec.cluster.errors import ProviderUnavailable, RevisionMismatch
+from spec.cluster.types import MetadataOp, NodeId
+
+HANG_GUARD = 30.0
+BATCHES = 300
+
+
+def write_batches(writer: RemoteNode, committed: dict[int, int], stop: threading.Event) -> None:
+    """Batch i inserts b<i>/x and b<i>/y; a call whose outcome is unknown is retried (a mismatch
+    on the retry means the first attempt committed, at the revision it reports)."""
+    for i in range(BATCHES):
+        ops = [MetadataOp(f"b{i:03}/x", b"x"), MetadataOp(f"b{i:03}/y", b"y")]
+        while not stop.is_set():
+            try:
+                committed[i] = writer.update_shard_log(ops)
+                break
+            except ProviderUnavailable:
+                time.sleep(0.01)
+            except RevisionMismatch as exc:
+                assert exc.actual is not None
+                committed[i] = exc.actual.revision
+                break
+
+
+def wait_for(predicate: Callable[[], bool], what: str) -> None:
+    end = time.monotonic() + HANG_GUARD
+    while not predicate():
+        assert time.monotonic() < end, f"not within {HANG_GUARD} s: {what}"
+        time.sleep(0.02)
+
+
+def test_watch_resumes_across_a_service_restart_without_loss_or_duplicates(tmp_path: Path) -> None:
+    data = tmp_path / "cluster"
+    cluster = InProcessCluster(data_dir=data)
+    service = ClusterService(cluster)
+    remote = RemoteCluster(service.url, timeout=2.0, backoff=Backoff(first=0.02, limit=0.2))
+    watcher_core = Recorder()
+    committed: dict[int, int] = {}
+    stop = threading.Event()
+    try:
+        writer = remote.open_node(NodeId("writer"), Recorder())
+        shard = writer.join_cluster("h:1")
+        watcher = remote.open_node(NodeId("watcher"), watcher_core)
+        watcher.join_cluster("h:2")
+        watcher.join_shard(shard)
+        thread = threading.Thread(target=write_batches, args=(writer, committed, stop))
+        thread.start()
+        wait_for(lambda: len(committed) >= BATCHES // 3, "a third of the batches before the restart")
+        service.close()
+        cluster.close()
+        restarted_at = time.monotonic()
+        cluster = InProcessCluster(data_dir=data)
+        service = ClusterService(cluster, port=service.port)
+        thread.join(HANG_GUARD)
+        assert len(committed) == BATCHES
+        last = f"b{BATCHES - 1:03}/y"
+        wait_for(lambda: last in watcher_core.latest("log"), "the last batch notified")
+
+        batches = [entries for _, entries in watcher_core.shard_log]
+        seen = Counter(e.key for batch in batches for e in batch)
+        assert {k: n for k, n in seen.items() if n > 1} == {}, "an entry was notified twice"
+        by_key = {e.key: (e.revision, batch) for batch in batches for e in batch}
+        for i, revision in committed.items():
+            x, y = by_key.get(f"b{i:03}/x"), by_key.get(f"b{i:03}/y")
+            assert x is not None and y is not None, f"batch {i} was lost"
+            assert x[0] == y[0] == revision and x[1] is y[1], f"batch {i} was not one notification"
+        assert watcher_core.downs, "no cluster_down while the service was away"
+        assert watcher.reconnects >= 1 and writer.reconnects >= 1
+        wait_for(lambda: any(t > restarted_at for t, _ in watcher_core.heartbeats), "heartbeats again")
+    finally:
+        stop.set()
+        remote.close()
+        service.close()
+        cluster.close()
+
+
+def test_a_dropped_connection_resumes_on_the_same_service() -> None:
+    cluster = InProcessCluster()
+    service = ClusterService(cluster)
+    remote = RemoteCluster(service.url, timeout=2.0, backoff=Backoff(first=0.02, limit=0.2))
+    core = Recorder()
+    try:
+        node = remote.open_node(NodeId("n1"), core)
+        node.join_cluster("h:1")
+        r1 = node.update_shard_log([MetadataOp("before", b"1")])
+        wait_for(lambda: "before" in core.latest("log"), "the first write notified")
+        service.close()  # every connection drops; the cluster stays
+        other = cluster.open_node(NodeId("n2"), Recorder())
+        other.join_cluster("h:2")
+        service = ClusterService(cluster, port=service.port)
+        wait_for(lambda: node.reconnects >= 1, "reconnected")
+        r2 = node.update_shard_log([MetadataOp("before", b"2", r1)])
+        wait_for(lambda: core.latest("log")["before"].revision == r2, "the second write notified")
+        assert [e.revision for _, batch in core.shard_log for e in batch] == [r1, r2]
+        snapshot = core.last_snapshot()
+        assert snapshot is not None and NodeId("n2") in snapshot.nodes(), "missed the join made while away"
+    finally:
+        remote.close()
+        service.close()
+        cluster.close()

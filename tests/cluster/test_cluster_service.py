@@ -1,0 +1,190 @@
+"""The cluster service bounds strangers: no thread per connection, bounded memory, a deadline for
+HELLO, a cap on waiting strangers, a frame cap before allocation, and a shared secret when
+configured. Counts are of what the service entered in its ledger and of the test's own sockets."""
+
+from __future__ import annotations
+
+import socket
+import time
+from typing import Callable, Iterator
+
+import pytest
+
+from conformance.cluster_harness import Recorder
+from reference.cluster.config import SECRET_CONF_KEY, ClusterHost, open_backend, service_secret
+from reference.cluster.memory import InProcessCluster
+from reference.cluster.remote import RemoteCluster, read_message
+from reference.cluster.service import ClusterService, ServiceLimits
+from reference.net.ledger import ResourceLedger
+from reference.net.reactor import ConnectionLimits
+from spec.cluster import wire
+from spec.cluster.errors import FrameTooLarge, NodeIdInUse, ProviderUnavailable, Unauthenticated
+from spec.cluster.types import MetadataOp, NodeId
+
+HANG_GUARD = 20.0
+
+
+@pytest.fixture
+def cluster() -> Iterator[InProcessCluster]:
+    cluster = InProcessCluster()
+    yield cluster
+    cluster.close()
+
+
+def connect(service: ClusterService) -> socket.socket:
+    return socket.create_connection((service.host, service.port), timeout=HANG_GUARD)
+
+
+def hello(node: str, secret: str = "") -> bytes:
+    return wire.encode(wire.Kind.HELLO, 1, node_id=node, secret=secret, takeover="", resume=False, resume_after=0)
+
+
+def wait_until(predicate: Callable[[], bool], what: str) -> None:
+    end = time.monotonic() + HANG_GUARD
+    while not predicate():
+        if time.monotonic() > end:
+            raise AssertionError(f"not within {HANG_GUARD} s: {what}")
+        time.sleep(0.02)
+
+
+def closed_by_peer(sock: socket.socket) -> bool:
+    """True when the service closed ``sock`` (after any last words)."""
+    sock.settimeout(HANG_GUARD)
+    try:
+        while sock.recv(65536):
+            pass
+    except ConnectionResetError:
+        pass
+    return True
+
+
+def test_stalled_and_oversized_connections_hold_no_thread_and_bounded_memory(cluster: InProcessCluster) -> None:
+    ledger = ResourceLedger()
+    limits = ServiceLimits(connections=ConnectionLimits(max_pending=512, bind_timeout_s=60.0))
+    service = ClusterService(cluster, limits=limits, ledger=ledger)
+    stalled: list[socket.socket] = []
+    try:
+        for _ in range(300):
+            sock = connect(service)
+            sock.sendall(b"\x00\x00")  # half a frame header, then nothing
+            stalled.append(sock)
+        hostile = [connect(service) for _ in range(8)]
+        for sock in hostile:  # announce 16 MiB and start sending it
+            sock.sendall(wire.MAX_FRAME_BYTES.to_bytes(4, "big") + bytes(60_000))
+        for sock in hostile:
+            sock.settimeout(HANG_GUARD)
+            reply = read_message(sock)
+            assert reply is not None and reply.kind is wire.Kind.ERROR
+            assert reply.payload["code"] == FrameTooLarge.code
+            assert closed_by_peer(sock)
+            sock.close()
+        wait_until(lambda: service.connection_count == 300, "300 stalled connections held")
+        assert ledger.threads_started == 1 and len(ledger.live_threads()) == 1, "a thread per connection"
+        assert service.held_bytes() <= 300 * 4, "stalled connections hold more than their partial header"
+    finally:
+        for sock in stalled:
+            sock.close()
+        service.close()
+    assert ledger.open_sockets() == [] and ledger.live_threads() == []
+
+
+def test_hello_deadline_closes_silent_connections(cluster: InProcessCluster) -> None:
+    limits = ServiceLimits(connections=ConnectionLimits(max_pending=64, bind_timeout_s=0.3))
+    service = ClusterService(cluster, limits=limits)
+    try:
+        silent = [connect(service) for _ in range(20)]
+        for sock in silent:
+            assert closed_by_peer(sock)
+            sock.close()
+        wait_until(lambda: service.connection_count == 0, "silent connections released")
+    finally:
+        service.close()
+
+
+def test_waiting_strangers_are_capped_and_nodes_too(cluster: InProcessCluster) -> None:
+    limits = ServiceLimits(connections=ConnectionLimits(max_pending=5, bind_timeout_s=30.0), max_sessions=2)
+    service = ClusterService(cluster, limits=limits)
+    held = [connect(service) for _ in range(5)]
+    remote = RemoteCluster(service.url)
+    try:
+        wait_until(lambda: service.connection_count == 5, "5 strangers accepted")
+        newest = connect(service)
+        assert closed_by_peer(held[0]), "the oldest stranger was not evicted"
+        wait_until(lambda: service.connection_count == 5, "the cap holds")
+        remote.open_node(NodeId("n1"), Recorder())
+        remote.open_node(NodeId("n2"), Recorder())
+        with pytest.raises(ProviderUnavailable):
+            RemoteCluster(service.url).open_node(NodeId("n3"), Recorder())
+        newest.close()
+    finally:
+        remote.close()
+        for sock in held:
+            sock.close()
+        service.close()
+
+
+def test_shared_secret_is_required_when_configured(cluster: InProcessCluster) -> None:
+    service = ClusterService(cluster, secret="s3cret")
+    try:
+        assert service.url == f"tcp://:s3cret@{service.host}:{service.port}"
+        with pytest.raises(Unauthenticated):
+            RemoteCluster(f"tcp://{service.host}:{service.port}").open_node(NodeId("n1"), Recorder())
+        with pytest.raises(Unauthenticated):
+            RemoteCluster(f"tcp://:wrong@{service.host}:{service.port}").open_node(NodeId("n1"), Recorder())
+        remote = RemoteCluster(service.url)
+        node = remote.open_node(NodeId("n1"), Recorder())
+        node.join_cluster("h:1")
+        assert node.update_shard_log([MetadataOp("k", b"v")]) > 0
+        remote.close()
+    finally:
+        service.close()
+
+
+def test_unauthenticated_hello_is_one_error_line_then_close(cluster: InProcessCluster) -> None:
+    service = ClusterService(cluster, secret="s3cret")
+    try:
+        sock = connect(service)
+        sock.sendall(hello("n1", "guess"))
+        reply = read_message(sock)
+        assert reply is not None and reply.kind is wire.Kind.ERROR and reply.request_id == 1
+        assert reply.payload["code"] == Unauthenticated.code and "\n" not in reply.payload["message"]
+        assert closed_by_peer(sock)
+        sock.close()
+    finally:
+        service.close()
+
+
+def test_impersonation_over_tcp_is_refused_and_the_holder_keeps_working(cluster: InProcessCluster) -> None:
+    service = ClusterService(cluster)
+    remote = RemoteCluster(service.url)
+    try:
+        core = Recorder()
+        holder = remote.open_node(NodeId("n1"), core)
+        holder.join_cluster("h:1")
+        with pytest.raises(NodeIdInUse):
+            RemoteCluster(service.url).open_node(NodeId("n1"), Recorder())
+        assert holder.update_shard_log([MetadataOp("k", b"v")]) > 0
+    finally:
+        remote.close()
+        service.close()
+
+
+def test_a_hello_fits_the_first_frame_bound() -> None:
+    assert len(hello("n" * 128, "s" * 200)) < wire.MAX_HELLO_BYTES
+
+
+def test_driver_host_takes_the_secret_from_spark_authenticate() -> None:
+    conf = {"spark.authenticate": "true", "spark.authenticate.secret": "from-spark"}
+    assert service_secret(conf) == "from-spark"
+    assert service_secret({"spark.authenticate.secret": "off"}) is None
+    assert service_secret(conf | {SECRET_CONF_KEY: "own"}) == "own"
+    host = ClusterHost("memory", secret=service_secret(conf))
+    try:
+        assert ":from-spark@" in host.executor_url
+        backend = open_backend(host.executor_url)
+        backend.open_node(NodeId("executor-1"), Recorder()).join_cluster("h:1")
+        backend.close()
+        with pytest.raises(Unauthenticated):
+            open_backend(host.executor_url.replace(":from-spark@", "")).open_node(NodeId("e2"), Recorder())
+    finally:
+        host.close()
