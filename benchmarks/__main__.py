@@ -9,6 +9,10 @@ from conformance.cli import dispatch
 BENCHMARKS = {
     "codec": ("benchmarks.codec", "shuffle codec rates against a struct baseline and raw CRC32C"),
     "shuffle": ("benchmarks.shuffle", "streaming shuffle runtime: loopback, throughput, latency, vs partitionBy"),
+    "shuffle-resources": ("benchmarks.shuffle_resources", "threads, fds and RSS of a shuffle writer under "
+                          "1,000 churned and 500 idle connections"),
+    "shuffle-scale": ("benchmarks.shuffle_scale", "streaming shuffle from 1x1 to 16x16 on the same data: rate, "
+                      "threads, memory per connection, fitted exponents"),
     "sync": ("benchmarks.sync", "sync server ingest rate, flush latency and peak memory"),
     "sync-scale": ("benchmarks.sync_scale", "sync flush cost, rows rewritten, files and RSS against table size"),
 }
