@@ -4,6 +4,7 @@ and per-case sessions of fresh nodes on an isolated cluster."""
 from __future__ import annotations
 
 import itertools
+import secrets
 import shlex
 import subprocess
 import tempfile
@@ -17,7 +18,8 @@ from typing import Any, Callable, Iterator, Sequence
 
 from conformance.framework import CaseContext, CaseTimeout, RunOptions
 from reference.cluster.etcd import EtcdCluster
-from reference.cluster.etcd_server import EtcdServer
+from reference.cluster.etcd_gateway import EtcdEndpoint
+from reference.cluster.etcd_server import EtcdServer, EtcdUser, make_test_pki
 from reference.cluster.memory import InProcessCluster
 from reference.cluster.remote import RemoteCluster
 from spec.cluster.interface import ClusterBackend, ClusterProvider
@@ -161,8 +163,15 @@ def session(target: ClusterTarget, ctx: CaseContext) -> Iterator[Session]:
 
 # -- targets --------------------------------------------------------------------------------
 
-TARGET_HELP = ("memory (in-process, journaled), etcd (starts etcd on loopback), etcd://HOST:PORT, "
-               "tcp://HOST:PORT (a cluster service), exec:CMD (CMD starts a cluster service and "
+LOCAL_ETCD = {
+    "etcd": "started on loopback",
+    "etcd-auth": "started on loopback with authentication",
+    "etcd-tls": "started on loopback with TLS, client certificates and authentication",
+}
+TARGET_HELP = ("memory (in-process, journaled), etcd | etcd-auth | etcd-tls (start etcd on loopback: plain, "
+               "with a user and password, with TLS from a throwaway CA plus client certificates and a user), "
+               "etcd://[USER[:PASSWORD]@]HOST:PORT[?ca=&cert=&key=&password_file=], "
+               "tcp://[:SECRET@]HOST:PORT (a cluster service), exec:CMD (CMD starts a cluster service and "
                "prints its port as its first line)")
 
 
@@ -172,15 +181,18 @@ def open_target(options: RunOptions) -> Iterator[ClusterTarget]:
     with tempfile.TemporaryDirectory(prefix="streamwire-cluster-") as tmp:
         if spec in ("memory", "reference"):
             yield _memory_target(Path(tmp))
-        elif spec == "etcd":
-            server = EtcdServer(Path(tmp) / "etcd")
+        elif spec in LOCAL_ETCD:
+            tls = make_test_pki(Path(tmp) / "pki") if spec == "etcd-tls" else None
+            user = None if spec == "etcd" else EtcdUser("streamwire", secrets.token_hex(12))
+            server = EtcdServer(Path(tmp) / "etcd", tls=tls, user=user)
             server.start()
             try:
-                yield _etcd_target(server.url, f"etcd {server.url} (started on loopback)", server.restart)
+                yield _etcd_target(server.endpoint, f"etcd {server.endpoint} ({LOCAL_ETCD[spec]})", server.restart)
             finally:
                 server.stop()
         elif spec.startswith("etcd://"):
-            yield _etcd_target("http://" + spec[len("etcd://"):], spec, None)
+            endpoint = EtcdEndpoint.parse(spec)
+            yield _etcd_target(endpoint, str(endpoint), None)
         elif spec.startswith("tcp://"):
             yield ClusterTarget(spec, frozenset(), lambda: RemoteCluster(spec))
         elif spec.startswith("exec:"):
@@ -201,9 +213,9 @@ def _memory_target(tmp: Path) -> ClusterTarget:
                          lambda: InProcessCluster(data_dir=tmp / f"cluster-{next(counter)}"), restart)
 
 
-def _etcd_target(url: str, description: str, restart: Callable[[], None] | None) -> ClusterTarget:
+def _etcd_target(endpoint: EtcdEndpoint, description: str, restart: Callable[[], None] | None) -> ClusterTarget:
     return ClusterTarget(description, frozenset({RESTART}) if restart else frozenset(),
-                         lambda: EtcdCluster(url, f"conformance-{uuid.uuid4().hex[:12]}"),
+                         lambda: EtcdCluster(endpoint, f"conformance-{uuid.uuid4().hex[:12]}"),
                          None if restart is None else (lambda _cluster: restart()))
 
 

@@ -1,7 +1,8 @@
 """Choose a cluster backend from one setting (``spark.streamwire.cluster.provider``).
 
-``memory`` (the default): an in-process cluster in this process; ``etcd://HOST:PORT[/NAMESPACE]``:
-the etcd backend; ``tcp://[:SECRET@]HOST:PORT``: a driver-hosted cluster service (what executors
+``memory`` (the default): an in-process cluster in this process;
+``etcd://[USER[:PASSWORD]@]HOST:PORT[/NAMESPACE][?ca=PATH&cert=PATH&key=PATH&password_file=PATH]``:
+the etcd backend (TLS when a CA or client certificate is given; see ``EtcdEndpoint``); ``tcp://[:SECRET@]HOST:PORT``: a driver-hosted cluster service (what executors
 use).
 """
 
@@ -11,6 +12,7 @@ from typing import Mapping
 from urllib.parse import urlsplit
 
 from reference.cluster.etcd import EtcdCluster
+from reference.cluster.etcd_gateway import EtcdEndpoint
 from reference.cluster.memory import InProcessCluster
 from reference.cluster.remote import RemoteCluster
 from reference.cluster.service import ClusterService
@@ -38,10 +40,11 @@ def open_backend(setting: str = DEFAULT) -> ClusterBackend:
         return InProcessCluster()
     if parts.scheme == "etcd" and parts.netloc:
         namespace = parts.path.strip("/") or "streamwire"
-        return EtcdCluster(f"http://{parts.netloc}", namespace)
+        return EtcdCluster(EtcdEndpoint.parse(setting), namespace)
     if parts.scheme == "tcp" and parts.netloc:
         return RemoteCluster(setting)
-    raise ValueError(f"{SPARK_CONF_KEY}={setting!r}: expected memory, etcd://HOST:PORT[/NS] or tcp://HOST:PORT")
+    raise ValueError(f"{SPARK_CONF_KEY}: expected memory, etcd://[USER@]HOST:PORT[/NS][?ca=&cert=&key=] "
+                     f"or tcp://[:SECRET@]HOST:PORT, got scheme {parts.scheme!r}")
 
 
 class ClusterHost:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from reference.cluster.dispatch import ClusterDown, Dispatcher, Heartbeat
-from reference.cluster.etcd_gateway import EtcdGateway, KeyValue, WatchEvent, b64, prefix_end
+from reference.cluster.etcd_gateway import EtcdEndpoint, EtcdGateway, KeyValue, WatchEvent, b64, prefix_end
 from reference.cluster.memory import new_session_token, new_shard_id
 from spec.cluster.errors import (
     NodeIdInUse,
@@ -70,12 +70,13 @@ Members = dict[NodeId, _Member]
 
 
 class EtcdCluster:
-    """A cluster stored in the etcd at ``url``, isolated from others by ``namespace``."""
+    """A cluster stored in the etcd at ``endpoint`` (or its URL), isolated from others by ``namespace``."""
 
-    def __init__(self, url: str, namespace: str = "streamwire", settings: EtcdSettings = EtcdSettings()) -> None:
+    def __init__(self, endpoint: EtcdEndpoint | str, namespace: str = "streamwire",
+                 settings: EtcdSettings = EtcdSettings()) -> None:
         check_id("namespace", namespace)
         self.settings = settings
-        self.gateway = EtcdGateway(url, settings.request_timeout)
+        self.gateway = EtcdGateway(endpoint, settings.request_timeout)
         self.prefix = f"/{namespace}/"
         lease, granted = self.gateway.lease_grant(settings.lease_ttl)  # the server may raise the TTL
         self.gateway.lease_revoke(lease)

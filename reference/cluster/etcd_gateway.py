@@ -3,6 +3,11 @@
 Plain ``http.client`` with a timeout on every call: each request has a deadline, a watch stream
 is cancelled by shutting its socket down, and every transport failure is ProviderUnavailable.
 Keys and values travel base64-encoded; 64-bit numbers arrive as JSON strings.
+
+As deployed, etcd wants TLS (a CA to trust, often a client certificate and key) and users:
+an :class:`EtcdEndpoint` carries both; with a user, the gateway authenticates
+(``/v3/auth/authenticate``), sends the token in the ``Authorization`` header, and authenticates
+again once when etcd reports the token invalid (tokens expire).
 """
 
 from __future__ import annotations
@@ -11,12 +16,14 @@ import base64
 import http.client
 import json
 import socket
+import ssl
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Iterator
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
-from spec.cluster.errors import ProviderUnavailable
+from spec.cluster.errors import ProviderUnavailable, Unauthenticated
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,22 +57,108 @@ def _kv(item: dict[str, Any]) -> KeyValue:
                     int(item.get("lease", 0)))
 
 
-class EtcdGateway:
-    def __init__(self, url: str, timeout: float = 5.0) -> None:
+@dataclass(frozen=True, slots=True)
+class EtcdEndpoint:
+    """Where etcd is and how to prove who we are.
+
+    From ``http://HOST:PORT`` or ``https://HOST:PORT``, or the provider setting
+    ``etcd://[USER[:PASSWORD]@]HOST:PORT[/NAMESPACE][?ca=PATH&cert=PATH&key=PATH&password_file=PATH]``
+    (a CA or a client certificate means TLS; ``password_file`` keeps the password out of the
+    setting).
+    """
+
+    host: str
+    port: int = 2379
+    tls: bool = False
+    ca_file: str | None = None
+    cert_file: str | None = None
+    key_file: str | None = None
+    user: str | None = None
+    password: str | None = field(default=None, repr=False)
+
+    @classmethod
+    def parse(cls, url: str) -> EtcdEndpoint:
         parts = urlsplit(url if "://" in url else f"http://{url}")
         if parts.hostname is None:
-            raise ValueError(f"no host in etcd url {url!r}")
-        self.host, self.port = parts.hostname, parts.port or 2379
+            raise ValueError(f"no host in etcd url {parts.scheme}://{parts.hostname}")
+        query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+        unknown = set(query) - {"ca", "cert", "key", "password_file"}
+        if unknown:
+            raise ValueError(f"unknown etcd url options {sorted(unknown)}; expected ca, cert, key, password_file")
+        password = None if parts.password is None else unquote(parts.password)
+        if "password_file" in query:
+            password = Path(query["password_file"]).read_text(encoding="utf-8").strip()
+        tls = parts.scheme == "https" or "ca" in query or "cert" in query
+        return cls(parts.hostname, parts.port or 2379, tls, query.get("ca"), query.get("cert"), query.get("key"),
+                   None if parts.username is None else unquote(parts.username), password)
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        if not self.tls:
+            return None
+        context = ssl.create_default_context(cafile=self.ca_file)
+        if self.cert_file is not None:
+            context.load_cert_chain(self.cert_file, self.key_file)
+        return context
+
+    def __str__(self) -> str:
+        user = f"{self.user}@" if self.user else ""
+        return f"{'https' if self.tls else 'http'}://{user}{self.host}:{self.port}"
+
+
+class EtcdGateway:
+    def __init__(self, endpoint: EtcdEndpoint | str, timeout: float = 5.0) -> None:
+        self.endpoint = endpoint if isinstance(endpoint, EtcdEndpoint) else EtcdEndpoint.parse(endpoint)
+        self.host, self.port = self.endpoint.host, self.endpoint.port
         self.timeout = timeout
+        self._context = self.endpoint.ssl_context()
+        self._token_lock = threading.Lock()
+        self._token: str | None = None
+
+    def connection(self) -> http.client.HTTPConnection:
+        if self._context is not None:
+            return http.client.HTTPSConnection(self.host, self.port, timeout=self.timeout, context=self._context)
+        return http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
+
+    def headers(self) -> dict[str, str]:
+        """Request headers, with a valid auth token when the endpoint names a user."""
+        headers = {"Content-Type": "application/json"}
+        if self.endpoint.user is not None:
+            headers["Authorization"] = self._auth_token()
+        return headers
+
+    def _auth_token(self, stale: str | None = None) -> str:
+        with self._token_lock:
+            if self._token is None or self._token == stale:
+                reply = self._post("auth/authenticate", {"name": self.endpoint.user,
+                                                         "password": self.endpoint.password or ""},
+                                   {"Content-Type": "application/json"})
+                self._token = str(reply["token"])
+            return self._token
+
+    def forget_token(self, token: str | None) -> None:
+        """``token`` was rejected: the next request authenticates again."""
+        with self._token_lock:
+            if token is not None and self._token == token:
+                self._token = None
 
     def call(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
+        headers = self.headers()
         try:
-            conn.request("POST", f"/v3/{path}", json.dumps(body), {"Content-Type": "application/json"})
+            return self._post(path, body, headers)
+        except EtcdRequestFailed as exc:
+            if "Authorization" not in headers or not _token_rejected(exc.message):
+                raise
+        headers["Authorization"] = self._auth_token(stale=headers["Authorization"])
+        return self._post(path, body, headers)
+
+    def _post(self, path: str, body: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
+        conn = self.connection()
+        try:
+            conn.request("POST", f"/v3/{path}", json.dumps(body), headers)
             response = conn.getresponse()
             data = response.read()
         except (OSError, http.client.HTTPException) as exc:
-            raise ProviderUnavailable(f"etcd {path} at {self.host}:{self.port}: {exc}") from None
+            raise ProviderUnavailable(f"etcd {path} at {self.endpoint}: {exc}") from None
         finally:
             conn.close()
         try:
@@ -73,7 +166,10 @@ class EtcdGateway:
         except ValueError:
             raise ProviderUnavailable(f"etcd {path}: HTTP {response.status}, not JSON") from None
         if response.status != 200 or "error" in decoded:
-            raise EtcdRequestFailed(path, response.status, str(decoded.get("error", decoded)))
+            message = str(decoded.get("error", decoded))
+            if path == "auth/authenticate":
+                raise Unauthenticated(f"etcd at {self.endpoint} refused the credentials: {message}")
+            raise EtcdRequestFailed(path, response.status, message)
         return decoded
 
     def range(self, key: str, *, prefix: bool = False) -> tuple[list[KeyValue], int]:
@@ -112,17 +208,24 @@ class EtcdRequestFailed(ProviderUnavailable):
         self.message = message
 
 
+def _token_rejected(message: str) -> bool:
+    """etcd's answer to an expired or unknown auth token."""
+    return "invalid auth token" in message or "user name is empty" in message
+
+
 class WatchStream:
     """One watch over a key prefix; iterate for (revision, events) groups, ``cancel`` to stop."""
 
     def __init__(self, gateway: EtcdGateway, prefix: str, start_revision: int) -> None:
-        self._conn = http.client.HTTPConnection(gateway.host, gateway.port, timeout=gateway.timeout)
+        headers = gateway.headers()
+        self._gateway, self._headers = gateway, headers
+        self._conn = gateway.connection()
         self._lock = threading.Lock()
         self._cancelled = False
         body = {"create_request": {"key": b64(prefix), "range_end": b64(prefix_end(prefix)),
                                    "start_revision": str(start_revision)}}
         try:
-            self._conn.request("POST", "/v3/watch", json.dumps(body), {"Content-Type": "application/json"})
+            self._conn.request("POST", "/v3/watch", json.dumps(body), headers)
             self._response = self._conn.getresponse()
             if self._conn.sock is not None:
                 self._conn.sock.settimeout(None)  # idle watches are normal; cancel() ends them
@@ -133,7 +236,13 @@ class WatchStream:
     def __iter__(self) -> Iterator[list[WatchEvent]]:
         try:
             for line in self._lines():
-                result = json.loads(line).get("result", {})
+                decoded = json.loads(line)
+                if "error" in decoded:
+                    message = str(decoded["error"])
+                    if _token_rejected(message):
+                        self._gateway.forget_token(self._headers.get("Authorization"))
+                    raise ProviderUnavailable(f"etcd refused the watch: {message}")
+                result = decoded.get("result", {})
                 if result.get("canceled") or result.get("compact_revision"):
                     raise ProviderUnavailable(f"etcd cancelled the watch: {result}")
                 events = [WatchEvent(e.get("type") == "DELETE", _kv(e["kv"])) for e in result.get("events", [])]

@@ -31,8 +31,11 @@ def test_in_process_backend_passes_every_case() -> None:
 
 
 @pytest.mark.etcd
-def test_etcd_backend_passes_every_case(etcd_required: None) -> None:
-    assert set(run("etcd").values()) == {Outcome.PASS}
+@pytest.mark.parametrize("target", ["etcd", "etcd-auth", "etcd-tls"])
+def test_etcd_backend_passes_every_case(etcd_required: None, target: str) -> None:
+    """Plain, with a user and password, and as deployed: TLS from a CA with client certificates
+    plus a user (the CA made by openssl in the run's temporary directory)."""
+    assert set(run(target).values()) == {Outcome.PASS}
 
 
 def test_cluster_service_over_tcp_passes_all_but_restart() -> None:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
-
+from pathlib import Path
 
 import pytest
 
@@ -11,8 +12,10 @@ from conformance.cluster_harness import Recorder
 from conformance.framework import CaseContext, RunOptions
 from reference.cluster.config import open_backend
 from reference.cluster.etcd import EtcdCluster
-from reference.cluster.etcd_server import EtcdServer
+from reference.cluster.etcd_gateway import EtcdEndpoint
+from reference.cluster.etcd_server import EtcdServer, EtcdUser, make_test_pki
 from reference.cluster.memory import InProcessCluster
+from spec.cluster.errors import NodeIdInUse, ProviderUnavailable, Unauthenticated
 from spec.cluster.types import NodeId, NodeState
 
 
@@ -53,3 +56,41 @@ def test_backend_selected_by_setting(etcd_server: EtcdServer) -> None:
     memory.close()
     with pytest.raises(ValueError):
         open_backend("zookeeper://x")
+
+
+def test_etcd_setting_carries_credentials_and_tls_files(tmp_path: Path) -> None:
+    (tmp_path / "pw").write_text("from-file\n")
+    endpoint = EtcdEndpoint.parse(f"etcd://svc@etcd.example:2380/ns?ca=/ca.pem&cert=/c.pem&key=/k.pem"
+                                  f"&password_file={tmp_path / 'pw'}")
+    assert (endpoint.host, endpoint.port, endpoint.tls, endpoint.user, endpoint.password) == \
+        ("etcd.example", 2380, True, "svc", "from-file")
+    assert (endpoint.ca_file, endpoint.cert_file, endpoint.key_file) == ("/ca.pem", "/c.pem", "/k.pem")
+    assert "from-file" not in repr(endpoint) + str(endpoint)
+    plain = EtcdEndpoint.parse("etcd://u:p%40ss@127.0.0.1:2379")
+    assert (plain.tls, plain.user, plain.password) == (False, "u", "p@ss")
+    with pytest.raises(ValueError):
+        EtcdEndpoint.parse("etcd://127.0.0.1:2379?tls_skip_verify=1")
+
+
+@pytest.mark.etcd
+def test_etcd_with_tls_and_auth_refuses_wrong_credentials(etcd_required: None, tmp_path: Path) -> None:
+    pki = make_test_pki(tmp_path / "pki")
+    server = EtcdServer(tmp_path / "etcd", tls=pki, user=EtcdUser("streamwire", "right"))
+    server.start()
+    try:
+        good = server.endpoint
+        with pytest.raises(Unauthenticated):
+            EtcdCluster(dataclasses.replace(good, password="wrong"), "creds")
+        with pytest.raises(ProviderUnavailable):  # no client certificate: the TLS handshake fails
+            EtcdCluster(dataclasses.replace(good, cert_file=None, key_file=None), "creds")
+        with pytest.raises(ProviderUnavailable):  # plain HTTP to a TLS port
+            EtcdCluster(dataclasses.replace(good, tls=False), "creds")
+        backend = open_backend(f"etcd://streamwire:right@127.0.0.1:{server.client_port}/creds"
+                               f"?ca={pki.ca}&cert={pki.client_cert}&key={pki.client_key}")
+        node = backend.open_node(NodeId("a"), Recorder())
+        node.join_cluster("h:1")
+        with pytest.raises(NodeIdInUse):
+            backend.open_node(NodeId("a"), Recorder())
+        backend.close()
+    finally:
+        server.stop()
