@@ -6,7 +6,9 @@ Targets:
 - ``exec:CMD``: CMD is started with ``{store}`` replaced by a fresh directory; it must print
   ``LISTENING <port>`` first and flush after every put; capabilities ``store`` (tables are
   read from ``{store}/<path>`` as Delta) and ``restart`` (kill and start again);
-- ``grpc://HOST:PORT``: a running server; only cases needing neither capability run.
+- ``grpc://HOST:PORT`` or ``grpc+tls://HOST:PORT``: a running server; only cases needing
+  neither capability run.  ``?token_file=PATH&ca_file=PATH`` after it sends a bearer token
+  on every call and trusts that CA (a server started with ``--token-file``/``--tls-cert``).
 Every case uses its own origins and table paths and closes the transactions it opens.
 """
 
@@ -19,6 +21,7 @@ import sys
 import tempfile
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from urllib.parse import parse_qs, urlsplit
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -27,7 +30,16 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from conformance.framework import Case, CaseContext, Level, RunOptions, Suite, Verdict
-from spec.sync.messages import COMMAND_TYPE_URL, ColumnDescriptor, ColumnRole, SyncCommand, SyncResponse, decode_response
+from reference.sync.auth import ClientSecurity, read_token
+from spec.sync.messages import (
+    COMMAND_TYPE_URL,
+    ColumnDescriptor,
+    ColumnRole,
+    StorageLocation,
+    SyncCommand,
+    SyncResponse,
+    decode_response,
+)
 
 STARTUP_TIMEOUT_S = 60.0
 REFERENCE_CMD = f"{shlex.quote(sys.executable)} -m reference.sync serve --store {{store}} --max-replication-lag-s 0"
@@ -62,11 +74,42 @@ class PutOutcome:
         return str(self.error) if self.error is not None else ""
 
 
+def do_put(
+    location: str, payload: bytes, batches: Sequence[pa.Table], *, timeout: float,
+    security: ClientSecurity = ClientSecurity(), done: bool = True,
+) -> PutOutcome:
+    """One DoPut of ``batches`` under the descriptor ``payload``; ``done=False`` never ends the stream
+    (the call then ends at its deadline, an interrupted put)."""
+    client = security.connect(location)
+    try:
+        options = flight.FlightCallOptions(timeout=timeout, headers=security.call_headers())
+        schema = batches[0].schema if batches else pa.schema([])
+        writer, reader = client.do_put(flight.FlightDescriptor.for_command(payload), schema, options=options)
+        for batch in batches:
+            if batch.num_rows:
+                writer.write_table(batch)
+        if done:
+            writer.done_writing()
+        buf = reader.read()
+        writer.close()
+    except (flight.FlightError, pa.ArrowException) as exc:
+        return PutOutcome(None, exc)
+    finally:
+        client.close()
+    if buf is None:
+        return PutOutcome(None, RuntimeError("no PutResult"))
+    return PutOutcome(decode_response(buf.to_pybytes()), None)
+
+
 class SyncTarget:
     """A sync server under test, reachable over Flight."""
 
-    def __init__(self, description: str, capabilities: frozenset[str], command: str | None, location: str | None) -> None:
+    def __init__(
+        self, description: str, capabilities: frozenset[str], command: str | None, location: str | None,
+        security: ClientSecurity = ClientSecurity(),
+    ) -> None:
         self.description = description
+        self.security = security
         self.capabilities = capabilities
         self._command = command
         self._store = tempfile.mkdtemp(prefix="sync-conformance-") if command else None
@@ -105,28 +148,18 @@ class SyncTarget:
         if self._store is not None:
             shutil.rmtree(self._store, ignore_errors=True)
 
-    def put(self, ctx: CaseContext, cmd: SyncCommand, batch: pa.Table | None = None, raw_cmd: bytes | None = None) -> PutOutcome:
+    def put(
+        self, ctx: CaseContext, cmd: SyncCommand, batch: pa.Table | None = None, raw_cmd: bytes | None = None,
+        timeout: float | None = None,
+    ) -> PutOutcome:
         """One DoPut; ``raw_cmd`` replaces the encoded command bytes."""
         payload = raw_cmd if raw_cmd is not None else cmd.to_descriptor_cmd()
         ctx.wirelog.record("peer->impl", payload)
-        client = flight.FlightClient(self.location)
-        try:
-            options = flight.FlightCallOptions(timeout=ctx.remaining())
-            schema = batch.schema if batch is not None else pa.schema([])
-            writer, reader = client.do_put(flight.FlightDescriptor.for_command(payload), schema, options=options)
-            if batch is not None and batch.num_rows:
-                writer.write_table(batch)
-            writer.done_writing()
-            buf = reader.read()
-            writer.close()
-        except (flight.FlightError, pa.ArrowException) as exc:
-            return PutOutcome(None, exc)
-        finally:
-            client.close()
-        if buf is None:
-            return PutOutcome(None, RuntimeError("no PutResult"))
-        ctx.wirelog.record("impl->peer", buf.to_pybytes())
-        return PutOutcome(decode_response(buf.to_pybytes()), None)
+        out = do_put(self.location, payload, [batch] if batch is not None else [],
+                     timeout=timeout or ctx.remaining(), security=self.security)
+        if out.response is not None:
+            ctx.wirelog.record("impl->peer", out.response.encode())
+        return out
 
     def table(self, path: str) -> list[dict[str, Any]]:
         """Rows of the Delta table at ``path`` sorted by ``id``."""
@@ -140,8 +173,13 @@ class SyncTarget:
 def open_target(options: RunOptions) -> Iterator[SyncTarget]:
     """Start or reach the target named on the command line."""
     spec = options.target
-    if spec.startswith("grpc://"):
-        target = SyncTarget(spec, frozenset(), None, spec)
+    if spec.startswith(("grpc://", "grpc+tls://")):
+        url = urlsplit(spec)
+        query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        token = read_token(query["token_file"]) if "token_file" in query else None
+        security = ClientSecurity(token=token, ca_file=query.get("ca_file"))
+        location = f"{url.scheme}://{url.netloc}"
+        target = SyncTarget(location, frozenset(), None, location, security)
     else:
         command = REFERENCE_CMD if spec == "reference" else spec[len("exec:"):] if spec.startswith("exec:") else None
         if command is None:
@@ -354,6 +392,73 @@ def _table_case(
     return check
 
 
+def _expect_status(out: PutOutcome, error: type[Exception], text: str) -> Verdict:
+    ok = isinstance(out.error, error) and text in out.error_text
+    got = f"{type(out.error).__name__}: {out.error_text}" if out.error else _numbers(out)
+    return Verdict(ok, f"{error.__name__} containing {text!r}", got)
+
+
+def _confined(path: str, text: str) -> Callable[[SyncTarget, CaseContext], Verdict]:
+    def check(t: SyncTarget, ctx: CaseContext) -> Verdict:
+        origin, _ = _ids()
+        out = t.put(ctx, _cmd(path, origin, 1), rows_batch([(None, 1, "a")]))
+        return _expect_status(out, pa.ArrowInvalid, text)
+
+    return check
+
+
+def store_location_refused(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    origin, path = _ids()
+    cmd = SyncCommand(path, origin, DESCS, 1, StorageLocation(f"file:///tmp/sync-conformance-{origin}"))
+    return _expect_status(t.put(ctx, cmd, rows_batch([(None, 1, "a")])), flight.FlightUnauthorizedError, "")
+
+
+def interrupted_put_dropped(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    origin, path = _ids()
+    payload = _cmd(path, origin, 1).to_descriptor_cmd()
+    cut = do_put(t.location, payload, [rows_batch([(None, 1, "a")])], timeout=0.5, security=t.security, done=False)
+    after = t.put(ctx, _cmd(path, origin, None, ()))
+    replay = t.put(ctx, _cmd(path, origin, 1), rows_batch([(None, 1, "a"), (None, 2, "b")]))
+    ok = cut.response is None and _expect(after, None, None).passed and replay.response is not None \
+        and replay.response.memory_sequence_number == 1
+    return Verdict(ok, "cut-off put leaves memory unset; its replay is taken (memory=1)",
+                   f"cut: {_numbers(cut)}; probe: {_numbers(after)}; replay: {_numbers(replay)}")
+
+
+def interrupted_put_replay_lands(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    origin, path = _ids()
+    payload = _cmd(path, origin, 1).to_descriptor_cmd()
+    do_put(t.location, payload, [rows_batch([(None, 1, "a")])], timeout=0.5, security=t.security, done=False)
+    t.put(ctx, _cmd(path, origin, 1), rows_batch([(None, 1, "a"), (None, 2, "b")]))
+    got, want = t.table(path), [{"id": 1, "v": "a"}, {"id": 2, "v": "b"}]
+    return Verdict(got == want, str(want), str(got))
+
+
+def sequence_never_backwards(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    origin, path = _ids()
+    t.put(ctx, _cmd(path, origin, None), rows_batch([(None, 1, "a")]))
+    before = t.put(ctx, _cmd(path, origin, 10), rows_batch([(None, 2, "b")]))
+    out = t.put(ctx, _cmd(path, origin, 5), rows_batch([(None, 3, "c")]))
+    after = t.put(ctx, _cmd(path, origin, None, ()))
+    durable = before.response.durable_sequence_number if before.response is not None else None
+    if durable is not None and durable >= 5:
+        taken = _expect(out, 10, durable).passed  # a replay of a durable transaction
+    else:
+        taken = isinstance(out.error, pa.ArrowInvalid)
+    ok = taken and after.response is not None and after.response.memory_sequence_number == 10
+    return Verdict(ok, "refused above durable, acknowledged at or below it; memory stays 10",
+                   f"{_numbers(before)}; {_numbers(out)}; then {_numbers(after)}")
+
+
+def sequence_durable_replay(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    origin, path = _ids()
+    t.put(ctx, _cmd(path, origin, 10), rows_batch([(None, 1, "a")]))
+    out = t.put(ctx, _cmd(path, origin, 4), rows_batch([(None, 2, "replayed")]))
+    got = t.table(path)
+    ok = _expect(out, 10, 10).passed and got == [{"id": 1, "v": "a"}]
+    return Verdict(ok, "accepted memory=10 durable=10, table unchanged", f"{_numbers(out)}; table {got}")
+
+
 def _c(i: str, level: Level, req: str, check: Callable[[SyncTarget, CaseContext], Verdict], *requires: str) -> Case:
     return Case(i, level, "server", req, check, frozenset(requires))
 
@@ -404,6 +509,23 @@ SUITE = Suite(
         _c("squash/changed-false-keeps-value", MUST, "CHANGED=false keeps the stored value", _table_case(
             [rows_batch([(None, 1, "a", True, "x")], changed=True), rows_batch([(1, 1, None, False, "y")], changed=True)],
             [{"id": 1, "v": "a", "w": "y"}], DESCS_CHANGED), "store"),
+        _c("confinement/parent-segment", MUST, "A table path with '..' segments is INVALID_ARGUMENT", _confined(
+            "../escape", "'..' segments are not allowed")),
+        _c("confinement/absolute-path", MUST, "An absolute table path is INVALID_ARGUMENT", _confined(
+            "/tmp/escape", "absolute paths are not allowed")),
+        _c("confinement/empty-path", MUST, "An empty table path is INVALID_ARGUMENT", _confined("", "empty")),
+        _c("confinement/control-characters", MUST, "A table path with control characters is INVALID_ARGUMENT",
+           _confined("t\x00x", "control characters")),
+        _c("confinement/store-location-refused", SHOULD,
+           "A client StorageLocation outside the server's allow-list is PERMISSION_DENIED", store_location_refused),
+        _c("atomicity/interrupted-put", MUST, "A put whose stream is cut off leaves no trace; its replay is taken",
+           interrupted_put_dropped),
+        _c("atomicity/replay-lands-in-full", MUST, "The replay of a cut-off put lands all of its rows",
+           interrupted_put_replay_lands, "store"),
+        _c("sequence/never-backwards", SHOULD, "A number at or below memory never moves the numbers back: "
+           "INVALID_ARGUMENT above durable, acknowledged without applying at or below it", sequence_never_backwards),
+        _c("sequence/durable-replay", SHOULD, "A number at or below durable is acknowledged and not applied again",
+           sequence_durable_replay, "store"),
         _c("apply/delete", MUST, "A delete removes the stored row", _table_case(
             [rows_batch([(None, 1, "a"), (None, 2, "b")]), rows_batch([(1, None, None)])], [{"id": 2, "v": "b"}]), "store"),
     ),

@@ -1,17 +1,30 @@
-"""``python -m reference.sync serve --store PATH_OR_URL [--host H] [--port 0]``.
+"""``python -m reference.sync serve --store PATH_OR_URL [--host H] [--port 0] [options]``.
 
-Prints ``LISTENING <port>`` as the first line of stdout, then serves until killed.
+Prints ``LISTENING <port>`` as the first line of stdout, then serves.  The first
+SIGTERM (or SIGINT) stops taking puts, flushes what is pending and exits; a second
+one exits at once.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
+import signal
 import sys
+import threading
+from pathlib import Path
+from types import FrameType
 
+from spec.sync.messages import MAX_MESSAGE_BYTES
 from spec.sync.writer import SyncSettings
-from reference.sync.server import SyncServer
+from reference.sync.auth import read_token
+from reference.sync.server import ServerSecurity, SyncServer
 from reference.sync.store import DeltaStore, StoreSettings
+
+log = logging.getLogger("reference.sync")
+
+EXIT_INTERRUPTED = 130
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -24,6 +37,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=0, help="0 picks a free port")
     serve.add_argument("--max-in-memory-bytes", type=int, default=defaults.max_in_memory_bytes)
+    serve.add_argument("--high-watermark-bytes", type=int, default=None,
+                       help="pending + in-flight bytes above which puts are refused (default: max-in-memory + max-message)")
+    serve.add_argument("--max-message-bytes", type=int, default=MAX_MESSAGE_BYTES)
     serve.add_argument("--max-replication-lag-s", type=float, default=defaults.max_replication_lag_s)
     serve.add_argument("--max-syncs-per-url", type=int, default=defaults.max_syncs_per_url)
     serve.add_argument("--write-lock-timeout-s", type=float, default=defaults.write_lock_timeout_s)
@@ -34,13 +50,29 @@ def _parser() -> argparse.ArgumentParser:
                        help="maintenance deletes files removed longer ago than this")
     serve.add_argument("--maintenance-interval-s", type=float, default=600.0,
                        help="seconds between compaction/vacuum/checkpoint rounds (0: never)")
+    serve.add_argument("--token-file", help="require 'authorization: Bearer <token>' with the token in this file")
+    serve.add_argument("--tls-cert", help="PEM certificate: serve grpc+tls (needs --tls-key)")
+    serve.add_argument("--tls-key", help="PEM private key of --tls-cert")
+    serve.add_argument("--allow-store-location", action="append", default=[], metavar="URL",
+                       help="a store root clients may name in their command (repeatable; none by default)")
     serve.add_argument("-v", "--verbose", action="store_true", help="log flushes to stderr")
     return parser
 
 
+def _security(args: argparse.Namespace, parser: argparse.ArgumentParser) -> ServerSecurity:
+    if (args.tls_cert is None) != (args.tls_key is None):
+        parser.error("--tls-cert and --tls-key go together")
+    return ServerSecurity(
+        token=read_token(args.token_file) if args.token_file else None,
+        tls_cert=Path(args.tls_cert).read_bytes() if args.tls_cert else None,
+        tls_key=Path(args.tls_key).read_bytes() if args.tls_key else None,
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line."""
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, stream=sys.stderr)
     settings = SyncSettings(
         max_in_memory_bytes=args.max_in_memory_bytes,
@@ -48,13 +80,43 @@ def main(argv: list[str] | None = None) -> int:
         max_syncs_per_url=args.max_syncs_per_url,
         write_lock_timeout_s=args.write_lock_timeout_s,
         flush_task_interval_s=args.flush_task_interval_s,
+        high_watermark_bytes=args.high_watermark_bytes,
     )
     store = DeltaStore(args.store, settings=StoreSettings(args.target_file_rows, args.vacuum_retention_hours))
-    server = SyncServer(store, host=args.host, port=args.port, settings=settings,
-                        maintenance_interval_s=args.maintenance_interval_s)
+    server = SyncServer(
+        store,
+        host=args.host,
+        port=args.port,
+        settings=settings,
+        security=_security(args, parser),
+        allowed_locations=args.allow_store_location,
+        max_message_bytes=args.max_message_bytes,
+        maintenance_interval_s=args.maintenance_interval_s,
+    )
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        if stop.is_set():
+            os._exit(EXIT_INTERRUPTED)  # the second signal: no more waiting
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    serving = threading.Thread(target=server.serve, name="sync-serve", daemon=True)
+    serving.start()
     print(f"LISTENING {server.port}", flush=True)
-    server.serve()
-    return 0
+    while not stop.wait(0.5):
+        pass
+    # Drain on another thread: the main thread must stay free to run the second signal's handler.
+    left: list[str] = []
+    draining = threading.Thread(target=lambda: left.extend(server.drain()), name="sync-drain", daemon=True)
+    draining.start()
+    while draining.is_alive():
+        draining.join(0.5)
+    if left:
+        log.error("exiting with unflushed data in %d table(s): %s", len(left), ", ".join(left))
+    server.shutdown()
+    return 1 if left else 0
 
 
 if __name__ == "__main__":

@@ -5,6 +5,9 @@ The client keeps every transaction that is not yet durable.  It probes whenever 
 what it held in memory, so the client drops what the server reports durable and
 sends the rest again, in order, before continuing.  ``accepted=false`` and
 connection failures are retried with capped exponential backoff until a deadline.
+A put resent after a connection failure whose transaction the server already reports
+in memory (the answer was lost, not the put) is not sent again: the server would
+refuse a non-increasing sequence number that is not yet durable.
 
 A restart that no request observes as a failure and that is first reported by a
 data put (rather than the probe) leaves that put ahead of the replay; the client
@@ -22,6 +25,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from spec.sync.messages import ColumnDescriptor, SyncCommand, SyncResponse, decode_response
+from reference.sync.auth import ClientSecurity
 
 
 class SyncUnavailable(Exception):
@@ -57,7 +61,10 @@ _RETRYABLE = (flight.FlightUnavailableError, flight.FlightTimedOutError, flight.
 
 
 class SyncClient:
-    """Delivers transactions of ``origin`` to a sync server at ``location`` (or a resolver of it)."""
+    """Delivers transactions of ``origin`` to a sync server at ``location`` (or a resolver of it).
+
+    ``security`` carries the bearer token and the CA file of a server that requires them.
+    """
 
     def __init__(
         self,
@@ -69,6 +76,7 @@ class SyncClient:
         backoff_initial_s: float = 0.02,
         backoff_max_s: float = 1.0,
         sleep: Callable[[float], None] = time.sleep,
+        security: ClientSecurity = ClientSecurity(),
     ) -> None:
         self._resolve = location if callable(location) else (lambda: location)
         self.origin = origin
@@ -77,6 +85,7 @@ class SyncClient:
         self.backoff_initial_s = backoff_initial_s
         self.backoff_max_s = backoff_max_s
         self._sleep = sleep
+        self.security = security
         self._lock = threading.RLock()
         self._client: flight.FlightClient | None = None
         self._pending: list[_Tx] = []
@@ -130,7 +139,13 @@ class SyncClient:
         response: SyncResponse | None = None
         while True:
             try:
+                if self._client is None:
+                    response = self._call_with_retry(None, None)  # learn the server's numbers first
                 while (tx := next((t for t in self._pending if t.sequence > sent), None)) is not None:
+                    if self.memory is not None and tx.sequence <= self.memory:
+                        # The server holds it already (sent by us, or by an earlier run of this origin).
+                        sent = tx.sequence
+                        continue
                     for i, put in enumerate(tx.puts):
                         last = i == len(tx.puts) - 1
                         response = self._call_with_retry(put, tx.sequence if last else None)
@@ -151,11 +166,15 @@ class SyncClient:
     def _call_with_retry(self, put: SyncPut | None, sequence: int | None) -> SyncResponse:
         deadline = time.monotonic() + self.deadline_s
         backoff = self.backoff_initial_s
+        attempted = False
         while True:
             try:
                 fresh = self._client is None
                 if fresh:
-                    self._connect()
+                    probe = self._connect()
+                    if attempted and sequence is not None and (probe.memory_sequence_number or -1) >= sequence:
+                        return probe
+                attempted = True
                 response = self._call(put, sequence)
                 if response.first and not fresh:
                     self._observe(response)
@@ -174,13 +193,14 @@ class SyncClient:
             self._sleep(backoff)
             backoff = min(backoff * 2, self.backoff_max_s)
 
-    def _connect(self) -> None:
+    def _connect(self) -> SyncResponse:
         """Open a connection and probe it, so a restart is seen before any data is sent."""
-        self._client = flight.FlightClient(self._resolve())
+        self._client = self.security.connect(self._resolve())
         response = self._call(None, None)
         self._observe(response)
         if response.first and self._pending:
             raise _Restarted(response.durable_sequence_number)
+        return response
 
     def _observe(self, response: SyncResponse) -> None:
         if response.accepted:
@@ -197,7 +217,7 @@ class SyncClient:
         )
         descriptor = flight.FlightDescriptor.for_command(cmd.to_descriptor_cmd())
         schema = put.batch.schema if put else pa.schema([])
-        options = flight.FlightCallOptions(timeout=self.call_timeout_s)
+        options = flight.FlightCallOptions(timeout=self.call_timeout_s, headers=self.security.call_headers())
         writer, reader = self._client.do_put(descriptor, schema, options=options)
         try:
             if put is not None and put.batch.num_rows:

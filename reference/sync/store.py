@@ -30,11 +30,13 @@ import pyarrow.compute as pc
 import pyarrow.fs as pa_fs
 import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable
+from deltalake import Schema as DeltaSchema
 from deltalake._internal import DeltaFileSystemHandler
 from deltalake.transaction import AddAction, RemoveAction
 
 from reference.sync.layout import DataFile, compaction_groups, cut, data_files, file_stats, touched_files
 from spec.sync.messages import ColumnRole, StorageLocation
+from spec.sync.schema import SyncSchema, TableShape
 from spec.sync.squash import Change, apply_squashed, merge_changes
 
 META_KEY = "streamwire.sync"
@@ -149,6 +151,30 @@ class _Commit:
         )
 
 
+class UnstorableColumn(ValueError):
+    """A column whose Arrow type has no Delta Lake type."""
+
+    def __init__(self, column: str, arrow_type: pa.DataType) -> None:
+        super().__init__(f"column {column} has type {arrow_type}, which a Delta table cannot store")
+
+
+def _delta_type_name(field: Any) -> str:
+    kind = field.type
+    return str(getattr(kind, "type", kind))
+
+
+def storable_shape(schema: SyncSchema) -> TableShape:
+    """The shape a table created by this change would have in Delta (types as Delta names them)."""
+    columns: dict[str, str] = {}
+    for f in schema.table_schema():
+        try:
+            (delta_field,) = DeltaSchema.from_arrow(pa.schema([f])).fields
+        except Exception as exc:
+            raise UnstorableColumn(f.name, f.type) from exc
+        columns[f.name] = _delta_type_name(delta_field)
+    return TableShape(columns, tuple(schema.pk_names))
+
+
 class DeltaStore:
     """Tables under one root (a local path or ``file://`` URL; other URLs with ``storage_options``)."""
 
@@ -191,6 +217,14 @@ class DeltaStore:
         """Properties that record ``state`` in a commit (for any writer committing to a sync table)."""
         meta = {"version": META_VERSION, "marks": state.marks, "durable": state.durable, "keys": list(state.keys)}
         return CommitProperties(custom_metadata={META_KEY: json.dumps(meta, sort_keys=True)})
+
+    def table_shape(self, uri: str) -> TableShape | None:
+        """Columns of the existing table at ``uri`` and its keys if a sync commit recorded them; None if absent."""
+        table = self._open(uri)
+        if table is None:
+            return None
+        keys = self._state(table).keys
+        return TableShape({f.name: _delta_type_name(f) for f in table.schema().fields}, keys or None)
 
     def read_state(self, uri: str) -> TableState:
         """The sync metadata of the table's latest sync commit (empty for a missing table)."""

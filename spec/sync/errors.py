@@ -2,6 +2,8 @@
 
 ``status`` names the gRPC status a Flight server answers with (Seafowl maps
 schema errors, undecodable commands and invalid messages to INVALID_ARGUMENT).
+The errors after ``UnsupportedFormat`` are this project's additions (confinement,
+sequence numbers, table schemas, limits); their texts name only what the client sent.
 """
 
 from __future__ import annotations
@@ -79,3 +81,86 @@ class UnsupportedFormat(SyncError):
 
     def __init__(self) -> None:
         super().__init__("Not implemented")
+
+
+class InvalidTablePath(SyncError):
+    """A table path that is not a relative name inside the store root."""
+
+    condition = "INVALID_TABLE_PATH"
+    status = "INVALID_ARGUMENT"
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"Invalid table path {path!r}: {reason}")
+
+
+class StoreLocationRefused(SyncError):
+    """A command names its own ``StorageLocation`` and no allowed location covers it."""
+
+    condition = "STORE_LOCATION_REFUSED"
+    status = "PERMISSION_DENIED"
+
+    def __init__(self, location: str) -> None:
+        super().__init__(f"Storage location {location!r} is not allowed on this server")
+
+
+class SequenceNotIncreasing(SyncInvalidMessage):
+    """A transaction closes with a number at or below the origin's memory number and above its durable one."""
+
+    condition = "SEQUENCE_NOT_INCREASING"
+
+    def __init__(self, origin: str, sequence: int, memory: int, durable: int | None) -> None:
+        super().__init__(
+            f"Sequence number {sequence} for origin {origin} does not follow the last received "
+            f"transaction ({memory}) and is not a replay of a durable one (durable: {durable})"
+        )
+        self.origin, self.sequence, self.memory, self.durable = origin, sequence, memory, durable
+
+
+class PartlyNullKey(SyncInvalidMessage):
+    """A row whose old or new key has some key columns null and others not."""
+
+    condition = "PARTLY_NULL_KEY"
+
+    def __init__(self, row: int, role: str) -> None:
+        super().__init__(f"Row {row} has a partly null {role} key: a key is either all null or has no null column")
+
+
+class TableSchemaMismatch(SyncError):
+    """A put whose columns cannot be applied to the table it names (stored or pending)."""
+
+    condition = "TABLE_SCHEMA_MISMATCH"
+    status = "INVALID_ARGUMENT"
+
+    def __init__(self, table: str, problems: list[str]) -> None:
+        super().__init__(f"Put does not match table {table}: {'; '.join(problems)}")
+        self.table, self.problems = table, problems
+
+
+class PutTooLarge(SyncError):
+    """A message above the message-size limit, or a put larger than the memory high-watermark itself."""
+
+    condition = "PUT_TOO_LARGE"
+    status = "INVALID_ARGUMENT"
+
+    def __init__(self, what: str, size: int, limit: int) -> None:
+        super().__init__(f"{what} of {size} bytes exceeds the server's limit of {limit} bytes")
+
+
+class ServerDraining(SyncError):
+    """The server is shutting down: it flushes what it holds and takes no more puts."""
+
+    condition = "SERVER_DRAINING"
+    status = "UNAVAILABLE"
+
+    def __init__(self) -> None:
+        super().__init__("The sync server is shutting down; retry against its successor")
+
+
+class InterruptedPut(SyncError):
+    """The client's stream broke before it finished: the put is dropped whole."""
+
+    condition = "INTERRUPTED_PUT"
+    status = "CANCELLED"
+
+    def __init__(self) -> None:
+        super().__init__("The put's stream was cancelled before it completed; nothing of it was kept")

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from spec.sync.errors import SyncSchemaError
+from spec.sync.errors import PartlyNullKey, SyncSchemaError, TableSchemaMismatch
 from spec.sync.messages import ColumnDescriptor, ColumnRole
 
 _RUST_TYPE_NAMES = {
@@ -115,6 +116,54 @@ class SyncSchema:
             [c.field.with_name(c.name) for c in self.columns if c.role in (ColumnRole.NEW_PK, ColumnRole.VALUE)]
         )
 
+    def check_keys(self, batch: pa.Table) -> None:
+        """Raise PartlyNullKey for a row whose old or new key is null in some key columns only.
+
+        All-null keys carry meaning (insert, delete, temporary row); a partly null one
+        names no row and could not be located in the table.
+        """
+        for role, label in ((ColumnRole.OLD_PK, "old"), (ColumnRole.NEW_PK, "new")):
+            cols = self.by_role(role)
+            if len(cols) < 2:
+                continue
+            nulls = [pc.is_null(batch.column(c.field.name)) for c in cols]
+            some, every = nulls[0], nulls[0]
+            for n in nulls[1:]:
+                some, every = pc.or_(some, n), pc.and_(every, n)
+            partly = pc.and_(some, pc.invert(every))
+            if pc.any(partly).as_py():
+                raise PartlyNullKey(pc.index(partly, True).as_py(), label)
+
     def descriptors(self) -> tuple[ColumnDescriptor, ...]:
         """The column descriptors this schema was built from."""
         return tuple(ColumnDescriptor(int(c.role), c.name) for c in self.columns)
+
+
+@dataclass(frozen=True)
+class TableShape:
+    """Columns of a table (logical name -> the type name its storage keeps) and its key columns.
+
+    ``keys`` is None when the storage does not say which columns are keys.
+    """
+
+    columns: Mapping[str, str]
+    keys: tuple[str, ...] | None
+
+
+def check_table_fit(table: str, put: TableShape, existing: TableShape) -> None:
+    """Raise TableSchemaMismatch unless a put shaped ``put`` can be applied to ``existing``.
+
+    Key columns must be the same; every column the put writes must exist with the same
+    type.  A put may leave value columns out (their stored values are kept).
+    """
+    problems: list[str] = []
+    if existing.keys is not None and put.keys is not None and sorted(put.keys) != sorted(existing.keys):
+        problems.append(f"key columns {list(put.keys)} differ from the table's {list(existing.keys)}")
+    for name, kind in put.columns.items():
+        stored = existing.columns.get(name)
+        if stored is None:
+            problems.append(f"column {name} is not in the table")
+        elif stored != kind:
+            problems.append(f"column {name} is {kind} in the put but {stored} in the table")
+    if problems:
+        raise TableSchemaMismatch(table, problems)

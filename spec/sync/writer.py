@@ -6,16 +6,25 @@ every transaction before it is durable.  Flushing is a two-step operation so
 the runtime can do the I/O in between: ``plan_flush`` (pure) says what to write
 and what the numbers will be afterwards, ``complete_flush`` records it.  Time is
 always a parameter.
+
+Sequence numbers (this project's rule; Seafowl leaves it open): a transaction that
+closes with a number above the origin's memory number is new.  One that closes at or
+below the origin's *durable* number is a replay of what the tables already hold: it
+is acknowledged and not applied again, and no number moves.  Anything in between
+(at or below memory, above durable) is refused with SequenceNotIncreasing and the
+closing put is not recorded, so a number a client is told never goes backwards and
+never covers rows that are not in the table.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from spec.sync.errors import EmptyTransaction, InterleavedTransaction, SyncError
+from spec.sync.errors import EmptyTransaction, InterleavedTransaction, SequenceNotIncreasing, SyncError
+from spec.sync.messages import MAX_MESSAGE_BYTES
 
 P = TypeVar("P")
 
@@ -31,6 +40,19 @@ class SyncSettings:
     max_syncs_per_url: int = 100
     write_lock_timeout_s: float = 3.0
     flush_task_interval_s: float = 900.0
+    high_watermark_bytes: int | None = None
+    """Pending plus in-flight bytes a put may not push past (None: max_in_memory_bytes + one largest message)."""
+
+    @property
+    def high_watermark(self) -> int:
+        """The memory high-watermark: above the flush threshold, so flushing starts first.
+
+        The default leaves room for one largest message above the threshold, which the
+        size policy keeps pending data under as long as flushes succeed.
+        """
+        if self.high_watermark_bytes is not None:
+            return self.high_watermark_bytes
+        return self.max_in_memory_bytes + MAX_MESSAGE_BYTES
 
 
 class FlushReason(enum.Enum):
@@ -46,6 +68,14 @@ class StaleFlushPlan(SyncError):
     """A flush plan was completed after its table received more data."""
 
     condition = "STALE_FLUSH_PLAN"
+
+
+class Received(enum.Enum):
+    """What ``SyncWriter.put`` did with a put."""
+
+    RECORDED = "recorded"
+    REPLAY = "replay"
+    """A transaction closed at or below the origin's durable number: acknowledged, not applied."""
 
 
 def is_probe(rows: int, sequence: int | None) -> bool:
@@ -159,26 +189,30 @@ class SyncWriter(Generic[P]):
     # -- puts -------------------------------------------------------------
     def put(
         self, *, table: str, origin: str, sequence: int | None, rows: int, size: int, payload: P | None, now: float
-    ) -> None:
-        """Record a put (not a probe); raise InterleavedTransaction or EmptyTransaction."""
+    ) -> Received:
+        """Record a put (not a probe); raise InterleavedTransaction, EmptyTransaction or SequenceNotIncreasing."""
         if is_probe(rows, sequence):
             raise ValueError("a probe is answered from sequences(), it is not a put")
         last = next(reversed(self._txs.values()), None)
-        if last is not None and last.sequence is None:
-            if origin != last.origin:
-                raise InterleavedTransaction(origin, last.origin)
-            tx = last
+        open_tx = last if last is not None and last.sequence is None else None
+        if open_tx is not None and origin != open_tx.origin:
+            raise InterleavedTransaction(origin, open_tx.origin)
+        if open_tx is None and rows == 0 and sequence is not None:
+            raise EmptyTransaction(origin, sequence)
+        replay = sequence is not None and self._is_replay(origin, sequence)
+        if replay and open_tx is None:
+            return Received.REPLAY
+        if open_tx is not None:
+            tx = open_tx
             if sequence is not None:
                 tx.sequence = sequence
-            if rows > 0:
+            if rows > 0 and not replay:
                 tx.locations.add(table)
         else:
-            if rows == 0 and sequence is not None:
-                raise EmptyTransaction(origin, sequence)
             tx = Transaction(self._next_tx, origin, sequence, {table})
             self._next_tx += 1
             self._txs[tx.id] = tx
-        if rows > 0:
+        if rows > 0 and not replay:
             if payload is None:
                 raise ValueError("a put with rows needs a payload")
             item = PendingItem((tx.id,), payload, rows, size)
@@ -188,30 +222,47 @@ class SyncWriter(Generic[P]):
             else:
                 q.items.append(item)
                 q.generation += 1
-        if sequence is not None:
+        if sequence is not None and not replay:
             self._memory[origin] = sequence
+        # The earlier puts of a replayed transaction stay queued: a flush skips them where the
+        # table already holds the sequence, and durable numbers only ever move up.
+        return Received.REPLAY if replay else Received.RECORDED
+
+    def _is_replay(self, origin: str, sequence: int) -> bool:
+        """True for a replay of a durable transaction; raise SequenceNotIncreasing for other old numbers."""
+        memory, durable = self.sequences(origin)
+        if memory is None or sequence > memory:
+            return False
+        if durable is not None and sequence <= durable:
+            return True
+        raise SequenceNotIncreasing(origin, sequence, memory, durable)
 
     # -- policy -----------------------------------------------------------
-    def next_action(self, now: float) -> SquashTable | FlushTable | None:
-        """The flush policy: lag, then size (squash the largest table first), then count."""
+    def next_action(self, now: float, skip: Collection[str] = ()) -> SquashTable | FlushTable | None:
+        """The flush policy: lag, then size (squash the largest table first), then count.
+
+        Tables in ``skip`` (waiting to retry a failed flush) are left out, so one table
+        that cannot be written never stops the others.
+        """
         s = self.settings
-        for table, q in self._tables.items():
+        tables = {t: q for t, q in self._tables.items() if t not in skip}
+        for table, q in tables.items():
             if now - q.insertion_time >= s.max_replication_lag_s:
                 return FlushTable(table, FlushReason.LAG)
             break
-        if self._tables and self.in_memory_bytes >= s.max_in_memory_bytes:
-            table = max(self._tables, key=lambda t: self._tables[t].size)
-            if not self._tables[table].squashed and len(self._tables[table].items) > 1:
+        if tables and self.in_memory_bytes >= s.max_in_memory_bytes:
+            table = max(tables, key=lambda t: tables[t].size)
+            if not tables[table].squashed and len(tables[table].items) > 1:
                 return SquashTable(table)
             return FlushTable(table, FlushReason.SIZE)
-        for table, q in self._tables.items():
+        for table, q in tables.items():
             if len(q.items) >= s.max_syncs_per_url:
                 return FlushTable(table, FlushReason.COUNT)
         return None
 
-    def oldest_table(self) -> str | None:
-        """The table whose pending data is oldest ("flush one table")."""
-        return next(iter(self._tables), None)
+    def oldest_table(self, skip: Collection[str] = ()) -> str | None:
+        """The table whose pending data is oldest ("flush one table"), leaving out ``skip``."""
+        return next((t for t in self._tables if t not in skip), None)
 
     def squashed(self, table: str, items: Iterable[PendingItem[P]]) -> None:
         """Replace ``table``'s pending items by their squashed form (same transactions, in order)."""
@@ -252,7 +303,7 @@ class SyncWriter(Generic[P]):
             remaining = tx.locations - {table} if tx.id in flushed else tx.locations
             if tx.sequence is None or remaining:
                 break
-            durable[tx.origin] = tx.sequence
+            durable[tx.origin] = max(durable.get(tx.origin, tx.sequence), tx.sequence)
         return FlushPlan(table, reason, tuple(apply), len(q.items) - len(apply), marks, durable, q.generation)
 
     def complete_flush(self, plan: FlushPlan[P]) -> None:
@@ -263,9 +314,13 @@ class SyncWriter(Generic[P]):
         del self._tables[plan.table]
         for t in {t for item in q.items for t in item.tx_ids}:
             self._txs[t].locations.discard(plan.table)
+        self._retire_complete()
+
+    def _retire_complete(self) -> None:
+        """Make the leading transactions that are closed and fully flushed durable."""
         while self._txs:
             tx = next(iter(self._txs.values()))
             if tx.sequence is None or tx.locations:
                 break
-            self._durable[tx.origin] = tx.sequence
+            self._durable[tx.origin] = max(self._durable.get(tx.origin, tx.sequence), tx.sequence)
             del self._txs[tx.id]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -15,27 +14,11 @@ from conformance.framework import Outcome, RunOptions
 from conformance.runner import run_case
 from conformance.suites.sync import DESCS, SUITE, _cmd, rows_batch
 from reference.sync.client import SyncClient, SyncPut
-from reference.sync.server import SyncServer
 from reference.sync.store import DeltaStore
 from spec.sync.messages import SyncCommand, TableFormat, decode_response
 from spec.sync.schema import SyncSchema
 from spec.sync.squash import Change
 from spec.sync.writer import SyncSettings
-
-
-@pytest.fixture
-def server_factory(tmp_path: Path) -> Iterator[object]:
-    servers: list[SyncServer] = []
-
-    def make(**settings: float) -> SyncServer:
-        server = SyncServer(DeltaStore(str(tmp_path / "store")), settings=SyncSettings(**settings))  # type: ignore[arg-type]
-        threading.Thread(target=server.serve, daemon=True).start()
-        servers.append(server)
-        return server
-
-    yield make
-    for s in servers:
-        s.shutdown()
 
 
 def test_conformance_suite_passes_against_the_reference() -> None:

@@ -1,0 +1,351 @@
+"""The five reproductions of issue 11 and more attacks, against an in-process server.
+
+Each test asserts the error a client gets, what the tables hold, the numbers the
+server reports, and that other clients carry on.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.flight as flight
+import pytest
+from google.protobuf import any_pb2
+
+from conformance.suites.sync import DESCS, _cmd, do_put, rows_batch
+from reference.sync.client import SyncClient, SyncPut
+from reference.sync.server import INTERNAL_ERROR_TEXT
+from reference.sync.store import DeltaStore
+from spec.sync.flush_failures import FlushFailures
+from spec.sync.messages import (
+    COMMAND_TYPE_URL,
+    ColumnDescriptor,
+    ColumnRole,
+    StorageLocation,
+    SyncCommand,
+)
+from tests.sync.conftest import ServerFactory, raw_put
+
+OLD, NEW, VALUE = int(ColumnRole.OLD_PK), int(ColumnRole.NEW_PK), int(ColumnRole.VALUE)
+
+
+def _rows(store: Path, table: str) -> list[tuple[int, str]]:
+    rows = DeltaStore(str(store)).read_table(str(store / table)).to_pylist()
+    return sorted((r["id"], r["v"]) for r in rows)
+
+
+def _numbers(location: str, origin: str) -> tuple[int | None, int | None]:
+    out = raw_put(location, _cmd("", origin, None, ()))
+    assert out.response is not None, out.error
+    return out.response.memory_sequence_number, out.response.durable_sequence_number
+
+
+# -- 1. a put cut off mid-stream is not committed; its replay lands in full ----------------
+_KILLED_CLIENT = """
+import os, signal, sys
+import pyarrow as pa, pyarrow.flight as flight
+from conformance.suites.sync import _cmd, rows_batch
+location, stage = sys.argv[1], sys.argv[2]
+c = flight.FlightClient(location)
+batch = rows_batch([(None, 1, "a"), (None, 2, "b")])
+writer, reader = c.do_put(flight.FlightDescriptor.for_command(_cmd("t", "A", 1).to_descriptor_cmd()), batch.schema)
+if stage != "after-descriptor":
+    writer.write_table(batch)
+if stage == "after-all-batches":
+    writer.write_table(rows_batch([(None, 3, "c")]))
+if stage == "after-done-writing":
+    writer.write_table(rows_batch([(None, 3, "c")]))
+    writer.done_writing()
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@pytest.mark.parametrize("stage", ["after-descriptor", "after-first-batch", "after-all-batches", "after-done-writing"])
+def test_client_killed_mid_put_leaves_no_trace_and_its_replay_lands_in_full(
+    server_factory: ServerFactory, tmp_path: Path, stage: str
+) -> None:
+    server = server_factory()
+    location = f"grpc://127.0.0.1:{server.port}"
+    child = subprocess.run([sys.executable, "-c", _KILLED_CLIENT, location, stage], timeout=120)
+    assert child.returncode == -9
+    memory, durable = _numbers(location, "A")
+    if stage == "after-done-writing":
+        # The stream was complete: the server may have taken it whole before the client died.
+        assert (memory, durable) in ((None, None), (1, None))
+    else:
+        assert (memory, durable) == (None, None)
+        assert server.stats()["in_memory_bytes"] == 0 and server.stats()["open_transactions"] == 0
+    # The client restarts from its own log and sends the whole transaction again.
+    client = SyncClient(location, "A", deadline_s=30)
+    put = SyncPut("t", rows_batch([(None, 1, "a"), (None, 2, "b"), (None, 3, "c")]), DESCS)
+    assert client.send_transaction(1, [put]).memory_sequence_number == 1
+    assert server.flush_oldest()
+    client.close()
+    assert _numbers(location, "A") == (1, 1)
+    assert _rows(tmp_path / "store", "t") == [(1, "a"), (2, "b"), (3, "c")]
+
+
+def test_a_put_whose_deadline_expires_mid_stream_is_dropped(server_factory: ServerFactory) -> None:
+    server = server_factory()
+    location = f"grpc://127.0.0.1:{server.port}"
+    payload = _cmd("t", "A", 1).to_descriptor_cmd()
+    out = do_put(location, payload, [rows_batch([(None, 1, "a")])], timeout=0.5, done=False)
+    assert isinstance(out.error, flight.FlightTimedOutError)
+    assert _numbers(location, "A") == (None, None)
+    assert server.stats()["open_transactions"] == 0 and server.stats()["in_memory_bytes"] == 0
+
+
+# -- 2. a put that does not fit its table is refused; failing storage is isolated -----------
+def test_a_put_with_other_column_types_is_refused_and_others_stay_durable(
+    server_factory: ServerFactory, tmp_path: Path
+) -> None:
+    server = server_factory(max_replication_lag_s=0)
+    location = f"grpc://127.0.0.1:{server.port}"
+    assert raw_put(location, _cmd("t1", "A", 1), [rows_batch([(None, 1, "a")])]).response is not None
+    bad = pa.table({"old_id": pa.array([None], pa.int64()), "new_id": pa.array([2], pa.int64()),
+                    "v": pa.array([7], pa.int64())})
+    out = raw_put(location, _cmd("t1", "A", 2), [bad])
+    assert isinstance(out.error, pa.ArrowInvalid)
+    assert "Put does not match table t1: column v is long in the put but string in the table" in str(out.error)
+    other_keys = (ColumnDescriptor(OLD, "v"), ColumnDescriptor(NEW, "v"), ColumnDescriptor(VALUE, "id"))
+    keyed_by_v = pa.table({"old_v": pa.array([None], pa.string()), "new_v": pa.array(["x"]), "id": pa.array([5])})
+    out = raw_put(location, _cmd("t1", "A", 2, other_keys), [keyed_by_v])
+    assert isinstance(out.error, pa.ArrowInvalid) and "key columns ['v'] differ from the table's ['id']" in str(out.error)
+    assert _numbers(location, "A") == (1, 1)
+    # Another origin on another table, and origin A again, carry on.
+    assert raw_put(location, _cmd("t2", "B", 1), [rows_batch([(None, 9, "z")])]).response is not None
+    assert raw_put(location, _cmd("t1", "A", 2), [rows_batch([(None, 2, "b")])]).response is not None
+    assert _numbers(location, "A") == (2, 2) and _numbers(location, "B") == (1, 1)
+    assert _rows(tmp_path / "store", "t1") == [(1, "a"), (2, "b")]
+    assert server.stats()["failing_tables"] == {}
+
+
+def test_a_put_that_does_not_fit_pending_items_of_a_new_table_is_refused(server_factory: ServerFactory) -> None:
+    server = server_factory()
+    location = f"grpc://127.0.0.1:{server.port}"
+    assert raw_put(location, _cmd("new", "A", 1), [rows_batch([(None, 1, "a")])]).response is not None
+    bad = rows_batch([(None, 2, "b")]).set_column(2, "v", pa.array([1.5]))
+    out = raw_put(location, _cmd("new", "A", 2), [bad])
+    assert isinstance(out.error, pa.ArrowInvalid) and "column v is double in the put but string" in str(out.error)
+    assert server.stats()["open_transactions"] == 1 and _numbers(location, "A") == (1, None)
+
+
+def test_a_column_delta_cannot_store_is_refused_before_it_is_queued(server_factory: ServerFactory) -> None:
+    server = server_factory()
+    location = f"grpc://127.0.0.1:{server.port}"
+    batch = rows_batch([(None, 1, "a")]).set_column(2, "v", pa.array([1.0], pa.float16()))
+    out = raw_put(location, _cmd("h", "A", 1), [batch])
+    assert isinstance(out.error, pa.ArrowInvalid)
+    assert "column v has type halffloat, which a Delta table cannot store" in str(out.error)
+    assert server.stats()["open_transactions"] == 0
+
+
+def test_a_table_that_cannot_be_written_is_retried_while_others_flush(
+    server_factory: ServerFactory, tmp_path: Path
+) -> None:
+    store = tmp_path / "store"
+    server = server_factory(flush_failures=FlushFailures(initial_backoff_s=0.05))
+    location = f"grpc://127.0.0.1:{server.port}"
+    assert raw_put(location, _cmd("broken", "A", 1), [rows_batch([(None, 1, "a")])]).response is not None
+    store.mkdir(exist_ok=True)
+    (store / "broken").write_text("a file where the table's directory should be")
+    assert server.flush_oldest() is False
+    assert server.stats()["failing_tables"] == {str(store / "broken"): 1}
+    # Puts keep their true answers; healthy tables keep flushing while the broken one waits.
+    out = raw_put(location, _cmd("good", "B", 7), [rows_batch([(None, 2, "b")])])
+    assert out.response is not None and out.response.accepted
+    assert (out.response.memory_sequence_number, out.response.durable_sequence_number) == (7, None)
+    assert server.flush_oldest() is True
+    assert _rows(store, "good") == [(2, "b")]
+    # B's transaction is flushed but waits for A's earlier one (Seafowl's single queue).
+    assert _numbers(location, "B") == (7, None) and _numbers(location, "A") == (1, None)
+    (store / "broken").unlink()
+    attempts = 0
+    while not server.flush_oldest():
+        attempts += 1
+        assert attempts < 200, "the failed table was never retried"
+        threading.Event().wait(0.05)
+    assert _numbers(location, "A") == (1, 1) and _numbers(location, "B") == (7, 7)
+    assert _rows(store, "broken") == [(1, "a")]
+    assert server.stats()["failing_tables"] == {}
+
+
+# -- 3. confinement ---------------------------------------------------------------------------
+@pytest.mark.parametrize("path, reason", [
+    ("../../escape", "'..' segments are not allowed"),
+    ("a/../../b", "'..' segments are not allowed"),
+    ("/tmp/abs", "absolute paths are not allowed"),
+    ("file:///tmp/abs", "absolute paths are not allowed"),
+    ("", "the table path is empty"),
+    ("/", "absolute paths are not allowed"),
+    ("./", "the table path is empty"),
+    ("a\x00b", "control characters are not allowed"),
+    ("a\nb", "control characters are not allowed"),
+    ("a\\..\\b", "backslashes are not allowed"),
+])
+def test_table_paths_outside_the_store_are_refused(
+    server_factory: ServerFactory, tmp_path: Path, path: str, reason: str
+) -> None:
+    server = server_factory(store=tmp_path / "deep" / "store")
+    location = f"grpc://127.0.0.1:{server.port}"
+    out = raw_put(location, _cmd(path, "A", 1), [rows_batch([(None, 1, "a")])])
+    assert isinstance(out.error, pa.ArrowInvalid) and reason in str(out.error)
+    assert server.flush_oldest() is False
+    assert list(tmp_path.iterdir()) == [], "nothing may be written anywhere"
+
+
+def test_a_client_storage_location_needs_the_allow_list(server_factory: ServerFactory, tmp_path: Path) -> None:
+    allowed = tmp_path / "allowed"
+    server = server_factory(allowed_locations=[str(allowed)], max_replication_lag_s=0)
+    location = f"grpc://127.0.0.1:{server.port}"
+    for elsewhere in (str(tmp_path / "elsewhere"), str(allowed) + "-sibling", f"{allowed}/../elsewhere"):
+        cmd = SyncCommand("t", "A", DESCS, 1, StorageLocation(elsewhere))
+        out = raw_put(location, cmd, [rows_batch([(None, 1, "a")])])
+        assert isinstance(out.error, flight.FlightUnauthorizedError), out
+        assert "is not allowed on this server" in str(out.error)
+    cmd = SyncCommand("t", "A", DESCS, 1, StorageLocation(str(allowed / "lake")))
+    assert raw_put(location, cmd, [rows_batch([(None, 1, "a")])]).response is not None
+    assert _rows(allowed / "lake", "t") == [(1, "a")]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["allowed"]
+
+
+def test_without_an_allow_list_every_storage_location_is_refused(server_factory: ServerFactory, tmp_path: Path) -> None:
+    server = server_factory()
+    cmd = SyncCommand("t", "A", DESCS, 1, StorageLocation(str(tmp_path / "store")))
+    out = raw_put(f"grpc://127.0.0.1:{server.port}", cmd, [rows_batch([(None, 1, "a")])])
+    assert isinstance(out.error, flight.FlightUnauthorizedError)
+
+
+# -- 4. sequence numbers ----------------------------------------------------------------------
+def test_a_lower_sequence_number_is_refused_until_durable_then_acknowledged_without_applying(
+    server_factory: ServerFactory, tmp_path: Path
+) -> None:
+    server = server_factory()
+    location = f"grpc://127.0.0.1:{server.port}"
+    assert raw_put(location, _cmd("t", "O", 100), [rows_batch([(None, 1, "a")])]).response is not None
+    out = raw_put(location, _cmd("t", "O", 5), [rows_batch([(None, 2, "lost?")])])
+    assert isinstance(out.error, pa.ArrowInvalid)
+    assert ("Sequence number 5 for origin O does not follow the last received transaction (100) "
+            "and is not a replay of a durable one (durable: None)") in str(out.error)
+    assert _numbers(location, "O") == (100, None) and server.stats()["open_transactions"] == 1
+    assert server.flush_oldest()
+    replay = raw_put(location, _cmd("t", "O", 5), [rows_batch([(None, 2, "replayed")])])
+    assert replay.response is not None
+    assert (replay.response.memory_sequence_number, replay.response.durable_sequence_number) == (100, 100)
+    assert server.stats()["in_memory_bytes"] == 0
+    assert _numbers(location, "O") == (100, 100)
+    assert _rows(tmp_path / "store", "t") == [(1, "a")]
+
+
+def test_concurrent_writers_on_one_origin_lose_no_recorded_row(
+    server_factory: ServerFactory, tmp_path: Path
+) -> None:
+    """Two writers share origin O with interleaved numbers.  The server tells them apart only by
+    number: a put above memory is recorded (answer memory == its number) and lands; one at or
+    below durable is taken for a replay (answer memory > its number, not applied); one in
+    between is refused.  No recorded row is lost and no refused or replayed row appears."""
+    server = server_factory(max_syncs_per_url=5)
+    location = f"grpc://127.0.0.1:{server.port}"
+    outcome: dict[int, str] = {}
+    lock = threading.Lock()
+
+    def writer(parity: int) -> None:
+        for seq in range(1 + parity, 60, 2):
+            out = raw_put(location, _cmd("t", "O", seq), [rows_batch([(None, seq, f"w{parity}")])])
+            if out.response is None:
+                assert "does not follow the last received transaction" in str(out.error), out.error
+                kind = "refused"
+            else:
+                assert out.response.accepted and out.response.memory_sequence_number is not None
+                kind = "recorded" if out.response.memory_sequence_number == seq else "replay"
+                assert out.response.memory_sequence_number >= seq
+                if kind == "replay":
+                    assert (out.response.durable_sequence_number or -1) >= seq
+            with lock:
+                outcome[seq] = kind
+
+    threads = [threading.Thread(target=writer, args=(p,)) for p in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    while server.flush_oldest():
+        pass
+    stored = {k for k, _ in _rows(tmp_path / "store", "t")}
+    assert {s for s, kind in outcome.items() if kind == "recorded"} == stored
+    assert _numbers(location, "O") == (max(stored), max(stored))
+
+
+# -- 5. limits and clean errors ----------------------------------------------------------------
+def test_a_put_above_the_high_watermark_is_refused_and_nothing_is_kept(server_factory: ServerFactory) -> None:
+    big = rows_batch([(None, i, "x" * 100) for i in range(2000)])
+    server = server_factory(max_in_memory_bytes=10 * big.nbytes, high_watermark_bytes=int(1.5 * big.nbytes))
+    location = f"grpc://127.0.0.1:{server.port}"
+    out = raw_put(location, _cmd("t", "A", 1), [big, big])
+    assert isinstance(out.error, pa.ArrowInvalid) and "exceeds the server's limit" in str(out.error)
+    assert server.stats()["in_memory_bytes"] == 0 and _numbers(location, "A") == (None, None)
+    assert raw_put(location, _cmd("t", "A", 1), [big]).response is not None
+    # Pending data plus this put would pass the watermark: not accepted for now, nothing kept.
+    out = raw_put(location, _cmd("t", "A", 2), [big])
+    assert out.response is not None and not out.response.accepted
+    assert _numbers(location, "A") == (1, None) and server.stats()["open_transactions"] == 1
+    assert server.flush_oldest()
+    out = raw_put(location, _cmd("t", "A", 2), [big])
+    assert out.response is not None and out.response.accepted and out.response.memory_sequence_number == 2
+
+
+def test_a_message_above_the_message_limit_is_refused(server_factory: ServerFactory) -> None:
+    server = server_factory(max_message_bytes=1000)
+    out = raw_put(f"grpc://127.0.0.1:{server.port}", _cmd("t", "A", 1), [rows_batch([(None, i, "x" * 50) for i in range(100)])])
+    assert isinstance(out.error, pa.ArrowInvalid) and "A message of" in str(out.error)
+    assert server.stats()["in_memory_bytes"] == 0
+
+
+def test_internal_errors_reach_the_client_as_one_line_without_paths(
+    server_factory: ServerFactory, tmp_path: Path
+) -> None:
+    server = server_factory()
+    log_dir = tmp_path / "store" / "corrupt" / "_delta_log"
+    log_dir.mkdir(parents=True)
+    (log_dir / "00000000000000000000.json").write_text("not json\n")
+    out = raw_put(f"grpc://127.0.0.1:{server.port}", _cmd("corrupt", "A", 1), [rows_batch([(None, 1, "a")])])
+    assert isinstance(out.error, flight.FlightInternalError)
+    text = str(out.error)
+    assert INTERNAL_ERROR_TEXT in text and str(tmp_path) not in text and "Traceback" not in text
+
+
+# -- more: garbage, nulls ------------------------------------------------------------------------
+@pytest.mark.parametrize("raw", [
+    b"\xff\x00garbage",
+    any_pb2.Any(type_url="Other", value=b"").SerializeToString(),
+    any_pb2.Any(type_url=COMMAND_TYPE_URL, value=b"\x0a\xff\xff\xff\xff\x0f").SerializeToString(),
+    any_pb2.Any(type_url=COMMAND_TYPE_URL, value=b"\x1a\x02\x08\x07").SerializeToString(),
+], ids=["not-an-any", "other-type", "bad-length", "unknown-role"])
+def test_garbage_commands_are_invalid_argument_and_the_server_carries_on(
+    server_factory: ServerFactory, raw: bytes
+) -> None:
+    server = server_factory()
+    location = f"grpc://127.0.0.1:{server.port}"
+    out = raw_put(location, raw, [rows_batch([(None, 1, "a")])])
+    assert isinstance(out.error, pa.ArrowInvalid), out
+    assert raw_put(location, _cmd("t", "A", 1), [rows_batch([(None, 1, "a")])]).response is not None
+
+
+def test_null_keys(server_factory: ServerFactory, tmp_path: Path) -> None:
+    server = server_factory(max_replication_lag_s=0)
+    location = f"grpc://127.0.0.1:{server.port}"
+    out = raw_put(location, _cmd("t", "A", 1), [rows_batch([(None, 1, "a"), (None, None, "temp"), (None, 2, "b")])])
+    assert out.response is not None
+    assert raw_put(location, _cmd("t", "A", 2), [rows_batch([(2, None, None)])]).response is not None
+    assert _rows(tmp_path / "store", "t") == [(1, "a")]
+    descs = (ColumnDescriptor(OLD, "a"), ColumnDescriptor(OLD, "b"), ColumnDescriptor(NEW, "a"),
+             ColumnDescriptor(NEW, "b"), ColumnDescriptor(VALUE, "v"))
+    partly = pa.table({"oa": pa.array([None, None], pa.int64()), "ob": pa.array([None, None], pa.int64()),
+                       "na": pa.array([1, 2], pa.int64()), "nb": pa.array([1, None], pa.int64()), "v": ["x", "y"]})
+    out = raw_put(location, _cmd("c", "A", 3, descs), [partly])
+    assert isinstance(out.error, pa.ArrowInvalid) and "Row 1 has a partly null new key" in str(out.error)
+    assert _numbers(location, "A") == (2, 2) and server.stats()["open_transactions"] == 0
