@@ -17,7 +17,7 @@ from typing import Generator, Sequence
 
 from reference.net import CloseReason, Stream
 from reference.shuffle.coordinator import WriterDirectory
-from reference.shuffle.task import TaskBase, TaskOptions
+from reference.shuffle.task import TaskBase, TaskOptions, WriterUnreachable, close_cause, describe
 from reference.shuffle.transport import POLL_S, Connection
 from spec.shuffle import coordination as co
 from spec.shuffle import errors
@@ -111,12 +111,24 @@ class ReaderTask(TaskBase):
                 end += 1
             run = sends[start:end]
             start = end
+            conn = self.connections[run[0].peer]
             try:
-                written = self.connections[run[0].peer].send(run)
+                written = conn.send(run)
             except OSError as error:
-                self.fail(error)
+                self._write_failed(conn, run, describe(error))
                 return
             self._completed_writes(written)
+
+    def _write_failed(self, conn: Connection, unwritten: Sequence[Send], cause: str) -> None:
+        """A failed TERMINATION_ACK write fails the machine with SendFailed; a failed credit closes
+        the connection, whose close fails the channel (typed either way, never a raw OSError)."""
+        acks = [send for send in unwritten if send.notify]
+        if not acks:
+            conn.close()
+            return
+        with self.lock:
+            sends = self._apply(self.machine.send_failed(acks[0].peer, acks[0].message.seq, cause, self.clock()))
+        self._write(sends)
 
     def _completed_writes(self, written: list[Send]) -> None:
         for send in written:
@@ -150,11 +162,11 @@ class ReaderTask(TaskBase):
             label = f"reader{self.reader_id}->writer{writer_id}"
             try:
                 stream = self.reactor.connect((location.host, location.port), label, CONNECT_ATTEMPT_S)
-            except OSError:
+            except OSError as error:
                 # Retried at the next poll, which also notices a failure the writer reported.
                 first = self._connect_failing_since.setdefault(writer_id, self.clock())
                 if self.clock() - first > self.options.connect_timeout_s:
-                    raise
+                    raise WriterUnreachable(location, self.options.connect_timeout_s, describe(error)) from error
                 continue
             self.connections[writer_id] = Connection(stream, self._max_frame_length, transcript=self.transcript,
                                                      fault=self.options.fault)
@@ -189,7 +201,12 @@ class ReaderTask(TaskBase):
         self._completed_writes([token for token in tokens if isinstance(token, Send)])
 
     def closed(self, stream: Stream, reason: CloseReason, error: OSError | None) -> None:
+        """A failed socket with the TERMINATION_ACK unwritten is that ack's failed write."""
         writer_id = self._writer_of.pop(stream)
+        unwritten = [token for token in stream.abandoned if isinstance(token, Send)]
+        if reason is CloseReason.FAILED and unwritten:
+            self._write_failed(self.connections[writer_id], unwritten, close_cause(reason, error))
+            return
         try:
             self.connections[writer_id].end()
         except errors.CodecError as truncated:

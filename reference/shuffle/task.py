@@ -15,7 +15,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Callable, Final
 
-from reference.net import ConnectionLimits, Handler, Reactor
+from reference.net import CloseReason, ConnectionLimits, Handler, Reactor
 from reference.net.ledger import ResourceLedger
 from reference.shuffle.coordinator import WriterDirectory
 from reference.shuffle.transport import FaultHook, Transcript
@@ -32,7 +32,22 @@ ROOT_CAUSE_WAIT_S: Final = 2.0
 FAILURE_POLL_S: Final = 0.1
 """How often a task asks the coordinator whether another task of the attempt failed."""
 
-PEER_FAULTS: Final = (errors.ConnectionClosedBeforeTermination, ConnectionError)
+
+class WriterUnreachable(errors.ShuffleError):
+    """A registered writer's server refused or timed out every connection for ``connect_timeout_s``."""
+
+    condition = "STREAMING_SHUFFLE_WRITER_UNREACHABLE"
+
+    def __init__(self, writer: co.WriterLocation, timeout_s: float, cause: str) -> None:
+        super().__init__(
+            f"writer {writer.writer_id} at {writer.host}:{writer.port} (executor {writer.executor}) could not "
+            f"be reached for {timeout_s:g} s: {cause}",
+            writerId=writer.writer_id, host=writer.host, port=writer.port, timeoutS=timeout_s, cause=cause)
+        self.writer_id = writer.writer_id
+
+
+PEER_FAULTS: Final = (errors.ConnectionClosedBeforeTermination, errors.SendFailed, WriterUnreachable,
+                      ConnectionError)
 """Errors that are usually the consequence of another task's failure."""
 
 
@@ -72,6 +87,11 @@ def describe(error: BaseException) -> str:
     """A one-line root-cause description: exception type and message."""
     text = str(error) or "".join(traceback.format_exception_only(type(error), error)).strip()
     return f"{type(error).__name__}: {text}"
+
+
+def close_cause(reason: CloseReason, error: OSError | None) -> str:
+    """Why a connection ended, for a typed error's ``cause`` (e.g. a reset or a timeout)."""
+    return reason.value if error is None else f"{reason.value} ({describe(error)})"
 
 
 class TaskBase(Handler):

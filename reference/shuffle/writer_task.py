@@ -16,11 +16,11 @@ Strangers are bounded by construction: a connection may send only control-sized 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from reference.net import CloseReason, Stream
 from reference.shuffle.coordinator import WriterDirectory
-from reference.shuffle.task import TaskBase, TaskOptions
+from reference.shuffle.task import TaskBase, TaskOptions, close_cause, describe
 from reference.shuffle.transport import POLL_S, Connection
 from spec.shuffle import coordination as co
 from spec.shuffle import errors
@@ -122,19 +122,19 @@ class WriterTask(TaskBase):
     # -- carrying out steps (caller holds the lock) -----------------------------------------------
 
     def _apply(self, step: Step) -> None:
-        """Hand the step's sends to their connections, surface its events, follow up completed writes."""
+        """Hand the step's sends to their connections, surface its events, follow up completed
+        and failed writes."""
         steps = [step]
         while steps:
             step = steps.pop(0)
-            written = self._send(step.sends)
+            follow_ups = self._send(step.sends)
             self._surface(step)
-            now = self.clock()
-            for send in written:
-                steps.append(self._completed_write(send, now))
+            steps += follow_ups
 
-    def _send(self, sends: tuple[Send, ...]) -> list[Send]:
-        """Write ``sends`` in order, a run to one connection per call; return the DATA written now."""
-        written: list[Send] = []
+    def _send(self, sends: tuple[Send, ...]) -> list[Step]:
+        """Write ``sends`` in order, a run to one connection per call; return the machine's steps
+        for the DATA written now and for a write that failed."""
+        follow_ups: list[Step] = []
         start = 0
         while start < len(sends):
             end = start + 1
@@ -147,13 +147,24 @@ class WriterTask(TaskBase):
             self.stats.messages_sent += len(run)
             self._held_bytes += sum(_payload_size(s) for s in run if s.notify)
             try:
-                written += conn.send(run)
+                written = conn.send(run)
             except OSError as error:
-                self.fail_locked(error)
-                return written
+                follow_ups += self._write_failed(conn, run, describe(error))
+                return follow_ups
+            now = self.clock()
+            follow_ups += [self._completed_write(send, now) for send in written]
         if sends:
             self._sample_held()
-        return written
+        return follow_ups
+
+    def _write_failed(self, conn: Connection, unwritten: Sequence[Send], cause: str) -> list[Step]:
+        """A write failed: the machine fails with SendFailed for the first DATA it depended on; a
+        control frame's failure closes the connection, whose close fails its channel (typed either way)."""
+        data = [send for send in unwritten if send.notify]
+        if data:
+            return [self.machine.send_failed(data[0].peer, data[0].message.seq, cause, self.clock())]
+        conn.close()
+        return []
 
     def _completed_write(self, send: Send, now: float) -> Step:
         size = _payload_size(send)
@@ -234,11 +245,17 @@ class WriterTask(TaskBase):
                 self._apply(self._completed_write(token, now))
 
     def closed(self, stream: Stream, reason: CloseReason, error: OSError | None) -> None:
+        """A failed socket (reset, timeout) with DATA still unwritten is that DATA's failed write."""
         conn = self.connections.pop(stream, None)
         if conn is None:
             return
         with self.lock:
-            self._apply(self.machine.connection_closed(conn, self.clock()))
+            unwritten = [token for token in stream.abandoned if isinstance(token, Send)]
+            if reason is CloseReason.FAILED and unwritten:
+                for step in self._write_failed(conn, unwritten, close_cause(reason, error)):
+                    self._apply(step)
+            else:
+                self._apply(self.machine.connection_closed(conn, self.clock()))
 
     # -- shutdown ---------------------------------------------------------------------------------
 

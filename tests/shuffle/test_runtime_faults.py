@@ -1,0 +1,131 @@
+"""Socket faults under a real task end it with a typed error, never a raw OSError, and leak nothing.
+
+A reset or failed write becomes the machine's ``send_failed`` (STREAMING_SHUFFLE_SEND_FAILED, with
+the socket's cause) when it loses DATA or a TERMINATION_ACK, and otherwise the closed connection
+the protocol already names (CONNECTION_CLOSED_BEFORE_TERMINATION); a writer nobody can reach is
+STREAMING_SHUFFLE_WRITER_UNREACHABLE. The peers here are raw sockets that reset on purpose (an
+RST: SO_LINGER with a zero timeout).
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+from collections.abc import Iterator
+
+from test_hostile_peers import KEY, SETTINGS, Directory, wait_until
+
+from reference.net.ledger import ResourceLedger
+from reference.shuffle.reader_task import ReaderTask
+from reference.shuffle.task import TaskOptions, WriterUnreachable
+from reference.shuffle.writer_task import WriterTask
+from spec.shuffle import coordination as co
+from spec.shuffle import errors
+from spec.shuffle.checksum import payload_checksum
+from spec.shuffle.codec import encode_frame
+from spec.shuffle.framing import FrameDecoder, max_frame_from_reader
+from spec.shuffle.messages import CreditMessage, DataMessage
+from spec.shuffle.records import encode_record
+from spec.shuffle.settings import ShuffleSettings
+
+TIGHT = ShuffleSettings(network_buffer_size=1024, network_buffer_max_wait_time_ms=5, writer_max_memory=64 * 1024)
+"""31 DATA messages of permits: a writer whose reader stops reading blocks soon."""
+
+
+def reset(sock: socket.socket) -> None:
+    """Close with an RST instead of a FIN, as a crashed host's stack or a middlebox does."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()
+
+
+def check_released(ledger: ResourceLedger) -> None:
+    assert ledger.live_threads() == []
+    assert ledger.open_sockets() == []
+
+
+def test_a_reader_reset_mid_stream_fails_the_writer_with_send_failed() -> None:
+    ledger = ResourceLedger()
+    task = WriterTask(KEY, 0, 1, TIGHT, Directory(), TaskOptions(ledger=ledger))
+    outcome: list[BaseException] = []
+
+    def endless() -> Iterator[tuple[int, bytes]]:
+        while True:  # ends when the task fails
+            yield 0, b"x" * 200
+
+    def run() -> None:
+        try:
+            task.run(endless())
+        except BaseException as error:  # noqa: BLE001 - the test judges it
+            outcome.append(error)
+
+    thread = threading.Thread(target=run, name="test-writer")
+    thread.start()
+    try:
+        reader = socket.create_connection(("127.0.0.1", task.port))
+        reader.sendall(encode_frame(CreditMessage(0, 0)))  # bind, then read nothing
+        # the kernel's buffers are full: DATA waits in the writer (the permits stop it at 31 KiB)
+        wait_until(lambda: sum(s.queued_bytes for s in task.reactor.streams) >= 20 * 1024, "DATA queued")
+        reset(reader)
+        wait_until(lambda: bool(outcome), "the writer's end")
+    finally:
+        if thread.is_alive():
+            task.fail(errors.TaskAborted("test over"))
+        thread.join(30)
+    error = outcome[0]
+    assert isinstance(error, errors.SendFailed), repr(error)
+    assert error.condition == "STREAMING_SHUFFLE_SEND_FAILED"
+    assert "reader 0" in str(error) and "the connection failed" in str(error)
+    assert "ConnectionResetError" in str(error) or "BrokenPipeError" in str(error)
+    check_released(ledger)
+
+
+def test_a_writer_reset_after_its_data_fails_the_reader_with_a_typed_error() -> None:
+    """Whether the reset meets the reader's read or its credit's write, the error is the protocol's."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    directory = Directory()
+    directory.register(KEY, co.WriterLocation(0, "fake", "127.0.0.1", listener.getsockname()[1]))
+    payload = encode_record(b"only record")
+
+    def fake_writer() -> None:
+        with listener:
+            conn, _ = listener.accept()
+            decoder = FrameDecoder(max_frame_from_reader())
+            while not decoder.feed(conn.recv(1024)):  # the reader's first CREDIT
+                pass
+            conn.sendall(encode_frame(DataMessage(0, 0, 0, payload_checksum(payload), payload)))
+            reset(conn)
+
+    server = threading.Thread(target=fake_writer, name="test-fake-writer")
+    server.start()
+    ledger = ResourceLedger()
+    reader = ReaderTask(KEY, 0, [0], SETTINGS, directory, TaskOptions(ledger=ledger))
+    got: list[bytes] = []
+    try:
+        for record in reader.records():
+            got.append(record)
+        raise AssertionError("the stream ended although its writer reset the connection")
+    except errors.ShuffleError as error:
+        assert isinstance(error, (errors.ConnectionClosedBeforeTermination, errors.SendFailed)), repr(error)
+        assert "writer 0" in str(error)
+    finally:
+        server.join(30)
+    assert got in ([], [b"only record"])
+    check_released(ledger)
+
+
+def test_a_writer_nobody_can_reach_fails_the_reader_with_writer_unreachable() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as probe:
+        port = probe.getsockname()[1]  # closed again: connections to it are refused
+    directory = Directory()
+    directory.register(KEY, co.WriterLocation(3, "exec-9", "127.0.0.1", port))
+    ledger = ResourceLedger()
+    reader = ReaderTask(KEY, 0, [3], SETTINGS, directory, TaskOptions(ledger=ledger, connect_timeout_s=0.2))
+    try:
+        list(reader.records())
+        raise AssertionError("the reader ended without its writer")
+    except WriterUnreachable as error:
+        assert error.condition == "STREAMING_SHUFFLE_WRITER_UNREACHABLE"
+        assert error.writer_id == 3
+        assert f"127.0.0.1:{port}" in str(error) and "ConnectionRefusedError" in str(error)
+    check_released(ledger)
