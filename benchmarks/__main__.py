@@ -7,6 +7,8 @@ import sys
 from conformance.cli import dispatch
 
 BENCHMARKS = {
+    "cluster": ("benchmarks.cluster", "cluster provider: CAS ops/s, CPU per write and fan-out p50/p99 for 2..128 "
+                "nodes, in-process and etcd, fitted exponents"),
     "codec": ("benchmarks.codec", "shuffle codec rates against a struct baseline and raw CRC32C"),
     "shuffle": ("benchmarks.shuffle", "streaming shuffle runtime: loopback, throughput, latency, vs partitionBy"),
     "shuffle-resources": ("benchmarks.shuffle_resources", "threads, fds and RSS of a shuffle writer under "
