@@ -36,6 +36,7 @@ from conformance.report.causes import root_causes
 from conformance.report.html import write_html
 from conformance.report.wire import FrameCodec, codec_for, frames
 from conformance.report.writers import print_summary, write_json, write_junit
+from conformance.spec_links import spec_ref
 
 SUITES = ("shuffle", "cluster", "sync")
 EXIT_OK, EXIT_FAILED, EXIT_UNREACHABLE, EXIT_NO_CASE = 0, 1, 2, 3
@@ -186,7 +187,7 @@ def main(args: argparse.Namespace) -> int:
     cases = select_cases(suite, options)
     if args.list:
         for case in cases:
-            print(f"{case.id}\t{case.level.value}\t{case.role}\t{case.requirement}")
+            print(f"{case.id}\t{case.level.value}\t{case.role}\t{case.requirement}\t{spec_ref(suite.name, case) or '-'}")
         print(f"targets: {suite.target_help}")
         return EXIT_OK if cases else EXIT_NO_CASE
     if not cases:

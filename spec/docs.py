@@ -11,12 +11,16 @@ import sys
 from pathlib import Path
 from typing import Callable, Final, Mapping, Sequence
 
+from spec.cluster import docgen as cluster_docgen
 from spec.shuffle import docgen as shuffle_docgen
+from spec.sync import docgen as sync_docgen
 
 DOCS_DIR: Final = Path(__file__).resolve().parent.parent / "docs" / "spec"
 
 DOCUMENTS: Final[Mapping[str, Callable[[], str]]] = {
     "shuffle.md": shuffle_docgen.render,
+    "sync.md": sync_docgen.render,
+    "cluster.md": cluster_docgen.render,
 }
 """File name under docs/spec/ -> function rendering its whole text."""
 

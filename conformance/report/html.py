@@ -18,6 +18,7 @@ from typing import Final
 from conformance.framework import Outcome
 from conformance.report.cases import IMPL_TO_PEER, CaseReport, RunReport
 from conformance.report.wire import WireFrame
+from conformance.spec_links import spec_ref
 
 HEX_BYTES_SHOWN: Final = 96
 """Bytes of a frame's hex shown in the timeline (the JSON report holds every byte)."""
@@ -104,8 +105,9 @@ def _case(run: RunReport, r: CaseReport) -> str:
     state = "failed" if r.failed else "passed"
     facts = [("requirement", _e(r.case.requirement)), ("expected", _e(r.expected)), ("actual", _e(r.actual))]
     facts += [("awaited", _e(w)) for w in r.waits]
-    if r.case.spec_ref:
-        facts.append(("specification", f"<code>{_e(r.case.spec_ref)}</code>"))
+    ref = spec_ref(run.suite, r.case)
+    if ref:
+        facts.append(("specification", f"<code>{_e(ref)}</code>"))
     root = run.root_of.get(r.case.id)
     if root is not None:
         facts.append(("root cause", f'<a href="#{anchor(root)}">{_e(root)}</a>'))

@@ -10,12 +10,13 @@ from typing import TextIO
 
 from conformance.framework import Outcome
 from conformance.report.cases import CaseReport, RunReport
+from conformance.spec_links import spec_ref
 
 
 def case_json(run: RunReport, r: CaseReport) -> dict[str, object]:
     return {
         "id": r.case.id, "level": r.case.level.value, "role": r.case.role, "outcome": r.outcome.value,
-        "requirement": r.case.requirement, "spec_ref": r.case.spec_ref, "expected": r.expected, "actual": r.actual,
+        "requirement": r.case.requirement, "spec_ref": spec_ref(run.suite, r.case), "expected": r.expected, "actual": r.actual,
         "awaited": [str(w) for w in r.waits], "root_cause": run.root_of.get(r.case.id),
         "dependents": [d.case.id for d in run.dependents(r.case.id)],
         "duration_ms": round(r.duration_ms, 3), "wirelog": [f.to_json() for f in r.wire],
