@@ -75,12 +75,18 @@ def _signature(member: object) -> str:
 
 _PROPERTIES = {"node_id": "the node this handle speaks for",
                "timing": "the failure-detection bounds the backend declares ([FailureTiming](#failure-timing))"}
-"""What the provider's read-only properties are (the Protocol gives them no docstring)."""
+"""What the provider's undocumented read-only properties are."""
+
+
+def _contract(name: str, member: object) -> str:
+    """A member's docstring; a property without one is described by :data:`_PROPERTIES`."""
+    if isinstance(member, property):
+        return _doc(member.fget) or _PROPERTIES.get(name, "read-only")
+    return _doc(member)
 
 
 def interface() -> str:
-    provider = [(f"`{name}{_signature(m)}`", _PROPERTIES[name] if isinstance(m, property) else _doc(m))
-                for name, m in _members(ClusterProvider)]
+    provider = [(f"`{name}{_signature(m)}`", _contract(name, m)) for name, m in _members(ClusterProvider)]
     core = [(f"`{name}{_signature(m)}`", _doc(m)) for name, m in _members(ClusterCore)]
     timing = [(f"`{f.name}`", "seconds") for f in fields(FailureTiming)]
     return (
@@ -402,6 +408,34 @@ _WIRE_EXAMPLES: dict[wire.Kind, dict[str, Any]] = {
 }
 
 
+def _example(layout: Any, given: dict[str, Any]) -> dict[str, Any]:
+    """A payload for ``layout``: the fields ``given``, every other one filled with a small value of its type
+    (so a field added to a layout gets an example without touching this generator)."""
+    out = dict(given)
+    for sub in layout.subcons:
+        if sub.name not in out:
+            out[sub.name] = _sample(sub.subcon, sub.name)
+    return out
+
+
+def _sample(con: Any, name: str) -> Any:
+    if con is wire.Text:
+        return name.replace("_", "-")
+    if con is wire.Blob:
+        return b"\x01"
+    if isinstance(con, c.Enum):
+        return next(iter(con.encmapping))
+    if isinstance(con, c.FocusedSeq):
+        return [_example(next(sub.subcon for sub in con.subcons if sub.name == "items").subcon, {})]
+    if isinstance(con, c.IfThenElse):
+        return _example(con.thensubcon, {})
+    if isinstance(con, c.Struct):
+        return _example(con, {})
+    if con is c.Flag:
+        return True
+    return 1
+
+
 def _direction(kind: wire.Kind) -> str:
     return "request" if kind < wire.Kind.OK else "reply" if kind < wire.Kind.MEMBERSHIP else "event (request_id 0)"
 
@@ -423,7 +457,7 @@ def wire_layouts() -> str:
                                                                                       _layout_rows(layout)))
     for kind in wire.Kind:
         request_id = 0 if kind >= wire.Kind.MEMBERSHIP else 17
-        frame = wire.encode(kind, request_id, **_WIRE_EXAMPLES[kind])
+        frame = wire.encode(kind, request_id, **_example(wire.PAYLOADS[kind], _WIRE_EXAMPLES.get(kind, {})))
         decoded = wire.decode(frame[4:])
         assert decoded.kind is kind
         rows = _layout_rows(wire.PAYLOADS[kind])
