@@ -44,6 +44,9 @@ CASE_SECTIONS: Final[Mapping[str, Mapping[str, str]]] = {
         "replay/duplicate-in-one-flush": "docs/spec/sync.md#application",
         "squash/": "docs/spec/sync.md#squashing",
         "apply/": "docs/spec/sync.md#application",
+        "confinement/": "docs/spec/sync.md#confinement",
+        "atomicity/": "docs/spec/sync.md#atomicity",
+        "sequence/": "docs/spec/sync.md#sequence-rule",
     },
     "cluster": {
         "membership/": "docs/spec/cluster.md#model",

@@ -10,8 +10,11 @@ staleness test (``python -m spec.docs --check``) catches a document that was not
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import functools
 import inspect
+import textwrap
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
@@ -19,6 +22,7 @@ import pyarrow as pa
 from google.protobuf import descriptor_pb2, message_factory
 
 from spec.markdown import anchor, cell, mermaid_states, table
+from spec.sync import confinement as confinement_rules
 from spec.sync import errors, messages, squash, writer
 from spec.sync.messages import (
     ColumnDescriptor,
@@ -279,7 +283,7 @@ def _trace_table(steps: Sequence[_Step], lifecycle: _Lifecycle) -> str:
     return table(("#", "step", "memory / durable per origin", "transactions not yet durable"), rows)
 
 
-def _error_text(make: Callable[[], None]) -> str:
+def _error_text(make: Callable[[], object]) -> str:
     try:
         make()
     except errors.SyncError as error:
@@ -347,7 +351,7 @@ def probe() -> str:
             ("any later one", later.accepted, later.memory_sequence_number, later.durable_sequence_number,
              later.first, f"`{later.encode().hex()}`"),
             ("a put that could not take the write lock in time", *dataclasses.astuple(factory.overloaded())[:4],
-             f"`{factory.overloaded().encode().hex()}`"),
+             "(no bytes: every field at its proto3 default)"),
         ])
     )
 
@@ -359,6 +363,19 @@ _SETTING_MEANINGS = {
     "write_lock_timeout_s": "a put that cannot take the write lock within this time gets `accepted=false`",
     "flush_task_interval_s": "period of the background flush task",
 }
+
+
+def _attribute_docs(cls: type) -> dict[str, str]:
+    """The docstrings written under a class's attributes (read from its source)."""
+    body = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0]
+    assert isinstance(body, ast.ClassDef)
+    out: dict[str, str] = {}
+    for statement, following in zip(body.body, body.body[1:]):
+        if (isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name)
+                and isinstance(following, ast.Expr) and isinstance(following.value, ast.Constant)
+                and isinstance(following.value.value, str)):
+            out[statement.target.id] = " ".join(following.value.value.replace("``", "`").split())
+    return out
 
 
 def _policy_example(settings: SyncSettings, steps: Sequence[tuple[str, int]], now: float) -> str:
@@ -382,7 +399,8 @@ def _action(action: SquashTable | FlushTable | None) -> str:
 
 def flush_policy() -> str:
     defaults = SyncSettings()
-    rows = [(f"`{f.name}`", getattr(defaults, f.name), _SETTING_MEANINGS[f.name])
+    documented = _attribute_docs(SyncSettings)
+    rows = [(f"`{f.name}`", getattr(defaults, f.name), documented.get(f.name) or _SETTING_MEANINGS.get(f.name, ""))
             for f in dataclasses.fields(SyncSettings)]
     order = ", ".join(r.value for r in FlushReason if r is not FlushReason.REQUESTED)
     small = SyncSettings(max_in_memory_bytes=100, max_replication_lag_s=10.0, max_syncs_per_url=3)
@@ -478,6 +496,70 @@ def application() -> str:
     )
 
 
+def _outcome(make: Callable[[], object]) -> str:
+    try:
+        result = make()
+    except errors.SyncError as error:
+        return f"{error.status} {_code(error.message)}"
+    return str(getattr(result, "value", result))
+
+
+def _paragraph(obj: object, start: str) -> str:
+    """The paragraph of ``obj``'s docstring that begins with ``start``."""
+    paragraphs = (inspect.getdoc(obj) or "").split("\n\n")
+    return next(" ".join(p.replace("``", "`").split()) for p in paragraphs if p.startswith(start))
+
+
+def sequence_rule() -> str:
+    w: SyncWriter[str] = SyncWriter()
+    rows: list[tuple[str, str, str]] = []
+
+    def put(sequence: int) -> None:
+        outcome = _outcome(lambda: w.put(table="t", origin="A", sequence=sequence, rows=1, size=1, payload="r",
+                                         now=0.0))
+        memory, durable = w.sequences("A")
+        rows.append((f"put closing transaction {sequence}", outcome, f"{cell(memory)} / {cell(durable)}"))
+
+    put(5)
+    w.complete_flush(w.plan_flush("t"))
+    rows.append(("flush t", "-", " / ".join(map(cell, w.sequences("A")))))
+    for sequence in (7, 6, 4, 8):
+        put(sequence)
+    return (
+        anchor("sequence-rule") + "## Sequence numbers never go backwards\n\n"
+        f"{_paragraph(writer, 'Sequence numbers')}\n\nA run of the writer (origin A, one row per put):\n\n"
+        + table(("step", "outcome", "memory / durable after"), rows)
+    )
+
+
+def confinement() -> str:
+    paths = ["orders", "a//b/./c/", "../etc/passwd", "/var/lib/x", "s3://other/bucket", "", "a\\b", "tab\tname"]
+    stores: list[tuple[str, list[str]]] = [("s3://lake/tenant-1", ["s3://lake"]), ("s3://lake/../other", ["s3://lake"]),
+              ("s3://other", ["s3://lake"]), ("s3://lake", [])]
+    return (
+        anchor("confinement") + "## Where a put may write\n\n"
+        f"{_paragraph(confinement_rules, 'Seafowl joins')}\n\n"
+        + table(("command `path`", "table (`table_name`)"),
+                ((f"`{p!r}`", _outcome(functools.partial(confinement_rules.table_name, p))) for p in paths))
+        + "\n" + table(("command `store.location`", "allowed locations", "outcome (`check_store_location`)"),
+                       ((f"`{loc}`", ", ".join(allowed) or "none (the default)",
+                         _outcome(functools.partial(confinement_rules.check_store_location, StorageLocation(loc),
+                                                    allowed)))
+                        for loc, allowed in stores))
+    )
+
+
+def atomicity() -> str:
+    interrupted = errors.InterruptedPut()
+    return (
+        anchor("atomicity") + "## Atomic puts\n\n"
+        "A put is applied whole or not at all: its schema and size are checked before anything of it is queued "
+        f"(`{errors.TableSchemaMismatch.condition}`, `{errors.PutTooLarge.condition}`), and a put whose stream "
+        f"breaks before it completes is dropped whole: {interrupted.status} {_code(interrupted.message)}. A client "
+        "that replays the transaction gets it in full; nothing is acknowledged that is not recorded.\n"
+    )
+
+
 def restart() -> str:
     restored: SyncWriter[str] = SyncWriter(durable={"A": 40})
     memory, durable = restored.sequences("A")
@@ -531,17 +613,16 @@ def departures() -> str:
                         ((d.what, d.seafowl, d.here, _code_name(d.code)) for d in _DEPARTURES)))
 
 
+def _placeholder(name: str, annotation: str) -> object:
+    """A stand-in argument named after its parameter: ``<origin>``, 7, None, ``[<problems>]``."""
+    return {"int": 7, "int | None": None, "list[str]": [f"<{name}>"]}.get(annotation, f"<{name}>")
+
+
 def _error_example(cls: type[errors.SyncError]) -> errors.SyncError:
-    examples: dict[type[errors.SyncError], Callable[[], errors.SyncError]] = {
-        errors.SyncSchemaError: lambda: errors.SyncSchemaError("Column descriptors do not match the schema"),
-        errors.SyncInvalidMessage: lambda: errors.SyncInvalidMessage("<reason>"),
-        errors.InterleavedTransaction: lambda: errors.InterleavedTransaction("B", "A"),
-        errors.EmptyTransaction: lambda: errors.EmptyTransaction("A", 9),
-        errors.UnsupportedFormat: errors.UnsupportedFormat,
-        errors.CommandDecodeError: lambda: errors.CommandDecodeError("Couldn't decode command: <protobuf error>"),
-        writer.StaleFlushPlan: lambda: writer.StaleFlushPlan("flush plan for t is stale"),
-    }
-    return examples[cls]()
+    """An instance with placeholder arguments, so its text shows where each value goes."""
+    parameters = list(inspect.signature(cls.__init__).parameters.items())[1:]
+    arguments: dict[str, Any] = {name: _placeholder(name, str(p.annotation)) for name, p in parameters}
+    return cls(**arguments)
 
 
 def _subclasses(base: type[errors.SyncError]) -> list[type[errors.SyncError]]:
@@ -561,8 +642,8 @@ def error_catalogue() -> str:
 
 
 SECTIONS: list[Callable[[], str]] = [
-    introduction, transport, protobuf_messages, schema_rules, transactions, probe, flush_policy, squashing,
-    application, restart, departures, error_catalogue,
+    introduction, transport, protobuf_messages, schema_rules, transactions, sequence_rule, probe, confinement,
+    atomicity, flush_policy, squashing, application, restart, departures, error_catalogue,
 ]
 
 
