@@ -11,8 +11,17 @@ from hypothesis import strategies as st
 from shuffle_strategies import SMALL_MESSAGES
 
 from spec.shuffle import codec, errors
-from spec.shuffle.framing import FrameDecoder
-from spec.shuffle.messages import DataMessage, Message, TerminationControlMessage
+from spec.shuffle.framing import FrameDecoder, max_frame_from_reader, max_frame_from_writer
+from spec.shuffle.messages import (
+    CreditMessage,
+    DataMessage,
+    Message,
+    TerminationAckMessage,
+    TerminationControlMessage,
+)
+from spec.shuffle.records import RECORD_LENGTH
+from spec.shuffle.settings import ShuffleSettings
+from spec.shuffle.writer import WriterMachine, flush_threshold
 
 
 def _chunks(data: bytes, cuts: list[int]) -> list[bytes]:
@@ -103,3 +112,38 @@ def test_payload_of_a_buffered_frame_survives_later_feeds() -> None:
     chunk[:] = bytes(len(chunk))
     assert decoder.feed(stream[170:]) == [second]
     assert got == first
+
+
+# -- the longest frame each role can legitimately receive -----------------------------------------
+
+def test_a_writer_accepts_exactly_the_control_frames_a_reader_sends() -> None:
+    credit = codec.encode_frame(CreditMessage(writer_id=3, reader_id=7, num_messages=1))
+    ack = codec.encode_frame(TerminationAckMessage(seq=6, writer_id=3, reader_id=7))
+    assert max_frame_from_reader() == len(credit) == 37 and len(ack) < len(credit)
+    decoder = FrameDecoder(max_frame_from_reader())
+    assert decoder.feed(credit + ack) == [CreditMessage(writer_id=3, reader_id=7, num_messages=1),
+                                          TerminationAckMessage(seq=6, writer_id=3, reader_id=7)]
+    with pytest.raises(errors.FrameLengthOutOfRange):
+        decoder.feed(codec.encode_frame(DataMessage(seq=0, writer_id=3, reader_id=7, checksum=0, payload=b"")))
+
+
+@given(st.integers(min_value=1, max_value=64), st.lists(st.integers(min_value=0, max_value=100), max_size=60))
+def test_no_data_frame_a_writer_sends_exceeds_the_reader_limit(buffer_size: int, sizes: list[int]) -> None:
+    """Whatever the records (none longer than the limit's record size), every DATA fits the reader's bound."""
+    settings = ShuffleSettings(network_buffer_size=buffer_size, writer_max_memory=1 << 20)
+    machine = WriterMachine(0, 0, 1, settings, 0.0)
+    machine.received("conn", CreditMessage(writer_id=0, reader_id=0, num_messages=1), 0.0)
+    limit = max_frame_from_writer(settings, max_record_size=100)
+    steps = [machine.write(0, bytes(size), 0.0) for size in sizes] + [machine.finish(0.0)]
+    frames = [codec.encode_frame(send.message) for step in steps for send in step.sends]
+    assert all(len(frame) <= limit for frame in frames)
+
+
+def test_the_reader_limit_is_reached_by_a_buffer_just_below_the_threshold_and_one_largest_record() -> None:
+    settings = ShuffleSettings(network_buffer_size=100, writer_max_memory=1 << 20)
+    machine = WriterMachine(0, 0, 1, settings, 0.0)
+    machine.received("conn", CreditMessage(writer_id=0, reader_id=0, num_messages=1), 0.0)
+    below = flush_threshold(settings) - 1 - RECORD_LENGTH.size  # framed, it leaves the buffer one byte short
+    assert machine.write(0, bytes(below), 0.0).sends == ()
+    (send,) = machine.write(0, bytes(1000), 0.0).sends
+    assert len(codec.encode_frame(send.message)) == max_frame_from_writer(settings, max_record_size=1000)
