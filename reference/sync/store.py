@@ -32,6 +32,7 @@ import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable
 from deltalake import Schema as DeltaSchema
 from deltalake._internal import DeltaFileSystemHandler
+from deltalake.fs import DeltaStorageHandler
 from deltalake.transaction import AddAction, RemoveAction
 
 from reference.sync.layout import DataFile, compaction_groups, cut, data_files, file_stats, touched_files
@@ -107,15 +108,14 @@ def _sorted(rows: pa.Table, keys: Sequence[str]) -> pa.Table:
 
 def _check_writable(table: DeltaTable) -> None:
     protocol = table.protocol()
-    reader = set(protocol.reader_features or ()) - READER_FEATURES
-    writer = set(protocol.writer_features or ()) - WRITER_FEATURES
-    legacy = (protocol.min_reader_version == 2 or protocol.min_writer_version in (3, 4, 5, 6))
-    if reader or writer or legacy or table.metadata().partition_columns:
-        needs = sorted(reader | writer) or [f"protocol {protocol.min_reader_version}/{protocol.min_writer_version}"]
-        if table.metadata().partition_columns:
-            needs.append("partitions")
-        raise UnsupportedTable(f"table {table.table_uri} uses Delta features the sync store does not write: "
-                               + ", ".join(needs))
+    needs = sorted((set(protocol.reader_features or ()) - READER_FEATURES)
+                   | (set(protocol.writer_features or ()) - WRITER_FEATURES))
+    if protocol.min_reader_version == 2 or protocol.min_writer_version in (3, 4, 5, 6):
+        needs.append(f"protocol {protocol.min_reader_version}/{protocol.min_writer_version}")
+    if table.metadata().partition_columns:
+        needs.append("partitions")
+    if needs:
+        raise UnsupportedTable("the table uses Delta features the sync store does not write: " + ", ".join(needs))
 
 
 @dataclass
@@ -254,13 +254,13 @@ class DeltaStore:
         """The table's directory in whatever object store deltalake reaches it."""
         return DeltaFileSystemHandler(table.table_uri, self._options(table.table_uri))
 
-    @staticmethod
-    def _read(table: DeltaTable, files: Sequence[DataFile]) -> pa.Table:
-        """Every row of ``files``, in the table's schema."""
-        dataset = table.to_pyarrow_dataset()
-        wanted = {f.path for f in files}
-        parts = [frag.to_table(schema=dataset.schema) for frag in dataset.get_fragments() if frag.path in wanted]
-        return pa.concat_tables(parts) if parts else dataset.schema.empty_table()
+    def _read(self, table: DeltaTable, files: Sequence[DataFile]) -> pa.Table:
+        """Every row of ``files`` in the table's schema, read file by file (a dataset of the whole
+        table costs time in the number of its files; ``_check_writable`` rules out deletion vectors)."""
+        schema = pa.schema(table.schema().to_arrow())
+        filesystem = pa_fs.PyFileSystem(DeltaStorageHandler(table.table_uri, self._options(table.table_uri)))
+        parts = [pq.read_table(f.path, filesystem=filesystem, columns=schema.names).cast(schema) for f in files]
+        return pa.concat_tables(parts) if parts else schema.empty_table()
 
     def write(
         self, uri: str, changes: Sequence[Change], marks: Mapping[str, int], durable: Mapping[str, int]

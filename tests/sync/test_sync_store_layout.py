@@ -18,7 +18,7 @@ from deltalake import DeltaTable, write_deltalake
 
 from conformance.suites.sync import DESCS, _cmd, rows_batch
 from reference.sync.server import SyncServer
-from reference.sync.store import DeltaStore, StoreSettings
+from reference.sync.store import DeltaStore, StoreSettings, UnsupportedTable
 from spec.sync.schema import SyncSchema
 from spec.sync.squash import Change
 
@@ -174,3 +174,12 @@ def test_the_server_maintains_the_tables_under_its_store(tmp_path: Path) -> None
     assert sorted(reports) == sorted([str(tmp_path / "old"), store.table_uri("new")])
     assert all(r.checkpoint_version == DeltaTable(uri).version() for uri, r in reports.items())
     assert rows_of(store, tmp_path / "new") == [{"id": 7, "v": "b"}]
+
+
+def test_a_table_the_store_cannot_write_is_refused_and_left_alone(tmp_path: Path) -> None:
+    store = DeltaStore(str(tmp_path))
+    table = tmp_path / "parted"
+    write_deltalake(str(table), pa.table({"id": pa.array([1], pa.int64()), "v": ["a"]}), partition_by=["v"])
+    with pytest.raises(UnsupportedTable, match="^the table uses Delta features the sync store does not write: partitions$"):
+        store.write(str(table), [change([(None, 2, "b")])], {"A": 1}, {"A": 1})
+    assert DeltaTable(str(table)).version() == 0
