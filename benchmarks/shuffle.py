@@ -25,11 +25,11 @@ import time
 import zlib
 from typing import Any, Iterable, Iterator
 
-from reference.shuffle.coordinator import CoordinatorClient, CoordinatorServer, Directory
+from reference.shuffle.cluster_directory import ClusterCoordinator, ShuffleShard
 from reference.shuffle.local import run_local_shuffle
 from reference.shuffle.reader_task import ReaderTask
 from reference.shuffle.writer_task import WriterTask
-from spec.shuffle.coordination import ShuffleKey
+from spec.shuffle.coordination import Role, ShuffleKey
 from spec.shuffle.records import RECORD_LENGTH
 from spec.shuffle.settings import ShuffleSettings
 
@@ -74,10 +74,10 @@ def loopback_mb_s(total: int) -> float:
     return received[0] / MB / elapsed
 
 
-def _writer_process(address: tuple[str, int], count: int, settings: ShuffleSettings) -> None:
+def _writer_process(shard: ShuffleShard, count: int, settings: ShuffleSettings) -> None:
     """The writer task of ``runtime_mb_s``, in its own process as a Spark task would be."""
     record = os.urandom(CHUNK - RECORD_LENGTH.size)
-    client = CoordinatorClient(*address)
+    client = shard.open(Role.WRITER, 0)
     try:
         WriterTask(ShuffleKey(0, 0), 0, 1, settings, client).run((0, record) for _ in range(count))
     finally:
@@ -91,13 +91,11 @@ def runtime_mb_s(total: int) -> float:
     """
     count = total // CHUNK
     settings = ShuffleSettings(checksum_enabled=True, network_buffer_size=CHUNK)
-    directory = Directory()
-    directory.add_shuffle(0, lambda key: None)
-    server = CoordinatorServer(directory)
-    writer = multiprocessing.get_context("spawn").Process(target=_writer_process,
-                                                          args=(server.address, count, settings))
+    coordinator = ClusterCoordinator()
+    shard = coordinator.add_shuffle(0, lambda key: None)
+    writer = multiprocessing.get_context("spawn").Process(target=_writer_process, args=(shard, count, settings))
     writer.start()
-    client = CoordinatorClient(*server.address)
+    client = shard.open(Role.READER, 0)
     try:
         records = ReaderTask(ShuffleKey(0, 0), 0, [0], settings, client).records()
         first = next(records)
@@ -107,7 +105,7 @@ def runtime_mb_s(total: int) -> float:
     finally:
         client.close()
         writer.join(60)
-        server.stop()
+        coordinator.stop()
     assert received == count * (CHUNK - RECORD_LENGTH.size), received
     return (count - 1) * CHUNK / MB / elapsed
 

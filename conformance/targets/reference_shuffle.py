@@ -8,7 +8,7 @@ workload named by ``CONFORMANCE_WORKLOAD`` and runs one task of the runtime in
 :class:`~reference.shuffle.reader_task.ReaderTask` reading from the writer at ``CONFORMANCE_PEER``.
 It reports ``COMPLETED`` or ``ERROR <CONDITION> <message>`` on stdout and exits.
 
-The coordinator is replaced by a fixed directory: the runner is the only other party, so a reader
+The directory is a fixed one: the runner is the only other party, so a reader
 finds exactly the peer writer, and nothing else can report a failure.
 """
 
@@ -33,7 +33,7 @@ CAPABILITIES: Final = "CAPABILITIES writer reader workload reports"
 
 
 class FixedDirectory:
-    """A coordinator that knows only the writers it was given and never reports a failure."""
+    """A directory that knows only the writers it was given and never reports a failure."""
 
     def __init__(self, writers: tuple[co.WriterLocation, ...] = ()) -> None:
         self.writers = writers

@@ -37,12 +37,14 @@ from typing import Any, Callable, Final, Iterator, Mapping, NamedTuple, Sequence
 
 from reference.cluster.config import DEFAULT, SPARK_CONF_KEY, open_backend, service_secret
 from reference.cluster.config import ClusterHost
-from reference.shuffle.coordinator import Launcher, failure_text
 from spec.cluster.errors import ClusterError, RevisionMismatch
 from spec.cluster.interface import ClusterBackend, ClusterProvider
 from spec.cluster.types import Entry, Membership, MetadataOp, NodeId, NodeInfo, NodeState, ShardId
 from spec.shuffle import coordination as co
 from spec.shuffle.errors import ShuffleError
+
+Launcher = Callable[[co.ShuffleKey], None]
+"""Starts the writers of a new attempt (runs on its own thread in the driver)."""
 
 CAS_ATTEMPTS: Final = 32
 """Writes retried against the revision actually found; more conflicts than this is a coordination error."""
@@ -91,8 +93,7 @@ class ClusterUnreachable(ShuffleError):
 
 
 class ClusterCoordinationError(co.CoordinationError):
-    """A cluster-provider operation failed (its condition is in the message); tasks treat it like a
-    lost coordinator connection."""
+    """A cluster-provider operation failed (its condition is in the message)."""
 
     condition = "STREAMING_SHUFFLE_COORDINATION_CLUSTER_ERROR"
 
@@ -221,7 +222,7 @@ class ShardView:
 
 
 class ClusterDirectory:
-    """A task's :class:`~reference.shuffle.coordinator.WriterDirectory` (and ``join``) on its own node.
+    """A task's :class:`~spec.shuffle.coordination.WriterDirectory` (and ``join``) on its own node.
 
     ``shard=None`` makes the node the holder of a new shard (the driver's side of one shuffle);
     ``launcher`` is then called, on a thread of its own, once for each new attempt a reader starts.
@@ -294,7 +295,7 @@ class ClusterDirectory:
 
     def report_failure(self, key: co.ShuffleKey, role: co.Role, task: int, description: str) -> None:
         """Keep the first failure only: later ones are usually consequences of it."""
-        text = failure_text(role, task, description).encode()
+        text = co.failure_text(role, task, description).encode()
         self._update(_failure_key(key), lambda e: text if e is None or not e.value else None)
 
     def join(self, shuffle_id: int, reader_id: int) -> int:

@@ -1,7 +1,8 @@
-"""An M x R shuffle inside one process, each task on its own thread, through a real coordinator.
+"""An M x R shuffle inside one process, each task on its own thread, through a real directory.
 
-The same writer and reader tasks as in Spark, over real sockets; used by the tests and the
-benchmark to exercise the runtime without Spark's start-up cost.
+The same writer and reader tasks as in Spark, over real sockets, finding each other on an
+in-process cluster (the same directory Spark tasks use); used by the tests and the benchmark to
+exercise the runtime without Spark's start-up cost.
 """
 
 from __future__ import annotations
@@ -11,11 +12,13 @@ from dataclasses import replace
 from typing import Callable, Iterable, Protocol, Sequence
 
 from reference.net.ledger import ResourceLedger
-from reference.shuffle.coordinator import CoordinatorClient, CoordinatorServer, Directory, WriterDirectory
+from reference.cluster.memory import InProcessCluster
+from reference.shuffle.cluster_directory import ClusterDirectory
 from reference.shuffle.reader_task import ReaderTask
 from reference.shuffle.task import TaskOptions
 from reference.shuffle.writer_task import WriterStats, WriterTask
 from spec.shuffle import coordination as co
+from spec.shuffle.coordination import WriterDirectory
 from spec.shuffle.settings import ShuffleSettings
 
 Consumer = Callable[[int, Iterable[bytes]], list[bytes]]
@@ -26,7 +29,7 @@ class TaskDirectory(WriterDirectory, Protocol):
 
 
 DirectoryFactory = Callable[[co.Role, int], TaskDirectory]
-"""Opens one task's directory; by default a client of a coordinator the harness starts."""
+"""Opens one task's directory; by default a node of an in-process cluster the harness starts."""
 
 
 def collect(reader_id: int, records: Iterable[bytes]) -> list[bytes]:
@@ -51,13 +54,13 @@ def run_local_shuffle(
 
     ``ledger`` receives every socket and thread the tasks open (for leak checks).
     """
-    server: CoordinatorServer | None = None
+    cluster: InProcessCluster | None = None
+    holder: ClusterDirectory | None = None
     if directories is None:
-        directory = Directory()
-        directory.add_shuffle(0, lambda key: None)
-        server = CoordinatorServer(directory)
-        address = server.address
-        directories = lambda role, task: CoordinatorClient(*address)  # noqa: E731
+        cluster = InProcessCluster()
+        holder = ClusterDirectory(cluster, "driver-shuffle0", launcher=lambda key: None)
+        shard, backend = holder.shard, cluster
+        directories = lambda role, task: ClusterDirectory(backend, f"{role.name.lower()}{task}", shard)  # noqa: E731
     open_directory = directories
     key = co.ShuffleKey(0, 0)
     outputs: list[list[bytes]] = [[] for _ in range(num_readers)]
@@ -98,10 +101,12 @@ def run_local_shuffle(
         if any(thread.is_alive() for thread in threads):
             raise TimeoutError(f"shuffle tasks still running after {timeout_s} s")
     finally:
-        if server is not None:
-            server.stop()
         for client in clients:
             client.close()
+        if holder is not None:
+            holder.close()
+        if cluster is not None:
+            cluster.close()
     if failures:
         raise LocalShuffleError(failures)
     return outputs, stats

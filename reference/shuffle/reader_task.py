@@ -16,10 +16,10 @@ from collections import deque
 from typing import Generator, Sequence
 
 from reference.net import CloseReason, Stream
-from reference.shuffle.coordinator import WriterDirectory
 from reference.shuffle.task import TaskBase, TaskOptions, WriterUnreachable, close_cause, describe
 from reference.shuffle.transport import POLL_S, Connection
 from spec.shuffle import coordination as co
+from spec.shuffle.coordination import WriterDirectory
 from spec.shuffle import errors
 from spec.shuffle.framing import max_frame_from_writer
 from spec.shuffle.reader import ReaderMachine

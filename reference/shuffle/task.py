@@ -8,7 +8,6 @@ the attempt's root cause, so every task of a failed shuffle names the same first
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 import traceback
@@ -17,9 +16,9 @@ from typing import Callable, Final
 
 from reference.net import CloseReason, ConnectionLimits, Handler, Reactor
 from reference.net.ledger import ResourceLedger
-from reference.shuffle.coordinator import WriterDirectory
 from reference.shuffle.transport import FaultHook, Transcript
 from spec.shuffle import coordination as co
+from spec.shuffle.coordination import WriterDirectory
 from spec.shuffle import errors
 from spec.shuffle.framing import DEFAULT_MAX_RECORD_SIZE
 
@@ -214,8 +213,3 @@ class TaskBase(Handler):
         self.reactor.close()
         if self.transcript is not None:
             self.transcript.close()
-
-
-def executor_host() -> str:
-    """The host Spark advertises for this executor, else loopback."""
-    return os.environ.get("SPARK_LOCAL_IP") or "127.0.0.1"

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from reference.net import CloseReason, Stream
-from reference.shuffle.coordinator import WriterDirectory
 from reference.shuffle.task import TaskBase, TaskOptions, close_cause, describe
 from reference.shuffle.transport import POLL_S, Connection
 from spec.shuffle import coordination as co
+from spec.shuffle.coordination import WriterDirectory
 from spec.shuffle import errors
 from spec.shuffle.framing import max_frame_from_reader
 from spec.shuffle.messages import DataMessage

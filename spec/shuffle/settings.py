@@ -158,10 +158,6 @@ class ShuffleSettings:
         for f in fields(self):
             _BY_FIELD[f.name].validate(getattr(self, f.name))
 
-    @property
-    def waits_forever_for_readers(self) -> bool:
-        return self.writer_connection_timeout_ms == -1
-
     @classmethod
     def from_dict(cls, values: Mapping[str, object]) -> ShuffleSettings:
         """Build from Spark keys; other keys are ignored, as a SparkConf ignores keys nobody reads."""

@@ -73,7 +73,6 @@ class WriterChannel:
     state: WriterChannelState = WriterChannelState.AWAITING_CREDIT
     conn: Hashable | None = None
     buffer: bytearray | None = None
-    buffer_records: int = 0
     buffer_created: float = 0.0
     last_seq: int = -1
     queued: deque[Message] = field(default_factory=deque)
@@ -278,7 +277,6 @@ class WriterMachine(StepBuffer):
             return False
         self.permits_available -= n
         channel.buffer = bytearray()
-        channel.buffer_records = 0
         channel.buffer_created = now
         if self._next_periodic <= now and self._wait_s > 0:
             periods = int((now - self._next_periodic) // self._wait_s) + 1
@@ -288,7 +286,6 @@ class WriterMachine(StepBuffer):
     def _append(self, channel: WriterChannel, record: bytes, now: float) -> None:
         assert channel.buffer is not None
         channel.buffer += encode_record(record)
-        channel.buffer_records += 1
         aged = (now - channel.buffer_created) * 1000.0 >= self.settings.network_buffer_max_wait_time_ms
         if len(channel.buffer) >= flush_threshold(self.settings) or aged:
             self._flush(channel)

@@ -312,6 +312,20 @@ def test_first_failure_report_wins(cluster: ShuffleCluster) -> None:
         second.close()
 
 
+def test_a_failure_too_long_for_the_directory_is_cut_not_lost(cluster: ShuffleCluster) -> None:
+    key = co.ShuffleKey(0, 0)
+    writer, reader = cluster.directories(co.Role.WRITER, 2), cluster.directories(co.Role.READER, 0)
+    try:
+        writer.report_failure(key, co.Role.WRITER, 2, "ValueError: " + "é" * co.MAX_TEXT_BYTES)
+        _wait_until(lambda: bool(reader.lookup(key).failure), "failure notification")
+        failure = reader.lookup(key).failure
+        assert failure.startswith("writer 2 failed: ValueError: ééé")
+        assert co.MAX_TEXT_BYTES - 1 <= len(failure.encode()) <= co.MAX_TEXT_BYTES
+    finally:
+        writer.close()
+        reader.close()
+
+
 def test_readers_join_attempts_and_the_driver_launches_each_attempt_once(cluster: ShuffleCluster) -> None:
     """Joins are CAS on the shuffle's attempt key; the driver's node starts the writers of each new
     attempt when the notification arrives (a reader seen twice means the result is recomputed)."""

@@ -32,11 +32,6 @@ def test_connection_timeout_accepts_spark_time_strings(text: object, millis: int
     assert _one("writerConnectionTimeout", text).writer_connection_timeout_ms == millis
 
 
-def test_minus_one_waits_forever() -> None:
-    assert _one("writerConnectionTimeout", "-1").waits_forever_for_readers
-    assert not ShuffleSettings().waits_forever_for_readers
-
-
 @pytest.mark.parametrize(("text", "condition", "shown"), [
     ("0", "INVALID_CONF_VALUE.REQUIREMENT", "0ms"),
     ("100us", "INVALID_CONF_VALUE.REQUIREMENT", "0ms"),
