@@ -7,20 +7,24 @@ so a taken-over session can write nothing), ``alive/<node>`` attached to the nod
 (heartbeats; its expiry is FAIL), ``log/<shard>/<key>``
 the shard logs, ``gossip/<key>`` the gossip store. CAS is a transaction comparing mod_revision (or
 create_revision 0 for an insert); a batch is one transaction, so all its keys share one revision and
-arrive in one watch response. Each node mirrors the prefix through one watch and derives every
-notification from it, so all members see the same commit order.
+arrive in one watch response. The nodes of one process share one watch of the prefix and one
+mirror of it (reference/cluster/etcd_watch.py) and each derives its notifications from every
+committed revision, so all members see the same commit order and a write is decoded once per
+process, not once per node.
 """
 
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from reference.cluster.dispatch import ClusterDown, Dispatcher, Heartbeat
-from reference.cluster.etcd_gateway import EtcdEndpoint, EtcdGateway, KeyValue, WatchEvent, b64, prefix_end
+from reference.cluster.etcd_gateway import EtcdEndpoint, EtcdGateway, KeyValue, b64, prefix_end
+from reference.cluster.etcd_watch import Change, SharedWatch
 from reference.cluster.memory import new_session_token, new_shard_id
 from spec.cluster.errors import (
     NodeIdInUse,
@@ -83,6 +87,8 @@ class EtcdCluster:
         self._timing = FailureTiming(settings.heartbeat_interval, float(granted),
                                      granted + settings.fail_slack)
         self._nodes: list[EtcdNode] = []
+        self.watch = SharedWatch(self.gateway, self.prefix)
+        self._snapshot: tuple[int, Membership] | None = None
 
     @property
     def timing(self) -> FailureTiming:
@@ -96,6 +102,19 @@ class EtcdCluster:
     def close(self) -> None:
         for node in self._nodes:
             node.close()
+        self.watch.close(self.settings.request_timeout + 1)
+
+    def snapshot(self, change: Change, mirror: Mapping[str, KeyValue]) -> Membership:
+        """The membership after ``change``, built once for all the nodes told of it (watch thread)."""
+        if self._snapshot is None or self._snapshot[0] != change.revision:
+            shards: dict[ShardId, list[NodeInfo]] = {}
+            for key in sorted(k for k in mirror if k.startswith("members/")):
+                node = NodeId(key[len("members/"):])
+                member = _member_of(mirror[key])
+                state = NodeState.OK if f"alive/{node}" in mirror else NodeState.FAIL
+                shards.setdefault(member.shard, []).append(NodeInfo(node, member.address, state))
+            self._snapshot = change.revision, Membership(change.revision, {s: tuple(n) for s, n in sorted(shards.items())})
+        return self._snapshot[1]
 
 
 class EtcdNode:
@@ -111,17 +130,12 @@ class EtcdNode:
         self._lease: int | None = None
         self._claim(self._ensure_lease(), takeover)
         self.dispatcher = Dispatcher(node_id, core)
-        self._lock = threading.Lock()
         self._closed = threading.Event()
-        kvs, revision = self._gw.range(self._p, prefix=True)
-        self._mirror: dict[str, KeyValue] = {kv.key[len(self._p):]: kv for kv in kvs}
-        self._stream: Any = None
-        self._threads = [threading.Thread(target=self._watch_loop, args=(revision + 1,), daemon=True,
-                                          name=f"etcd-watch {node_id}"),
-                         threading.Thread(target=self._heartbeat_loop, daemon=True,
-                                          name=f"etcd-heartbeat {node_id}")]
-        for thread in self._threads:
-            thread.start()
+        self._mirror = cluster.watch.mirror
+        cluster.watch.subscribe(self)
+        self._heartbeats = threading.Thread(target=self._heartbeat_loop, daemon=True,
+                                            name=f"etcd-heartbeat {node_id}")
+        self._heartbeats.start()
 
     @property
     def node_id(self) -> NodeId:
@@ -358,83 +372,52 @@ class EtcdNode:
 
     # -- notifications ------------------------------------------------------------------------
 
-    def _watch_loop(self, revision: int) -> None:
-        while not self._closed.is_set():
-            try:
-                self._stream = self._gw.watch(self._p, revision)
-                if self._closed.is_set():
-                    self._stream.cancel()
-                    return
-                for events in self._stream:
-                    for group in _by_revision(events):
-                        self._apply(group)
-                        revision = group[0].kv.mod_revision + 1
-            except ProviderUnavailable:
-                self._closed.wait(0.1)  # etcd restarting: resume from the next unseen revision
-
     def _my_record(self) -> _Member | None:
         kv = self._mirror.get(f"members/{self._node_id}")
-        if kv is None:
-            return None
-        record = json.loads(kv.value)
-        return _Member(record["address"], ShardId(record["shard"]))
+        return None if kv is None else _member_of(kv)
 
-    def _snapshot(self, epoch: int) -> Membership:
-        shards: dict[ShardId, list[NodeInfo]] = {}
-        for key in sorted(self._mirror):
-            if key.startswith("members/"):
-                node = NodeId(key[len("members/"):])
-                record = json.loads(self._mirror[key].value)
-                state = NodeState.OK if f"alive/{node}" in self._mirror else NodeState.FAIL
-                shards.setdefault(ShardId(record["shard"]), []).append(NodeInfo(node, record["address"], state))
-        return Membership(epoch, {s: tuple(n) for s, n in sorted(shards.items())})
-
-    def _entries(self, base: str) -> tuple[Entry, ...]:
+    def _entries(self, base: str, mirror: Mapping[str, KeyValue]) -> tuple[Entry, ...]:
         return tuple(Entry(k[len(base):], kv.value, Revision(kv.mod_revision))
-                     for k, kv in sorted(self._mirror.items()) if k.startswith(base))
+                     for k, kv in sorted(mirror.items()) if k.startswith(base))
 
-    def _apply(self, group: list[WatchEvent]) -> None:
-        """Mirror one committed revision and post what it means for this node, in model order."""
-        with self._lock:
-            before = self._my_record()
-            membership_changed = False
-            for event in group:
-                key = event.kv.key[len(self._p):]
-                if event.deleted:
-                    self._mirror.pop(key, None)
-                else:
-                    self._mirror[key] = event.kv
-                membership_changed |= key.startswith(("members/", "alive/"))
-                if key == f"claims/{self._node_id}" and not event.deleted and event.kv.value != self._session.encode():
-                    self._fenced = True  # taken over: this handle can write nothing any more
-            after = self._my_record()
-            out: list[Notification] = []
-            if membership_changed and (before or after):
-                out.append(MembershipUpdate(self._snapshot(group[0].kv.mod_revision)))
-            if after is not None:
-                out += self._data_notifications(group, before, after)
+    def apply(self, change: Change, mirror: Mapping[str, KeyValue]) -> None:
+        """Post what one committed revision means for this node, in model order (watch thread)."""
+        me = f"members/{self._node_id}"
+        after = self._my_record()
+        if me in change.previous:
+            previous = change.previous[me]
+            before = None if previous is None else _member_of(previous)
+        else:
+            before = after
+        claim = f"claims/{self._node_id}"
+        if any(key == claim and not e.deleted and e.kv.value != self._session.encode() for key, e in change.events):
+            self._fenced = True  # taken over: this handle can write nothing any more
+        out: list[Notification] = []
+        if (before or after) and change.touches("members/", "alive/"):
+            out.append(MembershipUpdate(self._cluster.snapshot(change, mirror)))
+        if after is not None:
+            out += self._data_notifications(change, mirror, before, after)
         for notification in out:
             self.dispatcher.post(notification)
 
-    def _data_notifications(self, group: list[WatchEvent], before: _Member | None, after: _Member) -> list[Notification]:
+    def _data_notifications(self, change: Change, mirror: Mapping[str, KeyValue], before: _Member | None,
+                            after: _Member) -> list[Notification]:
         out: list[Notification] = []
         log_base = f"log/{after.shard}/"
         if before is None or before.shard != after.shard:
-            log = self._entries(log_base)
+            log = self._entries(log_base, mirror)
             if log:
                 out.append(ShardLogUpdate(after.shard, log))
         else:
             written = tuple(Entry(k[len(log_base):], e.kv.value, Revision(e.kv.mod_revision))
-                            for e in group if not e.deleted
-                            for k in [e.kv.key[len(self._p):]] if k.startswith(log_base))
+                            for k, e in change.events if not e.deleted and k.startswith(log_base))
             if written:
                 out.append(ShardLogUpdate(after.shard, written))
         if before is None:
-            gossip = self._entries("gossip/")
+            gossip = self._entries("gossip/", mirror)
         else:
             gossip = tuple(Entry(k[len("gossip/"):], e.kv.value, Revision(e.kv.mod_revision))
-                           for e in group if not e.deleted
-                           for k in [e.kv.key[len(self._p):]] if k.startswith("gossip/"))
+                           for k, e in change.events if not e.deleted and k.startswith("gossip/"))
         if gossip:
             out.append(GossipUpdate(gossip))
         return out
@@ -450,20 +433,18 @@ class EtcdNode:
         if self._closed.is_set():
             return
         self._closed.set()
-        stream = self._stream
-        if stream is not None:
-            stream.cancel()
+        self._cluster.watch.unsubscribe(self)
         self.dispatcher.close()
-        for thread in self._threads:
-            thread.join(self._cluster.settings.request_timeout + 1)
+        if self._heartbeats is not threading.current_thread():
+            self._heartbeats.join(self._cluster.settings.request_timeout + 1)
 
 
 def _decode_value(kv: dict[str, Any]) -> bytes:
     return base64.b64decode(kv.get("value", ""))
 
 
-def _by_revision(events: list[WatchEvent]) -> list[list[WatchEvent]]:
-    groups: dict[int, list[WatchEvent]] = {}
-    for event in events:
-        groups.setdefault(event.kv.mod_revision, []).append(event)
-    return [groups[r] for r in sorted(groups)]
+@functools.lru_cache(maxsize=4096)
+def _member_of(kv: KeyValue) -> _Member:
+    """A member record decoded once, however many nodes read it."""
+    record = json.loads(kv.value)
+    return _Member(record["address"], ShardId(record["shard"]))
