@@ -3,8 +3,9 @@
 Requests are sent under a lock and answered in order; a reader thread routes replies to their
 callers and events to the node's dispatcher; a heartbeat thread sends RENEW.
 
-The client survives the network: when the connection breaks, pending and new calls fail with
-PROVIDER_UNAVAILABLE, the Core is told ``cluster_down`` once, and the reader reconnects with
+The client survives the network: when the connection breaks (or stays silent: a request not
+answered within the timeout ends it, since a link that went down sends no FIN; sends have the
+same deadline), pending and new calls fail with PROVIDER_UNAVAILABLE, the Core is told ``cluster_down`` once, and the reader reconnects with
 exponential backoff. Its HELLO presents the session's takeover token (so a service that has not
 noticed the break yet hands the id over) and the last revision it was notified of; the service
 first notifies what happened since (docs/cluster.md, "Reconnecting"), so nothing is lost, nothing
@@ -17,6 +18,7 @@ from __future__ import annotations
 import itertools
 import random
 import socket
+import struct
 import threading
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -62,6 +64,14 @@ def _read_exactly(sock: socket.socket, size: int) -> bytes | None:
         chunks.append(chunk)
         left -= len(chunk)
     return b"".join(chunks)
+
+
+def _abandon(sock: socket.socket) -> None:
+    """End a connection that stopped answering; the reader then reconnects."""
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
 
 
 def _error_from(message: Message) -> ClusterError:
@@ -175,6 +185,9 @@ class RemoteNode:
         except OSError as exc:
             raise ProviderUnavailable(f"cluster service {address[0]}:{address[1]}: {exc}") from None
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        seconds = int(self._timeout)  # sends block at most this long even on a dead link
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO,
+                        struct.pack("ll", seconds, int((self._timeout - seconds) * 1e6)))
         return sock
 
     def _hello(self, takeover: str | None, resume: bool) -> Message:
@@ -305,15 +318,20 @@ class RemoteNode:
                 raise ProviderUnavailable(f"{self._broken}; reconnecting")
             request_id = next(self._ids) + 1  # 1 is HELLO's
             self._pending[request_id] = pending
+            sock = self._sock
             try:
-                self._sock.sendall(wire.encode(kind, request_id, **payload))
+                sock.sendall(wire.encode(kind, request_id, **payload))
             except OSError as exc:
                 del self._pending[request_id]
+                _abandon(sock)
                 raise ProviderUnavailable(f"cluster service: {exc}") from None
         if not pending.done.wait(self._timeout) or pending.reply is None:
             with self._lock:
                 self._pending.pop(request_id, None)
-            raise ProviderUnavailable(self._broken or f"no reply to {kind.name} within {self._timeout} s")
+                broken = self._broken
+            if broken is None:  # a silent connection is a dead one (a link down sends no FIN)
+                _abandon(sock)
+            raise ProviderUnavailable(broken or f"no reply to {kind.name} within {self._timeout} s")
         if pending.reply.kind in (Kind.ERROR, Kind.CAS_ERROR):
             raise _error_from(pending.reply)
         return pending.reply
