@@ -10,8 +10,10 @@ Strangers are bounded: one thread polls every connection (reference/net/reactor.
 must complete HELLO (at most ``MAX_HELLO_BYTES``, checked from the length header before anything
 is read) within ``bind_timeout_s``, and at most ``max_pending`` strangers wait at once (a newcomer
 evicts the oldest); at most ``max_sessions`` nodes are served; an identified node's frames may be
-up to ``MAX_FRAME_BYTES`` and it must send one at least every ``fail_bound``; a node that does not
-read its events is disconnected when ``max_queued_bytes`` wait for it. Closing a connection
+up to ``MAX_REQUEST_BYTES`` (a full batch), at most ``max_buffered_bytes`` of partial requests are
+held for all connections together (beyond, the service stops reading the connection that crossed
+it), and a node must send a frame at least every ``fail_bound``; a node that does not read its
+events is disconnected when ``max_queued_bytes`` wait for it. Closing a connection
 releases its socket, buffers and node at once.
 
 ``python -m reference.cluster.service`` starts one on a free port and prints the port as its first
@@ -59,6 +61,9 @@ class ServiceLimits:
     connections: ConnectionLimits = ConnectionLimits(max_pending=256, bind_timeout_s=5.0)
     max_sessions: int = 1024
     max_queued_bytes: int = 64 * 1024 * 1024
+    max_buffered_bytes: int = 256 * 1024 * 1024
+    """Partial requests held for all connections together; beyond it the service stops reading
+    the connection that crossed it until the total is back under half."""
 
 
 def error_frame(request_id: int, error: ClusterError) -> bytes:
@@ -119,6 +124,8 @@ class _Session:
     node: InProcessNode | None = None
     last_frame: float = 0.0
     queued: int = 0
+    buffered: int = 0
+    """Bytes of a partial request counted in the service's total."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def send(self, frame: bytes) -> None:
@@ -174,6 +181,8 @@ class ClusterService:
         self._secret = secret
         self._streams: dict[Stream, _Session] = {}
         self._nodes: dict[NodeId, _Session] = {}
+        self._buffered = 0
+        self._paused: list[_Session] = []
         self._reactor = Reactor(self, limits.connections, listen=(host, port), ledger=ledger)
         self.host, self.port = host, self._reactor.port
         self._stop = threading.Event()
@@ -208,6 +217,10 @@ class ClusterService:
             while not self._stop.is_set():
                 self._reactor.poll(POLL_S)
                 self._end_silent_sessions(time.monotonic())
+                if self._paused and self._buffered <= self.limits.max_buffered_bytes // 2:
+                    for session in self._paused:
+                        session.stream.resume()
+                    self._paused.clear()
         except Exception:
             log.exception("cluster service poller failed")
         finally:
@@ -241,6 +254,14 @@ class ClusterService:
         except ClusterError as exc:
             session.send(error_frame(0, exc))
             stream.close()
+            return
+        finally:
+            if not stream.closed:  # closed() took back what this connection held
+                self._buffered += session.frames.held_bytes - session.buffered
+                session.buffered = session.frames.held_bytes
+        if self._buffered > self.limits.max_buffered_bytes:
+            stream.pause()
+            self._paused.append(session)
 
     def sent(self, stream: Stream, tokens: list[object]) -> None:
         session = self._streams.get(stream)
@@ -249,6 +270,8 @@ class ClusterService:
 
     def closed(self, stream: Stream, reason: CloseReason, error: OSError | None) -> None:
         session = self._streams.pop(stream, None)
+        if session is not None:
+            self._buffered -= session.buffered
         log.info("cluster service connection %s ended: %s%s", stream.label, reason.value,
                  f" ({error})" if error else "")
         if session is None or session.node is None:
@@ -290,7 +313,7 @@ class ClusterService:
             session.stream.close()
             return
         session.stream.bind()
-        session.frames.max_frame_bytes = wire.MAX_FRAME_BYTES
+        session.frames.max_frame_bytes = wire.MAX_REQUEST_BYTES
         displaced = self._nodes.get(node_id)
         self._nodes[node_id] = session
         if displaced is not None:

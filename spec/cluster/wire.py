@@ -24,6 +24,9 @@ import construct as c
 from spec.cluster.errors import FrameTooLarge, MalformedMessage
 from spec.cluster.interface import FailureTiming
 from spec.cluster.types import (
+    MAX_BATCH_OPS,
+    MAX_KEY_BYTES,
+    MAX_VALUE_BYTES,
     Entry,
     Membership,
     MetadataOp,
@@ -40,6 +43,9 @@ MAX_FRAME_BYTES = 16 * 1024 * 1024
 MAX_HELLO_BYTES = 4096
 """Bound on frames before HELLO is accepted (a stranger's first frame); HELLO needs ~600 bytes."""
 FRAME_HEADER = c.Int32ub
+MAX_REQUEST_BYTES = 1 + 8 + 1 + 2 + MAX_BATCH_OPS * (2 + MAX_KEY_BYTES + 4 + MAX_VALUE_BYTES + 8)
+"""Bound on any request a node sends (the largest is a full batch); replies and events, which
+carry whole membership snapshots and shard logs, may use up to ``MAX_FRAME_BYTES``."""
 
 
 class Kind(IntEnum):

@@ -188,3 +188,52 @@ def test_driver_host_takes_the_secret_from_spark_authenticate() -> None:
             open_backend(host.executor_url.replace(":from-spark@", "")).open_node(NodeId("e2"), Recorder())
     finally:
         host.close()
+
+
+def identified(service: ClusterService, node: str) -> socket.socket:
+    sock = connect(service)
+    sock.sendall(hello(node))
+    welcome = read_message(sock)
+    assert welcome is not None and welcome.kind is wire.Kind.WELCOME
+    return sock
+
+
+def test_an_identified_node_is_bounded_by_the_largest_request(cluster: InProcessCluster) -> None:
+    service = ClusterService(cluster)
+    try:
+        sock = identified(service, "big")
+        sock.sendall((wire.MAX_REQUEST_BYTES + 1).to_bytes(4, "big"))
+        reply = read_message(sock)
+        assert reply is not None and reply.kind is wire.Kind.ERROR and reply.payload["code"] == FrameTooLarge.code
+        assert closed_by_peer(sock)
+        sock.close()
+    finally:
+        service.close()
+
+
+def test_partial_requests_of_all_nodes_share_one_budget_and_silent_nodes_are_closed(
+        cluster: InProcessCluster) -> None:
+    budget = 2 * 1024 * 1024
+    service = ClusterService(cluster, limits=ServiceLimits(max_buffered_bytes=budget))
+    senders = [identified(service, f"hoarder{i}") for i in range(4)]
+    try:
+        for sock in senders:  # each announces a full-size request and sends 1 MiB of it, then stalls
+            sock.sendall(wire.MAX_REQUEST_BYTES.to_bytes(4, "big"))
+        chunk = bytes(64 * 1024)
+        for _ in range(16):
+            for sock in senders:
+                sock.setblocking(False)
+                try:
+                    sock.send(chunk)
+                except BlockingIOError:
+                    pass  # the service stopped reading this one: TCP pushes back
+        wait_until(lambda: service.held_bytes() > budget, "the service reading up to its budget")
+        assert service.held_bytes() <= budget + 4 * 64 * 1024
+        for sock in senders:  # no complete frame within fail_bound: each silent node is closed
+            sock.setblocking(True)
+            assert closed_by_peer(sock)
+        wait_until(lambda: service.held_bytes() == 0, "buffers released")
+    finally:
+        for sock in senders:
+            sock.close()
+        service.close()
