@@ -15,6 +15,7 @@ from reference.cluster.config import SECRET_CONF_KEY, ClusterHost, open_backend,
 from reference.cluster.memory import InProcessCluster
 from reference.cluster.remote import RemoteCluster, read_message
 from reference.cluster.service import ClusterService, ServiceLimits
+from reference.shuffle.cluster_directory import directory_from_conf
 from reference.net.ledger import ResourceLedger
 from reference.net.reactor import ConnectionLimits
 from spec.cluster import wire
@@ -237,3 +238,13 @@ def test_partial_requests_of_all_nodes_share_one_budget_and_silent_nodes_are_clo
         for sock in senders:
             sock.close()
         service.close()
+
+
+def test_spark_driver_coordinator_requires_spark_authenticate_secret() -> None:
+    coordinator = directory_from_conf({"spark.authenticate": "true", "spark.authenticate.secret": "sparks"})
+    try:
+        assert ":sparks@" in coordinator.task_url
+        with pytest.raises(Unauthenticated):
+            open_backend(coordinator.task_url.replace(":sparks@", "")).open_node(NodeId("e1"), Recorder())
+    finally:
+        coordinator.stop()
