@@ -56,6 +56,8 @@ class ProviderMatchesModel(RuleBasedStateMachine):
         self.model = ClusterModel()
         self.logs = {n: Log() for n in NAMES}
         self.nodes: dict[NodeId, InProcessNode] = {n: self.cluster.open_node(n, self.logs[n]) for n in NAMES}
+        for name, node in self.nodes.items():
+            self.model.claim(name, node.takeover_token)
         self.expected: dict[NodeId, list[Notification]] = {n: [] for n in NAMES}
 
     def both(self, actual: Callable[[], Any], expected: Callable[[Any], Any]) -> None:
@@ -117,6 +119,13 @@ class ProviderMatchesModel(RuleBasedStateMachine):
         else:
             self.both(lambda: self.nodes[node].update_shard_log(ops),
                       lambda _: self.model.update_shard_log(node, ops))
+
+    @rule(node=st.sampled_from(NAMES), guess=st.sampled_from(["", "not-the-token"]))
+    def impersonate(self, node: NodeId, guess: str) -> None:
+        """A second claimant of a live id is refused by both, and the holder is not disturbed."""
+        self.both(lambda: self.cluster.open_node(node, Log(), takeover=guess or None),
+                  lambda _: self.model.claim(node, "impostor", guess or None))
+        assert self.cluster._model.sessions == self.model.sessions
 
     @invariant()
     def snapshots_well_formed(self) -> None:
