@@ -159,7 +159,7 @@ def _model_to_json(model: ClusterModel) -> dict[str, Any]:
     """The durable state of the model (sessions are not durable)."""
     return {
         "revision": model.revision,
-        "members": {n: [m.address, m.shard, m.state.value] for n, m in model.members.items()},
+        "members": {n: [m.address, m.shard, m.state.value, m.shard_since] for n, m in model.members.items()},
         "shard_logs": {s: [_entry_to_json(e) for e in log.values()] for s, log in model.shard_logs.items()},
         "gossip": [[_entry_to_json(g.entry), g.scope.value, g.origin] for g in model.gossip.values()],
     }
@@ -167,7 +167,8 @@ def _model_to_json(model: ClusterModel) -> dict[str, Any]:
 
 def _model_from_json(state: dict[str, Any]) -> ClusterModel:
     model = ClusterModel(revision=state["revision"])
-    model.members = {NodeId(n): Member(a, ShardId(s), NodeState(st)) for n, (a, s, st) in state["members"].items()}
+    model.members = {NodeId(n): Member(a, ShardId(s), NodeState(st), since)
+                     for n, (a, s, st, since) in state["members"].items()}
     model.shard_logs = {ShardId(s): {(e := _entry_from_json(i)).key: e for i in items}
                         for s, items in state["shard_logs"].items()}
     for raw, scope, origin in state["gossip"]:

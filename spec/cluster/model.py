@@ -56,6 +56,9 @@ class Member:
     address: str
     shard: ShardId
     state: NodeState = NodeState.OK
+    shard_since: int = 0
+    """The revision that put the member in its shard (a reconnecting node that saw less missed
+    the shard's earlier writes)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,16 +107,22 @@ class ClusterModel:
     def catch_up(self, node_id: NodeId, after: int) -> list[Notification]:
         """What a node that saw every notification up to revision ``after`` needs to be current:
         the membership snapshot, then its shard's log and its visible gossip written after
-        ``after``, one notification per committed batch (entries sharing a revision), in
-        revision order. Values overwritten meanwhile are not replayed: only the winner is."""
+        ``after`` (the whole log and the shard's gossip if it was moved to its shard since), one
+        notification per committed batch (entries sharing a revision), in revision order. Values
+        overwritten meanwhile are not replayed: only the winner is."""
         out: list[Notification] = [MembershipUpdate(self.snapshot())]
         member = self.members.get(node_id)
         if member is None:
             return out
+        moved = member.shard_since > after
         newer: list[tuple[int, Notification]] = []
-        for revision, entries in _batches(e for e in self.shard_logs[member.shard].values() if e.revision > after):
+        log = (e for e in self.shard_logs[member.shard].values() if moved or e.revision > after)
+        for revision, entries in _batches(log):
             newer.append((revision, ShardLogUpdate(member.shard, entries)))
-        for revision, entries in _batches(e for e in self.gossip_visible_to(node_id) if e.revision > after):
+        gossip = (g.entry for g in self.gossip.values()
+                  if g.scope is Scope.GLOBAL and g.entry.revision > after
+                  or g.scope is Scope.SHARD and g.origin == member.shard and (moved or g.entry.revision > after))
+        for revision, entries in _batches(gossip):
             newer.append((revision, GossipUpdate(entries)))
         return out + [note for _, note in sorted(newer, key=lambda item: item[0])]
 
@@ -147,6 +156,7 @@ class ClusterModel:
         self.members[node_id] = Member(address, new_shard)
         self.shard_logs[new_shard] = {}
         out = self._commit_membership()
+        self.members[node_id].shard_since = self.revision
         visible = self.gossip_visible_to(node_id)
         if visible:
             out.append((node_id, GossipUpdate(visible)))
@@ -170,6 +180,7 @@ class ClusterModel:
         self._leave_shard(node_id)
         self.members[node_id].shard = shard
         out = self._commit_membership()
+        self.members[node_id].shard_since = self.revision
         return out + self._catch_up(node_id)
 
     def remove_from_shard(self, requester: NodeId, node_id: NodeId, new_shard: ShardId) -> list[Delivery]:
@@ -181,7 +192,9 @@ class ClusterModel:
         self._leave_shard(node_id)
         self.members[node_id].shard = new_shard
         self.shard_logs[new_shard] = {}
-        return self._commit_membership()
+        out = self._commit_membership()
+        self.members[node_id].shard_since = self.revision
+        return out
 
     def set_state(self, node_id: NodeId, state: NodeState) -> list[Delivery]:
         """Health verdict of the failure detector; a no-op unless it changes something."""

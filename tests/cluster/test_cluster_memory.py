@@ -45,6 +45,18 @@ def test_catch_up_is_the_snapshot_then_one_notification_per_newer_batch() -> Non
     assert isinstance(log, ShardLogUpdate) and log.entries == (Entry("x", b"2", r3),)
 
 
+def test_catch_up_after_a_shard_move_the_client_did_not_hear_of_replays_that_shards_log() -> None:
+    model = ClusterModel()
+    model.join_cluster(NodeId("a"), "h:1", ShardId("s1"))
+    model.join_cluster(NodeId("b"), "h:2", ShardId("s2"))
+    r1, _ = model.update_shard_log(NodeId("b"), [MetadataOp("k", b"1")])
+    seen = model.revision  # a heard everything up to here, then lost its connection
+    model.join_shard(NodeId("a"), ShardId("s2"))  # committed, but its notifications never reached a
+    notes = model.catch_up(NodeId("a"), after=seen)
+    logs = [n for n in notes if isinstance(n, ShardLogUpdate)]
+    assert [n.entries for n in logs] == [(Entry("k", b"1", r1),)]
+
+
 def test_in_process_open_of_a_live_id_is_refused_and_takeover_closes_the_holder() -> None:
     cluster = InProcessCluster()
     try:
