@@ -22,7 +22,7 @@ import struct
 import threading
 from dataclasses import dataclass
 from typing import Any, Sequence
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from reference.cluster.dispatch import ClusterDown, Dispatcher, Heartbeat
 from spec.cluster import wire
@@ -111,7 +111,7 @@ class RemoteCluster:
         if parts.scheme != "tcp" or parts.hostname is None or parts.port is None:
             raise ValueError("cluster service url must be tcp://[:SECRET@]HOST:PORT")
         self.host, self.port, self.timeout = parts.hostname, parts.port, timeout
-        self.secret = parts.password or ""
+        self.secret = unquote(parts.password or "")
         self.backoff = backoff
         self._nodes: list[RemoteNode] = []
         self._timing: FailureTiming | None = None

@@ -31,6 +31,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Sequence
+from urllib.parse import quote
 
 from reference.cluster.memory import DetectorSettings, InProcessCluster, InProcessNode
 from reference.net.ledger import ResourceLedger
@@ -194,7 +195,7 @@ class ClusterService:
     @property
     def url(self) -> str:
         """Where clients connect, with the secret they need (keep it out of logs)."""
-        auth = f":{self._secret}@" if self._secret else ""
+        auth = f":{quote(self._secret, safe='')}@" if self._secret else ""
         return f"tcp://{auth}{self.host}:{self.port}"
 
     @property

@@ -141,6 +141,16 @@ def test_shared_secret_is_required_when_configured(cluster: InProcessCluster) ->
         service.close()
 
 
+def test_a_secret_with_url_delimiters_travels_in_the_url(cluster: InProcessCluster) -> None:
+    service = ClusterService(cluster, secret="a:b@c/d?e")
+    try:
+        remote = RemoteCluster(service.url)
+        remote.open_node(NodeId("n1"), Recorder()).join_cluster("h:1")
+        remote.close()
+    finally:
+        service.close()
+
+
 def test_unauthenticated_hello_is_one_error_line_then_close(cluster: InProcessCluster) -> None:
     service = ClusterService(cluster, secret="s3cret")
     try:
