@@ -13,7 +13,7 @@ from typing import Callable, Iterator
 
 from conformance.framework import VectorResult
 
-VECTOR_SUITES = ("shuffle", "sync")
+VECTOR_SUITES = ("shuffle", "sync", "cluster")
 EXIT_OK, EXIT_FAILED, EXIT_NO_VECTOR = 0, 1, 3
 
 

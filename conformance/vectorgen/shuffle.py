@@ -9,15 +9,14 @@ produced (``shuffle-facts.md`` section 1), so the file cannot silently follow a 
 
 from __future__ import annotations
 
-import argparse
 import hashlib
-import json
 import struct
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Sequence
 
+from conformance import vectorgen
 from conformance.vector_suites.shuffle import check_wire_test, decode_outcome, error_params
 from spec.shuffle import codec
 from spec.shuffle.checksum import payload_checksum
@@ -361,23 +360,11 @@ def generate() -> dict[str, object]:
 
 def render() -> str:
     """The file's exact text: 2-space JSON, one trailing newline."""
-    return json.dumps(generate(), indent=2) + "\n"
+    return vectorgen.render(generate())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m conformance.vectorgen.shuffle", description=__doc__)
-    parser.add_argument("--check", action="store_true", help="exit 1 if the committed file is stale")
-    args = parser.parse_args(argv)
-    text = render()
-    if args.check:
-        current = WIRE_FILE.read_text() if WIRE_FILE.exists() else ""
-        if current != text:
-            print(f"{WIRE_FILE} is stale: run python -m conformance.vectorgen.shuffle", file=sys.stderr)
-            return 1
-        return 0
-    WIRE_FILE.write_text(text)
-    print(f"wrote {WIRE_FILE} ({json.loads(text)['numberOfTests']} tests)")
-    return 0
+    return vectorgen.write_or_check("conformance.vectorgen.shuffle", __doc__, WIRE_FILE, render, argv)
 
 
 if __name__ == "__main__":
