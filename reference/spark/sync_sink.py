@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 
+from reference.sync.auth import ClientSecurity
 from reference.sync.client import SyncClient, SyncPut
 from spec.sync.messages import ColumnDescriptor
 
@@ -30,16 +31,20 @@ def write_changes(
     origin_col: str = "origin",
     sequence_col: str = "sequence",
     deadline_s: float = 120.0,
+    token: str | None = None,
+    ca_file: str | None = None,
 ) -> dict[str, int | None]:
     """Send the changes in ``df`` to the sync server at ``location``; return each origin's durable number.
 
     ``df`` holds ``origin_col``, ``sequence_col`` and the change columns, in the order
-    of ``descriptors``, under their batch (physical) names.
+    of ``descriptors``, under their batch (physical) names.  ``token`` is the server's bearer
+    token and ``ca_file`` the PEM CA of a ``grpc+tls://`` server (a path readable on the executors).
     """
     change_cols = [c for c in df.columns if c not in (origin_col, sequence_col)]
     if len(change_cols) != len(descriptors):
         raise ValueError(f"{len(descriptors)} descriptors for {len(change_cols)} change columns")
     descs = tuple(descriptors)
+    security = ClientSecurity(token=token, ca_file=ca_file)
 
     def push(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         table = pa.Table.from_batches(list(batches))
@@ -50,7 +55,7 @@ def write_changes(
         for origin in pc.unique(table.column(origin_col)).to_pylist():
             rows = table.filter(pc.equal(table.column(origin_col), origin))
             rows = rows.sort_by(sequence_col)
-            client = SyncClient(location, str(origin), deadline_s=deadline_s)
+            client = SyncClient(location, str(origin), deadline_s=deadline_s, security=security)
             sent = 0
             try:
                 for seq in pc.unique(rows.column(sequence_col)).to_pylist():

@@ -10,11 +10,14 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import select
 import signal
+import socket
 import sys
 import threading
+import traceback
 from pathlib import Path
-from types import FrameType
+from types import FrameType, TracebackType
 
 from spec.sync.messages import MAX_MESSAGE_BYTES
 from spec.sync.writer import SyncSettings
@@ -25,6 +28,59 @@ from reference.sync.store import DeltaStore, StoreSettings
 log = logging.getLogger("reference.sync")
 
 EXIT_INTERRUPTED = 130
+LOG_TRACEBACK_LIMIT = 1000
+
+
+class _FullTracebacks(logging.Formatter):
+    """Formats logged exceptions with their whole traceback whatever ``sys.tracebacklimit`` says."""
+
+    def formatException(
+        self, ei: tuple[type[BaseException], BaseException, TracebackType | None] | tuple[None, None, None]
+    ) -> str:
+        return "".join(traceback.format_exception(ei[1], limit=LOG_TRACEBACK_LIMIT)).rstrip("\n")
+
+
+class _ShutdownSignals:
+    """Counts SIGTERM/SIGINT deliveries: each writes one byte to a wakeup socket.
+
+    Python runs signal handlers only on the main thread and merges deliveries that
+    arrive before it does, so two quick signals could count as one; the wakeup socket
+    receives a byte per delivery, whichever thread the kernel picked.
+    """
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+    def __init__(self) -> None:
+        self._read, self._write = socket.socketpair()
+        self._write.setblocking(False)
+        signal.set_wakeup_fd(self._write.fileno(), warn_on_full_buffer=False)
+        for signum in self.SIGNALS:
+            signal.signal(signum, self._ignore)
+
+    @staticmethod
+    def _ignore(signum: int, frame: FrameType | None) -> None:
+        """The byte on the wakeup socket is what counts."""
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for the next signal; False when ``timeout`` passed without one."""
+        ready, _, _ = select.select([self._read], [], [], timeout)
+        if ready:
+            self._read.recv(1)
+        return bool(ready)
+
+
+def _quiet_client_errors() -> None:
+    """Keep tracebacks out of the statuses clients receive; the log keeps them.
+
+    pyarrow appends ``traceback.format_exception`` of the raise to the status of every
+    error without a Flight class (INVALID_ARGUMENT among them), naming this server's
+    source files.  A limit of 0 leaves only the exception's own line.  The process is
+    the CLI's, so the setting is too; the log formats tracebacks with an explicit limit.
+    """
+    sys.tracebacklimit = 0
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_FullTracebacks(logging.BASIC_FORMAT))
+    logging.getLogger().handlers[:] = [handler]
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -74,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, stream=sys.stderr)
+    _quiet_client_errors()
     settings = SyncSettings(
         max_in_memory_bytes=args.max_in_memory_bytes,
         max_replication_lag_s=args.max_replication_lag_s,
@@ -93,26 +150,18 @@ def main(argv: list[str] | None = None) -> int:
         max_message_bytes=args.max_message_bytes,
         maintenance_interval_s=args.maintenance_interval_s,
     )
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        if stop.is_set():
-            os._exit(EXIT_INTERRUPTED)  # the second signal: no more waiting
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    signals = _ShutdownSignals()
     serving = threading.Thread(target=server.serve, name="sync-serve", daemon=True)
     serving.start()
     print(f"LISTENING {server.port}", flush=True)
-    while not stop.wait(0.5):
-        pass
-    # Drain on another thread: the main thread must stay free to run the second signal's handler.
+    signals.wait()
+    # Drain on another thread: the main thread keeps listening for a second signal.
     left: list[str] = []
     draining = threading.Thread(target=lambda: left.extend(server.drain()), name="sync-drain", daemon=True)
     draining.start()
     while draining.is_alive():
-        draining.join(0.5)
+        if signals.wait(0.5):
+            os._exit(EXIT_INTERRUPTED)  # the second signal: no more waiting
     if left:
         log.error("exiting with unflushed data in %d table(s): %s", len(left), ", ".join(left))
     server.shutdown()
