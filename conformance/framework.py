@@ -106,6 +106,8 @@ class RunOptions:
     """Only cases whose id starts with one of these (none: every case)."""
     strict: bool = False
     timeout: float = 30.0
+    capabilities: frozenset[str] | None = None
+    """What the user declared the target can do (``--capabilities``); None: the suite infers it."""
 
 
 @dataclass(slots=True)

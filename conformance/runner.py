@@ -40,7 +40,7 @@ from conformance.spec_links import spec_ref
 
 SUITES = ("shuffle", "cluster", "sync")
 EXIT_OK, EXIT_FAILED, EXIT_UNREACHABLE, EXIT_NO_CASE = 0, 1, 2, 3
-PROBED_SCHEMES: Final = frozenset({"grpc", "etcd"})
+PROBED_SCHEMES: Final = frozenset({"grpc", "grpc+tls", "etcd"})
 """Targets named by a server address that is reached before any case runs. (``tcp://`` is not
 probed: a one-shot shuffle writer serves exactly one connection.)"""
 PROBE_TIMEOUT_S: Final = 5.0
@@ -158,6 +158,10 @@ def run_cases(suite: Suite, cases: Sequence[Case], options: RunOptions, verbose:
     return RunReport(suite.name, description, reports, root_causes(reports))
 
 
+def _capabilities(text: str) -> frozenset[str]:
+    return frozenset(c.strip() for c in text.split(",") if c.strip())
+
+
 def _one_line(exc: BaseException) -> str:
     return " ".join("".join(traceback.format_exception_only(type(exc), exc)).split())
 
@@ -169,6 +173,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--role", help="only cases for this role under test")
     parser.add_argument("--case", dest="case_prefixes", action="append", metavar="PREFIX",
                         help="only cases whose id starts with this (repeatable: any of them)")
+    parser.add_argument("--capabilities", type=_capabilities, metavar="CAP,CAP",
+                        help="what the target can do, declared instead of inferred (sync: store,restart)")
     parser.add_argument("--strict", action="store_true", help="SHOULD violations fail the run")
     parser.add_argument("--list", action="store_true", help="list the matching cases and exit")
     parser.add_argument("--timeout", type=float, default=30.0, help="per-case timeout in seconds")
@@ -183,7 +189,8 @@ def main(args: argparse.Namespace) -> int:
         print(f"error: --role must be one of {', '.join(suite.roles)}", file=sys.stderr)
         return 2
     options = RunOptions(suite=args.suite, target=args.target, role=args.role,
-                         case_prefixes=tuple(args.case_prefixes or ()), strict=args.strict, timeout=args.timeout)
+                         case_prefixes=tuple(args.case_prefixes or ()), strict=args.strict, timeout=args.timeout,
+                         capabilities=args.capabilities)
     cases = select_cases(suite, options)
     if args.list:
         for case in cases:

@@ -5,7 +5,8 @@ Targets:
   ``--max-replication-lag-s 0`` (every put flushes) so table contents can be checked;
 - ``exec:CMD``: CMD is started with ``{store}`` replaced by a fresh directory; it must print
   ``LISTENING <port>`` first and flush after every put; capabilities ``store`` (tables are
-  read from ``{store}/<path>`` as Delta) and ``restart`` (kill and start again);
+  read from ``{store}/<path>`` as Delta) and ``restart`` (kill and start again), inferred
+  (``store`` when CMD names ``{store}``) unless declared with ``--capabilities store,restart``;
 - ``grpc://HOST:PORT`` or ``grpc+tls://HOST:PORT``: a running server; only cases needing
   neither capability run.  ``?token_file=PATH&ca_file=PATH`` after it sends a bearer token
   on every call and trusts that CA (a server started with ``--token-file``/``--tls-cert``).
@@ -184,8 +185,10 @@ def open_target(options: RunOptions) -> Iterator[SyncTarget]:
         command = REFERENCE_CMD if spec == "reference" else spec[len("exec:"):] if spec.startswith("exec:") else None
         if command is None:
             raise ValueError(f"unknown sync target {spec!r}")
-        caps = {"restart"} | ({"store"} if "{store}" in command else set())
-        target = SyncTarget(spec, frozenset(caps), command, None)
+        caps = options.capabilities
+        if caps is None:
+            caps = frozenset({"restart"} | ({"store"} if "{store}" in command else set()))
+        target = SyncTarget(spec, caps, command, None)
         target.start()
     try:
         yield target
