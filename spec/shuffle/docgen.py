@@ -184,11 +184,13 @@ def _error_rows(classes: list[type[errors.ShuffleError]]) -> str:
     return "| condition | parameters | when |\n|---|---|---|\n" + "".join(rows)
 
 
-def _subclasses(base: type[errors.ShuffleError]) -> list[type[errors.ShuffleError]]:
+def conditions(base: type[errors.ShuffleError]) -> list[type[errors.ShuffleError]]:
+    """Every class under ``base`` that names a condition of its own (groupings such as ChannelError do not)."""
     out = []
     for cls in base.__subclasses__():
-        out.append(cls)
-        out.extend(_subclasses(cls))
+        if "condition" in vars(cls):
+            out.append(cls)
+        out.extend(conditions(cls))
     return out
 
 
@@ -197,9 +199,9 @@ def error_conditions() -> str:
         '<a id="errors"></a>\n## Error conditions\n\n'
         "Errors carry a condition name and named parameters (Spark's names where Spark has the "
         "condition). Conditions prefixed `STREAMING_SHUFFLE_` are Spark's own.\n\n"
-        "### Decoding (bytes that do not form a message)\n\n" + _error_rows(_subclasses(errors.CodecError))
+        "### Decoding (bytes that do not form a message)\n\n" + _error_rows(conditions(errors.CodecError))
         + "\n### Protocol (well-formed messages the protocol does not allow)\n\n"
-        + _error_rows(_subclasses(errors.ProtocolError))
+        + _error_rows(conditions(errors.ProtocolError))
         + "\n### Tools (codec CLI input)\n\n" + _error_rows([jsonform.InvalidHex, jsonform.InvalidMessageJson])
     )
 

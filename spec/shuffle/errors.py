@@ -7,7 +7,8 @@ peer in another language) can compare failures exactly rather than by message te
 
 from __future__ import annotations
 
-from typing import ClassVar, Mapping
+from dataclasses import dataclass
+from typing import ClassVar, Mapping, Self
 
 
 class ShuffleError(Exception):
@@ -126,7 +127,47 @@ class ProtocolError(ShuffleError):
     """A well-formed message arrived where the protocol does not allow it."""
 
 
-class IncorrectSequenceNumber(ProtocolError):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Fault:
+    """What a machine knows when one of its channels fails.
+
+    The channel table decides which :class:`ChannelError` a (state, event) pair ends in; that
+    error takes its parameters from here, so a machine never names the error itself. The fields
+    after ``sent`` are filled by the input that observed them (a seq, a checksum, a cause).
+    """
+
+    shuffle_id: int
+    writer_id: int
+    reader_id: int
+    peer_role: str
+    """The other side: "reader" on a writer, "writer" on a reader."""
+    handler: str
+    """Spark's handler class of this side (it names unexpected messages)."""
+    sent: str
+    """What this side writes and waits on the completion of ("data", "termination acknowledgment")."""
+    timeout_ms: int = -1
+    message_type: str = ""
+    expected: int = -1
+    actual: int = -1
+    checksum: int = 0
+    calculated: int = 0
+    data_length: int = 0
+    cause: str = ""
+
+    @property
+    def peer_id(self) -> int:
+        return self.reader_id if self.peer_role == "reader" else self.writer_id
+
+
+class ChannelError(ProtocolError):
+    """An error a channel table names for a (state, event) pair; built from the machine's :class:`Fault`."""
+
+    @classmethod
+    def from_fault(cls, fault: Fault) -> Self:
+        raise NotImplementedError(f"{cls.__name__} is not named by a channel table")
+
+
+class IncorrectSequenceNumber(ChannelError):
     """A DATA or TERMINATION_CONTROL seq is not last+1, or an ack's seq is not the last seq sent."""
 
     condition = "STREAMING_SHUFFLE_INCORRECT_SEQUENCE_NUMBER"
@@ -144,8 +185,12 @@ class IncorrectSequenceNumber(ProtocolError):
         self.expected = expected
         self.actual = actual
 
+    @classmethod
+    def from_fault(cls, fault: Fault) -> Self:
+        return cls(fault.message_type, fault.writer_id, fault.reader_id, fault.expected, fault.actual)
 
-class ChecksumVerificationFailed(ProtocolError):
+
+class ChecksumVerificationFailed(ChannelError):
     """A DATA payload's CRC32C differs from its checksum field (checked when checksums are enabled)."""
 
     condition = "STREAMING_SHUFFLE_CHECKSUM_VERIFICATION_FAILED"
@@ -158,8 +203,12 @@ class ChecksumVerificationFailed(ProtocolError):
             calculatedChecksum=calculated, dataLength=data_length,
         )
 
+    @classmethod
+    def from_fault(cls, fault: Fault) -> Self:
+        return cls(fault.writer_id, fault.checksum, fault.calculated, fault.data_length)
 
-class WriterConnectionTimeout(ProtocolError):
+
+class WriterConnectionTimeout(ChannelError):
     """A reader did not bind its channel (first CREDIT) within writerConnectionTimeout."""
 
     condition = "STREAMING_SHUFFLE_WRITER_CONNECTION_TIMEOUT"
@@ -171,8 +220,12 @@ class WriterConnectionTimeout(ProtocolError):
             shuffleId=shuffle_id, writerId=writer_id, timeoutMs=timeout_ms, readerId=reader_id,
         )
 
+    @classmethod
+    def from_fault(cls, fault: Fault) -> Self:
+        return cls(fault.shuffle_id, fault.writer_id, fault.timeout_ms, fault.reader_id)
 
-class UnexpectedMessage(ProtocolError):
+
+class UnexpectedMessage(ChannelError):
     """A known message type arrived at the side that never receives it (Spark's handlers' IAE)."""
 
     condition = "STREAMING_SHUFFLE_UNEXPECTED_MESSAGE_TYPE"
@@ -183,8 +236,12 @@ class UnexpectedMessage(ProtocolError):
             handler=handler, messageType=message_type,
         )
 
+    @classmethod
+    def from_fault(cls, fault: Fault) -> Self:
+        return cls(fault.handler, fault.message_type)
 
-class ConnectionClosedBeforeTermination(ProtocolError):
+
+class ConnectionClosedBeforeTermination(ChannelError):
     """A peer's connection closed before its stream was terminated (SparkException, no condition)."""
 
     condition = "CONNECTION_CLOSED_BEFORE_TERMINATION"
@@ -198,6 +255,10 @@ class ConnectionClosedBeforeTermination(ProtocolError):
             "reader task likely failed."
         )
         super().__init__(text, role=role, peerId=peer_id)
+
+    @classmethod
+    def from_fault(cls, fault: Fault) -> Self:
+        return cls(fault.peer_role, fault.peer_id)
 
 
 class UnknownPeer(ProtocolError):
@@ -221,7 +282,7 @@ class TaskAborted(ProtocolError):
         super().__init__(reason, reason=reason)
 
 
-class TerminationAckTimeout(ProtocolError):
+class TerminationAckTimeout(ChannelError):
     """Opt-in (not in Spark 4.3.0, which waits forever): a reader did not acknowledge termination in time."""
 
     condition = "STREAMING_SHUFFLE_TERMINATION_ACK_TIMEOUT"
@@ -233,8 +294,12 @@ class TerminationAckTimeout(ProtocolError):
             shuffleId=shuffle_id, writerId=writer_id, timeoutMs=timeout_ms, readerId=reader_id,
         )
 
+    @classmethod
+    def from_fault(cls, fault: Fault) -> Self:
+        return cls(fault.shuffle_id, fault.writer_id, fault.timeout_ms, fault.reader_id)
 
-class SendFailed(ProtocolError):
+
+class SendFailed(ChannelError):
     """A socket write the protocol depends on failed (Spark: the write listener's error)."""
 
     condition = "STREAMING_SHUFFLE_SEND_FAILED"
@@ -242,3 +307,7 @@ class SendFailed(ProtocolError):
     def __init__(self, what: str, role: str, peer_id: int, cause: str) -> None:
         super().__init__(f"Error sending {what} to shuffle {role} {peer_id}: {cause}",
                          what=what, role=role, peerId=peer_id, cause=cause)
+
+    @classmethod
+    def from_fault(cls, fault: Fault) -> Self:
+        return cls(fault.sent, fault.peer_role, fault.peer_id, fault.cause)

@@ -16,6 +16,7 @@ from spec.shuffle import errors
 from spec.shuffle.checksum import payload_checksum
 from spec.shuffle.codec import HEADER_LENGTH
 from spec.shuffle.layouts import MessageType
+from spec.shuffle.machine import READER_SIDE, ChannelMachine, machine_input
 from spec.shuffle.messages import (
     CreditMessage,
     DataMessage,
@@ -32,7 +33,6 @@ from spec.shuffle.steps import (
     ResumeReading,
     Send,
     Step,
-    StepBuffer,
     UsageError,
 )
 from spec.shuffle.transitions import (
@@ -42,7 +42,6 @@ from spec.shuffle.transitions import (
     ReaderState,
 )
 
-CLIENT_HANDLER = "ShuffleClientHandler"
 DATA_HEADER_LENGTH = HEADER_LENGTH[MessageType.DATA_MESSAGE_UNSAFE_ROW]
 
 
@@ -64,16 +63,18 @@ class ReaderChannel:
     """seq -> charged bytes of every surfaced DATA the consumer has not released."""
 
 
-class ReaderMachine(StepBuffer):
+class ReaderMachine(ChannelMachine[ReaderChannelState, ReaderChannelEvent]):
     """One reader task. Inputs return a :class:`Step`; after ``Failed`` or ``Completed`` input is ignored."""
+
+    table = READER_TABLE
+    side = READER_SIDE
 
     def __init__(
         self, shuffle_id: int, reader_id: int, writer_ids: Sequence[int], settings: ShuffleSettings, now: float
     ) -> None:
         if not writer_ids or len(set(writer_ids)) != len(writer_ids):
             raise UsageError(f"a reader needs distinct writer ids, got {list(writer_ids)}")
-        super().__init__()
-        self.shuffle_id = shuffle_id
+        super().__init__(shuffle_id)
         self.reader_id = reader_id
         self.settings = settings
         self.quota_per_writer = per_writer_quota(settings, len(writer_ids))
@@ -90,54 +91,46 @@ class ReaderMachine(StepBuffer):
 
     # -- inputs -----------------------------------------------------------------------------------
 
-    def connected(self, writer_id: int, now: float) -> Step:
+    @machine_input
+    def connected(self, writer_id: int, now: float) -> None:
         """The connection to ``writer_id`` is up: send the handshake CREDIT."""
-        if self.done:
-            return self._step()
         ch = self._channel(writer_id)
         self._move(ch, ReaderChannelEvent.CONNECTED)
         self._send(Send(writer_id, CreditMessage(writer_id, self.reader_id, 1)))
-        return self._step()
 
-    def received(self, writer_id: int, message: Message, now: float) -> Step:
+    @machine_input
+    def received(self, writer_id: int, message: Message, now: float) -> None:
         """A decoded message arrived on the connection to ``writer_id``."""
-        if self.done:
-            return self._step()
         ch = self._channel(writer_id)
         if ch.state is ReaderChannelState.CONNECTING:
             raise UsageError(f"a message from writer {writer_id} before connected()")
         expected = ch.last_seq + 1
+        message_type = message.type.name
         if message.seq != expected:
-            self._fail_with(ch, ReaderChannelEvent.WRONG_SEQ, errors.IncorrectSequenceNumber(
-                message.type.name, writer_id, self.reader_id, expected, message.seq))
+            self._move(ch, ReaderChannelEvent.WRONG_SEQ, message_type=message_type, expected=expected,
+                       actual=message.seq)
         elif isinstance(message, DataMessage):
             self._on_data(ch, message)
         elif isinstance(message, TerminationControlMessage):
-            if self._move(ch, ReaderChannelEvent.TERMINATION, message):
+            if self._move(ch, ReaderChannelEvent.TERMINATION, message_type=message_type):
                 ch.last_seq = message.seq
                 self._send(Send(
                     writer_id, TerminationAckMessage(ch.last_seq, message.writer_id, self.reader_id), notify=True))
         else:
-            self._fail_with(ch, ReaderChannelEvent.UNEXPECTED,
-                            errors.UnexpectedMessage(CLIENT_HANDLER, message.type.name))
-        return self._step()
+            self._move(ch, ReaderChannelEvent.UNEXPECTED, message_type=message_type)
 
     def decode_failed(self, writer_id: int, error: errors.CodecError, now: float) -> Step:
         """The bytes from ``writer_id`` did not decode: the reader fails with the codec's error."""
         return self.abort(error, now)
 
-    def connection_closed(self, writer_id: int, now: float) -> Step:
+    @machine_input
+    def connection_closed(self, writer_id: int, now: float) -> None:
         """The connection to ``writer_id`` closed; fatal before that writer's TERMINATION_CONTROL."""
-        if self.done:
-            return self._step()
-        ch = self._channel(writer_id)
-        self._fail_with(ch, ReaderChannelEvent.CLOSE, errors.ConnectionClosedBeforeTermination("writer", writer_id))
-        return self._step()
+        self._move(self._channel(writer_id), ReaderChannelEvent.CLOSE)
 
-    def send_completed(self, writer_id: int, seq: int, now: float) -> Step:
+    @machine_input
+    def send_completed(self, writer_id: int, seq: int, now: float) -> None:
         """The TERMINATION_ACK to ``writer_id`` was written; the stream may end."""
-        if self.done:
-            return self._step()
         ch = self._channel(writer_id)
         if seq != ch.last_seq:
             raise UsageError(f"no TERMINATION_ACK {seq} to writer {writer_id} is waiting for its write")
@@ -145,18 +138,14 @@ class ReaderMachine(StepBuffer):
         if all(c.state is ReaderChannelState.ACKED for c in self.channels.values()):
             self.state = ReaderState.COMPLETED
             self._surface(Completed())
-        return self._step()
 
-    def send_failed(self, writer_id: int, seq: int, cause: str, now: float) -> Step:
+    @machine_input
+    def send_failed(self, writer_id: int, seq: int, cause: str, now: float) -> None:
         """The TERMINATION_ACK to ``writer_id`` could not be written: the reader fails."""
-        if self.done:
-            return self._step()
         ch = self._channel(writer_id)
         if seq != ch.last_seq:
             raise UsageError(f"no TERMINATION_ACK {seq} to writer {writer_id} is waiting for its write")
-        self._fail_with(ch, ReaderChannelEvent.SEND_FAILED,
-                        errors.SendFailed("termination acknowledgment", "writer", writer_id, cause))
-        return self._step()
+        self._move(ch, ReaderChannelEvent.SEND_FAILED, cause=cause)
 
     def release(self, writer_id: int, seq: int, now: float) -> Step:
         """The consumer is done with DATA ``seq`` of ``writer_id``: its bytes return to the quota."""
@@ -176,11 +165,10 @@ class ReaderMachine(StepBuffer):
         """The reader keeps no timers in Spark 4.3.0 (a dead writer is noticed by its closed connection)."""
         return self._step()
 
-    def abort(self, error: errors.ShuffleError, now: float) -> Step:
+    @machine_input
+    def abort(self, error: errors.ShuffleError, now: float) -> None:
         """The task failed locally (or a connection's bytes could not be decoded)."""
-        if not self.done:
-            self._fail(error)
-        return self._step()
+        self._fail(error)
 
     # -- internals --------------------------------------------------------------------------------
 
@@ -194,10 +182,10 @@ class ReaderMachine(StepBuffer):
         if self.settings.checksum_enabled and ch.state is ReaderChannelState.OPEN:
             calculated = payload_checksum(data.payload)
             if calculated != data.checksum:
-                self._fail_with(ch, ReaderChannelEvent.BAD_CHECKSUM, errors.ChecksumVerificationFailed(
-                    data.writer_id, data.checksum, calculated, data.data_size))
+                self._move(ch, ReaderChannelEvent.BAD_CHECKSUM, writer_id=data.writer_id, checksum=data.checksum,
+                           calculated=calculated, data_length=data.data_size)
                 return
-        if not self._move(ch, ReaderChannelEvent.DATA, data):
+        if not self._move(ch, ReaderChannelEvent.DATA, message_type=data.type.name):
             return
         try:
             records = decode_records(data.payload)
@@ -214,25 +202,8 @@ class ReaderMachine(StepBuffer):
             ch.paused = True
             self._surface(PauseReading(ch.writer_id))
 
-    def _move(self, ch: ReaderChannel, event: ReaderChannelEvent, message: Message | None = None) -> bool:
-        """Apply the table; an unlisted pair fails the reader (peer fault) or raises (caller bug)."""
-        target = READER_TABLE.next_state(ch.state, event)
-        if target is None:
-            # Peer-caused rejections are messages after the terminator.
-            ch.state = ReaderChannelState.FAILED
-            self._fail(errors.UnexpectedMessage(CLIENT_HANDLER, message.type.name if message else event.value))
-            return False
-        ch.state = target
-        return True
-
-    def _fail_with(self, ch: ReaderChannel, event: ReaderChannelEvent, error: errors.ShuffleError) -> None:
-        """A listed transition into FAILED, carrying the error the table names for it."""
-        if self._move(ch, event) and ch.state is ReaderChannelState.FAILED:
-            self._fail(error)
-
-    def _fail(self, error: errors.ShuffleError) -> None:
+    def _stop(self) -> None:
         self.state = ReaderState.FAILED
-        self._record_failure(error)
 
-    def _step(self) -> Step:
-        return self._take(None)
+    def _ends(self, channel: ReaderChannel) -> tuple[int, int]:
+        return channel.writer_id, self.reader_id

@@ -97,28 +97,3 @@ class Step:
     sends: tuple[Send, ...] = ()
     events: tuple[Event, ...] = ()
     deadline: float | None = None
-
-
-class StepBuffer:
-    """What a machine collects while handling one input, handed out as one :class:`Step`."""
-
-    def __init__(self) -> None:
-        self.error: ShuffleError | None = None
-        self._out: list[Send] = []
-        self._events: list[Event] = []
-
-    def _send(self, send: Send) -> None:
-        self._out.append(send)
-
-    def _surface(self, event: Event) -> None:
-        self._events.append(event)
-
-    def _record_failure(self, error: ShuffleError) -> None:
-        self.error = error
-        self._events.append(Failed(error))
-
-    def _take(self, deadline: float | None) -> Step:
-        step = Step(tuple(self._out), tuple(self._events), deadline)
-        self._out.clear()
-        self._events.clear()
-        return step

@@ -10,9 +10,10 @@ generated from these tables, and a test enumerates every pair.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import Enum
-from typing import Final, Generic, Mapping, TypeVar
+from typing import Any, Callable, Final, Generic, Iterator, Mapping, TypeVar
 
 from spec.shuffle import errors
 from spec.shuffle.steps import UsageError
@@ -115,22 +116,65 @@ E = TypeVar("E", WriterChannelEvent, ReaderChannelEvent)
 
 
 @dataclass(frozen=True, slots=True)
+class Moved(Generic[S]):
+    """A listed transition; ``error`` is the failure the table names when ``target`` is FAILED."""
+
+    target: S
+    error: type[errors.ChannelError] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    """An unlisted pair and the error it ends in: a peer's fault, or :class:`UsageError` (the caller's)."""
+
+    error: type[errors.ChannelError] | type[UsageError]
+
+
+Observer = Callable[["Table[Any, Any]", Any, Any], None]
+"""Called with (table, state, event) for every pair a machine looks up, before the answer is given."""
+
+
 class Table(Generic[S, E]):
-    """One channel's transitions, the error each unlisted pair ends in, and the errors of listed failures."""
+    """One channel's transitions, the error each unlisted pair ends in, and the errors of listed failures.
 
-    name: str
-    initial: S
-    transitions: Mapping[tuple[S, E], S]
-    rejections: Mapping[tuple[S, E], type[Exception]]
-    failures: Mapping[tuple[S, E], type[errors.ShuffleError]]
-    meanings: Mapping[E, str]
+    The machines move their channels only through :meth:`apply`, so the table is the one place that
+    says what a pair does and which error it ends in; observers see every lookup (model checks
+    count the pairs they exercise with them).
+    """
 
-    def next_state(self, state: S, event: E) -> S | None:
-        """The listed target; None when the pair is the peer's fault; UsageError when it is the caller's."""
-        target = self.transitions.get((state, event))
-        if target is None and self.rejections[(state, event)] is UsageError:
-            raise UsageError(f"{self.name}: {event.value} is not allowed in {state.value}")
-        return target
+    __slots__ = ("name", "initial", "transitions", "rejections", "failures", "meanings", "_outcomes", "_observers")
+
+    def __init__(
+        self, *, name: str, initial: S, transitions: Mapping[tuple[S, E], S],
+        rejections: Mapping[tuple[S, E], type[errors.ChannelError] | type[UsageError]],
+        failures: Mapping[tuple[S, E], type[errors.ChannelError]], meanings: Mapping[E, str],
+    ) -> None:
+        self.name: str = name
+        self.initial: S = initial
+        self.transitions: Mapping[tuple[S, E], S] = transitions
+        self.rejections: Mapping[tuple[S, E], type[errors.ChannelError] | type[UsageError]] = rejections
+        self.failures: Mapping[tuple[S, E], type[errors.ChannelError]] = failures
+        self.meanings: Mapping[E, str] = meanings
+        self._outcomes: dict[tuple[S, E], Moved[S] | Rejected] = {
+            **{pair: Moved(target, failures.get(pair)) for pair, target in transitions.items()},
+            **{pair: Rejected(error) for pair, error in rejections.items()},
+        }
+        self._observers: list[Observer] = []
+
+    def apply(self, state: S, event: E) -> Moved[S] | Rejected:
+        """What ``event`` does to a channel in ``state``."""
+        for observer in self._observers:
+            observer(self, state, event)
+        return self._outcomes[(state, event)]
+
+    @contextmanager
+    def observed(self, observer: Observer) -> Iterator[None]:
+        """Call ``observer`` on every lookup while the block runs."""
+        self._observers.append(observer)
+        try:
+            yield
+        finally:
+            self._observers.remove(observer)
 
 
 WS, WE = WriterChannelState, WriterChannelEvent
@@ -166,7 +210,7 @@ WRITER_TRANSITIONS: Final[Mapping[tuple[WriterChannelState, WriterChannelEvent],
 }
 """Writer channel: (state, event) -> next state. FAILED is terminal (the whole writer failed)."""
 
-WRITER_REJECTIONS: Final[Mapping[tuple[WriterChannelState, WriterChannelEvent], type[Exception]]] = {
+WRITER_REJECTIONS: Final[Mapping[tuple[WriterChannelState, WriterChannelEvent], type[errors.ChannelError] | type[UsageError]]] = {
     (state, event): (
         errors.UnexpectedMessage if event is WE.ACK and state is not WS.FAILED else UsageError
     )
@@ -200,7 +244,7 @@ READER_TRANSITIONS: Final[Mapping[tuple[ReaderChannelState, ReaderChannelEvent],
 
 _PEER_EVENTS: Final = frozenset({RE.DATA, RE.TERMINATION, RE.BAD_CHECKSUM})
 
-READER_REJECTIONS: Final[Mapping[tuple[ReaderChannelState, ReaderChannelEvent], type[Exception]]] = {
+READER_REJECTIONS: Final[Mapping[tuple[ReaderChannelState, ReaderChannelEvent], type[errors.ChannelError] | type[UsageError]]] = {
     (state, event): (
         errors.UnexpectedMessage
         if event in _PEER_EVENTS and state in (RS.TERMINATED, RS.ACKED)
@@ -214,7 +258,7 @@ after the terminator is the peer's fault (Spark would queue it; this spec reject
 unlisted pair is a caller bug (a message before ``connected``, an ack completion that was never
 asked for, input after the machine failed, which the machine ignores instead)."""
 
-WRITER_ERRORS: Final[Mapping[tuple[WriterChannelState, WriterChannelEvent], type[errors.ShuffleError]]] = {
+WRITER_ERRORS: Final[Mapping[tuple[WriterChannelState, WriterChannelEvent], type[errors.ChannelError]]] = {
     (WS.AWAITING_CREDIT, WE.TIMEOUT): errors.WriterConnectionTimeout,
     (WS.TERMINATING, WE.TIMEOUT): errors.WriterConnectionTimeout,
     (WS.TERMINATING, WE.ACK_TIMEOUT): errors.TerminationAckTimeout,
@@ -227,7 +271,7 @@ WRITER_ERRORS: Final[Mapping[tuple[WriterChannelState, WriterChannelEvent], type
 }
 """Listed writer transitions into FAILED, and the error each one reports."""
 
-READER_ERRORS: Final[Mapping[tuple[ReaderChannelState, ReaderChannelEvent], type[errors.ShuffleError]]] = {
+READER_ERRORS: Final[Mapping[tuple[ReaderChannelState, ReaderChannelEvent], type[errors.ChannelError]]] = {
     (RS.CONNECTING, RE.CLOSE): errors.ConnectionClosedBeforeTermination,
     (RS.OPEN, RE.CLOSE): errors.ConnectionClosedBeforeTermination,
     (RS.OPEN, RE.BAD_CHECKSUM): errors.ChecksumVerificationFailed,
@@ -238,8 +282,10 @@ READER_ERRORS: Final[Mapping[tuple[ReaderChannelState, ReaderChannelEvent], type
 """Listed reader transitions into FAILED, and the error each one reports."""
 
 WRITER_TABLE: Final = Table(
-    "writer channel", WS.AWAITING_CREDIT, WRITER_TRANSITIONS, WRITER_REJECTIONS, WRITER_ERRORS, WRITER_EVENT_MEANINGS
+    name="writer channel", initial=WS.AWAITING_CREDIT, transitions=WRITER_TRANSITIONS,
+    rejections=WRITER_REJECTIONS, failures=WRITER_ERRORS, meanings=WRITER_EVENT_MEANINGS,
 )
 READER_TABLE: Final = Table(
-    "reader channel", RS.CONNECTING, READER_TRANSITIONS, READER_REJECTIONS, READER_ERRORS, READER_EVENT_MEANINGS
+    name="reader channel", initial=RS.CONNECTING, transitions=READER_TRANSITIONS,
+    rejections=READER_REJECTIONS, failures=READER_ERRORS, meanings=READER_EVENT_MEANINGS,
 )

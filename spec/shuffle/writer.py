@@ -15,6 +15,7 @@ from typing import Hashable
 from spec.shuffle import errors
 from spec.shuffle.checksum import payload_checksum
 from spec.shuffle.layouts import MessageType
+from spec.shuffle.machine import WRITER_SIDE, ChannelMachine, machine_input
 from spec.shuffle.messages import (
     CreditMessage,
     DataMessage,
@@ -31,7 +32,6 @@ from spec.shuffle.steps import (
     ProducerUnblocked,
     Send,
     Step,
-    StepBuffer,
     UsageError,
 )
 from spec.shuffle.transitions import (
@@ -44,9 +44,6 @@ from spec.shuffle.transitions import (
 TCP_SEND_BUFFER: int = 32 * 1024
 TCP_RECEIVE_BUFFER: int = 512
 """Socket buffers Spark sets on every bound writer channel; they count against writerMaxMemory."""
-
-SERVER_HANDLER = "ShuffleServerHandler"
-
 
 def permit_capacity(settings: ShuffleSettings, num_readers: int) -> int:
     """Byte permits of the writer: ``max(R * N * 2, writerMaxMemory - R * (32 KiB + 512))``."""
@@ -83,8 +80,11 @@ class WriterChannel:
         return self.conn is not None
 
 
-class WriterMachine(StepBuffer):
+class WriterMachine(ChannelMachine[WriterChannelState, WriterChannelEvent]):
     """One writer task. Inputs return a :class:`Step`; after ``Failed`` or ``Completed`` input is ignored."""
+
+    table = WRITER_TABLE
+    side = WRITER_SIDE
 
     def __init__(
         self, shuffle_id: int, writer_id: int, num_readers: int, settings: ShuffleSettings, now: float,
@@ -93,8 +93,7 @@ class WriterMachine(StepBuffer):
         """``ack_timeout_ms`` >= 0 bounds the wait for termination acks (an option; -1 is Spark's wait forever)."""
         if num_readers < 1:
             raise UsageError(f"a writer needs at least one reader, got {num_readers}")
-        super().__init__()
-        self.shuffle_id = shuffle_id
+        super().__init__(shuffle_id)
         self.writer_id = writer_id
         self.settings = settings
         self.permit_capacity = permit_capacity(settings, num_readers)
@@ -129,14 +128,13 @@ class WriterMachine(StepBuffer):
 
     # -- inputs -----------------------------------------------------------------------------------
 
-    def connection_accepted(self, conn: Hashable, now: float) -> Step:
+    @machine_input
+    def connection_accepted(self, conn: Hashable, now: float) -> None:
         """A reader connected; it is bound to a reader id only by its first CREDIT."""
-        return self._step(now)
 
-    def write(self, reader_id: int, record: bytes, now: float) -> Step:
+    @machine_input
+    def write(self, reader_id: int, record: bytes, now: float) -> None:
         """Append one serialized record for ``reader_id``; may flush, or block the producer."""
-        if self.done:
-            return self._step(now)
         if self.state is not WriterState.RUNNING or self.blocked:
             raise UsageError(f"write() while the writer is {'blocked' if self.blocked else self.state.value}")
         channel = self._channel_for_caller(reader_id)
@@ -145,14 +143,12 @@ class WriterMachine(StepBuffer):
                 self._flush(ch)
             self._held = (reader_id, record)
             self._surface(ProducerBlocked())
-            return self._step(now)
+            return
         self._append(channel, record, now)
-        return self._step(now)
 
-    def finish(self, now: float) -> Step:
+    @machine_input
+    def finish(self, now: float) -> None:
         """Input ended: flush every buffer, then TERMINATION_CONTROL to every reader."""
-        if self.done:
-            return self._step(now)
         if self.state is not WriterState.RUNNING or self.blocked:
             raise UsageError(f"finish() while the writer is {'blocked' if self.blocked else self.state.value}")
         self.state = WriterState.FINISHING
@@ -161,51 +157,43 @@ class WriterMachine(StepBuffer):
         for ch in self.channels:
             self._flush(ch)
             if not self._move(ch, WriterChannelEvent.FINISH):
-                return self._step(now)
+                return
             ch.last_seq += 1
             self._emit(ch, TerminationControlMessage(ch.last_seq, self.writer_id, ch.reader_id), notify=False)
-        return self._step(now)
 
-    def received(self, conn: Hashable, message: Message, now: float) -> Step:
+    @machine_input
+    def received(self, conn: Hashable, message: Message, now: float) -> None:
         """A decoded message arrived on ``conn``."""
-        if self.done:
-            return self._step(now)
         if isinstance(message, (DataMessage, TerminationControlMessage)):
-            error = errors.UnexpectedMessage(SERVER_HANDLER, message.type.name)
             reader_id = self._conns.get(conn, message.reader_id)
             if 0 <= reader_id < len(self.channels):
-                self._fail_with(self.channels[reader_id], WriterChannelEvent.UNEXPECTED, error)
+                self._move(self.channels[reader_id], WriterChannelEvent.UNEXPECTED, message_type=message.type.name)
             else:
-                self._fail(error)
-            return self._step(now)
-        ch_or_none = self._channel_for_peer(message.reader_id)
-        if ch_or_none is None:
-            return self._step(now)
-        ch = ch_or_none
+                self._fail(errors.UnexpectedMessage(self.side.handler, message.type.name))
+            return
+        ch = self._channel_for_peer(message.reader_id)
+        if ch is None:
+            return
         if isinstance(message, CreditMessage):
             if self._move(ch, WriterChannelEvent.CREDIT) and not ch.bound:
                 self._bind(ch, conn)
         else:
             self._on_ack(ch, message)
-        return self._step(now)
 
     def decode_failed(self, conn: Hashable, error: errors.CodecError, now: float) -> Step:
         """The bytes from ``conn`` did not decode: the writer fails with the codec's error."""
         return self.abort(error, now)
 
-    def connection_closed(self, conn: Hashable, now: float) -> Step:
+    @machine_input
+    def connection_closed(self, conn: Hashable, now: float) -> None:
         """``conn`` closed; fatal if it is bound to a reader that has not acknowledged termination."""
         reader_id = self._conns.pop(conn, None)
-        if self.done or reader_id is None:
-            return self._step(now)
-        ch = self.channels[reader_id]
-        self._fail_with(ch, WriterChannelEvent.CLOSE, errors.ConnectionClosedBeforeTermination("reader", reader_id))
-        return self._step(now)
+        if reader_id is not None:
+            self._move(self.channels[reader_id], WriterChannelEvent.CLOSE)
 
-    def send_completed(self, reader_id: int, seq: int, now: float) -> Step:
+    @machine_input
+    def send_completed(self, reader_id: int, seq: int, now: float) -> None:
         """The socket write of DATA ``seq`` to ``reader_id`` completed: its permits return."""
-        if self.done:
-            return self._step(now)
         permits = self._in_flight.pop((reader_id, seq), None)
         if permits is None:
             raise UsageError(f"no DATA {seq} to reader {reader_id} is waiting for its write")
@@ -217,46 +205,36 @@ class WriterMachine(StepBuffer):
                 self._held = None
                 self._append(channel, record, now)
                 self._surface(ProducerUnblocked())
-        return self._step(now)
 
-    def send_failed(self, reader_id: int, seq: int, cause: str, now: float) -> Step:
+    @machine_input
+    def send_failed(self, reader_id: int, seq: int, cause: str, now: float) -> None:
         """The socket write of DATA ``seq`` to ``reader_id`` failed: the writer fails."""
-        if self.done:
-            return self._step(now)
         if (reader_id, seq) not in self._in_flight:
             raise UsageError(f"no DATA {seq} to reader {reader_id} is waiting for its write")
-        self._fail_with(self.channels[reader_id], WriterChannelEvent.SEND_FAILED,
-                        errors.SendFailed("data", "reader", reader_id, cause))
-        return self._step(now)
+        self._move(self.channels[reader_id], WriterChannelEvent.SEND_FAILED, cause=cause)
 
-    def tick(self, now: float) -> Step:
+    @machine_input
+    def tick(self, now: float) -> None:
         """Time passed: the periodic flush, and the connection timeout of unbound readers."""
-        if self.done:
-            return self._step(now)
         if self._bind_deadline is not None and now >= self._bind_deadline:
             for ch in self.channels:
                 if not ch.bound:
-                    self._fail_with(ch, WriterChannelEvent.TIMEOUT, errors.WriterConnectionTimeout(
-                        self.shuffle_id, self.writer_id, self.settings.writer_connection_timeout_ms,
-                        ch.reader_id))
-                    return self._step(now)
+                    self._move(ch, WriterChannelEvent.TIMEOUT, timeout_ms=self.settings.writer_connection_timeout_ms)
+                    return
         if self._ack_deadline is not None and now >= self._ack_deadline:
             for ch in self.channels:
                 if ch.state is WriterChannelState.TERMINATING:
-                    self._fail_with(ch, WriterChannelEvent.ACK_TIMEOUT, errors.TerminationAckTimeout(
-                        self.shuffle_id, self.writer_id, self.ack_timeout_ms, ch.reader_id))
-                    return self._step(now)
+                    self._move(ch, WriterChannelEvent.ACK_TIMEOUT, timeout_ms=self.ack_timeout_ms)
+                    return
         if self.state is WriterState.RUNNING and now >= self._next_periodic:
             for ch in self.channels:
                 self._flush(ch)
             self._next_periodic = now + self._wait_s
-        return self._step(now)
 
-    def abort(self, error: errors.ShuffleError, now: float) -> Step:
+    @machine_input
+    def abort(self, error: errors.ShuffleError, now: float) -> None:
         """The task failed locally (or its input could not be decoded)."""
-        if not self.done:
-            self._fail(error)
-        return self._step(now)
+        self._fail(error)
 
     # -- internals --------------------------------------------------------------------------------
 
@@ -317,37 +295,23 @@ class WriterMachine(StepBuffer):
             self._send(Send(channel.reader_id, message, conn, isinstance(message, DataMessage)))
 
     def _on_ack(self, channel: WriterChannel, ack: TerminationAckMessage) -> None:
+        observed = {"message_type": MessageType.TERMINATION_ACK_MESSAGE.name}
         if ack.seq != channel.last_seq:
-            self._fail_with(channel, WriterChannelEvent.ACK_WRONG_SEQ, errors.IncorrectSequenceNumber(
-                MessageType.TERMINATION_ACK_MESSAGE.name, self.writer_id, channel.reader_id,
-                channel.last_seq, ack.seq))
+            self._move(channel, WriterChannelEvent.ACK_WRONG_SEQ, expected=channel.last_seq, actual=ack.seq,
+                       **observed)
             return
-        if self._move(channel, WriterChannelEvent.ACK) and all(
+        if self._move(channel, WriterChannelEvent.ACK, **observed) and all(
             ch.state is WriterChannelState.TERMINATED for ch in self.channels
         ):
             self.state = WriterState.COMPLETED
             self._surface(Completed())
 
-    def _move(self, channel: WriterChannel, event: WriterChannelEvent) -> bool:
-        """Apply the table; an unlisted pair fails the writer (peer fault) or raises (caller bug)."""
-        target = WRITER_TABLE.next_state(channel.state, event)
-        if target is None:
-            # The only peer-caused rejection: a matching ack before TERMINATION_CONTROL.
-            channel.state = WriterChannelState.FAILED
-            self._fail(errors.UnexpectedMessage(SERVER_HANDLER, MessageType.TERMINATION_ACK_MESSAGE.name))
-            return False
-        channel.state = target
-        return True
-
-    def _fail_with(self, channel: WriterChannel, event: WriterChannelEvent, error: errors.ShuffleError) -> None:
-        """A listed transition into FAILED, carrying the error the table names for it."""
-        if self._move(channel, event) and channel.state is WriterChannelState.FAILED:
-            self._fail(error)
-
-    def _fail(self, error: errors.ShuffleError) -> None:
+    def _stop(self) -> None:
         self.state = WriterState.FAILED
         self._held = None
-        self._record_failure(error)
+
+    def _ends(self, channel: WriterChannel) -> tuple[int, int]:
+        return self.writer_id, channel.reader_id
 
     def _deadline(self) -> float | None:
         if self.done:
@@ -360,6 +324,3 @@ class WriterMachine(StepBuffer):
         if self._ack_deadline is not None:
             candidates.append(self._ack_deadline)
         return min(candidates, default=None)
-
-    def _step(self, now: float) -> Step:
-        return self._take(self._deadline())

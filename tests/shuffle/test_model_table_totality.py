@@ -17,6 +17,8 @@ from spec.shuffle.transitions import (
     WRITER_TABLE,
     ReaderChannelEvent,
     ReaderChannelState,
+    Moved,
+    Rejected,
     Table,
     WriterChannelEvent,
     WriterChannelState,
@@ -37,13 +39,19 @@ def test_every_pair_is_listed_or_rejected_with_a_defined_error(table: Table[Any,
     assert set(table.failures) == into_failed, "every listed failure names its error"
     assert not any(s is states.FAILED for s, _ in table.transitions), "FAILED is terminal"
     for state, event in pairs:
+        outcome = table.apply(state, event)
         if (state, event) in listed:
-            assert table.next_state(state, event) is table.transitions[(state, event)]
-        elif table.rejections[(state, event)] is UsageError:
-            with pytest.raises(UsageError):
-                table.next_state(state, event)
+            assert outcome == Moved(table.transitions[(state, event)], table.failures.get((state, event)))
         else:
-            assert table.next_state(state, event) is None
+            assert outcome == Rejected(table.rejections[(state, event)])
+
+
+def test_observers_see_every_lookup_while_they_are_registered() -> None:
+    seen: list[tuple[str, Any, Any]] = []
+    with WRITER_TABLE.observed(lambda table, state, event: seen.append((table.name, state, event))):
+        WriterMachine(0, 0, 1, SETTINGS, 0.0).received("c", _credit(), 0.0)
+    WriterMachine(0, 0, 1, SETTINGS, 0.0).received("c", _credit(), 0.0)
+    assert seen == [("writer channel", WriterChannelState.AWAITING_CREDIT, WriterChannelEvent.CREDIT)]
 
 
 def test_every_state_is_reachable_from_the_initial_one() -> None:
