@@ -148,29 +148,29 @@ def spark_comparison(records: int) -> dict[str, Any]:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    from reference.spark import stop_coordinator, streaming_shuffle
+    from reference.spark import StreamingShuffle
 
     spark = (SparkSession.builder.master("local[4]").appName("shuffle-benchmark")
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
              .config("spark.driver.host", "127.0.0.1").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     try:
-        sc = spark.sparkContext
-        rdd = sc.parallelize(range(records), 2).map(lambda i: (i % 1009, i)).cache()
-        rdd.count()
-        # Warm both paths once (Python workers, imports), then time one run of each.
-        streaming_shuffle(rdd, 2).mapPartitions(_fingerprint).collect()
-        rdd.partitionBy(2).mapPartitions(_fingerprint).collect()
-        start = time.perf_counter()
-        theirs = rdd.partitionBy(2).mapPartitions(_fingerprint).collect()
-        partition_by_s = time.perf_counter() - start
-        start = time.perf_counter()
-        mine = streaming_shuffle(rdd, 2).mapPartitions(_fingerprint).collect()
-        streaming_s = time.perf_counter() - start
+        with StreamingShuffle(spark) as shuffle:
+            sc = spark.sparkContext
+            rdd = sc.parallelize(range(records), 2).map(lambda i: (i % 1009, i)).cache()
+            rdd.count()
+            # Warm both paths once (Python workers, imports), then time one run of each.
+            shuffle.shuffle(rdd, 2).mapPartitions(_fingerprint).collect()
+            rdd.partitionBy(2).mapPartitions(_fingerprint).collect()
+            start = time.perf_counter()
+            theirs = rdd.partitionBy(2).mapPartitions(_fingerprint).collect()
+            partition_by_s = time.perf_counter() - start
+            start = time.perf_counter()
+            mine = shuffle.shuffle(rdd, 2).mapPartitions(_fingerprint).collect()
+            streaming_s = time.perf_counter() - start
         return {"records": records, "pyspark_partitionby_s": round(partition_by_s, 3),
                 "streaming_shuffle_s": round(streaming_s, 3), "correct": mine == theirs}
     finally:
-        stop_coordinator(spark.sparkContext)
         spark.stop()
 
 

@@ -3,6 +3,7 @@
 from reference.spark.shuffle import (
     InsufficientSlots,
     ReaderRetryUnsupported,
+    StreamingShuffle,
     stop_coordinator,
     streaming_repartition,
     streaming_shuffle,
@@ -11,6 +12,7 @@ from reference.spark.shuffle import (
 __all__ = [
     "InsufficientSlots",
     "ReaderRetryUnsupported",
+    "StreamingShuffle",
     "stop_coordinator",
     "streaming_repartition",
     "streaming_shuffle",

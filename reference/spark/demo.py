@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    from reference.spark import stop_coordinator, streaming_shuffle
+    from reference.spark import StreamingShuffle
 
     slots = args.writers + args.readers
     spark = (SparkSession.builder.master(f"local[{slots}]").appName("streaming-shuffle-demo")
@@ -41,12 +41,13 @@ def main(argv: list[str] | None = None) -> int:
              .config("spark.driver.host", "127.0.0.1").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     try:
-        sc = spark.sparkContext
-        source = sc.parallelize(range(args.records), args.writers).map(lambda i: (f"key{i % 997}", i)).cache()
-        source.count()
-        start = time.perf_counter()
-        streamed = streaming_shuffle(source, args.readers).mapPartitions(fingerprint).collect()
-        elapsed = time.perf_counter() - start
+        with StreamingShuffle(spark) as shuffle:
+            sc = spark.sparkContext
+            source = sc.parallelize(range(args.records), args.writers).map(lambda i: (f"key{i % 997}", i)).cache()
+            source.count()
+            start = time.perf_counter()
+            streamed = shuffle.shuffle(source, args.readers).mapPartitions(fingerprint).collect()
+            elapsed = time.perf_counter() - start
         expected = source.partitionBy(args.readers).mapPartitions(fingerprint).collect()
         ok = streamed == expected
         print(f"streaming shuffle {args.writers}x{args.readers}: {sum(c for c, _ in streamed)} records, "
@@ -55,9 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"throughput: {args.records / elapsed:,.0f} records/s ({elapsed:.2f} s, Spark job included)")
         return 0 if ok else 1
     finally:
-        stop_coordinator(spark.sparkContext)
         spark.stop()
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,4 +1,6 @@
-"""The streaming shuffle as a PySpark API: ``streaming_shuffle`` (RDD) and ``streaming_repartition`` (DataFrame).
+"""The streaming shuffle as a PySpark API: :class:`StreamingShuffle` (``shuffle`` for RDDs,
+``repartition`` for DataFrames), the service a caller owns, and ``streaming_shuffle`` /
+``streaming_repartition``, the same on a default service kept by the SparkContext.
 
 Both return lazily. The result has exactly ``num_partitions`` partitions, each computed by a reader
 task. When the first reader of a run starts, the driver's coordinator launches the writers (one
@@ -77,7 +79,8 @@ class Plan:
     num_writers: int
     num_readers: int
     settings: ShuffleSettings
-    coordinator: ShuffleShard
+    shard: ShuffleShard
+    """Where the tasks reach the shuffle's directory."""
     bind_host: str | None
     transcript_dir: str | None
     fault: FaultHook | None = None
@@ -104,38 +107,6 @@ def _executor_host(driver_host: str) -> str:
 
 # -- driver side ----------------------------------------------------------------------------------
 
-class _Service:
-    """The coordinator of one SparkContext (one per driver process)."""
-
-    def __init__(self, host: str, conf: Mapping[str, str]) -> None:
-        self.host = host
-        self.directory: ClusterCoordinator = directory_from_conf(conf, host)
-
-
-_services: dict[str, _Service] = {}
-"""Coordinators by Spark application id: ``id(sc)`` could be reused by a later context."""
-_services_lock = threading.Lock()
-_shuffle_ids = itertools.count()
-
-
-def _service(sc: Any) -> _Service:
-    with _services_lock:
-        service = _services.get(sc.applicationId)
-        if service is None:
-            host = sc.getConf().get("spark.driver.host", "127.0.0.1")
-            service = _Service(host, dict(sc.getConf().getAll()))
-            _services[sc.applicationId] = service
-        return service
-
-
-def stop_coordinator(sc: Any) -> None:
-    """Stop the coordinator of ``sc`` (call before ``SparkContext.stop`` to leave no thread behind)."""
-    with _services_lock:
-        service = _services.pop(sc.applicationId, None)
-    if service is not None:
-        service.directory.stop()
-
-
 def available_slots(sc: Any) -> int:
     """Tasks the cluster can run at once now (0 while no executor has registered)."""
     jsc = sc._jsc.sc()
@@ -150,39 +121,162 @@ def _settings(sc: Any, conf: Mapping[str, object] | Any | None) -> tuple[Shuffle
     return ShuffleSettings.from_dict({k: v for k, v in values.items() if k.startswith(PREFIX)}), runtime
 
 
-def _open(sc: Any, num_writers: int, num_readers: int, conf: Mapping[str, object] | Any | None,
-          fault: FaultHook | None, launch: Callable[[Plan, co.ShuffleKey], None]) -> Plan:
-    """Check the shape, register the shuffle with the coordinator, and return the task plan."""
-    if num_readers < 1:
-        raise ValueError(f"num_partitions must be >= 1, got {num_readers}")
-    settings, runtime = _settings(sc, conf)
-    slots = available_slots(sc)
-    if 0 < slots < num_writers + num_readers:
-        raise InsufficientSlots(num_writers, num_readers, slots)
-    service = _service(sc)
-    directory = service.directory
-    shuffle_id = next(_shuffle_ids)
+_DEFAULT_ATTRIBUTE: Final = "_streamwire_streaming_shuffle"
+"""Where a SparkContext keeps the service the module-level functions use (it dies with the context)."""
 
-    def launcher(key: co.ShuffleKey) -> None:
-        try:
-            slots_now = available_slots(sc)
-            if slots_now < num_writers + num_readers:
-                raise InsufficientSlots(num_writers, num_readers, slots_now)
-            sc.setJobGroup(f"streaming-shuffle-{key.shuffle_id}-{key.attempt}",
-                           f"streaming shuffle {key.shuffle_id} writers (attempt {key.attempt})", True)
-            launch(plan, key)
-        except BaseException as error:  # noqa: BLE001 - reported to every task of the attempt
-            directory.report_failure(key, co.Role.DRIVER, -1, describe(error))
-
-    plan = Plan(shuffle_id, num_writers, num_readers, settings, directory.add_shuffle(shuffle_id, launcher),
-                runtime.get(BIND_HOST_KEY), runtime.get(TRANSCRIPT_DIR_KEY), fault, service.host)
-    return plan
+_default_lock = threading.Lock()
+"""Guards the creation of a context's default service (two threads may shuffle at once)."""
 
 
-def _close_with(result: object, sc: Any, shuffle_id: int) -> None:
-    """Forget the shuffle when its result RDD or DataFrame is garbage-collected."""
-    service = _service(sc)
-    weakref.finalize(result, service.directory.remove_shuffle, shuffle_id)
+class StreamingShuffle:
+    """The streaming shuffle's driver side for one SparkContext; the caller owns it.
+
+    It holds the coordinator (the directory on the cluster provider named by
+    ``spark.streamwire.cluster.provider``) and numbers the shuffles it opens, which stay open until
+    :meth:`close` stops the coordinator (and its threads). Results are lazy: compute them before
+    closing::
+
+        with StreamingShuffle(spark) as s:
+            rows = s.repartition(df, 4, "key").collect()
+    """
+
+    def __init__(self, spark: Any) -> None:
+        """``spark``: a SparkSession or a SparkContext."""
+        self.sc: Any = getattr(spark, "sparkContext", spark)
+        conf = self.sc.getConf()
+        self.driver_host: str = conf.get("spark.driver.host", "127.0.0.1")
+        self.coordinator: ClusterCoordinator = directory_from_conf(dict(conf.getAll()), self.driver_host)
+        self._ids = itertools.count()
+        self._closed = False
+        self._forget_collected = False
+        """Forget a shuffle once its result object is garbage-collected (the default service only)."""
+
+    @classmethod
+    def default(cls, sc: Any) -> StreamingShuffle:
+        """The service of ``sc`` behind ``streaming_shuffle``/``streaming_repartition``: made on first
+        use, kept on the context (so it dies with it), closed by :func:`stop_coordinator`."""
+        with _default_lock:
+            service: StreamingShuffle | None = getattr(sc, _DEFAULT_ATTRIBUTE, None)
+            if service is None or service._closed:
+                service = cls(sc)
+                service._forget_collected = True  # nobody closes it until the context stops
+                setattr(sc, _DEFAULT_ATTRIBUTE, service)
+            return service
+
+    def __enter__(self) -> StreamingShuffle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the coordinator; results not yet computed can no longer run. Idempotent."""
+        if not self._closed:
+            self._closed = True
+            self.coordinator.stop()
+
+    def shuffle(self, rdd: Any, num_partitions: int, partition_func: Callable[[Any], int] | None = None,
+                conf: Mapping[str, object] | Any | None = None, *, fault: FaultHook | None = None) -> Any:
+        """Shuffle an RDD of ``(key, value)`` pairs into ``num_partitions`` partitions, streaming.
+
+        Partition ``i`` holds the pairs with ``partition_func(key) % num_partitions == i`` (default:
+        PySpark's ``portable_hash``, as ``partitionBy``), each writer's pairs in their input order.
+        ``conf`` (a dict or SparkConf) overrides ``spark.shuffle.streaming.*`` from the SparkConf;
+        ``fault`` is applied to every outgoing message of every writer (fault-injection tests).
+        """
+        from pyspark.rdd import portable_hash
+
+        func = partition_func or portable_hash
+
+        def launch(plan: Plan, key: co.ShuffleKey) -> None:
+            rdd.mapPartitionsWithIndex(functools.partial(_write_pairs, plan, key, func)).foreach(_ignore)
+
+        plan = self._open(rdd.getNumPartitions(), num_partitions, conf, fault, launch)
+        result = self.sc.parallelize(range(num_partitions), num_partitions).mapPartitionsWithIndex(
+            functools.partial(_read_pairs, plan))
+        self._close_with(result, plan.shuffle_id)
+        return result
+
+    def repartition(self, df: Any, num_partitions: int, *cols: Any, conf: Mapping[str, object] | None = None) -> Any:
+        """``df.repartition(num_partitions, *cols)`` through the streaming shuffle, Arrow IPC payloads.
+
+        Rows go to ``pmod(hash(cols), num_partitions)``, Spark's own hash partitioning, so partition
+        ``i`` holds the same rows as ``df.repartition(num_partitions, *cols)``'s partition ``i``.
+        Without columns every row goes to partition ``(writer + row) % num_partitions`` (round robin).
+        """
+        from pyspark.sql import functions as F
+
+        if cols:
+            target = F.pmod(F.hash(*cols), F.lit(num_partitions))
+        else:
+            target = F.pmod(F.spark_partition_id() + F.monotonically_increasing_id(), F.lit(num_partitions))
+        tagged = df.select("*", target.cast("int").alias(PARTITION_COLUMN))
+
+        def launch(plan: Plan, key: co.ShuffleKey) -> None:
+            tagged.mapInArrow(functools.partial(_write_batches, plan, key), "done int").write.format("noop").mode(
+                "overwrite").save()
+
+        plan = self._open(df.rdd.getNumPartitions(), num_partitions, conf, None, launch)
+        result = df.sparkSession.range(0, num_partitions, 1, num_partitions).mapInArrow(
+            functools.partial(_read_batches, plan), df.schema)
+        self._close_with(result, plan.shuffle_id)
+        return result
+
+    def _open(self, num_writers: int, num_readers: int, conf: Mapping[str, object] | Any | None,
+              fault: FaultHook | None, launch: Callable[[Plan, co.ShuffleKey], None]) -> Plan:
+        """Check the shape, register the shuffle with the coordinator, and return the task plan."""
+        if self._closed:
+            raise ValueError("this StreamingShuffle is closed")
+        if num_readers < 1:
+            raise ValueError(f"num_partitions must be >= 1, got {num_readers}")
+        sc, coordinator = self.sc, self.coordinator
+        settings, runtime = _settings(sc, conf)
+        slots = available_slots(sc)
+        if 0 < slots < num_writers + num_readers:
+            raise InsufficientSlots(num_writers, num_readers, slots)
+        shuffle_id = next(self._ids)
+
+        def launcher(key: co.ShuffleKey) -> None:
+            try:
+                slots_now = available_slots(sc)
+                if slots_now < num_writers + num_readers:
+                    raise InsufficientSlots(num_writers, num_readers, slots_now)
+                sc.setJobGroup(f"streaming-shuffle-{key.shuffle_id}-{key.attempt}",
+                               f"streaming shuffle {key.shuffle_id} writers (attempt {key.attempt})", True)
+                launch(plan, key)
+            except BaseException as error:  # noqa: BLE001 - reported to every task of the attempt
+                coordinator.report_failure(key, co.Role.DRIVER, -1, describe(error))
+
+        plan = Plan(shuffle_id, num_writers, num_readers, settings, coordinator.add_shuffle(shuffle_id, launcher),
+                    runtime.get(BIND_HOST_KEY), runtime.get(TRANSCRIPT_DIR_KEY), fault, self.driver_host)
+        return plan
+
+    def _close_with(self, result: object, shuffle_id: int) -> None:
+        """On the default service, forget the shuffle when its result RDD or DataFrame is
+        garbage-collected (an RDD derived from it keeps it alive; a DataFrame derived from it does not)."""
+        if self._forget_collected:
+            weakref.finalize(result, self.coordinator.remove_shuffle, shuffle_id)
+
+
+def stop_coordinator(sc: Any) -> None:
+    """Close the default service of ``sc`` (call before ``SparkContext.stop`` to leave no thread behind)."""
+    with _default_lock:
+        service: StreamingShuffle | None = getattr(sc, _DEFAULT_ATTRIBUTE, None)
+        if service is not None:
+            delattr(sc, _DEFAULT_ATTRIBUTE)
+    if service is not None:
+        service.close()
+
+
+def streaming_shuffle(rdd: Any, num_partitions: int, partition_func: Callable[[Any], int] | None = None,
+                      conf: Mapping[str, object] | Any | None = None, *, fault: FaultHook | None = None) -> Any:
+    """:meth:`StreamingShuffle.shuffle` on the default service of ``rdd``'s context."""
+    return StreamingShuffle.default(rdd.context).shuffle(rdd, num_partitions, partition_func, conf, fault=fault)
+
+
+def streaming_repartition(df: Any, num_partitions: int, *cols: Any, conf: Mapping[str, object] | None = None) -> Any:
+    """:meth:`StreamingShuffle.repartition` on the default service of ``df``'s context."""
+    return StreamingShuffle.default(df.sparkSession.sparkContext).repartition(df, num_partitions, *cols, conf=conf)
 
 
 # -- task side ------------------------------------------------------------------------------------
@@ -194,7 +288,7 @@ def _reader_attempt(plan: Plan, reader_id: int) -> tuple[ClusterDirectory, co.Sh
     attempt_number = ctx.attemptNumber() if ctx is not None else 0
     if attempt_number > 0:
         raise ReaderRetryUnsupported(reader_id, attempt_number)
-    client = plan.coordinator.open(co.Role.READER, reader_id)
+    client = plan.shard.open(co.Role.READER, reader_id)
     return client, co.ShuffleKey(plan.shuffle_id, client.join(plan.shuffle_id, reader_id))
 
 
@@ -211,7 +305,7 @@ def read_records(plan: Plan, reader_id: int) -> Iterator[bytes]:
 
 def write_records(plan: Plan, key: co.ShuffleKey, writer_id: int, records: Iterable[tuple[int, bytes]]) -> None:
     """Stream ``(reader_id, bytes)`` pairs as writer ``writer_id`` (one Spark task)."""
-    client = plan.coordinator.open(co.Role.WRITER, writer_id)
+    client = plan.shard.open(co.Role.WRITER, writer_id)
     try:
         WriterTask(key, writer_id, plan.num_readers, plan.settings, client, plan.options("writer", writer_id)).run(records)
     finally:
@@ -231,30 +325,6 @@ def _read_pairs(plan: Plan, index: int, _ignored: Iterable[int]) -> Iterator[Any
     loads = pickle.loads
     for record in read_records(plan, index):
         yield loads(record)
-
-
-def streaming_shuffle(rdd: Any, num_partitions: int, partition_func: Callable[[Any], int] | None = None,
-                      conf: Mapping[str, object] | Any | None = None, *, fault: FaultHook | None = None) -> Any:
-    """Shuffle an RDD of ``(key, value)`` pairs into ``num_partitions`` partitions, streaming.
-
-    Partition ``i`` holds the pairs with ``partition_func(key) % num_partitions == i`` (default:
-    PySpark's ``portable_hash``, as ``partitionBy``), each writer's pairs in their input order.
-    ``conf`` (a dict or SparkConf) overrides ``spark.shuffle.streaming.*`` from the SparkConf.
-    """
-    from pyspark.rdd import portable_hash
-
-    sc = rdd.context
-    func = partition_func or portable_hash
-    rdd_in = rdd
-
-    def launch(plan: Plan, key: co.ShuffleKey) -> None:
-        rdd_in.mapPartitionsWithIndex(functools.partial(_write_pairs, plan, key, func)).foreach(_ignore)
-
-    plan = _open(sc, rdd.getNumPartitions(), num_partitions, conf, fault, launch)
-    result = sc.parallelize(range(num_partitions), num_partitions).mapPartitionsWithIndex(
-        functools.partial(_read_pairs, plan))
-    _close_with(result, sc, plan.shuffle_id)
-    return result
 
 
 def _ignore(_: object) -> None:
@@ -298,31 +368,3 @@ def _read_batches(plan: Plan, batches: Iterator[Any]) -> Iterator[Any]:
     for reader_id in ids:
         for record in read_records(plan, reader_id):
             yield from pa.ipc.open_stream(record)
-
-
-def streaming_repartition(df: Any, num_partitions: int, *cols: Any, conf: Mapping[str, object] | None = None) -> Any:
-    """``df.repartition(num_partitions, *cols)`` through the streaming shuffle, Arrow IPC payloads.
-
-    Rows go to ``pmod(hash(cols), num_partitions)``, Spark's own hash partitioning, so partition
-    ``i`` holds the same rows as ``df.repartition(num_partitions, *cols)``'s partition ``i``. Without
-    columns every row goes to partition ``(writer + row) % num_partitions`` (round robin).
-    """
-    from pyspark.sql import functions as F
-
-    if cols:
-        target = F.pmod(F.hash(*cols), F.lit(num_partitions))
-    else:
-        target = F.pmod(F.spark_partition_id() + F.monotonically_increasing_id(), F.lit(num_partitions))
-    tagged = df.select("*", target.cast("int").alias(PARTITION_COLUMN))
-    session = df.sparkSession
-    sc = session.sparkContext
-
-    def launch(plan: Plan, key: co.ShuffleKey) -> None:
-        tagged.mapInArrow(functools.partial(_write_batches, plan, key), "done int").write.format("noop").mode(
-            "overwrite").save()
-
-    plan = _open(sc, df.rdd.getNumPartitions(), num_partitions, conf, None, launch)
-    result = session.range(0, num_partitions, 1, num_partitions).mapInArrow(
-        functools.partial(_read_batches, plan), df.schema)
-    _close_with(result, sc, plan.shuffle_id)
-    return result

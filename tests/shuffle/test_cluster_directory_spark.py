@@ -52,7 +52,7 @@ def job(setting: str) -> dict[str, object]:
         result = api.streaming_shuffle(pairs, 2)
         partitions = [sorted(p) for p in result.glom().collect()]
         expected = [sorted(p) for p in pairs.partitionBy(2).glom().collect()]
-        coordinator = api._service(sc).directory
+        coordinator = api.StreamingShuffle.default(sc).coordinator
         return {"backend": type(coordinator.backend).__name__, "task_url": coordinator.task_url,
                 "partitions": partitions, "expected": expected}
     finally:

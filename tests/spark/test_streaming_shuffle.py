@@ -105,7 +105,7 @@ def test_failing_reader_ends_the_writers(spark: Any) -> None:
     result = streaming_shuffle(sc.parallelize([(i % 7, i) for i in range(200000)], 2), 2)
     with pytest.raises(Exception, match="reader consumer failed"):
         result.map(explode).collect()
-    coordinator = api._service(sc).directory
+    coordinator = api.StreamingShuffle.default(sc).coordinator
     shuffle_id = max(coordinator.open_shuffles())
     key = ShuffleKey(shuffle_id, 0)
     for thread in threading.enumerate():
@@ -131,3 +131,27 @@ def test_streaming_repartition_equals_repartition_by_columns(spark: Any) -> None
     mine = got.rdd.glom().map(lambda rows: sorted(tuple(r) for r in rows)).collect()
     theirs = df.repartition(2, "k").rdd.glom().map(lambda rows: sorted(tuple(r) for r in rows)).collect()
     assert mine == theirs
+
+
+def test_a_service_the_caller_owns_shuffles_then_releases_its_coordinator(spark: Any) -> None:
+    """``with StreamingShuffle(spark) as s``: its own coordinator (not the context's default one),
+    closed with the block: its cluster service stops listening and it opens no more shuffles."""
+    import socket
+    from urllib.parse import urlsplit
+
+    from reference.spark import StreamingShuffle
+
+    sc = spark.sparkContext
+    pairs = sc.parallelize([(i % 13, i) for i in range(2000)], 2)
+    df = spark.range(0, 600, 1, 2).selectExpr("id", "id % 7 AS k")
+    with StreamingShuffle(spark) as service:
+        assert service.coordinator is not StreamingShuffle.default(sc).coordinator
+        assert_same_partitions(service.shuffle(pairs, 2).glom().collect(), pairs.partitionBy(2).glom().collect())
+        mine = service.repartition(df, 2, "k").rdd.glom().map(lambda rows: sorted(tuple(r) for r in rows)).collect()
+        assert mine == df.repartition(2, "k").rdd.glom().map(lambda rows: sorted(tuple(r) for r in rows)).collect()
+        address = urlsplit(service.coordinator.task_url)
+    assert address.scheme == "tcp"
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection((address.hostname, address.port), timeout=5).close()
+    with pytest.raises(ValueError, match="closed"):
+        service.shuffle(pairs, 2)
