@@ -176,7 +176,11 @@ def storable_shape(schema: SyncSchema) -> TableShape:
 
 
 class DeltaStore:
-    """Tables under one root (a local path or ``file://`` URL; other URLs with ``storage_options``)."""
+    """Tables under one root (a local path or ``file://`` URL; other URLs with ``storage_options``).
+
+    Tables it has opened stay open and are brought up to date before each use; callers use a
+    store from one thread at a time (the server's write lock).
+    """
 
     def __init__(
         self,
@@ -187,6 +191,7 @@ class DeltaStore:
         self.root = root.rstrip("/")
         self.storage_options = dict(storage_options or {})
         self.settings = settings
+        self._loaded: dict[str, DeltaTable] = {}
 
     def table_uri(self, path: str, store: StorageLocation | None = None) -> str:
         """Where the table at ``path`` lives (the command's own store root wins)."""
@@ -197,12 +202,24 @@ class DeltaStore:
         return self.storage_options or None if uri.startswith(self.root) else None
 
     def _open(self, uri: str) -> DeltaTable | None:
+        """The table at ``uri`` at its latest version (kept open: loading a log anew replays it)."""
+        table = self._loaded.get(uri)
+        if table is not None:
+            table.update_incremental()
+            return table
         opts = self._options(uri)
-        return DeltaTable(uri, storage_options=opts) if DeltaTable.is_deltatable(uri, storage_options=opts) else None
+        if not DeltaTable.is_deltatable(uri, storage_options=opts):
+            return None
+        table = self._loaded[uri] = DeltaTable(uri, storage_options=opts)
+        return table
 
     @staticmethod
     def _state(table: DeltaTable) -> TableState:
-        raw = next((c[META_KEY] for c in table.history(STATE_LOOKBACK) if isinstance(c.get(META_KEY), str)), None)
+        raw = None
+        for limit in (1, STATE_LOOKBACK):  # the latest commit is almost always the store's own
+            raw = next((c[META_KEY] for c in table.history(limit) if isinstance(c.get(META_KEY), str)), None)
+            if raw is not None:
+                break
         if raw is None:
             return TableState({}, {})
         meta = json.loads(raw)
@@ -270,7 +287,8 @@ class DeltaStore:
         if table is None:
             if not changes:
                 return FileChanges()
-            table = DeltaTable.create(uri, changes[0].schema.table_schema(), storage_options=self._options(uri))
+            table = self._loaded[uri] = DeltaTable.create(uri, changes[0].schema.table_schema(),
+                                                          storage_options=self._options(uri))
         keys: set[tuple[Any, ...]] = set()
         for change in changes:
             keys |= _affected_keys(change)
