@@ -108,6 +108,7 @@ class Stream:
         self._queue: deque[_Queued] = deque()
         self._reading = True
         self._closed = False
+        self._why_closed = ""
 
     @property
     def closed(self) -> bool:
@@ -131,7 +132,7 @@ class Stream:
         """
         with self._lock:
             if self._closed:
-                raise ConnectionAbortedError(f"{self.label} is closed")
+                raise ConnectionAbortedError(f"{self.label} is closed: {self._why_closed}")
             waiting = bool(self._queue)
             for message in messages:
                 self._queue.append(_Queued([memoryview(p) for p in message.parts if len(p)], message.token))
@@ -196,9 +197,10 @@ class Stream:
                 return done
         return done
 
-    def _release(self) -> None:
+    def _release(self, reason: CloseReason, error: OSError | None) -> None:
         with self._lock:
             self._closed = True
+            self._why_closed = reason.value if error is None else f"{reason.value} ({type(error).__name__}: {error})"
             self.abandoned = [q.token for q in self._queue if q.token is not None]
             self._queue.clear()
         try:
@@ -294,7 +296,7 @@ class Reactor:
     def close(self) -> None:
         """Release every socket without callbacks; call once no thread polls any more."""
         for stream in list(self._streams.values()):
-            stream._release()
+            stream._release(CloseReason.LOCAL, None)
         self._streams.clear()
         self._pending.clear()
         if self._listener is not None:
@@ -375,7 +377,7 @@ class Reactor:
                 self._selector.unregister(stream.sock)
             except (KeyError, ValueError):
                 pass
-        stream._release()
+        stream._release(reason, error)
         self._handler.closed(stream, reason, error)
 
     def _update(self, stream: Stream) -> None:

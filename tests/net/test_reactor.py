@@ -200,7 +200,7 @@ def test_a_closed_stream_abandons_its_queue_and_refuses_sends(ledger: ResourceLe
         poll_until(reactor, lambda: record.closed)
         assert record.closed == [(stream, CloseReason.LOCAL)]
         assert stream.abandoned and stream.abandoned == sorted(stream.abandoned)
-        with pytest.raises(OSError):
+        with pytest.raises(OSError, match="closed by its owner"):  # a later send says why it cannot
             stream.send([Outgoing((b"z",))])
     finally:
         client.close()
