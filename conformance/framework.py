@@ -187,3 +187,5 @@ class VectorResult:
     name: str
     passed: bool
     detail: str = ""
+    unsupported: bool = False
+    """The target declared it cannot take this vector (``detail`` says what it lacks); not run."""

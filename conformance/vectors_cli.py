@@ -1,6 +1,7 @@
 """``python -m conformance vectors``: check golden vectors against a target.
 
-Fails (exit 1) on any failing vector and (exit 3) when no vector ran at all.
+Fails (exit 1) on any failing vector and (exit 3) when no vector ran at all (every one missing or
+unsupported by the target's declared capabilities).
 """
 
 from __future__ import annotations
@@ -25,19 +26,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     module = importlib.import_module(f"conformance.vector_suites.{args.suite}")
     check: Callable[[str], Iterator[VectorResult]] = module.check_vectors
-    passed: Counter[str] = Counter()
-    failed: Counter[str] = Counter()
+    counts: dict[str, Counter[str]] = {"passed": Counter(), "failed": Counter(), "unsupported": Counter()}
     for result in check(args.target):
-        (passed if result.passed else failed)[result.group] += 1
-        if not result.passed:
+        kind = "unsupported" if result.unsupported else "passed" if result.passed else "failed"
+        counts[kind][result.group] += 1
+        if kind == "failed":
             print(f"FAIL {result.group} {result.name}: {result.detail}", flush=True)
-    groups = sorted(set(passed) | set(failed))
+    groups = sorted(set().union(*counts.values()))
     print(f"\n== {args.suite} vectors against {args.target} ==")
     for group in groups:
-        print(f"{group:<40} {passed[group]:>5} passed {failed[group]:>5} failed")
-    total_passed, total_failed = sum(passed.values()), sum(failed.values())
-    print(f"vectors: {total_passed} passed, {total_failed} failed")
-    if total_passed + total_failed == 0:
+        line = f"{group:<40} {counts['passed'][group]:>5} passed {counts['failed'][group]:>5} failed"
+        if counts["unsupported"][group]:
+            line += f" {counts['unsupported'][group]:>5} unsupported"
+        print(line)
+    total = {kind: sum(c.values()) for kind, c in counts.items()}
+    print(f"vectors: {total['passed']} passed, {total['failed']} failed, {total['unsupported']} unsupported")
+    if total["passed"] + total["failed"] == 0:
         print("error: no vector ran", file=sys.stderr)
         return EXIT_NO_VECTOR
-    return EXIT_FAILED if total_failed else EXIT_OK
+    return EXIT_FAILED if total["failed"] else EXIT_OK

@@ -45,7 +45,8 @@ def parse_tcp(spec: str) -> tuple[str, int]:
 class ExecProcess:
     """One started implementation: its stdout lines (collected by a thread) and its stderr log."""
 
-    def __init__(self, command: str, env: Mapping[str, str]) -> None:
+    def __init__(self, command: str, env: Mapping[str, str], interactive: bool = False) -> None:
+        """``interactive`` keeps stdin open for :meth:`send_line` (otherwise it is /dev/null)."""
         self.command = command
         self._log: IO[str] = tempfile.TemporaryFile("w+", prefix="conformance-exec-", suffix=".log")
         self._lines: list[str] = []
@@ -53,7 +54,8 @@ class ExecProcess:
         self._changed = threading.Condition()
         try:
             self._process = subprocess.Popen(
-                shlex.split(command), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self._log,
+                shlex.split(command), stdin=subprocess.PIPE if interactive else subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=self._log,
                 text=True, bufsize=1, env={**os.environ, **env},
             )
         except OSError as exc:
@@ -82,6 +84,17 @@ class ExecProcess:
                     return None
                 self._changed.wait(left)
             return self._lines[index]
+
+    def send_line(self, text: str) -> bool:
+        """Write one line to the program's stdin; False when it no longer reads it."""
+        stdin = self._process.stdin
+        assert stdin is not None, "started without interactive=True"
+        try:
+            stdin.write(text + "\n")
+            stdin.flush()
+        except (BrokenPipeError, OSError):
+            return False
+        return True
 
     def lines(self) -> list[str]:
         with self._changed:
@@ -117,6 +130,11 @@ class ExecProcess:
 
     def stop(self) -> None:
         """Terminate the process (this one only, by its id), then kill it if it ignores that."""
+        if self._process.stdin is not None:
+            try:
+                self._process.stdin.close()
+            except OSError:
+                pass  # the program already closed its end
         if self._process.poll() is None:
             self._process.terminate()
             try:

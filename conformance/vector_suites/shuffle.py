@@ -117,8 +117,15 @@ CHECKERS: Final[tuple[Callable[[str], Iterator[VectorResult]], ...]] = (check_wi
 
 
 def check_vectors(target: str) -> Iterator[VectorResult]:
-    """Run every shuffle vector against ``target`` (only ``reference`` is built in)."""
+    """Run every shuffle vector against ``target``: ``reference`` takes all of them; an ``exec:`` trace
+    driver takes the traces (the wire vectors exercise a codec library, with no command-line form:
+    load ``wire_messages.json`` in your own test runner), the wire vectors are reported unsupported."""
+    if target.startswith("exec:"):
+        for result in check_wire_messages("reference"):
+            yield VectorResult(result.group, result.name, False, "wire vectors run in-process only", unsupported=True)
+        yield from check_trace_vectors(target)
+        return
     if target not in TARGETS:
-        raise SystemExit(f"error: unknown shuffle vector target {target!r}; known: {', '.join(TARGETS)}")
+        raise SystemExit(f"error: unknown shuffle vector target {target!r}; known: {', '.join(TARGETS)}, exec:CMD")
     for checker in CHECKERS:
         yield from checker(target)

@@ -13,6 +13,7 @@ scenario whose run disagrees, so the golden answers are never taken on the refer
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from dataclasses import dataclass, field
@@ -20,6 +21,8 @@ from pathlib import Path
 from typing import Any, Callable, Final, Iterator, Mapping, Sequence
 
 from conformance.framework import VectorResult
+from conformance.targets.external import declared_capabilities
+from conformance.vector_suites.shuffle_exec import ANSWER_TIMEOUT_S, TRACES, exec_answers, missing_capability
 from spec.shuffle.jsonform import from_json, to_json
 from spec.shuffle.messages import (
     CreditMessage,
@@ -385,12 +388,22 @@ def _inputs(step: Json) -> dict[str, Any]:
     return {k: v for k, v in step.items() if k not in ("sends", "events")}
 
 
-def check_trace(test: Json) -> str | None:
-    """Replay one trace against the reference machine; the first difference, or None."""
+Answers = Callable[[Json, Sequence[Json]], Sequence[Mapping[str, Any]]]
+"""A target: a trace and its inputs -> the answer to every input."""
+
+
+def reference_answers(test: Json, inputs: Sequence[Json]) -> list[dict[str, Any]]:
+    return run_trace(test["role"], test, inputs)
+
+
+def check_trace(test: Json, answers_of: Answers = reference_answers) -> str | None:
+    """Replay one trace against a target (the reference machine by default); the first difference, or None."""
     try:
-        answers = run_trace(test["role"], test, [_inputs(s) for s in test["steps"]])
+        answers = answers_of(test, [_inputs(s) for s in test["steps"]])
     except Exception as exc:  # a target crash is a failed vector, reported with its type
         return f"raised {type(exc).__name__}: {exc}"
+    if len(answers) != len(test["steps"]):
+        return f"{len(answers)} answers to {len(test['steps'])} inputs"
     for index, (step, answer) in enumerate(zip(test["steps"], answers)):
         expected = {"sends": step["sends"], "events": step["events"]}
         if answer != expected:
@@ -399,14 +412,29 @@ def check_trace(test: Json) -> str | None:
 
 
 def check_trace_vectors(target: str) -> Iterator[VectorResult]:
-    """``traces.json``: one result per trace."""
-    if target not in TARGETS:
-        raise SystemExit(f"error: unknown shuffle trace target {target!r}; known: {', '.join(TARGETS)}")
+    """``traces.json``: one result per trace, against ``reference`` or an ``exec:`` trace driver."""
+    declared = frozenset({"writer", "reader", TRACES})
+    answers_of: Answers = reference_answers
+    if target.startswith("exec:"):
+        command = target[len("exec:"):]
+        declared = declared_capabilities(command, ANSWER_TIMEOUT_S)
+        answers_of = functools.partial(_exec_answers, command)
+    elif target not in TARGETS:
+        raise SystemExit(f"error: unknown shuffle trace target {target!r}; known: {', '.join(TARGETS)}, exec:CMD")
     document = json.loads(VECTOR_FILE.read_text())
     for test in document["tests"]:
-        detail = check_trace(test)
-        yield VectorResult(f"traces/{test['role']}", f"tcId {test['tcId']} [{test['level']}] {test['name']}: {test['comment']}",
-                           detail is None, detail or "")
+        group = f"traces/{test['role']}"
+        name = f"tcId {test['tcId']} [{test['level']}] {test['name']}: {test['comment']}"
+        lacking = missing_capability(declared, test["role"])
+        if lacking is not None:
+            yield VectorResult(group, name, False, lacking, unsupported=True)
+            continue
+        detail = check_trace(test, answers_of)
+        yield VectorResult(group, name, detail is None, detail or "")
+
+
+def _exec_answers(command: str, test: Json, inputs: Sequence[Json]) -> list[dict[str, Any]]:
+    return exec_answers(command, test, inputs)
 
 
 def main(argv: Sequence[str]) -> int:

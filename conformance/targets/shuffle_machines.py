@@ -1,0 +1,42 @@
+"""``python -m conformance.targets.shuffle_machines``: the spec's shuffle machines behind the ``exec:``
+trace contract, the reference any other implementation's trace driver is compared with.
+
+With ``CONFORMANCE_ROLE=capabilities`` it prints ``CAPABILITIES writer reader traces``. With
+``CONFORMANCE_ROLE=trace`` it reads the trace named by ``CONFORMANCE_TRACE`` (role, peers, settings,
+ackTimeoutMs), then answers each input line on stdin (one step of ``traces.json`` without its
+``sends``/``events``) with one line ``{"sends": [...], "events": [...]}`` on stdout (docs/conformance.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Final
+
+from conformance.targets.external import CAPABILITIES_ROLE, ROLE_VARIABLE
+from conformance.vector_suites.shuffle_traces import answer_json, apply_input, new_machine
+
+TRACE_ROLE: Final = "trace"
+TRACE_VARIABLE: Final = "CONFORMANCE_TRACE"
+CAPABILITIES: Final = "CAPABILITIES writer reader traces"
+
+
+def main() -> int:
+    role = os.environ.get(ROLE_VARIABLE, "")
+    if role == CAPABILITIES_ROLE:
+        print(CAPABILITIES, flush=True)
+        return 0
+    if role != TRACE_ROLE:
+        print(f"unsupported {ROLE_VARIABLE} {role!r}", file=sys.stderr)
+        return 127
+    with open(os.environ[TRACE_VARIABLE]) as document:
+        trace = json.load(document)
+    machine = new_machine(trace["role"], trace)
+    for line in sys.stdin:
+        print(json.dumps(answer_json(apply_input(machine, json.loads(line)))), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
