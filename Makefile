@@ -31,6 +31,7 @@ docs: $(STAMP)
 vectors: $(STAMP)
 	$(PY) -m conformance vectors --suite shuffle --target reference
 	$(PY) -m conformance vectors --suite sync --target reference
+	$(PY) -m conformance vectors --suite cluster --target reference
 
 conformance: $(STAMP)
 	$(PY) -m conformance run --suite shuffle --target reference

@@ -5,8 +5,9 @@ Targets:
   ``--max-replication-lag-s 0`` (every put flushes) so table contents can be checked;
 - ``exec:CMD``: CMD is started with ``{store}`` replaced by a fresh directory; it must print
   ``LISTENING <port>`` first and flush after every put; capabilities ``store`` (tables are
-  read from ``{store}/<path>`` as Delta) and ``restart`` (kill and start again), inferred
-  (``store`` when CMD names ``{store}``) unless declared with ``--capabilities store,restart``;
+  read from ``{store}/<path>`` as Delta) and ``restart`` (kill and start again), declared by
+  ``--capabilities store,restart``, or by CMD printing ``CAPABILITIES <cap> ...`` before
+  ``LISTENING``, or else inferred (``store`` when CMD names ``{store}``);
 - ``grpc://HOST:PORT`` or ``grpc+tls://HOST:PORT``: a running server; only cases needing
   neither capability run.  ``?token_file=PATH&ca_file=PATH`` after it sends a bearer token
   on every call and trusts that CA (a server started with ``--token-file``/``--tls-cert``).
@@ -116,6 +117,8 @@ class SyncTarget:
         self._store = tempfile.mkdtemp(prefix="sync-conformance-") if command else None
         self._proc: subprocess.Popen[str] | None = None
         self.location = location or ""
+        self.declared: frozenset[str] | None = None
+        """Capabilities the program printed (``CAPABILITIES store restart``) before ``LISTENING``."""
 
     @property
     def store(self) -> str:
@@ -128,6 +131,9 @@ class SyncTarget:
         self._proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
         assert self._proc.stdout is not None
         line = self._proc.stdout.readline().split()
+        if line[:1] == ["CAPABILITIES"]:  # the program declares what it can do before it listens
+            self.declared = frozenset(line[1:])
+            line = self._proc.stdout.readline().split()
         if len(line) != 2 or line[0] != "LISTENING":
             self.stop()
             raise RuntimeError(f"target did not print LISTENING <port>, got {line}")
@@ -185,11 +191,11 @@ def open_target(options: RunOptions) -> Iterator[SyncTarget]:
         command = REFERENCE_CMD if spec == "reference" else spec[len("exec:"):] if spec.startswith("exec:") else None
         if command is None:
             raise ValueError(f"unknown sync target {spec!r}")
-        caps = options.capabilities
-        if caps is None:
-            caps = frozenset({"restart"} | ({"store"} if "{store}" in command else set()))
-        target = SyncTarget(spec, caps, command, None)
+        target = SyncTarget(spec, frozenset(), command, None)
         target.start()
+        inferred = frozenset({"restart"} | ({"store"} if "{store}" in command else set()))
+        declared = options.capabilities if options.capabilities is not None else target.declared
+        target.capabilities = inferred if declared is None else declared
     try:
         yield target
     finally:

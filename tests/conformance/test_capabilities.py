@@ -4,9 +4,12 @@ UNSUPPORTED, never run and never inferred from a failure."""
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from conformance.runner import EXIT_OK
 from conformance.suites.sync import REFERENCE_CMD
@@ -14,11 +17,17 @@ from conformance.suites.sync import REFERENCE_CMD
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_a_sync_target_without_restart_declares_so(tmp_path: Path) -> None:
+DECLARING = (f"{shlex.quote(sys.executable)} {shlex.quote(str(Path(__file__).with_name('sync_declares_capabilities.py')))}"
+             " serve --store {store} --max-replication-lag-s 0")
+
+
+@pytest.mark.parametrize("target, flags", [(f"exec:{REFERENCE_CMD}", ["--capabilities", "store"]),
+                                           (f"exec:{DECLARING}", [])], ids=["--capabilities", "from-the-program"])
+def test_a_sync_target_without_restart_declares_so(tmp_path: Path, target: str, flags: list[str]) -> None:
     report = tmp_path / "r.json"
     done = subprocess.run(
-        [sys.executable, "-m", "conformance", "run", "--suite", "sync", "--target", f"exec:{REFERENCE_CMD}",
-         "--capabilities", "store", "--case", "restart/", "--case", "probe/empty", "--json-report", str(report)],
+        [sys.executable, "-m", "conformance", "run", "--suite", "sync", "--target", target, *flags,
+         "--case", "restart/", "--case", "probe/empty", "--json-report", str(report)],
         cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == EXIT_OK, done.stdout + done.stderr
     outcomes = {c["id"]: (c["outcome"], c["actual"]) for c in json.loads(report.read_text())["cases"]}
