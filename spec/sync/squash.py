@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from spec.sync.messages import ColumnRole
 from spec.sync.schema import SyncSchema
@@ -38,13 +39,73 @@ def _keys(table: pa.Table, schema: SyncSchema, role: ColumnRole) -> list[Key | N
     return out
 
 
+def _key_columns(table: pa.Table, schema: SyncSchema, role: ColumnRole) -> list[pa.ChunkedArray]:
+    cols = [schema.column(name, role) for name in schema.pk_names]
+    return [table.column(c.field.name) for c in cols if c is not None]
+
+
+def _all_null(columns: Sequence[pa.ChunkedArray]) -> pa.ChunkedArray | pa.Array:
+    """Per row: every key column is null (no key); raises _PartlyNull for a mixed row."""
+    nulls = [pc.is_null(c) for c in columns]
+    every, some = nulls[0], nulls[0]
+    for n in nulls[1:]:
+        every, some = pc.and_(every, n), pc.or_(some, n)
+    if pc.any(pc.xor(every, some)).as_py():
+        raise _PartlyNull()
+    return every
+
+
+class _PartlyNull(Exception):
+    """A key with some null columns: only the row-by-row path handles it."""
+
+
+def _keyed(columns: Sequence[pa.ChunkedArray], present: pa.ChunkedArray | pa.Array, names: Sequence[str]) -> pa.Table:
+    """Rows (with their index) whose key is present, key columns renamed to ``names``."""
+    index = pa.array(range(len(present)), pa.int64())
+    table = pa.table({**{n: c for n, c in zip(names, columns)}, "__row": index})
+    return table.filter(present)
+
+
+def _chainless(changes: pa.Table, schema: SyncSchema) -> pa.ChunkedArray | pa.Array | None:
+    """The temporary-row mask when no row continues another's chain; None when some may.
+
+    Row r continues a chain only if an earlier row produced r's old key, so without such
+    a pair every row is a chain of its own and squashing only drops temporary rows.
+    """
+    old_cols = _key_columns(changes, schema, ColumnRole.OLD_PK)
+    new_cols = _key_columns(changes, schema, ColumnRole.NEW_PK)
+    try:
+        no_old, no_new = _all_null(old_cols), _all_null(new_cols)
+    except _PartlyNull:
+        return None
+    names = [f"k{i}" for i in range(len(old_cols))]
+    produced = _keyed(new_cols, pc.invert(no_new), names)
+    consumed = _keyed(old_cols, pc.invert(no_old), names)
+    if produced.num_rows and consumed.num_rows:
+        try:
+            pairs = produced.join(consumed, keys=names, right_suffix="_old")
+        except pa.ArrowException:
+            return None
+        if pc.any(pc.less(pairs["__row"], pairs["__row_old"])).as_py():
+            return None
+    return pc.and_(no_old, no_new)
+
+
 def _squash(changes: pa.Table, schema: SyncSchema, segments: Sequence[int]) -> pa.Table:
     """Collapse key chains of ``changes``, read as consecutive segments of simultaneous rows.
 
     A row continues the chain whose latest row, in an *earlier* segment, produced its old
     key: keys a segment produces become linkable only once the segment ends, because its
     rows all read the rows as they were before it.  One-row segments are a plain stream.
+    A batch in which no row continues another is squashed with Arrow kernels alone.
     """
+    if changes.num_rows and (temporary_rows := _chainless(changes, schema)) is not None:
+        return changes.filter(pc.invert(temporary_rows))
+    return _squash_by_rows(changes, schema, segments)
+
+
+def _squash_by_rows(changes: pa.Table, schema: SyncSchema, segments: Sequence[int]) -> pa.Table:
+    """``_squash`` row by row: chains are followed in Python."""
     old_keys = _keys(changes, schema, ColumnRole.OLD_PK)
     new_keys = _keys(changes, schema, ColumnRole.NEW_PK)
     changed_cols = schema.by_role(ColumnRole.CHANGED)
@@ -117,6 +178,41 @@ def merge_squashed(batches: Sequence[pa.Table], schema: SyncSchema) -> pa.Table:
     return _squash(table, schema, [b.num_rows for b in batches])
 
 
+def _apply_full_values(stored: pa.Table, changes: pa.Table, schema: SyncSchema) -> pa.Table | None:
+    """``apply_squashed`` with Arrow kernels when no stored value is needed; None otherwise.
+
+    That holds when the changes carry every stored column and have no CHANGED column,
+    and keys are unique on both sides: the result is the stored rows under no old or new
+    key of the changes, then the changes' rows that have a new key.
+    """
+    if schema.by_role(ColumnRole.CHANGED):
+        return None
+    source = {c.name: c.field.name for c in schema.columns if c.role in (ColumnRole.NEW_PK, ColumnRole.VALUE)}
+    if not set(stored.schema.names) <= source.keys():
+        return None
+    pk = schema.pk_names
+    old_cols = _key_columns(changes, schema, ColumnRole.OLD_PK)
+    new_cols = _key_columns(changes, schema, ColumnRole.NEW_PK)
+    try:
+        no_old, no_new = _all_null(old_cols), _all_null(new_cols)
+        _all_null([stored.column(n) for n in pk])
+        written = changes.filter(pc.invert(no_new))
+        touched = pa.concat_tables([
+            _keyed(old_cols, pc.invert(no_old), pk).drop_columns("__row"),
+            _keyed(new_cols, pc.invert(no_new), pk).drop_columns("__row"),
+        ]).cast(stored.select(pk).schema)
+        rows = pa.table({n: written.column(source[n]) for n in stored.schema.names}).cast(stored.schema)
+    except (_PartlyNull, pa.ArrowException):
+        return None
+    for table in (stored, rows):
+        if table.num_rows and table.group_by(pk).aggregate([]).num_rows != table.num_rows:
+            return None
+    indexed = stored.append_column("__row", pa.array(range(stored.num_rows), pa.int64()))
+    kept = indexed.join(touched.group_by(pk).aggregate([]), keys=pk, join_type="left anti")
+    kept = kept.sort_by("__row").drop_columns("__row").cast(stored.schema)
+    return pa.concat_tables([kept, rows])
+
+
 def apply_squashed(stored: pa.Table, changes: pa.Table, schema: SyncSchema) -> pa.Table:
     """Apply squashed ``changes`` to ``stored`` rows (table schema, logical column names).
 
@@ -125,6 +221,12 @@ def apply_squashed(stored: pa.Table, changes: pa.Table, schema: SyncSchema) -> p
     flag of false keeps the stored value of the chain's old row (or, when that row is
     gone, of the stored row under the new key, which is what a replay finds).
     """
+    fast = _apply_full_values(stored, changes, schema)
+    return fast if fast is not None else _apply_by_rows(stored, changes, schema)
+
+
+def _apply_by_rows(stored: pa.Table, changes: pa.Table, schema: SyncSchema) -> pa.Table:
+    """``apply_squashed`` row by row in Python."""
     pk_names = schema.pk_names
     stored_rows = stored.to_pylist()
     by_key: dict[Key, dict[str, Any]] = {tuple(r[n] for n in pk_names): r for r in stored_rows}
