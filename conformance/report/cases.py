@@ -35,7 +35,7 @@ class CaseReport:
     def wire_problems(self) -> list[str]:
         """Frames from the implementation that the decoder found wrong (a checksum that is not CRC32C,
         a body that does not decode); the peer's deliberate faults are not listed."""
-        return [f"{f.connection}: {f.summary}: {f.problem}" for f in self.wire
+        return [f"{f.label}: {f.problem}" for f in self.wire
                 if f.problem and f.direction == IMPL_TO_PEER]
 
     def headline(self) -> str:

@@ -83,7 +83,7 @@ def _frame_cell(frame: WireFrame) -> str:
     raw = frame.hex[:HEX_BYTES_SHOWN * 2]
     more = len(frame.hex) // 2 - HEX_BYTES_SHOWN
     problem = f'<div class="problem">{_e(frame.problem)}</div>' if frame.problem else ""
-    return (f'<td class="frame"><div>{_e(frame.connection)}: {_e(frame.summary)}</div>{problem}'
+    return (f'<td class="frame"><div>{_e(frame.label)}</div>{problem}'
             f"<code>{raw}{f' … {more} more bytes' if more > 0 else ''}</code></td>")
 
 

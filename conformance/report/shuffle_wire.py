@@ -43,7 +43,7 @@ def summarize(message: Message, frame_length: int) -> Decoded:
 class ShuffleFrames:
     """OneWayMessage frames of Spark's transport, as :mod:`spec.shuffle.codec` reads them."""
 
-    def next_frame(self, buffer: bytes) -> Decoded | None:
+    def next_frame(self, buffer: bytes, direction: str) -> Decoded | None:
         if len(buffer) < FRAME_HEADER_LENGTH:
             return None
         try:

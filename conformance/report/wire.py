@@ -32,8 +32,9 @@ class Undecodable(Exception):
 class FrameCodec(Protocol):
     """How a suite reads its protocol's frames off a byte stream."""
 
-    def next_frame(self, buffer: bytes) -> Decoded | None:
-        """The frame starting ``buffer``; None when more bytes are needed; raises :class:`Undecodable`."""
+    def next_frame(self, buffer: bytes, direction: str) -> Decoded | None:
+        """The frame starting ``buffer`` (sent ``direction``, ``peer->impl`` or ``impl->peer``); None when
+        more bytes are needed; raises :class:`Undecodable`."""
         ...
 
 
@@ -50,12 +51,17 @@ class WireFrame:
     fields: Mapping[str, object] = field(default_factory=dict)
     problem: str = ""
 
+    @property
+    def label(self) -> str:
+        """The summary, after the connection's name when the suite names connections."""
+        return f"{self.connection}: {self.summary}" if self.connection else self.summary
+
     def to_json(self) -> dict[str, object]:
         return {"t_ms": self.t_ms, "dir": self.direction, "conn": self.connection, "summary": self.summary,
                 "fields": dict(self.fields), "problem": self.problem, "hex": self.hex}
 
 
-CODECS: Final = {"shuffle": "conformance.report.shuffle_wire"}
+CODECS: Final = {"shuffle": "conformance.report.shuffle_wire", "sync": "conformance.report.sync_wire"}
 """Suites whose wire log is decoded, and the module holding their ``CODEC``."""
 
 
@@ -83,7 +89,7 @@ class _Stream:
         out: list[WireFrame] = []
         while self.buffer:
             try:
-                decoded = self.codec.next_frame(self.buffer)
+                decoded = self.codec.next_frame(self.buffer, self.direction)
             except Undecodable as exc:
                 out.append(self._raw(t_ms, self.buffer, "undecodable bytes", str(exc)))
                 self.buffer, self.broken = b"", True

@@ -17,11 +17,12 @@ import pytest
 from conformance import runner
 from fake_suite import FakeTarget, RunFake, fake_suite  # noqa: F401 - fake_suite is a fixture
 from conformance.framework import Case, CaseContext, Level, RunOptions, TargetUnreachable, Verdict
-from conformance.report.wire import frames
+from conformance.report.wire import codec_for, frames
 from conformance.report.shuffle_wire import CODEC
 from spec.shuffle.codec import encode_frame
 from spec.shuffle.messages import CreditMessage, DataMessage
 from spec.shuffle.checksum import payload_checksum
+from spec.sync.messages import ColumnDescriptor, SyncCommand, SyncResponse
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -149,3 +150,18 @@ def test_the_wire_log_is_decoded_frame_by_frame() -> None:
     assert got[2].problem == f"checksum 891568578 is the payload's CRC32; its CRC32C is {good.checksum}"
     garbage = frames([{"t_ms": 0.0, "dir": "peer->impl r0", "hex": b"GET / HTTP/1.1\r\n\r\n".hex()}], CODEC)
     assert [f.summary for f in garbage] == ["undecodable bytes"] and "FRAME_LENGTH_OUT_OF_RANGE" in garbage[0].problem
+
+
+def test_sync_puts_and_responses_are_decoded_one_per_entry() -> None:
+    command = SyncCommand(path="orders", origin="pg", sequence_number=7,
+                          column_descriptors=(ColumnDescriptor(0, "id"), ColumnDescriptor(1, "id")))
+    entries = [{"t_ms": 1.0, "dir": "peer->impl", "hex": command.to_descriptor_cmd().hex()},
+               {"t_ms": 2.0, "dir": "impl->peer", "hex": SyncResponse(True, 7, None, True).encode().hex()},
+               {"t_ms": 3.0, "dir": "peer->impl", "hex": "ff"}]
+    got = frames(entries, codec_for("sync"))
+    assert [f.summary for f in got] == [
+        "DataSyncCommand path='orders' origin='pg' sequence_number=7 columns=[OLD_PK id, NEW_PK id]",
+        "DataSyncResponse accepted=True memory=7 durable=None first=True",
+        "undecodable (COMMAND_DECODE_ERROR)",
+    ]
+    assert got[2].problem.startswith("Couldn't decode command")
