@@ -8,6 +8,7 @@ may change the table's rows or lose the sync metadata.
 from __future__ import annotations
 
 import json
+import random
 import threading
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -18,7 +19,7 @@ from deltalake import DeltaTable, write_deltalake
 
 from conformance.suites.sync import DESCS, _cmd, rows_batch
 from reference.sync.server import SyncServer
-from reference.sync.store import DeltaStore, StoreSettings, UnsupportedTable
+from reference.sync.store import DeltaStore, StoreSettings, TableState, UnsupportedTable
 from spec.sync.schema import SyncSchema
 from spec.sync.squash import Change
 
@@ -28,8 +29,8 @@ TARGET = 100
 class LogFile(NamedTuple):
     path: str
     rows: int
-    lo: int
-    hi: int
+    lo: Any
+    hi: Any
 
 
 class LogCommit(NamedTuple):
@@ -183,3 +184,35 @@ def test_a_table_the_store_cannot_write_is_refused_and_left_alone(tmp_path: Path
     with pytest.raises(UnsupportedTable, match="^the table uses Delta features the sync store does not write: partitions$"):
         store.write(str(table), [change([(None, 2, "b")])], {"A": 1}, {"A": 1})
     assert DeltaTable(str(table)).version() == 0
+
+
+def test_maintenance_lays_out_a_table_another_writer_wrote(tmp_path: Path) -> None:
+    store = DeltaStore(str(tmp_path), settings=StoreSettings(target_file_rows=TARGET, vacuum_retention_hours=0))
+    table = tmp_path / "t"
+    ids = list(range(1000))
+    random.Random(3).shuffle(ids)
+    write_deltalake(str(table), pa.table({"id": pa.array(ids, pa.int64()), "v": [str(i) for i in ids]}),
+                    commit_properties=store.commit_properties(TableState({"A": 1}, {"A": 1}, ("id",))))
+    assert len(live_files(table)) == 1
+
+    report = store.maintain(str(table))
+
+    files = sorted(live_files(table).values(), key=lambda f: f.lo)
+    assert (report.compaction.files_removed, report.compaction.files_added) == (1, 10)
+    assert [(f.rows, f.lo, f.hi) for f in files] == [(TARGET, lo, lo + TARGET - 1) for lo in range(0, 1000, TARGET)]
+    assert rows_of(store, table) == [{"id": i, "v": str(i)} for i in range(1000)]
+
+
+def test_string_keys_are_laid_out_by_range_too(tmp_path: Path) -> None:
+    def put(rows: list[tuple[str | None, str | None, str | None]]) -> Change:
+        batch = pa.table({name: pa.array(column, pa.string())
+                          for name, column in zip(("old_id", "new_id", "v"), zip(*rows))})
+        return Change.of_put(SyncSchema.validate(DESCS, batch.schema), [batch])
+
+    store = DeltaStore(str(tmp_path), settings=StoreSettings(target_file_rows=TARGET))
+    table = tmp_path / "t"
+    store.write(str(table), [put([(None, f"k{i:03}", "a") for i in range(300)])], {"A": 1}, {"A": 1})
+    holder = next(p for p, f in live_files(table).items() if f.lo <= "k150" <= f.hi)
+    store.write(str(table), [put([("k150", "k150", "b")])], {"A": 2}, {"A": 2})
+    assert read_commit(table, DeltaTable(str(table)).version()).removed == [holder]
+    assert {r["id"]: r["v"] for r in store.read_table(str(table)).to_pylist()}["k150"] == "b"
