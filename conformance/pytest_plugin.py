@@ -58,7 +58,7 @@ class _Run:
             from conformance.runner import probe
 
             try:
-                probe(self.options.target)
+                probe(self.suite.name, self.options.target)
                 self._opened = self.suite.open_target(self.options)
                 self._target = self._opened.__enter__()
             except TargetUnreachable as exc:

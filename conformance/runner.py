@@ -16,7 +16,7 @@ import threading
 import time
 import traceback
 from pathlib import Path
-from typing import Final, Sequence
+from typing import Final, Mapping, Sequence
 from urllib.parse import urlsplit
 
 from conformance.framework import (
@@ -40,9 +40,13 @@ from conformance.spec_links import spec_ref
 
 SUITES = ("shuffle", "cluster", "sync")
 EXIT_OK, EXIT_FAILED, EXIT_UNREACHABLE, EXIT_NO_CASE = 0, 1, 2, 3
-PROBED_SCHEMES: Final = frozenset({"grpc", "grpc+tls", "etcd"})
-"""Targets named by a server address that is reached before any case runs. (``tcp://`` is not
-probed: a one-shot shuffle writer serves exactly one connection.)"""
+PROBED_SCHEMES: Final[Mapping[str, frozenset[str]]] = {
+    "sync": frozenset({"grpc", "grpc+tls"}),
+    "cluster": frozenset({"etcd", "tcp"}),
+    "shuffle": frozenset(),
+}
+"""Per suite, targets named by a server address that is connected to before any case runs. A
+shuffle ``tcp://`` writer is not: a one-shot writer serves exactly one connection, the case's."""
 PROBE_TIMEOUT_S: Final = 5.0
 
 
@@ -113,10 +117,10 @@ def is_failure(report: CaseReport, strict: bool) -> bool:
     return strict and report.outcome is Outcome.NON_STRICT
 
 
-def probe(target: str) -> None:
+def probe(suite: str, target: str) -> None:
     """Raise :class:`TargetUnreachable` if ``target`` names a server address nothing listens on."""
     parts = urlsplit(target)
-    if parts.scheme not in PROBED_SCHEMES:
+    if parts.scheme not in PROBED_SCHEMES.get(suite, frozenset()):
         return
     try:
         host, port = parts.hostname, parts.port
@@ -135,7 +139,7 @@ def run_cases(suite: Suite, cases: Sequence[Case], options: RunOptions, verbose:
 
     Raises :class:`TargetUnreachable` (before any case) when the target cannot be reached.
     """
-    probe(options.target)
+    probe(suite.name, options.target)
     codec = codec_for(suite.name)
     reports: list[CaseReport] = []
     try:
@@ -163,7 +167,7 @@ def _capabilities(text: str) -> frozenset[str]:
 
 
 def _one_line(exc: BaseException) -> str:
-    return " ".join("".join(traceback.format_exception_only(type(exc), exc)).split())
+    return " ".join(f"{type(exc).__name__}: {exc}".split())
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -109,7 +109,7 @@ def test_an_unreachable_target_stops_the_run_in_one_line(fake_suite: Callable[..
     assert captured.err == "error: cannot connect to the fake\n" and "fake/a/root" not in captured.out
     assert run("--target", "crashes") == runner.EXIT_UNREACHABLE
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "RuntimeError: the program exited with 127 before printing anything" in err
+    assert err == "error: cannot open target crashes: RuntimeError: the program exited with 127 before printing anything\n"
 
 
 def _closed_port() -> int:
@@ -126,6 +126,16 @@ def test_a_dead_grpc_sync_target_fails_before_any_case() -> None:
     assert done.returncode == runner.EXIT_UNREACHABLE, done.stdout + done.stderr
     assert done.stdout == "" and done.stderr.startswith("error: cannot connect to grpc://127.0.0.1:")
     assert done.stderr.count("\n") == 1
+
+
+def test_a_dead_cluster_service_and_a_missing_program_fail_before_any_case() -> None:
+    for suite, target, reason in (("cluster", f"tcp://127.0.0.1:{_closed_port()}", "cannot connect to tcp://127.0.0.1:"),
+                                  ("shuffle", "exec:/nonexistent/impl", "cannot open target exec:/nonexistent/impl: "
+                                                                       "LaunchError: cannot start")):
+        done = subprocess.run([sys.executable, "-m", "conformance", "run", "--suite", suite, "--target", target],
+                              cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert done.returncode == runner.EXIT_UNREACHABLE, done.stdout + done.stderr
+        assert done.stdout == "" and done.stderr.startswith(f"error: {reason}") and done.stderr.count("\n") == 1
 
 
 def test_the_wire_log_is_decoded_frame_by_frame() -> None:
