@@ -593,6 +593,17 @@ _DEPARTURES = (
                "keyed application: the later row overwrites, one row remains", squash.apply_squashed),
     _Departure("merging pending squashed puts", "not specified",
                "merged as simultaneous segments, so a key swap inside one put stays correct", squash.merge_squashed),
+    _Departure("a transaction closing at or below the origin's memory number", "left open",
+               "a replay (at or below durable) is acknowledged without applying it; anything between durable and "
+               "memory is refused ([sequence rule](#sequence-rule))", SyncWriter.put),
+    _Departure("the command's `path` and `store`", "joined to the store root as given",
+               "a relative name inside the store root; a client's own `store` only under an allowed location "
+               "([confinement](#confinement))", confinement_rules.table_name),
+    _Departure("memory under load", "no bound beyond the write-lock timeout",
+               "a high-watermark above the flush threshold refuses a put that would pass it "
+               "(`high_watermark_bytes`)", SyncSettings),
+    _Departure("a put whose stream breaks", "not specified",
+               "dropped whole, nothing of it kept ([atomic puts](#atomicity))", errors.InterruptedPut),
 )
 
 
