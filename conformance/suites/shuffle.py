@@ -65,6 +65,8 @@ ACK_TIMEOUT_MS: Final = 400
 SEQUENCE, CHECKSUM = "STREAMING_SHUFFLE_INCORRECT_SEQUENCE_NUMBER", "STREAMING_SHUFFLE_CHECKSUM_VERIFICATION_FAILED"
 CONNECTION_TIMEOUT = "STREAMING_SHUFFLE_WRITER_CONNECTION_TIMEOUT"
 ACK_TIMEOUT = "STREAMING_SHUFFLE_TERMINATION_ACK_TIMEOUT"
+ALREADY_BOUND, MISMATCHED_IDS = "READER_ALREADY_BOUND", "MISMATCHED_CHANNEL_IDS"
+EXCLUSIVE_BINDING: Final = "docs/spec/shuffle.md#exclusive-binding"
 
 PEER_WRITER_ID, READER_ID_UNDER_TEST = 3, 1
 """Reader cases: the peer is writer 3 of a shuffle whose reader under test has id 1 (not 0, so a
@@ -254,6 +256,17 @@ def w_unknown_reader(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
         peer.link.send(CreditMessage(0, 7, 1))
         return rejection(impl, [peer.link], "a CREDIT for reader 7 of a 1-reader shuffle", None,
                          lambda m: isinstance(m, DataMessage), "DATA")
+
+
+def w_second_binding(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
+    """Reader 0 is bound and its stream done (ack held, so the writer waits); a second connection claims it."""
+    with t.writer(DEFAULT_WRITER_WORKLOAD, ctx) as impl:
+        bound = PeerReader.open(ctx, impl.address, 0, 0, hold_ack=True)
+        if not bound.until_terminated(STREAM_S):
+            return Verdict(False, "the whole stream to the bound reader", bound.outcome())
+        impostor = PeerReader.open(ctx, impl.address, 0, 0)
+        return rejection(impl, [bound.link, impostor.link], "a CREDIT for reader 0 from a second connection while "
+                         "the first is bound", ALREADY_BOUND, lambda m: isinstance(m, DataMessage), "DATA")
 
 
 def _default_stream(t: ShuffleTarget, ctx: CaseContext, judge: Callable[[PeerReader], Verdict]) -> Verdict:
@@ -566,6 +579,13 @@ def _reader_fault(what: str, condition: str | None, script: Callable[[ReaderSess
     return check
 
 
+def _data_for_another_writer(s: ReaderSession) -> bool:
+    """A well-formed DATA (seq 0, right checksum) that names writer 4 on writer 3's connection."""
+    payload = encode_records([b"stray"])
+    return s.send(DataMessage(seq=0, writer_id=PEER_WRITER_ID + 1, reader_id=READER_ID_UNDER_TEST,
+                              checksum=payload_checksum(payload), payload=payload))
+
+
 def _messages(*messages: Message) -> list[Message]:
     return list(messages)
 
@@ -710,8 +730,9 @@ def r_fast_writer(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
 
 # -- catalogue ----------------------------------------------------------------------------------
 
-def _c(case_id: str, level: Level, role: str, requirement: str, check: CheckFn, *requires: str) -> Case:
-    return Case(f"shuffle/{case_id}", level, role, requirement, check, frozenset({role, *requires}))
+def _c(case_id: str, level: Level, role: str, requirement: str, check: CheckFn, *requires: str,
+       spec_ref: str = "") -> Case:
+    return Case(f"shuffle/{case_id}", level, role, requirement, check, frozenset({role, *requires}), spec_ref)
 
 
 MUST, SHOULD, INFO = Level.MUST, Level.SHOULD, Level.INFO
@@ -726,6 +747,9 @@ CASES: Final = (
        "CREDIT names, whatever the order readers connect in", w_bind_by_reader_id, WORKLOAD),
     _c("handshake/writer-rejects-unknown-reader", MUST, W, "A writer rejects a CREDIT naming a reader id outside "
        "0..R-1", w_unknown_reader),
+    _c("handshake/writer-rejects-second-binding", SHOULD, W, "A writer rejects a CREDIT for a reader bound to "
+       "another live connection (READER_ALREADY_BOUND; Spark 4.3.0 ignores it)", w_second_binding,
+       spec_ref=EXCLUSIVE_BINDING),
     _c("handshake/reader-credit-first", MUST, R, "A reader's first message on a new connection is CREDIT(writer, "
        "reader, 1) with seq 0", r_credit_first),
     # data
@@ -735,6 +759,10 @@ CASES: Final = (
        "empty records and records larger than networkBufferSize", w_whole_records, WORKLOAD),
     _c("data/writer-empty-stream", MUST, W, "A writer with no records for a reader sends only "
        "TERMINATION_CONTROL with seq 0", w_empty_stream, WORKLOAD),
+    _c("data/reader-rejects-data-for-another-pair", SHOULD, R, "A reader rejects a DATA naming another writer than "
+       "its connection's, and does not credit it (MISMATCHED_CHANNEL_IDS; Spark 4.3.0 delivers it)",
+       _data_after_fault("a DATA naming writer 4 on writer 3's connection", MISMATCHED_IDS, _data_for_another_writer),
+       spec_ref=EXCLUSIVE_BINDING),
     _c("data/reader-credits-each-data", MUST, R, "A reader sends one CREDIT(writer, reader, 1) after every DATA "
        "it accepts", r_credits_each_data),
     # sequence

@@ -50,6 +50,15 @@ def state_machines() -> str:
         "The reader's first CREDIT binds the channel to its connection; every credit after it is advisory "
         "(Spark 4.3.0 ignores it). Records written before the bind are buffered and flushed as usual; the "
         "resulting DATA (already carrying sequence numbers) wait in order and are sent right after the bind.\n\n"
+        '<a id="exclusive-binding"></a>\n'
+        "Binding is exclusive (SHOULD; Spark 4.3.0 keeps the first binding and silently ignores the rest, "
+        "and never compares the ids a message names). A reader id is claimed once: a CREDIT or "
+        "TERMINATION_ACK for a reader whose channel is bound to another live connection fails the writer "
+        "with `READER_ALREADY_BOUND`, so the real reader fails with that root cause instead of hanging behind "
+        "an impostor that bound first. A connection carries one (writer, reader) pair: a CREDIT or "
+        "TERMINATION_ACK naming another writer, or another reader than the one its connection is bound to, "
+        "and at a reader a DATA or TERMINATION_CONTROL naming another writer or reader than its connection's, "
+        "fail with `MISMATCHED_CHANNEL_IDS` before anything of the message is used.\n\n"
         + mermaid(WRITER_TABLE) + "\n" + event_rows(WRITER_TABLE) + "\n"
         + '<a id="writer-buffers"></a>\n#### Buffers and flushing\n\n'
         "One buffer per reader; a record is appended whole. After each record the buffer is sent when it "

@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from construct import Struct
 
-from spec.shuffle import codec, errors, jsonform
+from spec.shuffle import codec, errors, framing, jsonform
 from spec.shuffle.diagrams import state_machines
 from spec.shuffle.layouts import (
     COMMON_HEADER,
@@ -148,6 +148,13 @@ def frame() -> str:
         f"allocating: it must be at least {codec.MIN_FRAME_LENGTH} and at most the configured maximum "
         f"(reference default {codec.DEFAULT_MAX_FRAME_LENGTH}; Spark's only limit is "
         f"{codec.SPARK_MAX_FRAME_LENGTH}, \"Too large frame\"). Otherwise `FRAME_LENGTH_OUT_OF_RANGE`.\n"
+        f"- Each role knows the longest frame its peer may send, and SHOULD use it as the maximum (Spark "
+        f"uses its generic limit on both sides): a writer only ever receives CREDIT and TERMINATION_ACK, so "
+        f"at most {framing.max_frame_from_reader()} bytes; a reader receives DATA whose buffer stayed below "
+        f"the flush threshold (90% of `networkBufferSize`) and then took one more record, so at most "
+        f"{codec.FRAME_HEADER_LENGTH} + {codec.HEADER_LENGTH[MessageType.DATA_MESSAGE_UNSAFE_ROW]} + "
+        f"(threshold - 1) + 4 + the largest record it accepts (reference default "
+        f"{framing.DEFAULT_MAX_RECORD_SIZE} bytes; records are never split, so one may exceed the buffer).\n"
         f"- `message_type` must be {ONE_WAY_MESSAGE} (OneWayMessage), else "
         "`UNSUPPORTED_TRANSPORT_MESSAGE_TYPE`. (Spark's generic transport would decode other known types; "
         "shuffle peers never send them.)\n"

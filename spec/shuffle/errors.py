@@ -153,6 +153,9 @@ class Fault:
     calculated: int = 0
     data_length: int = 0
     cause: str = ""
+    named_writer_id: int = -1
+    named_reader_id: int = -1
+    """The ids a message named, when they are not the channel's."""
 
     @property
     def peer_id(self) -> int:
@@ -259,6 +262,42 @@ class ConnectionClosedBeforeTermination(ChannelError):
     @classmethod
     def from_fault(cls, fault: Fault) -> Self:
         return cls(fault.peer_role, fault.peer_id)
+
+
+class ReaderAlreadyBound(ChannelError):
+    """SHOULD (Spark 4.3.0 keeps the first binding, ignores the rest): CREDIT or ack for a reader bound to another connection."""
+
+    condition = "READER_ALREADY_BOUND"
+
+    def __init__(self, writer_id: int, reader_id: int) -> None:
+        super().__init__(
+            f"Streaming shuffle writer {writer_id}: reader {reader_id} is already bound to another connection.",
+            writerId=writer_id, readerId=reader_id,
+        )
+
+    @classmethod
+    def from_fault(cls, fault: Fault) -> Self:
+        return cls(fault.writer_id, fault.reader_id)
+
+
+class MismatchedChannelIds(ChannelError):
+    """SHOULD (Spark 4.3.0 never compares them): a message names a writer or reader other than its connection's pair."""
+
+    condition = "MISMATCHED_CHANNEL_IDS"
+
+    def __init__(self, message_type: str, writer_id: int, reader_id: int, expected_writer_id: int,
+                 expected_reader_id: int) -> None:
+        super().__init__(
+            f"{message_type} names writer {writer_id} and reader {reader_id} on the connection between "
+            f"writer {expected_writer_id} and reader {expected_reader_id}.",
+            messageType=message_type, writerId=writer_id, readerId=reader_id,
+            expectedWriterId=expected_writer_id, expectedReaderId=expected_reader_id,
+        )
+
+    @classmethod
+    def from_fault(cls, fault: Fault) -> Self:
+        return cls(fault.message_type, fault.named_writer_id, fault.named_reader_id, fault.writer_id,
+                   fault.reader_id)
 
 
 class UnknownPeer(ProtocolError):

@@ -104,6 +104,11 @@ class ReaderMachine(ChannelMachine[ReaderChannelState, ReaderChannelEvent]):
         ch = self._channel(writer_id)
         if ch.state is ReaderChannelState.CONNECTING:
             raise UsageError(f"a message from writer {writer_id} before connected()")
+        if isinstance(message, (DataMessage, TerminationControlMessage)) and (
+                message.writer_id != writer_id or message.reader_id != self.reader_id):
+            self._move(ch, ReaderChannelEvent.MISMATCHED_IDS, message_type=message.type.name,
+                       named_writer_id=message.writer_id, named_reader_id=message.reader_id)
+            return
         expected = ch.last_seq + 1
         message_type = message.type.name
         if message.seq != expected:

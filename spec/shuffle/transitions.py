@@ -42,6 +42,8 @@ class WriterChannelEvent(str, Enum):
     TIMEOUT = "TIMEOUT"
     ACK_TIMEOUT = "ACK_TIMEOUT"
     SEND_FAILED = "SEND_FAILED"
+    FOREIGN_CONNECTION = "FOREIGN_CONNECTION"
+    MISMATCHED_IDS = "MISMATCHED_IDS"
 
 
 class ReaderChannelState(str, Enum):
@@ -66,6 +68,7 @@ class ReaderChannelEvent(str, Enum):
     ACK_WRITTEN = "ACK_WRITTEN"
     SEND_FAILED = "SEND_FAILED"
     CLOSE = "CLOSE"
+    MISMATCHED_IDS = "MISMATCHED_IDS"
 
 
 WRITER_EVENT_MEANINGS: Final[Mapping[WriterChannelEvent, str]] = {
@@ -79,6 +82,10 @@ WRITER_EVENT_MEANINGS: Final[Mapping[WriterChannelEvent, str]] = {
     WriterChannelEvent.TIMEOUT: 'writerConnectionTimeout passed without a bind.',
     WriterChannelEvent.ACK_TIMEOUT: 'The opt-in termination-ack timeout passed (Spark 4.3.0 waits forever).',
     WriterChannelEvent.SEND_FAILED: 'The socket write of a DATA failed.',
+    WriterChannelEvent.FOREIGN_CONNECTION: ('CREDIT or TERMINATION_ACK for this reader on a connection other than the '
+                                            'one bound to it (SHOULD: Spark 4.3.0 ignores it).'),
+    WriterChannelEvent.MISMATCHED_IDS: ("CREDIT or TERMINATION_ACK on this reader's connection naming another reader, "
+                                        'or naming another writer (SHOULD: Spark 4.3.0 ignores the ids).'),
 }
 READER_EVENT_MEANINGS: Final[Mapping[ReaderChannelEvent, str]] = {
     ReaderChannelEvent.CONNECTED: 'The connection is up: send the handshake CREDIT.',
@@ -90,6 +97,8 @@ READER_EVENT_MEANINGS: Final[Mapping[ReaderChannelEvent, str]] = {
     ReaderChannelEvent.ACK_WRITTEN: "The TERMINATION_ACK's socket write completed.",
     ReaderChannelEvent.SEND_FAILED: "The TERMINATION_ACK's socket write failed.",
     ReaderChannelEvent.CLOSE: 'The connection closed.',
+    ReaderChannelEvent.MISMATCHED_IDS: ("DATA or TERMINATION_CONTROL naming another writer or reader than this "
+                                        "connection's pair (SHOULD: Spark 4.3.0 ignores the ids)."),
 }
 """What each event means, for the generated specification (two maps: the str enums compare by value)."""
 
@@ -187,6 +196,7 @@ WRITER_TRANSITIONS: Final[Mapping[tuple[WriterChannelState, WriterChannelEvent],
     (WS.AWAITING_CREDIT, WE.TIMEOUT): WS.FAILED,
     (WS.AWAITING_CREDIT, WE.ACK_WRONG_SEQ): WS.FAILED,
     (WS.AWAITING_CREDIT, WE.UNEXPECTED): WS.FAILED,
+    (WS.AWAITING_CREDIT, WE.MISMATCHED_IDS): WS.FAILED,
     (WS.OPEN, WE.CREDIT): WS.OPEN,
     (WS.OPEN, WE.FLUSH): WS.OPEN,
     (WS.OPEN, WE.FINISH): WS.TERMINATING,
@@ -194,6 +204,8 @@ WRITER_TRANSITIONS: Final[Mapping[tuple[WriterChannelState, WriterChannelEvent],
     (WS.OPEN, WE.UNEXPECTED): WS.FAILED,
     (WS.OPEN, WE.CLOSE): WS.FAILED,
     (WS.OPEN, WE.SEND_FAILED): WS.FAILED,
+    (WS.OPEN, WE.FOREIGN_CONNECTION): WS.FAILED,
+    (WS.OPEN, WE.MISMATCHED_IDS): WS.FAILED,
     (WS.TERMINATING, WE.CREDIT): WS.TERMINATING,
     (WS.TERMINATING, WE.ACK): WS.TERMINATED,
     (WS.TERMINATING, WE.ACK_WRONG_SEQ): WS.FAILED,
@@ -202,11 +214,15 @@ WRITER_TRANSITIONS: Final[Mapping[tuple[WriterChannelState, WriterChannelEvent],
     (WS.TERMINATING, WE.TIMEOUT): WS.FAILED,
     (WS.TERMINATING, WE.ACK_TIMEOUT): WS.FAILED,
     (WS.TERMINATING, WE.SEND_FAILED): WS.FAILED,
+    (WS.TERMINATING, WE.FOREIGN_CONNECTION): WS.FAILED,
+    (WS.TERMINATING, WE.MISMATCHED_IDS): WS.FAILED,
     (WS.TERMINATED, WE.CREDIT): WS.TERMINATED,
     (WS.TERMINATED, WE.ACK): WS.TERMINATED,
     (WS.TERMINATED, WE.ACK_WRONG_SEQ): WS.FAILED,
     (WS.TERMINATED, WE.UNEXPECTED): WS.FAILED,
     (WS.TERMINATED, WE.CLOSE): WS.TERMINATED,
+    (WS.TERMINATED, WE.FOREIGN_CONNECTION): WS.FAILED,
+    (WS.TERMINATED, WE.MISMATCHED_IDS): WS.FAILED,
 }
 """Writer channel: (state, event) -> next state. FAILED is terminal (the whole writer failed)."""
 
@@ -231,14 +247,17 @@ READER_TRANSITIONS: Final[Mapping[tuple[ReaderChannelState, ReaderChannelEvent],
     (RS.OPEN, RE.BAD_CHECKSUM): RS.FAILED,
     (RS.OPEN, RE.UNEXPECTED): RS.FAILED,
     (RS.OPEN, RE.CLOSE): RS.FAILED,
+    (RS.OPEN, RE.MISMATCHED_IDS): RS.FAILED,
     (RS.TERMINATED, RE.WRONG_SEQ): RS.FAILED,
     (RS.TERMINATED, RE.UNEXPECTED): RS.FAILED,
     (RS.TERMINATED, RE.ACK_WRITTEN): RS.ACKED,
     (RS.TERMINATED, RE.SEND_FAILED): RS.FAILED,
     (RS.TERMINATED, RE.CLOSE): RS.TERMINATED,
+    (RS.TERMINATED, RE.MISMATCHED_IDS): RS.FAILED,
     (RS.ACKED, RE.WRONG_SEQ): RS.FAILED,
     (RS.ACKED, RE.UNEXPECTED): RS.FAILED,
     (RS.ACKED, RE.CLOSE): RS.ACKED,
+    (RS.ACKED, RE.MISMATCHED_IDS): RS.FAILED,
 }
 """Reader channel: (state, event) -> next state. FAILED is terminal (the whole reader failed)."""
 
@@ -268,6 +287,8 @@ WRITER_ERRORS: Final[Mapping[tuple[WriterChannelState, WriterChannelEvent], type
     **{(s, WE.UNEXPECTED): errors.UnexpectedMessage for s in WS if s is not WS.FAILED},
     (WS.OPEN, WE.CLOSE): errors.ConnectionClosedBeforeTermination,
     (WS.TERMINATING, WE.CLOSE): errors.ConnectionClosedBeforeTermination,
+    **{(s, WE.FOREIGN_CONNECTION): errors.ReaderAlreadyBound for s in (WS.OPEN, WS.TERMINATING, WS.TERMINATED)},
+    **{(s, WE.MISMATCHED_IDS): errors.MismatchedChannelIds for s in WS if s is not WS.FAILED},
 }
 """Listed writer transitions into FAILED, and the error each one reports."""
 
@@ -278,6 +299,7 @@ READER_ERRORS: Final[Mapping[tuple[ReaderChannelState, ReaderChannelEvent], type
     (RS.TERMINATED, RE.SEND_FAILED): errors.SendFailed,
     **{(s, RE.WRONG_SEQ): errors.IncorrectSequenceNumber for s in (RS.OPEN, RS.TERMINATED, RS.ACKED)},
     **{(s, RE.UNEXPECTED): errors.UnexpectedMessage for s in (RS.OPEN, RS.TERMINATED, RS.ACKED)},
+    **{(s, RE.MISMATCHED_IDS): errors.MismatchedChannelIds for s in (RS.OPEN, RS.TERMINATED, RS.ACKED)},
 }
 """Listed reader transitions into FAILED, and the error each one reports."""
 

@@ -174,6 +174,15 @@ class WriterMachine(ChannelMachine[WriterChannelState, WriterChannelEvent]):
         ch = self._channel_for_peer(message.reader_id)
         if ch is None:
             return
+        bound_to = self._conns.get(conn)
+        if message.writer_id != self.writer_id or (bound_to is not None and bound_to != ch.reader_id):
+            self._move(ch if bound_to is None else self.channels[bound_to], WriterChannelEvent.MISMATCHED_IDS,
+                       message_type=message.type.name, named_writer_id=message.writer_id,
+                       named_reader_id=message.reader_id)
+            return
+        if ch.bound and ch.conn != conn:
+            self._move(ch, WriterChannelEvent.FOREIGN_CONNECTION)
+            return
         if isinstance(message, CreditMessage):
             if self._move(ch, WriterChannelEvent.CREDIT) and not ch.bound:
                 self._bind(ch, conn)

@@ -12,9 +12,11 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+
+import pytest
 
 from reference.net import ConnectionLimits
 from reference.net.ledger import ResourceLedger
@@ -23,7 +25,9 @@ from reference.shuffle.task import TaskOptions
 from reference.shuffle.writer_task import WriterTask
 from spec.shuffle import coordination as co
 from spec.shuffle import errors
+from spec.shuffle.codec import encode_frame
 from spec.shuffle.framing import max_frame_from_reader
+from spec.shuffle.messages import CreditMessage, DataMessage
 from spec.shuffle.settings import ShuffleSettings
 
 KEY = co.ShuffleKey(0, 0)
@@ -91,9 +95,20 @@ def wait_until(condition: Callable[[], bool], what: str) -> None:
         time.sleep(0.005)
 
 
+def endless() -> Iterator[tuple[int, bytes]]:
+    """Records for reader 0 until the writer fails (it stops asking), or the deadline ends a broken run."""
+    deadline = time.monotonic() + DEADLINE_S
+    i = 0
+    while time.monotonic() < deadline:
+        yield 0, b"endless %d" % i
+        i += 1
+        time.sleep(0.001)
+
+
 @contextmanager
-def running_writer(limits: ConnectionLimits = ConnectionLimits()) -> Iterator[RunningWriter]:
-    """A writer task with ``RECORDS`` for one reader, on its own thread; checked for leaks at the end."""
+def running_writer(limits: ConnectionLimits = ConnectionLimits(),
+                   records: Iterable[tuple[int, bytes]] = RECORDS) -> Iterator[RunningWriter]:
+    """A writer task with ``records`` for one reader, on its own thread; checked for leaks at the end."""
     ledger = ResourceLedger()
     directory = Directory()
     task = WriterTask(KEY, 0, 1, SETTINGS, directory, TaskOptions(limits=limits, ledger=ledger))
@@ -101,7 +116,7 @@ def running_writer(limits: ConnectionLimits = ConnectionLimits()) -> Iterator[Ru
 
     def run() -> None:
         try:
-            task.run(iter(RECORDS))
+            task.run(iter(records))
             writer.outcome.append(None)
         except BaseException as error:  # noqa: BLE001 - the test judges it
             writer.outcome.append(error)
@@ -186,3 +201,93 @@ def test_a_huge_frame_header_from_a_stranger_is_refused_before_any_allocation() 
             error = writer.wait_outcome()
     assert isinstance(error, errors.FrameLengthOutOfRange)
     assert error.parameters["maximum"] == max_frame_from_reader() == 37
+
+
+# -- identities: a reader id is bound once, a connection carries one pair -------------------------
+
+def _credit(reader_id: int = 0, writer_id: int = 0) -> bytes:
+    return encode_frame(CreditMessage(writer_id=writer_id, reader_id=reader_id, num_messages=1))
+
+
+def _failing_reader(writer: RunningWriter) -> BaseException:
+    """Reader 0's real task, which must fail (not hang) with the writer's root cause."""
+    reader = ReaderTask(KEY, 0, [0], SETTINGS, writer.directory, TaskOptions())
+    with pytest.raises(BaseException) as failed:
+        list(reader.records())
+    return failed.value
+
+
+def test_a_second_credit_for_a_bound_reader_fails_the_writer_and_the_impostor_gets_nothing_more() -> None:
+    """The real reader binds first; an impostor's CREDIT for the same reader id is READER_ALREADY_BOUND,
+    and the real reader fails loudly naming it instead of hanging."""
+    with running_writer(records=endless()) as writer:
+        reader_error: list[BaseException] = []
+        reader = ReaderTask(KEY, 0, [0], SETTINGS, writer.directory, TaskOptions())
+        stream = reader.records()
+        next(stream)  # bound, and data is flowing
+        with socket.create_connection(writer.address) as impostor:
+            impostor.sendall(_credit())
+            error = writer.wait_outcome()
+            impostor.settimeout(DEADLINE_S)
+            assert impostor.recv(1) == b""  # closed without a byte of the stream
+            try:
+                list(stream)
+            except BaseException as caught:  # noqa: BLE001 - judged below
+                reader_error.append(caught)
+    assert isinstance(error, errors.ReaderAlreadyBound)
+    assert error.parameters == {"writerId": 0, "readerId": 0}
+    assert reader_error and errors.ReaderAlreadyBound.condition in str(reader_error[0])
+
+
+def test_an_impostor_that_binds_first_is_found_out_when_the_real_reader_arrives() -> None:
+    with running_writer(records=endless()) as writer:
+        with socket.create_connection(writer.address) as impostor:
+            impostor.sendall(_credit())
+            wait_until(lambda: writer.task.machine.channels[0].bound, "the impostor's bind")
+            reader_error = _failing_reader(writer)
+            error = writer.wait_outcome()
+    assert isinstance(error, errors.ReaderAlreadyBound)
+    assert errors.ReaderAlreadyBound.condition in str(reader_error)
+
+
+def test_a_credit_naming_another_writer_on_a_bound_connection_is_a_mismatch() -> None:
+    """One connection carries one (writer, reader) pair: it cannot name another writer."""
+    with running_writer(records=endless()) as writer:
+        with socket.create_connection(writer.address) as peer:
+            peer.sendall(_credit(reader_id=0))
+            wait_until(lambda: writer.task.machine.channels[0].bound, "the bind")
+            peer.sendall(_credit(reader_id=0, writer_id=5))
+            error = writer.wait_outcome()
+    assert isinstance(error, errors.MismatchedChannelIds)
+
+
+def test_data_naming_another_pair_fails_the_reader() -> None:
+    """A writer's connection carries DATA for (writer 0, reader 0) only; DATA naming writer 1 is refused
+    before its records are delivered."""
+    directory = Directory()
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        directory.register(KEY, co.WriterLocation(0, "fake", "127.0.0.1", server.getsockname()[1]))
+        ledger = ResourceLedger()
+        reader = ReaderTask(KEY, 0, [0], SETTINGS, directory, TaskOptions(ledger=ledger))
+        stray = DataMessage(seq=0, writer_id=1, reader_id=0, checksum=0, payload=b"")
+        failure: list[BaseException] = []
+
+        def fake_writer() -> None:
+            conn, _ = server.accept()
+            with conn:
+                conn.recv(64)  # the reader's first CREDIT
+                conn.sendall(encode_frame(stray))
+                conn.settimeout(DEADLINE_S)
+                while conn.recv(4096):
+                    pass
+
+        thread = threading.Thread(target=fake_writer)
+        thread.start()
+        try:
+            list(reader.records())
+        except BaseException as error:  # noqa: BLE001 - judged below
+            failure.append(error)
+        thread.join(DEADLINE_S)
+    assert failure and isinstance(failure[0], errors.MismatchedChannelIds)
+    assert failure[0].parameters["writerId"] == 1
+    assert ledger.open_sockets() == [] and ledger.live_threads() == []

@@ -29,7 +29,7 @@ from spec.shuffle.writer import WriterMachine
 
 SETTINGS = ShuffleSettings(network_buffer_size=64, writer_max_memory=1, writer_connection_timeout_ms=1000,
                            checksum_enabled=True)
-WALKS, LENGTH = 1500, 14
+WALKS, LENGTH = 1500, 18
 
 UNREACHABLE_READER_PAIRS = {
     (ReaderChannelState.TERMINATED, ReaderChannelEvent.BAD_CHECKSUM),
@@ -62,6 +62,8 @@ def writer_inputs(rng: random.Random, w: WriterMachine, now: float, written: Wri
         lambda: w.received(conn, DataMessage(seq=0, writer_id=0, reader_id=reader, checksum=0, payload=b""), now),
         lambda: w.connection_closed(conn, now),
         lambda: w.tick(now + rng.choice((0.0, 2.0))),
+        lambda: w.received("intruder", CreditMessage(writer_id=0, reader_id=reader), now),
+        lambda: w.received(conn, CreditMessage(writer_id=rng.choice((0, 5)), reader_id=1 - reader), now),
     ]
     if written is not None:
         choices.append(lambda: w.send_completed(*written, now))
@@ -80,6 +82,9 @@ def reader_inputs(rng: random.Random, r: ReaderMachine, now: float, written: Wri
                                                payload=payload), now),
         lambda: r.received(writer, TerminationControlMessage(seq=seq, writer_id=writer, reader_id=0), now),
         lambda: r.received(writer, CreditMessage(writer_id=writer, reader_id=0, seq=seq), now),
+        lambda: r.received(writer, DataMessage(seq=seq, writer_id=1 - writer, reader_id=0, checksum=checksum,
+                                               payload=payload), now),
+        lambda: r.received(writer, TerminationControlMessage(seq=seq, writer_id=writer, reader_id=2), now),
         lambda: r.connection_closed(writer, now),
     ]
     if written is not None:
