@@ -21,9 +21,10 @@ import pickle
 import socket
 import threading
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Final, Hashable, Iterable, Iterator, Mapping
 
+from reference.net import ConnectionLimits
 from reference.shuffle.cluster_directory import ClusterCoordinator, ClusterDirectory, ShuffleShard, directory_from_conf
 from reference.shuffle.reader_task import ReaderTask
 from reference.shuffle.task import TaskOptions, describe
@@ -31,6 +32,7 @@ from reference.shuffle.transport import FaultHook
 from reference.shuffle.writer_task import WriterTask
 from spec.shuffle import coordination as co
 from spec.shuffle.errors import ShuffleError
+from spec.shuffle.framing import DEFAULT_MAX_RECORD_SIZE
 from spec.shuffle.settings import PREFIX, ShuffleSettings
 
 RUNTIME_PREFIX: Final = "spark.streamwire.shuffle."
@@ -41,6 +43,15 @@ BIND_HOST_KEY: Final = RUNTIME_PREFIX + "bindHost"
 
 TRANSCRIPT_DIR_KEY: Final = RUNTIME_PREFIX + "transcriptDir"
 """When set, every task appends every frame of its connections to a JSON-lines file there."""
+
+MAX_PENDING_KEY: Final = RUNTIME_PREFIX + "maxPendingConnections"
+"""Connections a writer keeps before they bind (one more evicts the oldest); default 64."""
+
+BIND_TIMEOUT_KEY: Final = RUNTIME_PREFIX + "bindTimeoutMs"
+"""How long a connection to a writer may stay unbound; default 120000 (Spark's spark.network.timeout)."""
+
+MAX_RECORD_SIZE_KEY: Final = RUNTIME_PREFIX + "maxRecordSize"
+"""Largest serialized record a reader accepts (with networkBufferSize it bounds a DATA frame); default 64 MiB."""
 
 PICKLE_PROTOCOL: Final = 5
 
@@ -86,6 +97,8 @@ class Plan:
     fault: FaultHook | None = None
     """Fault injection for tests: applied to every outgoing message of every writer."""
     driver_host: str = "127.0.0.1"
+    limits: ConnectionLimits = ConnectionLimits()
+    max_record_size: int = DEFAULT_MAX_RECORD_SIZE
 
     def options(self, role: str, task_id: int) -> TaskOptions:
         host = self.bind_host or _executor_host(self.driver_host)
@@ -95,7 +108,8 @@ class Plan:
             transcript = os.path.join(self.transcript_dir, f"shuffle{self.shuffle_id}-{role}{task_id}.jsonl")
         fault = self.fault if role == "writer" else None
         return TaskOptions(bind_host=host, executor_id=f"{socket.gethostname()}:{os.getpid()}",
-                           transcript_path=transcript, fault=fault)
+                           transcript_path=transcript, fault=fault, limits=self.limits,
+                           max_record_size=self.max_record_size)
 
 
 def _executor_host(driver_host: str) -> str:
@@ -119,6 +133,29 @@ def _settings(sc: Any, conf: Mapping[str, object] | Any | None) -> tuple[Shuffle
         values.update(dict(conf.getAll()) if hasattr(conf, "getAll") else dict(conf))
     runtime = {k: str(v) for k, v in values.items() if k.startswith(RUNTIME_PREFIX)}
     return ShuffleSettings.from_dict({k: v for k, v in values.items() if k.startswith(PREFIX)}), runtime
+
+
+def runtime_limits(runtime: Mapping[str, str]) -> tuple[ConnectionLimits, int]:
+    """The writers' connection limits and the readers' record-size bound from ``spark.streamwire.shuffle.*``.
+
+    Raises ValueError naming the key of a value that is not a positive integer.
+    """
+    def number(key: str, default: int) -> int:
+        raw = runtime.get(key)
+        if raw is None:
+            return default
+        try:
+            value = int(raw.strip())
+        except ValueError:
+            value = 0
+        if value < 1:
+            raise ValueError(f"{key} must be a positive integer, got {raw!r}")
+        return value
+
+    defaults = ConnectionLimits()
+    limits = replace(defaults, max_pending=number(MAX_PENDING_KEY, defaults.max_pending),
+                     bind_timeout_s=number(BIND_TIMEOUT_KEY, round(defaults.bind_timeout_s * 1000)) / 1000.0)
+    return limits, number(MAX_RECORD_SIZE_KEY, DEFAULT_MAX_RECORD_SIZE)
 
 
 _DEFAULT_ATTRIBUTE: Final = "_streamwire_streaming_shuffle"
@@ -231,6 +268,7 @@ class StreamingShuffle:
             raise ValueError(f"num_partitions must be >= 1, got {num_readers}")
         sc, coordinator = self.sc, self.coordinator
         settings, runtime = _settings(sc, conf)
+        limits, max_record_size = runtime_limits(runtime)
         slots = available_slots(sc)
         if 0 < slots < num_writers + num_readers:
             raise InsufficientSlots(num_writers, num_readers, slots)
@@ -248,7 +286,8 @@ class StreamingShuffle:
                 coordinator.report_failure(key, co.Role.DRIVER, -1, describe(error))
 
         plan = Plan(shuffle_id, num_writers, num_readers, settings, coordinator.add_shuffle(shuffle_id, launcher),
-                    runtime.get(BIND_HOST_KEY), runtime.get(TRANSCRIPT_DIR_KEY), fault, self.driver_host)
+                    runtime.get(BIND_HOST_KEY), runtime.get(TRANSCRIPT_DIR_KEY), fault, self.driver_host,
+                    limits=limits, max_record_size=max_record_size)
         return plan
 
     def _close_with(self, result: object, shuffle_id: int) -> None:

@@ -11,6 +11,8 @@ import pytest
 
 from reference.shuffle.transport import corrupt_payload
 from reference.spark import InsufficientSlots, streaming_repartition, streaming_shuffle
+from reference.spark.shuffle import runtime_limits
+from spec.shuffle.framing import DEFAULT_MAX_RECORD_SIZE
 
 pytestmark = pytest.mark.spark
 
@@ -71,6 +73,25 @@ def test_records_larger_than_the_network_buffer(spark: Any) -> None:
     rdd = spark.sparkContext.parallelize([(i, "x" * 5000 * (i % 3)) for i in range(60)], 2)
     got = streaming_shuffle(rdd, 2, conf=conf).glom().collect()
     assert_same_partitions(got, rdd.partitionBy(2).glom().collect())
+
+
+def test_a_record_above_the_readers_limit_fails_the_job_with_a_typed_error(spark: Any) -> None:
+    """spark.streamwire.shuffle.maxRecordSize reaches the readers: a larger record is refused from its
+    frame header (FRAME_LENGTH_OUT_OF_RANGE) instead of being buffered."""
+    conf = {"spark.shuffle.streaming.networkBufferSize": "1024", "spark.streamwire.shuffle.maxRecordSize": "2000"}
+    rdd = spark.sparkContext.parallelize([(0, "small"), (1, "x" * 50_000)], 2)
+    with pytest.raises(Exception, match="FRAME_LENGTH_OUT_OF_RANGE"):
+        streaming_shuffle(rdd, 2, conf=conf).collect()
+
+
+def test_runtime_limits_come_from_the_conf_and_refuse_bad_values() -> None:
+    limits, max_record = runtime_limits({"spark.streamwire.shuffle.maxPendingConnections": "8",
+                                         "spark.streamwire.shuffle.bindTimeoutMs": "1500"})
+    assert (limits.max_pending, limits.bind_timeout_s, max_record) == (8, 1.5, DEFAULT_MAX_RECORD_SIZE)
+    with pytest.raises(ValueError, match="maxRecordSize must be a positive integer, got '1k'"):
+        runtime_limits({"spark.streamwire.shuffle.maxRecordSize": "1k"})
+    with pytest.raises(ValueError, match="maxPendingConnections"):
+        runtime_limits({"spark.streamwire.shuffle.maxPendingConnections": "0"})
 
 
 def test_too_few_slots_fails_at_once_with_a_clear_message(spark: Any) -> None:
