@@ -256,8 +256,8 @@ class DeltaStore:
             return
         for dirpath, dirnames, _ in os.walk(local):
             if "_delta_log" in dirnames:
-                dirnames.clear()
                 yield dirpath
+            dirnames[:] = [d for d in dirnames if not d.startswith(("_", "."))]  # a table "a/b" nests in "a"
 
     def restore_durable(self) -> dict[str, int]:
         """Per-origin durable sequences recorded by the tables under a local root."""
@@ -336,9 +336,11 @@ class DeltaStore:
                         commit.add_rows(rows.slice(start, end - start))
                     commit.removes.extend(group)
                 compaction = commit.commit(props)
-                table.update_incremental()  # a full vacuum of an older snapshot would delete the new files
+                table.update_incremental()  # so that the vacuum sees the files just removed
+        # Lite vacuum, of removed files only: a full one deletes every file the table does not
+        # reference, which includes a table nested in its directory (table "a/b" inside "a").
         vacuum_args: dict[str, Any] = {
-            "retention_hours": self.settings.vacuum_retention_hours, "enforce_retention_duration": False, "full": True,
+            "retention_hours": self.settings.vacuum_retention_hours, "enforce_retention_duration": False, "full": False,
         }
         # Tombstones stay listed after their files are gone; vacuum (a commit) only when a file is left.
         expired = self._files(table).get_file_info(table.vacuum(dry_run=True, **vacuum_args))

@@ -216,3 +216,17 @@ def test_string_keys_are_laid_out_by_range_too(tmp_path: Path) -> None:
     store.write(str(table), [put([("k150", "k150", "b")])], {"A": 2}, {"A": 2})
     assert read_commit(table, DeltaTable(str(table)).version()).removed == [holder]
     assert {r["id"]: r["v"] for r in store.read_table(str(table)).to_pylist()}["k150"] == "b"
+
+
+def test_a_table_nested_in_another_is_found_and_survives_its_maintenance(seeded: tuple[DeltaStore, Path]) -> None:
+    store, table = seeded
+    nested = table / "inner"
+    store.write(str(nested), [change([(None, 1, "a")])], {"B": 1}, {"B": 1})
+    store.write(str(table), [change([(0, None, None)])], {"A": 2}, {"A": 2})
+
+    report = store.maintain(str(table))
+
+    assert report.vacuumed_files == 1  # the file the delete replaced, and nothing of the nested table
+    assert rows_of(store, nested) == [{"id": 1, "v": "a"}]
+    assert sorted(store.tables()) == [str(table), str(nested)]
+    assert store.restore_durable() == {"A": 2, "B": 1}
