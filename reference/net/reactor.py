@@ -329,7 +329,11 @@ class Reactor:
             except OSError:
                 return  # out of descriptors or the like: the peer's connect fails, the server lives on
             self._enter(sock)
-            stream = self._add(sock, f"{address[0]}:{address[1]}", bound=False)
+            try:
+                stream = self._add(sock, f"{address[0]}:{address[1]}", bound=False)
+            except OSError:
+                sock.close()  # reset before it could be set up: nothing to serve
+                continue
             self._pending[stream] = None
             if len(self._pending) > self.limits.max_pending:
                 self._close(next(iter(self._pending)), CloseReason.EVICTED, None)

@@ -29,6 +29,9 @@ from spec.shuffle.steps import Completed, Deliver, Failed, PauseReading, ResumeR
 CONNECT_ATTEMPT_S = 2.0
 """One connection attempt to a writer; failed attempts are retried at each discovery poll."""
 
+RECEIVE_BUFFER = 256 * 1024
+"""Bytes per read: several DATA frames of a default 32 KiB buffer at once (one buffer per task)."""
+
 
 class ReaderTask(TaskBase):
     """One reader: iterate ``records()`` to receive every record sent to ``reader_id``."""
@@ -37,7 +40,7 @@ class ReaderTask(TaskBase):
 
     def __init__(self, key: co.ShuffleKey, reader_id: int, writer_ids: Sequence[int], settings: ShuffleSettings,
                  directory: WriterDirectory, options: TaskOptions = TaskOptions()) -> None:
-        super().__init__(key, reader_id, directory, options)
+        super().__init__(key, reader_id, directory, options, receive_buffer=RECEIVE_BUFFER)
         self.reader_id = reader_id
         self.writer_ids = tuple(writer_ids)
         self.machine = ReaderMachine(key.shuffle_id, reader_id, self.writer_ids, settings, self.clock())

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Final
 
 from reference.net import CloseReason, ConnectionLimits, Handler, Reactor
@@ -103,7 +103,9 @@ class TaskBase(Handler):
     role: co.Role
 
     def __init__(self, key: co.ShuffleKey, task_id: int, directory: WriterDirectory, options: TaskOptions,
-                 clock: Callable[[], float] = time.monotonic, *, listen: tuple[str, int] | None = None) -> None:
+                 clock: Callable[[], float] = time.monotonic, *, listen: tuple[str, int] | None = None,
+                 receive_buffer: int | None = None) -> None:
+        """``listen``: serve peers on this address; ``receive_buffer``: the role's read size (default: the limits')."""
         self.key = key
         self.task_id = task_id
         self.directory = directory
@@ -115,7 +117,8 @@ class TaskBase(Handler):
         self.error: BaseException | None = None
         self.threads: list[threading.Thread] = []
         self.transcript = Transcript(options.transcript_path) if options.transcript_path else None
-        self.reactor = Reactor(self, options.limits, listen=listen, ledger=options.ledger, clock=clock)
+        limits = options.limits if receive_buffer is None else replace(options.limits, receive_buffer=receive_buffer)
+        self.reactor = Reactor(self, limits, listen=listen, ledger=options.ledger, clock=clock)
         self._reported = False
         self._last_failure_poll = 0.0
 
