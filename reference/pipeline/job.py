@@ -9,32 +9,32 @@ comparison.  Both keep each writer's order within a reader, which is all routing
 from __future__ import annotations
 
 import functools
-import os
 import re
 import shutil
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, TextIO
 
 from reference.pipeline.changes import StreamSpec
 from reference.cluster.config import ClusterHost
 from reference.pipeline.coordination import Member, RunKeys
-from reference.pipeline.oracle import TableDiff, compare, expected_state
+from reference.pipeline.faults import NO_FAULTS, CrashSink, FaultPlan
+from reference.pipeline.oracle import Row, TableDiff, compare, expected_state
 from reference.pipeline.progress import Monitor, SourceDurability
+from reference.pipeline.records import PartTiming
 from reference.pipeline.report import latency_ms, summary_line, throughput, write
 from reference.pipeline.routing import owner, parts
-from reference.pipeline.sink import SinkConfig, sink_partition
+from reference.pipeline.sink import SinkConfig, SinkResult, sink_partition
 from reference.pipeline.source import SourceConfig, source_partition
-from reference.pipeline.syncserver import SyncServerProcess
+from reference.pipeline.syncserver import SyncServerProcess, pythonpath
 from reference.sync.client import SyncClient
 from reference.sync.store import DeltaStore
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 MAX_JOB_ATTEMPTS = 3
 
 
@@ -65,12 +65,48 @@ class Options:
 
 
 @dataclass
+class Figures:
+    """Everything one run measured and concluded: printed, written to figures.json, returned."""
+
+    options: Options
+    run_id: str
+    shuffle: str
+    table: str
+    changes: int
+    expected_rows: int
+    oracle_s: float
+    rows: int = 0
+    table_matches: bool = False
+    job_s: float = 0.0
+    job_attempts: int = 0
+    throughput_changes_per_s: float = 0.0
+    window_s: float = 0.0
+    total_s: float = 0.0
+    latency_ms: dict[str, dict[str, float]] = field(default_factory=dict)
+    durable: dict[str, int] = field(default_factory=dict)
+    """Each source origin's durable point."""
+    durable_sync_origins: dict[str, int | None] = field(default_factory=dict)
+    sync_server_generations: int = 0
+    chaos_task_killed: dict[str, Any] | None = None
+    sinks: list[SinkResult] = field(default_factory=list)
+    events: list[tuple[float, str]] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """figures.json: every field, the sinks without their per-part timings."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["options"] = asdict(self.options)
+        out["sinks"] = [{k: v for k, v in asdict(s).items() if k != "timings"} for s in self.sinks]
+        return out
+
+
+@dataclass
 class Outcome:
     """The verdict: ``ok`` with the summary line, or what differs."""
 
     ok: bool
     line: str
-    figures: dict[str, Any]
+    figures: Figures
     diff: TableDiff
     problems: list[str]
 
@@ -78,38 +114,71 @@ class Outcome:
 ShuffleFn = Callable[[Any, int, Callable[[int], int]], Any]
 
 
-def choose_shuffle(kind: str) -> tuple[str, ShuffleFn]:
-    """The shuffle to route with: ``streaming`` (the project's) or ``spark`` (partitionBy, as a baseline)."""
-    if kind == "streaming":
-        from reference.spark.shuffle import streaming_shuffle
+@dataclass(frozen=True)
+class _Setup:
+    """What a run is, decided before anything starts."""
 
-        return "streaming", lambda rdd, n, f: streaming_shuffle(rdd, n, partition_func=f)
-    if kind == "spark":
-        return "spark", lambda rdd, n, f: rdd.partitionBy(n, f)
-    raise PipelineError(f"--shuffle must be streaming or spark, not {kind!r}")
+    options: Options
+    spec: StreamSpec
+    shuffle_name: str
+    run_id: str
+    workdir: Path
+    store: str
+    table_uri: str
+
+
+@dataclass(frozen=True)
+class _Oracle:
+    """What the run must produce, computed from the stream alone."""
+
+    expected: dict[int, Row]
+    durability: SourceDurability
+    per_reader: list[int]
+    """Change rows each sink receives."""
+
+
+@dataclass
+class _Services:
+    """What a run starts: the cluster, the sync server, Spark, the shuffle; closed in reverse."""
+
+    host: ClusterHost
+    server: SyncServerProcess
+    driver: Member
+    keys: RunKeys
+    sc: Any = None
+    streaming: Any = None
+    """The StreamingShuffle this run owns (``--shuffle streaming``)."""
+    monitor: Monitor | None = None
+
+    def close(self) -> None:
+        if self.monitor is not None:
+            self.monitor.stop()
+        if self.streaming is not None:
+            self.streaming.close()
+        if self.sc is not None:
+            self.sc.stop()
+        self.server.stop()
+        self.host.close()
 
 
 def _spark_context(options: Options, cluster_url: str) -> Any:
+    """A context whose Python workers run this interpreter with this checkout importable, set on the
+    context itself (PySpark takes the workers' interpreter from ``sc.pythonExec``), never in
+    ``os.environ``."""
     from pyspark import SparkConf, SparkContext
 
     slots = options.writers + options.readers
     master = options.master or f"local[{slots},4]"  # ",4": a crashed task is retried (--chaos)
-    pythonpath = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p)
     conf = (SparkConf().setMaster(master).setAppName("streamwire-pipeline")
             .set("spark.ui.enabled", "false").set("spark.ui.showConsoleProgress", "false")
             .set("spark.task.maxFailures", "4")
             .set("spark.pyspark.python", sys.executable)
-            .set("spark.executorEnv.PYTHONPATH", pythonpath)
+            .set("spark.executorEnv.PYTHONPATH", pythonpath())
             .set("spark.streamwire.cluster.provider", cluster_url))
-    os.environ["PYTHONPATH"] = pythonpath
-    os.environ["PYSPARK_PYTHON"] = sys.executable
     sc = SparkContext.getOrCreate(conf)
+    sc.pythonExec = sys.executable
     sc.setLogLevel("ERROR")
     return sc
-
-
-def _sink_task(config: SinkConfig, index: int, records: Iterator[Any]) -> Iterator[dict[str, Any]]:
-    return sink_partition(config, index, records)
 
 
 def _parts_per_reader(spec: StreamSpec, readers: int) -> list[int]:
@@ -122,120 +191,169 @@ def _parts_per_reader(spec: StreamSpec, readers: int) -> list[int]:
 
 
 def run(options: Options, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> Outcome:
-    """Run the pipeline once and judge the table."""
+    """Run the pipeline once and judge the table: setup, oracle, services, job, verification, report."""
+    started = time.monotonic()
+    setup = _setup(options)
+    oracle, oracle_s = _oracle(setup)
+    figures = Figures(options, setup.run_id, setup.shuffle_name, setup.table_uri, setup.spec.changes,
+                      len(oracle.expected), round(oracle_s, 2))
+    print(f"pipeline {setup.run_id}: {setup.spec.changes} changes over {setup.spec.keys} keys from "
+          f"{setup.spec.origins} origins, {options.writers} writers -> {setup.shuffle_name} shuffle -> "
+          f"{options.readers} sinks -> sync server -> {setup.table_uri}", file=out, flush=True)
+    kept = True  # the work dir stays when anything fails
+    services = _start(setup, oracle, out, err)
+    try:
+        timings = _job(setup, oracle, services, figures)
+        diff = _verify(setup, oracle, services, figures)
+        figures.total_s = round(time.monotonic() - started, 2)
+        ok = not figures.problems
+        line = (summary_line(figures.rows, figures.durable, figures.throughput_changes_per_s) if ok
+                else f"pipeline FAILED: {len(figures.problems)} problems")
+        _report(figures, timings, services, out)
+        kept = not ok
+        if kept:
+            print(f"kept for inspection: {setup.workdir} (store and sync server log)", file=out)
+        print(line, file=out, flush=True)
+        return Outcome(ok, line, figures, diff, figures.problems)
+    finally:
+        services.close()
+        if options.store is None and not kept:
+            shutil.rmtree(setup.workdir, ignore_errors=True)
+
+
+def _setup(options: Options) -> _Setup:
+    """Check the options and name the run's table; nothing is started yet."""
     spec = StreamSpec(options.seed, options.changes, options.keys, options.origins)
     if options.writers < 1 or options.readers < 1:
         raise PipelineError("--writers and --readers must be at least 1")
-    shuffle_name, shuffle = choose_shuffle(options.shuffle)
-    run_id = uuid.uuid4().hex[:10]
+    if options.shuffle not in ("streaming", "spark"):
+        raise PipelineError(f"--shuffle must be streaming or spark, not {options.shuffle!r}")
     workdir = Path(tempfile.mkdtemp(prefix="streamwire-pipeline-"))
     store = options.store or str(workdir / "store")
     table_uri = DeltaStore(store).table_uri(options.table)
     if _table_exists(table_uri):
+        shutil.rmtree(workdir, ignore_errors=True)
         raise PipelineError(f"{table_uri} already holds a table; pick another --table or --store")
+    return _Setup(options, spec, options.shuffle, uuid.uuid4().hex[:10], workdir, store, table_uri)
 
+
+def _oracle(setup: _Setup) -> tuple[_Oracle, float]:
+    """The expected table and durable points, and how long they took to compute."""
     started = time.monotonic()
-    expected = expected_state(spec)
-    durability = SourceDurability(spec, options.readers, options.table)
-    per_reader = _parts_per_reader(spec, options.readers)
-    oracle_s = time.monotonic() - started
-    print(f"pipeline {run_id}: {spec.changes} changes over {spec.keys} keys from {spec.origins} origins, "
-          f"{options.writers} writers -> {shuffle_name} shuffle -> {options.readers} sinks -> sync server -> "
-          f"{table_uri}", file=out, flush=True)
+    readers = setup.options.readers
+    oracle = _Oracle(expected_state(setup.spec), SourceDurability(setup.spec, readers, setup.options.table),
+                     _parts_per_reader(setup.spec, readers))
+    return oracle, time.monotonic() - started
 
-    keys = RunKeys(run_id)
+
+def _start(setup: _Setup, oracle: _Oracle, out: TextIO, err: TextIO) -> _Services:
+    """Start the cluster, the sync server (its location published), Spark and the progress monitor."""
+    options, keys = setup.options, RunKeys(setup.run_id)
     host = ClusterHost(options.provider)
-    server = SyncServerProcess(store, workdir / "sync-server.log")
-    sc = None
-    monitor: Monitor | None = None
-    kept = True  # the work dir stays when anything fails
+    server = SyncServerProcess(setup.store, setup.workdir / "sync-server.log")
+    services = _Services(host, server, Member(host.backend, f"pl-{setup.run_id}-driver", "driver"), keys)
     try:
-        driver = Member(host.backend, f"pl-{run_id}-driver", "driver")
-
-        def start_server() -> str:
-            location = server.start()
-            driver.publish(keys.sync_server, {"location": location, "generation": server.generation})
-            return location
-
-        def restart_server() -> str:
-            server.kill()
-            return start_server()
-
-        location = start_server()
+        location = _start_server(services)
         print(f"sync server at {location}, cluster provider {options.provider} "
               f"(executors: {host.executor_url})", file=out, flush=True)
-        sc = _spark_context(options, host.executor_url)
-        kill_reader = 0 if options.chaos and options.readers else None
-        sink_config = SinkConfig(run_id, host.executor_url, options.table, options.readers,
-                                 kill_reader=kill_reader, kill_after=max(1, per_reader[0] * 6 // 10))
-        source_config = SourceConfig(spec, options.writers, options.readers, options.rate)
-        monitor = Monitor(driver, keys, durability, sum(per_reader),
-                          restart_server=restart_server if options.chaos else None, out=err)
-        monitor.start()
-        job_started = time.monotonic()
-        results, job_attempts = _run_job(sc, shuffle, source_config, sink_config, monitor)
-        job_s = time.monotonic() - job_started
-        monitor.stop()
+        services.sc = _spark_context(options, host.executor_url)
+        if options.shuffle == "streaming":
+            from reference.spark.shuffle import StreamingShuffle
 
-        problems: list[str] = []
-        final_durable = _server_durable(server.location, durability.final)
-        for origin, want in durability.final.items():
-            if want is not None and final_durable.get(origin) != want:
-                problems.append(f"server reports durable {final_durable.get(origin)} for {origin}, expected {want}")
-        rows = DeltaStore(store).read_table(table_uri).to_pylist() if _table_exists(table_uri) else []
-        diff = compare(expected, rows)
-        if diff:
-            problems.append("table differs from the expected state:\n" + diff.describe())
-        source_durable = durability.update({o: n for o, n in final_durable.items()})
-        for o in range(spec.origins):
-            name = spec.origin_name(o)
-            if source_durable[name] != durability.last_seq[o]:
-                problems.append(f"{name} durable at {source_durable[name]}, its last transaction is {durability.last_seq[o]}")
-
-        timings = [tuple(t) for r in results for t in r["timings"]]
-        # A re-run job's first attempt left no timings: count from the job's start then.
-        rate, window_s = throughput(spec.changes, timings if job_attempts == 1 else [], job_s)
-        figures: dict[str, Any] = {
-            "options": asdict(options), "run_id": run_id, "shuffle": shuffle_name, "table": table_uri,
-            "rows": len(rows), "expected_rows": len(expected), "table_matches": not diff,
-            "changes": spec.changes, "throughput_changes_per_s": round(rate, 1), "window_s": round(window_s, 2),
-            "job_s": round(job_s, 2), "job_attempts": job_attempts, "oracle_s": round(oracle_s, 2), "total_s": round(time.monotonic() - started, 2),
-            "latency_ms": latency_ms(timings),
-            "durable": source_durable, "durable_sync_origins": final_durable,
-            "sync_server_generations": server.generation, "chaos_task_killed": driver.value(keys.chaos_kill),
-            "sinks": [{k: v for k, v in r.items() if k != "timings"} for r in results],
-            "events": monitor.events, "problems": problems,
-        }
-        ok = not problems
-        line = summary_line(len(rows), source_durable, rate) if ok else f"pipeline FAILED: {len(problems)} problems"
-        _print_figures(figures, out)
-        if options.report:
-            samples = [(s.t, s.synced) for s in monitor.samples]
-            for path in write(Path(options.report), figures, timings, samples, monitor.events):
-                print(f"report: {path}", file=out)
-        for problem in problems:
-            print(problem, file=out)
-        kept = not ok
-        if kept:
-            print(f"kept for inspection: {workdir} (store and sync server log)", file=out)
-        print(line, file=out, flush=True)
-        return Outcome(ok, line, figures, diff, problems)
-    finally:
-        if monitor is not None:
-            monitor.stop()
-        if sc is not None:
-            from reference.spark.shuffle import stop_coordinator
-
-            stop_coordinator(sc)
-            sc.stop()
-        server.stop()
-        host.close()
-        if options.store is None and not kept:
-            shutil.rmtree(workdir, ignore_errors=True)
+            services.streaming = StreamingShuffle(services.sc)
+        services.monitor = Monitor(services.driver, keys, oracle.durability, sum(oracle.per_reader),
+                                   restart_server=functools.partial(_restart_server, services) if options.chaos
+                                   else None, out=err)
+        services.monitor.start()
+        return services
+    except BaseException:
+        services.close()
+        raise
 
 
-def _run_job(sc: Any, shuffle: ShuffleFn, source: SourceConfig, sink: SinkConfig,
-             monitor: Monitor) -> tuple[list[dict[str, Any]], int]:
+def _start_server(services: _Services) -> str:
+    location = services.server.start()
+    services.driver.publish(services.keys.sync_server,
+                            {"location": location, "generation": services.server.generation})
+    return location
+
+
+def _restart_server(services: _Services) -> str:
+    services.server.kill()
+    return _start_server(services)
+
+
+def _shuffle(services: _Services) -> ShuffleFn:
+    """The shuffle to route with: the streaming shuffle this run owns, or ``partitionBy`` (a baseline)."""
+    streaming = services.streaming
+    if streaming is not None:
+        return lambda rdd, n, f: streaming.shuffle(rdd, n, partition_func=f)
+    return lambda rdd, n, f: rdd.partitionBy(n, f)
+
+
+def _job(setup: _Setup, oracle: _Oracle, services: _Services, figures: Figures) -> list[PartTiming]:
+    """Run the Spark job (re-run if it fails); fills the job's figures, returns the parts' timings."""
+    options = setup.options
+    faults: FaultPlan = NO_FAULTS
+    if options.chaos:
+        faults = CrashSink(setup.run_id, reader=0, after=max(1, oracle.per_reader[0] * 6 // 10))
+    sink_config = SinkConfig(setup.run_id, services.host.executor_url, options.table, options.readers)
+    source_config = SourceConfig(setup.spec, options.writers, options.readers, options.rate)
+    assert services.monitor is not None
+    started = time.monotonic()
+    results, figures.job_attempts = _run_job(services.sc, _shuffle(services), source_config, sink_config, faults,
+                                             services.monitor)
+    job_s = time.monotonic() - started
+    services.monitor.stop()
+    timings = [t for r in results for t in r.timings]
+    # A re-run job's first attempt left no timings: count from the job's start then.
+    rate, window_s = throughput(setup.spec.changes, timings if figures.job_attempts == 1 else [], job_s)
+    figures.job_s, figures.throughput_changes_per_s, figures.window_s = round(job_s, 2), round(rate, 1), round(window_s, 2)
+    figures.latency_ms = latency_ms(timings)
+    figures.sinks = results
+    figures.events = services.monitor.events
+    figures.chaos_task_killed = services.driver.value(services.keys.chaos_kill)
+    return timings
+
+
+def _verify(setup: _Setup, oracle: _Oracle, services: _Services, figures: Figures) -> TableDiff:
+    """Judge the table and the durable numbers the server reports; problems go into ``figures``."""
+    problems = figures.problems
+    final_durable = _server_durable(services.server.location, oracle.durability.final)
+    for origin, want in oracle.durability.final.items():
+        if want is not None and final_durable.get(origin) != want:
+            problems.append(f"server reports durable {final_durable.get(origin)} for {origin}, expected {want}")
+    table_exists = _table_exists(setup.table_uri)
+    rows = DeltaStore(setup.store).read_table(setup.table_uri).to_pylist() if table_exists else []
+    diff = compare(oracle.expected, rows)
+    if diff:
+        problems.append("table differs from the expected state:\n" + diff.describe())
+    source_durable = oracle.durability.update(dict(final_durable))
+    for o in range(setup.spec.origins):
+        name = setup.spec.origin_name(o)
+        if source_durable[name] != oracle.durability.last_seq[o]:
+            problems.append(f"{name} durable at {source_durable[name]}, its last transaction is "
+                            f"{oracle.durability.last_seq[o]}")
+    figures.rows, figures.table_matches = len(rows), not diff
+    figures.durable, figures.durable_sync_origins = source_durable, final_durable
+    figures.sync_server_generations = services.server.generation
+    return diff
+
+
+def _report(figures: Figures, timings: list[PartTiming], services: _Services, out: TextIO) -> None:
+    """Print the figures (and write figures.json and the plot with ``--report``), then the problems."""
+    _print_figures(figures, out)
+    if figures.options.report:
+        assert services.monitor is not None
+        samples = [(s.t, s.synced) for s in services.monitor.samples]
+        for path in write(Path(figures.options.report), figures.to_json(), timings, samples, figures.events):
+            print(f"report: {path}", file=out)
+    for problem in figures.problems:
+        print(problem, file=out)
+
+
+def _run_job(sc: Any, shuffle: ShuffleFn, source: SourceConfig, sink: SinkConfig, faults: FaultPlan,
+             monitor: Monitor) -> tuple[list[SinkResult], int]:
     """Run sources -> shuffle -> sinks; a failed job is run again, resuming after the durable sequence.
 
     Spark retries a failed task by itself where it can (PySpark's shuffle).  The streaming
@@ -246,9 +364,9 @@ def _run_job(sc: Any, shuffle: ShuffleFn, source: SourceConfig, sink: SinkConfig
         sources = sc.parallelize(range(source.writers), source.writers).mapPartitionsWithIndex(
             functools.partial(source_partition, source))
         routed = shuffle(sources, source.readers, functools.partial(owner, readers=source.readers))
-        sinks = routed.mapPartitionsWithIndex(functools.partial(_sink_task, sink))
+        sinks = routed.mapPartitionsWithIndex(functools.partial(sink_partition, sink, faults))
         try:
-            results: list[dict[str, Any]] = sinks.collect()
+            results: list[SinkResult] = sinks.collect()
             return results, attempt
         except Exception as exc:
             if attempt == MAX_JOB_ATTEMPTS:
@@ -283,17 +401,17 @@ def _server_durable(location: str, origins: dict[str, int | None]) -> dict[str, 
     return durable
 
 
-def _print_figures(figures: dict[str, Any], out: TextIO) -> None:
-    lat = figures["latency_ms"]
-    print(f"durable per sync origin: " + " ".join(f"{o}={n}" for o, n in figures["durable_sync_origins"].items()),
+def _print_figures(figures: Figures, out: TextIO) -> None:
+    print("durable per sync origin: " + " ".join(f"{o}={n}" for o, n in figures.durable_sync_origins.items()),
           file=out)
-    print(f"durable per source origin: " + " ".join(f"{o}={n}" for o, n in figures["durable"].items()), file=out)
-    window = "from first commit to last durable" if figures["job_attempts"] == 1 else "of the re-run job"
-    print(f"throughput: {figures['throughput_changes_per_s']:,.0f} changes/s ({figures['changes']} changes in "
-          f"{figures['window_s']}s {window}; job {figures['job_s']}s, {figures['job_attempts']} attempts)", file=out)
-    for name, p in lat.items():
+    print("durable per source origin: " + " ".join(f"{o}={n}" for o, n in figures.durable.items()), file=out)
+    window = "from first commit to last durable" if figures.job_attempts == 1 else "of the re-run job"
+    print(f"throughput: {figures.throughput_changes_per_s:,.0f} changes/s ({figures.changes} changes in "
+          f"{figures.window_s}s {window}; job {figures.job_s}s, {figures.job_attempts} attempts)", file=out)
+    for name, p in figures.latency_ms.items():
         print(f"latency commit->{name} (ms): " + " ".join(f"{k}={v}" for k, v in p.items()), file=out)
-    restarts = sum(s["restarts_seen"] for s in figures["sinks"])
-    print(f"sinks: {len(figures['sinks'])} results, {sum(s['puts'] for s in figures['sinks'])} puts, "
-          f"{sum(s['skipped'] for s in figures['sinks'])} durable changes skipped on replay, "
-          f"{restarts} server restarts seen; sync server generations: {figures['sync_server_generations']}", file=out)
+    sinks = figures.sinks
+    print(f"sinks: {len(sinks)} results, {sum(s.puts for s in sinks)} puts, "
+          f"{sum(s.skipped for s in sinks)} durable changes skipped on replay, "
+          f"{sum(s.restarts_seen for s in sinks)} server restarts seen; "
+          f"sync server generations: {figures.sync_server_generations}", file=out)

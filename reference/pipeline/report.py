@@ -8,30 +8,48 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
+
+from reference.pipeline.records import PartTiming
 
 PERCENTILES = (50, 90, 99)
 
 
-def latency_ms(timings: Sequence[tuple[int, int, int, int]]) -> dict[str, dict[str, float]]:
+def _column(timings: Sequence[PartTiming], name: str) -> npt.NDArray[np.int64]:
+    return np.fromiter((getattr(t, name) for t in timings), dtype=np.int64, count=len(timings))
+
+
+def _latencies_ms(timings: Sequence[PartTiming], until: str) -> npt.NDArray[np.float64]:
+    """Per part, milliseconds from its commit to ``until`` (``accepted_ns`` or ``durable_ns``)."""
+    return (_column(timings, until) - _column(timings, "committed_ns")) / 1e6
+
+
+def _per_change(timings: Sequence[PartTiming], until: str) -> npt.NDArray[np.float64]:
+    """Each part's latency once per change it carried."""
+    return np.repeat(_latencies_ms(timings, until), _column(timings, "changes"))
+
+
+STAGES = (("accepted", "accepted_ns"), ("durable", "durable_ns"))
+"""The latencies reported: commit to accepted by the server, commit to durable in the table."""
+
+
+def latency_ms(timings: Sequence[PartTiming]) -> dict[str, dict[str, float]]:
     """Per-change percentiles (ms) from commit to accepted by the server and to durable in the table."""
     if not timings:
         return {}
-    t = np.array(timings, dtype=np.int64)
-    weights = t[:, 3]
     out: dict[str, dict[str, float]] = {}
-    for name, column in (("accepted", 1), ("durable", 2)):
-        values = np.repeat((t[:, column] - t[:, 0]) / 1e6, weights)
+    for name, until in STAGES:
+        values = _per_change(timings, until)
         figures = {f"p{p}": round(float(np.percentile(values, p)), 1) for p in PERCENTILES}
         figures["max"] = round(float(values.max()), 1)
         out[name] = figures
     return out
 
 
-def throughput(changes: int, timings: Sequence[tuple[int, int, int, int]], fallback_s: float) -> tuple[float, float]:
+def throughput(changes: int, timings: Sequence[PartTiming], fallback_s: float) -> tuple[float, float]:
     """(changes/s, seconds) from the first commit to the last durable observation."""
     if timings:
-        t = np.array(timings, dtype=np.int64)
-        seconds = float(t[:, 2].max() - t[:, 0].min()) / 1e9
+        seconds = float(max(t.durable_ns for t in timings) - min(t.committed_ns for t in timings)) / 1e9
     else:
         seconds = fallback_s
     return (changes / seconds if seconds > 0 else 0.0), seconds
@@ -42,7 +60,7 @@ def summary_line(rows: int, durable: dict[str, int], rate: float) -> str:
     return f"pipeline OK: {rows} rows, table matches, durable {points}, {rate:,.0f} changes/s"
 
 
-def write(directory: Path, figures: dict[str, Any], timings: Sequence[tuple[int, int, int, int]],
+def write(directory: Path, figures: dict[str, Any], timings: Sequence[PartTiming],
           samples: Sequence[tuple[float, int]], events: Sequence[tuple[float, str]]) -> list[Path]:
     """Write ``figures.json`` and ``latency.png`` (latency over time, its distribution, progress)."""
     import matplotlib
@@ -56,13 +74,11 @@ def write(directory: Path, figures: dict[str, Any], timings: Sequence[tuple[int,
     plot_path = directory / "latency.png"
     fig, (ax_time, ax_cdf, ax_progress) = plt.subplots(1, 3, figsize=(16, 4.5))
     if timings:
-        t = np.array(timings, dtype=np.int64)
-        start = t[:, 0].min()
-        commit_s = (t[:, 0] - start) / 1e9
-        ax_time.scatter(commit_s, (t[:, 2] - t[:, 0]) / 1e6, s=2, label="commit → durable")
-        ax_time.scatter(commit_s, (t[:, 1] - t[:, 0]) / 1e6, s=2, label="commit → accepted")
-        for name, column in (("durable", 2), ("accepted", 1)):
-            values = np.sort(np.repeat((t[:, column] - t[:, 0]) / 1e6, t[:, 3]))
+        committed = _column(timings, "committed_ns")
+        commit_s = (committed - committed.min()) / 1e9
+        for name, until in reversed(STAGES):
+            ax_time.scatter(commit_s, _latencies_ms(timings, until), s=2, label=f"commit → {name}")
+            values = np.sort(_per_change(timings, until))
             ax_cdf.plot(values, np.arange(1, len(values) + 1) / len(values), label=name)
     ax_time.set(xlabel="commit time (s)", ylabel="latency (ms)", title="end-to-end latency per sink part")
     ax_time.legend(loc="upper left")

@@ -29,19 +29,16 @@ import threading
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import NamedTuple
 
 import pyarrow as pa
 
-from reference.pipeline.changes import Change, Op
 from reference.pipeline.coordination import Member, RunKeys
+from reference.pipeline.faults import NO_FAULTS, FaultPlan
+from reference.pipeline.records import ChangeRecord, PartTiming, WireRecord
 from reference.sync.client import SyncClient, SyncPut
 from spec.cluster.interface import ClusterBackend
 from spec.sync.messages import ColumnDescriptor, ColumnRole
-
-Record = tuple[int, int, int, int, int, int, int | None, int | None, int | None, str | None, bool]
-"""What the shuffle carries per change: (origin, seq, part size, commit time ns, op, entity,
-old id, new id, value, note, note changed) — a flat tuple, cheap to pickle."""
 
 ARROW_SCHEMA = pa.schema([
     ("old_id", pa.int64()), ("new_id", pa.int64()), ("entity", pa.int64()), ("value", pa.int64()),
@@ -60,11 +57,6 @@ class SinkFailed(Exception):
     condition = "PIPELINE_SINK_FAILED"
 
 
-def to_record(origin: int, seq: int, part_size: int, committed_ns: int, c: Change) -> Record:
-    return (origin, seq, part_size, committed_ns, int(c.op), c.entity, c.old_id, c.new_id, c.value, c.note,
-            c.note_changed)
-
-
 def sync_origin(table: str, origin: int, reader: int) -> str:
     """The sync protocol's origin for sink ``reader``'s share of source ``origin``."""
     return f"{table}/src{origin}/sink{reader}"
@@ -81,16 +73,26 @@ class SinkConfig:
     sync_deadline_s: float = 120.0
     progress_interval_s: float = 0.5
     max_parts_per_put: int = 4096
-    kill_reader: int | None = None
-    kill_after: int = 0
 
 
 @dataclass
 class _Part:
+    """One source transaction's changes for this sink, sent once complete."""
+
     origin: int
     seq: int
     committed_ns: int
-    rows: list[Record]
+    size: int
+    rows: list[ChangeRecord]
+
+
+class _Pending(NamedTuple):
+    """A part accepted by the server, waiting for its origin's durable number to reach ``seq``."""
+
+    seq: int
+    committed_ns: int
+    accepted_ns: int
+    changes: int
 
 
 @dataclass
@@ -106,11 +108,7 @@ class SinkResult:
     restarts_seen: int = 0
     replayed_transactions: int = 0
     durable: dict[str, int | None] = field(default_factory=dict)
-    # per part: (commit ns, accepted ns, durable ns, changes)
-    timings: list[tuple[int, int, int, int]] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+    timings: list[PartTiming] = field(default_factory=list)
 
 
 class _SyncThread:
@@ -125,7 +123,7 @@ class _SyncThread:
         self.error: BaseException | None = None
         self._clients: dict[int, SyncClient] = {}
         self._start_durable: dict[int, int] = {}
-        self._waiting: dict[int, list[tuple[int, int, int, int]]] = {}
+        self._waiting: dict[int, list[_Pending]] = {}
         self._last_progress = 0.0
         self._thread = threading.Thread(target=self._run, name=f"pipeline-sink{reader}-sync", daemon=True)
         self._thread.start()
@@ -200,21 +198,22 @@ class _SyncThread:
     def _send_one(self, origin: int, client: SyncClient, parts: list[_Part]) -> None:
         if not parts:
             return
-        rows = [r for p in parts for r in p.rows]
-        columns = list(zip(*rows))
-        name = f"src{origin}"
+        rows = [r.change for p in parts for r in p.rows]
         batch = pa.table({
-            "old_id": pa.array(columns[6], pa.int64()), "new_id": pa.array(columns[7], pa.int64()),
-            "entity": pa.array([e if n is not None else None for e, n in zip(columns[5], columns[7])], pa.int64()),
-            "value": pa.array(columns[8], pa.int64()), "note": pa.array(columns[9], pa.string()),
-            "note_changed": pa.array(columns[10], pa.bool_()),
-            "origin": pa.array([name] * len(rows), pa.string()), "seq": pa.array(columns[1], pa.int64()),
+            "old_id": pa.array([c.old_id for c in rows], pa.int64()),
+            "new_id": pa.array([c.new_id for c in rows], pa.int64()),
+            "entity": pa.array([c.entity if c.new_id is not None else None for c in rows], pa.int64()),
+            "value": pa.array([c.value for c in rows], pa.int64()),
+            "note": pa.array([c.note for c in rows], pa.string()),
+            "note_changed": pa.array([c.note_changed for c in rows], pa.bool_()),
+            "origin": pa.array([f"src{origin}"] * len(rows), pa.string()),
+            "seq": pa.array([p.seq for p in parts for _ in p.rows], pa.int64()),
         }, schema=ARROW_SCHEMA)
         client.send_transaction(parts[-1].seq, [SyncPut(self.config.table, batch, DESCRIPTORS)])
         accepted = time.time_ns()
         self.result.puts += 1
         self.result.synced += len(rows)
-        self._waiting.setdefault(origin, []).extend((p.seq, p.committed_ns, accepted, len(p.rows)) for p in parts)
+        self._waiting.setdefault(origin, []).extend(_Pending(p.seq, p.committed_ns, accepted, len(p.rows)) for p in parts)
 
     def _settle(self, origin: int, client: SyncClient) -> None:
         """Record the parts of ``origin`` that the server now reports durable."""
@@ -223,9 +222,9 @@ class _SyncThread:
         if durable is None or not waiting:
             return
         now = time.time_ns()
-        done = [w for w in waiting if w[0] <= durable]
-        self._waiting[origin] = [w for w in waiting if w[0] > durable]
-        self.result.timings += [(committed, accepted, now, n) for _, committed, accepted, n in done]
+        self._waiting[origin] = [w for w in waiting if w.seq > durable]
+        self.result.timings += [PartTiming(w.committed_ns, w.accepted_ns, now, w.changes)
+                                for w in waiting if w.seq <= durable]
 
     def _await_durable(self) -> None:
         deadline = time.monotonic() + self.config.sync_deadline_s
@@ -255,7 +254,7 @@ class _SyncThread:
 
 
 def run_sink(config: SinkConfig, reader: int, attempt: str, backend: ClusterBackend,
-             records: Iterable[tuple[int, Record]]) -> SinkResult:
+             records: Iterable[tuple[int, WireRecord]], faults: FaultPlan = NO_FAULTS) -> SinkResult:
     """Consume this sink's records (key, record) and land them; returns when all are durable."""
     node_prefix = f"pl-{config.run_id}-sink{reader}-"
     member = Member(backend, node_prefix + attempt, f"{socket.gethostname()}:{os.getpid()}")
@@ -265,25 +264,21 @@ def run_sink(config: SinkConfig, reader: int, attempt: str, backend: ClusterBack
         sync = _SyncThread(config, reader, member, result)
         open_parts: dict[int, _Part] = {}
         last_seq: dict[int, int] = {}
-        kill = config.kill_reader == reader
-        for _, record in records:
+        for _, raw in faults.sink_records(records, reader, attempt, member):
             result.received += 1
-            if kill and result.received >= config.kill_after:
-                kill = False
-                if member.claim(RunKeys(config.run_id).chaos_kill, {"reader": reader, "attempt": attempt}):
-                    os._exit(137)  # --chaos: this task dies as a crashed executor would, once per run
-            origin, seq, size = record[0], record[1], record[2]
+            record = ChangeRecord.read(raw)
+            origin, seq = record.origin, record.seq
             part = open_parts.get(origin)
             if part is None:
                 if seq <= last_seq.get(origin, 0):
                     raise SinkFailed(f"sink {reader}: src{origin} transaction {seq} after {last_seq[origin]}")
-                part = open_parts[origin] = _Part(origin, seq, record[3], [])
+                part = open_parts[origin] = _Part(origin, seq, record.committed_ns, record.part_size, [])
                 last_seq[origin] = seq
             elif part.seq != seq:
                 raise SinkFailed(f"sink {reader}: src{origin} transaction {seq} arrived inside {part.seq} "
-                                 f"({len(part.rows)} of {part.rows[0][2]} changes)")
+                                 f"({len(part.rows)} of {part.size} changes)")
             part.rows.append(record)
-            if len(part.rows) == size:
+            if len(part.rows) == part.size:
                 del open_parts[origin]
                 sync.put(part)
         if open_parts:
@@ -294,7 +289,8 @@ def run_sink(config: SinkConfig, reader: int, attempt: str, backend: ClusterBack
         member.leave()
 
 
-def sink_partition(config: SinkConfig, reader: int, records: Iterator[tuple[int, Record]]) -> Iterator[dict[str, Any]]:
+def sink_partition(config: SinkConfig, faults: FaultPlan, reader: int,
+                   records: Iterator[tuple[int, WireRecord]]) -> Iterator[SinkResult]:
     """The Spark task body: open this executor's cluster handle, run the sink, yield its result."""
     from pyspark import TaskContext
 
@@ -304,6 +300,6 @@ def sink_partition(config: SinkConfig, reader: int, records: Iterator[tuple[int,
     attempt = f"t{ctx.taskAttemptId()}" if ctx is not None else "t0"
     backend = open_backend(config.cluster_url)
     try:
-        yield run_sink(config, reader, attempt, backend, records).as_dict()
+        yield run_sink(config, reader, attempt, backend, records, faults)
     finally:
         backend.close()

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from reference.pipeline.changes import StreamSpec, Transaction
 from reference.pipeline.routing import parts, route_key
-from reference.pipeline.sink import Record, to_record
+from reference.pipeline.records import ChangeRecord, WireRecord
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ def _interleaved(spec: StreamSpec, origins: list[int]) -> Iterator[Transaction]:
                 yield tx
 
 
-def generate(config: SourceConfig, writer: int) -> Iterator[tuple[int, Record]]:
+def generate(config: SourceConfig, writer: int) -> Iterator[tuple[int, WireRecord]]:
     """The routed records of writer ``writer``, paced to its share of ``config.rate``."""
     origins = config.origins_of(writer)
     share = sum(config.spec.changes_of(o) for o in origins) / max(config.spec.changes, 1)
@@ -54,10 +54,10 @@ def generate(config: SourceConfig, writer: int) -> Iterator[tuple[int, Record]]:
         committed = time.time_ns()
         for changes in parts(tx, config.readers).values():
             for change in changes:
-                yield route_key(change), to_record(tx.origin, tx.seq, len(changes), committed, change)
+                yield route_key(change), ChangeRecord(tx.origin, tx.seq, len(changes), committed, change).wire()
         emitted += len(tx.changes)
 
 
-def source_partition(config: SourceConfig, writer: int, _: Iterator[object]) -> Iterator[tuple[int, Record]]:
+def source_partition(config: SourceConfig, writer: int, _: Iterator[object]) -> Iterator[tuple[int, WireRecord]]:
     """The Spark task body of source task ``writer``."""
     return generate(config, writer)

@@ -16,6 +16,15 @@ from pathlib import Path
 from typing import IO
 
 
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def pythonpath() -> str:
+    """This checkout, then the caller's PYTHONPATH: what every Python process the pipeline starts
+    (the sync server, Spark's Python workers) needs to import ``reference``."""
+    return os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p)
+
+
 class SyncServerFailed(Exception):
     """The sync server did not start (or died) — its log says why."""
 
@@ -54,7 +63,7 @@ class SyncServerProcess:
             self._log = open(self.log_path, "a", encoding="utf-8")
         cmd = [sys.executable, "-m", "reference.sync", "serve", "--store", self.store, "--port", "0",
                *self.settings.args()]
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": pythonpath()}
         self._proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._log, text=True, env=env)
         port = self._await_port(self._proc)
         self.generation += 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 from pathlib import Path
 
@@ -28,6 +29,7 @@ def _run(options: Options) -> tuple[Outcome, str]:
 
 def test_small_pipeline_lands_the_expected_table_and_reports(tmp_path: Path) -> None:
     spec = StreamSpec(seed=7, changes=3000, keys=400, origins=3)
+    environment = {key: os.environ.get(key) for key in ("PYTHONPATH", "PYSPARK_PYTHON")}
     outcome, text = _run(Options(changes=spec.changes, keys=spec.keys, origins=spec.origins, seed=spec.seed,
                                  writers=2, readers=2, store=str(tmp_path / "store"), report=str(tmp_path / "report")))
     assert outcome.ok, text
@@ -39,6 +41,8 @@ def test_small_pipeline_lands_the_expected_table_and_reports(tmp_path: Path) -> 
     assert set(figures["latency_ms"]["durable"]) == {"p50", "p90", "p99", "max"}
     assert (tmp_path / "report" / "latency.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "change rows synced" in text  # progress lines
+    # Spark's workers get the interpreter and the path from the context, not from os.environ.
+    assert {key: os.environ.get(key) for key in environment} == environment
 
 
 def test_chaos_kills_server_and_a_task_and_the_table_still_matches(tmp_path: Path) -> None:
@@ -46,11 +50,11 @@ def test_chaos_kills_server_and_a_task_and_the_table_still_matches(tmp_path: Pat
                                  store=str(tmp_path / "store")))
     assert outcome.ok, text
     figures = outcome.figures
-    assert figures["sync_server_generations"] == 2, text
-    assert figures["chaos_task_killed"] is not None, text
-    assert any("chaos: killing the sync server" in e for _, e in figures["events"])
+    assert figures.sync_server_generations == 2, text
+    assert figures.chaos_task_killed is not None, text
+    assert any("chaos: killing the sync server" in e for _, e in figures.events)
     # The killed sink was re-run (by Spark, or by re-running the streaming job) and resumed.
-    assert figures["job_attempts"] >= 2 or any(s["attempt"] != "t0" for s in figures["sinks"])
+    assert figures.job_attempts >= 2 or any(s.attempt != "t0" for s in figures.sinks)
 
 
 def test_existing_table_is_refused_with_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
