@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import functools
 import itertools
+import logging
 import os
 import pickle
 import socket
+import sys
 import threading
 import weakref
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Final, Hashable, Iterable, Iterator, Mapping
+from typing import Any, Callable, Final, Hashable, Iterable, Iterator, Mapping, NamedTuple
 
 from reference.net import ConnectionLimits
 from reference.shuffle.cluster_directory import ClusterCoordinator, ClusterDirectory, ShuffleShard, directory_from_conf
@@ -55,6 +57,8 @@ MAX_RECORD_SIZE_KEY: Final = RUNTIME_PREFIX + "maxRecordSize"
 
 PICKLE_PROTOCOL: Final = 5
 
+log = logging.getLogger(__name__)
+
 
 class InsufficientSlots(ShuffleError):
     """Writers and readers must all run at once; the cluster cannot hold that many tasks."""
@@ -64,7 +68,8 @@ class InsufficientSlots(ShuffleError):
     def __init__(self, writers: int, readers: int, slots: int) -> None:
         super().__init__(
             f"streaming shuffle needs {writers} writer + {readers} reader = {writers + readers} concurrent "
-            f"task slots, but the cluster offers {slots}; use fewer partitions or more executor cores",
+            f"task slots, but the cluster offers {slots}; use fewer partitions or more executor cores "
+            "(writers and readers run at the same time)",
             writers=writers, readers=readers, slots=slots,
         )
 
@@ -127,6 +132,39 @@ def available_slots(sc: Any) -> int:
     return int(jsc.maxNumConcurrentTasks(jsc.resourceProfileManager().defaultResourceProfile()))
 
 
+class Shape(NamedTuple):
+    """How many writers a shuffle runs, chosen from the input and the cluster's free slots."""
+
+    writers: int
+    readers: int
+    input_partitions: int
+    slots: int
+
+    @property
+    def coalesced(self) -> bool:
+        return self.writers < self.input_partitions
+
+    def describe(self) -> str:
+        fit = f" (input coalesced from {self.input_partitions} partitions)" if self.coalesced else ""
+        where = f"{self.slots} task slots" if self.slots else "a cluster with no executor registered yet"
+        return f"{self.writers} writers{fit} + {self.readers} readers on {where}"
+
+
+def choose_shape(input_partitions: int, num_readers: int, slots: int) -> Shape:
+    """Writers = the input's partitions, fewer when writers and readers would not all fit in ``slots``.
+
+    ``slots`` 0 means no executor has registered yet: the input is kept as it is and the launch
+    checks again. Raises InsufficientSlots when even one writer beside the readers cannot run.
+    """
+    if num_readers < 1:
+        raise ValueError(f"num_partitions must be >= 1, got {num_readers}")
+    if slots == 0:
+        return Shape(input_partitions, num_readers, input_partitions, slots)
+    if slots < 1 + num_readers:
+        raise InsufficientSlots(1, num_readers, slots)
+    return Shape(min(input_partitions, slots - num_readers), num_readers, input_partitions, slots)
+
+
 def _settings(sc: Any, conf: Mapping[str, object] | Any | None) -> tuple[ShuffleSettings, dict[str, str]]:
     values: dict[str, object] = dict(sc.getConf().getAll())
     if conf is not None:
@@ -158,6 +196,31 @@ def runtime_limits(runtime: Mapping[str, str]) -> tuple[ConnectionLimits, int]:
     return limits, number(MAX_RECORD_SIZE_KEY, DEFAULT_MAX_RECORD_SIZE)
 
 
+PACKAGE_ROOT: Final = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+"""The directory holding ``reference`` and ``spec`` (a checkout, or site-packages when installed)."""
+
+
+def local_workers_use_driver_python(sc: Any) -> None:
+    """On a local master, run Python workers with the driver's interpreter and package root.
+
+    PySpark starts workers with ``python3`` from the PATH unless ``PYSPARK_PYTHON`` says otherwise,
+    and that interpreter rarely has this package. The executors of a local master share the
+    driver's machine, so its interpreter is the right one; an interpreter the user chose
+    (``PYSPARK_PYTHON`` or ``spark.pyspark.python``) is kept. On a real cluster the executors'
+    interpreter is the cluster's business: it needs streamwire installed (docs/pyspark.md).
+    """
+    if not sc.master.startswith("local"):
+        return
+    if "PYSPARK_PYTHON" not in os.environ and not sc.getConf().get("spark.pyspark.python", None) \
+            and sc.pythonExec != sys.executable:
+        log.info("streaming shuffle: Python workers of %s use the driver's interpreter %s",
+                 sc.master, sys.executable)
+        sc.pythonExec = sys.executable
+    paths = [p for p in sc.environment.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if PACKAGE_ROOT not in paths:
+        sc.environment["PYTHONPATH"] = os.pathsep.join(paths + [PACKAGE_ROOT])
+
+
 _DEFAULT_ATTRIBUTE: Final = "_streamwire_streaming_shuffle"
 """Where a SparkContext keeps the service the module-level functions use (it dies with the context)."""
 
@@ -183,6 +246,7 @@ class StreamingShuffle:
         conf = self.sc.getConf()
         self.driver_host: str = conf.get("spark.driver.host", "127.0.0.1")
         self.coordinator: ClusterCoordinator = directory_from_conf(dict(conf.getAll()), self.driver_host)
+        local_workers_use_driver_python(self.sc)
         self._ids = itertools.count()
         self._closed = False
         self._forget_collected = False
@@ -224,11 +288,13 @@ class StreamingShuffle:
         from pyspark.rdd import portable_hash
 
         func = partition_func or portable_hash
+        shape = self._shape(rdd.getNumPartitions(), num_partitions)
+        source = rdd.coalesce(shape.writers) if shape.coalesced else rdd
 
         def launch(plan: Plan, key: co.ShuffleKey) -> None:
-            rdd.mapPartitionsWithIndex(functools.partial(_write_pairs, plan, key, func)).foreach(_ignore)
+            source.mapPartitionsWithIndex(functools.partial(_write_pairs, plan, key, func)).foreach(_ignore)
 
-        plan = self._open(rdd.getNumPartitions(), num_partitions, conf, fault, launch)
+        plan = self._open(shape, conf, fault, launch)
         result = self.sc.parallelize(range(num_partitions), num_partitions).mapPartitionsWithIndex(
             functools.partial(_read_pairs, plan))
         self._close_with(result, plan.shuffle_id)
@@ -248,44 +314,46 @@ class StreamingShuffle:
         else:
             target = F.pmod(F.spark_partition_id() + F.monotonically_increasing_id(), F.lit(num_partitions))
         tagged = df.select("*", target.cast("int").alias(PARTITION_COLUMN))
+        shape = self._shape(df.rdd.getNumPartitions(), num_partitions)
+        source = tagged.coalesce(shape.writers) if shape.coalesced else tagged
 
         def launch(plan: Plan, key: co.ShuffleKey) -> None:
-            tagged.mapInArrow(functools.partial(_write_batches, plan, key), "done int").write.format("noop").mode(
+            source.mapInArrow(functools.partial(_write_batches, plan, key), "done int").write.format("noop").mode(
                 "overwrite").save()
 
-        plan = self._open(df.rdd.getNumPartitions(), num_partitions, conf, None, launch)
+        plan = self._open(shape, conf, None, launch)
         result = df.sparkSession.range(0, num_partitions, 1, num_partitions).mapInArrow(
             functools.partial(_read_batches, plan), df.schema)
         self._close_with(result, plan.shuffle_id)
         return result
 
-    def _open(self, num_writers: int, num_readers: int, conf: Mapping[str, object] | Any | None,
-              fault: FaultHook | None, launch: Callable[[Plan, co.ShuffleKey], None]) -> Plan:
-        """Check the shape, register the shuffle with the coordinator, and return the task plan."""
+    def _shape(self, input_partitions: int, num_readers: int) -> Shape:
         if self._closed:
             raise ValueError("this StreamingShuffle is closed")
-        if num_readers < 1:
-            raise ValueError(f"num_partitions must be >= 1, got {num_readers}")
+        return choose_shape(input_partitions, num_readers, available_slots(self.sc))
+
+    def _open(self, shape: Shape, conf: Mapping[str, object] | Any | None, fault: FaultHook | None,
+              launch: Callable[[Plan, co.ShuffleKey], None]) -> Plan:
+        """Register the shuffle with the coordinator and return the task plan."""
         sc, coordinator = self.sc, self.coordinator
         settings, runtime = _settings(sc, conf)
         limits, max_record_size = runtime_limits(runtime)
-        slots = available_slots(sc)
-        if 0 < slots < num_writers + num_readers:
-            raise InsufficientSlots(num_writers, num_readers, slots)
         shuffle_id = next(self._ids)
+        needed = shape.writers + shape.readers
+        log.info("streaming shuffle %d: %s", shuffle_id, shape.describe())
 
         def launcher(key: co.ShuffleKey) -> None:
             try:
                 slots_now = available_slots(sc)
-                if slots_now < num_writers + num_readers:
-                    raise InsufficientSlots(num_writers, num_readers, slots_now)
+                if slots_now < needed:
+                    raise InsufficientSlots(shape.writers, shape.readers, slots_now)
                 sc.setJobGroup(f"streaming-shuffle-{key.shuffle_id}-{key.attempt}",
-                               f"streaming shuffle {key.shuffle_id} writers (attempt {key.attempt})", True)
+                               f"streaming shuffle {key.shuffle_id} (attempt {key.attempt}): {shape.describe()}", True)
                 launch(plan, key)
             except BaseException as error:  # noqa: BLE001 - reported to every task of the attempt
                 coordinator.report_failure(key, co.Role.DRIVER, -1, describe(error))
 
-        plan = Plan(shuffle_id, num_writers, num_readers, settings, coordinator.add_shuffle(shuffle_id, launcher),
+        plan = Plan(shuffle_id, shape.writers, shape.readers, settings, coordinator.add_shuffle(shuffle_id, launcher),
                     runtime.get(BIND_HOST_KEY), runtime.get(TRANSCRIPT_DIR_KEY), fault, self.driver_host,
                     limits=limits, max_record_size=max_record_size)
         return plan

@@ -95,9 +95,18 @@ def test_runtime_limits_come_from_the_conf_and_refuse_bad_values() -> None:
 
 
 def test_too_few_slots_fails_at_once_with_a_clear_message(spark: Any) -> None:
+    """local[4]: one writer beside 4 readers does not fit, so nothing is launched."""
     rdd = spark.sparkContext.parallelize(range(10), 3).map(lambda x: (x, x))
-    with pytest.raises(InsufficientSlots, match="needs 3 writer \\+ 2 reader = 5 concurrent task slots"):
-        streaming_shuffle(rdd, 2)
+    with pytest.raises(InsufficientSlots, match="needs 1 writer \\+ 4 reader = 5 concurrent task slots, but the "
+                                                "cluster offers 4"):
+        streaming_shuffle(rdd, 4)
+
+
+def test_more_input_partitions_than_free_slots_are_coalesced(spark: Any) -> None:
+    """local[4] and 2 readers leave 2 slots for writers: 6 input partitions become 2 writers."""
+    rdd = spark.sparkContext.parallelize(random_pairs(2000, 40, seed=3), 6)
+    got = streaming_shuffle(rdd, 2).glom().collect()
+    assert_same_partitions(got, rdd.partitionBy(2).glom().collect())
 
 
 def test_writer_failure_fails_the_job_with_its_error(spark: Any) -> None:
