@@ -56,7 +56,8 @@ def data_files(add_actions: pa.Table, column: str) -> list[DataFile]:
 
 
 def _comparable(value: Any, bound: Any) -> bool:
-    return value is not None and type(value) is type(bound)
+    """Whether ``value`` orders against ``bound`` as the store's statistics do (int, str, date)."""
+    return type(value) is type(bound) and type(value) in (int, str, datetime.date)
 
 
 def touched_files(files: Sequence[DataFile], keys: Iterable[Any]) -> list[DataFile]:

@@ -7,6 +7,7 @@ may change the table's rows or lose the sync metadata.
 
 from __future__ import annotations
 
+import datetime
 import json
 import random
 import threading
@@ -18,6 +19,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from conformance.suites.sync import DESCS, _cmd, rows_batch
+from reference.sync.layout import DataFile, touched_files
 from reference.sync.server import SyncServer
 from reference.sync.store import DeltaStore, StoreSettings, TableState, UnsupportedTable
 from spec.sync.schema import SyncSchema
@@ -230,3 +232,11 @@ def test_a_table_nested_in_another_is_found_and_survives_its_maintenance(seeded:
     assert rows_of(store, nested) == [{"id": 1, "v": "a"}]
     assert sorted(store.tables()) == [str(table), str(nested)]
     assert store.restore_durable() == {"A": 2, "B": 1}
+
+
+def test_keys_the_statistics_cannot_order_touch_every_file() -> None:
+    aware = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
+    files = [DataFile("a", 1, 1, datetime.datetime(2025, 1, 1), datetime.datetime(2025, 6, 1)),
+             DataFile("b", 1, 1, datetime.datetime(2025, 7, 1), datetime.datetime(2025, 12, 1))]
+    assert {f.path for f in touched_files(files, [aware])} == {"a", "b"}
+    assert {f.path for f in touched_files([DataFile("c", 1, 1, 0, 9), DataFile("d", 1, 1, 10, 19)], [3])} == {"c"}
