@@ -14,7 +14,7 @@ import bisect
 import datetime
 import json
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,32 +60,28 @@ def _comparable(value: Any, bound: Any) -> bool:
     return type(value) is type(bound) and type(value) in (int, str, datetime.date)
 
 
-def touched_files(files: Sequence[DataFile], keys: Iterable[Any]) -> list[DataFile]:
-    """Files a change of cluster values ``keys`` must rewrite.
+def touched_files(files: Sequence[DataFile], keys: Sequence[Any]) -> list[DataFile]:
+    """Files a change of the cluster values ``keys`` (sorted, distinct) must rewrite.
 
-    A key touches every file whose range holds it and its *home*: the file with the
-    greatest lower bound at or below it (the first file for a key below all), so a new key
-    joins a neighbour instead of starting a small file.  A key that cannot be compared with
-    the statistics (NULL, another type) touches every file.
+    A file is touched when its range holds a key, or when it is a key's *home*: the file with
+    the greatest lower bound at or below the key (the first file for a key below all), so a new
+    key joins a neighbour instead of starting a small file.  A key that cannot be compared with
+    the statistics (NULL, another type) touches every file.  Cost: files x log(keys).
     """
     ranged = sorted((f for f in files if f.bounded), key=lambda f: f.lo)
-    touched = {f.path: f for f in files if not f.bounded}
-    los = [f.lo for f in ranged]
-    reach: list[Any] = []  # reach[i]: greatest upper bound among ranged[0..i]
-    for f in ranged:
-        reach.append(f.hi if not reach or f.hi > reach[-1] else reach[-1])
-    for key in keys:
-        if ranged and not _comparable(key, ranged[0].lo):
-            return list(files)
-        home = max(bisect.bisect_right(los, key) - 1, 0)
-        if ranged:
-            touched[ranged[home].path] = ranged[home]
-        i = home - 1
-        while i >= 0 and reach[i] >= key:
-            if ranged[i].hi >= key:
-                touched[ranged[i].path] = ranged[i]
-            i -= 1
-    return list(touched.values())
+    touched = [f for f in files if not f.bounded]
+    if not ranged or not keys:
+        return touched
+    if not all(_comparable(k, ranged[0].lo) for k in (keys[0], keys[-1])):
+        return list(files)
+    for i, f in enumerate(ranged):
+        first = bisect.bisect_left(keys, f.lo)
+        holds = first < len(keys) and keys[first] <= f.hi
+        home_start = 0 if i == 0 else first
+        home_end = bisect.bisect_left(keys, ranged[i + 1].lo) if i + 1 < len(ranged) else len(keys)
+        if holds or home_end > home_start:
+            touched.append(f)
+    return touched
 
 
 def balanced_slices(rows: int, target_rows: int) -> list[tuple[int, int]]:

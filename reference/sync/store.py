@@ -92,13 +92,24 @@ class MaintenanceReport:
     checkpoint_version: int | None = None
 
 
-def _affected_keys(change: Change) -> set[tuple[Any, ...]]:
-    keys: set[tuple[Any, ...]] = set()
-    for role in (ColumnRole.OLD_PK, ColumnRole.NEW_PK):
-        cols = [change.schema.column(n, role) for n in change.schema.pk_names]
-        values = [change.batch.column(c.field.name).to_pylist() for c in cols if c is not None]
-        keys.update(row for row in zip(*values) if not all(v is None for v in row))
-    return keys
+def _cluster_values(changes: Sequence[Change], cluster_type: pa.DataType) -> pa.Array:
+    """Distinct values, sorted, of the first key column among the changes' old and new keys.
+
+    NULL is among them (last) when a key has no value there but has one in another key column.
+    """
+    parts = []
+    for change in changes:
+        for role in (ColumnRole.OLD_PK, ColumnRole.NEW_PK):
+            columns = [change.schema.column(n, role) for n in change.schema.pk_names]
+            if any(c is None for c in columns):
+                continue
+            arrays = [change.batch.column(c.field.name) for c in columns if c is not None]
+            present = pc.is_valid(arrays[0])
+            for array in arrays[1:]:
+                present = pc.or_(present, pc.is_valid(array))
+            parts.append(arrays[0].filter(present).cast(cluster_type))
+    values = pc.unique(pa.chunked_array(parts, cluster_type))
+    return values.take(pc.sort_indices(values))
 
 
 def _sorted(rows: pa.Table, keys: Sequence[str]) -> pa.Table:
@@ -289,23 +300,22 @@ class DeltaStore:
                 return FileChanges()
             table = self._loaded[uri] = DeltaTable.create(uri, changes[0].schema.table_schema(),
                                                           storage_options=self._options(uri))
-        keys: set[tuple[Any, ...]] = set()
-        for change in changes:
-            keys |= _affected_keys(change)
         pk_names = tuple(changes[0].schema.pk_names) if changes else self._state(table).keys
         props = self.commit_properties(TableState(dict(marks), dict(durable), pk_names))
         commit = _Commit(table, self._files(table))
-        if not keys:
+        if not changes:
+            return commit.commit(props)
+        cluster = pk_names[0]
+        values = _cluster_values(changes, pa.schema(table.schema().to_arrow()).field(cluster).type)
+        if len(values) == 0:
             return commit.commit(props)
         _check_writable(table)
-        cluster = pk_names[0]
         files = data_files(pa.table(table.get_add_actions(flatten=True)), cluster)
-        commit.removes = touched_files(files, {k[0] for k in keys})
+        commit.removes = touched_files(files, values.to_pylist())
         rows = self._read(table, commit.removes)
         # Rows sharing a cluster value with an affected key (exactly the affected rows for a
         # one-column key) go through apply_squashed; the rest of the touched files stay as they are.
-        cluster_type = rows.schema.field(cluster).type
-        mask = pc.is_in(rows.column(cluster), value_set=pa.array({k[0] for k in keys}, cluster_type))
+        mask = pc.is_in(rows.column(cluster), value_set=values)
         affected = rows.filter(mask)
         for change in merge_changes(changes):
             affected = apply_squashed(affected, change.batch, change.schema)
