@@ -39,7 +39,8 @@ UNKNOWN_FRAME = codec.encode_frame(TerminationAckMessage(0, 0, 0))[:13] + b"\x00
 WireItem = Union[Message, bytes, str]
 Action = tuple[Hashable, ...]
 W2R, R2W = "w2r", "r2w"
-FAULTS = ("duplicate", "drop", "reorder", "corrupt", "close_early", "inject_unknown", "stray_credit", "stray_data", "stray_ack")
+FAULTS = ("duplicate", "drop", "reorder", "corrupt", "close_early", "inject_unknown", "stray_credit", "stray_data", "stray_ack",
+          "misnamed", "impostor")
 
 
 class Violation(AssertionError):
@@ -183,6 +184,10 @@ class Network:
                 yield ("stray_credit", W2R, w, r)
                 yield ("stray_data", R2W, w, r)
                 yield ("stray_ack", R2W, w, r)
+                yield ("misnamed", W2R, w, r)
+                yield ("misnamed", R2W, w, r)
+                if pair.bound:
+                    yield ("impostor", w, r)
 
     def apply(self, action: Action) -> None:
         """Carry out one enabled action, then check every invariant."""
@@ -309,6 +314,9 @@ class Network:
 
     def _oracle_reader(self, w: int, r: int, m: Message) -> tuple[type[errors.ShuffleError], dict[str, object]] | None:
         pair = self.pairs[(w, r)]
+        if isinstance(m, (DataMessage, TerminationControlMessage)) and (m.writer_id, m.reader_id) != (w, r):
+            return errors.MismatchedChannelIds, dict(messageType=m.type.name, writerId=m.writer_id,
+                                                     readerId=m.reader_id, expectedWriterId=w, expectedReaderId=r)
         expected = pair.accepted_seq + 1
         if m.seq != expected:
             return errors.IncorrectSequenceNumber, dict(
@@ -331,6 +339,9 @@ class Network:
             return errors.UnexpectedMessage, dict(handler="ShuffleServerHandler", messageType=m.type.name)
         if not 0 <= m.reader_id < len(self.readers):
             return errors.UnknownPeer, dict(role="reader", peerId=m.reader_id, count=len(self.readers))
+        if m.writer_id != w:
+            return errors.MismatchedChannelIds, dict(messageType=m.type.name, writerId=m.writer_id,
+                                                     readerId=m.reader_id, expectedWriterId=w, expectedReaderId=r)
         pair = self.pairs[(w, m.reader_id)]
         if isinstance(m, TerminationAckMessage):
             # Spark's "last seq sent" counts DATA already numbered but still queued before the bind.
@@ -373,7 +384,14 @@ class Network:
             _, w, r = action
             self._close_pair(int(w), int(r), both=True)  # type: ignore[call-overload]
             return
+        if kind == "impostor":
+            _, w, r = action
+            self._impostor(int(w), int(r))  # type: ignore[call-overload]
+            return
         _, d, w, r = action
+        if kind == "misnamed":
+            self.pairs[(w, r)].wire[str(d)].append(self._misnamed(str(d), int(w), int(r)))  # type: ignore[call-overload, index]
+            return
         if kind == "inject_unknown":
             self.pairs[(w, r)].wire[str(d)].append(UNKNOWN_FRAME)  # type: ignore[index]
             return
@@ -405,6 +423,26 @@ class Network:
         if kind == "stray_data":
             return DataMessage(0, w, r, 0, b"")
         return TerminationAckMessage(99, w, r)
+
+    def _misnamed(self, d: str, w: int, r: int) -> Message:
+        """A message naming another writer than its connection's: at a reader a DATA with the seq it
+        expects next (only its ids are wrong), at a writer a CREDIT."""
+        other = w + len(self.writers)
+        if d == W2R:
+            return DataMessage(seq=self.pairs[(w, r)].accepted_seq + 1, writer_id=other, reader_id=r, checksum=0,
+                               payload=b"")
+        return CreditMessage(writer_id=other, reader_id=r, num_messages=1)
+
+    def _impostor(self, w: int, r: int) -> None:
+        """A second connection claims reader ``r``, already bound: the writer must fail, naming it."""
+        name = f"w{w}"
+        if self._done(name):
+            return
+        self._expect(name, (errors.ReaderAlreadyBound, dict(writerId=w, readerId=r)))
+        self._run(name, self.writers[w].received(("impostor", w, r), CreditMessage(writer_id=w, reader_id=r,
+                                                                                 num_messages=1), self.now))
+        if self.expected_failure.pop(name, None) is not None and name not in self.failures:
+            raise Violation(f"{name} accepted a second connection for reader {r}")
 
     # -- running machines ---------------------------------------------------------------------------
 

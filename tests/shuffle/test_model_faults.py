@@ -1,5 +1,6 @@
 """Fault model: the network may duplicate, drop, reorder or corrupt a message, close a connection
-early or inject an undecodable frame.
+early, inject an undecodable frame, a message the receiver never accepts or one naming another
+writer than its connection's, or let a second connection claim a reader that is already bound.
 
 The network's oracle says, for every delivery, which side must fail and with which condition and
 parameters (for example INCORRECT_SEQUENCE_NUMBER with the expected and actual seq); a failure
