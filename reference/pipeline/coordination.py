@@ -37,7 +37,6 @@ class PipelineCore:
         self._cond = threading.Condition()
         self._gossip: dict[str, Entry] = {}
         self._membership: Membership | None = None
-        self.down = False
 
     def update_membership(self, snapshot: Membership) -> None:
         with self._cond:
@@ -60,9 +59,7 @@ class PipelineCore:
         """Liveness is the provider's business; the pipeline only reads others' states."""
 
     def cluster_down(self) -> None:
-        with self._cond:
-            self.down = True
-            self._cond.notify_all()
+        """A node cut off keeps waiting on what it last saw; every wait has a deadline."""
 
     def entry(self, key: str) -> Entry | None:
         """The latest value of a gossip key seen here."""

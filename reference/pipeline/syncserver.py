@@ -83,9 +83,6 @@ class SyncServerProcess:
         raise SyncServerFailed(f"sync server did not print LISTENING within {self.start_timeout_s}s; "
                                f"see {self.log_path}")
 
-    def alive(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
-
     def kill(self) -> None:
         """SIGKILL, as a crash: whatever the server held in memory is gone."""
         if self._proc is not None:
