@@ -14,8 +14,8 @@ Two threads.  The task thread reads the shuffle and hands complete parts to a bo
 origin as one sync transaction (adaptive batching: one part per put when idle, many when busy),
 each a single put, so puts of different origins never interleave inside a transaction.
 
-Recovery.  A new attempt first waits until its previous attempt is no longer alive in the
-cluster, then asks the server for each origin's durable number and skips what is durable:
+Recovery.  A failed attempt stops its sync thread before it leaves the cluster, and a new
+attempt first waits until its previous attempt is no longer alive in the cluster, then asks the server for each origin's durable number and skips what is durable:
 replay starts from the durable sequence.  Anything after it is sent again; every change is a
 full row image (or an update of the same key), so re-applying a suffix in order is exact.
 """
@@ -125,6 +125,7 @@ class _SyncThread:
         self._start_durable: dict[int, int] = {}
         self._waiting: dict[int, list[_Pending]] = {}
         self._last_progress = 0.0
+        self._abandoned = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"pipeline-sink{reader}-sync", daemon=True)
         self._thread.start()
 
@@ -146,6 +147,12 @@ class _SyncThread:
         if self._thread.is_alive():
             raise SinkFailed(f"sink {self.reader}: sync thread did not finish")
 
+    def abandon(self) -> None:
+        """The task failed: send nothing more and wait for the thread, so this attempt has stopped
+        writing before it leaves the cluster (the next attempt waits for that, then replays)."""
+        self._abandoned.set()
+        self._thread.join(self.config.sync_deadline_s + 30)
+
     def _location(self) -> str:
         return str(self.member.wait_value(self.keys.sync_server, self.config.sync_deadline_s)["location"])
 
@@ -163,6 +170,8 @@ class _SyncThread:
         try:
             done = False
             while not done:
+                if self._abandoned.is_set():
+                    return
                 try:
                     items = [self.queue.get(timeout=self.config.progress_interval_s)]
                 except queue.Empty:
@@ -196,7 +205,7 @@ class _SyncThread:
             self._settle(origin, client)
 
     def _send_one(self, origin: int, client: SyncClient, parts: list[_Part]) -> None:
-        if not parts:
+        if not parts or self._abandoned.is_set():
             return
         rows = [r.change for p in parts for r in p.rows]
         batch = pa.table({
@@ -228,7 +237,7 @@ class _SyncThread:
 
     def _await_durable(self) -> None:
         deadline = time.monotonic() + self.config.sync_deadline_s
-        while any(self._waiting.values()):
+        while any(self._waiting.values()) and not self._abandoned.is_set():
             for origin, client in self._clients.items():
                 if self._waiting.get(origin):
                     client.probe()
@@ -259,6 +268,7 @@ def run_sink(config: SinkConfig, reader: int, attempt: str, backend: ClusterBack
     node_prefix = f"pl-{config.run_id}-sink{reader}-"
     member = Member(backend, node_prefix + attempt, f"{socket.gethostname()}:{os.getpid()}")
     result = SinkResult(reader, attempt)
+    sync: _SyncThread | None = None
     try:
         member.wait_alone(node_prefix, config.sync_deadline_s)
         sync = _SyncThread(config, reader, member, result)
@@ -285,6 +295,10 @@ def run_sink(config: SinkConfig, reader: int, attempt: str, backend: ClusterBack
             raise SinkFailed(f"sink {reader}: input ended inside transactions {sorted(open_parts.items())[:3]}")
         sync.finish()
         return result
+    except BaseException:
+        if sync is not None:
+            sync.abandon()
+        raise
     finally:
         member.leave()
 
