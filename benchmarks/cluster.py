@@ -101,7 +101,7 @@ def _race(writers: Sequence[ClusterProvider], seconds: float) -> tuple[int, int]
         won = 0
         while time.perf_counter() < end:
             try:
-                known = node.update_gossip([MetadataOp(KEY, b"v", known)], Scope.GLOBAL)
+                known = node.update_gossip([MetadataOp(key=KEY, value=b"v", expected=known)], Scope.GLOBAL)
                 won += 1
             except RevisionMismatch as exc:
                 known = None if exc.actual is None else exc.actual.revision
@@ -123,7 +123,7 @@ def measure(backend: ClusterBackend, nodes: int, writers: int, seconds: float, f
     try:
         for handle in handles:
             handle.join_cluster("127.0.0.1:1")
-        first = handles[0].update_gossip([MetadataOp(KEY, b"start")], Scope.GLOBAL)
+        first = handles[0].update_gossip([MetadataOp(key=KEY, value=b"start")], Scope.GLOBAL)
         for core in cores:
             core.wait_for(first)
 
@@ -144,7 +144,7 @@ def measure(backend: ClusterBackend, nodes: int, writers: int, seconds: float, f
         fan_wall, fan_cpu = time.perf_counter(), time.process_time()
         for _ in range(fanout_writes):
             started = time.perf_counter()
-            known = handles[0].update_gossip([MetadataOp(KEY, b"f", known)], Scope.GLOBAL)
+            known = handles[0].update_gossip([MetadataOp(key=KEY, value=b"f", expected=known)], Scope.GLOBAL)
             for core in cores:
                 core.wait_for(known)
             latencies += [core.seen[known] - started for core in cores]

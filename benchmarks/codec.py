@@ -29,9 +29,11 @@ from spec.shuffle.messages import (
 )
 
 PAYLOAD_SIZE: Final = 32 * 1024
-_SMALL_DATA: Final = DataMessage(5, 3, 7, payload_checksum(b"0123456789" * 10), b"0123456789" * 10)
+_SMALL_DATA: Final = DataMessage(seq=5, writer_id=3, reader_id=7, checksum=payload_checksum(b"0123456789" * 10),
+                                 payload=b"0123456789" * 10)
 _BIG_PAYLOAD: Final = bytes(range(256)) * (PAYLOAD_SIZE // 256)
-_BIG_DATA: Final = DataMessage(6, 3, 7, payload_checksum(_BIG_PAYLOAD), _BIG_PAYLOAD)
+_BIG_DATA: Final = DataMessage(seq=6, writer_id=3, reader_id=7, checksum=payload_checksum(_BIG_PAYLOAD),
+                               payload=_BIG_PAYLOAD)
 
 # The baseline: formats written by hand (frame header + fixed body part in one format).
 _B_DATA = struct.Struct(">qbiiqiiiq")
@@ -53,12 +55,14 @@ def _baseline_decode(frame: bytes) -> Message:
     type_id = frame[16]
     if type_id == 1:
         _, _, _, _, seq, w, r, _, checksum = _B_DATA.unpack_from(frame)
-        return DataMessage(seq, w, r, checksum, frame[45:])
+        return DataMessage(seq=seq, writer_id=w, reader_id=r, checksum=checksum, payload=frame[45:])
     if type_id == 2:
         _, _, _, _, seq, w, r, n = _B_CREDIT.unpack_from(frame)
-        return CreditMessage(w, r, n, seq)
+        return CreditMessage(writer_id=w, reader_id=r, num_messages=n, seq=seq)
     _, _, _, _, seq, w, r = _B_TERM.unpack_from(frame)
-    return TerminationControlMessage(seq, w, r) if type_id == 3 else TerminationAckMessage(seq, w, r)
+    return TerminationControlMessage(seq=seq, writer_id=w,
+                                     reader_id=r) if type_id == 3 else TerminationAckMessage(seq=seq, writer_id=w,
+                                                                                             reader_id=r)
 
 
 def rate(fn: Callable[[], object], seconds: float, rounds: int = 5) -> float:
@@ -106,8 +110,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     seconds = args.seconds
     messages: list[tuple[str, Message]] = [
-        ("DATA 100 B", _SMALL_DATA), ("CREDIT", CreditMessage(3, 7, 1)),
-        ("TERMINATION_CONTROL", TerminationControlMessage(6, 3, 7)), ("TERMINATION_ACK", TerminationAckMessage(6, 3, 7)),
+        ("DATA 100 B", _SMALL_DATA), ("CREDIT", CreditMessage(writer_id=3, reader_id=7, num_messages=1)),
+        ("TERMINATION_CONTROL", TerminationControlMessage(seq=6, writer_id=3, reader_id=7)),
+        ("TERMINATION_ACK", TerminationAckMessage(seq=6, writer_id=3, reader_id=7)),
     ]
     print(f"{'message':<22}{'encode/s':>12}{'baseline/s':>12}{'ratio':>7}{'decode/s':>12}{'baseline/s':>12}{'ratio':>7}")
     for name, message in messages:
@@ -118,7 +123,8 @@ def main(args: argparse.Namespace) -> int:
         print(f"{name:<22}{enc:>12,.0f}{enc_b:>12,.0f}{enc_b / enc:>7.2f}{dec:>12,.0f}{dec_b:>12,.0f}{dec_b / dec:>7.2f}")
 
     count = 256
-    small_stream = b"".join(codec.encode_frame(CreditMessage(3, 7, 1)) for _ in range(count))
+    small_stream = b"".join(codec.encode_frame(CreditMessage(writer_id=3, reader_id=7,
+                                                             num_messages=1)) for _ in range(count))
     stream_rate = rate(_stream_decode(small_stream, count), seconds) * count
     print(f"\nframe decoder, CREDIT frames in 64 KiB chunks: {stream_rate:,.0f} messages/s")
 
@@ -128,7 +134,7 @@ def main(args: argparse.Namespace) -> int:
     copy = rate(lambda: bytes(bytearray(_BIG_PAYLOAD)), seconds) * mb
 
     def fresh(checksum: Callable[[bytes], int]) -> DataMessage:
-        return DataMessage(6, 3, 7, checksum(_BIG_PAYLOAD), _BIG_PAYLOAD)
+        return DataMessage(seq=6, writer_id=3, reader_id=7, checksum=checksum(_BIG_PAYLOAD), payload=_BIG_PAYLOAD)
 
     def decode_verify() -> None:
         message = codec.decode_frame(big_frame)

@@ -32,7 +32,7 @@ from benchmarks.growth import exponent, plot
 from conformance.suites.sync import DESCS, rows_batch
 from reference.sync.store import DeltaStore, FileChanges, StoreSettings, TableState
 from spec.sync.schema import SyncSchema
-from spec.sync.squash import Change
+from spec.sync.squash import SquashedChange
 
 KEYS = 1000
 KINDS = ("update", "insert", "scattered")
@@ -64,9 +64,9 @@ def _reset_peak_rss() -> None:
     Path("/proc/self/clear_refs").write_text("5")
 
 
-def _change(rows: list[tuple[Any, ...]]) -> Change:
+def _change(rows: list[tuple[Any, ...]]) -> SquashedChange:
     batch = rows_batch(rows)
-    return Change.of_put(SyncSchema.validate(DESCS, batch.schema), [batch])
+    return SquashedChange.of_put(SyncSchema.validate(DESCS, batch.schema), [batch])
 
 
 def _seed(store: DeltaStore, uri: str, size: int) -> None:
@@ -83,7 +83,7 @@ class Flush(NamedTuple):
     files: FileChanges
 
 
-def _flush(store: DeltaStore, uri: str, seq: int, change: Change) -> Flush:
+def _flush(store: DeltaStore, uri: str, seq: int, change: SquashedChange) -> Flush:
     started, cpu_started = time.perf_counter(), time.process_time()
     store.read_state(uri)
     files = store.write(uri, [change], {"bench": seq}, {"bench": seq})
@@ -100,19 +100,19 @@ def _measure(size: int, args: argparse.Namespace) -> dict[str, Any]:
         seq = 0
         top = size
 
-        def updates() -> Change:
+        def updates() -> SquashedChange:
             start = rng.randrange(0, max(size - KEYS, 1))
             return _change([(k, k, f"u{seq}") for k in range(start, start + KEYS)])
 
-        def inserts() -> Change:
+        def inserts() -> SquashedChange:
             nonlocal top
             top += KEYS
             return _change([(None, k, f"i{seq}") for k in range(top - KEYS, top)])
 
-        def scattered() -> Change:
+        def scattered() -> SquashedChange:
             return _change([(k, k, f"s{seq}") for k in rng.sample(range(size), KEYS)])
 
-        makers: dict[str, Callable[[], Change]] = {"update": updates, "insert": inserts, "scattered": scattered}
+        makers: dict[str, Callable[[], SquashedChange]] = {"update": updates, "insert": inserts, "scattered": scattered}
         result: dict[str, Any] = {"rows": size, "rss_before_flushes_mib": round(_status_kib("VmRSS") / 1024, 1)}
         for kind in KINDS:
             if kind == "scattered":  # the keyed flushes' peak, before a flush that reads the whole table

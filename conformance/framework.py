@@ -23,7 +23,7 @@ class Level(str, Enum):
     INFO = "INFO"
 
 
-class Outcome(str, Enum):
+class CaseOutcome(str, Enum):
     """Autobahn-style outcomes; UNSUPPORTED comes only from a target's declared capabilities."""
 
     PASS = "PASS"

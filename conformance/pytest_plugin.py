@@ -88,18 +88,18 @@ class CaseItem(pytest.Item):
         self.add_marker(LEVEL_MARKERS[case.level.value])
 
     def runtest(self) -> None:
-        from conformance.framework import Outcome
+        from conformance.framework import CaseOutcome
         from conformance.report.wire import codec_for
         from conformance.runner import run_case
 
         run = self.config.stash[RUN_KEY]
         report = run_case(self.case, run.target(), run.options, codec_for(run.suite.name))
         self.config.stash[REPORTS_KEY].append(report)
-        if report.outcome is Outcome.UNSUPPORTED:
+        if report.outcome is CaseOutcome.UNSUPPORTED:
             pytest.skip(report.actual)
-        if report.outcome is Outcome.NON_STRICT and not run.options.strict:
+        if report.outcome is CaseOutcome.NON_STRICT and not run.options.strict:
             pytest.xfail(f"SHOULD not met: {report.headline()}")
-        if report.outcome in (Outcome.FAIL, Outcome.TIMEOUT, Outcome.NON_STRICT):
+        if report.outcome in (CaseOutcome.FAIL, CaseOutcome.TIMEOUT, CaseOutcome.NON_STRICT):
             raise CaseFailed(report)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:

@@ -24,7 +24,7 @@ from conformance.framework import (
     CaseContext,
     CaseTimeout,
     Level,
-    Outcome,
+    CaseOutcome,
     RunOptions,
     Suite,
     Target,
@@ -64,20 +64,20 @@ def select_cases(suite: Suite, options: RunOptions) -> list[Case]:
     ]
 
 
-def judge(case: Case, verdict: Verdict) -> Outcome:
+def judge(case: Case, verdict: Verdict) -> CaseOutcome:
     """Map what a check saw to an outcome according to the case's level."""
     if case.level is Level.INFO:
-        return Outcome.INFO
+        return CaseOutcome.INFO
     if verdict.passed:
-        return Outcome.PASS
-    return Outcome.NON_STRICT if case.level is Level.SHOULD else Outcome.FAIL
+        return CaseOutcome.PASS
+    return CaseOutcome.NON_STRICT if case.level is Level.SHOULD else CaseOutcome.FAIL
 
 
 def run_case(case: Case, target: Target, options: RunOptions, codec: FrameCodec | None = None) -> CaseReport:
     """Run one check in a worker thread under the case deadline."""
     if not case.requires <= target.capabilities:
         missing = ", ".join(sorted(case.requires - target.capabilities))
-        return CaseReport(case, Outcome.UNSUPPORTED, case.requirement, f"target does not declare: {missing}", 0.0)
+        return CaseReport(case, CaseOutcome.UNSUPPORTED, case.requirement, f"target does not declare: {missing}", 0.0)
     ctx = CaseContext(options=options, deadline=time.monotonic() + options.timeout)
     result: list[Verdict | BaseException] = []
 
@@ -93,28 +93,28 @@ def run_case(case: Case, target: Target, options: RunOptions, codec: FrameCodec 
     worker.join(options.timeout + 5.0)
     elapsed = (time.monotonic() - started) * 1000
 
-    def report(outcome: Outcome, expected: str, actual: str) -> CaseReport:
+    def report(outcome: CaseOutcome, expected: str, actual: str) -> CaseReport:
         return CaseReport(case, outcome, expected, actual, elapsed, frames(ctx.wirelog.entries(), codec),
                           tuple(ctx.waits), tuple(ctx.blames))
 
     if not result:
-        return report(Outcome.TIMEOUT, case.requirement, f"no verdict within {options.timeout:g} s")
+        return report(CaseOutcome.TIMEOUT, case.requirement, f"no verdict within {options.timeout:g} s")
     outcome_or_error = result[0]
     if isinstance(outcome_or_error, CaseTimeout):
-        return report(Outcome.TIMEOUT, case.requirement, f"{outcome_or_error} ({options.timeout:g} s)")
+        return report(CaseOutcome.TIMEOUT, case.requirement, f"{outcome_or_error} ({options.timeout:g} s)")
     if isinstance(outcome_or_error, BaseException):
         text = "".join(traceback.format_exception_only(type(outcome_or_error), outcome_or_error)).strip()
-        return report(Outcome.FAIL, case.requirement, f"check raised: {text}")
+        return report(CaseOutcome.FAIL, case.requirement, f"check raised: {text}")
     verdict = outcome_or_error
     return report(judge(case, verdict), verdict.expected, verdict.actual)
 
 
 def is_failure(report: CaseReport, strict: bool) -> bool:
-    if report.outcome is Outcome.FAIL:
+    if report.outcome is CaseOutcome.FAIL:
         return True
-    if report.outcome is Outcome.TIMEOUT:
+    if report.outcome is CaseOutcome.TIMEOUT:
         return report.case.level is Level.MUST or strict
-    return strict and report.outcome is Outcome.NON_STRICT
+    return strict and report.outcome is CaseOutcome.NON_STRICT
 
 
 def probe(suite: str, target: str) -> None:
@@ -218,7 +218,7 @@ def main(args: argparse.Namespace) -> int:
     print_summary(sys.stdout, run)
     if any(is_failure(r, args.strict) for r in run.cases):
         return EXIT_FAILED
-    if all(r.outcome is Outcome.UNSUPPORTED for r in run.cases):
+    if all(r.outcome is CaseOutcome.UNSUPPORTED for r in run.cases):
         print(f"error: every selected case is unsupported by {run.target}: nothing was tested", file=sys.stderr)
         return EXIT_NO_CASE
     return EXIT_OK

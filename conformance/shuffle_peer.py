@@ -267,7 +267,7 @@ class PeerReader:
             return False
         ack = self.held_ack
         if seq is not None:
-            ack = TerminationAckMessage(seq, ack.writer_id, ack.reader_id)
+            ack = TerminationAckMessage(seq=seq, writer_id=ack.writer_id, reader_id=ack.reader_id)
         return self.link.send(ack)
 
     def outcome(self) -> str:

@@ -6,10 +6,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Final, Mapping, Sequence
 
-from conformance.framework import Blame, Case, Level, Outcome, Wait
+from conformance.framework import Blame, Case, Level, CaseOutcome, Wait
 from conformance.report.wire import WireFrame
 
-FAILED_OUTCOMES: Final = frozenset({Outcome.FAIL, Outcome.TIMEOUT, Outcome.NON_STRICT})
+FAILED_OUTCOMES: Final = frozenset({CaseOutcome.FAIL, CaseOutcome.TIMEOUT, CaseOutcome.NON_STRICT})
 """Outcomes that say the implementation did not do what a case requires (at the case's level)."""
 HEADLINE_CHARS: Final = 400
 IMPL_TO_PEER: Final = "impl->peer"
@@ -20,7 +20,7 @@ class CaseReport:
     """How one case ended: outcome, expected vs actual, what was awaited, the decoded wire log."""
 
     case: Case
-    outcome: Outcome
+    outcome: CaseOutcome
     expected: str
     actual: str
     duration_ms: float
@@ -66,11 +66,11 @@ class RunReport:
 
     def summary(self) -> dict[str, int]:
         counts = Counter(r.outcome for r in self.cases)
-        return {o.value: counts.get(o, 0) for o in Outcome} | {"total": len(self.cases)}
+        return {o.value: counts.get(o, 0) for o in CaseOutcome} | {"total": len(self.cases)}
 
-    def by_topic_and_level(self) -> dict[tuple[str, Level], Counter[Outcome]]:
-        """Outcome counts per (topic, level), in catalogue order."""
-        out: dict[tuple[str, Level], Counter[Outcome]] = {}
+    def by_topic_and_level(self) -> dict[tuple[str, Level], Counter[CaseOutcome]]:
+        """CaseOutcome counts per (topic, level), in catalogue order."""
+        out: dict[tuple[str, Level], Counter[CaseOutcome]] = {}
         for r in self.cases:
             out.setdefault((r.case.topic, r.case.level), Counter())[r.outcome] += 1
         return out

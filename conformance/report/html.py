@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import Final
 
-from conformance.framework import Outcome
+from conformance.framework import CaseOutcome
 from conformance.report.cases import IMPL_TO_PEER, CaseReport, RunReport
 from conformance.report.wire import WireFrame
 from conformance.spec_links import spec_ref
@@ -55,7 +55,7 @@ def _e(text: object) -> str:
 
 
 def _summary_table(run: RunReport) -> str:
-    outcomes = list(Outcome)
+    outcomes = list(CaseOutcome)
     head = "".join(f"<th>{o.value}</th>" for o in outcomes)
     rows = []
     for (topic, level), counts in run.by_topic_and_level().items():

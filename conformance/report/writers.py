@@ -8,7 +8,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import TextIO
 
-from conformance.framework import Outcome
+from conformance.framework import CaseOutcome
 from conformance.report.cases import CaseReport, RunReport
 from conformance.spec_links import spec_ref
 
@@ -50,8 +50,8 @@ def write_junit(path: Path, run: RunReport) -> None:
     for report in run.cases:
         by_topic[report.case.topic].append(report)
     for topic, members in by_topic.items():
-        failures = sum(r.outcome in (Outcome.FAIL, Outcome.TIMEOUT) for r in members)
-        skipped = sum(r.outcome is Outcome.UNSUPPORTED for r in members)
+        failures = sum(r.outcome in (CaseOutcome.FAIL, CaseOutcome.TIMEOUT) for r in members)
+        skipped = sum(r.outcome is CaseOutcome.UNSUPPORTED for r in members)
         node = ET.SubElement(root, "testsuite", name=topic, tests=str(len(members)),
                              failures=str(failures), skipped=str(skipped),
                              time=f"{sum(r.duration_ms for r in members) / 1000:.3f}")
@@ -60,9 +60,9 @@ def write_junit(path: Path, run: RunReport) -> None:
                                  time=f"{r.duration_ms / 1000:.3f}")
             detail = "\n".join([f"[{r.case.level.value}] {r.case.requirement}", f"expected: {r.expected}",
                                 f"actual: {r.actual}", *map(str, r.waits)])
-            if r.outcome in (Outcome.FAIL, Outcome.TIMEOUT):
+            if r.outcome in (CaseOutcome.FAIL, CaseOutcome.TIMEOUT):
                 ET.SubElement(case, "failure", message=junit_message(run, r), type=r.outcome.value).text = detail
-            elif r.outcome is Outcome.UNSUPPORTED:
+            elif r.outcome is CaseOutcome.UNSUPPORTED:
                 ET.SubElement(case, "skipped", message=r.actual)
             else:
                 ET.SubElement(case, "system-out").text = f"{r.outcome.value}\n{detail}"
@@ -74,7 +74,7 @@ def print_summary(out: TextIO, run: RunReport) -> None:
     its dependents under it, then one line per root cause, then the counts."""
     out.write(f"\n== {run.suite} conformance against {run.target} ==\n")
     for r in run.cases:
-        if r.outcome is Outcome.UNSUPPORTED:
+        if r.outcome is CaseOutcome.UNSUPPORTED:
             out.write(f"{r.outcome.value:<11} {r.case.id}: {r.actual}\n")
     roots = run.roots()
     for r in roots:

@@ -42,7 +42,7 @@ def raises(error: type[ClusterError], action: Callable[[], object]) -> list[str]
 
 
 def op(key: str, value: bytes, expected: int | None = None) -> MetadataOp:
-    return MetadataOp(key, value, None if expected is None else Revision(expected))
+    return MetadataOp(key=key, value=value, expected=None if expected is None else Revision(expected))
 
 
 def wait_value(s: Session, nodes: list[Node], table: str, key: str, revision: int) -> None:

@@ -253,7 +253,7 @@ def w_bind_by_reader_id(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
 def w_unknown_reader(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
     with t.writer(DEFAULT_WRITER_WORKLOAD, ctx) as impl:
         peer = PeerReader.open(ctx, impl.address, 0, 0, handshake=False)
-        peer.link.send(CreditMessage(0, 7, 1))
+        peer.link.send(CreditMessage(writer_id=0, reader_id=7, num_messages=1))
         return rejection(impl, [peer.link], "a CREDIT for reader 7 of a 1-reader shuffle", None,
                          lambda m: isinstance(m, DataMessage), "DATA")
 
@@ -529,7 +529,7 @@ BATCHES: Final = (_records("a", 3), _records("b", 1), _records("c", 50, 100))
 
 def r_credit_first(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
     with ReaderSession(t, ctx) as s:
-        want = CreditMessage(PEER_WRITER_ID, READER_ID_UNDER_TEST, 1, 0)
+        want = CreditMessage(writer_id=PEER_WRITER_ID, reader_id=READER_ID_UNDER_TEST, num_messages=1, seq=0)
         return Verdict(s.first == want, f"first message {describe(want)}",
                        describe(s.first) if s.first else s.link.close_reason or "nothing")
 
@@ -540,7 +540,7 @@ def r_credits_each_data(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
         for message in s.data(*BATCHES):
             s.send(message)
             credits.append(s.expect(CreditMessage))
-        want = CreditMessage(PEER_WRITER_ID, READER_ID_UNDER_TEST, 1, 0)
+        want = CreditMessage(writer_id=PEER_WRITER_ID, reader_id=READER_ID_UNDER_TEST, num_messages=1, seq=0)
         ok = credits == [want] * len(BATCHES)
         return Verdict(ok, f"{describe(want)} after each of {len(BATCHES)} DATA", s.heard())
 
@@ -553,7 +553,7 @@ def _ack_echo(batches: Sequence[Sequence[bytes]]) -> CheckFn:
                 s.send(message)
             terminator = s.terminator()
             s.send(terminator)
-            want = TerminationAckMessage(terminator.seq, PEER_WRITER_ID, READER_ID_UNDER_TEST)
+            want = TerminationAckMessage(seq=terminator.seq, writer_id=PEER_WRITER_ID, reader_id=READER_ID_UNDER_TEST)
             got = None
             for _ in range(len(data) + 1):
                 got = s.peer.hear(STREAM_S)
@@ -634,11 +634,11 @@ def _corrupt(s: ReaderSession) -> bool:
 
 
 def _with_seq(m: DataMessage, seq: int) -> DataMessage:
-    return DataMessage(seq, m.writer_id, m.reader_id, m.checksum, m.payload)
+    return DataMessage(seq=seq, writer_id=m.writer_id, reader_id=m.reader_id, checksum=m.checksum, payload=m.payload)
 
 
 def _with_checksum(m: DataMessage, checksum: int) -> DataMessage:
-    return DataMessage(m.seq, m.writer_id, m.reader_id, checksum, m.payload)
+    return DataMessage(seq=m.seq, writer_id=m.writer_id, reader_id=m.reader_id, checksum=checksum, payload=m.payload)
 
 
 def _duplicate_then_terminate(s: ReaderSession) -> bool:
@@ -684,8 +684,9 @@ def r_split_and_coalesced(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
         for _ in range(len(data) + 1):
             if s.peer.hear(STREAM_S) is None:
                 break
-        want = [CreditMessage(PEER_WRITER_ID, READER_ID_UNDER_TEST, 1)] * (len(data) + 1) + [
-            TerminationAckMessage(terminator.seq, PEER_WRITER_ID, READER_ID_UNDER_TEST)]
+        want = [CreditMessage(writer_id=PEER_WRITER_ID, reader_id=READER_ID_UNDER_TEST,
+                              num_messages=1)] * (len(data) + 1) + [
+            TerminationAckMessage(seq=terminator.seq, writer_id=PEER_WRITER_ID, reader_id=READER_ID_UNDER_TEST)]
         return Verdict(s.peer.heard == want, f"DATA 0 sent a byte at a time and {len(data) - 1} DATA + "
                        f"TERMINATION_CONTROL in one write are read alike: {len(data) + 1} CREDIT, then the ack",
                        s.heard())
@@ -837,9 +838,11 @@ CASES: Final = (
        "advisory) credits and keeps every one, then acks", r_fast_writer),
     # failure
     _c("failure/writer-rejects-data", MUST, W, "A writer rejects a DATA sent to it", _writer_fault(
-        "a DATA from the reader", lambda p: codec.encode_frame(DataMessage(0, 0, 0, 0, b"")))),
+        "a DATA from the reader", lambda p: codec.encode_frame(DataMessage(seq=0, writer_id=0, reader_id=0,
+                                                                           checksum=0, payload=b"")))),
     _c("failure/reader-rejects-credit", MUST, R, "A reader rejects a CREDIT sent to it", _reader_fault(
-        "a CREDIT from the writer", None, lambda s: s.send(CreditMessage(PEER_WRITER_ID, READER_ID_UNDER_TEST, 1)),
+        "a CREDIT from the writer", None,
+        lambda s: s.send(CreditMessage(writer_id=PEER_WRITER_ID, reader_id=READER_ID_UNDER_TEST, num_messages=1)),
         _credit_or_ack, "CREDIT or ack")),
     _c("failure/reader-no-ack-after-rejection", SHOULD, R, "A reader that rejected a DATA does not acknowledge "
        "termination afterwards", _reader_fault("a duplicate DATA followed by TERMINATION_CONTROL", SEQUENCE,

@@ -47,8 +47,9 @@ STARTUP_TIMEOUT_S = 60.0
 REFERENCE_CMD = f"{shlex.quote(sys.executable)} -m reference.sync serve --store {{store}} --max-replication-lag-s 0"
 
 OLD, NEW, CHANGED, VALUE = (int(r) for r in (ColumnRole.OLD_PK, ColumnRole.NEW_PK, ColumnRole.CHANGED, ColumnRole.VALUE))
-DESCS = (ColumnDescriptor(OLD, "id"), ColumnDescriptor(NEW, "id"), ColumnDescriptor(VALUE, "v"))
-DESCS_CHANGED = DESCS + (ColumnDescriptor(CHANGED, "v"), ColumnDescriptor(VALUE, "w"))
+DESCS = (ColumnDescriptor(role=OLD, name="id"), ColumnDescriptor(role=NEW, name="id"), ColumnDescriptor(role=VALUE,
+                                                                                                        name="v"))
+DESCS_CHANGED = DESCS + (ColumnDescriptor(role=CHANGED, name="v"), ColumnDescriptor(role=VALUE, name="w"))
 
 
 def rows_batch(rows: Sequence[tuple[Any, ...]], changed: bool = False) -> pa.Table:
@@ -418,7 +419,8 @@ def _confined(path: str, text: str) -> Callable[[SyncTarget, CaseContext], Verdi
 
 def store_location_refused(t: SyncTarget, ctx: CaseContext) -> Verdict:
     origin, path = _ids()
-    cmd = SyncCommand(path, origin, DESCS, 1, StorageLocation(f"file:///tmp/sync-conformance-{origin}"))
+    cmd = SyncCommand(path=path, origin=origin, column_descriptors=DESCS, sequence_number=1,
+                      store=StorageLocation(location=f"file:///tmp/sync-conformance-{origin}"))
     return _expect_status(t.put(ctx, cmd, rows_batch([(None, 1, "a")])), flight.FlightUnauthorizedError, "")
 
 
@@ -491,16 +493,18 @@ SUITE = Suite(
         _c("messages/undecodable-command", MUST, "An undecodable DataSyncCommand is INVALID_ARGUMENT", msg_undecodable),
         _c("schema/descriptor-count", MUST, "Descriptor count must match the batch", _schema_case(DESCS[:2], _B, "Column descriptors do not match the schema")),
         _c("schema/changed-not-boolean", MUST, "A CHANGED column must be boolean", _schema_case(
-            DESCS + (ColumnDescriptor(CHANGED, "v"),), _B.append_column("cv", pa.array([1], pa.int32())),
+            DESCS + (ColumnDescriptor(role=CHANGED, name="v"),), _B.append_column("cv", pa.array([1], pa.int32())),
             "Field for column cv with `Changed` role must be of type boolean, got Int32")),
         _c("schema/changed-without-value", MUST, "A CHANGED column needs a VALUE of the same name", _schema_case(
-            DESCS + (ColumnDescriptor(CHANGED, "zz"),), _B.append_column("cz", pa.array([True])),
+            DESCS + (ColumnDescriptor(role=CHANGED, name="zz"),), _B.append_column("cz", pa.array([True])),
             "Column with `Changed` role must point to an existing column with `Value` role: zz")),
         _c("schema/missing-pk", MUST, "Old and new PK columns are required", _schema_case(
-            (ColumnDescriptor(VALUE, "id"), ColumnDescriptor(NEW, "id"), ColumnDescriptor(VALUE, "v")), _B,
+            (ColumnDescriptor(role=VALUE, name="id"), ColumnDescriptor(role=NEW, name="id"),
+             ColumnDescriptor(role=VALUE, name="v")), _B,
             "Change requested but batches do not contain old/new PK columns")),
         _c("schema/pk-mismatch", MUST, "Old and new PK columns must agree in names and types", _schema_case(
-            (ColumnDescriptor(OLD, "id"), ColumnDescriptor(NEW, "key"), ColumnDescriptor(VALUE, "v")), _B,
+            (ColumnDescriptor(role=OLD, name="id"), ColumnDescriptor(role=NEW, name="key"),
+             ColumnDescriptor(role=VALUE, name="v")), _B,
             "Change requested but old and new PK columns are not the same")),
         _c("durable/needs-complete-transaction", MUST, "An open transaction is never reported durable", durable_needs_complete_tx),
         _c("durable/not-above-memory", MUST, "durable <= memory on every response", durable_not_above_memory),

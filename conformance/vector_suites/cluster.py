@@ -107,7 +107,7 @@ class _Replay:
             got = self._call(node, step)
         except ClusterError as error:
             if want.get("error") != error.condition:
-                raise Mismatch(f"{op} by {step['node']}: raised {error.condition} ({error.detail}), "
+                raise Mismatch(f"{op} by {step['node']}: raised {error.condition} ({error.message}), "
                                f"expected {want}") from None
             return
         if "error" in want:
@@ -133,8 +133,8 @@ class _Replay:
             return None
         if op == "remove_from_shard":
             return provider.remove_from_shard(self.session.id_of(step["target"]))
-        ops = [MetadataOp(self.key(o["key"]), bytes.fromhex(o["value"]),
-                          None if o["expected"] is None else Revision(int(str(self.binding.values[o["expected"]]))))
+        ops = [MetadataOp(key=self.key(o["key"]), value=bytes.fromhex(o["value"]),
+                          expected=None if o["expected"] is None else Revision(int(str(self.binding.values[o["expected"]]))))
                for o in step["ops"]]
         if op == "update_shard_log":
             return provider.update_shard_log(ops)

@@ -24,7 +24,7 @@ VECTOR_DIR: Final = Path(__file__).resolve().parent.parent / "vectors" / "shuffl
 TARGETS: Final = ("reference",)
 
 Json = Mapping[str, Any]
-Outcome = Message | ShuffleError
+CaseOutcome = Message | ShuffleError
 
 
 def load(name: str) -> dict[str, Any]:
@@ -33,7 +33,7 @@ def load(name: str) -> dict[str, Any]:
     return document
 
 
-def decode_outcome(data: bytes, group: Json, *, frame: bool) -> Outcome:
+def decode_outcome(data: bytes, group: Json, *, frame: bool) -> CaseOutcome:
     """What the reference makes of ``data`` (a frame or a body) under the group's parameters."""
     try:
         message = codec.decode_frame(data, int(group["maxFrameLength"])) if frame else codec.decode_body(data)
@@ -49,13 +49,13 @@ def error_params(error: ShuffleError) -> dict[str, object]:
     return {k: v for k, v in error.to_json().items() if k not in ("error", "message")}
 
 
-def _describe(outcome: Outcome) -> str:
+def _describe(outcome: CaseOutcome) -> str:
     if isinstance(outcome, ShuffleError):
         return f"error {outcome.condition} {error_params(outcome)}"
     return f"message {json.dumps(to_json(outcome))[:200]}"
 
 
-def _expect(outcome: Outcome, test: Json, what: str) -> str | None:
+def _expect(outcome: CaseOutcome, test: Json, what: str) -> str | None:
     """Compare one outcome with the vector's expectation; a failure description or None."""
     if "error" in test:
         if isinstance(outcome, ShuffleError) and outcome.condition == test["error"] \

@@ -184,19 +184,23 @@ def _m(message: Message) -> dict[str, Any]:
 def data(seq: int, *records: bytes, writer: int = 0, reader: int = 0, checksum: int | None = None) -> dict[str, Any]:
     payload = encode_records(records)
     crc = payload_checksum(payload) if checksum is None else checksum
-    return {"input": "received", "peer": writer, "message": _m(DataMessage(seq, writer, reader, crc, payload))}
+    message = DataMessage(seq=seq, writer_id=writer, reader_id=reader, checksum=crc, payload=payload)
+    return {"input": "received", "peer": writer, "message": _m(message)}
 
 
 def tc(seq: int, writer: int = 0) -> dict[str, Any]:
-    return {"input": "received", "peer": writer, "message": _m(TerminationControlMessage(seq, writer, 0))}
+    return {"input": "received", "peer": writer, "message": _m(TerminationControlMessage(seq=seq, writer_id=writer,
+                                                                                         reader_id=0))}
 
 
 def credit(reader: int = 0) -> dict[str, Any]:
-    return {"input": "received", "peer": reader, "message": _m(CreditMessage(0, reader, 1))}
+    return {"input": "received", "peer": reader, "message": _m(CreditMessage(writer_id=0, reader_id=reader,
+                                                                             num_messages=1))}
 
 
 def ack(seq: int, reader: int = 0) -> dict[str, Any]:
-    return {"input": "received", "peer": reader, "message": _m(TerminationAckMessage(seq, 0, reader))}
+    return {"input": "received", "peer": reader, "message": _m(TerminationAckMessage(seq=seq, writer_id=0,
+                                                                                     reader_id=reader))}
 
 
 def _seq_error(kind: str, expected: int, actual: int, writer: int = 0) -> dict[str, Any]:
@@ -280,11 +284,15 @@ SCENARIOS: Final[tuple[Scenario, ...]] = (
              error_params={"what": "termination acknowledgment", "role": "writer", "peerId": "0",
                            "cause": "java.nio.channels.ClosedChannelException"}),
     Scenario("reader-credit-unexpected", "a CREDIT arriving at a reader fails it (after the sequence check passes)", R,
-             ("UnexpectedType",), "failures", (CONNECT, {"input": "received", "peer": 0, "message": _m(CreditMessage(0, 0, 1, 0))}), SMALL,
+             ("UnexpectedType",), "failures", (CONNECT, {"input": "received", "peer": 0,
+                                                         "message": _m(CreditMessage(writer_id=0, reader_id=0,
+                                                                                     num_messages=1, seq=0))}), SMALL,
              error="STREAMING_SHUFFLE_UNEXPECTED_MESSAGE_TYPE",
              error_params={"handler": "ShuffleClientHandler", "messageType": "CREDIT_CONTROL_MESSAGE"}),
     Scenario("reader-ack-seq-checked-first", "a TERMINATION_ACK arriving at a reader is caught by the sequence check first", R,
-             ("UnexpectedType", "SequenceCheck"), "failures", (CONNECT, data(0, b"a"), {"input": "received", "peer": 0, "message": _m(TerminationAckMessage(5, 0, 0))}),
+             ("UnexpectedType", "SequenceCheck"), "failures", (CONNECT, data(0, b"a"), {
+                 "input": "received", "peer": 0, "message": _m(TerminationAckMessage(seq=5, writer_id=0,
+                                                                                     reader_id=0))}),
              SMALL, **_seq_error(ACK_T, 1, 5)),
     Scenario("reader-data-after-termination", "DATA after TERMINATION_CONTROL (seq last+1) is rejected", R,
              ("StricterThanSpark", "Termination"), "failures", (CONNECT, tc(0), data(1, b"a")), SMALL, level="SHOULD",
@@ -349,7 +357,8 @@ SCENARIOS: Final[tuple[Scenario, ...]] = (
              error_params={"messageType": "CREDIT_CONTROL_MESSAGE", "writerId": "5", "readerId": "0",
                            "expectedWriterId": "0", "expectedReaderId": "0"}),
     Scenario("writer-data-unexpected", "DATA arriving at a writer fails it with Spark's handler text", W, ("UnexpectedType",), "failures",
-             ({"input": "accepted"}, {"input": "received", "message": _m(DataMessage(0, 0, 0, 0, b""))}), SMALL,
+             ({"input": "accepted"}, {"input": "received", "message": _m(DataMessage(seq=0, writer_id=0, reader_id=0,
+                                                                                     checksum=0, payload=b""))}), SMALL,
              error="STREAMING_SHUFFLE_UNEXPECTED_MESSAGE_TYPE",
              error_params={"handler": "ShuffleServerHandler", "messageType": DATA_T}),
     Scenario("writer-ack-before-termination", "an ack before TERMINATION_CONTROL (even with a matching seq) is rejected", W,

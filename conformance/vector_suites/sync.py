@@ -59,7 +59,8 @@ def _u64(v: str | None) -> int | None:
 def _message_check(t: dict[str, Any]) -> tuple[bool, str]:
     f, kind, want = t["fields"], t["message"], t["hex"]
     if kind == "DataSyncResponse":
-        resp = SyncResponse(f["accepted"], _u64(f["memory_sequence_number"]), _u64(f["durable_sequence_number"]), f["first"])
+        resp = SyncResponse(accepted=f["accepted"], memory_sequence_number=_u64(f["memory_sequence_number"]),
+                            durable_sequence_number=_u64(f["durable_sequence_number"]), first=f["first"])
         got, back = resp.encode().hex(), decode_response(bytes.fromhex(want)) == resp
     else:
         inner = f if kind == "DataSyncCommand" else None
@@ -71,9 +72,10 @@ def _message_check(t: dict[str, Any]) -> tuple[bool, str]:
             cmd = SyncCommand(
                 path=inner["path"],
                 origin=inner["origin"],
-                column_descriptors=tuple(ColumnDescriptor(r, n) for r, n in inner["column_descriptors"]),
+                column_descriptors=tuple(ColumnDescriptor(role=r, name=n) for r, n in inner["column_descriptors"]),
                 sequence_number=_u64(inner["sequence_number"]),
-                store=None if store is None else StorageLocation(store["location"], store["options"], store["name"]),
+                store=None if store is None else StorageLocation(location=store["location"], options=store["options"],
+                                                                 name=store["name"]),
                 format=inner["format"],
             )
             got, back = cmd.encode().hex(), decode_command(bytes.fromhex(want)) == cmd
@@ -86,7 +88,7 @@ def _schema_of(fields: list[list[Any]]) -> pa.Schema:
 
 def _schema_check(t: dict[str, Any]) -> tuple[bool, str]:
     try:
-        SyncSchema.validate([ColumnDescriptor(r, n) for r, n in t["descriptors"]], _schema_of(t["fields"]))
+        SyncSchema.validate([ColumnDescriptor(role=r, name=n) for r, n in t["descriptors"]], _schema_of(t["fields"]))
         got = None
     except SyncError as exc:
         got = exc.message
@@ -95,7 +97,7 @@ def _schema_check(t: dict[str, Any]) -> tuple[bool, str]:
 
 def _squash_checker(doc: dict[str, Any]) -> Callable[[dict[str, Any]], tuple[bool, str]]:
     arrow = _schema_of(doc["fields"])
-    schema = SyncSchema.validate([ColumnDescriptor(r, n) for r, n in doc["descriptors"]], arrow)
+    schema = SyncSchema.validate([ColumnDescriptor(role=r, name=n) for r, n in doc["descriptors"]], arrow)
     table_schema = schema.table_schema()
 
     def check(t: dict[str, Any]) -> tuple[bool, str]:

@@ -215,7 +215,8 @@ def run(scenario: Scenario) -> dict[str, Any]:
     for step in scenario.steps:
         node = NodeId(step.node)
         owed.setdefault(step.node, _Owed())
-        ops = [MetadataOp(o.key, o.value.encode(), None if o.expected is None else symbols.concrete_revision(o.expected))
+        ops = [MetadataOp(key=o.key, value=o.value.encode(),
+                          expected=None if o.expected is None else symbols.concrete_revision(o.expected))
                for o in step.ops] if isinstance(step, (ShardLog, Gossip)) else []
         result: dict[str, Any] = {}
         try:

@@ -110,7 +110,8 @@ def _payload(n: int, salt: str = "") -> bytes:
 
 
 def _data(seq: int, writer: int, reader: int, payload: bytes, checksum: int | None = None) -> DataMessage:
-    return DataMessage(seq, writer, reader, payload_checksum(payload) if checksum is None else checksum, payload)
+    return DataMessage(seq=seq, writer_id=writer, reader_id=reader,
+                       checksum=payload_checksum(payload) if checksum is None else checksum, payload=payload)
 
 
 def _frame(body: bytes, *, length: int | None = None, transport: int = ONE_WAY_MESSAGE,
@@ -130,11 +131,14 @@ SPARK_REFERENCE: Final[dict[Message, str]] = {
     _data(5, 3, 7, bytes.fromhex("0102030405")):
         "0000000000000032090000002500000001000000000000000500000003000000070000000500000000"
         "53518fab0102030405",
-    CreditMessage(3, 7, 1): "0000000000000025090000001800000002000000000000000000000003000000070000"
+    CreditMessage(writer_id=3, reader_id=7,
+                  num_messages=1): "0000000000000025090000001800000002000000000000000000000003000000070000"
                             "0001",
-    TerminationControlMessage(6, 3, 7): "00000000000000210900000014000000030000000000000006000000"
+    TerminationControlMessage(seq=6, writer_id=3,
+                              reader_id=7): "00000000000000210900000014000000030000000000000006000000"
                                         "0300000007",
-    TerminationAckMessage(6, 3, 7): "000000000000002109000000140000000400000000000000060000000300"
+    TerminationAckMessage(seq=6, writer_id=3,
+                          reader_id=7): "000000000000002109000000140000000400000000000000060000000300"
                                     "000007",
 }
 
@@ -178,36 +182,48 @@ def _valid_groups() -> list[Group]:
     credit = Group("credit_control_messages", "CREDIT_CONTROL_MESSAGE (type 2).")
     ref = "message-credit"
     _valid(credit, "Spark's reference CREDIT: writer 3, reader 7, 1 message, seq unset",
-           CreditMessage(3, 7, 1), ["SparkReferenceBytes"], ref)
-    _valid(credit, "handshake credit for writer 0, reader 0", CreditMessage(0, 0, 1), ["EdgeInteger"], ref)
-    _valid(credit, "num_messages 0", CreditMessage(1, 2, 0), ["EdgeInteger"], ref)
-    _valid(credit, "num_messages -1", CreditMessage(1, 2, -1), ["EdgeInteger"], ref)
-    _valid(credit, "num_messages int32 max", CreditMessage(1, 2, I32_MAX), ["EdgeInteger"], ref)
-    _valid(credit, "num_messages int32 min", CreditMessage(1, 2, I32_MIN), ["EdgeInteger"], ref)
-    _valid(credit, "writer int32 max, reader int32 min", CreditMessage(I32_MAX, I32_MIN, 1), ["EdgeInteger"], ref)
-    _valid(credit, "seq -1", CreditMessage(1, 2, 1, -1), ["CreditSeq", "EdgeInteger"], ref)
-    _valid(credit, "seq int64 max", CreditMessage(1, 2, 1, I64_MAX), ["CreditSeq", "EdgeInteger"], ref)
+           CreditMessage(writer_id=3, reader_id=7, num_messages=1), ["SparkReferenceBytes"], ref)
+    _valid(credit, "handshake credit for writer 0, reader 0", CreditMessage(writer_id=0, reader_id=0, num_messages=1),
+           ["EdgeInteger"], ref)
+    _valid(credit, "num_messages 0", CreditMessage(writer_id=1, reader_id=2, num_messages=0), ["EdgeInteger"], ref)
+    _valid(credit, "num_messages -1", CreditMessage(writer_id=1, reader_id=2, num_messages=-1), ["EdgeInteger"], ref)
+    _valid(credit, "num_messages int32 max", CreditMessage(writer_id=1, reader_id=2, num_messages=I32_MAX),
+           ["EdgeInteger"], ref)
+    _valid(credit, "num_messages int32 min", CreditMessage(writer_id=1, reader_id=2, num_messages=I32_MIN),
+           ["EdgeInteger"], ref)
+    _valid(credit, "writer int32 max, reader int32 min", CreditMessage(writer_id=I32_MAX, reader_id=I32_MIN,
+                                                                       num_messages=1), ["EdgeInteger"], ref)
+    _valid(credit, "seq -1", CreditMessage(writer_id=1, reader_id=2, num_messages=1, seq=-1), ["CreditSeq",
+                                                                                               "EdgeInteger"], ref)
+    _valid(credit, "seq int64 max", CreditMessage(writer_id=1, reader_id=2, num_messages=1, seq=I64_MAX),
+           ["CreditSeq", "EdgeInteger"], ref)
 
     term = Group("termination_control_messages", "TERMINATION_CONTROL_MESSAGE (type 3).")
     ref = "message-termination-control"
     _valid(term, "Spark's reference TERMINATION_CONTROL: writer 3, reader 7, seq 6",
-           TerminationControlMessage(6, 3, 7), ["SparkReferenceBytes"], ref)
-    _valid(term, "seq 0 (no DATA was sent)", TerminationControlMessage(0, 0, 0), ["EdgeInteger"], ref)
-    _valid(term, "seq -1", TerminationControlMessage(-1, 1, 1), ["EdgeInteger"], ref)
-    _valid(term, "seq int64 max", TerminationControlMessage(I64_MAX, 1, 1), ["EdgeInteger"], ref)
-    _valid(term, "seq int64 min", TerminationControlMessage(I64_MIN, 1, 1), ["EdgeInteger"], ref)
-    _valid(term, "writer int32 min, reader int32 max", TerminationControlMessage(1, I32_MIN, I32_MAX), ["EdgeInteger"], ref)
-    _valid(term, "writer -1, reader -1", TerminationControlMessage(1, -1, -1), ["EdgeInteger"], ref)
+           TerminationControlMessage(seq=6, writer_id=3, reader_id=7), ["SparkReferenceBytes"], ref)
+    _valid(term, "seq 0 (no DATA was sent)", TerminationControlMessage(seq=0, writer_id=0, reader_id=0),
+           ["EdgeInteger"], ref)
+    _valid(term, "seq -1", TerminationControlMessage(seq=-1, writer_id=1, reader_id=1), ["EdgeInteger"], ref)
+    _valid(term, "seq int64 max", TerminationControlMessage(seq=I64_MAX, writer_id=1, reader_id=1), ["EdgeInteger"],
+           ref)
+    _valid(term, "seq int64 min", TerminationControlMessage(seq=I64_MIN, writer_id=1, reader_id=1), ["EdgeInteger"],
+           ref)
+    _valid(term, "writer int32 min, reader int32 max",
+           TerminationControlMessage(seq=1, writer_id=I32_MIN, reader_id=I32_MAX), ["EdgeInteger"], ref)
+    _valid(term, "writer -1, reader -1", TerminationControlMessage(seq=1, writer_id=-1, reader_id=-1),
+           ["EdgeInteger"], ref)
 
     ack = Group("termination_ack_messages", "TERMINATION_ACK_MESSAGE (type 4).")
     ref = "message-termination-ack"
     _valid(ack, "Spark's reference TERMINATION_ACK: writer 3, reader 7, seq 6",
-           TerminationAckMessage(6, 3, 7), ["SparkReferenceBytes"], ref)
-    _valid(ack, "seq 0, ids 0", TerminationAckMessage(0, 0, 0), ["EdgeInteger"], ref)
-    _valid(ack, "seq -1", TerminationAckMessage(-1, 5, 6), ["EdgeInteger"], ref)
-    _valid(ack, "seq int64 max", TerminationAckMessage(I64_MAX, 5, 6), ["EdgeInteger"], ref)
-    _valid(ack, "seq int64 min", TerminationAckMessage(I64_MIN, 5, 6), ["EdgeInteger"], ref)
-    _valid(ack, "writer int32 max, reader int32 min", TerminationAckMessage(2, I32_MAX, I32_MIN), ["EdgeInteger"], ref)
+           TerminationAckMessage(seq=6, writer_id=3, reader_id=7), ["SparkReferenceBytes"], ref)
+    _valid(ack, "seq 0, ids 0", TerminationAckMessage(seq=0, writer_id=0, reader_id=0), ["EdgeInteger"], ref)
+    _valid(ack, "seq -1", TerminationAckMessage(seq=-1, writer_id=5, reader_id=6), ["EdgeInteger"], ref)
+    _valid(ack, "seq int64 max", TerminationAckMessage(seq=I64_MAX, writer_id=5, reader_id=6), ["EdgeInteger"], ref)
+    _valid(ack, "seq int64 min", TerminationAckMessage(seq=I64_MIN, writer_id=5, reader_id=6), ["EdgeInteger"], ref)
+    _valid(ack, "writer int32 max, reader int32 min", TerminationAckMessage(seq=2, writer_id=I32_MAX,
+                                                                            reader_id=I32_MIN), ["EdgeInteger"], ref)
     return [data, unchecked, credit, term, ack]
 
 
@@ -234,10 +250,12 @@ def _invalid_body_groups() -> list[Group]:
     _bad_body(truncated, "11 of the 12 header bytes", _body_with(2, 0)[:11], cond, ["TruncatedBody"], "common-header")
     whole = {
         MessageType.DATA_MESSAGE_UNSAFE_ROW: (codec.encode_body(_data(0, 1, 2, b"")), "message-data"),
-        MessageType.CREDIT_CONTROL_MESSAGE: (codec.encode_body(CreditMessage(1, 2)), "message-credit"),
-        MessageType.TERMINATION_CONTROL_MESSAGE: (codec.encode_body(TerminationControlMessage(0, 1, 2)),
+        MessageType.CREDIT_CONTROL_MESSAGE: (codec.encode_body(CreditMessage(writer_id=1, reader_id=2)),
+                                             "message-credit"),
+        MessageType.TERMINATION_CONTROL_MESSAGE: (codec.encode_body(TerminationControlMessage(seq=0, writer_id=1,
+                                                                                              reader_id=2)),
                                                   "message-termination-control"),
-        MessageType.TERMINATION_ACK_MESSAGE: (codec.encode_body(TerminationAckMessage(0, 1, 2)),
+        MessageType.TERMINATION_ACK_MESSAGE: (codec.encode_body(TerminationAckMessage(seq=0, writer_id=1, reader_id=2)),
                                               "message-termination-ack"),
     }
     for kind, (body, ref) in whole.items():
@@ -277,9 +295,10 @@ def _invalid_body_groups() -> list[Group]:
     trailing = Group("fixed_body_trailing_bytes",
                      "Bytes after a fixed-size body: Spark ignores them, the reference rejects them.")
     cases: tuple[tuple[Message, bytes, str], ...] = (
-        (CreditMessage(3, 7, 1), b"\x00", "message-credit"),
-        (TerminationControlMessage(6, 3, 7), b"\x00\x00\x00\x01", "message-termination-control"),
-        (TerminationAckMessage(6, 3, 7), b"\xff", "message-termination-ack"),
+        (CreditMessage(writer_id=3, reader_id=7, num_messages=1), b"\x00", "message-credit"),
+        (TerminationControlMessage(seq=6, writer_id=3, reader_id=7), b"\x00\x00\x00\x01",
+         "message-termination-control"),
+        (TerminationAckMessage(seq=6, writer_id=3, reader_id=7), b"\xff", "message-termination-ack"),
     )
     for message, extra, ref in cases:
         _bad_body(trailing, f"{message.type.name} followed by {len(extra)} extra byte(s)",
@@ -289,7 +308,7 @@ def _invalid_body_groups() -> list[Group]:
 
 
 def _invalid_frame_groups() -> list[Group]:
-    body = codec.encode_body(TerminationControlMessage(6, 3, 7))
+    body = codec.encode_body(TerminationControlMessage(seq=6, writer_id=3, reader_id=7))
     lengths = Group("frame_length", "frame_length outside 13 .. 2^31+6 (Spark's own limit).")
     cond, ref = "FRAME_LENGTH_OUT_OF_RANGE", "frame"
     for length, why in ((0, "0"), (8, "8 (the length field alone)"), (9, "9 (Spark's frame layer accepts it)"),
@@ -328,7 +347,7 @@ def _invalid_frame_groups() -> list[Group]:
         bounds.add(comment, "invalid", [flag], "frame", frame=frame, error=error)
 
     lenient = Group("frame_body_length_ignored", "body_length disagrees with frame_length; both decoders ignore it.")
-    message = TerminationControlMessage(6, 3, 7)
+    message = TerminationControlMessage(seq=6, writer_id=3, reader_id=7)
     for declared in (0, -1, I32_MAX):
         lenient.add(f"body_length {declared} instead of {len(body)}", "acceptable", ["BodyLengthIgnored"], "frame",
                     message=message, frame=_frame(body, body_length=declared))

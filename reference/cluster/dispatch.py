@@ -95,11 +95,11 @@ class Dispatcher:
 
 def _deliver(core: ClusterCore, event: object) -> None:
     match event:
-        case MembershipUpdate(snapshot):
+        case MembershipUpdate(snapshot=snapshot):
             core.update_membership(snapshot)
-        case GossipUpdate(entries):
+        case GossipUpdate(entries=entries):
             core.notify_gossip_update(entries)
-        case ShardLogUpdate(shard, entries):
+        case ShardLogUpdate(shard=shard, entries=entries):
             core.notify_shard_log_update(shard, entries)
         case Heartbeat(ttl):
             core.cluster_heartbeat(ttl)

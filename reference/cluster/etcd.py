@@ -84,8 +84,8 @@ class EtcdCluster:
         self.prefix = f"/{namespace}/"
         lease, granted = self.gateway.lease_grant(settings.lease_ttl)  # the server may raise the TTL
         self.gateway.lease_revoke(lease)
-        self._timing = FailureTiming(settings.heartbeat_interval, float(granted),
-                                     granted + settings.fail_slack)
+        self._timing = FailureTiming(heartbeat_interval=settings.heartbeat_interval, ttl=float(granted),
+                                     fail_bound=granted + settings.fail_slack)
         self._nodes: list[EtcdNode] = []
         self.watch = SharedWatch(self.gateway, self.prefix)
         self._snapshot: tuple[int, Membership] | None = None
@@ -112,8 +112,9 @@ class EtcdCluster:
                 node = NodeId(key[len("members/"):])
                 member = _member_of(mirror[key])
                 state = NodeState.OK if f"alive/{node}" in mirror else NodeState.FAIL
-                shards.setdefault(member.shard, []).append(NodeInfo(node, member.address, state))
-            self._snapshot = change.revision, Membership(change.revision, {s: tuple(n) for s, n in sorted(shards.items())})
+                shards.setdefault(member.shard, []).append(NodeInfo(node_id=node, address=member.address, state=state))
+            self._snapshot = change.revision, Membership(epoch=change.revision, shards={s: tuple(n) for s,
+                                                                                        n in sorted(shards.items())})
         return self._snapshot[1]
 
 
@@ -308,8 +309,8 @@ class EtcdNode:
             if not found[0] or int(found[0][0]["mod_revision"]) != kvs[0].mod_revision:
                 continue  # moved or removed meanwhile: re-read and retry
             for op, current in zip(batch, found[1:]):
-                actual = None if not current else Entry(op.key, _decode_value(current[0]),
-                                                        Revision(int(current[0]["mod_revision"])))
+                actual = None if not current else Entry(key=op.key, value=_decode_value(current[0]),
+                                                        revision=Revision(int(current[0]["mod_revision"])))
                 if (None if actual is None else actual.revision) != op.expected:
                     raise RevisionMismatch(op.key, op.expected, actual)
         raise ProviderUnavailable(f"batch kept conflicting with membership changes ({MAX_ATTEMPTS} attempts)")
@@ -377,7 +378,7 @@ class EtcdNode:
         return None if kv is None else _member_of(kv)
 
     def _entries(self, base: str, mirror: Mapping[str, KeyValue]) -> tuple[Entry, ...]:
-        return tuple(Entry(k[len(base):], kv.value, Revision(kv.mod_revision))
+        return tuple(Entry(key=k[len(base):], value=kv.value, revision=Revision(kv.mod_revision))
                      for k, kv in sorted(mirror.items()) if k.startswith(base))
 
     def apply(self, change: Change, mirror: Mapping[str, KeyValue]) -> None:
@@ -394,7 +395,7 @@ class EtcdNode:
             self._fenced = True  # taken over: this handle can write nothing any more
         out: list[Notification] = []
         if (before or after) and change.touches("members/", "alive/"):
-            out.append(MembershipUpdate(self._cluster.snapshot(change, mirror)))
+            out.append(MembershipUpdate(snapshot=self._cluster.snapshot(change, mirror)))
         if after is not None:
             out += self._data_notifications(change, mirror, before, after)
         for notification in out:
@@ -407,19 +408,19 @@ class EtcdNode:
         if before is None or before.shard != after.shard:
             log = self._entries(log_base, mirror)
             if log:
-                out.append(ShardLogUpdate(after.shard, log))
+                out.append(ShardLogUpdate(shard=after.shard, entries=log))
         else:
-            written = tuple(Entry(k[len(log_base):], e.kv.value, Revision(e.kv.mod_revision))
+            written = tuple(Entry(key=k[len(log_base):], value=e.kv.value, revision=Revision(e.kv.mod_revision))
                             for k, e in change.events if not e.deleted and k.startswith(log_base))
             if written:
-                out.append(ShardLogUpdate(after.shard, written))
+                out.append(ShardLogUpdate(shard=after.shard, entries=written))
         if before is None:
             gossip = self._entries("gossip/", mirror)
         else:
-            gossip = tuple(Entry(k[len("gossip/"):], e.kv.value, Revision(e.kv.mod_revision))
+            gossip = tuple(Entry(key=k[len("gossip/"):], value=e.kv.value, revision=Revision(e.kv.mod_revision))
                            for k, e in change.events if not e.deleted and k.startswith("gossip/"))
         if gossip:
-            out.append(GossipUpdate(gossip))
+            out.append(GossipUpdate(entries=gossip))
         return out
 
     def _check_open(self) -> None:

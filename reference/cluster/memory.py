@@ -47,8 +47,8 @@ class DetectorSettings:
         return self.heartbeat_interval / 2
 
     def timing(self) -> FailureTiming:
-        return FailureTiming(self.heartbeat_interval, self.fail_after,
-                             self.fail_after + 2 * self.check_interval)
+        return FailureTiming(heartbeat_interval=self.heartbeat_interval, ttl=self.fail_after,
+                             fail_bound=self.fail_after + 2 * self.check_interval)
 
 
 def new_shard_id() -> ShardId:
@@ -141,8 +141,8 @@ def _decode(args: Sequence[Any]) -> list[Any]:
         if isinstance(a, dict):
             return Scope(a["scope"]) if "scope" in a else NodeState(a["state"])
         if isinstance(a, list):
-            return [MetadataOp(o["key"], base64.b64decode(o["value"]),
-                               None if o["expected"] is None else Revision(o["expected"])) for o in a]
+            return [MetadataOp(key=o["key"], value=base64.b64decode(o["value"]),
+                               expected=None if o["expected"] is None else Revision(o["expected"])) for o in a]
         return a
     return [one(a) for a in args]
 
@@ -152,7 +152,7 @@ def _entry_to_json(entry: Entry) -> list[Any]:
 
 
 def _entry_from_json(item: list[Any]) -> Entry:
-    return Entry(item[0], base64.b64decode(item[1]), Revision(item[2]))
+    return Entry(key=item[0], value=base64.b64decode(item[1]), revision=Revision(item[2]))
 
 
 def _model_to_json(model: ClusterModel) -> dict[str, Any]:

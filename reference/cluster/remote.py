@@ -39,10 +39,10 @@ from spec.cluster.errors import (
 from spec.cluster.interface import ClusterCore, FailureTiming
 from spec.cluster.model import GossipUpdate, MembershipUpdate, ShardLogUpdate
 from spec.cluster.types import MetadataOp, NodeId, Revision, Scope, ShardId, check_batch, check_id
-from spec.cluster.wire import Kind, Message
+from spec.cluster.wire import ServiceKind, ServiceMessage
 
 
-def read_message(sock: socket.socket) -> Message | None:
+def read_message(sock: socket.socket) -> ServiceMessage | None:
     """The next message, or None at a clean end of stream; bounds are checked before reading."""
     header = _read_exactly(sock, wire.FRAME_HEADER.sizeof())
     if header is None:
@@ -74,9 +74,9 @@ def _abandon(sock: socket.socket) -> None:
         pass
 
 
-def _error_from(message: Message) -> ClusterError:
+def _error_from(message: ServiceMessage) -> ClusterError:
     p = message.payload
-    if message.kind is Kind.CAS_ERROR:
+    if message.kind is ServiceKind.CAS_ERROR:
         return RevisionMismatch(p["key"], p["expected"] or None, wire.cas_actual_from_wire(p))
     cls = ERRORS_BY_CODE.get(p["code"], ClusterError)
     error = cls.__new__(cls)
@@ -99,7 +99,7 @@ class Backoff:
 class _Pending:
     def __init__(self) -> None:
         self.done = threading.Event()
-        self.reply: Message | None = None
+        self.reply: ServiceMessage | None = None
 
 
 class RemoteCluster:
@@ -190,21 +190,21 @@ class RemoteNode:
                         struct.pack("ll", seconds, int((self._timeout - seconds) * 1e6)))
         return sock
 
-    def _hello(self, takeover: str | None, resume: bool) -> Message:
+    def _hello(self, takeover: str | None, resume: bool) -> ServiceMessage:
         """Identify on the fresh ``self._sock`` and read up to WELCOME on this thread; events
         before it (the catch-up of a resumed session) are delivered. Raises the refusal."""
         sock = self._sock
         sock.settimeout(self._timeout)
         try:
-            sock.sendall(wire.encode(Kind.HELLO, 1, node_id=self._node_id, secret=self._cluster.secret,
+            sock.sendall(wire.encode(ServiceKind.HELLO, 1, node_id=self._node_id, secret=self._cluster.secret,
                                      takeover=takeover or "", resume=resume, resume_after=self._last_revision))
             while True:
                 message = read_message(sock)
                 if message is None:
                     raise ProviderUnavailable("cluster service closed the connection during HELLO")
-                if message.kind in (Kind.ERROR, Kind.CAS_ERROR):
+                if message.kind in (ServiceKind.ERROR, ServiceKind.CAS_ERROR):
                     raise _error_from(message)
-                if message.kind is Kind.WELCOME:
+                if message.kind is ServiceKind.WELCOME:
                     break
                 self._on_event(message)
         except OSError as exc:
@@ -234,7 +234,7 @@ class RemoteNode:
         try:
             while (message := read_message(self._sock)) is not None:
                 if message.request_id == 0:
-                    if message.kind is Kind.ERROR:
+                    if message.kind is ServiceKind.ERROR:
                         error = _error_from(message)
                         if isinstance(error, ProviderClosed):  # taken over by another session
                             self._fence(error)
@@ -282,25 +282,25 @@ class RemoteNode:
 
     def _fence(self, reason: ClusterError) -> None:
         """Another session holds the id (or the secret changed): this handle is over."""
-        self._fenced = ProviderClosed(f"node {self._node_id} is closed: {reason.detail}")
+        self._fenced = ProviderClosed(f"node {self._node_id} is closed: {reason.message}")
         self._closed.set()
 
-    def _on_event(self, message: Message) -> None:
+    def _on_event(self, message: ServiceMessage) -> None:
         p = message.payload
         match message.kind:
-            case Kind.MEMBERSHIP:
+            case ServiceKind.MEMBERSHIP:
                 snapshot = wire.membership_from_wire(p)
                 self._saw(snapshot.epoch)
-                self.dispatcher.post(MembershipUpdate(snapshot))
-            case Kind.GOSSIP_UPDATE:
+                self.dispatcher.post(MembershipUpdate(snapshot=snapshot))
+            case ServiceKind.GOSSIP_UPDATE:
                 entries = wire.entries_from_wire(p["entries"])
                 self._saw(max((e.revision for e in entries), default=0))
-                self.dispatcher.post(GossipUpdate(entries))
-            case Kind.SHARD_LOG_UPDATE:
+                self.dispatcher.post(GossipUpdate(entries=entries))
+            case ServiceKind.SHARD_LOG_UPDATE:
                 entries = wire.entries_from_wire(p["entries"])
                 self._saw(max((e.revision for e in entries), default=0))
-                self.dispatcher.post(ShardLogUpdate(ShardId(p["shard_id"]), entries))
-            case Kind.CLUSTER_DOWN:
+                self.dispatcher.post(ShardLogUpdate(shard=ShardId(p["shard_id"]), entries=entries))
+            case ServiceKind.CLUSTER_DOWN:
                 self.dispatcher.post(ClusterDown())
 
     def _saw(self, revision: int) -> None:
@@ -309,7 +309,7 @@ class RemoteNode:
 
     # -- requests -------------------------------------------------------------------------------
 
-    def _request(self, kind: Kind, **payload: Any) -> Message:
+    def _request(self, kind: ServiceKind, **payload: Any) -> ServiceMessage:
         if self._closed.is_set():
             raise self._fenced or ProviderClosed(f"node {self._node_id} was closed")
         pending = _Pending()
@@ -332,36 +332,36 @@ class RemoteNode:
             if broken is None:  # a silent connection is a dead one (a link down sends no FIN)
                 _abandon(sock)
             raise ProviderUnavailable(broken or f"no reply to {kind.name} within {self._timeout} s")
-        if pending.reply.kind in (Kind.ERROR, Kind.CAS_ERROR):
+        if pending.reply.kind in (ServiceKind.ERROR, ServiceKind.CAS_ERROR):
             raise _error_from(pending.reply)
         return pending.reply
 
     def _heartbeat_loop(self) -> None:
         while not self._closed.wait(self._timing.heartbeat_interval):
             try:
-                reply = self._request(Kind.RENEW)
+                reply = self._request(ServiceKind.RENEW)
             except ClusterError:
                 continue  # the reader reports cluster_down and reconnects
             self.dispatcher.post(Heartbeat(reply.payload["ttl_ms"] / 1000))
 
     def join_cluster(self, address: str) -> ShardId:
-        return ShardId(self._request(Kind.JOIN_CLUSTER, address=address).payload["shard_id"])
+        return ShardId(self._request(ServiceKind.JOIN_CLUSTER, address=address).payload["shard_id"])
 
     def remove_from_cluster(self, node_id: NodeId) -> None:
-        self._request(Kind.REMOVE_FROM_CLUSTER, node_id=node_id)
+        self._request(ServiceKind.REMOVE_FROM_CLUSTER, node_id=node_id)
 
     def join_shard(self, shard_id: ShardId) -> None:
-        self._request(Kind.JOIN_SHARD, shard_id=shard_id)
+        self._request(ServiceKind.JOIN_SHARD, shard_id=shard_id)
 
     def remove_from_shard(self, node_id: NodeId) -> ShardId:
-        return ShardId(self._request(Kind.REMOVE_FROM_SHARD, node_id=node_id).payload["shard_id"])
+        return ShardId(self._request(ServiceKind.REMOVE_FROM_SHARD, node_id=node_id).payload["shard_id"])
 
     def update_gossip(self, ops: Sequence[MetadataOp], scope: Scope) -> Revision:
-        reply = self._request(Kind.UPDATE_GOSSIP, scope=scope.value, ops=wire.ops_to_wire(check_batch(ops)))
+        reply = self._request(ServiceKind.UPDATE_GOSSIP, scope=scope.value, ops=wire.ops_to_wire(check_batch(ops)))
         return Revision(reply.payload["revision"])
 
     def update_shard_log(self, ops: Sequence[MetadataOp]) -> Revision:
-        reply = self._request(Kind.UPDATE_SHARD_LOG, ops=wire.ops_to_wire(check_batch(ops)))
+        reply = self._request(ServiceKind.UPDATE_SHARD_LOG, ops=wire.ops_to_wire(check_batch(ops)))
         return Revision(reply.payload["revision"])
 
     def close(self) -> None:

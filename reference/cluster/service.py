@@ -47,7 +47,7 @@ from spec.cluster.errors import (
     Unauthenticated,
 )
 from spec.cluster.types import Entry, Membership, NodeId, Scope, ShardId, check_id
-from spec.cluster.wire import Kind, Message
+from spec.cluster.wire import ServiceKind, ServiceMessage
 
 log = logging.getLogger(__name__)
 
@@ -71,10 +71,10 @@ def error_frame(request_id: int, error: ClusterError) -> bytes:
     """The one-line reply for ``error`` (CAS failures carry the current entry)."""
     if isinstance(error, RevisionMismatch):
         actual = error.actual
-        return wire.encode(Kind.CAS_ERROR, request_id, key=error.key, expected=error.expected or 0,
+        return wire.encode(ServiceKind.CAS_ERROR, request_id, key=error.key, expected=error.expected or 0,
                            found=actual is not None,
                            actual=None if actual is None else wire.entries_to_wire([actual])[0])
-    return wire.encode(Kind.ERROR, request_id, code=error.code, message=error.detail)
+    return wire.encode(ServiceKind.ERROR, request_id, code=error.code, message=error.message)
 
 
 class FrameReader:
@@ -148,23 +148,23 @@ class _Session:
         with self.lock:
             self.queued -= done
 
-    def _event(self, kind: Kind, **payload: Any) -> None:
+    def _event(self, kind: ServiceKind, **payload: Any) -> None:
         self.send(wire.encode(kind, 0, **payload))
 
     def update_membership(self, snapshot: Membership) -> None:
-        self._event(Kind.MEMBERSHIP, **wire.membership_to_wire(snapshot))
+        self._event(ServiceKind.MEMBERSHIP, **wire.membership_to_wire(snapshot))
 
     def notify_gossip_update(self, entries: Sequence[Entry]) -> None:
-        self._event(Kind.GOSSIP_UPDATE, entries=wire.entries_to_wire(entries))
+        self._event(ServiceKind.GOSSIP_UPDATE, entries=wire.entries_to_wire(entries))
 
     def notify_shard_log_update(self, shard: ShardId, entries: Sequence[Entry]) -> None:
-        self._event(Kind.SHARD_LOG_UPDATE, shard_id=shard, entries=wire.entries_to_wire(entries))
+        self._event(ServiceKind.SHARD_LOG_UPDATE, shard_id=shard, entries=wire.entries_to_wire(entries))
 
     def cluster_heartbeat(self, ttl: float) -> None:
         """Heartbeats reach the client as RENEWED replies, not as events."""
 
     def cluster_down(self) -> None:
-        self._event(Kind.CLUSTER_DOWN)
+        self._event(ServiceKind.CLUSTER_DOWN)
 
 
 class ClusterService:
@@ -296,10 +296,10 @@ class ClusterService:
             reply = error_frame(message.request_id, exc)
         session.send(reply)
 
-    def _hello(self, session: _Session, message: Message) -> None:
+    def _hello(self, session: _Session, message: ServiceMessage) -> None:
         rid, p = message.request_id, message.payload
         try:
-            if message.kind is not Kind.HELLO:
+            if message.kind is not ServiceKind.HELLO:
                 raise MalformedMessage(f"{message.kind.name} before HELLO")
             if self._secret is not None and not hmac.compare_digest(p["secret"].encode(), self._secret.encode()):
                 raise Unauthenticated("HELLO does not carry the cluster service's shared secret")
@@ -320,32 +320,33 @@ class ClusterService:
         if displaced is not None:
             displaced.send(error_frame(0, ProviderClosed(f"node {node_id} was taken over by another session")))
             displaced.stream.close()
-        session.send(wire.encode(Kind.WELCOME, rid, session=session.node.takeover_token,
+        session.send(wire.encode(ServiceKind.WELCOME, rid, session=session.node.takeover_token,
                                  **wire.timing_to_wire(self.cluster.timing)))
 
-    def _dispatch(self, node: InProcessNode, message: Message) -> bytes:
+    def _dispatch(self, node: InProcessNode, message: ServiceMessage) -> bytes:
         """Run one request; its reply frame."""
         rid, p = message.request_id, message.payload
         reply: bytes
         match message.kind:
-            case Kind.JOIN_CLUSTER:
-                reply = wire.encode(Kind.SHARD, rid, shard_id=node.join_cluster(p["address"]))
-            case Kind.REMOVE_FROM_CLUSTER:
+            case ServiceKind.JOIN_CLUSTER:
+                reply = wire.encode(ServiceKind.SHARD, rid, shard_id=node.join_cluster(p["address"]))
+            case ServiceKind.REMOVE_FROM_CLUSTER:
                 node.remove_from_cluster(NodeId(p["node_id"]))
-                reply = wire.encode(Kind.OK, rid)
-            case Kind.JOIN_SHARD:
+                reply = wire.encode(ServiceKind.OK, rid)
+            case ServiceKind.JOIN_SHARD:
                 node.join_shard(ShardId(p["shard_id"]))
-                reply = wire.encode(Kind.OK, rid)
-            case Kind.REMOVE_FROM_SHARD:
-                reply = wire.encode(Kind.SHARD, rid, shard_id=node.remove_from_shard(NodeId(p["node_id"])))
-            case Kind.UPDATE_GOSSIP:
+                reply = wire.encode(ServiceKind.OK, rid)
+            case ServiceKind.REMOVE_FROM_SHARD:
+                reply = wire.encode(ServiceKind.SHARD, rid, shard_id=node.remove_from_shard(NodeId(p["node_id"])))
+            case ServiceKind.UPDATE_GOSSIP:
                 revision = node.update_gossip(wire.ops_from_wire(p["ops"]), wire.enum_from_wire(Scope, p["scope"]))
-                reply = wire.encode(Kind.REVISION, rid, revision=revision)
-            case Kind.UPDATE_SHARD_LOG:
-                reply = wire.encode(Kind.REVISION, rid, revision=node.update_shard_log(wire.ops_from_wire(p["ops"])))
-            case Kind.RENEW:
-                reply = wire.encode(Kind.RENEWED, rid, ttl_ms=round(node.renew() * 1000))
-            case Kind.HELLO:
+                reply = wire.encode(ServiceKind.REVISION, rid, revision=revision)
+            case ServiceKind.UPDATE_SHARD_LOG:
+                reply = wire.encode(ServiceKind.REVISION, rid,
+                                    revision=node.update_shard_log(wire.ops_from_wire(p["ops"])))
+            case ServiceKind.RENEW:
+                reply = wire.encode(ServiceKind.RENEWED, rid, ttl_ms=round(node.renew() * 1000))
+            case ServiceKind.HELLO:
                 raise MalformedMessage("HELLO sent twice on one connection")
             case _:
                 raise MalformedMessage(f"{message.kind.name} is not a request")

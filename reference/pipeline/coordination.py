@@ -105,7 +105,8 @@ class Member:
             expected = known.revision
         for _ in range(CAS_ATTEMPTS):
             try:
-                self._revisions[key] = self.node.update_gossip([MetadataOp(key, data, expected)], Scope.GLOBAL)
+                self._revisions[key] = self.node.update_gossip([MetadataOp(key=key, value=data, expected=expected)],
+                                                               Scope.GLOBAL)
                 return
             except RevisionMismatch as mismatch:
                 expected = mismatch.actual.revision if mismatch.actual is not None else None
@@ -115,7 +116,7 @@ class Member:
         """Create ``key`` if no node has: True for exactly one claimant."""
         try:
             self._revisions[key] = self.node.update_gossip(
-                [MetadataOp(key, json.dumps(value).encode(), None)], Scope.GLOBAL)
+                [MetadataOp(key=key, value=json.dumps(value).encode(), expected=None)], Scope.GLOBAL)
             return True
         except RevisionMismatch:
             return False

@@ -44,7 +44,7 @@ ARROW_SCHEMA = pa.schema([
     ("old_id", pa.int64()), ("new_id", pa.int64()), ("entity", pa.int64()), ("value", pa.int64()),
     ("note", pa.string()), ("note_changed", pa.bool_()), ("origin", pa.string()), ("seq", pa.int64()),
 ])
-DESCRIPTORS = tuple(ColumnDescriptor(int(role), name) for role, name in (
+DESCRIPTORS = tuple(ColumnDescriptor(role=int(role), name=name) for role, name in (
     (ColumnRole.OLD_PK, "id"), (ColumnRole.NEW_PK, "id"), (ColumnRole.VALUE, "entity"),
     (ColumnRole.VALUE, "value"), (ColumnRole.VALUE, "note"), (ColumnRole.CHANGED, "note"),
     (ColumnRole.VALUE, "origin"), (ColumnRole.VALUE, "seq"),

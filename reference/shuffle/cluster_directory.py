@@ -275,8 +275,8 @@ class ClusterDirectory:
                 return
             try:
                 revision = self.provider.update_shard_log(
-                    [MetadataOp(key, value, None if current is None else current.revision)])
-                self.view.remember(Entry(key, value, revision))
+                    [MetadataOp(key=key, value=value, expected=None if current is None else current.revision)])
+                self.view.remember(Entry(key=key, value=value, revision=revision))
                 return
             except RevisionMismatch as mismatch:
                 current = mismatch.actual

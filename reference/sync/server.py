@@ -46,7 +46,7 @@ from spec.sync.messages import (
 )
 from spec.sync.responses import ResponseFactory
 from spec.sync.schema import SyncSchema, TableShape, check_table_fit
-from spec.sync.squash import Change, squash_pending
+from spec.sync.squash import SquashedChange, squash_pending
 from spec.sync.writer import FlushReason, FlushTable, Received, SquashTable, SyncSettings, SyncWriter, is_probe
 from reference.sync.auth import BearerTokenMiddleware
 from reference.sync.store import DeltaStore, MaintenanceReport, UnstorableColumn, storable_shape
@@ -155,7 +155,7 @@ class SyncServer(flight.FlightServerBase):  # type: ignore[misc]
         self.max_message_bytes = max_message_bytes
         self._clock = clock
         self._lock = threading.Lock()
-        self._writer: SyncWriter[Change] = SyncWriter(settings, store.restore_durable())
+        self._writer: SyncWriter[SquashedChange] = SyncWriter(settings, store.restore_durable())
         self._failures = flush_failures or FlushFailures()
         self._shapes: dict[str, TableShape] = {}
         self._budget = _MemoryBudget(settings.high_watermark)
@@ -279,15 +279,15 @@ class SyncServer(flight.FlightServerBase):  # type: ignore[misc]
                 raise UnsupportedFormat()
             name = table_name(cmd.path)
             root = check_store_location(cmd.store, self.allowed_locations)
-            uri = self.store.table_uri(name, StorageLocation(root) if root else None)
-            change: Change | None = None
+            uri = self.store.table_uri(name, StorageLocation(location=root) if root else None)
+            change: SquashedChange | None = None
             shape: TableShape | None = None
             if rows > 0 and schema is not None:
                 tables = [pa.Table.from_batches([b]) for b in batches if b.num_rows]
                 for table in tables:
                     schema.check_keys(table)
                 shape = self._fitting_shape(name, uri, schema)
-                change = Change.of_put(schema, tables)
+                change = SquashedChange.of_put(schema, tables)
             size = change.batch.nbytes if change is not None else 0
             if self._writer.in_memory_bytes + size > self._budget.limit:
                 log.warning("put for %s refused: memory high-watermark (%d bytes) reached", name, self._budget.limit)

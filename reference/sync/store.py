@@ -38,7 +38,7 @@ from deltalake.transaction import AddAction, RemoveAction
 from reference.sync.layout import DataFile, compaction_groups, cut, data_files, file_stats, touched_files
 from spec.sync.messages import ColumnRole, StorageLocation
 from spec.sync.schema import SyncSchema, TableShape
-from spec.sync.squash import Change, apply_squashed, merge_changes
+from spec.sync.squash import SquashedChange, apply_squashed, merge_changes
 
 META_KEY = "streamwire.sync"
 META_VERSION = 1
@@ -92,7 +92,7 @@ class MaintenanceReport:
     checkpoint_version: int | None = None
 
 
-def _cluster_values(changes: Sequence[Change], cluster_type: pa.DataType) -> pa.Array:
+def _cluster_values(changes: Sequence[SquashedChange], cluster_type: pa.DataType) -> pa.Array:
     """Distinct values, sorted, of the first key column among the changes' old and new keys.
 
     NULL is among them (last) when a key has no value there but has one in another key column.
@@ -291,7 +291,7 @@ class DeltaStore:
         return pa.concat_tables(parts) if parts else schema.empty_table()
 
     def write(
-        self, uri: str, changes: Sequence[Change], marks: Mapping[str, int], durable: Mapping[str, int]
+        self, uri: str, changes: Sequence[SquashedChange], marks: Mapping[str, int], durable: Mapping[str, int]
     ) -> FileChanges:
         """Apply ``changes`` (in order) to the table in one commit carrying the sync metadata."""
         table = self._open(uri)

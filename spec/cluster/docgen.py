@@ -105,7 +105,7 @@ def _error_of(call: Callable[[], object]) -> str:
     try:
         call()
     except errors.ClusterError as error:
-        return f"`{error.condition}`: {error.detail}"
+        return f"`{error.condition}`: {error.message}"
     raise AssertionError("a precondition example did not fail")
 
 
@@ -113,12 +113,12 @@ def values() -> str:
     too_long = "n" * (MAX_ID_BYTES + 1)
     batch_rules = [
         (f"1..{MAX_BATCH_OPS} ops", lambda: check_batch([])),
-        (f"keys of 1..{MAX_KEY_BYTES} UTF-8 bytes without NUL", lambda: check_batch([MetadataOp("", b"v")])),
+        (f"keys of 1..{MAX_KEY_BYTES} UTF-8 bytes without NUL", lambda: check_batch([MetadataOp(key="", value=b"v")])),
         (f"values of at most {MAX_VALUE_BYTES} bytes",
-         lambda: check_batch([MetadataOp("k", b"x" * (MAX_VALUE_BYTES + 1))])),
+         lambda: check_batch([MetadataOp(key="k", value=b"x" * (MAX_VALUE_BYTES + 1))])),
         ("an expected revision is a u64 > 0 (None for an insert)",
-         lambda: check_batch([MetadataOp("k", b"v", Revision(0))])),
-        ("distinct keys", lambda: check_batch([MetadataOp("k", b"1"), MetadataOp("k", b"2")])),
+         lambda: check_batch([MetadataOp(key="k", value=b"v", expected=Revision(0))])),
+        ("distinct keys", lambda: check_batch([MetadataOp(key="k", value=b"1"), MetadataOp(key="k", value=b"2")])),
     ]
     return (
         anchor("values") + "## Values and bounds\n\n"
@@ -151,8 +151,8 @@ def _base() -> ClusterModel:
     model.join_cluster(N2, "10.0.0.2:6379", ShardId("s0"))
     model.join_shard(N2, S1)
     model.join_cluster(N3, "10.0.0.3:6379", S2)
-    model.update_shard_log(N1, [MetadataOp("primary", b"n1")])
-    model.update_gossip(N3, [MetadataOp("slots", b"0-8191")], Scope.GLOBAL)
+    model.update_shard_log(N1, [MetadataOp(key="primary", value=b"n1")])
+    model.update_gossip(N3, [MetadataOp(key="slots", value=b"0-8191")], Scope.GLOBAL)
     return model
 
 
@@ -213,20 +213,21 @@ _OPERATIONS = (
                 ("the fresh shard id is not in use", lambda m: m.remove_from_shard(N1, N2, S2))),
                "the node is alone in the fresh, empty shard", lambda m: m.remove_from_shard(N1, N2, FRESH)),
     _Operation("UpdateShardLog", "op-update-shard-log", "update_shard_log(n2, [primary: n2, expected 5])",
-               (("the writer is a member", lambda m: m.update_shard_log(NEW, [MetadataOp("k", b"v")])),
+               (("the writer is a member", lambda m: m.update_shard_log(NEW, [MetadataOp(key="k", value=b"v")])),
                 ("the batch is within bounds", lambda m: m.update_shard_log(N1, [])),
                 ("every op's expected revision is the key's current one (None: absent)",
-                 lambda m: m.update_shard_log(N2, [MetadataOp("primary", b"n2")]))),
+                 lambda m: m.update_shard_log(N2, [MetadataOp(key="primary", value=b"n2")]))),
                "all ops commit at one new revision, durably, in the writer's shard log, or none does; every "
                "member of the shard gets one notification with all the batch's entries",
-               lambda m: m.update_shard_log(N2, [MetadataOp("primary", b"n2", Revision(5))])),
+               lambda m: m.update_shard_log(N2, [MetadataOp(key="primary", value=b"n2", expected=Revision(5))])),
     _Operation("UpdateGossip", "op-update-gossip", "update_gossip(n1, [epoch: 7], SHARD)",
-               (("the writer is a member", lambda m: m.update_gossip(NEW, [MetadataOp("k", b"v")], Scope.GLOBAL)),
+               (("the writer is a member", lambda m: m.update_gossip(NEW, [MetadataOp(key="k", value=b"v")],
+                                                                     Scope.GLOBAL)),
                 ("every op's expected revision is the key's current one",
-                 lambda m: m.update_gossip(N1, [MetadataOp("slots", b"x")], Scope.GLOBAL))),
+                 lambda m: m.update_gossip(N1, [MetadataOp(key="slots", value=b"x")], Scope.GLOBAL))),
                "all ops commit at one new revision or none does; the writer's shard (SHARD) or every member "
                "(GLOBAL) gets one notification; a backend may propagate further than the scope",
-               lambda m: m.update_gossip(N1, [MetadataOp("epoch", b"7")], Scope.SHARD)),
+               lambda m: m.update_gossip(N1, [MetadataOp(key="epoch", value=b"7")], Scope.SHARD)),
     _Operation("SetState (failure detector)", "op-set-state", "set_state(n3, FAIL)",
                (), "a verdict that changes a member's state is one membership commit pushed to every member; "
                "anything else is a no-op", lambda m: m.set_state(N3, NodeState.FAIL)),
@@ -269,19 +270,22 @@ def cas_and_revisions() -> str:
             result = call()
             shown = f"revision {result[0]}" if isinstance(result, tuple) else f"membership commit, revision {model.revision}"
         except errors.ClusterError as error:
-            shown = f"`{error.condition}`: {error.detail}"
+            shown = f"`{error.condition}`: {error.message}"
         log = ", ".join(f"{e.key}={e.value.decode()}@{e.revision}" for e in model.shard_logs[S1].values())
         steps.append((text, shown + f"; log [{log}]"))
 
-    step("insert a=1 (expected None)", lambda: model.update_shard_log(N1, [MetadataOp("a", b"1")]))
-    step("insert a=2 again (expected None)", lambda: model.update_shard_log(N1, [MetadataOp("a", b"2")]))
-    step("update a=2 expecting 2", lambda: model.update_shard_log(N1, [MetadataOp("a", b"2", Revision(2))]))
+    step("insert a=1 (expected None)", lambda: model.update_shard_log(N1, [MetadataOp(key="a", value=b"1")]))
+    step("insert a=2 again (expected None)", lambda: model.update_shard_log(N1, [MetadataOp(key="a", value=b"2")]))
+    step("update a=2 expecting 2", lambda: model.update_shard_log(N1, [MetadataOp(key="a", value=b"2",
+                                                                                  expected=Revision(2))]))
     step("batch b=1 (insert) + a=3 expecting 2 (stale)",
-         lambda: model.update_shard_log(N1, [MetadataOp("b", b"1"), MetadataOp("a", b"3", Revision(2))]))
+         lambda: model.update_shard_log(N1, [MetadataOp(key="b", value=b"1"), MetadataOp(key="a", value=b"3",
+                                                                                         expected=Revision(2))]))
     step("batch b=1 (insert) + a=3 expecting 3", lambda: model.update_shard_log(
-        N1, [MetadataOp("b", b"1"), MetadataOp("a", b"3", Revision(3))]))
+        N1, [MetadataOp(key="b", value=b"1"), MetadataOp(key="a", value=b"3", expected=Revision(3))]))
     step("a membership change (n2 joins)", lambda: model.join_cluster(N2, "b", S2))
-    step("disable a (empty value) expecting 4", lambda: model.update_shard_log(N1, [MetadataOp("a", b"", Revision(4))]))
+    step("disable a (empty value) expecting 4", lambda: model.update_shard_log(N1, [MetadataOp(key="a", value=b"",
+                                                                                               expected=Revision(4))]))
     return (
         anchor("cas") + "## Compare-and-swap and revisions\n\n"
         "- A revision is a u64 > 0. For one key, committed revisions strictly increase; a Core compares them for "
@@ -389,22 +393,23 @@ def _layout_rows(layout: c.Struct) -> list[tuple[str, str]]:
 
 
 _ENTRY = {"key": "primary", "value": b"n1", "revision": 5}
-_WIRE_EXAMPLES: dict[wire.Kind, dict[str, Any]] = {
-    wire.Kind.HELLO: {"node_id": "n1"}, wire.Kind.JOIN_CLUSTER: {"address": "10.0.0.1:6379"},
-    wire.Kind.REMOVE_FROM_CLUSTER: {"node_id": "n3"}, wire.Kind.JOIN_SHARD: {"shard_id": "s1"},
-    wire.Kind.REMOVE_FROM_SHARD: {"node_id": "n2"},
-    wire.Kind.UPDATE_GOSSIP: {"scope": "GLOBAL", "ops": [{"key": "slots", "value": b"0-8191", "expected": 0}]},
-    wire.Kind.UPDATE_SHARD_LOG: {"ops": [{"key": "primary", "value": b"n2", "expected": 5}]},
-    wire.Kind.RENEW: {}, wire.Kind.OK: {},
-    wire.Kind.WELCOME: wire.timing_to_wire(FailureTiming(0.2, 1.0, 1.2)), wire.Kind.SHARD: {"shard_id": "s9"},
-    wire.Kind.REVISION: {"revision": 6}, wire.Kind.RENEWED: {"ttl_ms": 1000},
-    wire.Kind.ERROR: {"code": errors.NotAMember.code, "message": "node n4 is not a member"},
-    wire.Kind.CAS_ERROR: {"key": "primary", "expected": 4, "found": True, "actual": _ENTRY},
-    wire.Kind.MEMBERSHIP: {"epoch": 7, "shards": [{"shard_id": "s1", "nodes": [
+_WIRE_EXAMPLES: dict[wire.ServiceKind, dict[str, Any]] = {
+    wire.ServiceKind.HELLO: {"node_id": "n1"}, wire.ServiceKind.JOIN_CLUSTER: {"address": "10.0.0.1:6379"},
+    wire.ServiceKind.REMOVE_FROM_CLUSTER: {"node_id": "n3"}, wire.ServiceKind.JOIN_SHARD: {"shard_id": "s1"},
+    wire.ServiceKind.REMOVE_FROM_SHARD: {"node_id": "n2"},
+    wire.ServiceKind.UPDATE_GOSSIP: {"scope": "GLOBAL", "ops": [{"key": "slots", "value": b"0-8191", "expected": 0}]},
+    wire.ServiceKind.UPDATE_SHARD_LOG: {"ops": [{"key": "primary", "value": b"n2", "expected": 5}]},
+    wire.ServiceKind.RENEW: {}, wire.ServiceKind.OK: {},
+    wire.ServiceKind.WELCOME: wire.timing_to_wire(FailureTiming(heartbeat_interval=0.2, ttl=1.0,
+                                                                fail_bound=1.2)), wire.ServiceKind.SHARD: {"shard_id": "s9"},
+    wire.ServiceKind.REVISION: {"revision": 6}, wire.ServiceKind.RENEWED: {"ttl_ms": 1000},
+    wire.ServiceKind.ERROR: {"code": errors.NotAMember.code, "message": "node n4 is not a member"},
+    wire.ServiceKind.CAS_ERROR: {"key": "primary", "expected": 4, "found": True, "actual": _ENTRY},
+    wire.ServiceKind.MEMBERSHIP: {"epoch": 7, "shards": [{"shard_id": "s1", "nodes": [
         {"node_id": "n1", "address": "10.0.0.1:6379", "state": "OK"}]}]},
-    wire.Kind.GOSSIP_UPDATE: {"entries": [{"key": "slots", "value": b"0-8191", "revision": 6}]},
-    wire.Kind.SHARD_LOG_UPDATE: {"shard_id": "s1", "entries": [_ENTRY]},
-    wire.Kind.CLUSTER_DOWN: {},
+    wire.ServiceKind.GOSSIP_UPDATE: {"entries": [{"key": "slots", "value": b"0-8191", "revision": 6}]},
+    wire.ServiceKind.SHARD_LOG_UPDATE: {"shard_id": "s1", "entries": [_ENTRY]},
+    wire.ServiceKind.CLUSTER_DOWN: {},
 }
 
 
@@ -436,8 +441,8 @@ def _sample(con: Any, name: str) -> Any:
     return 1
 
 
-def _direction(kind: wire.Kind) -> str:
-    return "request" if kind < wire.Kind.OK else "reply" if kind < wire.Kind.MEMBERSHIP else "event (request_id 0)"
+def _direction(kind: wire.ServiceKind) -> str:
+    return "request" if kind < wire.ServiceKind.OK else "reply" if kind < wire.ServiceKind.MEMBERSHIP else "event (request_id 0)"
 
 
 def wire_layouts() -> str:
@@ -455,8 +460,8 @@ def wire_layouts() -> str:
                          ("Shard", wire.ShardLayout)):
         parts.append(anchor(f"wire-{name.lower()}") + f"### {name}\n\n" + table(("field", "type"),
                                                                                       _layout_rows(layout)))
-    for kind in wire.Kind:
-        request_id = 0 if kind >= wire.Kind.MEMBERSHIP else 17
+    for kind in wire.ServiceKind:
+        request_id = 0 if kind >= wire.ServiceKind.MEMBERSHIP else 17
         frame = wire.encode(kind, request_id, **_example(wire.PAYLOADS[kind], _WIRE_EXAMPLES.get(kind, {})))
         decoded = wire.decode(frame[4:])
         assert decoded.kind is kind
@@ -472,14 +477,14 @@ def wire_layouts() -> str:
 
 _RAISED_BY: dict[type[errors.ClusterError], tuple[str, Callable[[], object]]] = {
     errors.RevisionMismatch: ("a stale expected revision", lambda: _base().update_shard_log(
-        N1, [MetadataOp("primary", b"n2", Revision(4))])),
+        N1, [MetadataOp(key="primary", value=b"n2", expected=Revision(4))])),
     errors.NotAMember: ("an operation by a node that is not a member", lambda: _base().join_shard(NEW, S1)),
     errors.UnknownNode: ("naming a node that is not a member", lambda: _base().remove_from_cluster(N1, NEW)),
     errors.UnknownShard: ("joining a missing shard, or a fresh shard id in use", lambda: _base().join_shard(N1, FRESH)),
     errors.InvalidBatch: ("a batch out of bounds", lambda: check_batch([])),
     errors.InvalidIdentifier: ("an id out of bounds", lambda: check_id("node", "bad id")),
     errors.MalformedMembership: ("a snapshot with an empty shard or a node twice",
-                                 lambda: Membership(1, {S1: ()}).check_well_formed()),
+                                 lambda: Membership(epoch=1, shards={S1: ()}).check_well_formed()),
     errors.FrameTooLarge: ("a frame header announcing more than the bound",
                            lambda: wire.body_length((wire.MAX_FRAME_BYTES + 1).to_bytes(4, "big"))),
     errors.MalformedMessage: ("a body that does not match the layouts", lambda: wire.decode(bytes([99]) + bytes(8))),

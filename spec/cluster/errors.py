@@ -9,19 +9,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
+from spec.errors import ProtocolError
+
 if TYPE_CHECKING:
     from spec.cluster.types import Entry
 
 
-class ClusterError(Exception):
+class ClusterError(ProtocolError):
     """Base of every provider error; ``condition`` is stable, the message is for people."""
 
     condition: ClassVar[str] = "CLUSTER_ERROR"
     code: ClassVar[int] = 1
-
-    def __init__(self, message: str) -> None:
-        super().__init__(f"[{self.condition}] {message}")
-        self.detail = message
 
 
 class RevisionMismatch(ClusterError):
@@ -33,7 +31,7 @@ class RevisionMismatch(ClusterError):
     def __init__(self, key: str, expected: int | None, actual: Entry | None) -> None:
         now = "absent" if actual is None else f"revision {actual.revision}"
         want = "absent" if expected is None else f"revision {expected}"
-        super().__init__(f"key {key!r}: expected {want}, found {now}")
+        super().__init__(f"key {key!r}: expected {want}, found {now}", key=key, expected=expected, actual=actual)
         self.key, self.expected, self.actual = key, expected, actual
 
 
@@ -66,7 +64,7 @@ class InvalidIdentifier(ClusterError):
     code = 7
 
     def __init__(self, kind: str, text: str) -> None:
-        super().__init__(f"{kind} id {text[:60]!r} is not 1..128 bytes of [A-Za-z0-9._:-]")
+        super().__init__(f"{kind} id {text[:60]!r} is not 1..128 bytes of [A-Za-z0-9._:-]", kind=kind, text=text[:60])
 
 
 class ProviderUnavailable(ClusterError):

@@ -14,7 +14,7 @@ from typing import Protocol, Sequence
 from spec.cluster.types import Entry, Membership, MetadataOp, NodeId, Revision, Scope, ShardId
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FailureTiming:
     """Failure-detection bounds a backend declares (the RFC sets none).
 

@@ -29,17 +29,17 @@ from spec.cluster.types import (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class MembershipUpdate:
     snapshot: Membership
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class GossipUpdate:
     entries: tuple[Entry, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ShardLogUpdate:
     shard: ShardId
     entries: tuple[Entry, ...]
@@ -93,8 +93,8 @@ class ClusterModel:
         shards: dict[ShardId, list[NodeInfo]] = {}
         for node_id in sorted(self.members):
             m = self.members[node_id]
-            shards.setdefault(m.shard, []).append(NodeInfo(node_id, m.address, m.state))
-        return Membership(self.revision, {s: tuple(n) for s, n in sorted(shards.items())})
+            shards.setdefault(m.shard, []).append(NodeInfo(node_id=node_id, address=m.address, state=m.state))
+        return Membership(epoch=self.revision, shards={s: tuple(n) for s, n in sorted(shards.items())})
 
     def shard_members(self, shard: ShardId) -> list[NodeId]:
         return sorted(n for n, m in self.members.items() if m.shard == shard)
@@ -110,7 +110,7 @@ class ClusterModel:
         ``after`` (the whole log and the shard's gossip if it was moved to its shard since), one
         notification per committed batch (entries sharing a revision), in revision order. Values
         overwritten meanwhile are not replayed: only the winner is."""
-        out: list[Notification] = [MembershipUpdate(self.snapshot())]
+        out: list[Notification] = [MembershipUpdate(snapshot=self.snapshot())]
         member = self.members.get(node_id)
         if member is None:
             return out
@@ -118,12 +118,12 @@ class ClusterModel:
         newer: list[tuple[int, Notification]] = []
         log = (e for e in self.shard_logs[member.shard].values() if moved or e.revision > after)
         for revision, entries in _batches(log):
-            newer.append((revision, ShardLogUpdate(member.shard, entries)))
+            newer.append((revision, ShardLogUpdate(shard=member.shard, entries=entries)))
         gossip = (g.entry for g in self.gossip.values()
                   if g.scope is Scope.GLOBAL and g.entry.revision > after
                   or g.scope is Scope.SHARD and g.origin == member.shard and (moved or g.entry.revision > after))
         for revision, entries in _batches(gossip):
-            newer.append((revision, GossipUpdate(entries)))
+            newer.append((revision, GossipUpdate(entries=entries)))
         return out + [note for _, note in sorted(newer, key=lambda item: item[0])]
 
     # -- identity ----------------------------------------------------------------------------
@@ -159,7 +159,7 @@ class ClusterModel:
         self.members[node_id].shard_since = self.revision
         visible = self.gossip_visible_to(node_id)
         if visible:
-            out.append((node_id, GossipUpdate(visible)))
+            out.append((node_id, GossipUpdate(entries=visible)))
         return out
 
     def remove_from_cluster(self, requester: NodeId, node_id: NodeId) -> list[Delivery]:
@@ -168,7 +168,7 @@ class ClusterModel:
         self._leave_shard(node_id)
         del self.members[node_id]
         out = self._commit_membership()
-        out.append((node_id, MembershipUpdate(self.snapshot())))
+        out.append((node_id, MembershipUpdate(snapshot=self.snapshot())))
         return out
 
     def join_shard(self, node_id: NodeId, shard: ShardId) -> list[Delivery]:
@@ -214,9 +214,9 @@ class ClusterModel:
         for op in batch:
             _compare(op, log.get(op.key))
         revision = self._next_revision()
-        entries = tuple(Entry(op.key, op.value, revision) for op in batch)
+        entries = tuple(Entry(key=op.key, value=op.value, revision=revision) for op in batch)
         log.update((e.key, e) for e in entries)
-        return revision, [(n, ShardLogUpdate(shard, entries)) for n in self.shard_members(shard)]
+        return revision, [(n, ShardLogUpdate(shard=shard, entries=entries)) for n in self.shard_members(shard)]
 
     def update_gossip(self, node_id: NodeId, ops: Sequence[MetadataOp], scope: Scope) -> tuple[Revision, list[Delivery]]:
         self._require_member(node_id)
@@ -226,10 +226,10 @@ class ClusterModel:
             _compare(op, None if current is None else current.entry)
         revision = self._next_revision()
         origin = self.members[node_id].shard
-        entries = tuple(Entry(op.key, op.value, revision) for op in batch)
+        entries = tuple(Entry(key=op.key, value=op.value, revision=revision) for op in batch)
         self.gossip.update((e.key, GossipRecord(e, scope, origin)) for e in entries)
         recipients = self.shard_members(origin) if scope is Scope.SHARD else sorted(self.members)
-        return revision, [(n, GossipUpdate(entries)) for n in recipients]
+        return revision, [(n, GossipUpdate(entries=entries)) for n in recipients]
 
     # -- internals -------------------------------------------------------------------------
 
@@ -240,18 +240,18 @@ class ClusterModel:
     def _commit_membership(self) -> list[Delivery]:
         self._next_revision()
         snapshot = self.snapshot()
-        return [(n, MembershipUpdate(snapshot)) for n in sorted(self.members)]
+        return [(n, MembershipUpdate(snapshot=snapshot)) for n in sorted(self.members)]
 
     def _catch_up(self, node_id: NodeId) -> list[Delivery]:
         shard = self.members[node_id].shard
         out: list[Delivery] = []
         log = tuple(e for _, e in sorted(self.shard_logs[shard].items()))
         if log:
-            out.append((node_id, ShardLogUpdate(shard, log)))
+            out.append((node_id, ShardLogUpdate(shard=shard, entries=log)))
         scoped = tuple(g.entry for _, g in sorted(self.gossip.items())
                        if g.scope is Scope.SHARD and g.origin == shard)
         if scoped:
-            out.append((node_id, GossipUpdate(scoped)))
+            out.append((node_id, GossipUpdate(entries=scoped)))
         return out
 
     def _leave_shard(self, node_id: NodeId) -> None:

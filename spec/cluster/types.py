@@ -55,7 +55,7 @@ def check_id(kind: str, text: str) -> str:
     return text
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class MetadataOp:
     """One write of a batch: ``expected`` is None for an insert, else the key's current revision.
 
@@ -67,7 +67,7 @@ class MetadataOp:
     expected: Revision | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Entry:
     """A key's value as committed, with the revision that committed it."""
 
@@ -95,7 +95,7 @@ def check_batch(ops: Sequence[MetadataOp]) -> tuple[MetadataOp, ...]:
     return tuple(ops)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NodeInfo:
     """A member as the provider reports it; primaryship is metadata, not membership."""
 
@@ -104,7 +104,7 @@ class NodeInfo:
     state: NodeState
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Membership:
     """A topology snapshot: shards to their members, stamped with a non-decreasing epoch."""
 

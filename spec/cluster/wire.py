@@ -48,7 +48,7 @@ MAX_REQUEST_BYTES = 1 + 8 + 1 + 2 + MAX_BATCH_OPS * (2 + MAX_KEY_BYTES + 4 + MAX
 carry whole membership snapshots and shard logs, may use up to ``MAX_FRAME_BYTES``."""
 
 
-class Kind(IntEnum):
+class ServiceKind(IntEnum):
     # client -> service requests
     HELLO = 1
     JOIN_CLUSTER = 2
@@ -83,42 +83,44 @@ ShardLayout = c.Struct("shard_id" / Text, "nodes" / c.PrefixedArray(c.Int16ub, N
 ScopeLayout = c.Enum(c.Int8ub, SHARD=0, GLOBAL=1)
 Empty = c.Struct()
 
-PAYLOADS: dict[Kind, c.Construct] = {
-    Kind.HELLO: c.Struct("node_id" / Text, "secret" / Text, "takeover" / Text, "resume" / c.Flag,
+PAYLOADS: dict[ServiceKind, c.Construct] = {
+    ServiceKind.HELLO: c.Struct("node_id" / Text, "secret" / Text, "takeover" / Text, "resume" / c.Flag,
                          "resume_after" / c.Int64ub),
-    Kind.JOIN_CLUSTER: c.Struct("address" / Text),
-    Kind.REMOVE_FROM_CLUSTER: c.Struct("node_id" / Text),
-    Kind.JOIN_SHARD: c.Struct("shard_id" / Text),
-    Kind.REMOVE_FROM_SHARD: c.Struct("node_id" / Text),
-    Kind.UPDATE_GOSSIP: c.Struct("scope" / ScopeLayout, "ops" / c.PrefixedArray(c.Int16ub, OpLayout)),
-    Kind.UPDATE_SHARD_LOG: c.Struct("ops" / c.PrefixedArray(c.Int16ub, OpLayout)),
-    Kind.RENEW: Empty,
-    Kind.OK: Empty,
-    Kind.WELCOME: c.Struct("heartbeat_ms" / c.Int32ub, "ttl_ms" / c.Int32ub, "fail_bound_ms" / c.Int32ub,
+    ServiceKind.JOIN_CLUSTER: c.Struct("address" / Text),
+    ServiceKind.REMOVE_FROM_CLUSTER: c.Struct("node_id" / Text),
+    ServiceKind.JOIN_SHARD: c.Struct("shard_id" / Text),
+    ServiceKind.REMOVE_FROM_SHARD: c.Struct("node_id" / Text),
+    ServiceKind.UPDATE_GOSSIP: c.Struct("scope" / ScopeLayout, "ops" / c.PrefixedArray(c.Int16ub, OpLayout)),
+    ServiceKind.UPDATE_SHARD_LOG: c.Struct("ops" / c.PrefixedArray(c.Int16ub, OpLayout)),
+    ServiceKind.RENEW: Empty,
+    ServiceKind.OK: Empty,
+    ServiceKind.WELCOME: c.Struct("heartbeat_ms" / c.Int32ub, "ttl_ms" / c.Int32ub, "fail_bound_ms" / c.Int32ub,
                            "session" / Text),
-    Kind.SHARD: c.Struct("shard_id" / Text),
-    Kind.REVISION: c.Struct("revision" / c.Int64ub),
-    Kind.RENEWED: c.Struct("ttl_ms" / c.Int32ub),
-    Kind.ERROR: c.Struct("code" / c.Int16ub, "message" / Text),
-    Kind.CAS_ERROR: c.Struct("key" / Text, "expected" / c.Int64ub, "found" / c.Flag,
+    ServiceKind.SHARD: c.Struct("shard_id" / Text),
+    ServiceKind.REVISION: c.Struct("revision" / c.Int64ub),
+    ServiceKind.RENEWED: c.Struct("ttl_ms" / c.Int32ub),
+    ServiceKind.ERROR: c.Struct("code" / c.Int16ub, "message" / Text),
+    ServiceKind.CAS_ERROR: c.Struct("key" / Text, "expected" / c.Int64ub, "found" / c.Flag,
                              "actual" / c.If(c.this.found, EntryLayout)),
-    Kind.MEMBERSHIP: c.Struct("epoch" / c.Int64ub, "shards" / c.PrefixedArray(c.Int32ub, ShardLayout)),
-    Kind.GOSSIP_UPDATE: c.Struct("entries" / c.PrefixedArray(c.Int32ub, EntryLayout)),
-    Kind.SHARD_LOG_UPDATE: c.Struct("shard_id" / Text, "entries" / c.PrefixedArray(c.Int32ub, EntryLayout)),
-    Kind.CLUSTER_DOWN: Empty,
+    ServiceKind.MEMBERSHIP: c.Struct("epoch" / c.Int64ub, "shards" / c.PrefixedArray(c.Int32ub, ShardLayout)),
+    ServiceKind.GOSSIP_UPDATE: c.Struct("entries" / c.PrefixedArray(c.Int32ub, EntryLayout)),
+    ServiceKind.SHARD_LOG_UPDATE: c.Struct("shard_id" / Text, "entries" / c.PrefixedArray(c.Int32ub, EntryLayout)),
+    ServiceKind.CLUSTER_DOWN: Empty,
 }
 Header = c.Struct("kind" / c.Int8ub, "request_id" / c.Int64ub)
 _EXACT = {kind: c.FocusedSeq("payload", "payload" / layout, c.Terminated) for kind, layout in PAYLOADS.items()}
 
 
-@dataclass(frozen=True, slots=True)
-class Message:
-    kind: Kind
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServiceMessage:
+    """One decoded body: its kind, the request it answers (0 for an event) and its fields."""
+
+    kind: ServiceKind
     request_id: int
     payload: dict[str, Any]
 
 
-def encode(kind: Kind, request_id: int, **payload: Any) -> bytes:
+def encode(kind: ServiceKind, request_id: int, **payload: Any) -> bytes:
     """A whole frame (length prefix included) for one message."""
     body: bytes = Header.build({"kind": kind, "request_id": request_id}) + PAYLOADS[kind].build(payload)
     if len(body) > MAX_FRAME_BYTES:
@@ -137,18 +139,19 @@ def body_length(header: bytes) -> int:
     return length
 
 
-def decode(body: bytes) -> Message:
+def decode(body: bytes) -> ServiceMessage:
     """Parse one frame body; anything that does not match the layouts is MalformedMessage."""
     head = Header.parse(body)
     try:
-        kind = Kind(head.kind)
+        kind = ServiceKind(head.kind)
     except ValueError:
         raise MalformedMessage(f"unknown message kind {head.kind}") from None
     try:
         parsed = _EXACT[kind].parse(body[Header.sizeof():])
     except (c.ConstructError, UnicodeDecodeError) as exc:
         raise MalformedMessage(f"{kind.name} payload does not parse: {exc}") from None
-    return Message(kind, head.request_id, {k: v for k, v in parsed.items() if not k.startswith("_")})
+    return ServiceMessage(kind=kind, request_id=head.request_id, payload={k: v for k,
+                                                                          v in parsed.items() if not k.startswith("_")})
 
 
 # -- conversions between typed values and layout dicts ---------------------------------------
@@ -158,7 +161,8 @@ def ops_to_wire(ops: Sequence[MetadataOp]) -> list[dict[str, Any]]:
 
 
 def ops_from_wire(items: Sequence[Any]) -> list[MetadataOp]:
-    return [MetadataOp(i.key, bytes(i.value), Revision(i.expected) if i.expected else None) for i in items]
+    return [MetadataOp(key=i.key, value=bytes(i.value),
+                       expected=Revision(i.expected) if i.expected else None) for i in items]
 
 
 def entries_to_wire(entries: Sequence[Entry]) -> list[dict[str, Any]]:
@@ -166,7 +170,7 @@ def entries_to_wire(entries: Sequence[Entry]) -> list[dict[str, Any]]:
 
 
 def entries_from_wire(items: Sequence[Any]) -> tuple[Entry, ...]:
-    return tuple(Entry(i.key, bytes(i.value), Revision(i.revision)) for i in items)
+    return tuple(Entry(key=i.key, value=bytes(i.value), revision=Revision(i.revision)) for i in items)
 
 
 def membership_to_wire(snapshot: Membership) -> dict[str, Any]:
@@ -177,8 +181,9 @@ def membership_to_wire(snapshot: Membership) -> dict[str, Any]:
 
 
 def membership_from_wire(payload: dict[str, Any]) -> Membership:
-    return Membership(payload["epoch"], {
-        ShardId(s.shard_id): tuple(NodeInfo(NodeId(n.node_id), n.address, enum_from_wire(NodeState, n.state))
+    return Membership(epoch=payload["epoch"], shards={
+        ShardId(s.shard_id): tuple(NodeInfo(node_id=NodeId(n.node_id), address=n.address,
+                                            state=enum_from_wire(NodeState, n.state))
                                    for n in s.nodes)
         for s in payload["shards"]})
 
@@ -193,7 +198,7 @@ def enum_from_wire(cls: type[E], value: Any) -> E:
 
 def cas_actual_from_wire(payload: dict[str, Any]) -> Entry | None:
     found = payload["actual"]
-    return None if found is None else Entry(found.key, bytes(found.value), Revision(found.revision))
+    return None if found is None else Entry(key=found.key, value=bytes(found.value), revision=Revision(found.revision))
 
 
 def timing_to_wire(timing: FailureTiming) -> dict[str, int]:
@@ -202,5 +207,5 @@ def timing_to_wire(timing: FailureTiming) -> dict[str, int]:
 
 
 def timing_from_wire(payload: dict[str, Any]) -> FailureTiming:
-    return FailureTiming(payload["heartbeat_ms"] / 1000, payload["ttl_ms"] / 1000,
-                         payload["fail_bound_ms"] / 1000)
+    return FailureTiming(heartbeat_interval=payload["heartbeat_ms"] / 1000, ttl=payload["ttl_ms"] / 1000,
+                         fail_bound=payload["fail_bound_ms"] / 1000)

@@ -9,8 +9,8 @@ checks, bounds every size read from the wire before using it, and copies a paylo
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
-from typing import Any, Callable, Final
+from dataclasses import dataclass, fields
+from typing import Any, Callable, Final, TypeVar
 
 from construct import FormatField, Struct
 
@@ -99,6 +99,28 @@ def _codec(kind: MessageType) -> _Codec:
                   namespace["encode_frame_parts"])
 
 
+M = TypeVar("M", DataMessage, CreditMessage, TerminationControlMessage, TerminationAckMessage)
+
+
+def _decoded(cls: type[M]) -> Callable[..., M]:
+    """The decoder's positional constructor of ``cls``: its fields in declaration order, stored as a
+    frozen dataclass's ``__init__`` stores them, minus the keyword parsing that the public,
+    keyword-only constructor costs on every decoded message."""
+    names = [f.name for f in fields(cls)]
+    namespace: dict[str, Any] = {"new": object.__new__, "cls": cls}
+    namespace |= {f"set_{name}": getattr(cls, name).__set__ for name in names}
+    stores = "".join(f"    set_{name}(m, {name})\n" for name in names)
+    exec(compile(f"def build({', '.join(names)}):\n    m = new(cls)\n{stores}    return m\n",
+                 f"<decoded {cls.__name__}>", "exec"), namespace)
+    build: Callable[..., M] = namespace["build"]
+    return build
+
+
+_NEW_DATA: Final = _decoded(DataMessage)
+_NEW_CREDIT: Final = _decoded(CreditMessage)
+_NEW_TERMINATION: Final = _decoded(TerminationControlMessage)
+_NEW_ACK: Final = _decoded(TerminationAckMessage)
+
 _CODECS: Final = {
     DataMessage: _codec(MessageType.DATA_MESSAGE_UNSAFE_ROW),
     CreditMessage: _codec(MessageType.CREDIT_CONTROL_MESSAGE),
@@ -176,16 +198,16 @@ def decode_body_at(buf: Payload, start: int, end: int, *, owned: bool = False) -
             payload = memoryview(buf)[first:end]
         else:
             payload = buf[first:end] if isinstance(buf, bytes) else bytes(memoryview(buf)[first:end])
-        return DataMessage(seq, writer_id, reader_id, checksum, payload)
+        return _NEW_DATA(seq, writer_id, reader_id, checksum, payload)
     if available > needed:
         raise errors.TrailingBytes(c.kind.name, available - needed)
     if type_id == _CREDIT_ID:
         _, seq, writer_id, reader_id, num_messages = c.body.unpack_from(buf, start)
-        return CreditMessage(writer_id, reader_id, num_messages, seq)
+        return _NEW_CREDIT(writer_id, reader_id, num_messages, seq)
     _, seq, writer_id, reader_id = c.body.unpack_from(buf, start)
     if type_id == _TERMINATION_ID:
-        return TerminationControlMessage(seq, writer_id, reader_id)
-    return TerminationAckMessage(seq, writer_id, reader_id)
+        return _NEW_TERMINATION(seq, writer_id, reader_id)
+    return _NEW_ACK(seq, writer_id, reader_id)
 
 
 def check_frame_header(buf: Payload, max_frame_length: int, offset: int = 0) -> int:

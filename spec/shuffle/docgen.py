@@ -32,12 +32,14 @@ from spec.shuffle.messages import (
 from spec.shuffle.settings import SETTINGS
 
 _MESSAGES: dict[MessageType, tuple[str, type[Any], Message]] = {
-    MessageType.DATA_MESSAGE_UNSAFE_ROW: ("message-data", DataMessage, DataMessage(5, 3, 7, 0x53518FAB, b"\x01\x02\x03\x04\x05")),
-    MessageType.CREDIT_CONTROL_MESSAGE: ("message-credit", CreditMessage, CreditMessage(3, 7, 1)),
+    MessageType.DATA_MESSAGE_UNSAFE_ROW: ("message-data", DataMessage, DataMessage(
+        seq=5, writer_id=3, reader_id=7, checksum=0x53518FAB, payload=b"\x01\x02\x03\x04\x05")),
+    MessageType.CREDIT_CONTROL_MESSAGE: ("message-credit", CreditMessage,
+                                         CreditMessage(writer_id=3, reader_id=7, num_messages=1)),
     MessageType.TERMINATION_CONTROL_MESSAGE: ("message-termination-control", TerminationControlMessage,
-                                              TerminationControlMessage(6, 3, 7)),
+                                              TerminationControlMessage(seq=6, writer_id=3, reader_id=7)),
     MessageType.TERMINATION_ACK_MESSAGE: ("message-termination-ack", TerminationAckMessage,
-                                          TerminationAckMessage(6, 3, 7)),
+                                          TerminationAckMessage(seq=6, writer_id=3, reader_id=7)),
 }
 """Anchor, message class and an example (the bytes Spark's encoder produced) per type."""
 
@@ -208,7 +210,7 @@ def error_conditions() -> str:
         "condition). Conditions prefixed `STREAMING_SHUFFLE_` are Spark's own.\n\n"
         "### Decoding (bytes that do not form a message)\n\n" + _error_rows(conditions(errors.CodecError))
         + "\n### Protocol (well-formed messages the protocol does not allow)\n\n"
-        + _error_rows(conditions(errors.ProtocolError))
+        + _error_rows(conditions(errors.BehaviourError))
         + "\n### Tools (codec CLI input)\n\n" + _error_rows([jsonform.InvalidHex, jsonform.InvalidMessageJson])
     )
 

@@ -2,42 +2,22 @@
 
 Every error carries its condition name and the parameters Spark reports with it, so a test (or a
 peer in another language) can compare failures exactly rather than by message text. Codec errors
-(bad bytes) and protocol errors (bad behaviour) share one base so callers can catch either.
+(bad bytes) and behaviour errors (a well-formed message at the wrong time) share one base, itself a
+:class:`spec.errors.ProtocolError` like the errors of the other two protocols.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Mapping, Self
+from typing import ClassVar, Self
+
+from spec.errors import ProtocolError
 
 
-class ShuffleError(Exception):
+class ShuffleError(ProtocolError):
     """Base of every streaming-shuffle error: a condition name plus named parameters."""
 
     condition: ClassVar[str] = "STREAMING_SHUFFLE_ERROR"
-
-    def __init__(self, message: str, **parameters: object) -> None:
-        super().__init__(f"[{self.condition}] {message}")
-        self.message = message
-        self.parameters: Mapping[str, object] = parameters
-
-    def __reduce__(self) -> tuple[object, ...]:
-        """Picklable and copyable although subclasses take their own arguments (state is restored as is)."""
-        return (_restore_error, (type(self), self.args), self.__dict__)
-
-    def to_json(self) -> dict[str, object]:
-        """The error as the codec CLI and reports print it: condition first, then parameters."""
-        out: dict[str, object] = {"error": self.condition}
-        for name, value in self.parameters.items():
-            out[name] = str(value) if isinstance(value, int) and not isinstance(value, bool) else value
-        out["message"] = self.message
-        return out
-
-
-def _restore_error(cls: type[ShuffleError], args: tuple[object, ...]) -> ShuffleError:
-    error = cls.__new__(cls)
-    Exception.__init__(error, *args)
-    return error
 
 
 class CodecError(ShuffleError):
@@ -123,8 +103,8 @@ class UnsupportedTransportMessage(CodecError):
         )
 
 
-class ProtocolError(ShuffleError):
-    """A well-formed message arrived where the protocol does not allow it."""
+class BehaviourError(ShuffleError):
+    """A well-formed message arrived where the protocol does not allow it, or a peer broke a rule in time."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -162,7 +142,7 @@ class Fault:
         return self.reader_id if self.peer_role == "reader" else self.writer_id
 
 
-class ChannelError(ProtocolError):
+class ChannelError(BehaviourError):
     """An error a channel table names for a (state, event) pair; built from the machine's :class:`Fault`."""
 
     @classmethod
@@ -300,7 +280,7 @@ class MismatchedChannelIds(ChannelError):
                    fault.reader_id)
 
 
-class UnknownPeer(ProtocolError):
+class UnknownPeer(BehaviourError):
     """A message names a reader or writer id outside the shuffle (Spark: index out of bounds)."""
 
     condition = "UNKNOWN_PEER_ID"
@@ -312,7 +292,7 @@ class UnknownPeer(ProtocolError):
         )
 
 
-class TaskAborted(ProtocolError):
+class TaskAborted(BehaviourError):
     """The local task ended without finishing its stream (killed, or its input failed)."""
 
     condition = "TASK_ABORTED"

@@ -96,13 +96,13 @@ def from_json(obj: object) -> Message:
     if unknown:
         raise InvalidMessageJson(unknown[0], f"unknown field for {kind.name}; allowed: {', '.join(allowed)}")
     if kind is MessageType.CREDIT_CONTROL_MESSAGE:
-        return CreditMessage(_int(obj, "writer_id", INT32), _int(obj, "reader_id", INT32),
-                             _int(obj, "num_messages", INT32), _int(obj, "seq", INT64, default=0))
+        return CreditMessage(writer_id=_int(obj, "writer_id", INT32), reader_id=_int(obj, "reader_id", INT32),
+                             num_messages=_int(obj, "num_messages", INT32), seq=_int(obj, "seq", INT64, default=0))
     seq, writer_id, reader_id = _int(obj, "seq", INT64), _int(obj, "writer_id", INT32), _int(obj, "reader_id", INT32)
     if kind is MessageType.TERMINATION_CONTROL_MESSAGE:
-        return TerminationControlMessage(seq, writer_id, reader_id)
+        return TerminationControlMessage(seq=seq, writer_id=writer_id, reader_id=reader_id)
     if kind is MessageType.TERMINATION_ACK_MESSAGE:
-        return TerminationAckMessage(seq, writer_id, reader_id)
+        return TerminationAckMessage(seq=seq, writer_id=writer_id, reader_id=reader_id)
     if "payload" not in obj:
         raise InvalidMessageJson("payload", "missing (hex string of the payload bytes)")
     if not isinstance(obj["payload"], str):
@@ -114,7 +114,7 @@ def from_json(obj: object) -> Message:
     if "data_size" in obj and _int(obj, "data_size", INT32) != len(payload):
         raise InvalidMessageJson("data_size", f"is {obj['data_size']} but the payload holds {len(payload)} bytes")
     checksum = _int(obj, "checksum", INT64, default=payload_checksum(payload))
-    return DataMessage(seq, writer_id, reader_id, checksum, payload)
+    return DataMessage(seq=seq, writer_id=writer_id, reader_id=reader_id, checksum=checksum, payload=payload)
 
 
 def _message_type(value: object) -> MessageType:

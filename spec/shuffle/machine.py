@@ -94,7 +94,7 @@ class ChannelMachine(ABC, Generic[S, E]):
     def _fail(self, error: ShuffleError) -> None:
         self._stop()
         self.error = error
-        self._events.append(Failed(error))
+        self._events.append(Failed(error=error))
 
     def _send(self, send: Send) -> None:
         self._out.append(send)

@@ -10,7 +10,7 @@ from spec.shuffle.layouts import MessageType
 Payload = Union[bytes, bytearray, memoryview]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class DataMessage:
     """Serialized records from a writer to one reader; ``data_size`` is the payload length."""
 
@@ -26,7 +26,7 @@ class DataMessage:
         return len(self.payload)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CreditMessage:
     """Reader to writer: the handshake (first credit binds the channel), then one per DATA."""
 
@@ -37,7 +37,7 @@ class CreditMessage:
     type: ClassVar[MessageType] = MessageType.CREDIT_CONTROL_MESSAGE
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TerminationControlMessage:
     """Writer to reader: end of this writer's stream; consumes one sequence number."""
 
@@ -47,7 +47,7 @@ class TerminationControlMessage:
     type: ClassVar[MessageType] = MessageType.TERMINATION_CONTROL_MESSAGE
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TerminationAckMessage:
     """Reader to writer: acknowledges termination; ``seq`` echoes the last seq received."""
 

@@ -96,7 +96,8 @@ class ReaderMachine(ChannelMachine[ReaderChannelState, ReaderChannelEvent]):
         """The connection to ``writer_id`` is up: send the handshake CREDIT."""
         ch = self._channel(writer_id)
         self._move(ch, ReaderChannelEvent.CONNECTED)
-        self._send(Send(writer_id, CreditMessage(writer_id, self.reader_id, 1)))
+        self._send(Send(peer=writer_id, message=CreditMessage(writer_id=writer_id, reader_id=self.reader_id,
+                                                              num_messages=1)))
 
     @machine_input
     def received(self, writer_id: int, message: Message, now: float) -> None:
@@ -120,7 +121,8 @@ class ReaderMachine(ChannelMachine[ReaderChannelState, ReaderChannelEvent]):
             if self._move(ch, ReaderChannelEvent.TERMINATION, message_type=message_type):
                 ch.last_seq = message.seq
                 self._send(Send(
-                    writer_id, TerminationAckMessage(ch.last_seq, message.writer_id, self.reader_id), notify=True))
+                    peer=writer_id, message=TerminationAckMessage(seq=ch.last_seq, writer_id=message.writer_id,
+                                                     reader_id=self.reader_id), notify=True))
         else:
             self._move(ch, ReaderChannelEvent.UNEXPECTED, message_type=message_type)
 
@@ -163,7 +165,7 @@ class ReaderMachine(ChannelMachine[ReaderChannelState, ReaderChannelEvent]):
         ch.remaining += size
         if ch.paused and ch.remaining > 0:
             ch.paused = False
-            self._surface(ResumeReading(writer_id))
+            self._surface(ResumeReading(writer_id=writer_id))
         return self._step()
 
     def tick(self, now: float) -> Step:
@@ -201,11 +203,12 @@ class ReaderMachine(ChannelMachine[ReaderChannelState, ReaderChannelEvent]):
         size = DATA_HEADER_LENGTH + data.data_size
         ch.remaining -= size
         ch.unreleased[data.seq] = size
-        self._send(Send(ch.writer_id, CreditMessage(data.writer_id, self.reader_id, 1)))
-        self._surface(Deliver(ch.writer_id, data.seq, records, size))
+        self._send(Send(peer=ch.writer_id, message=CreditMessage(writer_id=data.writer_id, reader_id=self.reader_id,
+                                                    num_messages=1)))
+        self._surface(Deliver(writer_id=ch.writer_id, seq=data.seq, records=records, size=size))
         if ch.remaining <= 0 and not ch.paused:
             ch.paused = True
-            self._surface(PauseReading(ch.writer_id))
+            self._surface(PauseReading(writer_id=ch.writer_id))
 
     def _stop(self) -> None:
         self.state = ReaderState.FAILED

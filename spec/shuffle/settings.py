@@ -17,7 +17,7 @@ from typing import Callable, Final, Mapping, Protocol
 PREFIX: Final = "spark.shuffle.streaming."
 
 
-class Kind(Enum):
+class SettingKind(Enum):
     """Spark's config builder for a key, with the type word its TYPE_MISMATCH message uses."""
 
     BOOLEAN = "boolean"
@@ -26,8 +26,8 @@ class Kind(Enum):
     TIME_MS = "time in MILLISECONDS"
 
 
-_INT_RANGE: Final = {Kind.INT: (-(2**31), 2**31 - 1), Kind.LONG: (-(2**63), 2**63 - 1),
-                     Kind.TIME_MS: (-(2**63), 2**63 - 1)}
+_INT_RANGE: Final = {SettingKind.INT: (-(2**31), 2**31 - 1), SettingKind.LONG: (-(2**63), 2**63 - 1),
+                     SettingKind.TIME_MS: (-(2**63), 2**63 - 1)}
 _JAVA_INTEGER: Final = re.compile(r"[+-]?[0-9]+")
 _TIME_STRING: Final = re.compile(r"(-?[0-9]+)([a-z]+)?")
 # JavaUtils.timeSuffixes, as (multiplier, divisor) to milliseconds; TimeUnit truncates toward zero.
@@ -52,7 +52,7 @@ class Setting:
 
     field: str
     key: str
-    kind: Kind
+    kind: SettingKind
     default: str
     meaning: str
     check: Callable[[int], bool] | None = None
@@ -61,11 +61,11 @@ class Setting:
     def parse(self, raw: object) -> int | bool:
         """The value as Spark's ``ConfigEntry`` converts it (strings are trimmed first)."""
         text = (str(raw).lower() if isinstance(raw, bool) else str(raw)).strip()
-        if self.kind is Kind.BOOLEAN:
+        if self.kind is SettingKind.BOOLEAN:
             if text.lower() not in ("true", "false"):
                 raise self._type_mismatch(text)
             return text.lower() == "true"
-        if self.kind is Kind.TIME_MS:
+        if self.kind is SettingKind.TIME_MS:
             value = _time_ms(text)
         else:
             value = int(text) if _JAVA_INTEGER.fullmatch(text) else None
@@ -78,7 +78,7 @@ class Setting:
 
     def validate(self, value: int | bool) -> None:
         """Spark's ``checkValue`` on a converted value (and the Java range of the type)."""
-        if self.kind is Kind.BOOLEAN:
+        if self.kind is SettingKind.BOOLEAN:
             if not isinstance(value, bool):
                 raise self._type_mismatch(str(value))
             return
@@ -88,7 +88,7 @@ class Setting:
         if not low <= value <= high:
             raise self._type_mismatch(str(value))
         if self.check is not None and not self.check(value):
-            shown = f"{value}ms" if self.kind is Kind.TIME_MS else str(value)
+            shown = f"{value}ms" if self.kind is SettingKind.TIME_MS else str(value)
             raise SettingsError("INVALID_CONF_VALUE.REQUIREMENT", self.key, shown, self.requirement)
 
     def _type_mismatch(self, text: str) -> SettingsError:
@@ -114,19 +114,19 @@ def _positive(value: int) -> bool:
 
 
 SETTINGS: Final = (
-    Setting("checksum_enabled", PREFIX + "checksum.enabled", Kind.BOOLEAN, "true",
+    Setting("checksum_enabled", PREFIX + "checksum.enabled", SettingKind.BOOLEAN, "true",
             "CRC32C per DATA payload, verified by the reader; 0 is sent when disabled"),
-    Setting("network_buffer_size", PREFIX + "networkBufferSize", Kind.INT, "32768",
+    Setting("network_buffer_size", PREFIX + "networkBufferSize", SettingKind.INT, "32768",
             "bytes per reader buffer on the writer", _positive,
             "spark.shuffle.streaming.networkBufferSize must be positive."),
-    Setting("network_buffer_max_wait_time_ms", PREFIX + "networkBufferMaxWaitTimeMs", Kind.LONG,
+    Setting("network_buffer_max_wait_time_ms", PREFIX + "networkBufferMaxWaitTimeMs", SettingKind.LONG,
             "50", "max age in ms of a buffered record (not validated by Spark)"),
-    Setting("writer_max_memory", PREFIX + "writerMaxMemory", Kind.INT, "33554432",
+    Setting("writer_max_memory", PREFIX + "writerMaxMemory", SettingKind.INT, "33554432",
             "writer memory budget in bytes, TCP buffers included", _positive,
             "spark.shuffle.streaming.writerMaxMemory must be positive."),
-    Setting("reader_max_memory", PREFIX + "readerMaxMemory", Kind.INT, "33554432",
+    Setting("reader_max_memory", PREFIX + "readerMaxMemory", SettingKind.INT, "33554432",
             "reader budget in bytes, split evenly across writers (not validated by Spark)"),
-    Setting("writer_connection_timeout_ms", PREFIX + "writerConnectionTimeout", Kind.TIME_MS, "1h",
+    Setting("writer_connection_timeout_ms", PREFIX + "writerConnectionTimeout", SettingKind.TIME_MS, "1h",
             "how long a writer waits for a reader to connect; -1 waits forever",
             lambda v: v == -1 or v > 0,
             "The reader connection timeout must be positive or -1 to wait indefinitely."),

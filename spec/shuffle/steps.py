@@ -17,7 +17,7 @@ class UsageError(RuntimeError):
     """The caller broke the machine's API contract (never a fault of the peer)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Send:
     """Write ``message`` to ``peer`` (writer: a reader id; reader: a writer id).
 
@@ -33,7 +33,7 @@ class Send:
     notify: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Bound:
     """Writer: the first CREDIT from ``reader_id`` bound its channel to ``conn``."""
 
@@ -41,7 +41,7 @@ class Bound:
     conn: Hashable
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Deliver:
     """Reader: one verified DATA message, its records in order; release it with ``release(writer_id, seq)``."""
 
@@ -51,14 +51,14 @@ class Deliver:
     size: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PauseReading:
     """Reader: the byte quota of ``writer_id`` is used up; stop reading its connection."""
 
     writer_id: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ResumeReading:
     """Reader: the consumer released enough of ``writer_id``'s data; read its connection again."""
 
@@ -80,7 +80,7 @@ class Completed:
     """Writer: every reader acknowledged termination. Reader: every writer terminated and was acked."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Failed:
     """The machine failed with ``error``; it is terminal and ignores further input."""
 

@@ -159,7 +159,8 @@ class WriterMachine(ChannelMachine[WriterChannelState, WriterChannelEvent]):
             if not self._move(ch, WriterChannelEvent.FINISH):
                 return
             ch.last_seq += 1
-            self._emit(ch, TerminationControlMessage(ch.last_seq, self.writer_id, ch.reader_id), notify=False)
+            self._emit(ch, TerminationControlMessage(seq=ch.last_seq, writer_id=self.writer_id,
+                                                     reader_id=ch.reader_id), notify=False)
 
     @machine_input
     def received(self, conn: Hashable, message: Message, now: float) -> None:
@@ -286,22 +287,24 @@ class WriterMachine(ChannelMachine[WriterChannelState, WriterChannelEvent]):
         channel.last_seq += 1
         checksum = payload_checksum(payload) if self.settings.checksum_enabled else 0
         self._in_flight[(channel.reader_id, channel.last_seq)] = self.settings.network_buffer_size
-        self._emit(channel, DataMessage(channel.last_seq, self.writer_id, channel.reader_id, checksum, payload),
+        self._emit(channel, DataMessage(seq=channel.last_seq, writer_id=self.writer_id, reader_id=channel.reader_id,
+                                        checksum=checksum, payload=payload),
                    notify=True)
 
     def _emit(self, channel: WriterChannel, message: Message, notify: bool) -> None:
         if channel.bound:
-            self._send(Send(channel.reader_id, message, channel.conn, notify))
+            self._send(Send(peer=channel.reader_id, message=message, conn=channel.conn, notify=notify))
         else:
             channel.queued.append(message)
 
     def _bind(self, channel: WriterChannel, conn: Hashable) -> None:
         channel.conn = conn
         self._conns[conn] = channel.reader_id
-        self._surface(Bound(channel.reader_id, conn))
+        self._surface(Bound(reader_id=channel.reader_id, conn=conn))
         while channel.queued:
             message = channel.queued.popleft()
-            self._send(Send(channel.reader_id, message, conn, isinstance(message, DataMessage)))
+            self._send(Send(peer=channel.reader_id, message=message, conn=conn, notify=isinstance(message,
+                                                                                                  DataMessage)))
 
     def _on_ack(self, channel: WriterChannel, ack: TerminationAckMessage) -> None:
         observed = {"message_type": MessageType.TERMINATION_ACK_MESSAGE.name}

@@ -80,10 +80,12 @@ def transport() -> str:
     )
 
 
-_EXAMPLE_DESCRIPTORS = (ColumnDescriptor(ColumnRole.OLD_PK, "id"), ColumnDescriptor(ColumnRole.NEW_PK, "id"),
-                        ColumnDescriptor(ColumnRole.VALUE, "name"))
+_EXAMPLE_DESCRIPTORS = (ColumnDescriptor(role=ColumnRole.OLD_PK, name="id"), ColumnDescriptor(role=ColumnRole.NEW_PK,
+                                                                                              name="id"),
+                        ColumnDescriptor(role=ColumnRole.VALUE, name="name"))
 _EXAMPLE_COMMAND = SyncCommand(path="orders", origin="pg-main", column_descriptors=_EXAMPLE_DESCRIPTORS,
-                               sequence_number=42, store=StorageLocation("s3://lake", {"region": "eu-west-1"}))
+                               sequence_number=42, store=StorageLocation(location="s3://lake",
+                                                                         options={"region": "eu-west-1"}))
 _EXAMPLE_RESPONSE = SyncResponse(accepted=True, memory_sequence_number=42, durable_sequence_number=40, first=False)
 
 
@@ -155,7 +157,7 @@ class _SchemaRule:
 
 
 def _d(*pairs: tuple[ColumnRole | int, str]) -> tuple[ColumnDescriptor, ...]:
-    return tuple(ColumnDescriptor(int(role), name) for role, name in pairs)
+    return tuple(ColumnDescriptor(role=int(role), name=name) for role, name in pairs)
 
 
 _BATCH = pa.schema([("old_id", pa.int64()), ("new_id", pa.int64()), ("name", pa.string())])
@@ -543,7 +545,8 @@ def confinement() -> str:
                 ((f"`{p!r}`", _outcome(functools.partial(confinement_rules.table_name, p))) for p in paths))
         + "\n" + table(("command `store.location`", "allowed locations", "outcome (`check_store_location`)"),
                        ((f"`{loc}`", ", ".join(allowed) or "none (the default)",
-                         _outcome(functools.partial(confinement_rules.check_store_location, StorageLocation(loc),
+                         _outcome(functools.partial(confinement_rules.check_store_location,
+                                                    StorageLocation(location=loc),
                                                     allowed)))
                         for loc, allowed in stores))
     )

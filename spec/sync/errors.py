@@ -8,16 +8,20 @@ sequence numbers, table schemas, limits); their texts name only what the client 
 
 from __future__ import annotations
 
+from typing import ClassVar
 
-class SyncError(Exception):
-    """Base of every sync-protocol error; ``message`` is the exact text put on the wire."""
+from spec.errors import ProtocolError
 
-    condition = "SYNC_ERROR"
-    status = "INTERNAL"
 
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
+class SyncError(ProtocolError):
+    """Base of every sync-protocol error; ``message`` is the exact text put on the wire, and so is ``str()``."""
+
+    condition: ClassVar[str] = "SYNC_ERROR"
+    status: ClassVar[str] = "INTERNAL"
+
+    @classmethod
+    def text(cls, message: str) -> str:
+        return message
 
 
 class CommandDecodeError(SyncError):
@@ -34,7 +38,7 @@ class SyncSchemaError(SyncError):
     status = "INVALID_ARGUMENT"
 
     def __init__(self, reason: str) -> None:
-        super().__init__(f"Invalid sync schema: {reason}")
+        super().__init__(f"Invalid sync schema: {reason}", reason=reason)
         self.reason = reason
 
 
@@ -47,8 +51,8 @@ class SyncInvalidMessage(SyncError):
     condition = "INVALID_MESSAGE"
     status = "INVALID_ARGUMENT"
 
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
+    def __init__(self, reason: str, **parameters: object) -> None:
+        super().__init__(reason, **parameters)
         self.reason = reason
 
 
@@ -60,7 +64,8 @@ class InterleavedTransaction(SyncInvalidMessage):
     def __init__(self, origin: str, open_origin: str) -> None:
         super().__init__(
             f"Transaction from a new origin ({origin}) started without finishing "
-            f"the transaction from the previous one ({open_origin})"
+            f"the transaction from the previous one ({open_origin})",
+            origin=origin, openOrigin=open_origin,
         )
 
 
@@ -70,7 +75,8 @@ class EmptyTransaction(SyncInvalidMessage):
     condition = "EMPTY_TRANSACTION"
 
     def __init__(self, origin: str, sequence: int) -> None:
-        super().__init__(f"Received empty transaction for origin {origin} with sequence number {sequence}")
+        super().__init__(f"Received empty transaction for origin {origin} with sequence number {sequence}",
+                         origin=origin, sequence=sequence)
 
 
 class UnsupportedFormat(SyncError):
@@ -90,7 +96,7 @@ class InvalidTablePath(SyncError):
     status = "INVALID_ARGUMENT"
 
     def __init__(self, path: str, reason: str) -> None:
-        super().__init__(f"Invalid table path {path!r}: {reason}")
+        super().__init__(f"Invalid table path {path!r}: {reason}", path=path, reason=reason)
 
 
 class StoreLocationRefused(SyncError):
@@ -100,7 +106,7 @@ class StoreLocationRefused(SyncError):
     status = "PERMISSION_DENIED"
 
     def __init__(self, location: str) -> None:
-        super().__init__(f"Storage location {location!r} is not allowed on this server")
+        super().__init__(f"Storage location {location!r} is not allowed on this server", location=location)
 
 
 class SequenceNotIncreasing(SyncInvalidMessage):
@@ -111,7 +117,8 @@ class SequenceNotIncreasing(SyncInvalidMessage):
     def __init__(self, origin: str, sequence: int, memory: int, durable: int | None) -> None:
         super().__init__(
             f"Sequence number {sequence} for origin {origin} does not follow the last received "
-            f"transaction ({memory}) and is not a replay of a durable one (durable: {durable})"
+            f"transaction ({memory}) and is not a replay of a durable one (durable: {durable})",
+            origin=origin, sequence=sequence, memory=memory, durable=durable,
         )
         self.origin, self.sequence, self.memory, self.durable = origin, sequence, memory, durable
 
@@ -122,7 +129,8 @@ class PartlyNullKey(SyncInvalidMessage):
     condition = "PARTLY_NULL_KEY"
 
     def __init__(self, row: int, role: str) -> None:
-        super().__init__(f"Row {row} has a partly null {role} key: a key is either all null or has no null column")
+        super().__init__(f"Row {row} has a partly null {role} key: a key is either all null or has no null column",
+                         row=row, role=role)
 
 
 class TableSchemaMismatch(SyncError):
@@ -132,7 +140,7 @@ class TableSchemaMismatch(SyncError):
     status = "INVALID_ARGUMENT"
 
     def __init__(self, table: str, problems: list[str]) -> None:
-        super().__init__(f"Put does not match table {table}: {'; '.join(problems)}")
+        super().__init__(f"Put does not match table {table}: {'; '.join(problems)}", table=table, problems=problems)
         self.table, self.problems = table, problems
 
 
@@ -143,7 +151,8 @@ class PutTooLarge(SyncError):
     status = "INVALID_ARGUMENT"
 
     def __init__(self, what: str, size: int, limit: int) -> None:
-        super().__init__(f"{what} of {size} bytes exceeds the server's limit of {limit} bytes")
+        super().__init__(f"{what} of {size} bytes exceeds the server's limit of {limit} bytes",
+                         what=what, size=size, limit=limit)
 
 
 class ServerDraining(SyncError):

@@ -125,7 +125,7 @@ CommandMessage = _cls("clade.sync.DataSyncCommand")
 ResponseMessage = _cls("clade.sync.DataSyncResponse")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ColumnDescriptor:
     """One batch column's role and logical name; ``role`` may be an unknown int off the wire."""
 
@@ -133,7 +133,7 @@ class ColumnDescriptor:
     name: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StorageLocation:
     """Root URL of a store plus object-store options."""
 
@@ -142,7 +142,7 @@ class StorageLocation:
     name: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SyncCommand:
     """A decoded ``DataSyncCommand``."""
 
@@ -196,11 +196,11 @@ def decode_command(data: bytes) -> SyncCommand:
     m = _parse(CommandMessage(), data, "command")
     store = None
     if m.HasField("store"):
-        store = StorageLocation(m.store.location, dict(m.store.options), m.store.name)
+        store = StorageLocation(location=m.store.location, options=dict(m.store.options), name=m.store.name)
     return SyncCommand(
         path=m.path,
         origin=m.origin,
-        column_descriptors=tuple(ColumnDescriptor(int(cd.role), cd.name) for cd in m.column_descriptors),
+        column_descriptors=tuple(ColumnDescriptor(role=int(cd.role), name=cd.name) for cd in m.column_descriptors),
         sequence_number=_optional(m, "sequence_number"),
         store=store,
         format=int(m.format),
@@ -215,7 +215,7 @@ def decode_descriptor_cmd(data: bytes) -> SyncCommand:
     return decode_command(wrapper.value)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SyncResponse:
     """A ``DataSyncResponse``: acceptance plus the origin's memory/durable sequence numbers."""
 
@@ -238,5 +238,8 @@ def decode_response(data: bytes) -> SyncResponse:
     """Decode a ``DataSyncResponse``; raises CommandDecodeError on malformed bytes."""
     m = _parse(ResponseMessage(), data, "response")
     return SyncResponse(
-        bool(m.accepted), _optional(m, "memory_sequence_number"), _optional(m, "durable_sequence_number"), bool(m.first)
+        accepted=bool(m.accepted),
+        memory_sequence_number=_optional(m, "memory_sequence_number"),
+        durable_sequence_number=_optional(m, "durable_sequence_number"),
+        first=bool(m.first),
     )

@@ -17,8 +17,10 @@ class ResponseFactory:
 
     def accepted(self, memory: int | None, durable: int | None) -> SyncResponse:
         """The answer to a probe or an accepted put."""
-        return SyncResponse(True, memory, durable, self._take_first())
+        return SyncResponse(accepted=True, memory_sequence_number=memory, durable_sequence_number=durable,
+                            first=self._take_first())
 
     def overloaded(self) -> SyncResponse:
         """The answer to a put that could not get the write lock in time (retry later)."""
-        return SyncResponse(False, None, None, self._take_first())
+        return SyncResponse(accepted=False, memory_sequence_number=None, durable_sequence_number=None,
+                            first=self._take_first())

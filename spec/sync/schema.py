@@ -136,7 +136,7 @@ class SyncSchema:
 
     def descriptors(self) -> tuple[ColumnDescriptor, ...]:
         """The column descriptors this schema was built from."""
-        return tuple(ColumnDescriptor(int(c.role), c.name) for c in self.columns)
+        return tuple(ColumnDescriptor(role=int(c.role), name=c.name) for c in self.columns)
 
 
 @dataclass(frozen=True)

@@ -265,14 +265,14 @@ def _apply_by_rows(stored: pa.Table, changes: pa.Table, schema: SyncSchema) -> p
 
 
 @dataclass(frozen=True)
-class Change:
+class SquashedChange:
     """The squashed change batch of one put (or of several squashed puts) and its schema."""
 
     schema: SyncSchema
     batch: pa.Table
 
     @classmethod
-    def of_put(cls, schema: SyncSchema, batches: Sequence[pa.Table]) -> Change:
+    def of_put(cls, schema: SyncSchema, batches: Sequence[pa.Table]) -> SquashedChange:
         """A put's batches squashed into one, as Seafowl does on arrival."""
         return cls(schema, squash_all(batches, schema))
 
@@ -288,17 +288,17 @@ def runs_by_schema(values: Sequence[T], schema_of: Callable[[T], SyncSchema]) ->
     return runs
 
 
-def merge_changes(changes: Sequence[Change]) -> list[Change]:
+def merge_changes(changes: Sequence[SquashedChange]) -> list[SquashedChange]:
     """Runs of consecutive changes sharing a schema merged into one change each (order kept)."""
     return [
-        Change(run[0].schema, merge_squashed([c.batch for c in run], run[0].schema)) if len(run) > 1 else run[0]
+        SquashedChange(run[0].schema, merge_squashed([c.batch for c in run], run[0].schema)) if len(run) > 1 else run[0]
         for run in runs_by_schema(changes, lambda c: c.schema)
     ]
 
 
-def squash_pending(items: Sequence[PendingItem[Change]]) -> list[PendingItem[Change]]:
+def squash_pending(items: Sequence[PendingItem[SquashedChange]]) -> list[PendingItem[SquashedChange]]:
     """Merge runs of consecutive pending items sharing a schema into one squashed item each."""
-    out: list[PendingItem[Change]] = []
+    out: list[PendingItem[SquashedChange]] = []
     for run in runs_by_schema(items, lambda i: i.payload.schema):
         if len(run) == 1:
             out.append(run[0])

@@ -84,7 +84,7 @@ def is_probe(rows: int, sequence: int | None) -> bool:
 
 
 @dataclass
-class Transaction:
+class SyncTransaction:
     """One origin's run of puts; ``sequence`` is known once its last put arrived."""
 
     id: int
@@ -149,7 +149,7 @@ class SyncWriter(Generic[P]):
 
     def __init__(self, settings: SyncSettings = SyncSettings(), durable: Mapping[str, int] | None = None) -> None:
         self.settings = settings
-        self._txs: dict[int, Transaction] = {}
+        self._txs: dict[int, SyncTransaction] = {}
         self._next_tx = 0
         self._tables: dict[str, _TableQueue[P]] = {}
         restored = dict(durable or {})
@@ -182,7 +182,7 @@ class SyncWriter(Generic[P]):
         q = self._tables.get(table)
         return list(q.items) if q else []
 
-    def transaction(self, tx_id: int) -> Transaction | None:
+    def transaction(self, tx_id: int) -> SyncTransaction | None:
         """A transaction that is not yet durable."""
         return self._txs.get(tx_id)
 
@@ -209,7 +209,7 @@ class SyncWriter(Generic[P]):
             if rows > 0 and not replay:
                 tx.locations.add(table)
         else:
-            tx = Transaction(self._next_tx, origin, sequence, {table})
+            tx = SyncTransaction(self._next_tx, origin, sequence, {table})
             self._next_tx += 1
             self._txs[tx.id] = tx
         if rows > 0 and not replay:

@@ -6,17 +6,17 @@ import sys
 
 import pytest
 
-from conformance.framework import Outcome, RunOptions
+from conformance.framework import CaseOutcome, RunOptions
 from conformance.runner import load_suite, run_case
 
 SUITE = load_suite("cluster")
 
 
-def run(target: str) -> dict[str, Outcome]:
+def run(target: str) -> dict[str, CaseOutcome]:
     options = RunOptions(suite="cluster", target=target, timeout=30.0)
     with SUITE.open_target(options) as opened:
         reports = [run_case(case, opened, options) for case in SUITE.cases]
-    failed = {r.case.id: r.actual for r in reports if r.outcome in (Outcome.FAIL, Outcome.TIMEOUT)}
+    failed = {r.case.id: r.actual for r in reports if r.outcome in (CaseOutcome.FAIL, CaseOutcome.TIMEOUT)}
     assert not failed, failed
     return {r.case.id: r.outcome for r in reports}
 
@@ -27,7 +27,7 @@ def test_suite_has_the_required_breadth() -> None:
 
 
 def test_in_process_backend_passes_every_case() -> None:
-    assert set(run("memory").values()) == {Outcome.PASS}
+    assert set(run("memory").values()) == {CaseOutcome.PASS}
 
 
 @pytest.mark.etcd
@@ -35,10 +35,10 @@ def test_in_process_backend_passes_every_case() -> None:
 def test_etcd_backend_passes_every_case(etcd_required: None, target: str) -> None:
     """Plain, with a user and password, and as deployed: TLS from a CA with client certificates
     plus a user (the CA made by openssl in the run's temporary directory)."""
-    assert set(run(target).values()) == {Outcome.PASS}
+    assert set(run(target).values()) == {CaseOutcome.PASS}
 
 
 def test_cluster_service_over_tcp_passes_all_but_restart() -> None:
     outcomes = run(f"exec:{sys.executable} -m reference.cluster.service")
-    assert outcomes.pop("shardlog/durable") is Outcome.UNSUPPORTED
-    assert set(outcomes.values()) == {Outcome.PASS}
+    assert outcomes.pop("shardlog/durable") is CaseOutcome.UNSUPPORTED
+    assert set(outcomes.values()) == {CaseOutcome.PASS}

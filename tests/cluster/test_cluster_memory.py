@@ -35,26 +35,26 @@ def test_model_claims_an_id_once_and_hands_it_on_only_with_the_token() -> None:
 def test_catch_up_is_the_snapshot_then_one_notification_per_newer_batch() -> None:
     model = ClusterModel()
     model.join_cluster(NodeId("a"), "h:1", ShardId("s"))
-    r1, _ = model.update_shard_log(NodeId("a"), [MetadataOp("x", b"1"), MetadataOp("y", b"1")])
-    r2, _ = model.update_gossip(NodeId("a"), [MetadataOp("g", b"1")], Scope.GLOBAL)
-    r3, _ = model.update_shard_log(NodeId("a"), [MetadataOp("x", b"2", r1)])
+    r1, _ = model.update_shard_log(NodeId("a"), [MetadataOp(key="x", value=b"1"), MetadataOp(key="y", value=b"1")])
+    r2, _ = model.update_gossip(NodeId("a"), [MetadataOp(key="g", value=b"1")], Scope.GLOBAL)
+    r3, _ = model.update_shard_log(NodeId("a"), [MetadataOp(key="x", value=b"2", expected=r1)])
     notes = model.catch_up(NodeId("a"), after=r1)
     assert [type(n).__name__ for n in notes] == ["MembershipUpdate", "GossipUpdate", "ShardLogUpdate"]
     gossip, log = notes[1], notes[2]
-    assert isinstance(gossip, GossipUpdate) and gossip.entries == (Entry("g", b"1", r2),)
-    assert isinstance(log, ShardLogUpdate) and log.entries == (Entry("x", b"2", r3),)
+    assert isinstance(gossip, GossipUpdate) and gossip.entries == (Entry(key="g", value=b"1", revision=r2),)
+    assert isinstance(log, ShardLogUpdate) and log.entries == (Entry(key="x", value=b"2", revision=r3),)
 
 
 def test_catch_up_after_a_shard_move_the_client_did_not_hear_of_replays_that_shards_log() -> None:
     model = ClusterModel()
     model.join_cluster(NodeId("a"), "h:1", ShardId("s1"))
     model.join_cluster(NodeId("b"), "h:2", ShardId("s2"))
-    r1, _ = model.update_shard_log(NodeId("b"), [MetadataOp("k", b"1")])
+    r1, _ = model.update_shard_log(NodeId("b"), [MetadataOp(key="k", value=b"1")])
     seen = model.revision  # a heard everything up to here, then lost its connection
     model.join_shard(NodeId("a"), ShardId("s2"))  # committed, but its notifications never reached a
     notes = model.catch_up(NodeId("a"), after=seen)
     logs = [n for n in notes if isinstance(n, ShardLogUpdate)]
-    assert [n.entries for n in logs] == [(Entry("k", b"1", r1),)]
+    assert [n.entries for n in logs] == [(Entry(key="k", value=b"1", revision=r1),)]
 
 
 def test_in_process_open_of_a_live_id_is_refused_and_takeover_closes_the_holder() -> None:
@@ -64,11 +64,11 @@ def test_in_process_open_of_a_live_id_is_refused_and_takeover_closes_the_holder(
         holder.join_cluster("h:1")
         with pytest.raises(NodeIdInUse):
             cluster.open_node(NodeId("n1"), Recorder())
-        holder.update_shard_log([MetadataOp("k", b"v")])
+        holder.update_shard_log([MetadataOp(key="k", value=b"v")])
         successor = cluster.open_node(NodeId("n1"), Recorder(), takeover=holder.takeover_token)
         with pytest.raises(ProviderClosed):
-            holder.update_shard_log([MetadataOp("k2", b"v")])
-        successor.update_shard_log([MetadataOp("k2", b"v")])
+            holder.update_shard_log([MetadataOp(key="k2", value=b"v")])
+        successor.update_shard_log([MetadataOp(key="k2", value=b"v")])
         successor.close()
         cluster.open_node(NodeId("n1"), Recorder()).close()
     finally:
@@ -98,7 +98,7 @@ def test_notifications_are_delivered_outside_the_cluster_lock() -> None:
         writer = cluster.open_node(NodeId("writer"), Recorder())
         writer.join_cluster("h:2")
         writer.join_shard(shard)
-        blocked = threading.Thread(target=writer.update_shard_log, args=([MetadataOp("a", b"1")],))
+        blocked = threading.Thread(target=writer.update_shard_log, args=([MetadataOp(key="a", value=b"1")],))
         blocked.start()  # its fan-out runs the slow Core inline and blocks there
         assert core.entered.wait(HANG_GUARD)
         other = cluster.open_node(NodeId("other"), Recorder())
@@ -106,7 +106,7 @@ def test_notifications_are_delivered_outside_the_cluster_lock() -> None:
 
         def commit_meanwhile() -> None:
             other.join_cluster("h:3")
-            other.update_gossip([MetadataOp("g", b"1")], Scope.SHARD)
+            other.update_gossip([MetadataOp(key="g", value=b"1")], Scope.SHARD)
             committed.set()
 
         threading.Thread(target=commit_meanwhile).start()
@@ -125,8 +125,8 @@ def test_journal_is_compacted_and_restores_the_same_state(tmp_path: Path) -> Non
         node.join_cluster("h:1")
         known: Revision | None = None
         for i in range(40):
-            known = node.update_shard_log([MetadataOp("k", str(i).encode(), known)])
-        node.update_gossip([MetadataOp("g", b"x")], Scope.GLOBAL)
+            known = node.update_shard_log([MetadataOp(key="k", value=str(i).encode(), expected=known)])
+        node.update_gossip([MetadataOp(key="g", value=b"x")], Scope.GLOBAL)
         assert cluster.journal_generation >= 4
         journals = list(tmp_path.glob("journal-*.log"))
         assert len(journals) == 1 and len(journals[0].read_text().splitlines()) < 8
@@ -134,6 +134,7 @@ def test_journal_is_compacted_and_restores_the_same_state(tmp_path: Path) -> Non
         cluster.restart()
         after = cluster._model.snapshot(), dict(cluster._model.shard_logs), dict(cluster._model.gossip)
         assert after == before
-        assert known is not None and node.update_shard_log([MetadataOp("k", b"after", known)]) > known
+        assert known is not None and node.update_shard_log([MetadataOp(key="k", value=b"after",
+                                                                       expected=known)]) > known
     finally:
         cluster.close()

@@ -21,7 +21,7 @@ def two_in_one_shard() -> ClusterModel:
 
 def test_batch_commits_at_one_revision_and_is_one_notification_per_member() -> None:
     model = two_in_one_shard()
-    revision, out = model.update_shard_log(A, [MetadataOp("x", b"1"), MetadataOp("y", b"2")])
+    revision, out = model.update_shard_log(A, [MetadataOp(key="x", value=b"1"), MetadataOp(key="y", value=b"2")])
     assert [r for r, _ in out] == [A, B]
     for _, note in out:
         assert isinstance(note, ShardLogUpdate)
@@ -30,10 +30,10 @@ def test_batch_commits_at_one_revision_and_is_one_notification_per_member() -> N
 
 def test_stale_revision_fails_whole_batch_and_reports_current_entry() -> None:
     model = two_in_one_shard()
-    r1, _ = model.update_shard_log(A, [MetadataOp("x", b"1")])
-    r2, _ = model.update_shard_log(A, [MetadataOp("x", b"2", r1)])
+    r1, _ = model.update_shard_log(A, [MetadataOp(key="x", value=b"1")])
+    r2, _ = model.update_shard_log(A, [MetadataOp(key="x", value=b"2", expected=r1)])
     with pytest.raises(RevisionMismatch) as info:
-        model.update_shard_log(B, [MetadataOp("new", b"n"), MetadataOp("x", b"3", r1)])
+        model.update_shard_log(B, [MetadataOp(key="new", value=b"n"), MetadataOp(key="x", value=b"3", expected=r1)])
     assert info.value.actual is not None and info.value.actual.revision == r2
     assert "new" not in model.shard_logs[ShardId("s1")]
 
@@ -41,11 +41,11 @@ def test_stale_revision_fails_whole_batch_and_reports_current_entry() -> None:
 def test_shard_destroyed_with_last_member_and_joiner_catches_up() -> None:
     model = two_in_one_shard()
     model.join_cluster(C, "h:3", ShardId("s3"))
-    model.update_shard_log(C, [MetadataOp("k", b"v")])
+    model.update_shard_log(C, [MetadataOp(key="k", value=b"v")])
     model.join_shard(C, ShardId("s1"))
     with pytest.raises(UnknownShard):
         model.join_shard(A, ShardId("s3"))
-    _, out = model.update_shard_log(A, [MetadataOp("p", b"a")])
+    _, out = model.update_shard_log(A, [MetadataOp(key="p", value=b"a")])
     model.join_cluster(NodeId("d"), "h:4", ShardId("s4"))
     joined = model.join_shard(NodeId("d"), ShardId("s1"))
     catch_up = [n for r, n in joined if r == "d" and isinstance(n, ShardLogUpdate)]
@@ -55,9 +55,9 @@ def test_shard_destroyed_with_last_member_and_joiner_catches_up() -> None:
 def test_gossip_scope_is_the_minimum_audience() -> None:
     model = two_in_one_shard()
     model.join_cluster(C, "h:3", ShardId("s3"))
-    _, shard_only = model.update_gossip(A, [MetadataOp("g", b"1")], Scope.SHARD)
+    _, shard_only = model.update_gossip(A, [MetadataOp(key="g", value=b"1")], Scope.SHARD)
     assert sorted(r for r, _ in shard_only) == [A, B]
-    _, everyone = model.update_gossip(A, [MetadataOp("h", b"1")], Scope.GLOBAL)
+    _, everyone = model.update_gossip(A, [MetadataOp(key="h", value=b"1")], Scope.GLOBAL)
     assert sorted(r for r, _ in everyone) == [A, B, C]
     late = model.join_cluster(NodeId("d"), "h:4", ShardId("s4"))
     learned = [n for r, n in late if r == "d" and isinstance(n, GossipUpdate)]
@@ -73,8 +73,9 @@ def test_membership_changes_are_pushed_to_all_with_growing_epochs() -> None:
     snapshots[0].check_well_formed()
 
 
-@pytest.mark.parametrize("ops", [[], [MetadataOp("d", b"1"), MetadataOp("d", b"2")], [MetadataOp("", b"")],
-                                 [MetadataOp("k", b"v", Revision(0))]])
+@pytest.mark.parametrize("ops", [[], [MetadataOp(key="d", value=b"1"), MetadataOp(key="d", value=b"2")],
+                                 [MetadataOp(key="", value=b"")],
+                                 [MetadataOp(key="k", value=b"v", expected=Revision(0))]])
 def test_invalid_batches_rejected(ops: list[MetadataOp]) -> None:
     with pytest.raises(InvalidBatch):
         two_in_one_shard().update_shard_log(A, ops)
@@ -82,4 +83,4 @@ def test_invalid_batches_rejected(ops: list[MetadataOp]) -> None:
 
 def test_non_member_cannot_write() -> None:
     with pytest.raises(NotAMember):
-        ClusterModel().update_gossip(A, [MetadataOp("k", b"v")], Scope.GLOBAL)
+        ClusterModel().update_gossip(A, [MetadataOp(key="k", value=b"v")], Scope.GLOBAL)

@@ -113,7 +113,7 @@ def test_link_down_and_up_loses_no_notification(link: Link) -> None:
 
         def write(first: int, count: int) -> None:
             for i in range(first, first + count):
-                ops = [MetadataOp(f"b{i:03}/x", b"x"), MetadataOp(f"b{i:03}/y", b"y")]
+                ops = [MetadataOp(key=f"b{i:03}/x", value=b"x"), MetadataOp(key=f"b{i:03}/y", value=b"y")]
                 committed[f"b{i:03}"] = writer.update_shard_log(ops)
                 time.sleep(0.01)
 

@@ -24,7 +24,7 @@ def write_batches(writer: RemoteNode, committed: dict[int, int], stop: threading
     """Batch i inserts b<i>/x and b<i>/y; a call whose outcome is unknown is retried (a mismatch
     on the retry means the first attempt committed, at the revision it reports)."""
     for i in range(BATCHES):
-        ops = [MetadataOp(f"b{i:03}/x", b"x"), MetadataOp(f"b{i:03}/y", b"y")]
+        ops = [MetadataOp(key=f"b{i:03}/x", value=b"x"), MetadataOp(key=f"b{i:03}/y", value=b"y")]
         while not stop.is_set():
             try:
                 committed[i] = writer.update_shard_log(ops)
@@ -97,14 +97,14 @@ def test_a_dropped_connection_resumes_on_the_same_service() -> None:
     try:
         node = remote.open_node(NodeId("n1"), core)
         node.join_cluster("h:1")
-        r1 = node.update_shard_log([MetadataOp("before", b"1")])
+        r1 = node.update_shard_log([MetadataOp(key="before", value=b"1")])
         wait_for(lambda: "before" in core.latest("log"), "the first write notified")
         service.close()  # every connection drops; the cluster stays
         other = cluster.open_node(NodeId("n2"), Recorder())
         other.join_cluster("h:2")
         service = ClusterService(cluster, port=service.port)
         wait_for(lambda: node.reconnects >= 1, "reconnected")
-        r2 = node.update_shard_log([MetadataOp("before", b"2", r1)])
+        r2 = node.update_shard_log([MetadataOp(key="before", value=b"2", expected=r1)])
         wait_for(lambda: core.latest("log")["before"].revision == r2, "the second write notified")
         assert [e.revision for _, batch in core.shard_log for e in batch] == [r1, r2]
         snapshot = core.last_snapshot()

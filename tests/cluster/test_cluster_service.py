@@ -37,7 +37,7 @@ def connect(service: ClusterService) -> socket.socket:
 
 
 def hello(node: str, secret: str = "") -> bytes:
-    return wire.encode(wire.Kind.HELLO, 1, node_id=node, secret=secret, takeover="", resume=False, resume_after=0)
+    return wire.encode(wire.ServiceKind.HELLO, 1, node_id=node, secret=secret, takeover="", resume=False, resume_after=0)
 
 
 def wait_until(predicate: Callable[[], bool], what: str) -> None:
@@ -75,7 +75,7 @@ def test_stalled_and_oversized_connections_hold_no_thread_and_bounded_memory(clu
         for sock in hostile:
             sock.settimeout(HANG_GUARD)
             reply = read_message(sock)
-            assert reply is not None and reply.kind is wire.Kind.ERROR
+            assert reply is not None and reply.kind is wire.ServiceKind.ERROR
             assert reply.payload["code"] == FrameTooLarge.code
             assert closed_by_peer(sock)
             sock.close()
@@ -135,7 +135,7 @@ def test_shared_secret_is_required_when_configured(cluster: InProcessCluster) ->
         remote = RemoteCluster(service.url)
         node = remote.open_node(NodeId("n1"), Recorder())
         node.join_cluster("h:1")
-        assert node.update_shard_log([MetadataOp("k", b"v")]) > 0
+        assert node.update_shard_log([MetadataOp(key="k", value=b"v")]) > 0
         remote.close()
     finally:
         service.close()
@@ -157,7 +157,7 @@ def test_unauthenticated_hello_is_one_error_line_then_close(cluster: InProcessCl
         sock = connect(service)
         sock.sendall(hello("n1", "guess"))
         reply = read_message(sock)
-        assert reply is not None and reply.kind is wire.Kind.ERROR and reply.request_id == 1
+        assert reply is not None and reply.kind is wire.ServiceKind.ERROR and reply.request_id == 1
         assert reply.payload["code"] == Unauthenticated.code and "\n" not in reply.payload["message"]
         assert closed_by_peer(sock)
         sock.close()
@@ -174,7 +174,7 @@ def test_impersonation_over_tcp_is_refused_and_the_holder_keeps_working(cluster:
         holder.join_cluster("h:1")
         with pytest.raises(NodeIdInUse):
             RemoteCluster(service.url).open_node(NodeId("n1"), Recorder())
-        assert holder.update_shard_log([MetadataOp("k", b"v")]) > 0
+        assert holder.update_shard_log([MetadataOp(key="k", value=b"v")]) > 0
     finally:
         remote.close()
         service.close()
@@ -205,7 +205,7 @@ def identified(service: ClusterService, node: str) -> socket.socket:
     sock = connect(service)
     sock.sendall(hello(node))
     welcome = read_message(sock)
-    assert welcome is not None and welcome.kind is wire.Kind.WELCOME
+    assert welcome is not None and welcome.kind is wire.ServiceKind.WELCOME
     return sock
 
 
@@ -215,7 +215,7 @@ def test_an_identified_node_is_bounded_by_the_largest_request(cluster: InProcess
         sock = identified(service, "big")
         sock.sendall((wire.MAX_REQUEST_BYTES + 1).to_bytes(4, "big"))
         reply = read_message(sock)
-        assert reply is not None and reply.kind is wire.Kind.ERROR and reply.payload["code"] == FrameTooLarge.code
+        assert reply is not None and reply.kind is wire.ServiceKind.ERROR and reply.payload["code"] == FrameTooLarge.code
         assert closed_by_peer(sock)
         sock.close()
     finally:

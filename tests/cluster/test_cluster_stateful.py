@@ -34,19 +34,20 @@ class Log:
             self.notes.append(note)
 
     def update_membership(self, snapshot: Membership) -> None:
-        self._add(MembershipUpdate(snapshot))
+        self._add(MembershipUpdate(snapshot=snapshot))
 
     def notify_gossip_update(self, entries: Sequence[Entry]) -> None:
-        self._add(GossipUpdate(tuple(entries)))
+        self._add(GossipUpdate(entries=tuple(entries)))
 
     def notify_shard_log_update(self, shard: ShardId, entries: Sequence[Entry]) -> None:
-        self._add(ShardLogUpdate(shard, tuple(entries)))
+        self._add(ShardLogUpdate(shard=shard, entries=tuple(entries)))
 
     def cluster_heartbeat(self, ttl: float) -> None:
         pass
 
     def cluster_down(self) -> None:
-        self._add(MembershipUpdate(Membership(-1, {})))  # never expected: makes the comparison fail
+        self._add(MembershipUpdate(snapshot=Membership(epoch=-1,
+                                                       shards={})))  # never expected: makes the comparison fail
 
 
 class ProviderMatchesModel(RuleBasedStateMachine):
@@ -112,7 +113,7 @@ class ProviderMatchesModel(RuleBasedStateMachine):
           scope=st.sampled_from(Scope))
     def update(self, node: NodeId, keys: list[str], value: bytes, fresh: bool, gossip: bool, scope: Scope) -> None:
         """``fresh``: CAS at the current revisions (should commit); else inserts (may conflict)."""
-        ops = [MetadataOp(k, value, self.current(node, k, gossip) if fresh else None) for k in keys]
+        ops = [MetadataOp(key=k, value=value, expected=self.current(node, k, gossip) if fresh else None) for k in keys]
         if gossip:
             self.both(lambda: self.nodes[node].update_gossip(ops, scope),
                       lambda _: self.model.update_gossip(node, ops, scope))

@@ -16,20 +16,21 @@ revisions = st.integers(min_value=1, max_value=2**64 - 1)
 
 @given(st.lists(st.tuples(keys, st.binary(max_size=50), st.none() | revisions), min_size=1, max_size=5))
 def test_ops_round_trip(raw: list[tuple[str, bytes, int | None]]) -> None:
-    ops = [MetadataOp(k, v, None if r is None else Revision(r)) for k, v, r in raw]
-    frame = wire.encode(wire.Kind.UPDATE_SHARD_LOG, 7, ops=wire.ops_to_wire(ops))
+    ops = [MetadataOp(key=k, value=v, expected=None if r is None else Revision(r)) for k, v, r in raw]
+    frame = wire.encode(wire.ServiceKind.UPDATE_SHARD_LOG, 7, ops=wire.ops_to_wire(ops))
     assert wire.body_length(frame[:4]) == len(frame) - 4
     message = wire.decode(frame[4:])
-    assert (message.kind, message.request_id) == (wire.Kind.UPDATE_SHARD_LOG, 7)
+    assert (message.kind, message.request_id) == (wire.ServiceKind.UPDATE_SHARD_LOG, 7)
     assert wire.ops_from_wire(message.payload["ops"]) == ops
 
 
 def test_membership_and_cas_error_round_trip() -> None:
-    snapshot = Membership(9, {ShardId("s"): (NodeInfo(NodeId("n"), "h:1", NodeState.PFAIL),)})
-    message = wire.decode(wire.encode(wire.Kind.MEMBERSHIP, 0, **wire.membership_to_wire(snapshot))[4:])
+    snapshot = Membership(epoch=9, shards={ShardId("s"): (NodeInfo(node_id=NodeId("n"), address="h:1",
+                                                                   state=NodeState.PFAIL),)})
+    message = wire.decode(wire.encode(wire.ServiceKind.MEMBERSHIP, 0, **wire.membership_to_wire(snapshot))[4:])
     assert wire.membership_from_wire(message.payload) == snapshot
-    entry = Entry("k", b"v", Revision(3))
-    cas = wire.decode(wire.encode(wire.Kind.CAS_ERROR, 1, key="k", expected=2, found=True,
+    entry = Entry(key="k", value=b"v", revision=Revision(3))
+    cas = wire.decode(wire.encode(wire.ServiceKind.CAS_ERROR, 1, key="k", expected=2, found=True,
                                   actual=wire.entries_to_wire([entry])[0])[4:])
     assert wire.cas_actual_from_wire(cas.payload) == entry
 
@@ -40,16 +41,16 @@ def test_oversized_frame_rejected_from_header() -> None:
 
 
 @pytest.mark.parametrize("body", [bytes([200]) + bytes(8),  # unknown kind
-                                  bytes([wire.Kind.OK]) + bytes(8) + b"x",  # trailing byte
-                                  bytes([wire.Kind.JOIN_SHARD]) + bytes(8) + b"\x00\x05ab"])  # short string
+                                  bytes([wire.ServiceKind.OK]) + bytes(8) + b"x",  # trailing byte
+                                  bytes([wire.ServiceKind.JOIN_SHARD]) + bytes(8) + b"\x00\x05ab"])  # short string
 def test_malformed_bodies_are_typed_errors(body: bytes) -> None:
     with pytest.raises(MalformedMessage):
         wire.decode(body)
 
 
 def test_undefined_node_state_is_malformed() -> None:
-    frame = bytearray(wire.encode(wire.Kind.MEMBERSHIP, 0, **wire.membership_to_wire(
-        Membership(1, {ShardId("s"): (NodeInfo(NodeId("n"), "a", NodeState.OK),)}))))
+    frame = bytearray(wire.encode(wire.ServiceKind.MEMBERSHIP, 0, **wire.membership_to_wire(
+        Membership(epoch=1, shards={ShardId("s"): (NodeInfo(node_id=NodeId("n"), address="a", state=NodeState.OK),)}))))
     frame[-1] = 9
     with pytest.raises(MalformedMessage):
         wire.membership_from_wire(wire.decode(bytes(frame[4:])).payload)

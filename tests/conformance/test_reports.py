@@ -139,10 +139,10 @@ def test_a_dead_cluster_service_and_a_missing_program_fail_before_any_case() -> 
 
 
 def test_the_wire_log_is_decoded_frame_by_frame() -> None:
-    good = DataMessage(0, 3, 1, payload_checksum(b"abc"), b"abc")
-    crc32 = DataMessage(1, 3, 1, 891568578, b"abc")  # zlib.crc32(b"abc")
+    good = DataMessage(seq=0, writer_id=3, reader_id=1, checksum=payload_checksum(b"abc"), payload=b"abc")
+    crc32 = DataMessage(seq=1, writer_id=3, reader_id=1, checksum=891568578, payload=b"abc")  # zlib.crc32(b"abc")
     stream = encode_frame(good) + encode_frame(crc32)
-    credit = encode_frame(CreditMessage(3, 1, 1, 0))
+    credit = encode_frame(CreditMessage(writer_id=3, reader_id=1, num_messages=1, seq=0))
     entries = [  # the DATA frames split across chunks, the credit whole
         {"t_ms": 1.0, "dir": "peer->impl w3", "hex": stream[:5].hex()},
         {"t_ms": 2.0, "dir": "impl->peer w3", "hex": credit.hex()},
@@ -164,9 +164,10 @@ def test_the_wire_log_is_decoded_frame_by_frame() -> None:
 
 def test_sync_puts_and_responses_are_decoded_one_per_entry() -> None:
     command = SyncCommand(path="orders", origin="pg", sequence_number=7,
-                          column_descriptors=(ColumnDescriptor(0, "id"), ColumnDescriptor(1, "id")))
+                          column_descriptors=(ColumnDescriptor(role=0, name="id"), ColumnDescriptor(role=1, name="id")))
     entries = [{"t_ms": 1.0, "dir": "peer->impl", "hex": command.to_descriptor_cmd().hex()},
-               {"t_ms": 2.0, "dir": "impl->peer", "hex": SyncResponse(True, 7, None, True).encode().hex()},
+               {"t_ms": 2.0, "dir": "impl->peer", "hex": SyncResponse(accepted=True, memory_sequence_number=7,
+                                                                      durable_sequence_number=None, first=True).encode().hex()},
                {"t_ms": 3.0, "dir": "peer->impl", "hex": "ff"}]
     got = frames(entries, codec_for("sync"))
     assert [f.summary for f in got] == [

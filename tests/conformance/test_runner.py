@@ -13,7 +13,7 @@ import pytest
 
 from conformance import runner
 from fake_suite import RunFake, fake_suite  # noqa: F401 - fake_suite is a fixture
-from conformance.framework import Case, CaseContext, Level, Outcome, Verdict
+from conformance.framework import Case, CaseContext, Level, CaseOutcome, Verdict
 
 
 
@@ -92,6 +92,6 @@ def test_unknown_role_is_a_usage_error(fake_suite: Callable[..., RunFake]) -> No
 
 def test_judge_maps_levels() -> None:
     case = CASES[0]
-    assert runner.judge(case, Verdict(True, "", "")) is Outcome.PASS
-    assert runner.judge(CASES[1], Verdict(False, "", "")) is Outcome.NON_STRICT
-    assert runner.judge(CASES[2], Verdict(True, "", "")) is Outcome.INFO
+    assert runner.judge(case, Verdict(True, "", "")) is CaseOutcome.PASS
+    assert runner.judge(CASES[1], Verdict(False, "", "")) is CaseOutcome.NON_STRICT
+    assert runner.judge(CASES[2], Verdict(True, "", "")) is CaseOutcome.INFO

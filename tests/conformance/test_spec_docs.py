@@ -22,14 +22,15 @@ def test_sync_spec_has_every_field_number_error_and_a_hex_example_each() -> None
             assert "Example (" in section and "```\n" in section, message.name
     conditions = {cls.condition for cls in sync_errors.SyncError.__subclasses__()}
     assert conditions and all(f"`{condition}`" in text for condition in conditions)
-    assert SyncResponse(True, 42, 40, False).encode().hex() in text
+    assert SyncResponse(accepted=True, memory_sequence_number=42, durable_sequence_number=40,
+                        first=False).encode().hex() in text
     assert "```mermaid\nstateDiagram-v2" in text and "| 8 | flush t3 | A: 3 / 3 | none |" in text  # Seafowl's example
     assert "`` Invalid sync schema: Field for column name with `Changed` role must be of type boolean, got Utf8 ``" in text
 
 
 def test_cluster_spec_has_every_wire_kind_error_and_operation() -> None:
     text = cluster_docgen.render()
-    assert all(f'<a id="wire-kind-{k.name.lower().replace("_", "-")}"></a>' in text for k in wire.Kind)
+    assert all(f'<a id="wire-kind-{k.name.lower().replace("_", "-")}"></a>' in text for k in wire.ServiceKind)
     assert all(f"`{cls.condition}` | {cls.code} |" in text
                for cls in [cluster_errors.ClusterError, *cluster_errors.ClusterError.__subclasses__()])
     for anchor in ("op-join-cluster", "op-remove-from-cluster", "op-join-shard", "op-remove-from-shard",

@@ -33,7 +33,8 @@ from spec.shuffle.writer import WriterMachine
 
 CLOSE = "CLOSE"
 """Wire marker: the sending side closed the connection (delivered after the data before it)."""
-UNKNOWN_FRAME = codec.encode_frame(TerminationAckMessage(0, 0, 0))[:13] + b"\x00\x00\x00\x07" + bytes(16)
+UNKNOWN_FRAME = codec.encode_frame(TerminationAckMessage(seq=0, writer_id=0,
+                                                         reader_id=0))[:13] + b"\x00\x00\x00\x07" + bytes(16)
 """A frame whose body has message type 7, which no implementation can decode."""
 
 WireItem = Union[Message, bytes, str]
@@ -419,10 +420,10 @@ class Network:
         """A well-formed message its receiver never accepts: a CREDIT to a reader (with the seq it
         expects next, so only its type is wrong), or to a writer DATA or an ack with a seq never sent."""
         if kind == "stray_credit":
-            return CreditMessage(w, r, 1, self.pairs[(w, r)].accepted_seq + 1)
+            return CreditMessage(writer_id=w, reader_id=r, num_messages=1, seq=self.pairs[(w, r)].accepted_seq + 1)
         if kind == "stray_data":
-            return DataMessage(0, w, r, 0, b"")
-        return TerminationAckMessage(99, w, r)
+            return DataMessage(seq=0, writer_id=w, reader_id=r, checksum=0, payload=b"")
+        return TerminationAckMessage(seq=99, writer_id=w, reader_id=r)
 
     def _misnamed(self, d: str, w: int, r: int) -> Message:
         """A message naming another writer than its connection's: at a reader a DATA with the seq it
@@ -647,13 +648,16 @@ def corrupt(item: WireItem) -> WireItem:
         if item.payload:
             payload = bytearray(item.payload)
             payload[0] ^= 0x01
-            return DataMessage(item.seq, item.writer_id, item.reader_id, item.checksum, bytes(payload))
-        return DataMessage(item.seq, item.writer_id, item.reader_id, item.checksum ^ 1, item.payload)
+            return DataMessage(seq=item.seq, writer_id=item.writer_id, reader_id=item.reader_id,
+                               checksum=item.checksum, payload=bytes(payload))
+        return DataMessage(seq=item.seq, writer_id=item.writer_id, reader_id=item.reader_id,
+                           checksum=item.checksum ^ 1, payload=item.payload)
     if isinstance(item, CreditMessage):
-        return CreditMessage(item.writer_id, item.reader_id + 100, item.num_messages, item.seq)
+        return CreditMessage(writer_id=item.writer_id, reader_id=item.reader_id + 100, num_messages=item.num_messages,
+                             seq=item.seq)
     if isinstance(item, TerminationControlMessage):
-        return TerminationControlMessage(item.seq + 1, item.writer_id, item.reader_id)
+        return TerminationControlMessage(seq=item.seq + 1, writer_id=item.writer_id, reader_id=item.reader_id)
     if isinstance(item, TerminationAckMessage):  # one behind (a stray ack covers seqs never sent)
-        return TerminationAckMessage(item.seq - 1, item.writer_id, item.reader_id)
+        return TerminationAckMessage(seq=item.seq - 1, writer_id=item.writer_id, reader_id=item.reader_id)
     return item
 

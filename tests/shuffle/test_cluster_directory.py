@@ -204,8 +204,9 @@ def test_a_suspected_node_is_logged_once_and_only_a_failed_one_ends_the_attempt(
 
         def health(state: NodeState, epoch: int) -> None:
             # as the provider pushes it; epochs far ahead, so the real snapshots do not interfere
-            reader.view.update_membership(Membership(10**9 + epoch, {
-                cluster.shard.shard: (NodeInfo(writer.node_id, "", state), NodeInfo(reader.node_id, "", NodeState.OK))}))
+            reader.view.update_membership(Membership(epoch=10**9 + epoch, shards={
+                cluster.shard.shard: (NodeInfo(node_id=writer.node_id, address="", state=state),
+                                      NodeInfo(node_id=reader.node_id, address="", state=NodeState.OK))}))
 
         health(NodeState.PFAIL, 0)
         with caplog.at_level(logging.WARNING, logger="reference.shuffle.cluster_directory"):

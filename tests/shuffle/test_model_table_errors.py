@@ -119,17 +119,24 @@ def walk(table: Table[Any, Any], seed: int, machine: Any, inputs: Any) -> set[tu
     return reached
 
 
-@pytest.mark.parametrize("role", ["writer", "reader"])
+def new_writer() -> WriterMachine:
+    return WriterMachine(3, 0, 2, SETTINGS, 0.0, ack_timeout_ms=500)
+
+
+def new_reader() -> ReaderMachine:
+    return ReaderMachine(3, 0, [0, 1], SETTINGS, 0.0)
+
+
+ROLES: dict[str, tuple[Table[Any, Any], Callable[[], Any], Callable[..., list[Input]], set[tuple[Any, Any]]]] = {
+    "writer": (WRITER_TABLE, new_writer, writer_inputs, set()),
+    "reader": (READER_TABLE, new_reader, reader_inputs, UNREACHABLE_READER_PAIRS),
+}
+
+
+@pytest.mark.parametrize("role", list(ROLES))
 def test_every_failure_is_the_tables_error_for_its_pair(role: str) -> None:
-    if role == "writer":
-        table: Table[Any, Any] = WRITER_TABLE
-        make: Callable[[], Any] = lambda: WriterMachine(3, 0, 2, SETTINGS, 0.0, ack_timeout_ms=500)  # noqa: E731
-        inputs: Any = writer_inputs
-        unreachable: set[tuple[Any, Any]] = set()
-    else:
-        table, inputs, unreachable = READER_TABLE, reader_inputs, UNREACHABLE_READER_PAIRS
-        make = lambda: ReaderMachine(3, 0, [0, 1], SETTINGS, 0.0)  # noqa: E731
+    table, new_machine, inputs, unreachable = ROLES[role]
     reached: set[tuple[Any, Any]] = set()
     for seed in range(WALKS):
-        reached |= walk(table, seed, make(), inputs)
+        reached |= walk(table, seed, new_machine(), inputs)
     assert reached == failing_pairs(table) - unreachable

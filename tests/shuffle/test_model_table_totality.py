@@ -82,8 +82,8 @@ def test_a_reader_rejects_data_after_termination_as_the_table_says() -> None:
     assert READER_TABLE.rejections[(ReaderChannelState.TERMINATED, ReaderChannelEvent.DATA)] is errors.UnexpectedMessage
     r = ReaderMachine(0, 0, [0], SETTINGS, 0.0)
     r.connected(0, 0.0)
-    r.received(0, TerminationControlMessage(0, 0, 0), 0.0)
-    step = r.received(0, DataMessage(1, 0, 0, 0, b""), 0.0)
+    r.received(0, TerminationControlMessage(seq=0, writer_id=0, reader_id=0), 0.0)
+    step = r.received(0, DataMessage(seq=1, writer_id=0, reader_id=0, checksum=0, payload=b""), 0.0)
     assert [type(e) for e in step.events] == [Failed] and not step.sends
 
 
@@ -103,8 +103,8 @@ def test_caller_bugs_raise_usage_errors() -> None:
 
 
 def _credit() -> CreditMessage:
-    return CreditMessage(0, 0, 1)
+    return CreditMessage(writer_id=0, reader_id=0, num_messages=1)
 
 
 def _ack(seq: int) -> TerminationAckMessage:
-    return TerminationAckMessage(seq, 0, 0)
+    return TerminationAckMessage(seq=seq, writer_id=0, reader_id=0)

@@ -16,7 +16,7 @@ SETTINGS = ShuffleSettings(reader_max_memory=1000)
 
 def data(seq: int, *records: bytes, writer: int = 0) -> DataMessage:
     payload = encode_records(records)
-    return DataMessage(seq, writer, 0, payload_checksum(payload), payload)
+    return DataMessage(seq=seq, writer_id=writer, reader_id=0, checksum=payload_checksum(payload), payload=payload)
 
 
 def connected(writers: int = 1, settings: ShuffleSettings = SETTINGS) -> ReaderMachine:
@@ -42,38 +42,41 @@ def test_quota_is_split_per_writer_and_charges_whole_bodies() -> None:
     assert per_writer_quota(ShuffleSettings(reader_max_memory=100), 3) == 33
     r = connected(writers=2, settings=ShuffleSettings(reader_max_memory=100))
     step = r.received(0, data(0, b"abc"), 0.0)
-    assert r.quota(0) == 50 - 39 and r.quota(1) == 50 and PauseReading(0) not in step.events
+    assert r.quota(0) == 50 - 39 and r.quota(1) == 50 and PauseReading(writer_id=0) not in step.events
     step = r.received(0, data(1, b"abc"), 0.0)
-    assert PauseReading(0) in step.events and r.quota(0) == 50 - 78
-    assert r.release(0, 0, 0.0).events == (ResumeReading(0),) and r.quota(0) == 11
+    assert PauseReading(writer_id=0) in step.events and r.quota(0) == 50 - 78
+    assert r.release(0, 0, 0.0).events == (ResumeReading(writer_id=0),) and r.quota(0) == 11
     assert r.release(0, 1, 0.0).events == () and r.quota(0) == 50
 
 
 def test_stream_ends_only_when_every_writer_terminated_and_every_ack_was_written() -> None:
     r = connected(writers=2)
-    (ack,) = r.received(0, TerminationControlMessage(0, 0, 0), 0.0).sends
+    (ack,) = r.received(0, TerminationControlMessage(seq=0, writer_id=0, reader_id=0), 0.0).sends
     assert ack.notify and ack.message.seq == 0
     assert r.send_completed(0, 0, 0.0).events == ()
     r.received(1, data(0, b"x", writer=1), 0.0)
-    r.received(1, TerminationControlMessage(1, 1, 0), 0.0)
+    r.received(1, TerminationControlMessage(seq=1, writer_id=1, reader_id=0), 0.0)
     assert r.send_completed(1, 1, 0.0).events == (Completed(),) and r.done
 
 
 def test_a_failed_checksum_surfaces_nothing_and_sends_no_credit() -> None:
     r = connected()
     bad = data(0, b"abc")
-    step = r.received(0, DataMessage(0, 0, 0, bad.checksum ^ 1, bad.payload), 0.0)
+    step = r.received(0, DataMessage(seq=0, writer_id=0, reader_id=0, checksum=bad.checksum ^ 1, payload=bad.payload),
+                      0.0)
     assert step.sends == () and [type(e) for e in step.events] == [Failed]
 
 
 def test_checksums_disabled_accepts_any_checksum() -> None:
     r = connected(settings=ShuffleSettings(checksum_enabled=False))
-    step = r.received(0, DataMessage(0, 0, 0, 0, encode_records([b"abc"])), 0.0)
+    step = r.received(0, DataMessage(seq=0, writer_id=0, reader_id=0, checksum=0, payload=encode_records([b"abc"])),
+                      0.0)
     assert [e for e in step.events if isinstance(e, Deliver)][0].records == (b"abc",)
 
 
 def test_a_malformed_record_run_fails_with_a_codec_error() -> None:
     r = connected()
     payload = b"\x00\x00\x00\x09abc"
-    (failed,) = r.received(0, DataMessage(0, 0, 0, payload_checksum(payload), payload), 0.0).events
+    (failed,) = r.received(0, DataMessage(seq=0, writer_id=0, reader_id=0, checksum=payload_checksum(payload),
+                                          payload=payload), 0.0).events
     assert isinstance(failed, Failed) and failed.error.condition == "TRUNCATED_INPUT"

@@ -63,7 +63,7 @@ def test_a_reader_reset_mid_stream_fails_the_writer_with_send_failed() -> None:
     thread.start()
     try:
         reader = socket.create_connection(("127.0.0.1", task.port))
-        reader.sendall(encode_frame(CreditMessage(0, 0)))  # bind, then read nothing
+        reader.sendall(encode_frame(CreditMessage(writer_id=0, reader_id=0)))  # bind, then read nothing
         # the kernel's buffers are full: DATA waits in the writer (the permits stop it at 31 KiB)
         wait_until(lambda: sum(s.queued_bytes for s in task.reactor.streams) >= 20 * 1024, "DATA queued")
         reset(reader)
@@ -93,7 +93,8 @@ def test_a_writer_reset_after_its_data_fails_the_reader_with_a_typed_error() -> 
             decoder = FrameDecoder(max_frame_from_reader())
             while not decoder.feed(conn.recv(1024)):  # the reader's first CREDIT
                 pass
-            conn.sendall(encode_frame(DataMessage(0, 0, 0, payload_checksum(payload), payload)))
+            conn.sendall(encode_frame(DataMessage(seq=0, writer_id=0, reader_id=0, checksum=payload_checksum(payload),
+                                                  payload=payload)))
             reset(conn)
 
     server = threading.Thread(target=fake_writer, name="test-fake-writer")

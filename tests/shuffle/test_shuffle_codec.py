@@ -50,14 +50,14 @@ def test_arbitrary_bytes_decode_or_raise_a_codec_error(data: bytes) -> None:
 
 def test_frame_parts_hand_the_payload_over_without_copying() -> None:
     payload = bytearray(b"x" * 1000)
-    message = DataMessage(1, 2, 3, 0, payload)
+    message = DataMessage(seq=1, writer_id=2, reader_id=3, checksum=0, payload=payload)
     head, body_payload = codec.encode_frame_parts(message)
     assert body_payload is payload
     assert head + body_payload == codec.encode_frame(message)
 
 
 def test_decoded_payload_does_not_alias_the_input_buffer() -> None:
-    frame = bytearray(codec.encode_frame(DataMessage(0, 1, 2, 0, b"abc")))
+    frame = bytearray(codec.encode_frame(DataMessage(seq=0, writer_id=1, reader_id=2, checksum=0, payload=b"abc")))
     message = codec.decode_frame(frame)
     frame[-1] = 0
     assert isinstance(message, DataMessage) and bytes(message.payload) == b"abc"
@@ -73,9 +73,9 @@ def test_unknown_type_is_checked_before_the_sequence_number() -> None:
 
 @pytest.mark.parametrize(("data", "error", "params"), [
     (b"\x00\x00\x00", errors.TruncatedInput, {"what": "message type id", "needed": 4, "available": 3}),
-    (codec.encode_body(CreditMessage(1, 2))[:-1], errors.TruncatedInput,
+    (codec.encode_body(CreditMessage(writer_id=1, reader_id=2))[:-1], errors.TruncatedInput,
      {"what": "CREDIT_CONTROL_MESSAGE", "needed": 24, "available": 23}),
-    (codec.encode_body(TerminationAckMessage(1, 2, 3)) + b"\x00", errors.TrailingBytes,
+    (codec.encode_body(TerminationAckMessage(seq=1, writer_id=2, reader_id=3)) + b"\x00", errors.TrailingBytes,
      {"what": "TERMINATION_ACK_MESSAGE", "trailing": 1}),
     (struct.pack(">iqiiiq", 1, 0, 3, 7, -1, 0) + b"ab", errors.NegativeDataSize, {"dataSize": -1, "available": 2}),
     (struct.pack(">iqiiiq", 1, 0, 3, 7, 3, 0) + b"ab", errors.DataSizeMismatch, {"dataSize": 3, "available": 2}),
@@ -104,12 +104,12 @@ def test_frame_length_is_bounded(frame_length: int, maximum: int) -> None:
 
 
 def test_frame_at_the_maximum_is_accepted() -> None:
-    frame = codec.encode_frame(TerminationAckMessage(1, 2, 3))
-    assert codec.decode_frame(frame, len(frame)) == TerminationAckMessage(1, 2, 3)
+    frame = codec.encode_frame(TerminationAckMessage(seq=1, writer_id=2, reader_id=3))
+    assert codec.decode_frame(frame, len(frame)) == TerminationAckMessage(seq=1, writer_id=2, reader_id=3)
 
 
 def test_wrong_transport_type_names_both_types() -> None:
-    frame = bytearray(codec.encode_frame(CreditMessage(1, 2)))
+    frame = bytearray(codec.encode_frame(CreditMessage(writer_id=1, reader_id=2)))
     frame[8] = 3
     with pytest.raises(errors.UnsupportedTransportMessage) as info:
         codec.decode_frame(frame)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from spec import docs
 from spec.shuffle import docgen, errors
-from spec.shuffle.errors import CodecError, ProtocolError
+from spec.shuffle.errors import BehaviourError, CodecError
 from spec.shuffle.settings import SETTINGS
 
 
@@ -26,7 +26,7 @@ def test_stale_or_missing_document_is_reported(tmp_path: Path) -> None:
 
 def test_spec_covers_every_condition_setting_and_vector_anchor() -> None:
     text = docgen.render()
-    classes = docgen.conditions(CodecError) + docgen.conditions(ProtocolError)
+    classes = docgen.conditions(CodecError) + docgen.conditions(BehaviourError)
     assert errors.ChecksumVerificationFailed in classes and errors.TruncatedInput in classes
     assert all(f"`{cls.condition}`" in text for cls in classes)
     assert all(f"`{s.key}`" in text for s in SETTINGS)

@@ -80,7 +80,7 @@ def test_announced_length_allocates_nothing_before_the_body_arrives() -> None:
 
 
 def test_wrong_transport_type_fails_as_soon_as_the_header_is_complete() -> None:
-    frame = bytearray(codec.encode_frame(TerminationControlMessage(0, 1, 2)))
+    frame = bytearray(codec.encode_frame(TerminationControlMessage(seq=0, writer_id=1, reader_id=2)))
     frame[8] = 4
     decoder = FrameDecoder()
     assert decoder.feed(frame[:12]) == []
@@ -91,11 +91,11 @@ def test_wrong_transport_type_fails_as_soon_as_the_header_is_complete() -> None:
 def test_bad_body_inside_a_complete_frame_raises_the_body_error() -> None:
     bad = struct.pack(">qbi", 13 + 4, 9, 4) + struct.pack(">i", 77)
     with pytest.raises(errors.UnexpectedMessageType):
-        FrameDecoder().feed(codec.encode_frame(TerminationControlMessage(0, 1, 2)) + bad)
+        FrameDecoder().feed(codec.encode_frame(TerminationControlMessage(seq=0, writer_id=1, reader_id=2)) + bad)
 
 
 def test_large_payload_split_across_many_feeds() -> None:
-    message = DataMessage(3, 1, 2, 0, bytes(range(256)) * 200)
+    message = DataMessage(seq=3, writer_id=1, reader_id=2, checksum=0, payload=bytes(range(256)) * 200)
     frame = codec.encode_frame(message)
     decoder = FrameDecoder()
     out = [m for start in range(0, len(frame), 1000) for m in decoder.feed(frame[start:start + 1000])]
@@ -103,7 +103,8 @@ def test_large_payload_split_across_many_feeds() -> None:
 
 
 def test_payload_of_a_buffered_frame_survives_later_feeds() -> None:
-    first, second = DataMessage(0, 1, 2, 0, b"A" * 100), DataMessage(1, 1, 2, 0, b"B" * 100)
+    first = DataMessage(seq=0, writer_id=1, reader_id=2, checksum=0, payload=b"A" * 100)
+    second = DataMessage(seq=1, writer_id=1, reader_id=2, checksum=0, payload=b"B" * 100)
     stream = codec.encode_frame(first) + codec.encode_frame(second)
     decoder = FrameDecoder()
     chunk = bytearray(stream[50:170])

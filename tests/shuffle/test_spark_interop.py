@@ -81,10 +81,12 @@ def _serve_spark_reader(spark: SparkJvm) -> tuple[Peer, SparkPeer]:
 def test_python_writer_streams_to_spark_reader(spark: SparkJvm) -> None:
     peer, reader = _serve_spark_reader(spark)
     with peer.sock:
-        assert peer.receive() == CreditMessage(WRITER, READER, 1, 0)  # Spark's handshake
+        assert peer.receive() == CreditMessage(writer_id=WRITER, reader_id=READER, num_messages=1,
+                                               seq=0)  # Spark's handshake
         for seq, records in enumerate(BATCHES):
             peer.send(_data(seq, records))
-            assert peer.receive() == CreditMessage(WRITER, READER, 1, 0)  # one credit per DATA
+            assert peer.receive() == CreditMessage(writer_id=WRITER, reader_id=READER, num_messages=1,
+                                                   seq=0)  # one credit per DATA
         last = len(BATCHES)
         peer.send(TerminationControlMessage(seq=last, writer_id=WRITER, reader_id=READER))
         assert peer.receive() == TerminationAckMessage(seq=last, writer_id=WRITER, reader_id=READER)
@@ -102,7 +104,8 @@ def test_spark_reader_rejects_a_bad_checksum(spark: SparkJvm) -> None:
     with peer.sock:
         peer.receive()
         good = _data(0, [b"record"])
-        peer.send(DataMessage(good.seq, WRITER, READER, good.checksum ^ 1, good.payload))
+        peer.send(DataMessage(seq=good.seq, writer_id=WRITER, reader_id=READER, checksum=good.checksum ^ 1,
+                              payload=good.payload))
         error = _event(reader, "error")
     assert error["condition"] == "STREAMING_SHUFFLE_CHECKSUM_VERIFICATION_FAILED"
     assert error["parameters"] == {"writerId": str(WRITER), "expectedChecksum": str(good.checksum ^ 1),
@@ -115,7 +118,7 @@ def test_spark_writer_streams_to_python_reader(spark: SparkJvm) -> None:
     writer.send_data(READER, encode_records(BATCHES[0]))  # before the bind: Spark queues it
     with socket.create_connection(("127.0.0.1", writer.port), timeout=DEADLINE_S) as sock:
         peer = Peer(sock)
-        peer.send(CreditMessage(WRITER, READER, 1))
+        peer.send(CreditMessage(writer_id=WRITER, reader_id=READER, num_messages=1))
         _event(writer, "bound")
         for records in BATCHES[1:]:
             writer.send_data(READER, encode_records(records))
@@ -127,11 +130,11 @@ def test_spark_writer_streams_to_python_reader(spark: SparkJvm) -> None:
             assert (message.writer_id, message.reader_id) == (WRITER, READER)
             verify_payload(message)
             received.append(list(decode_records(message.payload)))
-            peer.send(CreditMessage(WRITER, READER, 1))
+            peer.send(CreditMessage(writer_id=WRITER, reader_id=READER, num_messages=1))
         assert received == BATCHES
         termination = peer.receive()
-        assert termination == TerminationControlMessage(len(BATCHES), WRITER, READER)
-        peer.send(TerminationAckMessage(termination.seq, WRITER, READER))
+        assert termination == TerminationControlMessage(seq=len(BATCHES), writer_id=WRITER, reader_id=READER)
+        peer.send(TerminationAckMessage(seq=termination.seq, writer_id=WRITER, reader_id=READER))
         ack = _event(writer, "ack")
         assert (ack["seq"], ack["counted"]) == (str(termination.seq), True)
         _event(writer, "all_acks")
@@ -141,11 +144,12 @@ def test_spark_writer_rejects_an_ack_with_the_wrong_seq(spark: SparkJvm) -> None
     writer = spark.writer(WRITER, 1, checksum=True)
     with socket.create_connection(("127.0.0.1", writer.port), timeout=DEADLINE_S) as sock:
         peer = Peer(sock)
-        peer.send(CreditMessage(WRITER, READER, 1))
+        peer.send(CreditMessage(writer_id=WRITER, reader_id=READER, num_messages=1))
         writer.terminate(READER)
         termination = peer.receive()
-        assert termination == TerminationControlMessage(0, WRITER, READER)  # no DATA: TC takes seq 0
-        peer.send(TerminationAckMessage(5, WRITER, READER))
+        assert termination == TerminationControlMessage(seq=0, writer_id=WRITER,
+                                                        reader_id=READER)  # no DATA: TC takes seq 0
+        peer.send(TerminationAckMessage(seq=5, writer_id=WRITER, reader_id=READER))
         error = _event(writer, "error")
     assert error["condition"] == "STREAMING_SHUFFLE_INCORRECT_SEQUENCE_NUMBER"
     assert error["parameters"] == {"messageType": "TERMINATION_ACK_MESSAGE", "writerId": str(WRITER),

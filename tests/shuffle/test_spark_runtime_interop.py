@@ -144,7 +144,7 @@ def test_spark_writer_streams_to_runtime_reader_task(spark: SparkJvm, tmp_path: 
     assert [m.seq for m in data] == list(range(len(batches)))
     assert all(m.checksum == payload_checksum(m.payload) != 0 for m in data)  # verified by the reader
     sent = [m for d, m in frames if d == "out"]
-    assert sent == [CreditMessage(WRITER, READER, 1)] * (len(batches) + 1) + [
-        TerminationAckMessage(len(batches), WRITER, READER)]
+    assert sent == [CreditMessage(writer_id=WRITER, reader_id=READER, num_messages=1)] * (len(batches) + 1) + [
+        TerminationAckMessage(seq=len(batches), writer_id=WRITER, reader_id=READER)]
     assert [m for d, m in frames if d == "in" and isinstance(m, TerminationControlMessage)] == [
-        TerminationControlMessage(len(batches), WRITER, READER)]
+        TerminationControlMessage(seq=len(batches), writer_id=WRITER, reader_id=READER)]

@@ -17,7 +17,7 @@ from typing import Iterator
 import pytest
 from spark_jvm_support import expect_event, require_jdk
 
-from conformance.framework import Case, CaseContext, Level, Outcome, RunOptions, Verdict
+from conformance.framework import Case, CaseContext, Level, CaseOutcome, RunOptions, Verdict
 from conformance.runner import run_case
 from conformance.shuffle_peer import PeerReader
 from conformance.shuffle_targets import WRITER, SparkTarget, Workload
@@ -71,14 +71,14 @@ def test_a_case_after_a_crashed_case_passes(spark: SparkJvm) -> None:
 
     target = SparkTarget(spark)
     crashed = run_case(Case("test/crash", Level.MUST, WRITER, "crashes", crash, frozenset({WRITER})), target, OPTIONS)
-    assert crashed.outcome is Outcome.FAIL and "crashed with Spark" in crashed.actual, crashed.actual
+    assert crashed.outcome is CaseOutcome.FAIL and "crashed with Spark" in crashed.actual, crashed.actual
     assert spark.open_peers() == []
     (sock,) = left_open
     with sock:
         sock.settimeout(DEADLINE_S)
         assert sock.recv(1) == b""  # Spark's server closed the crashed case's connection
     after = run_case(NEXT_CASE, target, OPTIONS)
-    assert after.outcome is Outcome.PASS, f"{after.expected}\n{after.actual}"
+    assert after.outcome is CaseOutcome.PASS, f"{after.expected}\n{after.actual}"
     assert spark.open_peers() == []
 
 
@@ -87,20 +87,20 @@ def test_peers_open_together_keep_their_events_apart(spark: SparkJvm) -> None:
     try:
         assert sorted(spark.open_peers()) == sorted([first.peer_id, second.peer_id])
         with socket.create_connection(("127.0.0.1", first.port), timeout=DEADLINE_S) as sock:
-            sock.sendall(codec.encode_frame(CreditMessage(3, 0, 1)))
+            sock.sendall(codec.encode_frame(CreditMessage(writer_id=3, reader_id=0, num_messages=1)))
             expect_event(first, "bound", DEADLINE_S)
             first.terminate(0)
-            assert _receive(sock) == TerminationControlMessage(0, 3, 0)
-            sock.sendall(codec.encode_frame(TerminationAckMessage(7, 3, 0)))
+            assert _receive(sock) == TerminationControlMessage(seq=0, writer_id=3, reader_id=0)
+            sock.sendall(codec.encode_frame(TerminationAckMessage(seq=7, writer_id=3, reader_id=0)))
             assert expect_event(first, "error", DEADLINE_S)["parameters"]["actSeqNum"] == "7"
         first.close()
         assert spark.open_peers() == [second.peer_id]
         assert [e["event"] for e in second.events.snapshot()] == ["ready"]  # nothing of the first's
         with socket.create_connection(("127.0.0.1", second.port), timeout=DEADLINE_S) as sock:
-            sock.sendall(codec.encode_frame(CreditMessage(3, 0, 1)))
+            sock.sendall(codec.encode_frame(CreditMessage(writer_id=3, reader_id=0, num_messages=1)))
             second.terminate(0)
-            assert _receive(sock) == TerminationControlMessage(0, 3, 0)
-            sock.sendall(codec.encode_frame(TerminationAckMessage(0, 3, 0)))
+            assert _receive(sock) == TerminationControlMessage(seq=0, writer_id=3, reader_id=0)
+            sock.sendall(codec.encode_frame(TerminationAckMessage(seq=0, writer_id=3, reader_id=0)))
             expect_event(second, "all_acks", DEADLINE_S)
     finally:
         first.close()

@@ -19,7 +19,7 @@ SMALL = ShuffleSettings(network_buffer_size=16, network_buffer_max_wait_time_ms=
 def bound_writer(readers: int = 1, settings: ShuffleSettings = SMALL) -> WriterMachine:
     w = WriterMachine(3, 0, readers, settings, 0.0)
     for r in range(readers):
-        w.received(f"c{r}", CreditMessage(0, r, 1), 0.0)
+        w.received(f"c{r}", CreditMessage(writer_id=0, reader_id=r, num_messages=1), 0.0)
     return w
 
 
@@ -91,7 +91,7 @@ def test_deadline_is_the_periodic_flush_while_a_buffer_is_open() -> None:
 
 def test_connection_timeout_names_the_first_unbound_reader() -> None:
     w = WriterMachine(3, 5, 3, SMALL, 10.0)
-    w.received("c", CreditMessage(5, 0, 1), 10.0)
+    w.received("c", CreditMessage(writer_id=5, reader_id=0, num_messages=1), 10.0)
     assert w.tick(10.999).events == ()
     (failed,) = w.tick(11.0).events
     assert isinstance(failed, Failed) and isinstance(failed.error, errors.WriterConnectionTimeout)
@@ -106,14 +106,14 @@ def test_waiting_forever_for_readers_has_no_deadline() -> None:
 def test_acks_are_checked_before_they_count_and_duplicates_ignored() -> None:
     w = bound_writer(readers=2)
     w.finish(0.0)
-    assert w.received("c0", TerminationAckMessage(0, 0, 0), 0.0).events == ()
-    assert w.received("c0", TerminationAckMessage(0, 0, 0), 0.0).events == ()
-    (failed,) = w.received("c1", TerminationAckMessage(7, 0, 1), 0.0).events
+    assert w.received("c0", TerminationAckMessage(seq=0, writer_id=0, reader_id=0), 0.0).events == ()
+    assert w.received("c0", TerminationAckMessage(seq=0, writer_id=0, reader_id=0), 0.0).events == ()
+    (failed,) = w.received("c1", TerminationAckMessage(seq=7, writer_id=0, reader_id=1), 0.0).events
     assert isinstance(failed, Failed) and failed.error.parameters["expSeqNum"] == 0
     assert w.error is failed.error and w.done
 
 
 def test_input_after_failure_is_ignored() -> None:
     w = bound_writer()
-    w.received("c0", DataMessage(0, 0, 0, 0, b""), 0.0)
+    w.received("c0", DataMessage(seq=0, writer_id=0, reader_id=0, checksum=0, payload=b""), 0.0)
     assert w.done and w.write(0, b"x", 0.0).sends == () and w.tick(99.0).events == ()

@@ -111,7 +111,8 @@ def test_a_put_with_other_column_types_is_refused_and_others_stay_durable(
     out = raw_put(location, _cmd("t1", "A", 2), [bad])
     assert isinstance(out.error, pa.ArrowInvalid)
     assert "Put does not match table t1: column v is long in the put but string in the table" in str(out.error)
-    other_keys = (ColumnDescriptor(OLD, "v"), ColumnDescriptor(NEW, "v"), ColumnDescriptor(VALUE, "id"))
+    other_keys = (ColumnDescriptor(role=OLD, name="v"), ColumnDescriptor(role=NEW, name="v"),
+                  ColumnDescriptor(role=VALUE, name="id"))
     keyed_by_v = pa.table({"old_v": pa.array([None], pa.string()), "new_v": pa.array(["x"]), "id": pa.array([5])})
     out = raw_put(location, _cmd("t1", "A", 2, other_keys), [keyed_by_v])
     assert isinstance(out.error, pa.ArrowInvalid) and "key columns ['v'] differ from the table's ['id']" in str(out.error)
@@ -203,11 +204,13 @@ def test_a_client_storage_location_needs_the_allow_list(server_factory: ServerFa
     server = server_factory(allowed_locations=[str(allowed)], max_replication_lag_s=0)
     location = f"grpc://127.0.0.1:{server.port}"
     for elsewhere in (str(tmp_path / "elsewhere"), str(allowed) + "-sibling", f"{allowed}/../elsewhere"):
-        cmd = SyncCommand("t", "A", DESCS, 1, StorageLocation(elsewhere))
+        cmd = SyncCommand(path="t", origin="A", column_descriptors=DESCS, sequence_number=1,
+                          store=StorageLocation(location=elsewhere))
         out = raw_put(location, cmd, [rows_batch([(None, 1, "a")])])
         assert isinstance(out.error, flight.FlightUnauthorizedError), out
         assert "is not allowed on this server" in str(out.error)
-    cmd = SyncCommand("t", "A", DESCS, 1, StorageLocation(str(allowed / "lake")))
+    cmd = SyncCommand(path="t", origin="A", column_descriptors=DESCS, sequence_number=1,
+                      store=StorageLocation(location=str(allowed / "lake")))
     assert raw_put(location, cmd, [rows_batch([(None, 1, "a")])]).response is not None
     assert _rows(allowed / "lake", "t") == [(1, "a")]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["allowed"]
@@ -215,7 +218,8 @@ def test_a_client_storage_location_needs_the_allow_list(server_factory: ServerFa
 
 def test_without_an_allow_list_every_storage_location_is_refused(server_factory: ServerFactory, tmp_path: Path) -> None:
     server = server_factory()
-    cmd = SyncCommand("t", "A", DESCS, 1, StorageLocation(str(tmp_path / "store")))
+    cmd = SyncCommand(path="t", origin="A", column_descriptors=DESCS, sequence_number=1,
+                      store=StorageLocation(location=str(tmp_path / "store")))
     out = raw_put(f"grpc://127.0.0.1:{server.port}", cmd, [rows_batch([(None, 1, "a")])])
     assert isinstance(out.error, flight.FlightUnauthorizedError)
 
@@ -342,8 +346,9 @@ def test_null_keys(server_factory: ServerFactory, tmp_path: Path) -> None:
     assert out.response is not None
     assert raw_put(location, _cmd("t", "A", 2), [rows_batch([(2, None, None)])]).response is not None
     assert _rows(tmp_path / "store", "t") == [(1, "a")]
-    descs = (ColumnDescriptor(OLD, "a"), ColumnDescriptor(OLD, "b"), ColumnDescriptor(NEW, "a"),
-             ColumnDescriptor(NEW, "b"), ColumnDescriptor(VALUE, "v"))
+    descs = (ColumnDescriptor(role=OLD, name="a"), ColumnDescriptor(role=OLD, name="b"), ColumnDescriptor(role=NEW,
+                                                                                                          name="a"),
+             ColumnDescriptor(role=NEW, name="b"), ColumnDescriptor(role=VALUE, name="v"))
     partly = pa.table({"oa": pa.array([None, None], pa.int64()), "ob": pa.array([None, None], pa.int64()),
                        "na": pa.array([1, 2], pa.int64()), "nb": pa.array([1, None], pa.int64()), "v": ["x", "y"]})
     out = raw_put(location, _cmd("c", "A", 3, descs), [partly])

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 
-from conformance.framework import Outcome, RunOptions
+from conformance.framework import CaseOutcome, RunOptions
 from conformance.runner import run_case
 from conformance.suites.sync import DESCS, SUITE, _cmd, do_put, rows_batch
 from reference.sync.auth import ClientSecurity
@@ -123,7 +123,7 @@ def test_token_and_tls(serve, tmp_path: Path) -> None:  # type: ignore[no-untype
     options = RunOptions(suite="sync", target=target, timeout=60)
     with SUITE.open_target(options) as t:
         reports = [run_case(case, t, options) for case in SUITE.cases if not case.requires]
-    assert reports and {r.case.id: r.outcome for r in reports if r.outcome is not Outcome.PASS} == {}
+    assert reports and {r.case.id: r.outcome for r in reports if r.outcome is not CaseOutcome.PASS} == {}
 
 
 def test_sigterm_drains_pending_data_then_exits(serve, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

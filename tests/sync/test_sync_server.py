@@ -10,14 +10,14 @@ import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 
-from conformance.framework import Outcome, RunOptions
+from conformance.framework import CaseOutcome, RunOptions
 from conformance.runner import run_case
 from conformance.suites.sync import DESCS, SUITE, _cmd, rows_batch
 from reference.sync.client import SyncClient, SyncPut
 from reference.sync.store import DeltaStore
 from spec.sync.messages import SyncCommand, TableFormat, decode_response
 from spec.sync.schema import SyncSchema
-from spec.sync.squash import Change
+from spec.sync.squash import SquashedChange
 from spec.sync.writer import SyncSettings
 
 
@@ -26,7 +26,7 @@ def test_conformance_suite_passes_against_the_reference() -> None:
     with SUITE.open_target(options) as target:
         reports = [run_case(case, target, options) for case in SUITE.cases]
     assert len(reports) >= 20
-    assert {r.case.id: r.outcome for r in reports if r.outcome is not Outcome.PASS} == {}
+    assert {r.case.id: r.outcome for r in reports if r.outcome is not CaseOutcome.PASS} == {}
 
 
 def test_put_that_cannot_get_the_write_lock_is_not_accepted(server_factory) -> None:  # type: ignore[no-untyped-def]
@@ -83,7 +83,7 @@ def test_merged_puts_keep_a_key_swap(server_factory, tmp_path: Path, size_policy
             rows_batch([(1, 3, "a"), (2, 1, "b"), (3, 2, "a")]),
             rows_batch([(None, 4, "d")])]
     schema = SyncSchema.validate(DESCS, puts[0].schema)
-    sizes = [Change.of_put(schema, [p]).batch.nbytes for p in puts]
+    sizes = [SquashedChange.of_put(schema, [p]).batch.nbytes for p in puts]
     server = server_factory(**({"max_in_memory_bytes": sum(sizes)} if size_policy else {}))
     client = SyncClient(f"grpc://127.0.0.1:{server.port}", "A")
     for seq, batch in enumerate(puts):

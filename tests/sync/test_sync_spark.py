@@ -46,8 +46,9 @@ def test_sink_then_reader_round_trip(spark, tmp_path: Path) -> None:  # type: ig
             ("pg-b", 5, None, 100, "b"), ("pg-b", 6, 100, 100, "b2"),
         ]
         df = spark.createDataFrame(rows, "origin string, sequence long, old_id long, new_id long, v string")
-        descs = [ColumnDescriptor(int(ColumnRole.OLD_PK), "id"), ColumnDescriptor(int(ColumnRole.NEW_PK), "id"),
-                 ColumnDescriptor(int(ColumnRole.VALUE), "v")]
+        descs = [ColumnDescriptor(role=int(ColumnRole.OLD_PK), name="id"),
+                 ColumnDescriptor(role=int(ColumnRole.NEW_PK), name="id"),
+                 ColumnDescriptor(role=int(ColumnRole.VALUE), name="v")]
         durable = write_changes(df, f"grpc://127.0.0.1:{server.port}", "t", descs)
         assert durable == {"pg-a": 3, "pg-b": 6}
         got = sorted((r["id"], r["v"]) for r in read_table(spark, str(tmp_path / "t")).collect())

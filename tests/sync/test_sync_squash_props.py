@@ -16,13 +16,13 @@ from hypothesis import strategies as st
 
 from spec.sync.messages import ColumnDescriptor, ColumnRole
 from spec.sync.schema import SyncSchema
-from spec.sync.squash import Change, apply_squashed, squash, squash_pending
+from spec.sync.squash import SquashedChange, apply_squashed, squash, squash_pending
 from spec.sync.writer import PendingItem
 
 ARROW = pa.schema([("old_id", pa.int64()), ("new_id", pa.int64()), ("v", pa.string()),
                    ("changed_v", pa.bool_()), ("w", pa.string())])
 SCHEMA = SyncSchema.validate(
-    [ColumnDescriptor(int(r), n) for r, n in ((ColumnRole.OLD_PK, "id"), (ColumnRole.NEW_PK, "id"),
+    [ColumnDescriptor(role=int(r), name=n) for r, n in ((ColumnRole.OLD_PK, "id"), (ColumnRole.NEW_PK, "id"),
      (ColumnRole.VALUE, "v"), (ColumnRole.CHANGED, "v"), (ColumnRole.VALUE, "w"))],
     ARROW,
 )
@@ -149,7 +149,7 @@ def test_merging_pending_puts_equals_row_by_row(
     can join a chain to another chain's key (a key swap, a move into a key the put freed).
     """
     stored, rows, put_rows = s
-    puts = [Change.of_put(SCHEMA, [batch(p)]) for p in put_rows]
+    puts = [SquashedChange.of_put(SCHEMA, [batch(p)]) for p in put_rows]
     items = [PendingItem((tx,), c, c.batch.num_rows, c.batch.nbytes) for tx, c in enumerate(puts)]
     merged = squash_pending(items)
     assert [t for i in merged for t in i.tx_ids] == list(range(len(puts)))
@@ -166,7 +166,7 @@ def test_merging_pending_puts_equals_row_by_row(
 
 
 FULL = SyncSchema.validate(
-    [ColumnDescriptor(int(r), n) for r, n in ((ColumnRole.OLD_PK, "a"), (ColumnRole.OLD_PK, "b"),
+    [ColumnDescriptor(role=int(r), name=n) for r, n in ((ColumnRole.OLD_PK, "a"), (ColumnRole.OLD_PK, "b"),
      (ColumnRole.NEW_PK, "a"), (ColumnRole.NEW_PK, "b"), (ColumnRole.VALUE, "v"))],
     pa.schema([("old_a", pa.int64()), ("old_b", pa.string()), ("new_a", pa.int64()), ("new_b", pa.string()),
                ("v", pa.int64())]),

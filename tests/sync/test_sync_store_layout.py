@@ -23,7 +23,7 @@ from reference.sync.layout import DataFile, touched_files
 from reference.sync.server import SyncServer
 from reference.sync.store import DeltaStore, StoreSettings, TableState, UnsupportedTable
 from spec.sync.schema import SyncSchema
-from spec.sync.squash import Change
+from spec.sync.squash import SquashedChange
 
 TARGET = 100
 
@@ -40,9 +40,9 @@ class LogCommit(NamedTuple):
     removed: list[str]
 
 
-def change(rows: list[tuple[Any, ...]]) -> Change:
+def change(rows: list[tuple[Any, ...]]) -> SquashedChange:
     batch = rows_batch(rows)
-    return Change.of_put(SyncSchema.validate(DESCS, batch.schema), [batch])
+    return SquashedChange.of_put(SyncSchema.validate(DESCS, batch.schema), [batch])
 
 
 def read_commit(table: Path, version: int) -> LogCommit:
@@ -206,10 +206,10 @@ def test_maintenance_lays_out_a_table_another_writer_wrote(tmp_path: Path) -> No
 
 
 def test_string_keys_are_laid_out_by_range_too(tmp_path: Path) -> None:
-    def put(rows: list[tuple[str | None, str | None, str | None]]) -> Change:
+    def put(rows: list[tuple[str | None, str | None, str | None]]) -> SquashedChange:
         batch = pa.table({name: pa.array(column, pa.string())
                           for name, column in zip(("old_id", "new_id", "v"), zip(*rows))})
-        return Change.of_put(SyncSchema.validate(DESCS, batch.schema), [batch])
+        return SquashedChange.of_put(SyncSchema.validate(DESCS, batch.schema), [batch])
 
     store = DeltaStore(str(tmp_path), settings=StoreSettings(target_file_rows=TARGET))
     table = tmp_path / "t"
