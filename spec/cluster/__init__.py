@@ -1,0 +1,46 @@
+"""Valkey's modular-clustering cluster provider as data and pure code: the provider interface,
+membership and metadata types, the semantic model, the failure detector, the service's bytes and
+the errors.
+
+The names below are the surface a provider, a Core or a test needs; the modules hold the rest.
+"""
+
+from spec.cluster.detector import FailureDetector
+from spec.cluster.errors import ClusterError, RevisionMismatch
+from spec.cluster.interface import ClusterBackend, ClusterCore, ClusterProvider, FailureTiming
+from spec.cluster.model import ClusterModel, GossipUpdate, MembershipUpdate, Notification, ShardLogUpdate
+from spec.cluster.types import (
+    Entry,
+    Membership,
+    MetadataOp,
+    NodeId,
+    NodeInfo,
+    NodeState,
+    Revision,
+    Scope,
+    ShardId,
+)
+
+__all__ = [
+    "ClusterBackend",
+    "ClusterCore",
+    "ClusterError",
+    "ClusterModel",
+    "ClusterProvider",
+    "Entry",
+    "FailureDetector",
+    "FailureTiming",
+    "GossipUpdate",
+    "Membership",
+    "MembershipUpdate",
+    "MetadataOp",
+    "NodeId",
+    "NodeInfo",
+    "NodeState",
+    "Notification",
+    "Revision",
+    "RevisionMismatch",
+    "Scope",
+    "ShardId",
+    "ShardLogUpdate",
+]

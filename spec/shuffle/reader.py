@@ -16,7 +16,7 @@ from spec.shuffle import errors
 from spec.shuffle.checksum import payload_checksum
 from spec.shuffle.codec import HEADER_LENGTH
 from spec.shuffle.layouts import MessageType
-from spec.shuffle.machine import READER_SIDE, ChannelMachine, machine_input
+from spec.shuffle._machine import READER_SIDE, ChannelMachine, machine_input
 from spec.shuffle.messages import (
     CreditMessage,
     DataMessage,

@@ -15,7 +15,7 @@ from typing import Hashable
 from spec.shuffle import errors
 from spec.shuffle.checksum import payload_checksum
 from spec.shuffle.layouts import MessageType
-from spec.shuffle.machine import WRITER_SIDE, ChannelMachine, machine_input
+from spec.shuffle._machine import WRITER_SIDE, ChannelMachine, machine_input
 from spec.shuffle.messages import (
     CreditMessage,
     DataMessage,
