@@ -44,7 +44,9 @@ def state_machines() -> str:
         "(a decoded message, a connection event, a record, a completed socket write, a consumer release, "
         "time) returns the messages to send, the events to surface and the next deadline. Each channel "
         "follows the table below; a pair not listed is an error: the peer's fault where the failure table "
-        "says so, otherwise a misuse of the machine by its caller (`UsageError`). After a failure a machine "
+        "says so, otherwise a misuse of the machine by its caller (`UsageError`). The machines move a "
+        "channel only by looking its pair up in these tables (`spec/shuffle/transitions.py`), so every "
+        "failure reports the error the failure table names for its pair. After a failure a machine "
         "ignores all input.\n\n"
         '<a id="writer-machine"></a>\n### Writer: one channel per reader\n\n'
         "The reader's first CREDIT binds the channel to its connection; every credit after it is advisory "

@@ -21,7 +21,8 @@ from conformance.framework import Case, CaseContext, Level, CaseOutcome, RunOpti
 from conformance.runner import run_case
 from conformance.shuffle_peer import PeerReader
 from conformance.shuffle_targets import WRITER, SparkTarget, Workload
-from conformance.suites.shuffle import CASES, MULTI_WRITER_ID, STREAM_S
+from conformance.suites.shuffle import CASES
+from conformance.suites.shuffle.helpers import MULTI_WRITER_ID, STREAM_S
 from conformance.targets.spark_jvm import SparkJvm
 from spec.shuffle import codec
 from spec.shuffle.framing import FrameDecoder

@@ -1,0 +1,26 @@
+"""Live conformance cases for streaming-shuffle writers and readers (Spark 4.3.0's protocol).
+
+The implementation under test plays one role; the scripted peer (:mod:`conformance.shuffle_peer`)
+plays the other on the spec's machines, deviating on purpose in the fault cases. Verdicts come from
+the wire and from connections closing, never from an exit status. Where the wire alone cannot tell
+a rejection from a success, a case keeps a second connection waiting: a writer that rejected a fault
+abandons it, one that accepted the fault keeps waiting for it.
+
+What counts as **rejecting** a fault (used by every ``rejects-`` case): within
+:data:`REJECT_WINDOW_S` the implementation closes the connection, or (targets with ``reports``)
+reports an error whose condition is the one the case names (a report without a condition is
+accepted, one naming another condition is not); and it sends nothing the case forbids, such as a
+CREDIT for the faulty DATA, including for :data:`SETTLE_S` after the rejection.
+
+Targets and their capabilities: :mod:`conformance.shuffle_targets`.
+
+The suite is split by role: :mod:`.helpers` (constants, watching an implementation, raw frames,
+workloads), :mod:`.writer_cases` and :mod:`.reader_cases` (the checks), :mod:`.catalogue` (the
+cases themselves, as data, and :data:`SUITE`).
+"""
+
+from __future__ import annotations
+
+from conformance.suites.shuffle.catalogue import CASES, SUITE
+
+__all__ = ["CASES", "SUITE"]

@@ -1,0 +1,214 @@
+"""The shuffle suite's cases: ids, levels, roles, requirements and the check each runs."""
+
+from __future__ import annotations
+
+import functools
+import struct
+from typing import Final
+
+from conformance.framework import Case, Level, Suite
+from conformance.shuffle_targets import (
+    ACK_TIMEOUT_KEY,
+    READER,
+    REPORTS,
+    TARGET_HELP,
+    WORKLOAD,
+    WRITER,
+    open_target,
+)
+from conformance.suites.shuffle.helpers import (
+    CHECKSUM,
+    CheckFn,
+    EXCLUSIVE_BINDING,
+    HTTP_GARBAGE,
+    MISMATCHED_IDS,
+    OVERSIZED_HEADER,
+    PEER_WRITER_ID,
+    READER_ID_UNDER_TEST,
+    SEQUENCE,
+    SHORT_FRAME,
+    UNKNOWN_TYPE_BODY,
+    one_way_frame,
+)
+from conformance.suites.shuffle.reader_cases import (
+    BATCHES,
+    ack_echo,
+    corrupt,
+    data_for_another_writer,
+    duplicate,
+    duplicate_then_terminate,
+    first_not_zero,
+    gap,
+    is_ack,
+    is_credit,
+    is_credit_or_ack,
+    missing_at_end,
+    r_credit_first,
+    r_credits_each_data,
+    r_fast_writer,
+    r_frames,
+    r_split_and_coalesced,
+    r_trailing_bytes,
+    r_writer_closes_early,
+    raw_bytes,
+    reader_fault,
+    size_mismatch,
+)
+from conformance.suites.shuffle.writer_cases import (
+    w_ack_deadline,
+    w_bind_by_reader_id,
+    w_checksum_disabled,
+    w_connection_timeout,
+    w_crc32c,
+    w_delivery,
+    w_duplicate_ack,
+    w_empty_stream,
+    w_frames,
+    w_reader_closes_early,
+    w_second_binding,
+    w_seq_from_zero,
+    w_slow_reader,
+    w_terminates_once,
+    w_unknown_reader,
+    w_waits_for_credit,
+    w_waits_for_every_ack,
+    w_whole_records,
+    writer_fault,
+    wrong_ack,
+)
+from spec.shuffle import codec
+from spec.shuffle.messages import CreditMessage, DataMessage
+
+
+def _c(case_id: str, level: Level, role: str, requirement: str, check: CheckFn, *requires: str,
+       spec_ref: str = "") -> Case:
+    return Case(f"shuffle/{case_id}", level, role, requirement, check, frozenset({role, *requires}), spec_ref)
+
+
+MUST, SHOULD, INFO = Level.MUST, Level.SHOULD, Level.INFO
+W, R = WRITER, READER
+_data_after_fault = functools.partial(reader_fault, forbidden=is_credit, forbidden_text="CREDIT for it")
+
+CASES: Final = (
+    # handshake
+    _c("handshake/writer-waits-for-credit", MUST, W, "A writer sends nothing on a connection before its first "
+       "CREDIT; data produced before the bind is then sent in order from seq 0", w_waits_for_credit),
+    _c("handshake/writer-binds-by-reader-id", MUST, W, "A writer binds a connection to the reader id its first "
+       "CREDIT names, whatever the order readers connect in", w_bind_by_reader_id, WORKLOAD),
+    _c("handshake/writer-rejects-unknown-reader", MUST, W, "A writer rejects a CREDIT naming a reader id outside "
+       "0..R-1", w_unknown_reader),
+    _c("handshake/writer-rejects-second-binding", SHOULD, W, "A writer rejects a CREDIT for a reader bound to "
+       "another live connection (READER_ALREADY_BOUND; Spark 4.3.0 ignores it)", w_second_binding,
+       spec_ref=EXCLUSIVE_BINDING),
+    _c("handshake/reader-credit-first", MUST, R, "A reader's first message on a new connection is CREDIT(writer, "
+       "reader, 1) with seq 0", r_credit_first),
+    # data
+    _c("data/writer-delivers-in-order", MUST, W, "A writer delivers every record for a reader exactly once, in "
+       "order, in DATA naming its writer id and the reader id", w_delivery),
+    _c("data/writer-whole-records", MUST, W, "A writer never splits a record across DATA messages, also for "
+       "empty records and records larger than networkBufferSize", w_whole_records, WORKLOAD),
+    _c("data/writer-empty-stream", MUST, W, "A writer with no records for a reader sends only "
+       "TERMINATION_CONTROL with seq 0", w_empty_stream, WORKLOAD),
+    _c("data/reader-rejects-data-for-another-pair", SHOULD, R, "A reader rejects a DATA naming another writer than "
+       "its connection's, and does not credit it (MISMATCHED_CHANNEL_IDS; Spark 4.3.0 delivers it)",
+       _data_after_fault("a DATA naming writer 4 on writer 3's connection", MISMATCHED_IDS, data_for_another_writer),
+       spec_ref=EXCLUSIVE_BINDING),
+    _c("data/reader-credits-each-data", MUST, R, "A reader sends one CREDIT(writer, reader, 1) after every DATA "
+       "it accepts", r_credits_each_data),
+    # sequence
+    _c("sequence/writer-from-zero", MUST, W, "A writer numbers DATA 0, 1, 2, ... per reader, and "
+       "TERMINATION_CONTROL takes the next number", w_seq_from_zero),
+    _c("sequence/reader-rejects-duplicate", MUST, R, "A reader rejects a DATA whose seq repeats the last one "
+       "(INCORRECT_SEQUENCE_NUMBER)", _data_after_fault("a duplicate DATA seq=0", SEQUENCE, duplicate)),
+    _c("sequence/reader-rejects-gap", MUST, R, "A reader rejects a DATA whose seq skips one "
+       "(INCORRECT_SEQUENCE_NUMBER)", _data_after_fault("DATA seq=2 after seq=0", SEQUENCE, gap)),
+    _c("sequence/reader-rejects-missing-at-end", MUST, R, "A reader rejects a TERMINATION_CONTROL whose seq shows "
+       "that the last DATA is missing, and does not acknowledge it", reader_fault(
+           "TERMINATION_CONTROL seq=2 after DATA seq=0", SEQUENCE, missing_at_end, is_ack, "TERMINATION_ACK")),
+    _c("sequence/reader-rejects-first-not-zero", MUST, R, "A reader rejects a first DATA whose seq is not 0",
+       _data_after_fault("a first DATA with seq=1", SEQUENCE, first_not_zero)),
+    _c("sequence/writer-rejects-ack-ahead", MUST, W, "A writer rejects a TERMINATION_ACK whose seq is past the "
+       "TERMINATION_CONTROL's (INCORRECT_SEQUENCE_NUMBER)", wrong_ack(+1), WORKLOAD),
+    _c("sequence/writer-rejects-ack-missing-end", MUST, W, "A writer rejects a TERMINATION_ACK echoing an "
+       "earlier seq than its TERMINATION_CONTROL (INCORRECT_SEQUENCE_NUMBER)", wrong_ack(-1), WORKLOAD),
+    _c("sequence/writer-ignores-duplicate-ack", MUST, W, "A writer ignores a repeated correct TERMINATION_ACK",
+       w_duplicate_ack, WORKLOAD),
+    # checksum
+    _c("checksum/writer-crc32c", MUST, W, "With checksums on, every DATA carries the CRC32C of its payload",
+       w_crc32c),
+    _c("checksum/writer-zero-when-disabled", MUST, W, "With spark.shuffle.streaming.checksum.enabled=false, "
+       "every DATA carries checksum 0", w_checksum_disabled, WORKLOAD),
+    _c("checksum/reader-rejects-mismatch", MUST, R, "A reader rejects a DATA whose payload does not match its "
+       "CRC32C (CHECKSUM_VERIFICATION_FAILED)", reader_fault("a DATA with a wrong checksum", CHECKSUM, corrupt)),
+    _c("checksum/reader-no-credit-for-corrupt", SHOULD, R, "A reader verifies the checksum before crediting: a "
+       "corrupt DATA gets no CREDIT", _data_after_fault("a DATA with a wrong checksum", CHECKSUM, corrupt)),
+    # termination
+    _c("termination/writer-terminates-once", MUST, W, "A writer ends each reader's stream with one "
+       "TERMINATION_CONTROL(writer, reader) and keeps the connection open for the ack", w_terminates_once),
+    _c("termination/writer-waits-for-every-ack", MUST, W, "A writer completes only after every reader's "
+       "TERMINATION_ACK", w_waits_for_every_ack, WORKLOAD),
+    _c("termination/writer-ack-deadline", SHOULD, W, f"A writer bounds its wait for termination acks when "
+       f"{ACK_TIMEOUT_KEY} is set (Spark 4.3.0 waits forever)", w_ack_deadline, WORKLOAD),
+    _c("termination/reader-acks-echo", MUST, R, "A reader answers TERMINATION_CONTROL with "
+       "TERMINATION_ACK(writer, reader) echoing its seq", ack_echo(BATCHES[:2])),
+    _c("termination/reader-acks-empty-stream", MUST, R, "A reader answers a TERMINATION_CONTROL with seq 0 (no "
+       "data) with TERMINATION_ACK seq 0", ack_echo(())),
+    # framing
+    _c("framing/writer-frames", MUST, W, "A writer sends whole OneWayMessage frames: frame_length = 13 + body "
+       "length, type 9, body_length = body length", w_frames),
+    _c("framing/reader-frames", MUST, R, "A reader sends whole OneWayMessage frames: frame_length = 13 + body "
+       "length, type 9, body_length = body length", r_frames),
+    _c("framing/reader-split-and-coalesced", MUST, R, "A reader decodes frames however TCP splits or joins "
+       "them", r_split_and_coalesced),
+    _c("framing/writer-rejects-unknown-type", MUST, W, "A writer rejects a message type id other than 1..4",
+       writer_fault("a body with type id 9", lambda p: one_way_frame(struct.pack(">iqii", 9, 0, 0, 0)))),
+    _c("framing/reader-rejects-unknown-type", MUST, R, "A reader rejects a message type id other than 1..4",
+       reader_fault("a body with type id 9", None, raw_bytes(one_way_frame(UNKNOWN_TYPE_BODY)), is_credit_or_ack,
+                     "CREDIT or ack")),
+    _c("framing/writer-rejects-oversized-frame", MUST, W, "A writer rejects a frame longer than its maximum "
+       "(here beyond Spark's 2^31+6) without waiting for its body", writer_fault(
+           "a header announcing 2^31+100 bytes", lambda p: OVERSIZED_HEADER)),
+    _c("framing/reader-rejects-oversized-frame", MUST, R, "A reader rejects a frame longer than its maximum "
+       "(here beyond Spark's 2^31+6) without waiting for its body", reader_fault(
+           "a header announcing 2^31+100 bytes", None, raw_bytes(OVERSIZED_HEADER))),
+    _c("framing/writer-rejects-short-frame", MUST, W, "A writer rejects a frame_length smaller than the frame "
+       "header", writer_fault("frame_length 5", lambda p: SHORT_FRAME)),
+    _c("framing/reader-rejects-garbage", MUST, R, "A reader rejects bytes that are not frames (an HTTP request)",
+       reader_fault("an HTTP request", None, raw_bytes(HTTP_GARBAGE), is_credit_or_ack, "CREDIT or ack")),
+    _c("framing/reader-rejects-data-size-mismatch", MUST, R, "A reader rejects a DATA whose data_size differs "
+       "from the payload bytes present", reader_fault("DATA with data_size 4 more than its payload", None,
+                                                      size_mismatch, is_credit, "CREDIT for it")),
+    _c("framing/reader-trailing-bytes", INFO, R, "How a reader treats a TERMINATION_CONTROL body with trailing "
+       "bytes (Spark ignores them)", r_trailing_bytes),
+    # backpressure
+    _c("backpressure/writer-slow-reader-no-loss", MUST, W, "A writer whose reader stops reading waits and loses "
+       "nothing: every record arrives in order once reading resumes", w_slow_reader, WORKLOAD),
+    _c("backpressure/reader-fast-writer-no-loss", MUST, R, "A reader given many DATA at once (credits are "
+       "advisory) credits and keeps every one, then acks", r_fast_writer),
+    # failure
+    _c("failure/writer-rejects-data", MUST, W, "A writer rejects a DATA sent to it", writer_fault(
+        "a DATA from the reader", lambda p: codec.encode_frame(DataMessage(seq=0, writer_id=0, reader_id=0,
+                                                                           checksum=0, payload=b"")))),
+    _c("failure/reader-rejects-credit", MUST, R, "A reader rejects a CREDIT sent to it", reader_fault(
+        "a CREDIT from the writer", None,
+        lambda s: s.send(CreditMessage(writer_id=PEER_WRITER_ID, reader_id=READER_ID_UNDER_TEST, num_messages=1)),
+        is_credit_or_ack, "CREDIT or ack")),
+    _c("failure/reader-no-ack-after-rejection", SHOULD, R, "A reader that rejected a DATA does not acknowledge "
+       "termination afterwards", reader_fault("a duplicate DATA followed by TERMINATION_CONTROL", SEQUENCE,
+                                               duplicate_then_terminate, is_ack, "TERMINATION_ACK")),
+    _c("failure/reader-writer-closes-early", MUST, R, "A reader fails (does not end its stream normally) when a "
+       "writer's connection closes before TERMINATION_CONTROL", r_writer_closes_early, REPORTS),
+    _c("failure/writer-reader-closes-early", SHOULD, W, "A writer gives up promptly when a reader's connection "
+       "closes before its ack", w_reader_closes_early, WORKLOAD),
+    _c("failure/writer-connection-timeout", MUST, W, "A writer fails with WRITER_CONNECTION_TIMEOUT when a reader "
+       "does not bind within writerConnectionTimeout", w_connection_timeout, WORKLOAD),
+)
+
+
+SUITE = Suite(
+    name="shuffle",
+    cases=CASES,
+    open_target=open_target,
+    roles=(WRITER, READER),
+    target_help=TARGET_HELP,
+)

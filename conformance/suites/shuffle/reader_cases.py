@@ -1,0 +1,309 @@
+"""The checks of the cases where the implementation under test is a reader (the peer writes)."""
+
+from __future__ import annotations
+
+import struct
+from typing import Callable, Final, Sequence
+
+from conformance.framework import CaseContext, Verdict
+from conformance.shuffle_peer import Link, PeerWriter, describe
+from conformance.shuffle_targets import (
+    READER,
+    AbstractRunning,
+    ShuffleTarget,
+    Workload,
+)
+from conformance.suites.shuffle.helpers import (
+    CheckFn,
+    PEER_WRITER_ID,
+    READER_ID_UNDER_TEST,
+    REJECT_WINDOW_S,
+    SETTLE_S,
+    STREAM_S,
+    frame_problems,
+    gave_up,
+    numbered_records,
+    observe,
+    one_way_frame,
+    rejection,
+)
+from spec.shuffle import codec
+from spec.shuffle.checksum import payload_checksum
+from spec.shuffle.messages import (
+    CreditMessage,
+    DataMessage,
+    Message,
+    TerminationAckMessage,
+    TerminationControlMessage,
+)
+from spec.shuffle.records import encode_records
+
+
+READER_WORKLOAD: Final = Workload(READER, writer_id=PEER_WRITER_ID, reader_id=READER_ID_UNDER_TEST)
+
+
+class ReaderSession:
+    """A reader under test connected to the peer writer, bound by its handshake CREDIT."""
+
+    def __init__(self, t: ShuffleTarget, ctx: CaseContext, workload: Workload = READER_WORKLOAD) -> None:
+        self.peer = PeerWriter(ctx, PEER_WRITER_ID, READER_ID_UNDER_TEST, READER_ID_UNDER_TEST + 1)
+        self.ctx = ctx
+        self._impl: AbstractRunning | None = None
+        self._target, self._workload = t, workload
+        self.first: Message | None = None
+
+    def __enter__(self) -> ReaderSession:
+        self._impl = self._target.reader(self._workload, self.peer.address, self.ctx)
+        try:
+            self.first = self.peer.bind(STREAM_S)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    @property
+    def impl(self) -> AbstractRunning:
+        assert self._impl is not None
+        return self._impl
+
+    @property
+    def link(self) -> Link:
+        return self.peer.connected
+
+    def close(self) -> None:
+        self.peer.close()
+        if self._impl is not None:
+            self._impl.__exit__(None, None, None)
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def data(self, *batches: Sequence[bytes]) -> list[DataMessage]:
+        """The DATA messages the machine makes of ``batches`` (one each), not yet sent."""
+        out = []
+        for records in batches:
+            out += [s.message for s in self.peer.batch(records) if isinstance(s.message, DataMessage)]
+        return out
+
+    def send(self, message: Message) -> bool:
+        return self.link.send(message)
+
+    def expect(self, kind: type, timeout: float = STREAM_S) -> Message | None:
+        """The reader's next message if it is a ``kind``; None otherwise (the message stays in ``heard``)."""
+        message = self.peer.hear(timeout)
+        return message if isinstance(message, kind) else None
+
+    def terminator(self) -> TerminationControlMessage:
+        """The machine's TERMINATION_CONTROL: seq = one past the last DATA it made (sent or not)."""
+        made = [s.message for s in self.peer.finish() if isinstance(s.message, TerminationControlMessage)]
+        return made[0]
+
+    def heard(self) -> str:
+        return ", ".join(map(describe, self.peer.heard)) or "nothing"
+
+
+BATCHES: Final = (numbered_records("a", 3), numbered_records("b", 1), numbered_records("c", 50, 100))
+
+
+def r_credit_first(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
+    with ReaderSession(t, ctx) as s:
+        want = CreditMessage(writer_id=PEER_WRITER_ID, reader_id=READER_ID_UNDER_TEST, num_messages=1, seq=0)
+        return Verdict(s.first == want, f"first message {describe(want)}",
+                       describe(s.first) if s.first else s.link.close_reason or "nothing")
+
+
+def r_credits_each_data(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
+    with ReaderSession(t, ctx) as s:
+        credits = []
+        for message in s.data(*BATCHES):
+            s.send(message)
+            credits.append(s.expect(CreditMessage))
+        want = CreditMessage(writer_id=PEER_WRITER_ID, reader_id=READER_ID_UNDER_TEST, num_messages=1, seq=0)
+        ok = credits == [want] * len(BATCHES)
+        return Verdict(ok, f"{describe(want)} after each of {len(BATCHES)} DATA", s.heard())
+
+
+def ack_echo(batches: Sequence[Sequence[bytes]]) -> CheckFn:
+    def check(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
+        with ReaderSession(t, ctx) as s:
+            data = s.data(*batches)
+            for message in data:
+                s.send(message)
+            terminator = s.terminator()
+            s.send(terminator)
+            want = TerminationAckMessage(seq=terminator.seq, writer_id=PEER_WRITER_ID, reader_id=READER_ID_UNDER_TEST)
+            got = None
+            for _ in range(len(data) + 1):
+                got = s.peer.hear(STREAM_S)
+                if not isinstance(got, CreditMessage):
+                    break
+            extra = s.link.receive(SETTLE_S)
+            ok = got == want and extra is None
+            return Verdict(ok, f"{len(data)} CREDIT then {describe(want)} for {describe(terminator)}, then nothing",
+                           s.heard() + (f", {describe(extra)}" if extra else ""))
+
+    return check
+
+
+def reader_fault(what: str, condition: str | None, script: Callable[[ReaderSession], bool],
+                  forbidden: Callable[[Message], bool] = lambda m: False, forbidden_text: str = "") -> CheckFn:
+    """Run ``script`` (False: the stream did not get as far as the fault), then judge the rejection."""
+    def check(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
+        with ReaderSession(t, ctx) as s:
+            if not isinstance(s.first, CreditMessage) or not script(s):
+                return Verdict(False, f"the stream up to the fault ({what})", s.heard() + "; " + s.link.close_reason)
+            return rejection(s.impl, [s.link], what, condition, forbidden, forbidden_text)
+
+    return check
+
+
+def data_for_another_writer(s: ReaderSession) -> bool:
+    """A well-formed DATA (seq 0, right checksum) that names writer 4 on writer 3's connection."""
+    payload = encode_records([b"stray"])
+    return s.send(DataMessage(seq=0, writer_id=PEER_WRITER_ID + 1, reader_id=READER_ID_UNDER_TEST,
+                              checksum=payload_checksum(payload), payload=payload))
+
+
+def _messages(*messages: Message) -> list[Message]:
+    return list(messages)
+
+
+def is_credit(m: Message) -> bool:
+    return isinstance(m, CreditMessage)
+
+
+def is_ack(m: Message) -> bool:
+    return isinstance(m, TerminationAckMessage)
+
+
+def is_credit_or_ack(m: Message) -> bool:
+    return isinstance(m, (CreditMessage, TerminationAckMessage))
+
+
+def _first_accepted(s: ReaderSession, *batches: Sequence[bytes]) -> list[DataMessage]:
+    """Make DATA 0.. of ``batches``, send DATA 0 and wait for its CREDIT; [] if it did not come."""
+    data = s.data(*batches)
+    s.send(data[0])
+    return data if s.expect(CreditMessage) is not None else []
+
+
+def duplicate(s: ReaderSession) -> bool:
+    data = _first_accepted(s, BATCHES[0])
+    return bool(data) and s.send(data[0])
+
+
+def gap(s: ReaderSession) -> bool:
+    data = _first_accepted(s, BATCHES[0], BATCHES[1])
+    return bool(data) and s.send(_with_seq(data[1], 2))
+
+
+def missing_at_end(s: ReaderSession) -> bool:
+    data = _first_accepted(s, BATCHES[0], BATCHES[1])  # DATA 1 is made but never sent
+    return bool(data) and s.send(s.terminator())
+
+
+def first_not_zero(s: ReaderSession) -> bool:
+    return s.send(_with_seq(s.data(BATCHES[0])[0], 1))
+
+
+def corrupt(s: ReaderSession) -> bool:
+    data = _first_accepted(s, BATCHES[0], BATCHES[2])
+    return bool(data) and s.send(_with_checksum(data[1], data[1].checksum ^ 0x00010000))
+
+
+def _with_seq(m: DataMessage, seq: int) -> DataMessage:
+    return DataMessage(seq=seq, writer_id=m.writer_id, reader_id=m.reader_id, checksum=m.checksum, payload=m.payload)
+
+
+def _with_checksum(m: DataMessage, checksum: int) -> DataMessage:
+    return DataMessage(seq=m.seq, writer_id=m.writer_id, reader_id=m.reader_id, checksum=checksum, payload=m.payload)
+
+
+def duplicate_then_terminate(s: ReaderSession) -> bool:
+    data = _first_accepted(s, BATCHES[0])
+    return bool(data) and s.send(data[0]) and s.send(s.terminator())
+
+
+def raw_bytes(data: bytes) -> Callable[[ReaderSession], bool]:
+    return lambda s: s.link.send_raw(data)
+
+
+def size_mismatch(s: ReaderSession) -> bool:
+    m = s.data(BATCHES[0])[0]
+    body = codec.encode_body(m)
+    body = body[:20] + struct.pack(">i", m.data_size + 4) + body[24:]
+    return s.link.send_raw(one_way_frame(body))
+
+
+def _writer_closes(s: ReaderSession) -> bool:
+    if not _first_accepted(s, BATCHES[0]):
+        return False
+    s.link.close()
+    return True
+
+
+def r_writer_closes_early(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
+    with ReaderSession(t, ctx) as s:
+        if not isinstance(s.first, CreditMessage) or not _writer_closes(s):
+            return Verdict(False, "DATA 0 credited before the close", s.heard())
+        seen = observe(s.impl, [], REJECT_WINDOW_S, lambda o: bool(o.errors))
+        return Verdict(bool(seen.errors), "reports an error (the writer closed before TERMINATION_CONTROL)",
+                       seen.text())
+
+
+def r_split_and_coalesced(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
+    with ReaderSession(t, ctx) as s:
+        data = s.data(*BATCHES, numbered_records("d", 2))
+        first = codec.encode_frame(data[0])
+        for i in range(len(first)):  # one byte per write
+            s.link.send_raw(first[i:i + 1])
+        terminator = s.terminator()
+        s.link.send_raw(b"".join(codec.encode_frame(m) for m in _messages(*data[1:], terminator)))
+        for _ in range(len(data) + 1):
+            if s.peer.hear(STREAM_S) is None:
+                break
+        want = [CreditMessage(writer_id=PEER_WRITER_ID, reader_id=READER_ID_UNDER_TEST,
+                              num_messages=1)] * (len(data) + 1) + [
+            TerminationAckMessage(seq=terminator.seq, writer_id=PEER_WRITER_ID, reader_id=READER_ID_UNDER_TEST)]
+        return Verdict(s.peer.heard == want, f"DATA 0 sent a byte at a time and {len(data) - 1} DATA + "
+                       f"TERMINATION_CONTROL in one write are read alike: {len(data) + 1} CREDIT, then the ack",
+                       s.heard())
+
+
+def r_frames(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
+    with ReaderSession(t, ctx) as s:
+        data = s.data(BATCHES[0])
+        s.send(data[0])
+        s.expect(CreditMessage)
+        s.send(s.terminator())
+        s.expect(TerminationAckMessage)
+        problems = frame_problems(bytes(s.link.raw))
+        return Verdict(len(s.peer.heard) == 3 and not problems, "CREDIT, CREDIT, TERMINATION_ACK in whole "
+                       "OneWayMessage frames (frame_length = 13 + body, type 9, body_length = body)",
+                       "; ".join(problems) or s.heard())
+
+
+def r_trailing_bytes(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
+    with ReaderSession(t, ctx) as s:
+        terminator = s.terminator()
+        s.link.send_raw(one_way_frame(codec.encode_body(terminator) + b"\x00\x00\x00\x00"))
+        seen = observe(s.impl, [s.link], 1.0, lambda o: gave_up(o) or bool(o.messages))
+        return Verdict(True, "INFO: TERMINATION_CONTROL with 4 trailing body bytes (Spark ignores them; the "
+                       "spec's codec rejects them)", seen.text())
+
+
+def r_fast_writer(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
+    with ReaderSession(t, ctx) as s:
+        data = s.data(*(numbered_records(f"f{i}", 30, 1000) for i in range(64)))
+        terminator = s.terminator()
+        s.link.send_raw(b"".join(codec.encode_frame(m) for m in _messages(*data, terminator)))
+        for _ in range(len(data) + 1):
+            if s.peer.hear(STREAM_S) is None:
+                break
+        credits, acks = s.peer.credits(), s.peer.acks()
+        ok = len(credits) == len(data) + 1 and [a.seq for a in acks] == [terminator.seq]
+        return Verdict(ok, f"{len(data)} DATA (~2 MB) written without waiting: {len(data)} CREDIT after the "
+                       f"handshake one, then TERMINATION_ACK seq={terminator.seq}",
+                       f"{len(credits)} CREDIT, acks {[a.seq for a in acks]}; {s.link.close_reason}")
+
+
