@@ -191,21 +191,28 @@ class ChecksumVerificationFailed(ChannelError):
         return cls(fault.writer_id, fault.checksum, fault.calculated, fault.data_length)
 
 
-class WriterConnectionTimeout(ChannelError):
-    """A reader did not bind its channel (first CREDIT) within writerConnectionTimeout."""
+class WriterWaitTimeout(ChannelError):
+    """A writer waited longer than its timeout for a reader to do ``waiting_for``."""
 
-    condition = "STREAMING_SHUFFLE_WRITER_CONNECTION_TIMEOUT"
+    waiting_for: ClassVar[str]
 
     def __init__(self, shuffle_id: int, writer_id: int, timeout_ms: int, reader_id: int) -> None:
         super().__init__(
             f"Streaming shuffle {shuffle_id} writer {writer_id} timed out after {timeout_ms} ms "
-            f"waiting for reader {reader_id} to connect.",
+            f"waiting for reader {reader_id} to {self.waiting_for}.",
             shuffleId=shuffle_id, writerId=writer_id, timeoutMs=timeout_ms, readerId=reader_id,
         )
 
     @classmethod
     def from_fault(cls, fault: Fault) -> Self:
         return cls(fault.shuffle_id, fault.writer_id, fault.timeout_ms, fault.reader_id)
+
+
+class WriterConnectionTimeout(WriterWaitTimeout):
+    """A reader did not bind its channel (first CREDIT) within writerConnectionTimeout."""
+
+    condition = "STREAMING_SHUFFLE_WRITER_CONNECTION_TIMEOUT"
+    waiting_for = "connect"
 
 
 class UnexpectedMessage(ChannelError):
@@ -301,21 +308,11 @@ class TaskAborted(BehaviourError):
         super().__init__(reason, reason=reason)
 
 
-class TerminationAckTimeout(ChannelError):
+class TerminationAckTimeout(WriterWaitTimeout):
     """Opt-in (not in Spark 4.3.0, which waits forever): a reader did not acknowledge termination in time."""
 
     condition = "STREAMING_SHUFFLE_TERMINATION_ACK_TIMEOUT"
-
-    def __init__(self, shuffle_id: int, writer_id: int, timeout_ms: int, reader_id: int) -> None:
-        super().__init__(
-            f"Streaming shuffle {shuffle_id} writer {writer_id} timed out after {timeout_ms} ms "
-            f"waiting for reader {reader_id} to acknowledge termination.",
-            shuffleId=shuffle_id, writerId=writer_id, timeoutMs=timeout_ms, readerId=reader_id,
-        )
-
-    @classmethod
-    def from_fault(cls, fault: Fault) -> Self:
-        return cls(fault.shuffle_id, fault.writer_id, fault.timeout_ms, fault.reader_id)
+    waiting_for = "acknowledge termination"
 
 
 class SendFailed(ChannelError):
