@@ -24,7 +24,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from reference.cluster.dispatch import ClusterDown, Dispatcher, Heartbeat
 from reference.cluster.etcd_gateway import EtcdEndpoint, EtcdGateway, KeyValue, b64, prefix_end
-from reference.cluster.etcd_watch import Change, SharedWatch
+from reference.cluster.etcd_watch import CommittedRevision, SharedWatch
 from reference.cluster.memory import new_session_token, new_shard_id
 from spec.cluster.errors import (
     NodeIdInUse,
@@ -104,7 +104,7 @@ class EtcdCluster:
             node.close()
         self.watch.close(self.settings.request_timeout + 1)
 
-    def snapshot(self, change: Change, mirror: Mapping[str, KeyValue]) -> Membership:
+    def snapshot(self, change: CommittedRevision, mirror: Mapping[str, KeyValue]) -> Membership:
         """The membership after ``change``, built once for all the nodes told of it (watch thread)."""
         if self._snapshot is None or self._snapshot[0] != change.revision:
             shards: dict[ShardId, list[NodeInfo]] = {}
@@ -381,7 +381,7 @@ class EtcdNode:
         return tuple(Entry(key=k[len(base):], value=kv.value, revision=Revision(kv.mod_revision))
                      for k, kv in sorted(mirror.items()) if k.startswith(base))
 
-    def apply(self, change: Change, mirror: Mapping[str, KeyValue]) -> None:
+    def apply(self, change: CommittedRevision, mirror: Mapping[str, KeyValue]) -> None:
         """Post what one committed revision means for this node, in model order (watch thread)."""
         me = f"members/{self._node_id}"
         after = self._my_record()
@@ -401,7 +401,7 @@ class EtcdNode:
         for notification in out:
             self.dispatcher.post(notification)
 
-    def _data_notifications(self, change: Change, mirror: Mapping[str, KeyValue], before: _Member | None,
+    def _data_notifications(self, change: CommittedRevision, mirror: Mapping[str, KeyValue], before: _Member | None,
                             after: _Member) -> list[Notification]:
         out: list[Notification] = []
         log_base = f"log/{after.shard}/"

@@ -4,7 +4,7 @@ Every node of an :class:`reference.cluster.etcd.EtcdCluster` needs every committ
 prefix (membership, gossip, its shard's log). Watching once per process instead of once per node
 means a write costs one HTTP stream read, one JSON decode and one mirror update here, plus, per
 node, only the work of telling it. Subscribers are handed each committed revision in order, as a
-:class:`Change` with the shared mirror already updated; a subscriber attached later starts from
+:class:`CommittedRevision` with the shared mirror already updated; a subscriber attached later starts from
 the mirror as it is then and gets every later revision, so none is seen twice or missed.
 """
 
@@ -22,7 +22,7 @@ RETRY_S = 0.1
 
 
 @dataclass(frozen=True, slots=True)
-class Change:
+class CommittedRevision:
     """One committed revision: its events (keys relative to the prefix) and what the changed keys
     held before it."""
 
@@ -35,7 +35,7 @@ class Change:
 
 
 class Subscriber(Protocol):
-    def apply(self, change: Change, mirror: Mapping[str, KeyValue]) -> None:
+    def apply(self, change: CommittedRevision, mirror: Mapping[str, KeyValue]) -> None:
         """Called on the watch thread, in revision order, with the mirror after ``change``."""
 
 
@@ -87,7 +87,7 @@ class SharedWatch:
                 self._closed.wait(RETRY_S)
 
     def _apply(self, group: list[WatchEvent]) -> None:
-        change = Change(group[0].kv.mod_revision, [(e.kv.key[len(self._prefix):], e) for e in group])
+        change = CommittedRevision(group[0].kv.mod_revision, [(e.kv.key[len(self._prefix):], e) for e in group])
         with self._lock:
             for key, event in change.events:
                 change.previous.setdefault(key, self.mirror.get(key))
