@@ -8,23 +8,69 @@ from __future__ import annotations
 
 import argparse
 import importlib
-from typing import Mapping
+import os
+import sys
+from typing import Callable, Mapping
+
+EXIT_SETUP: int = 2
+"""Bad arguments or a setup that cannot run (argparse's own code for bad arguments)."""
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """Descriptions as written, and every option's default in ``--help`` (unless it has none)."""
+
+    def add_argument(self, action: argparse.Action) -> None:
+        if action.help is None and self._shows_default(action):
+            action.help = "default: %(default)s"
+        super().add_argument(action)
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if not self._shows_default(action) or "%(default)" in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
+
+    @staticmethod
+    def _shows_default(action: argparse.Action) -> bool:
+        return action.default not in (None, False, argparse.SUPPRESS) and bool(action.option_strings)
+
+
+def guarded(prog: str, command: Callable[[], int]) -> int:
+    """Run a command line's body the way a shell user expects: an error that escapes it is one
+    line on stderr and exit 2 (never a traceback); a closed stdout (``| head``) ends it quietly."""
+    try:
+        return command()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 0
+    except KeyboardInterrupt:
+        return 130
+    except Exception as error:  # noqa: BLE001 - the command line's last word, said in one line
+        print(f"{prog}: {one_line(error)}", file=sys.stderr)
+        return EXIT_SETUP
+
+
+def one_line(error: BaseException) -> str:
+    """``Type: first line of the message`` (a Java exception's message carries its stack trace)."""
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
 
 
 def dispatch(prog: str, description: str | None, commands: Mapping[str, tuple[str, str]],
              argv: list[str] | None) -> int:
     """Parse ``argv`` as ``COMMAND [options]`` and run the command's ``main``."""
-    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser = argparse.ArgumentParser(prog=prog, description=description, formatter_class=HelpFormatter)
     names = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (_, help_text) in commands.items():
         names.add_parser(name, help=help_text, add_help=False)
     known, rest = parser.parse_known_args(argv)
     module_name, _ = commands[known.command]
+    return run_command(f"{prog} {known.command}", module_name, rest)
+
+
+def run_command(prog: str, module_name: str, argv: list[str]) -> int:
+    """Import one command's module, parse ``argv`` with its arguments and run its ``main``, guarded."""
     module = importlib.import_module(module_name)
-    command_parser = argparse.ArgumentParser(
-        prog=f"{prog} {known.command}", description=module.__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    module.add_arguments(command_parser)
-    code: int = module.main(command_parser.parse_args(rest))
-    return code
+    parser = argparse.ArgumentParser(prog=prog, description=module.__doc__, formatter_class=HelpFormatter)
+    module.add_arguments(parser)
+    args = parser.parse_args(argv)
+    return guarded(prog, lambda: int(module.main(args)))

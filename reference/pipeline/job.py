@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, TextIO
 
+from conformance.cli import one_line
 from reference.pipeline.changes import StreamSpec
 from reference.cluster.config import ClusterHost
 from reference.pipeline.coordination import Member, RunKeys
@@ -59,6 +60,8 @@ class Options:
     master: str | None = None
     report: str | None = None
     chaos: bool = False
+    keep: bool = False
+    """Keep the work dir (table, server log) of a run that passed too."""
     seed: int = 42
     rate: float = 0.0
     shuffle: str = "streaming"
@@ -201,7 +204,11 @@ def run(options: Options, out: TextIO = sys.stdout, err: TextIO = sys.stderr) ->
           f"{setup.spec.origins} origins, {options.writers} writers -> {setup.shuffle_name} shuffle -> "
           f"{options.readers} sinks -> sync server -> {setup.table_uri}", file=out, flush=True)
     kept = True  # the work dir stays when anything fails
-    services = _start(setup, oracle, out, err)
+    try:
+        services = _start(setup, oracle, out, err)
+    except Exception as error:  # nothing ran yet: a setup problem, said in one line
+        shutil.rmtree(setup.workdir, ignore_errors=True)
+        raise PipelineError(f"could not start: {one_line(error)}") from error
     try:
         timings = _job(setup, oracle, services, figures)
         diff = _verify(setup, oracle, services, figures)
@@ -210,9 +217,10 @@ def run(options: Options, out: TextIO = sys.stdout, err: TextIO = sys.stderr) ->
         line = (summary_line(figures.rows, figures.durable, figures.throughput_changes_per_s) if ok
                 else f"pipeline FAILED: {len(figures.problems)} problems")
         _report(figures, timings, services, out)
-        kept = not ok
+        kept = not ok or options.keep
         if kept:
-            print(f"kept for inspection: {setup.workdir} (store and sync server log)", file=out)
+            print(f"kept {'as asked' if ok else 'for inspection'}: {setup.workdir} (store and sync server log); "
+                  f"table {setup.table_uri}", file=out)
         print(line, file=out, flush=True)
         return Outcome(ok, line, figures, diff, figures.problems)
     finally:
@@ -258,8 +266,9 @@ def _start(setup: _Setup, oracle: _Oracle, out: TextIO, err: TextIO) -> _Service
               f"(executors: {host.executor_url})", file=out, flush=True)
         services.sc = _spark_context(options, host.executor_url)
         if options.shuffle == "streaming":
-            from reference.spark.shuffle import StreamingShuffle
+            from reference.spark.shuffle import StreamingShuffle, available_slots, choose_shape
 
+            choose_shape(options.writers, options.readers, available_slots(services.sc))  # fits, or says why
             services.streaming = StreamingShuffle(services.sc)
         services.monitor = Monitor(services.driver, keys, oracle.durability, sum(oracle.per_reader),
                                    restart_server=functools.partial(_restart_server, services) if options.chaos

@@ -60,6 +60,16 @@ def summary_line(rows: int, durable: dict[str, int], rate: float) -> str:
     return f"pipeline OK: {rows} rows, table matches, durable {points}, {rate:,.0f} changes/s"
 
 
+def run_title(figures: dict[str, Any]) -> str:
+    """The plot's title: which run it is and the parameters that shape its latencies."""
+    o = figures.get("options", {})
+    rate = o.get("rate") or 0
+    return (f"pipeline {figures.get('run_id', '?')}: {o.get('changes')} changes, {o.get('keys')} keys, "
+            f"{o.get('origins')} origins, {o.get('writers')} writers -> {figures.get('shuffle')} shuffle -> "
+            f"{o.get('readers')} sinks, rate {f'{rate:g}/s' if rate else 'unthrottled'}"
+            f"{', chaos' if o.get('chaos') else ''}")
+
+
 def write(directory: Path, figures: dict[str, Any], timings: Sequence[PartTiming],
           samples: Sequence[tuple[float, int]], events: Sequence[tuple[float, str]]) -> list[Path]:
     """Write ``figures.json`` and ``latency.png`` (latency over time, its distribution, progress)."""
@@ -90,6 +100,7 @@ def write(directory: Path, figures: dict[str, Any], timings: Sequence[PartTiming
         ax_progress.axvline(at, color="red", linestyle=":")
         ax_progress.annotate(text.split(" (")[0][:40], (at, 0), rotation=90, fontsize=7, va="bottom")
     ax_progress.set(xlabel="time since job start (s)", ylabel="change rows synced", title="progress")
+    fig.suptitle(run_title(figures))
     fig.tight_layout()
     fig.savefig(plot_path, dpi=100)
     plt.close(fig)

@@ -19,6 +19,7 @@ import traceback
 from pathlib import Path
 from types import FrameType, TracebackType
 
+from conformance.cli import HelpFormatter
 from spec.sync.messages import MAX_MESSAGE_BYTES
 from spec.sync.writer import SyncSettings
 from reference.sync.auth import read_token
@@ -86,9 +87,9 @@ def _quiet_client_errors() -> None:
 def _parser() -> argparse.ArgumentParser:
     defaults = SyncSettings()
     store = StoreSettings()
-    parser = argparse.ArgumentParser(prog="python -m reference.sync")
+    parser = argparse.ArgumentParser(prog="python -m reference.sync", formatter_class=HelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    serve = sub.add_parser("serve", help="run a data-sync Arrow Flight server")
+    serve = sub.add_parser("serve", help="run a data-sync Arrow Flight server", formatter_class=HelpFormatter)
     serve.add_argument("--store", required=True, help="root path or URL of the Delta tables")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=0, help="0 picks a free port")
