@@ -21,6 +21,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--table", default=d.table, help="table path under the store (must not exist)")
     p.add_argument("--provider", default=d.provider, help="cluster provider: memory or etcd://HOST:PORT")
     p.add_argument("--master", default=d.master, help="Spark master URL (default local[writers+readers,4])")
+    p.add_argument("--host", default=d.host,
+                   help="address the driver, its sync server and cluster service bind and advertise to executors")
     p.add_argument("--report", default=d.report, help="directory for figures.json and latency.png")
     p.add_argument("--keep", action="store_true", help="keep the work dir (Delta table, server log) of a run that passed")
     p.add_argument("--chaos", action="store_true", help="kill the sync server and one sink task mid-run")

@@ -58,6 +58,7 @@ class Options:
     table: str = "cdc"
     provider: str = "memory"
     master: str | None = None
+    host: str = "127.0.0.1"
     report: str | None = None
     chaos: bool = False
     keep: bool = False
@@ -175,6 +176,7 @@ def _spark_context(options: Options, cluster_url: str) -> Any:
     conf = (SparkConf().setMaster(master).setAppName("streamwire-pipeline")
             .set("spark.ui.enabled", "false").set("spark.ui.showConsoleProgress", "false")
             .set("spark.task.maxFailures", "4")
+            .set("spark.driver.host", options.host)
             .set("spark.pyspark.python", sys.executable)
             .set("spark.executorEnv.PYTHONPATH", pythonpath())
             .set("spark.streamwire.cluster.provider", cluster_url))
@@ -257,8 +259,8 @@ def _oracle(setup: _Setup) -> tuple[_Oracle, float]:
 def _start(setup: _Setup, oracle: _Oracle, out: TextIO, err: TextIO) -> _Services:
     """Start the cluster, the sync server (its location published), Spark and the progress monitor."""
     options, keys = setup.options, RunKeys(setup.run_id)
-    host = ClusterHost(options.provider)
-    server = SyncServerProcess(setup.store, setup.workdir / "sync-server.log")
+    host = ClusterHost(options.provider, options.host)
+    server = SyncServerProcess(setup.store, setup.workdir / "sync-server.log", host=options.host)
     services = _Services(host, server, Member(host.backend, f"pl-{setup.run_id}-driver", "driver"), keys)
     try:
         location = _start_server(services)

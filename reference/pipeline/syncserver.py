@@ -46,11 +46,11 @@ class FlushSettings:
 
 
 class SyncServerProcess:
-    """Starts, kills and restarts one sync server on loopback; logs go to ``log_path``."""
+    """Starts, kills and restarts one sync server on ``host``; logs go to ``log_path``."""
 
     def __init__(self, store: str, log_path: Path, settings: FlushSettings = FlushSettings(),
-                 start_timeout_s: float = 60.0) -> None:
-        self.store, self.log_path, self.settings = store, log_path, settings
+                 start_timeout_s: float = 60.0, host: str = "127.0.0.1") -> None:
+        self.store, self.log_path, self.settings, self.host = store, log_path, settings, host
         self.start_timeout_s = start_timeout_s
         self.generation = 0
         self.location = ""
@@ -61,13 +61,13 @@ class SyncServerProcess:
         """Start a server and return its ``grpc://`` location once it listens."""
         if self._log is None:
             self._log = open(self.log_path, "a", encoding="utf-8")
-        cmd = [sys.executable, "-m", "reference.sync", "serve", "--store", self.store, "--port", "0",
+        cmd = [sys.executable, "-m", "reference.sync", "serve", "--store", self.store, "--host", self.host, "--port", "0",
                *self.settings.args()]
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": pythonpath()}
         self._proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._log, text=True, env=env)
         port = self._await_port(self._proc)
         self.generation += 1
-        self.location = f"grpc://127.0.0.1:{port}"
+        self.location = f"grpc://{self.host}:{port}"
         return self.location
 
     def _await_port(self, proc: subprocess.Popen[str]) -> int:

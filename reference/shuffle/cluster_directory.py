@@ -129,6 +129,8 @@ class TaskEntry(NamedTuple):
     record: dict[str, Any]
     state: NodeState | None
     """None once the node has left the cluster (a finished task leaves gracefully)."""
+    address: str
+    """The node's address in the membership (the task's host; "" when unknown or gone)."""
 
     @property
     def node(self) -> str:
@@ -212,7 +214,8 @@ class ShardView:
                 if name.startswith(prefix) and entry.value:
                     record = json.loads(entry.value)
                     info = self._nodes.get(NodeId(record["node"]))
-                    out.append(TaskEntry(int(name[len(prefix):]), record, None if info is None else info.state))
+                    out.append(TaskEntry(int(name[len(prefix):]), record, None if info is None else info.state,
+                                         "" if info is None else info.address))
             return sorted(out)
 
     def failed_members(self, shard: ShardId) -> list[NodeId]:
@@ -249,12 +252,13 @@ class ClusterDirectory:
         self.shard = created if shard is None else shard
 
     @classmethod
-    def connect(cls, url: str, shard: ShardId, name: str) -> ClusterDirectory:
-        """A task's directory in another process (an executor): ``url`` is what ``open_backend`` takes."""
+    def connect(cls, url: str, shard: ShardId, name: str, address: str = "") -> ClusterDirectory:
+        """A task's directory in another process (an executor): ``url`` is what ``open_backend`` takes;
+        ``address`` (the task's host) becomes its node's address in the membership."""
         with _provider_errors(f"cluster provider {url} unreachable"):
             backend = open_backend(url)
         try:
-            return cls(backend, name, shard, owns_backend=True)
+            return cls(backend, name, shard, owns_backend=True, address=address)
         except BaseException:
             backend.close()
             raise
@@ -328,12 +332,12 @@ class ClusterDirectory:
         """
         self._check_own_node()
         writers = self.view.writers(key)
-        for reader in self.view.readers(key):
-            self._check_node(reader, lambda: ReaderNodeFailed(key, reader.task_id, reader.node), "reader")
         locations = []
-        for w in writers:
+        for w in writers:  # a lost writer first: when a host dies, its lost data is the root cause
             self._check_node(w, lambda: WriterNodeFailed(key, w.task_id, w.node, w.record["executor"]), "writer")
             locations.append(co.WriterLocation(w.task_id, w.record["executor"], w.record["host"], w.record["port"]))
+        for reader in self.view.readers(key):
+            self._check_node(reader, lambda: ReaderNodeFailed(key, reader.task_id, reader.node), "reader")
         failure = self.view.entry(_failure_key(key))
         return co.Writers(failure.value.decode() if failure is not None else "", tuple(locations))
 
@@ -352,6 +356,21 @@ class ClusterDirectory:
             bound = self.provider.timing.fail_bound
             if cut_off >= bound:
                 raise ClusterUnreachable(self.node_id, cut_off, bound)
+
+    def latest_failure(self, shuffle_id: int, wait_s: float) -> str:
+        """The first failure of the shuffle's latest attempt ("" if none), waiting up to ``wait_s``
+        for this node's catch-up of the shard log (a retried task opens a fresh node)."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            current = self.view.entry(_attempt_key(shuffle_id))
+            if current is not None:
+                key = co.ShuffleKey(shuffle_id, int(json.loads(current.value)["attempt"]))
+                failure = self.view.entry(_failure_key(key))
+                if failure is not None or time.monotonic() >= deadline:
+                    return failure.value.decode() if failure is not None else ""
+            elif time.monotonic() >= deadline:
+                return ""
+            time.sleep(0.02)
 
     def _on_entry(self, entry: Entry) -> None:
         """On the driver's node: start the writers of each new attempt (off the callback thread)."""
@@ -388,8 +407,8 @@ class ShuffleShard:
     url: str
     shard: ShardId
 
-    def open(self, role: co.Role, task: int) -> ClusterDirectory:
-        return ClusterDirectory.connect(self.url, self.shard, f"{role.name.lower()}{task}")
+    def open(self, role: co.Role, task: int, host: str = "") -> ClusterDirectory:
+        return ClusterDirectory.connect(self.url, self.shard, f"{role.name.lower()}{task}", host)
 
 
 class ClusterCoordinator:

@@ -183,6 +183,9 @@ class TaskBase(Handler):
                     failure = self.directory.lookup(self.key).failure
                 except (OSError, co.CoordinationError):
                     break
+                except errors.ShuffleError as node_failed:  # a task's node FAIL: the root cause itself
+                    node_failed.__cause__ = error
+                    return node_failed
                 if failure:
                     self._reported = True
                     peer = PeerTaskFailed(failure, describe(error))

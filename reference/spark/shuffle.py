@@ -29,7 +29,7 @@ from typing import Any, Callable, Final, Hashable, Iterable, Iterator, Mapping, 
 from reference.net import ConnectionLimits
 from reference.shuffle.cluster_directory import ClusterCoordinator, ClusterDirectory, ShuffleShard, directory_from_conf
 from reference.shuffle.reader_task import ReaderTask
-from reference.shuffle.task import TaskOptions, describe
+from reference.shuffle.task import ROOT_CAUSE_WAIT_S, TaskOptions, describe
 from reference.shuffle.transport import FaultHook
 from reference.shuffle.writer_task import WriterTask
 from spec.shuffle import coordination as co
@@ -79,11 +79,11 @@ class ReaderRetryUnsupported(ShuffleError):
 
     condition = "STREAMING_SHUFFLE_READER_RETRY_UNSUPPORTED"
 
-    def __init__(self, reader_id: int, attempt: int) -> None:
+    def __init__(self, reader_id: int, attempt: int, first_failure: str) -> None:
         super().__init__(
             f"reader {reader_id} is being retried (task attempt {attempt}); a streaming shuffle cannot "
-            "replay a single reader, so the job fails instead (see the first attempt's error)",
-            readerId=reader_id, attemptNumber=attempt,
+            f"replay a single reader, so the job fails instead; first failure: {first_failure or 'unknown'}",
+            readerId=reader_id, attemptNumber=attempt, firstFailure=first_failure,
         )
 
 
@@ -105,8 +105,12 @@ class Plan:
     limits: ConnectionLimits = ConnectionLimits()
     max_record_size: int = DEFAULT_MAX_RECORD_SIZE
 
+    def host(self) -> str:
+        """This task's host: where a writer's server binds, what its cluster node advertises."""
+        return self.bind_host or _executor_host(self.driver_host)
+
     def options(self, role: str, task_id: int) -> TaskOptions:
-        host = self.bind_host or _executor_host(self.driver_host)
+        host = self.host()
         transcript = None
         if self.transcript_dir:
             os.makedirs(self.transcript_dir, exist_ok=True)
@@ -393,9 +397,13 @@ def _reader_attempt(plan: Plan, reader_id: int) -> tuple[ClusterDirectory, co.Sh
 
     ctx = TaskContext.get()
     attempt_number = ctx.attemptNumber() if ctx is not None else 0
-    if attempt_number > 0:
-        raise ReaderRetryUnsupported(reader_id, attempt_number)
-    client = plan.shard.open(co.Role.READER, reader_id)
+    client = plan.shard.open(co.Role.READER, reader_id, plan.host())
+    if attempt_number > 0:  # Spark shows the last attempt's error: it must name the root cause
+        try:
+            raise ReaderRetryUnsupported(reader_id, attempt_number,
+                                         client.latest_failure(plan.shuffle_id, ROOT_CAUSE_WAIT_S))
+        finally:
+            client.close()
     return client, co.ShuffleKey(plan.shuffle_id, client.join(plan.shuffle_id, reader_id))
 
 
@@ -412,7 +420,7 @@ def read_records(plan: Plan, reader_id: int) -> Iterator[bytes]:
 
 def write_records(plan: Plan, key: co.ShuffleKey, writer_id: int, records: Iterable[tuple[int, bytes]]) -> None:
     """Stream ``(reader_id, bytes)`` pairs as writer ``writer_id`` (one Spark task)."""
-    client = plan.shard.open(co.Role.WRITER, writer_id)
+    client = plan.shard.open(co.Role.WRITER, writer_id, plan.host())
     try:
         WriterTask(key, writer_id, plan.num_readers, plan.settings, client, plan.options("writer", writer_id)).run(records)
     finally:

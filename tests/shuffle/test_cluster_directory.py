@@ -327,6 +327,22 @@ def test_a_failure_too_long_for_the_directory_is_cut_not_lost(cluster: ShuffleCl
         reader.close()
 
 
+def test_a_retried_task_finds_the_first_failure_of_the_latest_attempt(cluster: ShuffleCluster) -> None:
+    """What a retried reader names in ReaderRetryUnsupported (Spark shows only the last attempt's error)."""
+    first = cluster.directories(co.Role.READER, 0)
+    try:
+        attempt = first.join(0, 0)
+        first.report_failure(co.ShuffleKey(0, attempt), co.Role.WRITER, 1, "WriterNodeFailed: lost")
+    finally:
+        first.close()
+    retry = cluster.directories(co.Role.READER, 0)  # a fresh node: the shard log reaches it by catch-up
+    try:
+        assert retry.latest_failure(0, DEADLINE_S) == "writer 1 failed: WriterNodeFailed: lost"
+        assert retry.latest_failure(99, 0.0) == ""  # no such shuffle: nothing to wait for
+    finally:
+        retry.close()
+
+
 def test_readers_join_attempts_and_the_driver_launches_each_attempt_once(cluster: ShuffleCluster) -> None:
     """Joins are CAS on the shuffle's attempt key; the driver's node starts the writers of each new
     attempt when the notification arrives (a reader seen twice means the result is recomputed)."""

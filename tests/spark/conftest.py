@@ -1,4 +1,8 @@
-"""One SparkSession for every Spark test of the streaming shuffle: Spark start-up is the slow part."""
+"""One SparkSession per test module of the streaming shuffle: Spark start-up is the slow part.
+
+Module scope, not session scope: a session-wide context stayed active after this directory's
+tests, so a later module's ``getOrCreate`` (tests/sync) silently got this context, with this
+configuration, and stopped it under this fixture; no module now sees another's context."""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ from typing import Any, Iterator
 import pytest
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
@@ -28,6 +32,5 @@ def spark() -> Iterator[Any]:
     sc = session.sparkContext
     sc.setLogLevel("ERROR")
     yield session
-    if sc._jsc is not None:  # another test may have stopped the shared context already
-        stop_coordinator(sc)
+    stop_coordinator(sc)
     session.stop()
