@@ -7,6 +7,8 @@ Figures (the last stdout line is one JSON object with --json):
                         the same (key, value) records shuffled by partitionBy and by streaming_shuffle
                         on local[4], both fully consumed; correct = identical partitions (as multisets)
   latency_ms {p50, p99} write-to-read latency of records written at a steady moderate rate
+  machine_us            per-call cost of the sans-IO machines alone: the writer per small (24-byte)
+                        record, and per 32 KiB DATA message on each side (checksums on)
   max_wait_ms           the configured networkBufferMaxWaitTimeMs
 """
 
@@ -23,15 +25,21 @@ import sys
 import threading
 import time
 import zlib
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from reference.shuffle.cluster_directory import ClusterCoordinator, ShuffleShard
 from reference.shuffle.local import run_local_shuffle
 from reference.shuffle.reader_task import ReaderTask
 from reference.shuffle.writer_task import WriterTask
+from spec.shuffle.codec import encode_frame
 from spec.shuffle.coordination import Role, ShuffleKey
+from spec.shuffle.framing import FrameDecoder, max_frame_from_writer
+from spec.shuffle.messages import CreditMessage
+from spec.shuffle.reader import ReaderMachine
 from spec.shuffle.records import RECORD_LENGTH
 from spec.shuffle.settings import ShuffleSettings
+from spec.shuffle.steps import Deliver, Send
+from spec.shuffle.writer import WriterMachine
 
 MB = 1 << 20
 CHUNK = 32 * 1024
@@ -110,6 +118,63 @@ def runtime_mb_s(total: int) -> float:
     return (count - 1) * CHUNK / MB / elapsed
 
 
+def _timed_us(run: Callable[[], int], repeats: int = 3) -> float:
+    """Best of ``repeats`` runs of ``run`` (which returns how many units it did), in µs per unit."""
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        units = run()
+        best = min(best, (time.perf_counter() - start) / units * 1e6)
+    return best
+
+
+def _bound_writer(settings: ShuffleSettings) -> WriterMachine:
+    writer = WriterMachine(0, 0, 1, settings, 0.0)
+    writer.received("reader", CreditMessage(writer_id=0, reader_id=0), 0.0)
+    return writer
+
+
+def _drive_writer(writer: WriterMachine, record: bytes, count: int, sent: Callable[[Send], None]) -> int:
+    """Write ``count`` records, reporting every DATA as written at once (as a free socket would)."""
+    for _ in range(count):
+        for send in writer.write(0, record, 0.0).sends:
+            sent(send)
+            writer.send_completed(0, send.message.seq, 0.0)
+    return count
+
+
+def machine_us(small_records: int, messages: int) -> dict[str, float]:
+    """What the machines cost per input, without sockets: the share of the runtime they bound."""
+    big = ShuffleSettings(checksum_enabled=True, network_buffer_size=CHUNK)
+    record = os.urandom(CHUNK - RECORD_LENGTH.size)
+    frames: list[bytes] = []
+    _drive_writer(_bound_writer(big), record, messages, lambda send: frames.append(encode_frame(send.message)))
+    wire = b"".join(frames)
+
+    def read() -> int:
+        reader = ReaderMachine(0, 0, [0], big, 0.0)
+        reader.connected(0, 0.0)
+        decoder = FrameDecoder(max_frame_from_writer(big))
+        view = memoryview(wire)
+        delivered = 0
+        for start in range(0, len(wire), 256 * 1024):
+            for message in decoder.feed(view[start:start + 256 * 1024]):
+                for event in reader.received(0, message, 0.0).events:
+                    if isinstance(event, Deliver):
+                        delivered += 1
+                        reader.release(0, event.seq, 0.0)
+        return delivered
+
+    small = ShuffleSettings(checksum_enabled=True)
+    return {
+        "writer_per_small_record": round(_timed_us(
+            lambda: _drive_writer(_bound_writer(small), bytes(24), small_records, lambda send: None)), 2),
+        "writer_per_32k_message": round(_timed_us(
+            lambda: _drive_writer(_bound_writer(big), record, messages, lambda send: None)), 2),
+        "reader_per_32k_message": round(_timed_us(read), 2),
+    }
+
+
 def latency_ms(rate: float, duration_s: float, settings: ShuffleSettings) -> list[float]:
     """Records stamped with their write time, written at ``rate`` per second; latency seen by the reader."""
     stamp = struct.Struct(">d")
@@ -181,6 +246,8 @@ def main(args: argparse.Namespace) -> int:
     figures: dict[str, Any] = {}
     figures["loopback_mb_s"] = round(loopback_mb_s(total), 1)
     print(f"loopback        {figures['loopback_mb_s']:10.1f} MB/s", flush=True)
+    figures["machine_us"] = machine_us(50_000 if quick else 200_000, 1_000 if quick else 5_000)
+    print("machine µs      " + ", ".join(f"{k} {v}" for k, v in figures["machine_us"].items()), flush=True)
     figures["runtime_mb_s"] = round(runtime_mb_s(total), 1)
     print(f"runtime         {figures['runtime_mb_s']:10.1f} MB/s  "
           f"({figures['runtime_mb_s'] / figures['loopback_mb_s']:.2f} of loopback)", flush=True)
@@ -197,6 +264,7 @@ def main(args: argparse.Namespace) -> int:
         "runtime_at_least_half_loopback": figures["runtime_mb_s"] >= figures["loopback_mb_s"] / 2,
         "streaming_faster_than_partitionby": figures["streaming_shuffle_s"] < figures["pyspark_partitionby_s"],
         "p99_within_max_wait_plus_10ms": figures["latency_ms"]["p99"] <= figures["max_wait_ms"] + 10,
+        "writer_at_most_1_5_us_per_small_record": figures["machine_us"]["writer_per_small_record"] <= 1.5,
     }
     if args.json:
         print(json.dumps(figures))

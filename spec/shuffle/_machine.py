@@ -49,6 +49,8 @@ class ChannelMachine(ABC, Generic[S, E]):
         self.error: ShuffleError | None = None
         self._out: list[Send] = []
         self._events: list[Event] = []
+        self._quiet = Step()
+        """The step of an input that produced nothing, shared while the deadline stays the same."""
 
     @property
     @abstractmethod
@@ -103,7 +105,12 @@ class ChannelMachine(ABC, Generic[S, E]):
         self._events.append(event)
 
     def _step(self) -> Step:
-        step = Step(tuple(self._out), tuple(self._events), self._deadline())
+        deadline = self._deadline()
+        if deadline != self._quiet.deadline:
+            self._quiet = Step(deadline=deadline)
+        if not self._out and not self._events:
+            return self._quiet
+        step = Step(tuple(self._out), tuple(self._events), deadline)
         self._out.clear()
         self._events.clear()
         return step

@@ -43,6 +43,7 @@ from spec.shuffle.transitions import (
 )
 
 DATA_HEADER_LENGTH = HEADER_LENGTH[MessageType.DATA_MESSAGE_UNSAFE_ROW]
+DATA_NAME = MessageType.DATA_MESSAGE_UNSAFE_ROW.name
 
 
 def per_writer_quota(settings: ShuffleSettings, num_writers: int) -> int:
@@ -56,6 +57,8 @@ class ReaderChannel:
 
     writer_id: int
     remaining: int
+    credit: Send
+    """The CREDIT sent on connect and after every DATA: the same message each time, so it is made once."""
     state: ReaderChannelState = ReaderChannelState.CONNECTING
     last_seq: int = -1
     paused: bool = False
@@ -78,7 +81,8 @@ class ReaderMachine(ChannelMachine[ReaderChannelState, ReaderChannelEvent]):
         self.reader_id = reader_id
         self.settings = settings
         self.quota_per_writer = per_writer_quota(settings, len(writer_ids))
-        self.channels = {w: ReaderChannel(w, self.quota_per_writer) for w in writer_ids}
+        self.channels = {w: ReaderChannel(w, self.quota_per_writer, Send(
+            peer=w, message=CreditMessage(writer_id=w, reader_id=reader_id, num_messages=1))) for w in writer_ids}
         self.state = ReaderState.RUNNING
 
     @property
@@ -96,8 +100,7 @@ class ReaderMachine(ChannelMachine[ReaderChannelState, ReaderChannelEvent]):
         """The connection to ``writer_id`` is up: send the handshake CREDIT."""
         ch = self._channel(writer_id)
         self._move(ch, ReaderChannelEvent.CONNECTED)
-        self._send(Send(peer=writer_id, message=CreditMessage(writer_id=writer_id, reader_id=self.reader_id,
-                                                              num_messages=1)))
+        self._send(ch.credit)
 
     @machine_input
     def received(self, writer_id: int, message: Message, now: float) -> None:
@@ -111,20 +114,19 @@ class ReaderMachine(ChannelMachine[ReaderChannelState, ReaderChannelEvent]):
                        named_writer_id=message.writer_id, named_reader_id=message.reader_id)
             return
         expected = ch.last_seq + 1
-        message_type = message.type.name
         if message.seq != expected:
-            self._move(ch, ReaderChannelEvent.WRONG_SEQ, message_type=message_type, expected=expected,
+            self._move(ch, ReaderChannelEvent.WRONG_SEQ, message_type=message.type.name, expected=expected,
                        actual=message.seq)
         elif isinstance(message, DataMessage):
             self._on_data(ch, message)
         elif isinstance(message, TerminationControlMessage):
-            if self._move(ch, ReaderChannelEvent.TERMINATION, message_type=message_type):
+            if self._move(ch, ReaderChannelEvent.TERMINATION, message_type=message.type.name):
                 ch.last_seq = message.seq
                 self._send(Send(
                     peer=writer_id, message=TerminationAckMessage(seq=ch.last_seq, writer_id=message.writer_id,
                                                      reader_id=self.reader_id), notify=True))
         else:
-            self._move(ch, ReaderChannelEvent.UNEXPECTED, message_type=message_type)
+            self._move(ch, ReaderChannelEvent.UNEXPECTED, message_type=message.type.name)
 
     def decode_failed(self, writer_id: int, error: errors.CodecError, now: float) -> Step:
         """The bytes from ``writer_id`` did not decode: the reader fails with the codec's error."""
@@ -192,7 +194,7 @@ class ReaderMachine(ChannelMachine[ReaderChannelState, ReaderChannelEvent]):
                 self._move(ch, ReaderChannelEvent.BAD_CHECKSUM, writer_id=data.writer_id, checksum=data.checksum,
                            calculated=calculated, data_length=data.data_size)
                 return
-        if not self._move(ch, ReaderChannelEvent.DATA, message_type=data.type.name):
+        if not self._move(ch, ReaderChannelEvent.DATA, message_type=DATA_NAME):
             return
         try:
             records = decode_records(data.payload)
@@ -203,8 +205,7 @@ class ReaderMachine(ChannelMachine[ReaderChannelState, ReaderChannelEvent]):
         size = DATA_HEADER_LENGTH + data.data_size
         ch.remaining -= size
         ch.unreleased[data.seq] = size
-        self._send(Send(peer=ch.writer_id, message=CreditMessage(writer_id=data.writer_id, reader_id=self.reader_id,
-                                                    num_messages=1)))
+        self._send(ch.credit)
         self._surface(Deliver(writer_id=ch.writer_id, seq=data.seq, records=records, size=size))
         if ch.remaining <= 0 and not ch.paused:
             ch.paused = True

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Hashable
+from typing import Hashable, NamedTuple, Sequence
 
 from spec.shuffle import errors
 from spec.shuffle.checksum import payload_checksum
@@ -20,10 +20,11 @@ from spec.shuffle.messages import (
     CreditMessage,
     DataMessage,
     Message,
+    Payload,
     TerminationAckMessage,
     TerminationControlMessage,
 )
-from spec.shuffle.records import encode_record
+from spec.shuffle.records import RECORD_LENGTH
 from spec.shuffle.settings import ShuffleSettings, key_of
 from spec.shuffle.steps import (
     Bound,
@@ -60,6 +61,13 @@ def permit_capacity(settings: ShuffleSettings, num_readers: int) -> int:
 def flush_threshold(settings: ShuffleSettings) -> int:
     """A buffer holding this many bytes is sent at once (90% of networkBufferSize, integer maths)."""
     return settings.network_buffer_size * 9 // 10
+
+
+class Batched(NamedTuple):
+    """What ``write_batch`` returns: the step, and how many of the records the machine took."""
+
+    step: Step
+    taken: int
 
 
 @dataclass(slots=True)
@@ -100,10 +108,12 @@ class WriterMachine(ChannelMachine[WriterChannelState, WriterChannelEvent]):
         self.permits_available = self.permit_capacity
         self.channels = [WriterChannel(r) for r in range(num_readers)]
         self.state = WriterState.RUNNING
-        self._held: tuple[int, bytes] | None = None
+        self._held: tuple[int, Payload] | None = None
         self._in_flight: dict[tuple[int, int], int] = {}
         self._conns: dict[Hashable, int] = {}
         self._wait_s = settings.network_buffer_max_wait_time_ms / 1000.0
+        self._max_wait_ms = settings.network_buffer_max_wait_time_ms
+        self._flush_at = flush_threshold(settings)
         self._next_periodic = now + self._wait_s
         timeout = settings.writer_connection_timeout_ms
         self._bind_deadline = None if timeout == -1 else now + timeout / 1000.0
@@ -132,9 +142,44 @@ class WriterMachine(ChannelMachine[WriterChannelState, WriterChannelEvent]):
     def connection_accepted(self, conn: Hashable, now: float) -> None:
         """A reader connected; it is bound to a reader id only by its first CREDIT."""
 
+    def write(self, reader_id: int, record: Payload, now: float) -> Step:
+        """Append one serialized record for ``reader_id``; may flush, or block the producer.
+
+        A record that only grows an open buffer changes nothing a step reports (no send, no event,
+        the same deadline), so it returns the shared quiet step without recomputing anything.
+        """
+        if self.state is WriterState.RUNNING and self._held is None and 0 <= reader_id < len(self.channels):
+            channel = self.channels[reader_id]
+            if channel.buffer is not None:
+                return self._step() if self._append(channel, record, now) else self._quiet
+        return self._write_opening(reader_id, record, now)
+
+    def write_batch(self, records: Sequence[tuple[int, Payload]], now: float) -> Batched:
+        """``write`` each ``(reader_id, record)`` in order, in one step.
+
+        Stops after a record that blocks the producer (held as ``write`` holds it): ``taken`` says
+        how many records the machine took; a done machine ignores them all.
+        """
+        if self.done:
+            return Batched(step=self._step(), taken=len(records))
+        taken = 0
+        for reader_id, record in records:
+            taken += 1
+            channel = self._channel_for_caller(reader_id) if self._held is None else None
+            if channel is not None and channel.buffer is not None and self.state is WriterState.RUNNING:
+                self._append(channel, record, now)
+            else:
+                self._write_record(reader_id, record, now)
+            if self.done or self._held is not None:
+                break
+        return Batched(step=self._step(), taken=taken)
+
     @machine_input
-    def write(self, reader_id: int, record: bytes, now: float) -> None:
-        """Append one serialized record for ``reader_id``; may flush, or block the producer."""
+    def _write_opening(self, reader_id: int, record: Payload, now: float) -> None:
+        """``write`` when the record needs a new buffer (or the call is wrong)."""
+        self._write_record(reader_id, record, now)
+
+    def _write_record(self, reader_id: int, record: Payload, now: float) -> None:
         if self.state is not WriterState.RUNNING or self.blocked:
             raise UsageError(f"write() while the writer is {'blocked' if self.blocked else self.state.value}")
         channel = self._channel_for_caller(reader_id)
@@ -271,19 +316,23 @@ class WriterMachine(ChannelMachine[WriterChannelState, WriterChannelEvent]):
             self._next_periodic += periods * self._wait_s
         return True
 
-    def _append(self, channel: WriterChannel, record: bytes, now: float) -> None:
-        assert channel.buffer is not None
-        channel.buffer += encode_record(record)
-        aged = (now - channel.buffer_created) * 1000.0 >= self.settings.network_buffer_max_wait_time_ms
-        if len(channel.buffer) >= flush_threshold(self.settings) or aged:
+    def _append(self, channel: WriterChannel, record: Payload, now: float) -> bool:
+        """Frame ``record`` into the channel's open buffer (its one copy); True when that flushed it."""
+        buffer = channel.buffer
+        assert buffer is not None
+        buffer += RECORD_LENGTH.pack(len(record))
+        buffer += record
+        if len(buffer) >= self._flush_at or (now - channel.buffer_created) * 1000.0 >= self._max_wait_ms:
             self._flush(channel)
+            return True
+        return False
 
     def _flush(self, channel: WriterChannel) -> None:
         """Turn the channel's buffer into a DATA message (sent, or queued until the bind)."""
         if channel.buffer is None or not self._move(channel, WriterChannelEvent.FLUSH):
             return
-        payload = bytes(channel.buffer)
-        channel.buffer = None
+        payload = channel.buffer
+        channel.buffer = None  # handed over to the message: nobody writes to it again
         channel.last_seq += 1
         checksum = payload_checksum(payload) if self.settings.checksum_enabled else 0
         self._in_flight[(channel.reader_id, channel.last_seq)] = self.settings.network_buffer_size

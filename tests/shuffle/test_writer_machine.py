@@ -117,3 +117,30 @@ def test_input_after_failure_is_ignored() -> None:
     w = bound_writer()
     w.received("c0", DataMessage(seq=0, writer_id=0, reader_id=0, checksum=0, payload=b""), 0.0)
     assert w.done and w.write(0, b"x", 0.0).sends == () and w.tick(99.0).events == ()
+
+
+@given(st.lists(st.tuples(st.integers(0, 1), st.binary(max_size=20)), max_size=30))
+def test_a_batch_sends_what_the_same_writes_one_by_one_send(records: list[tuple[int, bytes]]) -> None:
+    settings = ShuffleSettings(network_buffer_size=32, writer_max_memory=10**6)
+    one_by_one, batched = bound_writer(2, settings), bound_writer(2, settings)
+    sends = [send for reader_id, record in records for send in one_by_one.write(reader_id, record, 0.0).sends]
+    step, taken = batched.write_batch(records, 0.0)
+    assert taken == len(records) and step.sends == tuple(sends)
+    assert [s.message for s in batched.finish(0.0).sends] == [s.message for s in one_by_one.finish(0.0).sends]
+
+
+def test_a_batch_stops_after_the_record_that_blocks_the_producer() -> None:
+    w = bound_writer()
+    step, taken = w.write_batch([(0, bytes(12)), (0, bytes(12)), (0, b"held"), (0, b"later")], 0.0)
+    assert taken == 3 and w.blocked and step.events == (ProducerBlocked(),) and len(step.sends) == 2
+    with pytest.raises(UsageError):
+        w.write_batch([(0, b"later")], 0.0)
+    assert w.send_completed(0, 0, 0.0).events == (ProducerUnblocked(),)
+    (data,) = w.write_batch([(0, b"later")], 0.0).step.sends
+    assert isinstance(data.message, DataMessage) and decode_records(data.message.payload) == (b"held", b"later")
+
+
+def test_a_record_that_only_grows_a_buffer_returns_the_shared_quiet_step() -> None:
+    w = bound_writer(settings=ShuffleSettings(network_buffer_size=64, writer_max_memory=1))
+    first = w.write(0, b"a", 0.0)
+    assert w.write(0, b"b", 0.0) is w.write(0, b"c", 0.0) == first
