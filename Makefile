@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo docs java typecheck vectors conformance clean
+.PHONY: test demo docs java typecheck vectors conformance mutants clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -37,6 +37,10 @@ conformance: $(STAMP)
 	$(PY) -m conformance run --suite shuffle --target reference
 	$(PY) -m conformance run --suite cluster --target memory
 	$(PY) -m conformance run --suite sync --target reference
+
+# Plants each catalogued bug in a scratch copy and runs the fast tests against it (not part of `test`).
+mutants: $(STAMP)
+	$(PY) -m tests.mutants $(MUTANTS_ARGS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache build *.egg-info

@@ -1,0 +1,155 @@
+"""Apply one mutant to a scratch copy of the tree, run its tests there, and report who killed it.
+
+The working tree is never touched: each worker copies the repository once into a temporary
+directory, patches one file, runs pytest with ``-x`` and restores the file. Bytecode caching is
+off in the scratch copy so a restored file of the same size and second is never run stale.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Iterator, Sequence
+
+from tests.mutants.catalogue import CATALOGUE, Mutant, selection
+
+ROOT = Path(__file__).resolve().parents[2]
+COPIED = ("spec", "reference", "conformance", "tests", "pyproject.toml")
+FAILED_LINE = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.MULTILINE)
+PER_MUTANT_TIMEOUT = 900.0
+"""A hang guard only: a mutant that makes the suite loop forever counts as killed by timeout."""
+
+
+class BaselineFails(Exception):
+    """The unmutated tree already fails a selection: every mutant would count as killed."""
+
+
+class PatchDoesNotApply(Exception):
+    """The catalogue is out of step with the code: the anchored snippet is gone or ambiguous."""
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    mutant: str
+    killed: bool
+    killed_by: str | None
+    seconds: float
+
+
+def patched(source: str, mutant: Mutant) -> str:
+    """``source`` with the mutant's snippet replaced; it must occur exactly once."""
+    count = source.count(mutant.search)
+    if count != 1:
+        where = "not found" if count == 0 else f"found {count} times"
+        raise PatchDoesNotApply(f"mutant {mutant.name}: snippet {mutant.search!r} {where} in {mutant.file}")
+    return source.replace(mutant.search, mutant.replace)
+
+
+def check_catalogue(root: Path = ROOT, mutants: Iterable[Mutant] = CATALOGUE) -> None:
+    """Every patch applies to the current code and changes it (fails loudly on the first that doesn't)."""
+    for mutant in mutants:
+        source = (root / mutant.file).read_text()
+        if patched(source, mutant) == source:
+            raise PatchDoesNotApply(f"mutant {mutant.name}: the patch changes nothing")
+
+
+@dataclass
+class Scratch:
+    """A private copy of the repository for one worker."""
+
+    root: Path
+
+    @classmethod
+    def create(cls, parent: Path) -> "Scratch":
+        root = Path(tempfile.mkdtemp(prefix="mutant-", dir=parent))
+        ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".mypy_cache", ".pytest_cache")
+        for name in COPIED:
+            source = ROOT / name
+            if source.is_dir():
+                shutil.copytree(source, root / name, ignore=ignore)
+            else:
+                shutil.copy2(source, root / name)
+        return cls(root)
+
+    def run(self, mutant: Mutant) -> Outcome:
+        target = self.root / mutant.file
+        original = target.read_text()
+        target.write_text(patched(original, mutant))
+        started = time.monotonic()
+        try:
+            killed_by = self._first_failure(selection(mutant))
+        finally:
+            target.write_text(original)
+        return Outcome(mutant.name, killed_by is not None, killed_by, round(time.monotonic() - started, 2))
+
+    def baseline(self, tests: Sequence[str]) -> None:
+        """Run ``tests`` on the unmutated copy; raise :class:`BaselineFails` if anything fails."""
+        failure = self._first_failure(tests)
+        if failure is not None:
+            raise BaselineFails(f"the unmutated tree fails {failure}: fix it before counting kills")
+
+    def _first_failure(self, tests: Sequence[str]) -> str | None:
+        env = dict(os.environ, PYTHONPATH=str(self.root), PYTHONDONTWRITEBYTECODE="1",
+                   HYPOTHESIS_PROFILE="ci")
+        env.pop("CI", None)  # CI would turn local skips into failures that are not kills
+        command = [sys.executable, "-m", "pytest", "-x", "-q", "--tb=no", "-rfE", "-p", "no:cacheprovider",
+                   *tests]
+        try:
+            done = subprocess.run(command, cwd=self.root, env=env, capture_output=True, text=True,
+                                  timeout=PER_MUTANT_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            return "timeout"
+        if done.returncode == 0:
+            return None
+        found = FAILED_LINE.search(done.stdout)
+        if found:
+            return found.group(1)
+        last = (done.stdout.strip().splitlines() or done.stderr.strip().splitlines() or ["?"])[-1]
+        return f"pytest exit {done.returncode}: {last[:120]}"
+
+
+def run_all(mutants: Sequence[Mutant], workers: int = 2, baseline: bool = True,
+            progress: Callable[[Outcome], None] = lambda _: None) -> list[Outcome]:
+    """Run every mutant, at most ``workers`` at a time, each worker in its own scratch copy.
+
+    With ``baseline`` the selections are first run on the unmutated copy (skip it only where the
+    same tests are known to pass, as in ``make test``, which runs them anyway).
+    """
+    check_catalogue(ROOT, mutants)
+    with tempfile.TemporaryDirectory(prefix="streamwire-mutants-") as parent:
+        scratches = [Scratch.create(Path(parent)) for _ in range(max(1, min(workers, len(mutants))))]
+        free = list(scratches)
+        if baseline:
+            selections = list(dict.fromkeys(selection(m) for m in mutants))
+            with ThreadPoolExecutor(max_workers=len(scratches)) as pool:
+                list(pool.map(lambda pair: pair[0].baseline(pair[1]),
+                              [(scratches[i % len(scratches)], tests) for i, tests in enumerate(selections)]))
+
+        def one(mutant: Mutant) -> Outcome:
+            scratch = free.pop()
+            try:
+                outcome = scratch.run(mutant)
+            finally:
+                free.append(scratch)
+            progress(outcome)
+            return outcome
+
+        with ThreadPoolExecutor(max_workers=len(scratches)) as pool:
+            return list(pool.map(one, mutants))
+
+
+def chosen(items: Sequence[Mutant], names: Iterable[str]) -> Iterator[Mutant]:
+    """The mutants named (all of them when none are), in catalogue order; an unknown name is an error."""
+    wanted = set(names)
+    unknown = wanted - {m.name for m in items}
+    if unknown:
+        raise SystemExit(f"unknown mutants: {', '.join(sorted(unknown))}")
+    return (m for m in items if not wanted or m.name in wanted)
