@@ -22,7 +22,9 @@ from typing import Callable, Iterable, Iterator, Sequence
 from tests.mutants.catalogue import CATALOGUE, Mutant, selection
 
 ROOT = Path(__file__).resolve().parents[2]
-COPIED = ("spec", "reference", "conformance", "tests", "pyproject.toml")
+LEFT_OUT = (".git", ".venv", "build", "reports", "__pycache__", "*.pyc", ".mypy_cache", ".pytest_cache",
+            ".hypothesis", "*.egg-info")
+"""Not copied into a scratch tree: history, the environment, caches and outputs."""
 FAILED_LINE = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.MULTILINE)
 PER_MUTANT_TIMEOUT = 900.0
 """A hang guard only: a mutant that makes the suite loop forever counts as killed by timeout."""
@@ -69,14 +71,8 @@ class Scratch:
 
     @classmethod
     def create(cls, parent: Path) -> "Scratch":
-        root = Path(tempfile.mkdtemp(prefix="mutant-", dir=parent))
-        ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".mypy_cache", ".pytest_cache")
-        for name in COPIED:
-            source = ROOT / name
-            if source.is_dir():
-                shutil.copytree(source, root / name, ignore=ignore)
-            else:
-                shutil.copy2(source, root / name)
+        root = Path(parent) / f"tree-{len(list(parent.iterdir()))}"
+        shutil.copytree(ROOT, root, ignore=shutil.ignore_patterns(*LEFT_OUT))
         return cls(root)
 
     def run(self, mutant: Mutant) -> Outcome:
