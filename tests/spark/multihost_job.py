@@ -72,6 +72,9 @@ def main(master: str, provider: str) -> None:
     spark = (SparkSession.builder.master(master).appName("streaming-shuffle-multihost")
              .config("spark.driver.host", os.environ["SPARK_LOCAL_IP"]).config(SPARK_CONF_KEY, provider)
              .config("spark.pyspark.python", sys.executable).config("spark.executor.memory", "512m")
+             # a streaming shuffle's tasks cannot be retried, and a retry Spark places on the executor
+             # that was cut off waits for that executor to be declared lost (spark.network.timeout)
+             .config("spark.task.maxFailures", "1")
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false").getOrCreate())
     sc = spark.sparkContext
     sc.setLogLevel("ERROR")

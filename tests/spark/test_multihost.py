@@ -45,11 +45,10 @@ PROPAGATION_S = 5.0
 """Allowance, beyond the provider's bound and one task poll, for the FAIL to reach a task through
 etcd's watch and for its report to come back the same way (a loaded machine delays both)."""
 SPARK_REACTION_S = 30.0
-"""Allowance, after the root cause is recorded, for Spark to fail the job: the failed
-reader's status update and its retries (3 by default on a cluster, each failing at once with
-ReaderRetryUnsupported). A liveness bound, generous for a loaded machine: without the provider's
-FAIL the job would wait for TCP's retransmission timeout (about 15 minutes) or for
-writerConnectionTimeout (1 hour)."""
+"""Allowance, after the root cause is recorded, for Spark to fail the job: the failed reader's
+status update (the job runs with spark.task.maxFailures=1, see docs/shuffle-runtime.md). A liveness
+bound, generous for a loaded machine: without the provider's FAIL the job would wait for TCP's
+retransmission timeout (about 15 minutes) or for writerConnectionTimeout (1 hour)."""
 
 
 @pytest.fixture(scope="module")
