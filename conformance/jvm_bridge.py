@@ -137,12 +137,13 @@ def compile_sources(jdk: Jdk, jars: Path, cache_root: Path | None = None) -> Pat
 class JsonLinesProcess:
     """One Java main class from ``conformance/jvm`` run as a JSON-lines peer; use as a context manager.
 
+    ``jvm_options`` follow the bridge's own (a later option wins).
     ``ready`` holds the process's first line, ``{"ready": true, ...}``. Requests may be sent from any
     thread; answers are read in order with :meth:`next_line`.
     """
 
     def __init__(self, main_class: str, args: Sequence[str] = (), *, jdk: Jdk | None = None,
-                 startup_timeout: float = STARTUP_TIMEOUT_S) -> None:
+                 startup_timeout: float = STARTUP_TIMEOUT_S, jvm_options: Sequence[str] = ()) -> None:
         self.jdk = jdk or find_jdk()
         jars = spark_jars()
         cache = compile_sources(self.jdk, jars)
@@ -158,8 +159,8 @@ class JsonLinesProcess:
         self._final_tail: str | None = None
         self._send_lock = threading.Lock()
         self._process = subprocess.Popen(
-            [str(self.jdk.java), *JVM_OPTIONS, sharing, "-cp", f"{cache / CLASSES_JAR}{os.pathsep}{jars / '*'}",
-             main_class, *args],
+            [str(self.jdk.java), *JVM_OPTIONS, *jvm_options, sharing,
+             "-cp", f"{cache / CLASSES_JAR}{os.pathsep}{jars / '*'}", main_class, *args],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True, bufsize=1,
         )
         self._lines: queue.Queue[str | None] = queue.Queue()
