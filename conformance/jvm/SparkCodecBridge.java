@@ -4,7 +4,6 @@ import io.netty.buffer.ByteBuf;
 import io.netty.buffer.Unpooled;
 import io.netty.channel.embedded.EmbeddedChannel;
 import io.netty.handler.codec.DecoderException;
-import java.io.BufferedReader;
 import java.io.ByteArrayOutputStream;
 import java.lang.reflect.Field;
 import java.nio.ByteBuffer;
@@ -36,21 +35,7 @@ public final class SparkCodecBridge {
   private SparkCodecBridge() {}
 
   public static void main(String[] args) throws Exception {
-    Wire.reserveStdout();
-    BufferedReader in = Wire.stdin();
-    Wire.emit(Wire.object().put("ready", true));
-    for (String line = in.readLine(); line != null; line = in.readLine()) {
-      if (line.isBlank()) {
-        continue;
-      }
-      ObjectNode answer;
-      try {
-        answer = handle(Wire.JSON.readTree(line));
-      } catch (Exception e) {
-        answer = Wire.describe(e).put("ok", false).put("stage", "request");
-      }
-      Wire.emit(answer);
-    }
+    Wire.answerLines(SparkCodecBridge::handle, e -> Wire.describe(e).put("ok", false).put("stage", "request"));
   }
 
   private static ObjectNode handle(JsonNode request) throws Exception {

@@ -1,7 +1,7 @@
 import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.Unpooled;
-import java.io.BufferedReader;
 import java.util.List;
 import java.util.Random;
 import java.util.concurrent.CountDownLatch;
@@ -47,23 +47,18 @@ public final class SparkShuffleThroughput {
   private SparkShuffleThroughput() {}
 
   public static void main(String[] args) throws Exception {
-    Wire.reserveStdout();
-    BufferedReader in = Wire.stdin();
-    Wire.emit(Wire.object().put("ready", true));
-    for (String line = in.readLine(); line != null; line = in.readLine()) {
-      if (line.isBlank()) {
-        continue;
-      }
-      JsonNode request = Wire.JSON.readTree(line);
-      try {
-        double mbS = run(request.get("messages").asInt(), request.get("warmup").asInt(),
-            request.get("payload").asInt());
-        Wire.emit(Wire.object().put("mb_s", mbS).put("messages", request.get("messages").asInt()));
-      } catch (Exception e) {
-        Wire.emit(Wire.object().put("event", "command_failed").setAll(Wire.describe(e)));
-      }
-    }
+    Wire.answerLines(SparkShuffleThroughput::answer,
+        e -> Wire.object().put("event", "command_failed").setAll(Wire.describe(e)));
     System.exit(0);
+  }
+
+  private static ObjectNode answer(JsonNode request) throws Exception {
+    int messages = request.get("messages").asInt();
+    if (request.get("warmup").asInt() < 1) {
+      throw new IllegalArgumentException("warmup must be at least one message (it starts the clock)");
+    }
+    double mbS = run(messages, request.get("warmup").asInt(), request.get("payload").asInt());
+    return Wire.object().put("mb_s", mbS).put("messages", messages);
   }
 
   /** Notes the first error any handler reports; the run fails with it. */

@@ -44,6 +44,34 @@ final class Wire {
     }
   }
 
+  /** Answers one request line. */
+  interface Handler {
+    ObjectNode answer(JsonNode request) throws Exception;
+  }
+
+  /**
+   * The request loop of a one-answer-per-request bridge: stdout reserved, {"ready":true}, then one answer per
+   * non-blank stdin line until end of input; a request that throws is answered by {@code failed}.
+   */
+  static void answerLines(Handler handler, java.util.function.Function<Exception, ObjectNode> failed)
+      throws IOException {
+    reserveStdout();
+    BufferedReader in = stdin();
+    emit(object().put("ready", true));
+    for (String line = in.readLine(); line != null; line = in.readLine()) {
+      if (line.isBlank()) {
+        continue;
+      }
+      ObjectNode answer;
+      try {
+        answer = handler.answer(JSON.readTree(line));
+      } catch (Exception e) {
+        answer = failed.apply(e);
+      }
+      emit(answer);
+    }
+  }
+
   static ObjectNode object() {
     return JSON.createObjectNode();
   }
