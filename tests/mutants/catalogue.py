@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 SHUFFLE_TESTS = (
     "tests/shuffle/test_machine_rules.py",
+    "tests/shuffle/test_model_hostile_ids.py",
     "tests/shuffle/test_shuffle_vectors.py",
     "tests/shuffle/test_shuffle_codec.py",
     "tests/shuffle/test_shuffle_framing.py",
