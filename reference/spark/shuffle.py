@@ -20,13 +20,13 @@ import logging
 import os
 import pickle
 import socket
-import sys
 import threading
 import weakref
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Final, Hashable, Iterable, Iterator, Mapping, NamedTuple
 
 from reference.net import ConnectionLimits
+from reference.spark.workers import local_workers_use_driver_python
 from reference.shuffle.cluster_directory import ClusterCoordinator, ClusterDirectory, ShuffleShard, directory_from_conf
 from reference.shuffle.reader_task import ReaderTask
 from reference.shuffle.task import ROOT_CAUSE_WAIT_S, TaskOptions, describe
@@ -198,31 +198,6 @@ def runtime_limits(runtime: Mapping[str, str]) -> tuple[ConnectionLimits, int]:
     limits = replace(defaults, max_pending=number(MAX_PENDING_KEY, defaults.max_pending),
                      bind_timeout_s=number(BIND_TIMEOUT_KEY, round(defaults.bind_timeout_s * 1000)) / 1000.0)
     return limits, number(MAX_RECORD_SIZE_KEY, DEFAULT_MAX_RECORD_SIZE)
-
-
-PACKAGE_ROOT: Final = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-"""The directory holding ``reference`` and ``spec`` (a checkout, or site-packages when installed)."""
-
-
-def local_workers_use_driver_python(sc: Any) -> None:
-    """On a local master, run Python workers with the driver's interpreter and package root.
-
-    PySpark starts workers with ``python3`` from the PATH unless ``PYSPARK_PYTHON`` says otherwise,
-    and that interpreter rarely has this package. The executors of a local master share the
-    driver's machine, so its interpreter is the right one; an interpreter the user chose
-    (``PYSPARK_PYTHON`` or ``spark.pyspark.python``) is kept. On a real cluster the executors'
-    interpreter is the cluster's business: it needs streamwire installed (docs/pyspark.md).
-    """
-    if not sc.master.startswith("local"):
-        return
-    if "PYSPARK_PYTHON" not in os.environ and not sc.getConf().get("spark.pyspark.python", None) \
-            and sc.pythonExec != sys.executable:
-        log.info("streaming shuffle: Python workers of %s use the driver's interpreter %s",
-                 sc.master, sys.executable)
-        sc.pythonExec = sys.executable
-    paths = [p for p in sc.environment.get("PYTHONPATH", "").split(os.pathsep) if p]
-    if PACKAGE_ROOT not in paths:
-        sc.environment["PYTHONPATH"] = os.pathsep.join(paths + [PACKAGE_ROOT])
 
 
 _DEFAULT_ATTRIBUTE: Final = "_streamwire_streaming_shuffle"

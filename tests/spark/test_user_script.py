@@ -56,5 +56,5 @@ def test_a_script_outside_the_repo_repartitions_on_local_2(tmp_path: Path) -> No
     assert "THREADS LEFT []" in lines
     assert "LOG reference.spark.shuffle streaming shuffle 0: 1 writers (input coalesced from 4 partitions) " \
            "+ 1 readers on 2 task slots" in lines
-    assert any(line.startswith("LOG reference.spark.shuffle streaming shuffle: Python workers of local[2] use "
-                               "the driver's interpreter") for line in lines)
+    assert any(line.startswith("LOG reference.spark.workers Python workers of local[2] use the driver's "
+                               "interpreter") for line in lines)

@@ -1,0 +1,137 @@
+"""The ``seafowl-sync`` sink from a user's streaming query: exactly once through a SIGKILL and a
+restart from the checkpoint (the restarted query replays what it had not committed; the server
+skips what is already durable), and its options checked before anything runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from reference.spark.sync_datasource import SinkOptionError, SinkOptions
+
+REPO = Path(__file__).resolve().parents[2]
+HANG_GUARD_S = 900.0
+FILES, ROWS_PER_FILE, STEP = 8, 20, 5
+
+QUERY = textwrap.dedent("""
+    import sys, time
+    repo, source, checkpoint, location, mode = sys.argv[1:]
+    sys.path.insert(0, repo)
+    from pyspark.sql import SparkSession
+    from reference.spark.sync_datasource import register
+
+    spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false").config("spark.sql.shuffle.partitions", "2")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    changes = spark.readStream.schema("id long, v string").option("maxFilesPerTrigger", 1).json(source)
+    query = (changes.writeStream.format("seafowl-sync").option("location", location).option("table", "t")
+             .option("keys", "id").option("checkpointLocation", checkpoint).start())
+    if mode == "finish":
+        query.processAllAvailable()
+        print("DONE", flush=True)
+        query.stop()
+        spark.stop()
+    else:
+        seen = None
+        while True:
+            progress = query.lastProgress
+            if progress and progress["batchId"] != seen:
+                seen = progress["batchId"]
+                print("BATCH", seen, flush=True)
+            time.sleep(0.05)
+""")
+
+
+def write_source(directory: Path) -> dict[int, str]:
+    """Files that overwrite each other's keys (only the last value of a key may remain); returns the
+    table the source describes."""
+    directory.mkdir()
+    expected: dict[int, str] = {}
+    for f in range(FILES):
+        rows = [{"id": f * STEP + i, "v": f"file{f}-{f * STEP + i}"} for i in range(ROWS_PER_FILE)]
+        path = directory / f"part-{f:03d}.json"
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        os.utime(path, (1_700_000_000 + f, 1_700_000_000 + f))  # the file source reads them in this order
+        expected.update({r["id"]: r["v"] for r in rows})
+    return expected
+
+
+@pytest.mark.spark
+def test_a_query_killed_mid_stream_and_restarted_writes_each_batch_once(tmp_path: Path) -> None:
+    from deltalake import DeltaTable
+
+    from reference.pipeline.syncserver import SyncServerProcess
+
+    expected = write_source(tmp_path / "source")
+    script = tmp_path / "query.py"
+    script.write_text(QUERY)
+    server = SyncServerProcess(str(tmp_path / "store"), tmp_path / "server.log")
+    location = server.start()
+    env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "PYTHONPATH")}
+    argv = [sys.executable, str(script), str(REPO), str(tmp_path / "source"), str(tmp_path / "checkpoint"), location]
+    try:
+        first = subprocess.Popen(argv + ["kill-me"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                 env=env, cwd=tmp_path)
+        assert first.stdout is not None
+        deadline = time.monotonic() + HANG_GUARD_S
+        for line in first.stdout:
+            if line.strip() == "BATCH 2" or time.monotonic() > deadline:
+                break
+        first.send_signal(signal.SIGKILL)  # mid-stream: later batches are running or about to
+        first.wait(60)
+        assert line.strip() == "BATCH 2"
+        partial = DeltaTable(str(tmp_path / "store" / "t")).to_pyarrow_table().num_rows
+        assert 0 < partial < len(expected)
+
+        second = subprocess.run(argv + ["finish"], capture_output=True, text=True, env=env, cwd=tmp_path,
+                                timeout=HANG_GUARD_S)
+        assert second.returncode == 0 and "DONE" in second.stdout, second.stderr[-3000:]
+        table = DeltaTable(str(tmp_path / "store" / "t")).to_pyarrow_table()
+        assert table.num_rows == len(expected)  # no key twice
+        assert dict(zip(table.column("id").to_pylist(), table.column("v").to_pylist())) == expected
+    finally:
+        server.stop()
+
+
+def test_options_name_what_is_missing_or_malformed() -> None:
+    with pytest.raises(SinkOptionError, match="needs option 'location'"):
+        SinkOptions.parse({"table": "t"}, ["id", "v"])
+    with pytest.raises(SinkOptionError, match=r"lacks: \['key'\]"):
+        SinkOptions.parse({"location": "grpc://h:1", "table": "t", "keys": "key"}, ["id", "v"])
+    with pytest.raises(SinkOptionError, match="sequence must be an integer, got 'x'"):
+        SinkOptions.parse({"location": "grpc://h:1", "table": "t", "sequence": "x"}, ["id", "v"])
+    options = SinkOptions.parse({"location": "grpc://h:1", "table": "t", "deleteColumn": "gone", "token": "s3cret"},
+                                ["id", "v", "gone"])
+    assert (options.keys, options.values, options.wait_durable, options.security.token) == (("id",), ("v",), True,
+                                                                                            "s3cret")
+
+
+def test_rows_become_upserts_and_deletes_of_their_keys() -> None:
+    import pyarrow as pa
+
+    options = SinkOptions.parse({"location": "grpc://h:1", "table": "t", "deleteColumn": "gone"}, ["id", "v", "gone"])
+    batch = options.changes(pa.table({"id": [1, 2], "v": ["a", "b"], "gone": [None, True]}))
+    assert batch.to_pydict() == {"old_id": [1, 2], "new_id": [1, None], "value_v": ["a", "b"]}
+    assert [(d.role, d.name) for d in options.descriptors] == [(0, "id"), (1, "id"), (3, "v")]
+
+
+def test_timestamps_in_a_session_time_zone_become_utc_instants() -> None:
+    import datetime as dt
+
+    import pyarrow as pa
+
+    options = SinkOptions.parse({"location": "grpc://h:1", "table": "t"}, ["id", "at"])
+    when = dt.datetime(2026, 11, 23, 7, 0, tzinfo=dt.timezone.utc)
+    batch = options.changes(pa.table({"id": [1], "at": pa.array([when], pa.timestamp("us", "Etc/UTC"))}))
+    assert batch.schema.field("value_at").type == pa.timestamp("us", "UTC")
+    assert batch.column("value_at").to_pylist() == [when]
