@@ -1,9 +1,10 @@
 """``SyncClient``: sends one origin's transactions, retries when told to, replays after a restart.
 
 The client keeps every transaction that is not yet durable.  It probes whenever it
-(re)connects; a response with ``first=true`` means the server restarted and lost
-what it held in memory, so the client drops what the server reports durable and
-sends the rest again, in order, before continuing.  ``accepted=false`` and
+(re)connects; a response with ``first=true``, or with a memory number below the last
+one it was told (``first`` reaches only one of a server's origins), means the server
+restarted and lost what it held in memory, so the client drops what the server reports
+durable and sends the rest again, in order, before continuing.  ``accepted=false`` and
 connection failures are retried with capped exponential backoff until a deadline.
 A put resent after a connection failure whose transaction the server already reports
 in memory (the answer was lost, not the put) is not sent again: the server would
@@ -25,6 +26,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from spec.sync.messages import ColumnDescriptor, SyncCommand, SyncResponse, decode_response
+from spec.sync.responses import shows_restart
 from reference.sync.auth import ClientSecurity
 
 
@@ -176,7 +178,7 @@ class SyncClient:
                         return probe
                 attempted = True
                 response = self._call(put, sequence)
-                if response.first and not fresh:
+                if not fresh and shows_restart(response, self.memory):
                     self._observe(response)
                     raise _Restarted(response.durable_sequence_number)
                 if response.accepted:
@@ -197,8 +199,9 @@ class SyncClient:
         """Open a connection and probe it, so a restart is seen before any data is sent."""
         self._client = self.security.connect(self._resolve())
         response = self._call(None, None)
+        restarted = shows_restart(response, self.memory)
         self._observe(response)
-        if response.first and self._pending:
+        if restarted and self._pending:
             raise _Restarted(response.durable_sequence_number)
         return response
 

@@ -1,4 +1,9 @@
-"""Building ``DataSyncResponse`` s: the ``first`` flag belongs to the first response after a start."""
+"""Building ``DataSyncResponse`` s, and what one tells a client about a restart.
+
+The ``first`` flag belongs to the first response after a start: one response in a server's
+life, which only one of the origins it serves receives.  Every other origin learns of the
+restart from its numbers (``shows_restart``).
+"""
 
 from __future__ import annotations
 
@@ -24,3 +29,19 @@ class ResponseFactory:
         """The answer to a put that could not get the write lock in time (retry later)."""
         return SyncResponse(accepted=False, memory_sequence_number=None, durable_sequence_number=None,
                             first=self._take_first())
+
+
+def shows_restart(response: SyncResponse, memory_told: int | None) -> bool:
+    """Whether ``response`` shows that the server lost what it held in memory for this origin.
+
+    ``memory_told`` is the origin's memory number from the previous response to it.  Within a
+    server's life an origin's memory number never goes backwards (a put at or below it is a
+    replay or refused), so a lower or absent one means a restart dropped transactions the
+    client was told were received, whether or not this response is the one with ``first``.
+    """
+    if response.first:
+        return True
+    if not response.accepted or memory_told is None:
+        return False
+    memory = response.memory_sequence_number
+    return memory is None or memory < memory_told

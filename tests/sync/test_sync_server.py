@@ -14,6 +14,7 @@ from conformance.framework import CaseOutcome, RunOptions
 from conformance.runner import run_case
 from conformance.suites.sync import DESCS, SUITE, _cmd, rows_batch
 from reference.sync.client import SyncClient, SyncPut
+from tests.sync.conftest import raw_put
 from reference.sync.store import DeltaStore
 from spec.sync.messages import SyncCommand, TableFormat, decode_response
 from spec.sync.schema import SyncSchema
@@ -109,3 +110,24 @@ def test_iceberg_is_refused(server_factory) -> None:  # type: ignore[no-untyped-
         reader.read()
         writer.close()
     c.close()
+
+
+def test_restart_seen_by_another_origin_first_is_still_replayed(server_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Only one response of a server's life says first=true, and with several origins another origin
+    may take it; A must still see from its numbers that the restarted server lost its transaction 2
+    (memory 2 was acknowledged, now memory 1), and replay it before sending 3."""
+    store = tmp_path / "store"
+    servers = [server_factory(store=store, max_replication_lag_s=3600.0)]
+    a = SyncClient(lambda: f"grpc://127.0.0.1:{servers[-1].port}", "A", deadline_s=30.0, backoff_max_s=0.05)
+    a.send_transaction(1, [SyncPut("t", rows_batch([(None, 1, "a")]), DESCS)])
+    assert servers[0].flush_oldest()
+    assert a.send_transaction(2, [SyncPut("t", rows_batch([(None, 2, "b")]), DESCS)]).memory_sequence_number == 2
+    servers[0].shutdown()  # a crash: transaction 2 was only in memory
+    servers.append(server_factory(store=store, max_replication_lag_s=3600.0))
+    probe_b = raw_put(f"grpc://127.0.0.1:{servers[1].port}", SyncCommand(path="", origin="B", sequence_number=None))
+    assert probe_b.response is not None and probe_b.response.first  # B takes the restart's first=true
+    response = a.send_transaction(3, [SyncPut("t", rows_batch([(None, 3, "c")]), DESCS)])
+    assert response.memory_sequence_number == 3
+    assert servers[1].flush_oldest()
+    rows = DeltaStore(str(store)).read_table(str(store / "t")).to_pylist()
+    assert sorted((r["id"], r["v"]) for r in rows) == [(1, "a"), (2, "b"), (3, "c")]
