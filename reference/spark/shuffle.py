@@ -32,6 +32,7 @@ from reference.shuffle.reader_task import ReaderTask
 from reference.shuffle.task import ROOT_CAUSE_WAIT_S, TaskOptions, describe
 from reference.shuffle.transport import FaultHook
 from reference.shuffle.writer_task import WriterTask
+from reference.spark.arrived import arrived_batches
 from spec.shuffle import coordination as co
 from spec.shuffle.errors import ShuffleError
 from spec.shuffle.framing import DEFAULT_MAX_RECORD_SIZE
@@ -404,17 +405,39 @@ def write_records(plan: Plan, key: co.ShuffleKey, writer_id: int, records: Itera
 
 def _write_pairs(plan: Plan, key: co.ShuffleKey, partition_func: Callable[[Any], int], index: int,
                  pairs: Iterable[tuple[Hashable, Any]]) -> Iterator[None]:
+    """Each wire record is a pickled list of pairs for one reader: the pairs that had arrived
+    together, so pickling and the writer's per-record cost are paid per batch, never waiting for more."""
     r = plan.num_readers
-    dumps = pickle.dumps
-    write_records(plan, key, index,
-                  ((partition_func(k) % r, dumps((k, v), PICKLE_PROTOCOL)) for k, v in pairs))
+
+    def records() -> Iterator[tuple[int, bytes]]:
+        for batch in arrived_batches(pairs):
+            by_reader: dict[int, list[tuple[Hashable, Any]]] = {}
+            for k, v in batch:
+                by_reader.setdefault(partition_func(k) % r, []).append((k, v))
+            for reader_id, reader_pairs in by_reader.items():
+                for record in _pickled_within(reader_pairs, plan.max_record_size):
+                    yield reader_id, record
+
+    write_records(plan, key, index, records())
     return iter(())
+
+
+def _pickled_within(pairs: list[tuple[Hashable, Any]], max_record_size: int) -> Iterator[bytes]:
+    """``pairs`` pickled as one list, or split in halves until each part fits the readers' record limit
+    (a single pair above it is still one record, which the reader refuses)."""
+    record = pickle.dumps(pairs, PICKLE_PROTOCOL)
+    if len(record) <= max_record_size or len(pairs) == 1:
+        yield record
+        return
+    half = len(pairs) // 2
+    yield from _pickled_within(pairs[:half], max_record_size)
+    yield from _pickled_within(pairs[half:], max_record_size)
 
 
 def _read_pairs(plan: Plan, index: int, _ignored: Iterable[int]) -> Iterator[Any]:
     loads = pickle.loads
     for record in read_records(plan, index):
-        yield loads(record)
+        yield from loads(record)
 
 
 def _ignore(_: object) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 import random
 import time
 from collections import Counter
@@ -11,7 +12,7 @@ import pytest
 
 from reference.shuffle.transport import corrupt_payload
 from reference.spark import InsufficientSlots, streaming_repartition, streaming_shuffle
-from reference.spark.shuffle import runtime_limits
+from reference.spark.shuffle import _pickled_within, runtime_limits
 from spec.shuffle.framing import DEFAULT_MAX_RECORD_SIZE
 
 pytestmark = pytest.mark.spark
@@ -82,6 +83,15 @@ def test_a_record_above_the_readers_limit_fails_the_job_with_a_typed_error(spark
     rdd = spark.sparkContext.parallelize([(0, "small"), (1, "x" * 50_000)], 2)
     with pytest.raises(Exception, match="FRAME_LENGTH_OUT_OF_RANGE"):
         streaming_shuffle(rdd, 2, conf=conf).collect()
+
+
+def test_a_batch_of_pairs_is_split_until_each_record_fits_the_readers_limit() -> None:
+    pairs = [(i, f"{i:03d}" * 40) for i in range(50)]
+    records = list(_pickled_within(pairs, 1000))
+    assert len(records) > 1 and all(len(r) <= 1000 for r in records)
+    assert [pair for r in records for pair in pickle.loads(r)] == pairs
+    (alone,) = _pickled_within([(0, "x" * 5000)], 1000)  # one pair above the limit stays one record
+    assert pickle.loads(alone) == [(0, "x" * 5000)]
 
 
 def test_runtime_limits_come_from_the_conf_and_refuse_bad_values() -> None:
