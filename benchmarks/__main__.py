@@ -15,6 +15,8 @@ BENCHMARKS = {
                           "1,000 churned and 500 idle connections"),
     "shuffle-scale": ("benchmarks.shuffle_scale", "streaming shuffle from 1x1 to 16x16 on the same data: rate, "
                       "threads, memory per connection, fitted exponents"),
+    "spark-user": ("benchmarks.spark_user", "the PySpark user's path: streaming_repartition vs df.repartition "
+                   "on 1M rows (ratio), seafowl-sync writeStream rows/s until durable"),
     "sync": ("benchmarks.sync", "sync server ingest rate, flush latency and peak memory"),
     "sync-scale": ("benchmarks.sync_scale", "sync flush cost, rows rewritten, files and RSS against table size"),
 }

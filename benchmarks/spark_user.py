@@ -1,0 +1,99 @@
+"""The user's path through PySpark, in one run on ``local[4]``:
+
+  dataframe   streaming_repartition(df, 2, "key") vs df.repartition(2, "key"), each followed by the
+              same Python step (an Arrow batch count), seconds for --rows rows and their ratio
+  sink        rows/s from writeStream (format seafowl-sync, waitDurable) into a sync server until
+              durable, for --sink-rows rows read from Parquet files by an availableNow query
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+SLOTS = 4
+READERS = 2
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--rows", type=int, default=1_000_000, help="rows of the DataFrame case")
+    parser.add_argument("--sink-rows", type=int, default=200_000, help="rows of the sink case")
+    parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
+
+
+def _count(batches: Iterator[Any]) -> Iterator[Any]:
+    """The Python step both shuffles feed: one pass over every Arrow batch."""
+    import pyarrow as pa
+
+    rows = sum(batch.num_rows for batch in batches)
+    yield pa.RecordBatch.from_pydict({"n": [rows]})
+
+
+def _timed_rows(df: Any) -> tuple[float, int]:
+    start = time.perf_counter()
+    rows = sum(r["n"] for r in df.mapInArrow(_count, "n long").collect())
+    return time.perf_counter() - start, rows
+
+
+def dataframe_case(spark: Any, rows: int) -> dict[str, Any]:
+    from reference.spark import StreamingShuffle
+
+    df = spark.range(0, rows, 1, SLOTS - READERS).selectExpr("id", "id % 1000 AS key", "CAST(id AS STRING) AS v")
+    df.cache().count()
+    spark_s, spark_rows = _timed_rows(df.repartition(READERS, "key"))
+    with StreamingShuffle(spark) as shuffle:
+        streaming_s, streaming_rows = _timed_rows(shuffle.repartition(df, READERS, "key"))
+    assert spark_rows == streaming_rows == rows
+    return {"rows": rows, "repartition_s": round(spark_s, 3), "streaming_repartition_s": round(streaming_s, 3),
+            "streaming_vs_repartition": round(streaming_s / spark_s, 3)}
+
+
+def sink_case(spark: Any, rows: int, work: Path) -> dict[str, Any]:
+    from reference.pipeline.syncserver import FlushSettings, SyncServerProcess
+    from reference.spark import sync_datasource
+
+    source = str(work / "source")
+    spark.range(0, rows, 1, 2).selectExpr("id", "CAST(id AS STRING) AS v").write.parquet(source)
+    server = SyncServerProcess(str(work / "store"), work / "server.log", FlushSettings(0.2))
+    location = server.start()
+    try:
+        sync_datasource.register(spark)
+        changes = spark.readStream.schema("id long, v string").parquet(source)
+        start = time.perf_counter()
+        query = (changes.writeStream.format(sync_datasource.NAME).option("location", location)
+                 .option("table", "bench").option("checkpointLocation", str(work / "checkpoint"))
+                 .trigger(availableNow=True).start())
+        query.awaitTermination()
+        elapsed = time.perf_counter() - start
+    finally:
+        server.stop()
+    return {"sink_rows": rows, "sink_s": round(elapsed, 3), "sink_rows_per_s": round(rows / elapsed)}
+
+
+def main(args: argparse.Namespace) -> int:
+    from pyspark.sql import SparkSession
+
+    from reference.spark.workers import local_workers_use_driver_python
+
+    spark = (SparkSession.builder.master(f"local[{SLOTS}]").appName("streamwire-user-path")
+             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    local_workers_use_driver_python(spark.sparkContext)
+    try:
+        figures = dataframe_case(spark, args.rows)
+        with tempfile.TemporaryDirectory(prefix="streamwire-bench-") as work:
+            figures.update(sink_case(spark, args.sink_rows, Path(work)))
+    finally:
+        spark.stop()
+    if args.json:
+        print(json.dumps(figures, sort_keys=True))
+    else:
+        print(f"dataframe  {figures['rows']} rows: repartition {figures['repartition_s']} s, streaming_repartition "
+              f"{figures['streaming_repartition_s']} s, ratio {figures['streaming_vs_repartition']}")
+        print(f"sink       {figures['sink_rows']} rows: {figures['sink_rows_per_s']:,} rows/s until durable "
+              f"({figures['sink_s']} s)")
+    return 0
