@@ -139,3 +139,13 @@ def test_the_latency_plot_is_titled_with_the_runs_parameters() -> None:
         "changes": 1000, "keys": 50, "origins": 2, "writers": 2, "readers": 3, "rate": 500.0, "chaos": True}}
     assert run_title(figures) == ("pipeline ab12: 1000 changes, 50 keys, 2 origins, 2 writers -> streaming shuffle "
                                   "-> 3 sinks, rate 500/s, chaos")
+
+
+@pytest.mark.spark
+def test_keep_keeps_a_passing_runs_table_and_says_where(tmp_path: Path) -> None:
+    done = streamwire(tmp_path, "pipeline", "--changes", "300", "--keys", "50", "--keep")
+    assert done.returncode == 0, done.stderr[-3000:]
+    kept = [line for line in done.stdout.splitlines() if line.startswith("kept as asked: ")]
+    assert len(kept) == 1, done.stdout
+    table = Path(kept[0].split("; table ")[1])
+    assert (table / "_delta_log").is_dir() and table.is_relative_to(tmp_path / "tmp")
