@@ -19,6 +19,7 @@ from reference.pipeline.changes import StreamSpec
 from reference.pipeline.coordination import Member, RunKeys
 from reference.pipeline.routing import parts
 from reference.pipeline.sink import sync_origin
+from reference.pipeline.syncserver import SyncServerFailed
 
 
 class SourceDurability:
@@ -117,4 +118,7 @@ class Monitor:
             if self.restart_server is not None and s.synced >= self.chaos_at * self.total:
                 restart, self.restart_server = self.restart_server, None
                 self.event("chaos: killing the sync server (SIGKILL)")
-                self.event(f"chaos: sync server restarted at {restart()}")
+                try:
+                    self.event(f"chaos: sync server restarted at {restart()}")
+                except SyncServerFailed as error:  # the run is stopping, or the new server did not start
+                    self.event(f"chaos: sync server not restarted: {error}")

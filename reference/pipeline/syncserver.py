@@ -7,10 +7,13 @@ takes a fresh port; the driver publishes the new location through the cluster pr
 
 from __future__ import annotations
 
+import contextlib
 import os
 import selectors
+import signal
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -46,7 +49,13 @@ class FlushSettings:
 
 
 class SyncServerProcess:
-    """Starts, kills and restarts one sync server on ``host``; logs go to ``log_path``."""
+    """Starts, kills and restarts one sync server on ``host``; logs go to ``log_path``.
+
+    The driver's chaos thread restarts it while the driver may be stopping it, so the three
+    operations take one lock and nothing starts once ``stop`` ran: a restart racing the end of
+    a run would otherwise leave a server nobody stops.  Each server leads its own process group,
+    which ``kill`` and ``stop`` signal whole.
+    """
 
     def __init__(self, store: str, log_path: Path, settings: FlushSettings = FlushSettings(),
                  start_timeout_s: float = 60.0, host: str = "127.0.0.1") -> None:
@@ -56,19 +65,25 @@ class SyncServerProcess:
         self.location = ""
         self._proc: subprocess.Popen[str] | None = None
         self._log: IO[str] | None = None
+        self._lock = threading.Lock()
+        self._stopped = False
 
     def start(self) -> str:
         """Start a server and return its ``grpc://`` location once it listens."""
-        if self._log is None:
-            self._log = open(self.log_path, "a", encoding="utf-8")
-        cmd = [sys.executable, "-m", "reference.sync", "serve", "--store", self.store, "--host", self.host, "--port", "0",
-               *self.settings.args()]
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": pythonpath()}
-        self._proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._log, text=True, env=env)
-        port = self._await_port(self._proc)
-        self.generation += 1
-        self.location = f"grpc://{self.host}:{port}"
-        return self.location
+        with self._lock:
+            if self._stopped:
+                raise SyncServerFailed("sync server not started: the run is stopping")
+            if self._log is None:
+                self._log = open(self.log_path, "a", encoding="utf-8")
+            cmd = [sys.executable, "-m", "reference.sync", "serve", "--store", self.store, "--host", self.host,
+                   "--port", "0", *self.settings.args()]
+            env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": pythonpath()}
+            self._proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._log, text=True, env=env,
+                                          start_new_session=True)
+            port = self._await_port(self._proc)
+            self.generation += 1
+            self.location = f"grpc://{self.host}:{port}"
+            return self.location
 
     def _await_port(self, proc: subprocess.Popen[str]) -> int:
         assert proc.stdout is not None
@@ -78,28 +93,36 @@ class SyncServerProcess:
                 line = proc.stdout.readline()
                 if line.startswith("LISTENING "):
                     return int(line.split()[1])
-        proc.kill()
-        proc.wait(10)
+        self._end(signal.SIGKILL)
         raise SyncServerFailed(f"sync server did not print LISTENING within {self.start_timeout_s}s; "
                                f"see {self.log_path}")
 
     def kill(self) -> None:
         """SIGKILL, as a crash: whatever the server held in memory is gone."""
-        if self._proc is not None:
-            self._proc.kill()
-            self._proc.wait(10)
+        with self._lock:
+            self._end(signal.SIGKILL)
 
     def stop(self) -> None:
-        """Terminate the server and close its log."""
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.terminate()
-            try:
-                self._proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait(10)
-        if self._proc is not None and self._proc.stdout is not None:
-            self._proc.stdout.close()
-        if self._log is not None:
-            self._log.close()
-            self._log = None
+        """Terminate the server (SIGKILL if it does not end within 10 s), close its log, start none again."""
+        with self._lock:
+            self._stopped = True
+            self._end(signal.SIGTERM)
+            if self._log is not None:
+                self._log.close()
+                self._log = None
+
+    def _end(self, signum: signal.Signals) -> None:
+        """Signal the current server's process group, reap the server and close its pipe (lock held)."""
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signum)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+        if proc.stdout is not None:
+            proc.stdout.close()

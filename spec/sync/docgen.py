@@ -346,7 +346,10 @@ def probe() -> str:
         "A put with zero rows and no `sequence_number` is a probe: nothing is recorded, the answer carries the "
         "origin's current numbers (absent when the server knows none). It is answered even while another "
         "origin's transaction is open. Exactly one response in a server's life carries `first=true`: the first "
-        "one after it started, so a client learns of a restart and replays from its last durable sequence.\n\n"
+        "one after it started, so a client learns of a restart and replays from its last durable sequence. "
+        "Only one origin gets it; the others learn of the restart from their numbers (`shows_restart`): within "
+        "a server's life an origin's memory number never goes backwards, so one below the last the client was "
+        "told means the restart lost transactions it must replay.\n\n"
         + table(("response", "accepted", "memory", "durable", "first", "bytes"), [
             ("the first after a start", first.accepted, first.memory_sequence_number,
              first.durable_sequence_number, first.first, f"`{first.encode().hex()}`"),

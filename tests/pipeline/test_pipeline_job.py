@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
 import re
+import signal
 from pathlib import Path
 
 import pytest
@@ -45,9 +47,31 @@ def test_small_pipeline_lands_the_expected_table_and_reports(tmp_path: Path) -> 
     assert {key: os.environ.get(key) for key in environment} == environment
 
 
+def _reap_sync_servers(store: Path) -> list[int]:
+    """Kill the process group of every live sync server serving ``store``; return their pids.
+
+    Only this test's run serves its own tmp store, so these are the servers the test started."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0") if entry.name.isdigit() else []
+        except OSError:  # ended meanwhile
+            continue
+        if b"reference.sync" in argv and b"serve" in argv and str(store).encode() in argv:
+            pids.append(int(entry.name))
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(int(entry.name), signal.SIGKILL)  # each server leads its own process group
+    return pids
+
+
 def test_chaos_kills_server_and_a_task_and_the_table_still_matches(tmp_path: Path) -> None:
-    outcome, text = _run(Options(changes=12000, keys=1500, origins=4, writers=2, readers=2, chaos=True,
-                                 store=str(tmp_path / "store")))
+    store = tmp_path / "store"
+    try:
+        outcome, text = _run(Options(changes=12000, keys=1500, origins=4, writers=2, readers=2, chaos=True,
+                                     store=str(store)))
+    finally:
+        leaked = _reap_sync_servers(store)
+    assert leaked == [], "sync servers outlived the run"
     assert outcome.ok, text
     figures = outcome.figures
     assert figures.sync_server_generations == 2, text
