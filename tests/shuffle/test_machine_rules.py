@@ -181,3 +181,70 @@ def test_the_termination_ack_echoes_the_terminators_seq_after_data() -> None:
     assert [type(e) for e in step.events] == [Deliver]
     (ack,) = r.received(0, TerminationControlMessage(seq=1, writer_id=0, reader_id=0), 0.0).sends
     assert isinstance(ack.message, TerminationAckMessage) and ack.message.seq == 1
+
+
+# -- what the tables promise, stated without them ----------------------------------------------
+
+def test_a_reader_closing_after_its_ack_does_not_fail_the_writer() -> None:
+    w = bound_writer(readers=2)
+    w.finish(0.0)
+    w.received("c0", TerminationAckMessage(seq=0, writer_id=0, reader_id=0), 0.0)
+    assert w.connection_closed("c0", 0.0).events == () and not w.done
+
+
+def test_a_repeated_ack_and_a_late_credit_are_ignored() -> None:
+    w = bound_writer(readers=2)
+    w.finish(0.0)
+    assert w.received("c0", CreditMessage(writer_id=0, reader_id=0), 0.0).events == ()
+    w.received("c0", TerminationAckMessage(seq=0, writer_id=0, reader_id=0), 0.0)
+    assert w.received("c0", TerminationAckMessage(seq=0, writer_id=0, reader_id=0), 0.0).events == ()
+    assert w.received("c1", TerminationAckMessage(seq=0, writer_id=0, reader_id=1), 0.0).events == (Completed(),)
+
+
+def test_an_ack_before_the_terminator_is_the_peers_fault() -> None:
+    w = bound_writer()
+    step = w.received("c0", TerminationAckMessage(seq=-1, writer_id=0, reader_id=0), 0.0)
+    assert isinstance(failure(step.events), errors.UnexpectedMessage)
+
+
+def test_finishing_before_a_reader_bound_still_waits_for_its_ack() -> None:
+    w = WriterMachine(3, 0, 1, SMALL, 0.0)
+    w.finish(0.0)
+    assert not w.done
+    w.received("c0", CreditMessage(writer_id=0, reader_id=0), 0.0)
+    assert w.received("c0", TerminationAckMessage(seq=0, writer_id=0, reader_id=0), 0.0).events == (Completed(),)
+
+
+def test_a_writer_closing_after_the_ack_was_written_is_a_clean_end() -> None:
+    r = ReaderMachine(0, 0, [0, 1], ShuffleSettings(), 0.0)
+    r.connected(0, 0.0)
+    r.connected(1, 0.0)
+    r.received(0, TerminationControlMessage(seq=0, writer_id=0, reader_id=0), 0.0)
+    r.send_completed(0, 0, 0.0)
+    assert r.connection_closed(0, 0.0).events == () and not r.done
+
+
+def test_data_after_the_ack_was_written_is_the_peers_fault() -> None:
+    r = ReaderMachine(0, 0, [0, 1], ShuffleSettings(), 0.0)
+    r.connected(0, 0.0)
+    r.connected(1, 0.0)
+    r.received(0, TerminationControlMessage(seq=0, writer_id=0, reader_id=0), 0.0)
+    r.send_completed(0, 0, 0.0)
+    assert isinstance(failure(r.received(0, data(1), 0.0).events), errors.UnexpectedMessage)
+
+
+def test_a_bad_checksum_is_reported_as_such() -> None:
+    good = data(0, b"abc")
+    r = reader_with_quota(1000)
+    bad = DataMessage(seq=0, writer_id=0, reader_id=0, checksum=good.checksum ^ 1, payload=good.payload)
+    assert isinstance(failure(r.received(0, bad, 0.0).events), errors.ChecksumVerificationFailed)
+
+
+def test_time_settings_beyond_a_long_clamp_as_sparks_timestringas_does() -> None:
+    settings = ShuffleSettings.from_dict({"spark.shuffle.streaming.writerConnectionTimeout": "9223372036854775807d"})
+    assert settings.writer_connection_timeout_ms == 2**63 - 1
+
+
+def test_int_max_is_a_valid_int_setting() -> None:
+    settings = ShuffleSettings.from_dict({"spark.shuffle.streaming.networkBufferSize": "2147483647"})
+    assert settings.network_buffer_size == 2**31 - 1
