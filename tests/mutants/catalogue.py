@@ -30,6 +30,7 @@ SHUFFLE_TESTS = (
 )
 SYNC_TESTS = (
     "tests/sync/test_sync_writer_rules.py",
+    "tests/sync/test_sync_schema_rules.py",
     "tests/sync/test_sync_vectors.py",
     "tests/sync/test_sync_writer_model.py",
     "tests/sync/test_sync_squash_props.py",
@@ -37,6 +38,7 @@ SYNC_TESTS = (
 CLUSTER_TESTS = (
     "tests/cluster/test_failure_detector.py",
     "tests/cluster/test_cluster_cas.py",
+    "tests/cluster/test_cluster_boundaries.py",
     "tests/conformance/test_cluster_vectors.py",
     "tests/cluster/test_cluster_wire.py",
     "tests/cluster/test_cluster_model.py",
