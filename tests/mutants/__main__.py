@@ -18,6 +18,8 @@ def main() -> int:
     parser.add_argument("--workers", type=int, choices=(1, 2), default=2, help="parallel runs (2 cores)")
     parser.add_argument("--json", type=Path, default=Path("build/mutants.json"), help="report file")
     parser.add_argument("--list", action="store_true", help="list the catalogue and exit")
+    parser.add_argument("--skip-baseline", action="store_true",
+                        help="do not first run the selections on the unmutated tree (only when known green)")
     args = parser.parse_args()
     mutants = list(chosen(CATALOGUE, args.names))
     if args.list:
@@ -29,7 +31,7 @@ def main() -> int:
         verdict = f"killed by {outcome.killed_by}" if outcome.killed else "SURVIVED"
         print(f"{outcome.mutant:34} {outcome.seconds:7.1f}s  {verdict}", flush=True)
 
-    outcomes = run_all(mutants, workers=args.workers, progress=show)
+    outcomes = run_all(mutants, workers=args.workers, baseline=not args.skip_baseline, progress=show)
     killed = sum(o.killed for o in outcomes)
     score = killed / len(outcomes)
     survivors = [o.mutant for o in outcomes if not o.killed]

@@ -248,3 +248,8 @@ def test_time_settings_beyond_a_long_clamp_as_sparks_timestringas_does() -> None
 def test_int_max_is_a_valid_int_setting() -> None:
     settings = ShuffleSettings.from_dict({"spark.shuffle.streaming.networkBufferSize": "2147483647"})
     assert settings.network_buffer_size == 2**31 - 1
+
+
+@pytest.mark.parametrize("raw", ["TRUE", "True", " true "])
+def test_booleans_are_read_as_scala_reads_them(raw: str) -> None:
+    assert ShuffleSettings.from_dict({"spark.shuffle.streaming.checksum.enabled": raw}).checksum_enabled is True
