@@ -325,13 +325,15 @@ class RemoteNode:
                 del self._pending[request_id]
                 _abandon(sock)
                 raise ProviderUnavailable(f"cluster service: {exc}") from None
-        if not pending.done.wait(self._timeout) or pending.reply is None:
+        # No reply within the provider's own failure bound means this node is cut off anyway.
+        patience = max(self._timeout, self._timing.fail_bound)
+        if not pending.done.wait(patience) or pending.reply is None:
             with self._lock:
                 self._pending.pop(request_id, None)
                 broken = self._broken
             if broken is None:  # a silent connection is a dead one (a link down sends no FIN)
                 _abandon(sock)
-            raise ProviderUnavailable(broken or f"no reply to {kind.name} within {self._timeout} s")
+            raise ProviderUnavailable(broken or f"no reply to {kind.name} within {patience:.1f} s")
         if pending.reply.kind in (ServiceKind.ERROR, ServiceKind.CAS_ERROR):
             raise _error_from(pending.reply)
         return pending.reply
