@@ -246,7 +246,7 @@ def _apply_by_rows(stored: pa.Table, changes: pa.Table, schema: SyncSchema) -> p
         base: dict[str, Any] | None
         if old is not None and old in by_key:
             base = by_key[old]
-        elif new not in consumed or new == old:
+        elif new not in consumed:
             base = by_key.get(new)
         else:
             base = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 import threading
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import Callable, Iterator, NamedTuple
 
 import pytest
 
@@ -158,7 +158,17 @@ def test_more_pending_streams_than_the_cap_evict_the_oldest(ledger: ResourceLedg
         reactor.close()
 
 
-def test_writes_the_kernel_refuses_are_queued_and_reported_in_order(ledger: ResourceLedger) -> None:
+class BoundStream(NamedTuple):
+    """A reactor serving one client whose stream is bound, with a send buffer too small to take much."""
+
+    record: Recorder
+    reactor: Reactor
+    client: socket.socket
+    stream: Stream
+
+
+@pytest.fixture
+def bound(ledger: ResourceLedger) -> Iterator[BoundStream]:
     record = Recorder()
     reactor = Reactor(Handler(record), listen=LOOPBACK, ledger=ledger)
     client = socket.create_connection(("127.0.0.1", reactor.port))
@@ -167,66 +177,51 @@ def test_writes_the_kernel_refuses_are_queued_and_reported_in_order(ledger: Reso
         poll_until(reactor, lambda: record.received)
         stream = record.accepted[0]
         stream.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)  # the kernel takes little at once
-        chunk = b"x" * 65536
-        written_now = stream.send([Outgoing((chunk,), i) for i in range(64)])
-        assert len(written_now) < 64 and stream.queued_bytes > 0  # 4 MiB do not fit in the socket buffers
-        received = bytearray()
-        client.setblocking(False)
-
-        def drained() -> bool:
-            received.extend(read_available(client))
-            return len(received) == 64 * 65536
-
-        poll_until(reactor, drained)
-        poll_until(reactor, lambda: len(written_now) + len(record.sent) == 64)
-        assert written_now + record.sent == list(range(64))
-        assert stream.queued_bytes == 0
+        yield BoundStream(record, reactor, client, stream)
     finally:
         client.close()
         reactor.close()
 
 
-def test_a_closed_stream_abandons_its_queue_and_refuses_sends(ledger: ResourceLedger) -> None:
-    record = Recorder()
-    reactor = Reactor(Handler(record), listen=LOOPBACK, ledger=ledger)
-    client = socket.create_connection(("127.0.0.1", reactor.port))
-    try:
-        client.sendall(b"bind")
-        poll_until(reactor, lambda: record.received)
-        stream = record.accepted[0]
-        stream.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)  # the kernel takes little at once
-        stream.send([Outgoing((b"y" * 65536,), i) for i in range(64)])
-        stream.close()
-        poll_until(reactor, lambda: record.closed)
-        assert record.closed == [(stream, CloseReason.LOCAL)]
-        assert stream.abandoned and stream.abandoned == sorted(stream.abandoned)
-        with pytest.raises(OSError, match="closed by its owner"):  # a later send says why it cannot
-            stream.send([Outgoing((b"z",))])
-    finally:
-        client.close()
-        reactor.close()
+def test_writes_the_kernel_refuses_are_queued_and_reported_in_order(bound: BoundStream) -> None:
+    record, reactor, client, stream = bound
+    chunk = b"x" * 65536
+    written_now = stream.send([Outgoing((chunk,), i) for i in range(64)])
+    assert len(written_now) < 64 and stream.queued_bytes > 0  # 4 MiB do not fit in the socket buffers
+    received = bytearray()
+    client.setblocking(False)
+
+    def drained() -> bool:
+        received.extend(read_available(client))
+        return len(received) == 64 * 65536
+
+    poll_until(reactor, drained)
+    poll_until(reactor, lambda: len(written_now) + len(record.sent) == 64)
+    assert written_now + record.sent == list(range(64))
+    assert stream.queued_bytes == 0
 
 
-def test_send_from_another_thread_wakes_the_poller(ledger: ResourceLedger) -> None:
-    record = Recorder()
-    reactor = Reactor(Handler(record), listen=LOOPBACK, ledger=ledger)
-    client = socket.create_connection(("127.0.0.1", reactor.port))
-    try:
-        client.sendall(b"bind")
-        poll_until(reactor, lambda: record.received)
-        stream = record.accepted[0]
-        stream.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)  # the kernel takes little at once
-        sender = threading.Thread(target=lambda: stream.send([Outgoing((b"w" * 65536,), i) for i in range(32)]))
-        sender.start()
-        sender.join()
-        client.setblocking(False)
-        got = bytearray()
+def test_a_closed_stream_abandons_its_queue_and_refuses_sends(bound: BoundStream) -> None:
+    record, reactor, client, stream = bound
+    stream.send([Outgoing((b"y" * 65536,), i) for i in range(64)])
+    stream.close()
+    poll_until(reactor, lambda: record.closed)
+    assert record.closed == [(stream, CloseReason.LOCAL)]
+    assert stream.abandoned and stream.abandoned == sorted(stream.abandoned)
+    with pytest.raises(OSError, match="closed by its owner"):  # a later send says why it cannot
+        stream.send([Outgoing((b"z",))])
 
-        def drained() -> bool:
-            got.extend(read_available(client))
-            return len(got) == 32 * 65536
 
-        poll_until(reactor, drained)
-    finally:
-        client.close()
-        reactor.close()
+def test_send_from_another_thread_wakes_the_poller(bound: BoundStream) -> None:
+    record, reactor, client, stream = bound
+    sender = threading.Thread(target=lambda: stream.send([Outgoing((b"w" * 65536,), i) for i in range(32)]))
+    sender.start()
+    sender.join()
+    client.setblocking(False)
+    got = bytearray()
+
+    def drained() -> bool:
+        got.extend(read_available(client))
+        return len(got) == 32 * 65536
+
+    poll_until(reactor, drained)

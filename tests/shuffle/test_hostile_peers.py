@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import pytest
+from memory_directory import MemoryDirectory
 
 from reference.net import ConnectionLimits
 from reference.net.ledger import ResourceLedger
@@ -39,36 +40,11 @@ WRITER_OWN_SOCKETS = 3
 """A writer task's sockets besides its connections: the listener and the reactor's wake-up pair."""
 
 
-class Directory:
-    """A unit-test directory for one attempt: writers register, readers look them up."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._writers: dict[int, co.WriterLocation] = {}
-        self._failure = ""
-
-    def register(self, key: co.ShuffleKey, writer: co.WriterLocation) -> None:
-        with self._lock:
-            self._writers[writer.writer_id] = writer
-
-    def lookup(self, key: co.ShuffleKey) -> co.Writers:
-        with self._lock:
-            return co.Writers(self._failure, tuple(self._writers.values()))
-
-    def unregister(self, key: co.ShuffleKey, writer_id: int) -> None:
-        with self._lock:
-            self._writers.pop(writer_id, None)
-
-    def report_failure(self, key: co.ShuffleKey, role: co.Role, task: int, description: str) -> None:
-        with self._lock:
-            self._failure = self._failure or f"{role.name.lower()} {task} failed: {description}"
-
-
 @dataclass
 class RunningWriter:
     task: WriterTask
     ledger: ResourceLedger
-    directory: Directory
+    directory: MemoryDirectory
     outcome: list[BaseException | None] = field(default_factory=list)
 
     @property
@@ -110,7 +86,7 @@ def running_writer(limits: ConnectionLimits = ConnectionLimits(),
                    records: Iterable[tuple[int, bytes]] = RECORDS) -> Iterator[RunningWriter]:
     """A writer task with ``records`` for one reader, on its own thread; checked for leaks at the end."""
     ledger = ResourceLedger()
-    directory = Directory()
+    directory = MemoryDirectory()
     task = WriterTask(KEY, 0, 1, SETTINGS, directory, TaskOptions(limits=limits, ledger=ledger))
     writer = RunningWriter(task, ledger, directory)
 
@@ -265,7 +241,7 @@ def test_a_credit_naming_another_writer_on_a_bound_connection_is_a_mismatch() ->
 def test_data_naming_another_pair_fails_the_reader() -> None:
     """A writer's connection carries DATA for (writer 0, reader 0) only; DATA naming writer 1 is refused
     before its records are delivered."""
-    directory = Directory()
+    directory = MemoryDirectory()
     with socket.create_server(("127.0.0.1", 0)) as server:
         directory.register(KEY, co.WriterLocation(0, "fake", "127.0.0.1", server.getsockname()[1]))
         ledger = ResourceLedger()

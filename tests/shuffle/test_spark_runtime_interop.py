@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+from memory_directory import MemoryDirectory
 from spark_jvm_support import expect_event, require_jdk
 
 from conformance.targets.spark_jvm import SparkJvm
@@ -47,30 +48,8 @@ def spark() -> Iterator[SparkJvm]:
         yield target
 
 
-class FixedDirectory:
-    """A WriterDirectory without a coordinator: it knows the writers in advance and notes registrations."""
-
-    def __init__(self, writers: tuple[co.WriterLocation, ...] = ()) -> None:
-        self.writers = writers
-        self.registered = threading.Event()
-        self.failures: list[str] = []
-
-    def register(self, key: co.ShuffleKey, writer: co.WriterLocation) -> None:
-        self.writers += (writer,)
-        self.registered.set()
-
-    def lookup(self, key: co.ShuffleKey) -> co.Writers:
-        return co.Writers("", self.writers)
-
-    def unregister(self, key: co.ShuffleKey, writer_id: int) -> None:
-        self.writers = tuple(w for w in self.writers if w.writer_id != writer_id)
-
-    def report_failure(self, key: co.ShuffleKey, role: co.Role, task: int, description: str) -> None:
-        self.failures.append(f"{role.name} {task}: {description}")
-
-
 def test_runtime_writer_task_streams_to_spark_reader(spark: SparkJvm) -> None:
-    directory = FixedDirectory()
+    directory = MemoryDirectory()
     task = WriterTask(KEY, WRITER, 1, SETTINGS, directory)
     outcome: list[WriterStats | BaseException] = []
 
@@ -109,7 +88,7 @@ def test_spark_writer_streams_to_runtime_reader_task(spark: SparkJvm, tmp_path: 
     writer = spark.writer(WRITER, 1, checksum=True)
     writer.send_data(READER, encode_records(batches[0]))  # before the bind: Spark queues it
     transcript = tmp_path / "reader.jsonl"
-    directory = FixedDirectory((co.WriterLocation(WRITER, "spark-jvm", "127.0.0.1", writer.port),))
+    directory = MemoryDirectory((co.WriterLocation(WRITER, "spark-jvm", "127.0.0.1", writer.port),))
     task = ReaderTask(KEY, READER, [WRITER], SETTINGS, directory, TaskOptions(transcript_path=str(transcript)))
     received: list[bytes] = []
     outcome: list[BaseException | None] = []
