@@ -10,6 +10,8 @@ BENCHMARKS = {
     "cluster": ("benchmarks.cluster", "cluster provider: CAS ops/s, CPU per write and fan-out p50/p99 for 2..128 "
                 "nodes, in-process and etcd, fitted exponents"),
     "codec": ("benchmarks.codec", "shuffle codec rates against a struct baseline and raw CRC32C"),
+    "rtm": ("benchmarks.rtm", "Spark real-time mode (its own streaming shuffle) vs the Python runtime at the same "
+            "offered rates: p50/p99 latency and sustainable rows/s"),
     "shuffle": ("benchmarks.shuffle", "streaming shuffle runtime: loopback, throughput, latency, vs partitionBy"),
     "shuffle-resources": ("benchmarks.shuffle_resources", "threads, fds and RSS of a shuffle writer under "
                           "1,000 churned and 500 idle connections"),
