@@ -7,11 +7,15 @@ is the shuffle's directory and each task sees it through notifications, never by
 ====================================  ===================================================================
 shard-log key                         value
 ====================================  ===================================================================
-``shuffle/<id>/attempt``              JSON ``{"attempt", "readers"}``; a reader's join is a CAS on it
+``shuffle/<id>/attempt``              JSON ``{"attempt", "stage", "readers"}``; a reader's join is a CAS on it
 ``shuffle/<id>/<attempt>/writer/<w>`` JSON ``{"executor", "host", "port", "node"}``; empty = unregistered
-``shuffle/<id>/<attempt>/reader/<r>`` JSON ``{"node"}``: the node of a reader that joined the attempt
+``shuffle/<id>/<attempt>/reader/<r>`` JSON ``{"node", "stage"}``: a reader that joined the attempt
 ``shuffle/<id>/<attempt>/failure``    the attempt's first failure (an insert: the first report wins)
+``shuffle/<id>/<attempt>/retired``    present once the driver retired the attempt (nobody reads it)
 ====================================  ===================================================================
+
+An attempt is one run of the writers for the readers of one Spark stage (``stage``; None outside
+Spark): a reader of another stage, or one the attempt has already seen, starts the next attempt.
 
 Every task keeps the latest membership and acts on the health of the attempt's other nodes
 (docs/shuffle-runtime.md, "Node health"): a registered writer or a joined reader whose node the
@@ -121,6 +125,17 @@ def _readers_prefix(key: co.ShuffleKey) -> str:
 
 def _failure_key(key: co.ShuffleKey) -> str:
     return f"shuffle/{key.shuffle_id}/{key.attempt}/failure"
+
+
+def _retired_key(key: co.ShuffleKey) -> str:
+    return f"shuffle/{key.shuffle_id}/{key.attempt}/retired"
+
+
+class AttemptReaders(NamedTuple):
+    """The readers that joined an attempt, and the stage they run in (None outside Spark)."""
+
+    stage: int | None
+    readers: frozenset[int]
 
 
 class TaskEntry(NamedTuple):
@@ -303,23 +318,29 @@ class ClusterDirectory:
         text = co.failure_text(role, task, description).encode()
         self._update(_failure_key(key), lambda e: text if e is None or not e.value else None)
 
-    def join(self, shuffle_id: int, reader_id: int) -> int:
-        """The attempt a starting reader belongs to (a reader seen twice starts a new run); the
-        reader's node is recorded under the attempt so the other tasks watch its health."""
+    def retire(self, key: co.ShuffleKey) -> None:
+        """Nobody reads the attempt any more: its tasks end quietly (the driver's call)."""
+        self._update(_retired_key(key), lambda e: b"retired" if e is None else None)
+
+    def join(self, shuffle_id: int, reader_id: int, stage: int | None = None) -> int:
+        """The attempt a starting reader of ``stage`` belongs to (a reader seen twice, or one of
+        another stage, starts a new run); the reader's node and stage are recorded under the attempt
+        so the other tasks watch its health and the driver knows whom the run serves."""
         chosen = [-1]
 
         def enter(current: Entry | None) -> bytes:
-            attempt, readers = -1, []
+            attempt, readers, current_stage = -1, [], None
             if current is not None:
                 state = json.loads(current.value)
                 attempt, readers = int(state["attempt"]), [int(r) for r in state["readers"]]
-            if attempt < 0 or reader_id in readers:
+                current_stage = state.get("stage")
+            if attempt < 0 or reader_id in readers or stage != current_stage:
                 attempt, readers = attempt + 1, []
             chosen[0] = attempt
-            return json.dumps({"attempt": attempt, "readers": readers + [reader_id]}).encode()
+            return json.dumps({"attempt": attempt, "stage": stage, "readers": readers + [reader_id]}).encode()
 
         self._update(_attempt_key(shuffle_id), enter)
-        record = json.dumps({"node": self.node_id}).encode()
+        record = json.dumps({"node": self.node_id, "stage": stage}).encode()
         self._update(_readers_prefix(co.ShuffleKey(shuffle_id, chosen[0])) + str(reader_id), lambda _: record)
         return chosen[0]
 
@@ -340,7 +361,14 @@ class ClusterDirectory:
         for reader in self.view.readers(key):
             self._check_node(reader, lambda: ReaderNodeFailed(key, reader.task_id, reader.node), "reader")
         failure = self.view.entry(_failure_key(key))
-        return co.Writers(failure.value.decode() if failure is not None else "", tuple(locations))
+        return co.Writers(failure.value.decode() if failure is not None else "", tuple(locations),
+                          retired=self.view.entry(_retired_key(key)) is not None)
+
+    def attempt_readers(self, key: co.ShuffleKey) -> AttemptReaders:
+        """Who joined the attempt so far (as this node was notified), and their stage."""
+        joined = self.view.readers(key)
+        stage = joined[0].record.get("stage") if joined else None
+        return AttemptReaders(stage, frozenset(r.task_id for r in joined))
 
     def _check_node(self, task: TaskEntry, failed: Callable[[], ShuffleError], role: str) -> None:
         """FAIL ends the attempt; PFAIL is only a suspicion of one node: logged once, no action."""

@@ -69,9 +69,7 @@ class ReaderTask(TaskBase):
                 with self.lock:
                     self._apply(self.machine.release(item.writer_id, item.seq, self.clock()))
         except GeneratorExit:
-            if self.error is None:
-                self.report(errors.TaskAborted(f"reader {self.reader_id} stopped before the end of its stream"))
-            raise
+            raise  # the consumer stopped early (take, limit): not a failure; the writers see the close
         except BaseException as error:
             if error is not self.error:
                 self.fail(error)

@@ -3,7 +3,9 @@
 A task owns threads and sockets. Whichever thread fails first records its error and sets the
 cancellation event every blocking call polls; the task thread re-raises that error. Before a
 task reports a failure caused by a peer (a connection closed early), it asks the coordinator for
-the attempt's root cause, so every task of a failed shuffle names the same first failure.
+the attempt's root cause, so every task of a failed shuffle names the same first failure. A
+retired attempt (nobody reads it any more, docs/shuffle-runtime.md) ends its tasks the same way,
+but quietly: :class:`AttemptRetired` is neither reported nor raised by a writer.
 """
 
 from __future__ import annotations
@@ -50,6 +52,16 @@ PEER_FAULTS: Final = (errors.ConnectionClosedBeforeTermination, errors.SendFaile
 """Errors that are usually the consequence of another task's failure."""
 
 
+class AttemptRetired(errors.ShuffleError):
+    """The driver retired the attempt: the job that read it took what it needed. Not a failure."""
+
+    condition = "STREAMING_SHUFFLE_ATTEMPT_RETIRED"
+
+    def __init__(self, key: co.ShuffleKey) -> None:
+        super().__init__(f"attempt {key.attempt} of shuffle {key.shuffle_id} was retired: no job reads it any more",
+                         shuffleId=key.shuffle_id, attempt=key.attempt)
+
+
 class PeerTaskFailed(errors.ShuffleError):
     """Another task of the same shuffle attempt failed first; ``root_cause`` is its report."""
 
@@ -80,6 +92,10 @@ class TaskOptions:
     connect_timeout_s: float = 60.0
     ack_timeout_ms: int = -1
     """Writer: bound on the wait for termination acks (-1: wait forever, as Spark 4.3.0 does)."""
+    verdict_wait_s: float = ROOT_CAUSE_WAIT_S
+    """How long a task hit by a peer's fault (a connection closed early) waits for the attempt's
+    failure report or its retirement before it reports its own error; longer where a driver retires
+    attempts (a reader that stopped early closes its connections before its stage has ended)."""
 
 
 def describe(error: BaseException) -> str:
@@ -163,9 +179,16 @@ class TaskBase(Handler):
         if now - self._last_failure_poll < FAILURE_POLL_S:
             return
         self._last_failure_poll = now
-        failure = self.directory.lookup(self.key).failure
-        if failure:
-            self.peer_failed(failure)
+        found = self.directory.lookup(self.key)
+        if found.failure:
+            self.peer_failed(found.failure)
+        elif found.retired:
+            self.retired()
+
+    def retired(self) -> None:
+        """Nobody reads the attempt any more: stop (quietly, see :class:`AttemptRetired`)."""
+        self._reported = True
+        self.fail(AttemptRetired(self.key))
 
     def peer_failed(self, failure: str) -> None:
         """Another task reported ``failure``: stop, naming it (and do not report it again)."""
@@ -173,30 +196,34 @@ class TaskBase(Handler):
         self.fail(PeerTaskFailed(failure, "stopped by the coordinator"))
 
     def final_error(self) -> BaseException:
-        """The error to raise on the task thread: a peer's root cause beats its local symptom."""
+        """The error to raise on the task thread: a peer's root cause beats its local symptom, and
+        a retirement explains a peer's early close (the job that read the attempt has ended)."""
         error = self.error
         assert error is not None
         if isinstance(error, PEER_FAULTS):
-            deadline = time.monotonic() + ROOT_CAUSE_WAIT_S
+            deadline = time.monotonic() + self.options.verdict_wait_s
             while time.monotonic() < deadline:
                 try:
-                    failure = self.directory.lookup(self.key).failure
+                    found = self.directory.lookup(self.key)
                 except (OSError, co.CoordinationError):
                     break
                 except errors.ShuffleError as node_failed:  # a task's node FAIL: the root cause itself
                     node_failed.__cause__ = error
                     return node_failed
-                if failure:
+                if found.failure:
                     self._reported = True
-                    peer = PeerTaskFailed(failure, describe(error))
+                    peer = PeerTaskFailed(found.failure, describe(error))
                     peer.__cause__ = error
                     return peer
+                if found.retired:
+                    self._reported = True
+                    return AttemptRetired(self.key)
                 time.sleep(0.02)
         return error
 
     def report(self, error: BaseException) -> None:
         """Tell the coordinator (once) so the other tasks stop and name this root cause."""
-        if self._reported or isinstance(error, PeerTaskFailed):
+        if self._reported or isinstance(error, (PeerTaskFailed, AttemptRetired)):
             return
         self._reported = True
         try:

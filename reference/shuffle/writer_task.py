@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from reference.net import CloseReason, Stream
-from reference.shuffle.task import TaskBase, TaskOptions, close_cause, describe
+from reference.shuffle.task import AttemptRetired, TaskBase, TaskOptions, close_cause, describe
 from reference.shuffle.transport import POLL_S, Connection
 from spec.shuffle import coordination as co
 from spec.shuffle.coordination import WriterDirectory
@@ -77,7 +77,8 @@ class WriterTask(TaskBase):
         """Serve, register, write every record, terminate, wait for every ack; always cleans up.
 
         A sequence is written in batches; any other iterable record by record, so a record is
-        never kept waiting for the next one to arrive.
+        never kept waiting for the next one to arrive. A retired attempt returns at once, without
+        raising and without taking the rest of ``records``.
         """
         try:
             self.run_thread(self._io_loop, "shuffle-writer-io")
@@ -100,6 +101,8 @@ class WriterTask(TaskBase):
             self.report(final)
             with self.lock:
                 self.machine.abort(errors.TaskAborted(str(final)), self.clock())
+            if isinstance(final, AttemptRetired):
+                return self.stats
             if final is error:
                 raise
             raise final from (None if final.__cause__ else error)

@@ -3,11 +3,13 @@
 ``streaming_repartition``, the same on a default service kept by the SparkContext.
 
 Both return lazily. The result has exactly ``num_partitions`` partitions, each computed by a reader
-task. When the first reader of a run starts, the driver's coordinator launches the writers (one
-task per input partition) as a second job, so writer and reader tasks run at the same time as
-real Spark tasks; see docs/shuffle-runtime.md for why this is not one barrier stage. Failures of
-any task are reported to the coordinator, which every other task of the run watches, so the job
-fails promptly with the first task's error. The coordinator lives on the cluster provider named
+task. Each Spark stage that reads the result is one run (attempt): once the stage's readers have
+all started, the driver's coordinator launches the writers (one task per input partition) as a
+second job, sending only to those readers, so writer and reader tasks run at the same time as real
+Spark tasks; see docs/shuffle-runtime.md for why this is not one barrier stage. When the stage ends
+first (``take``, ``show`` and ``limit`` read some partitions, some rows), the run is retired and its
+writers end quietly. Failures of any task are reported to the coordinator, which every other task
+of the run watches, so the job fails promptly with the first task's error. The coordinator lives on the cluster provider named
 by ``spark.streamwire.cluster.provider`` (default: in-process in the driver; e.g.
 ``etcd://127.0.0.1:2379``), see reference/shuffle/cluster_directory.py.
 """
@@ -21,13 +23,19 @@ import os
 import pickle
 import socket
 import threading
+import time
 import weakref
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Final, Hashable, Iterable, Iterator, Mapping, NamedTuple
 
 from reference.net import ConnectionLimits
 from reference.spark.workers import local_workers_use_driver_python
-from reference.shuffle.cluster_directory import ClusterCoordinator, ClusterDirectory, ShuffleShard, directory_from_conf
+from reference.shuffle.cluster_directory import (
+    ClusterCoordinator,
+    ClusterDirectory,
+    ShuffleShard,
+    directory_from_conf,
+)
 from reference.shuffle.reader_task import ReaderTask
 from reference.shuffle.task import ROOT_CAUSE_WAIT_S, TaskOptions, describe
 from reference.shuffle.transport import FaultHook
@@ -57,6 +65,13 @@ MAX_RECORD_SIZE_KEY: Final = RUNTIME_PREFIX + "maxRecordSize"
 """Largest serialized record a reader accepts (with networkBufferSize it bounds a DATA frame); default 64 MiB."""
 
 PICKLE_PROTOCOL: Final = 5
+
+VERDICT_WAIT_S: Final = 60.0
+"""How long a writer whose reader closed early waits for the run's failure or retirement: a reader
+that stopped early (``take``) closes before its stage ends, and the driver retires the run when it does."""
+
+STAGE_POLL_S: Final = 0.02
+"""How often the driver looks at the reading stage (its readers joining, its end)."""
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +134,7 @@ class Plan:
         fault = self.fault if role == "writer" else None
         return TaskOptions(bind_host=host, executor_id=f"{socket.gethostname()}:{os.getpid()}",
                            transcript_path=transcript, fault=fault, limits=self.limits,
-                           max_record_size=self.max_record_size)
+                           max_record_size=self.max_record_size, verdict_wait_s=VERDICT_WAIT_S)
 
 
 def _executor_host(driver_host: str) -> str:
@@ -135,6 +150,79 @@ def available_slots(sc: Any) -> int:
     """Tasks the cluster can run at once now (0 while no executor has registered)."""
     jsc = sc._jsc.sc()
     return int(jsc.maxNumConcurrentTasks(jsc.resourceProfileManager().defaultResourceProfile()))
+
+
+class StageState(NamedTuple):
+    """A stage as the driver's status store knows it."""
+
+    status: str
+    """PENDING, ACTIVE, COMPLETE, FAILED or SKIPPED."""
+    num_tasks: int
+
+    @property
+    def ended(self) -> bool:
+        return self.status not in ("PENDING", "ACTIVE")
+
+
+def stage_state(sc: Any, stage: int) -> StageState | None:
+    """The latest attempt of ``stage`` in the driver's status store (the one ``statusTracker`` reads,
+    which does not show a stage's status); None until the store has heard of the stage."""
+    from py4j.protocol import Py4JJavaError
+
+    try:
+        data = sc._jsc.sc().statusStore().lastStageAttempt(stage)
+    except Py4JJavaError:  # NoSuchElementException: the listener has not seen the stage yet
+        return None
+    return StageState(str(data.status().toString()), int(data.numTasks()))
+
+
+class ReadingStage:
+    """The driver's view of the stage that reads one attempt: whom the writers serve, and when
+    nobody reads the attempt any more (the stage ended, whatever its end), which retires it."""
+
+    def __init__(self, sc: Any, holder: ClusterDirectory, key: co.ShuffleKey) -> None:
+        self.sc, self.holder, self.key = sc, holder, key
+        self._done = threading.Event()
+
+    def wanted(self, is_open: Callable[[], bool]) -> frozenset[int] | None:
+        """The readers of the attempt once every task of their stage has joined (all of them when
+        the readers run outside Spark); None, after retiring the attempt, when the stage ended first."""
+        while is_open():
+            joined = self.holder.attempt_readers(self.key)
+            if joined.readers and joined.stage is None:
+                return joined.readers
+            state = None if joined.stage is None else stage_state(self.sc, joined.stage)
+            if state is not None and state.ended:
+                self.holder.retire(self.key)
+                return None
+            if state is not None and len(joined.readers) >= state.num_tasks:
+                return joined.readers
+            time.sleep(STAGE_POLL_S)
+        return None
+
+    def retire_when_it_ends(self) -> None:
+        """Watch the stage on a thread of its own until :meth:`stop`; retire the attempt if it ends."""
+        stage = self.holder.attempt_readers(self.key).stage
+        if stage is None:
+            return
+
+        def watch() -> None:
+            from py4j.protocol import Py4JError
+
+            try:
+                while not self._done.wait(STAGE_POLL_S):
+                    state = stage_state(self.sc, stage)
+                    if state is not None and state.ended:
+                        self.holder.retire(self.key)
+                        return
+            except (Py4JError, ConnectionError, co.CoordinationError):
+                return  # the context or the shuffle is closing: nothing is left to retire
+
+        threading.Thread(target=watch, name=f"shuffle-retire-{self.key.shuffle_id}-{self.key.attempt}",
+                         daemon=True).start()
+
+    def stop(self) -> None:
+        self._done.set()
 
 
 class Shape(NamedTuple):
@@ -271,8 +359,8 @@ class StreamingShuffle:
         shape = self._shape(rdd.getNumPartitions(), num_partitions)
         source = rdd.coalesce(shape.writers) if shape.coalesced else rdd
 
-        def launch(plan: Plan, key: co.ShuffleKey) -> None:
-            source.mapPartitionsWithIndex(functools.partial(_write_pairs, plan, key, func)).foreach(_ignore)
+        def launch(plan: Plan, key: co.ShuffleKey, wanted: frozenset[int]) -> None:
+            source.mapPartitionsWithIndex(functools.partial(_write_pairs, plan, key, wanted, func)).foreach(_ignore)
 
         plan = self._open(shape, conf, fault, launch)
         result = self.sc.parallelize(range(num_partitions), num_partitions).mapPartitionsWithIndex(
@@ -297,9 +385,9 @@ class StreamingShuffle:
         shape = self._shape(df.rdd.getNumPartitions(), num_partitions)
         source = tagged.coalesce(shape.writers) if shape.coalesced else tagged
 
-        def launch(plan: Plan, key: co.ShuffleKey) -> None:
-            source.mapInArrow(functools.partial(_write_batches, plan, key), "done int").write.format("noop").mode(
-                "overwrite").save()
+        def launch(plan: Plan, key: co.ShuffleKey, wanted: frozenset[int]) -> None:
+            source.mapInArrow(functools.partial(_write_batches, plan, key, wanted), "done int").write.format(
+                "noop").mode("overwrite").save()
 
         plan = self._open(shape, conf, None, launch)
         result = df.sparkSession.range(0, num_partitions, 1, num_partitions).mapInArrow(
@@ -313,23 +401,31 @@ class StreamingShuffle:
         return choose_shape(input_partitions, num_readers, available_slots(self.sc))
 
     def _open(self, shape: Shape, conf: Mapping[str, object] | Any | None, fault: FaultHook | None,
-              launch: Callable[[Plan, co.ShuffleKey], None]) -> Plan:
+              launch: Callable[[Plan, co.ShuffleKey, frozenset[int]], None]) -> Plan:
         """Register the shuffle with the coordinator and return the task plan."""
         sc, coordinator = self.sc, self.coordinator
         settings, runtime = _settings(sc, conf)
         limits, max_record_size = runtime_limits(runtime)
         shuffle_id = next(self._ids)
-        needed = shape.writers + shape.readers
         log.info("streaming shuffle %d: %s", shuffle_id, shape.describe())
 
         def launcher(key: co.ShuffleKey) -> None:
             try:
+                stage = ReadingStage(sc, coordinator.directory(key.shuffle_id), key)
+                wanted = stage.wanted(lambda: key.shuffle_id in coordinator.open_shuffles())
+                if wanted is None:
+                    return
                 slots_now = available_slots(sc)
-                if slots_now < needed:
-                    raise InsufficientSlots(shape.writers, shape.readers, slots_now)
+                if slots_now < shape.writers + len(wanted):
+                    raise InsufficientSlots(shape.writers, len(wanted), slots_now)
                 sc.setJobGroup(f"streaming-shuffle-{key.shuffle_id}-{key.attempt}",
-                               f"streaming shuffle {key.shuffle_id} (attempt {key.attempt}): {shape.describe()}", True)
-                launch(plan, key)
+                               f"streaming shuffle {key.shuffle_id} (attempt {key.attempt}): {shape.describe()}, "
+                               f"for readers {sorted(wanted)}", True)
+                stage.retire_when_it_ends()
+                try:
+                    launch(plan, key, wanted)
+                finally:
+                    stage.stop()
             except BaseException as error:  # noqa: BLE001 - reported to every task of the attempt
                 coordinator.report_failure(key, co.Role.DRIVER, -1, describe(error))
 
@@ -373,6 +469,7 @@ def _reader_attempt(plan: Plan, reader_id: int) -> tuple[ClusterDirectory, co.Sh
 
     ctx = TaskContext.get()
     attempt_number = ctx.attemptNumber() if ctx is not None else 0
+    stage = ctx.stageId() if ctx is not None else None
     client = plan.shard.open(co.Role.READER, reader_id, plan.host())
     if attempt_number > 0:  # Spark shows the last attempt's error: it must name the root cause
         try:
@@ -380,7 +477,7 @@ def _reader_attempt(plan: Plan, reader_id: int) -> tuple[ClusterDirectory, co.Sh
                                          client.latest_failure(plan.shuffle_id, ROOT_CAUSE_WAIT_S))
         finally:
             client.close()
-    return client, co.ShuffleKey(plan.shuffle_id, client.join(plan.shuffle_id, reader_id))
+    return client, co.ShuffleKey(plan.shuffle_id, client.join(plan.shuffle_id, reader_id, stage))
 
 
 def read_records(plan: Plan, reader_id: int) -> Iterator[bytes]:
@@ -403,10 +500,11 @@ def write_records(plan: Plan, key: co.ShuffleKey, writer_id: int, records: Itera
         client.close()
 
 
-def _write_pairs(plan: Plan, key: co.ShuffleKey, partition_func: Callable[[Any], int], index: int,
-                 pairs: Iterable[tuple[Hashable, Any]]) -> Iterator[None]:
+def _write_pairs(plan: Plan, key: co.ShuffleKey, wanted: frozenset[int], partition_func: Callable[[Any], int],
+                 index: int, pairs: Iterable[tuple[Hashable, Any]]) -> Iterator[None]:
     """Each wire record is a pickled list of pairs for one reader: the pairs that had arrived
-    together, so pickling and the writer's per-record cost are paid per batch, never waiting for more."""
+    together, so pickling and the writer's per-record cost are paid per batch, never waiting for more.
+    Pairs for readers the run does not serve (``wanted``: its stage's) are dropped."""
     r = plan.num_readers
 
     def records() -> Iterator[tuple[int, bytes]]:
@@ -415,6 +513,8 @@ def _write_pairs(plan: Plan, key: co.ShuffleKey, partition_func: Callable[[Any],
             for k, v in batch:
                 by_reader.setdefault(partition_func(k) % r, []).append((k, v))
             for reader_id, reader_pairs in by_reader.items():
+                if reader_id not in wanted:
+                    continue
                 for record in _pickled_within(reader_pairs, plan.max_record_size):
                     yield reader_id, record
 
@@ -449,20 +549,21 @@ def _ignore(_: object) -> None:
 PARTITION_COLUMN: Final = "__streaming_shuffle_partition"
 
 
-def _write_batches(plan: Plan, key: co.ShuffleKey, batches: Iterator[Any]) -> Iterator[Any]:
+def _write_batches(plan: Plan, key: co.ShuffleKey, wanted: frozenset[int], batches: Iterator[Any]) -> Iterator[Any]:
+    """One Arrow IPC stream per input batch and reader the run serves (``wanted``); the rest is dropped."""
     import pyarrow as pa
     import pyarrow.compute as pc
     from pyspark import TaskContext
 
     ctx = TaskContext.get()
     writer_id = ctx.partitionId() if ctx is not None else 0
-    r = plan.num_readers
+    readers = sorted(wanted)
 
     def records() -> Iterator[tuple[int, bytes]]:
         for batch in batches:
             parts = batch.column(PARTITION_COLUMN)
             data = batch.drop_columns([PARTITION_COLUMN])
-            for reader_id in range(r):
+            for reader_id in readers:
                 chunk = data.filter(pc.equal(parts, reader_id))
                 if chunk.num_rows:
                     sink = pa.BufferOutputStream()

@@ -7,7 +7,10 @@ the tasks depend only on :class:`WriterDirectory`, so a test or a conformance ta
 them a fixed directory instead.
 
 A shuffle *attempt* is one run of the writers for one run of the readers: recomputing the lazy
-result starts a new attempt, so readers never see the servers of an earlier run.
+result starts a new attempt, so readers never see the servers of an earlier run. An attempt ends
+when its writers complete, when a task fails (the first failure), or when it is *retired*: the job
+that read it no longer needs it (a partial evaluation took its rows), which is not a failure, so
+every task of the attempt ends quietly.
 """
 
 from __future__ import annotations
@@ -59,6 +62,8 @@ class Writers:
 
     failure: str
     writers: tuple[WriterLocation, ...]
+    retired: bool = False
+    """Nobody reads the attempt any more: its tasks end quietly (a failure still wins)."""
 
 
 class WriterDirectory(Protocol):
