@@ -67,7 +67,7 @@ class Connection:
     def __init__(self, stream: Stream, max_frame_length: int, *, transcript: Transcript | None = None,
                  fault: FaultHook | None = None) -> None:
         self.stream = stream
-        self._decoder = FrameDecoder(max_frame_length)
+        self._decoder = FrameDecoder(max_frame_length, lent=True)
         self._transcript = transcript
         self._fault = fault
 
@@ -91,7 +91,11 @@ class Connection:
         return [token for token in self.stream.send(out) if isinstance(token, Send)]
 
     def decode(self, data: memoryview) -> list[Message]:
-        """Messages completed by ``data``; raises the codec's typed errors on bad bytes."""
+        """Messages completed by ``data``; raises the codec's typed errors on bad bytes.
+
+        A DATA payload may be a view of ``data``: use the messages before ``data``'s buffer is read into again
+        (the tasks apply them to their machines at once, and the reader's copies each record out).
+        """
         messages = self._decoder.feed(data)
         if self._transcript is not None:
             for message in messages:

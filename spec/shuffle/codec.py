@@ -9,8 +9,8 @@ checks, bounds every size read from the wire before using it, and copies a paylo
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, fields
-from typing import Any, Callable, Final, TypeVar
+from dataclasses import dataclass
+from typing import Any, Callable, Final
 
 from construct import FormatField, Struct
 
@@ -30,6 +30,7 @@ from spec.shuffle.messages import (
     TerminationAckMessage,
     TerminationControlMessage,
 )
+from spec.shuffle.positional import positional
 
 MIN_FRAME_LENGTH: Final = FRAME_HEADER.sizeof()
 """A frame holds at least its own 13-byte header (Spark would fail later reading the body)."""
@@ -99,27 +100,10 @@ def _codec(kind: MessageType) -> _Codec:
                   namespace["encode_frame_parts"])
 
 
-M = TypeVar("M", DataMessage, CreditMessage, TerminationControlMessage, TerminationAckMessage)
-
-
-def _decoded(cls: type[M]) -> Callable[..., M]:
-    """The decoder's positional constructor of ``cls``: its fields in declaration order, stored as a
-    frozen dataclass's ``__init__`` stores them, minus the keyword parsing that the public,
-    keyword-only constructor costs on every decoded message."""
-    names = [f.name for f in fields(cls)]
-    namespace: dict[str, Any] = {"new": object.__new__, "cls": cls}
-    namespace |= {f"set_{name}": getattr(cls, name).__set__ for name in names}
-    stores = "".join(f"    set_{name}(m, {name})\n" for name in names)
-    exec(compile(f"def build({', '.join(names)}):\n    m = new(cls)\n{stores}    return m\n",
-                 f"<decoded {cls.__name__}>", "exec"), namespace)
-    build: Callable[..., M] = namespace["build"]
-    return build
-
-
-_NEW_DATA: Final = _decoded(DataMessage)
-_NEW_CREDIT: Final = _decoded(CreditMessage)
-_NEW_TERMINATION: Final = _decoded(TerminationControlMessage)
-_NEW_ACK: Final = _decoded(TerminationAckMessage)
+_NEW_DATA: Final = positional(DataMessage)
+_NEW_CREDIT: Final = positional(CreditMessage)
+_NEW_TERMINATION: Final = positional(TerminationControlMessage)
+_NEW_ACK: Final = positional(TerminationAckMessage)
 
 _CODECS: Final = {
     DataMessage: _codec(MessageType.DATA_MESSAGE_UNSAFE_ROW),
@@ -173,7 +157,8 @@ def decode_body_at(buf: Payload, start: int, end: int, *, owned: bool = False) -
     """Decode the body held in ``buf[start:end]`` without slicing the buffer first.
 
     A DATA payload is copied out of ``buf`` unless ``owned`` says the caller hands ``buf`` over
-    (nobody else will write to it): the payload is then a view of it, and is never copied.
+    (nobody else will write to it) or lends it for as long as the message is used: the payload is
+    then a view of it, and is never copied.
     """
     available = end - start
     # Spark validates the type id before it reads the sequence number.

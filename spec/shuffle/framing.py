@@ -3,8 +3,9 @@
 Sans-IO: the caller owns the socket. The announced frame length is validated against the
 configured maximum before a single byte of the body is buffered, so a hostile length cannot make
 the decoder allocate. Complete frames that arrive in one chunk are decoded straight from that
-chunk (the payload is copied once out of it); only a partial frame is buffered, and a payload
-completed in that buffer is handed out as a view of it, so no payload is copied twice.
+chunk (the payload is copied once out of it, or not at all when the caller lends the chunk); only
+a partial frame is buffered, and a payload completed in that buffer is handed out as a view of it,
+so no payload is copied twice.
 """
 
 from __future__ import annotations
@@ -49,8 +50,12 @@ def max_frame_from_writer(settings: ShuffleSettings, max_record_size: int = DEFA
 class FrameDecoder:
     """Turns a byte stream into messages; raises the codec's typed errors on bad input."""
 
-    def __init__(self, max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH) -> None:
+    def __init__(self, max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH, *, lent: bool = False) -> None:
+        """``lent``: the caller lends each chunk it feeds only until it has used the messages that chunk
+        completed (a socket's receive buffer, read into again afterwards), so their payloads may be views of
+        the chunk instead of copies. A caller that keeps messages longer leaves it False."""
         self.max_frame_length = max_frame_length
+        self.lent = lent
         self._pending = bytearray()
         self._body_length: int | None = None
 
@@ -75,7 +80,7 @@ class FrameDecoder:
             if end - start < length:
                 break
             offset = start + length
-            out.append(decode_body_at(data, start, offset))
+            out.append(decode_body_at(data, start, offset, owned=self.lent))
         if offset < end:
             self._pending += memoryview(data)[offset:]
             if len(self._pending) >= FRAME_HEADER_LENGTH:

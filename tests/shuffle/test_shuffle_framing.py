@@ -115,6 +115,23 @@ def test_payload_of_a_buffered_frame_survives_later_feeds() -> None:
     assert got == first
 
 
+@pytest.mark.parametrize("lent", [False, True])
+def test_a_lent_chunk_is_viewed_and_a_kept_one_copied(lent: bool) -> None:
+    """A lent chunk (a receive buffer read into again after its messages were used) is not copied;
+    otherwise the payload must outlive the chunk. Frames completed in the decoder's own buffer
+    survive either way."""
+    whole = DataMessage(seq=0, writer_id=1, reader_id=2, checksum=0, payload=b"A" * 100)
+    split = DataMessage(seq=1, writer_id=1, reader_id=2, checksum=0, payload=b"B" * 100)
+    stream = codec.encode_frame(whole) + codec.encode_frame(split)
+    decoder = FrameDecoder(lent=lent)
+    chunk = bytearray(stream[:200])
+    (got,) = decoder.feed(memoryview(chunk))
+    chunk[:] = bytes(len(chunk))
+    (rest,) = decoder.feed(memoryview(bytearray(stream[200:])))
+    assert rest == split
+    assert bytes(got.payload) == (bytes(100) if lent else b"A" * 100)
+
+
 # -- the longest frame each role can legitimately receive -----------------------------------------
 
 def test_a_writer_accepts_exactly_the_control_frames_a_reader_sends() -> None:
