@@ -216,7 +216,11 @@ class PythonRuntime:
         for writer_queue in self._queues:
             writer_queue.put(None)
         self._thread.join(DRAIN_TIMEOUT_S)
-        if self._failure is not None and error is None:
+        if error is not None:
+            return
+        if self._thread.is_alive():
+            raise RuntimeError(f"the Python runtime did not end within {DRAIN_TIMEOUT_S:.0f} s of its input")
+        if self._failure is not None:
             raise RuntimeError(f"the Python runtime failed: {self._failure}") from self._failure
 
 
