@@ -92,10 +92,9 @@ class TaskOptions:
     connect_timeout_s: float = 60.0
     ack_timeout_ms: int = -1
     """Writer: bound on the wait for termination acks (-1: wait forever, as Spark 4.3.0 does)."""
-    verdict_wait_s: float = ROOT_CAUSE_WAIT_S
-    """How long a task hit by a peer's fault (a connection closed early) waits for the attempt's
-    failure report or its retirement before it reports its own error; longer where a driver retires
-    attempts (a reader that stopped early closes its connections before its stage has ended)."""
+    readers_may_leave: bool = False
+    """Writer: a reader closing before its ack has stopped early (a partial read), not failed: its
+    data is dropped and the other readers are still served (WriterMachine's ``readers_may_leave``)."""
 
 
 def describe(error: BaseException) -> str:
@@ -201,7 +200,7 @@ class TaskBase(Handler):
         error = self.error
         assert error is not None
         if isinstance(error, PEER_FAULTS):
-            deadline = time.monotonic() + self.options.verdict_wait_s
+            deadline = time.monotonic() + ROOT_CAUSE_WAIT_S
             while time.monotonic() < deadline:
                 try:
                     found = self.directory.lookup(self.key)

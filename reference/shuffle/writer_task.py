@@ -16,7 +16,7 @@ Strangers are bounded by construction: a connection may send only control-sized 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Collection, Iterable, Sequence
 
 from reference.net import CloseReason, Stream
 from reference.shuffle.task import AttemptRetired, TaskBase, TaskOptions, close_cause, describe
@@ -58,11 +58,16 @@ class WriterTask(TaskBase):
     role = co.Role.WRITER
 
     def __init__(self, key: co.ShuffleKey, writer_id: int, num_readers: int, settings: ShuffleSettings,
-                 directory: WriterDirectory, options: TaskOptions = TaskOptions()) -> None:
+                 directory: WriterDirectory, options: TaskOptions = TaskOptions(),
+                 served: Collection[int] | None = None) -> None:
+        """``served``: the readers this run serves (default all); the others' records are dropped."""
         super().__init__(key, writer_id, directory, options, listen=(options.bind_host, 0))
         self.writer_id = writer_id
         self.machine = WriterMachine(key.shuffle_id, writer_id, num_readers, settings, self.clock(),
-                                     ack_timeout_ms=options.ack_timeout_ms)
+                                     ack_timeout_ms=options.ack_timeout_ms, readers_may_leave=options.readers_may_leave)
+        for reader_id in range(num_readers):
+            if served is not None and reader_id not in served:
+                self.machine.reader_left(reader_id, self.clock())
         self.stats = WriterStats()
         self.connections: dict[Stream, Connection] = {}
         self._held_bytes = 0
@@ -181,7 +186,7 @@ class WriterTask(TaskBase):
                 written = conn.send(run)
             except OSError as error:
                 follow_ups += self._write_failed(conn, run, describe(error))
-                return follow_ups
+                continue  # the other connections' sends still go out (a reader may have left)
             now = self.clock()
             follow_ups += [self._completed_write(send, now) for send in written]
         if sends:

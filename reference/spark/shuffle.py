@@ -66,10 +66,6 @@ MAX_RECORD_SIZE_KEY: Final = RUNTIME_PREFIX + "maxRecordSize"
 
 PICKLE_PROTOCOL: Final = 5
 
-VERDICT_WAIT_S: Final = 60.0
-"""How long a writer whose reader closed early waits for the run's failure or retirement: a reader
-that stopped early (``take``) closes before its stage ends, and the driver retires the run when it does."""
-
 STAGE_POLL_S: Final = 0.02
 """How often the driver looks at the reading stage (its readers joining, its end)."""
 
@@ -134,7 +130,7 @@ class Plan:
         fault = self.fault if role == "writer" else None
         return TaskOptions(bind_host=host, executor_id=f"{socket.gethostname()}:{os.getpid()}",
                            transcript_path=transcript, fault=fault, limits=self.limits,
-                           max_record_size=self.max_record_size, verdict_wait_s=VERDICT_WAIT_S)
+                           max_record_size=self.max_record_size, readers_may_leave=True)
 
 
 def _executor_host(driver_host: str) -> str:
@@ -491,11 +487,13 @@ def read_records(plan: Plan, reader_id: int) -> Iterator[bytes]:
         client.close()
 
 
-def write_records(plan: Plan, key: co.ShuffleKey, writer_id: int, records: Iterable[tuple[int, bytes]]) -> None:
-    """Stream ``(reader_id, bytes)`` pairs as writer ``writer_id`` (one Spark task)."""
+def write_records(plan: Plan, key: co.ShuffleKey, writer_id: int, records: Iterable[tuple[int, bytes]],
+                  served: frozenset[int]) -> None:
+    """Stream ``(reader_id, bytes)`` pairs as writer ``writer_id`` (one Spark task) to the readers ``served``."""
     client = plan.shard.open(co.Role.WRITER, writer_id, plan.host())
     try:
-        WriterTask(key, writer_id, plan.num_readers, plan.settings, client, plan.options("writer", writer_id)).run(records)
+        WriterTask(key, writer_id, plan.num_readers, plan.settings, client, plan.options("writer", writer_id),
+                   served).run(records)
     finally:
         client.close()
 
@@ -518,7 +516,7 @@ def _write_pairs(plan: Plan, key: co.ShuffleKey, wanted: frozenset[int], partiti
                 for record in _pickled_within(reader_pairs, plan.max_record_size):
                     yield reader_id, record
 
-    write_records(plan, key, index, records())
+    write_records(plan, key, index, records(), wanted)
     return iter(())
 
 
@@ -571,7 +569,7 @@ def _write_batches(plan: Plan, key: co.ShuffleKey, wanted: frozenset[int], batch
                         out.write_batch(chunk)
                     yield reader_id, sink.getvalue().to_pybytes()
 
-    write_records(plan, key, writer_id, records())
+    write_records(plan, key, writer_id, records(), wanted)
     return iter(())
 
 

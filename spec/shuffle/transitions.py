@@ -26,6 +26,7 @@ class WriterChannelState(str, Enum):
     OPEN = "OPEN"
     TERMINATING = "TERMINATING"
     TERMINATED = "TERMINATED"
+    LEFT = "LEFT"
     FAILED = "FAILED"
 
 
@@ -44,6 +45,7 @@ class WriterChannelEvent(str, Enum):
     SEND_FAILED = "SEND_FAILED"
     FOREIGN_CONNECTION = "FOREIGN_CONNECTION"
     MISMATCHED_IDS = "MISMATCHED_IDS"
+    LEAVE = "LEAVE"
 
 
 class ReaderChannelState(str, Enum):
@@ -86,6 +88,9 @@ WRITER_EVENT_MEANINGS: Final[Mapping[WriterChannelEvent, str]] = {
                                             'one bound to it (SHOULD: Spark 4.3.0 ignores it).'),
     WriterChannelEvent.MISMATCHED_IDS: ("CREDIT or TERMINATION_ACK on this reader's connection naming another reader, "
                                         'or naming another writer (SHOULD: Spark 4.3.0 ignores the ids).'),
+    WriterChannelEvent.LEAVE: ('The run does not serve this reader, or (when readers may leave) its connection closed '
+                               'or failed before its ack: it took what it needed. Its data is dropped, no ack awaited '
+                               '(an extension: Spark 4.3.0 has no partial runs).'),
 }
 READER_EVENT_MEANINGS: Final[Mapping[ReaderChannelEvent, str]] = {
     ReaderChannelEvent.CONNECTED: 'The connection is up: send the handshake CREDIT.',
@@ -223,8 +228,19 @@ WRITER_TRANSITIONS: Final[Mapping[tuple[WriterChannelState, WriterChannelEvent],
     (WS.TERMINATED, WE.CLOSE): WS.TERMINATED,
     (WS.TERMINATED, WE.FOREIGN_CONNECTION): WS.FAILED,
     (WS.TERMINATED, WE.MISMATCHED_IDS): WS.FAILED,
+    (WS.AWAITING_CREDIT, WE.LEAVE): WS.LEFT,
+    (WS.OPEN, WE.LEAVE): WS.LEFT,
+    (WS.TERMINATING, WE.LEAVE): WS.LEFT,
+    (WS.LEFT, WE.LEAVE): WS.LEFT,
+    (WS.LEFT, WE.CREDIT): WS.LEFT,
+    (WS.LEFT, WE.FINISH): WS.LEFT,
+    (WS.LEFT, WE.SEND_FAILED): WS.LEFT,
+    (WS.LEFT, WE.ACK_WRONG_SEQ): WS.FAILED,
+    (WS.LEFT, WE.UNEXPECTED): WS.FAILED,
+    (WS.LEFT, WE.MISMATCHED_IDS): WS.FAILED,
 }
-"""Writer channel: (state, event) -> next state. FAILED is terminal (the whole writer failed)."""
+"""Writer channel: (state, event) -> next state. FAILED is terminal (the whole writer failed); LEFT
+ends a channel without its ack (the writer drops its data and ignores its credits)."""
 
 WRITER_REJECTIONS: Final[Mapping[tuple[WriterChannelState, WriterChannelEvent], type[errors.ChannelError] | type[UsageError]]] = {
     (state, event): (

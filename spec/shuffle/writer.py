@@ -4,6 +4,11 @@ One channel per reader: records are buffered per reader, a buffer becomes one DA
 Spark's flush rule, sequence numbers count from 0 per reader (DATA and TERMINATION_CONTROL share
 them), and every buffer holds ``networkBufferSize`` byte permits until its socket write completes.
 Data for a reader that has not bound yet is queued in order and sent after its first CREDIT.
+
+An extension for runs that serve only some readers, or whose readers may stop early (a partial
+evaluation in Spark, docs/shuffle-runtime.md): :meth:`WriterMachine.reader_left` ends a channel
+without its ack (LEFT): its data is dropped and its permits return. With ``readers_may_leave`` a
+reader's connection that closes or fails before its ack is such a leave instead of a failure.
 """
 
 from __future__ import annotations
@@ -50,6 +55,12 @@ TCP_RECEIVE_BUFFER: int = 512
 _new_data = positional(DataMessage)
 _new_send = positional(Send)
 """Built once per DATA: the keyword constructors cost more than the rest of a flush but its CRC32C."""
+
+_ACK_AWAITED = frozenset({WriterChannelState.OPEN, WriterChannelState.TERMINATING})
+"""A bound channel whose reader has not acknowledged termination yet."""
+
+_ENDED = frozenset({WriterChannelState.TERMINATED, WriterChannelState.LEFT})
+"""A channel the writer no longer waits for."""
 
 
 def permit_capacity(settings: ShuffleSettings, num_readers: int) -> int:
@@ -102,9 +113,10 @@ class WriterMachine(ChannelMachine[WriterChannelState, WriterChannelEvent]):
 
     def __init__(
         self, shuffle_id: int, writer_id: int, num_readers: int, settings: ShuffleSettings, now: float,
-        ack_timeout_ms: int = -1,
+        ack_timeout_ms: int = -1, readers_may_leave: bool = False,
     ) -> None:
-        """``ack_timeout_ms`` >= 0 bounds the wait for termination acks (an option; -1 is Spark's wait forever)."""
+        """``ack_timeout_ms`` >= 0 bounds the wait for termination acks (an option; -1 is Spark's wait forever);
+        ``readers_may_leave``: a reader's connection closing or failing before its ack is LEAVE, not a failure."""
         if num_readers < 1:
             raise UsageError(f"a writer needs at least one reader, got {num_readers}")
         super().__init__(shuffle_id)
@@ -125,6 +137,7 @@ class WriterMachine(ChannelMachine[WriterChannelState, WriterChannelEvent]):
         self._bind_deadline = None if timeout == -1 else now + timeout / 1000.0
         self.ack_timeout_ms = ack_timeout_ms
         self._ack_deadline: float | None = None
+        self.readers_may_leave = readers_may_leave
 
     # -- properties -------------------------------------------------------------------------------
 
@@ -189,6 +202,8 @@ class WriterMachine(ChannelMachine[WriterChannelState, WriterChannelEvent]):
         if self.state is not WriterState.RUNNING or self.blocked:
             raise UsageError(f"write() while the writer is {'blocked' if self.blocked else self.state.value}")
         channel = self._channel_for_caller(reader_id)
+        if channel.state is WriterChannelState.LEFT:
+            return  # nobody reads it any more
         if channel.buffer is None and not self._open_buffer(channel, now):
             for ch in self.channels:
                 self._flush(ch)
@@ -209,9 +224,12 @@ class WriterMachine(ChannelMachine[WriterChannelState, WriterChannelEvent]):
             self._flush(ch)
             if not self._move(ch, WriterChannelEvent.FINISH):
                 return
+            if ch.state is WriterChannelState.LEFT:
+                continue
             ch.last_seq += 1
             self._emit(ch, TerminationControlMessage(seq=ch.last_seq, writer_id=self.writer_id,
                                                      reader_id=ch.reader_id), notify=False)
+        self._complete_if_all_ended()
 
     @machine_input
     def received(self, conn: Hashable, message: Message, now: float) -> None:
@@ -236,7 +254,7 @@ class WriterMachine(ChannelMachine[WriterChannelState, WriterChannelEvent]):
             self._move(ch, WriterChannelEvent.FOREIGN_CONNECTION)
             return
         if isinstance(message, CreditMessage):
-            if self._move(ch, WriterChannelEvent.CREDIT) and not ch.bound:
+            if self._move(ch, WriterChannelEvent.CREDIT) and not ch.bound and ch.state is not WriterChannelState.LEFT:
                 self._bind(ch, conn)
         else:
             self._on_ack(ch, message)
@@ -250,15 +268,25 @@ class WriterMachine(ChannelMachine[WriterChannelState, WriterChannelEvent]):
         """``conn`` closed; fatal if it is bound to a reader that has not acknowledged termination."""
         reader_id = self._conns.pop(conn, None)
         if reader_id is not None:
-            self._move(self.channels[reader_id], WriterChannelEvent.CLOSE)
+            channel = self.channels[reader_id]
+            if self.readers_may_leave and channel.state in _ACK_AWAITED:
+                self._leave(channel, now)
+            else:
+                self._move(channel, WriterChannelEvent.CLOSE)
 
     @machine_input
     def send_completed(self, reader_id: int, seq: int, now: float) -> None:
         """The socket write of DATA ``seq`` to ``reader_id`` completed: its permits return."""
         permits = self._in_flight.pop((reader_id, seq), None)
         if permits is None:
+            if self._left(reader_id):
+                return  # its permits returned when it left
             raise UsageError(f"no DATA {seq} to reader {reader_id} is waiting for its write")
         self.permits_available += permits
+        self._resume_held(now)
+
+    def _resume_held(self, now: float) -> None:
+        """Permits returned: the held record may open its buffer now, which unblocks the producer."""
         if self._held is not None:
             held_reader, record = self._held
             channel = self.channels[held_reader]
@@ -269,17 +297,27 @@ class WriterMachine(ChannelMachine[WriterChannelState, WriterChannelEvent]):
 
     @machine_input
     def send_failed(self, reader_id: int, seq: int, cause: str, now: float) -> None:
-        """The socket write of DATA ``seq`` to ``reader_id`` failed: the writer fails."""
-        if (reader_id, seq) not in self._in_flight:
+        """The socket write of DATA ``seq`` to ``reader_id`` failed: the writer fails (the reader
+        leaves, when readers may leave)."""
+        if (reader_id, seq) not in self._in_flight and not self._left(reader_id):
             raise UsageError(f"no DATA {seq} to reader {reader_id} is waiting for its write")
-        self._move(self.channels[reader_id], WriterChannelEvent.SEND_FAILED, cause=cause)
+        channel = self.channels[reader_id]
+        if self.readers_may_leave and channel.state in _ACK_AWAITED:
+            self._leave(channel, now)
+        else:
+            self._move(channel, WriterChannelEvent.SEND_FAILED, cause=cause)
+
+    @machine_input
+    def reader_left(self, reader_id: int, now: float) -> None:
+        """The run does not serve ``reader_id`` (or no longer): drop its data, await no ack from it."""
+        self._leave(self._channel_for_caller(reader_id), now)
 
     @machine_input
     def tick(self, now: float) -> None:
         """Time passed: the periodic flush, and the connection timeout of unbound readers."""
         if self._bind_deadline is not None and now >= self._bind_deadline:
             for ch in self.channels:
-                if not ch.bound:
+                if not ch.bound and ch.state is not WriterChannelState.LEFT:
                     self._move(ch, WriterChannelEvent.TIMEOUT, timeout_ms=self.settings.writer_connection_timeout_ms)
                     return
         if self._ack_deadline is not None and now >= self._ack_deadline:
@@ -298,6 +336,34 @@ class WriterMachine(ChannelMachine[WriterChannelState, WriterChannelEvent]):
         self._fail(error)
 
     # -- internals --------------------------------------------------------------------------------
+
+    def _left(self, reader_id: int) -> bool:
+        return 0 <= reader_id < len(self.channels) and self.channels[reader_id].state is WriterChannelState.LEFT
+
+    def _leave(self, channel: WriterChannel, now: float) -> None:
+        """LEAVE: the channel's open buffer, queued and unwritten DATA are dropped, their permits return."""
+        if not self._move(channel, WriterChannelEvent.LEAVE):
+            return
+        if channel.buffer is not None:
+            channel.buffer = None
+            self.permits_available += self.settings.network_buffer_size
+        channel.queued.clear()
+        for pair in [p for p in self._in_flight if p[0] == channel.reader_id]:
+            self.permits_available += self._in_flight.pop(pair)
+        if channel.conn is not None:
+            self._conns.pop(channel.conn, None)
+            channel.conn = None
+        if self._held is not None and self._held[0] == channel.reader_id:
+            self._held = None
+            self._surface(ProducerUnblocked())
+        self._resume_held(now)
+        self._complete_if_all_ended()
+
+    def _complete_if_all_ended(self) -> None:
+        """After ``finish``, the writer completes once every channel is acknowledged or left."""
+        if self.state is WriterState.FINISHING and all(ch.state in _ENDED for ch in self.channels):
+            self.state = WriterState.COMPLETED
+            self._surface(Completed())
 
     def _channel_for_caller(self, reader_id: int) -> WriterChannel:
         if not 0 <= reader_id < len(self.channels):
@@ -367,7 +433,7 @@ class WriterMachine(ChannelMachine[WriterChannelState, WriterChannelEvent]):
                        **observed)
             return
         if self._move(channel, WriterChannelEvent.ACK, **observed) and all(
-            ch.state is WriterChannelState.TERMINATED for ch in self.channels
+            ch.state in _ENDED for ch in self.channels
         ):
             self.state = WriterState.COMPLETED
             self._surface(Completed())
@@ -383,7 +449,8 @@ class WriterMachine(ChannelMachine[WriterChannelState, WriterChannelEvent]):
         if self.done:
             return None
         candidates = []
-        if self._bind_deadline is not None and not all(ch.bound for ch in self.channels):
+        if self._bind_deadline is not None and not all(
+                ch.bound or ch.state is WriterChannelState.LEFT for ch in self.channels):
             candidates.append(self._bind_deadline)
         if self.state is WriterState.RUNNING and any(ch.buffer is not None for ch in self.channels):
             candidates.append(self._next_periodic)

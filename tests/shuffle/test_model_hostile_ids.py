@@ -42,6 +42,8 @@ def writer_in(state: WriterChannelState) -> WriterMachine:
         w.finish(0.0)
     if state is WS.TERMINATED:
         w.received("c0", TerminationAckMessage(seq=0, writer_id=0, reader_id=0), 0.0)
+    if state is WS.LEFT:
+        w.reader_left(0, 0.0)
     assert w.channels[0].state is state and not w.done
     return w
 
@@ -111,8 +113,8 @@ def writer_event(w: WriterMachine, conn: Any, message: Message) -> WriterChannel
 
 
 WRITER_CASES = [(state, name) for state in WS if state is not WS.FAILED for name in WRITER_INPUTS
-                if not (state is WS.AWAITING_CREDIT and "reader 0's connection" in name)]
-"""Every live state with every input (reader 0 has no connection of its own before its bind)."""
+                if not (state in (WS.AWAITING_CREDIT, WS.LEFT) and "reader 0's connection" in name)]
+"""Every live state with every input (reader 0 has no connection of its own before its bind or after it left)."""
 
 
 @pytest.mark.parametrize("state, name", WRITER_CASES, ids=[f"{s.value}-{n}" for s, n in WRITER_CASES])

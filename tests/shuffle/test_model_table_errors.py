@@ -64,6 +64,7 @@ def writer_inputs(rng: random.Random, w: WriterMachine, now: float, written: Wri
         lambda: w.tick(now + rng.choice((0.0, 2.0))),
         lambda: w.received("intruder", CreditMessage(writer_id=0, reader_id=reader), now),
         lambda: w.received(conn, CreditMessage(writer_id=rng.choice((0, 5)), reader_id=1 - reader), now),
+        lambda: w.reader_left(reader, now),
     ]
     if written is not None:
         choices.append(lambda: w.send_completed(*written, now))

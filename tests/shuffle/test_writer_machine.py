@@ -9,7 +9,8 @@ from spec.shuffle import errors
 from spec.shuffle.messages import CreditMessage, DataMessage, TerminationAckMessage, TerminationControlMessage
 from spec.shuffle.records import decode_records
 from spec.shuffle.settings import ShuffleSettings
-from spec.shuffle.steps import Failed, ProducerBlocked, ProducerUnblocked, UsageError
+from spec.shuffle.steps import Completed, Failed, ProducerBlocked, ProducerUnblocked, UsageError
+from spec.shuffle.transitions import WriterChannelState, WriterState
 from spec.shuffle.writer import WriterMachine, flush_threshold, permit_capacity
 
 SMALL = ShuffleSettings(network_buffer_size=16, network_buffer_max_wait_time_ms=50, writer_max_memory=1,
@@ -144,3 +145,65 @@ def test_a_record_that_only_grows_a_buffer_returns_the_shared_quiet_step() -> No
     w = bound_writer(settings=ShuffleSettings(network_buffer_size=64, writer_max_memory=1))
     first = w.write(0, b"a", 0.0)
     assert w.write(0, b"b", 0.0) is w.write(0, b"c", 0.0) == first
+
+
+# -- readers that leave (partial runs: an extension, docs/shuffle-runtime.md) --------------------
+
+def test_a_reader_the_run_does_not_serve_gets_nothing_and_is_not_awaited(table_coverage: None) -> None:
+    w = WriterMachine(3, 0, 2, SMALL, 0.0)
+    assert w.reader_left(1, 0.0).events == ()
+    w.received("c0", CreditMessage(writer_id=0, reader_id=0, num_messages=1), 0.0)
+    for i in range(50):  # far beyond the permits: the left reader's records take none
+        step = w.write(i % 2, bytes(12), 0.0)
+        assert not any(isinstance(e, ProducerBlocked) for e in step.events)
+        for send in step.sends:
+            assert send.peer == 0
+            w.send_completed(0, send.message.seq, 0.0)
+    (terminator,) = w.finish(0.0).sends
+    assert terminator.peer == 0 and w.channels[1].state is WriterChannelState.LEFT
+    step = w.received("c0", TerminationAckMessage(seq=terminator.message.seq, writer_id=0, reader_id=0), 0.0)
+    assert w.state is WriterState.COMPLETED and step.events == (Completed(),)
+
+
+@pytest.mark.parametrize("when", ["open", "terminating"])
+def test_a_reader_closing_before_its_ack_leaves_when_readers_may_leave(table_coverage: None, when: str) -> None:
+    """Its unwritten DATA's permits return, the other reader is still served, the writer completes."""
+    w = WriterMachine(3, 0, 2, SMALL, 0.0, readers_may_leave=True)
+    for r in (0, 1):
+        w.received(f"c{r}", CreditMessage(writer_id=0, reader_id=r, num_messages=1), 0.0)
+    (unwritten,) = w.write(0, bytes(15), 0.0).sends  # a DATA to reader 0 whose write never completes
+    if when == "terminating":
+        w.finish(0.0)
+    step = w.connection_closed("c0", 0.0)
+    assert step.events == () and w.channels[0].state is WriterChannelState.LEFT
+    assert w.permits_available == w.permit_capacity
+    assert w.send_failed(0, unwritten.message.seq, "reset", 0.0).events == ()  # its write's late report
+    if when == "open":
+        assert w.write(0, bytes(15), 0.0).sends == ()  # dropped
+        assert [send.peer for send in w.finish(0.0).sends] == [1]
+    step = w.received("c1", TerminationAckMessage(seq=0, writer_id=0, reader_id=1), 0.0)
+    assert w.state is WriterState.COMPLETED and step.events == (Completed(),)
+
+
+def test_without_readers_may_leave_an_early_close_still_fails_the_writer() -> None:
+    w = bound_writer(readers=2)
+    step = w.connection_closed("c0", 0.0)
+    assert [type(e.error) for e in step.events if isinstance(e, Failed)] == [errors.ConnectionClosedBeforeTermination]
+
+
+def test_leaving_frees_a_producer_blocked_on_the_readers_permits(table_coverage: None) -> None:
+    """Reader 0 holds every permit in unwritten DATA and the held record: when it leaves, the record
+    is dropped and the producer resumes; the last reader leaving completes a finished writer."""
+    w = WriterMachine(3, 0, 2, SMALL, 0.0, readers_may_leave=True)
+    for r in (0, 1):
+        w.received(f"c{r}", CreditMessage(writer_id=0, reader_id=r, num_messages=1), 0.0)
+    while not w.blocked:
+        w.write(0, bytes(15), 0.0)
+    step = w.connection_closed("c0", 0.0)
+    assert ProducerUnblocked() in step.events and not w.blocked
+    while not w.blocked:
+        w.write(1, bytes(15), 0.0)
+    step = w.send_failed(1, 0, "reset", 0.0)  # a failed write is a leave too
+    assert ProducerUnblocked() in step.events and w.channels[1].state is WriterChannelState.LEFT
+    assert w.reader_left(1, 0.0).events == ()  # LEFT/LEAVE: nothing more
+    assert w.finish(0.0).events == (Completed(),)  # nobody is left to wait for

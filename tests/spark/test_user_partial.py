@@ -99,7 +99,15 @@ SCRIPT = textwrap.dedent("""
     result("rdd take", [list(r) for r in shuffled.take(5)])
     result("rdd first", list(shuffled.first()))
     result("rdd partitions", rows_of(shuffled.glom().collect()))
-    result("rdd take again", [list(r) for r in shuffled.take(5)])  # the last action leaves a retired run
+    result("rdd take again", [list(r) for r in shuffled.take(5)])
+
+    # partition 0 empty, 1 full, 2 with rows only at the end of the input: take's second job reads
+    # 1 and 2 at once; reader 1 stops after 12 rows while reader 2 still waits for its rows
+    sparse = sc.parallelize([(1, i) for i in range(29990)] + [(2, i) for i in range(29990, 30000)], 1)
+    spread = streaming_shuffle(sparse, 3, lambda key: key)
+    result("rdd take across partitions", [list(r) for r in spread.take(12)])
+    result("rdd spread sizes", spread.glom().map(len).collect())
+    result("rdd take from the last partition", [list(r) for r in spread.filter(lambda kv: kv[0] == 2).take(3)])
 
     deadline = time.monotonic() + 120  # the last run's writers end within a poll of their reading job
     while (sc.statusTracker().getActiveJobsIds() or any(t.name.startswith("shuffle-") for t in threading.enumerate())
@@ -151,6 +159,13 @@ def test_first_of_a_dataframe_and_of_an_rdd_is_a_row_of_the_first_partition(run:
 def test_take_of_an_rdd_returns_pairs_of_the_first_partition(run: dict[str, Any]) -> None:
     assert rows_within(run["rdd take"], run["rdd expected"][0], 5)
     assert rows_within(run["rdd take again"], run["rdd expected"][0], 5)
+
+
+def test_readers_of_one_job_that_stop_at_different_times_each_get_their_rows(run: dict[str, Any]) -> None:
+    """One writer keeps each partition in input order, so these rows are exactly defined."""
+    assert run["rdd take across partitions"] == [[1, i] for i in range(12)]
+    assert run["rdd take from the last partition"] == [[2, i] for i in range(29990, 29993)]
+    assert run["rdd spread sizes"] == [0, 29990, 10]
 
 
 def test_the_result_is_whole_for_the_actions_after_partial_reads(run: dict[str, Any]) -> None:
