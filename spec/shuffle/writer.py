@@ -432,11 +432,8 @@ class WriterMachine(ChannelMachine[WriterChannelState, WriterChannelEvent]):
             self._move(channel, WriterChannelEvent.ACK_WRONG_SEQ, expected=channel.last_seq, actual=ack.seq,
                        **observed)
             return
-        if self._move(channel, WriterChannelEvent.ACK, **observed) and all(
-            ch.state in _ENDED for ch in self.channels
-        ):
-            self.state = WriterState.COMPLETED
-            self._surface(Completed())
+        if self._move(channel, WriterChannelEvent.ACK, **observed):
+            self._complete_if_all_ended()
 
     def _stop(self) -> None:
         self.state = WriterState.FAILED
