@@ -9,9 +9,9 @@ second job, sending only to those readers, so writer and reader tasks run at the
 Spark tasks; see docs/shuffle-runtime.md for why this is not one barrier stage. When the stage ends
 first (``take``, ``show`` and ``limit`` read some partitions, some rows), the run is retired and its
 writers end quietly. Failures of any task are reported to the coordinator, which every other task
-of the run watches, so the job fails promptly with the first task's error. The coordinator lives on the cluster provider named
-by ``spark.streamwire.cluster.provider`` (default: in-process in the driver; e.g.
-``etcd://127.0.0.1:2379``), see reference/shuffle/cluster_directory.py.
+of the run watches, so the job fails promptly with the first task's error. The coordinator lives
+on the cluster provider named by ``spark.streamwire.cluster.provider`` (default: in-process in the
+driver; e.g. ``etcd://127.0.0.1:2379``), see reference/shuffle/cluster_directory.py.
 """
 
 from __future__ import annotations
