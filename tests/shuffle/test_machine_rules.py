@@ -215,21 +215,23 @@ def test_finishing_before_a_reader_bound_still_waits_for_its_ack() -> None:
     assert w.received("c0", TerminationAckMessage(seq=0, writer_id=0, reader_id=0), 0.0).events == (Completed(),)
 
 
-def test_a_writer_closing_after_the_ack_was_written_is_a_clean_end() -> None:
+def ack_written_to_writer_0() -> ReaderMachine:
+    """A reader of writers 0 and 1 whose TERMINATION_ACK to writer 0 is already written."""
     r = ReaderMachine(0, 0, [0, 1], ShuffleSettings(), 0.0)
     r.connected(0, 0.0)
     r.connected(1, 0.0)
     r.received(0, TerminationControlMessage(seq=0, writer_id=0, reader_id=0), 0.0)
     r.send_completed(0, 0, 0.0)
+    return r
+
+
+def test_a_writer_closing_after_the_ack_was_written_is_a_clean_end() -> None:
+    r = ack_written_to_writer_0()
     assert r.connection_closed(0, 0.0).events == () and not r.done
 
 
 def test_data_after_the_ack_was_written_is_the_peers_fault() -> None:
-    r = ReaderMachine(0, 0, [0, 1], ShuffleSettings(), 0.0)
-    r.connected(0, 0.0)
-    r.connected(1, 0.0)
-    r.received(0, TerminationControlMessage(seq=0, writer_id=0, reader_id=0), 0.0)
-    r.send_completed(0, 0, 0.0)
+    r = ack_written_to_writer_0()
     assert isinstance(failure(r.received(0, data(1), 0.0).events), errors.UnexpectedMessage)
 
 
