@@ -96,6 +96,10 @@ def next_line(lines: queue.Queue[str]) -> str:
         raise AssertionError(f"the watcher said nothing for {HANG_GUARD} s") from None
 
 
+OUTAGE_S = 6.0
+"""The outage: past the remote client's request patience (5 s) and the service's bound (1.2 s)."""
+
+
 def test_link_down_and_up_loses_no_notification(link: Link) -> None:
     cluster = InProcessCluster()
     service = ClusterService(cluster, host="0.0.0.0")
@@ -119,7 +123,8 @@ def test_link_down_and_up_loses_no_notification(link: Link) -> None:
 
         write(0, 30)
         link.set("down")
-        write(30, 150)  # about 3 s without a link: longer than the service's and the client's deadlines
+        write(30, 150)
+        time.sleep(OUTAGE_S)  # longer than the client's request patience, so it must reconnect
         link.set("up")
         write(180, 30)
 
