@@ -1,0 +1,1 @@
+"""Golden vectors of the Delta Lake formats the sync store writes (deletion vectors)."""

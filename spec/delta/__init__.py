@@ -1,0 +1,1 @@
+"""Delta Lake's own formats that the sync store writes beside plain Parquet (deletion vectors)."""
