@@ -15,8 +15,9 @@ origin as one sync transaction (adaptive batching: one part per put when idle, m
 each a single put, so puts of different origins never interleave inside a transaction.
 
 Recovery.  A failed attempt stops its sync thread before it leaves the cluster, and a new
-attempt first waits until its previous attempt is no longer alive in the cluster, then asks the server for each origin's durable number and skips what is durable:
-replay starts from the durable sequence.  Anything after it is sent again; every change is a
+attempt first waits until its previous attempt is no longer alive in the cluster, then asks the server
+for each origin's numbers and skips what the table holds (spec/sync/client.py decides): replay
+starts after the durable sequence.  Anything after it is sent again; every change is a
 full row image (or an update of the same key), so re-applying a suffix in order is exact.
 """
 
@@ -38,6 +39,7 @@ from reference.pipeline.faults import NO_FAULTS, FaultPlan
 from reference.pipeline.records import ChangeRecord, PartTiming, WireRecord
 from reference.sync.client import SyncClient, SyncPut
 from spec.cluster.interface import ClusterBackend
+from spec.sync.client import Holding
 from spec.sync.messages import ColumnDescriptor, ColumnRole
 
 ARROW_SCHEMA = pa.schema([
@@ -122,7 +124,6 @@ class _SyncThread:
         self.queue: queue.Queue[object] = queue.Queue(maxsize=256)
         self.error: BaseException | None = None
         self._clients: dict[int, SyncClient] = {}
-        self._start_durable: dict[int, int] = {}
         self._waiting: dict[int, list[_Pending]] = {}
         self._last_progress = 0.0
         self._abandoned = threading.Event()
@@ -161,8 +162,7 @@ class _SyncThread:
         if client is None:
             client = SyncClient(self._location, sync_origin(self.config.table, origin, self.reader),
                                 deadline_s=self.config.sync_deadline_s)
-            durable = client.probe().durable_sequence_number
-            self._start_durable[origin] = durable if durable is not None else 0
+            client.probe()
             self._clients[origin] = client
         return client
 
@@ -198,7 +198,7 @@ class _SyncThread:
             by_origin.setdefault(part.origin, []).append(part)
         for origin, group in by_origin.items():
             client = self._client(origin)
-            fresh = [p for p in group if p.seq > self._start_durable[origin]]
+            fresh = [p for p in group if client.holding(p.seq) is not Holding.DURABLE]
             self.result.skipped += sum(len(p.rows) for p in group) - sum(len(p.rows) for p in fresh)
             for start in range(0, len(fresh), self.config.max_parts_per_put):
                 self._send_one(origin, client, fresh[start:start + self.config.max_parts_per_put])

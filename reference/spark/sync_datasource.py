@@ -7,15 +7,20 @@
 
 Every row is an upsert of its key columns (``keys``, default ``id``): the key is both the old and
 the new primary key, every other column a value (a row whose ``deleteColumn`` is true deletes
-its key instead). Each Spark partition is its own sync origin, ``<origin>/<partition>``; the
-default origin of a streaming query is its id, which a restart from the checkpoint keeps.
+its key instead).
 
-Exactly once: a micro-batch's ``batchId`` is the sequence number of its transactions. A query
-restarted from its checkpoint replays the batches it had not committed; a partition whose
-batch is already durable on the server is acknowledged and skipped (the sync rule for a number
-at or below durable), one still only in the server's memory is waited for until durable and
-then skipped. With ``waitDurable`` (default true) a batch commits only once durable, so a
-checkpoint never runs ahead of the table.
+A batch lands atomically: the write tasks turn their rows into sync changes and hand them to
+the driver's commit, which sends the whole batch as one transaction of one origin (the
+``origin`` option; default: the streaming query's id, which a restart from the checkpoint keeps,
+or ``spark`` for ``df.write``). A failed task or batch sends nothing; empty partitions and empty
+batches are normal (an empty batch sends nothing).
+
+Exactly once: a micro-batch's ``batchId`` is its transaction's sequence number. A query
+restarted from its checkpoint replays the batches it had not committed; a batch the table
+already holds is acknowledged and skipped (the sync rule for a number at or below durable), one
+still only in the server's memory is waited for until durable (spec/sync/client.py decides).
+With ``waitDurable`` (default true) a batch commits only once durable, so a checkpoint never
+runs ahead of the table.
 """
 
 from __future__ import annotations
@@ -43,7 +48,6 @@ BATCH_ID_PROPERTY = "streaming.sql.batchId"
 """The local property a micro-batch's tasks carry their batch id in (Spark's MicroBatchExecution)."""
 QUERY_ID_PROPERTY = "sql.streaming.queryId"
 """The local property holding the query's id, kept in the checkpoint across restarts."""
-POLL_S = 0.05
 
 
 class SinkOptionError(ValueError):
@@ -128,86 +132,102 @@ def _number(name: str, raw: str) -> int:
         raise SinkOptionError(f"option {name} must be an integer, got {raw!r}") from None
 
 
+MAX_PUT_BYTES = 64 * 1024 * 1024
+"""A batch larger than this (in Arrow memory) goes as several puts of one transaction."""
+
+
 @dataclass(frozen=True)
-class PartitionCommit(WriterCommitMessage):
-    """What one write task did: rows sent, or the batch skipped as already durable."""
+class PartitionChanges(WriterCommitMessage):
+    """One write task's rows as sync changes (an Arrow IPC stream; empty for an empty partition),
+    handed to the driver, which sends the whole batch as one transaction."""
 
     origin: str
     rows: int
-    skipped: bool
+    changes: bytes
 
 
-def write_partition(options: SinkOptions, origin: str, sequence: int, batches: Iterator[pa.RecordBatch]) -> PartitionCommit:
-    """Send one partition's rows as the transaction ``sequence`` of ``origin`` (once)."""
-    rows = pa.Table.from_batches(list(batches))
-    if rows.num_rows == 0:
-        return PartitionCommit(origin, 0, skipped=False)
-    client = SyncClient(options.location, origin, deadline_s=options.deadline_s, security=options.security)
+def partition_changes(options: SinkOptions, origin: str, batches: Iterator[pa.RecordBatch]) -> PartitionChanges:
+    """A partition's rows as sync changes; an empty partition (no batch at all) is normal."""
+    tables = [options.changes(pa.Table.from_batches([b])) for b in batches if b.num_rows]
+    if not tables:
+        return PartitionChanges(origin, 0, b"")
+    changes = pa.concat_tables(tables)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, changes.schema) as out:
+        out.write_table(changes)
+    return PartitionChanges(origin, changes.num_rows, sink.getvalue().to_pybytes())
+
+
+def commit_batch(options: SinkOptions, sequence: int, messages: list[Any]) -> int:
+    """Send a batch's partitions as transaction ``sequence`` of their origin: all of them or none.
+
+    The server decides a replay (spec/sync/client.py): a batch the table already holds is skipped,
+    one only in the server's memory is waited for; an empty batch sends nothing. With
+    ``waitDurable`` this returns once the batch is durable. Returns the rows sent."""
+    parts = [m for m in messages if isinstance(m, PartitionChanges) and m.rows]
+    if not parts:
+        return 0
+    changes = pa.concat_tables([pa.ipc.open_stream(m.changes).read_all() for m in parts])
+    client = SyncClient(options.location, parts[0].origin, deadline_s=options.deadline_s, security=options.security)
     try:
-        deadline = time.monotonic() + options.deadline_s
-        state = client.probe()
-        while state.memory_sequence_number is not None and sequence <= state.memory_sequence_number:
-            if state.durable_sequence_number is not None and sequence <= state.durable_sequence_number:
-                return PartitionCommit(origin, rows.num_rows, skipped=True)  # a replay of a durable batch
-            _wait(deadline, origin, sequence)  # sent before a crash, not yet durable: wait, then skip
-            state = client.probe()
-        client.send_transaction(sequence, [SyncPut(options.table, options.changes(rows), options.descriptors)])
-        while options.wait_durable and (state.durable_sequence_number is None
-                                        or state.durable_sequence_number < sequence):
-            _wait(deadline, origin, sequence)
-            state = client.probe()
-        return PartitionCommit(origin, rows.num_rows, skipped=False)
+        client.send_transaction(sequence, [SyncPut(options.table, piece, options.descriptors)
+                                           for piece in _pieces(changes)])
+        if options.wait_durable:
+            client.wait_durable(sequence)
+        return int(changes.num_rows)
     finally:
         client.close()
 
 
-def _wait(deadline: float, origin: str, sequence: int) -> None:
-    if time.monotonic() > deadline:
-        raise TimeoutError(f"{NAME}: transaction {sequence} of origin {origin} not durable within the deadline "
-                           "(option deadlineSeconds; the server flushes after its --max-replication-lag-s)")
-    time.sleep(POLL_S)
+def _pieces(changes: pa.Table) -> list[pa.Table]:
+    """``changes`` cut into puts of at most about MAX_PUT_BYTES each (one put when it fits)."""
+    count = max(1, -(-changes.nbytes // MAX_PUT_BYTES))
+    step = -(-changes.num_rows // count)
+    return [changes.slice(start, step) for start in range(0, changes.num_rows, step)]
 
 
-def _task_origin(options: SinkOptions, default: str) -> str:
+def _task_property(name: str) -> str | None:
     from pyspark import TaskContext
 
     ctx = TaskContext.get()
-    partition = ctx.partitionId() if ctx is not None else 0
-    return f"{options.origin or default}/{partition}"
+    return ctx.getLocalProperty(name) if ctx is not None else None
 
 
 class SyncBatchWriter(DataSourceArrowWriter):
-    """``df.write``: one transaction per partition, all with the same sequence number."""
+    """``df.write``: the partitions land as one transaction of ``origin`` (default ``spark``)."""
 
     def __init__(self, options: SinkOptions) -> None:
         self.options = options
         self.sequence = options.sequence if options.sequence is not None else time.time_ns() // 1000
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> PartitionCommit:
-        return write_partition(self.options, _task_origin(self.options, "spark"), self.sequence, iterator)
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> PartitionChanges:
+        return partition_changes(self.options, self.options.origin or "spark", iterator)
+
+    def commit(self, messages: list[Any]) -> None:
+        commit_batch(self.options, self.sequence, messages)
+
+    def abort(self, messages: list[Any]) -> None:
+        """Nothing was sent: the tasks only hand their rows to the commit."""
 
 
 class SyncStreamWriter(DataSourceStreamArrowWriter):
-    """``df.writeStream``: the micro-batch's id is the sequence number (exactly once, see the module)."""
+    """``df.writeStream``: a micro-batch is one transaction, its ``batchId`` the sequence number
+    (exactly once, see the module)."""
 
     def __init__(self, options: SinkOptions) -> None:
         self.options = options
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> PartitionCommit:
-        from pyspark import TaskContext
-
-        ctx = TaskContext.get()
-        batch_id = ctx.getLocalProperty(BATCH_ID_PROPERTY) if ctx is not None else None
-        query_id = ctx.getLocalProperty(QUERY_ID_PROPERTY) if ctx is not None else None
-        if batch_id is None or query_id is None:
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> PartitionChanges:
+        query_id = _task_property(QUERY_ID_PROPERTY)
+        if query_id is None or _task_property(BATCH_ID_PROPERTY) is None:
             raise RuntimeError(f"{NAME}: no micro-batch id in the task (not a micro-batch query?)")
-        return write_partition(self.options, _task_origin(self.options, query_id), int(batch_id), iterator)
+        return partition_changes(self.options, self.options.origin or query_id, iterator)
 
     def commit(self, messages: list[Any], batchId: int) -> None:
-        """Every partition is already durable (or acknowledged as such): nothing is left to do."""
+        commit_batch(self.options, batchId, messages)
 
     def abort(self, messages: list[Any], batchId: int) -> None:
-        """Sent transactions stay: a replay of this batch is skipped where they became durable."""
+        """Nothing was sent: the tasks only hand their rows to the commit."""
 
 
 class SyncDataSource(DataSource):

@@ -1,14 +1,12 @@
 """``SyncClient``: sends one origin's transactions, retries when told to, replays after a restart.
 
-The client keeps every transaction that is not yet durable.  It probes whenever it
-(re)connects; a response with ``first=true``, or with a memory number below the last
-one it was told (``first`` reaches only one of a server's origins), means the server
-restarted and lost what it held in memory, so the client drops what the server reports
-durable and sends the rest again, in order, before continuing.  ``accepted=false`` and
-connection failures are retried with capped exponential backoff until a deadline.
-A put resent after a connection failure whose transaction the server already reports
-in memory (the answer was lost, not the put) is not sent again: the server would
-refuse a non-increasing sequence number that is not yet durable.
+The decisions are the sans-IO machine's (spec/sync/client.py): what a response means, what the
+server already holds (skipped, or waited for), what goes again after a restart. This module does
+the I/O: it probes whenever it (re)connects, so a restart is seen before any data is sent, and
+retries ``accepted=false`` and connection failures with capped exponential backoff until a
+deadline. A put resent after a connection failure whose transaction the server already reports
+in memory (the answer was lost, not the put) is not sent again: the server would refuse a
+non-increasing sequence number that is not yet durable.
 
 A restart that no request observes as a failure and that is first reported by a
 data put (rather than the probe) leaves that put ahead of the replay; the client
@@ -25,8 +23,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.flight as flight
 
+from spec.sync.client import Holding, Reading, SyncClientMachine
 from spec.sync.messages import ColumnDescriptor, SyncCommand, SyncResponse, decode_response
-from spec.sync.responses import shows_restart
 from reference.sync.auth import ClientSecurity
 
 
@@ -45,18 +43,8 @@ class SyncPut:
     descriptors: tuple[ColumnDescriptor, ...]
 
 
-@dataclass(frozen=True)
-class _Tx:
-    sequence: int
-    puts: tuple[SyncPut, ...]
-
-
 class _Restarted(Exception):
-    """Internal: the server answered with first=true after this client had talked to it."""
-
-    def __init__(self, durable: int | None) -> None:
-        super().__init__(durable)
-        self.durable = durable
+    """Internal: a response showed that the server lost its memory since the last one."""
 
 
 _RETRYABLE = (flight.FlightUnavailableError, flight.FlightTimedOutError, flight.FlightCancelledError, OSError)
@@ -90,38 +78,75 @@ class SyncClient:
         self.security = security
         self._lock = threading.RLock()
         self._client: flight.FlightClient | None = None
-        self._pending: list[_Tx] = []
-        self.memory: int | None = None
-        self.durable: int | None = None
-        self.restarts_seen = 0
-        self.replayed_transactions = 0
+        self._machine: SyncClientMachine[tuple[SyncPut, ...]] = SyncClientMachine()
+        self._location = ""
+        self._last_failure = ""
 
     # -- public -----------------------------------------------------------
+    @property
+    def memory(self) -> int | None:
+        """The origin's memory number, as the server last reported it."""
+        return self._machine.memory
+
+    @property
+    def durable(self) -> int | None:
+        """The origin's durable number, as the server last reported it."""
+        return self._machine.durable
+
+    @property
+    def restarts_seen(self) -> int:
+        """Server restarts this client has seen."""
+        return self._machine.restarts_seen
+
+    @property
+    def replayed_transactions(self) -> int:
+        """Transactions sent again after a restart."""
+        return self._machine.replayed_transactions
+
+    def holding(self, sequence: int) -> Holding:
+        """What the server holds of transaction ``sequence``, by the numbers it last reported."""
+        return self._machine.holding(sequence)
+
     def probe(self) -> SyncResponse:
         """Ask for the current numbers (a put with no rows and no sequence)."""
         with self._lock:
             try:
                 return self._call_with_retry(None, None)
-            except _Restarted as restart:
-                self.restarts_seen += 1
-                self._trim(restart.durable)
+            except _Restarted:
                 return self._deliver(-1)
 
     def send_transaction(self, sequence: int, puts: Sequence[SyncPut]) -> SyncResponse:
-        """Send one transaction; only its last put carries ``sequence``."""
+        """Send one transaction (unless the server holds it already); only its last put carries ``sequence``."""
         if not puts:
             raise ValueError("a transaction needs at least one put")
         with self._lock:
-            if self._pending and sequence <= self._pending[-1].sequence:
-                raise ValueError(f"sequence {sequence} does not follow {self._pending[-1].sequence}")
-            previous = self._pending[-1].sequence if self._pending else -1
-            self._pending.append(_Tx(sequence, tuple(puts)))
-            return self._deliver(previous)
+            return self._deliver(self._machine.add(sequence, tuple(puts)))
+
+    def wait_durable(self, sequence: int, deadline_s: float | None = None, poll_s: float = 0.05) -> None:
+        """Probe until the server reports ``sequence`` durable (a restart meanwhile resends what it lost).
+
+        Raises TimeoutError naming what waited: the server holding the transaction in memory
+        without flushing it, or not holding it at all."""
+        deadline = time.monotonic() + (self.deadline_s if deadline_s is None else deadline_s)
+        while True:
+            self.probe()
+            if self.holding(sequence) is Holding.DURABLE:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(self._not_durable(sequence, deadline_s or self.deadline_s))
+            self._sleep(poll_s)
+
+    def _not_durable(self, sequence: int, waited_s: float) -> str:
+        where = (f"the server holds it in memory (memory {self.memory}, durable {self.durable}) and did not flush "
+                 "it to the table: a table is flushed once its oldest change is --max-replication-lag-s old"
+                 if self.holding(sequence) is Holding.MEMORY else
+                 f"the server does not hold it (memory {self.memory}, durable {self.durable})")
+        return f"transaction {sequence} of origin {self.origin} not durable after {waited_s:g} s: {where}"
 
     @property
     def pending_transactions(self) -> int:
         """Transactions sent but not yet reported durable."""
-        return len(self._pending)
+        return len(self._machine.pending)
 
     def close(self) -> None:
         """Drop the connection."""
@@ -132,38 +157,25 @@ class SyncClient:
 
     # -- delivery -----------------------------------------------------------
     def _deliver(self, after: int) -> SyncResponse:
-        """Send every pending transaction with a sequence above ``after``, in order.
-
-        Responses trim the pending list as transactions become durable, so the next
-        transaction is found by sequence, never by position.
-        """
+        """Send every pending transaction above ``after`` that the server does not hold, in order."""
         sent = after
         response: SyncResponse | None = None
         while True:
             try:
                 if self._client is None:
                     response = self._call_with_retry(None, None)  # learn the server's numbers first
-                while (tx := next((t for t in self._pending if t.sequence > sent), None)) is not None:
-                    if self.memory is not None and tx.sequence <= self.memory:
-                        # The server holds it already (sent by us, or by an earlier run of this origin).
-                        sent = tx.sequence
-                        continue
-                    for i, put in enumerate(tx.puts):
-                        last = i == len(tx.puts) - 1
-                        response = self._call_with_retry(put, tx.sequence if last else None)
-                    sent = tx.sequence
+                while (tx := self._machine.next_to_send(sent)) is not None:
+                    sequence, puts = tx
+                    for i, put in enumerate(puts):
+                        last = i == len(puts) - 1
+                        response = self._call_with_retry(put, sequence if last else None)
+                    sent = sequence
                 if response is None:
                     response = self._call_with_retry(None, None)
                 return response
-            except _Restarted as restart:
-                self.restarts_seen += 1
-                self._trim(restart.durable)
-                self.replayed_transactions += len(self._pending)
+            except _Restarted:
+                self._machine.replay()
                 sent = -1
-
-    def _trim(self, durable: int | None) -> None:
-        if durable is not None:
-            self._pending = [tx for tx in self._pending if tx.sequence > durable]
 
     def _call_with_retry(self, put: SyncPut | None, sequence: int | None) -> SyncResponse:
         deadline = time.monotonic() + self.deadline_s
@@ -174,41 +186,38 @@ class SyncClient:
                 fresh = self._client is None
                 if fresh:
                     probe = self._connect()
-                    if attempted and sequence is not None and (probe.memory_sequence_number or -1) >= sequence:
-                        return probe
+                    if attempted and sequence is not None and self.holding(sequence) is not Holding.NOTHING:
+                        return probe  # the put arrived, its answer was lost
                 attempted = True
                 response = self._call(put, sequence)
-                if not fresh and shows_restart(response, self.memory):
-                    self._observe(response)
-                    raise _Restarted(response.durable_sequence_number)
-                if response.accepted:
-                    self._observe(response)
+                reading = self._machine.read(response, check_restart=not fresh)
+                if reading is Reading.RESTARTED:
+                    raise _Restarted()
+                if reading is Reading.ACCEPTED:
                     return response
-            except _RETRYABLE:
+                self._last_failure = "the server answered accepted=false (busy: its write lock was held)"
+            except _RETRYABLE as error:
+                self._last_failure = _one_line(error)
                 self.close()
             except flight.FlightInternalError as exc:
                 if "Connection" not in str(exc) and "connect" not in str(exc):
                     raise
+                self._last_failure = _one_line(exc)
                 self.close()
             if time.monotonic() + backoff > deadline:
-                raise SyncUnavailable(f"sync server did not accept a put within {self.deadline_s}s")
+                raise SyncUnavailable(f"sync server {self._location or '(not resolved)'} did not accept a put of origin {self.origin} "
+                                      f"within {self.deadline_s:g} s; last: {self._last_failure}")
             self._sleep(backoff)
             backoff = min(backoff * 2, self.backoff_max_s)
 
     def _connect(self) -> SyncResponse:
         """Open a connection and probe it, so a restart is seen before any data is sent."""
-        self._client = self.security.connect(self._resolve())
+        self._location = self._resolve()
+        self._client = self.security.connect(self._location)
         response = self._call(None, None)
-        restarted = shows_restart(response, self.memory)
-        self._observe(response)
-        if restarted and self._pending:
-            raise _Restarted(response.durable_sequence_number)
+        if self._machine.read(response) is Reading.RESTARTED and self._machine.pending:
+            raise _Restarted()
         return response
-
-    def _observe(self, response: SyncResponse) -> None:
-        if response.accepted:
-            self.memory, self.durable = response.memory_sequence_number, response.durable_sequence_number
-            self._trim(self.durable)
 
     def _call(self, put: SyncPut | None, sequence: int | None) -> SyncResponse:
         assert self._client is not None
@@ -232,3 +241,9 @@ class SyncClient:
         if buf is None:
             raise flight.FlightInternalError("server sent no PutResult")
         return decode_response(buf.to_pybytes())
+
+
+def _one_line(error: BaseException) -> str:
+    """An error as one line (gRPC details span several)."""
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0] if text else ''}"

@@ -1,9 +1,11 @@
 """Seafowl's data sync over Arrow Flight as data and pure code: commands and responses, the
-sync-writer machine (memory and durable sequence numbers), change squashing and the errors.
+sync-writer machine (memory and durable sequence numbers), the client's machine (what it sends,
+skips and replays), change squashing and the errors.
 
 The names below are the surface a server, a client or a test needs; the modules hold the rest.
 """
 
+from spec.sync.client import Holding, SyncClientMachine
 from spec.sync.errors import SyncError
 from spec.sync.messages import (
     ColumnDescriptor,
@@ -23,8 +25,10 @@ from spec.sync.writer import SyncSettings, SyncWriter
 __all__ = [
     "ColumnDescriptor",
     "ColumnRole",
+    "Holding",
     "SquashedChange",
     "StorageLocation",
+    "SyncClientMachine",
     "SyncCommand",
     "SyncError",
     "SyncResponse",

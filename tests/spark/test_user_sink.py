@@ -1,6 +1,7 @@
 """The ``seafowl-sync`` sink from a user's streaming query: exactly once through a SIGKILL and a
 restart from the checkpoint (the restarted query replays what it had not committed; the server
-skips what is already durable), and its options checked before anything runs."""
+skips what is already durable), a batch as one transaction (empty partitions and batches are
+normal), and its options checked before anything runs."""
 
 from __future__ import annotations
 
@@ -12,10 +13,12 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
-from reference.spark.sync_datasource import SinkOptionError, SinkOptions
+from reference.spark.sync_datasource import (PartitionChanges, SinkOptionError, SinkOptions, commit_batch,
+                                             partition_changes)
 
 REPO = Path(__file__).resolve().parents[2]
 HANG_GUARD_S = 900.0
@@ -56,6 +59,9 @@ def write_source(directory: Path) -> dict[int, str]:
     """Files that overwrite each other's keys (only the last value of a key may remain); returns the
     table the source describes."""
     directory.mkdir()
+    empty = directory / "part-empty.json"  # batch 0 has no rows (as a rate source's first batch)
+    empty.write_text("")
+    os.utime(empty, (1_699_999_999, 1_699_999_999))
     expected: dict[int, str] = {}
     for f in range(FILES):
         rows = [{"id": f * STEP + i, "v": f"file{f}-{f * STEP + i}"} for i in range(ROWS_PER_FILE)]
@@ -135,3 +141,81 @@ def test_timestamps_in_a_session_time_zone_become_utc_instants() -> None:
     batch = options.changes(pa.table({"id": [1], "at": pa.array([when], pa.timestamp("us", "Etc/UTC"))}))
     assert batch.schema.field("value_at").type == pa.timestamp("us", "UTC")
     assert batch.column("value_at").to_pylist() == [when]
+
+
+@pytest.fixture
+def sync_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """An in-process sync server flushing every change at once (lag 0), and its store."""
+    import threading
+
+    from reference.sync.server import SyncServer
+    from reference.sync.store import DeltaStore
+    from spec.sync.writer import SyncSettings
+
+    server = SyncServer(DeltaStore(str(tmp_path / "store")),
+                        settings=SyncSettings(max_replication_lag_s=0, flush_task_interval_s=0.05))
+    threading.Thread(target=server.serve, daemon=True).start()
+    try:
+        yield f"grpc://127.0.0.1:{server.port}", tmp_path / "store"
+    finally:
+        server.shutdown()
+
+
+def _partition(options: SinkOptions, rows: dict[str, list[object]]) -> PartitionChanges:
+    import pyarrow as pa
+
+    table = pa.table(rows)
+    return partition_changes(options, "query-1", iter(table.to_batches()))
+
+
+def _table(store: Path) -> dict[int, str]:
+    from deltalake import DeltaTable
+
+    rows = DeltaTable(str(store / "t")).to_pyarrow_table().to_pydict()
+    return dict(zip(rows["id"], rows["v"]))
+
+
+def test_empty_partitions_and_empty_batches_are_normal(sync_server: tuple[str, Path]) -> None:
+    location, store = sync_server
+    options = SinkOptions.parse({"location": location, "table": "t"}, ["id", "v"])
+    empty = partition_changes(options, "query-1", iter(()))
+    assert (empty.rows, empty.changes) == (0, b"")
+    assert commit_batch(options, 0, [empty, empty]) == 0  # batch 0 of a rate source: no rows at all
+    assert not (store / "t").exists()
+    assert commit_batch(options, 1, [empty, _partition(options, {"id": [1], "v": ["a"]})]) == 1
+    assert _table(store) == {1: "a"}
+
+
+def test_a_batch_lands_as_one_transaction_keyed_by_its_batch_id(sync_server: tuple[str, Path]) -> None:
+    from reference.sync.client import SyncClient
+
+    location, store = sync_server
+    options = SinkOptions.parse({"location": location, "table": "t"}, ["id", "v"])
+    batch = [_partition(options, {"id": [1, 2], "v": ["a", "b"]}), _partition(options, {"id": [3], "v": ["c"]})]
+    assert commit_batch(options, 5, batch) == 3
+    assert _table(store) == {1: "a", 2: "b", 3: "c"}
+    probe = SyncClient(location, "query-1").probe()  # one origin, one transaction: the batch id
+    assert (probe.memory_sequence_number, probe.durable_sequence_number) == (5, 5)
+    replay = [_partition(options, {"id": [1], "v": ["changed"]})]
+    commit_batch(options, 5, replay)  # a restarted query replays batch 5: the table already holds it
+    assert _table(store) == {1: "a", 2: "b", 3: "c"}
+    commit_batch(options, 6, replay)
+    assert _table(store) == {1: "changed", 2: "b", 3: "c"}
+
+
+def test_a_batch_the_server_does_not_flush_times_out_naming_what_waited(tmp_path: Path) -> None:
+    import threading
+
+    from reference.sync.server import SyncServer
+    from reference.sync.store import DeltaStore
+
+    server = SyncServer(DeltaStore(str(tmp_path / "store")))  # Seafowl's defaults: a lag of 600 s
+    threading.Thread(target=server.serve, daemon=True).start()
+    try:
+        options = SinkOptions.parse({"location": f"grpc://127.0.0.1:{server.port}", "table": "t",
+                                     "deadlineSeconds": "0"}, ["id", "v"])
+        with pytest.raises(TimeoutError, match=r"transaction 3 of origin query-1 not durable after 0 s: the server "
+                                               r"holds it in memory \(memory 3, durable None\).*--max-replication-lag-s"):
+            commit_batch(options, 3, [_partition(options, {"id": [1], "v": ["a"]})])
+    finally:
+        server.shutdown()

@@ -1,0 +1,96 @@
+"""The sync client of one origin, sans-IO: what a response means, what the server already holds,
+and what to send (again). Every client (a Spark sink, the pipeline's sinks) decides through it.
+
+A client keeps every transaction until the server reports it durable. Where a transaction's
+number stands against the origin's numbers the server last reported says what the server holds
+(``Holding``): above the memory number, nothing (send it); at or below the durable number, the
+table holds it (skip it: a replay is acknowledged and never applied); in between, the server's
+memory holds it (never send it again, the server would refuse the number: wait until durable).
+A response that shows a restart (``shows_restart``: the server lost its memory) trims what it
+reports durable; the client then sends the rest again, in order, from the first.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from spec.sync.messages import SyncResponse
+from spec.sync.responses import shows_restart
+
+T = TypeVar("T")
+
+
+class Holding(enum.Enum):
+    """What the server holds of one transaction, by the numbers it last reported."""
+
+    NOTHING = "nothing"
+    """Above the memory number: the server has not received it; send it."""
+    MEMORY = "memory"
+    """At or below memory, above durable: received, not yet in the table; wait, never resend."""
+    DURABLE = "durable"
+    """At or below durable: the table holds it; a replay is skipped."""
+
+
+def holding(sequence: int, memory: int | None, durable: int | None) -> Holding:
+    """Where ``sequence`` stands against an origin's ``memory`` and ``durable`` numbers."""
+    if durable is not None and sequence <= durable:
+        return Holding.DURABLE
+    if memory is not None and sequence <= memory:
+        return Holding.MEMORY
+    return Holding.NOTHING
+
+
+class Reading(enum.Enum):
+    """What one response means to the client that received it."""
+
+    ACCEPTED = "accepted"
+    RETRY = "retry"
+    """``accepted=false``: the server was busy; send the same request again later."""
+    RESTARTED = "restarted"
+    """The server lost its memory since the client's last response: replay from the first pending."""
+
+
+@dataclass
+class SyncClientMachine(Generic[T]):
+    """One origin's numbers as last reported, and its transactions not yet durable (``T``: their puts)."""
+
+    memory: int | None = None
+    durable: int | None = None
+    pending: list[tuple[int, T]] = field(default_factory=list)
+    restarts_seen: int = 0
+    replayed_transactions: int = 0
+
+    def holding(self, sequence: int) -> Holding:
+        """What the server holds of transaction ``sequence``, by the numbers it last reported."""
+        return holding(sequence, self.memory, self.durable)
+
+    def add(self, sequence: int, transaction: T) -> int:
+        """Keep a new transaction until durable; returns the number it follows (-1: none pending).
+        Raises ValueError when ``sequence`` does not follow the last pending one."""
+        previous = self.pending[-1][0] if self.pending else -1
+        if self.pending and sequence <= previous:
+            raise ValueError(f"sequence {sequence} does not follow {previous}")
+        self.pending.append((sequence, transaction))
+        return previous
+
+    def read(self, response: SyncResponse, *, check_restart: bool = True) -> Reading:
+        """Take in a response. ``check_restart`` False: it answers a request sent right after this
+        connection's probe was read, which already showed any restart."""
+        restarted = check_restart and shows_restart(response, self.memory)
+        if response.accepted:
+            self.memory, self.durable = response.memory_sequence_number, response.durable_sequence_number
+            self.pending = [(s, t) for s, t in self.pending if self.holding(s) is not Holding.DURABLE]
+        if restarted:
+            self.restarts_seen += 1
+            return Reading.RESTARTED
+        return Reading.ACCEPTED if response.accepted else Reading.RETRY
+
+    def replay(self) -> None:
+        """A restart was read: every pending transaction goes again, from the first."""
+        self.replayed_transactions += len(self.pending)
+
+    def next_to_send(self, after: int) -> tuple[int, T] | None:
+        """The first pending transaction above ``after`` that the server does not hold."""
+        return next(((s, t) for s, t in self.pending if s > after and self.holding(s) is Holding.NOTHING), None)
