@@ -149,3 +149,17 @@ def test_keep_keeps_a_passing_runs_table_and_says_where(tmp_path: Path) -> None:
     assert len(kept) == 1, done.stdout
     table = Path(kept[0].split("; table ")[1])
     assert (table / "_delta_log").is_dir() and table.is_relative_to(tmp_path / "tmp")
+
+
+def test_the_pyspark_api_without_its_extra_fails_at_import_in_one_line_naming_it(tmp_path: Path) -> None:
+    from reference.spark import _NEEDED, EXTRA
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    extra = " ".join(project["optional-dependencies"]["spark"])
+    assert EXTRA == "streamwire[spark]" and all(dist in extra for dist in _NEEDED.values())
+    code = WITHOUT_SPARK.split("from reference.cli")[0] + "from reference.spark import streaming_repartition\n"
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(REPO)),
+                          capture_output=True, text=True, timeout=HANG_GUARD_S)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1] == ("ImportError: reference.spark needs pyspark, pandas, deltalake: "
+                                                    "pip install 'streamwire[spark]'")
