@@ -5,7 +5,7 @@ fed in 10 ms ticks at each offered rate of a ramp (each row stamped with the wal
 
   spark   a real-time-mode query on local[8]: a LowLatencyMemoryStream (2 partitions, reached through the
           JVM gateway), repartition(2, key), so Spark 4.3.0's own StreamingShuffleWriter/Reader carry the
-          rows, and a JVM foreach sink stamping arrival (conformance/jvm/RealTimeArrivals.java)
+          rows, and a JVM foreach sink stamping arrival (conformance/shuffle/jvm/RealTimeArrivals.java)
   spark_without_shuffle
           the same query without repartition (source to sink in one stage): what Spark's figures owe to
           the source, the query engine and the sink rather than to its shuffle
@@ -226,7 +226,7 @@ class PythonRuntime:
 
 def start_spark() -> Any:
     """A local session whose driver class path holds the arrival sink (compiled like the conformance adapter)."""
-    from conformance.jvm_bridge import CLASSES_JAR, compile_sources, find_jdk, spark_jars
+    from conformance.shuffle.jvm_bridge import CLASSES_JAR, compile_sources, find_jdk, spark_jars
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

@@ -90,8 +90,8 @@ JVM_THROUGHPUT_OPTIONS = ("-XX:TieredStopAtLevel=4", "-Xmx1g")
 
 def jvm_mb_s(total: int) -> float:
     """Spark 4.3.0's own handlers on Spark's transport, one writer to one reader, 32 KiB DATA, checksums on
-    (``conformance/jvm/SparkShuffleThroughput.java``), after as many messages again to warm the JVM up."""
-    from conformance.jvm_bridge import JsonLinesProcess
+    (``conformance/shuffle/jvm/SparkShuffleThroughput.java``), after as many messages again to warm the JVM up."""
+    from conformance.shuffle.jvm_bridge import JsonLinesProcess
 
     count = total // CHUNK
     with JsonLinesProcess("SparkShuffleThroughput", jvm_options=JVM_THROUGHPUT_OPTIONS) as jvm:

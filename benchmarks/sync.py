@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 
-from conformance.suites.sync import DESCS, _cmd, do_put
+from conformance.sync.suite import DESCS, _cmd, do_put
 from reference.sync.client import SyncClient, SyncPut
 from reference.sync.server import SyncServer
 from reference.sync.store import DeltaStore

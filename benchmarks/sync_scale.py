@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 from deltalake import DeltaTable, write_deltalake
 
 from benchmarks.growth import exponent, plot
-from conformance.suites.sync import DESCS, rows_batch
+from conformance.sync.suite import DESCS, rows_batch
 from reference.sync.store import DeltaStore, FileChanges, StoreSettings, TableState
 from spec.sync.schema import SyncSchema
 from spec.sync.squash import SquashedChange

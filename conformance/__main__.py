@@ -9,8 +9,8 @@ from conformance.cli import dispatch
 COMMANDS = {
     "run": ("conformance.runner", "run a live conformance suite against a target"),
     "vectors": ("conformance.vectors_cli", "check golden vectors against a target"),
-    "codec": ("conformance.codec_cli", "encode or decode streaming-shuffle messages (hex <-> JSON)"),
-    "sync-trace": ("conformance.sync_trace", "replay a sync-writer trace and print the sequence numbers"),
+    "codec": ("conformance.shuffle.codec_cli", "encode or decode streaming-shuffle messages (hex <-> JSON)"),
+    "sync-trace": ("conformance.sync.trace", "replay a sync-writer trace and print the sequence numbers"),
 }
 
 if __name__ == "__main__":

@@ -51,7 +51,7 @@ PROBE_TIMEOUT_S: Final = 5.0
 
 
 def load_suite(name: str) -> Suite:
-    suite: Suite = importlib.import_module(f"conformance.suites.{name}").SUITE
+    suite: Suite = importlib.import_module(f"conformance.{name}.suite").SUITE
     return suite
 
 

@@ -17,7 +17,7 @@ from typing import Final, Iterable, Mapping
 from conformance.framework import Case
 
 ROOT: Final = Path(__file__).resolve().parent.parent
-VECTORS_DIR: Final = ROOT / "conformance" / "vectors"
+CONFORMANCE_DIR: Final = ROOT / "conformance"
 
 CASE_SECTIONS: Final[Mapping[str, Mapping[str, str]]] = {
     "shuffle": {
@@ -74,7 +74,7 @@ VECTOR_SECTIONS: Final[Mapping[str, str]] = {
     "sync/squash.json": "docs/spec/sync.md#squashing",
     "sync/traces.json": "docs/spec/sync.md#transactions",
 }
-"""Vector files (under conformance/vectors/) that do not carry their own top-level ``specRef``."""
+"""Vector files (under conformance/<protocol>/vectors/) that do not carry their own top-level ``specRef``."""
 
 
 def spec_ref(suite: str, case: Case) -> str | None:
@@ -109,12 +109,17 @@ def link_problem(ref: str | None) -> str | None:
 
 def vector_files() -> list[Path]:
     """Every vector file (JSON Schemas beside them, which declare ``$schema``, excluded)."""
-    return sorted(p for p in VECTORS_DIR.glob("*/*.json") if "$schema" not in json.loads(p.read_text()))
+    return sorted(p for p in CONFORMANCE_DIR.glob("*/vectors/*.json") if "$schema" not in json.loads(p.read_text()))
+
+
+def vector_name(path: Path) -> str:
+    """``<protocol>/<file>``: how :data:`VECTOR_SECTIONS` and messages name a vector file."""
+    return f"{path.parent.parent.name}/{path.name}"
 
 
 def vector_ref(path: Path) -> str | None:
     own = json.loads(path.read_text()).get("specRef")
-    return str(own) if own else VECTOR_SECTIONS.get(path.relative_to(VECTORS_DIR).as_posix())
+    return str(own) if own else VECTOR_SECTIONS.get(vector_name(path))
 
 
 def broken_links(suites: Iterable[tuple[str, Iterable[Case]]]) -> list[str]:
@@ -129,6 +134,6 @@ def broken_links(suites: Iterable[tuple[str, Iterable[Case]]]) -> list[str]:
     for path in vector_files():
         problem = link_problem(vector_ref(path))
         if problem is not None:
-            out.append(f"vectors {path.relative_to(VECTORS_DIR)}: {problem} (add a top-level \"specRef\" or an "
+            out.append(f"vectors {vector_name(path)}: {problem} (add a top-level \"specRef\" or an "
                        "entry in conformance/spec_links.py VECTOR_SECTIONS)")
     return out

@@ -24,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    module = importlib.import_module(f"conformance.vector_suites.{args.suite}")
+    module = importlib.import_module(f"conformance.{args.suite}.vector_suite")
     check: Callable[[str], Iterator[VectorResult]] = module.check_vectors
     counts: dict[str, Counter[str]] = {"passed": Counter(), "failed": Counter(), "unsupported": Counter()}
     for result in check(args.target):

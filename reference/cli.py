@@ -26,7 +26,7 @@ def _conformance(argv: list[str]) -> int:
 
 
 def _codec(argv: list[str]) -> int:
-    return run_command("streamwire codec", "conformance.codec_cli", argv)
+    return run_command("streamwire codec", "conformance.shuffle.codec_cli", argv)
 
 
 def _sync(argv: list[str]) -> int:

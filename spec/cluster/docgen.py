@@ -57,7 +57,7 @@ def introduction() -> str:
         "judged by (`spec/cluster/model.py`), the failure detector (`spec/cluster/detector.py`) and the TCP "
         "service's byte layouts (`spec/cluster/wire.py`). Every example below was computed by that code. "
         "Guide and decisions on the RFC's open questions: `docs/cluster.md`; golden vectors: "
-        "`conformance/vectors/cluster/`; live cases: `python -m conformance run --suite cluster`.\n"
+        "`conformance/cluster/vectors/`; live cases: `python -m conformance run --suite cluster`.\n"
     )
 
 

@@ -81,7 +81,7 @@ def introduction() -> str:
         "The bytes Apache Spark 4.3.0's streaming shuffle puts on a TCP connection between a writer task "
         "and a reader task, checked against Spark's own classes (`spark-network-common_2.13-4.3.0.jar`, "
         "package `org.apache.spark.network.shuffle.streaming`). Golden vectors: "
-        "`conformance/vectors/shuffle/wire_messages.json`.\n\n"
+        "`conformance/shuffle/vectors/wire_messages.json`.\n\n"
         "Conventions: every integer is **signed, big-endian, two's complement** like Java's `int` (int32) "
         "and `long` (int64); there is no padding. Decoders accept the full signed range of every field; "
         "whether a value makes sense (a negative id, a sequence gap) is decided by the protocol state "

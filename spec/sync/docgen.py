@@ -59,7 +59,7 @@ def introduction() -> str:
         "over Arrow Flight and landed in a lakehouse table, compatible with Seafowl's data sync "
         "(`clade/proto/{sync,schema}.proto`, `src/sync/{writer,schema,utils}.rs`). Every table and example "
         "below is generated from, or computed by, the code in `spec/sync/`. Guide: `docs/sync.md`; golden "
-        "vectors: `conformance/vectors/sync/`; live cases: `python -m conformance run --suite sync`.\n"
+        "vectors: `conformance/sync/vectors/`; live cases: `python -m conformance run --suite sync`.\n"
     )
 
 

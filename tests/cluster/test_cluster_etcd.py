@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.cluster_harness import Recorder
+from conformance.cluster.harness import Recorder
 from conformance.framework import CaseContext, RunOptions
 from reference.cluster.config import open_backend
 from reference.cluster.etcd import EtcdCluster

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conformance.linearizability import CasOp, check
+from conformance.cluster.linearizability import CasOp, check
 
 
 def test_concurrent_inserts_one_winner_is_linearizable() -> None:

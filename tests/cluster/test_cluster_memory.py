@@ -9,7 +9,7 @@ from typing import Sequence
 
 import pytest
 
-from conformance.cluster_harness import Recorder
+from conformance.cluster.harness import Recorder
 from reference.cluster.memory import InProcessCluster
 from spec.cluster.errors import NodeIdInUse, ProviderClosed
 from spec.cluster.model import ClusterModel, GossipUpdate, ShardLogUpdate

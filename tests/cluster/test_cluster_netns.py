@@ -21,7 +21,7 @@ from typing import IO, Iterator
 
 import pytest
 
-from conformance.cluster_harness import Recorder
+from conformance.cluster.harness import Recorder
 from reference.cluster.memory import InProcessCluster
 from reference.cluster.service import ClusterService
 from spec.cluster.types import MetadataOp, NodeId

@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Callable
 
-from conformance.cluster_harness import Recorder
+from conformance.cluster.harness import Recorder
 from reference.cluster.memory import InProcessCluster
 from reference.cluster.remote import Backoff, RemoteCluster, RemoteNode
 from reference.cluster.service import ClusterService

@@ -10,7 +10,7 @@ from typing import Callable, Iterator
 
 import pytest
 
-from conformance.cluster_harness import Recorder
+from conformance.cluster.harness import Recorder
 from reference.cluster.config import (FAIL_AFTER_CONF_KEY, HEARTBEAT_CONF_KEY, JOB_DETECTOR, SECRET_CONF_KEY,
                                       ClusterHost, detector_settings, open_backend, service_secret)
 from reference.cluster.memory import DetectorSettings, InProcessCluster

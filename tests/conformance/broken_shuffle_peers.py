@@ -18,9 +18,9 @@ import socket
 import sys
 import zlib
 
-from conformance.targets import reference_shuffle
-from conformance.targets.external import CAPABILITIES_ROLE, PEER_VARIABLE, ROLE_VARIABLE
-from conformance.shuffle_targets import WORKLOAD_VARIABLE
+from conformance.shuffle import reference_target
+from conformance.external import CAPABILITIES_ROLE, PEER_VARIABLE, ROLE_VARIABLE
+from conformance.shuffle.targets import WORKLOAD_VARIABLE
 from spec.shuffle.framing import FrameDecoder
 from spec.shuffle.codec import encode_frame
 from spec.shuffle.errors import CodecError
@@ -85,7 +85,7 @@ def read_without_credits() -> int:
 
 def main(fault: str) -> int:
     if fault == "crc32":
-        return reference_shuffle.main(fault=crc32_checksums)
+        return reference_target.main(fault=crc32_checksums)
     if os.environ.get(ROLE_VARIABLE) == CAPABILITIES_ROLE:
         print("CAPABILITIES reader reports", flush=True)
         return 0

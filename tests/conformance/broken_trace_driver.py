@@ -8,9 +8,9 @@ import json
 import os
 import sys
 
-from conformance.targets.external import CAPABILITIES_ROLE, ROLE_VARIABLE
-from conformance.targets.shuffle_machines import TRACE_VARIABLE
-from conformance.vector_suites.shuffle_traces import answer_json, apply_input, new_machine
+from conformance.external import CAPABILITIES_ROLE, ROLE_VARIABLE
+from conformance.shuffle.machines_target import TRACE_VARIABLE
+from conformance.shuffle.vector_traces import answer_json, apply_input, new_machine
 
 
 def main() -> int:

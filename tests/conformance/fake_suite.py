@@ -1,4 +1,4 @@
-"""A fake suite installed as ``conformance.suites.fake``, run through the real ``run`` command
+"""A fake suite installed as ``conformance.fake.suite``, run through the real ``run`` command
 (import the ``fake_suite`` fixture into a test module)."""
 
 from __future__ import annotations
@@ -39,9 +39,9 @@ def fake_suite(monkeypatch: pytest.MonkeyPatch) -> Callable[[Sequence[Case], Ope
     """``fake_suite(cases, open_target)`` installs a suite and returns ``run(*argv)``, ``python -m
     conformance run`` on it."""
     def install(cases: Sequence[Case], open_target: OpenTarget = open_fake_target) -> RunFake:
-        module = types.ModuleType("conformance.suites.fake")
+        module = types.ModuleType("conformance.fake.suite")
         module.SUITE = Suite("fake", cases, open_target, ("writer", "reader"), "fake only")  # type: ignore[attr-defined]
-        monkeypatch.setitem(sys.modules, "conformance.suites.fake", module)
+        monkeypatch.setitem(sys.modules, "conformance.fake.suite", module)
 
         def run(*argv: str) -> int:
             parser = argparse.ArgumentParser()

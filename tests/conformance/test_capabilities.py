@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conformance.runner import EXIT_OK
-from conformance.suites.sync import REFERENCE_CMD
+from conformance.sync.suite import REFERENCE_CMD
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -16,10 +16,10 @@ from typing import Any, Iterator
 import jsonschema
 import pytest
 
-from conformance.cluster_harness import ClusterTarget, open_target
+from conformance.cluster.harness import ClusterTarget, open_target
 from conformance.framework import RunOptions
-from conformance.vector_suites.cluster import check_vectors, replay_detector, replay_trace
-from conformance.vectorgen import cluster as generator
+from conformance.cluster.vector_suite import check_vectors, replay_detector, replay_trace
+from conformance.cluster import vectorgen as generator
 
 ROOT = Path(__file__).resolve().parents[2]
 OPTIONS = RunOptions(suite="cluster", target="memory", timeout=60)
@@ -43,7 +43,7 @@ def memory() -> Iterator[ClusterTarget]:
 
 
 def test_committed_vectors_are_what_the_generator_makes_and_match_their_schema() -> None:
-    assert generator.main(["--check"]) == 0, "run python -m conformance.vectorgen.cluster"
+    assert generator.main(["--check"]) == 0, "run python -m conformance.cluster.vectorgen"
     schema = json.loads((generator.VECTOR_DIR / generator.SCHEMA_NAME).read_text())
     jsonschema.validate(document(), schema)
     assert document()["numberOfTests"] == sum(len(g["tests"]) for g in document()["testGroups"])

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.suites.shuffle import CASES
+from conformance.shuffle.suite import CASES
 
 ROOT = Path(__file__).resolve().parents[2]
 BROKEN = f"exec:{shlex.quote(sys.executable)} {shlex.quote(str(Path(__file__).with_name('broken_shuffle_peers.py')))} crc32"

@@ -15,9 +15,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-from conformance import shuffle_peer
+from conformance.shuffle import peer
 from conformance.runner import EXIT_FAILED
-from conformance.suites.shuffle import CASES
+from conformance.shuffle.suite import CASES
 
 ROOT = Path(__file__).resolve().parents[2]
 PEERS = Path(__file__).with_name("broken_shuffle_peers.py")
@@ -37,8 +37,8 @@ def run(tmp_path: Path, fault: str, *cases: str) -> tuple[int, dict[str, Any], E
 
 
 def test_every_requirement_the_peer_blames_is_a_case_of_the_catalogue() -> None:
-    blamed = {*shuffle_peer.WRITER_REQUIREMENTS.values(), shuffle_peer.WRITER_DELIVERY,
-              shuffle_peer.READER_CREDIT_FIRST, shuffle_peer.READER_CREDITS, shuffle_peer.READER_ACKS}
+    blamed = {*peer.WRITER_REQUIREMENTS.values(), peer.WRITER_DELIVERY,
+              peer.READER_CREDIT_FIRST, peer.READER_CREDITS, peer.READER_ACKS}
     assert blamed <= {case.id for case in CASES}, "a renamed case leaves the peer's blame pointing nowhere"
 
 

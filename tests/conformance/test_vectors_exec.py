@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conformance.vector_suites.shuffle_traces import VECTOR_FILE
+from conformance.shuffle.vector_traces import VECTOR_FILE
 
 ROOT = Path(__file__).resolve().parents[2]
 BROKEN = f"exec:{shlex.quote(sys.executable)} {shlex.quote(str(Path(__file__).with_name('broken_trace_driver.py')))}"
@@ -35,7 +35,7 @@ def traces_by_role() -> dict[str, int]:
 
 
 def test_the_spec_machines_pass_every_trace_through_exec() -> None:
-    done = vectors(f"exec:{sys.executable} -m conformance.targets.shuffle_machines")
+    done = vectors(f"exec:{sys.executable} -m conformance.shuffle.machines_target")
     assert done.returncode == 0, done.stdout + done.stderr
     counts, groups = traces_by_role(), summary(done.stdout)
     assert groups["traces/reader"] == (counts["reader"], 0, 0) and groups["traces/writer"] == (counts["writer"], 0, 0)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 
-from conformance.targets import reference_shuffle
+from conformance.shuffle import reference_target
 from spec.shuffle.messages import CreditMessage, Message
 
 
@@ -19,4 +19,4 @@ def off_by_one(message: Message) -> Message:
 
 
 if __name__ == "__main__":
-    sys.exit(reference_shuffle.main(fault=off_by_one))
+    sys.exit(reference_target.main(fault=off_by_one))

@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from conformance.jvm_bridge import Jdk, JdkNotFound, find_jdk
-from conformance.targets.spark_jvm import Event, SparkPeer
+from conformance.shuffle.jvm_bridge import Jdk, JdkNotFound, find_jdk
+from conformance.shuffle.spark_jvm import Event, SparkPeer
 
 
 def require_jdk() -> Jdk:

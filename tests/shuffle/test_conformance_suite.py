@@ -20,7 +20,7 @@ import pytest
 from spark_jvm_support import require_jdk
 
 from conformance.runner import EXIT_FAILED, EXIT_NO_CASE, EXIT_OK
-from conformance.suites.shuffle import CASES
+from conformance.shuffle.suite import CASES
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_DEADLINE_S = 300
@@ -121,7 +121,7 @@ def test_tcp_target_runs_writer_cases_on_the_default_workload(tmp_path: Path) ->
                                     "num_readers": 1, "records": {"0": [f"record-{i:04d}".encode().hex()
                                                                         for i in range(100)]}}))
     env = {"CONFORMANCE_ROLE": "writer", "CONFORMANCE_WORKLOAD": str(workload), "PATH": ""}
-    writer = subprocess.Popen([sys.executable, "-m", "conformance.targets.reference_shuffle"], cwd=ROOT, env=env,
+    writer = subprocess.Popen([sys.executable, "-m", "conformance.shuffle.reference_target"], cwd=ROOT, env=env,
                               stdout=subprocess.PIPE, text=True)
     try:
         assert writer.stdout is not None

@@ -6,18 +6,18 @@ import json
 
 import jsonschema
 
-from conformance.vector_suites import shuffle_traces
-from conformance.vector_suites.shuffle import check_vectors
+from conformance.shuffle import vector_traces
+from conformance.shuffle.vector_suite import check_vectors
 
-DOCUMENT = json.loads(shuffle_traces.VECTOR_FILE.read_text())
+DOCUMENT = json.loads(vector_traces.VECTOR_FILE.read_text())
 
 
 def test_traces_json_is_regenerated_from_the_scenarios() -> None:
-    assert shuffle_traces.main(["--check"]) == 0, "run: python -m conformance.vector_suites.shuffle_traces --write"
+    assert vector_traces.main(["--check"]) == 0, "run: python -m conformance.shuffle.vector_traces --write"
 
 
 def test_traces_follow_their_schema_and_every_flag_is_explained() -> None:
-    schema = json.loads((shuffle_traces.VECTOR_FILE.parent / shuffle_traces.SCHEMA_NAME).read_text())
+    schema = json.loads((vector_traces.VECTOR_FILE.parent / vector_traces.SCHEMA_NAME).read_text())
     jsonschema.validate(DOCUMENT, schema)
     tests = DOCUMENT["tests"]
     assert [t["tcId"] for t in tests] == list(range(1, len(tests) + 1))
@@ -28,14 +28,14 @@ def test_traces_follow_their_schema_and_every_flag_is_explained() -> None:
 
 
 def test_every_trace_passes_on_the_reference() -> None:
-    failed = [r for r in shuffle_traces.check_trace_vectors("reference") if not r.passed]
+    failed = [r for r in vector_traces.check_trace_vectors("reference") if not r.passed]
     assert not failed, failed[:3]
 
 
 def test_a_changed_answer_is_reported() -> None:
     trace = json.loads(json.dumps(DOCUMENT["tests"][1]))
     trace["steps"][1]["events"][0]["records"] = ["00"]
-    detail = shuffle_traces.check_trace(trace)
+    detail = vector_traces.check_trace(trace)
     assert detail is not None and detail.startswith("step 1")
 
 

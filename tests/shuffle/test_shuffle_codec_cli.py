@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from conformance.vector_suites.shuffle import load
+from conformance.shuffle.vector_suite import load
 
 VECTORS = [(g, t) for g in load("wire_messages.json")["testGroups"] for t in g["tests"]]
 REFERENCE_FRAME = "000000000000003209000000250000000100000000000000050000000300000007000000050000000053518fab0102030405"

@@ -15,8 +15,8 @@ import jsonschema
 import pytest
 from construct import ConstructError
 
-from conformance.vector_suites.shuffle import VECTOR_DIR, check_vectors, check_wire_test, load
-from conformance.vectorgen import shuffle as vectorgen
+from conformance.shuffle.vector_suite import VECTOR_DIR, check_vectors, check_wire_test, load
+from conformance.shuffle import vectorgen
 from spec.shuffle.jsonform import from_json
 from spec.shuffle.layouts import FIELDS_BY_TYPE, FRAME, MESSAGE_BODY
 from spec.shuffle.messages import DataMessage, Message
@@ -44,7 +44,7 @@ def plain(value: Any) -> Any:
 
 def test_file_is_what_the_generator_produces() -> None:
     assert (VECTOR_DIR / "wire_messages.json").read_text() == vectorgen.render(), \
-        "run: python -m conformance.vectorgen.shuffle"
+        "run: python -m conformance.shuffle.vectorgen"
 
 
 def test_file_validates_against_its_schema() -> None:

@@ -1,7 +1,7 @@
 """The codec agrees with Spark 4.3.0's own classes, byte for byte, in both directions.
 
 Spark's ``StreamingShuffleMessage`` classes, its transport ``MessageEncoder`` and its
-``TransportFrameDecoder``/``MessageDecoder`` run in a JVM (``conformance/jvm/SparkCodecBridge.java``)
+``TransportFrameDecoder``/``MessageDecoder`` run in a JVM (``conformance/shuffle/jvm/SparkCodecBridge.java``)
 compiled against the installed pyspark's jars. Without a JDK the module is skipped with that reason,
 except under CI, which has one: there a missing JDK fails.
 """
@@ -17,14 +17,14 @@ from hypothesis import given
 from shuffle_strategies import MESSAGES
 from spark_jvm_support import require_jdk
 
-from conformance.jvm_bridge import SparkCodec, SparkDecode
+from conformance.shuffle.jvm_bridge import SparkCodec, SparkDecode
 from spec.shuffle import codec
 from spec.shuffle.jsonform import from_json, to_json
 from spec.shuffle.messages import Message
 
 pytestmark = pytest.mark.jvm
 
-VECTORS = Path(__file__).parents[2] / "conformance" / "vectors" / "shuffle" / "wire_messages.json"
+VECTORS = Path(__file__).parents[2] / "conformance" / "shuffle" / "vectors" / "wire_messages.json"
 
 
 def _vectors(*results: str) -> list[Any]:
@@ -152,7 +152,7 @@ def test_spark_accepts_acceptable_vectors_as_flagged(spark: SparkCodec, group: A
 
 
 def test_jdk_lookup_prefers_java_home_and_reports_absence(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from conformance.jvm_bridge import JdkNotFound, find_jdk
+    from conformance.shuffle.jvm_bridge import JdkNotFound, find_jdk
 
     (tmp_path / "bin").mkdir()
     for tool in ("java", "javac"):

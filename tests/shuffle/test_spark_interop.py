@@ -13,7 +13,7 @@ from typing import Iterator
 import pytest
 from spark_jvm_support import expect_event, require_jdk
 
-from conformance.targets.spark_jvm import Event, SparkJvm, SparkPeer
+from conformance.shuffle.spark_jvm import Event, SparkJvm, SparkPeer
 from spec.shuffle import codec
 from spec.shuffle.checksum import payload_checksum, verify_payload
 from spec.shuffle.framing import FrameDecoder

@@ -18,7 +18,7 @@ import pytest
 from memory_directory import MemoryDirectory
 from spark_jvm_support import expect_event, require_jdk
 
-from conformance.targets.spark_jvm import SparkJvm
+from conformance.shuffle.spark_jvm import SparkJvm
 from reference.shuffle.reader_task import ReaderTask
 from reference.shuffle.task import TaskOptions
 from reference.shuffle.writer_task import WriterStats, WriterTask

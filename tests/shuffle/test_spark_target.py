@@ -19,11 +19,11 @@ from spark_jvm_support import expect_event, require_jdk
 
 from conformance.framework import Case, CaseContext, Level, CaseOutcome, RunOptions, Verdict
 from conformance.runner import run_case
-from conformance.shuffle_peer import PeerReader
-from conformance.shuffle_targets import WRITER, SparkTarget, Workload
-from conformance.suites.shuffle import CASES
-from conformance.suites.shuffle.helpers import MULTI_WRITER_ID, STREAM_S
-from conformance.targets.spark_jvm import SparkJvm
+from conformance.shuffle.peer import PeerReader
+from conformance.shuffle.targets import WRITER, SparkTarget, Workload
+from conformance.shuffle.suite import CASES
+from conformance.shuffle.suite.helpers import MULTI_WRITER_ID, STREAM_S
+from conformance.shuffle.spark_jvm import SparkJvm
 from spec.shuffle import codec
 from spec.shuffle.framing import FrameDecoder
 from spec.shuffle.messages import CreditMessage, Message, TerminationAckMessage, TerminationControlMessage

@@ -10,7 +10,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from conformance.suites.sync import PutOutcome, do_put
+from conformance.sync.suite import PutOutcome, do_put
 from reference.sync.server import SyncServer
 from reference.sync.store import DeltaStore
 from spec.sync.messages import SyncCommand

@@ -16,7 +16,7 @@ import pyarrow.flight as flight
 import pytest
 from google.protobuf import any_pb2
 
-from conformance.suites.sync import DESCS, _cmd, do_put, rows_batch
+from conformance.sync.suite import DESCS, _cmd, do_put, rows_batch
 from reference.sync.client import SyncClient, SyncPut
 from reference.sync.server import INTERNAL_ERROR_TEXT
 from reference.sync.store import DeltaStore
@@ -48,7 +48,7 @@ def _numbers(location: str, origin: str) -> tuple[int | None, int | None]:
 _KILLED_CLIENT = """
 import os, signal, sys
 import pyarrow as pa, pyarrow.flight as flight
-from conformance.suites.sync import _cmd, rows_batch
+from conformance.sync.suite import _cmd, rows_batch
 location, stage = sys.argv[1], sys.argv[2]
 c = flight.FlightClient(location)
 batch = rows_batch([(None, 1, "a"), (None, 2, "b")])

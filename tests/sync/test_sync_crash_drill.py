@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from conformance.suites.sync import DESCS, rows_batch
+from conformance.sync.suite import DESCS, rows_batch
 from reference.sync.client import SyncClient, SyncPut
 from reference.sync.store import DeltaStore
 

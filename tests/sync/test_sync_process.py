@@ -16,7 +16,7 @@ import pytest
 
 from conformance.framework import CaseOutcome, RunOptions
 from conformance.runner import run_case
-from conformance.suites.sync import DESCS, SUITE, _cmd, do_put, rows_batch
+from conformance.sync.suite import DESCS, SUITE, _cmd, do_put, rows_batch
 from reference.sync.auth import ClientSecurity
 from reference.sync.client import SyncClient, SyncPut
 from reference.sync.store import DeltaStore

@@ -12,7 +12,7 @@ import pytest
 
 from conformance.framework import CaseOutcome, RunOptions
 from conformance.runner import run_case
-from conformance.suites.sync import DESCS, SUITE, _cmd, rows_batch
+from conformance.sync.suite import DESCS, SUITE, _cmd, rows_batch
 from reference.sync.client import SyncClient, SyncPut
 from tests.sync.conftest import raw_put
 from reference.sync.store import DeltaStore

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from conformance.suites.sync import DESCS, _cmd, rows_batch
+from conformance.sync.suite import DESCS, _cmd, rows_batch
 from reference.sync.layout import DataFile, touched_files
 from reference.sync.server import SyncServer
 from reference.sync.store import DeltaStore, StoreSettings, TableState, UnsupportedTable

@@ -10,7 +10,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from conformance.vector_suites.sync import VECTOR_DIR, check_vectors, load_vectors
+from conformance.sync.vector_suite import VECTOR_DIR, check_vectors, load_vectors
 from spec.sync.errors import CommandDecodeError
 from spec.sync.messages import SyncCommand, decode_command, decode_descriptor_cmd
 

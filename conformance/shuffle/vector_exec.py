@@ -13,7 +13,7 @@ import json
 import tempfile
 from typing import Any, Final, Mapping, Sequence
 
-from conformance.targets.external import ROLE_VARIABLE, ExecProcess, LaunchError
+from conformance.external import ROLE_VARIABLE, ExecProcess, LaunchError
 
 TRACES: Final = "traces"
 TRACE_ROLE: Final = "trace"

@@ -1,4 +1,4 @@
-"""``python -m conformance.targets.shuffle_machines``: the spec's shuffle machines behind the ``exec:``
+"""``python -m conformance.shuffle.machines_target``: the spec's shuffle machines behind the ``exec:``
 trace contract, the reference any other implementation's trace driver is compared with.
 
 With ``CONFORMANCE_ROLE=capabilities`` it prints ``CAPABILITIES writer reader traces``. With
@@ -14,8 +14,8 @@ import os
 import sys
 from typing import Final
 
-from conformance.targets.external import CAPABILITIES_ROLE, ROLE_VARIABLE
-from conformance.vector_suites.shuffle_traces import answer_json, apply_input, new_machine
+from conformance.external import CAPABILITIES_ROLE, ROLE_VARIABLE
+from conformance.shuffle.vector_traces import answer_json, apply_input, new_machine
 
 TRACE_ROLE: Final = "trace"
 TRACE_VARIABLE: Final = "CONFORMANCE_TRACE"

@@ -7,7 +7,7 @@ import struct
 from typing import Final
 
 from conformance.framework import Case, Level, Suite
-from conformance.shuffle_targets import (
+from conformance.shuffle.targets import (
     ACK_TIMEOUT_KEY,
     READER,
     REPORTS,
@@ -16,7 +16,7 @@ from conformance.shuffle_targets import (
     WRITER,
     open_target,
 )
-from conformance.suites.shuffle.helpers import (
+from conformance.shuffle.suite.helpers import (
     CHECKSUM,
     CheckFn,
     EXCLUSIVE_BINDING,
@@ -30,7 +30,7 @@ from conformance.suites.shuffle.helpers import (
     UNKNOWN_TYPE_BODY,
     one_way_frame,
 )
-from conformance.suites.shuffle.reader_cases import (
+from conformance.shuffle.suite.reader_cases import (
     BATCHES,
     ack_echo,
     corrupt,
@@ -54,7 +54,7 @@ from conformance.suites.shuffle.reader_cases import (
     reader_fault,
     size_mismatch,
 )
-from conformance.suites.shuffle.writer_cases import (
+from conformance.shuffle.suite.writer_cases import (
     w_ack_deadline,
     w_bind_by_reader_id,
     w_checksum_disabled,

@@ -1,4 +1,4 @@
-"""Generate the streaming-shuffle wire vectors: ``python -m conformance.vectorgen.shuffle [--check]``.
+"""Generate the streaming-shuffle wire vectors: ``python -m conformance.shuffle.vectorgen [--check]``.
 
 The vectors are data (Wycheproof-shaped); this tool owns their ids and counts. Each vector
 states its expected outcome here, by hand: the generator asserts that the reference codec
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Final, Sequence
 
 from conformance import vectorgen
-from conformance.vector_suites.shuffle import check_wire_test, decode_outcome, error_params
+from conformance.shuffle.vector_suite import check_wire_test, decode_outcome, error_params
 from spec.shuffle import codec
 from spec.shuffle.checksum import payload_checksum
 from spec.shuffle.errors import ShuffleError
@@ -31,7 +31,7 @@ from spec.shuffle.messages import (
     TerminationControlMessage,
 )
 
-VECTOR_DIR: Final = Path(__file__).resolve().parent.parent / "vectors" / "shuffle"
+VECTOR_DIR: Final = Path(__file__).resolve().parent / "vectors"
 WIRE_FILE: Final = VECTOR_DIR / "wire_messages.json"
 SCHEMA_NAME: Final = "wire_messages.schema.json"
 GENERATOR_VERSION: Final = "1"
@@ -383,7 +383,7 @@ def render() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return vectorgen.write_or_check("conformance.vectorgen.shuffle", __doc__, WIRE_FILE, render, argv)
+    return vectorgen.write_or_check("conformance.shuffle.vectorgen", __doc__, WIRE_FILE, render, argv)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""``python -m conformance.targets.reference_shuffle``: this project's runtime as an ``exec:`` implementation.
+"""``python -m conformance.shuffle.reference_target``: this project's runtime as an ``exec:`` implementation.
 
 The ``reference`` target of the shuffle suite is exactly ``exec:`` with this program, so the generic
 contract (``docs/conformance.md``) is exercised on every run. It reads ``CONFORMANCE_ROLE`` and the
@@ -19,8 +19,8 @@ import os
 import sys
 from typing import Any, Callable, Final, Iterator
 
-from conformance.shuffle_targets import ACK_TIMEOUT_KEY, CASE_VARIABLE, WORKLOAD_VARIABLE
-from conformance.targets.external import CAPABILITIES_ROLE, PEER_VARIABLE, ROLE_VARIABLE
+from conformance.shuffle.targets import ACK_TIMEOUT_KEY, CASE_VARIABLE, WORKLOAD_VARIABLE
+from conformance.external import CAPABILITIES_ROLE, PEER_VARIABLE, ROLE_VARIABLE
 from reference.shuffle.reader_task import ReaderTask
 from reference.shuffle.task import TaskOptions, describe
 from reference.shuffle.writer_task import WriterTask

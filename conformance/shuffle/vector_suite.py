@@ -1,6 +1,6 @@
 """Golden vectors of the streaming shuffle (``python -m conformance vectors --suite shuffle``).
 
-``--target reference`` checks every vector of ``conformance/vectors/shuffle/`` against the
+``--target reference`` checks every vector of ``conformance/shuffle/vectors/`` against the
 reference codec: encoding, whole-frame and whole-body decoding, the incremental frame decoder
 and checksum verification. Further vector kinds plug in as another entry of :data:`CHECKERS`.
 """
@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Callable, Final, Iterator, Mapping
 
 from conformance.framework import VectorResult
-from conformance.vector_suites.shuffle_traces import check_trace_vectors
+from conformance.shuffle.vector_traces import check_trace_vectors
 from spec.shuffle import codec
 from spec.shuffle.checksum import verify_payload
 from spec.shuffle.errors import ShuffleError
@@ -20,7 +20,7 @@ from spec.shuffle.framing import FrameDecoder
 from spec.shuffle.jsonform import from_json, to_json
 from spec.shuffle.messages import DataMessage, Message
 
-VECTOR_DIR: Final = Path(__file__).resolve().parent.parent / "vectors" / "shuffle"
+VECTOR_DIR: Final = Path(__file__).resolve().parent / "vectors"
 TARGETS: Final = ("reference",)
 
 Json = Mapping[str, Any]
@@ -28,7 +28,7 @@ CaseOutcome = Message | ShuffleError
 
 
 def load(name: str) -> dict[str, Any]:
-    """A vector file of ``conformance/vectors/shuffle/`` as JSON."""
+    """A vector file of ``conformance/shuffle/vectors/`` as JSON."""
     document: dict[str, Any] = json.loads((VECTOR_DIR / name).read_text())
     return document
 

@@ -18,9 +18,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final, Sequence
 
-from conformance.cluster_harness import Node, Recorder, Session, open_target, session
+from conformance.cluster.harness import Node, Recorder, Session, open_target, session
 from conformance.framework import CaseContext, CaseTimeout, RunOptions, VectorResult
-from conformance.vectorgen.cluster import MISSING_SHARD, TRACES_FILE
+from conformance.cluster.vectorgen import MISSING_SHARD, TRACES_FILE
 from spec.cluster.detector import FailureDetector
 from spec.cluster.errors import ClusterError
 from spec.cluster.types import Entry, Membership, MetadataOp, NodeId, Revision, Scope, ShardId

@@ -6,14 +6,14 @@ import struct
 from typing import Callable, Final, Sequence
 
 from conformance.framework import CaseContext, Verdict
-from conformance.shuffle_peer import Link, PeerWriter, describe
-from conformance.shuffle_targets import (
+from conformance.shuffle.peer import Link, PeerWriter, describe
+from conformance.shuffle.targets import (
     READER,
     AbstractRunning,
     ShuffleTarget,
     Workload,
 )
-from conformance.suites.shuffle.helpers import (
+from conformance.shuffle.suite.helpers import (
     CheckFn,
     PEER_WRITER_ID,
     READER_ID_UNDER_TEST,

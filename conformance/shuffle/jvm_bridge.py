@@ -1,4 +1,4 @@
-"""Run the Java programs of ``conformance/jvm/`` against the installed pyspark's jars.
+"""Run the Java programs of ``conformance/shuffle/jvm/`` against the installed pyspark's jars.
 
 Spark 4.3.0's own classes are the ground truth for the streaming shuffle, so the project checks itself
 against them: the Java sources are compiled at first use with ``javac`` against ``pyspark/jars/*`` into a
@@ -95,7 +95,7 @@ def _cache_root() -> Path:
 
 
 def compile_sources(jdk: Jdk, jars: Path, cache_root: Path | None = None) -> Path:
-    """Compile ``conformance/jvm/*.java`` once per (sources, jar list, javac); return the cache dir holding
+    """Compile ``conformance/shuffle/jvm/*.java`` once per (sources, jar list, javac); return the cache dir holding
     :data:`CLASSES_JAR`."""
     sources = sorted(JVM_SOURCES.glob("*.java"))
     digest = hashlib.sha256(CLASSES_JAR.encode() + b"\0" + str(jdk.javac.resolve()).encode())

@@ -1,4 +1,4 @@
-"""Generators of the golden vectors under ``conformance/vectors/``, each a ``python -m`` command."""
+"""Generators of the golden vectors under ``conformance/<protocol>/vectors/``, each a ``python -m`` command."""
 
 from __future__ import annotations
 

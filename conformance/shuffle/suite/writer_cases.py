@@ -6,15 +6,15 @@ import time
 from typing import Callable, Final, Sequence
 
 from conformance.framework import CaseContext, Verdict
-from conformance.shuffle_peer import PeerReader, describe
-from conformance.shuffle_targets import (
+from conformance.shuffle.peer import PeerReader, describe
+from conformance.shuffle.targets import (
     ACK_TIMEOUT_KEY,
     DEFAULT_RECORDS,
     DEFAULT_WRITER_WORKLOAD,
     AbstractRunning,
     ShuffleTarget,
 )
-from conformance.suites.shuffle.helpers import (
+from conformance.shuffle.suite.helpers import (
     ACK_TIMEOUT,
     ACK_TIMEOUT_MS,
     ALREADY_BOUND,

@@ -7,8 +7,8 @@ import threading
 import time
 from typing import Callable
 
-from conformance import linearizability
-from conformance.cluster_harness import RESTART, TARGET_HELP, ClusterTarget, Node, Session, open_target, session
+from conformance.cluster import linearizability
+from conformance.cluster.harness import RESTART, TARGET_HELP, ClusterTarget, Node, Session, open_target, session
 from conformance.framework import Case, CaseContext, Level, Suite, Verdict
 from spec.cluster.errors import (
     ClusterError,

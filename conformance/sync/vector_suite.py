@@ -20,7 +20,7 @@ from typing import Any
 import pyarrow as pa
 
 from conformance.framework import VectorResult
-from conformance.sync_trace import replay
+from conformance.sync.trace import replay
 from spec.sync.errors import SyncError
 from spec.sync.messages import (
     ColumnDescriptor,
@@ -34,7 +34,7 @@ from spec.sync.messages import (
 from spec.sync.schema import SyncSchema
 from spec.sync.squash import apply_squashed, squash
 
-VECTOR_DIR = Path(__file__).resolve().parent.parent / "vectors" / "sync"
+VECTOR_DIR = Path(__file__).resolve().parent / "vectors"
 EXEC_TIMEOUT_S = 30.0
 
 

@@ -6,7 +6,7 @@ release, time passing) and lists the messages the side must send and the events 
 in answer, ending with ``Failed`` (condition and parameters) when the trace is a fault. The replay
 (:func:`check_trace_vectors`) feeds the steps to the target and compares every answer.
 
-``python -m conformance.vector_suites.shuffle_traces --write`` regenerates ``traces.json`` from
+``python -m conformance.shuffle.vector_traces --write`` regenerates ``traces.json`` from
 :data:`SCENARIOS`: each scenario states the error it must end in, and generation refuses a
 scenario whose run disagrees, so the golden answers are never taken on the reference's word alone.
 """
@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any, Callable, Final, Iterator, Mapping, Sequence
 
 from conformance.framework import VectorResult
-from conformance.targets.external import declared_capabilities
-from conformance.vector_suites.shuffle_exec import ANSWER_TIMEOUT_S, TRACES, exec_answers, missing_capability
+from conformance.external import declared_capabilities
+from conformance.shuffle.vector_exec import ANSWER_TIMEOUT_S, TRACES, exec_answers, missing_capability
 from spec.shuffle.jsonform import from_json, to_json
 from spec.shuffle.messages import (
     CreditMessage,
@@ -49,7 +49,7 @@ from spec.shuffle.steps import (
 )
 from spec.shuffle.writer import WriterMachine
 
-VECTOR_FILE: Final = Path(__file__).resolve().parent.parent / "vectors" / "shuffle" / "traces.json"
+VECTOR_FILE: Final = Path(__file__).resolve().parent / "vectors" / "traces.json"
 SCHEMA_NAME: Final = "traces.schema.json"
 TARGETS: Final = ("reference",)
 SPEC: Final = "docs/spec/shuffle.md#"

@@ -28,14 +28,14 @@ from pathlib import Path
 from typing import Any, Callable, Final, Iterator, Mapping, Protocol, Sequence
 
 from conformance.framework import CaseContext, RunOptions
-from conformance.targets.external import (
+from conformance.external import (
     PEER_VARIABLE,
     ROLE_VARIABLE,
     ExecProcess,
     declared_capabilities,
     parse_tcp,
 )
-from conformance.targets.spark_jvm import Event, SparkJvm, SparkPeer
+from conformance.shuffle.spark_jvm import Event, SparkJvm, SparkPeer
 from spec.shuffle.records import encode_record
 from spec.shuffle.settings import ShuffleSettings
 from spec.shuffle.writer import flush_threshold
@@ -46,7 +46,7 @@ WORKLOAD_VARIABLE: Final = "CONFORMANCE_WORKLOAD"
 STARTUP_TIMEOUT_S: Final = 60.0
 ACK_TIMEOUT_KEY: Final = "streamwire.shuffle.terminationAckTimeoutMs"
 """Not a Spark key (Spark waits for acks forever): this project's option, passed to any implementation."""
-REFERENCE_COMMAND: Final = f"{shlex.quote(sys.executable)} -m conformance.targets.reference_shuffle"
+REFERENCE_COMMAND: Final = f"{shlex.quote(sys.executable)} -m conformance.shuffle.reference_target"
 TARGET_HELP: Final = ("reference | spark-jvm | exec:CMD (CMD reads CONFORMANCE_* variables; see "
                       "docs/conformance.md) | tcp://HOST:PORT (a listening writer, default workload)")
 

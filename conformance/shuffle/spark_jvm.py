@@ -1,7 +1,7 @@
 """The ``spark-jvm`` target: Spark 4.3.0's own streaming-shuffle handlers, in a JVM, as a peer.
 
-Runs ``conformance/jvm/SparkShuffleAdapter.java`` (compiled against the installed pyspark's jars by
-:mod:`conformance.jvm_bridge`), which serves Spark's real ``StreamingShuffleServerHandler`` on Spark's
+Runs ``conformance/shuffle/jvm/SparkShuffleAdapter.java`` (compiled against the installed pyspark's jars by
+:mod:`conformance.shuffle.jvm_bridge`), which serves Spark's real ``StreamingShuffleServerHandler`` on Spark's
 ``TransportServer`` (Spark as the writer side) or connects Spark's real ``StreamingShuffleClientHandler``
 through Spark's ``TransportClientFactory`` (Spark as the reader side), and reports what the handlers do
 as JSON events. What Spark's writer and reader classes add on top of the handlers (sequence numbering,
@@ -50,7 +50,7 @@ import time
 from types import TracebackType
 from typing import Any, Callable, Final
 
-from conformance.jvm_bridge import BridgeError, Jdk, JsonLinesProcess, find_jdk
+from conformance.shuffle.jvm_bridge import BridgeError, Jdk, JsonLinesProcess, find_jdk
 
 Event = dict[str, Any]
 

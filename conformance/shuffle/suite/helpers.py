@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Final, Mapping, Sequence
 
 from conformance.framework import CaseContext, Verdict
-from conformance.shuffle_peer import POLL_S, Link, describe
-from conformance.shuffle_targets import (
+from conformance.shuffle.peer import POLL_S, Link, describe
+from conformance.shuffle.targets import (
     WRITER,
     AbstractRunning,
     Report,

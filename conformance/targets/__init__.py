@@ -1,1 +1,0 @@
-"""Implementations the conformance suites can be pointed at."""
