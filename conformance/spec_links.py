@@ -108,8 +108,10 @@ def link_problem(ref: str | None) -> str | None:
 
 
 def vector_files() -> list[Path]:
-    """Every vector file (JSON Schemas beside them, which declare ``$schema``, excluded)."""
-    return sorted(p for p in CONFORMANCE_DIR.glob("*/vectors/*.json") if "$schema" not in json.loads(p.read_text()))
+    """Every vector file of the protocols with a generated spec (``docs/spec/<protocol>.md``, the ones
+    :data:`CASE_SECTIONS` lists); JSON Schemas beside them, which declare ``$schema``, excluded."""
+    return sorted(p for protocol in CASE_SECTIONS for p in (CONFORMANCE_DIR / protocol / "vectors").glob("*.json")
+                  if "$schema" not in json.loads(p.read_text()))
 
 
 def vector_name(path: Path) -> str:
