@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Callable, Final, Mapping, Sequence
 
 from spec.cluster import docgen as cluster_docgen
+from spec.pgoutput import docgen as pgoutput_docgen
 from spec.shuffle import docgen as shuffle_docgen
 from spec.sync import docgen as sync_docgen
 
@@ -21,6 +22,7 @@ DOCUMENTS: Final[Mapping[str, Callable[[], str]]] = {
     "shuffle.md": shuffle_docgen.render,
     "sync.md": sync_docgen.render,
     "cluster.md": cluster_docgen.render,
+    "pgoutput.md": pgoutput_docgen.render,
 }
 """File name under docs/spec/ -> function rendering its whole text."""
 

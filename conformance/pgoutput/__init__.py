@@ -1,0 +1,1 @@
+"""pgoutput (Postgres logical replication) golden vectors: the checker and the capture tool."""

@@ -1,0 +1,94 @@
+"""A source table as the sync protocol sees it, its row changes, and their sync batch.
+
+A table's sync key is its replica identity key; every other column is a VALUE with a CHANGED
+flag (false: an unchanged TOAST value, keep what the table holds). The batch of a run of changes
+has, per key column ``k``, ``old.k`` (OLD_PK) and ``new.k`` (NEW_PK); per value column ``c``,
+``c`` (VALUE) and ``changed.c`` (CHANGED). An insert has no old key, a delete no new key; an
+update whose keys differ is, for the sync server, a delete of the old row and an upsert of the
+new one that keeps the old row's values where CHANGED is false.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+import pyarrow as pa
+
+from spec.pgoutput.errors import UnresolvedToast
+from spec.sync.messages import ColumnDescriptor, ColumnRole
+
+
+@dataclass(frozen=True, slots=True)
+class TableImage:
+    """A published table: its sync path (``schema/table``), key columns and value columns with Arrow types."""
+
+    path: str
+    keys: tuple[tuple[str, pa.DataType], ...]
+    values: tuple[tuple[str, pa.DataType], ...]
+
+    def descriptors(self) -> tuple[ColumnDescriptor, ...]:
+        """The sync column descriptors of :meth:`batch` columns, by position."""
+        return (*(ColumnDescriptor(role=int(ColumnRole.OLD_PK), name=k) for k, _ in self.keys),
+                *(ColumnDescriptor(role=int(ColumnRole.NEW_PK), name=k) for k, _ in self.keys),
+                *(d for v, _ in self.values for d in (ColumnDescriptor(role=int(ColumnRole.VALUE), name=v),
+                                                      ColumnDescriptor(role=int(ColumnRole.CHANGED), name=v))))
+
+    def schema(self) -> pa.Schema:
+        """The Arrow schema of :meth:`batch`."""
+        return pa.schema([*(pa.field(f"old.{k}", t) for k, t in self.keys),
+                          *(pa.field(f"new.{k}", t) for k, t in self.keys),
+                          *(f for v, t in self.values for f in (pa.field(v, t), pa.field(f"changed.{v}", pa.bool_())))])
+
+    def batch(self, changes: list[RowChange]) -> pa.Table:
+        """The sync batch of ``changes`` (all of this table), in order."""
+        columns: list[list[object]] = [[] for _ in range(2 * len(self.keys) + 2 * len(self.values))]
+        nk = len(self.keys)
+        for change in changes:
+            for i in range(nk):
+                columns[i].append(None if change.old_key is None else change.old_key[i])
+                columns[nk + i].append(None if change.new_key is None else change.new_key[i])
+            for j in range(len(self.values)):
+                columns[2 * nk + 2 * j].append(None if change.values is None else change.values[j])
+                columns[2 * nk + 2 * j + 1].append(change.changed[j])
+        return pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(columns, self.schema())],
+                                    schema=self.schema())
+
+
+class Op(str, Enum):
+    """What a row change does to the table (a key-changing update is an UPDATE whose keys differ)."""
+
+    INSERT = "insert"
+    UPDATE = "update"
+    DELETE = "delete"
+
+
+@dataclass(frozen=True, slots=True)
+class RowChange:
+    """One row change of ``table``: keys and values in the table image's column order.
+
+    ``changed[j]`` is False where value ``j`` is an unchanged TOAST value (its ``values[j]`` is None).
+    """
+
+    table: TableImage
+    op: Op
+    old_key: tuple[object, ...] | None
+    new_key: tuple[object, ...] | None
+    values: tuple[object, ...] | None
+    changed: tuple[bool, ...]
+
+    @property
+    def changes_key(self) -> bool:
+        return self.op is Op.UPDATE and self.old_key != self.new_key
+
+    def split(self) -> tuple[RowChange, RowChange]:
+        """A key-changing update as a delete of the old key and an insert of the whole new row, for when
+        the two keys travel apart (to different sinks); refused if a value is an unchanged TOAST value."""
+        assert self.changes_key and self.values is not None
+        for (name, _), changed in zip(self.table.values, self.changed):
+            if not changed:
+                raise UnresolvedToast(self.table.path, name, "in an update that moves the row to another sink's key "
+                                      "(the new row must be sent whole)")
+        nothing = (False,) * len(self.changed)
+        return (RowChange(self.table, Op.DELETE, self.old_key, None, None, nothing),
+                RowChange(self.table, Op.INSERT, None, self.new_key, self.values, self.changed))

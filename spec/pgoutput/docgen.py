@@ -1,0 +1,117 @@
+"""The generated specification of pgoutput and the replication stream (``docs/spec/pgoutput.md``).
+
+Everything below is read from the code: layouts and their field notes (layouts.py), the type
+mapping (types.py), the transaction rules (transactions.py's docstring) and the errors.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import construct as c
+
+from spec._markdown import anchor, table
+from spec.pgoutput import errors, layouts, transactions, types
+
+_INTS = {">b": "Int8", ">B": "Int8", ">h": "Int16", ">H": "Int16", ">l": "Int32", ">L": "Int32", ">i": "Int32",
+         ">I": "Int32", ">q": "Int64", ">Q": "Int64"}
+
+
+def _type(con: Any) -> str:
+    """A construct field in the words of Postgres's protocol documentation."""
+    if isinstance(con, c.Renamed):
+        return _type(con.subcon)
+    if con is layouts.LSN:
+        return "Int64 (LSN)"
+    if con is layouts.TIMESTAMP:
+        return "Int64 (TimestampTz)"
+    if con is layouts.STRING:
+        return "String"
+    if con is layouts.TUPLE_DATA:
+        return "[TupleData](#tupledata)"
+    if con is layouts.TUPLE_COLUMN:
+        return "[column](#tupledata)"
+    if con is layouts.RELATION_COLUMN:
+        return "[column](#relation-column)"
+    if isinstance(con, c.FormatField):
+        return _INTS[con.fmtstr]
+    if isinstance(con, c.Const):
+        return f"Byte1('{con.value.decode()}')"
+    if isinstance(con, c.Peek):
+        return "(next byte, not consumed)"
+    if isinstance(con, c.Bytes):
+        return "Byte1" if isinstance(con.length, int) and con.length == 1 else "Byten"
+    if isinstance(con, c.GreedyBytes.__class__) or con is c.GreedyBytes:
+        return "Byten (the rest)"
+    if isinstance(con, c.Array):
+        return f"{_type(con.subcon)} × count"
+    if isinstance(con, c.IfThenElse):
+        return f"{_type(con.thensubcon)}, when present"
+    if isinstance(con, c.Struct):
+        return ", ".join(_type(s) for s in con.subcons)
+    raise TypeError(f"no description for {con!r}")
+
+
+def _doc(con: Any) -> str:
+    return str(getattr(con, "docs", "") or "")
+
+
+def _layout(title: str, tag: bytes | None, layout: c.Struct) -> str:
+    rows: list[tuple[str, str, str]] = []
+    if tag is not None:
+        rows.append(("", f"Byte1('{tag.decode()}')", "identifies the message"))
+    rows += [(f"`{s.name}`" if s.name else "", _type(s), _doc(s)) for s in layout.subcons]
+    return anchor(title.lower().replace(" ", "-")) + f"### {title}\n\n" + table(("field", "type", "meaning"), rows) + "\n"
+
+
+def _layouts() -> str:
+    titles = {"XLOG_DATA": "XLogData", "PRIMARY_KEEPALIVE": "Primary keepalive",
+              "STANDBY_STATUS_UPDATE": "Standby status update", "MESSAGE": "Message (logical decoding message)"}
+    out = ["## Replication stream (CopyData payloads)\n\n",
+           "After `START_REPLICATION SLOT s LOGICAL lsn (proto_version '1', publication_names 'p')` the "
+           "connection is in CopyBoth mode; each CopyData carries one of these.\n\n"]
+    for tag, layout in layouts.REPLICATION_BODIES.items():
+        out.append(_layout(titles[tag.name], tag.value, layout))
+    out += ["## pgoutput messages (inside XLogData)\n\n", _layout("TupleData", None, layouts.TUPLE_DATA),
+            "Each column of a TupleData:\n\n", table(("field", "type", "meaning"),
+                                                     [(f"`{s.name}`", _type(s), _doc(s)) for s in layouts.TUPLE_COLUMN.subcons]),
+            "\n", _layout("Relation column", None, layouts.RELATION_COLUMN)]
+    for message, body in layouts.PGOUTPUT_BODIES.items():
+        out.append(_layout(titles.get(message.name, message.name.title()), message.value, body))
+    return "".join(out)
+
+
+def _types() -> str:
+    rows = []
+    for oid, pg in types.TYPES.items():
+        arrow = "decimal128(p, s) for numeric(p, s) (p <= 38); string (exact text) unconstrained" \
+            if oid == 1700 else str(pg.arrow(-1))
+        rows.append((oid, pg.name, arrow))
+    settings = ", ".join(f"`{k}={v}`" for k, v in types.SESSION_SETTINGS.items())
+    return (anchor("types") + "## Column types\n\n" + inspect.cleandoc(types.__doc__ or "") + "\n\n"
+            + f"Session settings: {settings}.\n\n" + table(("type oid", "Postgres type", "Arrow type"), rows) + "\n")
+
+
+def _errors() -> str:
+    classes = [cls for _, cls in inspect.getmembers(errors, inspect.isclass)
+               if issubclass(cls, errors.PgOutputError) and cls is not errors.PgOutputError]
+    rows = [(f"`{cls.condition}`", f"`{cls.__name__}`", " ".join((cls.__doc__ or "TRUNCATE in the stream").split()))
+            for cls in sorted(classes, key=lambda k: k.condition)]
+    return anchor("errors") + "## Errors\n\n" + table(("condition", "class", "when"), rows) + "\n"
+
+
+def render() -> str:
+    return "".join([
+        "# pgoutput and the logical replication stream (Postgres 15)\n\n",
+        "<!-- Generated by `python -m spec.docs` from spec/pgoutput/ (layouts.py, types.py, transactions.py, "
+        "errors.py). Do not edit by hand. -->\n\n",
+        inspect.cleandoc(layouts.__doc__ or "") + "\n\n",
+        "Golden vectors: `conformance/pgoutput/vectors/stream.json` (captured from Postgres 15); the change "
+        "source built on this: `docs/cdc-postgres.md`.\n\n",
+        _layouts(),
+        anchor("transactions") + "## From messages to sync transactions\n\n",
+        inspect.cleandoc(transactions.__doc__ or "") + "\n\n",
+        _types(),
+        _errors(),
+    ])

@@ -1,0 +1,224 @@
+"""The pgoutput stream as source transactions: the machine between decoded messages and sync puts.
+
+Feed it every decoded message of one replication stream, in order; at each Commit it returns the
+transaction: its commit LSN (the sync sequence number), its row changes grouped by table in
+stream order. The rules it owns:
+
+- structure: changes only between Begin and Commit, no nested Begin, the Commit's LSN is the one
+  its Begin announced; a change names a relation a Relation message described earlier on this
+  stream (Postgres sends one before a relation's first change and after each schema change);
+- keys: the replica identity key (``d`` default = primary key, ``i`` the chosen index); under
+  REPLICA IDENTITY FULL every column is flagged, so the key is the table's primary key, which the
+  caller supplies (``primary_key``); a table with neither is refused at its first change;
+- an update whose key changed is one change from the old key to the new one, which the sync
+  server applies as a delete of the old row and an upsert of the new (:meth:`RowChange.split`
+  makes them two changes where they must travel apart);
+- unchanged TOAST values: the old tuple of REPLICA IDENTITY FULL supplies them; otherwise an
+  update sends them as CHANGED=false (the table keeps the old row's value, across a key change
+  too); an insert or a delete cannot have one;
+- TRUNCATE is refused (the sync protocol has row changes only); Type, Origin and logical
+  decoding messages carry nothing a table needs and are passed over.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from spec.pgoutput.changes import Op, RowChange, TableImage
+from spec.pgoutput.errors import (
+    NoReplicaIdentity,
+    OutOfOrder,
+    TruncateRefused,
+    UnknownRelation,
+    UnmappedType,
+    UnresolvedToast,
+)
+from spec.pgoutput.layouts import ColumnKind
+from spec.pgoutput.messages import (
+    Begin,
+    Commit,
+    Delete,
+    Insert,
+    PgOutputMessage,
+    Relation,
+    Truncate,
+    TupleData,
+    TupleValue,
+    Update,
+)
+from spec.pgoutput.types import UnmappedValue, pg_type, read_text
+
+
+@dataclass(frozen=True, slots=True)
+class SourceTransaction:
+    """One committed Postgres transaction: ``commit_lsn`` numbers it; ``changes`` per table path, in order."""
+
+    commit_lsn: int
+    end_lsn: int
+    commit_time: int
+    xid: int
+    changes: dict[str, list[RowChange]]
+    tables: dict[str, TableImage]
+
+    @property
+    def row_count(self) -> int:
+        return sum(len(c) for c in self.changes.values())
+
+
+@dataclass(slots=True)
+class _Described:
+    relation: Relation
+    image: TableImage | None = None
+    key_positions: tuple[int, ...] = ()
+    value_positions: tuple[int, ...] = ()
+
+
+@dataclass(slots=True)
+class TransactionAssembler:
+    """Decoded messages in, :class:`SourceTransaction` out at each Commit.
+
+    ``primary_key(relation)``: the primary key column names of a REPLICA IDENTITY FULL table
+    (empty if it has none); asked once per Relation message of such a table.
+    """
+
+    primary_key: Callable[[Relation], tuple[str, ...]] = lambda _: ()
+    _relations: dict[int, _Described] = field(default_factory=dict)
+    _begin: Begin | None = None
+    _changes: dict[str, list[RowChange]] = field(default_factory=dict)
+    _tables: dict[str, TableImage] = field(default_factory=dict)
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._begin is not None
+
+    def feed(self, message: PgOutputMessage) -> SourceTransaction | None:
+        """Take the next message; the whole transaction when ``message`` is its Commit."""
+        if isinstance(message, Relation):
+            self._relations[message.relation_id] = _Described(message)
+            return None
+        if isinstance(message, Begin):
+            if self._begin is not None:
+                raise OutOfOrder(f"Begin of xid {message.xid} inside the transaction of xid {self._begin.xid}")
+            self._begin, self._changes, self._tables = message, {}, {}
+            return None
+        if isinstance(message, Commit):
+            begin = self._begin
+            if begin is None:
+                raise OutOfOrder(f"Commit at LSN {message.commit_lsn} without a Begin")
+            if message.commit_lsn != begin.final_lsn:
+                raise OutOfOrder(f"Commit at LSN {message.commit_lsn} closes a Begin announcing {begin.final_lsn}")
+            self._begin = None
+            return SourceTransaction(message.commit_lsn, message.end_lsn, message.commit_time, begin.xid,
+                                     self._changes, self._tables)
+        if isinstance(message, (Insert, Update, Delete, Truncate)):
+            if self._begin is None:
+                raise OutOfOrder(f"{type(message).__name__} outside a transaction")
+            if isinstance(message, Truncate):
+                names = ", ".join(self._described(r).relation.table for r in message.relation_ids)
+                raise TruncateRefused(f"TRUNCATE of {names} cannot be replicated as row changes; publish only "
+                                      "insert, update, delete (WITH (publish = 'insert, update, delete'))")
+            self._row_changes(message)
+        return None
+
+    def _described(self, relation_id: int) -> _Described:
+        described = self._relations.get(relation_id)
+        if described is None:
+            raise UnknownRelation(relation_id)
+        return described
+
+    def _image(self, described: _Described) -> TableImage:
+        if described.image is None:
+            rel = described.relation
+            names = [c.name for c in rel.columns]
+            if rel.replica_identity == "f":
+                keys = self.primary_key(rel)
+            else:
+                keys = tuple(c.name for c in rel.columns if c.key) if rel.replica_identity in "di" else ()
+            if not keys or any(k not in names for k in keys):
+                raise NoReplicaIdentity(rel.table)
+            described.key_positions = tuple(names.index(k) for k in keys)
+            described.value_positions = tuple(i for i in range(len(names)) if i not in described.key_positions)
+            described.image = TableImage(rel.table, tuple(self._typed(rel, i) for i in described.key_positions),
+                                         tuple(self._typed(rel, i) for i in described.value_positions))
+        return described.image
+
+    @staticmethod
+    def _typed(rel: Relation, position: int) -> tuple[str, pa.DataType]:
+        column = rel.columns[position]
+        try:
+            return column.name, pg_type(column.type_oid).arrow(column.type_modifier)
+        except UnmappedValue as exc:
+            raise UnmappedType(rel.table, column.name, str(exc)) from None
+
+    def _row_changes(self, message: Insert | Update | Delete) -> None:
+        described = self._described(message.relation_id)
+        image = self._image(described)
+        rel = described.relation
+        out = self._changes.setdefault(image.path, [])
+        self._tables[image.path] = image
+        if isinstance(message, Insert):
+            row = self._row(described, message.new, None, "in an insert")
+            out.append(self._insert(described, image, row))
+        elif isinstance(message, Delete):
+            old = self._row(described, message.old, None, "in a delete key", keys_only=True)
+            out.append(RowChange(image, Op.DELETE, self._key(described, old), None, None,
+                                 (False,) * len(described.value_positions)))
+        else:
+            old_row = None if message.old is None else self._row(described, message.old, None, "in an old tuple",
+                                                                  keys_only=message.old_kind == "K")
+            full_old = old_row if message.old_kind == "O" else None
+            new_row = self._row(described, message.new, full_old, "", allow_unchanged=True)
+            new_key = self._key(described, new_row)
+            old_key = new_key if old_row is None else self._key(described, old_row)
+            values = tuple(None if new_row[i] is _UNCHANGED else new_row[i] for i in described.value_positions)
+            changed = tuple(new_row[i] is not _UNCHANGED for i in described.value_positions)
+            out.append(RowChange(image, Op.UPDATE, old_key, new_key, values, changed))
+
+    @staticmethod
+    def _insert(described: _Described, image: TableImage, row: list[object]) -> RowChange:
+        return RowChange(image, Op.INSERT, None, tuple(row[i] for i in described.key_positions),
+                         tuple(row[i] for i in described.value_positions), (True,) * len(described.value_positions))
+
+    @staticmethod
+    def _key(described: _Described, row: list[object]) -> tuple[object, ...]:
+        return tuple(row[i] for i in described.key_positions)
+
+    def _row(self, described: _Described, data: TupleData, full_old: list[object] | None, where: str, *,
+             keys_only: bool = False, allow_unchanged: bool = False) -> list[object]:
+        """The Python values of one TupleData; unchanged TOAST values taken from ``full_old`` or marked."""
+        rel = described.relation
+        if len(data) != len(rel.columns):
+            raise OutOfOrder(f"table {rel.table}: a tuple of {len(data)} columns for a relation of {len(rel.columns)}")
+        row: list[object] = []
+        for i, (column, value) in enumerate(zip(rel.columns, data)):
+            if keys_only and i not in described.key_positions:
+                row.append(None)
+            elif value.kind is ColumnKind.UNCHANGED_TOAST:
+                if full_old is not None and full_old[i] is not _UNCHANGED:
+                    row.append(full_old[i])
+                elif allow_unchanged:
+                    row.append(_UNCHANGED)
+                else:
+                    raise UnresolvedToast(rel.table, column.name, where)
+            else:
+                row.append(self._value(rel, i, value))
+        return row
+
+    @staticmethod
+    def _value(rel: Relation, position: int, value: TupleValue) -> object:
+        column = rel.columns[position]
+        if value.kind is ColumnKind.NULL:
+            return None
+        if value.kind is ColumnKind.BINARY or value.value is None:
+            raise UnmappedType(rel.table, column.name, "binary tuple data (the source asks for text)")
+        try:
+            return read_text(column.type_oid, column.type_modifier, value.value.decode("utf-8"))
+        except (UnmappedValue, UnicodeDecodeError) as exc:
+            raise UnmappedType(rel.table, column.name, str(exc)) from None
+
+
+_UNCHANGED: object = object()
+"""Marks an unchanged TOAST value in a decoded row."""
