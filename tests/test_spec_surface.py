@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ["spec.shuffle", "spec.sync", "spec.cluster", "spec.pgoutput"]
+PACKAGES = ["spec.shuffle", "spec.sync", "spec.cluster", "spec.pgoutput", "spec.auth"]
 
 
 @pytest.mark.parametrize("name", PACKAGES)

@@ -18,6 +18,7 @@ from typing import Generator, Sequence
 from reference.net import CloseReason, Stream
 from reference.shuffle.task import TaskBase, TaskOptions, WriterUnreachable, close_cause, describe
 from reference.shuffle.transport import POLL_S, Connection
+from spec.auth import AuthError, ClientHandshake
 from spec.shuffle import coordination as co
 from spec.shuffle.coordination import WriterDirectory
 from spec.shuffle import errors
@@ -52,6 +53,7 @@ class ReaderTask(TaskBase):
         self._connect_failing_since: dict[int, float] = {}
         self.connections: dict[int, Connection] = {}
         self._writer_of: dict[Stream, int] = {}
+        self._location_of: dict[int, co.WriterLocation] = {}
         self._max_frame_length = max_frame_from_writer(settings, options.max_record_size)
 
     def records(self) -> Generator[bytes, None, None]:
@@ -165,16 +167,28 @@ class ReaderTask(TaskBase):
                 stream = self.reactor.connect((location.host, location.port), label, CONNECT_ATTEMPT_S)
             except OSError as error:
                 # Retried at the next poll, which also notices a failure the writer reported.
-                first = self._connect_failing_since.setdefault(writer_id, self.clock())
-                if self.clock() - first > self.options.connect_timeout_s:
-                    raise WriterUnreachable(location, self.options.connect_timeout_s, describe(error)) from error
+                self._connect_failed(location, describe(error))
                 continue
-            self.connections[writer_id] = Connection(stream, self._max_frame_length, transcript=self.transcript,
-                                                     fault=self.options.fault)
+            auth = self.options.auth
+            conn = Connection(stream, self._max_frame_length, transcript=self.transcript, fault=self.options.fault,
+                              handshake=None if auth is None else ClientHandshake(auth))
+            self.connections[writer_id] = conn
             self._writer_of[stream] = writer_id
-            with self.lock:
-                sends = self._apply(self.machine.connected(writer_id, self.clock()))
-            self._write(sends)
+            self._location_of[writer_id] = location
+            conn.start()
+            if conn.authenticated:
+                self._connected(writer_id)
+
+    def _connect_failed(self, location: co.WriterLocation, cause: str) -> None:
+        """One more failed attempt to reach a writer: fatal once they span ``connect_timeout_s``."""
+        first = self._connect_failing_since.setdefault(location.writer_id, self.clock())
+        if self.clock() - first > self.options.connect_timeout_s:
+            raise WriterUnreachable(location, self.options.connect_timeout_s, cause)
+
+    def _connected(self, writer_id: int) -> None:
+        with self.lock:
+            sends = self._apply(self.machine.connected(writer_id, self.clock()))
+        self._write(sends)
 
     # reactor callbacks (task thread, inside ``_pump``)
 
@@ -184,13 +198,20 @@ class ReaderTask(TaskBase):
 
     def received(self, stream: Stream, data: memoryview) -> None:
         writer_id = self._writer_of[stream]
+        conn = self.connections[writer_id]
+        authenticated = conn.authenticated
         try:
-            messages = self.connections[writer_id].decode(data)
+            messages = conn.decode(data)
         except errors.CodecError as error:
             with self.lock:
                 sends = self._apply(self.machine.decode_failed(writer_id, error, self.clock()))
             self._write(sends)
             return
+        except AuthError as error:
+            self.fail(error)
+            return
+        if not authenticated and conn.authenticated:
+            self._connected(writer_id)
         out: list[Send] = []
         with self.lock:
             now = self.clock()
@@ -202,8 +223,17 @@ class ReaderTask(TaskBase):
         self._completed_writes([token for token in tokens if isinstance(token, Send)])
 
     def closed(self, stream: Stream, reason: CloseReason, error: OSError | None) -> None:
-        """A failed socket with the TERMINATION_ACK unwritten is that ack's failed write."""
+        """A failed socket with the TERMINATION_ACK unwritten is that ack's failed write. A connection
+        closed inside its handshake never reached the machine: it is connected again, as a refused
+        connect is, until ``connect_timeout_s``."""
         writer_id = self._writer_of.pop(stream)
+        if not self.connections[writer_id].authenticated:
+            del self.connections[writer_id]
+            try:
+                self._connect_failed(self._location_of[writer_id], f"closed during the handshake: {close_cause(reason, error)}")
+            except WriterUnreachable as unreachable:
+                self.fail(unreachable)
+            return
         unwritten = [token for token in stream.abandoned if isinstance(token, Send)]
         if reason is CloseReason.FAILED and unwritten:
             self._write_failed(self.connections[writer_id], unwritten, close_cause(reason, error))
@@ -213,6 +243,9 @@ class ReaderTask(TaskBase):
         except errors.CodecError as truncated:
             with self.lock:
                 sends = self._apply(self.machine.decode_failed(writer_id, truncated, self.clock()))
+        except AuthError as cut:
+            self.fail(cut)
+            return
         else:
             with self.lock:
                 sends = self._apply(self.machine.connection_closed(writer_id, self.clock()))

@@ -19,6 +19,7 @@ from typing import Callable, Final
 from reference.net import CloseReason, ConnectionLimits, Handler, Reactor
 from reference.net.ledger import ResourceLedger
 from reference.shuffle.transport import FaultHook, Transcript
+from spec.auth import AuthConfig
 from spec.shuffle import coordination as co
 from spec.shuffle.coordination import WriterDirectory
 from spec.shuffle import errors
@@ -92,6 +93,8 @@ class TaskOptions:
     connect_timeout_s: float = 60.0
     ack_timeout_ms: int = -1
     """Writer: bound on the wait for termination acks (-1: wait forever, as Spark 4.3.0 does)."""
+    auth: AuthConfig | None = None
+    """Authenticate every connection with Spark's AuthEngine and encrypt it (None: plaintext, as Spark 4.3.0)."""
     readers_may_leave: bool = False
     """Writer: a reader closing before its ack has stopped early (a partial read), not failed: its
     data is dropped and the other readers are still served (WriterMachine's ``readers_may_leave``)."""

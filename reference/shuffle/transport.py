@@ -5,6 +5,11 @@ the sockets belong to a :class:`reference.net.Reactor` (non-blocking, a fixed nu
 task), and each connection's :class:`spec.shuffle.framing.FrameDecoder` is bounded by the longest
 frame its peer's role may send, checked before any body byte is buffered. A DATA payload goes to
 ``sendmsg`` as its own buffer next to the header, so it is never copied into a frame.
+
+With authentication configured (:mod:`spec.auth`), a connection first runs Spark's AuthEngine
+handshake: until it completes no byte reaches the frame decoder and nothing may be sent; after it,
+each send's frames are sealed as one contiguous buffer and received bytes are opened before decoding.
+Without it the connection has no handshake and no cipher, and the plaintext path is unchanged.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from typing import Callable, Final, Sequence, TextIO
 
 from reference.net import Stream
 from reference.net.reactor import Outgoing
+from spec.auth import ClientHandshake, Rejected, ServerHandshake, TransportCipher
 from spec.shuffle.codec import encode_frame, encode_frame_parts
 from spec.shuffle.framing import FrameDecoder
 from spec.shuffle.messages import DataMessage, Message
@@ -62,18 +68,32 @@ def corrupt_payload(message: Message) -> Message:
 
 
 class Connection:
-    """One framed connection: a reactor stream, its bounded decoder and its outgoing frames."""
+    """One framed connection: a reactor stream, its handshake and cipher if any, its bounded decoder
+    and its outgoing frames. Used only by the thread that owns the connection."""
 
     def __init__(self, stream: Stream, max_frame_length: int, *, transcript: Transcript | None = None,
-                 fault: FaultHook | None = None) -> None:
+                 fault: FaultHook | None = None, handshake: ClientHandshake | ServerHandshake | None = None) -> None:
+        """``handshake``: authenticate before any frame (a client's sends its challenge in :meth:`start`)."""
         self.stream = stream
         self._decoder = FrameDecoder(max_frame_length, lent=True)
         self._transcript = transcript
         self._fault = fault
+        self._handshake = handshake
+        self._cipher: TransportCipher | None = None
 
     @property
     def label(self) -> str:
         return self.stream.label
+
+    @property
+    def authenticated(self) -> bool:
+        """Frames may flow: the handshake completed, or there is none."""
+        return self._handshake is None or self._cipher is not None
+
+    def start(self) -> None:
+        """A client's first bytes: its handshake challenge (nothing without a handshake)."""
+        if isinstance(self._handshake, ClientHandshake):
+            self.stream.send([Outgoing((self._handshake.challenge(),))])
 
     def send(self, sends: Sequence[Send]) -> list[Send]:
         """Write the machine's sends in order without blocking; return the notifying sends written now.
@@ -81,6 +101,7 @@ class Connection:
         The rest are written by the reactor, which reports them through its handler's ``sent``.
         Raises OSError if the connection is closed or failed.
         """
+        assert self.authenticated, "a send before the handshake completed"
         out: list[Outgoing] = []
         for send in sends:
             message = send.message if self._fault is None else self._fault(send.message)
@@ -88,7 +109,16 @@ class Connection:
             out.append(Outgoing((head, payload), send if send.notify else None))
             if self._transcript is not None:
                 self._transcript.record(self.label, "out", encode_frame(message))
+        if self._cipher is not None:
+            out = self._sealed(out)
         return [token for token in self.stream.send(out) if isinstance(token, Send)]
+
+    def _sealed(self, out: list[Outgoing]) -> list[Outgoing]:
+        """The batch as one ciphertext buffer; its tokens follow it, so each is reported only once the
+        whole buffer is written (a DATA's permits never return before its bytes left)."""
+        assert self._cipher is not None
+        sealed = self._cipher.seal([part for message in out for part in message.parts])
+        return [Outgoing((sealed,))] + [Outgoing((), message.token) for message in out if message.token is not None]
 
     def decode(self, data: memoryview) -> list[Message]:
         """Messages completed by ``data``; raises the codec's typed errors on bad bytes.
@@ -96,14 +126,42 @@ class Connection:
         A DATA payload may be a view of ``data``: use the messages before ``data``'s buffer is read into again
         (the tasks apply them to their machines at once, and the reader's copies each record out).
         """
+        if not self.authenticated:
+            data = self._authenticate(data)
+        if self._cipher is not None:
+            data = memoryview(self._cipher.open(data))
         messages = self._decoder.feed(data)
         if self._transcript is not None:
             for message in messages:
                 self._transcript.record(self.label, "in", encode_frame(message))
         return messages
 
+    def _authenticate(self, data: memoryview) -> memoryview:
+        """Feed the handshake; send its reply; return the bytes after it (empty until it completes).
+
+        Raises the handshake's typed error (:class:`spec.auth.AuthError`) when it fails."""
+        assert self._handshake is not None
+        outcome = self._handshake.receive(data)
+        if outcome is None:
+            return memoryview(b"")
+        if outcome.reply:
+            try:
+                self.stream.send([Outgoing((outcome.reply,))])
+            except OSError:
+                pass  # a refusal's reply is a courtesy; an acceptance's lost reply ends the connection anyway
+        if isinstance(outcome, Rejected):
+            raise outcome.error
+        self._cipher = outcome.cipher
+        return memoryview(outcome.rest)
+
     def end(self) -> None:
-        """The peer closed: raises TruncatedInput if it closed inside a frame."""
+        """The peer closed: raises TruncatedInput if it closed inside a frame, an AuthError if it closed
+        inside the handshake or inside an encrypted message."""
+        if not self.authenticated:
+            assert self._handshake is not None
+            raise self._handshake.close()
+        if self._cipher is not None:
+            self._cipher.close()
         self._decoder.close()
 
     def close(self) -> None:

@@ -10,7 +10,9 @@ machine, which returns its permits (so queued bytes stay within the permit budge
 
 Strangers are bounded by construction: a connection may send only control-sized frames
 (:func:`spec.shuffle.framing.max_frame_from_reader`), must bind with a CREDIT within
-``limits.bind_timeout_s``, and at most ``limits.max_pending`` unbound connections are kept.
+``limits.bind_timeout_s``, and at most ``limits.max_pending`` unbound connections are kept. With
+``options.auth`` no frame is decoded before the connection's handshake, so a peer without the
+secret never binds; a failed handshake closes only that connection.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Collection, Iterable, Sequence
 from reference.net import CloseReason, Stream
 from reference.shuffle.task import AttemptRetired, TaskBase, TaskOptions, close_cause, describe
 from reference.shuffle.transport import POLL_S, Connection
+from spec.auth import AuthError, ReplayGuard, ServerHandshake
 from spec.shuffle import coordination as co
 from spec.shuffle.coordination import WriterDirectory
 from spec.shuffle import errors
@@ -70,6 +73,7 @@ class WriterTask(TaskBase):
                 self.machine.reader_left(reader_id, self.clock())
         self.stats = WriterStats()
         self.connections: dict[Stream, Connection] = {}
+        self._replays = ReplayGuard()
         self._held_bytes = 0
         self._blocked = False
         self._completed = False
@@ -253,7 +257,9 @@ class WriterTask(TaskBase):
     # reactor callbacks (I/O thread)
 
     def accepted(self, stream: Stream) -> None:
-        conn = Connection(stream, max_frame_from_reader(), transcript=self.transcript, fault=self.options.fault)
+        auth = self.options.auth
+        conn = Connection(stream, max_frame_from_reader(), transcript=self.transcript, fault=self.options.fault,
+                          handshake=None if auth is None else ServerHandshake(auth, self._replays))
         stream.label = f"writer{self.writer_id}<-{stream.label}"
         self.connections[stream] = conn
         with self.lock:
@@ -267,6 +273,9 @@ class WriterTask(TaskBase):
             with self.lock:
                 self._apply(self.machine.decode_failed(conn, error, self.clock()))
             stream.close()
+            return
+        except AuthError:
+            stream.close()  # a stranger, or a peer whose bytes were forged: only its connection ends
             return
         with self.lock:
             now = self.clock()

@@ -24,6 +24,7 @@ from reference.net.ledger import ResourceLedger
 from reference.shuffle.reader_task import ReaderTask
 from reference.shuffle.task import TaskOptions
 from reference.shuffle.writer_task import WriterTask
+from spec.auth import AuthConfig
 from spec.shuffle import coordination as co
 from spec.shuffle import errors
 from spec.shuffle.codec import encode_frame
@@ -82,12 +83,12 @@ def endless() -> Iterator[tuple[int, bytes]]:
 
 
 @contextmanager
-def running_writer(limits: ConnectionLimits = ConnectionLimits(),
-                   records: Iterable[tuple[int, bytes]] = RECORDS) -> Iterator[RunningWriter]:
+def running_writer(limits: ConnectionLimits = ConnectionLimits(), records: Iterable[tuple[int, bytes]] = RECORDS,
+                   auth: AuthConfig | None = None) -> Iterator[RunningWriter]:
     """A writer task with ``records`` for one reader, on its own thread; checked for leaks at the end."""
     ledger = ResourceLedger()
     directory = MemoryDirectory()
-    task = WriterTask(KEY, 0, 1, SETTINGS, directory, TaskOptions(limits=limits, ledger=ledger))
+    task = WriterTask(KEY, 0, 1, SETTINGS, directory, TaskOptions(limits=limits, ledger=ledger, auth=auth))
     writer = RunningWriter(task, ledger, directory)
 
     def run() -> None:

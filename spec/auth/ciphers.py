@@ -1,0 +1,193 @@
+"""Spark's two transport ciphers as sans-IO objects: bytes to send in, ciphertext out, and back.
+
+- ``AES/CTR/NoPadding`` (``CtrTransportCipher``, Spark's default): one continuous AES-CTR stream per
+  direction (128-bit big-endian counter from the direction's IV); lengths are unchanged and nothing
+  is authenticated.
+- ``AES/GCM/NoPadding`` (``GcmTransportCipher``): every sealed batch is one message
+  ``[i64 total length][Tink header: length byte, salt, 7-byte nonce prefix][segments]``; its segment
+  key is ``HKDF-SHA256(session key, salt, info=the 8 length bytes, key length)``; segment ``i`` holds up
+  to 32752 plaintext bytes sealed with AES-GCM under nonce ``prefix || i32 i || last?1:0``. Spark's
+  receiver decrypts message after message from the byte stream, so one message may carry any number
+  of transport frames (this runtime seals each send batch as one).
+"""
+
+from __future__ import annotations
+
+import os
+from enum import Enum
+from typing import Callable, Final, Protocol, Sequence
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from spec.auth.errors import TagMismatch
+from spec.auth.keys import SessionKeys, hkdf
+from spec.auth.layouts import (
+    GCM_CIPHERTEXT_SEGMENT,
+    GCM_LENGTH_BYTES,
+    GCM_NONCE_PREFIX_LENGTH,
+    GCM_PLAINTEXT_SEGMENT,
+    GCM_TAG_LENGTH,
+    gcm_header_length,
+)
+
+Payload = bytes | bytearray | memoryview
+Random = Callable[[int], bytes]
+
+CTR_SLACK: Final = 15
+"""``update_into`` wants room for a block beyond the input, even in CTR mode."""
+
+
+class CipherName(Enum):
+    """``spark.network.crypto.cipher`` values (compared ignoring case, as Spark does)."""
+
+    CTR = "AES/CTR/NoPadding"
+    GCM = "AES/GCM/NoPadding"
+
+    @classmethod
+    def parse(cls, text: str) -> CipherName:
+        for name in cls:
+            if name.value.lower() == text.strip().lower() or name.name.lower() == text.strip().lower():
+                return name
+        raise ValueError(f"Unsupported cipher mode: {text}. {cls.GCM.value} and {cls.CTR.value} are supported.")
+
+
+class TransportCipher(Protocol):
+    """One direction pair of an authenticated connection; used by one thread at a time."""
+
+    def seal(self, parts: Sequence[Payload]) -> Payload:
+        """The ciphertext of ``parts`` sent back to back (empty when they are)."""
+
+    def open(self, data: Payload) -> bytes:
+        """The plaintext that ``data`` completes; raises TagMismatch on forged or impossible bytes."""
+
+    def close(self) -> None:
+        """The peer closed: raises TagMismatch if it closed inside a message."""
+
+
+class CtrCipher:
+    """AES-CTR streams: ``send_iv`` for what this side writes, ``receive_iv`` for what it reads."""
+
+    def __init__(self, key: bytes, send_iv: bytes, receive_iv: bytes) -> None:
+        self._encryptor = Cipher(algorithms.AES(key), modes.CTR(send_iv)).encryptor()
+        self._decryptor = Cipher(algorithms.AES(key), modes.CTR(receive_iv)).decryptor()
+
+    def seal(self, parts: Sequence[Payload]) -> Payload:
+        total = sum(len(part) for part in parts)
+        out = memoryview(bytearray(total + CTR_SLACK))
+        written = 0
+        for part in parts:
+            written += self._encryptor.update_into(part, out[written:])
+        return out[:written]
+
+    def open(self, data: Payload) -> bytes:
+        return self._decryptor.update(data)
+
+    def close(self) -> None:
+        return None
+
+
+def _nonce(prefix: bytes, segment: int, last: bool) -> bytes:
+    return prefix + segment.to_bytes(4, "big") + (b"\x01" if last else b"\x00")
+
+
+class GcmCipher:
+    """AES-GCM messages in Spark's segment layout; one session key serves both directions."""
+
+    def __init__(self, key: bytes, random: Random = os.urandom) -> None:
+        self._key = key
+        self._random = random
+        self._header_length = gcm_header_length(len(key))
+        self._pending = bytearray()
+        """Received bytes not yet making a whole length, header or segment."""
+        self._total = -1
+        """Length of the message being received, -1 between messages."""
+        self._read = 0
+        """Bytes of that message consumed so far."""
+        self._segment = 0
+        self._aead: AESGCM | None = None
+        self._prefix = b""
+
+    def seal(self, parts: Sequence[Payload]) -> Payload:
+        plaintext: Payload = parts[0] if len(parts) == 1 else b"".join(parts)
+        size = len(plaintext)
+        if not size:
+            return b""
+        full, partial = divmod(size, GCM_PLAINTEXT_SEGMENT)
+        total = (GCM_LENGTH_BYTES + self._header_length + full * GCM_CIPHERTEXT_SEGMENT
+                 + (partial + GCM_TAG_LENGTH if partial else 0))
+        length = total.to_bytes(GCM_LENGTH_BYTES, "big")
+        salt = self._random(len(self._key))
+        prefix = self._random(GCM_NONCE_PREFIX_LENGTH)
+        aead = AESGCM(hkdf(self._key, salt, length, len(self._key)))
+        out = [length, bytes([self._header_length]), salt, prefix]
+        view = memoryview(plaintext)
+        for segment, start in enumerate(range(0, size, GCM_PLAINTEXT_SEGMENT)):
+            end = start + GCM_PLAINTEXT_SEGMENT
+            out.append(aead.encrypt(_nonce(prefix, segment, end >= size), view[start:end], None))
+        return b"".join(out)
+
+    def open(self, data: Payload) -> bytes:
+        self._pending += data
+        pending = memoryview(self._pending)
+        position = 0
+        plain: list[bytes] = []
+        try:
+            while True:
+                available = len(pending) - position
+                if self._total < 0:
+                    need = GCM_LENGTH_BYTES + self._header_length
+                    if available < need:
+                        break
+                    self._start_message(pending[position:position + need])
+                    position += need
+                    continue
+                left = self._total - self._read
+                size = min(left, GCM_CIPHERTEXT_SEGMENT)
+                if available < size:
+                    break
+                last = size == left
+                assert self._aead is not None
+                try:
+                    plain.append(self._aead.decrypt(_nonce(self._prefix, self._segment, last),
+                                                    pending[position:position + size], None))
+                except InvalidTag:
+                    raise TagMismatch(f"segment {self._segment} failed its tag") from None
+                position += size
+                self._segment += 1
+                self._read += size
+                if last:
+                    self._total = -1
+        finally:
+            pending.release()
+            del self._pending[:position]
+        return plain[0] if len(plain) == 1 else b"".join(plain)
+
+    def _start_message(self, head: memoryview) -> None:
+        total = int.from_bytes(head[:GCM_LENGTH_BYTES], "big", signed=True)
+        if total < GCM_LENGTH_BYTES + self._header_length:
+            raise TagMismatch(f"impossible message length {total}")
+        if head[GCM_LENGTH_BYTES] != self._header_length:
+            raise TagMismatch(f"header length byte {head[GCM_LENGTH_BYTES]}, expected {self._header_length}")
+        salt_end = GCM_LENGTH_BYTES + 1 + len(self._key)
+        self._aead = AESGCM(hkdf(self._key, bytes(head[GCM_LENGTH_BYTES + 1:salt_end]),
+                                 bytes(head[:GCM_LENGTH_BYTES]), len(self._key)))
+        self._prefix = bytes(head[salt_end:])
+        self._total = total
+        self._read = GCM_LENGTH_BYTES + self._header_length
+        self._segment = 0
+        if self._read == total:
+            self._total = -1  # an empty message: Spark's receiver accepts it
+
+    def close(self) -> None:
+        if self._total >= 0 or self._pending:
+            raise TagMismatch("the connection ended inside an encrypted message")
+
+
+def transport_cipher(name: CipherName, keys: SessionKeys, client: bool, random: Random = os.urandom) -> TransportCipher:
+    """The session cipher of one end, as Spark's ``AuthEngine.generateTransportCipher`` picks it."""
+    if name is CipherName.GCM:
+        return GcmCipher(keys.key, random)
+    return CtrCipher(keys.key, keys.client_iv if client else keys.server_iv,
+                     keys.server_iv if client else keys.client_iv)

@@ -1,0 +1,93 @@
+"""The AuthEngine key schedule: sealing the ephemeral X25519 keys, then the session key and IVs.
+
+Read off ``org.apache.spark.network.crypto.AuthEngine`` (Spark 4.3.0 bytecode):
+
+- each side seals its ephemeral public key with AES-128-GCM (Tink ``AesGcmJce``: 12-byte IV ||
+  ciphertext || tag) under ``kek = HKDF-SHA256(ikm=secret, salt, info=aad, 16)`` where
+  ``aad = appId || salt || transcript`` is also the associated data; the transcript is empty for the
+  client's challenge and the encoded challenge for the server's response;
+- both sides compute the X25519 shared secret; with ``transcript = challenge || response``:
+  version 1 uses the shared secret itself as a 32-byte AES key (``unsafeSkipFinalHkdf``), version 2
+  ``HKDF(shared, transcript, "derivedKey", 16)``; the IVs are ``HKDF(shared, transcript,
+  "inputIv"/"outputIv", 16)`` and the client sends under "outputIv", the server under "inputIv".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+from spec.auth.errors import WrongSecret
+from spec.auth.layouts import GCM_IV_LENGTH, SEALED_KEY_LENGTH
+
+KEK_LENGTH: Final = 16
+SESSION_KEY_LENGTH_V2: Final = 16
+IV_LENGTH: Final = 16
+DERIVED_KEY_INFO: Final = b"derivedKey"
+INPUT_IV_INFO: Final = b"inputIv"
+OUTPUT_IV_INFO: Final = b"outputIv"
+KEY_ID_INFO: Final = b"keyID"
+ENGINE_VERSIONS: Final = (1, 2)
+
+
+def hkdf(ikm: bytes, salt: bytes, info: bytes, length: int) -> bytes:
+    """HKDF-SHA256 as Tink's ``Hkdf.computeHkdf("HMACSHA256", ...)`` (an empty salt is HashLen zeros)."""
+    return HKDF(hashes.SHA256(), length, salt or None, info).derive(ikm)
+
+
+def seal_public_key(secret: bytes, app_id: str, salt: bytes, transcript: bytes, public_key: bytes,
+                    iv: bytes) -> bytes:
+    """The ``ciphertext`` of an AuthMessage: ``public_key`` sealed under the key-encrypting key."""
+    aad = app_id.encode() + salt + transcript
+    kek = hkdf(secret, salt, aad, KEK_LENGTH)
+    assert len(iv) == GCM_IV_LENGTH
+    return iv + AESGCM(kek).encrypt(iv, public_key, aad)
+
+
+def open_public_key(secret: bytes, app_id: str, salt: bytes, transcript: bytes, sealed: bytes, sealed_by: str) -> bytes:
+    """The peer's public key out of its AuthMessage; raises WrongSecret when the tag does not verify."""
+    aad = app_id.encode() + salt + transcript
+    kek = hkdf(secret, salt, aad, KEK_LENGTH)
+    if len(sealed) != SEALED_KEY_LENGTH:
+        raise WrongSecret(sealed_by)
+    try:
+        return AESGCM(kek).decrypt(sealed[:GCM_IV_LENGTH], sealed[GCM_IV_LENGTH:], aad)
+    except InvalidTag:
+        raise WrongSecret(sealed_by) from None
+
+
+def public_key_of(private_key: bytes) -> bytes:
+    return X25519PrivateKey.from_private_bytes(private_key).public_key().public_bytes_raw()
+
+
+def shared_secret(private_key: bytes, peer_public_key: bytes) -> bytes:
+    return X25519PrivateKey.from_private_bytes(private_key).exchange(X25519PublicKey.from_public_bytes(peer_public_key))
+
+
+@dataclass(frozen=True)
+class SessionKeys:
+    """What both ends derive: the AES key (one for both directions) and one IV per direction."""
+
+    key: bytes
+    client_iv: bytes
+    """IV of the client-to-server stream (HKDF info "outputIv")."""
+    server_iv: bytes
+    """IV of the server-to-client stream (HKDF info "inputIv")."""
+
+    def key_id(self) -> str:
+        """Spark's ``TransportCipherUtil.getKeyId``: ``hex(HKDF(key, no salt, "keyID", 32))``, safe to log."""
+        return hkdf(self.key, b"", KEY_ID_INFO, 32).hex()
+
+
+def session_keys(shared: bytes, challenge: bytes, response: bytes, engine_version: int) -> SessionKeys:
+    """The session's key and IVs from the shared secret and the two encoded AuthMessages."""
+    transcript = challenge + response
+    key = shared if engine_version == 1 else hkdf(shared, transcript, DERIVED_KEY_INFO, SESSION_KEY_LENGTH_V2)
+    return SessionKeys(key, hkdf(shared, transcript, OUTPUT_IV_INFO, IV_LENGTH),
+                       hkdf(shared, transcript, INPUT_IV_INFO, IV_LENGTH))
