@@ -1,6 +1,6 @@
 """Encoding and decoding of message bodies and transport frames.
 
-The hot path uses ``struct`` formats *derived from* the construct layouts in
+The hot path uses ``struct`` formats and field orders *derived from* the construct layouts in
 :mod:`spec.shuffle.layouts` (never written by hand), so the bytes have one source of truth;
 the test suite proves both paths agree on every vector. Decoding follows Spark's order of
 checks, bounds every size read from the wire before using it, and copies a payload at most once.
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any, Callable, Final
 
 from construct import FormatField, Struct
@@ -30,7 +31,6 @@ from spec.shuffle.messages import (
     TerminationAckMessage,
     TerminationControlMessage,
 )
-from spec.shuffle.positional import positional
 
 MIN_FRAME_LENGTH: Final = FRAME_HEADER.sizeof()
 """A frame holds at least its own 13-byte header (Spark would fail later reading the body)."""
@@ -69,41 +69,38 @@ class _Codec:
     body: struct.Struct
     """Common header + fields, i.e. the fixed part of the body."""
     encode_body: Callable[[Any], bytes]
-    encode_frame: Callable[[Any], bytes]
     encode_frame_parts: Callable[[Any], tuple[bytes, Payload]]
+    """Frame header + fixed body part in one ``pack``, and the payload as given (empty unless DATA)."""
 
 
 def _codec(kind: MessageType) -> _Codec:
-    """Compile the encoders of one type from its layout.
-
-    The pack calls are generated as source text (as construct's own compiler does), because
-    reading attributes by name in a loop or through ``attrgetter`` costs more than the packing.
-    """
+    """The encoders of one type, derived from its layout: the ``struct`` formats concatenate the
+    layouts' field formats, and the values are read by the layouts' field names, in their order."""
     layout = FIELDS_BY_TYPE[kind]
     body = struct.Struct(_HEADER.format + _struct_of(layout).format[1:])
-    frame = struct.Struct(_FRAME.format + body.format[1:])
-    is_data = kind is MessageType.DATA_MESSAGE_UNSAFE_ROW
-    values = ", ".join(["m.seq"] + ["n" if is_data and sub.name == "data_size" else f"m.{sub.name}"
-                                    for sub in layout.subcons])
-    extra = " + n" if is_data else ""
-    frame_call = (f"pack_frame({FRAME_HEADER_LENGTH + body.size}{extra}, {ONE_WAY_MESSAGE}, "
-                  f"{body.size}{extra}, {int(kind)}, {values})")
-    prologue = "    p = m.payload\n    n = len(p)\n" if is_data else ""
-    source = (
-        f"def encode_body(m):\n{prologue}    return pack_body({int(kind)}, {values}){' + p' if is_data else ''}\n"
-        f"def encode_frame(m):\n{prologue}    return {frame_call}{' + p' if is_data else ''}\n"
-        f"def encode_frame_parts(m):\n{prologue}    return {frame_call}, {'p' if is_data else 'EMPTY'}\n"
-    )
-    namespace: dict[str, Any] = {"pack_body": body.pack, "pack_frame": frame.pack, "EMPTY": b""}
-    exec(compile(source, f"<codec {kind.name}>", "exec"), namespace)
-    return _Codec(kind, body, namespace["encode_body"], namespace["encode_frame"],
-                  namespace["encode_frame_parts"])
+    pack_body, pack_frame = body.pack, struct.Struct(_FRAME.format + body.format[1:]).pack
+    names = [sub.name for sub in COMMON_HEADER.subcons if sub.name != "type_id"] + [sub.name for sub in layout.subcons]
+    values = attrgetter(*names)
+    type_id, fixed = int(kind), body.size
 
+    if "data_size" in names:
+        def encode_body(m: Any) -> bytes:
+            payload: Payload = m.payload
+            return pack_body(type_id, *values(m)) + payload
 
-_NEW_DATA: Final = positional(DataMessage)
-_NEW_CREDIT: Final = positional(CreditMessage)
-_NEW_TERMINATION: Final = positional(TerminationControlMessage)
-_NEW_ACK: Final = positional(TerminationAckMessage)
+        def encode_frame_parts(m: Any) -> tuple[bytes, Payload]:
+            payload = m.payload
+            size = fixed + len(payload)
+            return pack_frame(FRAME_HEADER_LENGTH + size, ONE_WAY_MESSAGE, size, type_id, *values(m)), payload
+    else:
+        def encode_body(m: Any) -> bytes:
+            return pack_body(type_id, *values(m))
+
+        def encode_frame_parts(m: Any) -> tuple[bytes, Payload]:
+            return pack_frame(FRAME_HEADER_LENGTH + fixed, ONE_WAY_MESSAGE, fixed, type_id, *values(m)), b""
+
+    return _Codec(kind, body, encode_body, encode_frame_parts)
+
 
 _CODECS: Final = {
     DataMessage: _codec(MessageType.DATA_MESSAGE_UNSAFE_ROW),
@@ -142,7 +139,8 @@ def encode_frame_parts(message: Message) -> tuple[bytes, Payload]:
 
 def encode_frame(message: Message) -> bytes:
     """One complete transport frame (OneWayMessage) carrying the message."""
-    return _CODECS[type(message)].encode_frame(message)
+    head, payload = _CODECS[type(message)].encode_frame_parts(message)
+    return head + payload
 
 
 def decode_body(body: Payload) -> Message:
@@ -183,16 +181,16 @@ def decode_body_at(buf: Payload, start: int, end: int, *, owned: bool = False) -
             payload = memoryview(buf)[first:end]
         else:
             payload = buf[first:end] if isinstance(buf, bytes) else bytes(memoryview(buf)[first:end])
-        return _NEW_DATA(seq, writer_id, reader_id, checksum, payload)
+        return DataMessage(seq=seq, writer_id=writer_id, reader_id=reader_id, checksum=checksum, payload=payload)
     if available > needed:
         raise errors.TrailingBytes(c.kind.name, available - needed)
     if type_id == _CREDIT_ID:
         _, seq, writer_id, reader_id, num_messages = c.body.unpack_from(buf, start)
-        return _NEW_CREDIT(writer_id, reader_id, num_messages, seq)
+        return CreditMessage(writer_id=writer_id, reader_id=reader_id, num_messages=num_messages, seq=seq)
     _, seq, writer_id, reader_id = c.body.unpack_from(buf, start)
     if type_id == _TERMINATION_ID:
-        return _NEW_TERMINATION(seq, writer_id, reader_id)
-    return _NEW_ACK(seq, writer_id, reader_id)
+        return TerminationControlMessage(seq=seq, writer_id=writer_id, reader_id=reader_id)
+    return TerminationAckMessage(seq=seq, writer_id=writer_id, reader_id=reader_id)
 
 
 def check_frame_header(buf: Payload, max_frame_length: int, offset: int = 0) -> int:

@@ -10,7 +10,7 @@ echoing the terminator's seq. The stream ends once every writer terminated and e
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Iterable, Sequence
 
 from spec.shuffle import errors
 from spec.shuffle.checksum import payload_checksum
@@ -24,7 +24,6 @@ from spec.shuffle.messages import (
     TerminationAckMessage,
     TerminationControlMessage,
 )
-from spec.shuffle.positional import positional
 from spec.shuffle.records import decode_records
 from spec.shuffle.settings import ShuffleSettings
 from spec.shuffle.steps import (
@@ -45,10 +44,6 @@ from spec.shuffle.transitions import (
 
 DATA_HEADER_LENGTH = HEADER_LENGTH[MessageType.DATA_MESSAGE_UNSAFE_ROW]
 DATA_NAME = MessageType.DATA_MESSAGE_UNSAFE_ROW.name
-
-
-_new_deliver = positional(Deliver)
-"""Built once per DATA (the keyword constructor costs twice as much)."""
 
 
 def per_writer_quota(settings: ShuffleSettings, num_writers: int) -> int:
@@ -110,6 +105,18 @@ class ReaderMachine(ChannelMachine[ReaderChannelState, ReaderChannelEvent]):
     @machine_input
     def received(self, writer_id: int, message: Message, now: float) -> None:
         """A decoded message arrived on the connection to ``writer_id``."""
+        self._receive(writer_id, message, now)
+
+    @machine_input
+    def received_all(self, writer_id: int, messages: Iterable[Message], now: float) -> None:
+        """Every message one read from ``writer_id`` completed, in order, in one step (their credits
+        go out in one write); what follows a message that failed the machine is ignored."""
+        for message in messages:
+            self._receive(writer_id, message, now)
+            if self.done:
+                return
+
+    def _receive(self, writer_id: int, message: Message, now: float) -> None:
         ch = self._channel(writer_id)
         if ch.state is ReaderChannelState.CONNECTING:
             raise UsageError(f"a message from writer {writer_id} before connected()")
@@ -145,6 +152,17 @@ class ReaderMachine(ChannelMachine[ReaderChannelState, ReaderChannelEvent]):
     @machine_input
     def send_completed(self, writer_id: int, seq: int, now: float) -> None:
         """The TERMINATION_ACK to ``writer_id`` was written; the stream may end."""
+        self._ack_written(writer_id, seq)
+
+    @machine_input
+    def sends_completed(self, written: Iterable[tuple[int, int]], now: float) -> None:
+        """``send_completed`` for each ``(writer_id, seq)`` in order, in one step."""
+        for writer_id, seq in written:
+            self._ack_written(writer_id, seq)
+            if self.done:
+                return
+
+    def _ack_written(self, writer_id: int, seq: int) -> None:
         ch = self._channel(writer_id)
         if seq != ch.last_seq:
             raise UsageError(f"no TERMINATION_ACK {seq} to writer {writer_id} is waiting for its write")
@@ -211,7 +229,7 @@ class ReaderMachine(ChannelMachine[ReaderChannelState, ReaderChannelEvent]):
         ch.remaining -= size
         ch.unreleased[data.seq] = size
         self._send(ch.credit)
-        self._surface(_new_deliver(ch.writer_id, data.seq, records, size))
+        self._surface(Deliver(writer_id=ch.writer_id, seq=data.seq, records=records, size=size))
         if ch.remaining <= 0 and not ch.paused:
             ch.paused = True
             self._surface(PauseReading(writer_id=ch.writer_id))

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Hashable, NamedTuple, Sequence
+from typing import Hashable, Iterable, NamedTuple, Sequence
 
 from spec.shuffle import errors
 from spec.shuffle.checksum import payload_checksum
@@ -29,7 +29,6 @@ from spec.shuffle.messages import (
     TerminationAckMessage,
     TerminationControlMessage,
 )
-from spec.shuffle.positional import positional
 from spec.shuffle.records import RECORD_LENGTH
 from spec.shuffle.settings import ShuffleSettings, key_of
 from spec.shuffle.steps import (
@@ -51,10 +50,6 @@ from spec.shuffle.transitions import (
 TCP_SEND_BUFFER: int = 32 * 1024
 TCP_RECEIVE_BUFFER: int = 512
 """Socket buffers Spark sets on every bound writer channel; they count against writerMaxMemory."""
-
-_new_data = positional(DataMessage)
-_new_send = positional(Send)
-"""Built once per DATA: the keyword constructors cost more than the rest of a flush but its CRC32C."""
 
 _ACK_AWAITED = frozenset({WriterChannelState.OPEN, WriterChannelState.TERMINATING})
 """A bound channel whose reader has not acknowledged termination yet."""
@@ -113,10 +108,11 @@ class WriterMachine(ChannelMachine[WriterChannelState, WriterChannelEvent]):
 
     def __init__(
         self, shuffle_id: int, writer_id: int, num_readers: int, settings: ShuffleSettings, now: float,
-        ack_timeout_ms: int = -1, readers_may_leave: bool = False,
+        ack_timeout_ms: int = -1, readers_may_leave: bool = False, flush_when_idle: bool = False,
     ) -> None:
         """``ack_timeout_ms`` >= 0 bounds the wait for termination acks (an option; -1 is Spark's wait forever);
-        ``readers_may_leave``: a reader's connection closing or failing before its ack is LEAVE, not a failure."""
+        ``readers_may_leave``: a reader's connection closing or failing before its ack is LEAVE, not a failure;
+        ``flush_when_idle``: :meth:`producer_idle` flushes every open buffer (the low-latency flush)."""
         if num_readers < 1:
             raise UsageError(f"a writer needs at least one reader, got {num_readers}")
         super().__init__(shuffle_id)
@@ -138,6 +134,7 @@ class WriterMachine(ChannelMachine[WriterChannelState, WriterChannelEvent]):
         self.ack_timeout_ms = ack_timeout_ms
         self._ack_deadline: float | None = None
         self.readers_may_leave = readers_may_leave
+        self.flush_when_idle = flush_when_idle
 
     # -- properties -------------------------------------------------------------------------------
 
@@ -213,6 +210,15 @@ class WriterMachine(ChannelMachine[WriterChannelState, WriterChannelEvent]):
         self._append(channel, record, now)
 
     @machine_input
+    def producer_idle(self, now: float) -> None:
+        """The producer has given every record it has for now. With ``flush_when_idle`` every open
+        buffer becomes a DATA at once instead of waiting to fill or for networkBufferMaxWaitTimeMs (a
+        writer-side extension: the reader sees ordinary, smaller DATA); otherwise nothing happens."""
+        if self.flush_when_idle and self.state is WriterState.RUNNING and self._held is None:
+            for ch in self.channels:
+                self._flush(ch)
+
+    @machine_input
     def finish(self, now: float) -> None:
         """Input ended: flush every buffer, then TERMINATION_CONTROL to every reader."""
         if self.state is not WriterState.RUNNING or self.blocked:
@@ -234,6 +240,18 @@ class WriterMachine(ChannelMachine[WriterChannelState, WriterChannelEvent]):
     @machine_input
     def received(self, conn: Hashable, message: Message, now: float) -> None:
         """A decoded message arrived on ``conn``."""
+        self._receive(conn, message, now)
+
+    @machine_input
+    def received_all(self, conn: Hashable, messages: Iterable[Message], now: float) -> None:
+        """Every message one read from ``conn`` completed (a reader's credits), in order, in one step;
+        what follows a message that failed or completed the machine is ignored."""
+        for message in messages:
+            self._receive(conn, message, now)
+            if self.done:
+                return
+
+    def _receive(self, conn: Hashable, message: Message, now: float) -> None:
         if isinstance(message, (DataMessage, TerminationControlMessage)):
             reader_id = self._conns.get(conn, message.reader_id)
             if 0 <= reader_id < len(self.channels):
@@ -277,6 +295,18 @@ class WriterMachine(ChannelMachine[WriterChannelState, WriterChannelEvent]):
     @machine_input
     def send_completed(self, reader_id: int, seq: int, now: float) -> None:
         """The socket write of DATA ``seq`` to ``reader_id`` completed: its permits return."""
+        self._data_written(reader_id, seq, now)
+
+    @machine_input
+    def sends_completed(self, written: Iterable[tuple[int, int]], now: float) -> None:
+        """``send_completed`` for each ``(reader_id, seq)`` in order (the DATA of one vectored write),
+        in one step."""
+        for reader_id, seq in written:
+            self._data_written(reader_id, seq, now)
+            if self.done:
+                return
+
+    def _data_written(self, reader_id: int, seq: int, now: float) -> None:
         permits = self._in_flight.pop((reader_id, seq), None)
         if permits is None:
             if self._left(reader_id):
@@ -408,12 +438,12 @@ class WriterMachine(ChannelMachine[WriterChannelState, WriterChannelEvent]):
         channel.last_seq += 1
         checksum = payload_checksum(payload) if self.settings.checksum_enabled else 0
         self._in_flight[(channel.reader_id, channel.last_seq)] = self.settings.network_buffer_size
-        self._emit(channel, _new_data(channel.last_seq, self.writer_id, channel.reader_id, checksum, payload),
-                   notify=True)
+        self._emit(channel, DataMessage(seq=channel.last_seq, writer_id=self.writer_id, reader_id=channel.reader_id,
+                                        checksum=checksum, payload=payload), notify=True)
 
     def _emit(self, channel: WriterChannel, message: Message, notify: bool) -> None:
         if channel.bound:
-            self._send(_new_send(channel.reader_id, message, channel.conn, notify))
+            self._send(Send(peer=channel.reader_id, message=message, conn=channel.conn, notify=notify))
         else:
             channel.queued.append(message)
 

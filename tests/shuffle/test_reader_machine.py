@@ -38,6 +38,23 @@ def test_records_are_surfaced_in_order_with_one_credit_per_data(batches: list[li
     assert seen == [rec for batch in batches for rec in batch]
 
 
+@given(st.lists(st.lists(st.binary(max_size=8), max_size=4), max_size=6), st.integers(0, 6))
+def test_the_frames_of_one_read_are_one_input_with_what_one_by_one_would_give(
+        batches: list[list[bytes]], bad_at: int) -> None:
+    messages = [data(seq, *batch) for seq, batch in enumerate(batches)]
+    if bad_at < len(messages):  # a wrong seq fails the machine there: what follows is ignored
+        messages.insert(bad_at, data(99, b"x"))
+    one_by_one, batched = connected(), connected()
+    sends, events = [], []
+    for message in messages:
+        step = one_by_one.received(0, message, 0.0)
+        sends += step.sends
+        events += step.events
+    step = batched.received_all(0, messages, 0.0)
+    assert step.sends == tuple(sends) and list(map(repr, step.events)) == list(map(repr, events))
+    assert batched.quota(0) == one_by_one.quota(0) and batched.done == one_by_one.done
+
+
 def test_quota_is_split_per_writer_and_charges_whole_bodies() -> None:
     assert per_writer_quota(ShuffleSettings(reader_max_memory=100), 3) == 33
     r = connected(writers=2, settings=ShuffleSettings(reader_max_memory=100))

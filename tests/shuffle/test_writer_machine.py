@@ -141,6 +141,39 @@ def test_a_batch_stops_after_the_record_that_blocks_the_producer() -> None:
     assert isinstance(data.message, DataMessage) and decode_records(data.message.payload) == (b"held", b"later")
 
 
+def test_completions_in_bulk_return_the_permits_one_by_one_would() -> None:
+    w = bound_writer()
+    w.write_batch([(0, bytes(12)), (0, bytes(12)), (0, b"held")], 0.0)
+    assert w.blocked
+    step = w.sends_completed([(0, 0), (0, 1)], 0.0)
+    assert step.events == (ProducerUnblocked(),) and not w.blocked and w.in_flight == 0
+    with pytest.raises(UsageError):
+        w.sends_completed([(0, 1)], 0.0)
+
+
+def test_the_credits_of_one_read_are_one_input() -> None:
+    w = WriterMachine(3, 0, 2, SMALL, 0.0)
+    step = w.received_all("c0", [CreditMessage(writer_id=0, reader_id=0), CreditMessage(writer_id=0, reader_id=0)], 0.0)
+    assert w.channels[0].bound and step.sends == ()
+    step = w.received_all("c1", [CreditMessage(writer_id=0, reader_id=1), CreditMessage(writer_id=0, reader_id=0),
+                                 CreditMessage(writer_id=0, reader_id=1)], 0.0)
+    (failed,) = step.events[1:]
+    assert isinstance(failed, Failed) and isinstance(failed.error, errors.MismatchedChannelIds) and w.done
+
+
+def test_the_low_latency_flush_sends_open_buffers_when_the_producer_is_idle() -> None:
+    settings = ShuffleSettings(network_buffer_size=1024, network_buffer_max_wait_time_ms=50, writer_max_memory=1)
+    spark_like = bound_writer(2, settings)
+    spark_like.write_batch([(0, b"a"), (1, b"b")], 0.0)
+    assert spark_like.producer_idle(0.0).sends == ()
+    eager = WriterMachine(3, 0, 2, settings, 0.0, flush_when_idle=True)
+    eager.received("c0", CreditMessage(writer_id=0, reader_id=0), 0.0)
+    eager.write_batch([(0, b"a"), (1, b"b"), (0, b"c")], 0.0)
+    (data,) = eager.producer_idle(0.0).sends
+    assert isinstance(data.message, DataMessage) and decode_records(data.message.payload) == (b"a", b"c")
+    assert eager.channels[1].queued and eager.producer_idle(0.0).sends == ()
+
+
 def test_a_record_that_only_grows_a_buffer_returns_the_shared_quiet_step() -> None:
     w = bound_writer(settings=ShuffleSettings(network_buffer_size=64, writer_max_memory=1))
     first = w.write(0, b"a", 0.0)
