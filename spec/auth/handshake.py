@@ -45,8 +45,10 @@ from spec.auth.layouts import (
     TransportType,
 )
 
-MAX_HANDSHAKE_FRAME: Final = 2048
-"""Longest handshake frame either side buffers (an AuthMessage is 97 bytes plus the app id)."""
+MAX_CHALLENGE_FRAME: Final = 2048
+"""Longest first frame a server buffers from a stranger (an AuthMessage is 97 bytes plus the app id)."""
+MAX_ANSWER_FRAME: Final = 64 * 1024
+"""Longest answer a client buffers from the server it chose: Spark's RpcFailure carries a stack trace."""
 REJECTION: Final = "Authentication failed."
 """What the server's RpcFailure says, as Spark's ``AuthRpcHandler`` does (the cause stays local)."""
 REPLAY_MEMORY: Final = 4096
@@ -139,8 +141,10 @@ def _parse_auth_message(body: bytes) -> construct.Container:
 class _FrameReader:
     """Buffers one handshake frame, bounded; its type is checked as soon as its byte arrives."""
 
-    def __init__(self, allowed: tuple[TransportType, ...], unexpected: Callable[[int], AuthError]) -> None:
+    def __init__(self, allowed: tuple[TransportType, ...], unexpected: Callable[[int], AuthError],
+                 max_length: int) -> None:
         self._allowed = allowed
+        self._max_length = max_length
         self._unexpected = unexpected
         self._buffer = bytearray()
 
@@ -152,8 +156,8 @@ class _FrameReader:
         if self._buffer[TYPE_OFFSET] not in self._allowed:
             raise self._unexpected(self._buffer[TYPE_OFFSET])
         length = int.from_bytes(self._buffer[:TYPE_OFFSET], "big", signed=True)
-        if not RPC_HEADER_SIZE < length <= MAX_HANDSHAKE_FRAME:
-            raise MalformedHandshake(f"frame length {length} outside ({RPC_HEADER_SIZE}, {MAX_HANDSHAKE_FRAME}]")
+        if not RPC_HEADER_SIZE < length <= self._max_length:
+            raise MalformedHandshake(f"frame length {length} outside ({RPC_HEADER_SIZE}, {self._max_length}]")
         if len(self._buffer) < length:
             return None
         frame, rest = bytes(self._buffer[:length]), bytes(self._buffer[length:])
@@ -204,7 +208,7 @@ class ClientHandshake(_Handshake):
 
     def __init__(self, config: AuthConfig, random: Random = os.urandom) -> None:
         super().__init__(config, _FrameReader((TransportType.RPC_RESPONSE, TransportType.RPC_FAILURE),
-                                              _not_a_response), random)
+                                              _not_a_response, MAX_ANSWER_FRAME), random)
         self._private = random(PUBLIC_KEY_LENGTH)
         self.request_id = int.from_bytes(random(8), "big") & ((1 << 63) - 1)
         self._challenge = b""
@@ -247,7 +251,8 @@ class ServerHandshake(_Handshake):
     role = "server"
 
     def __init__(self, config: AuthConfig, replays: ReplayGuard | None = None, random: Random = os.urandom) -> None:
-        super().__init__(config, _FrameReader((TransportType.RPC_REQUEST,), UnauthenticatedFrame), random)
+        super().__init__(config, _FrameReader((TransportType.RPC_REQUEST,), UnauthenticatedFrame, MAX_CHALLENGE_FRAME),
+                         random)
         self._replays = replays
 
     def _complete(self, frame: bytes, rest: bytes) -> Outcome:
