@@ -17,7 +17,7 @@ java:
 	@command -v java >/dev/null 2>&1 || { echo "PySpark needs Java 17 or newer on PATH (Debian: apt-get install openjdk-17-jdk-headless)"; exit 1; }
 
 typecheck: $(STAMP)
-	$(PY) -m mypy spec reference conformance benchmarks
+	$(PY) -m mypy spec reference conformance benchmarks streamwire
 
 test: $(STAMP) java typecheck
 	$(PY) -m pytest tests

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from conformance.cli import dispatch
+from streamwire.cli import dispatch
 
 BENCHMARKS = {
     "cluster": ("benchmarks.cluster", "cluster provider: CAS ops/s, CPU per write and fan-out p50/p99 for 2..128 "

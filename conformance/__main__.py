@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from conformance.cli import dispatch
+from streamwire.cli import dispatch
 
 COMMANDS = {
     "run": ("conformance.runner", "run a live conformance suite against a target"),

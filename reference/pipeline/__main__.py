@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from conformance.cli import HelpFormatter, guarded
+from streamwire.cli import HelpFormatter, guarded
 from reference.pipeline.job import Options, PipelineError, run
 
 

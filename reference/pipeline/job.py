@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, TextIO
 
-from conformance.cli import one_line
+from streamwire.cli import one_line
 from reference.pipeline.changes import StreamSpec
 from reference.cluster.config import ClusterHost
 from reference.pipeline.coordination import Member, RunKeys

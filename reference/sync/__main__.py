@@ -19,7 +19,7 @@ import traceback
 from pathlib import Path
 from types import FrameType, TracebackType
 
-from conformance.cli import HelpFormatter
+from streamwire.cli import HelpFormatter
 from spec.sync.messages import MAX_MESSAGE_BYTES
 from spec.sync.writer import SyncSettings
 from reference.sync.auth import read_token

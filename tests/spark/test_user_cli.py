@@ -23,7 +23,7 @@ class Blocker:
         if name.split(".")[0] in {BLOCKED!r}:
             raise ImportError(name + " is not installed")
 sys.meta_path.insert(0, Blocker())
-from reference.cli import main
+from streamwire.__main__ import main
 sys.exit(main(sys.argv[1:]))
 """
 
@@ -33,7 +33,7 @@ def streamwire(tmp_path: Path, *args: str, blocked: bool = False, shell_tail: st
     temp = tmp_path / "tmp"
     temp.mkdir(exist_ok=True)
     env = dict(os.environ, TMPDIR=str(temp), PYTHONPATH=str(REPO), COLUMNS="200")  # help on one line per option
-    code = WITHOUT_SPARK if blocked else "import sys; from reference.cli import main; sys.exit(main(sys.argv[1:]))"
+    code = WITHOUT_SPARK if blocked else "import sys; from streamwire.__main__ import main; sys.exit(main(sys.argv[1:]))"
     argv = [sys.executable, "-c", code, *args]
     if shell_tail:
         command = " ".join(f"'{a}'" for a in argv) + f" {shell_tail}"
@@ -101,7 +101,7 @@ def test_a_pipeline_on_too_few_slots_says_the_numbers_in_one_line(tmp_path: Path
 
 def test_the_conformance_extra_needs_neither_pyspark_nor_delta(tmp_path: Path) -> None:
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    assert project["scripts"]["streamwire"] == "reference.cli:main"
+    assert project["scripts"]["streamwire"] == "streamwire.__main__:main"
     installed = project["dependencies"] + project["optional-dependencies"]["conformance"]
     assert not [d for d in installed if d.split(">")[0].split("[")[0].strip() in BLOCKED]
     done = streamwire(tmp_path, "conformance", "vectors", "--suite", "shuffle", "--target", "reference", blocked=True)
@@ -157,7 +157,7 @@ def test_the_pyspark_api_without_its_extra_fails_at_import_in_one_line_naming_it
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     extra = " ".join(project["optional-dependencies"]["spark"])
     assert EXTRA == "streamwire[spark]" and all(dist in extra for dist in _NEEDED.values())
-    code = WITHOUT_SPARK.split("from reference.cli")[0] + "from reference.spark import streaming_repartition\n"
+    code = WITHOUT_SPARK.split("from streamwire.__main__")[0] + "from reference.spark import streaming_repartition\n"
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(REPO)),
                           capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert done.returncode == 1

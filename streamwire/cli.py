@@ -1,7 +1,9 @@
-"""Lazy subcommand dispatch: a command's module is imported only when that command runs.
+"""What every command line of the project shares: lazy subcommand dispatch, ``--help`` showing
+defaults, and one line on stderr with exit 2 instead of a traceback.
 
-Each command module exposes ``add_arguments(parser)`` and ``main(args) -> int``; importing only
-the chosen one keeps start-up fast and keeps one protocol's dependencies out of another's tools.
+A command's module is imported only when that command runs. Each command module exposes
+``add_arguments(parser)`` and ``main(args) -> int``; importing only the chosen one keeps start-up
+fast and keeps one protocol's dependencies out of another's tools.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ import argparse
 import sys
 from typing import Callable, Final
 
-from conformance.cli import HelpFormatter, dispatch, guarded, run_command
+from streamwire.cli import HelpFormatter, dispatch, guarded, run_command
 
 
 def _conformance(argv: list[str]) -> int:
