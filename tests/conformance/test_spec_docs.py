@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import re
 
-from spec.cluster import docgen as cluster_docgen
 from spec.cluster import errors as cluster_errors
 from spec.cluster import wire
-from spec.sync import docgen as sync_docgen
+from spec.docs import cluster as cluster_doc
+from spec.docs import sync as sync_doc
 from spec.sync import errors as sync_errors
 from spec.sync.messages import FILE_DESCRIPTORS, SyncResponse
 
 
 def test_sync_spec_has_every_field_number_error_and_a_hex_example_each() -> None:
-    text = sync_docgen.render()
+    text = sync_doc.render()
     for fd in FILE_DESCRIPTORS:
         for message in fd.message_type:
             section = text.split(f'<a id="message-{message.name.lower()}"></a>')[1].split("<a id=")[0]
@@ -29,7 +29,7 @@ def test_sync_spec_has_every_field_number_error_and_a_hex_example_each() -> None
 
 
 def test_cluster_spec_has_every_wire_kind_error_and_operation() -> None:
-    text = cluster_docgen.render()
+    text = cluster_doc.render()
     assert all(f'<a id="wire-kind-{k.name.lower().replace("_", "-")}"></a>' in text for k in wire.ServiceKind)
     assert all(f"`{cls.condition}` | {cls.code} |" in text
                for cls in [cluster_errors.ClusterError, *cluster_errors.ClusterError.__subclasses__()])

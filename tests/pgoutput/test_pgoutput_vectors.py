@@ -42,9 +42,10 @@ def test_vectors_command_reports_all_passed() -> None:
 
 
 def test_generated_spec_has_every_message_type_and_error() -> None:
-    from spec.pgoutput import docgen, errors, layouts
+    from spec.docs import pgoutput as pgoutput_doc
+    from spec.pgoutput import errors, layouts
 
-    text = docgen.render()
+    text = pgoutput_doc.render()
     assert all(f"Byte1('{tag.value.decode()}')" in text for tag in (*layouts.PgOutputTag, *layouts.ReplicationTag))
     conditions = {cls.condition for cls in errors.PgOutputError.__subclasses__()}
     assert conditions and all(f"`{condition}`" in text for condition in conditions)

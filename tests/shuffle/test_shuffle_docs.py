@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from spec import docs
-from spec.shuffle import docgen, errors
+from spec.docs import shuffle as shuffle_doc
+from spec.shuffle import errors
 from spec.shuffle.errors import BehaviourError, CodecError
 from spec.shuffle.settings import SETTINGS
 
@@ -18,15 +19,15 @@ def test_stale_or_missing_document_is_reported(tmp_path: Path) -> None:
     assert docs.stale(tmp_path) == list(docs.DOCUMENTS)
     for name, render in docs.DOCUMENTS.items():
         (tmp_path / name).write_text(render())
-    (tmp_path / "shuffle.md").write_text(docgen.render().replace("int64", "int32", 1))
+    (tmp_path / "shuffle.md").write_text(shuffle_doc.render().replace("int64", "int32", 1))
     assert docs.stale(tmp_path) == ["shuffle.md"]
-    (tmp_path / "shuffle.md").write_text(docgen.render())
+    (tmp_path / "shuffle.md").write_text(shuffle_doc.render())
     assert docs.stale(tmp_path) == []
 
 
 def test_spec_covers_every_condition_setting_and_vector_anchor() -> None:
-    text = docgen.render()
-    classes = docgen.conditions(CodecError) + docgen.conditions(BehaviourError)
+    text = shuffle_doc.render()
+    classes = shuffle_doc.conditions(CodecError) + shuffle_doc.conditions(BehaviourError)
     assert errors.ChecksumVerificationFailed in classes and errors.TruncatedInput in classes
     assert all(f"`{cls.condition}`" in text for cls in classes)
     assert all(f"`{s.key}`" in text for s in SETTINGS)

@@ -21,7 +21,7 @@ from spec.cluster import errors, wire
 from spec.cluster.detector import FailureDetector
 from spec.cluster.interface import ClusterCore, ClusterProvider, FailureTiming
 from spec.cluster.model import ClusterModel, Delivery, GossipUpdate, MembershipUpdate, ShardLogUpdate
-from spec._markdown import anchor, mermaid_states, table
+from spec.docs.markdown import anchor, mermaid_states, table
 from spec.cluster.types import (
     MAX_BATCH_OPS,
     MAX_ID_BYTES,

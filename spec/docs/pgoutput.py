@@ -11,7 +11,7 @@ from typing import Any
 
 import construct as c
 
-from spec._markdown import anchor, table
+from spec.docs.markdown import anchor, table
 from spec.pgoutput import errors, layouts, transactions, types
 
 _INTS = {">b": "Int8", ">B": "Int8", ">h": "Int16", ">H": "Int16", ">l": "Int32", ">L": "Int32", ">i": "Int32",

@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterator, Sequence
 from construct import Struct
 
 from spec.shuffle import codec, errors, framing, jsonform
-from spec.shuffle._diagrams import state_machines
+from spec.docs.shuffle_diagrams import state_machines
 from spec.shuffle.layouts import (
     COMMON_HEADER,
     FIELDS_BY_TYPE,

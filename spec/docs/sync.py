@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterable, Sequence
 import pyarrow as pa
 from google.protobuf import descriptor_pb2, message_factory
 
-from spec._markdown import anchor, cell, mermaid_states, table
+from spec.docs.markdown import anchor, cell, mermaid_states, table
 from spec.sync import confinement as confinement_rules
 from spec.sync import errors, messages, squash, writer
 from spec.sync.messages import (
