@@ -32,7 +32,8 @@ from typing import Any
 from benchmarks.growth import exponent
 from reference.cluster.etcd import EtcdCluster, EtcdSettings
 from reference.cluster.etcd_server import EtcdServer
-from reference.cluster.memory import DetectorSettings, InProcessCluster
+from reference.cluster.memory import InProcessCluster
+from spec.cluster.detector import FailurePolicy
 from spec.cluster.errors import ClusterError, RevisionMismatch
 from spec.cluster.interface import ClusterBackend, ClusterProvider
 from spec.cluster.types import Entry, Membership, MetadataOp, NodeId, Revision, Scope, ShardId
@@ -40,7 +41,7 @@ from spec.cluster.types import Entry, Membership, MetadataOp, NodeId, Revision, 
 KEY = "bench"
 HANG_GUARD = 120.0
 # Slow health timing: a loaded machine must not turn nodes FAIL mid-run (that is not the cost measured).
-QUIET_MEMORY = DetectorSettings(heartbeat_interval=1.0, pfail_after=60.0, fail_after=120.0)
+QUIET_MEMORY = FailurePolicy(heartbeat_interval=1.0, fail_after=120.0)
 QUIET_ETCD = EtcdSettings(lease_ttl=30, heartbeat_interval=5.0, request_timeout=30.0)
 
 

@@ -13,9 +13,10 @@ from urllib.parse import urlsplit
 
 from reference.cluster.etcd import EtcdCluster
 from reference.cluster.etcd_gateway import EtcdEndpoint
-from reference.cluster.memory import DetectorSettings, InProcessCluster
+from reference.cluster.memory import InProcessCluster
 from reference.cluster.remote import RemoteCluster
 from reference.cluster.service import ClusterService
+from spec.cluster.detector import FailurePolicy
 from spec.cluster.interface import ClusterBackend
 
 SPARK_CONF_KEY = "spark.streamwire.cluster.provider"
@@ -23,16 +24,16 @@ SECRET_CONF_KEY = "spark.streamwire.cluster.secret"
 HEARTBEAT_CONF_KEY = "spark.streamwire.cluster.heartbeatIntervalMs"
 FAIL_AFTER_CONF_KEY = "spark.streamwire.cluster.failAfterMs"
 DEFAULT = "memory"
-JOB_DETECTOR = DetectorSettings(heartbeat_interval=0.5, pfail_after=2.5, fail_after=5.0)
-"""The driver-hosted cluster's detector in a Spark job: executors on a busy host can miss a
+JOB_FAILURE_POLICY = FailurePolicy(heartbeat_interval=0.5, fail_after=5.0)
+"""The driver-hosted cluster's failure timing in a Spark job: executors on a busy host can miss a
 second of heartbeats (the in-process default's FAIL bound is 1.2 s), and a task declared FAIL ends
 its whole shuffle, so a job waits 5 s of silence; peers that close their sockets are noticed at once
 anyway, this bound only covers links that go silent."""
 
 
-def detector_settings(conf: Mapping[str, str]) -> DetectorSettings:
-    """The driver-hosted cluster's detector from ``spark.streamwire.cluster.heartbeatIntervalMs`` and
-    ``...failAfterMs`` (PFAIL at half of it), :data:`JOB_DETECTOR` where unset."""
+def failure_policy(conf: Mapping[str, str]) -> FailurePolicy:
+    """The driver-hosted cluster's failure timing from ``spark.streamwire.cluster.heartbeatIntervalMs``
+    and ``...failAfterMs``, :data:`JOB_FAILURE_POLICY` where unset."""
     def seconds(key: str, default: float) -> float:
         text = conf.get(key)
         if text is None:
@@ -45,12 +46,12 @@ def detector_settings(conf: Mapping[str, str]) -> DetectorSettings:
             raise ValueError(f"{key} must be positive, got {value}")
         return value / 1000
 
-    heartbeat = seconds(HEARTBEAT_CONF_KEY, JOB_DETECTOR.heartbeat_interval)
-    fail_after = seconds(FAIL_AFTER_CONF_KEY, JOB_DETECTOR.fail_after)
-    if fail_after < 2 * heartbeat:
-        raise ValueError(f"{FAIL_AFTER_CONF_KEY} ({fail_after * 1000:.0f}) must be at least twice "
-                         f"{HEARTBEAT_CONF_KEY} ({heartbeat * 1000:.0f})")
-    return DetectorSettings(heartbeat_interval=heartbeat, pfail_after=fail_after / 2, fail_after=fail_after)
+    heartbeat = seconds(HEARTBEAT_CONF_KEY, JOB_FAILURE_POLICY.heartbeat_interval)
+    fail_after = seconds(FAIL_AFTER_CONF_KEY, JOB_FAILURE_POLICY.fail_after)
+    try:
+        return FailurePolicy(heartbeat_interval=heartbeat, fail_after=fail_after)
+    except ValueError as refused:
+        raise ValueError(f"{FAIL_AFTER_CONF_KEY}, {HEARTBEAT_CONF_KEY}: {refused}") from None
 
 
 def service_secret(conf: Mapping[str, str]) -> str | None:
@@ -84,10 +85,10 @@ class ClusterHost:
     carries it to the executors."""
 
     def __init__(self, provider: str, host: str = "127.0.0.1", secret: str | None = None,
-                 detector: DetectorSettings = JOB_DETECTOR) -> None:
+                 policy: FailurePolicy = JOB_FAILURE_POLICY) -> None:
         self._service: ClusterService | None = None
         if provider == "memory":
-            cluster = InProcessCluster(detector)
+            cluster = InProcessCluster(policy)
             self._service = ClusterService(cluster, host=host, secret=secret)
             self.backend: ClusterBackend = cluster
             self.executor_url = self._service.url

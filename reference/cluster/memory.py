@@ -24,31 +24,18 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Final, Sequence
 
 from reference.cluster.dispatch import Dispatcher, Heartbeat, InlineMailbox, Mailbox
-from spec.cluster.detector import FailureDetector
+from spec.cluster.detector import FailureDetector, FailurePolicy
 from spec.cluster.errors import ProviderClosed
 from spec.cluster.interface import ClusterCore, FailureTiming
 from spec.cluster.model import ClusterModel, Delivery, GossipRecord, Member
 from spec.cluster.types import Entry, MetadataOp, NodeId, NodeState, Revision, Scope, ShardId, check_id
 
 
-@dataclass(frozen=True, slots=True)
-class DetectorSettings:
-    """Small defaults keep failover fast in a Spark job and the tests quick."""
-
-    heartbeat_interval: float = 0.2
-    pfail_after: float = 0.5
-    fail_after: float = 1.0
-
-    @property
-    def check_interval(self) -> float:
-        return self.heartbeat_interval / 2
-
-    def timing(self) -> FailureTiming:
-        return FailureTiming(heartbeat_interval=self.heartbeat_interval, ttl=self.fail_after,
-                             fail_bound=self.fail_after + 2 * self.check_interval)
+DEFAULT_POLICY: Final = FailurePolicy(heartbeat_interval=0.2, fail_after=1.0)
+"""Small defaults keep failover fast and the tests quick: PFAIL after 0.5 s, FAIL after 1 s."""
 
 
 def new_shard_id() -> ShardId:
@@ -188,9 +175,9 @@ class _Commit:
 class InProcessCluster:
     """A cluster living in this process; ``open_node`` hands out per-node providers."""
 
-    def __init__(self, settings: DetectorSettings = DetectorSettings(), data_dir: Path | None = None,
+    def __init__(self, policy: FailurePolicy = DEFAULT_POLICY, data_dir: Path | None = None,
                  compact_after: int = 10_000) -> None:
-        self.settings = settings
+        self.policy = policy
         self._lock = threading.RLock()
         self._nodes: dict[NodeId, InProcessNode] = {}
         self._data_dir = data_dir
@@ -204,7 +191,7 @@ class InProcessCluster:
 
     @property
     def timing(self) -> FailureTiming:
-        return self.settings.timing()
+        return self.policy.timing()
 
     @property
     def journal_generation(self) -> int:
@@ -212,7 +199,7 @@ class InProcessCluster:
         return 0 if self._journal is None else self._journal.generation
 
     def _load(self) -> tuple[ClusterModel, FailureDetector, _Journal | None]:
-        detector = FailureDetector(self.settings.pfail_after, self.settings.fail_after)
+        detector = self.policy.detector()
         journal = None
         model = ClusterModel()
         if self._data_dir is not None:
@@ -316,7 +303,7 @@ class InProcessCluster:
                 del self._nodes[node.node_id]
 
     def _tick_loop(self) -> None:
-        while not self._stop.wait(self.settings.check_interval):
+        while not self._stop.wait(self.policy.check_interval):
             with self._lock:
                 changed = self._detector.tick(time.monotonic())
             for node_id, state in changed.items():
@@ -360,7 +347,7 @@ class InProcessNode:
         return self.timing.ttl
 
     def _heartbeat_loop(self) -> None:
-        while not self._closed.wait(self._cluster.settings.heartbeat_interval):
+        while not self._closed.wait(self._cluster.policy.heartbeat_interval):
             try:
                 self.dispatcher.post(Heartbeat(self.renew()))
             except ProviderClosed:

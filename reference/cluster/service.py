@@ -33,10 +33,11 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 from urllib.parse import quote
 
-from reference.cluster.memory import DetectorSettings, InProcessCluster, InProcessNode
+from reference.cluster.memory import DEFAULT_POLICY, InProcessCluster, InProcessNode
 from reference.net.ledger import ResourceLedger
 from reference.net.reactor import CloseReason, ConnectionLimits, Outgoing, Reactor, Stream
 from spec.cluster import wire
+from spec.cluster.detector import FailurePolicy
 from spec.cluster.errors import (
     ClusterError,
     FrameTooLarge,
@@ -354,17 +355,19 @@ class ClusterService:
 
 
 def main(argv: list[str] | None = None) -> int:
-    defaults = DetectorSettings()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=0)
-    parser.add_argument("--heartbeat", type=float, default=defaults.heartbeat_interval)
-    parser.add_argument("--fail-after", type=float, default=defaults.fail_after)
+    parser.add_argument("--heartbeat", type=float, default=DEFAULT_POLICY.heartbeat_interval)
+    parser.add_argument("--fail-after", type=float, default=DEFAULT_POLICY.fail_after)
     parser.add_argument("--data-dir", type=Path, default=None, help="journal directory (durable across restarts)")
     parser.add_argument("--secret-file", type=Path, default=None, help="file holding the shared secret")
     args = parser.parse_args(argv)
-    settings = DetectorSettings(args.heartbeat, min(args.fail_after, 2.5 * args.heartbeat), args.fail_after)
+    try:
+        policy = FailurePolicy(heartbeat_interval=args.heartbeat, fail_after=args.fail_after)
+    except ValueError as refused:
+        parser.error(str(refused))
     secret = args.secret_file.read_text().strip() if args.secret_file else None
-    service = ClusterService(InProcessCluster(settings, data_dir=args.data_dir), port=args.port, secret=secret)
+    service = ClusterService(InProcessCluster(policy, data_dir=args.data_dir), port=args.port, secret=secret)
     print(service.port, flush=True)
     try:
         sys.stdin.read()  # runs until stdin closes, so the parent's exit ends it

@@ -39,9 +39,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Final, Iterator, Mapping, NamedTuple, Sequence
 
-from reference.cluster.config import (DEFAULT, JOB_DETECTOR, SPARK_CONF_KEY, ClusterHost, detector_settings,
+from reference.cluster.config import (DEFAULT, JOB_FAILURE_POLICY, SPARK_CONF_KEY, ClusterHost, failure_policy,
                                       open_backend, service_secret)
-from reference.cluster.memory import DetectorSettings
+from spec.cluster.detector import FailurePolicy
 from spec.cluster.errors import ClusterError, RevisionMismatch
 from spec.cluster.interface import ClusterBackend, ClusterProvider
 from spec.cluster.types import Entry, Membership, MetadataOp, NodeId, NodeInfo, NodeState, ShardId
@@ -448,8 +448,8 @@ class ClusterCoordinator:
     """
 
     def __init__(self, setting: str = DEFAULT, host: str = "127.0.0.1", secret: str | None = None,
-                 detector: DetectorSettings = JOB_DETECTOR) -> None:
-        self._host = ClusterHost(setting, host, secret, detector)
+                 policy: FailurePolicy = JOB_FAILURE_POLICY) -> None:
+        self._host = ClusterHost(setting, host, secret, policy)
         self.backend: ClusterBackend = self._host.backend
         self.task_url = self._host.executor_url
         """What tasks in other processes give ``open_backend``."""
@@ -501,4 +501,4 @@ class ClusterCoordinator:
 
 def directory_from_conf(conf: Mapping[str, str], host: str = "127.0.0.1") -> ClusterCoordinator:
     """The driver's coordinator for ``spark.streamwire.cluster.provider`` (in-process by default)."""
-    return ClusterCoordinator(conf.get(SPARK_CONF_KEY, DEFAULT), host, service_secret(conf), detector_settings(conf))
+    return ClusterCoordinator(conf.get(SPARK_CONF_KEY, DEFAULT), host, service_secret(conf), failure_policy(conf))

@@ -5,7 +5,7 @@ the errors.
 The names below are the surface a provider, a Core or a test needs; the modules hold the rest.
 """
 
-from spec.cluster.detector import FailureDetector
+from spec.cluster.detector import FailureDetector, FailurePolicy
 from spec.cluster.errors import ClusterError, RevisionMismatch
 from spec.cluster.interface import ClusterBackend, ClusterCore, ClusterProvider, FailureTiming
 from spec.cluster.model import ClusterModel, GossipUpdate, MembershipUpdate, Notification, ShardLogUpdate
@@ -29,6 +29,7 @@ __all__ = [
     "ClusterProvider",
     "Entry",
     "FailureDetector",
+    "FailurePolicy",
     "FailureTiming",
     "GossipUpdate",
     "Membership",

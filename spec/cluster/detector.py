@@ -9,7 +9,54 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from spec.cluster.interface import FailureTiming
 from spec.cluster.types import NodeId, NodeState
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FailurePolicy:
+    """A detector-driven backend's failure timing, and everything derived from it: one home, so the
+    in-process cluster, its TCP service and a Spark driver's cluster cannot disagree.
+
+    A live node renews every ``heartbeat_interval``; silent for more than ``fail_after`` it is FAIL,
+    for more than half of that PFAIL. ``fail_after`` must cover at least two heartbeats, so one late
+    renewal is never a FAIL. The backend ticks its detector every half heartbeat, so FAIL is decided
+    within ``fail_after + check_interval`` and every member is told within ``fail_bound``; a Core may
+    consider itself cluster-OK for ``fail_after`` after a renewal (its ``ttl``).
+    """
+
+    heartbeat_interval: float
+    fail_after: float
+
+    def __post_init__(self) -> None:
+        if not 0 < self.heartbeat_interval:
+            raise ValueError(f"the heartbeat interval must be positive, got {self.heartbeat_interval}")
+        if self.fail_after < 2 * self.heartbeat_interval:
+            raise ValueError(f"fail_after ({self.fail_after * 1000:.0f} ms) must be at least twice the heartbeat "
+                             f"interval ({self.heartbeat_interval * 1000:.0f} ms)")
+
+    @property
+    def pfail_after(self) -> float:
+        return self.fail_after / 2
+
+    @property
+    def check_interval(self) -> float:
+        """How often the backend ticks its detector."""
+        return self.heartbeat_interval / 2
+
+    @property
+    def fail_bound(self) -> float:
+        """From a node's last renewal until every member was told it is FAIL: the decision, one
+        more tick to commit it."""
+        return self.fail_after + 2 * self.check_interval
+
+    def timing(self) -> FailureTiming:
+        """What the backend declares to its Cores."""
+        return FailureTiming(heartbeat_interval=self.heartbeat_interval, ttl=self.fail_after,
+                             fail_bound=self.fail_bound)
+
+    def detector(self) -> FailureDetector:
+        return FailureDetector(self.pfail_after, self.fail_after)
 
 
 @dataclass(slots=True)

@@ -11,9 +11,9 @@ from typing import Callable, Iterator
 import pytest
 
 from conformance.cluster.harness import Recorder
-from reference.cluster.config import (FAIL_AFTER_CONF_KEY, HEARTBEAT_CONF_KEY, JOB_DETECTOR, SECRET_CONF_KEY,
-                                      ClusterHost, detector_settings, open_backend, service_secret)
-from reference.cluster.memory import DetectorSettings, InProcessCluster
+from reference.cluster.config import (FAIL_AFTER_CONF_KEY, HEARTBEAT_CONF_KEY, JOB_FAILURE_POLICY, SECRET_CONF_KEY,
+                                      ClusterHost, failure_policy, open_backend, service_secret)
+from reference.cluster.memory import DEFAULT_POLICY, InProcessCluster
 from reference.cluster.remote import RemoteCluster, read_message
 from reference.cluster.service import ClusterService, ServiceLimits
 from reference.shuffle.cluster_directory import directory_from_conf
@@ -261,14 +261,14 @@ def test_spark_driver_coordinator_requires_spark_authenticate_secret() -> None:
         coordinator.stop()
 
 
-def test_a_spark_drivers_cluster_declares_the_job_detector_and_takes_its_settings() -> None:
+def test_a_spark_drivers_cluster_declares_the_job_failure_policy_and_takes_its_settings() -> None:
     coordinator = directory_from_conf({})
     try:
-        assert coordinator.backend.timing == JOB_DETECTOR.timing()
-        assert JOB_DETECTOR.timing().fail_bound > DetectorSettings().timing().fail_bound
+        assert coordinator.backend.timing == JOB_FAILURE_POLICY.timing()
+        assert JOB_FAILURE_POLICY.fail_bound > DEFAULT_POLICY.fail_bound
     finally:
         coordinator.stop()
-    chosen = detector_settings({HEARTBEAT_CONF_KEY: "100", FAIL_AFTER_CONF_KEY: "800"})
+    chosen = failure_policy({HEARTBEAT_CONF_KEY: "100", FAIL_AFTER_CONF_KEY: "800"})
     assert (chosen.heartbeat_interval, chosen.pfail_after, chosen.fail_after) == (0.1, 0.4, 0.8)
 
 
@@ -277,7 +277,7 @@ def test_a_spark_drivers_cluster_declares_the_job_detector_and_takes_its_setting
     ({HEARTBEAT_CONF_KEY: "0"}, "must be positive"),
     ({HEARTBEAT_CONF_KEY: "1000", FAIL_AFTER_CONF_KEY: "1500"}, "at least twice"),
 ])
-def test_bad_detector_settings_are_refused_naming_the_key(conf: dict[str, str], complaint: str) -> None:
+def test_a_bad_failure_policy_is_refused_naming_the_key(conf: dict[str, str], complaint: str) -> None:
     with pytest.raises(ValueError, match=complaint) as refused:
-        detector_settings(conf)
+        failure_policy(conf)
     assert "spark.streamwire.cluster." in str(refused.value)

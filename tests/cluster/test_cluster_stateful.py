@@ -11,7 +11,8 @@ from typing import Any, Callable, Sequence
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from reference.cluster.memory import DetectorSettings, InProcessCluster, InProcessNode
+from reference.cluster.memory import InProcessCluster, InProcessNode
+from spec.cluster.detector import FailurePolicy
 from spec.cluster.errors import ClusterError
 from spec.cluster.model import ClusterModel, GossipUpdate, MembershipUpdate, Notification, ShardLogUpdate
 from spec.cluster.types import Entry, Membership, MetadataOp, NodeId, Revision, Scope, ShardId
@@ -19,7 +20,7 @@ from spec.cluster.types import Entry, Membership, MetadataOp, NodeId, Revision, 
 NAMES = [NodeId(n) for n in ("n0", "n1", "n2", "n3")]
 KEYS = ("k0", "k1", "k2")
 # Health never changes during a run, so the model (which has no clock) stays comparable.
-QUIET = DetectorSettings(heartbeat_interval=0.05, pfail_after=600.0, fail_after=600.0)
+QUIET = FailurePolicy(heartbeat_interval=0.05, fail_after=600.0)
 
 
 class Log:

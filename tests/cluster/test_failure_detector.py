@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spec.cluster.detector import FailureDetector
+from spec.cluster.detector import FailureDetector, FailurePolicy
+from spec.cluster.interface import FailureTiming
 from spec.cluster.types import NodeId, NodeState
 
 N, M = NodeId("n"), NodeId("m")
@@ -92,3 +93,17 @@ def test_verdict_is_the_age_of_the_last_renewal(renewals: list[int], now_offset:
     age = now - times[-1]
     expected = NodeState.OK if age <= PFAIL_AFTER else NodeState.PFAIL if age <= FAIL_AFTER else NodeState.FAIL
     assert detector.states[N] is expected
+
+
+def test_the_policy_derives_pfail_ticks_bound_and_ttl_from_heartbeat_and_fail_after() -> None:
+    policy = FailurePolicy(heartbeat_interval=0.5, fail_after=5.0)
+    assert (policy.pfail_after, policy.check_interval, policy.fail_bound) == (2.5, 0.25, 5.5)
+    assert policy.timing() == FailureTiming(heartbeat_interval=0.5, ttl=5.0, fail_bound=5.5)
+    detector = policy.detector()
+    assert (detector.pfail_after, detector.fail_after) == (2.5, 5.0)
+
+
+@pytest.mark.parametrize("heartbeat, fail_after", [(0.0, 1.0), (1.0, 1.5)])
+def test_a_policy_where_one_late_heartbeat_could_fail_a_node_is_refused(heartbeat: float, fail_after: float) -> None:
+    with pytest.raises(ValueError):
+        FailurePolicy(heartbeat_interval=heartbeat, fail_after=fail_after)
