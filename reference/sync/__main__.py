@@ -1,44 +1,45 @@
 """``python -m reference.sync serve --store PATH_OR_URL [--host H] [--port 0] [options]``.
 
-Prints ``LISTENING <port>`` as the first line of stdout, then serves.  The first
-SIGTERM (or SIGINT) stops taking puts, flushes what is pending and exits; a second
-one exits at once.
+Prints ``LISTENING <port>`` as the first line of stdout, then serves.  A bad setting, a store
+that cannot be written or an address that cannot be bound ends it first, with one line on
+stderr and exit status 2.  The first SIGTERM (or SIGINT) stops taking puts, lets running puts
+finish (a stalled one ends at ``--put-timeout-s``), flushes what is pending and exits; a
+second one exits at once.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
+
+# gRPC's core logs a failed bind on stderr itself; the command says it in one line instead.
+os.environ.setdefault("GRPC_VERBOSITY", "NONE")
+
 import select
 import signal
 import socket
 import sys
 import threading
-import traceback
+import typing
+from collections.abc import Callable
 from pathlib import Path
-from types import FrameType, TracebackType
+from types import FrameType
 
 from streamwire.cli import HelpFormatter
 from spec.sync.messages import MAX_MESSAGE_BYTES
 from spec.sync.writer import SyncSettings
-from reference.sync.auth import read_token
-from reference.sync.server import ServerSecurity, SyncServer
-from reference.sync.store import DeltaStore, StoreSettings
+from reference.sync.auth import ServerSecurity, read_token
+from reference.sync.server import DEFAULT_MAX_CONCURRENT_PUTS, DEFAULT_PUT_TIMEOUT_S, SyncServer
+from reference.sync.store import DeltaStore, StoreSettings, StoreUnwritable
+from reference.sync.transport import BindError
 
 log = logging.getLogger("reference.sync")
 
 EXIT_INTERRUPTED = 130
-LOG_TRACEBACK_LIMIT = 1000
-
-
-class _FullTracebacks(logging.Formatter):
-    """Formats logged exceptions with their whole traceback whatever ``sys.tracebacklimit`` says."""
-
-    def formatException(
-        self, ei: tuple[type[BaseException], BaseException, TracebackType | None] | tuple[None, None, None]
-    ) -> str:
-        return "".join(traceback.format_exception(ei[1], limit=LOG_TRACEBACK_LIMIT)).rstrip("\n")
+EXIT_USAGE = 2
+MAX_PORT = 65535
 
 
 class _ShutdownSignals:
@@ -70,42 +71,76 @@ class _ShutdownSignals:
         return bool(ready)
 
 
-def _quiet_client_errors() -> None:
-    """Keep tracebacks out of the statuses clients receive; the log keeps them.
+class _OneLineParser(argparse.ArgumentParser):
+    """Usage errors in one line (``python -m reference.sync serve: error: ...``), exit 2."""
 
-    pyarrow appends ``traceback.format_exception`` of the raise to the status of every
-    error without a Flight class (INVALID_ARGUMENT among them), naming this server's
-    source files.  A limit of 0 leaves only the exception's own line.  The process is
-    the CLI's, so the setting is too; the log formats tracebacks with an explicit limit.
-    """
-    sys.tracebacklimit = 0
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_FullTracebacks(logging.BASIC_FORMAT))
-    logging.getLogger().handlers[:] = [handler]
+    def error(self, message: str) -> typing.NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def _count(minimum: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{value} is below {minimum}")
+        return value
+    return parse
+
+
+def _seconds(positive: bool) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+        if not math.isfinite(value) or value < 0 or (positive and value == 0):
+            raise argparse.ArgumentTypeError(f"{text} is not a {'positive' if positive else 'non-negative'} "
+                                             "number of seconds")
+        return value
+    return parse
+
+
+def _port(text: str) -> int:
+    value = _count(0)(text)
+    if value > MAX_PORT:
+        raise argparse.ArgumentTypeError(f"{value} is above {MAX_PORT}")
+    return value
 
 
 def _parser() -> argparse.ArgumentParser:
     defaults = SyncSettings()
     store = StoreSettings()
-    parser = argparse.ArgumentParser(prog="python -m reference.sync", formatter_class=HelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = _OneLineParser(prog="python -m reference.sync", formatter_class=HelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_OneLineParser)
     serve = sub.add_parser("serve", help="run a data-sync Arrow Flight server", formatter_class=HelpFormatter)
+    size, count, seconds, interval = _count(1), _count(1), _seconds(positive=False), _seconds(positive=True)
     serve.add_argument("--store", required=True, help="root path or URL of the Delta tables")
     serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=0, help="0 picks a free port")
-    serve.add_argument("--max-in-memory-bytes", type=int, default=defaults.max_in_memory_bytes)
-    serve.add_argument("--high-watermark-bytes", type=int, default=None,
+    serve.add_argument("--port", type=_port, default=0, help="0 picks a free port")
+    serve.add_argument("--max-in-memory-bytes", type=size, default=defaults.max_in_memory_bytes)
+    serve.add_argument("--high-watermark-bytes", type=size, default=None,
                        help="pending + in-flight bytes above which puts are refused (default: max-in-memory + max-message)")
-    serve.add_argument("--max-message-bytes", type=int, default=MAX_MESSAGE_BYTES)
-    serve.add_argument("--max-replication-lag-s", type=float, default=defaults.max_replication_lag_s)
-    serve.add_argument("--max-syncs-per-url", type=int, default=defaults.max_syncs_per_url)
-    serve.add_argument("--write-lock-timeout-s", type=float, default=defaults.write_lock_timeout_s)
-    serve.add_argument("--flush-task-interval-s", type=float, default=defaults.flush_task_interval_s)
-    serve.add_argument("--target-file-rows", type=int, default=store.target_file_rows,
+    serve.add_argument("--max-message-bytes", type=size, default=MAX_MESSAGE_BYTES)
+    serve.add_argument("--max-concurrent-puts", type=count, default=DEFAULT_MAX_CONCURRENT_PUTS,
+                       help="puts served at once; more are RESOURCE_EXHAUSTED")
+    serve.add_argument("--put-timeout-s", type=interval, default=DEFAULT_PUT_TIMEOUT_S,
+                       help="a put not complete by then is cancelled and nothing of it kept")
+    serve.add_argument("--transaction-timeout-s", type=interval, default=defaults.transaction_timeout_s,
+                       help="an open transaction without a put for this long is discarded (its client replays it)")
+    serve.add_argument("--max-replication-lag-s", type=seconds, default=defaults.max_replication_lag_s,
+                       help="pending data is flushed once it is this old")
+    serve.add_argument("--max-syncs-per-url", type=count, default=defaults.max_syncs_per_url)
+    serve.add_argument("--write-lock-timeout-s", type=interval, default=defaults.write_lock_timeout_s)
+    serve.add_argument("--flush-task-interval-s", type=interval, default=defaults.flush_task_interval_s,
+                       help="longest sleep of the flusher (it also wakes when the lag or a retry is due)")
+    serve.add_argument("--target-file-rows", type=count, default=store.target_file_rows,
                        help="rows per data file at most (a flush rewrites about this many per key range)")
-    serve.add_argument("--vacuum-retention-hours", type=int, default=store.vacuum_retention_hours,
+    serve.add_argument("--vacuum-retention-hours", type=_count(0), default=store.vacuum_retention_hours,
                        help="maintenance deletes files removed longer ago than this")
-    serve.add_argument("--maintenance-interval-s", type=float, default=600.0,
+    serve.add_argument("--maintenance-interval-s", type=seconds, default=600.0,
                        help="seconds between compaction/vacuum/checkpoint rounds (0: never)")
     serve.add_argument("--token-file", help="require 'authorization: Bearer <token>' with the token in this file")
     serve.add_argument("--tls-cert", help="PEM certificate: serve grpc+tls (needs --tls-key)")
@@ -116,14 +151,26 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _security(args: argparse.Namespace, parser: argparse.ArgumentParser) -> ServerSecurity:
+class _BadSetting(Exception):
+    """A setting that names a file that cannot be read, or options that do not go together."""
+
+
+def _security(args: argparse.Namespace) -> ServerSecurity:
     if (args.tls_cert is None) != (args.tls_key is None):
-        parser.error("--tls-cert and --tls-key go together")
-    return ServerSecurity(
-        token=read_token(args.token_file) if args.token_file else None,
-        tls_cert=Path(args.tls_cert).read_bytes() if args.tls_cert else None,
-        tls_key=Path(args.tls_key).read_bytes() if args.tls_key else None,
-    )
+        raise _BadSetting("--tls-cert and --tls-key go together")
+    try:
+        return ServerSecurity(
+            token=read_token(args.token_file) if args.token_file else None,
+            tls_cert=Path(args.tls_cert).read_bytes() if args.tls_cert else None,
+            tls_key=Path(args.tls_key).read_bytes() if args.tls_key else None,
+        )
+    except (OSError, ValueError) as exc:
+        raise _BadSetting(f"cannot read a security file: {exc}") from None
+
+
+def _fail(message: str) -> int:
+    print(f"python -m reference.sync serve: error: {message}", file=sys.stderr, flush=True)
+    return EXIT_USAGE
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -131,7 +178,6 @@ def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, stream=sys.stderr)
-    _quiet_client_errors()
     settings = SyncSettings(
         max_in_memory_bytes=args.max_in_memory_bytes,
         max_replication_lag_s=args.max_replication_lag_s,
@@ -139,21 +185,27 @@ def main(argv: list[str] | None = None) -> int:
         write_lock_timeout_s=args.write_lock_timeout_s,
         flush_task_interval_s=args.flush_task_interval_s,
         high_watermark_bytes=args.high_watermark_bytes,
+        transaction_timeout_s=args.transaction_timeout_s,
     )
-    store = DeltaStore(args.store, settings=StoreSettings(args.target_file_rows, args.vacuum_retention_hours))
-    server = SyncServer(
-        store,
-        host=args.host,
-        port=args.port,
-        settings=settings,
-        security=_security(args, parser),
-        allowed_locations=args.allow_store_location,
-        max_message_bytes=args.max_message_bytes,
-        maintenance_interval_s=args.maintenance_interval_s,
-    )
+    try:
+        security = _security(args)
+        store = DeltaStore(args.store, settings=StoreSettings(args.target_file_rows, args.vacuum_retention_hours))
+        store.check_writable()
+        server = SyncServer(
+            store,
+            host=args.host,
+            port=args.port,
+            settings=settings,
+            security=security,
+            allowed_locations=args.allow_store_location,
+            max_message_bytes=args.max_message_bytes,
+            max_concurrent_puts=args.max_concurrent_puts,
+            put_timeout_s=args.put_timeout_s,
+            maintenance_interval_s=args.maintenance_interval_s,
+        )
+    except (StoreUnwritable, BindError, _BadSetting) as exc:
+        return _fail(str(exc))
     signals = _ShutdownSignals()
-    serving = threading.Thread(target=server.serve, name="sync-serve", daemon=True)
-    serving.start()
     print(f"LISTENING {server.port}", flush=True)
     signals.wait()
     # Drain on another thread: the main thread keeps listening for a second signal.

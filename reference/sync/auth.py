@@ -1,17 +1,17 @@
 """Bearer-token authentication and TLS for the sync server and its clients (both off by default).
 
 Every call must carry Arrow Flight's standard ``authorization: Bearer <token>`` header;
-a missing or wrong token is UNAUTHENTICATED before the call reaches the server.  TLS
-uses pyarrow Flight's own support (``grpc+tls://``, a PEM certificate and key on the
-server, a PEM CA file on the client).
+a missing or wrong token is UNAUTHENTICATED before the put is read (``reference.sync.transport``).
+TLS is gRPC's (``grpc+tls://``, a PEM certificate and key on the server, a PEM CA file on
+pyarrow's Flight client).
 """
 
 from __future__ import annotations
 
 import hmac
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pyarrow.flight as flight
 
@@ -27,24 +27,22 @@ def read_token(path: str) -> str:
     return token
 
 
-class _Authenticated(flight.ServerMiddleware):  # type: ignore[misc]
-    """Marks a call whose token was checked."""
+@dataclass(frozen=True)
+class ServerSecurity:
+    """Bearer token and TLS certificate/key (PEM bytes) of a server; all off by default."""
+
+    token: str | None = None
+    tls_cert: bytes | None = None
+    tls_key: bytes | None = None
 
 
-class BearerTokenMiddleware(flight.ServerMiddlewareFactory):  # type: ignore[misc]
-    """Refuses every call whose ``authorization`` header is not ``Bearer <token>``."""
-
-    def __init__(self, token: str) -> None:
-        super().__init__()
-        self._expected = (BEARER + token).encode()
-
-    def start_call(self, info: Any, headers: dict[str, list[Any]]) -> _Authenticated:
-        values = headers.get(AUTHORIZATION, [])
-        given = values[0] if values else ""
-        given_bytes = given.encode() if isinstance(given, str) else bytes(given)
-        if len(values) != 1 or not hmac.compare_digest(given_bytes, self._expected):
-            raise flight.FlightUnauthenticatedError("A valid bearer token is required")
-        return _Authenticated()
+def bearer_token_matches(metadata: Sequence[tuple[str, str | bytes]], token: str) -> bool:
+    """Whether a call's metadata carries exactly one ``authorization`` header, ``Bearer <token>``."""
+    values = [value for key, value in metadata if key.lower() == AUTHORIZATION]
+    if len(values) != 1:
+        return False
+    given = values[0].encode() if isinstance(values[0], str) else bytes(values[0])
+    return hmac.compare_digest(given, (BEARER + token).encode())
 
 
 @dataclass(frozen=True)

@@ -1,17 +1,20 @@
-"""Arrow Flight sync server: DoPut carries a ``DataSyncCommand`` and change batches.
+"""The data-sync server: Flight ``DoPut`` carries a ``DataSyncCommand`` and change batches.
 
-Threads: Flight's request threads, one background flusher and one maintainer (the store's
-compaction, vacuum and checkpoints, one table at a time under the write lock).  Every protocol
-decision (transaction and sequence rules, numbers, which table to flush, what to
-skip, where a table may live, whether a put fits its table) is the spec's; this
-module adds the write lock with its timeout, the memory budget of puts being read,
-the Delta I/O with per-table retry, authentication, and the mapping of typed errors
-to Flight statuses.
+Threads: the transport's pool of at most ``max_concurrent_puts`` put threads and its watchdog
+(``reference.sync.transport``), one background flusher and one maintainer (the store's
+compaction, vacuum and checkpoints, one table at a time under the write lock).  Every
+protocol decision is the spec's: transactions, sequence numbers and the flush policy
+(``spec.sync.writer``), admission (``spec.sync.admission``: draining, overload and the
+high-watermark, size limits, names, schemas and values), where a table may live and whether
+a put fits its table (``spec.sync.confinement``, ``spec.sync.schema``), retry of failed
+flushes (``spec.sync.flush_failures``).  This module executes them: it holds the write lock
+with its timeout, decodes the Arrow IPC payloads, does the Delta I/O and schedules the
+flusher.
 
-A put is applied only once its stream completed: batches are read (and counted
-against the high-watermark) before anything is recorded, and a stream the client
-cancelled is dropped whole.  Errors sent to clients are one line; details of
-internal failures go to the log only.
+A put is applied only once its stream completed: batches are read (and counted against the
+high-watermark) before anything is recorded, and a stream that broke or ran past the put
+timeout is dropped whole.  Errors sent to clients are one line; details of internal failures
+go to the log only.
 """
 
 from __future__ import annotations
@@ -19,22 +22,16 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.flight as flight
 
+from spec.sync.admission import MemoryBudget, PutLimits, PutReading, admit_put, admit_rows, admit_schema, fits_watermark
 from spec.sync.confinement import check_store_location, table_name
-from spec.sync.errors import (
-    InterruptedPut,
-    PutTooLarge,
-    ServerDraining,
-    SyncError,
-    TableSchemaMismatch,
-    UnsupportedFormat,
-)
+from spec.sync.errors import FlightDataError, InterruptedPut, SyncError, TableSchemaMismatch, UnsupportedFormat
+from spec.sync.flight import FlightData, descriptor_command, ipc_message
 from spec.sync.flush_failures import FlushFailures
 from spec.sync.messages import (
     MAX_MESSAGE_BYTES,
@@ -48,84 +45,27 @@ from spec.sync.responses import ResponseFactory
 from spec.sync.schema import SyncSchema, TableShape, check_table_fit
 from spec.sync.squash import SquashedChange, squash_pending
 from spec.sync.writer import FlushReason, FlushTable, Received, SquashTable, SyncSettings, SyncWriter, is_probe
-from reference.sync.auth import BearerTokenMiddleware
+from reference.sync.auth import ServerSecurity
 from reference.sync.store import DeltaStore, MaintenanceReport, UnstorableColumn, storable_shape
+from reference.sync.transport import FlightPutTransport, TransportLimits
 
 log = logging.getLogger(__name__)
 
-INTERNAL_ERROR_TEXT = "Internal error while processing the put; the server log has the details"
-
-_FLIGHT_ERRORS: dict[str, Callable[[str], Exception]] = {
-    "INTERNAL": flight.FlightInternalError,
-    "PERMISSION_DENIED": flight.FlightUnauthorizedError,
-    "UNAUTHENTICATED": flight.FlightUnauthenticatedError,
-    "UNAVAILABLE": flight.FlightUnavailableError,
-    "CANCELLED": flight.FlightCancelledError,
-}
-
-
-def _flight_error(exc: SyncError) -> Exception:
-    """The Flight error for ``exc``'s status; its text is the exact message.
-
-    pyarrow has no Flight class for INVALID_ARGUMENT, so those are ``ArrowInvalid``, to
-    which pyarrow appends the Python traceback of the raise (see docs/sync.md).
-    """
-    error: Exception
-    if exc.status == "INVALID_ARGUMENT":
-        error = pa.ArrowInvalid(exc.message)
-    else:
-        error = _FLIGHT_ERRORS.get(exc.status, flight.FlightInternalError)(exc.message)
-    return error
-
-
-@dataclass(frozen=True)
-class ServerSecurity:
-    """Bearer token and TLS certificate/key (PEM bytes) of a server; all off by default."""
-
-    token: str | None = None
-    tls_cert: bytes | None = None
-    tls_key: bytes | None = None
-
-
-class _MemoryBudget:
-    """Pending bytes plus bytes of puts still being read, held under the high-watermark."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self._lock = threading.Lock()
-        self._pending = 0
-        self._reading = 0
-        self.peak = 0
-
-    def set_pending(self, pending: int) -> None:
-        with self._lock:
-            self._pending = pending
-            self.peak = max(self.peak, self._pending + self._reading)
-
-    def reserve(self, n: int) -> bool:
-        with self._lock:
-            if self._pending + self._reading + n > self.limit:
-                return False
-            self._reading += n
-            self.peak = max(self.peak, self._pending + self._reading)
-            return True
-
-    def release(self, n: int) -> None:
-        with self._lock:
-            self._reading -= n
+DEFAULT_MAX_CONCURRENT_PUTS = 64
+DEFAULT_PUT_TIMEOUT_S = 300.0
 
 
 @dataclass
 class _ReadPut:
-    """A put's batches, or why it is refused for now (over the high-watermark)."""
+    """A put's command and batches, or why it is refused for now (over the high-watermark)."""
 
+    command: bytes
     batches: list[pa.RecordBatch]
-    reserved: int
-    over_watermark: bool
+    reading: PutReading
 
 
-class SyncServer(flight.FlightServerBase):  # type: ignore[misc]
-    """A data-sync Flight server writing Delta tables under ``store``."""
+class SyncServer:
+    """A data-sync Flight server writing Delta tables under ``store``; it serves once constructed."""
 
     def __init__(
         self,
@@ -138,36 +78,37 @@ class SyncServer(flight.FlightServerBase):  # type: ignore[misc]
         security: ServerSecurity = ServerSecurity(),
         allowed_locations: Sequence[str] = (),
         max_message_bytes: int = MAX_MESSAGE_BYTES,
+        max_concurrent_puts: int = DEFAULT_MAX_CONCURRENT_PUTS,
+        put_timeout_s: float = DEFAULT_PUT_TIMEOUT_S,
         flush_failures: FlushFailures | None = None,
         maintenance_interval_s: float = 600.0,
     ) -> None:
-        tls = security.tls_cert is not None and security.tls_key is not None
-        location = flight.Location.for_grpc_tls(host, port) if tls else flight.Location.for_grpc_tcp(host, port)
-        super().__init__(
-            location,
-            tls_certificates=[flight.CertKeyPair(security.tls_cert, security.tls_key)] if tls else None,
-            middleware={"auth": BearerTokenMiddleware(security.token)} if security.token else None,
-        )
-        self.scheme = "grpc+tls" if tls else "grpc"
+        self.scheme = "grpc+tls" if security.tls_cert is not None and security.tls_key is not None else "grpc"
         self.store = store
         self.settings = settings
         self.allowed_locations = tuple(allowed_locations)
-        self.max_message_bytes = max_message_bytes
+        self.limits = PutLimits(max_message_bytes, settings.high_watermark, max_concurrent_puts, put_timeout_s)
         self._clock = clock
         self._lock = threading.Lock()
         self._writer: SyncWriter[SquashedChange] = SyncWriter(settings, store.restore_durable())
         self._failures = flush_failures or FlushFailures()
         self._shapes: dict[str, TableShape] = {}
-        self._budget = _MemoryBudget(settings.high_watermark)
+        self._budget = MemoryBudget(settings.high_watermark)
+        self._budget_lock = threading.Lock()
         self._responses = ResponseFactory()
         self._responses_lock = threading.Lock()
         self._flush_seconds: list[float] = []
         self._peak_bytes = 0
         self._draining = threading.Event()
         self._stop = threading.Event()
+        self._tables = set(store.tables())
+        self._transport = FlightPutTransport(
+            self._on_put, host=host, port=port, security=security,
+            limits=TransportLimits(max_concurrent_puts, max_message_bytes, put_timeout_s),
+        )
+        self.port = self._transport.port
         self._flusher = threading.Thread(target=self._flush_task, name="sync-flusher", daemon=True)
         self._flusher.start()
-        self._tables = set(store.tables())
         self._maintainer: threading.Thread | None = None
         if maintenance_interval_s > 0:
             self._maintainer = threading.Thread(
@@ -180,77 +121,63 @@ class SyncServer(flight.FlightServerBase):  # type: ignore[misc]
         """The URL clients connect to."""
         return f"{self.scheme}://127.0.0.1:{self.port}"
 
+    def serve(self) -> None:
+        """Block until the server is shut down (it serves from construction on)."""
+        self._transport.wait()
+
     # -- Flight -----------------------------------------------------------
-    def do_put(
-        self,
-        context: flight.ServerCallContext,
-        descriptor: flight.FlightDescriptor,
-        reader: flight.MetadataRecordBatchReader,
-        writer: flight.FlightMetadataWriter,
-    ) -> None:
+    def _on_put(self, messages: Iterator[FlightData], claim: Callable[[], bool]) -> bytes:
+        read = self._read(messages)
         try:
-            response = self._put(context, descriptor, reader)
-        except SyncError as exc:
-            log.info("put refused (%s): %s", exc.condition, exc.message)
-            raise _flight_error(exc) from None
-        except Exception:
-            log.exception("put failed")
-            raise flight.FlightInternalError(INTERNAL_ERROR_TEXT) from None
-        writer.write(pa.py_buffer(response.encode()))
-
-    def _put(
-        self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor, reader: flight.MetadataRecordBatchReader
-    ) -> SyncResponse:
-        read = self._read(reader)  # first, so that even a refusal reaches a client still writing
-        try:
-            cmd = decode_descriptor_cmd(descriptor.command or b"")
-            if context.is_cancelled():
-                raise InterruptedPut()
-            if read.over_watermark:
+            cmd = decode_descriptor_cmd(read.command)
+            if read.reading.over_watermark:
                 log.warning("put for %r refused: memory high-watermark (%d bytes) reached", cmd.path, self._budget.limit)
-                return self._respond(lambda r: r.overloaded())
+                return self._respond(lambda r: r.overloaded()).encode()
             schema = SyncSchema.validate(cmd.column_descriptors, read.batches[0].schema) if read.batches else None
-            return self.handle(cmd, schema, read.batches, cancelled=context.is_cancelled)
+            return self.handle(cmd, schema, read.batches, claim=claim).encode()
         finally:
-            self._budget.release(read.reserved)
+            self._release(read)
 
-    def _read(self, reader: flight.MetadataRecordBatchReader) -> _ReadPut:
-        """Read the whole stream, reserving its bytes; past a limit, drop what was read and hold nothing more.
+    def _read(self, messages: Iterator[FlightData]) -> _ReadPut:
+        """Read the whole stream, reserving its batches' bytes; past a limit, drop what was read and hold nothing more.
 
         The stream is read to its end even when the put is refused, so the client, still
         writing, gets the refusal rather than a broken stream.
         """
-        read = _ReadPut([], 0, False)
-        refusal: SyncError | None = None
-        total = 0
-        while True:
-            try:
-                chunk = reader.read_chunk()
-            except StopIteration:
-                break
-            except BaseException:
-                self._budget.release(read.reserved)
-                raise
-            if chunk.data is None:
-                continue
-            size = chunk.data.nbytes
-            total += size
-            if refusal is None and size > self.max_message_bytes:
-                refusal = PutTooLarge("A message", size, self.max_message_bytes)
-            elif refusal is None and total > self._budget.limit:
-                refusal = PutTooLarge("A put", total, self._budget.limit)
-            if refusal is not None or read.over_watermark:
-                self._budget.release(read.reserved)
-                read = _ReadPut([], 0, read.over_watermark)
-            elif self._budget.reserve(size):
-                read.reserved += size
-                read.batches.append(chunk.data)
-            else:
-                self._budget.release(read.reserved)
-                read = _ReadPut([], 0, True)
-        if refusal is not None:
-            raise refusal
+        read = _ReadPut(b"", [], PutReading(self.limits))
+        schema: pa.Schema | None = None
+        try:
+            for data in messages:
+                if data.descriptor is not None and not read.command:
+                    read.command = descriptor_command(data.descriptor)
+                if not data.header:
+                    continue
+                message = ipc_message(data.header, data.body)
+                if message.type == "schema":
+                    schema = pa.ipc.read_schema(message)
+                    continue
+                if message.type != "record batch":
+                    raise FlightDataError(f"{message.type} messages are not supported (dictionary-encoded columns)")
+                if schema is None:
+                    raise FlightDataError("a record batch arrived before the schema")
+                size = len(data.body)
+                with self._budget_lock:
+                    reserved = read.reading.may_keep(size) and self._budget.reserve(size)
+                if read.reading.keep(size, reserved):
+                    read.batches.append(pa.ipc.read_record_batch(message, schema))
+                else:
+                    self._release(read)
+            read.reading.finish()
+        except BaseException:
+            self._release(read)
+            raise
         return read
+
+    def _release(self, read: _ReadPut) -> None:
+        """Drop what ``read`` holds and give its bytes back to the budget."""
+        with self._budget_lock:
+            self._budget.release(read.reading.drop())
+        read.batches.clear()
 
     # -- protocol -----------------------------------------------------------
     def _respond(self, make: Callable[[ResponseFactory], SyncResponse]) -> SyncResponse:
@@ -262,13 +189,17 @@ class SyncServer(flight.FlightServerBase):  # type: ignore[misc]
         cmd: SyncCommand,
         schema: SyncSchema | None,
         batches: list[pa.RecordBatch],
-        cancelled: Callable[[], bool] = lambda: False,
+        claim: Callable[[], bool] = lambda: True,
     ) -> SyncResponse:
-        """Process one decoded, completely received put; raise SyncError for the client."""
+        """Process one decoded, completely received put; raise SyncError for the client.
+
+        ``claim()`` is asked right before the put is recorded: False means its call already
+        ended (cancelled, past its put timeout), so nothing of it is kept; True means the
+        transport will not end it any more.
+        """
         rows = sum(b.num_rows for b in batches)
         probe = is_probe(rows, cmd.sequence_number)
-        if self._draining.is_set() and not probe:
-            raise ServerDraining()
+        admit_put(self._draining.is_set(), probe)
         if not self._lock.acquire(timeout=self.settings.write_lock_timeout_s):
             log.info("write lock timeout for %r", cmd.path)
             return self._respond(lambda r: r.overloaded())
@@ -283,16 +214,15 @@ class SyncServer(flight.FlightServerBase):  # type: ignore[misc]
             change: SquashedChange | None = None
             shape: TableShape | None = None
             if rows > 0 and schema is not None:
-                tables = [pa.Table.from_batches([b]) for b in batches if b.num_rows]
-                for table in tables:
-                    schema.check_keys(table)
+                admit_schema(name, schema)
                 shape = self._fitting_shape(name, uri, schema)
+                tables = admit_rows(name, schema, [pa.Table.from_batches([b]) for b in batches if b.num_rows])
                 change = SquashedChange.of_put(schema, tables)
             size = change.batch.nbytes if change is not None else 0
-            if self._writer.in_memory_bytes + size > self._budget.limit:
+            if not fits_watermark(self._writer.in_memory_bytes, size, self._budget.limit):
                 log.warning("put for %s refused: memory high-watermark (%d bytes) reached", name, self._budget.limit)
                 return self._respond(lambda r: r.overloaded())
-            if cancelled():
+            if not claim():
                 raise InterruptedPut()
             received = self._writer.put(
                 table=uri,
@@ -309,8 +239,12 @@ class SyncServer(flight.FlightServerBase):  # type: ignore[misc]
             self._run_policy()
             return self._respond(lambda r: r.accepted(*self._writer.sequences(cmd.origin)))
         finally:
-            self._budget.set_pending(self._writer.in_memory_bytes)
+            self._note_pending()
             self._lock.release()
+
+    def _note_pending(self) -> None:
+        with self._budget_lock:
+            self._budget.set_pending(self._writer.in_memory_bytes)
 
     def _fitting_shape(self, name: str, uri: str, schema: SyncSchema) -> TableShape:
         """The table's shape once this put is in it; raise TableSchemaMismatch if it cannot be applied."""
@@ -359,10 +293,12 @@ class SyncServer(flight.FlightServerBase):  # type: ignore[misc]
                 table = self._writer.oldest_table(self._failures.waiting(self._clock()))
                 return table is not None and self._flush(table, FlushReason.REQUESTED)
             finally:
-                self._budget.set_pending(self._writer.in_memory_bytes)
+                self._note_pending()
 
     def drain(self) -> list[str]:
-        """Refuse new puts, try to flush every pending table once; return the tables still pending."""
+        """Stop taking puts, let running ones finish (a stalled one ends at its put timeout), then
+        try to flush every pending table once; return the tables still pending."""
+        self._transport.stop(self.limits.put_timeout_s)
         self._draining.set()
         with self._lock:
             try:
@@ -370,7 +306,7 @@ class SyncServer(flight.FlightServerBase):  # type: ignore[misc]
                     self._flush(table, FlushReason.REQUESTED)
                 return self._writer.pending_tables
             finally:
-                self._budget.set_pending(self._writer.in_memory_bytes)
+                self._note_pending()
 
     def stats(self) -> dict[str, Any]:
         """Memory (pending now and peak, budget peak incl. puts being read), tables, flushes and failures."""
@@ -383,6 +319,7 @@ class SyncServer(flight.FlightServerBase):  # type: ignore[misc]
                 "flush_seconds": list(self._flush_seconds),
                 "pending_tables": len(self._writer.pending_tables),
                 "open_transactions": self._writer.open_transactions,
+                "running_puts": self._transport.running_puts,
                 "failing_tables": {t: f.failures for t, f in self._failures.report().items()},
             }
 
@@ -396,7 +333,7 @@ class SyncServer(flight.FlightServerBase):  # type: ignore[misc]
             except Exception:  # the task must survive anything; the data stays pending
                 log.exception("background flush failed")
             finally:
-                self._budget.set_pending(self._writer.in_memory_bytes)
+                self._note_pending()
                 self._lock.release()
 
     def maintain(self) -> dict[str, MaintenanceReport]:
@@ -420,10 +357,13 @@ class SyncServer(flight.FlightServerBase):  # type: ignore[misc]
         while not self._stop.wait(interval_s):
             self.maintain()
 
-    def shutdown(self) -> None:
-        """Stop the flusher and the Flight server (pending data is not flushed: call ``drain`` first)."""
+    def shutdown(self, grace_s: float | None = None) -> None:
+        """Stop taking calls (running ones get ``grace_s`` seconds), the flusher and the maintainer.
+
+        Pending data is not flushed: call ``drain`` first.
+        """
         self._stop.set()
-        super().shutdown()
+        self._transport.stop(grace_s)
         self._flusher.join(timeout=10)
         if self._maintainer is not None:
             self._maintainer.join(timeout=10)

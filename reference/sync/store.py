@@ -49,6 +49,10 @@ WRITER_FEATURES = frozenset({"timestampNtz"})
 """Table features that do not change how data files are written (the store writes Parquet itself)."""
 
 
+class StoreUnwritable(Exception):
+    """The store's root cannot be written (a missing parent, a file in the way, a read-only place)."""
+
+
 class UnsupportedTable(Exception):
     """The table needs Delta features the store does not write (partitions, column mapping, ...)."""
 
@@ -259,16 +263,37 @@ class DeltaStore:
         table = self._open(uri)
         return self._state(table) if table is not None else TableState({}, {})
 
-    def tables(self) -> Iterator[str]:
-        """The tables under a local root (none for an object-store root)."""
+    def _local_root(self) -> str | None:
         parsed = urlparse(self.root)
-        local = parsed.path if parsed.scheme == "file" else (self.root if not parsed.scheme else None)
+        return parsed.path if parsed.scheme == "file" else (self.root if not parsed.scheme else None)
+
+    def check_writable(self) -> None:
+        """Create a local root if needed and write a file in it; raise StoreUnwritable (object stores: no check)."""
+        local = self._local_root()
+        if local is None:
+            return
+        probe = os.path.join(local, f".streamwire-write-check-{os.getpid()}")
+        try:
+            os.makedirs(local, exist_ok=True)
+            with open(probe, "wb") as out:
+                out.write(b"ok")
+            os.remove(probe)
+        except OSError as exc:
+            raise StoreUnwritable(f"the store {self.root} cannot be written: {exc.strerror or exc}") from None
+
+    def tables(self) -> Iterator[str]:
+        """The tables under a local root (none for an object-store root), whatever their names.
+
+        Every directory is searched but a table's own log: a table "a/b" nests in "a", and a
+        table named ``_x`` or ``.x`` (accepted by earlier versions) keeps its durable numbers.
+        """
+        local = self._local_root()
         if local is None or not os.path.isdir(local):
             return
         for dirpath, dirnames, _ in os.walk(local):
             if "_delta_log" in dirnames:
                 yield dirpath
-            dirnames[:] = [d for d in dirnames if not d.startswith(("_", "."))]  # a table "a/b" nests in "a"
+            dirnames[:] = [d for d in dirnames if d != "_delta_log"]
 
     def restore_durable(self) -> dict[str, int]:
         """Per-origin durable sequences recorded by the tables under a local root."""

@@ -23,7 +23,7 @@ from google.protobuf import descriptor_pb2, message_factory
 
 from spec.docs.markdown import anchor, cell, mermaid_states, table
 from spec.sync import confinement as confinement_rules
-from spec.sync import errors, messages, squash, writer
+from spec.sync import errors, flight, messages, squash, writer
 from spec.sync.messages import (
     ColumnDescriptor,
     ColumnRole,
@@ -66,7 +66,9 @@ def introduction() -> str:
 def transport() -> str:
     return (
         anchor("transport") + "## Transport\n\n"
-        "A sync is one Arrow Flight `DoPut`. The FlightDescriptor's `cmd` bytes are a "
+        f"A sync is one Arrow Flight `DoPut` (the gRPC method `{flight.DO_PUT_PATH}`; its `FlightData`, "
+        "`FlightDescriptor` and `PutResult` messages are those of Apache Arrow's `Flight.proto`, "
+        "`spec/sync/flight.py`). The FlightDescriptor's `cmd` bytes are a "
         f"`google.protobuf.Any` whose `type_url` is the bare string `{messages.COMMAND_TYPE_URL}` and whose "
         "`value` is the encoded [DataSyncCommand](#message-datasynccommand); the change's record batches "
         "follow in the same stream. The server answers exactly one `PutResult` whose `app_metadata` is an "

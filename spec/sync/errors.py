@@ -148,7 +148,7 @@ class PutTooLarge(SyncError):
     """A message above the message-size limit, or a put larger than the memory high-watermark itself."""
 
     condition = "PUT_TOO_LARGE"
-    status = "INVALID_ARGUMENT"
+    status = "RESOURCE_EXHAUSTED"
 
     def __init__(self, what: str, size: int, limit: int) -> None:
         super().__init__(f"{what} of {size} bytes exceeds the server's limit of {limit} bytes",
@@ -173,3 +173,43 @@ class InterruptedPut(SyncError):
 
     def __init__(self) -> None:
         super().__init__("The put's stream was cancelled before it completed; nothing of it was kept")
+
+
+class FlightDataError(SyncError):
+    """A ``FlightData`` stream that is not a Flight put: undecodable message, no schema before a batch."""
+
+    condition = "FLIGHT_DATA_ERROR"
+    status = "INVALID_ARGUMENT"
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"Invalid Flight put: {reason}", reason=reason)
+
+
+class UnstorableSchema(SyncError):
+    """A put whose columns or values no table can store (duplicate names, nested or null types, overflow)."""
+
+    condition = "UNSTORABLE_SCHEMA"
+    status = "INVALID_ARGUMENT"
+
+    def __init__(self, table: str, problem: str) -> None:
+        super().__init__(f"Put for table {table} cannot be stored: {problem}", table=table, problem=problem)
+
+
+class TransactionDiscarded(SyncError):
+    """The origin's open transaction received no put for the transaction timeout and was dropped."""
+
+    condition = "TRANSACTION_DISCARDED"
+    status = "ABORTED"
+
+    def __init__(self, origin: str, timeout_s: float) -> None:
+        super().__init__(
+            f"The open transaction of origin {origin} received no put for {timeout_s} s and was discarded; "
+            "replay from the last durable sequence number",
+            origin=origin, timeoutS=timeout_s,
+        )
+        self.origin = origin
+
+
+def one_line(text: str) -> str:
+    """``text`` with line breaks and other control characters as spaces (what a status may carry)."""
+    return "".join(" " if ord(ch) < 0x20 or ord(ch) == 0x7F else ch for ch in text)

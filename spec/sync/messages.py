@@ -45,7 +45,7 @@ class TableFormat(enum.IntEnum):
 _F = descriptor_pb2.FieldDescriptorProto
 
 
-def _field(
+def proto_field(
     msg: descriptor_pb2.DescriptorProto,
     name: str,
     number: int,
@@ -66,7 +66,7 @@ def _field(
         msg.oneof_decl.add(name=f"_{name}")
 
 
-def _enum(fd: descriptor_pb2.FileDescriptorProto, name: str, values: type[enum.IntEnum]) -> None:
+def proto_enum(fd: descriptor_pb2.FileDescriptorProto, name: str, values: type[enum.IntEnum]) -> None:
     e = fd.enum_type.add(name=name)
     for v in values:
         e.value.add(name=v.name, number=int(v))
@@ -74,15 +74,15 @@ def _enum(fd: descriptor_pb2.FileDescriptorProto, name: str, values: type[enum.I
 
 def _schema_file() -> descriptor_pb2.FileDescriptorProto:
     fd = descriptor_pb2.FileDescriptorProto(name="schema.proto", package="clade.schema", syntax="proto3")
-    _enum(fd, "TableFormat", TableFormat)
+    proto_enum(fd, "TableFormat", TableFormat)
     loc = fd.message_type.add(name="StorageLocation")
-    _field(loc, "location", 1, _F.TYPE_STRING)
+    proto_field(loc, "location", 1, _F.TYPE_STRING)
     entry = loc.nested_type.add(name="OptionsEntry")
     entry.options.map_entry = True
-    _field(entry, "key", 1, _F.TYPE_STRING)
-    _field(entry, "value", 2, _F.TYPE_STRING)
-    _field(loc, "options", 2, _F.TYPE_MESSAGE, type_name=".clade.schema.StorageLocation.OptionsEntry", repeated=True)
-    _field(loc, "name", 3, _F.TYPE_STRING)
+    proto_field(entry, "key", 1, _F.TYPE_STRING)
+    proto_field(entry, "value", 2, _F.TYPE_STRING)
+    proto_field(loc, "options", 2, _F.TYPE_MESSAGE, type_name=".clade.schema.StorageLocation.OptionsEntry", repeated=True)
+    proto_field(loc, "name", 3, _F.TYPE_STRING)
     return fd
 
 
@@ -90,22 +90,22 @@ def _sync_file() -> descriptor_pb2.FileDescriptorProto:
     fd = descriptor_pb2.FileDescriptorProto(
         name="sync.proto", package="clade.sync", syntax="proto3", dependency=["schema.proto"]
     )
-    _enum(fd, "ColumnRole", ColumnRole)
+    proto_enum(fd, "ColumnRole", ColumnRole)
     cd = fd.message_type.add(name="ColumnDescriptor")
-    _field(cd, "role", 1, _F.TYPE_ENUM, type_name=".clade.sync.ColumnRole")
-    _field(cd, "name", 2, _F.TYPE_STRING)
+    proto_field(cd, "role", 1, _F.TYPE_ENUM, type_name=".clade.sync.ColumnRole")
+    proto_field(cd, "name", 2, _F.TYPE_STRING)
     cmd = fd.message_type.add(name="DataSyncCommand")
-    _field(cmd, "path", 1, _F.TYPE_STRING)
-    _field(cmd, "store", 2, _F.TYPE_MESSAGE, type_name=".clade.schema.StorageLocation")
-    _field(cmd, "column_descriptors", 3, _F.TYPE_MESSAGE, type_name=".clade.sync.ColumnDescriptor", repeated=True)
-    _field(cmd, "origin", 4, _F.TYPE_STRING)
-    _field(cmd, "sequence_number", 5, _F.TYPE_UINT64, proto3_optional=True)
-    _field(cmd, "format", 6, _F.TYPE_ENUM, type_name=".clade.schema.TableFormat")
+    proto_field(cmd, "path", 1, _F.TYPE_STRING)
+    proto_field(cmd, "store", 2, _F.TYPE_MESSAGE, type_name=".clade.schema.StorageLocation")
+    proto_field(cmd, "column_descriptors", 3, _F.TYPE_MESSAGE, type_name=".clade.sync.ColumnDescriptor", repeated=True)
+    proto_field(cmd, "origin", 4, _F.TYPE_STRING)
+    proto_field(cmd, "sequence_number", 5, _F.TYPE_UINT64, proto3_optional=True)
+    proto_field(cmd, "format", 6, _F.TYPE_ENUM, type_name=".clade.schema.TableFormat")
     resp = fd.message_type.add(name="DataSyncResponse")
-    _field(resp, "accepted", 1, _F.TYPE_BOOL)
-    _field(resp, "memory_sequence_number", 2, _F.TYPE_UINT64, proto3_optional=True)
-    _field(resp, "durable_sequence_number", 3, _F.TYPE_UINT64, proto3_optional=True)
-    _field(resp, "first", 4, _F.TYPE_BOOL)
+    proto_field(resp, "accepted", 1, _F.TYPE_BOOL)
+    proto_field(resp, "memory_sequence_number", 2, _F.TYPE_UINT64, proto3_optional=True)
+    proto_field(resp, "durable_sequence_number", 3, _F.TYPE_UINT64, proto3_optional=True)
+    proto_field(resp, "first", 4, _F.TYPE_BOOL)
     return fd
 
 

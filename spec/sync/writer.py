@@ -42,6 +42,8 @@ class SyncSettings:
     flush_task_interval_s: float = 900.0
     high_watermark_bytes: int | None = None
     """Pending plus in-flight bytes a put may not push past (None: max_in_memory_bytes + one largest message)."""
+    transaction_timeout_s: float = 300.0
+    """An open transaction that received no put for this long is discarded (ours; Seafowl waits forever)."""
 
     @property
     def high_watermark(self) -> int:

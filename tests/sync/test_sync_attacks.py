@@ -18,7 +18,7 @@ from google.protobuf import any_pb2
 
 from conformance.sync.suite import DESCS, _cmd, do_put, rows_batch
 from reference.sync.client import SyncClient, SyncPut
-from reference.sync.server import INTERNAL_ERROR_TEXT
+from reference.sync.transport import INTERNAL_ERROR_TEXT
 from reference.sync.store import DeltaStore
 from spec.sync.flush_failures import FlushFailures
 from spec.sync.messages import (

@@ -1,0 +1,195 @@
+"""What a sync server admits, decided before anything of a put is queued, sans-IO.
+
+The server executes these rules; it decides none of them itself:
+
+- draining: a server shutting down refuses every put but probes (``admit_put``);
+- size limits: a message above ``max_message_bytes``, or a put larger than the high-watermark
+  itself, is refused (``PutReading``, message by message, holding nothing of a refused put);
+- overload: pending bytes plus bytes of puts being read stay under the high-watermark; a put
+  that would pass it is answered ``accepted=false`` (retry later) and nothing of it is kept
+  (``MemoryBudget``, ``PutReading``, ``fits_watermark``);
+- names: table paths (``spec.sync.confinement.table_name``);
+- schemas and values: what no table can store is refused at put time (``admit_schema``,
+  ``admit_rows``), so a put that is acknowledged can be flushed;
+- transaction timeout: ``spec.sync.writer.SyncWriter.expire``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from spec.sync.errors import PutTooLarge, ServerDraining, UnstorableSchema
+from spec.sync.messages import ColumnRole
+from spec.sync.schema import SyncSchema
+
+
+@dataclass(frozen=True)
+class PutLimits:
+    """What one put may make the server hold, and for how long."""
+
+    max_message_bytes: int
+    high_watermark: int
+    max_concurrent_puts: int
+    put_timeout_s: float
+
+
+def admit_put(draining: bool, probe: bool) -> None:
+    """A draining server answers probes only; raise ServerDraining."""
+    if draining and not probe:
+        raise ServerDraining()
+
+
+def fits_watermark(pending: int, size: int, high_watermark: int) -> bool:
+    """Whether ``size`` more pending bytes keep pending data under the high-watermark."""
+    return pending + size <= high_watermark
+
+
+class MemoryBudget:
+    """Pending bytes plus bytes of puts being read, held under the high-watermark (callers serialize)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.pending = 0
+        self.reading = 0
+        self.peak = 0
+
+    def set_pending(self, pending: int) -> None:
+        self.pending = pending
+        self.peak = max(self.peak, self.pending + self.reading)
+
+    def reserve(self, n: int) -> bool:
+        """Reserve ``n`` bytes of a put being read; False (nothing reserved) past the high-watermark."""
+        if self.pending + self.reading + n > self.limit:
+            return False
+        self.reading += n
+        self.peak = max(self.peak, self.pending + self.reading)
+        return True
+
+    def release(self, n: int) -> None:
+        self.reading -= n
+
+
+class PutReading:
+    """The size and watermark verdicts on one put's messages as they arrive.
+
+    ``keep`` says whether the message's batch may be held (its bytes were reserved); once
+    the put is refused or over the watermark, what it held is given back (``drop``) and
+    nothing more is kept, but the stream is still read to its end so a client still writing
+    gets the answer rather than a broken stream.
+    """
+
+    def __init__(self, limits: PutLimits) -> None:
+        self.limits = limits
+        self.total = 0
+        self.held = 0
+        self.refusal: PutTooLarge | None = None
+        self.over_watermark = False
+
+    def may_keep(self, size: int) -> bool:
+        """Whether a message of ``size`` bytes may be kept if the budget reserves it (ask the budget only then)."""
+        return (self.refusal is None and not self.over_watermark and size <= self.limits.max_message_bytes
+                and self.total + size <= self.limits.high_watermark)
+
+    def keep(self, size: int, reserved: bool) -> bool:
+        """Whether a message of ``size`` bytes is kept; ``reserved``: the budget reserved its bytes.
+
+        False means the put holds nothing from now on: the caller drops what it held (``drop``).
+        """
+        if reserved:
+            self.total += size
+            self.held += size
+            return True
+        if self.refusal is None and size > self.limits.max_message_bytes:
+            self.refusal = PutTooLarge("A message", size, self.limits.max_message_bytes)
+        elif self.refusal is None and self.total + size > self.limits.high_watermark:
+            self.refusal = PutTooLarge("A put", self.total + size, self.limits.high_watermark)
+        elif self.refusal is None:
+            self.over_watermark = True
+        self.total += size
+        return False
+
+    def drop(self) -> int:
+        """Bytes held so far, to give back; the put holds nothing afterwards."""
+        held, self.held = self.held, 0
+        return held
+
+    def finish(self) -> None:
+        """Raise the refusal, if the put was refused."""
+        if self.refusal is not None:
+            raise self.refusal
+
+
+_NESTED = (pa.types.is_list, pa.types.is_large_list, pa.types.is_fixed_size_list, pa.types.is_map,
+           pa.types.is_struct, pa.types.is_union, pa.types.is_dictionary)
+
+
+def _type_problem(field: pa.Field) -> str | None:
+    if pa.types.is_null(field.type):
+        return f"column {field.name} has the null type, which holds no value"
+    if any(test(field.type) for test in _NESTED):
+        return f"column {field.name} has the nested type {field.type}, which the sync store does not write"
+    return None
+
+
+def admit_schema(table: str, schema: SyncSchema) -> None:
+    """Refuse a put whose table columns cannot be one table: raise UnstorableSchema.
+
+    Table columns are the NEW_PK and VALUE columns under their descriptor names; no two may
+    share a name, even in another case (Delta column names are case-insensitive), and no
+    column may have the null type or a nested type.  Descriptors of one role may not repeat
+    a name either (a CHANGED column pairs with one VALUE column).
+    """
+    seen: dict[tuple[ColumnRole, str], str] = {}
+    for column in schema.columns:
+        key = (column.role, column.name.lower())
+        if key in seen:
+            raise UnstorableSchema(table, f"columns {seen[key]} and {column.name} of role {column.role.name} "
+                                          "have the same name (names are case-insensitive)")
+        seen[key] = column.name
+    keys = {c.name.lower(): c.name for c in schema.by_role(ColumnRole.NEW_PK)}
+    for column in schema.by_role(ColumnRole.VALUE):
+        if column.name.lower() in keys:
+            raise UnstorableSchema(table, f"value column {column.name} is named like key column "
+                                          f"{keys[column.name.lower()]}")
+    for column in schema.columns:
+        problem = _type_problem(column.field)
+        if problem is not None:
+            raise UnstorableSchema(table, problem)
+
+
+def _signed_max(t: pa.DataType) -> int:
+    return int(2 ** (t.bit_width - 1) - 1)
+
+
+def admit_rows(table: str, schema: SyncSchema, batches: Sequence[pa.Table]) -> list[pa.Table]:
+    """The put's batches with keys made canonical; raise for rows no table can store.
+
+    - a row with a partly null key (``SyncSchema.check_keys``);
+    - a NaN key: NaN equals nothing, so it names no row that a later change could find;
+    - an unsigned value above the signed type of its width (Delta stores UInt64 as ``long``);
+    - -0.0 in a key column becomes 0.0: they compare equal, so they are one key.
+    """
+    out = []
+    key_fields = {c.field.name for c in schema.columns if c.role in (ColumnRole.OLD_PK, ColumnRole.NEW_PK)}
+    for batch in batches:
+        schema.check_keys(batch)
+        columns = []
+        for name, column in zip(batch.column_names, batch.columns):
+            kind = column.type
+            if pa.types.is_unsigned_integer(kind) and len(column) and column.null_count < len(column):
+                top = pc.max(column).as_py()
+                if top > _signed_max(kind):
+                    raise UnstorableSchema(table, f"column {name} holds {top}, above the largest value "
+                                                  f"({_signed_max(kind)}) a Delta table stores for {kind}")
+            if name in key_fields and pa.types.is_floating(kind):
+                if pc.any(pc.is_nan(column)).as_py():
+                    raise UnstorableSchema(table, f"key column {name} holds NaN, which names no row")
+                column = pc.add(column, pa.scalar(0.0, kind))  # -0.0 + 0.0 is 0.0; every other value is kept
+            columns.append(column)
+        out.append(pa.table(columns, schema=batch.schema))
+    return out
+

@@ -1,0 +1,98 @@
+"""The server's own Flight transport (grpcio): Flight's wire messages, and the bounds it holds on
+streams and time (issue 24, reproduction 2): a capped number of puts at once, each ending at the
+put timeout with nothing of it kept."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.flight as flight
+import pytest
+
+from conformance.suites.sync import _cmd, do_put, rows_batch
+from spec.sync.flight import FlightDataMessage, FlightDescriptorMessage, decode_flight_data, descriptor_command
+from tests.sync.conftest import ServerFactory
+
+PATIENCE_S = 30.0
+
+
+def test_flight_data_decodes_as_flight_proto_encodes_it() -> None:
+    descriptor: Any = FlightDescriptorMessage(type=2, cmd=b"\x01\x02")
+    message: Any = FlightDataMessage(data_header=b"header", app_metadata=b"meta", data_body=b"body" * 100)
+    message.flight_descriptor.CopyFrom(descriptor)
+    raw = message.SerializeToString()
+    # Field numbers of Flight.proto: descriptor 1, header 2, app_metadata 3, body 1000 (tag bytes c2 3e).
+    assert raw.startswith(b"\x0a\x06\x08\x02\x12\x02\x01\x02\x12\x06header\x1a\x04meta\xc2\x3e\x90\x03")
+    decoded = decode_flight_data(raw)
+    assert decoded.descriptor is not None and descriptor_command(decoded.descriptor) == b"\x01\x02"
+    assert bytes(decoded.header) == b"header" and bytes(decoded.body) == b"body" * 100
+
+
+def _wait_for(condition: Any) -> None:
+    deadline = time.monotonic() + PATIENCE_S
+    while not condition():
+        assert time.monotonic() < deadline, "the server never reached the expected state"
+        time.sleep(0.01)
+
+
+def test_puts_beyond_the_cap_are_resource_exhausted_and_stalled_ones_end_at_the_put_timeout(
+    server_factory: ServerFactory,
+) -> None:
+    server = server_factory(max_concurrent_puts=2, put_timeout_s=2.0)
+    location = server.location
+    stalled = _cmd("t", "A", None).to_descriptor_cmd()
+    with ThreadPoolExecutor(2) as pool:
+        held = [pool.submit(do_put, location, stalled, [rows_batch([(None, i, "x")])], timeout=60, done=False)
+                for i in range(2)]
+        _wait_for(lambda: server.stats()["running_puts"] == 2)
+        third = do_put(location, _cmd("u", "B", 1).to_descriptor_cmd(), [rows_batch([(None, 1, "b")])], timeout=60)
+        assert third.response is None and "resource exhausted" in third.error_text.lower()
+        # Neither stalled put ever completes: each is ended by the server at the put timeout, not at
+        # the client's 60 s deadline, and nothing of it is kept.
+        outcomes = [f.result() for f in held]
+    assert all(isinstance(o.error, flight.FlightCancelledError) for o in outcomes), outcomes
+    _wait_for(lambda: server.stats()["running_puts"] == 0)  # the handlers finish just after the cancel
+    assert server.stats()["open_transactions"] == 0 and server.stats()["in_memory_bytes"] == 0
+    after = do_put(location, _cmd("u", "B", 1).to_descriptor_cmd(), [rows_batch([(None, 1, "b")])], timeout=60)
+    assert after.response is not None and after.response.accepted
+
+
+def test_a_trickling_put_is_ended_at_the_put_timeout_with_nothing_kept(server_factory: ServerFactory) -> None:
+    server = server_factory(put_timeout_s=1.0)
+    client = flight.FlightClient(server.location)
+    batch = rows_batch([(None, 1, "a")])
+    writer, reader = client.do_put(flight.FlightDescriptor.for_command(_cmd("t", "A", 1).to_descriptor_cmd()),
+                                   batch.schema, options=flight.FlightCallOptions(timeout=60))
+    ended = threading.Event()
+    error: list[BaseException] = []
+
+    def trickle() -> None:
+        try:
+            while not ended.is_set():  # one row every 0.2 s, for ever: only the server can end it
+                writer.write_table(batch)
+                ended.wait(0.2)
+        except (flight.FlightError, pa.ArrowException) as exc:
+            error.append(exc)
+
+    sender = threading.Thread(target=trickle)
+    sender.start()
+    sender.join(PATIENCE_S)
+    ended.set()
+    sender.join()
+    client.close()
+    assert error, "the server never ended the trickling put"
+    assert server.stats()["open_transactions"] == 0 and server.stats()["in_memory_bytes"] == 0
+
+
+@pytest.mark.parametrize("size", [4096, 400_000], ids=["checked-by-the-server", "refused-by-grpc-unread"])
+def test_a_message_above_the_receive_limit_is_resource_exhausted(server_factory: ServerFactory, size: int) -> None:
+    server = server_factory(max_message_bytes=1000)
+    big = rows_batch([(None, i, "x" * 50) for i in range(size // 50)])
+    out = do_put(server.location, _cmd("t", "A", 1).to_descriptor_cmd(), [big], timeout=60)
+    assert out.response is None and "resource exhausted" in out.error_text.lower()
+    assert "\n" not in out.error_text
+    assert server.stats()["in_memory_bytes"] == 0
