@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import grpc
 
 from reference.sync.auth import ServerSecurity, bearer_token_matches
-from spec.sync.errors import InterruptedPut, SyncError, one_line
+from spec.sync.errors import FlightDataError, InterruptedPut, SyncError, one_line
 from spec.sync.flight import DO_PUT_METHOD, FLIGHT_SERVICE, FlightData, decode_flight_data, encode_put_result
 
 log = logging.getLogger(__name__)
@@ -137,6 +137,12 @@ def _messages(requests: Iterator[bytes], call: _Call) -> Iterator[FlightData]:
     try:
         for raw in requests:
             yield decode_flight_data(raw)
+        # The end of a stream looks the same whether the client half-closed it or its connection
+        # broke: grpcio reports the broken call as cancelled by a separate event.  Asking for one
+        # more message is one more round through the server's completion queue, after that event:
+        # a broken call then raises, a half-closed one ends again at once.
+        for _ in requests:
+            raise FlightDataError("a message arrived after the end of the stream")
     except grpc.RpcError:
         raise InterruptedPut() from None
     if call.expired:  # a call the server cancelled just ends its stream

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 
-from conformance.suites.sync import _cmd, do_put, rows_batch
+from conformance.sync.suite import _cmd, do_put, rows_batch
 from spec.sync.flight import FlightDataMessage, FlightDescriptorMessage, decode_flight_data, descriptor_command
 from tests.sync.conftest import ServerFactory
 
