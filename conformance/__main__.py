@@ -10,6 +10,7 @@ COMMANDS = {
     "run": ("conformance.runner", "run a live conformance suite against a target"),
     "vectors": ("conformance.vectors_cli", "check golden vectors against a target"),
     "codec": ("conformance.shuffle.codec_cli", "encode or decode streaming-shuffle messages (hex <-> JSON)"),
+    "monitor": ("conformance.shuffle.monitor", "watch streaming-shuffle connections live or in a pcap and judge them"),
     "sync-trace": ("conformance.sync.trace", "replay a sync-writer trace and print the sequence numbers"),
 }
 

@@ -2,6 +2,7 @@
 
   streamwire conformance run|vectors|codec|sync-trace ...   conformance suites, vectors and tools
   streamwire codec encode|decode ...                        the shuffle codec (hex <-> JSON)
+  streamwire monitor -i lo | -r FILE ...                    watch streaming-shuffle traffic, judged by the spec
   streamwire sync serve ...                                 a data-sync Arrow Flight server
   streamwire pipeline ...                                   the CDC pipeline, checked against its oracle
 
@@ -29,6 +30,10 @@ def _codec(argv: list[str]) -> int:
     return run_command("streamwire codec", "conformance.shuffle.codec_cli", argv)
 
 
+def _monitor(argv: list[str]) -> int:
+    return run_command("streamwire monitor", "conformance.shuffle.monitor", argv)
+
+
 def _sync(argv: list[str]) -> int:
     def serve() -> int:
         from reference.sync.__main__ import main
@@ -50,6 +55,7 @@ def _pipeline(argv: list[str]) -> int:
 TOOLS: Final[dict[str, tuple[Callable[[list[str]], int], str]]] = {
     "conformance": (_conformance, "conformance suites, golden vectors, codec and sync-trace tools"),
     "codec": (_codec, "encode or decode streaming-shuffle messages (hex <-> JSON)"),
+    "monitor": (_monitor, "watch streaming-shuffle traffic (live or a pcap) and judge it by the spec"),
     "sync": (_sync, "the data-sync server: 'streamwire sync serve --store DIR'"),
     "pipeline": (_pipeline, "run the CDC pipeline once (exit 0 only if the table matches)"),
 }

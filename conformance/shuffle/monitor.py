@@ -1,0 +1,220 @@
+"""Watch Spark's streaming shuffle on the wire: every connection decoded and judged by the spec's machines.
+
+Reads a pcap/pcapng file (``--read``) or captures live on an interface (``--interface``; a raw
+AF_PACKET socket, so root), reassembles each TCP connection, recognises streaming-shuffle
+connections by their first frame (no port needs configuring) and judges each with the reader machine
+(conformance/shuffle/observer.py). Prints one line per connection as it ends; ``--json-report``
+(schema: conformance/shuffle/vectors/monitor_report.schema.json) and ``--html`` hold every
+connection's frames, records, bytes, DATA-to-CREDIT round trips and violations.
+
+Exit 1 when a violation was seen, 0 otherwise, 2 on bad arguments or a capture that cannot be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import json
+import sys
+import threading
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Final, Iterable, TextIO
+
+from conformance.capture import CaptureError, Packet, PcapWriter, live_capture, open_capture, read_capture
+from conformance.packet_filter import FilterError, Predicate, compile_filter
+from conformance.shuffle.observer import ConnectionReport, ShuffleConnectionObserver
+from conformance.tcp_streams import Address, Flow, TcpTracker
+
+SCHEMA: Final = Path(__file__).resolve().parent / "vectors" / "monitor_report.schema.json"
+CHECKSUMS: Final = {"auto": None, "on": True, "off": False}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("-r", "--read", metavar="FILE", help="a pcap or pcapng capture to read")
+    source.add_argument("-i", "--interface", metavar="IFACE", help="capture live on this interface (root)")
+    parser.add_argument("--ports", default="", help="only connections with one end on these ports (comma-separated)")
+    parser.add_argument("--filter", default="", metavar="EXPR",
+                        help="only connections matching a BPF-like expression (host, port, net, src, dst, and, or, "
+                             "not, parentheses)")
+    parser.add_argument("--duration", type=float, default=None, metavar="SECONDS",
+                        help="stop a live capture after this long (default: until interrupted)")
+    parser.add_argument("--checksums", choices=sorted(CHECKSUMS), default="auto",
+                        help="whether writers send CRC32C checksums (auto: a checksum of 0 on the first DATA means off)")
+    parser.add_argument("--json-report", metavar="FILE", help="write the JSON report here")
+    parser.add_argument("--html", metavar="FILE", help="write an HTML report here")
+    parser.add_argument("--write-pcap", metavar="FILE", help="also save the live capture as a pcap file")
+    parser.add_argument("--quiet", action="store_true", help="no line per connection")
+
+
+def connection_filter(ports: str, expression: str) -> Predicate:
+    """The predicate ``--ports`` and ``--filter`` together describe (both must hold)."""
+    try:
+        wanted = {int(p) for p in ports.split(",") if p.strip()}
+    except ValueError:
+        raise FilterError(f"--ports takes comma-separated numbers, got {ports!r}") from None
+    if any(not 0 < p < 65536 for p in wanted):
+        raise FilterError(f"--ports out of range: {ports!r}")
+    matches = compile_filter(expression)
+
+    def accept(src: Address, dst: Address) -> bool:
+        return (not wanted or src[1] in wanted or dst[1] in wanted) and matches(src, dst)
+
+    return accept
+
+
+@dataclass
+class MonitorReport:
+    """Every shuffle connection seen, in the order they ended (still-open ones last)."""
+
+    connections: list[ConnectionReport] = field(default_factory=list)
+
+    @property
+    def violations(self) -> int:
+        return sum(len(c.violations) for c in self.connections)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"connections": [c.to_json() for c in self.connections], "violations": self.violations}
+
+
+def observe(packets: Iterable[Packet], accept: Predicate, checksums: bool | None = None,
+            ended: Callable[[ConnectionReport], None] = lambda report: None) -> MonitorReport:
+    """Run packets through TCP reassembly and one observer per connection; ``ended`` hears each as it ends."""
+    report = MonitorReport()
+    observers: list[ShuffleConnectionObserver] = []
+
+    def on_end(connection: ConnectionReport) -> None:
+        report.connections.append(connection)
+        ended(connection)
+
+    def sink_for(flow: Flow) -> ShuffleConnectionObserver:
+        observer = ShuffleConnectionObserver(flow, on_end, checksums)
+        observers.append(observer)
+        return observer
+
+    tracker = TcpTracker(sink_for, accept)
+    tracker.packets(packets)
+    still_open = set(tracker.open_flows)
+    for observer in observers:
+        if observer.flow in still_open and (connection := observer.end_of_capture()) is not None:
+            on_end(connection)
+    return report
+
+
+class LiveMonitor:
+    """A live capture on a thread (for tests and tools that run traffic while watching it)."""
+
+    def __init__(self, interface: str, accept: Predicate, checksums: bool | None = None,
+                 pcap: Path | None = None) -> None:
+        self._interface, self._accept, self._checksums, self._pcap = interface, accept, checksums, pcap
+        self._stop = threading.Event()
+        self._ready = threading.Event()
+        self._result: MonitorReport | BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="streamwire-monitor", daemon=True)
+
+    def _run(self) -> None:
+        try:
+            with ExitStack() as stack:
+                packets: Iterable[Packet] = live_capture(self._interface, None, self._stop, self._ready)
+                if self._pcap is not None:
+                    packets = _tee(packets, PcapWriter(stack.enter_context(open(self._pcap, "wb"))))
+                self._result = observe(packets, self._accept, self._checksums)
+        except BaseException as error:  # noqa: BLE001 - handed to stop()
+            self._result = error
+        finally:
+            self._ready.set()
+
+    def __enter__(self) -> LiveMonitor:
+        self._thread.start()
+        self._ready.wait(10.0)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(30.0)
+
+    @property
+    def report(self) -> MonitorReport:
+        result = self._result
+        if isinstance(result, BaseException):
+            raise result
+        if result is None:
+            raise RuntimeError("the monitor has not stopped")
+        return result
+
+
+def _tee(packets: Iterable[Packet], writer: PcapWriter) -> Iterable[Packet]:
+    for packet in packets:
+        writer.write(packet)
+        yield packet
+
+
+def write_html(report: MonitorReport, out: TextIO) -> None:
+    """One self-contained page: a row per connection, then each violation with its rule and spec section."""
+    esc = html.escape
+    rows = []
+    for c in report.connections:
+        frames = ", ".join(f"{k} {v}" for k, v in c.frames.items())
+        rows.append(f"<tr class='{'bad' if c.violations else 'ok'}'><td>{esc(c.client[0])}:{c.client[1]}</td>"
+                    f"<td>{esc(c.server[0])}:{c.server[1]}</td><td>{c.writer_id}</td><td>{c.reader_id}</td>"
+                    f"<td>{esc(c.status.value)}</td><td>{esc(frames)}</td><td class=n>{c.records}</td>"
+                    f"<td class=n>{c.bytes}</td><td class=n>{c.percentile(50)}</td><td class=n>{c.percentile(99)}</td>"
+                    f"<td class=n>{len(c.violations)}</td></tr>")
+    violations = [f"<li><b>{esc(v.rule)}</b> at frame {v.frame_index} of {esc(c.client[0])}:{c.client[1]} -> "
+                  f"{esc(c.server[0])}:{c.server[1]} (<a href='../../{esc(v.spec_section)}'>{esc(v.spec_section)}</a>)"
+                  f": {esc(v.message)}</li>" for c in report.connections for v in c.violations]
+    out.write(
+        "<!doctype html><meta charset=utf-8><title>streamwire monitor</title><style>"
+        "body{font:14px/1.4 system-ui,sans-serif;margin:1.5em}table{border-collapse:collapse}"
+        "td,th{border:1px solid #ccc;padding:2px 6px}.n{text-align:right}tr.bad td{background:#fdecea}"
+        "</style><h1>streamwire monitor</h1>"
+        f"<p>{len(report.connections)} connection(s), {report.violations} violation(s)</p>"
+        "<table><tr><th>reader end</th><th>writer end</th><th>writer</th><th>reader</th><th>status</th>"
+        "<th>frames</th><th>records</th><th>bytes</th><th>rtt p50 ms</th><th>rtt p99 ms</th><th>violations</th></tr>"
+        + "".join(rows) + "</table>"
+        + (f"<h2>Violations</h2><ol>{''.join(violations)}</ol>" if violations else ""))
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        accept = connection_filter(args.ports, args.filter)
+    except FilterError as error:
+        print(f"monitor: {error}", file=sys.stderr)
+        return 2
+    if args.duration is not None and args.duration <= 0:
+        print("monitor: --duration must be positive", file=sys.stderr)
+        return 2
+    quiet = args.quiet
+
+    def ended(connection: ConnectionReport) -> None:
+        if not quiet:
+            print(connection.summary(), flush=True)
+
+    try:
+        with ExitStack() as stack:
+            if args.read:
+                if args.write_pcap:
+                    print("monitor: --write-pcap saves a live capture; it does not apply to --read", file=sys.stderr)
+                    return 2
+                packets: Iterable[Packet] = read_capture(stack.enter_context(open_capture(args.read)))
+            else:
+                packets = live_capture(args.interface, args.duration)
+                if args.write_pcap:
+                    packets = _tee(packets, PcapWriter(stack.enter_context(open(args.write_pcap, "wb"))))
+            try:
+                report = observe(packets, accept, CHECKSUMS[args.checksums], ended)
+            except KeyboardInterrupt:
+                print("monitor: interrupted; connections still open are not reported", file=sys.stderr)
+                return 130
+    except CaptureError as error:
+        print(f"monitor: {error}", file=sys.stderr)
+        return 2
+    if args.json_report:
+        Path(args.json_report).write_text(json.dumps(report.to_json(), indent=2) + "\n")
+    if args.html:
+        with open(args.html, "w") as out:
+            write_html(report, out)
+    print(f"{len(report.connections)} connection(s), {report.violations} violation(s)", flush=True)
+    return 1 if report.violations else 0
