@@ -224,8 +224,9 @@ class PythonRuntime:
             raise RuntimeError(f"the Python runtime failed: {self._failure}") from self._failure
 
 
-def start_spark() -> Any:
-    """A local session whose driver class path holds the arrival sink (compiled like the conformance adapter)."""
+def start_spark(host: str = "127.0.0.1") -> Any:
+    """A local session whose driver class path holds the arrival sink (compiled like the conformance adapter);
+    its shuffle servers listen on ``host`` (a loopback address of its own lets a capture watch only them)."""
     from conformance.shuffle.jvm_bridge import CLASSES_JAR, compile_sources, find_jdk, spark_jars
     from pyspark.sql import SparkSession
 
@@ -233,7 +234,7 @@ def start_spark() -> Any:
     classes = compile_sources(find_jdk(), spark_jars()) / CLASSES_JAR
     spark = (SparkSession.builder.master(SPARK_MASTER).appName("streamwire-rtm")
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .config("spark.driver.host", "127.0.0.1")
+             .config("spark.driver.host", host).config("spark.driver.bindAddress", host)
              .config("spark.driver.extraClassPath", str(classes)).getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     return spark

@@ -25,7 +25,7 @@ from typing import Any, Callable, Final, Iterable, TextIO
 from conformance.capture import CaptureError, Packet, PcapWriter, live_capture, open_capture, read_capture
 from conformance.packet_filter import FilterError, Predicate, compile_filter
 from conformance.shuffle.observer import ConnectionReport, ShuffleConnectionObserver
-from conformance.tcp_streams import Address, Flow, TcpTracker
+from conformance.tcp_streams import Address, Flow, TcpTracker, segment_of
 
 SCHEMA: Final = Path(__file__).resolve().parent / "vectors" / "monitor_report.schema.json"
 CHECKSUMS: Final = {"auto": None, "on": True, "off": False}
@@ -45,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="whether writers send CRC32C checksums (auto: a checksum of 0 on the first DATA means off)")
     parser.add_argument("--json-report", metavar="FILE", help="write the JSON report here")
     parser.add_argument("--html", metavar="FILE", help="write an HTML report here")
-    parser.add_argument("--write-pcap", metavar="FILE", help="also save the live capture as a pcap file")
+    parser.add_argument("--write-pcap", metavar="FILE", help="also save the live capture (only the connections watched) as a pcap file")
     parser.add_argument("--quiet", action="store_true", help="no line per connection")
 
 
@@ -109,6 +109,8 @@ class LiveMonitor:
     def __init__(self, interface: str, accept: Predicate, checksums: bool | None = None,
                  pcap: Path | None = None) -> None:
         self._interface, self._accept, self._checksums, self._pcap = interface, accept, checksums, pcap
+        self.ended: list[ConnectionReport] = []
+        """Connections that ended so far, appended as they end (readable while the capture runs)."""
         self._stop = threading.Event()
         self._ready = threading.Event()
         self._result: MonitorReport | BaseException | None = None
@@ -119,8 +121,8 @@ class LiveMonitor:
             with ExitStack() as stack:
                 packets: Iterable[Packet] = live_capture(self._interface, None, self._stop, self._ready)
                 if self._pcap is not None:
-                    packets = _tee(packets, PcapWriter(stack.enter_context(open(self._pcap, "wb"))))
-                self._result = observe(packets, self._accept, self._checksums)
+                    packets = _tee(packets, PcapWriter(stack.enter_context(open(self._pcap, "wb"))), self._accept)
+                self._result = observe(packets, self._accept, self._checksums, self.ended.append)
         except BaseException as error:  # noqa: BLE001 - handed to stop()
             self._result = error
         finally:
@@ -145,9 +147,12 @@ class LiveMonitor:
         return result
 
 
-def _tee(packets: Iterable[Packet], writer: PcapWriter) -> Iterable[Packet]:
+def _tee(packets: Iterable[Packet], writer: PcapWriter, accept: Predicate) -> Iterable[Packet]:
+    """Pass every packet on, saving those of the connections watched (nobody else's traffic is kept)."""
     for packet in packets:
-        writer.write(packet)
+        segment = segment_of(packet)
+        if segment is not None and accept(segment.src, segment.dst):
+            writer.write(packet)
         yield packet
 
 
@@ -202,7 +207,7 @@ def main(args: argparse.Namespace) -> int:
             else:
                 packets = live_capture(args.interface, args.duration)
                 if args.write_pcap:
-                    packets = _tee(packets, PcapWriter(stack.enter_context(open(args.write_pcap, "wb"))))
+                    packets = _tee(packets, PcapWriter(stack.enter_context(open(args.write_pcap, "wb"))), accept)
             try:
                 report = observe(packets, accept, CHECKSUMS[args.checksums], ended)
             except KeyboardInterrupt:

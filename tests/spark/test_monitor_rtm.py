@@ -1,0 +1,71 @@
+"""The monitor watching Spark 4.3.0's real-time mode on loopback: its own StreamingShuffleWriter/Reader
+carry a few hundred rows through ``repartition`` (as ``benchmarks rtm`` runs it), and the monitor must
+see every connection, decode every frame, find no violation and count in DATA the rows delivered.
+
+The session's servers listen on a loopback address of this run's own, and the monitor watches only
+that address: nothing else on the machine is captured. Needs root (a raw socket).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from benchmarks.rtm import SparkRealTime, now_us, start_spark
+from conformance.monitor import LiveMonitor, connection_filter
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="live capture needs root (a raw AF_PACKET socket)")
+
+ROWS = 300
+WRITERS = READERS = 2
+"""benchmarks/rtm.py's query: 2 source partitions (writers) repartitioned into 2 (readers)."""
+BATCH = "5 seconds"
+"""Real-time mode's shortest batch: when it ends, every writer terminates and every reader acks."""
+PATIENCE_S = 120.0
+HOST = f"127.91.{os.getpid() % 250 + 1}.{os.getpid() // 250 % 250 + 1}"
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    session = start_spark(HOST)
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+def _wait(condition: Any) -> None:
+    deadline = time.monotonic() + PATIENCE_S
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def test_the_monitor_sees_every_frame_of_real_time_mode_with_no_violation(spark: Any, tmp_path: Path) -> None:
+    with tempfile.TemporaryDirectory(prefix="streamwire-monitor-rtm-") as work:
+        with LiveMonitor("lo", connection_filter("", f"host {HOST}"), pcap=tmp_path / "rtm.pcap") as monitor:
+            query = SparkRealTime(spark, work, BATCH, shuffle=True)
+            try:
+                query.offer(0, ROWS, now_us())
+                _wait(lambda: query.arrived() >= ROWS)
+                # the batch that carried the rows ends: every connection of it terminates and closes
+                _wait(lambda: sum(c.records for c in monitor.ended) >= query.arrived())
+            finally:
+                delivered = query.arrived()
+        query.stop()
+    report = monitor.report
+    summaries = [c.summary() for c in report.connections]
+    assert delivered == ROWS
+    assert report.violations == 0, summaries
+    assert sum(c.records for c in report.connections) == delivered, summaries
+    ended = monitor.ended
+    assert {(c.writer_id, c.reader_id) for c in ended} == {(w, r) for w in range(WRITERS) for r in range(READERS)}
+    for connection in ended:
+        assert connection.status.value == "clean", summaries
+        assert connection.frames["CREDIT_CONTROL"] == connection.frames["DATA"] + 1, summaries
+        assert connection.frames["TERMINATION_CONTROL"] == connection.frames["TERMINATION_ACK"] == 1, summaries
+    assert (tmp_path / "rtm.pcap").stat().st_size > 0
