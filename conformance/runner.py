@@ -43,10 +43,11 @@ EXIT_OK, EXIT_FAILED, EXIT_UNREACHABLE, EXIT_NO_CASE = 0, 1, 2, 3
 PROBED_SCHEMES: Final[Mapping[str, frozenset[str]]] = {
     "sync": frozenset({"grpc", "grpc+tls"}),
     "cluster": frozenset({"etcd", "tcp"}),
-    "shuffle": frozenset(),
+    "shuffle": frozenset({"tcp"}),
 }
-"""Per suite, targets named by a server address that is connected to before any case runs. A
-shuffle ``tcp://`` writer is not: a one-shot writer serves exactly one connection, the case's."""
+"""Per suite, targets named by a server address that is connected to before any case runs. The
+probe closes before sending a byte: a shuffle writer binds a connection only by its first CREDIT,
+so a conforming writer (even a one-shot one) does not count it as a reader."""
 PROBE_TIMEOUT_S: Final = 5.0
 
 

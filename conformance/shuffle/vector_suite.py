@@ -2,7 +2,8 @@
 
 ``--target reference`` checks every vector of ``conformance/shuffle/vectors/`` against the
 reference codec: encoding, whole-frame and whole-body decoding, the incremental frame decoder
-and checksum verification. Further vector kinds plug in as another entry of :data:`CHECKERS`.
+and checksum verification; ``--target spark-jvm`` runs every wire vector through Spark's own
+encoder and decoders (vector_spark.py). Further vector kinds plug in as another entry of :data:`CHECKERS`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from spec.shuffle.messages import DataMessage, Message
 
 VECTOR_DIR: Final = Path(__file__).resolve().parent / "vectors"
 TARGETS: Final = ("reference",)
+SPARK_TARGET: Final = "spark-jvm"
+"""Spark 4.3.0's own encoder and decoders in a JVM take the wire vectors (vector_spark.py)."""
 
 Json = Mapping[str, Any]
 CaseOutcome = Message | ShuffleError
@@ -125,7 +128,13 @@ def check_vectors(target: str) -> Iterator[VectorResult]:
             yield VectorResult(result.group, result.name, False, "wire vectors run in-process only", unsupported=True)
         yield from check_trace_vectors(target)
         return
+    if target == SPARK_TARGET:
+        from conformance.shuffle.vector_spark import check_spark_vectors
+
+        yield from check_spark_vectors(load("wire_messages.json"))
+        return
     if target not in TARGETS:
-        raise SystemExit(f"error: unknown shuffle vector target {target!r}; known: {', '.join(TARGETS)}, exec:CMD")
+        raise SystemExit(f"error: unknown shuffle vector target {target!r}; known: {', '.join(TARGETS)}, "
+                         f"{SPARK_TARGET}, exec:CMD")
     for checker in CHECKERS:
         yield from checker(target)

@@ -20,6 +20,7 @@ from reference.cluster.memory import InProcessCluster
 from reference.shuffle.cluster_directory import ClusterDirectory
 from reference.shuffle.local import LocalShuffleError, TaskDirectory, run_local_shuffle
 from reference.shuffle.task import TaskOptions
+from spec.auth import AuthConfig
 from spec.shuffle import coordination as co
 from spec.shuffle.settings import ShuffleSettings
 
@@ -48,6 +49,17 @@ def test_every_connection_of_a_clean_run_is_decoded_with_zero_violations(tmp_pat
     for c in report.connections:
         assert c.frames["CREDIT_CONTROL"] == c.frames["DATA"] + 1
         assert c.frames["TERMINATION_CONTROL"] == c.frames["TERMINATION_ACK"] == 1
+
+
+def test_connections_with_the_encrypted_handshake_are_reported_encrypted_not_decoded() -> None:
+    host = _host(9)
+    options = TaskOptions(bind_host=host, auth=AuthConfig(b"secret", "streamwire-monitor"))
+    with LiveMonitor("lo", connection_filter("", f"host {host}")) as monitor:
+        outputs, _ = run_local_shuffle(_inputs(1, 2), 2, ShuffleSettings(), options)
+    report = monitor.report
+    assert sum(len(o) for o in outputs) == ROWS
+    assert [c.status.value for c in report.connections] == ["encrypted, not decoded"] * 2
+    assert report.violations == 0
 
 
 class _ProxiedDirectory:

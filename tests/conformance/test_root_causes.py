@@ -17,6 +17,9 @@ from typing import Any
 
 from conformance.shuffle import peer
 from conformance.runner import EXIT_FAILED
+from conformance.framework import CaseOutcome
+from conformance.report.causes import root_causes
+from conformance.report.cases import CaseReport, RunReport
 from conformance.shuffle.suite import CASES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -82,3 +85,13 @@ def test_a_reader_without_credits_has_one_root_cause(tmp_path: Path) -> None:
     message = failure_messages(junit)["shuffle/sequence/reader-rejects-gap"]
     assert message.startswith("follows from shuffle/data/reader-credits-each-data (root cause); awaited a CREDIT")
     assert {c["id"]: c["outcome"] for c in document["cases"]}["shuffle/termination/reader-acks-echo"] == "PASS"
+
+
+def test_failures_with_the_identical_cause_are_one_root_with_its_dependents() -> None:
+    writer_cases = [case for case in CASES if case.role == "writer"][:4]
+    refused = "check raised: ConnectionRefusedError: [Errno 111] Connection refused"
+    reports = [CaseReport(case, CaseOutcome.FAIL, case.requirement, refused if i < 3 else "a different actual", 1.0)
+               for i, case in enumerate(writer_cases)]
+    run = RunReport("shuffle", "t", reports, root_causes(reports))
+    assert [r.case.id for r in run.roots()] == [writer_cases[0].id, writer_cases[3].id]
+    assert [d.case.id for d in run.dependents(writer_cases[0].id)] == [c.id for c in writer_cases[1:3]]

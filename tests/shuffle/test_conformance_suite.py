@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import socket
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -19,7 +20,7 @@ from typing import Any
 import pytest
 from spark_jvm_support import require_jdk
 
-from conformance.runner import EXIT_FAILED, EXIT_NO_CASE, EXIT_OK
+from conformance.runner import EXIT_FAILED, EXIT_NO_CASE, EXIT_OK, EXIT_UNREACHABLE
 from conformance.shuffle.suite import CASES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -132,8 +133,17 @@ def test_tcp_target_runs_writer_cases_on_the_default_workload(tmp_path: Path) ->
     finally:
         writer.kill()
         writer.wait(30)
-    code, document, output = run(tmp_path, "tcp://127.0.0.1:9", "--case", "shuffle/termination/writer-waits")
+    with socket.create_server(("127.0.0.1", 0)) as idle:  # listens, never serves: no case connects to it
+        code, document, output = run(tmp_path, f"tcp://127.0.0.1:{idle.getsockname()[1]}", "--case",
+                                     "shuffle/termination/writer-waits")
     assert outcomes(document) == {"shuffle/termination/writer-waits-for-every-ack": "UNSUPPORTED"}, output
+
+
+def test_an_unreachable_tcp_writer_fails_in_one_line_before_any_case() -> None:
+    done = subprocess.run([sys.executable, "-m", "conformance", "run", "--suite", "shuffle", "--target",
+                           "tcp://127.0.0.1:9"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == EXIT_UNREACHABLE, done.stdout + done.stderr
+    assert done.stdout == "" and done.stderr == "error: cannot connect to tcp://127.0.0.1:9: Connection refused\n"
 
 
 @pytest.mark.jvm
