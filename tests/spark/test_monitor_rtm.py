@@ -17,7 +17,7 @@ from typing import Any, Iterator
 import pytest
 
 from benchmarks.rtm import SparkRealTime, now_us, start_spark
-from conformance.monitor import LiveMonitor, connection_filter
+from conformance.shuffle.monitor import LiveMonitor, connection_filter
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="live capture needs root (a raw AF_PACKET socket)")
 
