@@ -41,6 +41,8 @@ from reference.shuffle.task import ROOT_CAUSE_WAIT_S, TaskOptions, describe
 from reference.shuffle.transport import FaultHook
 from reference.shuffle.writer_task import WriterTask
 from reference.spark.arrived import arrived_batches
+from spec.auth import AuthConfig
+from spec.auth.settings import AUTHENTICATE_KEY, SECRET_KEY, auth_from_conf, enabled
 from spec.shuffle import coordination as co
 from spec.shuffle.errors import ShuffleError
 from spec.shuffle.framing import DEFAULT_MAX_RECORD_SIZE
@@ -116,6 +118,9 @@ class Plan:
     driver_host: str = "127.0.0.1"
     limits: ConnectionLimits = ConnectionLimits()
     max_record_size: int = DEFAULT_MAX_RECORD_SIZE
+    auth: AuthConfig | None = None
+    """The application's handshake (``spark.authenticate``); it travels in the task closure, which
+    Spark's own authenticated, encrypted connections carry when the same settings are on."""
 
     def host(self) -> str:
         """This task's host: where a writer's server binds, what its cluster node advertises."""
@@ -130,7 +135,7 @@ class Plan:
         fault = self.fault if role == "writer" else None
         return TaskOptions(bind_host=host, executor_id=f"{socket.gethostname()}:{os.getpid()}",
                            transcript_path=transcript, fault=fault, limits=self.limits,
-                           max_record_size=self.max_record_size, readers_may_leave=True)
+                           max_record_size=self.max_record_size, readers_may_leave=True, auth=self.auth)
 
 
 def _executor_host(driver_host: str) -> str:
@@ -285,6 +290,27 @@ def runtime_limits(runtime: Mapping[str, str]) -> tuple[ConnectionLimits, int]:
     return limits, number(MAX_RECORD_SIZE_KEY, DEFAULT_MAX_RECORD_SIZE)
 
 
+SECRET_COOKIE: Final = "sparkCookie"
+"""Where Spark's SecurityManager keeps the secret it generated (local and YARN): the user's Hadoop credentials."""
+SECRET_ENVIRONMENT: Final = "_SPARK_AUTH_SECRET"
+"""Where a cluster manager hands the generated secret to processes it starts (Kubernetes, standalone workers)."""
+
+
+def application_conf(sc: Any) -> dict[str, str]:
+    """The SparkConf as a dict, with the secret Spark generated for the application filled in as
+    ``spark.authenticate.secret`` when ``spark.authenticate`` is on without one: the shuffle's
+    connections and the cluster service then require the same secret."""
+    conf: dict[str, str] = dict(sc.getConf().getAll())
+    if enabled(conf, AUTHENTICATE_KEY) and not conf.get(SECRET_KEY):
+        jvm = sc._jvm
+        credentials = jvm.org.apache.hadoop.security.UserGroupInformation.getCurrentUser().getCredentials()
+        generated = credentials.getSecretKey(jvm.org.apache.hadoop.io.Text(SECRET_COOKIE))
+        secret = bytes(generated).decode() if generated else os.environ.get(SECRET_ENVIRONMENT, "")
+        if secret:
+            conf[SECRET_KEY] = secret
+    return conf
+
+
 _DEFAULT_ATTRIBUTE: Final = "_streamwire_streaming_shuffle"
 """Where a SparkContext keeps the service the module-level functions use (it dies with the context)."""
 
@@ -309,7 +335,8 @@ class StreamingShuffle:
         self.sc: Any = getattr(spark, "sparkContext", spark)
         conf = self.sc.getConf()
         self.driver_host: str = conf.get("spark.driver.host", "127.0.0.1")
-        self.coordinator: ClusterCoordinator = directory_from_conf(dict(conf.getAll()), self.driver_host)
+        self.conf: dict[str, str] = application_conf(self.sc)
+        self.coordinator: ClusterCoordinator = directory_from_conf(self.conf, self.driver_host)
         local_workers_use_driver_python(self.sc)
         self._ids = itertools.count()
         self._closed = False
@@ -427,7 +454,8 @@ class StreamingShuffle:
 
         plan = Plan(shuffle_id, shape.writers, shape.readers, settings, coordinator.add_shuffle(shuffle_id, launcher),
                     runtime.get(BIND_HOST_KEY), runtime.get(TRANSCRIPT_DIR_KEY), fault, self.driver_host,
-                    limits=limits, max_record_size=max_record_size)
+                    limits=limits, max_record_size=max_record_size,
+                    auth=auth_from_conf(self.conf, str(sc.applicationId), None))
         return plan
 
     def _close_with(self, result: object, shuffle_id: int) -> None:
