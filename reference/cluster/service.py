@@ -11,8 +11,10 @@ must complete HELLO (at most ``MAX_HELLO_BYTES``, checked from the length header
 is read) within ``bind_timeout_s``, and at most ``max_pending`` strangers wait at once (a newcomer
 evicts the oldest); at most ``max_sessions`` nodes are served; an identified node's frames may be
 up to ``MAX_REQUEST_BYTES`` (a full batch), at most ``max_buffered_bytes`` of partial requests are
-held for all connections together (beyond, the service stops reading the connection that crossed
-it), and a node must send a frame at least every ``fail_bound``; a node that does not read its
+held for all connections together (beyond, the service stops reading only the connections that hold
+more than ``small_partial_bytes`` of an unfinished frame: each connection keeps that share, so
+renewals and small requests of the other nodes are still read), and a node must send a frame at
+least every ``fail_bound``; a node that does not read its
 events is disconnected when ``max_queued_bytes`` wait for it. Closing a connection
 releases its socket, buffers and node at once.
 
@@ -65,7 +67,10 @@ class ServiceLimits:
     max_queued_bytes: int = 64 * 1024 * 1024
     max_buffered_bytes: int = 256 * 1024 * 1024
     """Partial requests held for all connections together; beyond it the service stops reading
-    the connection that crossed it until the total is back under half."""
+    the connections holding more than ``small_partial_bytes`` until the total is back under half."""
+    small_partial_bytes: int = 64 * 1024
+    """Each connection's own share: one holding no more of an unfinished frame is read even when the
+    budget is spent, so a flood of large unfinished frames stalls only the connections sending them."""
 
 
 def error_frame(request_id: int, error: ClusterError) -> bytes:
@@ -261,7 +266,7 @@ class ClusterService:
             if not stream.closed:  # closed() took back what this connection held
                 self._buffered += session.frames.held_bytes - session.buffered
                 session.buffered = session.frames.held_bytes
-        if self._buffered > self.limits.max_buffered_bytes:
+        if self._buffered > self.limits.max_buffered_bytes and session.buffered > self.limits.small_partial_bytes:
             stream.pause()
             self._paused.append(session)
 
