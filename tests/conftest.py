@@ -1,5 +1,5 @@
 """Hypothesis profiles: ``dev`` for quick local runs, ``ci`` (selected when CI is set) for CI;
-a loopback etcd (cluster and shuffle tests), always stopped."""
+a loopback etcd (cluster and shuffle tests) and a throwaway Postgres (CDC tests), always stopped."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Iterator
 import pytest
 from hypothesis import HealthCheck, settings
 
+from reference.cdc.postgres_server import PostgresServer, postgres_bin_dir
 from reference.cluster.etcd_server import EtcdServer, etcd_binary
 
 settings.register_profile("dev", max_examples=50, stateful_step_count=30, deadline=None)
@@ -39,3 +40,20 @@ def etcd_server(etcd_required: None, tmp_path_factory: pytest.TempPathFactory) -
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_required() -> None:
+    """Without Postgres binaries, CDC tests fail in CI and skip (saying why) locally."""
+    if postgres_bin_dir() is None:
+        message = "no Postgres binaries (Debian package postgresql-15; .ci/run installs it)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def postgres_server(postgres_required: None) -> Iterator[PostgresServer]:
+    """A Postgres with wal_level=logical for the session, stopped and removed at its end."""
+    with PostgresServer() as server:
+        yield server

@@ -324,3 +324,9 @@ def one_line(exc: BaseException) -> str:
     """An error as one line (for a CLI's stderr)."""
     return " ".join(str(exc).split())
 
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an error whose text goes on with details (gRPC statuses, tracebacks)."""
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+

@@ -1,0 +1,88 @@
+"""``python -m reference.cdc``: stream a Postgres publication through a slot into a sync server.
+
+    python -m reference.cdc --source postgresql://USER@HOST:PORT/DB --publication P --slot S \\
+        --sync grpc://HOST:PORT [--create-slot] [--until-lsn current|LSN] [--verify --store DIR]
+
+One process, one sync origin (the slot's name). The pipeline on PySpark, with the streaming
+shuffle routing by key to several sinks, is ``python -m reference.pipeline --source ...``.
+Errors are one line on stderr: exit 2 for the set-up (connection, password, publication, slot,
+wal_level), 1 for anything that stopped the stream or a failed verification.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.flight as flight
+
+from reference.cdc.pgwire import PgAddress, PgConnectionError, PgServerError, first_line, one_line
+from reference.cdc.replicate import replicate
+from reference.cdc.source import SlotSource, SlotSpec, SourceSetupError
+from reference.cdc.verify import verify
+from reference.sync.client import SyncClient, SyncUnavailable
+from spec.pgoutput.errors import PgOutputError
+from spec.pgoutput.messages import format_lsn
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m reference.cdc", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--source", required=True, help="postgresql://USER[:PASSWORD]@HOST:PORT/DB (or PGPASSWORD)")
+    p.add_argument("--publication", required=True)
+    p.add_argument("--slot", required=True, help="logical replication slot (pgoutput); also the sync origin")
+    p.add_argument("--create-slot", action="store_true", help="create the slot if it does not exist")
+    p.add_argument("--until-lsn", help="stop once every change committed before this LSN is durable "
+                                       "('current': the WAL position at start); default: run until stopped")
+    p.add_argument("--sync", required=True, help="sync server location, grpc://HOST:PORT")
+    p.add_argument("--verify", action="store_true", help="then compare every table with the Delta store (--store)")
+    p.add_argument("--store", help="the sync server's store directory (for --verify)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if args.verify and not args.store:
+        print("cdc: --verify needs --store", file=sys.stderr)
+        return 2
+    try:
+        address = PgAddress.parse(args.source)
+    except ValueError as exc:
+        print(f"cdc: {exc}", file=sys.stderr)
+        return 2
+    source = SlotSource(address, SlotSpec(args.slot, args.publication, args.create_slot, args.until_lsn))
+    client = SyncClient(args.sync, origin=args.slot)
+    try:
+        try:
+            source.open()
+        except (SourceSetupError, PgServerError, PgConnectionError, ValueError) as exc:
+            print(f"cdc: {one_line(exc)}", file=sys.stderr)
+            return 2
+        counts = replicate(source, client)
+    except (PgOutputError, PgServerError, PgConnectionError, SourceSetupError, SyncUnavailable) as exc:
+        print(f"cdc: {one_line(exc)}", file=sys.stderr)
+        return 1
+    except (pa.ArrowException, flight.FlightError) as exc:  # the sync server refused a put
+        print(f"cdc: the sync server refused a transaction: {first_line(exc)}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        source.close()
+        client.close()
+    durable = "none" if counts.durable is None else format_lsn(counts.durable)
+    print(f"cdc: {counts.transactions} transactions, {counts.rows} rows, durable at {durable}")
+    if args.verify:
+        differences = verify(address, args.publication, Path(args.store))
+        for difference in differences:
+            print(difference.line())
+        if differences:
+            return 1
+        print("pipeline OK")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,163 @@
+"""The Postgres change source: one publication read through one logical replication slot.
+
+:class:`SlotSource` checks the set-up (``wal_level``, the publication, the slot; ``--create-slot``
+creates it), starts streaming pgoutput protocol version 1 from the slot's confirmed position and
+returns one :class:`~spec.pgoutput.transactions.SourceTransaction` per committed transaction.
+What it confirms to the slot, and when it has read up to ``until``, is decided by
+:class:`~spec.pgoutput.feedback.SlotFeedback`: only what the caller reports durable.
+
+Set-up problems are :class:`SourceSetupError` with one line saying what to change.
+"""
+
+from __future__ import annotations
+
+import select
+import time
+from dataclasses import dataclass, field
+
+from reference.cdc.pgwire import PgAddress, PgConnection, quote_ident, quote_literal
+from spec.pgoutput.feedback import SlotFeedback, record_boundary
+from spec.pgoutput.messages import (
+    PrimaryKeepalive,
+    Relation,
+    XLogData,
+    decode_pgoutput,
+    decode_replication,
+    parse_lsn,
+)
+from spec.pgoutput.transactions import SourceTransaction, TransactionAssembler
+
+POSTGRES_EPOCH_US = 946_684_800_000_000
+"""2000-01-01 00:00:00 UTC in microseconds since the Unix epoch (TimestampTz counts from there)."""
+
+
+class SourceSetupError(Exception):
+    """The database, publication or slot is not set up for logical replication; the message says how to fix it."""
+
+    condition = "CDC_SETUP"
+
+
+@dataclass(frozen=True, slots=True)
+class SlotSpec:
+    """Which slot and publication to read, whether to create the slot, and where to stop (None: never)."""
+
+    slot: str
+    publication: str
+    create_slot: bool = False
+    until: str | None = None
+    """``current`` (the WAL position when the source starts) or an LSN ``X/Y``."""
+
+
+@dataclass
+class SlotSource:
+    """A replication connection streaming one slot; ``read`` returns transactions, ``confirm`` reports durability."""
+
+    address: PgAddress
+    spec: SlotSpec
+    feedback: SlotFeedback = field(default_factory=SlotFeedback)
+    _stream: PgConnection | None = None
+    _catalog: PgConnection | None = None
+    _machine: TransactionAssembler | None = None
+
+    def open(self) -> None:
+        """Check the set-up, create the slot if asked, and start streaming from the slot's confirmed position."""
+        stream = PgConnection(self.address, replication=True, application_name=f"streamwire {self.spec.slot}")
+        try:
+            self._check(stream)
+            until = self.spec.until
+            if until is not None:
+                target = stream.query("SELECT pg_current_wal_insert_lsn()").rows[0][0] if until == "current" else until
+                assert target is not None
+                self.feedback = SlotFeedback(until=record_boundary(parse_lsn(target)))
+            options = f"proto_version '1', publication_names {quote_literal(quote_ident(self.spec.publication))}"
+            stream.start_copy_both(f"START_REPLICATION SLOT {quote_ident(self.spec.slot)} LOGICAL 0/0 ({options})")
+        except BaseException:
+            stream.close()
+            raise
+        self._stream = stream
+        self._machine = TransactionAssembler(primary_key=self._primary_key)
+
+    def _check(self, stream: PgConnection) -> None:
+        where = f"Postgres at {self.address.url()}"
+        wal_level = stream.query("SHOW wal_level").rows[0][0]
+        if wal_level != "logical":
+            raise SourceSetupError(f"{where} has wal_level={wal_level}; logical replication needs wal_level=logical "
+                                   "(set it in postgresql.conf and restart Postgres)")
+        found = stream.query(f"SELECT 1 FROM pg_publication WHERE pubname = {quote_literal(self.spec.publication)}")
+        if not found.rows:
+            raise SourceSetupError(f"publication {self.spec.publication!r} does not exist in database "
+                                   f"{self.address.database!r} (CREATE PUBLICATION {quote_ident(self.spec.publication)} "
+                                   "FOR TABLE ...)")
+        slot = stream.query("SELECT plugin, database FROM pg_replication_slots WHERE slot_name = "
+                            f"{quote_literal(self.spec.slot)}").rows
+        if not slot:
+            if not self.spec.create_slot:
+                raise SourceSetupError(f"replication slot {self.spec.slot!r} does not exist in {where} "
+                                       "(--create-slot creates it)")
+            stream.query(f"CREATE_REPLICATION_SLOT {quote_ident(self.spec.slot)} LOGICAL pgoutput NOEXPORT_SNAPSHOT")
+        elif slot[0] != ("pgoutput", self.address.database):
+            raise SourceSetupError(f"replication slot {self.spec.slot!r} is for plugin {slot[0][0]} in database "
+                                   f"{slot[0][1]}, not pgoutput in {self.address.database}")
+
+    def _primary_key(self, relation: Relation) -> tuple[str, ...]:
+        """The primary key columns of a REPLICA IDENTITY FULL table, from the catalog (in key order)."""
+        if self._catalog is None:
+            self._catalog = PgConnection(self.address)
+        rows = self._catalog.query(
+            "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) "
+            f"WHERE i.indrelid = {relation.relation_id} AND i.indisprimary ORDER BY array_position(i.indkey, a.attnum)").rows
+        return tuple(str(r[0]) for r in rows)
+
+    def read(self, timeout_s: float) -> SourceTransaction | None:
+        """The next committed transaction, or None when nothing completed one within ``timeout_s``."""
+        stream, machine = self._stream, self._machine
+        assert stream is not None and machine is not None, "open() first"
+        deadline = time.monotonic() + timeout_s
+        while True:
+            left = deadline - time.monotonic()
+            if not stream.buffered and (left <= 0 or not select.select([stream.fileno()], [], [], left)[0]):
+                return None
+            payload = stream.read_copy_data()
+            if payload is None:
+                raise SourceSetupError(f"Postgres at {self.address.url()} ended the replication stream")
+            message = decode_replication(payload)
+            if not isinstance(message, (XLogData, PrimaryKeepalive)):
+                continue
+            if self.feedback.on_message(message):
+                self._send_status()
+            if isinstance(message, XLogData):
+                tx = machine.feed(decode_pgoutput(message.data))
+                if tx is not None:
+                    return tx
+
+    def confirm(self, durable: int | None) -> None:
+        """The sync server reports ``durable`` for this slot's origin: confirm the slot up to it (never more)."""
+        if self.feedback.on_durable(durable):
+            self._send_status()
+
+    def ask_position(self) -> None:
+        """Ask the server for a keepalive now (its ``wal_end`` says how far it has sent)."""
+        self._send_status(reply_requested=True)
+
+    def _send_status(self, *, reply_requested: bool = False) -> None:
+        assert self._stream is not None
+        now = time.time_ns() // 1000 - POSTGRES_EPOCH_US
+        self._stream.send_copy_data(self.feedback.status(now, reply_requested=reply_requested).encode())
+
+    def close(self) -> None:
+        for conn in (self._stream, self._catalog):
+            if conn is not None:
+                conn.close()
+        self._stream = self._catalog = None
+
+
+def slot_position(address: PgAddress, slot: str) -> int | None:
+    """The slot's ``confirmed_flush_lsn`` (None: no slot, or nothing confirmed)."""
+    conn = PgConnection(address)
+    try:
+        rows = conn.query("SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = "
+                          f"{quote_literal(slot)}").rows
+    finally:
+        conn.close()
+    return parse_lsn(rows[0][0]) if rows and rows[0][0] else None
+

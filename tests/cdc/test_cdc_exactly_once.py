@@ -1,0 +1,156 @@
+"""Several sessions writing at once arrive exactly (every type, TOAST, key changes, NULLs), a
+kill -9 of the source process or of the sync server mid-stream loses and doubles nothing, and
+the slot's confirmed_flush_lsn, sampled throughout, never passes what the sync server holds durable."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from reference.cdc import workload
+from reference.cdc.replicate import ReplicationCounts, replicate
+from reference.cdc.source import SlotSource, SlotSpec, slot_position
+from reference.cdc.verify import verify
+from reference.pipeline.syncserver import SyncServerProcess
+from reference.sync.client import SyncClient
+from spec.pgoutput.feedback import record_boundary
+from spec.pgoutput.messages import parse_lsn
+from tests.cdc.conftest import Database, cdc_cli
+
+SESSIONS, TRANSACTIONS = 4, 25
+
+
+class SlotSampler:
+    """Samples the slot's confirmed_flush_lsn, then the durable number the sync server reports for the
+    origin; a sample is (confirmed, durable reported after it). Durable never goes back, so a
+    confirmed position above both the slot's position at creation and the durable number reported
+    after it was confirmed past durable."""
+
+    def __init__(self, database: Database, server: SyncServerProcess) -> None:
+        self._database, self._server = database, server
+        self.created_at = slot_position(database.address, database.name) or 0
+        self.samples: list[tuple[int, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="slot-sampler")
+
+    def _run(self) -> None:
+        probe = SyncClient(lambda: self._server.location, origin=self._database.name)
+        try:
+            while not self._stop.wait(0.02):
+                confirmed = slot_position(self._database.address, self._database.name) or 0
+                self.samples.append((confirmed, probe.probe().durable_sequence_number or 0))
+        finally:
+            probe.close()
+
+    def past_durable(self) -> list[tuple[int, int]]:
+        return [(confirmed, durable) for confirmed, durable in self.samples if confirmed > max(durable, self.created_at)]
+
+    def moved(self) -> bool:
+        return any(confirmed > self.created_at for confirmed, _ in self.samples)
+
+    @contextmanager
+    def running(self) -> Iterator[SlotSampler]:
+        self._thread.start()
+        try:
+            yield self
+        finally:
+            self._stop.set()
+            self._thread.join(30)
+
+
+def _stop_at_current(database: Database, source: SlotSource) -> None:
+    """Let the running source stop once what is committed now is durable."""
+    source.feedback.until = record_boundary(parse_lsn(str(database.query("SELECT pg_current_wal_insert_lsn()")[0][0])))
+
+
+@contextmanager
+def replicating(database: Database, server: SyncServerProcess) -> Iterator[tuple[SlotSource, SyncClient, list[object]]]:
+    """The source streaming into the server in a thread; leaving the block waits for it to reach its
+    ``until`` (or stops it, if the block failed) and closes it. The run's counts or error land in the list."""
+    source = SlotSource(database.address, SlotSpec(database.name, database.name))
+    client = SyncClient(lambda: server.location, origin=database.name)
+    source.open()
+    result: list[object] = []
+    stop = threading.Event()
+
+    def run() -> None:
+        try:
+            result.append(replicate(source, client, stop=stop.is_set))
+        except BaseException as exc:  # handed to the test
+            result.append(exc)
+
+    thread = threading.Thread(target=run, name="replicate")
+    thread.start()
+    try:
+        yield source, client, result
+        thread.join(60)
+    finally:
+        stop.set()
+        thread.join(30)
+        source.close()
+        client.close()
+
+
+def _assert_tables_equal(database: Database, server: SyncServerProcess) -> None:
+    assert [d.line() for d in verify(database.address, database.name, Path(server.store))] == []
+
+
+def test_concurrent_sessions_arrive_exactly_and_the_slot_never_passes_durable(
+        database: Database, sync_server: SyncServerProcess) -> None:
+    with SlotSampler(database, sync_server).running() as sampler:
+        with replicating(database, sync_server) as (source, _, result):
+            workload.run_concurrently(database.address, SESSIONS, TRANSACTIONS)
+            _stop_at_current(database, source)
+    (counts,) = result
+    assert isinstance(counts, ReplicationCounts) and counts.transactions > SESSIONS * TRANSACTIONS * 0.9
+    _assert_tables_equal(database, sync_server)
+    assert sampler.past_durable() == [] and sampler.moved()
+    assert slot_position(database.address, database.name) == counts.durable
+
+
+def test_kill_9_of_the_sync_server_mid_stream(database: Database, sync_server: SyncServerProcess) -> None:
+    with SlotSampler(database, sync_server).running() as sampler:
+        with replicating(database, sync_server) as (source, client, result):
+            workload.run_concurrently(database.address, SESSIONS, TRANSACTIONS, seed=1)
+            more = 2
+            while slot_position(database.address, database.name) == sampler.created_at or not client.pending_transactions:
+                workload.run_session(database.address, 0, SESSIONS, 1, seed=more)  # until some durable, more in flight
+                more += 1
+            sync_server.kill()
+            sync_server.start()
+            workload.run_concurrently(database.address, SESSIONS, TRANSACTIONS // 2, seed=1000)
+            _stop_at_current(database, source)
+    assert isinstance(result[0], ReplicationCounts), result
+    assert client.restarts_seen >= 1
+    _assert_tables_equal(database, sync_server)
+    assert sampler.past_durable() == [] and sampler.moved()
+
+
+def test_kill_9_of_the_source_process_then_restart(database: Database, sync_server: SyncServerProcess) -> None:
+    args = ("--source", database.url(), "--publication", database.name, "--slot", database.name,
+            "--sync", sync_server.location)
+    created_at = slot_position(database.address, database.name)
+    process = subprocess.Popen([sys.executable, "-m", "reference.cdc", *args], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE)
+    try:
+        workload.run_concurrently(database.address, SESSIONS, TRANSACTIONS, seed=4)
+        while slot_position(database.address, database.name) == created_at:
+            time.sleep(0.05)
+        workload.run_concurrently(database.address, SESSIONS, TRANSACTIONS // 2, seed=5)
+    finally:
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait(30)
+    killed_at = slot_position(database.address, database.name)
+    workload.run_concurrently(database.address, SESSIONS, TRANSACTIONS // 2, seed=6)
+    out = cdc_cli(*args, "--until-lsn", "current", "--verify", "--store", sync_server.store)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.splitlines()[-1] == "pipeline OK"
+    assert created_at is not None and killed_at is not None and created_at < killed_at
+    assert (slot_position(database.address, database.name) or 0) > killed_at

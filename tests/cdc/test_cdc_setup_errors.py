@@ -1,0 +1,63 @@
+"""Set-up mistakes a user makes give one line saying what to change, and an ALTER TABLE the sync
+server cannot apply stops the stream naming the table, with the slot left where nothing is lost."""
+
+from __future__ import annotations
+
+import pytest
+
+from reference.cdc.__main__ import main
+from reference.cdc.postgres_server import PostgresServer
+from reference.cdc.source import slot_position
+from reference.pipeline.syncserver import SyncServerProcess
+from spec.pgoutput.messages import parse_lsn
+from tests.cdc.conftest import Database
+
+NO_SYNC_SERVER = "grpc://127.0.0.1:9"
+"""Set-up errors stop the source before it talks to the sync server."""
+
+
+def cdc(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    """``python -m reference.cdc ARGS`` in this process: exit status and the one line on stderr."""
+    status = main(list(args))
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) <= 1, lines
+    return status, lines[0] if lines else ""
+
+
+def test_wrong_password(database: Database, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cdc(capsys, "--source", database.url(password="wrong"), "--publication", database.name, "--slot",
+               database.name, "--sync", NO_SYNC_SERVER) == (2, 'cdc: password authentication failed for user "postgres"')
+
+
+def test_missing_publication_and_missing_slot(database: Database, capsys: pytest.CaptureFixture[str]) -> None:
+    status, line = cdc(capsys, "--source", database.url(), "--publication", "nope", "--slot", database.name,
+                       "--sync", NO_SYNC_SERVER)
+    assert status == 2 and line.startswith(f"cdc: publication 'nope' does not exist in database '{database.name}'")
+    status, line = cdc(capsys, "--source", database.url(), "--publication", database.name, "--slot", "other",
+                       "--sync", NO_SYNC_SERVER)
+    assert status == 2 and "replication slot 'other' does not exist" in line and "--create-slot" in line
+
+
+def test_wal_level_replica(postgres_required: None, capsys: pytest.CaptureFixture[str]) -> None:
+    with PostgresServer(wal_level="replica") as server:
+        server.connect().query("CREATE PUBLICATION p FOR ALL TABLES")
+        status, line = cdc(capsys, "--source", server.url(), "--publication", "p", "--slot", "s", "--create-slot",
+                           "--sync", NO_SYNC_SERVER)
+    assert status == 2 and "has wal_level=replica; logical replication needs wal_level=logical" in line
+
+
+def test_add_column_stops_naming_the_table_and_confirms_nothing_after_it(
+        database: Database, sync_server: SyncServerProcess, capsys: pytest.CaptureFixture[str]) -> None:
+    run = ("--source", database.url(), "--publication", database.name, "--slot", database.name,
+           "--sync", sync_server.location, "--until-lsn", "current")
+    database.query("INSERT INTO items (id, name) VALUES (1, 'before')")
+    assert cdc(capsys, *run)[0] == 0
+    before = slot_position(database.address, database.name)
+    database.query("ALTER TABLE items ADD COLUMN extra integer")
+    database.query("INSERT INTO items (id, name, extra) VALUES (2, 'after', 7)")
+    altered_at = parse_lsn(str(database.query("SELECT pg_current_wal_insert_lsn()")[0][0]))
+    status, line = cdc(capsys, *run)
+    assert status == 1
+    assert line.startswith("cdc: the sync server refused a transaction") and "items" in line and "extra" in line
+    after = slot_position(database.address, database.name)
+    assert before is not None and after == before < altered_at  # the slot still holds the insert of key 2
