@@ -3,7 +3,7 @@
 Integers are big-endian like Java's. The handshake rides on Spark's transport frames: the client's
 ``AuthMessage`` is the body of one RpcRequest, the server's the body of the RpcResponse (or an
 RpcFailure carries the refusal). After the handshake every byte is encrypted: AES-CTR leaves the
-lengths unchanged; AES-GCM wraps each sent batch in :data:`GCM_MESSAGE_HEADER` and 32 KiB segments.
+lengths unchanged; AES-GCM wraps each sent batch in a message header and 32 KiB segments.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Final, Mapping
 
-from spec.docs import cluster, pgoutput, shuffle, shuffle_dissector, sync
+from spec.docs import auth, cluster, pgoutput, shuffle, shuffle_dissector, sync
 
 DOCS_DIR: Final = Path(__file__).resolve().parents[2] / "docs" / "spec"
 
@@ -20,6 +20,7 @@ DOCUMENTS: Final[Mapping[str, Callable[[], str]]] = {
     "sync.md": sync.render,
     "cluster.md": cluster.render,
     "pgoutput.md": pgoutput.render,
+    "auth.md": auth.render,
     shuffle_dissector.FILE_NAME: shuffle_dissector.render,
 }
 """File name under docs/spec/ -> function rendering its whole text."""
