@@ -23,7 +23,7 @@ from conformance.framework import CaseContext, CaseTimeout, RunOptions, VectorRe
 from conformance.cluster.vectorgen import MISSING_SHARD, TRACES_FILE
 from spec.cluster.detector import FailureDetector
 from spec.cluster.errors import ClusterError
-from spec.cluster.types import Entry, Membership, MetadataOp, NodeId, Revision, Scope, ShardId
+from spec.cluster.types import Entry, Membership, MetadataOp, NodeId, NodeState, Revision, Scope, ShardId
 
 TRACE_DEADLINE_S: Final = 60.0
 NOTIFY_WAIT_S: Final = 5.0
@@ -190,14 +190,18 @@ def replay_trace(target: Any, options: RunOptions, test: dict[str, Any]) -> Vect
 def replay_detector(test: dict[str, Any]) -> VectorResult:
     """A detector trace against the spec's FailureDetector."""
     detector = FailureDetector(test["pfailAfter"], test["failAfter"])
+    states: dict[NodeId, NodeState] = {}  # what a backend's model holds: the verdicts applied so far
     name = f"tcId {test['tcId']}: {test['comment']}"
     for event in test["events"]:
         if event["event"] == "renew":
             detector.renew(NodeId(event["node"]), event["t"])
         elif event["event"] == "forget":
             detector.forget(NodeId(event["node"]))
+            states.pop(NodeId(event["node"]), None)
         else:
-            got = {n: s.value for n, s in detector.tick(event["t"]).items()}
+            changed = detector.tick(event["t"], states)
+            states.update(changed)
+            got = {n: s.value for n, s in changed.items()}
             if got != event["verdicts"]:
                 return VectorResult("DetectorTrace", name, False,
                                     f"tick at t={event['t']}: verdicts {got}, expected {event['verdicts']}")

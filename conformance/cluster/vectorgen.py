@@ -298,6 +298,7 @@ DETECTOR_SCENARIOS: Final = (
 
 def run_detector(scenario: DetectorScenario) -> dict[str, Any]:
     detector = FailureDetector(scenario.pfail_after, scenario.fail_after)
+    states: dict[NodeId, NodeState] = {}
     events = []
     for t, kind, node in scenario.events:
         event: dict[str, Any] = {"t": t, "event": kind}
@@ -306,9 +307,12 @@ def run_detector(scenario: DetectorScenario) -> dict[str, Any]:
             event["node"] = node
         elif kind == "forget":
             detector.forget(NodeId(node))
+            states.pop(NodeId(node), None)
             event["node"] = node
         else:
-            event["verdicts"] = {n: s.value for n, s in sorted(detector.tick(t).items())}
+            changed = detector.tick(t, states)
+            states.update(changed)
+            event["verdicts"] = {n: s.value for n, s in sorted(changed.items())}
         events.append(event)
     return {"comment": scenario.comment, "flags": [], "specRef": "docs/spec/cluster.md#failure-detector",
             "pfailAfter": scenario.pfail_after, "failAfter": scenario.fail_after, "events": events}

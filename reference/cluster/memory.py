@@ -5,33 +5,40 @@ Costs stay linear in the nodes that must be told: a commit holds the lock only t
 and record its notifications in an outbox; the fan-out to the recipients' mailboxes happens after
 the lock is released, by one committing thread at a time, in commit order.
 
-The journal records every committed model call as a JSON line (fsynced before the call returns);
-since the model is deterministic, replaying it rebuilds the state after a restart of the process
-hosting the cluster. Every ``compact_after`` lines the state is written as a snapshot and a new,
-empty journal generation starts. Without ``data_dir`` nothing survives the process, as for any
-embedded store.
+With ``data_dir``, every committed operation is journaled before it returns (reference/cluster/
+journal.py) and a restart replays it; without, nothing survives the process, as for any embedded
+store.
 """
 
 from __future__ import annotations
 
-import base64
 import collections
-import json
-import os
 import secrets
 import threading
 import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, Sequence
+from typing import Final, Sequence
 
 from reference.cluster.dispatch import Dispatcher, Heartbeat, InlineMailbox, Mailbox
+from reference.cluster.journal import Journal
 from spec.cluster.detector import FailureDetector, FailurePolicy
 from spec.cluster.errors import ProviderClosed
 from spec.cluster.interface import ClusterCore, FailureTiming
-from spec.cluster.model import ClusterModel, Delivery, GossipRecord, Member
-from spec.cluster.types import Entry, MetadataOp, NodeId, NodeState, Revision, Scope, ShardId, check_id
+from spec.cluster.model import (
+    ClusterModel,
+    Delivery,
+    JoinCluster,
+    JoinShard,
+    Operation,
+    RemoveFromCluster,
+    RemoveFromShard,
+    SetState,
+    UpdateGossip,
+    UpdateShardLog,
+)
+from spec.cluster.types import MetadataOp, NodeId, NodeState, Revision, Scope, ShardId, check_id
 
 
 DEFAULT_POLICY: Final = FailurePolicy(heartbeat_interval=0.2, fail_after=1.0)
@@ -45,123 +52,6 @@ def new_shard_id() -> ShardId:
 def new_session_token() -> str:
     """A takeover token: unguessable, so only the session's owner can hand it on."""
     return secrets.token_hex(16)
-
-
-class _Journal:
-    """Generations of (snapshot, append-only journal of committed model calls).
-
-    ``snapshot.json`` names the generation whose journal continues it; a crash between writing a
-    snapshot and starting its journal leaves that journal absent, which replays as empty.
-    """
-
-    def __init__(self, directory: Path, compact_after: int) -> None:
-        self._dir = directory
-        self._compact_after = compact_after
-        self.generation = 0
-        self.lines = 0
-        self._file: Any = None
-
-    def load(self) -> ClusterModel:
-        snapshot = self._dir / "snapshot.json"
-        model = ClusterModel()
-        if snapshot.exists():
-            saved = json.loads(snapshot.read_text(encoding="utf-8"))
-            self.generation = saved["generation"]
-            model = _model_from_json(saved["state"])
-        path = self._journal_path()
-        if path.exists():
-            with open(path, encoding="utf-8") as lines:
-                for line in lines:
-                    if line.endswith("\n"):  # a torn last line was never acknowledged
-                        method, args = json.loads(line)
-                        getattr(model, method)(*_decode(args))
-                        self.lines += 1
-        self._file = open(path, "a", encoding="utf-8")
-        return model
-
-    def _journal_path(self) -> Path:
-        return self._dir / f"journal-{self.generation}.log"
-
-    def append(self, method: str, args: Sequence[Any], model: ClusterModel) -> None:
-        self._file.write(json.dumps([method, _encode(args)]) + "\n")
-        self._file.flush()
-        os.fsync(self._file.fileno())
-        self.lines += 1
-        if self.lines >= self._compact_after:
-            self.compact(model)
-
-    def compact(self, model: ClusterModel) -> None:
-        """Write the state as generation+1's snapshot, then start its empty journal."""
-        old = self._journal_path()
-        tmp = self._dir / "snapshot.json.tmp"
-        with open(tmp, "w", encoding="utf-8") as out:
-            json.dump({"generation": self.generation + 1, "state": _model_to_json(model)}, out)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, self._dir / "snapshot.json")
-        self._file.close()
-        self.generation += 1
-        self.lines = 0
-        self._file = open(self._journal_path(), "a", encoding="utf-8")
-        old.unlink(missing_ok=True)
-
-    def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-
-
-def _encode(args: Sequence[Any]) -> list[Any]:
-    def one(a: Any) -> Any:
-        if isinstance(a, Scope):
-            return {"scope": a.value}
-        if isinstance(a, NodeState):
-            return {"state": a.value}
-        if isinstance(a, (list, tuple)):
-            return [{"key": o.key, "value": base64.b64encode(o.value).decode(), "expected": o.expected}
-                    for o in a]
-        return a
-    return [one(a) for a in args]
-
-
-def _decode(args: Sequence[Any]) -> list[Any]:
-    def one(a: Any) -> Any:
-        if isinstance(a, dict):
-            return Scope(a["scope"]) if "scope" in a else NodeState(a["state"])
-        if isinstance(a, list):
-            return [MetadataOp(key=o["key"], value=base64.b64decode(o["value"]),
-                               expected=None if o["expected"] is None else Revision(o["expected"])) for o in a]
-        return a
-    return [one(a) for a in args]
-
-
-def _entry_to_json(entry: Entry) -> list[Any]:
-    return [entry.key, base64.b64encode(entry.value).decode(), entry.revision]
-
-
-def _entry_from_json(item: list[Any]) -> Entry:
-    return Entry(key=item[0], value=base64.b64decode(item[1]), revision=Revision(item[2]))
-
-
-def _model_to_json(model: ClusterModel) -> dict[str, Any]:
-    """The durable state of the model (sessions are not durable)."""
-    return {
-        "revision": model.revision,
-        "members": {n: [m.address, m.shard, m.state.value, m.shard_since] for n, m in model.members.items()},
-        "shard_logs": {s: [_entry_to_json(e) for e in log.values()] for s, log in model.shard_logs.items()},
-        "gossip": [[_entry_to_json(g.entry), g.scope.value, g.origin] for g in model.gossip.values()],
-    }
-
-
-def _model_from_json(state: dict[str, Any]) -> ClusterModel:
-    model = ClusterModel(revision=state["revision"])
-    model.members = {NodeId(n): Member(a, ShardId(s), NodeState(st), since)
-                     for n, (a, s, st, since) in state["members"].items()}
-    model.shard_logs = {ShardId(s): {(e := _entry_from_json(i)).key: e for i in items}
-                        for s, items in state["shard_logs"].items()}
-    for raw, scope, origin in state["gossip"]:
-        entry = _entry_from_json(raw)
-        model.gossip[entry.key] = GossipRecord(entry, Scope(scope), ShardId(origin))
-    return model
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,17 +88,18 @@ class InProcessCluster:
         """How many times the journal was compacted (0 without a journal)."""
         return 0 if self._journal is None else self._journal.generation
 
-    def _load(self) -> tuple[ClusterModel, FailureDetector, _Journal | None]:
+    def _load(self) -> tuple[ClusterModel, FailureDetector, Journal | None]:
         detector = self.policy.detector()
         journal = None
         model = ClusterModel()
         if self._data_dir is not None:
             self._data_dir.mkdir(parents=True, exist_ok=True)
-            journal = _Journal(self._data_dir, self._compact_after)
+            journal = Journal(self._data_dir, self._compact_after)
             model = journal.load()
         now = time.monotonic()
-        for node_id in model.members:  # a restart grants every member a fresh period
-            detector.renew(node_id, now)
+        for node_id, member in model.members.items():
+            if member.state is not NodeState.FAIL:  # a fresh period; a FAIL member stays FAIL until it renews
+                detector.renew(node_id, now)
         return model, detector, journal
 
     def open_node(self, node_id: NodeId, core: ClusterCore, *, takeover: str | None = None,
@@ -256,22 +147,22 @@ class InProcessCluster:
 
     # -- used by node handles --------------------------------------------------------------
 
-    def commit(self, method: str, *args: Any) -> Any:
-        """Run one model call atomically and journal it; its notifications go out after the lock
-        is released."""
+    def commit(self, operation: Operation) -> Revision:
+        """Run one operation atomically and journal it; its notifications go out after the lock
+        is released. Returns the revision it left the model at (a batch's own)."""
         with self._lock:
-            result = getattr(self._model, method)(*args)
-            deliveries: list[Delivery] = result[1] if isinstance(result, tuple) else result
+            revision, deliveries = self._model.apply(operation)
             if self._journal is not None:
-                self._journal.append(method, args, self._model)
+                self._journal.append(operation, self._model)
             if deliveries:
                 self._outbox.append(_Commit(self._model.revision, deliveries))
-            if method == "join_cluster":
-                self._detector.renew(args[0], time.monotonic())
-            elif method == "remove_from_cluster":
-                self._detector.forget(args[1])
+            match operation:
+                case JoinCluster(node_id=node_id):
+                    self._detector.renew(node_id, time.monotonic())
+                case RemoveFromCluster(node_id=node_id):
+                    self._detector.forget(node_id)
         self._fan_out()
-        return result[0] if isinstance(result, tuple) else None
+        return revision
 
     def _fan_out(self) -> None:
         """Drain the outbox in commit order; one thread drains at a time, the others go on (the
@@ -305,9 +196,10 @@ class InProcessCluster:
     def _tick_loop(self) -> None:
         while not self._stop.wait(self.policy.check_interval):
             with self._lock:
-                changed = self._detector.tick(time.monotonic())
+                states = {node_id: member.state for node_id, member in self._model.members.items()}
+                changed = self._detector.tick(time.monotonic(), states)
             for node_id, state in changed.items():
-                self.commit("set_state", node_id, state)
+                self.commit(SetState(node_id=node_id, state=state))
 
 
 class InProcessNode:
@@ -353,9 +245,9 @@ class InProcessNode:
             except ProviderClosed:
                 return  # taken over: the successor renews
 
-    def _call(self, method: str, *args: Any) -> Any:
+    def _commit(self, operation: Operation) -> Revision:
         self._check_open()
-        return self._cluster.commit(method, *args)
+        return self._cluster.commit(operation)
 
     def _check_open(self) -> None:
         if self._closed.is_set():
@@ -363,28 +255,26 @@ class InProcessNode:
 
     def join_cluster(self, address: str) -> ShardId:
         shard = new_shard_id()
-        self._call("join_cluster", self._node_id, address, shard)
+        self._commit(JoinCluster(node_id=self._node_id, address=address, new_shard=shard))
         self.dispatcher.post(Heartbeat(self.timing.ttl))
         return shard
 
     def remove_from_cluster(self, node_id: NodeId) -> None:
-        self._call("remove_from_cluster", self._node_id, node_id)
+        self._commit(RemoveFromCluster(requester=self._node_id, node_id=node_id))
 
     def join_shard(self, shard_id: ShardId) -> None:
-        self._call("join_shard", self._node_id, shard_id)
+        self._commit(JoinShard(node_id=self._node_id, shard=shard_id))
 
     def remove_from_shard(self, node_id: NodeId) -> ShardId:
         shard = new_shard_id()
-        self._call("remove_from_shard", self._node_id, node_id, shard)
+        self._commit(RemoveFromShard(requester=self._node_id, node_id=node_id, new_shard=shard))
         return shard
 
     def update_gossip(self, ops: Sequence[MetadataOp], scope: Scope) -> Revision:
-        revision: Revision = self._call("update_gossip", self._node_id, list(ops), scope)
-        return revision
+        return self._commit(UpdateGossip(node_id=self._node_id, ops=tuple(ops), scope=scope))
 
     def update_shard_log(self, ops: Sequence[MetadataOp]) -> Revision:
-        revision: Revision = self._call("update_shard_log", self._node_id, list(ops))
-        return revision
+        return self._commit(UpdateShardLog(node_id=self._node_id, ops=tuple(ops)))
 
     def close(self) -> None:
         if self._closed.is_set():

@@ -1,13 +1,16 @@
 """Heartbeat failure detector (sans-IO): renewals and ``now`` in, health verdicts out.
 
 A node is OK while its last renewal is at most ``pfail_after`` old, PFAIL up to ``fail_after``,
-then FAIL; a renewal makes it OK again. The backend calls :meth:`tick` at least every
+then FAIL; a renewal makes it OK again. The detector keeps only renewal times: each tick compares
+its verdicts with the states the caller holds (the model's members) and returns those that
+differ, so a node's state has one copy. The backend calls :meth:`tick` at least every
 ``check_interval``, so FAIL is decided within ``fail_after + check_interval`` of the last renewal.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Mapping
 
 from spec.cluster.interface import FailureTiming
 from spec.cluster.types import NodeId, NodeState
@@ -64,7 +67,7 @@ class FailureDetector:
     pfail_after: float
     fail_after: float
     last_renewal: dict[NodeId, float] = field(default_factory=dict)
-    states: dict[NodeId, NodeState] = field(default_factory=dict)
+    """The nodes being judged; a node without a renewal is not judged."""
 
     def __post_init__(self) -> None:
         if not 0 < self.pfail_after <= self.fail_after:
@@ -75,16 +78,14 @@ class FailureDetector:
 
     def forget(self, node_id: NodeId) -> None:
         self.last_renewal.pop(node_id, None)
-        self.states.pop(node_id, None)
 
-    def tick(self, now: float) -> dict[NodeId, NodeState]:
-        """Verdicts that changed since the previous tick."""
+    def tick(self, now: float, states: Mapping[NodeId, NodeState]) -> dict[NodeId, NodeState]:
+        """The verdicts that differ from ``states`` (a node missing there counts as OK)."""
         changed: dict[NodeId, NodeState] = {}
         for node_id, last in self.last_renewal.items():
             age = now - last
             state = (NodeState.OK if age <= self.pfail_after
                      else NodeState.PFAIL if age <= self.fail_after else NodeState.FAIL)
-            if self.states.get(node_id, NodeState.OK) is not state:
+            if states.get(node_id, NodeState.OK) is not state:
                 changed[node_id] = state
-            self.states[node_id] = state
         return changed

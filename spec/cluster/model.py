@@ -49,6 +49,58 @@ Notification = MembershipUpdate | GossipUpdate | ShardLogUpdate
 Delivery = tuple[NodeId, Notification]
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JoinCluster:
+    node_id: NodeId
+    address: str
+    new_shard: ShardId
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoveFromCluster:
+    requester: NodeId
+    node_id: NodeId
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JoinShard:
+    node_id: NodeId
+    shard: ShardId
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoveFromShard:
+    requester: NodeId
+    node_id: NodeId
+    new_shard: ShardId
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SetState:
+    """The failure detector's verdict on a member."""
+
+    node_id: NodeId
+    state: NodeState
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UpdateShardLog:
+    node_id: NodeId
+    ops: tuple[MetadataOp, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UpdateGossip:
+    node_id: NodeId
+    ops: tuple[MetadataOp, ...]
+    scope: Scope
+
+
+Operation = JoinCluster | RemoveFromCluster | JoinShard | RemoveFromShard | SetState | UpdateShardLog | UpdateGossip
+"""A change asked of the model, as data: what a backend commits, journals and replays
+(:meth:`ClusterModel.apply`)."""
+
+
 @dataclass(slots=True)
 class Member:
     """A member's record in the model (what a snapshot reports of it)."""
@@ -125,6 +177,26 @@ class ClusterModel:
         for revision, entries in _batches(gossip):
             newer.append((revision, GossipUpdate(entries=entries)))
         return out + [note for _, note in sorted(newer, key=lambda item: item[0])]
+
+    def apply(self, operation: Operation) -> tuple[Revision, list[Delivery]]:
+        """Run one operation: the revision the model stands at afterwards (a batch's own) and the
+        deliveries it owes."""
+        match operation:
+            case JoinCluster(node_id=node_id, address=address, new_shard=new_shard):
+                deliveries = self.join_cluster(node_id, address, new_shard)
+            case RemoveFromCluster(requester=requester, node_id=node_id):
+                deliveries = self.remove_from_cluster(requester, node_id)
+            case JoinShard(node_id=node_id, shard=shard):
+                deliveries = self.join_shard(node_id, shard)
+            case RemoveFromShard(requester=requester, node_id=node_id, new_shard=new_shard):
+                deliveries = self.remove_from_shard(requester, node_id, new_shard)
+            case SetState(node_id=node_id, state=state):
+                deliveries = self.set_state(node_id, state)
+            case UpdateShardLog(node_id=node_id, ops=ops):
+                return self.update_shard_log(node_id, ops)
+            case UpdateGossip(node_id=node_id, ops=ops, scope=scope):
+                return self.update_gossip(node_id, ops, scope)
+        return Revision(self.revision), deliveries
 
     # -- identity ----------------------------------------------------------------------------
 

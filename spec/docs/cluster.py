@@ -322,6 +322,7 @@ def notifications() -> str:
 def failure_detector() -> str:
     detector = FailureDetector(pfail_after=0.5, fail_after=1.0)
     node = NodeId("n1")
+    states: dict[NodeId, NodeState] = {}
     timeline: list[tuple[str, str, str]] = []
     edges: dict[tuple[str, str], set[str]] = {}
     state = "[*]"
@@ -335,7 +336,8 @@ def failure_detector() -> str:
                 state = "OK"
             timeline.append((f"{now:.1f}", "renewal", "-"))
             continue
-        changed = detector.tick(now)
+        changed = detector.tick(now, states)
+        states.update(changed)
         verdict = changed.get(node)
         if verdict is not None:
             age = now - detector.last_renewal[node]

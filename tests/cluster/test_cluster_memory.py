@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import pytest
 
 from conformance.cluster.harness import Recorder
 from reference.cluster.memory import InProcessCluster
+from spec.cluster.detector import FailurePolicy
 from spec.cluster.errors import NodeIdInUse, ProviderClosed
 from spec.cluster.model import ClusterModel, GossipUpdate, ShardLogUpdate
-from spec.cluster.types import Entry, MetadataOp, NodeId, Revision, Scope, ShardId
+from spec.cluster.types import Entry, MetadataOp, NodeId, NodeState, Revision, Scope, ShardId
 
 HANG_GUARD = 10.0
 
@@ -138,3 +139,32 @@ def test_journal_is_compacted_and_restores_the_same_state(tmp_path: Path) -> Non
                                                                        expected=known)]) > known
     finally:
         cluster.close()
+
+
+def test_a_member_journaled_fail_returns_to_ok_when_it_renews_after_a_restart(tmp_path: Path) -> None:
+    cluster = InProcessCluster(FailurePolicy(heartbeat_interval=0.05, fail_after=0.1), data_dir=tmp_path)
+    try:
+        core = Recorder()
+        node = cluster.open_node(NodeId("n1"), core, autorenew=False)
+        node.join_cluster("h:1")
+
+        def state_of_n1() -> NodeState | None:
+            latest = core.snapshots[-1][1] if core.snapshots else None
+            states = [] if latest is None else [n.state for s in latest.shards.values() for n in s
+                                                if n.node_id == "n1"]
+            return states[0] if states else None
+
+        wait_until(core, lambda: state_of_n1() is NodeState.FAIL)  # silent: FAIL is journaled
+        cluster.restart()
+        assert cluster._model.members[NodeId("n1")].state is NodeState.FAIL, "a restart resurrects nobody"
+        seen = len(core.snapshots)
+        node.renew()
+        wait_until(core, lambda: len(core.snapshots) > seen)
+        assert state_of_n1() is NodeState.OK
+    finally:
+        cluster.close()
+
+
+def wait_until(core: Recorder, predicate: Callable[[], bool]) -> None:
+    with core._cond:
+        assert core._cond.wait_for(predicate, HANG_GUARD), "the awaited notification never came"

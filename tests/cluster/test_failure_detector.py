@@ -14,8 +14,29 @@ N, M = NodeId("n"), NodeId("m")
 PFAIL_AFTER, FAIL_AFTER = 2.0, 5.0
 
 
-def detector_renewed_at(t: float) -> FailureDetector:
-    detector = FailureDetector(PFAIL_AFTER, FAIL_AFTER)
+class Judged:
+    """A detector with the states its verdicts were applied to, as a backend's model holds them
+    (the detector itself keeps only renewal times)."""
+
+    def __init__(self, pfail_after: float = PFAIL_AFTER, fail_after: float = FAIL_AFTER) -> None:
+        self.detector = FailureDetector(pfail_after, fail_after)
+        self.states: dict[NodeId, NodeState] = {}
+
+    def renew(self, node_id: NodeId, now: float) -> None:
+        self.detector.renew(node_id, now)
+
+    def forget(self, node_id: NodeId) -> None:
+        self.detector.forget(node_id)
+        self.states.pop(node_id, None)
+
+    def tick(self, now: float) -> dict[NodeId, NodeState]:
+        changed = self.detector.tick(now, self.states)
+        self.states.update(changed)
+        return changed
+
+
+def detector_renewed_at(t: float) -> Judged:
+    detector = Judged()
     detector.renew(N, t)
     return detector
 
@@ -23,7 +44,7 @@ def detector_renewed_at(t: float) -> FailureDetector:
 def test_ok_up_to_and_including_pfail_after() -> None:
     detector = detector_renewed_at(10.0)
     assert detector.tick(10.0 + PFAIL_AFTER) == {}
-    assert detector.states[N] is NodeState.OK
+    assert detector.states.get(N, NodeState.OK) is NodeState.OK
 
 
 def test_pfail_just_after_pfail_after_and_up_to_fail_after() -> None:
@@ -69,6 +90,16 @@ def test_a_forgotten_node_starts_afresh() -> None:
     assert detector.tick(FAIL_AFTER + 3.0) == {}, "a fresh node is OK from the start: no change to report"
 
 
+def test_verdicts_are_judged_against_the_callers_states_not_a_copy() -> None:
+    """The states a tick compares with are the caller's (the model's): a node the caller holds as
+    FAIL -- journaled before a restart, say -- that renews is reported OK."""
+    detector = FailureDetector(PFAIL_AFTER, FAIL_AFTER)
+    detector.renew(N, 10.0)
+    assert detector.tick(10.0, {N: NodeState.FAIL}) == {N: NodeState.OK}
+    assert detector.tick(10.0, {N: NodeState.OK}) == {}
+    assert detector.tick(10.0, {}) == {}, "a node the caller does not hold counts as OK"
+
+
 @pytest.mark.parametrize("pfail_after, fail_after", [(0.0, 1.0), (-1.0, 1.0), (2.0, 1.0)])
 def test_windows_must_be_positive_and_ordered(pfail_after: float, fail_after: float) -> None:
     with pytest.raises(ValueError):
@@ -76,7 +107,7 @@ def test_windows_must_be_positive_and_ordered(pfail_after: float, fail_after: fl
 
 
 def test_equal_windows_skip_pfail() -> None:
-    detector = FailureDetector(1.0, 1.0)
+    detector = Judged(1.0, 1.0)
     detector.renew(N, 0.0)
     assert detector.tick(1.5) == {N: NodeState.FAIL}
 
@@ -84,7 +115,7 @@ def test_equal_windows_skip_pfail() -> None:
 @given(st.lists(st.integers(0, 100), min_size=1, max_size=8), st.integers(0, 120))
 def test_verdict_is_the_age_of_the_last_renewal(renewals: list[int], now_offset: int) -> None:
     """Ages in quarter seconds, so every boundary is hit exactly."""
-    detector = FailureDetector(PFAIL_AFTER, FAIL_AFTER)
+    detector = Judged()
     times = sorted(r / 4 for r in renewals)
     for t in times:
         detector.renew(N, t)
@@ -92,7 +123,7 @@ def test_verdict_is_the_age_of_the_last_renewal(renewals: list[int], now_offset:
     detector.tick(now)
     age = now - times[-1]
     expected = NodeState.OK if age <= PFAIL_AFTER else NodeState.PFAIL if age <= FAIL_AFTER else NodeState.FAIL
-    assert detector.states[N] is expected
+    assert detector.states.get(N, NodeState.OK) is expected
 
 
 def test_the_policy_derives_pfail_ticks_bound_and_ttl_from_heartbeat_and_fail_after() -> None:
