@@ -7,6 +7,7 @@ read from a file is bounded before anything is allocated for it, since captures 
 
 from __future__ import annotations
 
+import ctypes
 import os
 import select
 import socket
@@ -14,6 +15,9 @@ import struct
 import time
 from dataclasses import dataclass
 from typing import BinaryIO, Final, Iterator, Protocol
+
+from conformance import bpf
+from conformance.bpf import Endpoints
 
 LINKTYPE_NULL: Final = 0
 LINKTYPE_ETHERNET: Final = 1
@@ -31,6 +35,12 @@ _PCAP_MAGIC: Final = {b"\xd4\xc3\xb2\xa1": ("<", 1e-6), b"\xa1\xb2\xc3\xd4": (">
                       b"\x4d\x3c\xb2\xa1": ("<", 1e-9), b"\xa1\xb2\x3c\x4d": (">", 1e-9)}
 _PCAPNG_SHB: Final = b"\x0a\x0d\x0d\x0a"
 ETH_P_ALL: Final = 0x0003
+SO_ATTACH_FILTER: Final = 26
+SO_RCVBUFFORCE: Final = 33
+SOL_PACKET: Final = 263
+PACKET_STATISTICS: Final = 6
+RECEIVE_BUFFER: Final = 64 * 1024 * 1024
+"""The raw socket's buffer: what the kernel holds while the capture loop is busy (root may exceed rmem_max)."""
 
 
 class CaptureError(Exception):
@@ -174,12 +184,23 @@ class Ready(Protocol):
     def set(self) -> None: ...
 
 
-def live_capture(interface: str, duration_s: float | None, stop: Stop | None = None,
-                 ready: Ready | None = None) -> Iterator[Packet]:
+@dataclass
+class CaptureStats:
+    """What the kernel reported for a live capture once it ended."""
+
+    dropped: int = 0
+    """Packets the kernel dropped because the socket's buffer was full: connections they belonged to
+    are seen incomplete."""
+
+
+def live_capture(interface: str, duration_s: float | None, *, stop: Stop | None = None,
+                 ready: Ready | None = None, only: Endpoints | None = None,
+                 stats: CaptureStats | None = None) -> Iterator[Packet]:
     """Frames seen on ``interface`` (both directions) until ``duration_s`` passes or ``stop`` is set.
 
-    Loopback delivers every packet twice to a raw socket (outgoing and incoming); only the
-    outgoing copy is kept, so each segment is seen once.
+    ``only``: the kernel passes on only IPv4 TCP packets with an end on these hosts or ports
+    (conformance/bpf.py). Loopback delivers every packet twice to a raw socket (outgoing and
+    incoming); only the outgoing copy is kept, so each segment is seen once.
     """
     try:
         sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
@@ -192,7 +213,12 @@ def live_capture(interface: str, duration_s: float | None, stop: Stop | None = N
             sock.bind((interface, 0))
         except OSError as error:
             raise CaptureError(f"cannot capture on {interface!r}: {error.strerror}") from None
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024 * 1024)
+        if only is not None:
+            _attach(sock, bpf.encode(bpf.program(only)))
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RECEIVE_BUFFER)
+        except OSError:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER)
         if ready is not None:
             ready.set()
         end = None if duration_s is None else time.monotonic() + duration_s
@@ -204,6 +230,8 @@ def live_capture(interface: str, duration_s: float | None, stop: Stop | None = N
             wait = 0.0 if stopping else 0.1 if end is None else max(0.0, min(0.1, end - time.monotonic()))
             if not select.select([sock], [], [], wait)[0]:
                 if stopping:
+                    if stats is not None:
+                        stats.dropped += _drops(sock)
                     return
                 continue
             data, address = sock.recvfrom(MAX_RECORD)
@@ -212,6 +240,19 @@ def live_capture(interface: str, duration_s: float | None, stop: Stop | None = N
             yield Packet(time.time(), LINKTYPE_ETHERNET, data)
     finally:
         sock.close()
+
+
+def _attach(sock: socket.socket, program: bytes) -> None:
+    """SO_ATTACH_FILTER: the kernel copies the program, so the buffer only has to outlive the call."""
+    buffer = ctypes.create_string_buffer(program)
+    fprog = struct.pack("HL", len(program) // 8, ctypes.addressof(buffer))
+    sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, fprog)
+
+
+def _drops(sock: socket.socket) -> int:
+    """PACKET_STATISTICS: packets dropped since the last ask (``struct tpacket_stats``)."""
+    _packets, drops = struct.unpack("II", sock.getsockopt(SOL_PACKET, PACKET_STATISTICS, 8))
+    return int(drops)
 
 
 def open_capture(path: str) -> BinaryIO:

@@ -219,6 +219,11 @@ class TcpTracker:
     def segment(self, segment: Segment) -> None:
         key = (segment.src, segment.dst) if segment.src <= segment.dst else (segment.dst, segment.src)
         connection = self._connections.get(key)
+        if connection is not None and segment.flags & (SYN | ACK) == SYN:
+            # a new opening on the same ends: the old connection's end was not captured
+            del self._connections[key]
+            connection.sink.closed(segment.time, False, True)
+            connection = None
         if connection is None:
             if segment.flags & RST or not self._accept(segment.src, segment.dst) or (
                     len(self._connections) >= MAX_CONNECTIONS):

@@ -22,8 +22,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Final, Iterable, TextIO
 
-from conformance.capture import CaptureError, Packet, PcapWriter, live_capture, open_capture, read_capture
-from conformance.packet_filter import FilterError, Predicate, compile_filter
+from conformance.bpf import Endpoints
+from conformance.capture import (
+    CaptureError,
+    CaptureStats,
+    Packet,
+    PcapWriter,
+    live_capture,
+    open_capture,
+    read_capture,
+)
+from conformance.packet_filter import Compiled, FilterError, Predicate, compile_filter
 from conformance.shuffle.observer import ConnectionReport, ShuffleConnectionObserver
 from conformance.tcp_streams import Address, Flow, TcpTracker, segment_of
 
@@ -49,20 +58,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no line per connection")
 
 
-def connection_filter(ports: str, expression: str) -> Predicate:
-    """The predicate ``--ports`` and ``--filter`` together describe (both must hold)."""
+def connection_filter(ports: str, expression: str) -> Compiled:
+    """What ``--ports`` and ``--filter`` together watch (both must hold), and the hosts or ports every
+    watched packet has an end on, for the kernel's prefilter."""
     try:
-        wanted = {int(p) for p in ports.split(",") if p.strip()}
+        wanted = frozenset(int(p) for p in ports.split(",") if p.strip())
     except ValueError:
         raise FilterError(f"--ports takes comma-separated numbers, got {ports!r}") from None
     if any(not 0 < p < 65536 for p in wanted):
         raise FilterError(f"--ports out of range: {ports!r}")
-    matches = compile_filter(expression)
+    matches, endpoints = compile_filter(expression)
 
     def accept(src: Address, dst: Address) -> bool:
         return (not wanted or src[1] in wanted or dst[1] in wanted) and matches(src, dst)
 
-    return accept
+    return Compiled(accept, Endpoints(ports=wanted) if wanted else endpoints)
 
 
 @dataclass
@@ -79,7 +89,7 @@ class MonitorReport:
         return {"connections": [c.to_json() for c in self.connections], "violations": self.violations}
 
 
-def observe(packets: Iterable[Packet], accept: Predicate, checksums: bool | None = None,
+def observe(packets: Iterable[Packet], watched: Compiled, checksums: bool | None = None,
             ended: Callable[[ConnectionReport], None] = lambda report: None) -> MonitorReport:
     """Run packets through TCP reassembly and one observer per connection; ``ended`` hears each as it ends."""
     report = MonitorReport()
@@ -94,7 +104,7 @@ def observe(packets: Iterable[Packet], accept: Predicate, checksums: bool | None
         observers.append(observer)
         return observer
 
-    tracker = TcpTracker(sink_for, accept)
+    tracker = TcpTracker(sink_for, watched.matches)
     tracker.packets(packets)
     still_open = set(tracker.open_flows)
     for observer in observers:
@@ -106,9 +116,11 @@ def observe(packets: Iterable[Packet], accept: Predicate, checksums: bool | None
 class LiveMonitor:
     """A live capture on a thread (for tests and tools that run traffic while watching it)."""
 
-    def __init__(self, interface: str, accept: Predicate, checksums: bool | None = None,
+    def __init__(self, interface: str, watched: Compiled, checksums: bool | None = None,
                  pcap: Path | None = None) -> None:
-        self._interface, self._accept, self._checksums, self._pcap = interface, accept, checksums, pcap
+        self._interface, self._watched, self._checksums, self._pcap = interface, watched, checksums, pcap
+        self.stats = CaptureStats()
+        """Filled in when the capture ends: ``dropped`` > 0 means some connections were seen incomplete."""
         self.ended: list[ConnectionReport] = []
         """Connections that ended so far, appended as they end (readable while the capture runs)."""
         self._stop = threading.Event()
@@ -119,10 +131,12 @@ class LiveMonitor:
     def _run(self) -> None:
         try:
             with ExitStack() as stack:
-                packets: Iterable[Packet] = live_capture(self._interface, None, self._stop, self._ready)
+                packets: Iterable[Packet] = live_capture(self._interface, None, stop=self._stop, ready=self._ready,
+                                                         only=self._watched.endpoints, stats=self.stats)
                 if self._pcap is not None:
-                    packets = _tee(packets, PcapWriter(stack.enter_context(open(self._pcap, "wb"))), self._accept)
-                self._result = observe(packets, self._accept, self._checksums, self.ended.append)
+                    packets = _tee(packets, PcapWriter(stack.enter_context(open(self._pcap, "wb"))),
+                                   self._watched.matches)
+                self._result = observe(packets, self._watched, self._checksums, self.ended.append)
         except BaseException as error:  # noqa: BLE001 - handed to stop()
             self._result = error
         finally:
@@ -168,7 +182,7 @@ def write_html(report: MonitorReport, out: TextIO) -> None:
                     f"<td class=n>{c.bytes}</td><td class=n>{c.percentile(50)}</td><td class=n>{c.percentile(99)}</td>"
                     f"<td class=n>{len(c.violations)}</td></tr>")
     violations = [f"<li><b>{esc(v.rule)}</b> at frame {v.frame_index} of {esc(c.client[0])}:{c.client[1]} -> "
-                  f"{esc(c.server[0])}:{c.server[1]} (<a href='../../{esc(v.spec_section)}'>{esc(v.spec_section)}</a>)"
+                  f"{esc(c.server[0])}:{c.server[1]} (<code>{esc(v.spec_section)}</code>)"
                   f": {esc(v.message)}</li>" for c in report.connections for v in c.violations]
     out.write(
         "<!doctype html><meta charset=utf-8><title>streamwire monitor</title><style>"
@@ -184,7 +198,7 @@ def write_html(report: MonitorReport, out: TextIO) -> None:
 
 def main(args: argparse.Namespace) -> int:
     try:
-        accept = connection_filter(args.ports, args.filter)
+        watched = connection_filter(args.ports, args.filter)
     except FilterError as error:
         print(f"monitor: {error}", file=sys.stderr)
         return 2
@@ -192,6 +206,7 @@ def main(args: argparse.Namespace) -> int:
         print("monitor: --duration must be positive", file=sys.stderr)
         return 2
     quiet = args.quiet
+    stats = CaptureStats()
 
     def ended(connection: ConnectionReport) -> None:
         if not quiet:
@@ -205,11 +220,12 @@ def main(args: argparse.Namespace) -> int:
                     return 2
                 packets: Iterable[Packet] = read_capture(stack.enter_context(open_capture(args.read)))
             else:
-                packets = live_capture(args.interface, args.duration)
+                packets = live_capture(args.interface, args.duration, only=watched.endpoints, stats=stats)
                 if args.write_pcap:
-                    packets = _tee(packets, PcapWriter(stack.enter_context(open(args.write_pcap, "wb"))), accept)
+                    packets = _tee(packets, PcapWriter(stack.enter_context(open(args.write_pcap, "wb"))),
+                                   watched.matches)
             try:
-                report = observe(packets, accept, CHECKSUMS[args.checksums], ended)
+                report = observe(packets, watched, CHECKSUMS[args.checksums], ended)
             except KeyboardInterrupt:
                 print("monitor: interrupted; connections still open are not reported", file=sys.stderr)
                 return 130
@@ -221,5 +237,8 @@ def main(args: argparse.Namespace) -> int:
     if args.html:
         with open(args.html, "w") as out:
             write_html(report, out)
+    if stats.dropped:
+        print(f"monitor: the kernel dropped {stats.dropped} packet(s) the capture could not read in time; "
+              "connections they belonged to are seen incomplete (narrow --ports/--filter)", file=sys.stderr)
     print(f"{len(report.connections)} connection(s), {report.violations} violation(s)", flush=True)
     return 1 if report.violations else 0

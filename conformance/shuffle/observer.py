@@ -10,7 +10,8 @@ or unsolicited CREDIT and a wrong ack are named too. Nothing here decides a prot
 
 The connection is recognised by its first frame: a Spark transport ``OneWayMessage`` carrying a
 streaming-shuffle message. An ``RpcRequest`` carrying Spark's ``AuthMessage`` (tag 0xFB) starts an
-encrypted connection, reported as such and not decoded.
+encrypted connection, reported as such and not decoded; a connection whose opening the capture missed
+is reported as joined mid-stream and not judged (its sequence numbers do not start where the capture does).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from spec.shuffle.messages import (
 )
 from spec.shuffle.reader import ReaderMachine
 from spec.shuffle.settings import ShuffleSettings
+from spec.shuffle.writer import WriterMachine
 from spec.shuffle.steps import Deliver, Failed, Send, Step
 
 SPEC: Final = "docs/spec/shuffle.md"
@@ -88,8 +90,13 @@ class Status(str, Enum):
     CLEAN = "clean"
     VIOLATION = "violation"
     ENCRYPTED = "encrypted, not decoded"
+    JOINED = "joined mid-stream, not judged"
     OPEN = "open at end of capture"
     INCOMPLETE = "capture missed bytes"
+
+
+UNDECODED: Final = frozenset({Status.ENCRYPTED, Status.JOINED})
+"""Shuffle connections reported without being judged."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,18 +192,17 @@ class ShuffleConnectionObserver:
             self._sniffed[side].extend(data)
             if not self._recognise(side):
                 return
-            data, self._sniffed = bytes(self._sniffed[side]), (bytearray(), bytearray())
-            pending = self._sniffed_other
-            self._feed(side, data, time)
-            if pending:
-                self._feed(1 - side, pending, time)
+            held, self._sniffed = self._sniffed, (bytearray(), bytearray())
+            for first in (side, 1 - side):
+                if held[first]:
+                    self._feed(first, bytes(held[first]), time)
             return
         if self._recognised:
             self._feed(side, data, time)
 
     def closed(self, time: float, reset: bool, gap: bool) -> None:
         if not self._recognised:
-            if self._recognised is False and self.report.status is Status.ENCRYPTED:
+            if self._recognised is False and self.report.status in UNDECODED:
                 self._ended(self.report)
             return
         for side, decoder in enumerate(self._decoders):
@@ -217,15 +223,13 @@ class ShuffleConnectionObserver:
 
     def end_of_capture(self) -> ConnectionReport | None:
         """The capture ended with the connection still open: its report so far (None when not a shuffle one)."""
-        if self._recognised is None or (self._recognised is False and self.report.status is not Status.ENCRYPTED):
+        if self._recognised is None or (self._recognised is False and self.report.status not in UNDECODED):
             return None
         if self.report.violations:
             self.report.status = Status.VIOLATION
         return self.report
 
     # -- recognition ----------------------------------------------------------------------------
-
-    _sniffed_other: bytes = b""
 
     def _recognise(self, side: int) -> bool:
         """Decide from the first frame's header whether this is a shuffle connection; False until known."""
@@ -242,12 +246,16 @@ class ShuffleConnectionObserver:
         if transport != ONE_WAY_MESSAGE or type_id not in set(MessageType):
             self._recognised = False
             return False
+        if not self.flow.handshake_seen:
+            # the capture began after the connection did: its sequence numbers cannot be judged from here
+            self._recognised = False
+            self.report.status = Status.JOINED
+            return False
         self._recognised = True
         sender_is_reader = type_id in (MessageType.CREDIT_CONTROL_MESSAGE, MessageType.TERMINATION_ACK_MESSAGE)
         self._reader_is_client = sender_is_reader == (side == 0)
         if not self._reader_is_client:
             self.report.client, self.report.server = self.flow.server, self.flow.client
-        self._sniffed_other = bytes(self._sniffed[1 - side])
         return True
 
     # -- frames ---------------------------------------------------------------------------------
@@ -331,8 +339,8 @@ class ShuffleConnectionObserver:
                                                     "writer asked for")
                 return
         elif not isinstance(message, TerminationAckMessage):
-            self._violation(errors.UnexpectedMessage.condition,
-                            f"Unexpected message type in {machine.side.handler}: {message.type.name}")
+            unexpected = errors.UnexpectedMessage(WriterMachine.side.handler, message.type.name)
+            self._violation(unexpected.condition, str(unexpected))
             return
         else:
             while self._expected and isinstance(self._expected[0].send.message, CreditMessage):

@@ -15,6 +15,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from conformance.bpf import Endpoints
 from conformance.capture import LINKTYPE_ETHERNET, CaptureError, Packet, PcapWriter, read_capture
 from conformance.shuffle.monitor import SCHEMA, connection_filter, observe
 from conformance.packet_filter import FilterError, compile_filter
@@ -181,6 +182,38 @@ def test_a_connection_that_starts_with_an_auth_message_is_reported_encrypted_not
     assert (connection.status.value, connection.violations) == ("encrypted, not decoded", [])
 
 
+def test_a_connection_whose_opening_was_not_captured_is_reported_but_not_judged() -> None:
+    wire = _Wire()
+    _clean_exchange(wire)
+    without_opening = wire.packets[2:]  # the capture started after SYN and SYN-ACK
+    [connection] = observe(without_opening, connection_filter("", "")).connections
+    assert (connection.status.value, connection.violations) == ("joined mid-stream, not judged", [])
+
+
+def test_what_the_reader_sends_is_judged_against_what_its_machine_sends() -> None:
+    wire = _Wire()
+    wire.frames(READER, CREDIT)
+    wire.frames(READER, CREDIT)
+    wire.frames(WRITER, _data(0, [b"a"]))
+    wire.frames(READER, CREDIT, _data(0, [b"b"]))
+    wire.close()
+    [connection] = observe(read_capture(io.BytesIO(wire.pcap())), connection_filter("", "")).connections
+    assert [(v.rule, v.frame_index) for v in connection.violations] == [
+        ("CREDIT_UNSOLICITED", 1), ("STREAMING_SHUFFLE_UNEXPECTED_MESSAGE_TYPE", 4),
+        ("CONNECTION_CLOSED_BEFORE_TERMINATION", 5)]
+    assert connection.violations[1].message.endswith("Unexpected message type in ShuffleServerHandler: "
+                                                     "DATA_MESSAGE_UNSAFE_ROW")
+
+
+def test_a_new_opening_on_the_ends_of_a_connection_whose_end_was_missed_starts_afresh() -> None:
+    first, second = _Wire(), _Wire()
+    _clean_exchange(first)
+    _clean_exchange(second)
+    packets = first.packets[:-2] + second.packets  # the first connection's FINs were not captured
+    reports = observe(packets, connection_filter("", "")).connections
+    assert [c.status.value for c in reports] == ["capture missed bytes", "clean"]
+
+
 def test_other_tcp_traffic_is_ignored() -> None:
     wire = _Wire()
     wire.send(READER, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -195,6 +228,12 @@ def test_ports_and_filter_narrow_what_is_watched() -> None:
                                     ("", "not (host 127.0.0.2 or port 1)", 0), ("", "net 127.0.0.0/8", 1)]:
         report = observe(read_capture(io.BytesIO(wire.pcap())), connection_filter(ports, expression))
         assert len(report.connections) == seen, (ports, expression)
+    assert compile_filter("host 127.0.0.9 and not port 22").endpoints == Endpoints(hosts=frozenset({"127.0.0.9"}))
+    assert compile_filter("(host 127.0.0.9 or dst port 5) and net 10.0.0.0/8").endpoints == Endpoints(
+        frozenset({"127.0.0.9"}), frozenset({5}))
+    for unbounded in ["net 127.0.0.0/8", "not host 127.0.0.9", "host ::1", "port 5 or net 10.0.0.0/8", ""]:
+        assert compile_filter(unbounded).endpoints is None, unbounded
+    assert connection_filter("7077,7078", "host 127.0.0.9").endpoints == Endpoints(ports=frozenset({7077, 7078}))
     for bad in ["port", "port x", "hots 1.2.3.4", "(port 1", "port 1 port 2"]:
         with pytest.raises(FilterError):
             compile_filter(bad)

@@ -59,6 +59,7 @@ def test_the_monitor_sees_every_frame_of_real_time_mode_with_no_violation(spark:
         query.stop()
     report = monitor.report
     summaries = [c.summary() for c in report.connections]
+    assert monitor.stats.dropped == 0, "the kernel dropped packets of the watched connections"
     assert delivered == ROWS
     assert report.violations == 0, summaries
     assert sum(c.records for c in report.connections) == delivered, summaries
