@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from reference.cluster.dispatch import ClusterDown, Dispatcher, Heartbeat
+from reference.cluster.heartbeat import HeartbeatThread
 from reference.cluster.etcd_gateway import EtcdEndpoint, EtcdGateway, KeyValue, b64, prefix_end
 from reference.cluster.etcd_watch import CommittedRevision, SharedWatch
 from reference.cluster.memory import new_session_token, new_shard_id
@@ -134,9 +135,8 @@ class EtcdNode:
         self._closed = threading.Event()
         self._mirror = cluster.watch.mirror
         cluster.watch.subscribe(self)
-        self._heartbeats = threading.Thread(target=self._heartbeat_loop, daemon=True,
-                                            name=f"etcd-heartbeat {node_id}")
-        self._heartbeats.start()
+        self._heartbeats = HeartbeatThread(f"etcd-heartbeat {node_id}", self.timing.heartbeat_interval, self._renew,
+                                           self.dispatcher, self._closed)
 
     @property
     def node_id(self) -> NodeId:
@@ -322,29 +322,20 @@ class EtcdNode:
             self._lease, _ = self._gw.lease_grant(int(self.timing.ttl))
         return self._lease
 
-    def _heartbeat_loop(self) -> None:
-        down = False
-        while not self._closed.wait(self.timing.heartbeat_interval):
-            lease = self._lease
-            if self._fenced:
-                self._retire(lease)
-                return
-            if lease is None:
-                continue
-            try:
-                ttl = self._gw.lease_keepalive(lease)
-                if ttl <= 0:
-                    self._lease = None
-                    self._reclaim(self._ensure_lease())
-                    raise ProviderUnavailable("lease expired")
-            except ProviderUnavailable:
-                if not down:
-                    self.dispatcher.post(ClusterDown())
-                down = True
-                continue
-            down = False
-            if self._my_record() is not None:
-                self.dispatcher.post(Heartbeat(self.timing.ttl))
+    def _renew(self) -> float | None:
+        """One heartbeat (reference/cluster/heartbeat.py): keep the lease alive, or after it expired
+        claim the id again under a new one; a member is told its TTL."""
+        lease = self._lease
+        if self._fenced:
+            self._retire(lease)
+            raise ProviderClosed(f"node {self._node_id} was taken over by another session")
+        if lease is None:  # only after a lost lease, which was reported already
+            raise ProviderUnavailable("no lease: the last one expired and none was granted since")
+        if self._gw.lease_keepalive(lease) <= 0:
+            self._lease = None
+            self._reclaim(self._ensure_lease())
+            raise ProviderUnavailable("lease expired")
+        return self.timing.ttl if self._my_record() is not None else None
 
     def _reclaim(self, lease: int) -> None:
         """After a lost lease (and with it the claim): claim the id again unless another session
@@ -436,8 +427,7 @@ class EtcdNode:
         self._closed.set()
         self._cluster.watch.unsubscribe(self)
         self.dispatcher.close()
-        if self._heartbeats is not threading.current_thread():
-            self._heartbeats.join(self._cluster.settings.request_timeout + 1)
+        self._heartbeats.join(self._cluster.settings.request_timeout + 1)
 
 
 def _decode_value(kv: dict[str, Any]) -> bytes:

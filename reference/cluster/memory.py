@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Final, Sequence
 
 from reference.cluster.dispatch import Dispatcher, Heartbeat, InlineMailbox, Mailbox
+from reference.cluster.heartbeat import HeartbeatThread
 from reference.cluster.journal import Journal
 from spec.cluster.detector import FailureDetector, FailurePolicy
 from spec.cluster.errors import ProviderClosed
@@ -214,11 +215,8 @@ class InProcessNode:
         """The revision at which this handle was opened: earlier commits are not its to hear."""
         self.dispatcher: Mailbox = InlineMailbox(core) if inline else Dispatcher(node_id, core)
         self._closed = threading.Event()
-        self._heartbeats: threading.Thread | None = None
-        if autorenew:
-            self._heartbeats = threading.Thread(target=self._heartbeat_loop, daemon=True,
-                                                name=f"cluster-heartbeat {node_id}")
-            self._heartbeats.start()
+        self._heartbeats = HeartbeatThread(f"cluster-heartbeat {node_id}", cluster.policy.heartbeat_interval,
+                                           self.renew, self.dispatcher, self._closed) if autorenew else None
 
     @property
     def node_id(self) -> NodeId:
@@ -237,13 +235,6 @@ class InProcessNode:
         self._check_open()
         self._cluster.renew(self._node_id)
         return self.timing.ttl
-
-    def _heartbeat_loop(self) -> None:
-        while not self._closed.wait(self._cluster.policy.heartbeat_interval):
-            try:
-                self.dispatcher.post(Heartbeat(self.renew()))
-            except ProviderClosed:
-                return  # taken over: the successor renews
 
     def _commit(self, operation: Operation) -> Revision:
         self._check_open()
@@ -282,5 +273,5 @@ class InProcessNode:
         self._closed.set()
         self._cluster.detach(self)
         self.dispatcher.close()
-        if self._heartbeats is not None and self._heartbeats is not threading.current_thread():
+        if self._heartbeats is not None:
             self._heartbeats.join(5.0)

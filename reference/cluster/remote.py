@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 from urllib.parse import unquote, urlsplit
 
-from reference.cluster.dispatch import ClusterDown, Dispatcher, Heartbeat
+from reference.cluster.dispatch import ClusterDown, Dispatcher
+from reference.cluster.heartbeat import HeartbeatThread
 from spec.cluster import wire
 from spec.cluster.errors import (
     ERRORS_BY_CODE,
@@ -160,9 +161,8 @@ class RemoteNode:
         self._timing = wire.timing_from_wire(welcome.payload)
         self._reader = threading.Thread(target=self._read_loop, daemon=True, name=f"cluster-remote {node_id}")
         self._reader.start()
-        self._heartbeats = threading.Thread(target=self._heartbeat_loop, daemon=True,
-                                            name=f"cluster-remote-heartbeat {node_id}")
-        self._heartbeats.start()
+        self._heartbeats = HeartbeatThread(f"cluster-remote-heartbeat {node_id}", self._timing.heartbeat_interval,
+                                           self._renew, self.dispatcher, self._closed)
 
     @property
     def node_id(self) -> NodeId:
@@ -338,13 +338,14 @@ class RemoteNode:
             raise _error_from(pending.reply)
         return pending.reply
 
-    def _heartbeat_loop(self) -> None:
-        while not self._closed.wait(self._timing.heartbeat_interval):
-            try:
-                reply = self._request(ServiceKind.RENEW)
-            except ClusterError:
-                continue  # the reader reports cluster_down and reconnects
-            self.dispatcher.post(Heartbeat(reply.payload["ttl_ms"] / 1000))
+    def _renew(self) -> float | None:
+        """One heartbeat (reference/cluster/heartbeat.py): the TTL the service granted."""
+        try:
+            reply = self._request(ServiceKind.RENEW)
+        except ClusterError:
+            return None  # the reader reports cluster_down and reconnects
+        ttl: float = reply.payload["ttl_ms"] / 1000
+        return ttl
 
     def join_cluster(self, address: str) -> ShardId:
         return ShardId(self._request(ServiceKind.JOIN_CLUSTER, address=address).payload["shard_id"])
@@ -380,6 +381,6 @@ class RemoteNode:
             pass
         sock.close()
         self.dispatcher.close()
-        for thread in (self._reader, self._heartbeats):
-            if thread is not threading.current_thread():
-                thread.join(5.0)
+        if self._reader is not threading.current_thread():
+            self._reader.join(5.0)
+        self._heartbeats.join(5.0)
