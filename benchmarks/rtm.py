@@ -11,11 +11,15 @@ fed in 10 ms ticks at each offered rate of a ramp (each row stamped with the wal
           the source, the query engine and the sink rather than to its shuffle
   python  the runtime (reference/shuffle/local.py): 2 writer tasks to 2 reader tasks, default settings,
           the reader's consumer stamping arrival
+  python_low_latency
+          the same with the opt-in low-latency flush (TaskOptions.flush_when_idle)
 
 Each step offers its rate for --step-s seconds, then waits for every row; a step is sustained when every
 row arrived, the last one within a second of the step's end, and at least 90% of the offered rate came through. The ramp of a side stops after its first
 step that is not sustained. Figures per step: end-to-end p50/p99 latency (ms), delivered rows/s (rows over
-the time from the step's start to its last arrival); per side: the highest sustained offered rate.
+the time from the step's start to its last arrival); per side: the highest sustained offered rate. Per rate
+both Spark sides sustained, ``spark_shuffle_share_p99_ms`` is Spark's p99 with its shuffle minus its p99
+without it, and the goals compare each Python side's p99 with that share.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from types import TracebackType
 from typing import Any, Iterable, Iterator, NamedTuple, Protocol
 
 from reference.shuffle.local import run_local_shuffle
+from reference.shuffle.task import TaskOptions
 from spec.shuffle.settings import ShuffleSettings
 
 PARTITIONS = 2
@@ -163,7 +168,8 @@ def ramp(side: Side, rates: tuple[int, ...], seconds: float) -> list[Step]:
 class PythonRuntime:
     """The runtime in one process (writer and reader tasks as threads), fed through one queue per writer."""
 
-    def __init__(self) -> None:
+    def __init__(self, options: TaskOptions) -> None:
+        self._options = options
         self._queues: list[queue.SimpleQueue[list[tuple[int, bytes]] | None]] = [
             queue.SimpleQueue() for _ in range(PARTITIONS)]
         self._arrivals: list[Arrival] = []
@@ -187,7 +193,7 @@ class PythonRuntime:
     def _run(self) -> None:
         try:
             run_local_shuffle([self._records(w) for w in range(PARTITIONS)], PARTITIONS, ShuffleSettings(),
-                              consume=self._consume, timeout_s=24 * 3600.0)
+                              self._options, consume=self._consume, timeout_s=24 * 3600.0)
         except BaseException as error:  # noqa: BLE001 - reported by close()
             self._failure = error
 
@@ -323,8 +329,8 @@ def spark_sides(rates: tuple[int, ...], seconds: float, batch: str) -> tuple[Sid
         spark.stop()
 
 
-def python_side(rates: tuple[int, ...], seconds: float) -> SideFigures:
-    with PythonRuntime() as runtime:
+def python_side(rates: tuple[int, ...], seconds: float, options: TaskOptions) -> SideFigures:
+    with PythonRuntime(options) as runtime:
         return SideFigures(True, None, ramp(runtime, rates, seconds))
 
 
@@ -343,11 +349,34 @@ def main(args: argparse.Namespace) -> int:
     spark, unshuffled = spark_sides(rates, seconds, args.batch)
     _print_side("spark", spark)
     _print_side("spark, no shuffle", unshuffled)
-    python = python_side(rates, seconds)
+    python = python_side(rates, seconds, TaskOptions())
     _print_side("python", python)
+    low_latency = python_side(rates, seconds, TaskOptions(flush_when_idle=True))
+    _print_side("python, low latency", low_latency)
     figures: dict[str, Any] = {"rates": list(rates), "step_s": seconds, "keys": KEYS, "partitions": PARTITIONS,
                "real_time_batch": args.batch, "spark": spark.summary(), "spark_without_shuffle": unshuffled.summary(),
-                               "python": python.summary()}
+                               "python": python.summary(), "python_low_latency": low_latency.summary()}
+    figures.update(shuffle_share(spark, unshuffled, {"python": python, "python_low_latency": low_latency}))
     if args.json:
         print(json.dumps(figures))
-    return 0 if figures["python"]["every_row_delivered"] else 1
+    delivered = figures["python"]["every_row_delivered"] and figures["python_low_latency"]["every_row_delivered"]
+    return 0 if delivered else 1
+
+
+def shuffle_share(spark: SideFigures, unshuffled: SideFigures, pythons: dict[str, SideFigures]) -> dict[str, Any]:
+    """Spark's shuffle's share of its p99 per rate both Spark sides sustained, and whether each Python
+    side's p99 at that rate stays within it."""
+    def sustained_p99(figures: SideFigures) -> dict[int, float]:
+        return {s.offered_rows_s: s.p99_ms for s in figures.steps if s.sustained and s.p99_ms is not None}
+
+    with_shuffle, without = sustained_p99(spark), sustained_p99(unshuffled)
+    share = {rate: round(p99 - without[rate], 2) for rate, p99 in with_shuffle.items() if rate in without}
+    goals = {}
+    for name, figures in pythons.items():
+        theirs = sustained_p99(figures)
+        goals[f"{name}_p99_within_spark_shuffle_share"] = bool(share) and all(
+            rate in theirs and theirs[rate] <= limit for rate, limit in share.items())
+        for rate, limit in share.items():
+            print(f"{name:17} {rate:7,} rows/s: p99 {theirs.get(rate)} ms against Spark's shuffle share {limit} ms",
+                  flush=True)
+    return {"spark_shuffle_share_p99_ms": {str(rate): ms for rate, ms in share.items()}, "goals": goals}

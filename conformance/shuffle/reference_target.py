@@ -26,7 +26,6 @@ from reference.shuffle.task import TaskOptions, describe
 from reference.shuffle.writer_task import WriterTask
 from spec.shuffle import coordination as co
 from spec.shuffle.errors import ShuffleError
-from spec.shuffle.messages import Message
 from spec.shuffle.settings import ShuffleSettings
 
 CAPABILITIES: Final = "CAPABILITIES writer reader workload reports"
@@ -100,8 +99,7 @@ def reader(workload: dict[str, Any], settings: ShuffleSettings, options: TaskOpt
     return run(consume)
 
 
-def main(fault: Callable[[Message], Message] | None = None) -> int:
-    """``fault`` rewrites every outgoing message (used only to prove the suite catches a broken peer)."""
+def main() -> int:
     role = os.environ.get(ROLE_VARIABLE, "")
     if role == CAPABILITIES_ROLE:
         report(CAPABILITIES)
@@ -110,7 +108,7 @@ def main(fault: Callable[[Message], Message] | None = None) -> int:
         workload = json.load(document)
     settings = ShuffleSettings.from_dict(workload.get("settings", {}))
     ack_timeout_ms = int(workload.get("settings", {}).get(ACK_TIMEOUT_KEY, -1))
-    options = TaskOptions(fault=fault, ack_timeout_ms=ack_timeout_ms)
+    options = TaskOptions(ack_timeout_ms=ack_timeout_ms)
     print(f"conformance case {os.environ.get(CASE_VARIABLE, '?')} as {role}", file=sys.stderr)
     if role == "writer":
         return writer(workload, settings, options)

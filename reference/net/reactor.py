@@ -133,16 +133,32 @@ class Stream:
         with self._lock:
             if self._closed:
                 raise ConnectionAbortedError(f"{self.label} is closed: {self._why_closed}")
-            waiting = bool(self._queue)
-            for message in messages:
-                self._queue.append(_Queued([memoryview(p) for p in message.parts if len(p)], message.token))
-            if waiting:
-                return []
-            done = self._write_locked()
-            if not self._queue:
-                return done
+            parts = [p for message in messages for p in message.parts if len(p)]
+            if not self._queue and len(parts) <= MAX_IOV:
+                # The common case: the kernel takes it all, and nothing is queued or wrapped.
+                try:
+                    written = self.sock.sendmsg(parts) if parts else 0
+                except (BlockingIOError, InterruptedError):
+                    written = 0
+                self.bytes_sent += written
+                if written == sum(len(p) for p in parts):
+                    return [message.token for message in messages if message.token is not None]
+                self._enqueue(messages)
+                done = self._consume(written)
+            else:
+                waiting = bool(self._queue)
+                self._enqueue(messages)
+                if waiting:
+                    return []
+                done = self._write_locked()
+                if not self._queue:
+                    return done
         self._reactor._interest_changed(self)
         return done
+
+    def _enqueue(self, messages: Sequence[Outgoing]) -> None:
+        for message in messages:
+            self._queue.append(_Queued([memoryview(p) for p in message.parts if len(p)], message.token))
 
     def pause(self) -> None:
         """Stop reading (TCP then pushes back on the peer)."""
@@ -182,19 +198,25 @@ class Stream:
                 except (BlockingIOError, InterruptedError):
                     return done
             self.bytes_sent += written
-            left = written
-            while self._queue:
-                head = self._queue[0]
-                while head.views and left >= len(head.views[0]):
-                    left -= len(head.views.pop(0))
-                if head.views:
-                    head.views[0] = head.views[0][left:]
-                    break
-                self._queue.popleft()
-                if head.token is not None:
-                    done.append(head.token)
+            done += self._consume(written)
             if written < sum(len(v) for v in views):
                 return done
+        return done
+
+    def _consume(self, written: int) -> list[object]:
+        """Drop ``written`` bytes from the head of the queue; return the tokens of messages completed."""
+        done: list[object] = []
+        left = written
+        while self._queue:
+            head = self._queue[0]
+            while head.views and left >= len(head.views[0]):
+                left -= len(head.views.pop(0))
+            if head.views:
+                head.views[0] = head.views[0][left:]
+                break
+            self._queue.popleft()
+            if head.token is not None:
+                done.append(head.token)
         return done
 
     def _release(self, reason: CloseReason, error: OSError | None) -> None:

@@ -3,8 +3,9 @@
 The I/O runs on the task thread, inside the consuming iterator, whenever it has no delivered
 record left: it discovers writers through the coordinator as they register (every 10 ms, as
 Spark's tracker clients poll), connects, reads every connection the machine has not paused and
-writes the machine's credits and acks. No second thread means no hand-over of every message
-between threads (under the GIL that hand-over cost more than the protocol work). Releasing a
+writes the machine's credits and acks: every frame one read completed is one machine input, whose
+credits go out in one write. No second thread means no hand-over of every message between threads
+(under the GIL that hand-over cost more than the protocol work). Releasing a
 message after its last record gives its bytes back to the writer's quota, which may resume
 reading that connection. While the consumer is busy nothing is read, so TCP pushes back on the
 writers as a paused connection would.
@@ -38,6 +39,7 @@ class ReaderTask(TaskBase):
     """One reader: iterate ``records()`` to receive every record sent to ``reader_id``."""
 
     role = co.Role.READER
+    machine: ReaderMachine
 
     def __init__(self, key: co.ShuffleKey, reader_id: int, writer_ids: Sequence[int], settings: ShuffleSettings,
                  directory: WriterDirectory, options: TaskOptions = TaskOptions()) -> None:
@@ -48,8 +50,6 @@ class ReaderTask(TaskBase):
         self._deliveries: deque[Deliver] = deque()
         self._ended = False
         self._last_lookup = -1.0
-        self._paused: set[int] = set()
-        self._resumed: set[int] = set()
         self._connect_failing_since: dict[int, float] = {}
         self.connections: dict[int, Connection] = {}
         self._writer_of: dict[Stream, int] = {}
@@ -68,8 +68,7 @@ class ReaderTask(TaskBase):
                         raise self.error
                 item = self._deliveries.popleft()
                 yield from item.records
-                with self.lock:
-                    self._apply(self.machine.release(item.writer_id, item.seq, self.clock()))
+                self.carry_out(self.machine.release(item.writer_id, item.seq, self.clock()))
         except GeneratorExit:
             raise  # the consumer stopped early (take, limit): not a failure; the writers see the close
         except BaseException as error:
@@ -81,63 +80,26 @@ class ReaderTask(TaskBase):
                 raise
             raise final from error
         finally:
-            with self.lock:
-                self.machine.abort(errors.TaskAborted("reader closed"), self.clock())
+            self.machine.abort(errors.TaskAborted("reader closed"), self.clock())
             self.shutdown()
 
-    # -- carrying out steps (caller holds the lock) -----------------------------------------------
+    # -- carrying out steps (task thread) ---------------------------------------------------------
 
-    def _apply(self, step: Step) -> list[Send]:
-        """Surface events; return the sends for the I/O thread to write outside the lock."""
+    def surface(self, step: Step) -> None:
         for event in step.events:
             if isinstance(event, Deliver):
                 self._deliveries.append(event)
             elif isinstance(event, PauseReading):
-                self._paused.add(event.writer_id)
-                self._resumed.discard(event.writer_id)
+                self.connections[event.writer_id].stream.pause()
             elif isinstance(event, ResumeReading):
-                self._paused.discard(event.writer_id)
-                self._resumed.add(event.writer_id)
+                self.connections[event.writer_id].stream.resume()
             elif isinstance(event, Completed):
                 self._ended = True
             elif isinstance(event, Failed):
-                self.fail_locked(event.error)
-        return list(step.sends)
+                self.fail(event.error)
 
-    def _write(self, sends: list[Send]) -> None:
-        """Write the machine's sends in order, a run to one writer per ``sendmsg`` (the credits of
-        one read); report acks whose write completed."""
-        start = 0
-        while start < len(sends):
-            end = start + 1
-            while end < len(sends) and sends[end].peer == sends[start].peer:
-                end += 1
-            run = sends[start:end]
-            start = end
-            conn = self.connections[run[0].peer]
-            try:
-                written = conn.send(run)
-            except OSError as error:
-                self._write_failed(conn, run, describe(error))
-                return
-            self._completed_writes(written)
-
-    def _write_failed(self, conn: Connection, unwritten: Sequence[Send], cause: str) -> None:
-        """A failed TERMINATION_ACK write fails the machine with SendFailed; a failed credit closes
-        the connection, whose close fails the channel (typed either way, never a raw OSError)."""
-        acks = [send for send in unwritten if send.notify]
-        if not acks:
-            conn.close()
-            return
-        with self.lock:
-            sends = self._apply(self.machine.send_failed(acks[0].peer, acks[0].message.seq, cause, self.clock()))
-        self._write(sends)
-
-    def _completed_writes(self, written: list[Send]) -> None:
-        for send in written:
-            with self.lock:
-                more = self._apply(self.machine.send_completed(send.peer, send.message.seq, self.clock()))
-            self._write(more)
+    def connection_of(self, send: Send) -> Connection:
+        return self.connections[send.peer]
 
     # -- I/O, on the task thread whenever the consumer waits for data --------------------------
 
@@ -151,7 +113,6 @@ class ReaderTask(TaskBase):
         else:
             self.poll_peer_failure(now)
         self.reactor.poll(co.POLL_INTERVAL_S if discovering else POLL_S)
-        self._update_interest()
 
     def _discover(self) -> None:
         found = self.directory.lookup(self.key)
@@ -170,25 +131,20 @@ class ReaderTask(TaskBase):
                 self._connect_failed(location, describe(error))
                 continue
             auth = self.options.auth
-            conn = Connection(stream, self._max_frame_length, transcript=self.transcript, fault=self.options.fault,
+            conn = Connection(stream, self._max_frame_length, transcript=self.transcript,
                               handshake=None if auth is None else ClientHandshake(auth))
             self.connections[writer_id] = conn
             self._writer_of[stream] = writer_id
             self._location_of[writer_id] = location
             conn.start()
             if conn.authenticated:
-                self._connected(writer_id)
+                self.carry_out(self.machine.connected(writer_id, self.clock()))
 
     def _connect_failed(self, location: co.WriterLocation, cause: str) -> None:
         """One more failed attempt to reach a writer: fatal once they span ``connect_timeout_s``."""
         first = self._connect_failing_since.setdefault(location.writer_id, self.clock())
         if self.clock() - first > self.options.connect_timeout_s:
             raise WriterUnreachable(location, self.options.connect_timeout_s, cause)
-
-    def _connected(self, writer_id: int) -> None:
-        with self.lock:
-            sends = self._apply(self.machine.connected(writer_id, self.clock()))
-        self._write(sends)
 
     # reactor callbacks (task thread, inside ``_pump``)
 
@@ -203,60 +159,41 @@ class ReaderTask(TaskBase):
         try:
             messages = conn.decode(data)
         except errors.CodecError as error:
-            with self.lock:
-                sends = self._apply(self.machine.decode_failed(writer_id, error, self.clock()))
-            self._write(sends)
+            self.carry_out(self.machine.decode_failed(writer_id, error, self.clock()))
             return
         except AuthError as error:
             self.fail(error)
             return
         if not authenticated and conn.authenticated:
-            self._connected(writer_id)
-        out: list[Send] = []
-        with self.lock:
-            now = self.clock()
-            for message in messages:
-                out += self._apply(self.machine.received(writer_id, message, now))
-        self._write(out)
-
-    def sent(self, stream: Stream, tokens: list[object]) -> None:
-        self._completed_writes([token for token in tokens if isinstance(token, Send)])
+            self.carry_out(self.machine.connected(writer_id, self.clock()))
+        if messages:
+            self.carry_out(self.machine.received_all(writer_id, messages, self.clock()))
 
     def closed(self, stream: Stream, reason: CloseReason, error: OSError | None) -> None:
         """A failed socket with the TERMINATION_ACK unwritten is that ack's failed write. A connection
         closed inside its handshake never reached the machine: it is connected again, as a refused
         connect is, until ``connect_timeout_s``."""
         writer_id = self._writer_of.pop(stream)
-        if not self.connections[writer_id].authenticated:
+        conn = self.connections[writer_id]
+        if not conn.authenticated:
             del self.connections[writer_id]
             try:
-                self._connect_failed(self._location_of[writer_id], f"closed during the handshake: {close_cause(reason, error)}")
+                self._connect_failed(self._location_of[writer_id],
+                                     f"closed during the handshake: {close_cause(reason, error)}")
             except WriterUnreachable as unreachable:
                 self.fail(unreachable)
             return
         unwritten = [token for token in stream.abandoned if isinstance(token, Send)]
         if reason is CloseReason.FAILED and unwritten:
-            self._write_failed(self.connections[writer_id], unwritten, close_cause(reason, error))
+            failed = self.write_failed(conn, unwritten, close_cause(reason, error))
+            if failed is not None:
+                self.carry_out(failed)
             return
         try:
-            self.connections[writer_id].end()
+            conn.end()
         except errors.CodecError as truncated:
-            with self.lock:
-                sends = self._apply(self.machine.decode_failed(writer_id, truncated, self.clock()))
+            self.carry_out(self.machine.decode_failed(writer_id, truncated, self.clock()))
         except AuthError as cut:
             self.fail(cut)
-            return
         else:
-            with self.lock:
-                sends = self._apply(self.machine.connection_closed(writer_id, self.clock()))
-        self._write(sends)
-
-    def _update_interest(self) -> None:
-        """Stop reading paused connections, read resumed ones again (TCP then pushes back on the writer)."""
-        with self.lock:
-            paused, self._paused = self._paused, set()
-            resumed, self._resumed = self._resumed, set()
-        for writer_id in paused:
-            self.connections[writer_id].stream.pause()
-        for writer_id in resumed:
-            self.connections[writer_id].stream.resume()
+            self.carry_out(self.machine.connection_closed(writer_id, self.clock()))

@@ -13,17 +13,20 @@ from __future__ import annotations
 import threading
 import time
 import traceback
+from abc import abstractmethod
+from collections import deque
 from dataclasses import dataclass, replace
-from typing import Callable, Final
+from typing import Callable, Final, Iterable, Protocol, Sequence
 
-from reference.net import CloseReason, ConnectionLimits, Handler, Reactor
+from reference.net import CloseReason, ConnectionLimits, Handler, Reactor, Stream
 from reference.net.ledger import ResourceLedger
-from reference.shuffle.transport import FaultHook, Transcript
+from reference.shuffle.transport import Connection, Transcript
 from spec.auth import AuthConfig
 from spec.shuffle import coordination as co
 from spec.shuffle.coordination import WriterDirectory
 from spec.shuffle import errors
 from spec.shuffle.framing import DEFAULT_MAX_RECORD_SIZE
+from spec.shuffle.steps import Send, Step
 
 JOIN_TIMEOUT_S: Final = 10.0
 """Longest wait for one of the task's own threads to end during shutdown."""
@@ -82,8 +85,6 @@ class TaskOptions:
     executor_id: str = "driver"
     transcript_path: str | None = None
     """Append every frame of every connection to this JSON-lines file."""
-    fault: FaultHook | None = None
-    """Applied to outgoing messages after the machine made them (fault-injection tests)."""
     max_record_size: int = DEFAULT_MAX_RECORD_SIZE
     """Reader: the largest record accepted; with networkBufferSize it bounds an incoming DATA frame."""
     limits: ConnectionLimits = ConnectionLimits()
@@ -98,6 +99,10 @@ class TaskOptions:
     readers_may_leave: bool = False
     """Writer: a reader closing before its ack has stopped early (a partial read), not failed: its
     data is dropped and the other readers are still served (WriterMachine's ``readers_may_leave``)."""
+    flush_when_idle: bool = False
+    """Writer: the low-latency flush: a buffer becomes a DATA as soon as the producer has handed over
+    every record it had (WriterMachine's ``flush_when_idle``), instead of when it fills or at
+    networkBufferMaxWaitTimeMs; a compatible reader sees only smaller DATA."""
 
 
 def describe(error: BaseException) -> str:
@@ -111,14 +116,24 @@ def close_cause(reason: CloseReason, error: OSError | None) -> str:
     return reason.value if error is None else f"{reason.value} ({describe(error)})"
 
 
-class TaskBase(Handler):
-    """Error slot, cancellation, the task's reactor and shutdown shared by both roles.
+class Machine(Protocol):
+    """What the shared write path asks of either machine: written and failed sends, in its own terms."""
 
-    A task has a fixed number of threads whatever its number of connections: the task thread,
-    plus (writer) one I/O thread that polls the reactor.
+    def sends_completed(self, written: Iterable[tuple[int, int]], now: float, /) -> Step: ...
+
+    def send_failed(self, peer: int, seq: int, cause: str, now: float, /) -> Step: ...
+
+
+class TaskBase(Handler):
+    """Error slot, cancellation, the task's reactor, carrying out steps and shutdown shared by both roles.
+
+    A task has a fixed number of threads whatever its number of connections, and one of them owns
+    the machine, the reactor and the connections (the reader's task thread; the writer's serving
+    thread): every step is carried out there, so nothing is locked per message.
     """
 
     role: co.Role
+    machine: Machine
 
     def __init__(self, key: co.ShuffleKey, task_id: int, directory: WriterDirectory, options: TaskOptions,
                  clock: Callable[[], float] = time.monotonic, *, listen: tuple[str, int] | None = None,
@@ -140,6 +155,61 @@ class TaskBase(Handler):
         self._reported = False
         self._last_failure_poll = 0.0
 
+    # -- carrying out steps (on the owning thread) ------------------------------------------------
+
+    @abstractmethod
+    def surface(self, step: Step) -> None:
+        """Act on the step's events (and, writer, its new deadline)."""
+
+    @abstractmethod
+    def connection_of(self, send: Send) -> Connection:
+        """The connection ``send`` goes out on."""
+
+    def carry_out(self, step: Step) -> None:
+        """Carry out ``step`` and every step it leads to: surface its events, write its sends in order
+        (each run to one connection in one vectored write), report the writes completed at once in one
+        input, and a failed write."""
+        steps = deque((step,))
+        while steps:
+            step = steps.popleft()
+            self.surface(step)
+            sends = step.sends
+            start = 0
+            while start < len(sends):
+                conn = self.connection_of(sends[start])
+                end = start + 1
+                while end < len(sends) and self.connection_of(sends[end]) is conn:
+                    end += 1
+                run = sends[start:end]
+                start = end
+                try:
+                    written = conn.send(run)
+                except OSError as error:
+                    failed = self.write_failed(conn, run, describe(error))
+                    if failed is not None:
+                        steps.append(failed)
+                    continue  # the other connections' sends still go out (a reader may have left)
+                if written:
+                    steps.append(self.written(written))
+
+    def written(self, sends: Sequence[Send]) -> Step:
+        """These notifying sends were written whole: the machine's input for them, in one step."""
+        return self.machine.sends_completed([(send.peer, send.message.seq) for send in sends], self.clock())
+
+    def write_failed(self, conn: Connection, unwritten: Sequence[Send], cause: str) -> Step | None:
+        """A write failed: the machine fails with SendFailed for the first send it waits on (DATA, or
+        the reader's TERMINATION_ACK); a credit or control frame's failure closes the connection, whose
+        close fails its channel (typed either way, never a raw OSError)."""
+        for send in unwritten:
+            if send.notify:
+                return self.machine.send_failed(send.peer, send.message.seq, cause, self.clock())
+        conn.close()
+        return None
+
+    def sent(self, stream: Stream, tokens: list[object]) -> None:
+        """The reactor finished writes the kernel could not take at once."""
+        self.carry_out(self.written([token for token in tokens if isinstance(token, Send)]))
+
     # -- errors -----------------------------------------------------------------------------------
 
     def fail(self, error: BaseException) -> None:
@@ -149,14 +219,6 @@ class TaskBase(Handler):
                 self.error = error
             self.cancel.set()
             self.changed.notify_all()
-        self.wake()
-
-    def fail_locked(self, error: BaseException) -> None:
-        """``fail`` for a caller already holding ``lock``."""
-        if self.error is None:
-            self.error = error
-        self.cancel.set()
-        self.changed.notify_all()
         self.wake()
 
     def wake(self) -> None:

@@ -1,4 +1,4 @@
-"""Framed shuffle connections over reactor streams: encoding, bounded decoding, transcripts, faults.
+"""Framed shuffle connections over reactor streams: encoding, bounded decoding, transcripts.
 
 The transport turns machine messages into frames and bytes back into messages, and nothing else:
 the sockets belong to a :class:`reference.net.Reactor` (non-blocking, a fixed number of threads per
@@ -12,6 +12,11 @@ each send's frames are sealed as one contiguous buffer and received bytes are op
 A connection that completed the handshake is identified (bound in the reactor), so a flood of
 strangers can no longer evict it.
 Without it the connection has no handshake and no cipher, and the plaintext path is unchanged.
+
+A connection's outgoing bytes meet its stream in one place (:meth:`Connection.send`, a whole step's
+frames to that peer in one vectored write, sealed as one buffer when encrypted) and its incoming
+bytes meet its decoder in one place (:meth:`Connection.decode`, every frame of one read at once);
+the connection is used only by the thread that owns its task's machine.
 """
 
 from __future__ import annotations
@@ -19,23 +24,18 @@ from __future__ import annotations
 import json
 import threading
 import time
-from dataclasses import replace
-from typing import Callable, Final, Sequence, TextIO
+from typing import Final, Sequence, TextIO
 
 from reference.net import Stream
 from reference.net.reactor import Outgoing
 from spec.auth import ClientHandshake, Rejected, ServerHandshake, TransportCipher
 from spec.shuffle.codec import encode_frame, encode_frame_parts
 from spec.shuffle.framing import FrameDecoder
-from spec.shuffle.messages import DataMessage, Message
+from spec.shuffle.messages import Message
 from spec.shuffle.steps import Send
 
 POLL_S: Final = 0.05
 """How often a waiting task thread looks at its cancellation event."""
-
-FaultHook = Callable[[Message], Message]
-"""Applied to each outgoing message after the machine produced it (tests only)."""
-
 
 class Transcript:
     """Every frame of every connection as JSON lines: ``{"t", "conn", "dir", "hex"}``.
@@ -60,26 +60,16 @@ class Transcript:
             self._file.close()
 
 
-def corrupt_payload(message: Message) -> Message:
-    """Fault hook: flip one payload bit of every DATA *after* its checksum was computed."""
-    if isinstance(message, DataMessage) and message.data_size:
-        payload = bytearray(message.payload)
-        payload[0] ^= 0x01
-        return replace(message, payload=bytes(payload))
-    return message
-
-
 class Connection:
     """One framed connection: a reactor stream, its handshake and cipher if any, its bounded decoder
     and its outgoing frames. Used only by the thread that owns the connection."""
 
     def __init__(self, stream: Stream, max_frame_length: int, *, transcript: Transcript | None = None,
-                 fault: FaultHook | None = None, handshake: ClientHandshake | ServerHandshake | None = None) -> None:
+                 handshake: ClientHandshake | ServerHandshake | None = None) -> None:
         """``handshake``: authenticate before any frame (a client's sends its challenge in :meth:`start`)."""
         self.stream = stream
         self._decoder = FrameDecoder(max_frame_length, lent=True)
         self._transcript = transcript
-        self._fault = fault
         self._handshake = handshake
         self._cipher: TransportCipher | None = None
 
@@ -98,19 +88,17 @@ class Connection:
             self.stream.send([Outgoing((self._handshake.challenge(),))])
 
     def send(self, sends: Sequence[Send]) -> list[Send]:
-        """Write the machine's sends in order without blocking; return the notifying sends written now.
+        """Write the machine's sends to this peer in order, in one vectored write that does not block;
+        return the notifying sends written now.
 
         The rest are written by the reactor, which reports them through its handler's ``sent``.
         Raises OSError if the connection is closed or failed.
         """
         assert self.authenticated, "a send before the handshake completed"
-        out: list[Outgoing] = []
-        for send in sends:
-            message = send.message if self._fault is None else self._fault(send.message)
-            head, payload = encode_frame_parts(message)
-            out.append(Outgoing((head, payload), send if send.notify else None))
-            if self._transcript is not None:
-                self._transcript.record(self.label, "out", encode_frame(message))
+        out = [Outgoing(encode_frame_parts(send.message), send if send.notify else None) for send in sends]
+        if self._transcript is not None:
+            for send in sends:
+                self._transcript.record(self.label, "out", encode_frame(send.message))
         if self._cipher is not None:
             out = self._sealed(out)
         return [token for token in self.stream.send(out) if isinstance(token, Send)]

@@ -1,12 +1,15 @@
 """The writer task: a TCP server per task driving :class:`spec.shuffle.writer.WriterMachine`.
 
-Two threads, whatever the number of readers: the task thread produces records and writes the
-DATA its own writes flushed; one I/O thread polls the task's reactor (accepts readers, receives
-credits and acks, finishes writes the kernel could not take at once), runs the machine's timer
-and polls the coordinator for failures. Writes never block: whoever holds the task lock when a
-step is produced hands its sends to the connection in machine order, the kernel takes what it
-can and the reactor writes the rest; every DATA whose bytes all went out is reported back to the
-machine, which returns its permits (so queued bytes stay within the permit budget).
+Two threads, whatever the number of readers, and one owner: the **serving thread** owns the
+machine, the reactor and every connection. It takes the records the task thread handed over
+(:mod:`reference.shuffle.handover`) as one batch per round, gives them to the machine in one input,
+writes the DATA that batch flushed to each reader in one vectored write, reads every reader's
+credits and acks of one read as one input, reports the writes the kernel finished as one input,
+runs the machine's timer and polls the directory for failures of other tasks. The **task thread**
+only iterates the input and hands records over; nothing is locked per record or per message.
+Writes never block: the kernel takes what it can and the reactor writes the rest; every DATA whose
+bytes all went out is reported back to the machine, which returns its permits (so queued bytes
+stay within the permit budget, and the hand-over within its own bound).
 
 Strangers are bounded by construction: a connection may send only control-sized frames
 (:func:`spec.shuffle.framing.max_frame_from_reader`), must bind with a CREDIT within
@@ -21,7 +24,8 @@ from dataclasses import dataclass
 from typing import Collection, Iterable, Sequence
 
 from reference.net import CloseReason, Stream
-from reference.shuffle.task import AttemptRetired, TaskBase, TaskOptions, close_cause, describe
+from reference.shuffle.handover import Handover, Record
+from reference.shuffle.task import AttemptRetired, TaskBase, TaskOptions, close_cause
 from reference.shuffle.transport import POLL_S, Connection
 from spec.auth import AuthError, ReplayGuard, ServerHandshake
 from spec.shuffle import coordination as co
@@ -34,8 +38,8 @@ from spec.shuffle.steps import Bound, Completed, Failed, ProducerBlocked, Produc
 from spec.shuffle.writer import WriterMachine
 
 
-BATCH_RECORDS = 512
-"""Records of a sequence handed to the machine per lock (the I/O thread gets the lock between batches)."""
+HANDOVER_BUFFERS = 8
+"""Network buffers' worth of records the task thread may hand over ahead of the machine."""
 
 
 @dataclass
@@ -44,6 +48,7 @@ class WriterStats:
 
     records: int = 0
     messages_sent: int = 0
+    """DATA messages written."""
     bytes_sent: int = 0
     """DATA payload bytes written."""
     peak_held_bytes: int = 0
@@ -59,6 +64,7 @@ class WriterTask(TaskBase):
     """One writer: ``run(records)`` streams ``(reader_id, record_bytes)`` pairs to the readers."""
 
     role = co.Role.WRITER
+    machine: WriterMachine
 
     def __init__(self, key: co.ShuffleKey, writer_id: int, num_readers: int, settings: ShuffleSettings,
                  directory: WriterDirectory, options: TaskOptions = TaskOptions(),
@@ -67,11 +73,13 @@ class WriterTask(TaskBase):
         super().__init__(key, writer_id, directory, options, listen=(options.bind_host, 0))
         self.writer_id = writer_id
         self.machine = WriterMachine(key.shuffle_id, writer_id, num_readers, settings, self.clock(),
-                                     ack_timeout_ms=options.ack_timeout_ms, readers_may_leave=options.readers_may_leave)
+                                     ack_timeout_ms=options.ack_timeout_ms, readers_may_leave=options.readers_may_leave,
+                                     flush_when_idle=options.flush_when_idle)
         for reader_id in range(num_readers):
             if served is not None and reader_id not in served:
                 self.machine.reader_left(reader_id, self.clock())
         self.stats = WriterStats()
+        self.handover = Handover(HANDOVER_BUFFERS * settings.network_buffer_size, self.wake, self.cancel)
         self.connections: dict[Stream, Connection] = {}
         self._replays = ReplayGuard()
         self._held_bytes = 0
@@ -83,23 +91,25 @@ class WriterTask(TaskBase):
     # -- the task thread --------------------------------------------------------------------------
 
     def run(self, records: Iterable[tuple[int, bytes]]) -> WriterStats:
-        """Serve, register, write every record, terminate, wait for every ack; always cleans up.
+        """Serve, register, hand every record over, terminate, wait for every ack; always cleans up.
 
-        A sequence is written in batches; any other iterable record by record, so a record is
-        never kept waiting for the next one to arrive. A retired attempt returns at once, without
+        Records are handed over one by one as the input yields them (the serving thread takes all
+        that wait at once), so a record is never kept waiting for the next one. A retired attempt returns at once, without
         raising and without taking the rest of ``records``.
         """
         try:
-            self.run_thread(self._io_loop, "shuffle-writer-io")
+            self.run_thread(self._serve, "shuffle-writer-io")
             self.directory.register(self.key, co.WriterLocation(
                 self.writer_id, self.options.executor_id, self.options.bind_host, self.port))
-            if isinstance(records, Sequence):
-                for start in range(0, len(records), BATCH_RECORDS):
-                    self.write_batch(records[start:start + BATCH_RECORDS])
-            else:
-                for reader_id, record in records:
-                    self.write(reader_id, record)
-            self.finish()
+            for reader_id, record in records:
+                if not self.handover.put(reader_id, record):
+                    self._raise_failure()
+            self.handover.end()
+            with self.lock:
+                while not self._completed and self.error is None:
+                    self.changed.wait(POLL_S)
+            if self.error is not None:
+                self._raise_failure()
             return self.stats
         except BaseException as error:
             if error is self.error:
@@ -108,8 +118,6 @@ class WriterTask(TaskBase):
                 self.fail(error)
                 final = error
             self.report(final)
-            with self.lock:
-                self.machine.abort(errors.TaskAborted(str(final)), self.clock())
             if isinstance(final, AttemptRetired):
                 return self.stats
             if final is error:
@@ -119,120 +127,77 @@ class WriterTask(TaskBase):
             self._unregister()
             self.shutdown()
 
-    def write(self, reader_id: int, record: bytes) -> None:
-        """Hand one record to the machine, first waiting while it has no permits."""
-        with self.lock:
-            self._wait_unblocked()
-            self._apply(self.machine.write(reader_id, record, self.clock()))
-            self.stats.records += 1
+    def _raise_failure(self) -> None:
+        assert self.error is not None
+        raise self.error
 
-    def write_batch(self, records: Sequence[tuple[int, bytes]]) -> None:
-        """Hand records the caller already holds to the machine in one step per lock, waiting only
-        while it has no permits (a batch is what has arrived: nothing waits for more input)."""
-        start = 0
-        while start < len(records):
-            with self.lock:
-                self._wait_unblocked()
-                step, taken = self.machine.write_batch(records[start:] if start else records, self.clock())
-                self._apply(step)
-                self.stats.records += taken
-                start += taken
+    # -- the serving thread: the machine's owner ----------------------------------------------------
 
-    def _wait_unblocked(self) -> None:
-        """Wait (holding the lock between waits) until the producer may write again; raise a failure."""
-        while self._blocked and self.error is None:
-            self.changed.wait(POLL_S)
-        self._raise_if_failed()
-
-    def finish(self) -> None:
-        """End of input: terminate every stream and wait (as Spark does, without a time limit) for the acks."""
-        with self.lock:
-            self._wait_unblocked()
-            self._apply(self.machine.finish(self.clock()))
-            while not self._completed and self.error is None:
-                self.changed.wait(POLL_S)
-            self._raise_if_failed()
-
-    def _raise_if_failed(self) -> None:
-        if self.error is not None:
-            raise self.error
-
-    # -- carrying out steps (caller holds the lock) -----------------------------------------------
-
-    def _apply(self, step: Step) -> None:
-        """Hand the step's sends to their connections, surface its events, follow up completed
-        and failed writes."""
-        if not step.sends and not step.events and step.deadline == self._deadline:
-            return  # most records only grow a buffer
-        steps = [step]
-        while steps:
-            step = steps.pop(0)
-            follow_ups = self._send(step.sends)
-            self._surface(step)
-            steps += follow_ups
-
-    def _send(self, sends: tuple[Send, ...]) -> list[Step]:
-        """Write ``sends`` in order, a run to one connection per call; return the machine's steps
-        for the DATA written now and for a write that failed."""
-        follow_ups: list[Step] = []
-        start = 0
-        while start < len(sends):
-            end = start + 1
-            while end < len(sends) and sends[end].conn is sends[start].conn:
-                end += 1
-            run = sends[start:end]
-            start = end
-            conn = run[0].conn
-            assert isinstance(conn, Connection)
-            self.stats.messages_sent += len(run)
-            self._held_bytes += sum(_payload_size(s) for s in run if s.notify)
-            try:
-                written = conn.send(run)
-            except OSError as error:
-                follow_ups += self._write_failed(conn, run, describe(error))
-                continue  # the other connections' sends still go out (a reader may have left)
+    def _serve(self) -> None:
+        """Rounds of: the timer, the records handed over (one batch), the directory, one reactor poll."""
+        backlog: Sequence[Record] = ()
+        ended = finished = False
+        wrote = False
+        while not self.cancel.is_set():
             now = self.clock()
-            follow_ups += [self._completed_write(send, now) for send in written]
-        if sends:
-            self._sample_held()
-        return follow_ups
+            if self._deadline is not None and now >= self._deadline:
+                self.carry_out(self.machine.tick(now))
+            if not self._blocked and not finished:
+                if not backlog:
+                    backlog, ended = self.handover.take()
+                if backlog:
+                    step, taken = self.machine.write_batch(backlog, now)
+                    self.stats.records += taken
+                    backlog = backlog[taken:] if taken < len(backlog) else ()
+                    wrote = True
+                    self.carry_out(step)
+                elif ended:
+                    finished = True
+                    self.carry_out(self.machine.finish(now))
+                elif wrote:
+                    wrote = False  # the producer has nothing more for now
+                    self.carry_out(self.machine.producer_idle(now))
+            self.poll_peer_failure(now)
+            wants_records = not self._blocked and not finished
+            if wants_records and (backlog or wrote or not self.handover.sleep()):
+                timeout = 0.0
+            else:
+                deadline = self._deadline
+                timeout = POLL_S if deadline is None else max(0.0, min(POLL_S, deadline - self.clock()))
+            self.reactor.poll(timeout)
+            self.handover.awake()
 
-    def _write_failed(self, conn: Connection, unwritten: Sequence[Send], cause: str) -> list[Step]:
-        """A write failed: the machine fails with SendFailed for the first DATA it depended on; a
-        control frame's failure closes the connection, whose close fails its channel (typed either way)."""
-        data = [send for send in unwritten if send.notify]
-        if data:
-            return [self.machine.send_failed(data[0].peer, data[0].message.seq, cause, self.clock())]
-        conn.close()
-        return []
+    def connection_of(self, send: Send) -> Connection:
+        assert isinstance(send.conn, Connection)
+        return send.conn
 
-    def _completed_write(self, send: Send, now: float) -> Step:
-        size = _payload_size(send)
-        self._held_bytes -= size
-        self.stats.bytes_sent += size
-        return self.machine.send_completed(send.peer, send.message.seq, now)
-
-    def _surface(self, step: Step) -> None:
+    def surface(self, step: Step) -> None:
         for event in step.events:
             if isinstance(event, ProducerBlocked):
                 self._blocked = True
                 self.stats.blocked_count += 1
             elif isinstance(event, ProducerUnblocked):
                 self._blocked = False
-                self.changed.notify_all()
             elif isinstance(event, Completed):
-                self._completed = True
-                self.changed.notify_all()
+                with self.lock:
+                    self._completed = True
+                    self.changed.notify_all()
             elif isinstance(event, Bound):
                 assert isinstance(event.conn, Connection)
                 event.conn.stream.bind()
             elif isinstance(event, Failed):
-                self.fail_locked(event.error)
-        if step.deadline != self._deadline:
-            earlier = step.deadline is not None and (self._deadline is None or step.deadline < self._deadline)
-            self._deadline = step.deadline
-            if earlier:
-                self.wake()
+                self.fail(event.error)
+        if step.sends:
+            self._held_bytes += sum(_payload_size(send) for send in step.sends if send.notify)
+            self._sample_held()
+        self._deadline = step.deadline
+
+    def written(self, sends: Sequence[Send]) -> Step:
+        size = sum(_payload_size(send) for send in sends)
+        self._held_bytes -= size
+        self.stats.bytes_sent += size
+        self.stats.messages_sent += len(sends)
+        return super().written(sends)
 
     def _sample_held(self) -> None:
         """Peak memory is reached when buffers turn into DATA: sample there, not per record."""
@@ -240,67 +205,40 @@ class WriterTask(TaskBase):
         if held > self.stats.peak_held_bytes:
             self.stats.peak_held_bytes = held
 
-    # -- the I/O thread ---------------------------------------------------------------------------
-
-    def _io_loop(self) -> None:
-        while not self.cancel.is_set():
-            now = self.clock()
-            with self.lock:
-                deadline = self._deadline
-            self.reactor.poll(POLL_S if deadline is None else max(0.0, min(POLL_S, deadline - now)))
-            now = self.clock()
-            with self.lock:
-                if self._deadline is not None and now >= self._deadline:
-                    self._apply(self.machine.tick(now))
-            self.poll_peer_failure(now)
-
-    # reactor callbacks (I/O thread)
+    # reactor callbacks (serving thread)
 
     def accepted(self, stream: Stream) -> None:
         auth = self.options.auth
-        conn = Connection(stream, max_frame_from_reader(), transcript=self.transcript, fault=self.options.fault,
+        conn = Connection(stream, max_frame_from_reader(), transcript=self.transcript,
                           handshake=None if auth is None else ServerHandshake(auth, self._replays))
         stream.label = f"writer{self.writer_id}<-{stream.label}"
         self.connections[stream] = conn
-        with self.lock:
-            self._apply(self.machine.connection_accepted(conn, self.clock()))
+        self.carry_out(self.machine.connection_accepted(conn, self.clock()))
 
     def received(self, stream: Stream, data: memoryview) -> None:
         conn = self.connections[stream]
         try:
             messages = conn.decode(data)
         except errors.CodecError as error:
-            with self.lock:
-                self._apply(self.machine.decode_failed(conn, error, self.clock()))
+            self.carry_out(self.machine.decode_failed(conn, error, self.clock()))
             stream.close()
             return
         except AuthError:
             stream.close()  # a stranger, or a peer whose bytes were forged: only its connection ends
             return
-        with self.lock:
-            now = self.clock()
-            for message in messages:
-                self._apply(self.machine.received(conn, message, now))
-
-    def sent(self, stream: Stream, tokens: list[object]) -> None:
-        with self.lock:
-            now = self.clock()
-            for token in tokens:
-                assert isinstance(token, Send)
-                self._apply(self._completed_write(token, now))
+        if messages:
+            self.carry_out(self.machine.received_all(conn, messages, self.clock()))
 
     def closed(self, stream: Stream, reason: CloseReason, error: OSError | None) -> None:
         """A failed socket (reset, timeout) with DATA still unwritten is that DATA's failed write."""
         conn = self.connections.pop(stream, None)
         if conn is None:
             return
-        with self.lock:
-            unwritten = [token for token in stream.abandoned if isinstance(token, Send)]
-            if reason is CloseReason.FAILED and unwritten:
-                for step in self._write_failed(conn, unwritten, close_cause(reason, error)):
-                    self._apply(step)
-            else:
-                self._apply(self.machine.connection_closed(conn, self.clock()))
+        unwritten = [token for token in stream.abandoned if isinstance(token, Send)]
+        failed = None
+        if reason is CloseReason.FAILED and unwritten:
+            failed = self.write_failed(conn, unwritten, close_cause(reason, error))
+        self.carry_out(failed or self.machine.connection_closed(conn, self.clock()))
 
     # -- shutdown ---------------------------------------------------------------------------------
 

@@ -38,7 +38,6 @@ from reference.shuffle.cluster_directory import (
 )
 from reference.shuffle.reader_task import ReaderTask
 from reference.shuffle.task import ROOT_CAUSE_WAIT_S, TaskOptions, describe
-from reference.shuffle.transport import FaultHook
 from reference.shuffle.writer_task import WriterTask
 from reference.spark.arrived import arrived_batches
 from spec.auth import AuthConfig
@@ -113,8 +112,6 @@ class Plan:
     """Where the tasks reach the shuffle's directory."""
     bind_host: str | None
     transcript_dir: str | None
-    fault: FaultHook | None = None
-    """Fault injection for tests: applied to every outgoing message of every writer."""
     driver_host: str = "127.0.0.1"
     limits: ConnectionLimits = ConnectionLimits()
     max_record_size: int = DEFAULT_MAX_RECORD_SIZE
@@ -132,9 +129,8 @@ class Plan:
         if self.transcript_dir:
             os.makedirs(self.transcript_dir, exist_ok=True)
             transcript = os.path.join(self.transcript_dir, f"shuffle{self.shuffle_id}-{role}{task_id}.jsonl")
-        fault = self.fault if role == "writer" else None
         return TaskOptions(bind_host=host, executor_id=f"{socket.gethostname()}:{os.getpid()}",
-                           transcript_path=transcript, fault=fault, limits=self.limits,
+                           transcript_path=transcript, limits=self.limits,
                            max_record_size=self.max_record_size, readers_may_leave=True, auth=self.auth)
 
 
@@ -368,13 +364,12 @@ class StreamingShuffle:
             self.coordinator.stop()
 
     def shuffle(self, rdd: Any, num_partitions: int, partition_func: Callable[[Any], int] | None = None,
-                conf: Mapping[str, object] | Any | None = None, *, fault: FaultHook | None = None) -> Any:
+                conf: Mapping[str, object] | Any | None = None) -> Any:
         """Shuffle an RDD of ``(key, value)`` pairs into ``num_partitions`` partitions, streaming.
 
         Partition ``i`` holds the pairs with ``partition_func(key) % num_partitions == i`` (default:
         PySpark's ``portable_hash``, as ``partitionBy``), each writer's pairs in their input order.
-        ``conf`` (a dict or SparkConf) overrides ``spark.shuffle.streaming.*`` from the SparkConf;
-        ``fault`` is applied to every outgoing message of every writer (fault-injection tests).
+        ``conf`` (a dict or SparkConf) overrides ``spark.shuffle.streaming.*`` from the SparkConf.
         """
         from pyspark.rdd import portable_hash
 
@@ -385,7 +380,7 @@ class StreamingShuffle:
         def launch(plan: Plan, key: co.ShuffleKey, wanted: frozenset[int]) -> None:
             source.mapPartitionsWithIndex(functools.partial(_write_pairs, plan, key, wanted, func)).foreach(_ignore)
 
-        plan = self._open(shape, conf, fault, launch)
+        plan = self._open(shape, conf, launch)
         result = self.sc.parallelize(range(num_partitions), num_partitions).mapPartitionsWithIndex(
             functools.partial(_read_pairs, plan))
         self._close_with(result, plan.shuffle_id)
@@ -412,7 +407,7 @@ class StreamingShuffle:
             source.mapInArrow(functools.partial(_write_batches, plan, key, wanted), "done int").write.format(
                 "noop").mode("overwrite").save()
 
-        plan = self._open(shape, conf, None, launch)
+        plan = self._open(shape, conf, launch)
         result = df.sparkSession.range(0, num_partitions, 1, num_partitions).mapInArrow(
             functools.partial(_read_batches, plan), df.schema)
         self._close_with(result, plan.shuffle_id)
@@ -423,7 +418,7 @@ class StreamingShuffle:
             raise ValueError("this StreamingShuffle is closed")
         return choose_shape(input_partitions, num_readers, available_slots(self.sc))
 
-    def _open(self, shape: Shape, conf: Mapping[str, object] | Any | None, fault: FaultHook | None,
+    def _open(self, shape: Shape, conf: Mapping[str, object] | Any | None,
               launch: Callable[[Plan, co.ShuffleKey, frozenset[int]], None]) -> Plan:
         """Register the shuffle with the coordinator and return the task plan."""
         sc, coordinator = self.sc, self.coordinator
@@ -453,7 +448,7 @@ class StreamingShuffle:
                 coordinator.report_failure(key, co.Role.DRIVER, -1, describe(error))
 
         plan = Plan(shuffle_id, shape.writers, shape.readers, settings, coordinator.add_shuffle(shuffle_id, launcher),
-                    runtime.get(BIND_HOST_KEY), runtime.get(TRANSCRIPT_DIR_KEY), fault, self.driver_host,
+                    runtime.get(BIND_HOST_KEY), runtime.get(TRANSCRIPT_DIR_KEY), self.driver_host,
                     limits=limits, max_record_size=max_record_size,
                     auth=auth_from_conf(self.conf, str(sc.applicationId), None))
         return plan
@@ -476,9 +471,9 @@ def stop_coordinator(sc: Any) -> None:
 
 
 def streaming_shuffle(rdd: Any, num_partitions: int, partition_func: Callable[[Any], int] | None = None,
-                      conf: Mapping[str, object] | Any | None = None, *, fault: FaultHook | None = None) -> Any:
+                      conf: Mapping[str, object] | Any | None = None) -> Any:
     """:meth:`StreamingShuffle.shuffle` on the default service of ``rdd``'s context."""
-    return StreamingShuffle.default(rdd.context).shuffle(rdd, num_partitions, partition_func, conf, fault=fault)
+    return StreamingShuffle.default(rdd.context).shuffle(rdd, num_partitions, partition_func, conf)
 
 
 def streaming_repartition(df: Any, num_partitions: int, *cols: Any, conf: Mapping[str, object] | None = None) -> Any:

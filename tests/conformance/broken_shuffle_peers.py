@@ -28,6 +28,7 @@ from spec.shuffle.messages import CreditMessage, DataMessage, Message
 from spec.shuffle.reader import ReaderMachine
 from spec.shuffle.settings import ShuffleSettings
 from spec.shuffle.steps import Deliver, Failed, Step
+from tests.shuffle.outgoing_faults import rewriting_outgoing
 
 
 def crc32_checksums(message: Message) -> Message:
@@ -85,7 +86,8 @@ def read_without_credits() -> int:
 
 def main(fault: str) -> int:
     if fault == "crc32":
-        return reference_target.main(fault=crc32_checksums)
+        with rewriting_outgoing(crc32_checksums):
+            return reference_target.main()
     if os.environ.get(ROLE_VARIABLE) == CAPABILITIES_ROLE:
         print("CAPABILITIES reader reports", flush=True)
         return 0

@@ -27,6 +27,9 @@ class Recorder:
     sent: list[object] = field(default_factory=list)
     closed: list[tuple[Stream, CloseReason]] = field(default_factory=list)
     bind_on_data: bool = True
+    reply: list[Outgoing] = field(default_factory=list)
+    """Sent (once) from the poller's own ``received`` callback, as a task that owns its reactor sends."""
+    replied: list[object] = field(default_factory=list)
 
 
 class Handler:
@@ -40,6 +43,9 @@ class Handler:
         self.record.received.setdefault(stream, bytearray()).extend(data)
         if self.record.bind_on_data:
             stream.bind()
+        if self.record.reply:
+            reply, self.record.reply = self.record.reply, []
+            self.record.replied += stream.send(reply)
 
     def sent(self, stream: Stream, tokens: list[object]) -> None:
         self.record.sent.extend(tokens)
@@ -158,6 +164,18 @@ def test_more_pending_streams_than_the_cap_evict_the_oldest(ledger: ResourceLedg
         reactor.close()
 
 
+def drain(reactor: Reactor, client: socket.socket, total: int) -> None:
+    """Poll while reading ``client`` until it received ``total`` bytes."""
+    received = bytearray()
+    client.setblocking(False)
+
+    def drained() -> bool:
+        received.extend(read_available(client))
+        return len(received) == total
+
+    poll_until(reactor, drained)
+
+
 class BoundStream(NamedTuple):
     """A reactor serving one client whose stream is bound, with a send buffer too small to take much."""
 
@@ -188,17 +206,20 @@ def test_writes_the_kernel_refuses_are_queued_and_reported_in_order(bound: Bound
     chunk = b"x" * 65536
     written_now = stream.send([Outgoing((chunk,), i) for i in range(64)])
     assert len(written_now) < 64 and stream.queued_bytes > 0  # 4 MiB do not fit in the socket buffers
-    received = bytearray()
-    client.setblocking(False)
-
-    def drained() -> bool:
-        received.extend(read_available(client))
-        return len(received) == 64 * 65536
-
-    poll_until(reactor, drained)
+    drain(reactor, client, 64 * 65536)
     poll_until(reactor, lambda: len(written_now) + len(record.sent) == 64)
     assert written_now + record.sent == list(range(64))
     assert stream.queued_bytes == 0
+
+
+def test_the_poller_itself_may_send_more_than_the_kernel_takes(bound: BoundStream) -> None:
+    record, reactor, client, stream = bound
+    record.reply = [Outgoing((b"r" * 65536,), i) for i in range(64)]
+    client.sendall(b"go")
+    poll_until(reactor, lambda: record.replied or record.sent)  # the send inside the callback returned
+    drain(reactor, client, 64 * 65536)
+    poll_until(reactor, lambda: len(record.replied) + len(record.sent) == 64)
+    assert record.replied + record.sent == list(range(64)) and stream.queued_bytes == 0
 
 
 def test_a_closed_stream_abandons_its_queue_and_refuses_sends(bound: BoundStream) -> None:
@@ -217,11 +238,4 @@ def test_send_from_another_thread_wakes_the_poller(bound: BoundStream) -> None:
     sender = threading.Thread(target=lambda: stream.send([Outgoing((b"w" * 65536,), i) for i in range(32)]))
     sender.start()
     sender.join()
-    client.setblocking(False)
-    got = bytearray()
-
-    def drained() -> bool:
-        got.extend(read_available(client))
-        return len(got) == 32 * 65536
-
-    poll_until(reactor, drained)
+    drain(reactor, client, 32 * 65536)

@@ -1,22 +1,18 @@
 """A deliberately broken ``exec:`` shuffle implementation, to prove the suite catches deviations.
 
-It is the reference endpoint with one fault injected through the runtime's fault hook: every
+It is the reference endpoint with one fault injected into its transport from here: every
 sequence number it sends is one too high (a writer numbers DATA from 1; a reader's
 TERMINATION_ACK echoes seq + 1).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 
+from outgoing_faults import off_by_one, rewriting_outgoing
+
 from conformance.shuffle import reference_target
-from spec.shuffle.messages import CreditMessage, Message
-
-
-def off_by_one(message: Message) -> Message:
-    return message if isinstance(message, CreditMessage) else dataclasses.replace(message, seq=message.seq + 1)
-
 
 if __name__ == "__main__":
-    sys.exit(reference_target.main(fault=off_by_one))
+    with rewriting_outgoing(off_by_one):
+        sys.exit(reference_target.main())

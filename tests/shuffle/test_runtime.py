@@ -12,11 +12,11 @@ from collections import Counter
 from typing import Iterable, Iterator
 
 import pytest
+from outgoing_faults import corrupt_payload, rewriting_outgoing
 
 from reference.net.ledger import ResourceLedger
 from reference.shuffle.local import LocalShuffleError, run_local_shuffle
 from reference.shuffle.task import PeerTaskFailed, TaskOptions
-from reference.shuffle.transport import corrupt_payload
 from spec.shuffle import errors
 from spec.shuffle.codec import decode_frame
 from spec.shuffle.messages import CreditMessage, DataMessage, TerminationAckMessage, TerminationControlMessage
@@ -126,7 +126,8 @@ def test_failing_reader_ends_the_writers() -> None:
 def test_corrupted_payload_fails_the_reader_with_checksum_verification_failed() -> None:
     inputs = make_inputs(1, 1, 100, seed=5)
     with pytest.raises(LocalShuffleError) as caught:
-        run_local_shuffle(inputs, 1, SMALL, writer_options=[TaskOptions(fault=corrupt_payload)], timeout_s=30)
+        with rewriting_outgoing(corrupt_payload):
+            run_local_shuffle(inputs, 1, SMALL, timeout_s=30)
     error = caught.value.errors[("reader", 0)]
     assert isinstance(error, errors.ChecksumVerificationFailed)
     assert error.condition == "STREAMING_SHUFFLE_CHECKSUM_VERIFICATION_FAILED"

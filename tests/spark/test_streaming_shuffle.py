@@ -6,14 +6,14 @@ import pickle
 import random
 import time
 from collections import Counter
-from typing import Any
+from typing import Any, Iterable, Iterator
 
 import pytest
 
-from reference.shuffle.transport import corrupt_payload
 from reference.spark import InsufficientSlots, streaming_repartition, streaming_shuffle
 from reference.spark.shuffle import _pickled_within, runtime_limits
 from spec.shuffle.framing import DEFAULT_MAX_RECORD_SIZE
+from tests.shuffle.outgoing_faults import corrupt_next_data
 
 pytestmark = pytest.mark.spark
 
@@ -160,9 +160,13 @@ def test_failing_reader_ends_the_writers(spark: Any) -> None:
 
 
 def test_corrupted_payload_fails_with_checksum_verification_failed(spark: Any) -> None:
-    rdd = spark.sparkContext.parallelize([(i, i) for i in range(100)], 1)
+    def corrupting(pairs: Iterable[tuple[int, int]]) -> Iterator[tuple[int, int]]:
+        corrupt_next_data()  # in the worker that runs the writer over these pairs
+        yield from pairs
+
+    rdd = spark.sparkContext.parallelize([(i, i) for i in range(100)], 1).mapPartitions(corrupting)
     with pytest.raises(Exception, match="STREAMING_SHUFFLE_CHECKSUM_VERIFICATION_FAILED"):
-        streaming_shuffle(rdd, 1, fault=corrupt_payload).collect()
+        streaming_shuffle(rdd, 1).collect()
 
 
 def test_streaming_repartition_equals_repartition_by_columns(spark: Any) -> None:
