@@ -1,0 +1,61 @@
+"""The writer's hand-over: bounded, taken whole, and it wakes a sleeping owner only."""
+
+from __future__ import annotations
+
+import threading
+
+from reference.shuffle.handover import Handover
+
+HANG_GUARD_S = 10.0
+
+
+def handover(limit: int = 10) -> tuple[Handover, list[str], threading.Event]:
+    wakes: list[str] = []
+    cancel = threading.Event()
+    return Handover(limit, lambda: wakes.append("wake"), cancel), wakes, cancel
+
+
+def test_the_owner_takes_everything_waiting_in_order_then_the_end() -> None:
+    h, _, _ = handover()
+    assert h.put(0, b"a") and h.put(1, b"bc")
+    assert h.take() == ([(0, b"a"), (1, b"bc")], False)
+    h.end()
+    assert h.take() == ([], True)
+
+
+def test_a_put_wakes_the_owner_only_when_it_said_it_sleeps() -> None:
+    h, wakes, _ = handover()
+    h.put(0, b"a")
+    assert wakes == [] and not h.sleep()  # records are waiting: take them instead of sleeping
+    h.take()
+    assert h.sleep()
+    h.put(0, b"b")
+    h.put(0, b"c")
+    assert wakes == ["wake"]
+    h.awake()
+    h.take()
+    h.put(0, b"d")
+    assert wakes == ["wake"]
+
+
+def test_a_full_hand_over_holds_the_producer_until_the_owner_takes() -> None:
+    h, _, _ = handover(limit=4)
+    h.put(0, b"1234")  # at the limit: the next put waits
+    done = threading.Event()
+    producer = threading.Thread(target=lambda: h.put(0, b"5") and done.set())
+    producer.start()
+    assert not done.wait(0.05)
+    assert h.take() == ([(0, b"1234")], False)
+    producer.join(HANG_GUARD_S)
+    assert done.is_set() and h.take() == ([(0, b"5")], False)
+
+
+def test_cancellation_releases_a_waiting_producer_without_taking_its_record() -> None:
+    h, _, cancel = handover(limit=1)
+    h.put(0, b"x")
+    result: list[bool] = []
+    producer = threading.Thread(target=lambda: result.append(h.put(0, b"y")))
+    producer.start()
+    cancel.set()
+    producer.join(HANG_GUARD_S)
+    assert result == [False] and h.take() == ([(0, b"x")], False)
