@@ -31,8 +31,9 @@ LINKTYPES: Final = frozenset({LINKTYPE_NULL, LINKTYPE_ETHERNET, LINKTYPE_RAW, LI
 MAX_RECORD: Final = 256 * 1024
 """Largest packet record accepted from a file (loopback MTU is 64 KiB; GSO captures stay below this)."""
 
-_PCAP_MAGIC: Final = {b"\xd4\xc3\xb2\xa1": ("<", 1e-6), b"\xa1\xb2\xc3\xd4": (">", 1e-6),
-                      b"\x4d\x3c\xb2\xa1": ("<", 1e-9), b"\xa1\xb2\x3c\x4d": (">", 1e-9)}
+_PCAP_MAGIC: Final = {b"\xd4\xc3\xb2\xa1": ("<", 10**6), b"\xa1\xb2\xc3\xd4": (">", 10**6),
+                      b"\x4d\x3c\xb2\xa1": ("<", 10**9), b"\xa1\xb2\x3c\x4d": (">", 10**9)}
+"""Magic -> byte order and timestamp ticks per second (microsecond or nanosecond pcap)."""
 _PCAPNG_SHB: Final = b"\x0a\x0d\x0d\x0a"
 ETH_P_ALL: Final = 0x0003
 SO_ATTACH_FILTER: Final = 26
@@ -75,7 +76,7 @@ def _exactly(stream: BinaryIO, size: int, what: str) -> bytes:
 
 
 def _read_pcap(stream: BinaryIO, magic: bytes) -> Iterator[Packet]:
-    order, unit = _PCAP_MAGIC[magic]
+    order, per_second = _PCAP_MAGIC[magic]
     _major, _minor, _zone, _sigfigs, _snaplen, linktype = struct.unpack(order + "HHiIII",
                                                                          _exactly(stream, 20, "pcap header"))
     linktype &= 0xFFFF
@@ -87,13 +88,13 @@ def _read_pcap(stream: BinaryIO, magic: bytes) -> Iterator[Packet]:
         seconds, fraction, captured, _original = record.unpack(header)
         if captured > MAX_RECORD:
             raise CaptureError(f"pcap record of {captured} bytes (at most {MAX_RECORD})")
-        yield Packet(seconds + fraction * unit, linktype, _exactly(stream, captured, "pcap record"))
+        yield Packet(_seconds(seconds, fraction, per_second), linktype, _exactly(stream, captured, "pcap record"))
 
 
 def _read_pcapng(stream: BinaryIO) -> Iterator[Packet]:
     """Section header, interface descriptions and (enhanced or simple) packet blocks; others skipped."""
     order = "<"
-    interfaces: list[tuple[int, float]] = []
+    interfaces: list[tuple[int, int]] = []
     block_type = _PCAPNG_SHB
     while True:
         if block_type == _PCAPNG_SHB:
@@ -116,9 +117,10 @@ def _read_pcapng(stream: BinaryIO) -> Iterator[Packet]:
                 interface, high, low, captured, _original = struct.unpack_from(order + "IIIII", body)
                 if interface >= len(interfaces) or captured > len(body) - 20:
                     raise CaptureError("pcapng packet names an unknown interface or overruns its block")
-                linktype, unit = interfaces[interface]
+                linktype, per_second = interfaces[interface]
                 _check_linktype(linktype)
-                yield Packet(((high << 32) | low) * unit, linktype, body[20:20 + captured])
+                whole, ticks = divmod((high << 32) | low, per_second)
+                yield Packet(_seconds(whole, ticks, per_second), linktype, body[20:20 + captured])
             elif kind == 3:  # simple packet
                 if not interfaces:
                     raise CaptureError("pcapng simple packet before any interface")
@@ -138,8 +140,13 @@ def _block_body(stream: BinaryIO, length: int, read: int) -> bytes:
     return _exactly(stream, length - read, "pcapng block")[:-4]
 
 
-def _resolution(options: bytes, order: str) -> float:
-    """The interface's timestamp unit from its if_tsresol option (default microseconds)."""
+def _seconds(whole: int, ticks: int, per_second: int) -> float:
+    """A timestamp computed the same way from both formats, so one capture reads alike in either."""
+    return whole + ticks / per_second
+
+
+def _resolution(options: bytes, order: str) -> int:
+    """The interface's timestamp ticks per second from its if_tsresol option (default microseconds)."""
     offset = 0
     while offset + 4 <= len(options):
         code, size = struct.unpack_from(order + "HH", options, offset)
@@ -147,9 +154,9 @@ def _resolution(options: bytes, order: str) -> float:
             break
         if code == 9 and size >= 1:
             value = options[offset + 4]
-            return 2.0 ** -(value & 0x7F) if value & 0x80 else 10.0 ** -value
+            return int(2 ** (value & 0x7F) if value & 0x80 else 10 ** value)
         offset += 4 + (size + 3) // 4 * 4
-    return 1e-6
+    return 10**6
 
 
 def _check_linktype(linktype: int) -> None:

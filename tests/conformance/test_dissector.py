@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from conformance.capture import read_capture
+from conformance.shuffle.monitor import connection_filter, observe
 from conformance.tcp_streams import Flow, TcpTracker
 from spec.docs import DOCS_DIR
 from spec.shuffle import decode_frame
@@ -100,3 +101,16 @@ def test_tshark_shows_every_field_of_every_frame_as_the_decoder_reads_it(tshark:
     assert len(decoded) == 88  # 4 connections of Spark's real-time mode: 38 DATA, 42 CREDIT, 4 + 4 termination
     assert {f["type_id"] for f in decoded} == {"1", "2", "3", "4"}
     assert _dissected(tshark, FIXTURE) == decoded
+
+
+def test_the_monitor_reads_the_capture_alike_as_pcap_and_as_wiresharks_pcapng(tshark: str, tmp_path: Path) -> None:
+    editcap = Path(tshark).with_name("editcap")
+    subprocess.run([str(editcap), "-F", "pcapng", str(FIXTURE), str(tmp_path / "capture.pcapng")], check=True,
+                   capture_output=True, timeout=60)
+    reports = []
+    for path in (FIXTURE, tmp_path / "capture.pcapng"):
+        with open(path, "rb") as stream:
+            reports.append(observe(read_capture(stream), connection_filter("", "")).to_json())
+    assert reports[0] == reports[1]
+    assert reports[0]["violations"] == 0 and len(reports[0]["connections"]) == 4
+    assert sum(c["records"] for c in reports[0]["connections"]) == 300  # the rows the query delivered

@@ -284,8 +284,11 @@ def test_the_command_line_reports_exits_and_writes_a_report_its_schema_accepts(t
     assert done.returncode == 0, done.stderr
     assert "writer 3 -> reader 7 clean" in done.stdout
     jsonschema.validate(json.loads((tmp_path / "clean.json").read_text()), schema)
-    done = _cli("-r", str(tmp_path / "broken.pcapng"), "--json-report", str(tmp_path / "broken.json"))
+    assert "<td>clean</td>" in (tmp_path / "clean.html").read_text()
+    done = _cli("-r", str(tmp_path / "broken.pcapng"), "--json-report", str(tmp_path / "broken.json"),
+                "--html", str(tmp_path / "broken.html"))
     assert done.returncode == 1
+    assert "<b>STREAMING_SHUFFLE_CHECKSUM_VERIFICATION_FAILED</b> at frame 1" in (tmp_path / "broken.html").read_text()
     report = json.loads((tmp_path / "broken.json").read_text())
     jsonschema.validate(report, schema)
     assert report["violations"] == 1
