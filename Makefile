@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo docs java typecheck vectors conformance mutants clean
+.PHONY: test demo demo-postgres docs java typecheck vectors conformance mutants clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -24,6 +24,10 @@ test: $(STAMP) java typecheck
 
 demo: $(STAMP) java
 	$(PY) -m reference.pipeline $(DEMO_ARGS)
+
+# A throwaway Postgres 15 (Debian's postgresql-15), a concurrent workload, the pipeline, verified.
+demo-postgres: $(STAMP) java
+	$(PY) -m reference.cdc.demo $(DEMO_ARGS)
 
 docs: $(STAMP)
 	$(PY) -m spec.docs

@@ -59,6 +59,14 @@ class SlotSource:
     _catalog: PgConnection | None = None
     _machine: TransactionAssembler | None = None
 
+    def prepare(self) -> None:
+        """Check the set-up and create the slot if asked, without streaming (a driver does this before its tasks)."""
+        conn = PgConnection(self.address, replication=True)
+        try:
+            self._check(conn)
+        finally:
+            conn.close()
+
     def open(self) -> None:
         """Check the set-up, create the slot if asked, and start streaming from the slot's confirmed position."""
         stream = PgConnection(self.address, replication=True, application_name=f"streamwire {self.spec.slot}")

@@ -30,22 +30,55 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--rate", type=float, default=d.rate, help="changes/s over all sources (0: unthrottled)")
     p.add_argument("--shuffle", default=d.shuffle, choices=["streaming", "spark"],
                    help="routing shuffle: the streaming shuffle (default) or PySpark's partitionBy as a baseline")
+    cdc = p.add_argument_group("a Postgres source instead of the generator (docs/cdc-postgres.md)")
+    cdc.add_argument("--source", help="postgresql://USER[:PASSWORD]@HOST:PORT/DB (or PGPASSWORD)")
+    cdc.add_argument("--publication", help="the publication to stream")
+    cdc.add_argument("--slot", help="the logical replication slot (pgoutput) to stream from")
+    cdc.add_argument("--create-slot", action="store_true", help="create the slot if it does not exist")
+    cdc.add_argument("--until-lsn", help="stop once every change committed before this LSN is durable "
+                                         "('current': the WAL position at start); default: run until stopped")
+    cdc.add_argument("--verify", action="store_true", help="then compare every published table with its Delta table")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     """Exit 0 when the table matches, 1 when it does not, 2 (one line) when the run could not start."""
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.source is not None:
+        return guarded("pipeline", lambda: _postgres(parser, args))
+    if args.publication or args.slot or args.create_slot or args.until_lsn or args.verify:
+        parser.error("--publication, --slot, --create-slot, --until-lsn and --verify go with --source")
+    generator = {k: v for k, v in vars(args).items()
+                 if k not in ("source", "publication", "slot", "create_slot", "until_lsn", "verify")}
 
     def pipeline() -> int:
         try:
-            outcome = run(Options(**vars(args)))
+            outcome = run(Options(**generator))
         except PipelineError as exc:
             print(f"pipeline: {exc}", file=sys.stderr)
             return 2
         return 0 if outcome.ok else 1
 
     return guarded("pipeline", pipeline)
+
+
+def _postgres(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """The Postgres source (reference/cdc/pipeline.py); set-up errors are one line, exit 2."""
+    from reference.cdc.pgwire import PgConnectionError, PgServerError
+    from reference.cdc.pipeline import CdcOptions, run as run_cdc
+    from reference.cdc.source import SourceSetupError
+
+    if not args.publication or not args.slot or not args.store:
+        parser.error("--source needs --publication, --slot and --store (the slot is confirmed up to what that "
+                     "store holds durable, so it must outlive the run)")
+    options = CdcOptions(args.source, args.publication, args.slot, args.store, args.create_slot, args.until_lsn,
+                         args.verify, args.readers, args.host)
+    try:
+        return run_cdc(options)
+    except (SourceSetupError, PgServerError, PgConnectionError) as exc:
+        print(f"pipeline: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -165,18 +165,17 @@ class _Services:
         self.host.close()
 
 
-def _spark_context(options: Options, cluster_url: str) -> Any:
+def spark_context(slots: int, host: str, cluster_url: str, master: str | None = None) -> Any:
     """A context whose Python workers run this interpreter with this checkout importable, set on the
     context itself (PySpark takes the workers' interpreter from ``sc.pythonExec``), never in
-    ``os.environ``."""
+    ``os.environ``; ``slots`` task slots locally unless ``master`` names a cluster."""
     from pyspark import SparkConf, SparkContext
 
-    slots = options.writers + options.readers
-    master = options.master or f"local[{slots},4]"  # ",4": a crashed task is retried (--chaos)
+    master = master or f"local[{slots},4]"  # ",4": a crashed task is retried (--chaos)
     conf = (SparkConf().setMaster(master).setAppName("streamwire-pipeline")
             .set("spark.ui.enabled", "false").set("spark.ui.showConsoleProgress", "false")
             .set("spark.task.maxFailures", "4")
-            .set("spark.driver.host", options.host)
+            .set("spark.driver.host", host)
             .set("spark.pyspark.python", sys.executable)
             .set("spark.executorEnv.PYTHONPATH", pythonpath())
             .set("spark.streamwire.cluster.provider", cluster_url))
@@ -266,7 +265,8 @@ def _start(setup: _Setup, oracle: _Oracle, out: TextIO, err: TextIO) -> _Service
         location = _start_server(services)
         print(f"sync server at {location}, cluster provider {options.provider} "
               f"(executors: {host.executor_url})", file=out, flush=True)
-        services.sc = _spark_context(options, host.executor_url)
+        services.sc = spark_context(options.writers + options.readers, options.host, host.executor_url,
+                                    options.master)
         if options.shuffle == "streaming":
             from reference.spark.shuffle import StreamingShuffle, available_slots, choose_shape
 
@@ -382,12 +382,12 @@ def _run_job(sc: Any, shuffle: ShuffleFn, source: SourceConfig, sink: SinkConfig
         except Exception as exc:
             if attempt == MAX_JOB_ATTEMPTS:
                 raise
-            monitor.event(f"job attempt {attempt} failed ({_root_cause(exc)}); re-running it, "
+            monitor.event(f"job attempt {attempt} failed ({root_cause(exc)}); re-running it, "
                           f"sinks resume after the durable sequence")
     raise AssertionError("unreachable")
 
 
-def _root_cause(exc: Exception) -> str:
+def root_cause(exc: Exception) -> str:
     """The first Python exception line of a Spark job failure (its whole text is pages long)."""
     lines = str(exc).splitlines()
     cause = next((ln for ln in lines if re.match(r"^[\w.]+(Error|Exception|Unsupported|Failed)\b", ln)), None)

@@ -78,3 +78,32 @@ class SlotFeedback:
         if self.until is None or self.received < self.until:
             return False
         return not self.not_durable or self.not_durable[0] >= self.until
+
+
+@dataclass
+class PartsDurability:
+    """A transaction cut into parts that travel under several sync origins (one per sink and table, in
+    the pipeline) is durable once each part is durable at its origin; the slot may be confirmed up to
+    the last transaction whose own parts, and every earlier transaction's, are all durable."""
+
+    not_durable: deque[tuple[int, frozenset[str]]] = field(default_factory=deque)
+    point: int | None = None
+
+    def on_sent(self, commit_lsn: int, origins: frozenset[str]) -> None:
+        """A transaction's parts were handed to their sinks under ``origins``."""
+        self.not_durable.append((commit_lsn, origins))
+
+    @property
+    def origins(self) -> frozenset[str]:
+        """The origins whose durable numbers decide the next step."""
+        return frozenset(o for _, origins in self.not_durable for o in origins)
+
+    def update(self, durable: dict[str, int | None]) -> int | None:
+        """Advance with the origins' durable numbers; the durable point (a commit LSN) or None."""
+        while self.not_durable:
+            commit_lsn, origins = self.not_durable[0]
+            if not all((durable.get(o) or -1) >= commit_lsn for o in origins):
+                break
+            self.not_durable.popleft()
+            self.point = commit_lsn
+        return self.point

@@ -1,0 +1,225 @@
+"""The Postgres source on PySpark: ``python -m reference.pipeline --source postgresql://...``.
+
+One source task streams the slot (:class:`~reference.cdc.source.SlotSource`); the streaming
+shuffle routes each row change by its table and key to one of ``--readers`` sink tasks, so every
+change of a row reaches one sink, in commit order. A key change whose two keys belong to
+different sinks travels as a delete and an insert (:meth:`~spec.pgoutput.changes.RowChange.split`).
+
+Sync origins. A sink syncs its share of one table as its own origin ``<slot>/<schema>/<table>/sink<r>``
+and numbers each part with its transaction's commit LSN, so each sync transaction is one put (the
+server refuses puts of concurrent origins interleaved inside a transaction), and an origin's
+stream is the same on every run (routing is deterministic). The slot is confirmed up to the last
+transaction all of whose parts are durable (:class:`~spec.pgoutput.feedback.PartsDurability`),
+which the source task learns by probing the sync server for those origins. A kill anywhere
+replays from the slot; the sinks' clients skip what their origins hold durable.
+"""
+
+from __future__ import annotations
+
+import functools
+import shutil
+import sys
+import tempfile
+import time
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from reference.cdc.pgwire import PgAddress
+from reference.cdc.replicate import IDLE_S
+from reference.cdc.source import SlotSource, SlotSpec
+from reference.cdc.verify import TableDifference, verify
+from reference.cluster.config import ClusterHost
+from reference.pipeline.routing import owner
+from reference.pipeline.syncserver import SyncServerProcess, pythonpath
+from reference.sync.client import SyncClient, SyncPut
+from spec.pgoutput.changes import RowChange
+from spec.pgoutput.feedback import PartsDurability
+
+ShuffledRecord = tuple[int, int, int, RowChange]
+"""(commit LSN, size of this sink's part of the table, commit time in ns since the epoch, the change)."""
+
+
+@dataclass(frozen=True)
+class CdcConfig:
+    """What the source and sink tasks need (pickled into them)."""
+
+    source: str
+    slot: str
+    publication: str
+    create_slot: bool
+    until: str | None
+    readers: int
+    sync_location: str
+    sync_deadline_s: float = 120.0
+
+
+def sync_origin(slot: str, path: str, reader: int) -> str:
+    """The sync origin of sink ``reader``'s share of table ``path``."""
+    return f"{slot}/{path}/sink{reader}"
+
+
+def route_key(path: str, key: tuple[object, ...]) -> int:
+    """A stable integer for a row's table and key (the same in every process and run)."""
+    return zlib.crc32(repr((path, key)).encode())
+
+
+def routed(change: RowChange, readers: int) -> list[tuple[int, RowChange]]:
+    """The change under the sink that owns its key; a key change across sinks as a delete and an insert."""
+    path = change.table.path
+    if change.changes_key:
+        assert change.old_key is not None and change.new_key is not None
+        old, new = route_key(path, change.old_key), route_key(path, change.new_key)
+        if owner(old, readers) != owner(new, readers):
+            delete, insert = change.split()
+            return [(owner(old, readers), delete), (owner(new, readers), insert)]
+    key = change.new_key if change.new_key is not None else change.old_key
+    assert key is not None
+    return [(owner(route_key(path, key), readers), change)]
+
+
+def source_partition(config: CdcConfig, _: int, __: Iterator[object]) -> Iterator[tuple[int, ShuffledRecord]]:
+    """The source task: the slot's transactions as routed records, until ``until`` is durable."""
+    source = SlotSource(PgAddress.parse(config.source), SlotSpec(config.slot, config.publication,
+                                                                config.create_slot, config.until))
+    source.open()
+    probes: dict[str, SyncClient] = {}
+    parts = PartsDurability()
+
+    def durable_point() -> None:
+        for origin in parts.origins - probes.keys():
+            probes[origin] = SyncClient(config.sync_location, origin, deadline_s=config.sync_deadline_s)
+        source.confirm(parts.update({o: probes[o].probe().durable_sequence_number for o in parts.origins}))
+
+    try:
+        while not source.feedback.done:
+            tx = source.read(IDLE_S)
+            if tx is None:
+                durable_point()
+                source.ask_position()
+                continue
+            if not tx.row_count:
+                continue
+            by_part: dict[tuple[int, str], list[RowChange]] = {}
+            for changes in tx.changes.values():
+                for change in changes:
+                    for reader, piece in routed(change, config.readers):
+                        by_part.setdefault((reader, piece.table.path), []).append(piece)
+            committed_ns = time.time_ns()
+            for (reader, _path), pieces in by_part.items():
+                for piece in pieces:
+                    yield reader, (tx.commit_lsn, len(pieces), committed_ns, piece)
+            parts.on_sent(tx.commit_lsn, frozenset(sync_origin(config.slot, p, r) for r, p in by_part))
+            source.feedback.on_sent(tx.commit_lsn)
+            durable_point()
+    finally:
+        source.close()
+        for probe in probes.values():
+            probe.close()
+
+
+@dataclass
+class SinkCounts:
+    """What one sink task synced."""
+
+    reader: int
+    parts: int = 0
+    rows: int = 0
+
+
+def sink_partition(config: CdcConfig, reader: int, records: Iterator[tuple[int, ShuffledRecord]]) -> Iterator[SinkCounts]:
+    """A sink task: each complete part of a table becomes one sync transaction of that table's origin."""
+    clients: dict[str, SyncClient] = {}
+    open_parts: dict[tuple[int, str], list[RowChange]] = {}
+    counts = SinkCounts(reader)
+    try:
+        for _, (commit_lsn, size, _committed, change) in records:
+            path = change.table.path
+            part = open_parts.setdefault((commit_lsn, path), [])
+            part.append(change)
+            if len(part) < size:
+                continue
+            del open_parts[(commit_lsn, path)]
+            origin = sync_origin(config.slot, path, reader)
+            client = clients.get(origin)
+            if client is None:
+                client = clients[origin] = SyncClient(config.sync_location, origin, deadline_s=config.sync_deadline_s)
+            client.send_transaction(commit_lsn, [SyncPut(path, change.table.batch(part), change.table.descriptors())])
+            counts.parts += 1
+            counts.rows += len(part)
+        if open_parts:
+            raise RuntimeError(f"sink {reader}: the stream ended inside {len(open_parts)} parts")
+    finally:
+        for client in clients.values():
+            client.close()
+    yield counts
+
+
+@dataclass(frozen=True)
+class CdcOptions:
+    """The command line's options for a Postgres source."""
+
+    source: str
+    publication: str
+    slot: str
+    store: str
+    create_slot: bool = False
+    until: str | None = None
+    verify: bool = False
+    readers: int = 2
+    host: str = "127.0.0.1"
+
+
+def run(options: CdcOptions, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+    """Run the Spark job (source -> streaming shuffle -> sinks) and, with ``verify``, compare the tables."""
+    from reference.pipeline.job import root_cause, spark_context
+    from reference.spark.shuffle import StreamingShuffle
+
+    SlotSource(PgAddress.parse(options.source), SlotSpec(options.slot, options.publication, options.create_slot)).prepare()
+    workdir = Path(tempfile.mkdtemp(prefix="streamwire-cdc-"))  # the sync server's log
+    store = options.store
+    host = ClusterHost("memory", options.host)
+    server = SyncServerProcess(store, workdir / "sync-server.log", host=options.host)
+    sc: Any = None
+    try:
+        location = server.start()
+        print(f"sync server at {location}, store {store}", file=err, flush=True)
+        config = CdcConfig(options.source, options.slot, options.publication, options.create_slot, options.until,
+                           options.readers, location)
+        sc = spark_context(1 + options.readers, options.host, host.executor_url)
+        started = time.monotonic()
+        with StreamingShuffle(sc) as streaming:
+            sources = sc.parallelize([0], 1).mapPartitionsWithIndex(functools.partial(source_partition, config))
+            shuffled = streaming.shuffle(sources, options.readers, partition_func=_reader)
+            try:
+                counts: list[SinkCounts] = shuffled.mapPartitionsWithIndex(
+                    functools.partial(sink_partition, config)).collect()
+            except Exception as exc:  # a task's error arrives wrapped in pages of Spark's text
+                print(f"pipeline: {root_cause(exc)}", file=err)
+                return 1
+        elapsed = time.monotonic() - started
+        rows = sum(c.rows for c in counts)
+        print(f"pipeline: {sum(c.parts for c in counts)} parts, {rows} rows synced by {options.readers} sinks "
+              f"in {elapsed:.1f} s", file=out, flush=True)
+        if not options.verify:
+            return 0
+        differences: list[TableDifference] = verify(PgAddress.parse(options.source), options.publication, Path(store))
+        for difference in differences:
+            print(difference.line(), file=out)
+        if differences:
+            return 1
+        print(f"pipeline OK: every table of publication {options.publication} matches its Delta table", file=out)
+        return 0
+    finally:
+        if sc is not None:
+            sc.stop()
+        server.stop()
+        host.close()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _reader(route: int) -> int:
+    """The shuffle's partition function: the records already carry their sink."""
+    return route
