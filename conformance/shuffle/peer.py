@@ -409,9 +409,6 @@ class PeerWriter:
         if made.notify:
             self._run(self.machine.send_completed(made.peer, made.message.seq, self.clock))
 
-    def send_all(self, sends: Sequence[Send]) -> bool:
-        return all([self.send(s) for s in sends])
-
     def _collect(self, step: Step) -> list[Send]:
         self._record_failure(step)
         return [s for s in step.sends if s.peer == self.reader_id]

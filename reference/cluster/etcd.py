@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from reference.cluster.dispatch import ClusterDown, Dispatcher, Heartbeat
-from reference.cluster.heartbeat import HeartbeatThread
 from reference.cluster.etcd_gateway import EtcdEndpoint, EtcdGateway, KeyValue, b64, prefix_end
 from reference.cluster.etcd_watch import CommittedRevision, SharedWatch
-from reference.cluster.memory import new_session_token, new_shard_id
+from reference.cluster.heartbeat import HeartbeatThread
+from reference.cluster.ids import new_session_token, new_shard_id
 from spec.cluster.errors import (
     NodeIdInUse,
     NotAMember,

@@ -13,16 +13,15 @@ store.
 from __future__ import annotations
 
 import collections
-import secrets
 import threading
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Sequence
 
 from reference.cluster.dispatch import Dispatcher, Heartbeat, InlineMailbox, Mailbox
 from reference.cluster.heartbeat import HeartbeatThread
+from reference.cluster.ids import new_session_token, new_shard_id
 from reference.cluster.journal import Journal
 from spec.cluster.detector import FailureDetector, FailurePolicy
 from spec.cluster.errors import ProviderClosed
@@ -44,15 +43,6 @@ from spec.cluster.types import MetadataOp, NodeId, NodeState, Revision, Scope, S
 
 DEFAULT_POLICY: Final = FailurePolicy(heartbeat_interval=0.2, fail_after=1.0)
 """Small defaults keep failover fast and the tests quick: PFAIL after 0.5 s, FAIL after 1 s."""
-
-
-def new_shard_id() -> ShardId:
-    return ShardId(f"s-{uuid.uuid4().hex[:16]}")
-
-
-def new_session_token() -> str:
-    """A takeover token: unguessable, so only the session's owner can hand it on."""
-    return secrets.token_hex(16)
 
 
 @dataclass(frozen=True, slots=True)

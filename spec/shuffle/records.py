@@ -17,11 +17,6 @@ RECORD_LENGTH: Final = struct.Struct(">i")
 """The length prefix of every record."""
 
 
-def framed_size(record: Payload) -> int:
-    """Bytes a record takes inside a payload (length prefix included)."""
-    return RECORD_LENGTH.size + len(record)
-
-
 def encode_record(record: Payload) -> bytes:
     """One record as it appears in a payload."""
     return RECORD_LENGTH.pack(len(record)) + bytes(record)
