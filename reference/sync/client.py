@@ -47,6 +47,9 @@ class _Restarted(Exception):
     """Internal: a response showed that the server lost its memory since the last one."""
 
 
+_ABORTED = "gRPC returned aborted error"
+"""pyarrow's wording of ABORTED: the server discarded the origin's open transaction (TransactionDiscarded)."""
+
 _RETRYABLE = (flight.FlightUnavailableError, flight.FlightTimedOutError, flight.FlightCancelledError, OSError)
 
 
@@ -200,6 +203,8 @@ class SyncClient:
                 self._last_failure = _one_line(error)
                 self.close()
             except flight.FlightInternalError as exc:
+                if _ABORTED in str(exc):  # the server discarded this origin's open transaction: send it again
+                    raise _Restarted() from None
                 if "Connection" not in str(exc) and "connect" not in str(exc):
                     raise
                 self._last_failure = _one_line(exc)

@@ -101,6 +101,7 @@ class SyncServer:
         self._peak_bytes = 0
         self._draining = threading.Event()
         self._stop = threading.Event()
+        self._wake = threading.Event()
         self._tables = set(store.tables())
         self._transport = FlightPutTransport(
             self._on_put, host=host, port=port, security=security,
@@ -237,6 +238,7 @@ class SyncServer:
                 self._shapes[uri] = shape
             self._peak_bytes = max(self._peak_bytes, self._writer.in_memory_bytes)
             self._run_policy()
+            self._wake.set()  # the flusher's next deadline may have moved
             return self._respond(lambda r: r.accepted(*self._writer.sequences(cmd.origin)))
         finally:
             self._note_pending()
@@ -259,10 +261,18 @@ class SyncServer:
         return TableShape(existing.columns, existing.keys or shape.keys)
 
     def _run_policy(self) -> None:
-        """Flush while the policy asks (lock held); tables waiting to retry a failed flush are skipped."""
+        """Expire a silent transaction, retry failed tables that are due, then flush while the policy asks
+        (lock held); tables waiting to retry a failed flush are skipped."""
+        discarded = self._writer.expire(self._clock())
+        if discarded is not None:
+            log.warning("discarded the open transaction of origin %s after %ss without a put",
+                        discarded, self.settings.transaction_timeout_s)
+        for table in self._failures.due(self._clock()):
+            if table in self._writer.pending_tables:
+                self._flush(table, FlushReason.RETRY)
         while (action := self._writer.next_action(self._clock(), self._failures.waiting(self._clock()))) is not None:
             if isinstance(action, SquashTable):
-                self._writer.squashed(action.table, squash_pending(self._writer.pending_items(action.table)))
+                self._writer.squashed(action.table, squash_pending(self._writer.squashable_items(action.table)))
             elif isinstance(action, FlushTable):
                 self._flush(action.table, action.reason)
 
@@ -323,8 +333,21 @@ class SyncServer:
                 "failing_tables": {t: f.failures for t, f in self._failures.report().items()},
             }
 
+    def _next_wake(self) -> float:
+        """Seconds until the flusher is next needed: the lag of the oldest pending data, a silent
+        transaction's timeout or a failed table's retry, at most ``flush_task_interval_s``."""
+        with self._lock:
+            failing = self._failures.report()
+            due = [self._writer.next_deadline(failing), self._failures.next_retry()]
+        now = self._clock()
+        return min([self.settings.flush_task_interval_s, *(max(0.0, d - now) for d in due if d is not None)])
+
     def _flush_task(self) -> None:
-        while not self._stop.wait(self.settings.flush_task_interval_s):
+        while not self._stop.is_set():
+            self._wake.wait(self._next_wake())
+            self._wake.clear()
+            if self._stop.is_set():
+                break
             if not self._lock.acquire(timeout=self.settings.write_lock_timeout_s):
                 log.warning("flush task could not get the write lock")
                 continue
@@ -363,6 +386,7 @@ class SyncServer:
         Pending data is not flushed: call ``drain`` first.
         """
         self._stop.set()
+        self._wake.set()
         self._transport.stop(grace_s)
         self._flusher.join(timeout=10)
         if self._maintainer is not None:

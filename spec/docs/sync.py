@@ -391,7 +391,7 @@ def _policy_example(settings: SyncSettings, steps: Sequence[tuple[str, int]], no
         w.put(table=table, origin="A", sequence=number, rows=1, size=size, payload="r", now=float(number))
     action = w.next_action(now)
     if isinstance(action, SquashTable):
-        w.squashed(action.table, w.pending_items(action.table))
+        w.squashed(action.table, w.squashable_items(action.table))
         return f"squash {action.table}, then {_action(w.next_action(now))}"
     return _action(action)
 

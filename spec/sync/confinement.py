@@ -17,20 +17,41 @@ from spec.sync.messages import StorageLocation
 _WINDOWS_DRIVE_LEN = 2
 
 
+MAX_SEGMENT_BYTES = 255
+MAX_NAME_BYTES = 1024
+_NAME_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
+
+
 def table_name(path: str) -> str:
-    """The normalized relative name of ``path`` (``a//b/`` -> ``a/b``); raise InvalidTablePath."""
+    """The normalized relative name of ``path`` (``a//b/`` -> ``a/b``); raise InvalidTablePath.
+
+    A name is segments of ASCII letters, digits, ``_`` and ``-``, none starting with ``_`` (Delta's
+    ``_delta_log``, ``_change_data``) or ``.``, at most 255 bytes each and 1,024 in all: what every
+    file system and object store keeps as is.  ``%`` is refused, so no encoded form (deltalake
+    percent-decodes ``%2e%2e``) can name another place.
+    """
     if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in path):
         raise InvalidTablePath(path, "control characters are not allowed")
     if "\\" in path:
         raise InvalidTablePath(path, "backslashes are not allowed")
     if path.startswith("/") or "://" in path or (len(path) >= _WINDOWS_DRIVE_LEN and path[1] == ":"):
         raise InvalidTablePath(path, "absolute paths are not allowed")
-    segments = [s for s in path.split("/") if s not in ("", ".")]
+    segments = [s for s in path.split("/") if s != ""]
     if ".." in segments:
         raise InvalidTablePath(path, "'..' segments are not allowed")
-    if not segments:
+    if not segments or segments == ["."]:
         raise InvalidTablePath(path, "the table path is empty")
-    return "/".join(segments)
+    for segment in segments:
+        if not set(segment) <= _NAME_CHARACTERS:
+            raise InvalidTablePath(path, "a segment may hold only ASCII letters, digits, '_' and '-'")
+        if segment.startswith("_"):
+            raise InvalidTablePath(path, "a segment may not start with '_' or '.'")
+        if len(segment) > MAX_SEGMENT_BYTES:
+            raise InvalidTablePath(path, f"a segment is longer than {MAX_SEGMENT_BYTES} bytes")
+    name = "/".join(segments)
+    if len(name) > MAX_NAME_BYTES:
+        raise InvalidTablePath(path, f"the name is longer than {MAX_NAME_BYTES} bytes")
+    return name
 
 
 def _prefix(location: str) -> str:

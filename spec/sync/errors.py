@@ -95,8 +95,11 @@ class InvalidTablePath(SyncError):
     condition = "INVALID_TABLE_PATH"
     status = "INVALID_ARGUMENT"
 
+    SHOWN_CHARACTERS: ClassVar[int] = 100
+
     def __init__(self, path: str, reason: str) -> None:
-        super().__init__(f"Invalid table path {path!r}: {reason}", path=path, reason=reason)
+        shown = repr(path[:self.SHOWN_CHARACTERS]) + ("..." if len(path) > self.SHOWN_CHARACTERS else "")
+        super().__init__(f"Invalid table path {shown}: {reason}", path=path, reason=reason)
 
 
 class StoreLocationRefused(SyncError):

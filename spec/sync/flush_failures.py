@@ -1,8 +1,10 @@
 """Tables whose flush failed: capped exponential backoff before the next attempt, sans-IO.
 
 A table that cannot be written (full disk, read-only store, a rejected commit) keeps
-its pending data and is retried later; meanwhile the flush policy skips it so the
-other tables keep flushing.  Time is a parameter.
+its pending data and is retried on its own once its wait is over, whatever the flush
+policy says; meanwhile the policy skips it so the other tables keep flushing.  The wait
+doubles from 1 s up to 5 s, so once the cause is gone the table is written (and the
+durable numbers catch up) within 5 s plus one flush.  Time is a parameter.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ class TableFailure:
 class FlushFailures:
     """Consecutive flush failures per table and when each may be tried again."""
 
-    def __init__(self, initial_backoff_s: float = 1.0, max_backoff_s: float = 60.0) -> None:
+    def __init__(self, initial_backoff_s: float = 1.0, max_backoff_s: float = 5.0) -> None:
         self.initial_backoff_s = initial_backoff_s
         self.max_backoff_s = max_backoff_s
         self._tables: dict[str, TableFailure] = {}
@@ -42,6 +44,14 @@ class FlushFailures:
     def waiting(self, now: float) -> frozenset[str]:
         """Tables whose next attempt is not due yet."""
         return frozenset(t for t, f in self._tables.items() if f.retry_at > now)
+
+    def due(self, now: float) -> list[str]:
+        """Failing tables whose next attempt is due: flush them now, policy or not."""
+        return [t for t, f in self._tables.items() if f.retry_at <= now]
+
+    def next_retry(self) -> float | None:
+        """When the next failing table is due (None: none is failing)."""
+        return min((f.retry_at for f in self._tables.values()), default=None)
 
     def report(self) -> dict[str, TableFailure]:
         """Every failing table and its state."""

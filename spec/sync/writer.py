@@ -13,17 +13,31 @@ below the origin's *durable* number is a replay of what the tables already hold:
 is acknowledged and not applied again, and no number moves.  Anything in between
 (at or below memory, above durable) is refused with SequenceNotIncreasing and the
 closing put is not recorded, so a number a client is told never goes backwards and
-never covers rows that are not in the table.
+never covers rows that are not in the table.  A replay that closes an open transaction
+drops that transaction's earlier puts at once (the tables hold them already).
+
+Transaction timeout (ours; Seafowl waits for ever): an open transaction that received no
+put for ``transaction_timeout_s`` is discarded with its pending puts (``expire``, or the
+next put of another origin), so one silent origin neither refuses every other origin
+(interleaving) nor holds back their durability (the single queue).  Its origin's next put
+is refused with TransactionDiscarded: the client replays from its durable number.
 """
 
 from __future__ import annotations
 
 import enum
+import itertools
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from spec.sync.errors import EmptyTransaction, InterleavedTransaction, SequenceNotIncreasing, SyncError
+from spec.sync.errors import (
+    EmptyTransaction,
+    InterleavedTransaction,
+    SequenceNotIncreasing,
+    SyncError,
+    TransactionDiscarded,
+)
 from spec.sync.messages import MAX_MESSAGE_BYTES
 
 P = TypeVar("P")
@@ -63,6 +77,8 @@ class FlushReason(enum.Enum):
     LAG = "lag"
     SIZE = "size"
     COUNT = "count"
+    RETRY = "retry"
+    """A table whose flush failed, tried again once its wait is over (``spec.sync.flush_failures``)."""
     REQUESTED = "requested"
 
 
@@ -93,6 +109,7 @@ class SyncTransaction:
     origin: str
     sequence: int | None
     locations: set[str] = field(default_factory=set)
+    last_put: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -158,6 +175,7 @@ class SyncWriter(Generic[P]):
         # A restored durable number is also in memory: memory >= durable always holds.
         self._memory: dict[str, int] = dict(restored)
         self._durable: dict[str, int] = restored
+        self._discarded: set[str] = set()
 
     # -- inspection -------------------------------------------------------
     def sequences(self, origin: str) -> tuple[int | None, int | None]:
@@ -195,26 +213,31 @@ class SyncWriter(Generic[P]):
         """Record a put (not a probe); raise InterleavedTransaction, EmptyTransaction or SequenceNotIncreasing."""
         if is_probe(rows, sequence):
             raise ValueError("a probe is answered from sequences(), it is not a put")
-        last = next(reversed(self._txs.values()), None)
-        open_tx = last if last is not None and last.sequence is None else None
+        self.expire(now)
+        if origin in self._discarded:
+            self._discarded.discard(origin)
+            raise TransactionDiscarded(origin, self.settings.transaction_timeout_s)
+        open_tx = self._open_transaction()
         if open_tx is not None and origin != open_tx.origin:
             raise InterleavedTransaction(origin, open_tx.origin)
         if open_tx is None and rows == 0 and sequence is not None:
             raise EmptyTransaction(origin, sequence)
         replay = sequence is not None and self._is_replay(origin, sequence)
-        if replay and open_tx is None:
+        if replay:
+            if open_tx is not None:  # its earlier puts are in the tables already
+                self._drop(open_tx)
             return Received.REPLAY
         if open_tx is not None:
             tx = open_tx
-            if sequence is not None:
-                tx.sequence = sequence
-            if rows > 0 and not replay:
+            tx.sequence = sequence
+            tx.last_put = now
+            if rows > 0:
                 tx.locations.add(table)
         else:
-            tx = SyncTransaction(self._next_tx, origin, sequence, {table})
+            tx = SyncTransaction(self._next_tx, origin, sequence, {table}, now)
             self._next_tx += 1
             self._txs[tx.id] = tx
-        if rows > 0 and not replay:
+        if rows > 0:
             if payload is None:
                 raise ValueError("a put with rows needs a payload")
             item = PendingItem((tx.id,), payload, rows, size)
@@ -224,11 +247,44 @@ class SyncWriter(Generic[P]):
             else:
                 q.items.append(item)
                 q.generation += 1
-        if sequence is not None and not replay:
+        if sequence is not None:
             self._memory[origin] = sequence
-        # The earlier puts of a replayed transaction stay queued: a flush skips them where the
-        # table already holds the sequence, and durable numbers only ever move up.
-        return Received.REPLAY if replay else Received.RECORDED
+        return Received.RECORDED
+
+    def _open_transaction(self) -> SyncTransaction | None:
+        """The open transaction: only the newest one can be (interleaving is refused)."""
+        last = next(reversed(self._txs.values()), None)
+        return last if last is not None and last.sequence is None else None
+
+    def _drop(self, tx: SyncTransaction) -> None:
+        """Forget an open transaction and its pending puts (the newest items of the tables it touched)."""
+        del self._txs[tx.id]
+        for table in tx.locations:
+            q = self._tables[table]
+            q.items = [item for item in q.items if tx.id not in item.tx_ids]
+            q.generation += 1
+            if not q.items:
+                del self._tables[table]
+        self._retire_complete()
+
+    def expire(self, now: float) -> str | None:
+        """Discard the open transaction if it received no put for the transaction timeout; its origin."""
+        tx = self._open_transaction()
+        if tx is None or now - tx.last_put < self.settings.transaction_timeout_s:
+            return None
+        self._drop(tx)
+        self._discarded.add(tx.origin)
+        return tx.origin
+
+    def next_deadline(self, skip: Collection[str] = ()) -> float | None:
+        """When the policy or the transaction timeout next needs the writer, without a put: the oldest
+        pending data (of tables not in ``skip``) reaching the replication lag, or the open transaction
+        reaching its timeout."""
+        due = [q.insertion_time + self.settings.max_replication_lag_s for t, q in self._tables.items() if t not in skip]
+        tx = self._open_transaction()
+        if tx is not None:
+            due.append(tx.last_put + self.settings.transaction_timeout_s)
+        return min(due) if due else None
 
     def _is_replay(self, origin: str, sequence: int) -> bool:
         """True for a replay of a durable transaction; raise SequenceNotIncreasing for other old numbers."""
@@ -254,7 +310,7 @@ class SyncWriter(Generic[P]):
             break
         if tables and self.in_memory_bytes >= s.max_in_memory_bytes:
             table = max(tables, key=lambda t: tables[t].size)
-            if not tables[table].squashed and len(tables[table].items) > 1:
+            if not tables[table].squashed and len(self.squashable_items(table)) > 1:
                 return SquashTable(table)
             return FlushTable(table, FlushReason.SIZE)
         for table, q in tables.items():
@@ -266,13 +322,21 @@ class SyncWriter(Generic[P]):
         """The table whose pending data is oldest ("flush one table"), leaving out ``skip``."""
         return next((t for t in self._tables if t not in skip), None)
 
+    def squashable_items(self, table: str) -> list[PendingItem[P]]:
+        """The pending items of ``table`` whose transactions are closed (an open one may yet be dropped)."""
+        q = self._tables.get(table)
+        if q is None:
+            return []
+        return list(itertools.takewhile(lambda i: all(self._txs[t].sequence is not None for t in i.tx_ids), q.items))
+
     def squashed(self, table: str, items: Iterable[PendingItem[P]]) -> None:
-        """Replace ``table``'s pending items by their squashed form (same transactions, in order)."""
+        """Replace ``table``'s squashable items by their squashed form (same transactions, in order)."""
         q = self._tables[table]
+        old = self.squashable_items(table)
         new_items = list(items)
-        if [t for i in new_items for t in i.tx_ids] != [t for i in q.items for t in i.tx_ids]:
+        if [t for i in new_items for t in i.tx_ids] != [t for i in old for t in i.tx_ids]:
             raise ValueError("squashed items must cover the same transactions in order")
-        q.items = new_items
+        q.items = new_items + q.items[len(old):]
         q.generation += 1
         q.squashed = True
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from spec.sync.errors import InterleavedTransaction, SequenceNotIncreasing
+from spec.sync.errors import InterleavedTransaction, SequenceNotIncreasing, TransactionDiscarded
 from spec.sync.writer import (
     FlushReason,
     FlushTable,
@@ -41,13 +41,11 @@ def test_a_replay_moves_no_number() -> None:
     assert w.sequences("A") == (7, 5)
 
 
-def test_a_replayed_transaction_does_not_move_the_durable_number_back() -> None:
+def test_a_replay_that_closes_an_open_transaction_drops_its_earlier_puts_at_once() -> None:
     w: SyncWriter[int] = SyncWriter(durable={"A": 5})
     put(w, None)
     put(w, 3)  # replay of a durable transaction whose first put was queued again
-    plan = w.plan_flush("t")
-    assert plan.durable_after == {"A": 5}
-    w.complete_flush(plan)
+    assert w.pending_tables == [] and w.open_transactions == 0
     assert w.sequences("A") == (5, 5)
 
 
@@ -130,3 +128,37 @@ def test_count_flushes_at_exactly_max_syncs_per_url(puts: int, action: FlushTabl
     for seq in range(1, puts + 1):
         put(w, seq)
     assert w.next_action(0.0) == action
+
+
+def test_an_open_transaction_silent_for_the_timeout_is_discarded_and_other_origins_are_served() -> None:
+    w: SyncWriter[int] = SyncWriter(SyncSettings(transaction_timeout_s=10))
+    put(w, None, table="t1", origin="A", now=0)
+    with pytest.raises(InterleavedTransaction):
+        put(w, 1, table="t2", origin="B", now=9.9)
+    assert w.next_deadline() == 10
+    assert put(w, 1, table="t2", origin="B", now=10) is Received.RECORDED
+    assert w.pending_tables == ["t2"]  # A's put went with its transaction
+    w.complete_flush(w.plan_flush("t2"))
+    assert w.sequences("B") == (1, 1)
+    with pytest.raises(TransactionDiscarded):  # A's client must replay, not carry on mid-transaction
+        put(w, 2, table="t1", origin="A", now=11)
+    assert put(w, None, table="t1", origin="A", now=12) is Received.RECORDED
+
+
+def test_the_flusher_expires_a_silent_transaction_so_durability_moves_on() -> None:
+    w: SyncWriter[int] = SyncWriter(SyncSettings(transaction_timeout_s=10))
+    put(w, 1, table="t1", origin="B", now=0)
+    put(w, None, table="t2", origin="A", now=0)
+    assert w.expire(9) is None and w.expire(10) == "A"
+    w.complete_flush(w.plan_flush("t1"))
+    assert w.sequences("B") == (1, 1) and w.open_transactions == 0
+
+
+def test_squashing_leaves_the_open_transactions_puts_alone() -> None:
+    w: SyncWriter[int] = SyncWriter()
+    put(w, 1)
+    put(w, 2)
+    put(w, None)
+    assert [i.tx_ids for i in w.squashable_items("t")] == [(0,), (1,)]
+    w.squashed("t", [PendingItem((0, 1), 12, 2, 2)])
+    assert [i.tx_ids for i in w.pending_items("t")] == [(0, 1), (2,)]
