@@ -10,7 +10,6 @@ table (only a logical decoding message, say) are not sent: the sync server refus
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -38,14 +37,22 @@ def puts_of(tx: SourceTransaction) -> list[SyncPut]:
 
 
 def replicate(source: SlotSource, client: SyncClient, *, stop: Callable[[], bool] = lambda: False,
-              on_transaction: Callable[[SourceTransaction, int], None] | None = None) -> ReplicationCounts:
-    """Stream ``source`` into ``client`` until the source's ``until`` is durable or ``stop()`` says so."""
+              on_transaction: Callable[[SourceTransaction], None] | None = None,
+              on_durable: Callable[[int | None], None] | None = None) -> ReplicationCounts:
+    """Stream ``source`` into ``client`` until the source's ``until`` is durable or ``stop()`` says so;
+    ``on_transaction`` sees each transaction once sent, ``on_durable`` each durable number confirmed."""
     counts = ReplicationCounts()
+
+    def confirm() -> None:
+        source.confirm(client.durable)
+        if on_durable is not None:
+            on_durable(client.durable)
+
     while not source.feedback.done and not stop():
         tx = source.read(IDLE_S)
         if tx is None:
             client.probe()
-            source.confirm(client.durable)
+            confirm()
             source.ask_position()
             continue
         if tx.row_count:
@@ -54,7 +61,7 @@ def replicate(source: SlotSource, client: SyncClient, *, stop: Callable[[], bool
             counts.transactions += 1
             counts.rows += tx.row_count
             if on_transaction is not None:
-                on_transaction(tx, time.time_ns())
-        source.confirm(client.durable)
+                on_transaction(tx)
+        confirm()
     counts.durable = client.durable
     return counts
