@@ -131,12 +131,12 @@ class EtcdNode:
         self._fenced = False
         self._lease: int | None = None
         self._claim(self._ensure_lease(), takeover)
-        self.dispatcher = Dispatcher(node_id, core)
+        self.mailbox = Dispatcher(node_id, core)
         self._closed = threading.Event()
         self._mirror = cluster.watch.mirror
         cluster.watch.subscribe(self)
         self._heartbeats = HeartbeatThread(f"etcd-heartbeat {node_id}", self.timing.heartbeat_interval, self._renew,
-                                           self.dispatcher, self._closed)
+                                           self.mailbox, self._closed)
 
     @property
     def node_id(self) -> NodeId:
@@ -238,7 +238,7 @@ class EtcdNode:
         self._membership_txn(lambda members: self._leave_ops(members, self._node_id) + [
             self._put_member(self._node_id, _Member(address, shard)),
             self._put(self._key("alive", self._node_id), b"", lease)])
-        self.dispatcher.post(Heartbeat(self.timing.ttl))
+        self.mailbox.post(Heartbeat(self.timing.ttl))
         return shard
 
     def remove_from_cluster(self, node_id: NodeId) -> None:
@@ -349,7 +349,7 @@ class EtcdNode:
 
     def _retire(self, lease: int | None) -> None:
         """A taken-over handle stops: it tells its Core and frees what its lease still holds."""
-        self.dispatcher.post(ClusterDown())
+        self.mailbox.post(ClusterDown())
         if lease is not None:
             try:
                 self._gw.lease_revoke(lease)
@@ -390,7 +390,7 @@ class EtcdNode:
         if after is not None:
             out += self._data_notifications(change, mirror, before, after)
         for notification in out:
-            self.dispatcher.post(notification)
+            self.mailbox.post(notification)
 
     def _data_notifications(self, change: CommittedRevision, mirror: Mapping[str, KeyValue], before: _Member | None,
                             after: _Member) -> list[Notification]:
@@ -426,7 +426,7 @@ class EtcdNode:
             return
         self._closed.set()
         self._cluster.watch.unsubscribe(self)
-        self.dispatcher.close()
+        self.mailbox.close()
         self._heartbeats.join(self._cluster.settings.request_timeout + 1)
 
 

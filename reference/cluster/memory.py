@@ -111,7 +111,7 @@ class InProcessCluster:
             self._nodes[node_id] = node
             if resume_after is not None:
                 for notification in self._model.catch_up(node_id, resume_after):
-                    node.dispatcher.post(notification)
+                    node.mailbox.post(notification)
         if displaced is not None:
             displaced.close()
         return node
@@ -168,7 +168,7 @@ class InProcessCluster:
                     for recipient, notification in commit.deliveries:
                         node = nodes.get(recipient)
                         if node is not None and commit.revision > node.attached_at:
-                            node.dispatcher.post(notification)
+                            node.mailbox.post(notification)
             finally:
                 self._fan_out_lock.release()
 
@@ -203,10 +203,10 @@ class InProcessNode:
         self._session = session
         self.attached_at = attached_at
         """The revision at which this handle was opened: earlier commits are not its to hear."""
-        self.dispatcher: Mailbox = InlineMailbox(core) if inline else Dispatcher(node_id, core)
+        self.mailbox: Mailbox = InlineMailbox(core) if inline else Dispatcher(node_id, core)
         self._closed = threading.Event()
         self._heartbeats = HeartbeatThread(f"cluster-heartbeat {node_id}", cluster.policy.heartbeat_interval,
-                                           self.renew, self.dispatcher, self._closed) if autorenew else None
+                                           self.renew, self.mailbox, self._closed) if autorenew else None
 
     @property
     def node_id(self) -> NodeId:
@@ -237,7 +237,7 @@ class InProcessNode:
     def join_cluster(self, address: str) -> ShardId:
         shard = new_shard_id()
         self._commit(JoinCluster(node_id=self._node_id, address=address, new_shard=shard))
-        self.dispatcher.post(Heartbeat(self.timing.ttl))
+        self.mailbox.post(Heartbeat(self.timing.ttl))
         return shard
 
     def remove_from_cluster(self, node_id: NodeId) -> None:
@@ -262,6 +262,6 @@ class InProcessNode:
             return
         self._closed.set()
         self._cluster.detach(self)
-        self.dispatcher.close()
+        self.mailbox.close()
         if self._heartbeats is not None:
             self._heartbeats.join(5.0)

@@ -1,7 +1,7 @@
 """Client of the cluster service: a node provider in another process (e.g. a Spark executor).
 
 Requests are sent under a lock and answered in order; a reader thread routes replies to their
-callers and events to the node's dispatcher; a heartbeat thread sends RENEW.
+callers and events to the node's mailbox; a heartbeat thread sends RENEW.
 
 The client survives the network: when the connection breaks (or stays silent: a request not
 answered within the timeout ends it, since a link that went down sends no FIN; sends have the
@@ -151,18 +151,18 @@ class RemoteNode:
         self.reconnects = 0
         """How many times this handle reconnected (for tests and operators)."""
         self._sock = self._connect()
-        self.dispatcher = Dispatcher(node_id, core)
+        self.mailbox = Dispatcher(node_id, core)
         try:
             welcome = self._hello(takeover, resume=False)
         except BaseException:
             self._sock.close()
-            self.dispatcher.close()
+            self.mailbox.close()
             raise
         self._timing = wire.timing_from_wire(welcome.payload)
         self._reader = threading.Thread(target=self._read_loop, daemon=True, name=f"cluster-remote {node_id}")
         self._reader.start()
         self._heartbeats = HeartbeatThread(f"cluster-remote-heartbeat {node_id}", self._timing.heartbeat_interval,
-                                           self._renew, self.dispatcher, self._closed)
+                                           self._renew, self.mailbox, self._closed)
 
     @property
     def node_id(self) -> NodeId:
@@ -225,7 +225,7 @@ class RemoteNode:
                 pending.done.set()
             if self._closed.is_set() and self._fenced is None:
                 return  # closed by its owner
-            self.dispatcher.post(ClusterDown())
+            self.mailbox.post(ClusterDown())
             if self._fenced is not None or not self._reconnect():
                 return
 
@@ -291,17 +291,17 @@ class RemoteNode:
             case ServiceKind.MEMBERSHIP:
                 snapshot = wire.membership_from_wire(p)
                 self._saw(snapshot.epoch)
-                self.dispatcher.post(MembershipUpdate(snapshot=snapshot))
+                self.mailbox.post(MembershipUpdate(snapshot=snapshot))
             case ServiceKind.GOSSIP_UPDATE:
                 entries = wire.entries_from_wire(p["entries"])
                 self._saw(max((e.revision for e in entries), default=0))
-                self.dispatcher.post(GossipUpdate(entries=entries))
+                self.mailbox.post(GossipUpdate(entries=entries))
             case ServiceKind.SHARD_LOG_UPDATE:
                 entries = wire.entries_from_wire(p["entries"])
                 self._saw(max((e.revision for e in entries), default=0))
-                self.dispatcher.post(ShardLogUpdate(shard=ShardId(p["shard_id"]), entries=entries))
+                self.mailbox.post(ShardLogUpdate(shard=ShardId(p["shard_id"]), entries=entries))
             case ServiceKind.CLUSTER_DOWN:
-                self.dispatcher.post(ClusterDown())
+                self.mailbox.post(ClusterDown())
 
     def _saw(self, revision: int) -> None:
         self._seen_any = True
@@ -380,7 +380,7 @@ class RemoteNode:
         except OSError:
             pass
         sock.close()
-        self.dispatcher.close()
+        self.mailbox.close()
         if self._reader is not threading.current_thread():
             self._reader.join(5.0)
         self._heartbeats.join(5.0)
