@@ -38,7 +38,7 @@ from spec.shuffle.steps import Bound, Completed, Failed, ProducerBlocked, Produc
 from spec.shuffle.writer import WriterMachine
 
 
-HANDOVER_BUFFERS = 8
+HANDOVER_BUFFERS = 32
 """Network buffers' worth of records the task thread may hand over ahead of the machine."""
 
 
