@@ -3,6 +3,10 @@
 Figures (the last stdout line is one JSON object with --json):
   loopback_mb_s         raw TCP over loopback, one sender thread to one receiver, 32 KiB writes
   runtime_mb_s          the runtime, one writer to one reader, 32 KiB DATA payloads, checksums on
+  encrypted_mb_s {ctr, gcm}
+                        runtime_mb_s over connections authenticated with Spark's AuthEngine and
+                        encrypted with AES-CTR / AES-GCM (spark.authenticate); encrypted_vs_plaintext
+                        = each / runtime_mb_s
   jvm_mb_s              the same through Spark 4.3.0's own handlers on Spark's transport (a JVM, warmed
                         up); runtime_vs_jvm = runtime_mb_s / jvm_mb_s
   records, pyspark_partitionby_s, streaming_shuffle_s, correct
@@ -37,6 +41,7 @@ from reference.shuffle.local import run_local_shuffle
 from reference.shuffle.reader_task import ReaderTask
 from reference.shuffle.task import TaskOptions
 from reference.shuffle.writer_task import WriterTask
+from spec.auth import AuthConfig, CipherName
 from spec.shuffle.codec import encode_frame
 from spec.shuffle.coordination import Role, ShuffleKey
 from spec.shuffle.framing import FrameDecoder, max_frame_from_writer
@@ -130,7 +135,7 @@ def runtime_mb_s(total: int, options: TaskOptions = TaskOptions()) -> float:
     writer.start()
     client = shard.open(Role.READER, 0)
     try:
-        records = ReaderTask(ShuffleKey(0, 0), 0, [0], settings, client).records()
+        records = ReaderTask(ShuffleKey(0, 0), 0, [0], settings, client, options).records()
         first = next(records)
         start = time.perf_counter()
         received = len(first) + sum(len(r) for r in records)
@@ -281,6 +286,13 @@ def main(args: argparse.Namespace) -> int:
     figures["runtime_low_latency_mb_s"] = round(runtime_mb_s(total, LOW_LATENCY), 1)
     print(f"runtime, low-latency flush {figures['runtime_low_latency_mb_s']:10.1f} MB/s  "
           f"({figures['runtime_low_latency_mb_s'] / figures['loopback_mb_s']:.2f} of loopback)", flush=True)
+    figures["encrypted_mb_s"] = {cipher.name.lower(): round(runtime_mb_s(total, TaskOptions(auth=AuthConfig(
+        os.urandom(32).hex().encode(), "benchmark", cipher))), 1) for cipher in CipherName}
+    figures["encrypted_vs_plaintext"] = {name: round(mb_s / figures["runtime_mb_s"], 2)
+                                         for name, mb_s in figures["encrypted_mb_s"].items()}
+    for name, mb_s in figures["encrypted_mb_s"].items():
+        print(f"encrypted {name}   {mb_s:10.1f} MB/s  ({figures['encrypted_vs_plaintext'][name]:.2f} of plaintext)",
+              flush=True)
     figures["jvm_mb_s"] = round(jvm_mb_s(total), 1)
     figures["runtime_vs_jvm"] = round(figures["runtime_mb_s"] / figures["jvm_mb_s"], 2)
     print(f"spark jvm       {figures['jvm_mb_s']:10.1f} MB/s  (runtime {figures['runtime_vs_jvm']:.2f}x of it)",
@@ -297,6 +309,7 @@ def main(args: argparse.Namespace) -> int:
     figures["goals"] = {
         "runtime_at_least_half_loopback": figures["runtime_mb_s"] >= figures["loopback_mb_s"] / 2,
         "runtime_at_least_twice_jvm": figures["runtime_vs_jvm"] >= 2,
+        "encrypted_at_least_0_7_of_plaintext": min(figures["encrypted_vs_plaintext"].values()) >= 0.7,
         "streaming_at_most_0_7_of_partitionby":
             figures["streaming_shuffle_s"] <= 0.7 * figures["pyspark_partitionby_s"],
         "p99_within_max_wait_plus_10ms": figures["latency_ms"]["p99"] <= figures["max_wait_ms"] + 10,

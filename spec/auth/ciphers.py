@@ -129,18 +129,21 @@ class GcmCipher:
         return b"".join(out)
 
     def open(self, data: Payload) -> bytes:
-        self._pending += data
-        pending = memoryview(self._pending)
+        """Decrypts straight from ``data``; only an unfinished length, header or segment is kept."""
+        if self._pending:
+            self._pending += data
+            data = self._pending
+        view = memoryview(data)
         position = 0
         plain: list[bytes] = []
         try:
             while True:
-                available = len(pending) - position
+                available = len(view) - position
                 if self._total < 0:
                     need = GCM_LENGTH_BYTES + self._header_length
                     if available < need:
                         break
-                    self._start_message(pending[position:position + need])
+                    self._start_message(view[position:position + need])
                     position += need
                     continue
                 left = self._total - self._read
@@ -151,7 +154,7 @@ class GcmCipher:
                 assert self._aead is not None
                 try:
                     plain.append(self._aead.decrypt(_nonce(self._prefix, self._segment, last),
-                                                    pending[position:position + size], None))
+                                                    view[position:position + size], None))
                 except InvalidTag:
                     raise TagMismatch(f"segment {self._segment} failed its tag") from None
                 position += size
@@ -160,8 +163,9 @@ class GcmCipher:
                 if last:
                     self._total = -1
         finally:
-            pending.release()
-            del self._pending[:position]
+            rest = bytes(view[position:])
+            view.release()
+            self._pending = bytearray(rest)
         return plain[0] if len(plain) == 1 else b"".join(plain)
 
     def _start_message(self, head: memoryview) -> None:

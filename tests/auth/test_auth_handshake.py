@@ -213,3 +213,13 @@ def test_a_connection_closed_inside_the_handshake_is_incomplete() -> None:
     client.challenge()
     assert isinstance(client.close(), errors.HandshakeIncomplete)
     assert isinstance(ServerHandshake(CONFIGS[0]).close(), errors.HandshakeIncomplete)
+
+
+@pytest.mark.parametrize("length", [16, 32, 33, 100])
+def test_hkdf_equals_the_rfc_5869_implementation_of_cryptography(length: int) -> None:
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+    from spec.auth.keys import hkdf
+    for salt in (b"", b"salt" * 5):
+        assert hkdf(b"ikm", salt, b"info", length) == HKDF(hashes.SHA256(), length, salt or None, b"info").derive(b"ikm")
