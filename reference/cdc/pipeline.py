@@ -87,8 +87,14 @@ def source_partition(config: CdcConfig, _: int, __: Iterator[object]) -> Iterato
     source.open()
     probes: dict[str, SyncClient] = {}
     parts = PartsDurability()
+    asked = 0.0
 
     def durable_point() -> None:
+        """Probe the origins with parts not yet durable (one put each, so at most every IDLE_S)."""
+        nonlocal asked
+        if time.monotonic() - asked < IDLE_S:
+            return
+        asked = time.monotonic()
         for origin in parts.origins - probes.keys():
             probes[origin] = SyncClient(config.sync_location, origin, deadline_s=config.sync_deadline_s)
         source.confirm(parts.update({o: probes[o].probe().durable_sequence_number for o in parts.origins}))

@@ -1,11 +1,9 @@
-"""A fresh database with the workload's tables and publication per test (one Postgres for the
-session), a sync server subprocess per test, and the CLI as a subprocess."""
+"""A fresh database with the workload's tables, publication and slot per test (one Postgres for the
+session), and a sync server subprocess per test."""
 
 from __future__ import annotations
 
 import itertools
-import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,7 +64,3 @@ def sync_server(tmp_path: Path) -> Iterator[SyncServerProcess]:
     finally:
         server.stop()
 
-
-def cdc_cli(*args: str, timeout_s: float = 120.0) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "reference.cdc", *args], capture_output=True, text=True,
-                          timeout=timeout_s, check=False)
