@@ -153,12 +153,14 @@ class RemoteNode:
         self._sock = self._connect()
         self.mailbox = Dispatcher(node_id, core)
         try:
-            welcome = self._hello(takeover, resume=False)
+            welcome, early = self._hello(takeover, resume=False)
         except BaseException:
             self._sock.close()
             self.mailbox.close()
             raise
         self._timing = wire.timing_from_wire(welcome.payload)
+        for message in early:  # committed while the service was opening this session
+            self._on_event(message)
         self._reader = threading.Thread(target=self._read_loop, daemon=True, name=f"cluster-remote {node_id}")
         self._reader.start()
         self._heartbeats = HeartbeatThread(f"cluster-remote-heartbeat {node_id}", self._timing.heartbeat_interval,
@@ -190,14 +192,16 @@ class RemoteNode:
                         struct.pack("ll", seconds, int((self._timeout - seconds) * 1e6)))
         return sock
 
-    def _hello(self, takeover: str | None, resume: bool) -> ServiceMessage:
-        """Identify on the fresh ``self._sock`` and read up to WELCOME on this thread; events
-        before it (the catch-up of a resumed session) are delivered. Raises the refusal."""
+    def _hello(self, takeover: str | None, resume: bool) -> tuple[ServiceMessage, list[ServiceMessage]]:
+        """Identify on the fresh ``self._sock`` and read up to WELCOME on this thread: the WELCOME
+        and the events before it (the catch-up of a resumed session), for the caller to deliver
+        once the session counts as resumed. Raises the refusal."""
         sock = self._sock
         sock.settimeout(self._timeout)
         try:
             sock.sendall(wire.encode(ServiceKind.HELLO, 1, node_id=self._node_id, secret=self._cluster.secret,
                                      takeover=takeover or "", resume=resume, resume_after=self._last_revision))
+            catch_up: list[ServiceMessage] = []
             while True:
                 message = read_message(sock)
                 if message is None:
@@ -206,14 +210,14 @@ class RemoteNode:
                     raise _error_from(message)
                 if message.kind is ServiceKind.WELCOME:
                     break
-                self._on_event(message)
+                catch_up.append(message)
         except OSError as exc:
             raise ProviderUnavailable(f"cluster service HELLO: {exc}") from None
         sock.settimeout(None)  # the reader blocks until data or close(); calls have deadlines
         self._session: str = message.payload["session"]
         with self._lock:
             self._broken = None
-        return message
+        return message, catch_up
 
     def _read_loop(self) -> None:
         while True:
@@ -268,7 +272,7 @@ class RemoteNode:
                     return False
                 self._sock = sock
             try:
-                self._hello(self._session, resume=self._seen_any)
+                _, catch_up = self._hello(self._session, resume=self._seen_any)
             except (NodeIdInUse, Unauthenticated) as exc:
                 sock.close()
                 self._fence(exc)
@@ -276,7 +280,9 @@ class RemoteNode:
             except ClusterError:
                 sock.close()
                 continue
-            self.reconnects += 1
+            self.reconnects += 1  # before the catch-up: a Core that hears of it sees the reconnect counted
+            for message in catch_up:
+                self._on_event(message)
             return True
         return False
 
