@@ -14,7 +14,7 @@ from typing import Callable, Iterator
 
 from conformance.framework import VectorResult
 
-VECTOR_SUITES = ("shuffle", "sync", "cluster", "pgoutput")
+VECTOR_SUITES = ("shuffle", "sync", "cluster", "pgoutput", "delta")
 EXIT_OK, EXIT_FAILED, EXIT_NO_VECTOR = 0, 1, 3
 
 

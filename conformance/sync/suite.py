@@ -170,10 +170,10 @@ class SyncTarget:
         return out
 
     def table(self, path: str) -> list[dict[str, Any]]:
-        """Rows of the Delta table at ``path`` sorted by ``id``."""
-        from deltalake import DeltaTable
+        """Rows of the Delta table at ``path`` (deletion vectors applied) sorted by ``id``."""
+        from reference.sync.store import read_delta
 
-        rows: list[dict[str, Any]] = DeltaTable(f"{self.store}/{path}").to_pyarrow_table().to_pylist()
+        rows: list[dict[str, Any]] = read_delta(f"{self.store}/{path}").to_pylist()
         return sorted(rows, key=lambda r: r["id"])
 
 

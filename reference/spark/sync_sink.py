@@ -81,7 +81,8 @@ def _result_schema() -> pa.Schema:
 
 def read_table(spark: SparkSession, uri: str, storage_options: dict[str, str] | None = None) -> DataFrame:
     """The Delta table at ``uri`` as a Spark DataFrame, read through ``deltalake`` (no Delta jars
-    needed); the Arrow types carry over (a timestamp column stays a timestamp)."""
-    from deltalake import DeltaTable
+    needed) with its deletion vectors applied; the Arrow types carry over (a timestamp column stays
+    a timestamp)."""
+    from reference.sync.store import read_delta
 
-    return spark.createDataFrame(DeltaTable(uri, storage_options=storage_options).to_pyarrow_table())
+    return spark.createDataFrame(read_delta(uri, storage_options))

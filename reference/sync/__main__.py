@@ -103,6 +103,16 @@ def _seconds(positive: bool) -> Callable[[str], float]:
     return parse
 
 
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a fraction above 0 and at most 1")
+    return value
+
+
 def _port(text: str) -> int:
     value = _count(0)(text)
     if value > MAX_PORT:
@@ -140,6 +150,11 @@ def _parser() -> argparse.ArgumentParser:
                        help="rows per data file at most (a flush rewrites about this many per key range)")
     serve.add_argument("--vacuum-retention-hours", type=_count(0), default=store.vacuum_retention_hours,
                        help="maintenance deletes files removed longer ago than this")
+    serve.add_argument("--deletion-vectors", action=argparse.BooleanOptionalAction, default=store.deletion_vectors,
+                       help="flushes of local tables mark changed rows in Delta deletion vectors (readers need DV "
+                            "support) instead of rewriting the files that hold them")
+    serve.add_argument("--dv-purge-fraction", type=_fraction, default=store.dv_purge_fraction,
+                       help="compaction rewrites a file once its deletion vector deletes this fraction of its rows")
     serve.add_argument("--maintenance-interval-s", type=seconds, default=600.0,
                        help="seconds between compaction/vacuum/checkpoint rounds (0: never)")
     serve.add_argument("--token-file", help="require 'authorization: Bearer <token>' with the token in this file")
@@ -189,7 +204,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         security = _security(args)
-        store = DeltaStore(args.store, settings=StoreSettings(args.target_file_rows, args.vacuum_retention_hours))
+        store = DeltaStore(args.store, settings=StoreSettings(
+            target_file_rows=args.target_file_rows, vacuum_retention_hours=args.vacuum_retention_hours,
+            deletion_vectors=args.deletion_vectors, dv_purge_fraction=args.dv_purge_fraction))
         store.check_writable()
         server = SyncServer(
             store,

@@ -14,7 +14,7 @@ import bisect
 import datetime
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -136,6 +136,37 @@ def compaction_groups(files: Sequence[DataFile], target_rows: int) -> list[list[
     if run:
         groups.append(run)
     return [g for g in groups if len(g) > 1 or g[0].rows > target_rows or not g[0].bounded]
+
+
+def purge_groups(files: Sequence[DataFile], deleted: Mapping[str, int], target_rows: int,
+                 purge_fraction: float) -> list[list[DataFile]]:
+    """Runs of files that compaction rewrites in a table whose flushes write deletion vectors.
+
+    There a flush finds rows through the row index, not the files' ranges, so overlapping
+    ranges cost nothing and are left alone.  What compaction fixes is what DVs leave behind:
+    a file whose DV deletes at least ``purge_fraction`` of its rows is rewritten without them
+    (alone), and files holding under half the target of live rows (the changed rows each
+    flush adds) are merged in key order into runs of at most two targets.  A file above the
+    target is split (a flush re-encodes the whole DV of each file it touches, so files stay
+    bounded).  A compacted table is a fixpoint.  ``deleted``: path -> rows its DV deletes (``rows`` of a file is physical).
+    """
+    groups: list[list[DataFile]] = []
+    small: list[DataFile] = []
+    for f in sorted(files, key=lambda f: (f.bounded, f.lo) if f.bounded else (False, 0)):
+        live = f.rows - deleted.get(f.path, 0)
+        if live < target_rows / 2:
+            small.append(f)
+        elif deleted.get(f.path, 0) >= purge_fraction * f.rows or live > target_rows:
+            groups.append([f])
+    run: list[DataFile] = []
+    for f in small:
+        if run and sum(r.rows - deleted.get(r.path, 0) for r in run) + f.rows - deleted.get(f.path, 0) > 2 * target_rows:
+            groups.append(run)
+            run = []
+        run.append(f)
+    if len(run) > 1 or run and deleted.get(run[0].path, 0):
+        groups.append(run)
+    return groups
 
 
 def _json_bound(value: Any) -> Any:

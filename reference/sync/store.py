@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import time
-import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -29,13 +28,19 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pa_fs
 import pyarrow.parquet as pq
-from deltalake import CommitProperties, DeltaTable
+from deltalake import CommitProperties, DeltaTable, QueryBuilder
 from deltalake import Schema as DeltaSchema
 from deltalake._internal import DeltaFileSystemHandler
 from deltalake.fs import DeltaStorageHandler
 from deltalake.transaction import AddAction, RemoveAction
 
-from reference.sync.layout import DataFile, compaction_groups, cut, data_files, file_stats, touched_files
+from reference.sync import dv_commit
+from reference.sync.delta_log import local_dir
+from reference.sync.dv_writer import DvWriter
+from reference.sync.layout import DataFile, compaction_groups, cut, data_files, touched_files
+from reference.sync.parquet_files import write_data_file
+from spec.delta.deletion_vectors import ENABLE_PROPERTY
+from spec.delta.deletion_vectors import FEATURE as DELETION_VECTORS
 from spec.sync.messages import ColumnRole, StorageLocation
 from spec.sync.schema import SyncSchema, TableShape
 from spec.sync.squash import SquashedChange, apply_squashed, merge_changes
@@ -44,9 +49,11 @@ META_KEY = "streamwire.sync"
 META_VERSION = 1
 STATE_LOOKBACK = 50
 """How many recent commits ``read_state`` searches for the sync metadata (others' commits lack it)."""
-READER_FEATURES = frozenset({"timestampNtz"})
-WRITER_FEATURES = frozenset({"timestampNtz"})
-"""Table features that do not change how data files are written (the store writes Parquet itself)."""
+READER_FEATURES = frozenset({"timestampNtz", "variantType"})
+WRITER_FEATURES = frozenset({"timestampNtz", "variantType", "appendOnly", "invariants"})
+"""Table features that do not change how data files are written (the store writes Parquet itself).
+deltalake lists ``variantType``, ``appendOnly`` and ``invariants`` when it raises a table to writer
+version 7; they constrain only tables with variant columns, ``delta.appendOnly`` or invariants."""
 
 
 class StoreUnwritable(Exception):
@@ -65,6 +72,11 @@ class StoreSettings:
     """Rows per data file at most; a flush rewrites about this many rows per key range it touches."""
     vacuum_retention_hours: int = 168
     """Files removed (or never committed) longer ago than this are deleted by maintenance."""
+    deletion_vectors: bool = True
+    """Flushes of local tables mark changed rows in deletion vectors instead of rewriting files
+    (the table is raised to reader 3 / writer 7 with ``deletionVectors``)."""
+    dv_purge_fraction: float = 0.25
+    """Compaction rewrites a file once its deletion vector deletes this fraction of its rows."""
 
 
 @dataclass(frozen=True)
@@ -85,6 +97,10 @@ class FileChanges(NamedTuple):
     rows_added: int = 0
     bytes_removed: int = 0
     bytes_added: int = 0
+    rows_deleted: int = 0
+    """Rows marked deleted in deletion vectors (their files stay)."""
+    dv_bytes: int = 0
+    """Bytes of the deletion-vector file written."""
 
 
 @dataclass(frozen=True)
@@ -121,10 +137,14 @@ def _sorted(rows: pa.Table, keys: Sequence[str]) -> pa.Table:
     return rows.take(order)
 
 
-def _check_writable(table: DeltaTable) -> None:
+def _check_writable(table: DeltaTable, by_dvs: bool) -> None:
+    """Refuse a table whose features the store cannot honour (``by_dvs``: it writes deletion vectors)."""
     protocol = table.protocol()
-    needs = sorted((set(protocol.reader_features or ()) - READER_FEATURES)
-                   | (set(protocol.writer_features or ()) - WRITER_FEATURES))
+    allowed = {DELETION_VECTORS} if by_dvs else set()
+    needs = sorted((set(protocol.reader_features or ()) - READER_FEATURES - allowed)
+                   | (set(protocol.writer_features or ()) - WRITER_FEATURES - allowed))
+    if table.metadata().configuration.get("delta.appendOnly") == "true":
+        needs.append("delta.appendOnly")
     if protocol.min_reader_version == 2 or protocol.min_writer_version in (3, 4, 5, 6):
         needs.append(f"protocol {protocol.min_reader_version}/{protocol.min_writer_version}")
     if table.metadata().partition_columns:
@@ -144,14 +164,7 @@ class _Commit:
     rows_added: int = 0
 
     def add_rows(self, rows: pa.Table) -> None:
-        name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
-        sink = pa.BufferOutputStream()
-        pq.write_table(rows, sink, compression="snappy")
-        data = sink.getvalue().to_pybytes()
-        out = self.files.open_output_stream(name, None)
-        out.write(data)
-        out.close()  # type: ignore[attr-defined]  # deltalake's stub omits close(); the stream has it
-        self.adds.append(AddAction(name, len(data), {}, int(time.time() * 1000), True, file_stats(rows)))
+        self.adds.append(write_data_file(self.files, rows))
         self.rows_added += rows.num_rows
 
     def commit(self, props: CommitProperties) -> FileChanges:
@@ -207,6 +220,7 @@ class DeltaStore:
         self.storage_options = dict(storage_options or {})
         self.settings = settings
         self._loaded: dict[str, DeltaTable] = {}
+        self._dvs = DvWriter()
 
     def table_uri(self, path: str, store: StorageLocation | None = None) -> str:
         """Where the table at ``path`` lives (the command's own store root wins)."""
@@ -245,10 +259,21 @@ class DeltaStore:
         )
 
     @staticmethod
-    def commit_properties(state: TableState) -> CommitProperties:
-        """Properties that record ``state`` in a commit (for any writer committing to a sync table)."""
+    def commit_metadata(state: TableState) -> dict[str, str]:
+        """The ``commitInfo`` entries that record ``state`` in a commit."""
         meta = {"version": META_VERSION, "marks": state.marks, "durable": state.durable, "keys": list(state.keys)}
-        return CommitProperties(custom_metadata={META_KEY: json.dumps(meta, sort_keys=True)})
+        return {META_KEY: json.dumps(meta, sort_keys=True)}
+
+    @classmethod
+    def commit_properties(cls, state: TableState) -> CommitProperties:
+        """Properties that record ``state`` in a commit (for any writer committing to a sync table)."""
+        return CommitProperties(custom_metadata=cls.commit_metadata(state))
+
+    def _by_dvs(self, table: DeltaTable) -> bool:
+        """Whether the store writes this table by deletion vectors: a local table, with DVs on in the
+        settings or already supported by the table (a file with a DV can only be removed with it)."""
+        supported = DELETION_VECTORS in (table.protocol().writer_features or ())
+        return local_dir(table.table_uri) is not None and (self.settings.deletion_vectors or supported)
 
     def table_shape(self, uri: str) -> TableShape | None:
         """Columns of the existing table at ``uri`` and its keys if a sync commit recorded them; None if absent."""
@@ -323,10 +348,13 @@ class DeltaStore:
         if table is None:
             if not changes:
                 return FileChanges()
-            table = self._loaded[uri] = DeltaTable.create(uri, changes[0].schema.table_schema(),
-                                                          storage_options=self._options(uri))
+            dvs = self.settings.deletion_vectors and local_dir(uri) is not None
+            table = self._loaded[uri] = DeltaTable.create(
+                uri, changes[0].schema.table_schema(), storage_options=self._options(uri),
+                configuration={ENABLE_PROPERTY: "true"} if dvs else None)
         pk_names = tuple(changes[0].schema.pk_names) if changes else self._state(table).keys
-        props = self.commit_properties(TableState(dict(marks), dict(durable), pk_names))
+        state = TableState(dict(marks), dict(durable), pk_names)
+        props = self.commit_properties(state)
         commit = _Commit(table, self._files(table))
         if not changes:
             return commit.commit(props)
@@ -334,7 +362,10 @@ class DeltaStore:
         values = _cluster_values(changes, pa.schema(table.schema().to_arrow()).field(cluster).type)
         if len(values) == 0:
             return commit.commit(props)
-        _check_writable(table)
+        by_dvs = self._by_dvs(table)
+        _check_writable(table, by_dvs)
+        if by_dvs:
+            return self._write_by_dvs(table, changes, values, state)
         files = data_files(pa.table(table.get_add_actions(flatten=True)), cluster)
         commit.removes = touched_files(files, values.to_pylist())
         rows = self._read(table, commit.removes)
@@ -351,6 +382,21 @@ class DeltaStore:
             commit.add_rows(result.slice(start, end - start))
         return commit.commit(props)
 
+    def _write_by_dvs(self, table: DeltaTable, changes: Sequence[SquashedChange], values: pa.Array,
+                      state: TableState) -> FileChanges:
+        """``write`` by deletion vectors (``reference.sync.dv_writer``)."""
+        if not dv_commit.enabled(table):
+            # These commits record the table's current sync state: the changes are not in it yet.
+            dv_commit.enable(table, self.commit_properties(self._state(table)))
+        try:
+            adds, rows, dvs = self._dvs.flush(table, self._files(table), changes, values,
+                                              self.commit_metadata(state), self.settings.target_file_rows)
+        except Exception:
+            self._dvs.forget(table)  # the index may hold what the failed commit did not write
+            raise
+        return FileChanges(files_added=len(adds), rows_added=rows, bytes_added=sum(a.size for a in adds) + dvs.dv_bytes,
+                           rows_deleted=dvs.rows_deleted, dv_bytes=dvs.dv_bytes)
+
     def maintain(self, uri: str) -> MaintenanceReport:
         """Compact, vacuum and checkpoint one table (the caller keeps writers of it out meanwhile)."""
         table = self._open(uri)
@@ -359,8 +405,22 @@ class DeltaStore:
         state = self._state(table)
         props = self.commit_properties(state)
         compaction = FileChanges()
-        if state.keys:
-            _check_writable(table)
+        by_dvs = self._by_dvs(table)
+        if state.keys and by_dvs:
+            _check_writable(table, by_dvs)
+            try:
+                removed, adds, rows = self._dvs.compact(
+                    table, self._files(table), state.keys, self.commit_metadata(state),
+                    self.settings.target_file_rows, self.settings.dv_purge_fraction)
+            except Exception:
+                self._dvs.forget(table)
+                raise
+            compaction = FileChanges(
+                files_removed=len(removed), files_added=len(adds), rows_removed=sum(f.rows for f in removed),
+                rows_added=rows, bytes_removed=sum(f.size for f in removed), bytes_added=sum(a.size for a in adds))
+            table.update_incremental()
+        elif state.keys:
+            _check_writable(table, by_dvs)
             files = data_files(pa.table(table.get_add_actions(flatten=True)), state.keys[0])
             groups = compaction_groups(files, self.settings.target_file_rows)
             if groups:
@@ -382,6 +442,8 @@ class DeltaStore:
         vacuumed = sum(1 for info in expired if info.type != pa_fs.FileType.NotFound)
         if vacuumed:
             table.vacuum(dry_run=False, commit_properties=props, **vacuum_args)
+        if by_dvs:
+            vacuumed += self._dvs.vacuum(table, self.settings.vacuum_retention_hours)
         checkpoint = None
         if table.version() > self._checkpoint_version(table):
             table.create_checkpoint()
@@ -398,5 +460,20 @@ class DeltaStore:
             return -1
 
     def read_table(self, uri: str) -> pa.Table:
-        """The whole table (for readers and checks)."""
-        return DeltaTable(uri, storage_options=self._options(uri)).to_pyarrow_table()
+        """The whole table, deletion vectors applied (for readers and checks)."""
+        return read_delta(uri, self._options(uri))
+
+
+def read_delta(uri: str, storage_options: Mapping[str, str] | None = None) -> pa.Table:
+    """Every live row of a Delta table in its Arrow schema.
+
+    deltalake's pyarrow dataset refuses tables with deletion vectors; its DataFusion reader
+    applies them, so this reads through that (and casts its view types back to the schema).
+    """
+    table = DeltaTable(uri, storage_options=dict(storage_options) if storage_options else None)
+    schema = pa.schema(table.schema().to_arrow())
+    names = ", ".join('"' + n.replace('"', '""') + '"' for n in schema.names)
+    rows = pa.table(QueryBuilder().register("t", table).execute(f"select {names} from t").read_all())
+    # One chunk per column: DataFusion's batches include empty ones, on which Spark's
+    # createDataFrame loses rows.
+    return rows.cast(schema).combine_chunks() if rows.num_rows else schema.empty_table()

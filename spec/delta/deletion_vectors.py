@@ -140,43 +140,53 @@ DV_FILE = Struct(
 """A DV file (``deletion_vector_<uuid>.bin``): a version byte, then DVs back to back (big-endian)."""
 
 
-def _encode_roaring32(low: np.ndarray[Any, np.dtype[np.uint32]]) -> dict[str, Any]:
-    """Build fields of ``ROARING32`` for sorted distinct values: array or bitmap containers, no runs."""
+def _runs(keys: np.ndarray[Any, Any]) -> tuple[list[int], list[int]]:
+    """``[start, end)`` of each run of equal values in sorted ``keys``."""
+    if not len(keys):
+        return [], []
+    starts = np.flatnonzero(keys[1:] != keys[:-1]) + 1
+    return [0, *starts.tolist()], [*starts.tolist(), len(keys)]
+
+
+def _roaring32_bytes(low: np.ndarray[Any, np.dtype[np.uint32]]) -> bytes:
+    """``ROARING32`` bytes of sorted distinct values: cookie 12346, array or bitmap containers, no runs.
+
+    Built with NumPy rather than ``ROARING32.build`` (a flush encodes a DV per file it touches);
+    ``tests/sync/test_delta_dv_vectors.py`` holds it to the layout.
+    """
     keys = (low >> 16).astype(np.uint16)
-    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]) if len(low) else np.array([], np.int64)
-    ends = np.r_[starts[1:], len(low)]
-    headers, containers, sizes = [], [], []
-    for s, e in zip(starts.tolist(), ends.tolist()):
+    starts, ends = _runs(keys)
+    headers = np.empty((len(starts), 2), dtype="<u2")
+    containers = []
+    for i, (s, e) in enumerate(zip(starts, ends)):
         values = (low[s:e] & 0xFFFF).astype("<u2")
-        headers.append({"key": int(keys[s]), "cardinality_minus_one": e - s - 1})
+        headers[i] = (keys[s], e - s - 1)
         if e - s > ARRAY_CONTAINER_MAX:
             bits = np.zeros(1 << 16, dtype=bool)
             bits[values] = True
-            containers.append({"bits": np.packbits(bits, bitorder="little").tobytes()})
-            sizes.append(BITMAP_CONTAINER_BYTES)
+            containers.append(np.packbits(bits, bitorder="little").tobytes())
         else:
-            containers.append({"values": values.tobytes()})
-            sizes.append(2 * (e - s))
-    first = 8 + 4 * len(headers) + 4 * len(headers)
-    offsets = np.r_[0, np.cumsum(sizes)][:-1] + first if sizes else np.array([], np.int64)
-    return {"cookie": SERIAL_COOKIE_NO_RUNCONTAINER, "count_minus_one": 0, "count": len(headers),
-            "run_flags": None, "headers": headers, "offsets": [int(o) for o in offsets], "containers": containers}
+            containers.append(values.tobytes())
+    first = 8 + 8 * len(containers)
+    offsets = (first + np.cumsum([0] + [len(c) for c in containers[:-1]])).astype("<u4")
+    head = np.array([SERIAL_COOKIE_NO_RUNCONTAINER, len(containers)], dtype="<u4").tobytes()
+    return head + headers.tobytes() + (offsets.tobytes() if containers else b"") + b"".join(containers)
 
 
 def encode_positions(positions: Iterable[int] | np.ndarray[Any, Any]) -> bytes:
-    """The RoaringBitmapArray bytes of a set of row positions (0 <= position < 2^63)."""
+    """The RoaringBitmapArray bytes (``ROARING_BITMAP_ARRAY``) of a set of row positions (0 <= position < 2^63)."""
     values = np.unique(np.asarray(list(positions) if not isinstance(positions, np.ndarray) else positions,
                                   dtype=np.int64))
     if len(values) and (values[0] < 0):
         raise DeletionVectorError("row positions are not negative", position=int(values[0]))
     unsigned = values.astype(np.uint64)
     high = (unsigned >> np.uint64(32)).astype(np.uint32)
-    starts = np.flatnonzero(np.r_[True, high[1:] != high[:-1]]) if len(values) else np.array([], np.int64)
-    ends = np.r_[starts[1:], len(values)]
-    buckets = [{"key": int(high[s]), "bitmap": _encode_roaring32((unsigned[s:e] & np.uint64(0xFFFFFFFF))
-                                                                  .astype(np.uint32))}
-               for s, e in zip(starts.tolist(), ends.tolist())]
-    return bytes(ROARING_BITMAP_ARRAY.build({"bucket_count": len(buckets), "buckets": buckets}))
+    starts, ends = _runs(high)
+    parts = [np.array([MAGIC_NUMBER], "<u4").tobytes(), np.array([len(starts)], "<u8").tobytes()]
+    for s, e in zip(starts, ends):
+        parts.append(np.array([high[s]], "<u4").tobytes())
+        parts.append(_roaring32_bytes((unsigned[s:e] & np.uint64(0xFFFFFFFF)).astype(np.uint32)))
+    return b"".join(parts)
 
 
 def _decode_roaring32(parsed: Any) -> np.ndarray[Any, np.dtype[np.uint32]]:
@@ -309,10 +319,17 @@ class DeletionVectorDescriptor:
 
 
 def dv_file(bitmaps: Sequence[bytes]) -> tuple[bytes, list[int]]:
-    """A DV file holding ``bitmaps`` (RoaringBitmapArray bytes) and the offset of each."""
-    entries = [{"data_size": len(b), "data": b, "checksum": zlib.crc32(b)} for b in bitmaps]
-    offsets = list(np.r_[1, 1 + np.cumsum([4 + len(b) + 4 for b in bitmaps])][:-1].tolist()) if bitmaps else []
-    return bytes(DV_FILE.build({"entries": entries})), [int(o) for o in offsets]
+    """``DV_FILE`` bytes holding ``bitmaps`` (RoaringBitmapArray bytes) and the offset of each.
+
+    Joined directly rather than through ``DV_FILE.build`` (a flush writes one entry per file it
+    touches); the vectors hold it to the layout.
+    """
+    parts, offsets, offset = [DV_FILE_VERSION.to_bytes(1, "big")], [], 1
+    for bitmap in bitmaps:
+        parts += [len(bitmap).to_bytes(4, "big"), bitmap, zlib.crc32(bitmap).to_bytes(4, "big")]
+        offsets.append(offset)
+        offset += 4 + len(bitmap) + 4
+    return b"".join(parts), offsets
 
 
 def read_dv_entry(data: bytes, size_in_bytes: int) -> bytes:

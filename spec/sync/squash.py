@@ -178,18 +178,30 @@ def merge_squashed(batches: Sequence[pa.Table], schema: SyncSchema) -> pa.Table:
     return _squash(table, schema, [b.num_rows for b in batches])
 
 
+def _full_value_sources(schema: SyncSchema) -> dict[str, str]:
+    """Table column -> the change column that writes its whole value (new keys and values)."""
+    return {c.name: c.field.name for c in schema.columns if c.role in (ColumnRole.NEW_PK, ColumnRole.VALUE)}
+
+
+def needs_stored_values(schema: SyncSchema, table_columns: Sequence[str]) -> bool:
+    """Whether applying changes of ``schema`` reads stored values other than the keys.
+
+    They do not when they carry every column of the table and have no CHANGED column: every
+    row they touch is then replaced or deleted whole, so only which keys are stored matters.
+    """
+    return bool(schema.by_role(ColumnRole.CHANGED)) or not set(table_columns) <= _full_value_sources(schema).keys()
+
+
 def _apply_full_values(stored: pa.Table, changes: pa.Table, schema: SyncSchema) -> pa.Table | None:
     """``apply_squashed`` with Arrow kernels when no stored value is needed; None otherwise.
 
-    That holds when the changes carry every stored column and have no CHANGED column,
-    and keys are unique on both sides: the result is the stored rows under no old or new
-    key of the changes, then the changes' rows that have a new key.
+    That holds when ``needs_stored_values`` is false and keys are unique on both sides: the
+    result is the stored rows under no old or new key of the changes, then the changes' rows
+    that have a new key.
     """
-    if schema.by_role(ColumnRole.CHANGED):
+    if needs_stored_values(schema, stored.schema.names):
         return None
-    source = {c.name: c.field.name for c in schema.columns if c.role in (ColumnRole.NEW_PK, ColumnRole.VALUE)}
-    if not set(stored.schema.names) <= source.keys():
-        return None
+    source = _full_value_sources(schema)
     pk = schema.pk_names
     old_cols = _key_columns(changes, schema, ColumnRole.OLD_PK)
     new_cols = _key_columns(changes, schema, ColumnRole.NEW_PK)

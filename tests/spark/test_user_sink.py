@@ -74,9 +74,8 @@ def write_source(directory: Path) -> dict[int, str]:
 
 @pytest.mark.spark
 def test_a_query_killed_mid_stream_and_restarted_writes_each_batch_once(tmp_path: Path) -> None:
-    from deltalake import DeltaTable
-
     from reference.pipeline.syncserver import SyncServerProcess
+    from reference.sync.store import read_delta
 
     expected = write_source(tmp_path / "source")
     script = tmp_path / "query.py"
@@ -96,13 +95,13 @@ def test_a_query_killed_mid_stream_and_restarted_writes_each_batch_once(tmp_path
         first.send_signal(signal.SIGKILL)  # mid-stream: later batches are running or about to
         first.wait(60)
         assert line.strip() == "BATCH 2"
-        partial = DeltaTable(str(tmp_path / "store" / "t")).to_pyarrow_table().num_rows
+        partial = read_delta(str(tmp_path / "store" / "t")).num_rows
         assert 0 < partial < len(expected)
 
         second = subprocess.run(argv + ["finish"], capture_output=True, text=True, env=env, cwd=tmp_path,
                                 timeout=HANG_GUARD_S)
         assert second.returncode == 0 and "DONE" in second.stdout, second.stderr[-3000:]
-        table = DeltaTable(str(tmp_path / "store" / "t")).to_pyarrow_table()
+        table = read_delta(str(tmp_path / "store" / "t"))
         assert table.num_rows == len(expected)  # no key twice
         assert dict(zip(table.column("id").to_pylist(), table.column("v").to_pylist())) == expected
     finally:
@@ -169,9 +168,9 @@ def _partition(options: SinkOptions, rows: dict[str, list[object]]) -> Partition
 
 
 def _table(store: Path) -> dict[int, str]:
-    from deltalake import DeltaTable
+    from reference.sync.store import read_delta
 
-    rows = DeltaTable(str(store / "t")).to_pyarrow_table().to_pydict()
+    rows = read_delta(str(store / "t")).to_pydict()
     return dict(zip(rows["id"], rows["v"]))
 
 

@@ -1,6 +1,7 @@
 """The store's key-range layout and maintenance, checked on the Delta log's add and remove actions.
 
-A flush must rewrite only the files whose key ranges hold the keys it changes; maintenance must
+This is the copy-on-write path (object-store roots, or ``deletion_vectors=False``); the path by
+deletion vectors is ``test_sync_store_dvs.py``.  A flush must rewrite only the files whose key ranges hold the keys it changes; maintenance must
 merge small and overlapping files, vacuum what was removed and checkpoint the log, and none of it
 may change the table's rows or lose the sync metadata.
 """
@@ -26,6 +27,7 @@ from spec.sync.schema import SyncSchema
 from spec.sync.squash import SquashedChange
 
 TARGET = 100
+COPY_ON_WRITE = StoreSettings(target_file_rows=TARGET, vacuum_retention_hours=0, deletion_vectors=False)
 
 
 class LogFile(NamedTuple):
@@ -78,7 +80,7 @@ def rows_of(store: DeltaStore, table: Path) -> list[dict[str, Any]]:
 @pytest.fixture
 def seeded(tmp_path: Path) -> tuple[DeltaStore, Path]:
     """A table of ids 0, 2, .., 1998 laid out in files of at most 100 rows."""
-    store = DeltaStore(str(tmp_path), settings=StoreSettings(target_file_rows=TARGET, vacuum_retention_hours=0))
+    store = DeltaStore(str(tmp_path), settings=COPY_ON_WRITE)
     table = tmp_path / "t"
     store.write(str(table), [change([(None, k, "v0") for k in range(0, 2000, 2)])], {"A": 1}, {"A": 1})
     return store, table
@@ -163,7 +165,7 @@ def test_maintenance_merges_small_files_vacuums_and_checkpoints(seeded: tuple[De
 
 
 def test_the_server_maintains_the_tables_under_its_store(tmp_path: Path) -> None:
-    store = DeltaStore(str(tmp_path), settings=StoreSettings(target_file_rows=TARGET, vacuum_retention_hours=0))
+    store = DeltaStore(str(tmp_path), settings=COPY_ON_WRITE)
     store.write(str(tmp_path / "old"), [change([(None, 1, "a")])], {"A": 1}, {"A": 1})
     server = SyncServer(store, maintenance_interval_s=0)
     threading.Thread(target=server.serve, daemon=True).start()
@@ -189,7 +191,7 @@ def test_a_table_the_store_cannot_write_is_refused_and_left_alone(tmp_path: Path
 
 
 def test_maintenance_lays_out_a_table_another_writer_wrote(tmp_path: Path) -> None:
-    store = DeltaStore(str(tmp_path), settings=StoreSettings(target_file_rows=TARGET, vacuum_retention_hours=0))
+    store = DeltaStore(str(tmp_path), settings=COPY_ON_WRITE)
     table = tmp_path / "t"
     ids = list(range(1000))
     random.Random(3).shuffle(ids)
@@ -211,7 +213,7 @@ def test_string_keys_are_laid_out_by_range_too(tmp_path: Path) -> None:
                           for name, column in zip(("old_id", "new_id", "v"), zip(*rows))})
         return SquashedChange.of_put(SyncSchema.validate(DESCS, batch.schema), [batch])
 
-    store = DeltaStore(str(tmp_path), settings=StoreSettings(target_file_rows=TARGET))
+    store = DeltaStore(str(tmp_path), settings=StoreSettings(target_file_rows=TARGET, deletion_vectors=False))
     table = tmp_path / "t"
     store.write(str(table), [put([(None, f"k{i:03}", "a") for i in range(300)])], {"A": 1}, {"A": 1})
     holder = next(p for p, f in live_files(table).items() if f.lo <= "k150" <= f.hi)

@@ -1,0 +1,143 @@
+"""Where each live row of a sync table is: data file and row position, by cluster value.
+
+A flush by deletion vectors must learn the file and position of every row under a changed
+key without reading the table.  The index keeps, per data file, the file's cluster values
+(its first key column) sorted with their row positions, which positions its deletion vector
+deletes, and what a re-add of the file repeats (size, time, statistics).  Finding ``k`` keys
+costs ``files x log(k)`` to pick the files whose range holds a key and ``k x log(rows per
+file)`` inside them; the table's size enters only through the number of files.  It is
+rebuilt from the key column of every file and the DVs whenever the table moved without the
+store (another writer, a restart), and kept up to date by the store's own commits.  Memory:
+about 13 bytes per row for numeric keys (more for strings).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from spec.delta.deletion_vectors import DeletionVectorDescriptor
+
+Positions = np.ndarray[Any, np.dtype[np.int64]]
+
+
+class FileInfo(NamedTuple):
+    """What an add action re-adding a data file repeats."""
+
+    size: int
+    modification_time: int
+    stats: str
+    """The file's statistics as a re-add with a DV states them (``tightBounds`` false)."""
+
+
+def comparable(values: pa.Array | pa.ChunkedArray) -> np.ndarray[Any, Any]:
+    """Non-null cluster values as a NumPy array that sorts and compares like the Arrow values."""
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    array: np.ndarray[Any, Any] = values.to_numpy(zero_copy_only=False)
+    return array
+
+
+@dataclass
+class _FileRows:
+    """One data file: sorted cluster values, the row of each, NULL rows, deleted rows."""
+
+    keys: np.ndarray[Any, Any]
+    order: Positions
+    unique: bool
+    nulls: Positions
+    deleted: np.ndarray[Any, np.dtype[np.bool_]]
+    dv: DeletionVectorDescriptor | None
+    info: FileInfo
+
+    @property
+    def rows(self) -> int:
+        return len(self.deleted)
+
+    def locate(self, wanted: np.ndarray[Any, Any]) -> tuple[Positions, np.ndarray[Any, Any]]:
+        """Live positions whose value is in ``wanted`` (sorted, distinct) and the value at each."""
+        if self.unique:  # the usual case (a one-column key): one search per wanted value
+            idx = np.minimum(np.searchsorted(self.keys, wanted), len(self.keys) - 1)
+            idx = idx[self.keys[idx] == wanted]
+        else:
+            left = np.searchsorted(self.keys, wanted, "left")
+            counts = np.searchsorted(self.keys, wanted, "right") - left
+            total = int(counts.sum())
+            idx = np.repeat(left - np.cumsum(counts) + counts, counts) + np.arange(total)
+        positions = self.order[idx]
+        live = ~self.deleted[positions]
+        return positions[live], self.keys[idx][live]
+
+
+class RowIndex:
+    """The index of one table at one log version."""
+
+    def __init__(self, version: int) -> None:
+        self.version = version
+        self._files: dict[str, _FileRows] = {}
+
+    def add_file(self, path: str, cluster: pa.Array | pa.ChunkedArray, deleted: Positions,
+                 dv: DeletionVectorDescriptor | None, info: FileInfo) -> None:
+        """Index a data file from its cluster column (in row order) and the positions its DV deletes."""
+        valid = pc.is_valid(cluster).to_numpy(zero_copy_only=False)
+        positions = np.flatnonzero(valid).astype(np.int64)
+        keys = comparable(pc.drop_null(cluster))
+        order = np.argsort(keys, kind="stable")
+        keys = keys[order]
+        mask = np.zeros(len(valid), dtype=bool)
+        mask[deleted] = True
+        unique = len(keys) < 2 or bool(np.all(keys[1:] != keys[:-1]))
+        self._files[path] = _FileRows(keys, positions[order], unique, np.flatnonzero(~valid).astype(np.int64),
+                                      mask, dv, info)
+
+    def remove_file(self, path: str) -> None:
+        self._files.pop(path, None)
+
+    def mark_deleted(self, path: str, positions: Positions, dv: DeletionVectorDescriptor) -> None:
+        """Record that ``dv``, which deletes ``positions`` among others, is now the file's DV."""
+        entry = self._files[path]
+        entry.deleted[positions] = True
+        entry.dv = dv
+
+    def deleted(self, path: str, more: Positions | None = None) -> Positions:
+        """Positions the file's DV deletes (with ``more``: and those too)."""
+        mask = self._files[path].deleted
+        if more is not None:
+            mask = mask.copy()
+            mask[more] = True
+        return np.flatnonzero(mask).astype(np.int64)
+
+    def dv(self, path: str) -> DeletionVectorDescriptor | None:
+        return self._files[path].dv
+
+    def info(self, path: str) -> FileInfo:
+        return self._files[path].info
+
+    def deleted_rows(self) -> Mapping[str, int]:
+        """Path -> rows its DV deletes."""
+        return {path: int(f.deleted.sum()) for path, f in self._files.items()}
+
+    def locate(self, values: pa.Array) -> dict[str, tuple[Positions, np.ndarray[Any, Any]]]:
+        """Path -> live positions whose cluster value is among ``values`` (sorted, distinct, NULL last),
+        and the value at each (NULL rows have no value; they come last)."""
+        wanted = comparable(pc.drop_null(values))
+        with_null = values.null_count > 0
+        found: dict[str, tuple[Positions, np.ndarray[Any, Any]]] = {}
+        for path, f in self._files.items():
+            positions = np.array([], np.int64)
+            keys = f.keys[:0]
+            if len(f.keys) and len(wanted):
+                first = np.searchsorted(wanted, f.keys[0], "left")
+                last = np.searchsorted(wanted, f.keys[-1], "right")
+                if last > first:
+                    positions, keys = f.locate(wanted[first:last])
+            if with_null and len(f.nulls):
+                positions = np.concatenate([positions, f.nulls[~f.deleted[f.nulls]]])
+            if len(positions):
+                found[path] = (positions, keys)
+        return found
