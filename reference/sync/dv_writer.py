@@ -15,18 +15,17 @@ import os
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 from deltalake._internal import DeltaFileSystemHandler
+from deltalake.transaction import AddAction
 
 from reference.sync.delta_log import local_dir, replay
 from reference.sync.dv_commit import DvChanges, DvCommit, file_info
-from reference.sync.layout import DataFile, balanced_slices, data_files, purge_groups
+from reference.sync.layout import DataFile, balanced_slices, data_files, purge_groups, sorted_by_key
 from reference.sync.parquet_files import read_rows_at, write_data_file
 from reference.sync.row_index import Positions, RowIndex
 from spec.delta.deletion_vectors import (
@@ -79,7 +78,7 @@ class DvWriter:
         self._indexes.pop(table.table_uri, None)
 
     def flush(self, table: DeltaTable, files: DeltaFileSystemHandler, changes: Sequence[SquashedChange],
-              values: pa.Array, meta: Mapping[str, str], target_rows: int) -> tuple[list[Any], int, DvChanges]:
+              values: pa.Array, meta: Mapping[str, str], target_rows: int) -> tuple[list[AddAction], int, DvChanges]:
         """Apply ``changes`` (touching the cluster ``values``) in one commit.
 
         Returns the add actions of the new files, the rows they hold and what the DVs did.
@@ -102,9 +101,8 @@ class DvWriter:
         affected = _with_columns(pa.concat_tables(parts) if parts else None, schema)
         for change in merge_changes(changes):
             affected = apply_squashed(affected, change.batch, change.schema)
-        order = pc.sort_indices(affected, sort_keys=[(k, "ascending", "at_start") for k in pk_names])
-        result = affected.take(order)
-        actions = []
+        result = sorted_by_key(affected, pk_names)
+        actions: list[AddAction] = []
         for start, end in balanced_slices(result.num_rows, target_rows) if result.num_rows else []:
             rows = result.slice(start, end - start)
             action = write_data_file(files, rows)
@@ -113,7 +111,7 @@ class DvWriter:
         return actions, result.num_rows, commit.commit(meta, "MERGE")
 
     def compact(self, table: DeltaTable, files: DeltaFileSystemHandler, keys: Sequence[str],
-                meta: Mapping[str, str], target_rows: int, purge_fraction: float) -> tuple[list[DataFile], list[Any], int]:
+                meta: Mapping[str, str], target_rows: int, purge_fraction: float) -> tuple[list[DataFile], list[AddAction], int]:
         """Rewrite the files ``purge_groups`` picks without their deleted rows; the files removed,
         the add actions of the files written and their rows (nothing committed when nothing to do)."""
         table_dir = _local(table)
@@ -124,7 +122,9 @@ class DvWriter:
             return [], [], 0
         schema = pa.schema(table.schema().to_arrow())
         commit = DvCommit(table_dir, table.version(), index)
-        actions, rows_added, removed = [], 0, []
+        actions: list[AddAction] = []
+        removed: list[DataFile] = []
+        rows_added = 0
         for group in groups:
             parts = []
             for f in group:
@@ -134,8 +134,7 @@ class DvWriter:
                 parts.append(rows.filter(pa.array(keep)))
                 commit.remove(f.path)
                 removed.append(f)
-            merged = pa.concat_tables(parts)
-            merged = merged.take(pc.sort_indices(merged, sort_keys=[(k, "ascending", "at_start") for k in keys]))
+            merged = sorted_by_key(pa.concat_tables(parts), keys)
             for start, end in balanced_slices(merged.num_rows, target_rows) if merged.num_rows else []:
                 rows = merged.slice(start, end - start)
                 action = write_data_file(files, rows)

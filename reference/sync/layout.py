@@ -84,6 +84,11 @@ def touched_files(files: Sequence[DataFile], keys: Sequence[Any]) -> list[DataFi
     return touched
 
 
+def sorted_by_key(rows: pa.Table, keys: Sequence[str]) -> pa.Table:
+    """``rows`` sorted by the key columns (NULLs first), the order the store writes files in."""
+    return rows.take(pc.sort_indices(rows, sort_keys=[(k, "ascending", "at_start") for k in keys]))
+
+
 def balanced_slices(rows: int, target_rows: int) -> list[tuple[int, int]]:
     """``[start, end)`` slices cutting ``rows`` into the fewest near-equal files of at most ``target_rows``."""
     count = max(math.ceil(rows / target_rows), 1)

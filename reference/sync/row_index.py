@@ -127,17 +127,21 @@ class RowIndex:
         and the value at each (NULL rows have no value; they come last)."""
         wanted = comparable(pc.drop_null(values))
         with_null = values.null_count > 0
+        ranged = [(path, f) for path, f in self._files.items() if len(f.keys)]
+        firsts = lasts = np.zeros(len(ranged), np.int64)
+        if ranged and len(wanted):  # each file's slice of ``wanted``, for all files at once
+            firsts = np.searchsorted(wanted, np.array([f.keys[0] for _, f in ranged]), "left")
+            lasts = np.searchsorted(wanted, np.array([f.keys[-1] for _, f in ranged]), "right")
         found: dict[str, tuple[Positions, np.ndarray[Any, Any]]] = {}
-        for path, f in self._files.items():
-            positions = np.array([], np.int64)
-            keys = f.keys[:0]
-            if len(f.keys) and len(wanted):
-                first = np.searchsorted(wanted, f.keys[0], "left")
-                last = np.searchsorted(wanted, f.keys[-1], "right")
-                if last > first:
-                    positions, keys = f.locate(wanted[first:last])
-            if with_null and len(f.nulls):
-                positions = np.concatenate([positions, f.nulls[~f.deleted[f.nulls]]])
-            if len(positions):
-                found[path] = (positions, keys)
+        for (path, f), first, last in zip(ranged, firsts.tolist(), lasts.tolist()):
+            if last > first:
+                positions, keys = f.locate(wanted[first:last])
+                if len(positions):
+                    found[path] = (positions, keys)
+        if with_null:
+            for path, f in self._files.items():
+                nulls = f.nulls[~f.deleted[f.nulls]]
+                if len(nulls):
+                    positions, keys = found.get(path, (np.array([], np.int64), f.keys[:0]))
+                    found[path] = (np.concatenate([positions, nulls]), keys)
         return found

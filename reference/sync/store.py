@@ -1,6 +1,10 @@
 """Delta Lake store of the sync server: keyed, idempotent application of squashed changes.
 
-Tables are laid out by key (``reference.sync.layout``): files sorted by the first primary-key
+On a local root (and ``deletion_vectors``, the default) a flush goes by Delta deletion vectors
+(``reference.sync.dv_writer``): the changed rows' old positions are marked in their files' DVs
+and their new versions go to one new file, so its cost follows the changed keys whether they
+are clustered or scattered.  Otherwise (an object-store root, or DVs off) it goes by copy:
+tables are laid out by key (``reference.sync.layout``): files sorted by the first primary-key
 column, with disjoint key ranges and at most ``target_file_rows`` rows each.  A flush reads only
 the files whose ranges may hold an affected key (chosen from the log's min/max statistics, no
 scan), applies the changes to the rows under those keys with the spec's ``apply_squashed``, and
@@ -37,7 +41,7 @@ from deltalake.transaction import AddAction, RemoveAction
 from reference.sync import dv_commit
 from reference.sync.delta_log import local_dir
 from reference.sync.dv_writer import DvWriter
-from reference.sync.layout import DataFile, compaction_groups, cut, data_files, touched_files
+from reference.sync.layout import DataFile, compaction_groups, cut, data_files, sorted_by_key, touched_files
 from reference.sync.parquet_files import write_data_file
 from spec.delta.deletion_vectors import ENABLE_PROPERTY
 from spec.delta.deletion_vectors import FEATURE as DELETION_VECTORS
@@ -130,11 +134,6 @@ def _cluster_values(changes: Sequence[SquashedChange], cluster_type: pa.DataType
             parts.append(arrays[0].filter(present).cast(cluster_type))
     values = pc.unique(pa.chunked_array(parts, cluster_type))
     return values.take(pc.sort_indices(values))
-
-
-def _sorted(rows: pa.Table, keys: Sequence[str]) -> pa.Table:
-    order = pc.sort_indices(rows, sort_keys=[(k, "ascending", "at_start") for k in keys])
-    return rows.take(order)
 
 
 def _check_writable(table: DeltaTable, by_dvs: bool) -> None:
@@ -375,7 +374,7 @@ class DeltaStore:
         affected = rows.filter(mask)
         for change in merge_changes(changes):
             affected = apply_squashed(affected, change.batch, change.schema)
-        result = _sorted(pa.concat_tables([rows.filter(pc.invert(mask)), affected]), pk_names)
+        result = sorted_by_key(pa.concat_tables([rows.filter(pc.invert(mask)), affected]), pk_names)
         removed = {f.path for f in commit.removes}
         untouched = [f for f in files if f.path not in removed]
         for start, end in cut(result.column(cluster).to_pylist(), untouched, self.settings.target_file_rows):
@@ -426,7 +425,7 @@ class DeltaStore:
             if groups:
                 commit = _Commit(table, self._files(table))
                 for group in groups:
-                    rows = _sorted(self._read(table, group), state.keys)
+                    rows = sorted_by_key(self._read(table, group), state.keys)
                     for start, end in cut(rows.column(state.keys[0]).to_pylist(), [], self.settings.target_file_rows):
                         commit.add_rows(rows.slice(start, end - start))
                     commit.removes.extend(group)

@@ -22,8 +22,9 @@ from conformance.sync.suite import DESCS, rows_batch
 from reference.sync.delta_log import CommitConflict, write_commit
 from reference.sync.store import DeltaStore, StoreSettings, read_delta
 from spec.delta.deletion_vectors import FEATURE, MIN_READER_VERSION, MIN_WRITER_VERSION
+from spec.sync.messages import ColumnDescriptor, ColumnRole
 from spec.sync.schema import SyncSchema
-from spec.sync.squash import SquashedChange
+from spec.sync.squash import SquashedChange, apply_squashed
 
 SETTINGS = StoreSettings(target_file_rows=8, vacuum_retention_hours=0, dv_purge_fraction=0.25)
 KEYS = 40
@@ -149,3 +150,38 @@ def test_maintenance_purges_dvs_and_vacuum_keeps_the_dv_files_live_files_use(tmp
     assert store2.read_state(str(table)).marks == {"o": 3}
     store2.write(str(table), [change([(16, 16, "c")])], {"o": 4}, {"o": 4})  # the index rebuilt from the checkpoint
     assert rows_of(table) == {**expected, 16: "c"}
+
+
+TWO_KEY_DESCS = [ColumnDescriptor(role=int(r), name=n) for r, n in [
+    (ColumnRole.OLD_PK, "a"), (ColumnRole.OLD_PK, "b"), (ColumnRole.NEW_PK, "a"), (ColumnRole.NEW_PK, "b"),
+    (ColumnRole.VALUE, "v"), (ColumnRole.CHANGED, "v"), (ColumnRole.VALUE, "w")]]
+TWO_KEY_FIELDS = pa.schema([("old_a", pa.int64()), ("old_b", pa.string()), ("new_a", pa.int64()),
+                            ("new_b", pa.string()), ("v", pa.string()), ("changed_v", pa.bool_()), ("w", pa.string())])
+two_key = st.tuples(st.integers(0, 4), st.sampled_from(["x", "y"]))
+two_key_puts = st.lists(st.lists(st.tuples(st.none() | two_key, st.none() | two_key, st.booleans()),
+                                 min_size=1, max_size=6), min_size=1, max_size=6)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(two_key_puts)
+def test_a_two_column_key_with_unchanged_columns_reads_back_as_the_spec_applies_it(
+        tmp_path_factory: pytest.TempPathFactory, puts: list[list[tuple[Any, Any, bool]]]) -> None:
+    """Stored values are read back (CHANGED=false keeps ``v``), and many rows share a cluster value."""
+    root = tmp_path_factory.mktemp("twokey")
+    table = root / "t"
+    store = DeltaStore(str(root), settings=StoreSettings(target_file_rows=3, vacuum_retention_hours=0))
+    schema = SyncSchema.validate(TWO_KEY_DESCS, TWO_KEY_FIELDS)
+    model = schema.table_schema().empty_table()
+    for i, put in enumerate(puts):
+        rows = [{"old_a": old and old[0], "old_b": old and old[1], "new_a": new and new[0], "new_b": new and new[1],
+                 "v": f"v{i}", "changed_v": changed, "w": f"w{i}"} for old, new, changed in put if old or new]
+        if not rows:
+            continue
+        batch = pa.Table.from_pylist(rows, schema=TWO_KEY_FIELDS)
+        squashed = SquashedChange.of_put(schema, [batch])
+        model = apply_squashed(model, squashed.batch, schema)
+        store.write(str(table), [squashed], {"o": i + 1}, {"o": i + 1})
+        if i % 2:
+            store.maintain(str(table))
+        got = sorted(tuple(r.values()) for r in read_delta(str(table)).to_pylist())
+        assert got == sorted(tuple(r.values()) for r in model.to_pylist())
