@@ -10,7 +10,6 @@ compaction of files that carry DVs goes through here too.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import json
 import time
@@ -143,9 +142,8 @@ class DvCommit:
         data, offsets = dv_file(bitmaps) if bitmaps else (b"", [])
         if bitmaps:
             write_file(self.table_dir, f"deletion_vector_{file_id}.bin", data)
-        in_file = DeletionVectorDescriptor.in_file(file_id, 0, 0, 0)  # its Z85 name, computed once
-        descriptors = {path: dataclasses.replace(in_file, offset=offset, size_in_bytes=len(bitmap),
-                                                 cardinality=len(dvs[path]))
+        name = DeletionVectorDescriptor.in_file(file_id, 0, 0, 0).path_or_inline_dv  # Z85 once per commit
+        descriptors = {path: DeletionVectorDescriptor("u", name, len(bitmap), len(dvs[path]), offset)
                        for (path, bitmap), offset in zip(zip(dvs, bitmaps), offsets)}
         actions: list[dict[str, Any]] = [{"commitInfo": {
             "timestamp": now, "operation": operation, "operationParameters": {}, "isBlindAppend": False, **meta,

@@ -185,3 +185,18 @@ def test_a_two_column_key_with_unchanged_columns_reads_back_as_the_spec_applies_
             store.maintain(str(table))
         got = sorted(tuple(r.values()) for r in read_delta(str(table)).to_pylist())
         assert got == sorted(tuple(r.values()) for r in model.to_pylist())
+
+
+def test_a_table_written_before_dvs_is_raised_to_them_with_its_old_marks_until_the_data_lands(
+        tmp_path: Path) -> None:
+    table = tmp_path / "t"
+    store = DeltaStore(str(tmp_path), settings=StoreSettings(deletion_vectors=False))
+    store.write(str(table), [change([(None, k, "a") for k in range(20)])], {"o": 1}, {"o": 1})
+    assert FEATURE not in (DeltaTable(str(table)).protocol().reader_features or ())
+    store = DeltaStore(str(tmp_path))
+    store.write(str(table), [change([(4, 4, "b")])], {"o": 2}, {"o": 2})
+    history = DeltaTable(str(table)).history(3)  # newest first: the data commit, then the two that raised it
+    assert [h["operation"] for h in history] == ["MERGE", "SET TBLPROPERTIES", "ADD FEATURE"]
+    assert [json.loads(h["streamwire.sync"])["marks"] for h in history] == [{"o": 2}, {"o": 1}, {"o": 1}]
+    assert FEATURE in (DeltaTable(str(table)).protocol().reader_features or ())
+    assert rows_of(table) == {**{k: "a" for k in range(20)}, 4: "b"}
