@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, Sequence
 import construct as c
 
 from spec.cluster import errors, wire
-from spec.cluster.detector import FailureDetector
+from spec.cluster.detector import FailureDetector, FailurePolicy
 from spec.cluster.interface import ClusterCore, ClusterProvider, FailureTiming
 from spec.cluster.model import ClusterModel, Delivery, GossipUpdate, MembershipUpdate, ShardLogUpdate
 from spec.docs.markdown import anchor, mermaid_states, table
@@ -357,8 +357,19 @@ def failure_detector() -> str:
         "`check_interval`, FAIL is decided within `fail_after + check_interval` of the last renewal, and "
         "`fail_bound` must cover it plus the time to notify; `ttl` <= the time the others need to declare FAIL, so "
         "a Core never believes itself cluster-OK after the others declared it FAIL. No FAIL while renewals flow. "
-        "A verdict reaches the members as a membership commit ([SetState](#op-set-state)).\n"
+        "A verdict reaches the members as a membership commit ([SetState](#op-set-state)).\n\n"
+        + anchor("failure-policy") + "### Failure policy (`FailurePolicy`)\n\n"
+        + f"{_doc(FailurePolicy)}\n\n" + _policy_example()
     )
+
+
+def _policy_example() -> str:
+    """What one policy derives, for a heartbeat of 0.5 s and FAIL after 5 s."""
+    policy = FailurePolicy(heartbeat_interval=0.5, fail_after=5.0)
+    timing = policy.timing()
+    return table(("heartbeat_interval", "fail_after", "pfail_after", "check_interval", "fail_bound", "ttl"),
+                 [tuple(f"{v:g} s" for v in (policy.heartbeat_interval, policy.fail_after, policy.pfail_after,
+                                             policy.check_interval, timing.fail_bound, timing.ttl))])
 
 
 # -- the TCP service ---------------------------------------------------------------------------------

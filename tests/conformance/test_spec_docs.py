@@ -34,7 +34,7 @@ def test_cluster_spec_has_every_wire_kind_error_and_operation() -> None:
     assert all(f"`{cls.condition}` | {cls.code} |" in text
                for cls in [cluster_errors.ClusterError, *cluster_errors.ClusterError.__subclasses__()])
     for anchor in ("op-join-cluster", "op-remove-from-cluster", "op-join-shard", "op-remove-from-shard",
-                   "op-update-shard-log", "op-update-gossip", "failure-detector", "cas", "notifications"):
+                   "op-update-shard-log", "op-update-gossip", "failure-detector", "failure-policy", "cas", "notifications"):
         assert f'<a id="{anchor}"></a>' in text
     assert "    PFAIL --> FAIL: age > fail_after" in text  # the detector's diagram, from a fake-clock run
     ids = re.findall(r'<a id="([^"]+)"></a>', text)
