@@ -39,6 +39,8 @@ log = logging.getLogger("reference.sync")
 
 EXIT_INTERRUPTED = 130
 EXIT_USAGE = 2
+SERVE_MAX_REPLICATION_LAG_S = 5.0
+"""``serve``'s lag (Seafowl's is 600 s): a client waiting for durability waits about this long."""
 MAX_PORT = 65535
 
 
@@ -140,8 +142,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="a put not complete by then is cancelled and nothing of it kept")
     serve.add_argument("--transaction-timeout-s", type=interval, default=defaults.transaction_timeout_s,
                        help="an open transaction without a put for this long is discarded (its client replays it)")
-    serve.add_argument("--max-replication-lag-s", type=seconds, default=defaults.max_replication_lag_s,
-                       help="pending data is flushed once it is this old")
+    serve.add_argument("--max-replication-lag-s", type=seconds, default=SERVE_MAX_REPLICATION_LAG_S,
+                       help="pending data is flushed once it is this old (the flusher wakes then)")
     serve.add_argument("--max-syncs-per-url", type=count, default=defaults.max_syncs_per_url)
     serve.add_argument("--write-lock-timeout-s", type=interval, default=defaults.write_lock_timeout_s)
     serve.add_argument("--flush-task-interval-s", type=interval, default=defaults.flush_task_interval_s,

@@ -41,6 +41,9 @@ INTERNAL_ERROR_TEXT = "Internal error while processing the put; the server log h
 FRAME_ALLOWANCE_BYTES = 64 * 1024
 """Receive limit above the largest Arrow body: room for a FlightData's IPC header and framing."""
 
+STOP_MARGIN_S = 5.0
+"""How long after a graceful stop's grace gRPC cancels calls the watchdog has not ended."""
+
 PutHandler = Callable[[Iterator[FlightData], Callable[[], bool]], bytes]
 """Takes a put's messages and its ``claim()`` (``_Call.claim``); returns the PutResult's ``app_metadata``."""
 
@@ -109,6 +112,14 @@ class _Watchdog:
             heapq.heappush(self._heap, (time.monotonic() + timeout_s, key))
             self._cond.notify()
             return key
+
+    def shorten(self, timeout_s: float) -> None:
+        """Every call watched now ends within ``timeout_s`` at the latest."""
+        with self._cond:
+            until = time.monotonic() + timeout_s
+            for key in self._cancel:
+                heapq.heappush(self._heap, (until, key))
+            self._cond.notify()
 
     def forget(self, key: int) -> None:
         with self._cond:
@@ -221,6 +232,12 @@ class FlightPutTransport:
         self._server.wait_for_termination()
 
     def stop(self, grace_s: float | None) -> None:
-        """Refuse new calls, give running ones ``grace_s`` seconds (None: none), then cancel them; wait."""
-        self._server.stop(grace_s).wait()
+        """Refuse new calls, give running ones ``grace_s`` seconds (None: none), then cancel them; wait.
+
+        The watchdog ends a call still running at the grace's end (nothing of it is kept); gRPC
+        cancels what is left ``STOP_MARGIN_S`` later, by then only puts past their reading.
+        """
+        if grace_s is not None:
+            self._watchdog.shorten(grace_s)
+        self._server.stop(None if grace_s is None else grace_s + STOP_MARGIN_S).wait()
         self._watchdog.stop()

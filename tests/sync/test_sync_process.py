@@ -4,6 +4,7 @@ token and TLS, SIGTERM that drains, a second SIGTERM that does not wait, kill -9
 from __future__ import annotations
 
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -128,7 +129,7 @@ def test_token_and_tls(serve, tmp_path: Path) -> None:  # type: ignore[no-untype
 
 def test_sigterm_drains_pending_data_then_exits(serve, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     store = tmp_path / "store"
-    server = serve()
+    server = serve("--max-replication-lag-s", "600")
     client = SyncClient(server.location, "A", deadline_s=60)
     for seq in range(1, 4):
         client.send_transaction(seq, [SyncPut("t", rows_batch([(None, seq, str(seq))]), DESCS),
@@ -145,7 +146,7 @@ def test_sigterm_drains_pending_data_then_exits(serve, tmp_path: Path) -> None: 
 
 
 def test_a_second_sigterm_exits_without_waiting_for_the_drain(serve, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    server = serve()
+    server = serve("--max-replication-lag-s", "600")
     rows = 400_000
     big = pa.table({"old_id": pa.nulls(rows, pa.int64()), "new_id": pa.array(range(rows), pa.int64()),
                     "v": pa.array(["x"] * rows)})
@@ -194,3 +195,92 @@ def test_kill_9_during_a_flush_loses_nothing(serve, tmp_path: Path) -> None:  # 
     assert final.durable_sequence_number == 3
     stored = _rows(store, "t")
     assert len(stored) == len(want) and stored == want
+
+
+def _stalled_put(location: str) -> tuple[flight.FlightClient, object]:
+    """A client holding a DoPut open that never ends it (and the call's writer, to keep it open);
+    returns once the server has seen the call."""
+    client = flight.FlightClient(location)
+    batch = rows_batch([(None, 99, "stalled")])
+    writer, _ = client.do_put(flight.FlightDescriptor.for_command(_cmd("s", "S", 1).to_descriptor_cmd()),
+                              batch.schema, options=flight.FlightCallOptions(timeout=120))
+    writer.write_table(batch)
+    # A probe on the same connection travels behind the stalled call's frames: once it is
+    # answered, the server holds the stalled call open.
+    probe_writer, probe_reader = client.do_put(
+        flight.FlightDescriptor.for_command(_cmd("", "S", None, ()).to_descriptor_cmd()), pa.schema([]),
+        options=flight.FlightCallOptions(timeout=60))
+    probe_writer.done_writing()
+    assert probe_reader.read() is not None
+    probe_writer.close()
+    return client, writer
+
+
+def test_sigterm_drains_while_a_stream_is_stalled(serve, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Issue 24, reproduction 3: the stalled put ends at the put timeout, nothing of it kept; the rest is flushed."""
+    store = tmp_path / "store"
+    server = serve("--put-timeout-s", "3", "--max-replication-lag-s", "600")
+    client = SyncClient(server.location, "A", deadline_s=60)
+    client.send_transaction(1, [SyncPut("t", rows_batch([(None, 1, "a")]), DESCS)])
+    client.close()
+    stalled, _call = _stalled_put(server.location)
+    server.proc.send_signal(signal.SIGTERM)
+    assert server.proc.wait(timeout=STARTUP_TIMEOUT_S) == 0
+    stalled.close()
+    assert _rows(store, "t") == {1: "a"}
+    assert not (store / "s").exists()
+
+
+def test_a_second_sigterm_exits_at_once_while_a_stream_is_stalled(serve, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    server = serve("--put-timeout-s", "300")
+    stalled, _call = _stalled_put(server.location)
+    server.proc.send_signal(signal.SIGTERM)  # the drain waits for the stalled put (up to 300 s)
+    with pytest.raises(subprocess.TimeoutExpired):
+        server.proc.wait(timeout=1)
+    server.proc.send_signal(signal.SIGTERM)
+    assert server.proc.wait(timeout=STARTUP_TIMEOUT_S) == 130, server.stop()
+    stalled.close()
+
+
+@pytest.fixture
+def taken_port() -> Iterator[int]:
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        yield held.getsockname()[1]
+
+
+@pytest.mark.parametrize("case", [
+    "store-under-a-file", "store-in-proc", "port-abc", "port-taken", "negative-memory", "zero-put-timeout",
+    "nan-lag",
+])
+def test_start_up_errors_are_one_line_and_exit_2_before_listening(
+    tmp_path: Path, taken_port: int, case: str
+) -> None:
+    """Issue 24, reproduction 10."""
+    (tmp_path / "file").write_text("not a directory")
+    store, extra = str(tmp_path / "store"), []
+    if case == "store-under-a-file":
+        store = str(tmp_path / "file" / "store")
+    elif case == "store-in-proc":
+        store = "/proc/streamwire-store"
+    else:
+        extra = {"port-abc": ["--port", "abc"], "port-taken": ["--port", str(taken_port)],
+                 "negative-memory": ["--max-in-memory-bytes", "-5"], "zero-put-timeout": ["--put-timeout-s", "0"],
+                 "nan-lag": ["--max-replication-lag-s", "nan"]}[case]
+    cmd = [sys.executable, "-m", "reference.sync", "serve", "--store", store, "--port", "0", *extra]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=STARTUP_TIMEOUT_S)
+    assert done.returncode == 2 and "LISTENING" not in done.stdout
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("python -m reference.sync serve: error: "), done.stderr
+
+
+def test_durability_follows_the_lag_not_the_flush_task_tick(serve, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Issue 24, reproduction 8's other half (and issue 25): with the 900 s flush-task interval left as it
+    is, a transaction becomes durable once its data is --max-replication-lag-s old, with no other put."""
+    server = serve("--max-replication-lag-s", "1")
+    client = SyncClient(server.location, "A", deadline_s=60)
+    client.send_transaction(1, [SyncPut("t", rows_batch([(None, 1, "a")]), DESCS)])
+    client.wait_durable(1, deadline_s=STARTUP_TIMEOUT_S)
+    client.close()
+    assert _rows(tmp_path / "store", "t") == {1: "a"}
