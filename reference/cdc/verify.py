@@ -26,13 +26,17 @@ class TableDifference:
     missing: list[tuple[Any, ...]] = field(default_factory=list)
     unexpected: list[tuple[Any, ...]] = field(default_factory=list)
     different: list[tuple[Any, ...]] = field(default_factory=list)
+    columns: list[str] = field(default_factory=list)
+    """Columns of the Postgres table the Delta table does not have."""
 
     def __bool__(self) -> bool:
-        return bool(self.missing or self.unexpected or self.different)
+        return bool(self.missing or self.unexpected or self.different or self.columns)
 
     def line(self, most: int = 5) -> str:
         parts = [f"{name} {len(keys)} (first: {keys[:most]})" for name, keys in
                  (("missing", self.missing), ("unexpected", self.unexpected), ("different", self.different)) if keys]
+        if self.columns:
+            parts.insert(0, f"columns not in the Delta table: {', '.join(self.columns)}")
         return f"{self.table}: " + "; ".join(parts)
 
 
@@ -67,6 +71,9 @@ def compare_table(conn: PgConnection, store: Path, schema: str, table: str) -> T
         difference.missing = sorted(source, key=repr)
         return difference
     delta = DeltaTable(str(path)).to_pyarrow_table()
+    difference.columns = [name for name in arrow.names if name not in delta.column_names]
+    if difference.columns:
+        return difference
     delta = delta.select(arrow.names).cast(arrow)
     stored: dict[tuple[Any, ...], dict[str, Any]] = {}
     for values in delta.to_pylist():

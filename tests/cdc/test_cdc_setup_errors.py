@@ -3,11 +3,14 @@ server cannot apply stops the stream naming the table, with the slot left where 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from reference.cdc.__main__ import main
 from reference.cdc.postgres_server import PostgresServer
 from reference.cdc.source import slot_position
+from reference.cdc.verify import verify
 from reference.pipeline.syncserver import SyncServerProcess
 from spec.pgoutput.messages import parse_lsn
 from tests.cdc.conftest import Database
@@ -61,3 +64,5 @@ def test_add_column_stops_naming_the_table_and_confirms_nothing_after_it(
     assert line.startswith("cdc: the sync server refused a transaction") and "items" in line and "extra" in line
     after = slot_position(database.address, database.name)
     assert before is not None and after == before < altered_at  # the slot still holds the insert of key 2
+    assert [d.line() for d in verify(database.address, database.name, Path(sync_server.store))] == [
+        "public/items: columns not in the Delta table: extra"]
