@@ -1,4 +1,8 @@
-"""Capture the pgoutput golden vectors from a real Postgres: ``python -m conformance.pgoutput.vectorgen``.
+"""The pgoutput golden vectors: ``python -m conformance.pgoutput.vectorgen [--capture] [--check]``.
+
+``--capture`` records ``stream.json`` from a real Postgres (below); every run then derives
+``transactions.json`` from it (``--check``: exit 1 when that file is stale): each captured
+transaction, with the Relation messages before it, and what the spec's assembler makes of it.
 
 Starts a throwaway Postgres (``wal_level=logical``), runs a fixed workload that makes every
 message of pgoutput protocol version 1 (Begin, Commit, Origin, Relation, Type, Insert, Update with
@@ -17,7 +21,7 @@ import time
 from typing import Any, Final, Sequence
 
 from conformance import vectorgen
-from conformance.pgoutput.vector_suite import STREAM_FILE, decoded_json
+from conformance.pgoutput.vector_suite import STREAM_FILE, TRANSACTIONS_FILE, decoded_json, load, transactions_json
 from reference.cdc.pgwire import PgConnection
 from reference.cdc.postgres_server import PostgresServer
 from spec.pgoutput.errors import PgOutputError
@@ -183,14 +187,63 @@ def document() -> dict[str, Any]:
             "header": HEADER, "notes": NOTES, "testGroups": groups}
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    started = time.monotonic()
-    STREAM_FILE.parent.mkdir(parents=True, exist_ok=True)
-    text = vectorgen.render(document())
-    STREAM_FILE.write_text(text)
-    print(f"wrote {STREAM_FILE} in {time.monotonic() - started:.1f} s")
-    return 0
+PRIMARY_KEYS: Final = {"public/pairs": ["a", "b"]}
+"""What the catalog says of the captured REPLICA IDENTITY FULL table (a source reads it from pg_index)."""
 
+
+def transactions_document() -> dict[str, Any]:
+    """One vector per captured transaction, derived from stream.json; plus the FULL table without its key."""
+    captured = next(g for g in load()["testGroups"] if g["type"] == "Captured")["tests"]
+    relations: dict[str, str] = {}
+    current: list[str] = []
+    tests: list[dict[str, Any]] = []
+    for test in captured:
+        decoded = test["decoded"]
+        if decoded["type"] != "XLogData":
+            continue
+        kind, data = decoded["data"]["type"], decoded["data"]
+        if kind == "Relation" and not current:
+            relations[data["relation_id"]] = bytes.fromhex(test["hex"])[25:].hex()
+            continue
+        current.append(bytes.fromhex(test["hex"])[25:].hex())
+        if kind == "Relation":
+            relations[data["relation_id"]] = current[-1]
+        if kind != "Commit":
+            continue
+        messages = [*(h for h in relations.values() if h not in current), *current]
+        current = []
+        expected = transactions_json([bytes.fromhex(h) for h in messages], PRIMARY_KEYS)
+        tables = sorted({p for tx in expected["transactions"] for p in tx["tables"]})
+        variants = [(PRIMARY_KEYS, ["Captured"], expected)]
+        if "public/pairs" in tables:  # the same transaction when the caller names no primary key
+            variants.append(({}, ["Captured", "NoPrimaryKey"], transactions_json([bytes.fromhex(h) for h in messages], {})))
+        for primary_keys, flags, outcome in variants:
+            error = outcome.get("error", {}).get("condition")
+            tests.append({"tcId": len(tests) + 1, "comment": error or f"changes of {', '.join(tables)}", "flags": flags,
+                          "primaryKeys": primary_keys, "messages": messages, "expected": outcome})
+    return {"algorithm": "postgres-pgoutput-v1/transactions", "schema": "transactions.schema.json",
+            "numberOfTests": len(tests),
+            "header": ["Each captured transaction of stream.json as pgoutput messages (the Relation messages it needs "
+                       "first) and what they become: per transaction its commit LSN (the sync sequence number) and, "
+                       "per table, the sync column descriptors [role, name] and the batch's rows in column order.",
+                       "Values: null, booleans, or text: decimal integers and numerics, ISO dates and timestamps, "
+                       "\\x-hex bytes, floats as Python's repr. An error stops the stream after the transactions "
+                       "listed before it."],
+            "notes": {"Captured": "messages recorded from a real Postgres 15",
+                      "NoPrimaryKey": "the REPLICA IDENTITY FULL table without the primary key the catalog names"},
+            "testGroups": [{"type": "Transactions", "tests": tests}]}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if "--capture" in args:
+        args.remove("--capture")
+        started = time.monotonic()
+        STREAM_FILE.parent.mkdir(parents=True, exist_ok=True)
+        STREAM_FILE.write_text(vectorgen.render(document()))
+        print(f"wrote {STREAM_FILE} in {time.monotonic() - started:.1f} s")
+    return vectorgen.write_or_check("conformance.pgoutput.vectorgen", __doc__, TRANSACTIONS_FILE,
+                                    lambda: vectorgen.render(transactions_document()), args)
 
 if __name__ == "__main__":
     sys.exit(main())

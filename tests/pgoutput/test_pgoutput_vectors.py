@@ -6,21 +6,31 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import jsonschema
+import pytest
 
-from conformance.pgoutput.vector_suite import STREAM_FILE, check_vectors, load
+from conformance.pgoutput import vectorgen
+from conformance.pgoutput.vector_suite import STREAM_FILE, TRANSACTIONS_FILE, check_vectors, load
 
 
-def test_vector_file_matches_its_schema() -> None:
-    doc = load()
-    jsonschema.validate(doc, json.loads((STREAM_FILE.parent / doc["schema"]).read_text()))
+@pytest.mark.parametrize("path", [STREAM_FILE, TRANSACTIONS_FILE], ids=lambda p: p.name)
+def test_vector_file_matches_its_schema(path: Path) -> None:
+    doc = load(path)
+    jsonschema.validate(doc, json.loads((path.parent / doc["schema"]).read_text()))
 
 
 def test_every_vector_passes_against_the_reference() -> None:
     results = list(check_vectors("reference"))
-    assert {r.group for r in results} == {"Captured", "StandbyStatusUpdate", "Malformed"}
+    assert {r.group for r in results} == {"Captured", "StandbyStatusUpdate", "Malformed", "Transactions"}
     assert [r for r in results if not r.passed] == []
+
+
+def test_transaction_vectors_are_derived_from_the_capture() -> None:
+    assert vectorgen.main(["--check"]) == 0, "run: python -m conformance.pgoutput.vectorgen"
+    flags = [t["flags"] for g in load(TRANSACTIONS_FILE)["testGroups"] for t in g["tests"]]
+    assert ["Captured", "NoPrimaryKey"] in flags
 
 
 def test_the_capture_holds_every_protocol_version_1_message() -> None:
@@ -38,7 +48,8 @@ def test_vectors_command_reports_all_passed() -> None:
     out = subprocess.run([sys.executable, "-m", "conformance", "vectors", "--suite", "pgoutput"],
                          capture_output=True, text=True, timeout=120, check=False)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert f"vectors: {load()['numberOfTests']} passed, 0 failed" in out.stdout
+    total = load()["numberOfTests"] + load(TRANSACTIONS_FILE)["numberOfTests"]
+    assert f"vectors: {total} passed, 0 failed" in out.stdout
 
 
 def test_generated_spec_has_every_message_type_and_error() -> None:
