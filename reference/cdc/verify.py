@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from deltalake import DeltaTable
-
 from reference.cdc.pgwire import PgAddress, PgConnection, quote_ident, quote_literal
+from reference.sync.store import read_delta
 from spec.pgoutput.types import pg_type, read_text
 
 
@@ -70,7 +69,7 @@ def compare_table(conn: PgConnection, store: Path, schema: str, table: str) -> T
     if not (path / "_delta_log").exists():
         difference.missing = sorted(source, key=repr)
         return difference
-    delta = DeltaTable(str(path)).to_pyarrow_table()
+    delta = read_delta(str(path))
     difference.columns = [name for name in arrow.names if name not in delta.column_names]
     if difference.columns:
         return difference
