@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Callable, Protocol, Sequence
 
+from spec.auth import AuthConfig
+
 
 class Level(str, Enum):
     """How binding a requirement is (RFC 2119); INFO cases only describe behaviour."""
@@ -108,6 +110,8 @@ class RunOptions:
     timeout: float = 30.0
     capabilities: frozenset[str] | None = None
     """What the user declared the target can do (``--capabilities``); None: the suite infers it."""
+    auth: AuthConfig | None = None
+    """Shuffle: authenticate and encrypt every connection (``--secret-file``, ``--cipher``)."""
 
 
 @dataclass(slots=True)

@@ -37,8 +37,11 @@ from conformance.report.html import write_html
 from conformance.report.wire import FrameCodec, codec_for, frames
 from conformance.report.writers import print_summary, write_json, write_junit
 from conformance.spec_links import spec_ref
+from spec.auth import AuthConfig, CipherName
 
 SUITES = ("shuffle", "cluster", "sync")
+CONFORMANCE_APP_ID: Final = "streamwire-conformance"
+"""The application id both ends of an authenticated run present."""
 EXIT_OK, EXIT_FAILED, EXIT_UNREACHABLE, EXIT_NO_CASE = 0, 1, 2, 3
 PROBED_SCHEMES: Final[Mapping[str, frozenset[str]]] = {
     "sync": frozenset({"grpc", "grpc+tls"}),
@@ -186,6 +189,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--junit", type=Path, help="write JUnit XML here")
     parser.add_argument("--json-report", type=Path, help="write the JSON report here")
     parser.add_argument("--html", type=Path, help="write the self-contained HTML report here")
+    parser.add_argument("--secret-file", type=Path, help="shuffle: authenticate every connection with Spark's "
+                        "AuthEngine and this file's secret (spark.authenticate), then encrypt it")
+    parser.add_argument("--cipher", choices=("ctr", "gcm"), default="ctr",
+                        help="with --secret-file: AES-CTR (Spark's default) or AES-GCM")
+    parser.add_argument("--auth-engine-version", type=int, choices=(1, 2), default=1,
+                        help="with --secret-file: spark.network.crypto.authEngineVersion")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -193,9 +202,20 @@ def main(args: argparse.Namespace) -> int:
     if args.role is not None and args.role not in suite.roles:
         print(f"error: --role must be one of {', '.join(suite.roles)}", file=sys.stderr)
         return 2
+    auth = None
+    if args.secret_file is not None:
+        try:
+            secret = args.secret_file.read_text().strip()
+        except OSError as exc:
+            print(f"error: cannot read --secret-file: {exc.strerror or exc}", file=sys.stderr)
+            return 2
+        if not secret:
+            print("error: --secret-file is empty", file=sys.stderr)
+            return 2
+        auth = AuthConfig(secret.encode(), CONFORMANCE_APP_ID, CipherName.parse(args.cipher), args.auth_engine_version)
     options = RunOptions(suite=args.suite, target=args.target, role=args.role,
                          case_prefixes=tuple(args.case_prefixes or ()), strict=args.strict, timeout=args.timeout,
-                         capabilities=args.capabilities)
+                         capabilities=args.capabilities, auth=auth)
     cases = select_cases(suite, options)
     if args.list:
         for case in cases:

@@ -32,6 +32,7 @@ CASE_SECTIONS: Final[Mapping[str, Mapping[str, str]]] = {
         "shuffle/backpressure/writer-": "docs/spec/shuffle.md#writer-memory",
         "shuffle/backpressure/reader-": "docs/spec/shuffle.md#reader-quota",
         "shuffle/failure/": "docs/spec/shuffle.md#failures",
+        "shuffle/auth/": "docs/spec/auth.md#handshake",
     },
     "sync": {
         "probe/": "docs/spec/sync.md#probe",

@@ -8,6 +8,11 @@ exactly one DATA) serves a reader under test. A case deviates by sending a messa
 instead of, or besides, what the machine produced. Every byte both ways is recorded in the case's
 wire log, tagged with the connection's name.
 
+When the run is authenticated (``--secret-file``), every link first runs Spark's AuthEngine
+handshake with the run's secret, as the role's side (the peer reader as client, the peer writer as
+server), and then seals what it writes and opens what it reads; the wire log holds the frames in
+clear. Cases about the handshake itself open links without it (``authenticate=False``).
+
 The peer also says what it was owed when something does not come (a wait, recorded in the case's
 context) and which case's requirement the implementation broke on the way (a blame), so that a
 failure which only follows from an earlier fault is reported under that fault (see
@@ -23,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Final, Mapping, Sequence
 
 from conformance.framework import CaseContext
+from spec.auth import AuthError, ClientHandshake, Rejected, ServerHandshake, TransportCipher
 from spec.shuffle.codec import encode_frame
 from spec.shuffle.errors import ChecksumVerificationFailed, CodecError, IncorrectSequenceNumber, ShuffleError
 from spec.shuffle.framing import FrameDecoder
@@ -89,12 +95,26 @@ class Link:
         self._sent_decoder = FrameDecoder()
         self.sent: list[Message] = []
         """Every well-formed message the peer wrote, decoded from the bytes (raw writes included)."""
+        self.cipher: TransportCipher | None = None
+        self.auth_error: AuthError | None = None
+        """Why the handshake or a sealed read failed, if it did."""
 
     def send(self, message: Message) -> bool:
         return self.send_raw(encode_frame(message))
 
     def send_raw(self, data: bytes) -> bool:
         """Write ``data``; False (and the link marked closed) when the implementation has gone."""
+        if not self.write_unsealed(bytes(self.cipher.seal([data])) if self.cipher is not None else data):
+            return False
+        self.ctx.wirelog.record(f"peer->impl {self.name}", data)
+        try:
+            self.sent.extend(self._sent_decoder.feed(data))
+        except CodecError:  # a deliberately malformed write: nothing after it is owed an answer
+            self._sent_decoder = FrameDecoder()
+        return True
+
+    def write_unsealed(self, data: bytes) -> bool:
+        """Write ``data`` as it is, never sealed (handshake frames, or bytes a case sends in clear on purpose)."""
         if self.closed:
             return False
         try:
@@ -105,30 +125,65 @@ class Link:
         except OSError as exc:
             self._mark_closed(f"send failed: {exc}")
             return False
-        self.ctx.wirelog.record(f"peer->impl {self.name}", data)
-        try:
-            self.sent.extend(self._sent_decoder.feed(data))
-        except CodecError:  # a deliberately malformed write: nothing after it is owed an answer
-            self._sent_decoder = FrameDecoder()
+        return True
+
+    def authenticate(self, handshake: ClientHandshake | ServerHandshake, challenge: bytes | None = None) -> bool:
+        """Run the handshake on this link within the case deadline; False (``auth_error`` says why)
+        when it was refused or the implementation closed first. ``challenge``: a client's challenge
+        already taken from ``handshake`` (a case that keeps it to replay it)."""
+        if isinstance(handshake, ClientHandshake) and not self.write_unsealed(challenge or handshake.challenge()):
+            self.auth_error = handshake.close()
+            return False
+        outcome = None
+        while outcome is None:
+            data = self._recv(self.ctx.remaining())
+            if data is None:
+                self.auth_error = handshake.close()
+                return False
+            outcome = handshake.receive(data)
+        if outcome.reply:
+            self.write_unsealed(outcome.reply)
+        if isinstance(outcome, Rejected):
+            self.auth_error = outcome.error
+            return False
+        self.cipher = outcome.cipher
+        if outcome.rest:
+            self._ingest(outcome.rest)
         return True
 
     def _mark_closed(self, reason: str) -> None:
         if not self.closed:
             self.closed, self.close_reason, self.closed_at = True, reason, time.monotonic()
 
-    def _fill(self, timeout: float) -> None:
-        """One bounded read into the decoder."""
+    def _recv(self, timeout: float) -> bytes | None:
+        """One bounded read: the bytes, b"" when none came in time, None once the link closed."""
         self.sock.settimeout(max(timeout, 0.001))
         try:
             data = self.sock.recv(RECV_CHUNK)
         except (TimeoutError, socket.timeout):
-            return
+            return b""
         except OSError as exc:
             self._mark_closed(f"connection reset ({exc})")
-            return
+            return None
         if not data:
             self._mark_closed("closed by the implementation (EOF)")
-            return
+            return None
+        return data
+
+    def _fill(self, timeout: float) -> None:
+        """One bounded read into the decoder."""
+        data = self._recv(timeout)
+        if data:
+            self._ingest(data)
+
+    def _ingest(self, data: bytes) -> None:
+        if self.cipher is not None:
+            try:
+                data = self.cipher.open(data)
+            except AuthError as exc:
+                self.auth_error = exc
+                self._mark_closed(f"sealed bytes rejected ({exc})")
+                return
         self.ctx.wirelog.record(f"impl->peer {self.name}", data)
         self.raw += data
         if self.decode_error is None:
@@ -157,8 +212,15 @@ class Link:
         self._mark_closed("closed by the peer")
 
 
-def connect(ctx: CaseContext, address: tuple[str, int], name: str, receive_buffer: int | None = None) -> Link:
-    """A link to a listening implementation; ``receive_buffer`` shrinks SO_RCVBUF to make backpressure quick."""
+class HandshakeFailed(RuntimeError):
+    """An authenticated run's handshake with the implementation under test did not complete."""
+
+
+def connect(ctx: CaseContext, address: tuple[str, int], name: str, receive_buffer: int | None = None,
+            authenticate: bool = True) -> Link:
+    """A link to a listening implementation; ``receive_buffer`` shrinks SO_RCVBUF to make backpressure quick.
+
+    In an authenticated run the link completes the handshake first unless ``authenticate`` is False."""
     sock = socket.socket(socket.AF_INET6 if ":" in address[0] else socket.AF_INET, socket.SOCK_STREAM)
     if receive_buffer is not None:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
@@ -168,7 +230,10 @@ def connect(ctx: CaseContext, address: tuple[str, int], name: str, receive_buffe
     except BaseException:
         sock.close()
         raise
-    return Link(sock, ctx, name)
+    link = Link(sock, ctx, name)
+    if authenticate and ctx.options.auth is not None and not link.authenticate(ClientHandshake(ctx.options.auth)):
+        raise HandshakeFailed(f"the writer under test refused the handshake: {link.auth_error}")
+    return link
 
 
 class PeerReader:
@@ -315,6 +380,8 @@ class PeerWriter:
     heard: list[Message] = field(default_factory=list)
     """Every message the reader under test sent, in order."""
     error: ShuffleError | None = None
+    authenticate: bool = True
+    """In an authenticated run, answer the reader's handshake on accepting it (False: the case does)."""
 
     def __post_init__(self) -> None:
         self.server = socket.create_server(("127.0.0.1", 0))
@@ -336,6 +403,9 @@ class PeerWriter:
                              time.monotonic() - started, "no connection")
             raise
         self.link = Link(sock, self.ctx, f"w{self.writer_id}")
+        auth = self.ctx.options.auth
+        if self.authenticate and auth is not None and not self.link.authenticate(ServerHandshake(auth)):
+            raise HandshakeFailed(f"the reader under test failed the handshake: {self.link.auth_error}")
         self._run(self.machine.connection_accepted(self.link.name, self.clock))
         return self.link
 

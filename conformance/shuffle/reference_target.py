@@ -6,7 +6,8 @@ workload named by ``CONFORMANCE_WORKLOAD`` and runs one task of the runtime in
 :mod:`reference.shuffle`: a :class:`~reference.shuffle.writer_task.WriterTask` (prints
 ``LISTENING <port>``, writes the workload's records, ends its input, waits for the acks) or a
 :class:`~reference.shuffle.reader_task.ReaderTask` reading from the writer at ``CONFORMANCE_PEER``.
-It reports ``COMPLETED`` or ``ERROR <CONDITION> <message>`` on stdout and exits.
+It reports ``COMPLETED`` or ``ERROR <CONDITION> <message>`` on stdout and exits. A workload with an
+``auth`` object (an authenticated run) makes every connection run Spark's AuthEngine handshake.
 
 The directory is a fixed one: the runner is the only other party, so a reader
 finds exactly the peer writer, and nothing else can report a failure.
@@ -19,13 +20,13 @@ import os
 import sys
 from typing import Any, Callable, Final, Iterator
 
-from conformance.shuffle.targets import ACK_TIMEOUT_KEY, CASE_VARIABLE, WORKLOAD_VARIABLE
+from conformance.shuffle.targets import ACK_TIMEOUT_KEY, CASE_VARIABLE, WORKLOAD_VARIABLE, auth_from_json
 from conformance.external import CAPABILITIES_ROLE, PEER_VARIABLE, ROLE_VARIABLE
 from reference.shuffle.reader_task import ReaderTask
 from reference.shuffle.task import TaskOptions, describe
 from reference.shuffle.writer_task import WriterTask
 from spec.shuffle import coordination as co
-from spec.shuffle.errors import ShuffleError
+from spec.errors import ProtocolError
 from spec.shuffle.settings import ShuffleSettings
 
 CAPABILITIES: Final = "CAPABILITIES writer reader workload reports"
@@ -58,7 +59,7 @@ def run(task: Callable[[], None]) -> int:
     """Run a task to its end and report how it ended."""
     try:
         task()
-    except ShuffleError as error:
+    except ProtocolError as error:
         report(f"ERROR {error.condition} {error.message}")
         return 1
     except Exception as error:  # noqa: BLE001 - any failure is the outcome being reported
@@ -108,7 +109,8 @@ def main() -> int:
         workload = json.load(document)
     settings = ShuffleSettings.from_dict(workload.get("settings", {}))
     ack_timeout_ms = int(workload.get("settings", {}).get(ACK_TIMEOUT_KEY, -1))
-    options = TaskOptions(ack_timeout_ms=ack_timeout_ms)
+    auth = workload.get("auth")
+    options = TaskOptions(ack_timeout_ms=ack_timeout_ms, auth=None if auth is None else auth_from_json(auth))
     print(f"conformance case {os.environ.get(CASE_VARIABLE, '?')} as {role}", file=sys.stderr)
     if role == "writer":
         return writer(workload, settings, options)

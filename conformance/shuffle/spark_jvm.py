@@ -203,10 +203,10 @@ class SparkWriter(SparkPeer):
     """Spark as the writer side: a StreamingShuffleServerHandler listening on 127.0.0.1."""
 
     def __init__(self, jvm: AdapterProcess, peer_id: int, writer_id: int, num_readers: int, shuffle_id: int,
-                 connection_timeout_ms: int, checksum: bool) -> None:
+                 connection_timeout_ms: int, checksum: bool, auth: Event | None = None) -> None:
         super().__init__(jvm, peer_id, {"op": "writer", "writer_id": writer_id, "num_readers": num_readers,
                                         "shuffle_id": shuffle_id, "connection_timeout_ms": connection_timeout_ms,
-                                        "checksum": checksum})
+                                        "checksum": checksum, **({"auth": auth} if auth else {})})
         self.writer_id = writer_id
         self.port = int(self.ready["port"])
 
@@ -221,10 +221,11 @@ class SparkReader(SparkPeer):
     """Spark as the reader side: a StreamingShuffleClientHandler connected to ``host:port``."""
 
     def __init__(self, jvm: AdapterProcess, peer_id: int, host: str, port: int, writer_id: int, reader_id: int,
-                 shuffle_id: int, quota: int, checksum: bool, manual_consume: bool) -> None:
+                 shuffle_id: int, quota: int, checksum: bool, manual_consume: bool, auth: Event | None = None) -> None:
         super().__init__(jvm, peer_id, {"op": "reader", "host": host, "port": port, "writer_id": writer_id,
                                         "reader_id": reader_id, "shuffle_id": shuffle_id, "quota": quota,
-                                        "checksum": checksum, "manual": manual_consume})
+                                        "checksum": checksum, "manual": manual_consume,
+                                        **({"auth": auth} if auth else {})})
         self.reader_id = reader_id
 
     def consume(self, count: int) -> None:
@@ -256,13 +257,16 @@ class SparkJvm:
             return self._jvm, next(self._ids)
 
     def writer(self, writer_id: int, num_readers: int, *, shuffle_id: int = 0,
-               connection_timeout_ms: int = -1, checksum: bool = True) -> SparkWriter:
-        return SparkWriter(*self._adapter(), writer_id, num_readers, shuffle_id, connection_timeout_ms, checksum)
+               connection_timeout_ms: int = -1, checksum: bool = True, auth: Event | None = None) -> SparkWriter:
+        """``auth``: install Spark's AuthServerBootstrap with this secret, cipher and version (targets.auth_to_json)."""
+        return SparkWriter(*self._adapter(), writer_id, num_readers, shuffle_id, connection_timeout_ms, checksum, auth)
 
     def reader(self, host: str, port: int, writer_id: int, reader_id: int, *, shuffle_id: int = 0,
-               quota: int = DEFAULT_QUOTA, checksum: bool = True, manual_consume: bool = False) -> SparkReader:
+               quota: int = DEFAULT_QUOTA, checksum: bool = True, manual_consume: bool = False,
+               auth: Event | None = None) -> SparkReader:
+        """``auth``: install Spark's AuthClientBootstrap with this secret, app id, cipher and version."""
         return SparkReader(*self._adapter(), host, port, writer_id, reader_id, shuffle_id, quota, checksum,
-                           manual_consume)
+                           manual_consume, auth)
 
     @property
     def pid(self) -> int:

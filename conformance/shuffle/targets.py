@@ -36,11 +36,14 @@ from conformance.external import (
     parse_tcp,
 )
 from conformance.shuffle.spark_jvm import Event, SparkJvm, SparkPeer
+from spec.auth import AuthConfig, CipherName
 from spec.shuffle.records import encode_record
 from spec.shuffle.settings import ShuffleSettings
 from spec.shuffle.writer import flush_threshold
 
-WRITER, READER, WORKLOAD, REPORTS = "writer", "reader", "workload", "reports"
+WRITER, READER, WORKLOAD, REPORTS, AUTH = "writer", "reader", "workload", "reports", "auth"
+"""``auth``: not declared by an implementation but by the run: ``--secret-file`` was given, and the
+target was told the secret (the handshake cases need it)."""
 CASE_VARIABLE: Final = "CONFORMANCE_CASE"
 WORKLOAD_VARIABLE: Final = "CONFORMANCE_WORKLOAD"
 STARTUP_TIMEOUT_S: Final = 60.0
@@ -185,15 +188,18 @@ def parse_report_line(line: str) -> Report | None:
 class ExecTarget:
     """``exec:CMD``: CMD started once per case with the workload; capabilities as CMD declares them."""
 
-    def __init__(self, command: str, description: str) -> None:
+    def __init__(self, command: str, description: str, options: RunOptions) -> None:
         self.command = command
         self.description = description
-        self.capabilities = declared_capabilities(command, STARTUP_TIMEOUT_S)
+        self.capabilities = with_auth(declared_capabilities(command, STARTUP_TIMEOUT_S), options)
 
     def _start(self, workload: Workload, ctx: CaseContext, extra: Mapping[str, str]) -> tuple[ExecProcess, Path]:
         document = tempfile.NamedTemporaryFile("w", prefix="shuffle-workload-", suffix=".json", delete=False)
+        content = workload.to_json()
+        if ctx.options.auth is not None:
+            content["auth"] = auth_to_json(ctx.options.auth)
         with document:
-            json.dump(workload.to_json(), document)
+            json.dump(content, document)
         env = {ROLE_VARIABLE: workload.role, CASE_VARIABLE: workload.case, WORKLOAD_VARIABLE: document.name, **extra}
         return ExecProcess(self.command, env), Path(document.name)
 
@@ -218,6 +224,22 @@ class ExecTarget:
     def reader(self, workload: Workload, peer: tuple[str, int], ctx: CaseContext) -> AbstractRunning:
         process, document = self._start(workload, ctx, {PEER_VARIABLE: f"{peer[0]}:{peer[1]}"})
         return self._running(process, document, peer)
+
+
+def auth_to_json(auth: AuthConfig) -> dict[str, Any]:
+    """The workload's ``auth`` object: what a target needs to run the handshake and cipher."""
+    return {"secret": auth.secret.decode(), "app_id": auth.app_id, "cipher": auth.cipher.value,
+            "version": auth.engine_version}
+
+
+def auth_from_json(document: Mapping[str, Any]) -> AuthConfig:
+    return AuthConfig(str(document["secret"]).encode(), str(document["app_id"]), CipherName.parse(document["cipher"]),
+                      int(document["version"]))
+
+
+def with_auth(capabilities: frozenset[str], options: RunOptions) -> frozenset[str]:
+    """A target's capabilities in this run: ``auth`` joins them when the run is authenticated."""
+    return capabilities | {AUTH} if options.auth is not None else capabilities
 
 
 # -- tcp:// -----------------------------------------------------------------------------------------
@@ -266,11 +288,12 @@ def spark_payloads(records: Sequence[bytes], settings: ShuffleSettings) -> list[
 class SparkTarget:
     """``spark-jvm``: Spark 4.3.0's own handlers; the adapter writes each payload as one DATA."""
 
-    capabilities: Final = frozenset({WRITER, READER, WORKLOAD, REPORTS})
-
-    def __init__(self, spark: SparkJvm) -> None:
+    def __init__(self, spark: SparkJvm, options: RunOptions) -> None:
         self.spark = spark
         self.description = spark.description
+        self.capabilities = with_auth(frozenset({WRITER, READER, WORKLOAD, REPORTS}), options)
+        self.auth = None if options.auth is None else auth_to_json(options.auth)
+        """Spark's AuthServerBootstrap / AuthClientBootstrap are installed on its transport with this."""
 
     @staticmethod
     def _running(peer: SparkPeer, address: tuple[str, int]) -> AbstractRunning:
@@ -281,7 +304,7 @@ class SparkTarget:
         settings = workload.shuffle_settings
         peer = self.spark.writer(workload.writer_id, workload.num_readers, shuffle_id=workload.shuffle_id,
                                  connection_timeout_ms=settings.writer_connection_timeout_ms,
-                                 checksum=settings.checksum_enabled)
+                                 checksum=settings.checksum_enabled, auth=self.auth)
         for reader_id in range(workload.num_readers):
             for payload in spark_payloads(workload.records.get(reader_id, ()), settings):
                 peer.send_data(reader_id, payload)
@@ -292,7 +315,7 @@ class SparkTarget:
         settings = workload.shuffle_settings
         spark_reader = self.spark.reader(peer[0], peer[1], workload.writer_id, workload.reader_id,
                                          shuffle_id=workload.shuffle_id, quota=settings.reader_max_memory,
-                                         checksum=settings.checksum_enabled)
+                                         checksum=settings.checksum_enabled, auth=self.auth)
         return self._running(spark_reader, peer)
 
 
@@ -301,13 +324,15 @@ def open_target(options: RunOptions) -> Iterator[ExecTarget | TcpTarget | SparkT
     """The target named on the command line."""
     spec = options.target
     if spec == "reference":
-        yield ExecTarget(REFERENCE_COMMAND, "reference (this project's runtime, reference.shuffle, via exec:)")
+        yield ExecTarget(REFERENCE_COMMAND, "reference (this project's runtime, reference.shuffle, via exec:)", options)
     elif spec.startswith("exec:"):
-        yield ExecTarget(spec[len("exec:"):], spec)
+        yield ExecTarget(spec[len("exec:"):], spec, options)
     elif spec.startswith("tcp://"):
+        if options.auth is not None:
+            raise ValueError("a tcp:// target cannot be told the secret: run it authenticated yourself, or use exec:")
         yield TcpTarget(spec)
     elif spec == "spark-jvm":
         with SparkJvm.open() as spark:
-            yield SparkTarget(spark)
+            yield SparkTarget(spark, options)
     else:
         raise ValueError(f"unknown shuffle target {spec!r}; expected {TARGET_HELP}")

@@ -1,5 +1,8 @@
 """The shuffle conformance suite run end to end through ``python -m conformance run``.
 
+Both whole-suite runs are authenticated (``--secret-file``): every case over connections that ran
+Spark's AuthEngine handshake and are encrypted (AES-CTR on ``reference``, AES-GCM with engine version 2
+on ``spark-jvm``, whose adapter installs Spark's own auth bootstraps), plus the handshake cases.
 Against ``reference`` every MUST passes; against ``spark-jvm`` (Spark 4.3.0's own handlers; skipped
 with the reason without a JDK, failed under CI) the known departures are exactly the ones documented
 in docs/conformance.md; a deliberately broken ``exec:`` implementation fails the cases it should;
@@ -33,12 +36,19 @@ SPARK_DEPARTURES = {
     "shuffle/failure/writer-reader-closes-early": "NON_STRICT",
     "shuffle/handshake/writer-rejects-second-binding": "NON_STRICT",
     "shuffle/data/reader-rejects-data-for-another-pair": "NON_STRICT",
+    "shuffle/auth/writer-refuses-replayed-challenge": "NON_STRICT",
 }
 """Where Spark 4.3.0 departs from a SHOULD (docs/conformance.md explains each); it passes every MUST."""
 
 
 REFERENCE_DEPARTURES: dict[str, str] = {}
 """The runtime's WriterTask does not yet pass the optional ack deadline to its machine (docs/conformance.md)."""
+
+
+def secret_file(tmp_path: Path) -> str:
+    path = tmp_path / "secret"
+    path.write_text("the conformance run's secret\n")
+    return str(path)
 
 
 def run(tmp_path: Path, target: str, *extra: str) -> tuple[int, dict[str, Any], str]:
@@ -60,7 +70,7 @@ def outcomes(document: dict[str, Any]) -> dict[str, str]:
 def test_catalogue_covers_every_topic_and_role() -> None:
     topics = {case.id.split("/")[1] for case in CASES}
     assert topics == {"handshake", "data", "sequence", "checksum", "termination", "framing", "backpressure",
-                      "failure"}
+                      "failure", "auth"}
     assert len(CASES) >= 25 and len({case.id for case in CASES}) == len(CASES)
     for topic in topics - {"backpressure"}:
         assert {c.role for c in CASES if c.id.split("/")[1] == topic} == {"writer", "reader"}, topic
@@ -70,7 +80,7 @@ def test_catalogue_covers_every_topic_and_role() -> None:
 def reference_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, dict[str, Any], str, Path]:
     """The whole suite against ``reference`` once, its reports shared by the tests that read them."""
     tmp_path = tmp_path_factory.mktemp("reference")
-    return (*run(tmp_path, "reference"), tmp_path)
+    return (*run(tmp_path, "reference", "--secret-file", secret_file(tmp_path)), tmp_path)
 
 
 def test_reference_passes_every_must(reference_run: tuple[int, dict[str, Any], str, Path]) -> None:
@@ -149,7 +159,8 @@ def test_an_unreachable_tcp_writer_fails_in_one_line_before_any_case() -> None:
 @pytest.mark.jvm
 def test_spark_jvm_passes_every_must(tmp_path: Path) -> None:
     require_jdk()
-    code, document, output = run(tmp_path, "spark-jvm")
+    code, document, output = run(tmp_path, "spark-jvm", "--secret-file", secret_file(tmp_path), "--cipher", "gcm",
+                                 "--auth-engine-version", "2")
     assert code == EXIT_OK, output
     departures = {i: o for i, o in outcomes(document).items() if o not in ("PASS", "INFO")}
     assert departures == SPARK_DEPARTURES, output

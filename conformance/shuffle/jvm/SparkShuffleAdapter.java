@@ -15,6 +15,8 @@ import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import org.apache.spark.network.TransportContext;
+import org.apache.spark.network.crypto.AuthClientBootstrap;
+import org.apache.spark.network.crypto.AuthServerBootstrap;
 import org.apache.spark.network.client.TransportClient;
 import org.apache.spark.network.client.TransportClientFactory;
 import org.apache.spark.network.server.TransportServer;
@@ -51,6 +53,10 @@ import scala.runtime.BoxedUnit;
  * exceptions. Then {"op":"data","peer":p,"reader_id":r,"payload":hex} (checksum by ShuffleChecksum when
  * checksum, else 0) and {"op":"terminate","peer":p,"reader_id":r}. Events: ready(port), bound, written, ack,
  * all_acks, error.
+ *
+ * <p>Either command may carry {"auth":{"secret","app_id","cipher","version"}}: the writer's server then installs
+ * Spark's {@link AuthServerBootstrap}, the reader's client factory {@link AuthClientBootstrap} (the bootstraps
+ * Spark 4.3.0's streaming shuffle leaves out), so every connection runs the AuthEngine handshake and is encrypted.
  *
  * <p>{"op":"reader","peer":p,"host","port","writer_id","reader_id","shuffle_id","quota","checksum","manual"}:
  * Spark as the reader side. A {@link StreamingShuffleClientHandler} on a client from
@@ -132,11 +138,18 @@ public final class SparkShuffleAdapter {
     }
   }
 
-  static TransportConf transportConf() {
+  /** Spark's transport settings; with {@code auth} (secret, app_id, cipher, version) its AuthEngine is on. */
+  static TransportConf transportConf(JsonNode auth) {
     Map<String, String> settings = new HashMap<>();
     settings.put("spark.shuffle.io.mode", "NIO");
     settings.put("spark.shuffle.io.serverThreads", "2");
     settings.put("spark.shuffle.io.clientThreads", "2");
+    if (auth != null) {
+      settings.put("spark.network.crypto.enabled", "true");
+      settings.put("spark.network.crypto.saslFallback", "false");
+      settings.put("spark.network.crypto.cipher", auth.get("cipher").asText());
+      settings.put("spark.network.crypto.authEngineVersion", auth.get("version").asText());
+    }
     return new TransportConf("shuffle", new MapConfigProvider(settings));
   }
 
@@ -233,8 +246,11 @@ public final class SparkShuffleAdapter {
         ackReceived[r] = new AtomicBoolean(false);
         clients[r] = bindFuture(r);
       }
-      this.context = new TransportContext(transportConf(), handler);
-      this.server = context.createServer("127.0.0.1", 0, List.of());
+      JsonNode auth = request.get("auth");
+      TransportConf conf = transportConf(auth);
+      this.context = new TransportContext(conf, handler);
+      this.server = context.createServer("127.0.0.1", 0, auth == null ? List.of()
+          : List.of(new AuthServerBootstrap(conf, SparkAuthPeer.secret(auth))));
       emit(event("ready").put("role", "writer").put("port", server.getPort()));
     }
 
@@ -353,6 +369,9 @@ public final class SparkShuffleAdapter {
     private final Thread consumer;
     private final Thread connector;
     private volatile TransportClient client;
+    private final boolean authenticated;
+    private volatile boolean bootstrapped;
+    private final StreamingShuffleClientHandler handler;
 
     ReaderSide(int id, JsonNode request) {
       super(id);
@@ -361,9 +380,22 @@ public final class SparkShuffleAdapter {
       this.writerId = request.get("writer_id").asInt();
       this.checksumEnabled = request.get("checksum").asBoolean();
       this.manual = request.get("manual").asBoolean();
-      StreamingShuffleClientHandler handler = new StreamingShuffleClientHandler(writerId,
+      this.authenticated = request.has("auth");
+      this.handler = new StreamingShuffleClientHandler(writerId,
           request.get("reader_id").asInt(), queue, request.get("shuffle_id").asInt(), request.get("quota").asLong(),
           null, notifier) {
+        /**
+         * Spark's handler sends its first CREDIT here, when the channel becomes active, which is before a
+         * client bootstrap runs: with AuthClientBootstrap that CREDIT would go out in clear ahead of the
+         * handshake. With auth it is deferred until createClient returned (the bootstrap done), see connect().
+         */
+        @Override
+        public void channelActive(TransportClient client) {
+          if (!authenticated || bootstrapped) {
+            super.channelActive(client);
+          }
+        }
+
         @Override
         public void channelInactive(TransportClient client) {
           super.channelInactive(client);
@@ -377,8 +409,11 @@ public final class SparkShuffleAdapter {
           return BoxedUnit.UNIT;
         }
       });
-      this.context = new TransportContext(transportConf(), handler);
-      this.factory = context.createClientFactory();
+      JsonNode auth = request.get("auth");
+      TransportConf conf = transportConf(auth);
+      this.context = new TransportContext(conf, handler);
+      this.factory = context.createClientFactory(auth == null ? List.of()
+          : List.of(new AuthClientBootstrap(conf, auth.get("app_id").asText(), SparkAuthPeer.secret(auth))));
       this.consumer = new Thread(this::consume, "streaming-shuffle-consumer-" + id);
       this.consumer.setDaemon(true);
       this.connector = new Thread(this::connect, "streaming-shuffle-connect-" + id);
@@ -391,6 +426,10 @@ public final class SparkShuffleAdapter {
     private void connect() {
       try {
         client = factory.createClient(host, port);
+        if (authenticated) {
+          bootstrapped = true;
+          handler.channelActive(client);
+        }
         emit(event("connected").put("local", String.valueOf(client.getChannel().localAddress())));
       } catch (Exception e) {
         ObjectNode line = event("connect_failed");

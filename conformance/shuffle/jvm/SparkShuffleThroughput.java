@@ -82,12 +82,12 @@ public final class SparkShuffleThroughput {
             return BoxedUnit.UNIT;
           }
         }, 0, 1, null, errors);
-    TransportContext serverContext = new TransportContext(SparkShuffleAdapter.transportConf(), serverHandler);
+    TransportContext serverContext = new TransportContext(SparkShuffleAdapter.transportConf(null), serverHandler);
     TransportServer server = serverContext.createServer("127.0.0.1", 0, List.of());
     LinkedBlockingQueue<StreamingShuffleMessage> queue = new LinkedBlockingQueue<>();
     StreamingShuffleClientHandler clientHandler =
         new StreamingShuffleClientHandler(0, 0, queue, 0, READER_MAX_MEMORY, null, errors);
-    TransportContext clientContext = new TransportContext(SparkShuffleAdapter.transportConf(), clientHandler);
+    TransportContext clientContext = new TransportContext(SparkShuffleAdapter.transportConf(null), clientHandler);
     TransportClientFactory factory = clientContext.createClientFactory();
     long[] stamps = new long[2];
     CountDownLatch consumed = new CountDownLatch(1);

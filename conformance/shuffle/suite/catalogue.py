@@ -7,8 +7,18 @@ import struct
 from typing import Final
 
 from conformance.framework import Case, Level, Suite
+from conformance.shuffle.suite.auth_cases import (
+    r_data_before_handshake,
+    r_wrong_secret,
+    w_credit_in_clear,
+    w_replay_gets_nothing,
+    w_replay_refused,
+    w_silent_stranger,
+    w_wrong_secret,
+)
 from conformance.shuffle.targets import (
     ACK_TIMEOUT_KEY,
+    AUTH,
     READER,
     REPORTS,
     TARGET_HELP,
@@ -202,6 +212,21 @@ CASES: Final = (
        "closes before its ack", w_reader_closes_early, WORKLOAD),
     _c("failure/writer-connection-timeout", MUST, W, "A writer fails with WRITER_CONNECTION_TIMEOUT when a reader "
        "does not bind within writerConnectionTimeout", w_connection_timeout, WORKLOAD),
+    # authentication (runs with --secret-file)
+    _c("auth/writer-ignores-silent-stranger", MUST, W, "A writer sends nothing on a connection that never runs "
+       "the handshake, and serves the real reader", w_silent_stranger, AUTH),
+    _c("auth/writer-rejects-credit-before-handshake", MUST, W, "A CREDIT in clear before the handshake binds "
+       "nothing, gets no DATA and does not fail the writer", w_credit_in_clear, AUTH),
+    _c("auth/writer-rejects-wrong-secret", MUST, W, "A writer refuses a handshake under another secret and serves "
+       "the real reader", w_wrong_secret, AUTH),
+    _c("auth/writer-replay-gets-no-data", MUST, W, "A challenge replayed from a recorded connection gets no DATA",
+       w_replay_gets_nothing, AUTH),
+    _c("auth/writer-refuses-replayed-challenge", SHOULD, W, "A writer refuses a replayed challenge outright "
+       "(Spark 4.3.0 answers it with a fresh key pair)", w_replay_refused, AUTH),
+    _c("auth/reader-rejects-data-before-handshake", MUST, R, "A reader rejects a DATA sent in place of the "
+       "handshake's answer", r_data_before_handshake, AUTH),
+    _c("auth/reader-rejects-wrong-secret", MUST, R, "A reader rejects an answer sealed under another secret",
+       r_wrong_secret, AUTH),
 )
 
 

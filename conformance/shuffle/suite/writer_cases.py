@@ -46,7 +46,7 @@ from spec.shuffle.settings import ShuffleSettings
 TWO_READERS: Final = {0: numbered_records("r0", 30), 1: numbered_records("r1", 20)}
 
 
-def _stream_verdict(peer: PeerReader, want: Sequence[bytes], writer_id: int) -> Verdict:
+def stream_verdict(peer: PeerReader, want: Sequence[bytes], writer_id: int) -> Verdict:
     ids_ok = all(m.writer_id == writer_id and m.reader_id == peer.reader_id for m in peer.received)
     ok = peer.terminated and peer.error is None and list(peer.records) == list(want) and ids_ok
     expected = f"{len(want)} records in order, ids writer={writer_id} reader={peer.reader_id}, then TERMINATION_CONTROL"
@@ -68,7 +68,7 @@ def w_waits_for_credit(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
             return Verdict(False, "nothing before the first CREDIT", f"received {peer.link.raw[:64].hex()}...")
         peer.handshake()
         peer.until_terminated(STREAM_S)
-        verdict = _stream_verdict(peer, DEFAULT_RECORDS, 0)
+        verdict = stream_verdict(peer, DEFAULT_RECORDS, 0)
         return Verdict(verdict.passed, "nothing for 0.5 s before the CREDIT, then " + verdict.expected, verdict.actual)
 
 
@@ -78,7 +78,7 @@ def w_bind_by_reader_id(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
         first = PeerReader.open(ctx, impl.address, MULTI_WRITER_ID, 0)
         second.until_terminated(STREAM_S)
         first.until_terminated(STREAM_S)
-        one, zero = _stream_verdict(second, TWO_READERS[1], MULTI_WRITER_ID), _stream_verdict(
+        one, zero = stream_verdict(second, TWO_READERS[1], MULTI_WRITER_ID), stream_verdict(
             first, TWO_READERS[0], MULTI_WRITER_ID)
         return Verdict(one.passed and zero.passed, f"reader 1 (connected first): {one.expected}; reader 0: "
                        f"{zero.expected}", f"reader 1: {one.actual}; reader 0: {zero.actual}")
@@ -111,7 +111,7 @@ def _default_stream(t: ShuffleTarget, ctx: CaseContext, judge: Callable[[PeerRea
 
 
 def w_delivery(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
-    return _default_stream(t, ctx, lambda p: _stream_verdict(p, DEFAULT_RECORDS, 0))
+    return _default_stream(t, ctx, lambda p: stream_verdict(p, DEFAULT_RECORDS, 0))
 
 
 def w_whole_records(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
@@ -120,7 +120,7 @@ def w_whole_records(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
     with t.writer(writer_workload({0: records}), ctx) as impl:
         peer = PeerReader.open(ctx, impl.address, MULTI_WRITER_ID, 0)
         peer.until_terminated(STREAM_S)
-        verdict = _stream_verdict(peer, records, MULTI_WRITER_ID)
+        verdict = stream_verdict(peer, records, MULTI_WRITER_ID)
         return Verdict(verdict.passed, "records of 0 B to 100 KB (beyond networkBufferSize) each whole in one "
                        "DATA: " + verdict.expected, verdict.actual)
 
@@ -268,7 +268,7 @@ def w_slow_reader(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
         peer = PeerReader.open(ctx, impl.address, MULTI_WRITER_ID, 0, receive_buffer=4096)
         time.sleep(1.0)  # the peer stops reading: the writer must wait, not drop or fail
         peer.until_terminated(STREAM_S)
-        verdict = _stream_verdict(peer, records, MULTI_WRITER_ID)
+        verdict = stream_verdict(peer, records, MULTI_WRITER_ID)
         done = completion(impl, [peer.link])
         ok = verdict.passed and completed_cleanly(done, [peer.link])
         return Verdict(ok, "after a 1 s stall with a 4 KiB receive window: " + verdict.expected + ", then completion",
