@@ -15,11 +15,8 @@ import argparse
 import sys
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.flight as flight
-
-from reference.cdc.pgwire import PgAddress, PgConnectionError, PgServerError, first_line, one_line
-from reference.cdc.replicate import replicate
+from reference.cdc.pgwire import PgAddress, PgConnectionError, PgServerError, one_line
+from reference.cdc.replicate import TransactionRefused, replicate
 from reference.cdc.source import SlotSource, SlotSpec, SourceSetupError
 from reference.cdc.verify import verify
 from reference.sync.client import SyncClient, SyncUnavailable
@@ -61,11 +58,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"cdc: {one_line(exc)}", file=sys.stderr)
             return 2
         counts = replicate(source, client)
-    except (PgOutputError, PgServerError, PgConnectionError, SourceSetupError, SyncUnavailable) as exc:
+    except (PgOutputError, PgServerError, PgConnectionError, SourceSetupError, SyncUnavailable,
+            TransactionRefused) as exc:
         print(f"cdc: {one_line(exc)}", file=sys.stderr)
-        return 1
-    except (pa.ArrowException, flight.FlightError) as exc:  # the sync server refused a put
-        print(f"cdc: the sync server refused a transaction: {first_line(exc)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

@@ -13,12 +13,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from reference.cdc.pgwire import first_line
 from reference.cdc.source import SlotSource
-from reference.sync.client import SyncClient, SyncPut
+from reference.sync.client import SyncClient, SyncPut, SyncUnavailable
+from spec.pgoutput.messages import format_lsn
 from spec.pgoutput.transactions import SourceTransaction
 
 IDLE_S = 0.2
 """How long the stream may be quiet before the source asks the sync server for its numbers again."""
+
+
+class TransactionRefused(Exception):
+    """The sync server refused a transaction (a put it cannot apply, such as a column its table lacks)."""
+
+    condition = "CDC_TRANSACTION_REFUSED"
 
 
 @dataclass
@@ -56,7 +64,13 @@ def replicate(source: SlotSource, client: SyncClient, *, stop: Callable[[], bool
             source.ask_position()
             continue
         if tx.row_count:
-            client.send_transaction(tx.commit_lsn, puts_of(tx))
+            try:
+                client.send_transaction(tx.commit_lsn, puts_of(tx))
+            except SyncUnavailable:
+                raise
+            except Exception as exc:  # the transport's own error class: INVALID_ARGUMENT and the like
+                raise TransactionRefused(f"the sync server refused the transaction at {format_lsn(tx.commit_lsn)} "
+                                         f"({', '.join(tx.changes)}): {first_line(exc)}") from exc
             source.feedback.on_sent(tx.commit_lsn)
             counts.transactions += 1
             counts.rows += tx.row_count
