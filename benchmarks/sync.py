@@ -5,10 +5,14 @@ upserts (a quarter of them updates of earlier keys) through Flight.  The in-memo
 limit is the size policy's ``max_in_memory_bytes``; peak figures are the writer's
 pending bytes and the process's maximum RSS.
 
-Then a flood: the server runs alone in a process (``python -m reference.sync serve``)
-with ``--high-watermark-bytes`` and several clients put large transactions at once
-(more than it may hold); ``peak_rss_mb`` is that process's peak RSS (``VmHWM``), to
-set against ``high_watermark_mb`` and ``idle_rss_mb``.
+Then two floods of a server running alone in a process (``python -m reference.sync serve``
+with ``--high-watermark-bytes``, ``--max-concurrent-puts`` and ``--max-message-bytes``):
+clients sending messages far above the message limit at once (``oversized``), and clients
+putting in-limit transactions at once, more than the server may hold (``in_limit``).  Each
+reports the process's peak RSS (``VmHWM``) over its idle RSS next to the documented bound
+(docs/sync.md, "Memory"): high-watermark + max-concurrent-puts x max-message-bytes, plus the
+measured constant ``FLOOD_CONSTANT_MB`` (one flush's working set and the interpreter's
+allocator slack); ``within_bound`` says whether the flood stayed under it.
 """
 
 from __future__ import annotations
@@ -39,9 +43,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rows", type=int, default=2000, help="rows per transaction")
     parser.add_argument("--max-in-memory-bytes", type=int, default=4 * 1024 * 1024)
     parser.add_argument("--flood-high-watermark-mb", type=int, default=64)
-    parser.add_argument("--flood-put-mb", type=int, default=16, help="size of each flooding put")
-    parser.add_argument("--flood-clients", type=int, default=4)
-    parser.add_argument("--flood-puts", type=int, default=2, help="puts per flooding client")
+    parser.add_argument("--flood-max-message-mb", type=int, default=32)
+    parser.add_argument("--flood-max-concurrent-puts", type=int, default=8)
+    parser.add_argument("--flood-put-mb", type=int, default=16, help="size of each in-limit flooding put")
+    parser.add_argument("--flood-clients", type=int, default=16, help="clients of the in-limit flood")
+    parser.add_argument("--flood-puts", type=int, default=2, help="puts per in-limit flooding client")
+    parser.add_argument("--flood-oversized-mb", type=int, default=101, help="size of each oversized message")
+    parser.add_argument("--flood-oversized-clients", type=int, default=16)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -55,54 +63,82 @@ def _batch(seq: int, rows: int) -> pa.Table:
     return pa.table({"old_id": old, "new_id": new, "v": pa.array([f"value-{seq}"] * rows, pa.string())})
 
 
+FLOOD_CONSTANT_MB = 900
+"""The constant of the memory bound, measured with this benchmark's floods (docs/sync.md, "Memory")."""
+
+
 def _vm_kib(pid: int, field: str) -> int:
     with open(f"/proc/{pid}/status", encoding="ascii") as status:
         return next(int(line.split()[1]) for line in status if line.startswith(field + ":"))
 
 
-def flood(args: argparse.Namespace) -> dict[str, object]:
-    """Peak RSS of a server process while clients put more than its high-watermark allows."""
+def _flood(args: argparse.Namespace, name: str, batch: pa.Table, clients: int, puts: int) -> dict[str, object]:
+    """Peak RSS of a server process while ``clients`` each put ``batch`` ``puts`` times at once."""
     mib = 1024 * 1024
-    high = args.flood_high_watermark_mb * mib
-    rows = args.flood_put_mb * mib // 24  # 8-byte keys (two columns) and an 8-byte value
+    high, message = args.flood_high_watermark_mb * mib, args.flood_max_message_mb * mib
     with tempfile.TemporaryDirectory(prefix="sync-flood-") as root:
         proc = subprocess.Popen(
             [sys.executable, "-m", "reference.sync", "serve", "--store", root, "--port", "0",
-             "--max-in-memory-bytes", str(high // 2), "--high-watermark-bytes", str(high)],
+             "--max-in-memory-bytes", str(high // 2), "--high-watermark-bytes", str(high),
+             "--max-message-bytes", str(message), "--max-concurrent-puts", str(args.flood_max_concurrent_puts),
+             "--max-replication-lag-s", "600"],
             stdout=subprocess.PIPE, text=True,
         )
         try:
             assert proc.stdout is not None
             location = f"grpc://127.0.0.1:{proc.stdout.readline().split()[1]}"
             idle = _vm_kib(proc.pid, "VmRSS")
-            batch = pa.table({"old_id": pa.nulls(rows, pa.int64()), "new_id": pa.array(range(rows), pa.int64()),
-                              "v": pa.array(range(rows), pa.int64())})
 
-            def client(n: int) -> list[bool]:
+            def client(n: int) -> list[str]:
                 outcomes = []
-                for seq in range(1, args.flood_puts + 1):
+                for seq in range(1, puts + 1):
                     out = do_put(location, _cmd(f"flood{n}", f"flood-{n}", seq).to_descriptor_cmd(), [batch], timeout=600)
-                    outcomes.append(out.response is not None and out.response.accepted)
+                    outcomes.append("accepted" if out.response is not None and out.response.accepted
+                                    else "not accepted" if out.response is not None else "refused")
                 return outcomes
 
             started = time.perf_counter()
-            with ThreadPoolExecutor(args.flood_clients) as pool:
-                results = [ok for outcome in pool.map(client, range(args.flood_clients)) for ok in outcome]
+            with ThreadPoolExecutor(clients) as pool:
+                results = [o for outcome in pool.map(client, range(clients)) for o in outcome]
             seconds = time.perf_counter() - started
             peak = _vm_kib(proc.pid, "VmHWM")
         finally:
             proc.kill()
             proc.wait()
+    bound = args.flood_high_watermark_mb + args.flood_max_concurrent_puts * args.flood_max_message_mb
+    over_idle = (peak - idle) / 1024
     return {
-        "flood_put_mb": round(batch.nbytes / mib, 1),
-        "flood_puts": len(results),
-        "flood_accepted": sum(results),
-        "flood_refused": len(results) - sum(results),
-        "flood_seconds": round(seconds, 1),
+        f"{name}_put_mb": round(batch.nbytes / mib, 1),
+        f"{name}_clients": clients,
+        f"{name}_puts": len(results),
+        f"{name}_accepted": results.count("accepted"),
+        f"{name}_not_accepted": results.count("not accepted"),
+        f"{name}_refused": results.count("refused"),
+        f"{name}_seconds": round(seconds, 1),
+        f"{name}_idle_rss_mb": round(idle / 1024, 1),
+        f"{name}_peak_rss_mb": round(peak / 1024, 1),
+        f"{name}_peak_over_idle_mb": round(over_idle, 1),
+        f"{name}_bound_mb": bound + FLOOD_CONSTANT_MB,
+        f"{name}_within_bound": over_idle <= bound + FLOOD_CONSTANT_MB,
+    }
+
+
+def flood(args: argparse.Namespace) -> dict[str, object]:
+    """The two floods, and the terms of the bound they are held to."""
+    mib = 1024 * 1024
+
+    def batch(mb: int) -> pa.Table:
+        rows = mb * mib // 24  # 8-byte keys (two columns) and an 8-byte value
+        return pa.table({"old_id": pa.nulls(rows, pa.int64()), "new_id": pa.array(range(rows), pa.int64()),
+                         "v": pa.array(range(rows), pa.int64())})
+
+    return {
         "high_watermark_mb": args.flood_high_watermark_mb,
-        "idle_rss_mb": round(idle / 1024, 1),
-        "peak_rss_mb": round(peak / 1024, 1),
-        "peak_rss_to_high_watermark": round(peak / 1024 / args.flood_high_watermark_mb, 2),
+        "max_concurrent_puts": args.flood_max_concurrent_puts,
+        "max_message_mb": args.flood_max_message_mb,
+        "constant_mb": FLOOD_CONSTANT_MB,
+        **_flood(args, "oversized", batch(args.flood_oversized_mb), args.flood_oversized_clients, 1),
+        **_flood(args, "in_limit", batch(args.flood_put_mb), args.flood_clients, args.flood_puts),
     }
 
 

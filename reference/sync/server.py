@@ -291,6 +291,7 @@ class SyncServer:
         self._failures.succeeded(table)
         self._tables.add(table)
         self._flush_seconds.append(self._clock() - started)
+        pa.default_memory_pool().release_unused()  # a flush's working set goes back to the system
         log.info("flushed %s (%s, %d items, %d skipped) in %.3fs, rewrote %d rows in %d files as %d files",
                  table, reason.value, len(plan.apply), plan.skipped, self._clock() - started,
                  files.rows_removed, files.files_removed, files.files_added)
