@@ -6,7 +6,9 @@ gap, a checksum mismatch, a frame in the wrong state, bad ids or a close before 
 failures that machine reports, by its channel table. The same machine says what the reader must
 send back (the handshake CREDIT, a CREDIT after each DATA, a TERMINATION_ACK echoing the
 terminator's seq); the frames the reader really sent are compared with those, in order, so a missing
-or unsolicited CREDIT and a wrong ack are named too. Nothing here decides a protocol rule itself.
+or unsolicited CREDIT is named too. The writer's end is judged by the spec's writer machine
+(writer_side.py): an ack with the wrong seq, an ack before termination or a DATA from the reader are
+its failures. Nothing here decides a protocol rule itself.
 
 The connection is recognised by its first frame: a Spark transport ``OneWayMessage`` carrying a
 streaming-shuffle message. An ``RpcRequest`` carrying Spark's ``AuthMessage`` (tag 0xFB) starts an
@@ -23,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any, Callable, Final
 
+from conformance.shuffle.writer_side import WriterSide, describe
 from conformance.tcp_streams import Address, Flow
 from spec.shuffle import errors
 from spec.shuffle.codec import FRAME_HEADER_LENGTH, body_length
@@ -36,7 +39,6 @@ from spec.shuffle.messages import (
 )
 from spec.shuffle.reader import ReaderMachine
 from spec.shuffle.settings import ShuffleSettings
-from spec.shuffle.writer import WriterMachine
 from spec.shuffle.steps import Deliver, Failed, Send, Step
 
 SPEC: Final = "docs/spec/shuffle.md"
@@ -52,6 +54,7 @@ CREDIT_MISSING: Final = "CREDIT_MISSING"
 CREDIT_UNSOLICITED: Final = "CREDIT_UNSOLICITED"
 TERMINATION_ACK_MISSING: Final = "TERMINATION_ACK_MISSING"
 SENT_BEFORE_HANDSHAKE: Final = "SENT_BEFORE_HANDSHAKE"
+WRITER_SEND_MISMATCH: Final = "WRITER_SEND_MISMATCH"
 """Rules about what the reader sends (judged against its machine's sends) or the handshake order."""
 
 SECTIONS: Final[dict[str, str]] = {
@@ -70,6 +73,7 @@ SECTIONS: Final[dict[str, str]] = {
     CREDIT_UNSOLICITED: "reader-machine",
     TERMINATION_ACK_MISSING: "termination",
     SENT_BEFORE_HANDSHAKE: "exclusive-binding",
+    WRITER_SEND_MISMATCH: "writer-machine",
 }
 """Rule -> anchor of the generated specification that states it."""
 
@@ -180,6 +184,7 @@ class ShuffleConnectionObserver:
         self._decoders = (FrameDecoder(), FrameDecoder())
         self._broken = [False, False]
         self._machine: ReaderMachine | None = None
+        self._writer_side: WriterSide | None = None
         self._expected: deque[_Expected] = deque()
         self._handshake_seen = False
         self._index = 0
@@ -216,7 +221,10 @@ class ShuffleConnectionObserver:
         else:
             if self._machine is not None:
                 self._judge(self._machine.connection_closed(self._writer_id, time), time)
-            if self._machine is not None and self._machine.error is None:
+            # a close after a violation follows from it; the writer's machine names a premature close first
+            if self._writer_side is not None and not self.report.violations:
+                self._writer_failures(self._writer_side.closed())
+            if not self.report.violations:
                 self._unsent_at_close()
             self.report.status = Status.VIOLATION if self.report.violations else Status.CLEAN
         self._ended(self.report)
@@ -292,6 +300,7 @@ class ShuffleConnectionObserver:
         checksums = self._checksums if self._checksums is not None else True
         self._machine = ReaderMachine(0, message.reader_id, [message.writer_id],
                                       ShuffleSettings(checksum_enabled=checksums), time)
+        self._writer_side = WriterSide.for_pair(message.writer_id, message.reader_id, checksums)
         self._judge(self._machine.connected(message.writer_id, time), time)
 
     @property
@@ -309,8 +318,15 @@ class ShuffleConnectionObserver:
         if isinstance(message, DataMessage) and self._checksums is None:
             self._checksums = message.checksum != 0
             machine.settings = replace(machine.settings, checksum_enabled=self._checksums)
+            if self._writer_side is not None:
+                self._writer_side.checksums(self._checksums)
+        named = len(self.report.violations)
         self._judge(machine.received(self._writer_id, message, time), time,
                     message.seq if isinstance(message, DataMessage) else None)
+        if self._writer_side is not None:
+            problems = self._writer_side.sent(message)
+            if len(self.report.violations) == named:  # the reader's machine did not already name this frame
+                self._writer_failures(problems)
 
     def _judge(self, step: Step, time: float, data_seq: int | None = None) -> None:
         """Carry out what the machine returned: what it says the reader sends, what it delivered, its failure."""
@@ -327,45 +343,44 @@ class ShuffleConnectionObserver:
                                 str(event.error.parameters.get("messageType", "")))
 
     def _from_reader(self, message: Message, time: float) -> None:
-        """Compare the reader's frame with the next one its machine sent."""
+        """The writer's machine receives the frame; it is compared with the next one the reader's machine sent."""
+        if self._writer_side is not None:
+            self._writer_failures(self._writer_side.received(message))
         machine = self._machine
         if machine is None or machine.error is not None:
             return
         self._handshake_seen = self._handshake_seen or isinstance(message, CreditMessage)
-        owed = self._expected[0].send.message if self._expected else None
         if isinstance(message, CreditMessage):
-            if owed is None or not isinstance(owed, CreditMessage):
-                self._violation(CREDIT_UNSOLICITED, f"the reader sent {_describe(message)}, which no frame from the "
+            if not self._expected or not isinstance(self._expected[0].send.message, CreditMessage):
+                self._violation(CREDIT_UNSOLICITED, f"the reader sent {describe(message)}, which no frame from the "
                                                     "writer asked for")
                 return
-        elif not isinstance(message, TerminationAckMessage):
-            unexpected = errors.UnexpectedMessage(WriterMachine.side.handler, message.type.name)
-            self._violation(unexpected.condition, str(unexpected))
-            return
-        else:
+        elif isinstance(message, TerminationAckMessage):
             while self._expected and isinstance(self._expected[0].send.message, CreditMessage):
-                self._violation(CREDIT_MISSING, f"the reader sent {_describe(message)} where it owes the CREDIT "
+                self._violation(CREDIT_MISSING, f"the reader sent {describe(message)} where it owes the CREDIT "
                                                 f"for {_cause(self._expected.popleft())}")
             if not self._expected:
-                self._violation(errors.UnexpectedMessage.condition, f"the reader sent {_describe(message)} before "
-                                                                    "any TERMINATION_CONTROL")
-                return
-            owed = self._expected[0].send.message
+                return  # an ack no TERMINATION_CONTROL asked for: the writer's machine names it
+        else:
+            return  # DATA or TERMINATION_CONTROL from the reader: the writer's machine names it
         head = self._expected.popleft()
-        if owed != message:
-            assert owed is not None
-            if (owed.writer_id, owed.reader_id) != (message.writer_id, message.reader_id):
-                error: errors.ShuffleError = errors.MismatchedChannelIds(
-                    message.type.name, message.writer_id, message.reader_id, owed.writer_id, owed.reader_id)
-            else:
-                error = errors.IncorrectSequenceNumber(owed.type.name, owed.writer_id, owed.reader_id, owed.seq,
-                                                       message.seq)
-            self._violation(error.condition, str(error), owed.type.name)
-            return
+        if head.send.message != message:
+            return  # an ack with another seq or other ids: the writer's machine names it
         if head.after_data is not None:
             self.report.round_trips_ms.append((time - head.caused_at) * 1000.0)
         if isinstance(message, TerminationAckMessage):
             self._judge(machine.send_completed(self._writer_id, message.seq, time), time)
+
+    def _writer_failures(self, problems: list[errors.ShuffleError | str]) -> None:
+        """What the writer's machine found, unless the reader's already named the same rule at this frame."""
+        for problem in problems:
+            if isinstance(problem, str):
+                rule, text, message_type = WRITER_SEND_MISMATCH, problem, ""
+            else:
+                rule, text = problem.condition, str(problem)
+                message_type = str(problem.parameters.get("messageType", ""))
+            if not any(v.rule == rule and v.frame_index == self._index for v in self.report.violations):
+                self._violation(rule, text, message_type)
 
     def _unsent_at_close(self) -> None:
         """Frames the reader machine sent that the reader never did, at the connection's end."""
@@ -373,15 +388,11 @@ class ShuffleConnectionObserver:
             if isinstance(head.send.message, CreditMessage):
                 self._violation(CREDIT_MISSING, f"the connection ended without the CREDIT for {_cause(head)}")
             else:
-                self._violation(TERMINATION_ACK_MISSING, f"the connection ended without {_describe(head.send.message)}")
+                self._violation(TERMINATION_ACK_MISSING, f"the connection ended without {describe(head.send.message)}")
         self._expected.clear()
 
     def _violation(self, rule: str, message: str, message_type: str = "") -> None:
         self.report.violations.append(Violation(self._index, rule, spec_section(rule, message_type), message))
-
-
-def _describe(message: Message) -> str:
-    return f"{message.type.name}(writer {message.writer_id}, reader {message.reader_id}, seq {message.seq})"
 
 
 def _cause(expected: _Expected) -> str:

@@ -155,16 +155,21 @@ def test_reassembly_survives_sequence_number_wraparound() -> None:
     ("credit", "CREDIT_MISSING", 3),
     ("ack", "STREAMING_SHUFFLE_INCORRECT_SEQUENCE_NUMBER", 4),
     ("close", "CONNECTION_CLOSED_BEFORE_TERMINATION", 2),
+    ("no-ack", "CONNECTION_CLOSED_BEFORE_TERMINATION", 4),
+    ("ack-early", "STREAMING_SHUFFLE_INCORRECT_SEQUENCE_NUMBER", 2),
 ])
 def test_each_broken_rule_is_named_with_its_frame_and_section(fault: str, rule: str, frame_index: int) -> None:
     wire = _Wire()
     wire.frames(READER, CREDIT)
     wire.frames(WRITER, _data(1 if fault == "gap" else 0, [b"a"], checksum=1 if fault == "checksum" else None))
-    if fault != "close":
+    if fault == "ack-early":
+        wire.frames(READER, TerminationAckMessage(seq=1, writer_id=3, reader_id=7))
+    elif fault != "close":
         if fault != "credit":
             wire.frames(READER, CREDIT)
         wire.frames(WRITER, TerminationControlMessage(seq=1, writer_id=3, reader_id=7))
-        wire.frames(READER, TerminationAckMessage(seq=0 if fault == "ack" else 1, writer_id=3, reader_id=7))
+        if fault != "no-ack":
+            wire.frames(READER, TerminationAckMessage(seq=0 if fault == "ack" else 1, writer_id=3, reader_id=7))
     wire.close()
     [connection] = observe(read_capture(io.BytesIO(wire.pcap())), connection_filter("", "")).connections
     first = connection.violations[0]
