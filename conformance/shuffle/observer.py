@@ -38,6 +38,7 @@ from spec.shuffle.messages import (
     TerminationAckMessage,
 )
 from spec.shuffle.reader import ReaderMachine
+from spec.shuffle.records import decode_records
 from spec.shuffle.settings import ShuffleSettings
 from spec.shuffle.steps import Deliver, Failed, Send, Step
 
@@ -219,9 +220,10 @@ class ShuffleConnectionObserver:
         if gap:
             self.report.status = Status.INCOMPLETE
         else:
-            if self._machine is not None:
+            # a close after a violation follows from it; the reader's, then the writer's machine name a
+            # premature close, then what the reader never sent
+            if self._machine is not None and not self.report.violations:
                 self._judge(self._machine.connection_closed(self._writer_id, time), time)
-            # a close after a violation follows from it; the writer's machine names a premature close first
             if self._writer_side is not None and not self.report.violations:
                 self._writer_failures(self._writer_side.closed())
             if not self.report.violations:
@@ -287,6 +289,13 @@ class ShuffleConnectionObserver:
         kind = FRAME_KINDS[int(message.type) - 1]
         self.report.frames[kind] += 1
         self.report.bytes += FRAME_HEADER_LENGTH + body_length(message)
+        if isinstance(message, DataMessage):
+            try:
+                self.report.records += len(decode_records(message.payload))
+            except errors.CodecError:
+                pass  # the reader's machine names it
+        if self.report.violations:
+            return  # judged up to its first violation: what follows is counted, not judged again
         if self._machine is None:
             self._start(message, from_reader, time)
         if from_reader:
@@ -336,7 +345,6 @@ class ShuffleConnectionObserver:
             self._expected.append(_Expected(send, time, data_seq if isinstance(send.message, CreditMessage) else None))
         for event in step.events:
             if isinstance(event, Deliver):
-                self.report.records += len(event.records)
                 self._judge(machine.release(event.writer_id, event.seq, time), time)
             elif isinstance(event, Failed):
                 self._violation(event.error.condition, str(event.error),

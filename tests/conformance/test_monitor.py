@@ -195,18 +195,20 @@ def test_a_connection_whose_opening_was_not_captured_is_reported_but_not_judged(
     assert (connection.status.value, connection.violations) == ("joined mid-stream, not judged", [])
 
 
-def test_what_the_reader_sends_is_judged_against_what_its_machine_sends() -> None:
-    wire = _Wire()
-    wire.frames(READER, CREDIT)
-    wire.frames(READER, CREDIT)
-    wire.frames(WRITER, _data(0, [b"a"]))
-    wire.frames(READER, CREDIT, _data(0, [b"b"]))
-    wire.close()
-    [connection] = observe(read_capture(io.BytesIO(wire.pcap())), connection_filter("", "")).connections
-    assert [(v.rule, v.frame_index) for v in connection.violations] == [
-        ("CREDIT_UNSOLICITED", 1), ("STREAMING_SHUFFLE_UNEXPECTED_MESSAGE_TYPE", 4),
-        ("CONNECTION_CLOSED_BEFORE_TERMINATION", 5)]
-    assert connection.violations[1].message.endswith("Unexpected message type in ShuffleServerHandler: "
+def test_a_connection_is_judged_up_to_its_first_violation_and_counted_to_its_end() -> None:
+    for extra_credit, rule, frame_index in [(True, "CREDIT_UNSOLICITED", 1),
+                                            (False, "STREAMING_SHUFFLE_UNEXPECTED_MESSAGE_TYPE", 3)]:
+        wire = _Wire()
+        wire.frames(READER, CREDIT)
+        if extra_credit:
+            wire.frames(READER, CREDIT)
+        wire.frames(WRITER, _data(0, [b"a"]))
+        wire.frames(READER, CREDIT, _data(0, [b"b", b"c"]))
+        wire.close()
+        [connection] = observe(read_capture(io.BytesIO(wire.pcap())), connection_filter("", "")).connections
+        assert [(v.rule, v.frame_index) for v in connection.violations] == [(rule, frame_index)]
+        assert (connection.records, connection.frames["DATA"]) == (3, 2)
+    assert connection.violations[0].message.endswith("Unexpected message type in ShuffleServerHandler: "
                                                      "DATA_MESSAGE_UNSAFE_ROW")
 
 
