@@ -17,9 +17,7 @@ replays from the slot; the sinks' clients skip what their origins hold durable.
 from __future__ import annotations
 
 import functools
-import shutil
 import sys
-import tempfile
 import time
 import zlib
 from collections.abc import Iterator
@@ -184,10 +182,10 @@ def run(options: CdcOptions, out: TextIO = sys.stdout, err: TextIO = sys.stderr)
     from reference.spark.shuffle import StreamingShuffle
 
     SlotSource(PgAddress.parse(options.source), SlotSpec(options.slot, options.publication, options.create_slot)).prepare()
-    workdir = Path(tempfile.mkdtemp(prefix="streamwire-cdc-"))  # the sync server's log
     store = options.store
     host = ClusterHost("memory", options.host)
-    server = SyncServerProcess(store, workdir / "sync-server.log", host=options.host)
+    Path(store).mkdir(parents=True, exist_ok=True)
+    server = SyncServerProcess(store, Path(store) / ".sync-server.log", host=options.host)  # a crash keeps it
     sc: Any = None
     try:
         location = server.start()
@@ -223,7 +221,6 @@ def run(options: CdcOptions, out: TextIO = sys.stdout, err: TextIO = sys.stderr)
             sc.stop()
         server.stop()
         host.close()
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def _reader(route: int) -> int:
