@@ -11,14 +11,16 @@ that address: nothing else on the machine is captured. Needs root (a raw socket)
 from __future__ import annotations
 
 import os
+import select
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import IO, Callable
 
 import pytest
 
-from benchmarks.rtm import SparkRealTime, now_us, start_spark
 from conformance.shuffle.monitor import LiveMonitor, connection_filter
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="live capture needs root (a raw AF_PACKET socket)")
@@ -30,35 +32,58 @@ BATCH = "5 seconds"
 """Real-time mode's shortest batch: when it ends, every writer terminates and every reader acks."""
 PATIENCE_S = 120.0
 HOST = f"127.91.{os.getpid() % 250 + 1}.{os.getpid() // 250 % 250 + 1}"
+ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    session = start_spark(HOST)
-    try:
-        yield session
-    finally:
-        session.stop()
+def run_query(host: str, rows: int) -> None:
+    """The Spark side, in a process of its own: the arrival sink must be on the driver's class path when its
+    JVM starts, and a pytest process may already have started one for another module."""
+    from benchmarks.rtm import SparkRealTime, now_us, start_spark
+
+    spark = start_spark(host)
+    with tempfile.TemporaryDirectory(prefix="streamwire-monitor-rtm-") as work:
+        query = SparkRealTime(spark, work, BATCH, shuffle=True)
+        try:
+            query.offer(0, rows, now_us())
+            _wait(lambda: query.arrived() >= rows)
+            print(f"arrived {query.arrived()}", flush=True)
+            sys.stdin.readline()  # the monitor saw the batch that carried the rows end
+        finally:
+            query.stop()
+            spark.stop()
 
 
-def _wait(condition: Any) -> None:
+def _wait(condition: Callable[[], bool]) -> None:
     deadline = time.monotonic() + PATIENCE_S
     while not condition() and time.monotonic() < deadline:
         time.sleep(0.05)
 
 
-def test_the_monitor_sees_every_frame_of_real_time_mode_with_no_violation(spark: Any, tmp_path: Path) -> None:
-    with tempfile.TemporaryDirectory(prefix="streamwire-monitor-rtm-") as work:
+def _read_line(stream: IO[str]) -> str:
+    ready, _, _ = select.select([stream], [], [], PATIENCE_S)
+    return stream.readline() if ready else ""
+
+
+def test_the_monitor_sees_every_frame_of_real_time_mode_with_no_violation(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    child: subprocess.Popen[str] | None = None
+    try:
         with LiveMonitor("lo", connection_filter("", f"host {HOST}"), pcap=tmp_path / "rtm.pcap") as monitor:
-            query = SparkRealTime(spark, work, BATCH, shuffle=True)
-            try:
-                query.offer(0, ROWS, now_us())
-                _wait(lambda: query.arrived() >= ROWS)
-                # the batch that carried the rows ends: every connection of it terminates and closes
-                _wait(lambda: sum(c.records for c in monitor.ended) >= query.arrived())
-            finally:
-                delivered = query.arrived()
-        query.stop()
+            child = subprocess.Popen([sys.executable, __file__, HOST, str(ROWS)], cwd=ROOT, env=env, text=True,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            assert child.stdout is not None
+            line = _read_line(child.stdout)
+            delivered = int(line.split()[1]) if line.startswith("arrived ") else 0
+            # the batch that carried the rows ends: every connection of it terminates and closes
+            _wait(lambda: sum(c.records for c in monitor.ended) >= delivered)
+        assert child.stdin is not None
+        child.stdin.write("stop\n")
+        child.stdin.flush()
+        assert child.wait(PATIENCE_S) == 0, "the Spark query's process failed"
+    finally:
+        if child is not None and child.poll() is None:
+            child.kill()
+            child.wait()
     report = monitor.report
     summaries = [c.summary() for c in report.connections]
     assert monitor.stats.dropped == 0, "the kernel dropped packets of the watched connections"
@@ -80,3 +105,7 @@ def test_the_monitor_sees_every_frame_of_real_time_mode_with_no_violation(spark:
             assert connection.frames["TERMINATION_CONTROL"] == connection.frames["TERMINATION_ACK"] == 1, summaries
     assert any(not c.violations for c in ended) or report.violations, summaries
     assert (tmp_path / "rtm.pcap").stat().st_size > 0
+
+
+if __name__ == "__main__":
+    run_query(sys.argv[1], int(sys.argv[2]))
