@@ -47,11 +47,13 @@ def write_file(table_dir: Path, name: str, data: bytes) -> None:
     (table_dir / name).write_bytes(data)
 
 
-def write_commit(table_dir: Path, version: int, actions: Iterable[Mapping[str, Any]]) -> None:
-    """Create log version ``version`` holding ``actions``; ``CommitConflict`` if it exists."""
+def write_commit(table_dir: Path, version: int, actions: Iterable[Mapping[str, Any] | str]) -> None:
+    """Create log version ``version`` holding ``actions`` (objects, or their JSON text); ``CommitConflict``
+    if it exists."""
     log = table_dir / LOG_DIR
     temp = log / f".{version:020d}.json.{uuid.uuid4()}.tmp"
-    temp.write_text("".join(json.dumps(a, separators=(",", ":")) + "\n" for a in actions))
+    temp.write_text("".join((a if isinstance(a, str) else json.dumps(a, separators=(",", ":"))) + "\n"
+                            for a in actions))
     try:
         os.link(temp, log / f"{version:020d}.json")
     except FileExistsError:

@@ -76,9 +76,18 @@ def widened(stats: str) -> str:
     return json.dumps(doc, separators=(",", ":"))
 
 
-def file_info(add: Mapping[str, Any]) -> FileInfo:
-    """What a re-add of a live file (a row of ``get_add_actions(flatten=True)``) repeats."""
-    return FileInfo(add["size_bytes"], add["modification_time"], wide_stats(add))
+def file_info(path: str, size: int, modification_time: int, stats: str) -> FileInfo:
+    """The JSON heads of a file's re-add and remove (each flush that touches the file repeats them)."""
+    add = {"path": path, "partitionValues": {}, "size": size, "modificationTime": modification_time,
+           "dataChange": True, "stats": stats}
+    remove = {"path": path, "partitionValues": {}, "size": size, "dataChange": True, "extendedFileMetadata": True}
+    return FileInfo(json.dumps({"add": add}, separators=(",", ":"))[:-2] + ',"deletionVector":',
+                    json.dumps({"remove": remove}, separators=(",", ":"))[:-2] + ',"deletionTimestamp":')
+
+
+def live_file_info(add: Mapping[str, Any]) -> FileInfo:
+    """``file_info`` of a live file (a row of ``get_add_actions(flatten=True)``)."""
+    return file_info(add["path"], add["size_bytes"], add["modification_time"], wide_stats(add))
 
 
 def wide_stats(add: Mapping[str, Any]) -> str:
@@ -145,22 +154,15 @@ class DvCommit:
         name = DeletionVectorDescriptor.in_file(file_id, 0, 0, 0).path_or_inline_dv  # Z85 once per commit
         descriptors = {path: DeletionVectorDescriptor("u", name, len(bitmap), len(dvs[path]), offset)
                        for (path, bitmap), offset in zip(zip(dvs, bitmaps), offsets)}
-        actions: list[dict[str, Any]] = [{"commitInfo": {
+        actions: list[dict[str, Any] | str] = [{"commitInfo": {
             "timestamp": now, "operation": operation, "operationParameters": {}, "isBlindAppend": False, **meta,
         }}]
         for path in [*self.marked, *self.removed]:
-            info = self.index.info(path)
-            remove: dict[str, Any] = {"path": path, "deletionTimestamp": now, "dataChange": True,
-                                      "extendedFileMetadata": True, "partitionValues": {}, "size": info.size}
             old = self.index.dv(path)
-            if old is not None:
-                remove["deletionVector"] = old.to_json()
-            actions.append({"remove": remove})
+            tail = "" if old is None else ',"deletionVector":' + json.dumps(old.to_json(), separators=(",", ":"))
+            actions.append(f"{self.index.info(path).remove_head}{now}{tail}}}}}")
         for path, dv in descriptors.items():
-            info = self.index.info(path)
-            actions.append({"add": {"path": path, "partitionValues": {}, "size": info.size,
-                                    "modificationTime": info.modification_time, "dataChange": True,
-                                    "stats": info.stats, "deletionVector": dv.to_json()}})
+            actions.append(f"{self.index.info(path).add_head}{json.dumps(dv.to_json(), separators=(',', ':'))}}}}}")
         for action, _ in self.added:
             actions.append({"add": {"path": action.path, "partitionValues": {}, "size": action.size,
                                     "modificationTime": action.modification_time, "dataChange": True,
@@ -171,7 +173,7 @@ class DvCommit:
         for path in self.removed:
             self.index.remove_file(path)
         for action, cluster in self.added:
-            info = FileInfo(action.size, action.modification_time, widened(action.stats))
+            info = file_info(action.path, action.size, action.modification_time, widened(action.stats))
             self.index.add_file(action.path, cluster, np.array([], np.int64), None, info)
         self.index.version = self.version + 1
         return DvChanges(sum(len(p) for p in self.marked.values()), 1 if bitmaps else 0, len(data))

@@ -24,7 +24,7 @@ from deltalake._internal import DeltaFileSystemHandler
 from deltalake.transaction import AddAction
 
 from reference.sync.delta_log import local_dir, replay
-from reference.sync.dv_commit import DvChanges, DvCommit, file_info
+from reference.sync.dv_commit import DvChanges, DvCommit, live_file_info
 from reference.sync.layout import DataFile, balanced_slices, data_files, purge_groups, sorted_by_key
 from reference.sync.parquet_files import read_rows_at, write_data_file
 from reference.sync.row_index import Positions, RowIndex
@@ -69,7 +69,7 @@ class DvWriter:
             column = pq.read_table(table_dir / path, columns=[cluster]).column(cluster).cast(cluster_type)
             dv = live.get(path)
             deleted = dv_positions(table_dir, dv) if dv is not None else np.array([], np.int64)
-            index.add_file(path, column, deleted, dv, file_info(add))
+            index.add_file(path, column, deleted, dv, live_file_info(add))
         self._indexes[table.table_uri] = index
         return index
 

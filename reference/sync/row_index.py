@@ -27,12 +27,12 @@ Positions = np.ndarray[Any, np.dtype[np.int64]]
 
 
 class FileInfo(NamedTuple):
-    """What an add action re-adding a data file repeats."""
+    """What the log actions that re-add or remove a data file repeat, as JSON text up to their DV."""
 
-    size: int
-    modification_time: int
-    stats: str
-    """The file's statistics as a re-add with a DV states them (``tightBounds`` false)."""
+    add_head: str
+    """``{"add":{...`` with the file's size, time and statistics (``tightBounds`` false), up to ``"deletionVector":``."""
+    remove_head: str
+    """``{"remove":{...`` with the file's size, up to ``"deletionTimestamp":``."""
 
 
 def comparable(values: pa.Array | pa.ChunkedArray) -> np.ndarray[Any, Any]:
