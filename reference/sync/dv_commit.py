@@ -117,6 +117,8 @@ class DvChanges:
     """Rows newly marked deleted in DVs."""
     dv_files: int = 0
     dv_bytes: int = 0
+    version: int = -1
+    """The log version the commit created."""
 
 
 @dataclass
@@ -176,4 +178,4 @@ class DvCommit:
             info = file_info(action.path, action.size, action.modification_time, widened(action.stats))
             self.index.add_file(action.path, cluster, np.array([], np.int64), None, info)
         self.index.version = self.version + 1
-        return DvChanges(sum(len(p) for p in self.marked.values()), 1 if bitmaps else 0, len(data))
+        return DvChanges(sum(len(p) for p in self.marked.values()), 1 if bitmaps else 0, len(data), self.version + 1)

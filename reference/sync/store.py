@@ -21,6 +21,7 @@ than the retention period and checkpoints the log; the server schedules it.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -49,8 +50,12 @@ from spec.sync.messages import ColumnRole, StorageLocation
 from spec.sync.schema import SyncSchema, TableShape
 from spec.sync.squash import SquashedChange, apply_squashed, merge_changes
 
+log = logging.getLogger(__name__)
+
 META_KEY = "streamwire.sync"
 META_VERSION = 1
+CHECKPOINT_INTERVAL_PROPERTY = "delta.checkpointInterval"
+DEFAULT_CHECKPOINT_INTERVAL = 100
 STATE_LOOKBACK = 50
 """How many recent commits ``read_state`` searches for the sync metadata (others' commits lack it)."""
 READER_FEATURES = frozenset({"timestampNtz", "variantType"})
@@ -393,8 +398,22 @@ class DeltaStore:
         except Exception:
             self._dvs.forget(table)  # the index may hold what the failed commit did not write
             raise
+        self._checkpoint_on_interval(table, dvs.version)
         return FileChanges(files_added=len(adds), rows_added=rows, bytes_added=sum(a.size for a in adds) + dvs.dv_bytes,
                            rows_deleted=dvs.rows_deleted, dv_bytes=dvs.dv_bytes)
+
+    @staticmethod
+    def _checkpoint_on_interval(table: DeltaTable, version: int) -> None:
+        """Checkpoint every ``delta.checkpointInterval`` versions, as deltalake does after its own commits
+        (the store's DV commits bypass it), so loading the log stays bounded between maintenance rounds.
+        ``version`` has landed: a checkpoint that fails is logged and left to maintenance."""
+        interval = int(table.metadata().configuration.get(CHECKPOINT_INTERVAL_PROPERTY) or DEFAULT_CHECKPOINT_INTERVAL)
+        if version % interval == 0:
+            try:
+                table.update_incremental()
+                table.create_checkpoint()
+            except Exception:
+                log.exception("checkpoint of %s at version %d failed", table.table_uri, version)
 
     def maintain(self, uri: str) -> MaintenanceReport:
         """Compact, vacuum and checkpoint one table (the caller keeps writers of it out meanwhile)."""

@@ -200,3 +200,16 @@ def test_a_table_written_before_dvs_is_raised_to_them_with_its_old_marks_until_t
     assert [json.loads(h["streamwire.sync"])["marks"] for h in history] == [{"o": 2}, {"o": 1}, {"o": 1}]
     assert FEATURE in (DeltaTable(str(table)).protocol().reader_features or ())
     assert rows_of(table) == {**{k: "a" for k in range(20)}, 4: "b"}
+
+
+def test_the_store_checkpoints_its_own_commits_every_checkpoint_interval(tmp_path: Path) -> None:
+    table = tmp_path / "t"
+    store = DeltaStore(str(tmp_path))
+    store.write(str(table), [change([(None, k, "a") for k in range(10)])], {"o": 1}, {"o": 1})
+    DeltaTable(str(table)).alter.set_table_properties({"delta.checkpointInterval": "3"})  # version 2
+    for seq in range(2, 6):  # versions 3 to 6, the store's own
+        store.write(str(table), [change([(seq, seq, "b")])], {"o": seq}, {"o": seq})
+    checkpoints = sorted(int(p.name.split(".")[0]) for p in (table / "_delta_log").glob("*.checkpoint.parquet"))
+    assert [v for v in checkpoints if v > 2] == [3, 6]
+    assert DeltaStore(str(tmp_path)).read_state(str(table)).marks == {"o": 5}
+    assert rows_of(table) == {**{k: "a" for k in range(10)}, **{k: "b" for k in range(2, 6)}}
