@@ -188,10 +188,11 @@ def parse_report_line(line: str) -> Report | None:
 class ExecTarget:
     """``exec:CMD``: CMD started once per case with the workload; capabilities as CMD declares them."""
 
-    def __init__(self, command: str, description: str, options: RunOptions) -> None:
+    def __init__(self, command: str, description: str, auth: AuthConfig | None = None) -> None:
+        """``auth``: the run is authenticated (the workload then carries the secret, see ``_start``)."""
         self.command = command
         self.description = description
-        self.capabilities = with_auth(declared_capabilities(command, STARTUP_TIMEOUT_S), options)
+        self.capabilities = with_auth(declared_capabilities(command, STARTUP_TIMEOUT_S), auth)
 
     def _start(self, workload: Workload, ctx: CaseContext, extra: Mapping[str, str]) -> tuple[ExecProcess, Path]:
         document = tempfile.NamedTemporaryFile("w", prefix="shuffle-workload-", suffix=".json", delete=False)
@@ -237,9 +238,9 @@ def auth_from_json(document: Mapping[str, Any]) -> AuthConfig:
                       int(document["version"]))
 
 
-def with_auth(capabilities: frozenset[str], options: RunOptions) -> frozenset[str]:
+def with_auth(capabilities: frozenset[str], auth: AuthConfig | None) -> frozenset[str]:
     """A target's capabilities in this run: ``auth`` joins them when the run is authenticated."""
-    return capabilities | {AUTH} if options.auth is not None else capabilities
+    return capabilities | {AUTH} if auth is not None else capabilities
 
 
 # -- tcp:// -----------------------------------------------------------------------------------------
@@ -288,11 +289,11 @@ def spark_payloads(records: Sequence[bytes], settings: ShuffleSettings) -> list[
 class SparkTarget:
     """``spark-jvm``: Spark 4.3.0's own handlers; the adapter writes each payload as one DATA."""
 
-    def __init__(self, spark: SparkJvm, options: RunOptions) -> None:
+    def __init__(self, spark: SparkJvm, auth: AuthConfig | None = None) -> None:
         self.spark = spark
         self.description = spark.description
-        self.capabilities = with_auth(frozenset({WRITER, READER, WORKLOAD, REPORTS}), options)
-        self.auth = None if options.auth is None else auth_to_json(options.auth)
+        self.capabilities = with_auth(frozenset({WRITER, READER, WORKLOAD, REPORTS}), auth)
+        self.auth = None if auth is None else auth_to_json(auth)
         """Spark's AuthServerBootstrap / AuthClientBootstrap are installed on its transport with this."""
 
     @staticmethod
@@ -324,15 +325,15 @@ def open_target(options: RunOptions) -> Iterator[ExecTarget | TcpTarget | SparkT
     """The target named on the command line."""
     spec = options.target
     if spec == "reference":
-        yield ExecTarget(REFERENCE_COMMAND, "reference (this project's runtime, reference.shuffle, via exec:)", options)
+        yield ExecTarget(REFERENCE_COMMAND, "reference (this project's runtime, reference.shuffle, via exec:)", options.auth)
     elif spec.startswith("exec:"):
-        yield ExecTarget(spec[len("exec:"):], spec, options)
+        yield ExecTarget(spec[len("exec:"):], spec, options.auth)
     elif spec.startswith("tcp://"):
         if options.auth is not None:
             raise ValueError("a tcp:// target cannot be told the secret: run it authenticated yourself, or use exec:")
         yield TcpTarget(spec)
     elif spec == "spark-jvm":
         with SparkJvm.open() as spark:
-            yield SparkTarget(spark, options)
+            yield SparkTarget(spark, options.auth)
     else:
         raise ValueError(f"unknown shuffle target {spec!r}; expected {TARGET_HELP}")
