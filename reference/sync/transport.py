@@ -61,6 +61,9 @@ class TransportLimits:
     put_timeout_s: float
 
 
+_HEAP_SLACK = 64
+
+
 class _Call:
     """One put's call: ended by the watchdog, or claimed by the handler to record it, whichever comes first."""
 
@@ -124,6 +127,9 @@ class _Watchdog:
     def forget(self, key: int) -> None:
         with self._cond:
             self._cancel.pop(key, None)
+            if len(self._heap) > 2 * len(self._cancel) + _HEAP_SLACK:  # drop finished calls' deadlines
+                self._heap = [entry for entry in self._heap if entry[1] in self._cancel]
+                heapq.heapify(self._heap)
 
     def stop(self) -> None:
         with self._cond:
