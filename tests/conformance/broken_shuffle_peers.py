@@ -17,6 +17,9 @@ import os
 import socket
 import sys
 import zlib
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run by path as an exec: target: `tests` importable
 
 from conformance.shuffle import reference_target
 from conformance.external import CAPABILITIES_ROLE, PEER_VARIABLE, ROLE_VARIABLE
