@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyroaring
 
 from spec.delta.deletion_vectors import DeletionVectorDescriptor
 
@@ -52,6 +53,9 @@ class _FileRows:
     unique: bool
     nulls: Positions
     deleted: np.ndarray[Any, np.dtype[np.bool_]]
+    """Per row, whether the DV deletes it (what a lookup tests)."""
+    deleted_set: pyroaring.BitMap64
+    """The same positions as a Roaring bitmap (what the next DV is made from)."""
     dv: DeletionVectorDescriptor | None
     info: FileInfo
 
@@ -93,7 +97,7 @@ class RowIndex:
         mask[deleted] = True
         unique = len(keys) < 2 or bool(np.all(keys[1:] != keys[:-1]))
         self._files[path] = _FileRows(keys, positions[order], unique, np.flatnonzero(~valid).astype(np.int64),
-                                      mask, dv, info)
+                                      mask, pyroaring.BitMap64(deleted.tolist()), dv, info)
 
     def remove_file(self, path: str) -> None:
         self._files.pop(path, None)
@@ -102,15 +106,18 @@ class RowIndex:
         """Record that ``dv``, which deletes ``positions`` among others, is now the file's DV."""
         entry = self._files[path]
         entry.deleted[positions] = True
+        entry.deleted_set.update(positions.tolist())
         entry.dv = dv
 
-    def deleted(self, path: str, more: Positions | None = None) -> Positions:
-        """Positions the file's DV deletes (with ``more``: and those too)."""
-        mask = self._files[path].deleted
-        if more is not None:
-            mask = mask.copy()
-            mask[more] = True
-        return np.flatnonzero(mask).astype(np.int64)
+    def deleted(self, path: str) -> Positions:
+        """Positions the file's DV deletes."""
+        return np.flatnonzero(self._files[path].deleted).astype(np.int64)
+
+    def deleted_with(self, path: str, more: Positions) -> pyroaring.BitMap64:
+        """The positions the file's DV deletes and ``more``, as a new Roaring bitmap."""
+        deleted = self._files[path].deleted_set.copy()
+        deleted.update(more.tolist())
+        return deleted
 
     def dv(self, path: str) -> DeletionVectorDescriptor | None:
         return self._files[path].dv
