@@ -1,9 +1,13 @@
-"""The one base of every typed error of the three protocols.
+"""The one base of every error that carries a ``condition``.
 
-An error is a stable ``condition`` name (Spark's, Seafowl's or the cluster provider's), a
-``message`` for people, and named ``parameters`` a test or a peer in another language can compare
-exactly. ``str(error)`` is ``[CONDITION] message``; a protocol whose peers expect the bare text
-(Seafowl's) overrides :meth:`text`.
+An error is a stable ``condition`` name (Spark's, Seafowl's, the cluster provider's or this
+project's), a ``message`` for people, and named ``parameters`` a test or a peer in another language
+can compare exactly. ``str(error)`` is ``[CONDITION] message``; a protocol whose peers expect the
+bare text (Seafowl's) overrides :meth:`text`, and so does :class:`RuntimeFailure`.
+
+Two families share the base: a peer broke (or a value breaks) a protocol's rule —
+:class:`ProtocolError` and its per-protocol subclasses — and the runtime could not do its job
+(a deadline passed, a process did not start, a set-up a user must fix) — :class:`RuntimeFailure`.
 """
 
 from __future__ import annotations
@@ -43,3 +47,16 @@ def _restore_error(cls: type[ProtocolError], args: tuple[object, ...]) -> Protoc
     error = cls.__new__(cls)
     Exception.__init__(error, *args)
     return error
+
+
+class RuntimeFailure(ProtocolError):
+    """The runtime could not do its job (not a peer's fault); ``str()`` is the bare one-line message.
+
+    Its condition names the failure in reports (:meth:`to_json`) without changing what a command line prints.
+    """
+
+    condition: ClassVar[str] = "RUNTIME_FAILURE"
+
+    @classmethod
+    def text(cls, message: str) -> str:
+        return message

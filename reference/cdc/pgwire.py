@@ -19,6 +19,7 @@ import struct
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
+from spec.errors import RuntimeFailure
 from spec.pgoutput.types import SESSION_SETTINGS
 
 PROTOCOL_VERSION = 196608  # 3.0
@@ -26,7 +27,7 @@ MAX_MESSAGE_BYTES = 1 << 30
 """Postgres's own bound on a message (MaxAllocSize): anything longer is a broken peer."""
 
 
-class PgServerError(Exception):
+class PgServerError(RuntimeFailure):
     """An ErrorResponse: ``sqlstate`` and the server's message (with its detail and hint, if any)."""
 
     condition = "POSTGRES_ERROR"
@@ -37,10 +38,10 @@ class PgServerError(Exception):
         for code in ("D", "H"):
             if code in fields:
                 text += f" ({fields[code]})"
-        super().__init__(text)
+        super().__init__(text, sqlstate=self.sqlstate)
 
 
-class PgConnectionError(Exception):
+class PgConnectionError(RuntimeFailure):
     """The server could not be reached, or broke the protocol; the message says which."""
 
     condition = "POSTGRES_UNREACHABLE"

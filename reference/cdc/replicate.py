@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from reference.cdc.pgwire import first_line
 from reference.cdc.source import SlotSource
 from reference.sync.client import SyncClient, SyncPut, SyncUnavailable
+from spec.errors import RuntimeFailure
 from spec.pgoutput.messages import format_lsn
 from spec.pgoutput.transactions import SourceTransaction
 
@@ -23,7 +24,7 @@ IDLE_S = 0.2
 """How long the stream may be quiet before the source asks the sync server for its numbers again."""
 
 
-class TransactionRefused(Exception):
+class TransactionRefused(RuntimeFailure):
     """The sync server refused a transaction (a put it cannot apply, such as a column its table lacks)."""
 
     condition = "CDC_TRANSACTION_REFUSED"

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 
 from reference.cdc.pgwire import PgAddress, PgConnection, quote_ident, quote_literal
+from spec.errors import RuntimeFailure
 from spec.pgoutput.feedback import SlotFeedback, record_boundary
 from spec.pgoutput.messages import (
     PrimaryKeepalive,
@@ -31,7 +32,7 @@ POSTGRES_EPOCH_US = 946_684_800_000_000
 """2000-01-01 00:00:00 UTC in microseconds since the Unix epoch (TimestampTz counts from there)."""
 
 
-class SourceSetupError(Exception):
+class SourceSetupError(RuntimeFailure):
     """The database, publication or slot is not set up for logical replication; the message says how to fix it."""
 
     condition = "CDC_SETUP"

@@ -19,12 +19,13 @@ from typing import Any, TypeVar
 from spec.cluster.errors import RevisionMismatch
 from spec.cluster.interface import ClusterBackend, ClusterProvider
 from spec.cluster.types import Entry, Membership, MetadataOp, NodeId, NodeInfo, NodeState, Revision, Scope, ShardId
+from spec.errors import RuntimeFailure
 
 T = TypeVar("T")
 CAS_ATTEMPTS = 8
 
 
-class CoordinationTimeout(Exception):
+class CoordinationTimeout(RuntimeFailure):
     """Something expected from the cluster (a value, a member leaving) did not happen in time."""
 
     condition = "PIPELINE_COORDINATION_TIMEOUT"

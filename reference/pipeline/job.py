@@ -35,11 +35,12 @@ from reference.pipeline.source import SourceConfig, source_partition
 from reference.pipeline.syncserver import SyncServerProcess, pythonpath
 from reference.sync.client import SyncClient
 from reference.sync.store import DeltaStore
+from spec.errors import RuntimeFailure
 
 MAX_JOB_ATTEMPTS = 3
 
 
-class PipelineError(Exception):
+class PipelineError(RuntimeFailure):
     """The pipeline could not run as asked (bad options, an existing table)."""
 
     condition = "PIPELINE_INVALID_SETUP"

@@ -13,12 +13,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reference.pipeline.changes import Change, Op, StreamSpec
+from spec.errors import RuntimeFailure
 
 Row = dict[str, Any]
 COLUMNS = ("id", "entity", "value", "note", "origin", "seq")
 
 
-class InvalidChange(Exception):
+class InvalidChange(RuntimeFailure):
     """A change does not fit the table it is applied to (e.g. an insert over a live key)."""
 
     condition = "PIPELINE_INVALID_CHANGE"

@@ -39,6 +39,7 @@ from reference.pipeline.faults import NO_FAULTS, FaultPlan
 from reference.pipeline.records import ChangeRecord, PartTiming, WireRecord
 from reference.sync.client import SyncClient, SyncPut
 from spec.cluster.interface import ClusterBackend
+from spec.errors import RuntimeFailure
 from spec.sync.client import Holding
 from spec.sync.messages import ColumnDescriptor, ColumnRole
 
@@ -53,7 +54,7 @@ DESCRIPTORS = tuple(ColumnDescriptor(role=int(role), name=name) for role, name i
 ))
 
 
-class SinkFailed(Exception):
+class SinkFailed(RuntimeFailure):
     """The sink's sync thread failed; the task fails with this root cause."""
 
     condition = "PIPELINE_SINK_FAILED"

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from spec.errors import RuntimeFailure
+
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,7 +30,7 @@ def pythonpath() -> str:
     return os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p)
 
 
-class SyncServerFailed(Exception):
+class SyncServerFailed(RuntimeFailure):
     """The sync server did not start (or died) — its log says why."""
 
     condition = "PIPELINE_SYNC_SERVER_FAILED"

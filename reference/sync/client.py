@@ -23,12 +23,13 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.flight as flight
 
+from spec.errors import RuntimeFailure
 from spec.sync.client import Holding, Reading, SyncClientMachine
 from spec.sync.messages import ColumnDescriptor, SyncCommand, SyncResponse, decode_response
 from reference.sync.auth import ClientSecurity
 
 
-class SyncUnavailable(Exception):
+class SyncUnavailable(RuntimeFailure):
     """The server did not accept a put before the client's deadline."""
 
     condition = "SYNC_UNAVAILABLE"

@@ -12,7 +12,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, fields
 from enum import Enum
-from typing import Callable, Final, Mapping, Protocol
+from typing import Callable, ClassVar, Final, Mapping, Protocol
+
+from spec.errors import ProtocolError
 
 PREFIX: Final = "spark.shuffle.streaming."
 
@@ -35,15 +37,29 @@ _TIME_UNITS: Final = {"us": (1, 1000), "ms": (1, 1), "s": (1000, 1), "m": (60_00
                       "min": (60_000, 1), "h": (3_600_000, 1), "d": (86_400_000, 1)}
 
 
-class SettingsError(ValueError):
-    """A value Spark would refuse; ``condition`` is Spark's INVALID_CONF_VALUE sub-condition."""
+class SettingsError(ProtocolError, ValueError):
+    """A value Spark would refuse (its INVALID_CONF_VALUE); a ValueError too, as Python callers expect."""
 
-    def __init__(self, condition: str, key: str, value: str, reason: str) -> None:
-        super().__init__(f"[{condition}] The value '{value}' in the config \"{key}\" is invalid. {reason}")
-        self.condition = condition
+    condition: ClassVar[str] = "INVALID_CONF_VALUE"
+
+    def __init__(self, key: str, value: str, reason: str) -> None:
+        super().__init__(f"The value '{value}' in the config \"{key}\" is invalid. {reason}",
+                         key=key, value=value, reason=reason)
         self.key = key
         self.value = value
         self.reason = reason
+
+
+class RequirementFailed(SettingsError):
+    """The value has the right type but fails the setting's requirement (e.g. must be positive)."""
+
+    condition = "INVALID_CONF_VALUE.REQUIREMENT"
+
+
+class TypeMismatch(SettingsError):
+    """The text is not a value of the setting's type (or lies outside the Java type's range)."""
+
+    condition = "INVALID_CONF_VALUE.TYPE_MISMATCH"
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,11 +105,10 @@ class Setting:
             raise self._type_mismatch(str(value))
         if self.check is not None and not self.check(value):
             shown = f"{value}ms" if self.kind is SettingKind.TIME_MS else str(value)
-            raise SettingsError("INVALID_CONF_VALUE.REQUIREMENT", self.key, shown, self.requirement)
+            raise RequirementFailed(self.key, shown, self.requirement)
 
-    def _type_mismatch(self, text: str) -> SettingsError:
-        return SettingsError("INVALID_CONF_VALUE.TYPE_MISMATCH", self.key, text,
-                             f"It should be a/an '{self.kind.value}' value.")
+    def _type_mismatch(self, text: str) -> TypeMismatch:
+        return TypeMismatch(self.key, text, f"It should be a/an '{self.kind.value}' value.")
 
 
 def _time_ms(text: str) -> int | None:
