@@ -317,7 +317,6 @@ def _schema_case(descs: Sequence[ColumnDescriptor], batch: pa.Table, text: str) 
 
 
 _B = rows_batch([(None, 1, "a")])
-_BC = rows_batch([(None, 1, "a", True, "x")], changed=True)
 
 
 def durable_needs_complete_tx(t: SyncTarget, ctx: CaseContext) -> Verdict:

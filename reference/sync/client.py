@@ -147,11 +147,6 @@ class SyncClient:
                  f"the server does not hold it (memory {self.memory}, durable {self.durable})")
         return f"transaction {sequence} of origin {self.origin} not durable after {waited_s:g} s: {where}"
 
-    @property
-    def pending_transactions(self) -> int:
-        """Transactions sent but not yet reported durable."""
-        return len(self._machine.pending)
-
     def close(self) -> None:
         """Drop the connection."""
         with self._lock:

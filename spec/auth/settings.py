@@ -15,7 +15,6 @@ from spec.auth.handshake import AuthConfig
 
 AUTHENTICATE_KEY: Final = "spark.authenticate"
 SECRET_KEY: Final = "spark.authenticate.secret"
-CRYPTO_ENABLED_KEY: Final = "spark.network.crypto.enabled"
 CIPHER_KEY: Final = "spark.network.crypto.cipher"
 ENGINE_VERSION_KEY: Final = "spark.network.crypto.authEngineVersion"
 

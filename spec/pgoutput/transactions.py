@@ -90,10 +90,6 @@ class TransactionAssembler:
     _changes: dict[str, list[RowChange]] = field(default_factory=dict)
     _tables: dict[str, TableImage] = field(default_factory=dict)
 
-    @property
-    def in_transaction(self) -> bool:
-        return self._begin is not None
-
     def feed(self, message: PgOutputMessage) -> SourceTransaction | None:
         """Take the next message; the whole transaction when ``message`` is its Commit."""
         if isinstance(message, Relation):

@@ -94,6 +94,3 @@ FRAME = Struct(
     "body" / FixedSized(this.header.frame_length - FRAME_HEADER.sizeof(), MESSAGE_BODY),
 )
 """One transport frame: the body is the rest of the frame (``body_length`` is not consulted)."""
-
-HEADER_SIZE = COMMON_HEADER.sizeof()
-FRAME_HEADER_SIZE = FRAME_HEADER.sizeof()
