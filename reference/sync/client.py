@@ -52,6 +52,8 @@ _ABORTED = "gRPC returned aborted error"
 """pyarrow's wording of ABORTED: the server discarded the origin's open transaction (TransactionDiscarded)."""
 
 _RETRYABLE = (flight.FlightUnavailableError, flight.FlightTimedOutError, flight.FlightCancelledError, OSError)
+"""Failures worth another attempt. A lost or refused connection is ``UNAVAILABLE`` in gRPC, so pyarrow
+raises FlightUnavailableError for it; an INTERNAL error is the server's answer and is not retried."""
 
 
 class SyncClient:
@@ -201,10 +203,7 @@ class SyncClient:
             except flight.FlightInternalError as exc:
                 if _ABORTED in str(exc):  # the server discarded this origin's open transaction: send it again
                     raise _Restarted() from None
-                if "Connection" not in str(exc) and "connect" not in str(exc):
-                    raise
-                self._last_failure = _one_line(exc)
-                self.close()
+                raise
             if time.monotonic() + backoff > deadline:
                 raise SyncUnavailable(f"sync server {self._location or '(not resolved)'} did not accept a put of origin {self.origin} "
                                       f"within {self.deadline_s:g} s; last: {self._last_failure}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 from conformance.framework import CaseOutcome, RunOptions
 from conformance.runner import run_case
 from conformance.sync.suite import DESCS, SUITE, _cmd, rows_batch
-from reference.sync.client import SyncClient, SyncPut
+from reference.sync.client import SyncClient, SyncPut, SyncUnavailable
 from tests.sync.conftest import raw_put
 from reference.sync.store import DeltaStore
 from spec.sync.messages import SyncCommand, TableFormat, decode_response
@@ -55,6 +56,15 @@ def test_client_retries_until_the_lock_is_free(server_factory) -> None:  # type:
     threading.Timer(0.3, server._lock.release).start()
     response = client.send_transaction(1, [SyncPut("t", rows_batch([(None, 1, "a")]), DESCS)])
     assert response.accepted and response.memory_sequence_number == 1
+
+
+def test_a_refused_connection_is_a_retryable_failure_that_ends_in_sync_unavailable() -> None:
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    client = SyncClient(f"grpc://127.0.0.1:{port}", "A", deadline_s=0.0)
+    with pytest.raises(SyncUnavailable, match="last: FlightUnavailableError"):
+        client.probe()
 
 
 def test_background_task_flushes_by_lag(server_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
