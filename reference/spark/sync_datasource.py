@@ -38,6 +38,7 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
+from reference.spark.quiet import drop_stop_echoes
 from reference.spark.workers import local_workers_use_driver_python
 from reference.sync.auth import ClientSecurity
 from reference.sync.client import SyncClient, SyncPut
@@ -246,6 +247,8 @@ class SyncDataSource(DataSource):
 
 def register(spark: Any) -> None:
     """``spark.dataSource.register(SyncDataSource)``, after pointing a local master's Python workers
-    at the driver's interpreter (the registration keeps the interpreter it sees)."""
+    at the driver's interpreter (the registration keeps the interpreter it sees); ``query.stop()``
+    logs no ERROR line for the write tasks it kills (quiet.py)."""
     local_workers_use_driver_python(spark.sparkContext)
+    drop_stop_echoes(spark.sparkContext)
     spark.dataSource.register(SyncDataSource)

@@ -1,9 +1,11 @@
-"""docs/pyspark.md runs as written: its Python blocks, in order, as one script outside the repository."""
+"""docs/pyspark.md runs as written: its sync server command, then its Python blocks, in order, as one
+script outside the repository."""
 
 from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -22,23 +24,35 @@ def python_blocks(markdown: str) -> list[str]:
     return re.findall(r"^```python\n(.*?)^```", markdown, flags=re.S | re.M)
 
 
-def test_every_python_block_of_the_guide_runs(tmp_path: Path) -> None:
-    from reference.pipeline.syncserver import FlushSettings, SyncServerProcess
+def serve_command(markdown: str) -> list[str]:
+    """The guide's ``sh`` command that starts the sync server, as arguments."""
+    (block,) = [b for b in re.findall(r"^```sh\n(.*?)^```", markdown, flags=re.S | re.M) if "reference.sync serve" in b]
+    return shlex.split(block.replace("\\\n", " "))
 
-    blocks = python_blocks((REPO / "docs" / "pyspark.md").read_text())
+
+def test_every_python_block_of_the_guide_runs_against_its_server_command(tmp_path: Path) -> None:
+    guide = (REPO / "docs" / "pyspark.md").read_text()
+    blocks = python_blocks(guide)
     assert len(blocks) >= 4
     script = "\n".join(blocks)
     assert DOC_LOCATION in script and DOC_DIR in script
-    server = SyncServerProcess(str(tmp_path / "store"), tmp_path / "server.log", FlushSettings(0.2))
-    location = server.start()
+    command = serve_command(guide)
+    assert command[:4] == ["python", "-m", "reference.sync", "serve"] and "--port" in command
+    command[command.index("--port") + 1] = "0"  # a free port, not 47470
+    argv = [sys.executable] + [a.replace(DOC_DIR, str(tmp_path)) for a in command[1:]]
+    env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON",)}
+    env["PYTHONPATH"] = str(REPO)  # as `pip install -e .` would make it importable
+    server = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
     try:
+        assert server.stdout is not None
+        listening = server.stdout.readline().split()
+        assert listening[:1] == ["LISTENING"], listening
         path = tmp_path / "guide.py"
-        path.write_text(script.replace(DOC_LOCATION, location).replace(DOC_DIR, str(tmp_path)))
-        env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON",)}
-        env["PYTHONPATH"] = str(REPO)  # as `pip install -e .` would make it importable
+        path.write_text(script.replace(DOC_LOCATION, f"grpc://127.0.0.1:{listening[1]}").replace(DOC_DIR, str(tmp_path)))
         done = subprocess.run([sys.executable, str(path)], cwd=tmp_path, env=env, capture_output=True, text=True,
                               timeout=HANG_GUARD_S)
         assert done.returncode == 0, done.stderr[-4000:]
         assert "Row(id=0, amount=" in done.stdout, done.stdout
     finally:
-        server.stop()
+        server.terminate()
+        server.wait(30)
