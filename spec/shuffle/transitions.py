@@ -191,62 +191,59 @@ class Table(Generic[S, E]):
             self._observers.remove(observer)
 
 
-WS, WE = WriterChannelState, WriterChannelEvent
-RS, RE = ReaderChannelState, ReaderChannelEvent
-
 WRITER_TRANSITIONS: Final[Mapping[tuple[WriterChannelState, WriterChannelEvent], WriterChannelState]] = {
-    (WS.AWAITING_CREDIT, WE.CREDIT): WS.OPEN,
-    (WS.AWAITING_CREDIT, WE.FLUSH): WS.AWAITING_CREDIT,
-    (WS.AWAITING_CREDIT, WE.FINISH): WS.TERMINATING,
-    (WS.AWAITING_CREDIT, WE.TIMEOUT): WS.FAILED,
-    (WS.AWAITING_CREDIT, WE.ACK_WRONG_SEQ): WS.FAILED,
-    (WS.AWAITING_CREDIT, WE.UNEXPECTED): WS.FAILED,
-    (WS.AWAITING_CREDIT, WE.MISMATCHED_IDS): WS.FAILED,
-    (WS.OPEN, WE.CREDIT): WS.OPEN,
-    (WS.OPEN, WE.FLUSH): WS.OPEN,
-    (WS.OPEN, WE.FINISH): WS.TERMINATING,
-    (WS.OPEN, WE.ACK_WRONG_SEQ): WS.FAILED,
-    (WS.OPEN, WE.UNEXPECTED): WS.FAILED,
-    (WS.OPEN, WE.CLOSE): WS.FAILED,
-    (WS.OPEN, WE.SEND_FAILED): WS.FAILED,
-    (WS.OPEN, WE.FOREIGN_CONNECTION): WS.FAILED,
-    (WS.OPEN, WE.MISMATCHED_IDS): WS.FAILED,
-    (WS.TERMINATING, WE.CREDIT): WS.TERMINATING,
-    (WS.TERMINATING, WE.ACK): WS.TERMINATED,
-    (WS.TERMINATING, WE.ACK_WRONG_SEQ): WS.FAILED,
-    (WS.TERMINATING, WE.UNEXPECTED): WS.FAILED,
-    (WS.TERMINATING, WE.CLOSE): WS.FAILED,
-    (WS.TERMINATING, WE.TIMEOUT): WS.FAILED,
-    (WS.TERMINATING, WE.ACK_TIMEOUT): WS.FAILED,
-    (WS.TERMINATING, WE.SEND_FAILED): WS.FAILED,
-    (WS.TERMINATING, WE.FOREIGN_CONNECTION): WS.FAILED,
-    (WS.TERMINATING, WE.MISMATCHED_IDS): WS.FAILED,
-    (WS.TERMINATED, WE.CREDIT): WS.TERMINATED,
-    (WS.TERMINATED, WE.ACK): WS.TERMINATED,
-    (WS.TERMINATED, WE.ACK_WRONG_SEQ): WS.FAILED,
-    (WS.TERMINATED, WE.UNEXPECTED): WS.FAILED,
-    (WS.TERMINATED, WE.CLOSE): WS.TERMINATED,
-    (WS.TERMINATED, WE.FOREIGN_CONNECTION): WS.FAILED,
-    (WS.TERMINATED, WE.MISMATCHED_IDS): WS.FAILED,
-    (WS.AWAITING_CREDIT, WE.LEAVE): WS.LEFT,
-    (WS.OPEN, WE.LEAVE): WS.LEFT,
-    (WS.TERMINATING, WE.LEAVE): WS.LEFT,
-    (WS.LEFT, WE.LEAVE): WS.LEFT,
-    (WS.LEFT, WE.CREDIT): WS.LEFT,
-    (WS.LEFT, WE.FINISH): WS.LEFT,
-    (WS.LEFT, WE.SEND_FAILED): WS.LEFT,
-    (WS.LEFT, WE.ACK_WRONG_SEQ): WS.FAILED,
-    (WS.LEFT, WE.UNEXPECTED): WS.FAILED,
-    (WS.LEFT, WE.MISMATCHED_IDS): WS.FAILED,
+    (WriterChannelState.AWAITING_CREDIT, WriterChannelEvent.CREDIT): WriterChannelState.OPEN,
+    (WriterChannelState.AWAITING_CREDIT, WriterChannelEvent.FLUSH): WriterChannelState.AWAITING_CREDIT,
+    (WriterChannelState.AWAITING_CREDIT, WriterChannelEvent.FINISH): WriterChannelState.TERMINATING,
+    (WriterChannelState.AWAITING_CREDIT, WriterChannelEvent.TIMEOUT): WriterChannelState.FAILED,
+    (WriterChannelState.AWAITING_CREDIT, WriterChannelEvent.ACK_WRONG_SEQ): WriterChannelState.FAILED,
+    (WriterChannelState.AWAITING_CREDIT, WriterChannelEvent.UNEXPECTED): WriterChannelState.FAILED,
+    (WriterChannelState.AWAITING_CREDIT, WriterChannelEvent.MISMATCHED_IDS): WriterChannelState.FAILED,
+    (WriterChannelState.OPEN, WriterChannelEvent.CREDIT): WriterChannelState.OPEN,
+    (WriterChannelState.OPEN, WriterChannelEvent.FLUSH): WriterChannelState.OPEN,
+    (WriterChannelState.OPEN, WriterChannelEvent.FINISH): WriterChannelState.TERMINATING,
+    (WriterChannelState.OPEN, WriterChannelEvent.ACK_WRONG_SEQ): WriterChannelState.FAILED,
+    (WriterChannelState.OPEN, WriterChannelEvent.UNEXPECTED): WriterChannelState.FAILED,
+    (WriterChannelState.OPEN, WriterChannelEvent.CLOSE): WriterChannelState.FAILED,
+    (WriterChannelState.OPEN, WriterChannelEvent.SEND_FAILED): WriterChannelState.FAILED,
+    (WriterChannelState.OPEN, WriterChannelEvent.FOREIGN_CONNECTION): WriterChannelState.FAILED,
+    (WriterChannelState.OPEN, WriterChannelEvent.MISMATCHED_IDS): WriterChannelState.FAILED,
+    (WriterChannelState.TERMINATING, WriterChannelEvent.CREDIT): WriterChannelState.TERMINATING,
+    (WriterChannelState.TERMINATING, WriterChannelEvent.ACK): WriterChannelState.TERMINATED,
+    (WriterChannelState.TERMINATING, WriterChannelEvent.ACK_WRONG_SEQ): WriterChannelState.FAILED,
+    (WriterChannelState.TERMINATING, WriterChannelEvent.UNEXPECTED): WriterChannelState.FAILED,
+    (WriterChannelState.TERMINATING, WriterChannelEvent.CLOSE): WriterChannelState.FAILED,
+    (WriterChannelState.TERMINATING, WriterChannelEvent.TIMEOUT): WriterChannelState.FAILED,
+    (WriterChannelState.TERMINATING, WriterChannelEvent.ACK_TIMEOUT): WriterChannelState.FAILED,
+    (WriterChannelState.TERMINATING, WriterChannelEvent.SEND_FAILED): WriterChannelState.FAILED,
+    (WriterChannelState.TERMINATING, WriterChannelEvent.FOREIGN_CONNECTION): WriterChannelState.FAILED,
+    (WriterChannelState.TERMINATING, WriterChannelEvent.MISMATCHED_IDS): WriterChannelState.FAILED,
+    (WriterChannelState.TERMINATED, WriterChannelEvent.CREDIT): WriterChannelState.TERMINATED,
+    (WriterChannelState.TERMINATED, WriterChannelEvent.ACK): WriterChannelState.TERMINATED,
+    (WriterChannelState.TERMINATED, WriterChannelEvent.ACK_WRONG_SEQ): WriterChannelState.FAILED,
+    (WriterChannelState.TERMINATED, WriterChannelEvent.UNEXPECTED): WriterChannelState.FAILED,
+    (WriterChannelState.TERMINATED, WriterChannelEvent.CLOSE): WriterChannelState.TERMINATED,
+    (WriterChannelState.TERMINATED, WriterChannelEvent.FOREIGN_CONNECTION): WriterChannelState.FAILED,
+    (WriterChannelState.TERMINATED, WriterChannelEvent.MISMATCHED_IDS): WriterChannelState.FAILED,
+    (WriterChannelState.AWAITING_CREDIT, WriterChannelEvent.LEAVE): WriterChannelState.LEFT,
+    (WriterChannelState.OPEN, WriterChannelEvent.LEAVE): WriterChannelState.LEFT,
+    (WriterChannelState.TERMINATING, WriterChannelEvent.LEAVE): WriterChannelState.LEFT,
+    (WriterChannelState.LEFT, WriterChannelEvent.LEAVE): WriterChannelState.LEFT,
+    (WriterChannelState.LEFT, WriterChannelEvent.CREDIT): WriterChannelState.LEFT,
+    (WriterChannelState.LEFT, WriterChannelEvent.FINISH): WriterChannelState.LEFT,
+    (WriterChannelState.LEFT, WriterChannelEvent.SEND_FAILED): WriterChannelState.LEFT,
+    (WriterChannelState.LEFT, WriterChannelEvent.ACK_WRONG_SEQ): WriterChannelState.FAILED,
+    (WriterChannelState.LEFT, WriterChannelEvent.UNEXPECTED): WriterChannelState.FAILED,
+    (WriterChannelState.LEFT, WriterChannelEvent.MISMATCHED_IDS): WriterChannelState.FAILED,
 }
 """Writer channel: (state, event) -> next state. FAILED is terminal (the whole writer failed); LEFT
 ends a channel without its ack (the writer drops its data and ignores its credits)."""
 
 WRITER_REJECTIONS: Final[Mapping[tuple[WriterChannelState, WriterChannelEvent], type[errors.ChannelError] | type[UsageError]]] = {
     (state, event): (
-        errors.UnexpectedMessage if event is WE.ACK and state is not WS.FAILED else UsageError
+        errors.UnexpectedMessage if event is WriterChannelEvent.ACK and state is not WriterChannelState.FAILED else UsageError
     )
-    for state in WS for event in WE
+    for state in WriterChannelState for event in WriterChannelEvent
     if (state, event) not in WRITER_TRANSITIONS
 }
 """Writer channel: the error every unlisted pair ends in. A matching ack before
@@ -255,37 +252,39 @@ unlisted pair can only be reached by a caller bug (for example ``write`` after `
 input after the machine failed, which the machine ignores instead)."""
 
 READER_TRANSITIONS: Final[Mapping[tuple[ReaderChannelState, ReaderChannelEvent], ReaderChannelState]] = {
-    (RS.CONNECTING, RE.CONNECTED): RS.OPEN,
-    (RS.CONNECTING, RE.CLOSE): RS.FAILED,
-    (RS.OPEN, RE.DATA): RS.OPEN,
-    (RS.OPEN, RE.TERMINATION): RS.TERMINATED,
-    (RS.OPEN, RE.WRONG_SEQ): RS.FAILED,
-    (RS.OPEN, RE.BAD_CHECKSUM): RS.FAILED,
-    (RS.OPEN, RE.UNEXPECTED): RS.FAILED,
-    (RS.OPEN, RE.CLOSE): RS.FAILED,
-    (RS.OPEN, RE.MISMATCHED_IDS): RS.FAILED,
-    (RS.TERMINATED, RE.WRONG_SEQ): RS.FAILED,
-    (RS.TERMINATED, RE.UNEXPECTED): RS.FAILED,
-    (RS.TERMINATED, RE.ACK_WRITTEN): RS.ACKED,
-    (RS.TERMINATED, RE.SEND_FAILED): RS.FAILED,
-    (RS.TERMINATED, RE.CLOSE): RS.TERMINATED,
-    (RS.TERMINATED, RE.MISMATCHED_IDS): RS.FAILED,
-    (RS.ACKED, RE.WRONG_SEQ): RS.FAILED,
-    (RS.ACKED, RE.UNEXPECTED): RS.FAILED,
-    (RS.ACKED, RE.CLOSE): RS.ACKED,
-    (RS.ACKED, RE.MISMATCHED_IDS): RS.FAILED,
+    (ReaderChannelState.CONNECTING, ReaderChannelEvent.CONNECTED): ReaderChannelState.OPEN,
+    (ReaderChannelState.CONNECTING, ReaderChannelEvent.CLOSE): ReaderChannelState.FAILED,
+    (ReaderChannelState.OPEN, ReaderChannelEvent.DATA): ReaderChannelState.OPEN,
+    (ReaderChannelState.OPEN, ReaderChannelEvent.TERMINATION): ReaderChannelState.TERMINATED,
+    (ReaderChannelState.OPEN, ReaderChannelEvent.WRONG_SEQ): ReaderChannelState.FAILED,
+    (ReaderChannelState.OPEN, ReaderChannelEvent.BAD_CHECKSUM): ReaderChannelState.FAILED,
+    (ReaderChannelState.OPEN, ReaderChannelEvent.UNEXPECTED): ReaderChannelState.FAILED,
+    (ReaderChannelState.OPEN, ReaderChannelEvent.CLOSE): ReaderChannelState.FAILED,
+    (ReaderChannelState.OPEN, ReaderChannelEvent.MISMATCHED_IDS): ReaderChannelState.FAILED,
+    (ReaderChannelState.TERMINATED, ReaderChannelEvent.WRONG_SEQ): ReaderChannelState.FAILED,
+    (ReaderChannelState.TERMINATED, ReaderChannelEvent.UNEXPECTED): ReaderChannelState.FAILED,
+    (ReaderChannelState.TERMINATED, ReaderChannelEvent.ACK_WRITTEN): ReaderChannelState.ACKED,
+    (ReaderChannelState.TERMINATED, ReaderChannelEvent.SEND_FAILED): ReaderChannelState.FAILED,
+    (ReaderChannelState.TERMINATED, ReaderChannelEvent.CLOSE): ReaderChannelState.TERMINATED,
+    (ReaderChannelState.TERMINATED, ReaderChannelEvent.MISMATCHED_IDS): ReaderChannelState.FAILED,
+    (ReaderChannelState.ACKED, ReaderChannelEvent.WRONG_SEQ): ReaderChannelState.FAILED,
+    (ReaderChannelState.ACKED, ReaderChannelEvent.UNEXPECTED): ReaderChannelState.FAILED,
+    (ReaderChannelState.ACKED, ReaderChannelEvent.CLOSE): ReaderChannelState.ACKED,
+    (ReaderChannelState.ACKED, ReaderChannelEvent.MISMATCHED_IDS): ReaderChannelState.FAILED,
 }
 """Reader channel: (state, event) -> next state. FAILED is terminal (the whole reader failed)."""
 
-_PEER_EVENTS: Final = frozenset({RE.DATA, RE.TERMINATION, RE.BAD_CHECKSUM})
+_PEER_EVENTS: Final = frozenset({
+    ReaderChannelEvent.DATA, ReaderChannelEvent.TERMINATION, ReaderChannelEvent.BAD_CHECKSUM,
+})
 
 READER_REJECTIONS: Final[Mapping[tuple[ReaderChannelState, ReaderChannelEvent], type[errors.ChannelError] | type[UsageError]]] = {
     (state, event): (
         errors.UnexpectedMessage
-        if event in _PEER_EVENTS and state in (RS.TERMINATED, RS.ACKED)
+        if event in _PEER_EVENTS and state in (ReaderChannelState.TERMINATED, ReaderChannelState.ACKED)
         else UsageError
     )
-    for state in RS for event in RE
+    for state in ReaderChannelState for event in ReaderChannelEvent
     if (state, event) not in READER_TRANSITIONS
 }
 """Reader channel: the error every unlisted pair ends in. DATA or a second TERMINATION_CONTROL
@@ -293,37 +292,42 @@ after the terminator is the peer's fault (Spark would queue it; this spec reject
 unlisted pair is a caller bug (a message before ``connected``, an ack completion that was never
 asked for, input after the machine failed, which the machine ignores instead)."""
 
+_WRITER_NOT_FAILED: Final = tuple(s for s in WriterChannelState if s is not WriterChannelState.FAILED)
+_WRITER_BOUND: Final = (WriterChannelState.OPEN, WriterChannelState.TERMINATING, WriterChannelState.TERMINATED)
+"""A reader's CREDIT has bound the channel."""
+_READER_CONNECTED: Final = (ReaderChannelState.OPEN, ReaderChannelState.TERMINATED, ReaderChannelState.ACKED)
+
 WRITER_ERRORS: Final[Mapping[tuple[WriterChannelState, WriterChannelEvent], type[errors.ChannelError]]] = {
-    (WS.AWAITING_CREDIT, WE.TIMEOUT): errors.WriterConnectionTimeout,
-    (WS.TERMINATING, WE.TIMEOUT): errors.WriterConnectionTimeout,
-    (WS.TERMINATING, WE.ACK_TIMEOUT): errors.TerminationAckTimeout,
-    (WS.OPEN, WE.SEND_FAILED): errors.SendFailed,
-    (WS.TERMINATING, WE.SEND_FAILED): errors.SendFailed,
-    **{(s, WE.ACK_WRONG_SEQ): errors.IncorrectSequenceNumber for s in WS if s is not WS.FAILED},
-    **{(s, WE.UNEXPECTED): errors.UnexpectedMessage for s in WS if s is not WS.FAILED},
-    (WS.OPEN, WE.CLOSE): errors.ConnectionClosedBeforeTermination,
-    (WS.TERMINATING, WE.CLOSE): errors.ConnectionClosedBeforeTermination,
-    **{(s, WE.FOREIGN_CONNECTION): errors.ReaderAlreadyBound for s in (WS.OPEN, WS.TERMINATING, WS.TERMINATED)},
-    **{(s, WE.MISMATCHED_IDS): errors.MismatchedChannelIds for s in WS if s is not WS.FAILED},
+    (WriterChannelState.AWAITING_CREDIT, WriterChannelEvent.TIMEOUT): errors.WriterConnectionTimeout,
+    (WriterChannelState.TERMINATING, WriterChannelEvent.TIMEOUT): errors.WriterConnectionTimeout,
+    (WriterChannelState.TERMINATING, WriterChannelEvent.ACK_TIMEOUT): errors.TerminationAckTimeout,
+    (WriterChannelState.OPEN, WriterChannelEvent.SEND_FAILED): errors.SendFailed,
+    (WriterChannelState.TERMINATING, WriterChannelEvent.SEND_FAILED): errors.SendFailed,
+    **{(s, WriterChannelEvent.ACK_WRONG_SEQ): errors.IncorrectSequenceNumber for s in _WRITER_NOT_FAILED},
+    **{(s, WriterChannelEvent.UNEXPECTED): errors.UnexpectedMessage for s in _WRITER_NOT_FAILED},
+    (WriterChannelState.OPEN, WriterChannelEvent.CLOSE): errors.ConnectionClosedBeforeTermination,
+    (WriterChannelState.TERMINATING, WriterChannelEvent.CLOSE): errors.ConnectionClosedBeforeTermination,
+    **{(s, WriterChannelEvent.FOREIGN_CONNECTION): errors.ReaderAlreadyBound for s in _WRITER_BOUND},
+    **{(s, WriterChannelEvent.MISMATCHED_IDS): errors.MismatchedChannelIds for s in _WRITER_NOT_FAILED},
 }
 """Listed writer transitions into FAILED, and the error each one reports."""
 
 READER_ERRORS: Final[Mapping[tuple[ReaderChannelState, ReaderChannelEvent], type[errors.ChannelError]]] = {
-    (RS.CONNECTING, RE.CLOSE): errors.ConnectionClosedBeforeTermination,
-    (RS.OPEN, RE.CLOSE): errors.ConnectionClosedBeforeTermination,
-    (RS.OPEN, RE.BAD_CHECKSUM): errors.ChecksumVerificationFailed,
-    (RS.TERMINATED, RE.SEND_FAILED): errors.SendFailed,
-    **{(s, RE.WRONG_SEQ): errors.IncorrectSequenceNumber for s in (RS.OPEN, RS.TERMINATED, RS.ACKED)},
-    **{(s, RE.UNEXPECTED): errors.UnexpectedMessage for s in (RS.OPEN, RS.TERMINATED, RS.ACKED)},
-    **{(s, RE.MISMATCHED_IDS): errors.MismatchedChannelIds for s in (RS.OPEN, RS.TERMINATED, RS.ACKED)},
+    (ReaderChannelState.CONNECTING, ReaderChannelEvent.CLOSE): errors.ConnectionClosedBeforeTermination,
+    (ReaderChannelState.OPEN, ReaderChannelEvent.CLOSE): errors.ConnectionClosedBeforeTermination,
+    (ReaderChannelState.OPEN, ReaderChannelEvent.BAD_CHECKSUM): errors.ChecksumVerificationFailed,
+    (ReaderChannelState.TERMINATED, ReaderChannelEvent.SEND_FAILED): errors.SendFailed,
+    **{(s, ReaderChannelEvent.WRONG_SEQ): errors.IncorrectSequenceNumber for s in _READER_CONNECTED},
+    **{(s, ReaderChannelEvent.UNEXPECTED): errors.UnexpectedMessage for s in _READER_CONNECTED},
+    **{(s, ReaderChannelEvent.MISMATCHED_IDS): errors.MismatchedChannelIds for s in _READER_CONNECTED},
 }
 """Listed reader transitions into FAILED, and the error each one reports."""
 
 WRITER_TABLE: Final = Table(
-    name="writer channel", initial=WS.AWAITING_CREDIT, transitions=WRITER_TRANSITIONS,
+    name="writer channel", initial=WriterChannelState.AWAITING_CREDIT, transitions=WRITER_TRANSITIONS,
     rejections=WRITER_REJECTIONS, failures=WRITER_ERRORS, meanings=WRITER_EVENT_MEANINGS,
 )
 READER_TABLE: Final = Table(
-    name="reader channel", initial=RS.CONNECTING, transitions=READER_TRANSITIONS,
+    name="reader channel", initial=ReaderChannelState.CONNECTING, transitions=READER_TRANSITIONS,
     rejections=READER_REJECTIONS, failures=READER_ERRORS, meanings=READER_EVENT_MEANINGS,
 )

@@ -29,20 +29,19 @@ from spec.shuffle.transitions import (
 from spec.shuffle.writer import WriterMachine
 
 SETTINGS = ShuffleSettings(network_buffer_size=64, writer_max_memory=1, reader_max_memory=10_000)
-WS, WE, RS, RE = WriterChannelState, WriterChannelEvent, ReaderChannelState, ReaderChannelEvent
 
 
 def writer_in(state: WriterChannelState) -> WriterMachine:
     """A writer of two readers whose channel to reader 0 is in ``state`` (reader 1 keeps it running)."""
     w = WriterMachine(1, 0, 2, SETTINGS, 0.0)
-    if state is not WS.AWAITING_CREDIT:
+    if state is not WriterChannelState.AWAITING_CREDIT:
         w.received("c0", CreditMessage(writer_id=0, reader_id=0), 0.0)
         w.received("c1", CreditMessage(writer_id=0, reader_id=1), 0.0)
-    if state in (WS.TERMINATING, WS.TERMINATED):
+    if state in (WriterChannelState.TERMINATING, WriterChannelState.TERMINATED):
         w.finish(0.0)
-    if state is WS.TERMINATED:
+    if state is WriterChannelState.TERMINATED:
         w.received("c0", TerminationAckMessage(seq=0, writer_id=0, reader_id=0), 0.0)
-    if state is WS.LEFT:
+    if state is WriterChannelState.LEFT:
         w.reader_left(0, 0.0)
     assert w.channels[0].state is state and not w.done
     return w
@@ -53,9 +52,9 @@ def reader_in(state: ReaderChannelState) -> ReaderMachine:
     r = ReaderMachine(1, 0, [0, 1], SETTINGS, 0.0)
     r.connected(0, 0.0)
     r.connected(1, 0.0)
-    if state in (RS.TERMINATED, RS.ACKED):
+    if state in (ReaderChannelState.TERMINATED, ReaderChannelState.ACKED):
         r.received(0, TerminationControlMessage(seq=0, writer_id=0, reader_id=0), 0.0)
-    if state is RS.ACKED:
+    if state is ReaderChannelState.ACKED:
         r.send_completed(0, 0, 0.0)
     assert r.channels[0].state is state and not r.done
     return r
@@ -102,18 +101,20 @@ def writer_event(w: WriterMachine, conn: Any, message: Message) -> WriterChannel
     """How the writer must classify ``message`` on ``conn`` for its channel to reader 0."""
     bound = w.channels[0].conn is not None
     if isinstance(message, DataMessage):
-        return WE.UNEXPECTED
+        return WriterChannelEvent.UNEXPECTED
     if message.writer_id != 0 or (bound and conn == "c0" and message.reader_id != 0):
-        return WE.MISMATCHED_IDS
+        return WriterChannelEvent.MISMATCHED_IDS
     if bound and conn != "c0":
-        return WE.FOREIGN_CONNECTION
+        return WriterChannelEvent.FOREIGN_CONNECTION
     if isinstance(message, TerminationAckMessage):
-        return WE.ACK if message.seq == w.channels[0].last_seq else WE.ACK_WRONG_SEQ
-    return WE.CREDIT
+        return WriterChannelEvent.ACK if message.seq == w.channels[0].last_seq else WriterChannelEvent.ACK_WRONG_SEQ
+    return WriterChannelEvent.CREDIT
 
 
-WRITER_CASES = [(state, name) for state in WS if state is not WS.FAILED for name in WRITER_INPUTS
-                if not (state in (WS.AWAITING_CREDIT, WS.LEFT) and "reader 0's connection" in name)]
+WRITER_CASES = [(state, name)
+                for state in WriterChannelState if state is not WriterChannelState.FAILED for name in WRITER_INPUTS
+                if not (state in (WriterChannelState.AWAITING_CREDIT, WriterChannelState.LEFT)
+                        and "reader 0's connection" in name)]
 """Every live state with every input (reader 0 has no connection of its own before its bind or after it left)."""
 
 
@@ -126,19 +127,21 @@ def test_the_writer_honours_its_table(table_coverage: None, state: WriterChannel
 
 
 READER_INPUTS: dict[str, tuple[ReaderChannelEvent, Callable[[ReaderMachine], Message]]] = {
-    "data naming another reader": (RE.MISMATCHED_IDS, lambda r: data(r.channels[0].last_seq + 1, reader_id=4)),
-    "terminator naming another writer": (RE.MISMATCHED_IDS, lambda r: TerminationControlMessage(
+    "data naming another reader": (ReaderChannelEvent.MISMATCHED_IDS,
+                                   lambda r: data(r.channels[0].last_seq + 1, reader_id=4)),
+    "terminator naming another writer": (ReaderChannelEvent.MISMATCHED_IDS, lambda r: TerminationControlMessage(
         seq=r.channels[0].last_seq + 1, writer_id=1, reader_id=0)),
-    "data with the next seq": (RE.DATA, lambda r: data(r.channels[0].last_seq + 1)),
-    "terminator with the next seq": (RE.TERMINATION, lambda r: TerminationControlMessage(
+    "data with the next seq": (ReaderChannelEvent.DATA, lambda r: data(r.channels[0].last_seq + 1)),
+    "terminator with the next seq": (ReaderChannelEvent.TERMINATION, lambda r: TerminationControlMessage(
         seq=r.channels[0].last_seq + 1, writer_id=0, reader_id=0)),
-    "data with a seq ahead": (RE.WRONG_SEQ, lambda r: data(r.channels[0].last_seq + 5)),
-    "credit sent to the reader": (RE.UNEXPECTED, lambda r: CreditMessage(
+    "data with a seq ahead": (ReaderChannelEvent.WRONG_SEQ, lambda r: data(r.channels[0].last_seq + 5)),
+    "credit sent to the reader": (ReaderChannelEvent.UNEXPECTED, lambda r: CreditMessage(
         writer_id=0, reader_id=0, seq=r.channels[0].last_seq + 1)),
 }
 
 
-@pytest.mark.parametrize("state", [RS.OPEN, RS.TERMINATED, RS.ACKED], ids=lambda s: s.value)
+@pytest.mark.parametrize("state", [ReaderChannelState.OPEN, ReaderChannelState.TERMINATED, ReaderChannelState.ACKED],
+                         ids=lambda s: s.value)
 @pytest.mark.parametrize("name", list(READER_INPUTS))
 def test_the_reader_honours_its_table(table_coverage: None, state: ReaderChannelState, name: str) -> None:
     r = reader_in(state)
