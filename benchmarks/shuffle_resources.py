@@ -31,11 +31,11 @@ from reference.net import ConnectionLimits
 from reference.shuffle.reader_task import ReaderTask
 from reference.shuffle.task import TaskOptions
 from reference.shuffle.writer_task import WriterTask
-from spec.shuffle import coordination as co
+from spec.shuffle import coordination
 from spec.shuffle.settings import ShuffleSettings
 from spec.shuffle.writer import TCP_RECEIVE_BUFFER, TCP_SEND_BUFFER
 
-KEY = co.ShuffleKey(0, 0)
+KEY = coordination.ShuffleKey(0, 0)
 RECORDS = 1000
 CHURN = 1000
 IDLE = 500
@@ -53,18 +53,19 @@ class _FixedDirectory:
     """Tells a reader where the one writer listens; nothing else is coordinated here."""
 
     def __init__(self, port: int) -> None:
-        self._writers = (co.WriterLocation(0, "benchmark", "127.0.0.1", port),) if port else ()
+        self._writers = (coordination.WriterLocation(0, "benchmark", "127.0.0.1", port),) if port else ()
 
-    def register(self, key: co.ShuffleKey, writer: co.WriterLocation) -> None:
+    def register(self, key: coordination.ShuffleKey, writer: coordination.WriterLocation) -> None:
         pass
 
-    def lookup(self, key: co.ShuffleKey) -> co.Writers:
-        return co.Writers("", self._writers)
+    def lookup(self, key: coordination.ShuffleKey) -> coordination.Writers:
+        return coordination.Writers("", self._writers)
 
-    def unregister(self, key: co.ShuffleKey, writer_id: int) -> None:
+    def unregister(self, key: coordination.ShuffleKey, writer_id: int) -> None:
         pass
 
-    def report_failure(self, key: co.ShuffleKey, role: co.Role, task: int, description: str) -> None:
+    def report_failure(self, key: coordination.ShuffleKey, role: coordination.Role, task: int,
+                       description: str) -> None:
         pass
 
 

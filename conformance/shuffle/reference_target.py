@@ -25,7 +25,7 @@ from conformance.external import CAPABILITIES_ROLE, PEER_VARIABLE, ROLE_VARIABLE
 from reference.shuffle.reader_task import ReaderTask
 from reference.shuffle.task import TaskOptions, describe
 from reference.shuffle.writer_task import WriterTask
-from spec.shuffle import coordination as co
+from spec.shuffle import coordination
 from spec.errors import ProtocolError
 from spec.shuffle.settings import ShuffleSettings
 
@@ -35,19 +35,20 @@ CAPABILITIES: Final = "CAPABILITIES writer reader workload reports"
 class FixedDirectory:
     """A directory that knows only the writers it was given and never reports a failure."""
 
-    def __init__(self, writers: tuple[co.WriterLocation, ...] = ()) -> None:
+    def __init__(self, writers: tuple[coordination.WriterLocation, ...] = ()) -> None:
         self.writers = writers
 
-    def register(self, key: co.ShuffleKey, writer: co.WriterLocation) -> None:
+    def register(self, key: coordination.ShuffleKey, writer: coordination.WriterLocation) -> None:
         """The runner learns the writer's port from ``LISTENING``, not from the directory."""
 
-    def lookup(self, key: co.ShuffleKey) -> co.Writers:
-        return co.Writers("", self.writers)
+    def lookup(self, key: coordination.ShuffleKey) -> coordination.Writers:
+        return coordination.Writers("", self.writers)
 
-    def unregister(self, key: co.ShuffleKey, writer_id: int) -> None:
+    def unregister(self, key: coordination.ShuffleKey, writer_id: int) -> None:
         """Nothing registered, nothing to remove."""
 
-    def report_failure(self, key: co.ShuffleKey, role: co.Role, task: int, description: str) -> None:
+    def report_failure(self, key: coordination.ShuffleKey, role: coordination.Role, task: int,
+                       description: str) -> None:
         """Failures are reported on stdout instead (see :func:`run`)."""
 
 
@@ -71,7 +72,7 @@ def run(task: Callable[[], None]) -> int:
 
 def writer(workload: dict[str, Any], settings: ShuffleSettings, options: TaskOptions) -> int:
     num_readers = int(workload["num_readers"])
-    task = WriterTask(co.ShuffleKey(int(workload["shuffle_id"]), 0), int(workload["writer_id"]), num_readers,
+    task = WriterTask(coordination.ShuffleKey(int(workload["shuffle_id"]), 0), int(workload["writer_id"]), num_readers,
                       settings, FixedDirectory(), options)
     report(f"LISTENING {task.port}")
 
@@ -89,9 +90,10 @@ def writer(workload: dict[str, Any], settings: ShuffleSettings, options: TaskOpt
 def reader(workload: dict[str, Any], settings: ShuffleSettings, options: TaskOptions, peer: str) -> int:
     host, _, port = peer.rpartition(":")
     (writer_id,) = workload["writer_ids"]
-    location = co.WriterLocation(int(writer_id), "conformance-peer", host.strip("[]"), int(port))
-    task = ReaderTask(co.ShuffleKey(int(workload["shuffle_id"]), 0), int(workload["reader_id"]), [location.writer_id],
-                      settings, FixedDirectory((location,)), options)
+    location = coordination.WriterLocation(int(writer_id), "conformance-peer", host.strip("[]"), int(port))
+    key = coordination.ShuffleKey(int(workload["shuffle_id"]), 0)
+    task = ReaderTask(key, int(workload["reader_id"]), [location.writer_id], settings, FixedDirectory((location,)),
+                      options)
 
     def consume() -> None:
         for _ in task.records():

@@ -17,7 +17,7 @@ from reference.shuffle.cluster_directory import ClusterDirectory
 from reference.shuffle.reader_task import ReaderTask
 from reference.shuffle.task import TaskOptions
 from reference.shuffle.writer_task import WriterStats, WriterTask
-from spec.shuffle import coordination as co
+from spec.shuffle import coordination
 from spec.shuffle.coordination import WriterDirectory
 from spec.shuffle.settings import ShuffleSettings
 
@@ -28,7 +28,7 @@ class TaskDirectory(WriterDirectory, Protocol):
     def close(self) -> None: ...
 
 
-DirectoryFactory = Callable[[co.Role, int], TaskDirectory]
+DirectoryFactory = Callable[[coordination.Role, int], TaskDirectory]
 """Opens one task's directory; by default a node of an in-process cluster the harness starts."""
 
 
@@ -62,7 +62,7 @@ def run_local_shuffle(
         shard, backend = holder.shard, cluster
         directories = lambda role, task: ClusterDirectory(backend, f"{role.name.lower()}{task}", shard)  # noqa: E731
     open_directory = directories
-    key = co.ShuffleKey(0, 0)
+    key = coordination.ShuffleKey(0, 0)
     outputs: list[list[bytes]] = [[] for _ in range(num_readers)]
     stats: list[WriterStats] = [WriterStats() for _ in inputs]
     failures: dict[tuple[str, int], BaseException] = {}
@@ -72,7 +72,7 @@ def run_local_shuffle(
         opts = writer_options[w] if writer_options is not None else options
         opts = replace(opts, ledger=ledger or opts.ledger)
         try:
-            client = open_directory(co.Role.WRITER, w)
+            client = open_directory(coordination.Role.WRITER, w)
             clients.append(client)
             stats[w] = WriterTask(key, w, num_readers, settings, client, opts).run(records)
         except BaseException as error:  # noqa: BLE001 - reported to the caller
@@ -80,7 +80,7 @@ def run_local_shuffle(
 
     def reader(r: int) -> None:
         try:
-            client = open_directory(co.Role.READER, r)
+            client = open_directory(coordination.Role.READER, r)
             clients.append(client)
             records = ReaderTask(key, r, range(len(inputs)), settings, client,
                                  replace(options, ledger=ledger or options.ledger)).records()

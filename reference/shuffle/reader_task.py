@@ -20,7 +20,7 @@ from reference.net import CloseReason, Stream
 from reference.shuffle.task import TaskBase, TaskOptions, WriterUnreachable, close_cause, describe
 from reference.shuffle.transport import POLL_S, Connection
 from spec.auth import AuthError, ClientHandshake
-from spec.shuffle import coordination as co
+from spec.shuffle import coordination
 from spec.shuffle.coordination import WriterDirectory
 from spec.shuffle import errors
 from spec.shuffle.framing import max_frame_from_writer
@@ -38,11 +38,11 @@ RECEIVE_BUFFER = 256 * 1024
 class ReaderTask(TaskBase):
     """One reader: iterate ``records()`` to receive every record sent to ``reader_id``."""
 
-    role = co.Role.READER
+    role = coordination.Role.READER
     machine: ReaderMachine
 
-    def __init__(self, key: co.ShuffleKey, reader_id: int, writer_ids: Sequence[int], settings: ShuffleSettings,
-                 directory: WriterDirectory, options: TaskOptions = TaskOptions()) -> None:
+    def __init__(self, key: coordination.ShuffleKey, reader_id: int, writer_ids: Sequence[int],
+                 settings: ShuffleSettings, directory: WriterDirectory, options: TaskOptions = TaskOptions()) -> None:
         super().__init__(key, reader_id, directory, options, receive_buffer=RECEIVE_BUFFER)
         self.reader_id = reader_id
         self.writer_ids = tuple(writer_ids)
@@ -53,7 +53,7 @@ class ReaderTask(TaskBase):
         self._connect_failing_since: dict[int, float] = {}
         self.connections: dict[int, Connection] = {}
         self._writer_of: dict[Stream, int] = {}
-        self._location_of: dict[int, co.WriterLocation] = {}
+        self._location_of: dict[int, coordination.WriterLocation] = {}
         self._max_frame_length = max_frame_from_writer(settings, options.max_record_size)
 
     def records(self) -> Generator[bytes, None, None]:
@@ -107,12 +107,12 @@ class ReaderTask(TaskBase):
         """One round of I/O: discover writers, read what is ready, write credits and acks."""
         now = self.clock()
         discovering = len(self.connections) < len(self.writer_ids)
-        if discovering and now - self._last_lookup >= co.POLL_INTERVAL_S:
+        if discovering and now - self._last_lookup >= coordination.POLL_INTERVAL_S:
             self._last_lookup = now
             self._discover()
         else:
             self.poll_peer_failure(now)
-        self.reactor.poll(co.POLL_INTERVAL_S if discovering else POLL_S)
+        self.reactor.poll(coordination.POLL_INTERVAL_S if discovering else POLL_S)
 
     def _discover(self) -> None:
         found = self.directory.lookup(self.key)
@@ -140,7 +140,7 @@ class ReaderTask(TaskBase):
             if conn.authenticated:
                 self.carry_out(self.machine.connected(writer_id, self.clock()))
 
-    def _connect_failed(self, location: co.WriterLocation, cause: str) -> None:
+    def _connect_failed(self, location: coordination.WriterLocation, cause: str) -> None:
         """One more failed attempt to reach a writer: fatal once they span ``connect_timeout_s``."""
         first = self._connect_failing_since.setdefault(location.writer_id, self.clock())
         if self.clock() - first > self.options.connect_timeout_s:

@@ -22,7 +22,7 @@ from reference.net import CloseReason, ConnectionLimits, Handler, Reactor, Strea
 from reference.net.ledger import ResourceLedger
 from reference.shuffle.transport import Connection, Transcript
 from spec.auth import AuthConfig
-from spec.shuffle import coordination as co
+from spec.shuffle import coordination
 from spec.shuffle.coordination import WriterDirectory
 from spec.shuffle import errors
 from spec.shuffle.framing import DEFAULT_MAX_RECORD_SIZE
@@ -43,7 +43,7 @@ class WriterUnreachable(errors.ShuffleError):
 
     condition = "STREAMING_SHUFFLE_WRITER_UNREACHABLE"
 
-    def __init__(self, writer: co.WriterLocation, timeout_s: float, cause: str) -> None:
+    def __init__(self, writer: coordination.WriterLocation, timeout_s: float, cause: str) -> None:
         super().__init__(
             f"writer {writer.writer_id} at {writer.host}:{writer.port} (executor {writer.executor}) could not "
             f"be reached for {timeout_s:g} s: {cause}",
@@ -61,7 +61,7 @@ class AttemptRetired(errors.ShuffleError):
 
     condition = "STREAMING_SHUFFLE_ATTEMPT_RETIRED"
 
-    def __init__(self, key: co.ShuffleKey) -> None:
+    def __init__(self, key: coordination.ShuffleKey) -> None:
         super().__init__(f"attempt {key.attempt} of shuffle {key.shuffle_id} was retired: no job reads it any more",
                          shuffleId=key.shuffle_id, attempt=key.attempt)
 
@@ -132,10 +132,10 @@ class TaskBase(Handler):
     thread): every step is carried out there, so nothing is locked per message.
     """
 
-    role: co.Role
+    role: coordination.Role
     machine: Machine
 
-    def __init__(self, key: co.ShuffleKey, task_id: int, directory: WriterDirectory, options: TaskOptions,
+    def __init__(self, key: coordination.ShuffleKey, task_id: int, directory: WriterDirectory, options: TaskOptions,
                  clock: Callable[[], float] = time.monotonic, *, listen: tuple[str, int] | None = None,
                  receive_buffer: int | None = None) -> None:
         """``listen``: serve peers on this address; ``receive_buffer``: the role's read size (default: the limits')."""
@@ -269,7 +269,7 @@ class TaskBase(Handler):
             while time.monotonic() < deadline:
                 try:
                     found = self.directory.lookup(self.key)
-                except (OSError, co.CoordinationError):
+                except (OSError, coordination.CoordinationError):
                     break
                 except errors.ShuffleError as node_failed:  # a task's node FAIL: the root cause itself
                     node_failed.__cause__ = error
@@ -292,7 +292,7 @@ class TaskBase(Handler):
         self._reported = True
         try:
             self.directory.report_failure(self.key, self.role, self.task_id, describe(error))
-        except (OSError, co.CoordinationError):
+        except (OSError, coordination.CoordinationError):
             pass
 
     # -- shutdown ---------------------------------------------------------------------------------

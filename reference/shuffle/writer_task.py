@@ -28,7 +28,7 @@ from reference.shuffle.handover import Handover, Record
 from reference.shuffle.task import AttemptRetired, TaskBase, TaskOptions, close_cause
 from reference.shuffle.transport import POLL_S, Connection
 from spec.auth import AuthError, ReplayGuard, ServerHandshake
-from spec.shuffle import coordination as co
+from spec.shuffle import coordination
 from spec.shuffle.coordination import WriterDirectory
 from spec.shuffle import errors
 from spec.shuffle.framing import max_frame_from_reader
@@ -63,10 +63,10 @@ def _payload_size(send: Send) -> int:
 class WriterTask(TaskBase):
     """One writer: ``run(records)`` streams ``(reader_id, record_bytes)`` pairs to the readers."""
 
-    role = co.Role.WRITER
+    role = coordination.Role.WRITER
     machine: WriterMachine
 
-    def __init__(self, key: co.ShuffleKey, writer_id: int, num_readers: int, settings: ShuffleSettings,
+    def __init__(self, key: coordination.ShuffleKey, writer_id: int, num_readers: int, settings: ShuffleSettings,
                  directory: WriterDirectory, options: TaskOptions = TaskOptions(),
                  served: Collection[int] | None = None) -> None:
         """``served``: the readers this run serves (default all); the others' records are dropped."""
@@ -99,7 +99,7 @@ class WriterTask(TaskBase):
         """
         try:
             self.run_thread(self._serve, "shuffle-writer-io")
-            self.directory.register(self.key, co.WriterLocation(
+            self.directory.register(self.key, coordination.WriterLocation(
                 self.writer_id, self.options.executor_id, self.options.bind_host, self.port))
             for reader_id, record in records:
                 if not self.handover.put(reader_id, record):
@@ -245,5 +245,5 @@ class WriterTask(TaskBase):
     def _unregister(self) -> None:
         try:
             self.directory.unregister(self.key, self.writer_id)
-        except (OSError, co.CoordinationError):
+        except (OSError, coordination.CoordinationError):
             pass

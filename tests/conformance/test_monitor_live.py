@@ -21,7 +21,7 @@ from reference.shuffle.cluster_directory import ClusterDirectory
 from reference.shuffle.local import LocalShuffleError, TaskDirectory, run_local_shuffle
 from reference.shuffle.task import TaskOptions
 from spec.auth import AuthConfig
-from spec.shuffle import coordination as co
+from spec.shuffle import coordination
 from spec.shuffle.settings import ShuffleSettings
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="live capture needs root (a raw AF_PACKET socket)")
@@ -68,18 +68,19 @@ class _ProxiedDirectory:
     def __init__(self, inner: ClusterDirectory, fault: Fault, proxies: list[FaultProxy]) -> None:
         self._inner, self._fault, self._proxies = inner, fault, proxies
 
-    def register(self, key: co.ShuffleKey, writer: co.WriterLocation) -> None:
+    def register(self, key: coordination.ShuffleKey, writer: coordination.WriterLocation) -> None:
         proxy = FaultProxy(writer.host, (writer.host, writer.port), self._fault)
         self._proxies.append(proxy)
         self._inner.register(key, replace(writer, port=proxy.port))
 
-    def lookup(self, key: co.ShuffleKey) -> co.Writers:
+    def lookup(self, key: coordination.ShuffleKey) -> coordination.Writers:
         return self._inner.lookup(key)
 
-    def unregister(self, key: co.ShuffleKey, writer_id: int) -> None:
+    def unregister(self, key: coordination.ShuffleKey, writer_id: int) -> None:
         self._inner.unregister(key, writer_id)
 
-    def report_failure(self, key: co.ShuffleKey, role: co.Role, task: int, description: str) -> None:
+    def report_failure(self, key: coordination.ShuffleKey, role: coordination.Role, task: int,
+                       description: str) -> None:
         self._inner.report_failure(key, role, task, description)
 
     def close(self) -> None:
@@ -91,7 +92,7 @@ def _faulted_run(fault: Fault, host: str) -> Iterator[MonitorReport]:
     holder = ClusterDirectory(cluster, "driver-shuffle0", launcher=lambda key: None)
     proxies: list[FaultProxy] = []
 
-    def directories(role: co.Role, task: int) -> TaskDirectory:
+    def directories(role: coordination.Role, task: int) -> TaskDirectory:
         return _ProxiedDirectory(ClusterDirectory(cluster, f"{role.name.lower()}{task}", holder.shard), fault, proxies)
 
     try:

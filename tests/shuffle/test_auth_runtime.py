@@ -22,7 +22,7 @@ from reference.shuffle.reader_task import ReaderTask
 from reference.shuffle.task import TaskOptions
 from spec.auth import AuthConfig, CipherName
 from spec.auth import errors
-from spec.shuffle import coordination as co
+from spec.shuffle import coordination
 from spec.shuffle.codec import encode_frame
 from spec.shuffle.messages import CreditMessage
 
@@ -111,7 +111,7 @@ def proxied_reader(auth: AuthConfig | None, cut: int = 0) -> Iterator[tuple[list
         writer.directory.registered.wait(DEADLINE_S)
         proxy = Proxy(writer.address, cut)
         try:
-            directory = MemoryDirectory((co.WriterLocation(0, "driver", "127.0.0.1", proxy.port),))
+            directory = MemoryDirectory((coordination.WriterLocation(0, "driver", "127.0.0.1", proxy.port),))
             ledger = ResourceLedger()
             reader = ReaderTask(KEY, 0, [0], SETTINGS, directory, TaskOptions(ledger=ledger, auth=auth))
             records = list(reader.records())

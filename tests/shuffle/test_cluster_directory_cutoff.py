@@ -11,7 +11,7 @@ import pytest
 from reference.cluster.memory import InProcessCluster
 from reference.cluster.service import ClusterService
 from reference.shuffle.cluster_directory import ClusterDirectory, ClusterUnreachable, ShardView
-from spec.shuffle import coordination as co
+from spec.shuffle import coordination
 
 DEADLINE_S = 30.0
 """Only to end a broken run; nothing here asserts on time."""
@@ -31,9 +31,9 @@ def test_a_cut_off_task_fails_once_the_others_must_have_declared_it_failed() -> 
     service = ClusterService(cluster)
     holder = ClusterDirectory(cluster, "driver")
     task = ClusterDirectory.connect(service.url, holder.shard, "writer0")
-    key = co.ShuffleKey(0, 0)
+    key = coordination.ShuffleKey(0, 0)
     try:
-        assert task.lookup(key) == co.Writers("", ())
+        assert task.lookup(key) == coordination.Writers("", ())
         service.close()
         _wait_until(lambda: task.view.cut_off_for() is not None, "cluster_down")
         deadline = time.monotonic() + DEADLINE_S

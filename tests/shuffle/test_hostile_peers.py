@@ -25,14 +25,14 @@ from reference.shuffle.reader_task import ReaderTask
 from reference.shuffle.task import TaskOptions
 from reference.shuffle.writer_task import WriterTask
 from spec.auth import AuthConfig
-from spec.shuffle import coordination as co
+from spec.shuffle import coordination
 from spec.shuffle import errors
 from spec.shuffle.codec import encode_frame
 from spec.shuffle.framing import max_frame_from_reader
 from spec.shuffle.messages import CreditMessage, DataMessage
 from spec.shuffle.settings import ShuffleSettings
 
-KEY = co.ShuffleKey(0, 0)
+KEY = coordination.ShuffleKey(0, 0)
 SETTINGS = ShuffleSettings(network_buffer_size=1024, network_buffer_max_wait_time_ms=5)
 RECORDS = [(0, b"record %d" % i) for i in range(200)]
 DEADLINE_S = 30.0
@@ -244,7 +244,7 @@ def test_data_naming_another_pair_fails_the_reader() -> None:
     before its records are delivered."""
     directory = MemoryDirectory()
     with socket.create_server(("127.0.0.1", 0)) as server:
-        directory.register(KEY, co.WriterLocation(0, "fake", "127.0.0.1", server.getsockname()[1]))
+        directory.register(KEY, coordination.WriterLocation(0, "fake", "127.0.0.1", server.getsockname()[1]))
         ledger = ResourceLedger()
         reader = ReaderTask(KEY, 0, [0], SETTINGS, directory, TaskOptions(ledger=ledger))
         stray = DataMessage(seq=0, writer_id=1, reader_id=0, checksum=0, payload=b"")

@@ -21,7 +21,7 @@ from reference.net.ledger import ResourceLedger
 from reference.shuffle.reader_task import ReaderTask
 from reference.shuffle.task import TaskOptions, WriterUnreachable
 from reference.shuffle.writer_task import WriterTask
-from spec.shuffle import coordination as co
+from spec.shuffle import coordination
 from spec.shuffle import errors
 from spec.shuffle.checksum import payload_checksum
 from spec.shuffle.codec import encode_frame
@@ -85,7 +85,7 @@ def test_a_writer_reset_after_its_data_fails_the_reader_with_a_typed_error() -> 
     """Whether the reset meets the reader's read or its credit's write, the error is the protocol's."""
     listener = socket.create_server(("127.0.0.1", 0))
     directory = MemoryDirectory()
-    directory.register(KEY, co.WriterLocation(0, "fake", "127.0.0.1", listener.getsockname()[1]))
+    directory.register(KEY, coordination.WriterLocation(0, "fake", "127.0.0.1", listener.getsockname()[1]))
     payload = encode_record(b"only record")
 
     def fake_writer() -> None:
@@ -120,7 +120,7 @@ def test_a_writer_nobody_can_reach_fails_the_reader_with_writer_unreachable() ->
     with socket.create_server(("127.0.0.1", 0)) as probe:
         port = probe.getsockname()[1]  # closed again: connections to it are refused
     directory = MemoryDirectory()
-    directory.register(KEY, co.WriterLocation(3, "exec-9", "127.0.0.1", port))
+    directory.register(KEY, coordination.WriterLocation(3, "exec-9", "127.0.0.1", port))
     ledger = ResourceLedger()
     reader = ReaderTask(KEY, 0, [3], SETTINGS, directory, TaskOptions(ledger=ledger, connect_timeout_s=0.2))
     try:

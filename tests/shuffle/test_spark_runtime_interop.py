@@ -22,7 +22,7 @@ from conformance.shuffle.spark_jvm import SparkJvm
 from reference.shuffle.reader_task import ReaderTask
 from reference.shuffle.task import TaskOptions
 from reference.shuffle.writer_task import WriterStats, WriterTask
-from spec.shuffle import coordination as co
+from spec.shuffle import coordination
 from spec.shuffle.checksum import payload_checksum
 from spec.shuffle.codec import decode_frame
 from spec.shuffle.messages import CreditMessage, DataMessage, TerminationAckMessage, TerminationControlMessage
@@ -34,7 +34,7 @@ pytestmark = pytest.mark.jvm
 DEADLINE_S = 60.0
 """Only to end a broken run (JVM start-up on a loaded machine included); nothing asserts on time."""
 
-KEY = co.ShuffleKey(0, 0)
+KEY = coordination.ShuffleKey(0, 0)
 WRITER, READER = 3, 0
 SETTINGS = ShuffleSettings(network_buffer_size=2048, network_buffer_max_wait_time_ms=5, checksum_enabled=True)
 """Small buffers: the records below span many DATA messages."""
@@ -88,7 +88,7 @@ def test_spark_writer_streams_to_runtime_reader_task(spark: SparkJvm, tmp_path: 
     writer = spark.writer(WRITER, 1, checksum=True)
     writer.send_data(READER, encode_records(batches[0]))  # before the bind: Spark queues it
     transcript = tmp_path / "reader.jsonl"
-    directory = MemoryDirectory((co.WriterLocation(WRITER, "spark-jvm", "127.0.0.1", writer.port),))
+    directory = MemoryDirectory((coordination.WriterLocation(WRITER, "spark-jvm", "127.0.0.1", writer.port),))
     task = ReaderTask(KEY, READER, [WRITER], SETTINGS, directory, TaskOptions(transcript_path=str(transcript)))
     received: list[bytes] = []
     outcome: list[BaseException | None] = []

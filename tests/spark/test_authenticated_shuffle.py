@@ -21,7 +21,7 @@ from spark_session import local_session
 
 from reference.spark.shuffle import StreamingShuffle, application_conf
 from spec.auth.settings import auth_from_conf
-from spec.shuffle import coordination as co
+from spec.shuffle import coordination
 from spec.shuffle.codec import encode_frame
 from spec.shuffle.messages import CreditMessage
 
@@ -125,7 +125,7 @@ def test_a_stranger_flooding_the_writers_gets_no_data_cannot_fail_the_job_and_se
             while len(seen) < WRITERS and time.monotonic() < deadline and not done.is_set():
                 directory = service.coordinator.directory(shuffle_id)
                 for attempt in range(3):
-                    for writer in directory.lookup(co.ShuffleKey(shuffle_id, attempt)).writers:
+                    for writer in directory.lookup(coordination.ShuffleKey(shuffle_id, attempt)).writers:
                         seen.add((writer.host, writer.port))
                 time.sleep(0.01)
             capture.ports |= {port for _, port in seen}
