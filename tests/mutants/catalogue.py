@@ -7,7 +7,7 @@ test runs it) and the entry has to be rewritten against the new code.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from conformance.mutation import Mutant
 
 SHUFFLE_TESTS = (
     "tests/shuffle/test_machine_rules.py",
@@ -49,15 +49,6 @@ CLUSTER_TESTS = (
 model checks."""
 
 TESTS_BY_PROTOCOL = {"shuffle": SHUFFLE_TESTS, "sync": SYNC_TESTS, "cluster": CLUSTER_TESTS}
-
-
-@dataclass(frozen=True, slots=True)
-class Mutant:
-    name: str
-    file: str
-    search: str
-    replace: str
-    description: str
 
 
 def selection(mutant: Mutant) -> tuple[str, ...]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -19,12 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
-from tests.mutants.catalogue import CATALOGUE, Mutant, selection
+from conformance.mutation import ROOT, Mutant, PatchDoesNotApply, Planted, copy_tree, patched
+from conformance.mutation import check_catalogue as check_mutants
+from tests.mutants.catalogue import CATALOGUE, selection
 
-ROOT = Path(__file__).resolve().parents[2]
-LEFT_OUT = (".git", ".venv", "build", "reports", "__pycache__", "*.pyc", ".mypy_cache", ".pytest_cache",
-            ".hypothesis", "*.egg-info")
-"""Not copied into a scratch tree: history, the environment, caches and outputs."""
+__all__ = ["ROOT", "PatchDoesNotApply", "patched", "check_catalogue", "run_all", "chosen", "Outcome"]
+
 FAILED_LINE = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.MULTILINE)
 PER_MUTANT_TIMEOUT = 900.0
 """A hang guard only: a mutant that makes the suite loop forever counts as killed by timeout."""
@@ -32,10 +31,6 @@ PER_MUTANT_TIMEOUT = 900.0
 
 class BaselineFails(Exception):
     """The unmutated tree already fails a selection: every mutant would count as killed."""
-
-
-class PatchDoesNotApply(Exception):
-    """The catalogue is out of step with the code: the anchored snippet is gone or ambiguous."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,21 +41,9 @@ class Outcome:
     seconds: float
 
 
-def patched(source: str, mutant: Mutant) -> str:
-    """``source`` with the mutant's snippet replaced; it must occur exactly once."""
-    count = source.count(mutant.search)
-    if count != 1:
-        where = "not found" if count == 0 else f"found {count} times"
-        raise PatchDoesNotApply(f"mutant {mutant.name}: snippet {mutant.search!r} {where} in {mutant.file}")
-    return source.replace(mutant.search, mutant.replace)
-
-
 def check_catalogue(root: Path = ROOT, mutants: Iterable[Mutant] = CATALOGUE) -> None:
     """Every patch applies to the current code and changes it (fails loudly on the first that doesn't)."""
-    for mutant in mutants:
-        source = (root / mutant.file).read_text()
-        if patched(source, mutant) == source:
-            raise PatchDoesNotApply(f"mutant {mutant.name}: the patch changes nothing")
+    check_mutants(root, mutants)
 
 
 @dataclass
@@ -71,19 +54,12 @@ class Scratch:
 
     @classmethod
     def create(cls, parent: Path) -> "Scratch":
-        root = Path(parent) / f"tree-{len(list(parent.iterdir()))}"
-        shutil.copytree(ROOT, root, ignore=shutil.ignore_patterns(*LEFT_OUT))
-        return cls(root)
+        return cls(copy_tree(Path(parent) / f"tree-{len(list(parent.iterdir()))}"))
 
     def run(self, mutant: Mutant) -> Outcome:
-        target = self.root / mutant.file
-        original = target.read_text()
-        target.write_text(patched(original, mutant))
         started = time.monotonic()
-        try:
+        with Planted(self.root, mutant):
             killed_by = self._first_failure(selection(mutant))
-        finally:
-            target.write_text(original)
         return Outcome(mutant.name, killed_by is not None, killed_by, round(time.monotonic() - started, 2))
 
     def baseline(self, tests: Sequence[str]) -> None:

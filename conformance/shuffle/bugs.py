@@ -1,0 +1,200 @@
+"""Bugs planted by ``python -m conformance sensitivity --suite shuffle``, one at a time.
+
+Each is a realistic mistake in this project's implementation (the runtime of ``reference/shuffle``
+and the spec machines it drives, in a private copy), judged through ``exec:`` exactly as an
+outside implementation would be. Grouped by the rule family it breaks.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+from conformance.mutation import Mutant
+
+
+def target_for(copy: Path) -> str:
+    """The copy's runtime as an ``exec:`` implementation (``-P``: the copy, not the working directory, on the path)."""
+    return (f"exec:env PYTHONPATH={shlex.quote(str(copy))} PYTHONDONTWRITEBYTECODE=1 "
+            f"{shlex.quote(sys.executable)} -P -m conformance.shuffle.reference_target")
+
+
+def _b(name: str, file: str, search: str, replace: str, description: str) -> Mutant:
+    return Mutant(name, f"spec/shuffle/{file}", search, replace, description)
+
+
+BUGS: tuple[Mutant, ...] = (
+    # -- framing --------------------------------------------------------------------------------
+    _b("framing-topped-up-header-loses-byte", "framing.py",
+       "            self._pending += view[:taken]\n",
+       "            self._pending += view[:taken][:-1]\n",
+       "a frame header split across reads loses a byte when it is topped up"),
+    _b("framing-take-overcounts", "framing.py",
+       "take = min(missing, len(view) - taken)",
+       "take = min(missing, len(view))",
+       "completing a split frame skips the start of the next coalesced frame"),
+    _b("framing-close-ignores-header", "framing.py",
+       "        if self._pending:\n            needed",
+       "        if self._body_length is not None and self._pending:\n            needed",
+       "a connection ending inside a frame header is taken as a clean end"),
+    _b("codec-data-size-short-accepted", "codec.py",
+       "if data_size != available - needed:",
+       "if data_size > available - needed:",
+       "a DATA whose dataSize is smaller than the bytes that follow is accepted"),
+    _b("codec-data-size-long-accepted", "codec.py",
+       "if data_size != available - needed:",
+       "if data_size < available - needed:",
+       "a DATA whose dataSize is larger than the bytes that follow is accepted"),
+    _b("codec-trailing-bytes", "codec.py",
+       "    if available > needed:\n",
+       "    if available > needed and type_id == _CREDIT_ID:\n",
+       "trailing bytes after a TERMINATION_CONTROL or TERMINATION_ACK body are accepted"),
+    _b("codec-ack-as-termination", "codec.py",
+       "if type_id == _TERMINATION_ID:",
+       "if type_id != _CREDIT_ID:",
+       "TERMINATION_ACK decodes as TERMINATION_CONTROL"),
+    _b("codec-transport-type-unchecked", "codec.py",
+       "        raise errors.UnsupportedTransportMessage(message_type, ONE_WAY_MESSAGE)\n",
+       "        pass\n",
+       "frames of another transport message type than OneWayMessage are accepted"),
+    # -- sequence -------------------------------------------------------------------------------
+    _b("reader-seq-gap-accepted", "reader.py",
+       "        if message.seq != expected:",
+       "        if message.seq < expected:",
+       "the reader accepts a DATA that skips a sequence number"),
+    _b("reader-seq-repeat-accepted", "reader.py",
+       "        if message.seq != expected:",
+       "        if message.seq > expected:",
+       "the reader accepts a repeated sequence number"),
+    _b("writer-termination-reuses-seq", "writer.py",
+       "            ch.last_seq += 1\n            self._emit(ch, TerminationControlMessage",
+       "            self._emit(ch, TerminationControlMessage",
+       "TERMINATION_CONTROL reuses the last DATA seq instead of taking the next one"),
+    _b("writer-accepts-newer-ack", "writer.py",
+       "if ack.seq != channel.last_seq:",
+       "if ack.seq < channel.last_seq:",
+       "a TERMINATION_ACK with a seq above the terminator's is accepted"),
+    _b("reader-ack-echoes-data-seq", "reader.py",
+       "                ch.last_seq = message.seq\n",
+       "",
+       "TERMINATION_ACK echoes the last DATA seq, not the terminator's"),
+    # -- checksum -------------------------------------------------------------------------------
+    _b("reader-credit-before-checksum", "reader.py",
+       "            if calculated != data.checksum:\n",
+       "            if calculated != data.checksum:\n                self._send(ch.credit)\n",
+       "the reader sends the CREDIT for a DATA before it finds the checksum wrong"),
+    _b("reader-zero-checksum-trusted", "reader.py",
+       "if calculated != data.checksum:",
+       "if calculated != data.checksum and data.checksum != 0:",
+       "a DATA with checksum 0 is taken as unchecked although checksums are enabled"),
+    _b("writer-checksum-inverted", "writer.py",
+       "payload_checksum(payload) if self.settings.checksum_enabled else 0",
+       "0 if self.settings.checksum_enabled else payload_checksum(payload)",
+       "the checksum setting is read the wrong way round"),
+    # -- credits and permits --------------------------------------------------------------------
+    _b("writer-data-holds-payload-permits", "writer.py",
+       "self._in_flight[(channel.reader_id, channel.last_seq)] = self.settings.network_buffer_size",
+       "self._in_flight[(channel.reader_id, channel.last_seq)] = len(payload)",
+       "a DATA holds len(payload) permits instead of one networkBufferSize buffer"),
+    _b("writer-no-flush-when-blocked", "writer.py",
+       "            for ch in self.channels:\n                self._flush(ch)\n            self._held = (reader_id, record)",
+       "            self._held = (reader_id, record)",
+       "a blocked producer does not flush its other open buffers first"),
+    _b("writer-permit-boundary", "writer.py",
+       "if self.permits_available < n:",
+       "if self.permits_available <= n:",
+       "the last buffer that exactly fits the permits is refused"),
+    _b("writer-permits-not-returned", "writer.py",
+       "self.permits_available += permits",
+       "self.permits_available += permits // 2",
+       "a completed socket write returns only part of its permits"),
+    _b("writer-capacity-floor", "writer.py",
+       "capacity = max(num_readers * n * 2,",
+       "capacity = max(num_readers * n,",
+       "the permit floor is one buffer per reader instead of two"),
+    _b("reader-no-credit-after-data", "reader.py",
+       "        self._send(ch.credit)\n        self._surface(Deliver(",
+       "        self._surface(Deliver(",
+       "no CREDIT follows a DATA"),
+    _b("reader-ignores-named-reader", "reader.py",
+       "message.writer_id != writer_id or message.reader_id != self.reader_id",
+       "message.writer_id != writer_id",
+       "DATA addressed to another reader is accepted"),
+    # -- flush ----------------------------------------------------------------------------------
+    _b("writer-flush-above-threshold", "writer.py",
+       "if len(buffer) >= self._flush_at or",
+       "if len(buffer) > self._flush_at or",
+       "a buffer of exactly 90% of networkBufferSize is not flushed"),
+    _b("writer-flush-at-full-buffer", "writer.py",
+       "return settings.network_buffer_size * 9 // 10",
+       "return settings.network_buffer_size",
+       "the writer flushes at networkBufferSize instead of 90% of it"),
+    _b("writer-threshold-rounding", "writer.py",
+       "return settings.network_buffer_size * 9 // 10",
+       "return settings.network_buffer_size // 10 * 9",
+       "the 90% flush threshold rounds before multiplying"),
+    # -- quota and pause ------------------------------------------------------------------------
+    _b("reader-pause-below-zero", "reader.py",
+       "if ch.remaining <= 0 and not ch.paused:",
+       "if ch.remaining < 0 and not ch.paused:",
+       "the reader pauses only below zero quota, not at exactly zero"),
+    _b("reader-quota-payload-only", "reader.py",
+       "size = DATA_HEADER_LENGTH + data.data_size",
+       "size = data.data_size",
+       "the quota is charged the payload only, not the whole body"),
+    _b("reader-resume-at-zero", "reader.py",
+       "if ch.paused and ch.remaining > 0:",
+       "if ch.paused and ch.remaining >= 0:",
+       "a paused reader resumes with zero quota left"),
+    _b("reader-quota-rounds-up", "reader.py",
+       "return settings.reader_max_memory // num_writers",
+       "return -(-settings.reader_max_memory // num_writers)",
+       "the per-writer quota rounds up, so the writers together may exceed readerMaxMemory"),
+    # -- termination ----------------------------------------------------------------------------
+    _b("writer-completes-on-first-ack", "writer.py",
+       "if self.state is WriterState.FINISHING and all(ch.state in _ENDED",
+       "if self.state is WriterState.FINISHING and any(ch.state in _ENDED",
+       "the writer completes when one reader acknowledged, not all"),
+    _b("transitions-terminated-close-fails", "transitions.py",
+       "(WS.TERMINATED, WE.CLOSE): WS.TERMINATED,",
+       "(WS.TERMINATED, WE.CLOSE): WS.FAILED,",
+       "a reader closing after its ack fails the writer"),
+    _b("transitions-repeated-ack-fails", "transitions.py",
+       "    (WS.TERMINATED, WE.ACK): WS.TERMINATED,\n",
+       "",
+       "a repeated matching TERMINATION_ACK fails the writer"),
+    _b("transitions-late-credit-fails", "transitions.py",
+       "    (WS.TERMINATING, WE.CREDIT): WS.TERMINATING,\n",
+       "",
+       "a CREDIT arriving after finish is rejected"),
+    _b("transitions-bad-checksum-error", "transitions.py",
+       "(RS.OPEN, RE.BAD_CHECKSUM): errors.ChecksumVerificationFailed,",
+       "(RS.OPEN, RE.BAD_CHECKSUM): errors.IncorrectSequenceNumber,",
+       "a bad checksum is reported as a sequence error"),
+    # -- timeouts -------------------------------------------------------------------------------
+    _b("writer-ack-deadline-ignored", "writer.py",
+       "if self._ack_deadline is not None and now >= self._ack_deadline:",
+       "if self._ack_deadline is not None and now >= self._ack_deadline * 1000:",
+       "the termination-ack timeout is read in the wrong unit (never fires)"),
+    _b("writer-bind-deadline-ignored", "writer.py",
+       "if self._bind_deadline is not None and now >= self._bind_deadline:",
+       "if self._bind_deadline is not None and now >= self._bind_deadline * 1000:",
+       "writerConnectionTimeout is read in the wrong unit (never fires)"),
+    # -- settings -------------------------------------------------------------------------------
+    _b("settings-int-accepts-2-31", "settings.py",
+       "SettingKind.INT: (-(2**31), 2**31 - 1)",
+       "SettingKind.INT: (-(2**31), 2**31)",
+       "an int setting of 2^31 is accepted"),
+    _b("settings-zero-positive", "settings.py",
+       "    return value > 0\n",
+       "    return value >= 0\n",
+       "networkBufferSize and writerMaxMemory of 0 are accepted"),
+    _b("settings-timeout-any-negative", "settings.py",
+       "lambda v: v == -1 or v > 0,",
+       "lambda v: v >= -1,",
+       "a writerConnectionTimeout of 0 is accepted"),
+)
+
+SMOKE: tuple[str, ...] = ("reader-no-credit-after-data", "writer-termination-reuses-seq")
+"""Caught by early cases: the smoke test runs these through the command in seconds."""
