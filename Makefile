@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo demo-postgres docs java typecheck vectors conformance mutants clean
+.PHONY: test demo demo-postgres docs java typecheck vectors conformance mutants sensitivity clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -45,6 +45,12 @@ conformance: $(STAMP)
 # Plants each catalogued bug in a scratch copy and runs the fast tests against it (not part of `test`).
 mutants: $(STAMP)
 	$(PY) -m tests.mutants $(MUTANTS_ARGS)
+
+# Plants each catalogued bug in a copy of the reference and counts those each live suite catches (not part of `test`).
+sensitivity: $(STAMP)
+	$(PY) -m conformance sensitivity --suite shuffle $(SENSITIVITY_ARGS)
+	$(PY) -m conformance sensitivity --suite sync $(SENSITIVITY_ARGS)
+	$(PY) -m conformance sensitivity --suite cluster $(SENSITIVITY_ARGS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache build *.egg-info

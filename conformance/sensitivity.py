@@ -4,8 +4,9 @@ A suite is worth what it catches. Each bug of a suite's catalogue (``conformance
 is planted, one at a time, in a private copy of the tree; the suite of *this* tree (the judge,
 never mutated) then runs against the copy's implementation through the target kind an outside
 implementation would use (``exec:`` with the copy on ``PYTHONPATH``). A bug is caught when a case
-fails (or a MUST case times out, or the target no longer starts); the run of that bug stops at
-its first failing case. Each worker has its own copy, temp dirs and ports (every target binds
+the unmodified reference passes is no longer passed (a MUST or SHOULD case fails or times out, or
+the target no longer starts; the baseline checks the reference passes them all, SHOULDs included);
+the run of that bug stops at its first failing case. Each worker has its own copy, temp dirs and ports (every target binds
 port 0), so two bugs run side by side safely. Exit 0 when every planted bug was caught.
 """
 
@@ -50,7 +51,7 @@ class Outcome:
 
 
 def load_catalogue(suite: str) -> Catalogue:
-    catalogue: Catalogue = importlib.import_module(f"conformance.{suite}.bugs")  # type: ignore[assignment]
+    catalogue: Catalogue = importlib.import_module(f"conformance.{suite}.bugs")
     return catalogue
 
 
@@ -62,7 +63,7 @@ def first_failure(suite_name: str, target: str, timeout: float = CASE_TIMEOUT_S)
         with suite.open_target(options) as opened:
             for case in select_cases(suite, options):
                 report = run_case(case, opened, options)
-                if is_failure(report, strict=False):
+                if is_failure(report, strict=True):
                     return case.id
     except TargetUnreachable as exc:
         return f"target-unreachable: {exc}"

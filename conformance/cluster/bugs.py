@@ -127,4 +127,4 @@ BUGS: tuple[Mutant, ...] = (
        'a node that is not a member may write gossip (it fails later, not with NotAMember)'),
 )
 
-SMOKE: tuple[str, ...] = ()
+SMOKE: tuple[str, ...] = ("cas-presence-only", "model-cas-first-op-only")

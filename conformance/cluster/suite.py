@@ -206,12 +206,13 @@ def insert_then_cas(target: ClusterTarget, ctx: CaseContext) -> Verdict:
         if not r2 > r1:
             problems.append(f"CAS at {r1} returned revision {r2}, not greater")
         problems += raises(RevisionMismatch, lambda: a.provider.update_shard_log([op("k", b"3", r1)]))
+        problems += raises(RevisionMismatch, lambda: a.provider.update_shard_log([op("k", b"3", r2 + 1)]))
         wait_value(s, [a, b], "log", "k", r2)
         for node in (a, b):
             if node.core.latest("log")["k"].value != b"2":
                 problems.append(f"{node.id} ends with {node.core.latest('log')['k']}")
-        return verdict("insert needs an absent key, CAS the current revision; a stale revision fails and "
-                       "reports the current entry; revisions grow", problems)
+        return verdict("insert needs an absent key, CAS the current revision; a stale or future revision "
+                       "fails and reports the current entry; revisions grow", problems)
 
 
 def linearizable_cas_chains(target: ClusterTarget, ctx: CaseContext) -> Verdict:
@@ -465,9 +466,15 @@ def gossip_no_silent_update(target: ClusterTarget, ctx: CaseContext) -> Verdict:
 def gossip_shard_scope(target: ClusterTarget, ctx: CaseContext) -> Verdict:
     with session(target, ctx) as s:
         a, b = s.shard_of(2, "a", "b")
-        r = a.provider.update_gossip([op(f"{a.shard}:role", b"x")], Scope.SHARD)
-        wait_value(s, [a, b], "gossip", f"{a.shard}:role", r)
-        return verdict("SHARD-scoped gossip reaches every member of the writer's shard", [])
+        c = s.node("c")
+        key = f"{a.shard}:role"
+        r = a.provider.update_gossip([op(key, b"x")], Scope.SHARD)
+        wait_value(s, [a, b], "gossip", key, r)
+        # notifications arrive in revision order: once c holds a later GLOBAL write, a leak would be there
+        later = a.provider.update_gossip([op("after-role", b"y")], Scope.GLOBAL)
+        wait_value(s, [c], "gossip", "after-role", later)
+        leaked = [f"c (another shard) was notified of {key}"] if key in c.core.latest("gossip") else []
+        return verdict("SHARD-scoped gossip reaches every member of the writer's shard and no other member", leaked)
 
 
 def gossip_late_joiner(target: ClusterTarget, ctx: CaseContext) -> Verdict:

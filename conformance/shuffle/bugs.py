@@ -196,5 +196,5 @@ BUGS: tuple[Mutant, ...] = (
        "a writerConnectionTimeout of 0 is accepted"),
 )
 
-SMOKE: tuple[str, ...] = ("reader-no-credit-after-data", "writer-termination-reuses-seq")
+SMOKE: tuple[str, ...] = ("writer-termination-reuses-seq", "writer-checksum-inverted")
 """Caught by early cases: the smoke test runs these through the command in seconds."""

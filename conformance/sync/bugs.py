@@ -16,7 +16,7 @@ from conformance.mutation import Mutant
 def target_for(copy: Path) -> str:
     """The copy's server (``-P``: the copy, not the working directory, on the path), flushing after every put."""
     return (f"exec:env PYTHONPATH={shlex.quote(str(copy))} PYTHONDONTWRITEBYTECODE=1 "
-            f"{shlex.quote(sys.executable)} -P -m reference.sync serve --store {store} --max-replication-lag-s 0")
+            f"{shlex.quote(sys.executable)} -P -m reference.sync serve --store {{store}} --max-replication-lag-s 0")
 
 
 def _b(name: str, file: str, search: str, replace: str, description: str) -> Mutant:
@@ -138,4 +138,4 @@ BUGS: tuple[Mutant, ...] = (
        "a put keyed on a subset of the table's key columns fits"),
 )
 
-SMOKE: tuple[str, ...] = ()
+SMOKE: tuple[str, ...] = ("schema-changed-not-boolean", "schema-one-pk-side-enough")

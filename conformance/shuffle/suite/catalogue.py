@@ -63,6 +63,8 @@ from conformance.shuffle.suite.reader_cases import (
     raw_bytes,
     reader_fault,
     size_mismatch,
+    size_short,
+    UNCHECKED_READER_WORKLOAD,
 )
 from conformance.shuffle.suite.writer_cases import (
     w_ack_deadline,
@@ -186,8 +188,12 @@ CASES: Final = (
     _c("framing/reader-rejects-garbage", MUST, R, "A reader rejects bytes that are not frames (an HTTP request)",
        reader_fault("an HTTP request", None, raw_bytes(HTTP_GARBAGE), is_credit_or_ack, "CREDIT or ack")),
     _c("framing/reader-rejects-data-size-mismatch", MUST, R, "A reader rejects a DATA whose data_size differs "
-       "from the payload bytes present", reader_fault("DATA with data_size 4 more than its payload", None,
+       "from the payload bytes present", reader_fault("DATA with data_size 1 more than its payload", None,
                                                       size_mismatch, is_credit, "CREDIT for it")),
+    _c("framing/reader-rejects-data-size-short", MUST, R, "A reader rejects a DATA whose data_size is smaller "
+       "than the payload bytes present, even when those bytes end on a record", reader_fault(
+           "DATA whose data_size covers one of its two records", None, size_short, is_credit, "CREDIT for it",
+           UNCHECKED_READER_WORKLOAD)),
     _c("framing/reader-trailing-bytes", INFO, R, "How a reader treats a TERMINATION_CONTROL body with trailing "
        "bytes (Spark ignores them)", r_trailing_bytes),
     # backpressure

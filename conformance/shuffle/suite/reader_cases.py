@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+import time
 from typing import Callable, Final, Sequence
 
 from conformance.framework import CaseContext, Verdict
@@ -36,10 +37,16 @@ from spec.shuffle.messages import (
     TerminationAckMessage,
     TerminationControlMessage,
 )
+from spec.shuffle.reader import DATA_HEADER_LENGTH
 from spec.shuffle.records import encode_records
+from spec.shuffle.settings import key_of
 
 
 READER_WORKLOAD: Final = Workload(READER, writer_id=PEER_WRITER_ID, reader_id=READER_ID_UNDER_TEST)
+UNCHECKED_READER_WORKLOAD: Final = Workload(READER, writer_id=PEER_WRITER_ID, reader_id=READER_ID_UNDER_TEST,
+                                            settings={key_of("checksum_enabled"): "false"})
+"""Checksums off: a fault only the size or framing checks can refuse (whatever bytes a lenient decoder
+took as the payload, no checksum gives it away)."""
 
 
 class ReaderSession:
@@ -102,6 +109,8 @@ class ReaderSession:
         return ", ".join(map(describe, self.peer.heard)) or "nothing"
 
 
+SPLIT_PAUSE_S: Final = 0.02
+"""Between the writes of a split stream, so that the reader reads each on its own."""
 BATCHES: Final = (numbered_records("a", 3), numbered_records("b", 1), numbered_records("c", 50, 100))
 
 
@@ -146,10 +155,11 @@ def ack_echo(batches: Sequence[Sequence[bytes]]) -> CheckFn:
 
 
 def reader_fault(what: str, condition: str | None, script: Callable[[ReaderSession], bool],
-                  forbidden: Callable[[Message], bool] = lambda m: False, forbidden_text: str = "") -> CheckFn:
+                  forbidden: Callable[[Message], bool] = lambda m: False, forbidden_text: str = "",
+                  workload: Workload = READER_WORKLOAD) -> CheckFn:
     """Run ``script`` (False: the stream did not get as far as the fault), then judge the rejection."""
     def check(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
-        with ReaderSession(t, ctx) as s:
+        with ReaderSession(t, ctx, workload) as s:
             if not isinstance(s.first, CreditMessage) or not script(s):
                 return Verdict(False, f"the stream up to the fault ({what})", s.heard() + "; " + s.link.close_reason)
             return rejection(s.impl, [s.link], what, condition, forbidden, forbidden_text)
@@ -229,10 +239,20 @@ def raw_bytes(data: bytes) -> Callable[[ReaderSession], bool]:
 
 
 def size_mismatch(s: ReaderSession) -> bool:
+    """A DATA whose data_size is one more than the payload bytes present."""
     m = s.data(BATCHES[0])[0]
     body = codec.encode_body(m)
-    body = body[:20] + struct.pack(">i", m.data_size + 4) + body[24:]
+    body = body[:20] + struct.pack(">i", m.data_size + 1) + body[24:]
     return s.link.send_raw(one_way_frame(body))
+
+
+def size_short(s: ReaderSession) -> bool:
+    """A DATA (checksum 0: run with checksums off) whose data_size covers its first record only: a second
+    whole record follows, so only the size check can refuse it."""
+    kept = encode_records([b"kept"])
+    body = codec.encode_body(DataMessage(seq=0, writer_id=PEER_WRITER_ID, reader_id=READER_ID_UNDER_TEST,
+                                         checksum=0, payload=kept))
+    return s.link.send_raw(one_way_frame(body + encode_records([b"trailing"])))
 
 
 def _writer_closes(s: ReaderSession) -> bool:
@@ -251,23 +271,42 @@ def r_writer_closes_early(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
                        seen.text())
 
 
+def split_at_every_offset(frames: Sequence[bytes]) -> list[bytes]:
+    """The frames as writes in which frame ``i`` is cut ``i + 1`` bytes in: each write completes a split
+    frame and starts the next one, and the cuts fall at every offset of the headers.
+
+    A frame cut inside its frame header is cut once more ``body_length`` bytes after that, so that
+    the write topping up its header is as long as its body and still leaves it incomplete."""
+    writes, carry = [], b""
+    for i, frame in enumerate(frames):
+        cut = min(i + 1, len(frame) - 1)
+        writes.append(carry + frame[:cut])
+        body_length = len(frame) - codec.FRAME_HEADER_LENGTH
+        if cut < codec.FRAME_HEADER_LENGTH and cut + body_length < len(frame):
+            writes.append(frame[cut:cut + body_length])
+            cut += body_length
+        carry = frame[cut:]
+    return writes + [carry]
+
+
 def r_split_and_coalesced(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
     with ReaderSession(t, ctx) as s:
-        data = s.data(*BATCHES, numbered_records("d", 2))
-        first = codec.encode_frame(data[0])
-        for i in range(len(first)):  # one byte per write
-            s.link.send_raw(first[i:i + 1])
+        headers = codec.FRAME_HEADER_LENGTH + DATA_HEADER_LENGTH
+        data = s.data(*(numbered_records(f"s{i}", 1) for i in range(headers + 1)))
         terminator = s.terminator()
-        s.link.send_raw(b"".join(codec.encode_frame(m) for m in _messages(*data[1:], terminator)))
+        for piece in split_at_every_offset([codec.encode_frame(m) for m in _messages(*data, terminator)]):
+            if not s.link.send_raw(piece):
+                break
+            time.sleep(SPLIT_PAUSE_S)  # the next piece is read on its own: the split is seen, not coalesced
         for _ in range(len(data) + 1):
             if s.peer.hear(STREAM_S) is None:
                 break
         want = [CreditMessage(writer_id=PEER_WRITER_ID, reader_id=READER_ID_UNDER_TEST,
                               num_messages=1)] * (len(data) + 1) + [
             TerminationAckMessage(seq=terminator.seq, writer_id=PEER_WRITER_ID, reader_id=READER_ID_UNDER_TEST)]
-        return Verdict(s.peer.heard == want, f"DATA 0 sent a byte at a time and {len(data) - 1} DATA + "
-                       f"TERMINATION_CONTROL in one write are read alike: {len(data) + 1} CREDIT, then the ack",
-                       s.heard())
+        return Verdict(s.peer.heard == want, f"{len(data)} DATA + TERMINATION_CONTROL, each frame split at another "
+                       f"offset of its headers (0..{headers}) and completed in the write that starts the next: "
+                       f"{len(data) + 1} CREDIT, then the ack", s.heard())
 
 
 def r_frames(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
