@@ -10,10 +10,9 @@ generated from these tables, and a test enumerates every pair.
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Callable, Final, Generic, Iterator, Mapping, TypeVar
+from typing import Any, Final, Generic, Mapping, TypeVar
 
 from spec.shuffle import errors
 from spec.shuffle.steps import UsageError
@@ -144,19 +143,14 @@ class Rejected:
     error: type[errors.ChannelError] | type[UsageError]
 
 
-Observer = Callable[["Table[Any, Any]", Any, Any], None]
-"""Called with (table, state, event) for every pair a machine looks up, before the answer is given."""
-
-
 class Table(Generic[S, E]):
     """One channel's transitions, the error each unlisted pair ends in, and the errors of listed failures.
 
     The machines move their channels only through :meth:`apply`, so the table is the one place that
-    says what a pair does and which error it ends in; observers see every lookup (model checks
-    count the pairs they exercise with them).
+    says what a pair does and which error it ends in (tests watch the lookups by wrapping it).
     """
 
-    __slots__ = ("name", "initial", "transitions", "rejections", "failures", "meanings", "_outcomes", "_observers")
+    __slots__ = ("name", "initial", "transitions", "rejections", "failures", "meanings", "_outcomes")
 
     def __init__(
         self, *, name: str, initial: S, transitions: Mapping[tuple[S, E], S],
@@ -173,22 +167,10 @@ class Table(Generic[S, E]):
             **{pair: Moved(target, failures.get(pair)) for pair, target in transitions.items()},
             **{pair: Rejected(error) for pair, error in rejections.items()},
         }
-        self._observers: list[Observer] = []
 
     def apply(self, state: S, event: E) -> Moved[S] | Rejected:
         """What ``event`` does to a channel in ``state``."""
-        for observer in self._observers:
-            observer(self, state, event)
         return self._outcomes[(state, event)]
-
-    @contextmanager
-    def observed(self, observer: Observer) -> Iterator[None]:
-        """Call ``observer`` on every lookup while the block runs."""
-        self._observers.append(observer)
-        try:
-            yield
-        finally:
-            self._observers.remove(observer)
 
 
 WRITER_TRANSITIONS: Final[Mapping[tuple[WriterChannelState, WriterChannelEvent], WriterChannelState]] = {

@@ -7,6 +7,7 @@ from typing import Any, Iterator
 import pytest
 
 from spec.shuffle.transitions import READER_TABLE, WRITER_TABLE, Table
+from tests.shuffle.table_lookups import observed
 
 EXERCISED: set[tuple[str, str, str]] = set()
 
@@ -18,7 +19,7 @@ def _record(table: Table[Any, Any], state: Any, event: Any) -> None:
 @pytest.fixture
 def table_coverage() -> Iterator[None]:
     """Count the pairs this test drives through the tables (model checks only, not the totality test)."""
-    with WRITER_TABLE.observed(_record), READER_TABLE.observed(_record):
+    with observed(WRITER_TABLE, _record), observed(READER_TABLE, _record):
         yield
 
 

@@ -26,6 +26,7 @@ from spec.shuffle.transitions import (
     Table,
 )
 from spec.shuffle.writer import WriterMachine
+from tests.shuffle.table_lookups import observed
 
 SETTINGS = ShuffleSettings(network_buffer_size=64, writer_max_memory=1, writer_connection_timeout_ms=1000,
                            checksum_enabled=True)
@@ -100,7 +101,7 @@ def walk(table: Table[Any, Any], seed: int, machine: Any, inputs: Any) -> set[tu
     looked_up: list[tuple[Any, Any]] = []
     reached = set()
     pending: list[Written] = []
-    with table.observed(lambda _, state, event: looked_up.append((state, event))):
+    with observed(table, lambda _, state, event: looked_up.append((state, event))):
         for i in range(LENGTH):
             looked_up.clear()
             written = pending.pop(rng.randrange(len(pending))) if pending else None

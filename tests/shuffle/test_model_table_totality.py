@@ -24,6 +24,7 @@ from spec.shuffle.transitions import (
     WriterChannelState,
 )
 from spec.shuffle.writer import WriterMachine
+from tests.shuffle.table_lookups import observed
 
 TABLES = [(WRITER_TABLE, WriterChannelState, WriterChannelEvent), (READER_TABLE, ReaderChannelState, ReaderChannelEvent)]
 
@@ -48,7 +49,7 @@ def test_every_pair_is_listed_or_rejected_with_a_defined_error(table: Table[Any,
 
 def test_observers_see_every_lookup_while_they_are_registered() -> None:
     seen: list[tuple[str, Any, Any]] = []
-    with WRITER_TABLE.observed(lambda table, state, event: seen.append((table.name, state, event))):
+    with observed(WRITER_TABLE, lambda table, state, event: seen.append((table.name, state, event))):
         WriterMachine(0, 0, 1, SETTINGS, 0.0).received("c", _credit(), 0.0)
     WriterMachine(0, 0, 1, SETTINGS, 0.0).received("c", _credit(), 0.0)
     assert seen == [("writer channel", WriterChannelState.AWAITING_CREDIT, WriterChannelEvent.CREDIT)]
