@@ -85,6 +85,7 @@ from conformance.shuffle.suite.writer_cases import (
     w_waits_for_credit,
     w_waits_for_every_ack,
     w_whole_records,
+    w_flush_threshold,
     writer_fault,
     wrong_ack,
 )
@@ -119,6 +120,8 @@ CASES: Final = (
        "order, in DATA naming its writer id and the reader id", w_delivery),
     _c("data/writer-whole-records", MUST, W, "A writer never splits a record across DATA messages, also for "
        "empty records and records larger than networkBufferSize", w_whole_records, WORKLOAD),
+    _c("data/writer-flush-threshold", MUST, W, "A writer flushes a buffer when it reaches 90% of "
+       "networkBufferSize (rounded down), not a byte later or earlier", w_flush_threshold, WORKLOAD),
     _c("data/writer-empty-stream", MUST, W, "A writer with no records for a reader sends only "
        "TERMINATION_CONTROL with seq 0", w_empty_stream, WORKLOAD),
     _c("data/reader-rejects-data-for-another-pair", SHOULD, R, "A reader rejects a DATA naming another writer than "

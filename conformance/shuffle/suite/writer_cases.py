@@ -41,6 +41,7 @@ from spec.shuffle.messages import (
     DataMessage,
     TerminationControlMessage,
 )
+from spec.shuffle.records import RECORD_LENGTH, decode_records
 from spec.shuffle.settings import ShuffleSettings
 
 TWO_READERS: Final = {0: numbered_records("r0", 30), 1: numbered_records("r1", 20)}
@@ -123,6 +124,29 @@ def w_whole_records(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
         verdict = stream_verdict(peer, records, MULTI_WRITER_ID)
         return Verdict(verdict.passed, "records of 0 B to 100 KB (beyond networkBufferSize) each whole in one "
                        "DATA: " + verdict.expected, verdict.actual)
+
+
+FLUSH_BUFFER_SIZE: Final = 1005
+"""networkBufferSize of the flush-threshold case: not a multiple of 10, so its 90% (904) is rounded once."""
+
+
+def w_flush_threshold(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
+    """A buffer filled to exactly 90% of networkBufferSize is flushed; one byte under it is not."""
+    threshold = FLUSH_BUFFER_SIZE * 9 // 10
+    at = b"a" * (threshold - RECORD_LENGTH.size)
+    under = b"u" * (threshold - 1 - RECORD_LENGTH.size)
+    want = [[at], [under, b""], [b"tail"]]
+    workload = writer_workload({0: (at, under, b"", b"tail")}, network_buffer_size=str(FLUSH_BUFFER_SIZE),
+                               network_buffer_max_wait_time_ms="600000")
+    with t.writer(workload, ctx) as impl:
+        peer = PeerReader.open(ctx, impl.address, MULTI_WRITER_ID, 0)
+        peer.until_terminated(STREAM_S)
+        got = [[bytes(r) for r in decode_records(m.payload)] for m in peer.received if isinstance(m, DataMessage)]
+        sizes = [[len(r) for r in records] for records in got]
+        return Verdict(peer.terminated and got == want, f"networkBufferSize {FLUSH_BUFFER_SIZE}: a record filling the "
+                       f"buffer to exactly {threshold} B is one DATA; one leaving it at {threshold - 1} B waits for the "
+                       f"next record: DATA of record sizes {[[len(r) for r in w] for w in want]}",
+                       f"DATA of record sizes {sizes}; {peer.outcome()}")
 
 
 def w_empty_stream(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
