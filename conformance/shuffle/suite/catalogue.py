@@ -44,6 +44,7 @@ from conformance.shuffle.suite.reader_cases import (
     BATCHES,
     ack_echo,
     corrupt,
+    data_for_another_reader,
     data_for_another_writer,
     duplicate,
     duplicate_then_terminate,
@@ -127,6 +128,10 @@ CASES: Final = (
     _c("data/reader-rejects-data-for-another-pair", SHOULD, R, "A reader rejects a DATA naming another writer than "
        "its connection's, and does not credit it (MISMATCHED_CHANNEL_IDS; Spark 4.3.0 delivers it)",
        _data_after_fault("a DATA naming writer 4 on writer 3's connection", MISMATCHED_IDS, data_for_another_writer),
+       spec_ref=EXCLUSIVE_BINDING),
+    _c("data/reader-rejects-data-for-another-reader", SHOULD, R, "A reader rejects a DATA naming another reader "
+       "than itself, and does not credit it (MISMATCHED_CHANNEL_IDS; Spark 4.3.0 delivers it)",
+       _data_after_fault("a DATA naming reader 2 sent to reader 1", MISMATCHED_IDS, data_for_another_reader),
        spec_ref=EXCLUSIVE_BINDING),
     _c("data/reader-credits-each-data", MUST, R, "A reader sends one CREDIT(writer, reader, 1) after every DATA "
        "it accepts", r_credits_each_data),

@@ -169,9 +169,18 @@ def reader_fault(what: str, condition: str | None, script: Callable[[ReaderSessi
 
 def data_for_another_writer(s: ReaderSession) -> bool:
     """A well-formed DATA (seq 0, right checksum) that names writer 4 on writer 3's connection."""
+    return s.send(_stray(PEER_WRITER_ID + 1, READER_ID_UNDER_TEST))
+
+
+def data_for_another_reader(s: ReaderSession) -> bool:
+    """A well-formed DATA (seq 0, right checksum) on the right writer's connection naming another reader."""
+    return s.send(_stray(PEER_WRITER_ID, READER_ID_UNDER_TEST + 1))
+
+
+def _stray(writer_id: int, reader_id: int) -> DataMessage:
     payload = encode_records([b"stray"])
-    return s.send(DataMessage(seq=0, writer_id=PEER_WRITER_ID + 1, reader_id=READER_ID_UNDER_TEST,
-                              checksum=payload_checksum(payload), payload=payload))
+    return DataMessage(seq=0, writer_id=writer_id, reader_id=reader_id, checksum=payload_checksum(payload),
+                       payload=payload)
 
 
 def _messages(*messages: Message) -> list[Message]:
