@@ -21,6 +21,7 @@ import itertools
 import logging
 import os
 import pickle
+import queue
 import socket
 import threading
 import time
@@ -338,6 +339,10 @@ class StreamingShuffle:
         self._closed = False
         self._forget_collected = False
         """Forget a shuffle once its result object is garbage-collected (the default service only)."""
+        self._collected: queue.SimpleQueue[int] = queue.SimpleQueue()
+        """Shuffles whose result was collected. The garbage collector runs finalizers on whatever thread
+        allocates, perhaps one holding the cluster's lock or still starting, so a finalizer only queues
+        (SimpleQueue.put is reentrant) and the service forgets them at its next shuffle."""
 
     @classmethod
     def default(cls, sc: Any) -> StreamingShuffle:
@@ -422,6 +427,8 @@ class StreamingShuffle:
               launch: Callable[[Plan, co.ShuffleKey, frozenset[int]], None]) -> Plan:
         """Register the shuffle with the coordinator and return the task plan."""
         sc, coordinator = self.sc, self.coordinator
+        while not self._collected.empty():
+            coordinator.remove_shuffle(self._collected.get_nowait())
         settings, runtime = _settings(sc, conf)
         limits, max_record_size = runtime_limits(runtime)
         shuffle_id = next(self._ids)
@@ -454,10 +461,10 @@ class StreamingShuffle:
         return plan
 
     def _close_with(self, result: object, shuffle_id: int) -> None:
-        """On the default service, forget the shuffle when its result RDD or DataFrame is
+        """On the default service, forget the shuffle (at the next shuffle) once its result RDD or DataFrame is
         garbage-collected (an RDD derived from it keeps it alive; a DataFrame derived from it does not)."""
         if self._forget_collected:
-            weakref.finalize(result, self.coordinator.remove_shuffle, shuffle_id)
+            weakref.finalize(result, self._collected.put, shuffle_id)
 
 
 def stop_coordinator(sc: Any) -> None:
