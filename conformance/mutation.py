@@ -9,7 +9,9 @@ names changes, :func:`check_catalogue` fails loudly and the entry has to be rewr
 
 from __future__ import annotations
 
+import shlex
 import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Iterable
@@ -73,3 +75,10 @@ class Planted:
 
     def __exit__(self, *exc: object) -> None:
         self.path.write_text(self.original)
+
+
+def exec_target_in(copy: Path, arguments: str) -> str:
+    """An ``exec:`` target running ``python -P arguments`` on ``copy`` (``-P``: the copy, not the working
+    directory, on the path), so the unmodified judge meets the planted implementation."""
+    return (f"exec:env PYTHONPATH={shlex.quote(str(copy))} PYTHONDONTWRITEBYTECODE=1 "
+            f"{shlex.quote(sys.executable)} -P {arguments}")

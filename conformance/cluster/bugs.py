@@ -6,17 +6,14 @@ copy), judged through the suite's own ``exec:`` target exactly as an outside imp
 
 from __future__ import annotations
 
-import shlex
-import sys
 from pathlib import Path
 
-from conformance.mutation import Mutant
+from conformance.mutation import Mutant, exec_target_in
 
 
 def target_for(copy: Path) -> str:
-    """The copy's cluster service (``-P``: the copy, not the working directory, on the path)."""
-    return (f"exec:env PYTHONPATH={shlex.quote(str(copy))} PYTHONDONTWRITEBYTECODE=1 "
-            f"{shlex.quote(sys.executable)} -P -m reference.cluster.service")
+    """The copy's cluster service."""
+    return exec_target_in(copy, "-m reference.cluster.service")
 
 
 def _b(name: str, file: str, search: str, replace: str, description: str) -> Mutant:

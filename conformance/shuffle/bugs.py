@@ -7,17 +7,14 @@ outside implementation would be. Grouped by the rule family it breaks.
 
 from __future__ import annotations
 
-import shlex
-import sys
 from pathlib import Path
 
-from conformance.mutation import Mutant
+from conformance.mutation import Mutant, exec_target_in
 
 
 def target_for(copy: Path) -> str:
-    """The copy's runtime as an ``exec:`` implementation (``-P``: the copy, not the working directory, on the path)."""
-    return (f"exec:env PYTHONPATH={shlex.quote(str(copy))} PYTHONDONTWRITEBYTECODE=1 "
-            f"{shlex.quote(sys.executable)} -P -m conformance.shuffle.reference_target")
+    """The copy's runtime as an ``exec:`` implementation."""
+    return exec_target_in(copy, "-m conformance.shuffle.reference_target")
 
 
 def _b(name: str, file: str, search: str, replace: str, description: str) -> Mutant:

@@ -6,17 +6,14 @@ copy), judged through the suite's own ``exec:`` target exactly as an outside imp
 
 from __future__ import annotations
 
-import shlex
-import sys
 from pathlib import Path
 
-from conformance.mutation import Mutant
+from conformance.mutation import Mutant, exec_target_in
 
 
 def target_for(copy: Path) -> str:
-    """The copy's server (``-P``: the copy, not the working directory, on the path), flushing after every put."""
-    return (f"exec:env PYTHONPATH={shlex.quote(str(copy))} PYTHONDONTWRITEBYTECODE=1 "
-            f"{shlex.quote(sys.executable)} -P -m reference.sync serve --store {{store}} --max-replication-lag-s 0")
+    """The copy's server, flushing after every put."""
+    return exec_target_in(copy, "-m reference.sync serve --store {store} --max-replication-lag-s 0")
 
 
 def _b(name: str, file: str, search: str, replace: str, description: str) -> Mutant:
