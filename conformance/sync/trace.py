@@ -1,8 +1,8 @@
 """``python -m conformance sync-trace FILE``: replay a sync-writer trace, one JSON line per op.
 
 FILE is ``{"ops": [{"op": "put", "table": T, "origin": O, "seq": N or null, "rows": K},
-{"op": "flush"}, ...]}``.  ``flush`` flushes the table whose pending data is oldest
-(nothing when no data is pending).  A put with zero rows and no ``seq`` is a probe.
+{"op": "flush"}, {"op": "flush", "table": T}, ...]}``.  ``flush`` flushes table T, or
+without T the table whose pending data is oldest (nothing when no data is pending).  A put with zero rows and no ``seq`` is a probe.
 Each op prints ``{"op": i, "memory": {...}, "durable": {...}}`` over every origin seen
 so far, or ``{"op": i, "error": "<exact message>"}`` after which replay stops.  The
 flush policy does not run: traces flush only where they say so.
@@ -52,9 +52,9 @@ def replay(ops: Sequence[Mapping[str, Any]]) -> Iterator[dict[str, Any]]:
                 if not is_probe(rows, seq):
                     writer.put(table=table, origin=origin, sequence=seq, rows=rows, size=rows, payload=rows, now=0.0)
             elif kind == "flush":
-                oldest = writer.oldest_table()
-                if oldest is not None:
-                    writer.complete_flush(writer.plan_flush(oldest))
+                flushed = str(op["table"]) if "table" in op else writer.oldest_table()
+                if flushed is not None and flushed in writer.pending_tables:
+                    writer.complete_flush(writer.plan_flush(flushed))
             else:
                 raise TraceFormatError(f"op {i}: unknown op {kind!r}")
         except SyncError as exc:

@@ -225,7 +225,7 @@ _SEAFOWL_EXAMPLE: tuple[_Step, ...] = (
 )
 """Seafowl's own doc-comment example (src/sync/writer.rs): durable after the flushes: none, 1, 3."""
 _TWO_ORIGINS: tuple[_Step, ...] = (
-    _Put("t1", "A", 1), _Put("t2", "B", None), _Put("t2", "B", 7), _Put("t1", "A", 2), _Flush("t2"), _Flush("t1"),
+    _Put("t1", "A", 1), _Put("t2", "B", None), _Put("t2", "B", 7), _Put("t2", "A", 2), _Flush("t2"), _Flush("t1"),
 )
 
 
@@ -307,8 +307,10 @@ def transactions() -> str:
     empty = SyncWriter[str]()
     return (
         anchor("transactions") + "## Transactions and sequence numbers\n\n"
-        "A transaction is a run of puts from one origin; only its last put carries `sequence_number`. All "
-        "origins share **one global queue** of transactions (`spec/sync/writer.py`, `SyncWriter`).\n\n"
+        "A transaction is a run of puts from one origin; only its last put carries `sequence_number`. "
+        "Durability is per origin: each origin's transactions become durable in their order, independently of "
+        "other origins' (`spec/sync/writer.py`, `SyncWriter`; Seafowl keeps one queue of all origins, "
+        "[docs/sync.md](../sync.md) says why this differs).\n\n"
         + table(("rule", "answer"), [
             ("a put from another origin while a transaction is open", "INVALID_ARGUMENT " + _code(
                 _error_text(lambda: interleave.put(table="t", origin="B", sequence=None, rows=1, size=1,
@@ -326,17 +328,17 @@ def transactions() -> str:
         + table(("#", "condition"), [
             (1, "its last put arrived (its sequence number is known)"),
             (2, "every table it touched has been flushed since"),
-            (3, "every transaction before it in the global queue (all origins) is durable"),
+            (3, "every earlier transaction of its origin is durable"),
         ])
         + "\n`durable_sequence_number(origin)` is the sequence of that origin's latest durable transaction; "
         "durable <= memory always holds.\n\n"
         "Seafowl's own example, run through the writer (memory / durable after each step):\n\n" + seafowl
-        + "\nTwo origins share the queue: B's transaction 7 is flushed first, but becomes durable only once A's "
-        "transaction 1 before it is:\n\n" + origins
+        + "\nTwo origins: flushing t2 makes B's transaction 7 durable although A's earlier transaction 1 is not "
+        "flushed yet; A's transaction 2, flushed with t2 too, waits for A's transaction 1:\n\n" + origins
         + "\nA transaction's states, as the two traces above move through them (generated from the runs):\n\n"
         + mermaid_states(lifecycle.edges)
         + "\n`Open`: its last put has not arrived; `Pending`: complete, some table it touched not flushed yet; "
-        "`FlushedWaiting`: all its tables flushed, an earlier transaction is not durable yet.\n"
+        "`FlushedWaiting`: all its tables flushed, an earlier transaction of its origin is not durable yet.\n"
     )
 
 

@@ -1,8 +1,11 @@
 """The sync writer: Seafowl's transaction queue, sequence numbers and flush policy, sans-IO.
 
-Transactions from all origins form one global queue.  A transaction is durable
-once its last put arrived, every table it touched has been flushed since, and
-every transaction before it is durable.  Flushing is a two-step operation so
+A transaction is durable once its last put arrived, every table it touched has been
+flushed since, and every earlier transaction *of its origin* is durable (ours: Seafowl
+keeps one queue of all origins, so one origin's unflushed table, a table whose flush
+keeps failing, held back every other origin's numbers; a flush applies a table's pending
+items in arrival order whatever the rule, so only when a number is reported differs, and
+no number covers rows that are not in the tables).  Flushing is a two-step operation so
 the runtime can do the I/O in between: ``plan_flush`` (pure) says what to write
 and what the numbers will be afterwards, ``complete_flush`` records it.  Time is
 always a parameter.
@@ -18,16 +21,16 @@ drops that transaction's earlier puts at once (the tables hold them already).
 
 Transaction timeout (ours; Seafowl waits for ever): an open transaction that received no
 put for ``transaction_timeout_s`` is discarded with its pending puts (``expire``, or the
-next put of another origin), so one silent origin neither refuses every other origin
-(interleaving) nor holds back their durability (the single queue).  Its origin's next put
-is refused with TransactionDiscarded: the client replays from its durable number.
+next put of another origin), so one silent origin does not refuse every other origin for
+ever (interleaving).  Its origin's next put is refused with TransactionDiscarded: the
+client replays from its durable number.
 """
 
 from __future__ import annotations
 
 import enum
 import itertools
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -365,11 +368,8 @@ class SyncWriter(Generic[P]):
                     marks[tx.origin] = max(marks.get(tx.origin, tx.sequence), tx.sequence)
         flushed = {t for item in q.items for t in item.tx_ids}
         durable = dict(self._durable)
-        for tx in self._txs.values():
-            remaining = tx.locations - {table} if tx.id in flushed else tx.locations
-            if tx.sequence is None or remaining:
-                break
-            durable[tx.origin] = max(durable.get(tx.origin, tx.sequence), tx.sequence)
+        for tx, sequence in self._durable_now(lambda tx: tx.locations - {table} if tx.id in flushed else tx.locations):
+            durable[tx.origin] = max(durable.get(tx.origin, sequence), sequence)
         return FlushPlan(table, reason, tuple(apply), len(q.items) - len(apply), marks, durable, q.generation)
 
     def complete_flush(self, plan: FlushPlan[P]) -> None:
@@ -382,11 +382,20 @@ class SyncWriter(Generic[P]):
             self._txs[t].locations.discard(plan.table)
         self._retire_complete()
 
+    def _durable_now(self, unflushed: Callable[[SyncTransaction], set[str]]) -> list[tuple[SyncTransaction, int]]:
+        """The transactions (with their sequences) that are durable once each has ``unflushed(tx)``
+        tables left to flush: closed, nothing left, and no earlier transaction of their origin waiting."""
+        waiting: set[str] = set()
+        durable: list[tuple[SyncTransaction, int]] = []
+        for tx in self._txs.values():
+            if tx.origin in waiting or tx.sequence is None or unflushed(tx):
+                waiting.add(tx.origin)
+            else:
+                durable.append((tx, tx.sequence))
+        return durable
+
     def _retire_complete(self) -> None:
-        """Make the leading transactions that are closed and fully flushed durable."""
-        while self._txs:
-            tx = next(iter(self._txs.values()))
-            if tx.sequence is None or tx.locations:
-                break
-            self._durable[tx.origin] = max(self._durable.get(tx.origin, tx.sequence), tx.sequence)
+        """Make the transactions that are closed and fully flushed, and all before them of their origin, durable."""
+        for tx, sequence in self._durable_now(lambda tx: tx.locations):
+            self._durable[tx.origin] = max(self._durable.get(tx.origin, sequence), sequence)
             del self._txs[tx.id]

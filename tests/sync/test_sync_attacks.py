@@ -164,17 +164,22 @@ def test_a_table_that_cannot_be_written_is_retried_while_others_flush(
     assert (out.response.memory_sequence_number, out.response.durable_sequence_number) == (7, None)
     assert server.flush_oldest() is True
     assert _rows(store, "good") == [(2, "b")]
-    # B's transaction is flushed but waits for A's earlier one (Seafowl's single queue).
-    assert _numbers(location, "B") == (7, None) and _numbers(location, "A") == (1, None)
+    # Issue 24, reproduction 4: B's flushed transaction is durable at once; durability is per
+    # origin, so A's table that cannot be written holds back only A.
+    assert _numbers(location, "B") == (7, 7) and _numbers(location, "A") == (1, None)
+    # A's next transaction on a healthy table is written but waits for A's first.
+    assert raw_put(location, _cmd("good", "A", 2), [rows_batch([(None, 3, "c")])]).response is not None
+    assert server.flush_oldest() is True
+    assert _rows(store, "good") == [(2, "b"), (3, "c")] and _numbers(location, "A") == (2, None)
     # Issue 24, reproduction 8: once the cause is gone the server retries on its own, with no
     # put and no flush call, as soon as the table's wait is over, and the numbers catch up.
     (store / "broken").unlink()
     now[0] = 1.0
     deadline = time.monotonic() + 30
-    while _numbers(location, "B") != (7, 7):
+    while _numbers(location, "A") != (2, 2):
         assert time.monotonic() < deadline, "the failed table was never retried"
         threading.Event().wait(0.05)
-    assert _numbers(location, "A") == (1, 1)
+    assert _numbers(location, "B") == (7, 7)
     assert _rows(store, "broken") == [(1, "a")]
     assert server.stats()["failing_tables"] == {}
 

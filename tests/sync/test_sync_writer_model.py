@@ -1,8 +1,8 @@
-"""Model check of the sync writer against a from-scratch model of Seafowl's durability rule.
+"""Model check of the sync writer against a from-scratch model of its durability rule.
 
 The model keeps every put as a record and recomputes durability at each flush: a
 transaction is durable when it is closed, every record it put is flushed, and every
-transaction before it is durable.  Invariants: numbers never go backwards and
+transaction of its origin before it is durable.  Invariants: numbers never go backwards and
 memory >= durable for every origin.
 """
 
@@ -72,9 +72,12 @@ class SyncWriterModel(RuleBasedStateMachine):
             for rec in tx.records:
                 if rec[0] == table:
                     rec[1] = True
-        while self.txs and self.txs[0].seq is not None and all(r[1] for r in self.txs[0].records):
-            tx = self.txs.pop(0)
-            assert tx.seq is not None
+        waiting: set[str] = set()  # durability is per origin: an origin's transactions in order
+        for tx in list(self.txs):
+            if tx.origin in waiting or tx.seq is None or not all(r[1] for r in tx.records):
+                waiting.add(tx.origin)
+                continue
+            self.txs.remove(tx)
             self.durable[tx.origin] = tx.seq
 
     @precondition(lambda self: self.writer.oldest_table() is not None)

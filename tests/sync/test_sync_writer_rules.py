@@ -89,16 +89,28 @@ def test_a_plan_gone_stale_is_refused_and_a_fresh_one_commits() -> None:
     assert w.sequences("A") == (2, 2)
 
 
-def test_a_later_transaction_is_not_durable_before_an_earlier_one() -> None:
+def test_a_later_transaction_is_not_durable_before_an_earlier_one_of_its_origin() -> None:
+    w: SyncWriter[int] = SyncWriter()
+    put(w, 1, table="t1", origin="A")
+    put(w, 2, table="t2", origin="A")
+    plan = w.plan_flush("t2")
+    assert plan.durable_after == {}
+    w.complete_flush(plan)
+    assert w.sequences("A") == (2, None)
+    w.complete_flush(w.plan_flush("t1"))
+    assert w.sequences("A") == (2, 2)
+
+
+def test_another_origins_unflushed_table_holds_nothing_back() -> None:
     w: SyncWriter[int] = SyncWriter()
     put(w, 1, table="t1", origin="A")
     put(w, 2, table="t2", origin="B")
     plan = w.plan_flush("t2")
-    assert plan.durable_after == {}
+    assert plan.durable_after == {"B": 2}
     w.complete_flush(plan)
-    assert w.sequences("B") == (2, None)
+    assert w.sequences("B") == (2, 2) and w.sequences("A") == (1, None)
     w.complete_flush(w.plan_flush("t1"))
-    assert w.sequences("A") == (1, 1) and w.sequences("B") == (2, 2)
+    assert w.sequences("A") == (1, 1)
 
 
 def test_another_origin_may_not_write_into_an_open_transaction() -> None:
