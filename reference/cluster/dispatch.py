@@ -36,6 +36,9 @@ _STOP = object()
 
 
 class Mailbox(Protocol):
+    def start(self) -> None:
+        """Begin delivering (never under a lock a starting thread might need)."""
+
     def post(self, event: Event) -> None: ...
 
     def close(self, timeout: float = 5.0) -> None: ...
@@ -51,6 +54,9 @@ class InlineMailbox:
         self._core = core
         self._closed = False
 
+    def start(self) -> None:
+        """Nothing to start: it delivers on the posting thread."""
+
     def post(self, event: Event) -> None:
         if self._closed:
             return
@@ -64,11 +70,15 @@ class InlineMailbox:
 
 
 class Dispatcher:
+    """Events posted before ``start`` wait in the queue."""
+
     def __init__(self, name: str, core: ClusterCore) -> None:
         self._core = core
         self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._closed = False
         self._thread = threading.Thread(target=self._run, name=f"cluster-callbacks {name}", daemon=True)
+
+    def start(self) -> None:
         self._thread.start()
 
     def post(self, event: Event) -> None:
@@ -79,7 +89,7 @@ class Dispatcher:
         """Stop delivering; pending events are dropped, as they would be by a crash."""
         self._closed = True
         self._queue.put(_STOP)
-        if threading.current_thread() is not self._thread:
+        if self._thread.ident is not None and threading.current_thread() is not self._thread:
             self._thread.join(timeout)
 
     def _run(self) -> None:

@@ -137,6 +137,8 @@ class EtcdNode:
         cluster.watch.subscribe(self)
         self._heartbeats = HeartbeatThread(f"etcd-heartbeat {node_id}", self.timing.heartbeat_interval, self._renew,
                                            self.mailbox, self._closed)
+        self.mailbox.start()
+        self._heartbeats.start()
 
     @property
     def node_id(self) -> NodeId:

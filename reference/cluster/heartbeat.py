@@ -17,6 +17,8 @@ from spec.cluster.errors import ProviderClosed, ProviderUnavailable
 
 
 class HeartbeatThread:
+    """Created idle: ``start`` it once the handle is registered, outside any lock."""
+
     def __init__(self, name: str, interval: float, renew: Callable[[], float | None], mailbox: Mailbox,
                  stopped: threading.Event) -> None:
         self._interval = interval
@@ -24,6 +26,8 @@ class HeartbeatThread:
         self._mailbox = mailbox
         self._stopped = stopped
         self._thread = threading.Thread(target=self._run, daemon=True, name=name)
+
+    def start(self) -> None:
         self._thread.start()
 
     def _run(self) -> None:
@@ -43,6 +47,6 @@ class HeartbeatThread:
                 self._mailbox.post(Heartbeat(ttl))
 
     def join(self, timeout: float) -> None:
-        """Wait for the thread to end (after ``stopped`` is set); a no-op on the thread itself."""
-        if self._thread is not threading.current_thread():
+        """Wait for the thread to end (after ``stopped`` is set); a no-op on the thread itself or unstarted."""
+        if self._thread.ident is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout)

@@ -112,6 +112,7 @@ class InProcessCluster:
             if resume_after is not None:
                 for notification in self._model.catch_up(node_id, resume_after):
                     node.mailbox.post(notification)
+        node.start()  # after the lock: a starting thread may need it (a finalizer the collector runs there did)
         if displaced is not None:
             displaced.close()
         return node
@@ -207,6 +208,12 @@ class InProcessNode:
         self._closed = threading.Event()
         self._heartbeats = HeartbeatThread(f"cluster-heartbeat {node_id}", cluster.policy.heartbeat_interval,
                                            self.renew, self.mailbox, self._closed) if autorenew else None
+
+    def start(self) -> None:
+        """Start delivering and renewing (the cluster calls it once the node is registered)."""
+        self.mailbox.start()
+        if self._heartbeats is not None:
+            self._heartbeats.start()
 
     @property
     def node_id(self) -> NodeId:

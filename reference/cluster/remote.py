@@ -165,6 +165,8 @@ class RemoteNode:
         self._reader.start()
         self._heartbeats = HeartbeatThread(f"cluster-remote-heartbeat {node_id}", self._timing.heartbeat_interval,
                                            self._renew, self.mailbox, self._closed)
+        self.mailbox.start()
+        self._heartbeats.start()
 
     @property
     def node_id(self) -> NodeId:

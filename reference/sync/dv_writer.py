@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
-from deltalake._internal import DeltaFileSystemHandler
+from deltalake.fs import DeltaStorageHandler
 from deltalake.transaction import AddAction
 
 from reference.sync.delta_log import local_dir, replay
@@ -77,7 +77,7 @@ class DvWriter:
         """Drop the table's index (it is rebuilt on next use)."""
         self._indexes.pop(table.table_uri, None)
 
-    def flush(self, table: DeltaTable, files: DeltaFileSystemHandler, changes: Sequence[SquashedChange],
+    def flush(self, table: DeltaTable, files: DeltaStorageHandler, changes: Sequence[SquashedChange],
               values: pa.Array, meta: Mapping[str, str], target_rows: int) -> tuple[list[AddAction], int, DvChanges]:
         """Apply ``changes`` (touching the cluster ``values``) in one commit.
 
@@ -110,7 +110,7 @@ class DvWriter:
             actions.append(action)
         return actions, result.num_rows, commit.commit(meta, "MERGE")
 
-    def compact(self, table: DeltaTable, files: DeltaFileSystemHandler, keys: Sequence[str],
+    def compact(self, table: DeltaTable, files: DeltaStorageHandler, keys: Sequence[str],
                 meta: Mapping[str, str], target_rows: int, purge_fraction: float) -> tuple[list[DataFile], list[AddAction], int]:
         """Rewrite the files ``purge_groups`` picks without their deleted rows; the files removed,
         the add actions of the files written and their rows (nothing committed when nothing to do)."""

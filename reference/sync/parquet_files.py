@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from deltalake._internal import DeltaFileSystemHandler
+from deltalake.fs import DeltaStorageHandler
 from deltalake.transaction import AddAction
 
 from reference.sync.layout import file_stats
@@ -24,16 +24,15 @@ ROW_GROUP_ROWS = 4096
 """Rows per Parquet row group of the files the store writes (what reading one row back costs)."""
 
 
-def write_data_file(files: DeltaFileSystemHandler, rows: pa.Table) -> AddAction:
+def write_data_file(files: DeltaStorageHandler, rows: pa.Table) -> AddAction:
     """Write ``rows`` as a new data file of the table ``files`` reaches; its add action."""
     name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
-    sink = pa.BufferOutputStream()
-    pq.write_table(rows, sink, compression="snappy", row_group_size=ROW_GROUP_ROWS)
-    data = sink.getvalue().to_pybytes()
     out = files.open_output_stream(name, None)
-    out.write(data)
-    out.close()  # type: ignore[attr-defined]  # deltalake's stub omits close(); the stream has it
-    return AddAction(name, len(data), {}, int(time.time() * 1000), True, file_stats(rows))
+    # Parquet's writer hands the stream bytes; a Buffer (NativeFile.write) is refused by deltalake's stream.
+    pq.write_table(rows, out, compression="snappy", row_group_size=ROW_GROUP_ROWS)
+    size = out.tell()
+    out.close()
+    return AddAction(name, size, {}, int(time.time() * 1000), True, file_stats(rows))
 
 
 def read_rows_at(path: Path, positions: np.ndarray[Any, np.dtype[np.int64]], schema: pa.Schema) -> pa.Table:

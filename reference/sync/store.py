@@ -35,7 +35,6 @@ import pyarrow.fs as pa_fs
 import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, QueryBuilder
 from deltalake import Schema as DeltaSchema
-from deltalake._internal import DeltaFileSystemHandler
 from deltalake.fs import DeltaStorageHandler
 from deltalake.transaction import AddAction, RemoveAction
 
@@ -162,7 +161,7 @@ class _Commit:
     """One transaction being assembled: files to remove, files written to add."""
 
     table: DeltaTable
-    files: DeltaFileSystemHandler
+    files: DeltaStorageHandler
     removes: list[DataFile] = field(default_factory=list)
     adds: list[AddAction] = field(default_factory=list)
     rows_added: int = 0
@@ -332,9 +331,9 @@ class DeltaStore:
                 durable[origin] = max(durable.get(origin, seq), seq)
         return durable
 
-    def _files(self, table: DeltaTable) -> DeltaFileSystemHandler:
+    def _files(self, table: DeltaTable) -> DeltaStorageHandler:
         """The table's directory in whatever object store deltalake reaches it."""
-        return DeltaFileSystemHandler(table.table_uri, self._options(table.table_uri))
+        return DeltaStorageHandler(table.table_uri, self._options(table.table_uri))
 
     def _read(self, table: DeltaTable, files: Sequence[DataFile]) -> pa.Table:
         """Every row of ``files`` in the table's schema, read file by file (a dataset of the whole

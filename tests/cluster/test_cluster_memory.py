@@ -119,6 +119,35 @@ def test_notifications_are_delivered_outside_the_cluster_lock() -> None:
         cluster.close()
 
 
+def test_a_thread_open_node_starts_may_use_the_cluster_as_it_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A starting thread can run code that needs the cluster (a finalizer the garbage collector ran
+    there did, and the suite hung): open_node must not start its node's threads under the lock."""
+    cluster = InProcessCluster()
+    holder = cluster.open_node(NodeId("holder"), Recorder())
+    holder.join_cluster("h:1")
+    start = threading.Thread.start
+    blocked: list[str] = []
+
+    def start_after_using_the_cluster(thread: threading.Thread) -> None:
+        if thread.name.startswith("cluster-"):  # the node's callback and heartbeat threads
+            user = threading.Thread(target=cluster.renew, args=(NodeId("holder"),))
+            start(user)
+            user.join(HANG_GUARD)
+            if user.is_alive():
+                blocked.append(thread.name)
+        start(thread)
+
+    try:
+        monkeypatch.setattr(threading.Thread, "start", start_after_using_the_cluster)
+        node = cluster.open_node(NodeId("n"), Recorder())
+        monkeypatch.undo()
+        assert node.join_cluster("h:2")
+        assert blocked == []
+    finally:
+        monkeypatch.undo()
+        cluster.close()
+
+
 def test_journal_is_compacted_and_restores_the_same_state(tmp_path: Path) -> None:
     cluster = InProcessCluster(data_dir=tmp_path, compact_after=8)
     try:
