@@ -52,6 +52,18 @@ DESCS = (ColumnDescriptor(role=OLD, name="id"), ColumnDescriptor(role=NEW, name=
 DESCS_CHANGED = DESCS + (ColumnDescriptor(role=CHANGED, name="v"), ColumnDescriptor(role=VALUE, name="w"))
 
 
+DESCS_TWO_KEYS = (ColumnDescriptor(role=OLD, name="id"), ColumnDescriptor(role=OLD, name="k"),
+                  ColumnDescriptor(role=NEW, name="id"), ColumnDescriptor(role=NEW, name="k"),
+                  ColumnDescriptor(role=VALUE, name="v"))
+
+
+def two_key_batch(rows: Sequence[tuple[Any, ...]]) -> pa.Table:
+    """A change batch keyed on two columns: ``old_id, old_k, new_id, new_k, v``."""
+    names = ("old_id", "old_k", "new_id", "new_k")
+    cols = {n: pa.array([r[i] for r in rows], pa.int64()) for i, n in enumerate(names)}
+    return pa.table(cols | {"v": pa.array([r[4] for r in rows], pa.string())})
+
+
 def rows_batch(rows: Sequence[tuple[Any, ...]], changed: bool = False) -> pa.Table:
     """A change batch ``old_id, new_id, v`` (+ ``changed_v, w`` when ``changed``)."""
     cols: dict[str, pa.Array] = {
@@ -269,13 +281,14 @@ def tx_memory_per_origin(t: SyncTarget, ctx: CaseContext) -> Verdict:
 
 
 def tx_interleave_rejected(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    """Another origin's put is refused whether or not it would close its own transaction."""
     (a, path), (b, _) = _ids(), _ids()
     t.put(ctx, _cmd(path, a, None), rows_batch([(None, 1, "a")]))
-    out = t.put(ctx, _cmd(path, b, 1), rows_batch([(None, 2, "b")]))
+    text = f"Transaction from a new origin ({b}) started without finishing the transaction from the previous one ({a})"
+    verdicts = [_expect_error(t.put(ctx, _cmd(path, b, seq), rows_batch([(None, 2, "b")])), text) for seq in (None, 1)]
     t.put(ctx, _cmd(path, a, 1), rows_batch([(None, 3, "c")]))
-    return _expect_error(
-        out, f"Transaction from a new origin ({b}) started without finishing the transaction from the previous one ({a})"
-    )
+    return Verdict(all(v.passed for v in verdicts), f"both puts (open, closing): {verdicts[0].expected}",
+                   "; ".join(v.actual for v in verdicts))
 
 
 def tx_empty_rejected(t: SyncTarget, ctx: CaseContext) -> Verdict:
@@ -401,6 +414,25 @@ def _table_case(
     return check
 
 
+def partly_null_key_refused(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    origin, path = _ids()
+    out = t.put(ctx, _cmd(path, origin, 1, DESCS_TWO_KEYS), two_key_batch([(None, None, 1, 1, "a"), (None, None, 2, None, "b")]))
+    return _expect_error(out, "")
+
+
+def key_columns_must_match_table(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    """A table keyed on (id, k) refuses a put keyed on id alone (its k a plain value)."""
+    origin, path = _ids()
+    first = t.put(ctx, _cmd(path, origin, 1, DESCS_TWO_KEYS), two_key_batch([(None, None, 1, 1, "a")]))
+    descs = (ColumnDescriptor(role=OLD, name="id"), ColumnDescriptor(role=NEW, name="id"),
+             ColumnDescriptor(role=VALUE, name="k"), ColumnDescriptor(role=VALUE, name="v"))
+    batch = pa.table({"old_id": pa.array([1], pa.int64()), "new_id": pa.array([1], pa.int64()),
+                      "k": pa.array([2], pa.int64()), "v": pa.array(["b"], pa.string())})
+    out = t.put(ctx, _cmd(path, origin, 2, descs), batch)
+    verdict = _expect_error(out, "")
+    return Verdict(first.error is None and verdict.passed, verdict.expected, f"first: {_numbers(first)}; then {verdict.actual}")
+
+
 def _expect_status(out: PutOutcome, error: type[Exception], text: str) -> Verdict:
     ok = isinstance(out.error, error) and text in out.error_text
     got = f"{type(out.error).__name__}: {out.error_text}" if out.error else _numbers(out)
@@ -460,13 +492,17 @@ def sequence_never_backwards(t: SyncTarget, ctx: CaseContext) -> Verdict:
                    f"{_numbers(before)}; {_numbers(out)}; then {_numbers(after)}")
 
 
-def sequence_durable_replay(t: SyncTarget, ctx: CaseContext) -> Verdict:
-    origin, path = _ids()
-    t.put(ctx, _cmd(path, origin, 10), rows_batch([(None, 1, "a")]))
-    out = t.put(ctx, _cmd(path, origin, 4), rows_batch([(None, 2, "replayed")]))
-    got = t.table(path)
-    ok = _expect(out, 10, 10).passed and got == [{"id": 1, "v": "a"}]
-    return Verdict(ok, "accepted memory=10 durable=10, table unchanged", f"{_numbers(out)}; table {got}")
+def _durable_replay(replayed: int) -> Callable[[SyncTarget, CaseContext], Verdict]:
+    """Transaction 10 is durable; one closing at ``replayed`` (at or below 10) is a replay, not applied."""
+    def check(t: SyncTarget, ctx: CaseContext) -> Verdict:
+        origin, path = _ids()
+        t.put(ctx, _cmd(path, origin, 10), rows_batch([(None, 1, "a")]))
+        out = t.put(ctx, _cmd(path, origin, replayed), rows_batch([(None, 2, "replayed")]))
+        got = t.table(path)
+        ok = _expect(out, 10, 10).passed and got == [{"id": 1, "v": "a"}]
+        return Verdict(ok, "accepted memory=10 durable=10, table unchanged", f"{_numbers(out)}; table {got}")
+
+    return check
 
 
 def _c(i: str, level: Level, req: str, check: Callable[[SyncTarget, CaseContext], Verdict], *requires: str) -> Case:
@@ -505,6 +541,10 @@ SUITE = Suite(
             (ColumnDescriptor(role=OLD, name="id"), ColumnDescriptor(role=NEW, name="key"),
              ColumnDescriptor(role=VALUE, name="v")), _B,
             "Change requested but old and new PK columns are not the same")),
+        _c("schema/partly-null-key", SHOULD, "A row whose two-column key is null in one column only is "
+           "INVALID_ARGUMENT (it names no row)", partly_null_key_refused),
+        _c("schema/key-columns-match-table", SHOULD, "A put keyed on a subset of the table's key columns is "
+           "INVALID_ARGUMENT", key_columns_must_match_table),
         _c("durable/needs-complete-transaction", MUST, "An open transaction is never reported durable", durable_needs_complete_tx),
         _c("durable/not-above-memory", MUST, "durable <= memory on every response", durable_not_above_memory),
         _c("durable/after-flush", SHOULD, "A flushed complete transaction is reported durable", durable_after_flush, "store"),
@@ -516,6 +556,16 @@ SUITE = Suite(
             [rows_batch([(None, 1, "a"), (1, 2, "b"), (2, 3, "c")])], [{"id": 3, "v": "c"}]), "store"),
         _c("squash/pk-cycle", MUST, "A key cycle 1->2->1 is an update of key 1", _table_case(
             [rows_batch([(None, 1, "a")]), rows_batch([(1, 2, "b"), (2, 1, "c")])], [{"id": 1, "v": "c"}]), "store"),
+        _c("squash/pk-chain-on-stored-row", MUST, "A chain 1->2->3 of one put on a stored key 1 replaces it by key 3 "
+           "(the chain's old key is its first row's)", _table_case(
+            [rows_batch([(None, 1, "a")]), rows_batch([(1, 2, "b"), (2, 3, "c")])], [{"id": 3, "v": "c"}]), "store"),
+        _c("squash/changed-false-in-one-put", MUST, "Inside one put a value is taken from the last row where its "
+           "CHANGED flag is true, other values from the last row", _table_case(
+            [rows_batch([(None, 1, "a", True, "x"), (1, 1, None, False, "y")], changed=True)],
+            [{"id": 1, "v": "a", "w": "y"}], DESCS_CHANGED), "store"),
+        _c("squash/key-continues-one-chain", SHOULD, "A key moved away is not continued again: a later row naming it "
+           "starts a change of its own (Seafowl's squash)", _table_case(
+            [rows_batch([(None, 1, "a"), (1, 2, "b"), (1, 3, "c")])], [{"id": 2, "v": "b"}, {"id": 3, "v": "c"}]), "store"),
         _c("squash/insert-then-delete", MUST, "An insert deleted in the same batch vanishes", _table_case(
             [rows_batch([(None, 1, "a"), (None, 2, "b"), (1, None, None)])], [{"id": 2, "v": "b"}]), "store"),
         _c("squash/changed-false-keeps-value", MUST, "CHANGED=false keeps the stored value", _table_case(
@@ -537,7 +587,13 @@ SUITE = Suite(
         _c("sequence/never-backwards", SHOULD, "A number at or below memory never moves the numbers back: "
            "INVALID_ARGUMENT above durable, acknowledged without applying at or below it", sequence_never_backwards),
         _c("sequence/durable-replay", SHOULD, "A number at or below durable is acknowledged and not applied again",
-           sequence_durable_replay, "store"),
+           _durable_replay(4), "store"),
+        _c("sequence/durable-replay-at-durable", SHOULD, "A number equal to durable (and memory) is a replay: "
+           "acknowledged, not applied, not taken as new", _durable_replay(10), "store"),
+        _c("apply/insert-of-stored-key-overwrites", MUST, "An insert of a stored key (a replay) overwrites the row, "
+           "also with CHANGED columns", _table_case(
+            [rows_batch([(None, 1, "a", True, "x")], changed=True), rows_batch([(None, 1, "b", True, "y")], changed=True)],
+            [{"id": 1, "v": "b", "w": "y"}], DESCS_CHANGED), "store"),
         _c("apply/delete", MUST, "A delete removes the stored row", _table_case(
             [rows_batch([(None, 1, "a"), (None, 2, "b")]), rows_batch([(1, None, None)])], [{"id": 2, "v": "b"}]), "store"),
     ),
