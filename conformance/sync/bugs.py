@@ -12,8 +12,8 @@ from conformance.mutation import Mutant, exec_target_in
 
 
 def target_for(copy: Path) -> str:
-    """The copy's server, flushing after every put."""
-    return exec_target_in(copy, "-m reference.sync serve --store {store} --max-replication-lag-s 0")
+    """The copy's server as the suite's reference target (flushing after every put, with flush-control)."""
+    return exec_target_in(copy, "-m conformance.sync.reference_target --store {store}")
 
 
 def _b(name: str, file: str, search: str, replace: str, description: str) -> Mutant:

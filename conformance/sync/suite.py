@@ -1,21 +1,40 @@
 """Live conformance cases for data-sync servers (Seafowl's protocol over Arrow Flight DoPut).
 
 Targets:
-- ``reference``: this project's server, started as a subprocess on a fresh store with
-  ``--max-replication-lag-s 0`` (every put flushes) so table contents can be checked;
+- ``reference``: this project's server (``conformance.sync.reference_target``) started as a
+  subprocess on a fresh store, flushing after every put, with every capability below;
 - ``exec:CMD``: CMD is started with ``{store}`` replaced by a fresh directory; it must print
   ``LISTENING <port>`` first and flush after every put; capabilities ``store`` (tables are
-  read from ``{store}/<path>`` as Delta) and ``restart`` (kill and start again), declared by
-  ``--capabilities store,restart``, or by CMD printing ``CAPABILITIES <cap> ...`` before
-  ``LISTENING``, or else inferred (``store`` when CMD names ``{store}``);
+  read from ``{store}/<path>`` as Delta, and a case may make a table impossible to create
+  for a while by a directory named as its first commit file), ``restart`` (kill and start again) and ``flush-control`` (below),
+  declared by ``--capabilities store,restart``, or by CMD printing ``CAPABILITIES <cap> ...``
+  before ``LISTENING``, or else inferred (``store`` when CMD names ``{store}``, ``restart``);
 - ``grpc://HOST:PORT`` or ``grpc+tls://HOST:PORT``: a running server; only cases needing
-  neither capability run.  ``?token_file=PATH&ca_file=PATH`` after it sends a bearer token
+  no capability run.  ``?token_file=PATH&ca_file=PATH`` after it sends a bearer token
   on every call and trusts that CA (a server started with ``--token-file``/``--tls-cert``).
 Every case uses its own origins and table paths and closes the transactions it opens.
+
+``flush-control``: the runner chooses the flush policy and drives the clock it reads, so a
+case can hold data back and flush it at exactly a threshold. The target's policy reads a
+clock that starts at 0 and moves only when told; it reads lines on stdin and answers each
+with one line on stdout:
+
+- ``POLICY <lag_s> <count> <bytes>``: from now on flush a table once its oldest pending data
+  is ``lag_s`` old, once it has ``count`` pending items, or once pending data reaches
+  ``bytes`` (Seafowl's ``max_replication_lag_s``, ``max_syncs_per_url``,
+  ``max_in_memory_bytes``); answer ``OK``. ``POLICY 0 ...`` is flushing after every put.
+- ``ADVANCE <seconds>``: move the clock, then run the policy as the periodic flush task would;
+  answer ``OK`` once done.
+- ``PENDING``: answer ``PENDING <n>``, the pending bytes the size threshold is compared with.
+
+Seafowl appends a put to a table's last pending item when their schemas agree, so the cases
+that count items alternate two column orders: every put is then an item of its own.
 """
 
 from __future__ import annotations
 
+import os
+import select
 import shlex
 import shutil
 import subprocess
@@ -44,7 +63,10 @@ from spec.sync.messages import (
 )
 
 STARTUP_TIMEOUT_S = 60.0
-REFERENCE_CMD = f"{shlex.quote(sys.executable)} -m reference.sync serve --store {{store}} --max-replication-lag-s 0"
+REFERENCE_CMD = f"{shlex.quote(sys.executable)} -m conformance.sync.reference_target --store {{store}}"
+FLUSH_AFTER_EVERY_PUT = "POLICY 0 1000000 4611686018427387904"
+HELD_S = 3600
+"""A lag no case reaches: data waits for the threshold a case is about."""
 
 OLD, NEW, CHANGED, VALUE = (int(r) for r in (ColumnRole.OLD_PK, ColumnRole.NEW_PK, ColumnRole.CHANGED, ColumnRole.VALUE))
 DESCS = (ColumnDescriptor(role=OLD, name="id"), ColumnDescriptor(role=NEW, name="id"), ColumnDescriptor(role=VALUE,
@@ -141,7 +163,7 @@ class SyncTarget:
     def start(self) -> None:
         assert self._command is not None
         argv = shlex.split(self._command.replace("{store}", shlex.quote(self.store)))
-        self._proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+        self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         assert self._proc.stdout is not None
         line = self._proc.stdout.readline().split()
         if line[:1] == ["CAPABILITIES"]:  # the program declares what it can do before it listens
@@ -151,6 +173,24 @@ class SyncTarget:
             self.stop()
             raise RuntimeError(f"target did not print LISTENING <port>, got {line}")
         self.location = f"grpc://127.0.0.1:{int(line[1])}"
+
+    def control(self, line: str, timeout: float = STARTUP_TIMEOUT_S) -> str:
+        """Send one flush-control line; the target's one-line answer (RuntimeError if none comes)."""
+        proc = self._proc
+        assert proc is not None and proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(line + "\n")
+        proc.stdin.flush()
+        ready, _, _ = select.select([proc.stdout], [], [], timeout)
+        answer = proc.stdout.readline().strip() if ready else ""
+        if not answer:
+            raise RuntimeError(f"no answer to {line!r} within {timeout:.0f} s")
+        return answer
+
+    def command(self, line: str) -> None:
+        """A flush-control line that must be answered ``OK``."""
+        answer = self.control(line)
+        if answer != "OK":
+            raise RuntimeError(f"{line!r} answered {answer!r}")
 
     def stop(self) -> None:
         if self._proc is not None:
@@ -505,6 +545,192 @@ def _durable_replay(replayed: int) -> Callable[[SyncTarget, CaseContext], Verdic
     return check
 
 
+# -- cases driving the flush policy (flush-control) ---------------------------
+@contextmanager
+def _policy(t: SyncTarget, lag: float = HELD_S, count: int = 1_000_000, size: int = 2**62) -> Iterator[None]:
+    """Flush by these thresholds for the case, then flush after every put again (leftovers at once)."""
+    t.command(f"POLICY {lag:g} {count} {size}")
+    try:
+        yield
+    finally:
+        t.command(FLUSH_AFTER_EVERY_PUT)
+        t.command("ADVANCE 0")
+
+
+DESCS_SWAPPED = (ColumnDescriptor(role=NEW, name="id"), ColumnDescriptor(role=OLD, name="id"),
+                 ColumnDescriptor(role=VALUE, name="v"))
+
+
+def _item_put(t: SyncTarget, ctx: CaseContext, path: str, origin: str, seq: int | None, key: int) -> PutOutcome:
+    """An insert of ``key``; odd keys in the swapped column order, so no two consecutive puts share an item."""
+    if key % 2:
+        batch = pa.table({"new_id": pa.array([key], pa.int64()), "old_id": pa.array([None], pa.int64()),
+                          "v": pa.array([str(key)], pa.string())})
+        return t.put(ctx, _cmd(path, origin, seq, DESCS_SWAPPED), batch)
+    return t.put(ctx, _cmd(path, origin, seq), rows_batch([(None, key, str(key))]))
+
+
+def _probe(t: SyncTarget, ctx: CaseContext, origin: str) -> str:
+    return _numbers(t.put(ctx, _cmd("conformance/probe", origin, None, ())))
+
+
+def _steps(want: Sequence[str], got: Sequence[str]) -> Verdict:
+    """Each step's numbers start with what it wants."""
+    ok = len(got) == len(want) and all(g.startswith(w + " ") for w, g in zip(want, got))
+    return Verdict(ok, "; ".join(want), "; ".join(got))
+
+
+def flush_at_lag(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    origin, path = _ids()
+    with _policy(t, lag=10):
+        got = [_numbers(t.put(ctx, _cmd(path, origin, 1), rows_batch([(None, 1, "a")])))]
+        t.command("ADVANCE 9")
+        got.append(_probe(t, ctx, origin))
+        t.command("ADVANCE 1")
+        got.append(_probe(t, ctx, origin))
+    return _steps(["accepted=True memory=1 durable=None", "accepted=True memory=1 durable=None",
+                   "accepted=True memory=1 durable=1"], got)
+
+
+def flush_at_count(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    origin, path = _ids()
+    with _policy(t, count=3):
+        got = [_numbers(_item_put(t, ctx, path, origin, seq, seq)) for seq in (1, 2, 3)]
+    return _steps(["accepted=True memory=1 durable=None", "accepted=True memory=2 durable=None",
+                   "accepted=True memory=3 durable=3"], got)
+
+
+def flush_at_size(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    origin, path = _ids()
+    with _policy(t):
+        t.put(ctx, _cmd(path, origin, 1), rows_batch([(None, 1, "a")]))
+        answer = t.control("PENDING").split()
+        if answer[:1] != ["PENDING"] or len(answer) != 2 or not answer[1].isdigit():
+            return Verdict(False, "PENDING <bytes>", " ".join(answer))
+        pending = int(answer[1])
+        got = []
+        for size in (pending + 1, pending):
+            t.command(f"POLICY {HELD_S} 1000000 {size}")
+            t.command("ADVANCE 0")
+            got.append(_probe(t, ctx, origin))
+    verdict = _steps(["accepted=True memory=1 durable=None", "accepted=True memory=1 durable=1"], got)
+    return Verdict(verdict.passed, f"{pending} pending bytes; threshold {pending + 1}, then {pending}: {verdict.expected}",
+                   verdict.actual)
+
+
+def seafowl_worked_example(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    """Seafowl's doc comment: puts (t1, seq1 part), (t2, seq1), (t3, seq2), (t1, seq3 part), (t2, seq3), tables
+    flushed one at a time in the order of their oldest data: durable after each flush none, 1, 3."""
+    origin, t1 = _ids()
+    t2, t3 = f"{t1}_2", f"{t1}_3"
+    with _policy(t, lag=10):
+        for table, seq, key in ((t1, None, 1), (t2, 1, 2), (t3, 2, 3)):
+            t.put(ctx, _cmd(table, origin, seq), rows_batch([(None, key, "a")]))
+            t.command("ADVANCE 1")
+        t.put(ctx, _cmd(t1, origin, None), rows_batch([(None, 4, "b")]))
+        t.put(ctx, _cmd(t2, origin, 3), rows_batch([(None, 5, "b")]))
+        got = []
+        for step in (7, 1, 1):  # each table's oldest data reaches the lag in turn: t1, t2, t3
+            t.command(f"ADVANCE {step}")
+            got.append(_probe(t, ctx, origin))
+    return _steps([f"accepted=True memory=3 durable={d}" for d in ("None", "1", "3")], got)
+
+
+def key_swap_across_puts(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    """Two puts flushed together: inserts of 1 and 2, then a swap of their keys through key 3."""
+    origin, path = _ids()
+    with _policy(t, lag=10):
+        t.put(ctx, _cmd(path, origin, 1), rows_batch([(None, 1, "a"), (None, 2, "b")]))
+        t.put(ctx, _cmd(path, origin, 2), rows_batch([(1, 3, "x"), (2, 1, "y"), (3, 2, "z")]))
+        t.command("ADVANCE 10")
+    got, want = t.table(path), [{"id": 1, "v": "y"}, {"id": 2, "v": "z"}]
+    return Verdict(got == want, str(want), str(got))
+
+
+def equal_to_memory_refused(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    """Transaction 10 received, not yet durable: another closing at 10 is neither new nor a replay."""
+    origin, path = _ids()
+    with _policy(t):
+        first = t.put(ctx, _cmd(path, origin, 10), rows_batch([(None, 1, "a")]))
+        again = t.put(ctx, _cmd(path, origin, 10), rows_batch([(None, 2, "b")]))
+        after = _probe(t, ctx, origin)
+    refused = _expect_error(again, "")
+    ok = _expect(first, 10, None).passed and refused.passed and after.startswith("accepted=True memory=10 ")
+    return Verdict(ok, f"memory=10 durable=None; then {refused.expected}; memory stays 10",
+                   f"{_numbers(first)}; then {refused.actual}; then {after}")
+
+
+def failed_flush_not_durable(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    """A put is held back; then a directory takes the name of the table's first Delta commit file, so no
+    writer can create the table (commit files are put-if-absent) until it is gone."""
+    origin, path = _ids()
+    blocker = os.path.join(t.store, path, "_delta_log", f"{0:020}.json")
+    with _policy(t, lag=10):
+        held = _numbers(t.put(ctx, _cmd(path, origin, 1), rows_batch([(None, 1, "a")])))
+        os.makedirs(blocker)
+        try:
+            t.command("ADVANCE 10")
+            during = _probe(t, ctx, origin)
+        finally:
+            os.rmdir(blocker)
+        t.command("ADVANCE 600")  # past any retry wait
+        after = _probe(t, ctx, origin)
+    rows = t.table(path)
+    verdict = _steps(["accepted=True memory=1 durable=None"] * 2 + ["accepted=True memory=1 durable=1"],
+                     [held, during, after])
+    return Verdict(verdict.passed and rows == [{"id": 1, "v": "a"}], f"{verdict.expected}; table [{{'id': 1, 'v': 'a'}}]",
+                   f"{verdict.actual}; table {rows}")
+
+
+def _half_flushed_restart(t: SyncTarget, ctx: CaseContext, path: str, origin: str,
+                          t1_rows: Sequence[tuple[Any, ...]]) -> None:
+    """Transaction 1 puts ``t1_rows`` (and closes) into table ``path``, then closes in ``path``_2; only ``path``
+    is flushed before the server is killed, so it holds transaction 1 although 1 is not durable. Then the
+    client replays transaction 1, as it does after a restart, with the flush held back (inside ``_policy``)."""
+    for replay in (False, True):
+        t.put(ctx, _cmd(path, origin, None), rows_batch([(None, 1, "a")]))
+        t.command("ADVANCE 1")
+        t.put(ctx, _cmd(f"{path}_2", origin, 1), rows_batch([(None, 9, "a")]))
+        for seq, row in enumerate(t1_rows, 2):
+            if not replay:
+                t.put(ctx, _cmd(path, origin, seq), rows_batch([row]))
+        if not replay:
+            t.command("ADVANCE 9")  # path's data is 10 s old, path_2's 9 s
+            t.restart()
+            t.command(f"POLICY 10 1000000 {2**62}")
+
+
+def replay_squashed_with_applied(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    """After the replay of transaction 1 (in the table already), transaction 2 is squashed with it before the
+    flush: its row must land."""
+    origin, path = _ids()
+    with _policy(t, lag=10):
+        _half_flushed_restart(t, ctx, path, origin, [])
+        t.put(ctx, _cmd(path, origin, 2), rows_batch([(None, 2, "b")]))
+        t.command(f"POLICY {HELD_S} 1000000 1")  # over the size threshold: squash the largest table, flush
+        t.command("ADVANCE 0")
+        after = _probe(t, ctx, origin)
+    got, want = t.table(path), [{"id": 1, "v": "a"}, {"id": 2, "v": "b"}]
+    ok = got == want and after.startswith("accepted=True memory=2 durable=2 ")
+    return Verdict(ok, f"{want}; memory=2 durable=2", f"{got}; {after}")
+
+
+def replay_of_applied_not_reapplied(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    """The table holds transactions 1 and 2, durable is none: after the replay of 1 is flushed (skipped
+    there), a replay of 2 carrying other rows is not applied to it either."""
+    origin, path = _ids()
+    with _policy(t, lag=10):
+        _half_flushed_restart(t, ctx, path, origin, [(None, 2, "b")])
+        t.command("ADVANCE 10")
+        middle = _probe(t, ctx, origin)
+        t.put(ctx, _cmd(path, origin, 2), rows_batch([(None, 2, "replayed")]))
+        t.command("ADVANCE 10")
+        after = _probe(t, ctx, origin)
+    got, want = t.table(path), [{"id": 1, "v": "a"}, {"id": 2, "v": "b"}]
+    verdict = _steps(["accepted=True memory=1 durable=1", "accepted=True memory=2 durable=2"], [middle, after])
+    return Verdict(verdict.passed and got == want, f"{verdict.expected}; table {want}", f"{verdict.actual}; table {got}")
+
+
 def _c(i: str, level: Level, req: str, check: Callable[[SyncTarget, CaseContext], Verdict], *requires: str) -> Case:
     return Case(i, level, "server", req, check, frozenset(requires))
 
@@ -594,6 +820,26 @@ SUITE = Suite(
            "also with CHANGED columns", _table_case(
             [rows_batch([(None, 1, "a", True, "x")], changed=True), rows_batch([(None, 1, "b", True, "y")], changed=True)],
             [{"id": 1, "v": "b", "w": "y"}], DESCS_CHANGED), "store"),
+        _c("flush/at-lag", MUST, "Pending data is flushed once exactly max_replication_lag_s old, not a second "
+           "before", flush_at_lag, "flush-control"),
+        _c("flush/at-count", MUST, "A table is flushed once it has exactly max_syncs_per_url pending items, not one "
+           "before", flush_at_count, "flush-control"),
+        _c("flush/at-size", MUST, "Pending data is flushed once it reaches exactly max_in_memory_bytes, not a byte "
+           "before", flush_at_size, "flush-control"),
+        _c("durable/seafowl-worked-example", MUST, "A transaction is durable once all its tables are flushed and "
+           "every earlier one of its origin is durable (Seafowl's example: none, 1, 3)", seafowl_worked_example,
+           "flush-control"),
+        _c("durable/failed-flush", MUST, "Nothing is reported durable while its table cannot be written; once it "
+           "can, the data lands and is reported durable", failed_flush_not_durable, "flush-control", "store"),
+        _c("squash/key-swap-across-puts", MUST, "Puts flushed together apply in order: a swap of keys 1 and 2 "
+           "(through key 3) after their inserts", key_swap_across_puts, "flush-control", "store"),
+        _c("sequence/equal-to-memory-refused", SHOULD, "A number equal to memory but above durable is "
+           "INVALID_ARGUMENT and moves nothing", equal_to_memory_refused, "flush-control"),
+        _c("replay/squashed-with-applied", MUST, "After a restart, a new transaction squashed with the replay of "
+           "one a table already holds still lands", replay_squashed_with_applied, "flush-control", "store", "restart"),
+        _c("replay/applied-not-reapplied", SHOULD, "After a restart, a replayed transaction a table already holds "
+           "is not applied to it again, also after an earlier replay was skipped there",
+           replay_of_applied_not_reapplied, "flush-control", "store", "restart"),
         _c("apply/delete", MUST, "A delete removes the stored row", _table_case(
             [rows_batch([(None, 1, "a"), (None, 2, "b")]), rows_batch([(1, None, None)])], [{"id": 2, "v": "b"}]), "store"),
     ),

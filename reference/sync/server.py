@@ -23,7 +23,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
@@ -296,6 +296,23 @@ class SyncServer:
                  table, reason.value, len(plan.apply), plan.skipped, self._clock() - started,
                  files.rows_removed, files.files_removed, files.files_added)
         return True
+
+    def run_policy(self) -> None:
+        """Run the flush policy now, as the flusher does when it wakes (a runner driving the clock calls it)."""
+        with self._lock:
+            try:
+                self._run_policy()
+            finally:
+                self._note_pending()
+
+    def set_flush_thresholds(self, *, max_replication_lag_s: float, max_syncs_per_url: int,
+                             max_in_memory_bytes: int) -> None:
+        """Flush by these thresholds from now on; pending data stays until the policy next runs."""
+        with self._lock:
+            self.settings = replace(self.settings, max_replication_lag_s=max_replication_lag_s,
+                                    max_syncs_per_url=max_syncs_per_url, max_in_memory_bytes=max_in_memory_bytes)
+            self._writer.settings = self.settings
+        self._wake.set()  # the flusher's next deadline may have moved
 
     def flush_oldest(self) -> bool:
         """Flush the table whose pending data is oldest (not waiting to retry); False if none was flushed."""
