@@ -488,6 +488,18 @@ def _confined(path: str, text: str) -> Callable[[SyncTarget, CaseContext], Verdi
     return check
 
 
+def segment_length_bound(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    """A segment of exactly 255 bytes is a table name; one of 256 is not."""
+    origin, path = _ids()
+    longest = path + "a" * (255 - len(path.split("/")[-1]))
+    kept = t.put(ctx, _cmd(longest, origin, 1), rows_batch([(None, 1, "a")]))
+    refused = _expect_status(t.put(ctx, _cmd(longest + "a", origin, 2), rows_batch([(None, 2, "b")])),
+                             pa.ArrowInvalid, "")
+    ok = _expect(kept, 1, None).passed or _expect(kept, 1, 1).passed
+    return Verdict(ok and refused.passed, f"255 bytes: accepted memory=1; 256 bytes: {refused.expected}",
+                   f"255 bytes: {_numbers(kept)}; 256 bytes: {refused.actual}")
+
+
 def store_location_refused(t: SyncTarget, ctx: CaseContext) -> Verdict:
     origin, path = _ids()
     cmd = SyncCommand(path=path, origin=origin, column_descriptors=DESCS, sequence_number=1,
@@ -759,6 +771,9 @@ SUITE = Suite(
         _c("schema/changed-without-value", MUST, "A CHANGED column needs a VALUE of the same name", _schema_case(
             DESCS + (ColumnDescriptor(role=CHANGED, name="zz"),), _B.append_column("cz", pa.array([True])),
             "Column with `Changed` role must point to an existing column with `Value` role: zz")),
+        _c("schema/changed-points-at-key", MUST, "A CHANGED column must name a VALUE column, not a key column",
+           _schema_case(DESCS + (ColumnDescriptor(role=CHANGED, name="id"),), _B.append_column("cid", pa.array([True])),
+                        "Column with `Changed` role must point to an existing column with `Value` role: id")),
         _c("schema/missing-pk", MUST, "Old and new PK columns are required", _schema_case(
             (ColumnDescriptor(role=VALUE, name="id"), ColumnDescriptor(role=NEW, name="id"),
              ColumnDescriptor(role=VALUE, name="v")), _B,
@@ -804,6 +819,10 @@ SUITE = Suite(
         _c("confinement/empty-path", MUST, "An empty table path is INVALID_ARGUMENT", _confined("", "empty")),
         _c("confinement/control-characters", MUST, "A table path with control characters is INVALID_ARGUMENT",
            _confined("t\x00x", "control characters")),
+        _c("confinement/underscore-segment", MUST, "A table path segment starting with '_' (Delta's _delta_log, "
+           "_change_data) is INVALID_ARGUMENT", _confined("conformance/_change_data", "may not start with '_'")),
+        _c("confinement/segment-length", SHOULD, "A table path segment of 255 bytes is accepted, one of 256 is "
+           "INVALID_ARGUMENT", segment_length_bound),
         _c("confinement/store-location-refused", SHOULD,
            "A client StorageLocation outside the server's allow-list is PERMISSION_DENIED", store_location_refused),
         _c("atomicity/interrupted-put", MUST, "A put whose stream is cut off leaves no trace; its replay is taken",
