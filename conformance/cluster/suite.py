@@ -131,8 +131,26 @@ def join_unknown_shard(target: ClusterTarget, ctx: CaseContext) -> Verdict:
 def not_a_member(target: ClusterTarget, ctx: CaseContext) -> Verdict:
     with session(target, ctx) as s:
         a = s.node("a", join=False)
-        return verdict("UpdateShardLog by a node that never joined raises NOT_A_MEMBER",
-                       raises(NotAMember, lambda: a.provider.update_shard_log([op("k", b"v")])))
+        problems = [f"UpdateShardLog: {p}" for p in raises(NotAMember, lambda: a.provider.update_shard_log(
+            [op("k", b"v")]))]
+        problems += [f"UpdateGossip: {p}" for p in raises(NotAMember, lambda: a.provider.update_gossip(
+            [op(f"{a.id}:k", b"v")], Scope.GLOBAL))]
+        return verdict("UpdateShardLog and UpdateGossip by a node that never joined raise NOT_A_MEMBER", problems)
+
+
+def join_own_shard(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    with session(target, ctx) as s:
+        a = s.node("a")
+        assert a.shard is not None
+        r = a.provider.update_shard_log([op("k", b"1")])
+        problems = []
+        try:
+            a.provider.join_shard(a.shard)
+            a.provider.update_shard_log([op("k", b"2", r)])
+        except ClusterError as exc:
+            problems.append(f"{type(exc).__name__}: {exc}")
+        return verdict("JoinShard into the shard a node is already in changes nothing: the shard and its log "
+                       "stay (its only member's CAS at the key's revision succeeds)", problems)
 
 
 def identity_claimed_once(target: ClusterTarget, ctx: CaseContext) -> Verdict:
@@ -145,9 +163,14 @@ def identity_claimed_once(target: ClusterTarget, ctx: CaseContext) -> Verdict:
             a.provider.update_shard_log([op("still-mine", b"1")])
         except ClusterError as exc:
             problems.append(f"the holder was disturbed by the refused impostor: {exc}")
+        wrong = "0" * len(a.provider.takeover_token)
+        problems += [f"a wrong takeover token: {p}" for p in raises(
+            NodeIdInUse, lambda: s.node("a", join=False, takeover=wrong))]
         successor = s.node("a", join=False, takeover=a.provider.takeover_token)
         problems += [f"displaced holder: {p}" for p in eventually_raises(
             ProviderClosed, lambda: a.provider.update_shard_log([op("k", b"2")]), ctx)]
+        problems += [f"an impostor while the successor lives: {p}" for p in raises(
+            NodeIdInUse, lambda: s.node("a", join=False))]
         try:
             successor.provider.update_shard_log([op("by-successor", b"1")])
         except ClusterError as exc:
@@ -165,8 +188,9 @@ def identity_claimed_once(target: ClusterTarget, ctx: CaseContext) -> Verdict:
                     break
                 time.sleep(0.05)
         return verdict("opening a live node id raises NODE_ID_IN_USE and leaves the holder alone; the "
-                       "holder's takeover token hands the id on (the holder then raises PROVIDER_CLOSED); "
-                       "a closed session frees the id within the failure bound", problems)
+                       "holder's takeover token (no other) hands the id on (the holder then raises "
+                       "PROVIDER_CLOSED, and its end does not free its successor's claim); a closed session "
+                       "frees the id within the failure bound", problems)
 
 
 def eventually_raises(error: type[ClusterError], action: Callable[[], object], ctx: CaseContext,
@@ -591,6 +615,7 @@ CASES = [
     case("membership/id-claimed-once", "a live node id is claimed once: NODE_ID_IN_USE, takeover by token, "
          "free again when its session ends", identity_claimed_once),
     case("membership/not-a-member", "metadata writes by a non-member raise NOT_A_MEMBER", not_a_member),
+    case("membership/join-own-shard", "JoinShard into the node's own shard is a no-op", join_own_shard),
     case("shardlog/cas", "insert and CAS semantics with revisions that grow", insert_then_cas),
     case("shardlog/linearizable", "concurrent per-key CAS chains are linearizable", linearizable_cas_chains),
     case("shardlog/batch-atomic", "a batch is all-or-nothing", batch_atomic),
