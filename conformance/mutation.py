@@ -31,6 +31,9 @@ class Mutant:
     search: str
     replace: str
     description: str
+    equivalent: str = ""
+    """Why no case can tell it from the correct code (an equivalent mutant, argued in
+    docs/conformance.md); empty for a bug a case must catch."""
 
 
 class PatchDoesNotApply(Exception):

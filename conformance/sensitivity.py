@@ -7,7 +7,9 @@ implementation would use (``exec:`` with the copy on ``PYTHONPATH``). A bug is c
 the unmodified reference passes is no longer passed (a MUST or SHOULD case fails or times out, or
 the target no longer starts; the baseline checks the reference passes them all, SHOULDs included);
 the run of that bug stops at its first failing case. Each worker has its own copy, temp dirs and ports (every target binds
-port 0), so two bugs run side by side safely. Exit 0 when every planted bug was caught.
+port 0), so two bugs run side by side safely. An entry may be argued equivalent (``Mutant.equivalent``:
+no case can tell it from the correct code); it is planted too, reported apart and left out of the
+score, so an argument a case refutes shows. Exit 0 when every bug not argued equivalent was caught.
 """
 
 from __future__ import annotations
@@ -154,13 +156,25 @@ def main(args: argparse.Namespace) -> int:
     except BaselineFails as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    equivalent = {b.name for b in bugs if b.equivalent}
     caught = sum(o.caught for o in outcomes)
-    missed = [o.bug for o in outcomes if not o.caught]
+    missed = [o.bug for o in outcomes if not o.caught and o.bug not in equivalent]
+    argued = [o.bug for o in outcomes if not o.caught and o.bug in equivalent]
+    refuted = [o.bug for o in outcomes if o.caught and o.bug in equivalent]
+    real = [o for o in outcomes if o.bug not in equivalent]
+    caught_real = sum(o.caught for o in real)
     if args.json:
         print(json.dumps({"suite": args.suite, "caught": caught, "planted": len(outcomes), "missed": missed,
-                          "bugs": [asdict(o) | {"description": b.description, "file": b.file}
-                                   for o, b in zip(outcomes, bugs)]}, indent=2))
+                          "not_equivalent": len(real), "caught_not_equivalent": caught_real,
+                          "equivalent": argued, "caught_though_argued_equivalent": refuted,
+                          "bugs": [asdict(o) | {"description": b.description, "file": b.file,
+                                                "equivalent": b.equivalent} for o, b in zip(outcomes, bugs)]},
+                         indent=2))
     else:
         print(f"\n{args.suite}: caught {caught} of {len(outcomes)} planted bugs "
-              f"({caught / len(outcomes):.0%}); missed: {', '.join(missed) or 'none'}")
+              f"({caught / len(outcomes):.0%}); of the {len(real)} not argued equivalent, "
+              f"{caught_real} ({caught_real / max(1, len(real)):.0%}); "
+              f"missed: {', '.join(missed) or 'none'}; argued equivalent (docs/conformance.md): "
+              f"{', '.join(argued) or 'none'}"
+              + (f"; caught though argued equivalent: {', '.join(refuted)}" if refuted else ""))
     return 0 if not missed else 1

@@ -1,7 +1,11 @@
 """Bugs planted by ``python -m conformance sensitivity --suite cluster``, one at a time.
 
-Realistic mistakes in this project's cluster service (the spec modules its runtime drives, in a private
-copy), judged through the suite's own ``exec:`` target exactly as an outside implementation would be.
+Realistic mistakes in this project's cluster service (the spec modules its runtime drives and the
+runtime itself, in a private copy), judged through the suite's own ``exec:`` target exactly as an
+outside implementation would be: the service started in its test mode (``--test-controls``), so it
+declares the ``clock`` and ``restart`` capabilities and the failure-timing and durability cases run.
+Entries with ``equivalent`` set cannot be told from the correct code by any case; the reason is the
+argument (docs/conformance.md, "Sensitivity").
 """
 
 from __future__ import annotations
@@ -12,12 +16,18 @@ from conformance.mutation import Mutant, exec_target_in
 
 
 def target_for(copy: Path) -> str:
-    """The copy's cluster service."""
-    return exec_target_in(copy, "-m reference.cluster.service")
+    """The copy's cluster service, with the test controls."""
+    return exec_target_in(copy, "-m reference.cluster.service --test-controls")
 
 
-def _b(name: str, file: str, search: str, replace: str, description: str) -> Mutant:
-    return Mutant(name, f"spec/cluster/{file}", search, replace, description)
+def _b(name: str, file: str, search: str, replace: str, description: str, equivalent: str = "") -> Mutant:
+    """``file`` under spec/cluster/, or a path from the tree's root."""
+    return Mutant(name, file if "/" in file else f"spec/cluster/{file}", search, replace, description, equivalent)
+
+
+UNCHANGED_VERDICTS = ("the model commits a health verdict only when it changes the member's state, and the detector "
+                      "reports only verdicts that differ from those states under the same lock: nothing reaches "
+                      "the wire (the no-op verdicts only cost journal lines)")
 
 
 BUGS: tuple[Mutant, ...] = (
@@ -32,11 +42,16 @@ BUGS: tuple[Mutant, ...] = (
     _b('model-set-state-always-commits', 'model.py',
        'if member is None or member.state is state:',
        'if member is None:',
-       'a health verdict that changes nothing still commits a revision'),
+       'a health verdict that changes nothing still commits a revision',
+       "the detector reports only verdicts that differ from the members' states, read under the commit lock; "
+       "a verdict can meet an unchanged state only if the node rejoins between a tick and its commit, a race "
+       "no case can make happen on purpose"),
     _b('model-shard-gossip-to-all', 'model.py',
        'recipients = self.shard_members(origin) if scope is Scope.SHARD else sorted(self.members)',
        'recipients = sorted(self.members)',
-       'shard-scoped gossip is delivered to every member'),
+       'shard-scoped gossip is delivered to every member',
+       "the RFC makes scope a minimum propagation guarantee: a provider may deliver SHARD gossip to every "
+       "member (the etcd backend does), so no MUST can forbid it"),
     _b('model-shard-log-outlives-shard', 'model.py',
        '        if self.shard_members(shard) == [node_id]:\n            del self.shard_logs[shard]\n',
        '',
@@ -64,7 +79,9 @@ BUGS: tuple[Mutant, ...] = (
     _b('model-gossip-scope-ignored', 'model.py',
        'if g.scope is Scope.GLOBAL or g.origin == shard)',
        'if g.scope is Scope.GLOBAL)',
-       "a joining node is not shown its own shard's gossip"),
+       "a joining node is not shown its own shard's gossip",
+       "JoinCluster always puts the node in a fresh shard (an id the backend draws, never one in use or used "
+       "before), so no gossip of its own shard exists yet"),
     _b('detector-pfail-early', 'detector.py',
        'NodeState.OK if age <= self.pfail_after',
        'NodeState.OK if age < self.pfail_after',
@@ -80,19 +97,24 @@ BUGS: tuple[Mutant, ...] = (
     _b('detector-reports-unchanged', 'detector.py',
        'if states.get(node_id, NodeState.OK) is not state:',
        'if True:',
-       'every tick reports every verdict, changed or not'),
+       'every tick reports every verdict, changed or not', UNCHANGED_VERDICTS),
     _b('detector-zero-pfail', 'detector.py',
        'if not 0 < self.pfail_after <= self.fail_after:',
        'if not 0 <= self.pfail_after <= self.fail_after:',
-       'a pfail_after of 0 is accepted'),
+       'a pfail_after of 0 is accepted',
+       "the detector is only built by FailurePolicy, whose pfail_after is half of a fail_after of at least two "
+       "positive heartbeat intervals: no configuration reaches 0"),
     _b('detector-forget-keeps-judging', 'detector.py',
        '        self.last_renewal.pop(node_id, None)\n',
        '        pass\n',
-       'a forgotten node is still judged and reported'),
+       'a forgotten node is still judged and reported',
+       "verdicts on a node that is no longer a member are ignored by the model; " + UNCHANGED_VERDICTS),
     _b('wire-frame-bound-exclusive', 'wire.py',
        'if length > MAX_FRAME_BYTES:',
        'if length >= MAX_FRAME_BYTES:',
-       'a frame of exactly MAX_FRAME_BYTES is refused'),
+       'a frame of exactly MAX_FRAME_BYTES is refused',
+       "the service bounds a node's frames by MAX_REQUEST_BYTES (4.2 MB) before MAX_FRAME_BYTES (16 MiB) "
+       "matters, and refuses both with FRAME_TOO_LARGE; the bound binds only what the service sends"),
     _b('wire-short-frame-accepted', 'wire.py',
        'if length < Header.sizeof():',
        'if length < 1:',
@@ -108,12 +130,17 @@ BUGS: tuple[Mutant, ...] = (
     _b('wire-encode-unbounded', 'wire.py',
        '    if len(body) > MAX_FRAME_BYTES:\n',
        '    if len(body) > 2 * MAX_FRAME_BYTES:\n',
-       'the service sends frames its peers refuse'),
+       'the service sends frames its peers refuse',
+       "only a notification over 16 MiB reaches the bound (a join's catch-up of a shard log or of the gossip "
+       "in one notification); the correct service then fails the joining commit's fan-out itself "
+       "(a finding, docs/conformance.md), so no case can require what it does"),
     # -- membership (written for this catalogue) ----------------------------------------------
     _b('model-join-existing-shard-id', 'model.py',
        '        if new_shard in self.shard_logs:\n            raise UnknownShard(f"fresh shard id {new_shard} is already in use")\n        if node_id in self.members:',
        '        if node_id in self.members:',
-       'joining the cluster with a shard id already in use is accepted and empties that shard'),
+       'joining the cluster with a shard id already in use is accepted and empties that shard',
+       "the fresh shard id of JoinCluster is drawn by the backend (64 random bits), never by the node, so no "
+       "request can name one in use"),
     _b('model-join-shard-unknown-accepted', 'model.py',
        '        if shard not in self.shard_logs:\n            raise UnknownShard(f"shard {shard} does not exist")\n',
        '        self.shard_logs.setdefault(shard, {})\n',
@@ -122,6 +149,44 @@ BUGS: tuple[Mutant, ...] = (
        '    def update_gossip(self, node_id: NodeId, ops: Sequence[MetadataOp], scope: Scope) -> tuple[Revision, list[Delivery]]:\n        self._require_member(node_id)\n',
        '    def update_gossip(self, node_id: NodeId, ops: Sequence[MetadataOp], scope: Scope) -> tuple[Revision, list[Delivery]]:\n',
        'a node that is not a member may write gossip (it fails later, not with NotAMember)'),
+    # -- boundaries, catch-up, timing and durability (written with the cases that catch them) ---------
+    _b('model-catch-up-repeats-last', 'model.py',
+       'if moved or e.revision > after)',
+       'if moved or e.revision >= after)',
+       'a resumed session is notified again of the batch it saw last'),
+    _b('model-remove-not-told', 'model.py',
+       '        out.append((node_id, MembershipUpdate(snapshot=self.snapshot())))\n',
+       '',
+       'a node removed from the cluster is never told'),
+    _b('detector-skips-pfail', 'detector.py',
+       'else NodeState.PFAIL if age <= self.fail_after',
+       'else NodeState.FAIL if age <= self.fail_after',
+       'a node past pfail_after is FAIL at once'),
+    _b('batch-ops-bound-exclusive', 'types.py',
+       'if not 1 <= len(ops) <= MAX_BATCH_OPS:',
+       'if not 1 <= len(ops) < MAX_BATCH_OPS:',
+       'a batch of exactly MAX_BATCH_OPS ops is refused'),
+    _b('batch-key-bound-exclusive', 'types.py',
+       'if not 1 <= size <= MAX_KEY_BYTES',
+       'if not 1 <= size < MAX_KEY_BYTES',
+       'a key of exactly MAX_KEY_BYTES is refused'),
+    _b('batch-value-bound-exclusive', 'types.py',
+       'if len(op.value) > MAX_VALUE_BYTES:',
+       'if len(op.value) >= MAX_VALUE_BYTES:',
+       'a value of exactly MAX_VALUE_BYTES is refused'),
+    _b('service-frame-bound-exclusive', 'reference/cluster/service.py',
+       'if size > self.max_frame_bytes:',
+       'if size >= self.max_frame_bytes:',
+       'a frame of exactly the bound (MAX_HELLO_BYTES before HELLO, MAX_REQUEST_BYTES after) is refused'),
+    _b('restart-revives-failed', 'reference/cluster/memory.py',
+       '            if member.state is not NodeState.FAIL:  # a fresh period; a FAIL member stays FAIL until it renews\n'
+       '                detector.renew(node_id, now)',
+       '            detector.renew(node_id, now)',
+       'after a restart every member gets a fresh period, so a FAIL node turns OK without renewing'),
+    _b('journal-reopened-truncated', 'reference/cluster/journal.py',
+       'self._file = open(path, "a", encoding="utf-8")',
+       'self._file = open(path, "w", encoding="utf-8")',
+       'a restart replays the journal, then truncates it: the next restart loses what came before'),
 )
 
 SMOKE: tuple[str, ...] = ("cas-presence-only", "model-cas-first-op-only")

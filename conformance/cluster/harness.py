@@ -1,5 +1,7 @@
-"""What cluster cases stand on: targets (memory, etcd, etcd://, exec:, tcp://), a recording Core,
-and per-case sessions of fresh nodes on an isolated cluster."""
+"""What cluster cases stand on: targets (memory, etcd, etcd://, exec:, tcp://) and what each can do
+(capabilities ``restart``, ``clock``: the runner drives the failure detector's time, ``service``: a
+cluster service whose own wire the runner may speak), a recording Core, and per-case sessions of
+fresh nodes on an isolated cluster."""
 
 from __future__ import annotations
 
@@ -16,27 +18,57 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from conformance.framework import CaseContext, CaseTimeout, RunOptions
+from conformance.cluster import service_wire
+from conformance.cluster.service_wire import Thresholds
+from conformance.framework import CaseContext, CaseTimeout, RunOptions, Verdict
 from reference.cluster.etcd import EtcdCluster
 from reference.cluster.etcd_gateway import EtcdEndpoint
 from reference.cluster.etcd_server import EtcdServer, EtcdUser, make_test_pki
 from reference.cluster.memory import InProcessCluster
 from reference.cluster.remote import RemoteCluster
+from spec.cluster.errors import ClusterError
 from spec.cluster.interface import ClusterBackend, ClusterProvider
-from spec.cluster.types import Entry, Membership, NodeId, NodeState, ShardId
+from spec.cluster.types import Entry, Membership, MetadataOp, NodeId, NodeState, Revision, ShardId
+from spec.cluster.wire import ServiceKind
 
 RESTART = "restart"
+CLOCK = "clock"
+SERVICE = "service"
+Clock = Callable[[ClusterBackend, bool, int], Thresholds]
+"""``(cluster, stopped, advance_ms)``: see the CLOCK control in spec/cluster/wire.py."""
 
 
 @dataclass
 class ClusterTarget:
     """``new_cluster`` gives each case an isolated cluster; ``restart`` (capability "restart")
-    restarts the backend holding a cluster it made."""
+    restarts the backend holding a cluster it made; ``clock`` (capability "clock") stops, moves or
+    releases its failure detector's clock; ``url`` (capability "service") is the cluster service."""
 
     description: str
     capabilities: frozenset[str]
     new_cluster: Callable[[], ClusterBackend]
     restart: Callable[[ClusterBackend], None] | None = None
+    clock: Clock | None = None
+    url: str | None = None
+
+
+def verdict(expected: str, problems: list[str]) -> Verdict:
+    return Verdict(not problems, expected, "; ".join(problems) if problems else expected)
+
+
+def raises(error: type[ClusterError], action: Callable[[], object]) -> list[str]:
+    """[] when ``action`` raised ``error``, else what happened instead."""
+    try:
+        result = action()
+    except error:
+        return []
+    except ClusterError as exc:
+        return [f"raised {type(exc).__name__}: {exc}"]
+    return [f"returned {result!r}"]
+
+
+def op(key: str, value: bytes, expected: int | None = None) -> MetadataOp:
+    return MetadataOp(key=key, value=value, expected=None if expected is None else Revision(expected))
 
 
 class Recorder:
@@ -172,7 +204,7 @@ TARGET_HELP = ("memory (in-process, journaled), etcd | etcd-auth | etcd-tls (sta
                "with a user and password, with TLS from a throwaway CA plus client certificates and a user), "
                "etcd://[USER[:PASSWORD]@]HOST:PORT[?ca=&cert=&key=&password_file=], "
                "tcp://[:SECRET@]HOST:PORT (a cluster service), exec:CMD (CMD starts a cluster service and "
-               "prints its port as its first line)")
+               "prints its port as its first line, after an optional line CAPABILITIES clock restart)")
 
 
 @contextmanager
@@ -194,10 +226,10 @@ def open_target(options: RunOptions) -> Iterator[ClusterTarget]:
             endpoint = EtcdEndpoint.parse(spec)
             yield _etcd_target(endpoint, str(endpoint), None)
         elif spec.startswith("tcp://"):
-            yield ClusterTarget(spec, frozenset(), lambda: RemoteCluster(spec))
+            yield _service_target(spec, spec, options.capabilities or frozenset())
         elif spec.startswith("exec:"):
-            with _exec_service(spec[len("exec:"):]) as url:
-                yield ClusterTarget(f"{spec} at {url}", frozenset(), lambda: RemoteCluster(url))
+            with _exec_service(spec[len("exec:"):]) as (url, declared):
+                yield _service_target(f"{spec} at {url}", url, options.capabilities or declared)
         else:
             raise ValueError(f"unknown cluster target {spec!r}; expected {TARGET_HELP}")
 
@@ -209,8 +241,25 @@ def _memory_target(tmp: Path) -> ClusterTarget:
         assert isinstance(cluster, InProcessCluster)
         cluster.restart()
 
-    return ClusterTarget("in-process cluster (journaled)", frozenset({RESTART}),
-                         lambda: InProcessCluster(data_dir=tmp / f"cluster-{next(counter)}"), restart)
+    def clock(cluster: ClusterBackend, stopped: bool, advance_ms: int) -> Thresholds:
+        assert isinstance(cluster, InProcessCluster)
+        cluster.set_clock(stopped, advance_ms)
+        return Thresholds(round(cluster.policy.pfail_after * 1000), round(cluster.policy.fail_after * 1000))
+
+    return ClusterTarget("in-process cluster (journaled)", frozenset({RESTART, CLOCK}),
+                         lambda: InProcessCluster(data_dir=tmp / f"cluster-{next(counter)}"), restart, clock)
+
+
+def _service_target(description: str, url: str, declared: frozenset[str]) -> ClusterTarget:
+    """A cluster service: the ``service`` capability, and the test controls it declared."""
+    def restart(_cluster: ClusterBackend) -> None:
+        service_wire.control(url, ServiceKind.RESTART)
+
+    def clock(_cluster: ClusterBackend, stopped: bool, advance_ms: int) -> Thresholds:
+        return service_wire.set_clock(url, stopped, advance_ms)
+
+    return ClusterTarget(description, declared | {SERVICE}, lambda: RemoteCluster(url),
+                         restart if RESTART in declared else None, clock if CLOCK in declared else None, url)
 
 
 def _etcd_target(endpoint: EtcdEndpoint, description: str, restart: Callable[[], None] | None) -> ClusterTarget:
@@ -220,18 +269,26 @@ def _etcd_target(endpoint: EtcdEndpoint, description: str, restart: Callable[[],
 
 
 @contextmanager
-def _exec_service(command: str) -> Iterator[str]:
+def _exec_service(command: str) -> Iterator[tuple[str, frozenset[str]]]:
+    """CMD started: its url and the capabilities it declared."""
     process = subprocess.Popen(shlex.split(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         stdout = process.stdout
         assert stdout is not None
-        line: list[str] = []
-        reader = threading.Thread(target=lambda: line.append(stdout.readline()), daemon=True)
+        lines: list[str] = []
+
+        def read() -> None:
+            lines.append(stdout.readline())
+            if lines[0].startswith("CAPABILITIES"):
+                lines.append(stdout.readline())
+
+        reader = threading.Thread(target=read, daemon=True)
         reader.start()
         reader.join(30.0)
-        if not line or not line[0].strip().isdigit():
+        declared = frozenset(lines.pop(0).split()[1:]) if lines and lines[0].startswith("CAPABILITIES") else frozenset()
+        if not lines or not lines[0].strip().isdigit():
             raise RuntimeError(f"{command!r} did not print its port as its first line within 30 s")
-        yield f"tcp://127.0.0.1:{int(line[0])}"
+        yield f"tcp://127.0.0.1:{int(lines[0])}", declared
     finally:
         if process.stdin is not None:
             process.stdin.close()

@@ -5,11 +5,26 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable
+from contextlib import contextmanager
+from typing import Callable, Iterator
 
-from conformance.cluster import linearizability
-from conformance.cluster.harness import RESTART, TARGET_HELP, ClusterTarget, Node, Session, open_target, session
-from conformance.framework import Case, CaseContext, Level, Suite, Verdict
+from conformance.cluster import linearizability, wire_cases
+from conformance.cluster.harness import (
+    CLOCK,
+    RESTART,
+    SERVICE,
+    TARGET_HELP,
+    ClusterTarget,
+    Node,
+    Session,
+    op,
+    open_target,
+    raises,
+    session,
+    verdict,
+)
+from conformance.cluster.service_wire import Thresholds
+from conformance.framework import Case, CaseContext, CaseTimeout, Level, Suite, Verdict
 from spec.cluster.errors import (
     ClusterError,
     InvalidBatch,
@@ -24,25 +39,6 @@ from spec.cluster.types import MetadataOp, NodeState, Revision, Scope, ShardId
 
 ROLE = "provider"
 Check = Callable[[ClusterTarget, CaseContext], Verdict]
-
-
-def verdict(expected: str, problems: list[str]) -> Verdict:
-    return Verdict(not problems, expected, "; ".join(problems) if problems else expected)
-
-
-def raises(error: type[ClusterError], action: Callable[[], object]) -> list[str]:
-    """[] when ``action`` raised ``error``, else what happened instead."""
-    try:
-        result = action()
-    except error:
-        return []
-    except ClusterError as exc:
-        return [f"raised {type(exc).__name__}: {exc}"]
-    return [f"returned {result!r}"]
-
-
-def op(key: str, value: bytes, expected: int | None = None) -> MetadataOp:
-    return MetadataOp(key=key, value=value, expected=None if expected is None else Revision(expected))
 
 
 def wait_value(s: Session, nodes: list[Node], table: str, key: str, revision: int) -> None:
@@ -114,10 +110,13 @@ def graceful_leave(target: ClusterTarget, ctx: CaseContext) -> Verdict:
         a, b = s.shard_of(2, "a", "b")
         b.provider.remove_from_cluster(b.id)
         a.core.wait(ctx, "b gone", lambda: (snap := a.core.last_snapshot()) is not None and b.id not in snap.nodes())
+        b.core.wait(ctx, "b told it is gone",
+                    lambda: (snap := b.core.last_snapshot()) is not None and b.id not in snap.nodes(), 5.0)
         time.sleep(min(a.provider.timing.fail_bound, ctx.remaining() / 4))
         failed = [snap.epoch for _, snap in a.core.snapshots
                   if (i := snap.nodes().get(b.id)) is not None and i.state is NodeState.FAIL]
-        return verdict("a node removing itself leaves the snapshots without ever being FAIL",
+        return verdict("a node removing itself is told (its last snapshot lacks it) and leaves the others' "
+                       "snapshots without ever being FAIL",
                        [f"{b.id} reported FAIL at epochs {failed}"] if failed else [])
 
 
@@ -408,13 +407,14 @@ def durable_across_restart(target: ClusterTarget, ctx: CaseContext) -> Verdict:
                 if time.monotonic() > end:
                     return verdict("", [f"backend not serving after restart: {exc}"])
                 time.sleep(0.1)
+        target.restart(s.cluster)  # again: what was written after the first restart is durable too
         b = s.node("b")
         assert a.shard is not None
         b.provider.join_shard(a.shard)
         wait_value(s, [b], "log", "durable", r2)
         if b.core.latest("log")["durable"].value != b"after":
             problems.append(f"joiner learned {b.core.latest('log')['durable']}")
-        return verdict("acknowledged shard-log writes and their revisions survive a backend restart", problems)
+        return verdict("acknowledged shard-log writes and their revisions survive backend restarts", problems)
 
 
 # -- namespaces and gossip ------------------------------------------------------------------
@@ -561,6 +561,107 @@ def no_false_fail(target: ClusterTarget, ctx: CaseContext) -> Verdict:
         return verdict("no FAIL in a fault-free run", problems[:3])
 
 
+@contextmanager
+def stopped_clock(target: ClusterTarget, s: Session) -> Iterator[tuple[Thresholds, Callable[[int], None]]]:
+    """The target's detector clock stopped for the block (real time again after it); yields the
+    detector's thresholds and ``advance(ms)``, which moves the clock on and has the detector tick
+    once, its verdicts committed."""
+    clock = target.clock
+    assert clock is not None
+    limits = clock(s.cluster, True, 0)
+
+    def advance(ms: int) -> None:
+        clock(s.cluster, True, ms)
+
+    try:
+        yield limits, advance
+    finally:
+        clock(s.cluster, False, 0)
+
+
+def states_seen(observer: Node, node: Node) -> list[NodeState]:
+    return [i.state for _, snap in observer.core.snapshots if (i := snap.nodes().get(node.id)) is not None]
+
+
+def barrier(s: Session, node: Node) -> None:
+    """Return once ``node`` was notified of a write made now: every change committed before reached
+    it first (notifications reach a node in commit order)."""
+    key = f"barrier-{len(node.core.shard_log)}-{time.monotonic_ns()}"
+    wait_value(s, [node], "log", key, node.provider.update_shard_log([op(key, b"")]))
+
+
+def seen_within(s: Session, observer: Node, node: Node, state: NodeState, limit: float = 5.0) -> list[str]:
+    try:
+        wait_state(s, observer, node, state, limit)
+    except CaseTimeout:
+        return [f"{observer.id} still sees {node.id} {observer.core.state_of(node.id)} (not {state.value}) "
+                f"{limit} s after the tick that should have made it so"]
+    return []
+
+
+def verdicts_at_their_instants(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    """With the detector's clock stopped, a node stops renewing; the clock is moved to exactly
+    pfail_after and fail_after after its last renewal (no change yet) and 1 ms past each (the change)."""
+    with session(target, ctx) as s:
+        with stopped_clock(target, s) as (limits, advance):
+            a, b = s.shard_of(2, "a", "b")
+            a.provider.close()
+            problems: list[str] = []
+            at = 0
+            for threshold, state in ((limits.pfail_after_ms, NodeState.PFAIL), (limits.fail_after_ms, NodeState.FAIL)):
+                if not threshold:
+                    continue  # never reports PFAIL
+                advance(threshold - at)
+                barrier(s, b)
+                if state in states_seen(b, a):
+                    problems.append(f"{a.id} was {state.value} exactly {threshold} ms after its last renewal")
+                advance(1)
+                at = threshold + 1
+                problems += seen_within(s, b, a, state)
+        return verdict("a silent node is OK at exactly pfail_after, PFAIL 1 ms later, PFAIL at exactly fail_after "
+                       "and FAIL 1 ms later (thresholds as the target declares them)", problems)
+
+
+def renewal_clears(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    """Both nodes are let go stale on a stopped clock; the next renewals must make them OK again."""
+    with session(target, ctx) as s:
+        with stopped_clock(target, s) as (limits, advance):
+            a, b = s.shard_of(2, "a", "b")
+            stale = NodeState.PFAIL if limits.pfail_after_ms else NodeState.FAIL
+            advance((limits.pfail_after_ms or limits.fail_after_ms) + 1)
+            problems = seen_within(s, b, a, stale)
+            limit = 5 * a.provider.timing.heartbeat_interval + 1.0
+            end = time.monotonic() + min(limit, ctx.remaining())
+            while not problems and b.core.state_of(a.id) is not NodeState.OK:
+                if time.monotonic() > end:
+                    problems.append(f"{a.id} still {b.core.state_of(a.id)} {limit:.1f} s after it went {stale.value}, "
+                                    f"while it renews (the detector ticking every 0.1 s)")
+                    break
+                time.sleep(0.1)
+                advance(0)
+        return verdict("a node that renews again after going stale is OK again at the next tick", problems)
+
+
+def fail_survives_restart(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    assert target.restart is not None
+    with session(target, ctx) as s:
+        with stopped_clock(target, s) as (limits, advance):
+            a, b = s.shard_of(2, "a", "b")
+            a.provider.close()
+            advance(limits.fail_after_ms + 1)
+            problems = seen_within(s, b, a, NodeState.FAIL)
+            if problems:
+                return verdict("", problems)
+            failed = len(b.core.snapshots)
+            target.restart(s.cluster)
+            advance(0)
+            barrier(s, b)
+            after = [i.state.value for _, snap in b.core.snapshots[failed:]
+                     if (i := snap.nodes().get(a.id)) is not None and i.state is not NodeState.FAIL]
+        return verdict("a FAIL node that never renewed stays FAIL across a backend restart",
+                       [f"after the restart {b.id} saw {a.id} {after}"] if after else [])
+
+
 def failover_race(target: ClusterTarget, ctx: CaseContext) -> Verdict:
     """Replicas of a FAIL primary CAS primaryship at the same revision: one wins, all learn it."""
     with session(target, ctx) as s:
@@ -610,7 +711,7 @@ def case(id: str, requirement: str, check: Check, requires: frozenset[str] = fro
 CASES = [
     case("membership/join-snapshot", "JoinCluster pushes a snapshot holding the node OK in its new shard", join_snapshot),
     case("membership/well-formed", "snapshots are well formed through join, shard moves and removal", well_formed_through_moves),
-    case("membership/graceful-leave", "a node leaving gracefully is never reported FAIL", graceful_leave),
+    case("membership/graceful-leave", "a node leaving gracefully is told and never reported FAIL", graceful_leave),
     case("membership/unknown-shard", "JoinShard into a missing shard raises UNKNOWN_SHARD", join_unknown_shard),
     case("membership/id-claimed-once", "a live node id is claimed once: NODE_ID_IN_USE, takeover by token, "
          "free again when its session ends", identity_claimed_once),
@@ -637,6 +738,19 @@ CASES = [
     case("failure/heartbeat", "ClusterHeartbeat keeps the Core's TTL running", heartbeats),
     case("failure/detect-within-bound", "a stopped node is FAIL everywhere within the declared bound", detect_within_bound),
     case("failure/no-false-fail", "no FAIL in a fault-free run", no_false_fail),
+    case("failure/at-their-instants", "PFAIL and FAIL are decided at their exact thresholds, not a tick early",
+         verdicts_at_their_instants, frozenset({CLOCK})),
+    case("failure/renewal-clears", "a renewal makes a stale node OK again", renewal_clears, frozenset({CLOCK})),
+    case("failure/fail-survives-restart", "a FAIL node stays FAIL across a backend restart", fail_survives_restart,
+         frozenset({CLOCK, RESTART})),
+    case("wire/short-frames", "frames shorter than a message header are refused", wire_cases.short_frames,
+         frozenset({SERVICE})),
+    case("wire/one-byte-off", "messages one byte short or long are refused", wire_cases.one_byte_off,
+         frozenset({SERVICE})),
+    case("wire/size-bounds", "frames at the size bounds are served, one byte more is refused",
+         wire_cases.size_bounds, frozenset({SERVICE})),
+    case("wire/resume-repeats-nothing", "a resumed session is not notified again of what it saw",
+         wire_cases.resume_repeats_nothing, frozenset({SERVICE}), Level.SHOULD),
     case("failure/failover-race", "the failover race has exactly one winner that everyone learns", failover_race),
 ]
 

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import collections
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Sequence
 
+from reference.cluster.clock import DetectorClock
 from reference.cluster.dispatch import Dispatcher, Heartbeat, InlineMailbox, Mailbox
 from reference.cluster.heartbeat import HeartbeatThread
 from reference.cluster.ids import new_session_token, new_shard_id
@@ -64,6 +64,7 @@ class InProcessCluster:
         self._data_dir = data_dir
         self._compact_after = compact_after
         self._outbox: collections.deque[_Commit] = collections.deque()
+        self._clock = DetectorClock()
         self._fan_out_lock = threading.Lock()
         self._model, self._detector, self._journal = self._load()
         self._stop = threading.Event()
@@ -87,7 +88,7 @@ class InProcessCluster:
             self._data_dir.mkdir(parents=True, exist_ok=True)
             journal = Journal(self._data_dir, self._compact_after)
             model = journal.load()
-        now = time.monotonic()
+        now = self._clock.now()
         for node_id, member in model.members.items():
             if member.state is not NodeState.FAIL:  # a fresh period; a FAIL member stays FAIL until it renews
                 detector.renew(node_id, now)
@@ -150,7 +151,7 @@ class InProcessCluster:
                 self._outbox.append(_Commit(self._model.revision, deliveries))
             match operation:
                 case JoinCluster(node_id=node_id):
-                    self._detector.renew(node_id, time.monotonic())
+                    self._detector.renew(node_id, self._clock.now())
                 case RemoveFromCluster(node_id=node_id):
                     self._detector.forget(node_id)
         self._fan_out()
@@ -176,7 +177,7 @@ class InProcessCluster:
     def renew(self, node_id: NodeId) -> None:
         with self._lock:
             if node_id in self._model.members:
-                self._detector.renew(node_id, time.monotonic())
+                self._detector.renew(node_id, self._clock.now())
 
     def detach(self, node: InProcessNode) -> None:
         """A handle ended: its session releases the node id."""
@@ -188,10 +189,30 @@ class InProcessCluster:
     def _tick_loop(self) -> None:
         while not self._stop.wait(self.policy.check_interval):
             with self._lock:
-                states = {node_id: member.state for node_id, member in self._model.members.items()}
-                changed = self._detector.tick(time.monotonic(), states)
-            for node_id, state in changed.items():
-                self.commit(SetState(node_id=node_id, state=state))
+                if self._clock.stopped:
+                    continue
+                changed = self._verdicts()
+            self._commit_verdicts(changed)
+
+    def _verdicts(self) -> dict[NodeId, NodeState]:
+        states = {node_id: member.state for node_id, member in self._model.members.items()}
+        return self._detector.tick(self._clock.now(), states)
+
+    def _commit_verdicts(self, changed: dict[NodeId, NodeState]) -> None:
+        for node_id, state in changed.items():
+            self.commit(SetState(node_id=node_id, state=state))
+
+    def set_clock(self, stopped: bool, advance_ms: int = 0) -> None:
+        """Test control (a conformance runner's ``clock`` capability): ``stopped``, the detector's
+        clock stands still, moves ``advance_ms`` and the detector ticks once, its verdicts committed
+        before this returns; otherwise the clock follows real time again and the ticker resumes."""
+        with self._lock:
+            if not stopped:
+                self._clock.run()
+                return
+            self._clock.stop()
+            self._clock.advance(advance_ms)
+            self._commit_verdicts(self._verdicts())
 
 
 class InProcessNode:

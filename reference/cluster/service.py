@@ -19,7 +19,9 @@ events is disconnected when ``max_queued_bytes`` wait for it. Closing a connecti
 releases its socket, buffers and node at once.
 
 ``python -m reference.cluster.service`` starts one on a free port and prints the port as its first
-line (the conformance runner's ``exec:`` target uses this).
+line (the conformance runner's ``exec:`` target uses this). With ``--test-controls`` it first prints
+``CAPABILITIES clock restart`` and accepts the runner's CLOCK and RESTART before HELLO (spec/cluster/
+wire.py): a service for conformance runs only, since anyone who connects may then stop its clock.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import argparse
 import hmac
 import logging
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -178,14 +181,16 @@ class ClusterService:
 
     ``secret``: when set, HELLO must carry it (UNAUTHENTICATED otherwise); clients find it in
     :attr:`url` (``tcp://:SECRET@host:port``). ``ledger`` records the service's sockets and thread.
+    ``test_controls``: a stranger may send CLOCK and RESTART (conformance runs only).
     """
 
     def __init__(self, cluster: InProcessCluster, host: str = "127.0.0.1", port: int = 0, *,
                  secret: str | None = None, limits: ServiceLimits = ServiceLimits(),
-                 ledger: ResourceLedger | None = None) -> None:
+                 ledger: ResourceLedger | None = None, test_controls: bool = False) -> None:
         self.cluster = cluster
         self.limits = limits
         self._secret = secret
+        self._test_controls = test_controls
         self._streams: dict[Stream, _Session] = {}
         self._nodes: dict[NodeId, _Session] = {}
         self._buffered = 0
@@ -304,6 +309,9 @@ class ClusterService:
 
     def _hello(self, session: _Session, message: ServiceMessage) -> None:
         rid, p = message.request_id, message.payload
+        if self._test_controls and message.kind in (ServiceKind.CLOCK, ServiceKind.RESTART):
+            session.send(self._test_control(message))
+            return
         try:
             if message.kind is not ServiceKind.HELLO:
                 raise MalformedMessage(f"{message.kind.name} before HELLO")
@@ -328,6 +336,16 @@ class ClusterService:
             displaced.stream.close()
         session.send(wire.encode(ServiceKind.WELCOME, rid, session=session.node.takeover_token,
                                  **wire.timing_to_wire(self.cluster.timing)))
+
+    def _test_control(self, message: ServiceMessage) -> bytes:
+        """A conformance runner's CLOCK or RESTART; the connection stays a stranger."""
+        if message.kind is ServiceKind.RESTART:
+            self.cluster.restart()
+            return wire.encode(ServiceKind.OK, message.request_id)
+        self.cluster.set_clock(message.payload["stopped"], message.payload["advance_ms"])
+        policy = self.cluster.policy
+        return wire.encode(ServiceKind.CLOCKED, message.request_id, pfail_after_ms=round(policy.pfail_after * 1000),
+                           fail_after_ms=round(policy.fail_after * 1000))
 
     def _dispatch(self, node: InProcessNode, message: ServiceMessage) -> bytes:
         """Run one request; its reply frame."""
@@ -366,19 +384,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fail-after", type=float, default=DEFAULT_POLICY.fail_after)
     parser.add_argument("--data-dir", type=Path, default=None, help="journal directory (durable across restarts)")
     parser.add_argument("--secret-file", type=Path, default=None, help="file holding the shared secret")
+    parser.add_argument("--test-controls", action="store_true",
+                        help="conformance runs only: accept CLOCK and RESTART from anyone (journaled in a "
+                             "temporary directory unless --data-dir)")
     args = parser.parse_args(argv)
     try:
         policy = FailurePolicy(heartbeat_interval=args.heartbeat, fail_after=args.fail_after)
     except ValueError as refused:
         parser.error(str(refused))
     secret = args.secret_file.read_text().strip() if args.secret_file else None
-    service = ClusterService(InProcessCluster(policy, data_dir=args.data_dir), port=args.port, secret=secret)
-    print(service.port, flush=True)
-    try:
-        sys.stdin.read()  # runs until stdin closes, so the parent's exit ends it
-    finally:
-        service.close()
-        service.cluster.close()
+    with tempfile.TemporaryDirectory(prefix="streamwire-cluster-service-") as scratch:
+        data_dir = args.data_dir or (Path(scratch) if args.test_controls else None)
+        service = ClusterService(InProcessCluster(policy, data_dir=data_dir), port=args.port, secret=secret,
+                                 test_controls=args.test_controls)
+        if args.test_controls:
+            print("CAPABILITIES clock restart", flush=True)
+        print(service.port, flush=True)
+        try:
+            sys.stdin.read()  # runs until stdin closes, so the parent's exit ends it
+        finally:
+            service.close()
+            service.cluster.close()
     return 0
 
 

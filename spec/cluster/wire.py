@@ -11,6 +11,14 @@ takeover token of a session it succeeds (empty: none) and, for a reconnecting cl
 revision it was notified of (``resume``); WELCOME returns the timing and the new session's
 takeover token. A connection-level error (a refused frame, a refused HELLO) is an ERROR with
 request id 0, sent just before the service closes the connection.
+
+Test controls (a conformance runner's, never a node's): a service started in a test mode also
+accepts, on a connection that has not sent HELLO, CLOCK (``stopped``: its failure detector's clock
+stands still and moves ``advance_ms`` only when told, each CLOCK then running one detector tick and
+committing its verdicts before the reply; not ``stopped``: back to real time) answered by CLOCKED
+with the detector's thresholds (``pfail_after_ms`` 0: it never reports PFAIL), and RESTART (drop
+everything not durable and reload, as a process restart would) answered by OK. Elsewhere they are
+refused like any request before HELLO.
 """
 
 from __future__ import annotations
@@ -58,6 +66,9 @@ class ServiceKind(IntEnum):
     UPDATE_GOSSIP = 6
     UPDATE_SHARD_LOG = 7
     RENEW = 8
+    # runner -> service test controls (before HELLO, test mode only)
+    CLOCK = 16
+    RESTART = 17
     # service -> client replies
     OK = 32
     WELCOME = 33
@@ -66,6 +77,7 @@ class ServiceKind(IntEnum):
     RENEWED = 36
     ERROR = 37
     CAS_ERROR = 38
+    CLOCKED = 39
     # service -> client events (request_id 0)
     MEMBERSHIP = 64
     GOSSIP_UPDATE = 65
@@ -93,6 +105,8 @@ PAYLOADS: dict[ServiceKind, c.Construct] = {
     ServiceKind.UPDATE_GOSSIP: c.Struct("scope" / ScopeLayout, "ops" / c.PrefixedArray(c.Int16ub, OpLayout)),
     ServiceKind.UPDATE_SHARD_LOG: c.Struct("ops" / c.PrefixedArray(c.Int16ub, OpLayout)),
     ServiceKind.RENEW: Empty,
+    ServiceKind.CLOCK: c.Struct("stopped" / c.Flag, "advance_ms" / c.Int32ub),
+    ServiceKind.RESTART: Empty,
     ServiceKind.OK: Empty,
     ServiceKind.WELCOME: c.Struct("heartbeat_ms" / c.Int32ub, "ttl_ms" / c.Int32ub, "fail_bound_ms" / c.Int32ub,
                            "session" / Text),
@@ -102,6 +116,7 @@ PAYLOADS: dict[ServiceKind, c.Construct] = {
     ServiceKind.ERROR: c.Struct("code" / c.Int16ub, "message" / Text),
     ServiceKind.CAS_ERROR: c.Struct("key" / Text, "expected" / c.Int64ub, "found" / c.Flag,
                              "actual" / c.If(c.this.found, EntryLayout)),
+    ServiceKind.CLOCKED: c.Struct("pfail_after_ms" / c.Int32ub, "fail_after_ms" / c.Int32ub),
     ServiceKind.MEMBERSHIP: c.Struct("epoch" / c.Int64ub, "shards" / c.PrefixedArray(c.Int32ub, ShardLayout)),
     ServiceKind.GOSSIP_UPDATE: c.Struct("entries" / c.PrefixedArray(c.Int32ub, EntryLayout)),
     ServiceKind.SHARD_LOG_UPDATE: c.Struct("shard_id" / Text, "entries" / c.PrefixedArray(c.Int32ub, EntryLayout)),

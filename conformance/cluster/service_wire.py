@@ -1,0 +1,125 @@
+"""The cluster service's own wire (spec/cluster/wire.py) as the runner speaks it: raw connections for
+the cases that send frames no provider client would (one byte short or long, at a size bound, a
+resumed HELLO), and the test controls CLOCK and RESTART of a service started in a test mode."""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from conformance.framework import CaseTimeout
+from spec.cluster import wire
+from spec.cluster.errors import ClusterError
+from spec.cluster.wire import ServiceKind, ServiceMessage
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceAddress:
+    host: str
+    port: int
+    secret: str
+
+    @staticmethod
+    def parse(url: str) -> ServiceAddress:
+        parts = urlsplit(url)
+        if parts.scheme != "tcp" or parts.hostname is None or parts.port is None:
+            raise ValueError("cluster service url must be tcp://[:SECRET@]HOST:PORT")
+        return ServiceAddress(parts.hostname, parts.port, unquote(parts.password or ""))
+
+
+class RawConnection:
+    """One TCP connection to the service; reads whole messages, or learns that it was closed."""
+
+    def __init__(self, address: ServiceAddress, timeout: float = 5.0) -> None:
+        self.address = address
+        self.timeout = timeout
+        self._sock = socket.create_connection((address.host, address.port), timeout=timeout)
+
+    def __enter__(self) -> RawConnection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def send(self, data: bytes) -> None:
+        self._sock.sendall(data)
+
+    def request(self, kind: ServiceKind, request_id: int = 1, **payload: Any) -> None:
+        self.send(wire.encode(kind, request_id, **payload))
+
+    def hello(self, node_id: str, takeover: str = "", resume_after: int | None = None) -> bytes:
+        """A HELLO frame for ``node_id`` with this service's secret."""
+        return wire.encode(ServiceKind.HELLO, 1, node_id=node_id, secret=self.address.secret, takeover=takeover,
+                           resume=resume_after is not None, resume_after=resume_after or 0)
+
+    def read(self) -> ServiceMessage | None:
+        """The next message, or None when the service closed the connection; CaseTimeout when it
+        sends nothing within the timeout."""
+        try:
+            header = self._exactly(wire.FRAME_HEADER.sizeof())
+            if header is None:
+                return None
+            body = self._exactly(wire.body_length(header))
+        except socket.timeout:
+            raise CaseTimeout(f"the service sent nothing within {self.timeout} s") from None
+        except ConnectionError:
+            return None
+        return None if body is None else wire.decode(body)
+
+    def until(self, *kinds: ServiceKind) -> tuple[ServiceMessage | None, list[ServiceMessage]]:
+        """Read up to the first message of one of ``kinds`` (or the end): it, and what came before."""
+        before: list[ServiceMessage] = []
+        while (message := self.read()) is not None and message.kind not in kinds:
+            before.append(message)
+        return message, before
+
+    def _exactly(self, size: int) -> bytes | None:
+        chunks, left = [], size
+        while left:
+            chunk = self._sock.recv(min(left, 1 << 20))
+            if not chunk:
+                return None
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+
+    def close(self) -> None:
+        self._sock.close()
+
+
+def refusal(connection: RawConnection, error: type[ClusterError]) -> list[str]:
+    """[] when the service answered ``error`` with request id 0 and then closed the connection."""
+    reply = connection.read()
+    if reply is None:
+        return [f"closed without the {error.__name__} line"]
+    if reply.kind is not ServiceKind.ERROR or reply.payload["code"] != error.code or reply.request_id != 0:
+        return [f"answered {reply.kind.name} {reply.payload} instead of {error.__name__}"]
+    if connection.read() is not None:
+        return ["kept the connection open after the refusal"]
+    return []
+
+
+@dataclass(frozen=True, slots=True)
+class Thresholds:
+    """What a service with a stopped clock declares of its failure detector."""
+
+    pfail_after_ms: int
+    """0: the service never reports PFAIL."""
+    fail_after_ms: int
+
+
+def control(url: str, kind: ServiceKind, **payload: Any) -> ServiceMessage:
+    """Send one test control (CLOCK or RESTART) on its own connection; its reply."""
+    with RawConnection(ServiceAddress.parse(url), timeout=10.0) as connection:
+        connection.request(kind, **payload)
+        reply = connection.read()
+    if reply is None or reply.kind not in (ServiceKind.CLOCKED, ServiceKind.OK):
+        raise RuntimeError(f"the service answered {kind.name} with {reply}")
+    return reply
+
+
+def set_clock(url: str, stopped: bool, advance_ms: int = 0) -> Thresholds:
+    reply = control(url, ServiceKind.CLOCK, stopped=stopped, advance_ms=advance_ms)
+    return Thresholds(reply.payload["pfail_after_ms"], reply.payload["fail_after_ms"])

@@ -1,0 +1,143 @@
+"""Cases on the cluster service's own wire (capability ``service``): frames at and around every size
+bound of spec/cluster/wire.py, one byte short and one byte long, and a resumed HELLO's catch-up.
+A provider client never sends these, so they are sent raw."""
+
+from __future__ import annotations
+
+from conformance.cluster.harness import ClusterTarget, op, session, verdict
+from conformance.cluster.service_wire import RawConnection, ServiceAddress, refusal
+from conformance.framework import CaseContext, Verdict
+from spec.cluster import wire
+from spec.cluster.errors import FrameTooLarge, MalformedMessage
+from spec.cluster.types import MAX_BATCH_OPS, MAX_KEY_BYTES, MAX_VALUE_BYTES, Scope
+from spec.cluster.wire import ServiceKind
+
+
+def _address(target: ClusterTarget) -> ServiceAddress:
+    assert target.url is not None
+    return ServiceAddress.parse(target.url)
+
+
+def short_frames(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    """Every length shorter than a message header (kind + request id), each on a fresh connection."""
+    address = _address(target)
+    problems = []
+    for length in range(wire.Header.sizeof()):
+        with RawConnection(address) as raw:
+            raw.send(wire.FRAME_HEADER.build(length) + bytes(length))
+            problems += [f"a {length}-byte frame: {p}" for p in refusal(raw, MalformedMessage)]
+    return verdict(f"a frame of 0..{wire.Header.sizeof() - 1} bytes is refused with MALFORMED_MESSAGE and the "
+                   "connection closed", problems)
+
+
+def one_byte_off(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    """A HELLO one byte short and one byte long, and a RENEW one byte long after a good HELLO."""
+    address = _address(target)
+    with session(target, ctx) as s:
+        problems = []
+        with RawConnection(address) as raw:
+            body = raw.hello(s.id_of("short"))[wire.FRAME_HEADER.sizeof():]
+            raw.send(wire.FRAME_HEADER.build(len(body) - 1) + body[:-1])
+            problems += [f"HELLO one byte short: {p}" for p in refusal(raw, MalformedMessage)]
+        with RawConnection(address) as raw:
+            body = raw.hello(s.id_of("long"))[wire.FRAME_HEADER.sizeof():] + b"\x00"
+            raw.send(wire.FRAME_HEADER.build(len(body)) + body)
+            problems += [f"HELLO one byte long: {p}" for p in refusal(raw, MalformedMessage)]
+        with RawConnection(address) as raw:
+            raw.send(raw.hello(s.id_of("renew")))
+            welcome, _ = raw.until(ServiceKind.WELCOME, ServiceKind.ERROR)
+            if welcome is None or welcome.kind is not ServiceKind.WELCOME:
+                problems.append(f"a good HELLO was answered {welcome}")
+            else:
+                body = wire.encode(ServiceKind.RENEW, 2)[wire.FRAME_HEADER.sizeof():] + b"\x00"
+                raw.send(wire.FRAME_HEADER.build(len(body)) + body)
+                problems += [f"RENEW one byte long: {p}" for p in refusal(raw, MalformedMessage)]
+        return verdict("a message one byte shorter or longer than its layout is refused with MALFORMED_MESSAGE "
+                       "and the connection closed, before HELLO and after", problems)
+
+
+def _full_batch(node: str) -> list[dict[str, object]]:
+    """MAX_BATCH_OPS ops, each with a key of MAX_KEY_BYTES and a value of MAX_VALUE_BYTES."""
+    return [{"key": f"{node}-{i:03d}-".ljust(MAX_KEY_BYTES, "k"), "value": bytes(MAX_VALUE_BYTES), "expected": 0}
+            for i in range(MAX_BATCH_OPS)]
+
+
+def size_bounds(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    """A HELLO of exactly MAX_HELLO_BYTES and a request of exactly MAX_REQUEST_BYTES (a full batch of
+    full-size keys and values) are served; a frame announcing one byte more is refused from its header."""
+    address = _address(target)
+    with session(target, ctx) as s:
+        problems = []
+        with RawConnection(address) as raw:
+            raw.send(wire.FRAME_HEADER.build(wire.MAX_HELLO_BYTES + 1))
+            problems += [f"a stranger's frame of MAX_HELLO_BYTES + 1: {p}" for p in refusal(raw, FrameTooLarge)]
+        node = s.id_of("big")
+        with RawConnection(address, timeout=min(30.0, ctx.remaining())) as raw:
+            pad = wire.MAX_HELLO_BYTES - (len(raw.hello(node)) - wire.FRAME_HEADER.sizeof())
+            hello = raw.hello(node, takeover="t" * pad)
+            assert len(hello) == wire.FRAME_HEADER.sizeof() + wire.MAX_HELLO_BYTES
+            raw.send(hello)
+            welcome, _ = raw.until(ServiceKind.WELCOME, ServiceKind.ERROR)
+            if welcome is None or welcome.kind is not ServiceKind.WELCOME:
+                return verdict("", [f"a HELLO of exactly MAX_HELLO_BYTES was answered {welcome}"])
+            raw.request(ServiceKind.JOIN_CLUSTER, 2, address="127.0.0.1:7000")
+            joined, _ = raw.until(ServiceKind.SHARD, ServiceKind.ERROR)
+            if joined is None or joined.kind is not ServiceKind.SHARD:
+                return verdict("", [f"JOIN_CLUSTER was answered {joined}"])
+            batch = wire.encode(ServiceKind.UPDATE_GOSSIP, 3, scope=Scope.SHARD.value, ops=_full_batch(node))
+            assert len(batch) == wire.FRAME_HEADER.sizeof() + wire.MAX_REQUEST_BYTES
+            raw.send(batch)
+            reply, _ = raw.until(ServiceKind.REVISION, ServiceKind.ERROR, ServiceKind.CAS_ERROR)
+            if reply is None or reply.kind is not ServiceKind.REVISION:
+                problems.append(f"a full batch of exactly MAX_REQUEST_BYTES was answered "
+                                f"{'nothing' if reply is None else (reply.kind.name, reply.payload)}")
+            else:
+                raw.send(wire.FRAME_HEADER.build(wire.MAX_REQUEST_BYTES + 1))
+                problems += [f"a node's frame of MAX_REQUEST_BYTES + 1: {p}"
+                             for p in _refusal_after_events(raw, FrameTooLarge)]
+        return verdict("frames of exactly MAX_HELLO_BYTES (before HELLO) and MAX_REQUEST_BYTES (after) are served; "
+                       "one byte more is refused with FRAME_TOO_LARGE from the length alone", problems)
+
+
+def _refusal_after_events(raw: RawConnection, error: type[FrameTooLarge]) -> list[str]:
+    """Like :func:`refusal` on a node's connection, where events (request id 0) may come first."""
+    refused, _ = raw.until(ServiceKind.ERROR)
+    if refused is None:
+        return [f"closed without the {error.__name__} line"]
+    if refused.payload["code"] != error.code or refused.request_id != 0:
+        return [f"answered {refused.payload} instead of {error.__name__}"]
+    rest, _ = raw.until(ServiceKind.ERROR, ServiceKind.REVISION, ServiceKind.OK)
+    return [] if rest is None else [f"kept the connection open after the refusal ({rest.kind.name})"]
+
+
+def resume_repeats_nothing(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    """HELLO with ``resume`` after revision R: the catch-up holds nothing at or below R. R is first
+    the revision that moved the node into its shard (the log written before it was delivered on the
+    move), then a batch's own revision."""
+    address = _address(target)
+    with session(target, ctx) as s:
+        b = s.node("b")
+        assert b.shard is not None
+        b.provider.update_shard_log([op("k1", b"1")])
+        b.provider.update_gossip([op(f"{b.shard}:g", b"1")], Scope.SHARD)
+        a = s.node("a")
+        a.provider.join_shard(b.shard)
+        a.core.wait(ctx, "a notified of k1", lambda: "k1" in a.core.latest("log"))
+        moved = min(snap.epoch for _, snap in a.core.snapshots if snap.shard_of(a.id) == b.shard)
+        problems, token = _resumed(address, a.id, a.provider.takeover_token, moved)
+        r2 = b.provider.update_shard_log([op("k2", b"2")])
+        more, _ = _resumed(address, a.id, token, r2)
+        return verdict("a resumed HELLO's catch-up notifies nothing at or below the revision it resumes after "
+                       "(the revision of the node's move into its shard, a batch's own revision)", problems + more)
+
+
+def _resumed(address: ServiceAddress, node: str, token: str, after: int) -> tuple[list[str], str]:
+    with RawConnection(address) as raw:
+        raw.send(raw.hello(node, takeover=token, resume_after=after))
+        welcome, caught_up = raw.until(ServiceKind.WELCOME, ServiceKind.ERROR)
+        if welcome is None or welcome.kind is not ServiceKind.WELCOME:
+            return [f"HELLO resuming after {after} was answered {welcome}"], token
+        repeated = [(m.kind.name, e.key, e.revision) for m in caught_up
+                    if m.kind in (ServiceKind.SHARD_LOG_UPDATE, ServiceKind.GOSSIP_UPDATE)
+                    for e in m.payload["entries"] if e.revision <= after]
+        return ([f"resuming after {after} repeated {repeated}"] if repeated else []), welcome.payload["session"]
