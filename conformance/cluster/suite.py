@@ -35,7 +35,7 @@ from spec.cluster.errors import (
     RevisionMismatch,
     UnknownShard,
 )
-from spec.cluster.types import MetadataOp, NodeState, Revision, Scope, ShardId
+from spec.cluster.types import NodeState, Scope, ShardId
 
 ROLE = "provider"
 Check = Callable[[ClusterTarget, CaseContext], Verdict]
