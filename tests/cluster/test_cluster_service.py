@@ -20,7 +20,7 @@ from reference.shuffle.cluster_directory import directory_from_conf
 from reference.net.ledger import ResourceLedger
 from reference.net.reactor import ConnectionLimits
 from spec.cluster import wire
-from spec.cluster.errors import FrameTooLarge, NodeIdInUse, ProviderUnavailable, Unauthenticated
+from spec.cluster.errors import FrameTooLarge, MalformedMessage, NodeIdInUse, ProviderUnavailable, Unauthenticated
 from spec.cluster.types import MetadataOp, NodeId
 
 HANG_GUARD = 20.0
@@ -160,6 +160,24 @@ def test_unauthenticated_hello_is_one_error_line_then_close(cluster: InProcessCl
         reply = read_message(sock)
         assert reply is not None and reply.kind is wire.ServiceKind.ERROR and reply.request_id == 1
         assert reply.payload["code"] == Unauthenticated.code and "\n" not in reply.payload["message"]
+        assert closed_by_peer(sock)
+        sock.close()
+    finally:
+        service.close()
+
+
+@pytest.mark.parametrize("control", [wire.encode(wire.ServiceKind.CLOCK, 1, stopped=True, advance_ms=0),
+                                     wire.encode(wire.ServiceKind.RESTART, 1)])
+def test_test_controls_are_refused_unless_the_service_runs_in_its_test_mode(cluster: InProcessCluster,
+                                                                            control: bytes) -> None:
+    """Anyone may connect: a production service never lets a stranger stop its detector's clock."""
+    service = ClusterService(cluster)
+    try:
+        sock = connect(service)
+        sock.sendall(control)
+        reply = read_message(sock)
+        assert reply is not None and reply.kind is wire.ServiceKind.ERROR
+        assert reply.payload["code"] == MalformedMessage.code
         assert closed_by_peer(sock)
         sock.close()
     finally:
