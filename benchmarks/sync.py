@@ -10,9 +10,8 @@ with ``--high-watermark-bytes``, ``--max-concurrent-puts`` and ``--max-message-b
 clients sending messages far above the message limit at once (``oversized``), and clients
 putting in-limit transactions at once, more than the server may hold (``in_limit``).  Each
 reports the process's peak RSS (``VmHWM``) over its idle RSS next to the documented bound
-(docs/sync.md, "Memory"): high-watermark + max-concurrent-puts x max-message-bytes, plus the
-measured constant ``FLOOD_CONSTANT_MB`` (one flush's working set and the interpreter's
-allocator slack); ``within_bound`` says whether the flood stayed under it.
+(docs/sync.md, "Memory"), computed from the settings by ``memory_bound_mb`` and printed as its
+formula; ``within_bound`` says whether the flood stayed under it.
 """
 
 from __future__ import annotations
@@ -63,8 +62,29 @@ def _batch(seq: int, rows: int) -> pa.Table:
     return pa.table({"old_id": old, "new_id": new, "v": pa.array([f"value-{seq}"] * rows, pa.string())})
 
 
-FLOOD_CONSTANT_MB = 900
-"""The constant of the memory bound, measured with this benchmark's floods (docs/sync.md, "Memory")."""
+MESSAGE_COPIES = 2
+"""Copies of a message a running put holds at once: gRPC's receive buffer and the bytes it hands over."""
+PUT_OVERHEAD_MB = 2
+"""A running put's thread, call and connection beyond its message (measured: 64 stalled puts, +89 MiB)."""
+FLUSH_BYTES_PER_PENDING_BYTE = 13
+"""One flush's working set per byte of the table's pending data (measured: +11.2 and +12.8 MiB per MiB of
+narrow rows, 24 bytes, for a table's first and a later flush; per-row costs weigh less in wider rows)."""
+FLUSH_FIXED_MB = 160
+"""What the first flush adds whatever its size (deltalake, DataFusion and Parquet set up, allocator pools)."""
+
+
+def memory_bound_mb(high_watermark_mb: int, max_concurrent_puts: int, max_message_mb: int) -> tuple[int, str]:
+    """The documented bound on peak RSS over idle (docs/sync.md, "Memory"), and its formula with the figures.
+
+    gRPC receives no message above the smaller of the message limit and the high-watermark; a flush
+    works on one table's pending data, which the high-watermark bounds.
+    """
+    message_mb = min(max_message_mb, high_watermark_mb)
+    puts = max_concurrent_puts * (MESSAGE_COPIES * message_mb + PUT_OVERHEAD_MB)
+    flush = FLUSH_BYTES_PER_PENDING_BYTE * high_watermark_mb + FLUSH_FIXED_MB
+    formula = (f"{high_watermark_mb} + {max_concurrent_puts} x ({MESSAGE_COPIES} x {message_mb} + "
+               f"{PUT_OVERHEAD_MB}) + {FLUSH_BYTES_PER_PENDING_BYTE} x {high_watermark_mb} + {FLUSH_FIXED_MB}")
+    return high_watermark_mb + puts + flush, formula
 
 
 def _vm_kib(pid: int, field: str) -> int:
@@ -72,8 +92,8 @@ def _vm_kib(pid: int, field: str) -> int:
         return next(int(line.split()[1]) for line in status if line.startswith(field + ":"))
 
 
-def _flood(args: argparse.Namespace, name: str, batch: pa.Table, clients: int, puts: int) -> dict[str, object]:
-    """Peak RSS of a server process while ``clients`` each put ``batch`` ``puts`` times at once."""
+def _flood(args: argparse.Namespace, name: str, batch: pa.Table, clients: int, puts: int, bound: int) -> dict[str, object]:
+    """Peak RSS of a server process while ``clients`` each put ``batch`` ``puts`` times at once, against ``bound``."""
     mib = 1024 * 1024
     high, message = args.flood_high_watermark_mb * mib, args.flood_max_message_mb * mib
     with tempfile.TemporaryDirectory(prefix="sync-flood-") as root:
@@ -105,7 +125,6 @@ def _flood(args: argparse.Namespace, name: str, batch: pa.Table, clients: int, p
         finally:
             proc.kill()
             proc.wait()
-    bound = args.flood_high_watermark_mb + args.flood_max_concurrent_puts * args.flood_max_message_mb
     over_idle = (peak - idle) / 1024
     return {
         f"{name}_put_mb": round(batch.nbytes / mib, 1),
@@ -118,8 +137,7 @@ def _flood(args: argparse.Namespace, name: str, batch: pa.Table, clients: int, p
         f"{name}_idle_rss_mb": round(idle / 1024, 1),
         f"{name}_peak_rss_mb": round(peak / 1024, 1),
         f"{name}_peak_over_idle_mb": round(over_idle, 1),
-        f"{name}_bound_mb": bound + FLOOD_CONSTANT_MB,
-        f"{name}_within_bound": over_idle <= bound + FLOOD_CONSTANT_MB,
+        f"{name}_within_bound": over_idle <= bound,
     }
 
 
@@ -132,13 +150,16 @@ def flood(args: argparse.Namespace) -> dict[str, object]:
         return pa.table({"old_id": pa.nulls(rows, pa.int64()), "new_id": pa.array(range(rows), pa.int64()),
                          "v": pa.array(range(rows), pa.int64())})
 
+    bound, formula = memory_bound_mb(args.flood_high_watermark_mb, args.flood_max_concurrent_puts,
+                                     args.flood_max_message_mb)
     return {
         "high_watermark_mb": args.flood_high_watermark_mb,
         "max_concurrent_puts": args.flood_max_concurrent_puts,
         "max_message_mb": args.flood_max_message_mb,
-        "constant_mb": FLOOD_CONSTANT_MB,
-        **_flood(args, "oversized", batch(args.flood_oversized_mb), args.flood_oversized_clients, 1),
-        **_flood(args, "in_limit", batch(args.flood_put_mb), args.flood_clients, args.flood_puts),
+        "bound_mb": bound,
+        "bound_formula_mb": formula,
+        **_flood(args, "oversized", batch(args.flood_oversized_mb), args.flood_oversized_clients, 1, bound),
+        **_flood(args, "in_limit", batch(args.flood_put_mb), args.flood_clients, args.flood_puts, bound),
     }
 
 

@@ -105,7 +105,7 @@ class SyncServer:
         self._tables = set(store.tables())
         self._transport = FlightPutTransport(
             self._on_put, host=host, port=port, security=security,
-            limits=TransportLimits(max_concurrent_puts, max_message_bytes, put_timeout_s),
+            limits=TransportLimits(max_concurrent_puts, self.limits.receive_limit, put_timeout_s),
         )
         self.port = self._transport.port
         self._flusher = threading.Thread(target=self._flush_task, name="sync-flusher", daemon=True)
@@ -153,6 +153,13 @@ class SyncServer:
                     read.command = descriptor_command(data.descriptor)
                 if not data.header:
                     continue
+                # Reserved before it is decoded: a message the put may not keep is never copied.
+                size = len(data.body)
+                with self._budget_lock:
+                    reserved = read.reading.may_keep(size) and self._budget.reserve(size)
+                if not read.reading.keep(size, reserved):
+                    self._release(read)
+                    continue
                 message = ipc_message(data.header, data.body)
                 if message.type == "schema":
                     schema = pa.ipc.read_schema(message)
@@ -161,13 +168,7 @@ class SyncServer:
                     raise FlightDataError(f"{message.type} messages are not supported (dictionary-encoded columns)")
                 if schema is None:
                     raise FlightDataError("a record batch arrived before the schema")
-                size = len(data.body)
-                with self._budget_lock:
-                    reserved = read.reading.may_keep(size) and self._budget.reserve(size)
-                if read.reading.keep(size, reserved):
-                    read.batches.append(pa.ipc.read_record_batch(message, schema))
-                else:
-                    self._release(read)
+                read.batches.append(pa.ipc.read_record_batch(message, schema))
             read.reading.finish()
         except BaseException:
             self._release(read)

@@ -36,6 +36,12 @@ class PutLimits:
     max_concurrent_puts: int
     put_timeout_s: float
 
+    @property
+    def receive_limit(self) -> int:
+        """The largest message worth receiving: one above the high-watermark could never be kept, so
+        it is refused from its length prefix, unread, like one above ``max_message_bytes``."""
+        return min(self.max_message_bytes, self.high_watermark)
+
 
 def admit_put(draining: bool, probe: bool) -> None:
     """A draining server answers probes only; raise ServerDraining."""

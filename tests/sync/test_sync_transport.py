@@ -96,3 +96,13 @@ def test_a_message_above_the_receive_limit_is_resource_exhausted(server_factory:
     assert out.response is None and "resource exhausted" in out.error_text.lower()
     assert "\n" not in out.error_text
     assert server.stats()["in_memory_bytes"] == 0
+
+
+def test_a_message_above_the_high_watermark_is_refused_unread(server_factory: ServerFactory) -> None:
+    """Issue 24, reproduction 1: a message under the message limit but above the high-watermark could
+    never be kept; gRPC refuses it from its length prefix, so concurrent ones are not each buffered whole."""
+    server = server_factory(high_watermark_bytes=100_000)
+    big = rows_batch([(None, i, "x" * 50) for i in range(8_000)])
+    out = do_put(server.location, _cmd("t", "A", 1).to_descriptor_cmd(), [big], timeout=60)
+    assert out.response is None and "larger than max" in out.error_text, out.error_text
+    assert server.stats()["in_memory_bytes"] == 0 and server.stats()["peak_held_bytes"] == 0
