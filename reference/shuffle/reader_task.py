@@ -17,7 +17,7 @@ from collections import deque
 from typing import Generator, Sequence
 
 from reference.net import CloseReason, Stream
-from reference.shuffle.task import TaskBase, TaskOptions, WriterUnreachable, close_cause, describe
+from reference.shuffle.task import TaskBase, TaskOptions, close_cause, describe
 from reference.shuffle.transport import POLL_S, Connection
 from spec.auth import AuthError, ClientHandshake
 from spec.shuffle import coordination
@@ -46,11 +46,11 @@ class ReaderTask(TaskBase):
         super().__init__(key, reader_id, directory, options, receive_buffer=RECEIVE_BUFFER)
         self.reader_id = reader_id
         self.writer_ids = tuple(writer_ids)
-        self.machine = ReaderMachine(key.shuffle_id, reader_id, self.writer_ids, settings, self.clock())
+        self.machine = ReaderMachine(key.shuffle_id, reader_id, self.writer_ids, settings, self.clock(),
+                                     connect_timeout=options.connect_timeout_s)
         self._deliveries: deque[Deliver] = deque()
         self._ended = False
         self._last_lookup = -1.0
-        self._connect_failing_since: dict[int, float] = {}
         self.connections: dict[int, Connection] = {}
         self._writer_of: dict[Stream, int] = {}
         self._location_of: dict[int, coordination.WriterLocation] = {}
@@ -129,6 +129,8 @@ class ReaderTask(TaskBase):
             except OSError as error:
                 # Retried at the next poll, which also notices a failure the writer reported.
                 self._connect_failed(location, describe(error))
+                if self.machine.done:
+                    return
                 continue
             auth = self.options.auth
             conn = Connection(stream, self._max_frame_length, transcript=self.transcript,
@@ -141,10 +143,9 @@ class ReaderTask(TaskBase):
                 self.carry_out(self.machine.connected(writer_id, self.clock()))
 
     def _connect_failed(self, location: coordination.WriterLocation, cause: str) -> None:
-        """One more failed attempt to reach a writer: fatal once they span ``connect_timeout_s``."""
-        first = self._connect_failing_since.setdefault(location.writer_id, self.clock())
-        if self.clock() - first > self.options.connect_timeout_s:
-            raise WriterUnreachable(location, self.options.connect_timeout_s, cause)
+        """One more failed attempt to reach a writer: the machine decides when that is fatal."""
+        where = f"{location.host}:{location.port} (executor {location.executor}): {cause}"
+        self.carry_out(self.machine.connect_failed(location.writer_id, where, self.clock()))
 
     # reactor callbacks (task thread, inside ``_pump``)
 
@@ -177,11 +178,7 @@ class ReaderTask(TaskBase):
         conn = self.connections[writer_id]
         if not conn.authenticated:
             del self.connections[writer_id]
-            try:
-                self._connect_failed(self._location_of[writer_id],
-                                     f"closed during the handshake: {close_cause(reason, error)}")
-            except WriterUnreachable as unreachable:
-                self.fail(unreachable)
+            self._connect_failed(self._location_of[writer_id], f"closed during the handshake: {close_cause(reason, error)}")
             return
         unwritten = [token for token in stream.abandoned if isinstance(token, Send)]
         if reason is CloseReason.FAILED and unwritten:

@@ -2,8 +2,9 @@
 
 A task owns threads and sockets. Whichever thread fails first records its error and sets the
 cancellation event every blocking call polls; the task thread re-raises that error. Before a
-task reports a failure caused by a peer (a connection closed early), it asks the coordinator for
-the attempt's root cause, so every task of a failed shuffle names the same first failure. A
+task reports a failure caused by a peer (a connection closed early), it looks for the attempt's
+root cause (spec/shuffle/root_cause.py decides which wins), so every task of a failed shuffle
+names the same first failure. A
 retired attempt (nobody reads it any more, docs/shuffle-runtime.md) ends its tasks the same way,
 but quietly: :class:`AttemptRetired` is neither reported nor raised by a writer.
 """
@@ -26,34 +27,15 @@ from spec.shuffle import coordination
 from spec.shuffle.coordination import WriterDirectory
 from spec.shuffle import errors
 from spec.shuffle.framing import DEFAULT_MAX_RECORD_SIZE
+from spec.shuffle.root_cause import RootCause, is_symptom, root_cause
+from spec.shuffle.root_cause import ROOT_CAUSE_WAIT_S as ROOT_CAUSE_WAIT_S  # reference/spark/ still imports it here
 from spec.shuffle.steps import Send, Step
 
 JOIN_TIMEOUT_S: Final = 10.0
 """Longest wait for one of the task's own threads to end during shutdown."""
 
-ROOT_CAUSE_WAIT_S: Final = 2.0
-"""How long a task hit by a peer's failure waits for that peer's report to reach the coordinator."""
-
 FAILURE_POLL_S: Final = 0.1
 """How often a task asks the coordinator whether another task of the attempt failed."""
-
-
-class WriterUnreachable(errors.ShuffleError):
-    """A registered writer's server refused or timed out every connection for ``connect_timeout_s``."""
-
-    condition = "STREAMING_SHUFFLE_WRITER_UNREACHABLE"
-
-    def __init__(self, writer: coordination.WriterLocation, timeout_s: float, cause: str) -> None:
-        super().__init__(
-            f"writer {writer.writer_id} at {writer.host}:{writer.port} (executor {writer.executor}) could not "
-            f"be reached for {timeout_s:g} s: {cause}",
-            writerId=writer.writer_id, host=writer.host, port=writer.port, timeoutS=timeout_s, cause=cause)
-        self.writer_id = writer.writer_id
-
-
-PEER_FAULTS: Final = (errors.ConnectionClosedBeforeTermination, errors.SendFailed, WriterUnreachable,
-                      ConnectionError)
-"""Errors that are usually the consequence of another task's failure."""
 
 
 class AttemptRetired(errors.ShuffleError):
@@ -92,6 +74,7 @@ class TaskOptions:
     ledger: ResourceLedger | None = None
     """Enter every socket and thread the task opens here (leak checks count only these)."""
     connect_timeout_s: float = 60.0
+    """Reader: how long failed connect attempts to one writer may go on (the reader machine's ``connect_timeout``)."""
     ack_timeout_ms: int = -1
     """Writer: bound on the wait for termination acks (-1: wait forever, as Spark 4.3.0 does)."""
     auth: AuthConfig | None = None
@@ -264,26 +247,37 @@ class TaskBase(Handler):
         a retirement explains a peer's early close (the job that read the attempt has ended)."""
         error = self.error
         assert error is not None
-        if isinstance(error, PEER_FAULTS):
-            deadline = time.monotonic() + ROOT_CAUSE_WAIT_S
-            while time.monotonic() < deadline:
-                try:
-                    found = self.directory.lookup(self.key)
-                except (OSError, coordination.CoordinationError):
-                    break
-                except errors.ShuffleError as node_failed:  # a task's node FAIL: the root cause itself
-                    node_failed.__cause__ = error
-                    return node_failed
-                if found.failure:
-                    self._reported = True
-                    peer = PeerTaskFailed(found.failure, describe(error))
-                    peer.__cause__ = error
-                    return peer
-                if found.retired:
-                    self._reported = True
-                    return AttemptRetired(self.key)
+        started = time.monotonic()
+        while True:
+            seen = self._look_at_attempt() if is_symptom(error) else None
+            verdict = root_cause(error, seen, time.monotonic() - started)
+            if verdict is RootCause.LOOK_AGAIN:
                 time.sleep(0.02)
-        return error
+                continue
+            if verdict is RootCause.NODE_FAILED:
+                assert isinstance(seen, errors.ShuffleError)
+                seen.__cause__ = error
+                return seen
+            if verdict is RootCause.PEER_FAILED:
+                assert isinstance(seen, coordination.Writers)
+                self._reported = True
+                peer = PeerTaskFailed(seen.failure, describe(error))
+                peer.__cause__ = error
+                return peer
+            if verdict is RootCause.RETIRED:
+                self._reported = True
+                return AttemptRetired(self.key)
+            return error
+
+    def _look_at_attempt(self) -> coordination.Writers | errors.ShuffleError | None:
+        """One look at the attempt: what the directory holds, the node failure it raised, or None
+        when it cannot be asked."""
+        try:
+            return self.directory.lookup(self.key)
+        except (OSError, coordination.CoordinationError):
+            return None
+        except errors.ShuffleError as node_failed:
+            return node_failed
 
     def report(self, error: BaseException) -> None:
         """Tell the coordinator (once) so the other tasks stop and name this root cause."""

@@ -315,6 +315,24 @@ class TerminationAckTimeout(WriterWaitTimeout):
     waiting_for = "acknowledge termination"
 
 
+class WriterUnreachable(ChannelError):
+    """Every attempt to connect to a registered writer failed (refused, timed out, cut in the handshake)
+    for longer than the reader's connect timeout (an addition: Spark 4.3.0's reader has no such bound)."""
+
+    condition = "STREAMING_SHUFFLE_WRITER_UNREACHABLE"
+
+    def __init__(self, shuffle_id: int, writer_id: int, reader_id: int, timeout_ms: int, cause: str) -> None:
+        super().__init__(
+            f"writer {writer_id} of shuffle {shuffle_id} could not be reached by reader {reader_id} "
+            f"for {timeout_ms} ms: {cause}",
+            shuffleId=shuffle_id, writerId=writer_id, readerId=reader_id, timeoutMs=timeout_ms, cause=cause)
+        self.writer_id = writer_id
+
+    @classmethod
+    def from_fault(cls, fault: Fault) -> Self:
+        return cls(fault.shuffle_id, fault.writer_id, fault.reader_id, fault.timeout_ms, fault.cause)
+
+
 class SendFailed(ChannelError):
     """A socket write the protocol depends on failed (Spark: the write listener's error)."""
 

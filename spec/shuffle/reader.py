@@ -51,6 +51,15 @@ def per_writer_quota(settings: ShuffleSettings, num_writers: int) -> int:
     return settings.reader_max_memory // num_writers
 
 
+@dataclass(frozen=True, slots=True)
+class Unreachable:
+    """Failed connect attempts to one writer: since when, when they become fatal, the last cause."""
+
+    since: float
+    due: float
+    cause: str
+
+
 @dataclass(slots=True)
 class ReaderChannel:
     """The reader's view of one writer."""
@@ -73,8 +82,11 @@ class ReaderMachine(ChannelMachine[ReaderChannelState, ReaderChannelEvent]):
     side = READER_SIDE
 
     def __init__(
-        self, shuffle_id: int, reader_id: int, writer_ids: Sequence[int], settings: ShuffleSettings, now: float
+        self, shuffle_id: int, reader_id: int, writer_ids: Sequence[int], settings: ShuffleSettings, now: float,
+        *, connect_timeout: float | None = None,
     ) -> None:
+        """``connect_timeout``: how long failed connect attempts to one writer may go on before the reader
+        fails with WriterUnreachable (None: as long as it takes, as Spark 4.3.0)."""
         if not writer_ids or len(set(writer_ids)) != len(writer_ids):
             raise UsageError(f"a reader needs distinct writer ids, got {list(writer_ids)}")
         super().__init__(shuffle_id)
@@ -84,6 +96,9 @@ class ReaderMachine(ChannelMachine[ReaderChannelState, ReaderChannelEvent]):
         self.channels = {w: ReaderChannel(w, self.quota_per_writer, Send(
             peer=w, message=CreditMessage(writer_id=w, reader_id=reader_id, num_messages=1))) for w in writer_ids}
         self.state = ReaderState.RUNNING
+        self.connect_timeout = connect_timeout
+        self._unreachable: dict[int, Unreachable] = {}
+        """Writers still connecting whose connect attempts failed (empty on the hot path)."""
 
     @property
     def done(self) -> bool:
@@ -100,7 +115,22 @@ class ReaderMachine(ChannelMachine[ReaderChannelState, ReaderChannelEvent]):
         """The connection to ``writer_id`` is up: send the handshake CREDIT."""
         ch = self._channel(writer_id)
         self._move(ch, ReaderChannelEvent.CONNECTED)
+        self._unreachable.pop(writer_id, None)
         self._send(ch.credit)
+
+    @machine_input
+    def connect_failed(self, writer_id: int, cause: str, now: float) -> None:
+        """An attempt to connect to ``writer_id`` failed (refused, timed out, or closed inside its
+        handshake); the runtime tries again. Fatal once the failures span the connect timeout."""
+        ch = self._channel(writer_id)
+        if ch.state is not ReaderChannelState.CONNECTING:
+            raise UsageError(f"a failed connect to writer {writer_id}, which is {ch.state.value}")
+        if self.connect_timeout is None:
+            return
+        known = self._unreachable.get(writer_id)
+        since = now if known is None else known.since
+        self._unreachable[writer_id] = Unreachable(since, since + self.connect_timeout, cause)
+        self._check_reachable(now)
 
     @machine_input
     def received(self, writer_id: int, message: Message, now: float) -> None:
@@ -193,9 +223,11 @@ class ReaderMachine(ChannelMachine[ReaderChannelState, ReaderChannelEvent]):
             self._surface(ResumeReading(writer_id=writer_id))
         return self._step()
 
-    def tick(self, now: float) -> Step:
-        """The reader keeps no timers in Spark 4.3.0 (a dead writer is noticed by its closed connection)."""
-        return self._step()
+    @machine_input
+    def tick(self, now: float) -> None:
+        """The only timer is the connect timeout (a dead writer is otherwise noticed by its closed
+        connection, as in Spark 4.3.0); the step's deadline says when it is due."""
+        self._check_reachable(now)
 
     @machine_input
     def abort(self, error: errors.ShuffleError, now: float) -> None:
@@ -203,6 +235,20 @@ class ReaderMachine(ChannelMachine[ReaderChannelState, ReaderChannelEvent]):
         self._fail(error)
 
     # -- internals --------------------------------------------------------------------------------
+
+    def _check_reachable(self, now: float) -> None:
+        """Fail on the first writer whose connect attempts have failed for longer than the timeout."""
+        for writer_id, unreachable in self._unreachable.items():
+            if now >= unreachable.due:
+                assert self.connect_timeout is not None
+                self._move(self.channels[writer_id], ReaderChannelEvent.CONNECT_TIMEOUT,
+                           timeout_ms=round(self.connect_timeout * 1000), cause=unreachable.cause)
+                return
+
+    def _deadline(self) -> float | None:
+        if not self._unreachable or self.done:
+            return None
+        return min(u.due for u in self._unreachable.values())
 
     def _channel(self, writer_id: int) -> ReaderChannel:
         ch = self.channels.get(writer_id)

@@ -70,6 +70,7 @@ class ReaderChannelEvent(str, Enum):
     SEND_FAILED = "SEND_FAILED"
     CLOSE = "CLOSE"
     MISMATCHED_IDS = "MISMATCHED_IDS"
+    CONNECT_TIMEOUT = "CONNECT_TIMEOUT"
 
 
 WRITER_EVENT_MEANINGS: Final[Mapping[WriterChannelEvent, str]] = {
@@ -103,6 +104,8 @@ READER_EVENT_MEANINGS: Final[Mapping[ReaderChannelEvent, str]] = {
     ReaderChannelEvent.CLOSE: 'The connection closed.',
     ReaderChannelEvent.MISMATCHED_IDS: ("DATA or TERMINATION_CONTROL naming another writer or reader than this "
                                         "connection's pair (SHOULD: Spark 4.3.0 ignores the ids)."),
+    ReaderChannelEvent.CONNECT_TIMEOUT: ('Failed attempts to connect have spanned the connect timeout (an addition: '
+                                         'Spark 4.3.0 keeps trying).'),
 }
 """What each event means, for the generated specification (two maps: the str enums compare by value)."""
 
@@ -236,6 +239,7 @@ input after the machine failed, which the machine ignores instead)."""
 READER_TRANSITIONS: Final[Mapping[tuple[ReaderChannelState, ReaderChannelEvent], ReaderChannelState]] = {
     (ReaderChannelState.CONNECTING, ReaderChannelEvent.CONNECTED): ReaderChannelState.OPEN,
     (ReaderChannelState.CONNECTING, ReaderChannelEvent.CLOSE): ReaderChannelState.FAILED,
+    (ReaderChannelState.CONNECTING, ReaderChannelEvent.CONNECT_TIMEOUT): ReaderChannelState.FAILED,
     (ReaderChannelState.OPEN, ReaderChannelEvent.DATA): ReaderChannelState.OPEN,
     (ReaderChannelState.OPEN, ReaderChannelEvent.TERMINATION): ReaderChannelState.TERMINATED,
     (ReaderChannelState.OPEN, ReaderChannelEvent.WRONG_SEQ): ReaderChannelState.FAILED,
@@ -296,6 +300,7 @@ WRITER_ERRORS: Final[Mapping[tuple[WriterChannelState, WriterChannelEvent], type
 
 READER_ERRORS: Final[Mapping[tuple[ReaderChannelState, ReaderChannelEvent], type[errors.ChannelError]]] = {
     (ReaderChannelState.CONNECTING, ReaderChannelEvent.CLOSE): errors.ConnectionClosedBeforeTermination,
+    (ReaderChannelState.CONNECTING, ReaderChannelEvent.CONNECT_TIMEOUT): errors.WriterUnreachable,
     (ReaderChannelState.OPEN, ReaderChannelEvent.CLOSE): errors.ConnectionClosedBeforeTermination,
     (ReaderChannelState.OPEN, ReaderChannelEvent.BAD_CHECKSUM): errors.ChecksumVerificationFailed,
     (ReaderChannelState.TERMINATED, ReaderChannelEvent.SEND_FAILED): errors.SendFailed,

@@ -30,7 +30,7 @@ from tests.shuffle.table_lookups import observed
 
 SETTINGS = ShuffleSettings(network_buffer_size=64, writer_max_memory=1, writer_connection_timeout_ms=1000,
                            checksum_enabled=True)
-WALKS, LENGTH = 1500, 18
+WALKS, LENGTH = 2500, 18
 
 UNREACHABLE_READER_PAIRS = {
     (ReaderChannelState.TERMINATED, ReaderChannelEvent.BAD_CHECKSUM),
@@ -89,6 +89,8 @@ def reader_inputs(rng: random.Random, r: ReaderMachine, now: float, written: Wri
         lambda: r.received(writer, TerminationControlMessage(seq=seq, writer_id=writer, reader_id=2), now),
         lambda: r.connection_closed(writer, now),
     ]
+    if r.channels[writer].state is ReaderChannelState.CONNECTING:  # (elsewhere they only dilute the walk)
+        choices += [lambda: r.connect_failed(writer, "refused", now), lambda: r.tick(now)]
     if written is not None:
         choices.append(lambda: r.send_completed(*written, now))
         choices.append(lambda: r.send_failed(*written, "broken pipe", now))
@@ -126,7 +128,7 @@ def new_writer() -> WriterMachine:
 
 
 def new_reader() -> ReaderMachine:
-    return ReaderMachine(3, 0, [0, 1], SETTINGS, 0.0)
+    return ReaderMachine(3, 0, [0, 1], SETTINGS, 0.0, connect_timeout=2.0)
 
 
 ROLES: dict[str, tuple[Table[Any, Any], Callable[[], Any], Callable[..., list[Input]], set[tuple[Any, Any]]]] = {

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, strategies as st
 
+from spec.shuffle import errors
 from spec.shuffle.checksum import payload_checksum
 from spec.shuffle.messages import DataMessage, TerminationControlMessage
 from spec.shuffle.reader import ReaderMachine, per_writer_quota
 from spec.shuffle.records import encode_records
 from spec.shuffle.settings import ShuffleSettings
-from spec.shuffle.steps import Completed, Deliver, Failed, PauseReading, ResumeReading
+from spec.shuffle.steps import Completed, Deliver, Failed, PauseReading, ResumeReading, UsageError
 
 SETTINGS = ShuffleSettings(reader_max_memory=1000)
 
@@ -97,3 +99,33 @@ def test_a_malformed_record_run_fails_with_a_codec_error() -> None:
     (failed,) = r.received(0, DataMessage(seq=0, writer_id=0, reader_id=0, checksum=payload_checksum(payload),
                                           payload=payload), 0.0).events
     assert isinstance(failed, Failed) and failed.error.condition == "TRUNCATED_INPUT"
+
+
+def test_failed_connects_fail_the_reader_once_they_span_the_connect_timeout_and_the_deadline_says_when() -> None:
+    r = ReaderMachine(4, 0, [0, 1], SETTINGS, 0.0, connect_timeout=5.0)
+    assert r.connect_failed(1, "refused", 10.0).deadline == 15.0
+    assert r.connect_failed(1, "timed out", 14.0).events == ()  # the first failure starts the clock
+    assert r.tick(14.9).events == ()
+    (failed,) = r.tick(15.0).events
+    assert isinstance(failed, Failed) and isinstance(failed.error, errors.WriterUnreachable)
+    assert failed.error.condition == "STREAMING_SHUFFLE_WRITER_UNREACHABLE"
+    assert failed.error.parameters == dict(shuffleId=4, writerId=1, readerId=0, timeoutMs=5000, cause="timed out")
+
+
+def test_a_connection_that_comes_up_clears_its_failed_attempts() -> None:
+    r = ReaderMachine(0, 0, [0], SETTINGS, 0.0, connect_timeout=5.0)
+    r.connect_failed(0, "refused", 0.0)
+    assert r.connected(0, 4.0).deadline is None
+    assert r.tick(100.0).events == ()
+
+
+def test_without_a_connect_timeout_the_reader_keeps_no_timer_as_in_spark() -> None:
+    r = ReaderMachine(0, 0, [0], SETTINGS, 0.0)
+    step = r.connect_failed(0, "refused", 0.0)
+    assert step.deadline is None and r.tick(1e9).events == ()
+
+
+def test_a_failed_connect_on_a_connected_channel_is_a_caller_bug() -> None:
+    r = connected()
+    with pytest.raises(UsageError):
+        r.connect_failed(0, "refused", 0.0)

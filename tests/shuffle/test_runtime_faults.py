@@ -19,7 +19,7 @@ from test_hostile_peers import KEY, SETTINGS, wait_until
 
 from reference.net.ledger import ResourceLedger
 from reference.shuffle.reader_task import ReaderTask
-from reference.shuffle.task import TaskOptions, WriterUnreachable
+from reference.shuffle.task import TaskOptions
 from reference.shuffle.writer_task import WriterTask
 from spec.shuffle import coordination
 from spec.shuffle import errors
@@ -126,7 +126,7 @@ def test_a_writer_nobody_can_reach_fails_the_reader_with_writer_unreachable() ->
     try:
         list(reader.records())
         raise AssertionError("the reader ended without its writer")
-    except WriterUnreachable as error:
+    except errors.WriterUnreachable as error:
         assert error.condition == "STREAMING_SHUFFLE_WRITER_UNREACHABLE"
         assert error.writer_id == 3
         assert f"127.0.0.1:{port}" in str(error) and "ConnectionRefusedError" in str(error)
