@@ -131,9 +131,9 @@ BUGS: tuple[Mutant, ...] = (
        '    if len(body) > MAX_FRAME_BYTES:\n',
        '    if len(body) > 2 * MAX_FRAME_BYTES:\n',
        'the service sends frames its peers refuse',
-       "only a notification over 16 MiB reaches the bound (a join's catch-up of a shard log or of the gossip "
-       "in one notification); the correct service then fails the joining commit's fan-out itself "
-       "(a finding, docs/conformance.md), so no case can require what it does"),
+       "the service splits an update event too large for one frame (a join's catch-up) into frames of whole "
+       "batches below the bound before encoding; only a snapshot of hundreds of members with addresses of tens "
+       "of KB reaches it, where the correct service fails too (it drops the snapshot: a finding)"),
     # -- membership (written for this catalogue) ----------------------------------------------
     _b('model-join-existing-shard-id', 'model.py',
        '        if new_shard in self.shard_logs:\n            raise UnknownShard(f"fresh shard id {new_shard} is already in use")\n        if node_id in self.members:',

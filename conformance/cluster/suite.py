@@ -630,7 +630,7 @@ def renewal_clears(target: ClusterTarget, ctx: CaseContext) -> Verdict:
             stale = NodeState.PFAIL if limits.pfail_after_ms else NodeState.FAIL
             advance((limits.pfail_after_ms or limits.fail_after_ms) + 1)
             problems = seen_within(s, b, a, stale)
-            limit = 5 * a.provider.timing.heartbeat_interval + 1.0
+            limit = max(5.0, 10 * a.provider.timing.heartbeat_interval)
             end = time.monotonic() + min(limit, ctx.remaining())
             while not problems and b.core.state_of(a.id) is not NodeState.OK:
                 if time.monotonic() > end:

@@ -164,10 +164,12 @@ class _Session:
         self._event(ServiceKind.MEMBERSHIP, **wire.membership_to_wire(snapshot))
 
     def notify_gossip_update(self, entries: Sequence[Entry]) -> None:
-        self._event(ServiceKind.GOSSIP_UPDATE, entries=wire.entries_to_wire(entries))
+        for frame in wire.update_frames(ServiceKind.GOSSIP_UPDATE, entries):
+            self.send(frame)
 
     def notify_shard_log_update(self, shard: ShardId, entries: Sequence[Entry]) -> None:
-        self._event(ServiceKind.SHARD_LOG_UPDATE, shard_id=shard, entries=wire.entries_to_wire(entries))
+        for frame in wire.update_frames(ServiceKind.SHARD_LOG_UPDATE, entries, shard_id=shard):
+            self.send(frame)
 
     def cluster_heartbeat(self, ttl: float) -> None:
         """Heartbeats reach the client as RENEWED replies, not as events."""

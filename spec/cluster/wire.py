@@ -144,6 +144,36 @@ def encode(kind: ServiceKind, request_id: int, **payload: Any) -> bytes:
     return header + body
 
 
+def update_frames(kind: ServiceKind, entries: Sequence[Entry], limit: int = MAX_FRAME_BYTES, **fields: Any) -> list[bytes]:
+    """The frames of one GOSSIP_UPDATE or SHARD_LOG_UPDATE event: one, or, when its entries do not fit
+    a body of ``limit`` bytes, several, each holding whole batches (entries sharing a revision) in
+    revision order. Only a catch-up (a join's whole shard log or visible gossip) gets that large; one
+    batch always fits, since a request carrying it fit MAX_REQUEST_BYTES."""
+    try:
+        frame = encode(kind, 0, entries=entries_to_wire(entries), **fields)
+        if len(frame) - FRAME_HEADER.sizeof() <= limit:
+            return [frame]
+    except FrameTooLarge:
+        pass
+    overhead = len(encode(kind, 0, entries=[], **fields)) - FRAME_HEADER.sizeof()
+    batches: dict[int, list[Entry]] = {}
+    for entry in entries:
+        batches.setdefault(entry.revision, []).append(entry)
+    frames: list[bytes] = []
+    run: list[Entry] = []
+    size = overhead
+    for revision in sorted(batches):
+        batch = batches[revision]
+        grown = sum(len(EntryLayout.build(e)) for e in entries_to_wire(batch))
+        if run and size + grown > limit:
+            frames.append(encode(kind, 0, entries=entries_to_wire(run), **fields))
+            run, size = [], overhead
+        run += batch
+        size += grown
+    frames.append(encode(kind, 0, entries=entries_to_wire(run), **fields))
+    return frames
+
+
 def body_length(header: bytes) -> int:
     """The body size announced by a 4-byte frame header, bounded before allocation."""
     length: int = FRAME_HEADER.parse(header)

@@ -21,7 +21,7 @@ from reference.net.ledger import ResourceLedger
 from reference.net.reactor import ConnectionLimits
 from spec.cluster import wire
 from spec.cluster.errors import FrameTooLarge, MalformedMessage, NodeIdInUse, ProviderUnavailable, Unauthenticated
-from spec.cluster.types import MetadataOp, NodeId
+from spec.cluster.types import MAX_BATCH_OPS, MAX_VALUE_BYTES, MetadataOp, NodeId
 
 HANG_GUARD = 20.0
 
@@ -299,3 +299,26 @@ def test_a_bad_failure_policy_is_refused_naming_the_key(conf: dict[str, str], co
     with pytest.raises(ValueError, match=complaint) as refused:
         failure_policy(conf)
     assert "spark.streamwire.cluster." in str(refused.value)
+
+
+def test_a_join_catch_up_larger_than_a_frame_reaches_the_joiner_whole(cluster: InProcessCluster) -> None:
+    """Five full batches (20 MB) in a shard's log, more than one frame may carry: a node joining that
+    shard over the service is told every entry, each batch in one notification."""
+    service = ClusterService(cluster)
+    remote = RemoteCluster(service.url)
+    try:
+        writer, joiner = Recorder(), Recorder()
+        a = remote.open_node(NodeId("a"), writer)
+        shard = a.join_cluster("10.0.0.1:1")
+        revisions = [a.update_shard_log([MetadataOp(key=f"k{b}-{i}", value=bytes(MAX_VALUE_BYTES), expected=None)
+                                         for i in range(MAX_BATCH_OPS)]) for b in range(5)]
+        b = remote.open_node(NodeId("b"), joiner)
+        b.join_cluster("10.0.0.2:1")
+        b.join_shard(shard)
+        wait_until(lambda: sum(len(batch) for _, batch in joiner.shard_log) >= 5 * MAX_BATCH_OPS, "the whole log")
+        holding = {r: [sum(e.revision == r for e in batch) for _, batch in joiner.shard_log
+                       if any(e.revision == r for e in batch)] for r in revisions}
+        assert holding == {r: [MAX_BATCH_OPS] for r in revisions}  # each batch whole, in one notification
+    finally:
+        remote.close()
+        service.close()

@@ -54,3 +54,14 @@ def test_undefined_node_state_is_malformed() -> None:
     frame[-1] = 9
     with pytest.raises(MalformedMessage):
         wire.membership_from_wire(wire.decode(bytes(frame[4:])).payload)
+
+
+def test_an_update_too_large_for_one_frame_is_split_into_whole_batches_in_revision_order() -> None:
+    entries = [Entry(key=f"k{i}", value=bytes(100), revision=Revision(r)) for i, r in enumerate((3, 1, 3, 2, 1))]
+    whole = wire.update_frames(wire.ServiceKind.SHARD_LOG_UPDATE, entries, shard_id="s")
+    assert len(whole) == 1 and wire.entries_from_wire(wire.decode(whole[0][4:]).payload["entries"]) == tuple(entries)
+    frames = wire.update_frames(wire.ServiceKind.SHARD_LOG_UPDATE, entries, limit=300, shard_id="s")
+    batches = [[(e.key, e.revision) for e in wire.entries_from_wire(wire.decode(f[4:]).payload["entries"])]
+               for f in frames]
+    assert batches == [[("k1", 1), ("k4", 1)], [("k3", 2)], [("k0", 3), ("k2", 3)]]
+    assert all(len(f) - 4 <= 300 for f in frames)
