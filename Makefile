@@ -16,10 +16,17 @@ $(STAMP): pyproject.toml
 java:
 	@command -v java >/dev/null 2>&1 || { echo "PySpark needs Java 17 or newer on PATH (Debian: apt-get install openjdk-17-jdk-headless)"; exit 1; }
 
+# A sync client without pyarrow (grpc-js and Arrow's JavaScript library), for tests/sync/test_sync_node_client.py.
+NODE_CLIENT := tests/sync/node_client
+$(NODE_CLIENT)/node_modules: $(NODE_CLIENT)/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { echo "the tests need Node.js with npm (Debian: apt-get install nodejs npm)"; exit 1; }
+	npm ci --prefix $(NODE_CLIENT) --no-audit --no-fund --loglevel=error
+	touch $@
+
 typecheck: $(STAMP)
 	$(PY) -m mypy spec reference conformance benchmarks streamwire
 
-test: $(STAMP) java typecheck
+test: $(STAMP) java typecheck $(NODE_CLIENT)/node_modules
 	$(PY) -m pytest tests
 
 demo: $(STAMP) java
@@ -53,4 +60,4 @@ sensitivity: $(STAMP)
 	$(PY) -m conformance sensitivity --suite cluster $(SENSITIVITY_ARGS)
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache build *.egg-info
+	rm -rf $(VENV) .mypy_cache .pytest_cache build *.egg-info $(NODE_CLIENT)/node_modules
