@@ -40,6 +40,7 @@ CASE_SECTIONS: Final[Mapping[str, Mapping[str, str]]] = {
         "messages/": "docs/spec/sync.md#messages",
         "schema/": "docs/spec/sync.md#schema-rules",
         "durable/": "docs/spec/sync.md#durable-rule",
+        "flush/": "docs/spec/sync.md#flush-policy",
         "restart/": "docs/spec/sync.md#restart",
         "replay/": "docs/spec/sync.md#restart",
         "replay/duplicate-in-one-flush": "docs/spec/sync.md#application",

@@ -765,6 +765,11 @@ SUITE = Suite(
         _c("transactions/probe-inside-open", SHOULD, "A probe is answered while another origin's transaction is open", tx_probe_in_open_tx),
         _c("messages/undecodable-command", MUST, "An undecodable DataSyncCommand is INVALID_ARGUMENT", msg_undecodable),
         _c("schema/descriptor-count", MUST, "Descriptor count must match the batch", _schema_case(DESCS[:2], _B, "Column descriptors do not match the schema")),
+        _c("schema/struct-children-counted", MUST, "A struct column's children count as columns (arrow-rs "
+           "flattened_fields): one descriptor per top-level column is too few", _schema_case(
+            DESCS + (ColumnDescriptor(role=VALUE, name="s"),),
+            _B.append_column("s", pa.array([{"a": 1, "b": 2}], pa.struct([("a", pa.int64()), ("b", pa.int64())]))),
+            "Column descriptors do not match the schema")),
         _c("schema/changed-not-boolean", MUST, "A CHANGED column must be boolean", _schema_case(
             DESCS + (ColumnDescriptor(role=CHANGED, name="v"),), _B.append_column("cv", pa.array([1], pa.int32())),
             "Field for column cv with `Changed` role must be of type boolean, got Int32")),
