@@ -29,6 +29,7 @@ from typing import Any
 from benchmarks.procstat import ProcessSample, sample
 from reference.net import ConnectionLimits
 from reference.shuffle.reader_task import ReaderTask
+from reference.shuffle.standalone_directory import StandaloneDirectory
 from reference.shuffle.task import TaskOptions
 from reference.shuffle.writer_task import WriterTask
 from spec.shuffle import coordination
@@ -49,29 +50,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON line at the end")
 
 
-class _FixedDirectory:
-    """Tells a reader where the one writer listens; nothing else is coordinated here."""
-
-    def __init__(self, port: int) -> None:
-        self._writers = (coordination.WriterLocation(0, "benchmark", "127.0.0.1", port),) if port else ()
-
-    def register(self, key: coordination.ShuffleKey, writer: coordination.WriterLocation) -> None:
-        pass
-
-    def lookup(self, key: coordination.ShuffleKey) -> coordination.Writers:
-        return coordination.Writers("", self._writers)
-
-    def unregister(self, key: coordination.ShuffleKey, writer_id: int) -> None:
-        pass
-
-    def report_failure(self, key: coordination.ShuffleKey, role: coordination.Role, task: int,
-                       description: str) -> None:
-        pass
-
-
 def _serve(max_pending: int, pipe: Pipe) -> None:
     """The child: one writer task, its port sent up the pipe, run until its reader acknowledged."""
-    task = WriterTask(KEY, 0, 1, ShuffleSettings(), _FixedDirectory(0),
+    task = WriterTask(KEY, 0, 1, ShuffleSettings(), StandaloneDirectory(),
                       TaskOptions(limits=ConnectionLimits(max_pending=max_pending)))
     pipe.send(task.port)
     task.run((0, b"%099d" % i) for i in range(RECORDS))
@@ -109,7 +90,8 @@ def attack(max_pending: int) -> dict[str, Any]:
         for sock in idle:
             sock.close()
         released = _settle(pid, lambda s: s.fds <= baseline.fds)
-        reader = ReaderTask(KEY, 0, [0], ShuffleSettings(), _FixedDirectory(port))
+        writer = coordination.WriterLocation(0, "benchmark", "127.0.0.1", port)
+        reader = ReaderTask(KEY, 0, [0], ShuffleSettings(), StandaloneDirectory((writer,)))
         served = sum(1 for _ in reader.records()) == RECORDS
         process.join(SETTLE_S)
         held_idle = held.fds - baseline.fds

@@ -9,8 +9,8 @@ workload named by ``CONFORMANCE_WORKLOAD`` and runs one task of the runtime in
 It reports ``COMPLETED`` or ``ERROR <CONDITION> <message>`` on stdout and exits. A workload with an
 ``auth`` object (an authenticated run) makes every connection run Spark's AuthEngine handshake.
 
-The directory is a fixed one: the runner is the only other party, so a reader
-finds exactly the peer writer, and nothing else can report a failure.
+The directory is a standalone one (reference/shuffle/standalone_directory.py): the runner is the
+only other party, so a reader finds exactly the peer writer, and no other task can report a failure.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import Any, Callable, Final, Iterator
 from conformance.shuffle.targets import ACK_TIMEOUT_KEY, CASE_VARIABLE, WORKLOAD_VARIABLE, auth_from_json
 from conformance.external import CAPABILITIES_ROLE, PEER_VARIABLE, ROLE_VARIABLE
 from reference.shuffle.reader_task import ReaderTask
+from reference.shuffle.standalone_directory import StandaloneDirectory
 from reference.shuffle.task import TaskOptions, describe
 from reference.shuffle.writer_task import WriterTask
 from spec.shuffle import coordination
@@ -30,26 +31,6 @@ from spec.errors import ProtocolError
 from spec.shuffle.settings import ShuffleSettings
 
 CAPABILITIES: Final = "CAPABILITIES writer reader workload reports"
-
-
-class FixedDirectory:
-    """A directory that knows only the writers it was given and never reports a failure."""
-
-    def __init__(self, writers: tuple[coordination.WriterLocation, ...] = ()) -> None:
-        self.writers = writers
-
-    def register(self, key: coordination.ShuffleKey, writer: coordination.WriterLocation) -> None:
-        """The runner learns the writer's port from ``LISTENING``, not from the directory."""
-
-    def lookup(self, key: coordination.ShuffleKey) -> coordination.Writers:
-        return coordination.Writers("", self.writers)
-
-    def unregister(self, key: coordination.ShuffleKey, writer_id: int) -> None:
-        """Nothing registered, nothing to remove."""
-
-    def report_failure(self, key: coordination.ShuffleKey, role: coordination.Role, task: int,
-                       description: str) -> None:
-        """Failures are reported on stdout instead (see :func:`run`)."""
 
 
 def report(line: str) -> None:
@@ -73,7 +54,7 @@ def run(task: Callable[[], None]) -> int:
 def writer(workload: dict[str, Any], settings: ShuffleSettings, options: TaskOptions) -> int:
     num_readers = int(workload["num_readers"])
     task = WriterTask(coordination.ShuffleKey(int(workload["shuffle_id"]), 0), int(workload["writer_id"]), num_readers,
-                      settings, FixedDirectory(), options)
+                      settings, StandaloneDirectory(), options)
     report(f"LISTENING {task.port}")
 
     def records() -> Iterator[tuple[int, bytes]]:
@@ -92,7 +73,7 @@ def reader(workload: dict[str, Any], settings: ShuffleSettings, options: TaskOpt
     (writer_id,) = workload["writer_ids"]
     location = coordination.WriterLocation(int(writer_id), "conformance-peer", host.strip("[]"), int(port))
     key = coordination.ShuffleKey(int(workload["shuffle_id"]), 0)
-    task = ReaderTask(key, int(workload["reader_id"]), [location.writer_id], settings, FixedDirectory((location,)),
+    task = ReaderTask(key, int(workload["reader_id"]), [location.writer_id], settings, StandaloneDirectory((location,)),
                       options)
 
     def consume() -> None:

@@ -29,7 +29,7 @@ from reference.cdc.pgwire import PgAddress
 from reference.cdc.replicate import IDLE_S
 from reference.cdc.source import SlotSource, SlotSpec
 from reference.cdc.verify import TableDifference, verify
-from reference.cluster.config import ClusterHost
+from reference.cluster.config import DriverCluster
 from reference.pipeline.routing import owner
 from reference.pipeline.syncserver import SyncServerProcess, pythonpath
 from reference.sync.client import SyncClient, SyncPut
@@ -183,7 +183,7 @@ def run(options: CdcOptions, out: TextIO = sys.stdout, err: TextIO = sys.stderr)
 
     SlotSource(PgAddress.parse(options.source), SlotSpec(options.slot, options.publication, options.create_slot)).prepare()
     store = options.store
-    host = ClusterHost("memory", options.host)
+    host = DriverCluster("memory", options.host)
     Path(store).mkdir(parents=True, exist_ok=True)
     server = SyncServerProcess(store, Path(store) / ".sync-server.log", host=options.host)  # a crash keeps it
     sc: Any = None

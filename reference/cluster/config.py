@@ -78,7 +78,7 @@ def open_backend(setting: str = DEFAULT) -> ClusterBackend:
                      f"or tcp://[:SECRET@]HOST:PORT, got scheme {parts.scheme!r}")
 
 
-class ClusterHost:
+class DriverCluster:
     """The driver's cluster: in-process with a TCP service for executors, or an external etcd.
 
     ``secret`` (see :func:`service_secret`) makes the service require it; ``executor_url`` then

@@ -22,7 +22,7 @@ from typing import Any, TextIO
 
 from streamwire.cli import one_line
 from reference.pipeline.changes import StreamSpec
-from reference.cluster.config import ClusterHost
+from reference.cluster.config import DriverCluster
 from reference.pipeline.coordination import Member, RunKeys
 from reference.pipeline.faults import NO_FAULTS, CrashSink, FaultPlan
 from reference.pipeline.oracle import Row, TableDiff, compare, expected_state
@@ -146,7 +146,7 @@ class _Oracle:
 class _Services:
     """What a run starts: the cluster, the sync server, Spark, the shuffle; closed in reverse."""
 
-    host: ClusterHost
+    host: DriverCluster
     server: SyncServerProcess
     driver: Member
     keys: RunKeys
@@ -259,7 +259,7 @@ def _oracle(setup: _Setup) -> tuple[_Oracle, float]:
 def _start(setup: _Setup, oracle: _Oracle, out: TextIO, err: TextIO) -> _Services:
     """Start the cluster, the sync server (its location published), Spark and the progress monitor."""
     options, keys = setup.options, RunKeys(setup.run_id)
-    host = ClusterHost(options.provider, options.host)
+    host = DriverCluster(options.provider, options.host)
     server = SyncServerProcess(setup.store, setup.workdir / "sync-server.log", host=options.host)
     services = _Services(host, server, Member(host.backend, f"pl-{setup.run_id}-driver", "driver"), keys)
     try:

@@ -39,7 +39,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Final, Iterator, Mapping, NamedTuple, Sequence
 
-from reference.cluster.config import (DEFAULT, JOB_FAILURE_POLICY, SPARK_CONF_KEY, ClusterHost, failure_policy,
+from reference.cluster.config import (DEFAULT, JOB_FAILURE_POLICY, SPARK_CONF_KEY, DriverCluster, failure_policy,
                                       open_backend, service_secret)
 from spec.cluster.detector import FailurePolicy
 from spec.cluster.errors import ClusterError, RevisionMismatch
@@ -241,7 +241,7 @@ class ShardView:
 
 
 class ClusterDirectory:
-    """A task's :class:`~spec.shuffle.coordination.WriterDirectory` (and ``join``) on its own node.
+    """A task's :class:`~spec.shuffle.coordination.ShuffleDirectory` (and ``join``) on its own node.
 
     ``shard=None`` makes the node the holder of a new shard (the driver's side of one shuffle);
     ``launcher`` is then called, on a thread of its own, once for each new attempt a reader starts.
@@ -449,9 +449,9 @@ class ClusterCoordinator:
 
     def __init__(self, setting: str = DEFAULT, host: str = "127.0.0.1", secret: str | None = None,
                  policy: FailurePolicy = JOB_FAILURE_POLICY) -> None:
-        self._host = ClusterHost(setting, host, secret, policy)
-        self.backend: ClusterBackend = self._host.backend
-        self.task_url = self._host.executor_url
+        self._cluster = DriverCluster(setting, host, secret, policy)
+        self.backend: ClusterBackend = self._cluster.backend
+        self.task_url = self._cluster.executor_url
         """What tasks in other processes give ``open_backend``."""
         self._lock = threading.Lock()
         self._shuffles: dict[int, ClusterDirectory] = {}
@@ -496,7 +496,7 @@ class ClusterCoordinator:
             holders, self._shuffles = list(self._shuffles.values()), {}
         for holder in holders:
             holder.close()
-        self._host.close()
+        self._cluster.close()
 
 
 def directory_from_conf(conf: Mapping[str, str], host: str = "127.0.0.1") -> ClusterCoordinator:

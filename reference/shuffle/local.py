@@ -18,13 +18,13 @@ from reference.shuffle.reader_task import ReaderTask
 from reference.shuffle.task import TaskOptions
 from reference.shuffle.writer_task import WriterStats, WriterTask
 from spec.shuffle import coordination
-from spec.shuffle.coordination import WriterDirectory
+from spec.shuffle.coordination import ShuffleDirectory
 from spec.shuffle.settings import ShuffleSettings
 
 Consumer = Callable[[int, Iterable[bytes]], list[bytes]]
 
 
-class TaskDirectory(WriterDirectory, Protocol):
+class TaskDirectory(ShuffleDirectory, Protocol):
     def close(self) -> None: ...
 
 

@@ -21,7 +21,7 @@ from reference.shuffle.task import TaskBase, TaskOptions, close_cause, describe
 from reference.shuffle.transport import POLL_S, Connection
 from spec.auth import AuthError, ClientHandshake
 from spec.shuffle import coordination
-from spec.shuffle.coordination import WriterDirectory
+from spec.shuffle.coordination import ShuffleDirectory
 from spec.shuffle import errors
 from spec.shuffle.framing import max_frame_from_writer
 from spec.shuffle.reader import ReaderMachine
@@ -42,7 +42,7 @@ class ReaderTask(TaskBase):
     machine: ReaderMachine
 
     def __init__(self, key: coordination.ShuffleKey, reader_id: int, writer_ids: Sequence[int],
-                 settings: ShuffleSettings, directory: WriterDirectory, options: TaskOptions = TaskOptions()) -> None:
+                 settings: ShuffleSettings, directory: ShuffleDirectory, options: TaskOptions = TaskOptions()) -> None:
         super().__init__(key, reader_id, directory, options, receive_buffer=RECEIVE_BUFFER)
         self.reader_id = reader_id
         self.writer_ids = tuple(writer_ids)

@@ -24,7 +24,7 @@ from reference.net.ledger import ResourceLedger
 from reference.shuffle.transport import Connection, Transcript
 from spec.auth import AuthConfig
 from spec.shuffle import coordination
-from spec.shuffle.coordination import WriterDirectory
+from spec.shuffle.coordination import ShuffleDirectory
 from spec.shuffle import errors
 from spec.shuffle.framing import DEFAULT_MAX_RECORD_SIZE
 from spec.shuffle.root_cause import RootCause, is_symptom, root_cause
@@ -118,7 +118,7 @@ class TaskBase(Handler):
     role: coordination.Role
     machine: Machine
 
-    def __init__(self, key: coordination.ShuffleKey, task_id: int, directory: WriterDirectory, options: TaskOptions,
+    def __init__(self, key: coordination.ShuffleKey, task_id: int, directory: ShuffleDirectory, options: TaskOptions,
                  clock: Callable[[], float] = time.monotonic, *, listen: tuple[str, int] | None = None,
                  receive_buffer: int | None = None) -> None:
         """``listen``: serve peers on this address; ``receive_buffer``: the role's read size (default: the limits')."""

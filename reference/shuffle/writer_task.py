@@ -29,7 +29,7 @@ from reference.shuffle.task import AttemptRetired, TaskBase, TaskOptions, close_
 from reference.shuffle.transport import POLL_S, Connection
 from spec.auth import AuthError, ReplayGuard, ServerHandshake
 from spec.shuffle import coordination
-from spec.shuffle.coordination import WriterDirectory
+from spec.shuffle.coordination import ShuffleDirectory
 from spec.shuffle import errors
 from spec.shuffle.framing import max_frame_from_reader
 from spec.shuffle.messages import DataMessage
@@ -67,7 +67,7 @@ class WriterTask(TaskBase):
     machine: WriterMachine
 
     def __init__(self, key: coordination.ShuffleKey, writer_id: int, num_readers: int, settings: ShuffleSettings,
-                 directory: WriterDirectory, options: TaskOptions = TaskOptions(),
+                 directory: ShuffleDirectory, options: TaskOptions = TaskOptions(),
                  served: Collection[int] | None = None) -> None:
         """``served``: the readers this run serves (default all); the others' records are dropped."""
         super().__init__(key, writer_id, directory, options, listen=(options.bind_host, 0))

@@ -3,8 +3,8 @@
 Spark 4.3.0 keeps this in the driver's ``StreamingShuffleOutputTracker`` (writers register
 ``(executor, host, port)``, readers poll every 10 ms). Its RPC is internal to Spark; here the
 directory lives on the cluster-provider interface (reference/shuffle/cluster_directory.py), and
-the tasks depend only on :class:`WriterDirectory`, so a test or a conformance target can hand
-them a fixed directory instead.
+the tasks depend only on :class:`ShuffleDirectory`, so a test, a benchmark or a conformance target
+can hand them one without a cluster (reference/shuffle/standalone_directory.py).
 
 A shuffle *attempt* is one run of the writers for one run of the readers: recomputing the lazy
 result starts a new attempt, so readers never see the servers of an earlier run. An attempt ends
@@ -66,7 +66,7 @@ class Writers:
     """Nobody reads the attempt any more: its tasks end quietly (a failure still wins)."""
 
 
-class WriterDirectory(Protocol):
+class ShuffleDirectory(Protocol):
     """What writer and reader tasks need from the directory, and nothing more."""
 
     def register(self, key: ShuffleKey, writer: WriterLocation) -> None: ...

@@ -12,7 +12,7 @@ import pytest
 
 from conformance.cluster.harness import Recorder
 from reference.cluster.config import (FAIL_AFTER_CONF_KEY, HEARTBEAT_CONF_KEY, JOB_FAILURE_POLICY, SECRET_CONF_KEY,
-                                      ClusterHost, failure_policy, open_backend, service_secret)
+                                      DriverCluster, failure_policy, open_backend, service_secret)
 from reference.cluster.memory import DEFAULT_POLICY, InProcessCluster
 from reference.cluster.remote import RemoteCluster, read_message
 from reference.cluster.service import ClusterService, ServiceLimits
@@ -208,7 +208,7 @@ def test_driver_host_takes_the_secret_from_spark_authenticate() -> None:
     assert service_secret(conf) == "from-spark"
     assert service_secret({"spark.authenticate.secret": "off"}) is None
     assert service_secret(conf | {SECRET_CONF_KEY: "own"}) == "own"
-    host = ClusterHost("memory", secret=service_secret(conf))
+    host = DriverCluster("memory", secret=service_secret(conf))
     try:
         assert ":from-spark@" in host.executor_url
         backend = open_backend(host.executor_url)

@@ -13,12 +13,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
-from memory_directory import MemoryDirectory
 from test_hostile_peers import DEADLINE_S, KEY, RECORDS, SETTINGS, running_writer
 
 from reference.net.ledger import ResourceLedger
 from reference.shuffle.local import run_local_shuffle
 from reference.shuffle.reader_task import ReaderTask
+from reference.shuffle.standalone_directory import StandaloneDirectory
 from reference.shuffle.task import TaskOptions
 from spec.auth import AuthConfig, CipherName
 from spec.auth import errors
@@ -111,7 +111,7 @@ def proxied_reader(auth: AuthConfig | None, cut: int = 0) -> Iterator[tuple[list
         writer.directory.registered.wait(DEADLINE_S)
         proxy = Proxy(writer.address, cut)
         try:
-            directory = MemoryDirectory((coordination.WriterLocation(0, "driver", "127.0.0.1", proxy.port),))
+            directory = StandaloneDirectory((coordination.WriterLocation(0, "driver", "127.0.0.1", proxy.port),))
             ledger = ResourceLedger()
             reader = ReaderTask(KEY, 0, [0], SETTINGS, directory, TaskOptions(ledger=ledger, auth=auth))
             records = list(reader.records())
@@ -162,7 +162,7 @@ def test_a_reader_with_another_secret_fails_typed_and_the_writer_keeps_waiting_f
     with running_writer(auth=SECRET) as writer:
         wrong = AuthConfig(b"a guess", SECRET.app_id)
         writer.directory.registered.wait(DEADLINE_S)
-        own = MemoryDirectory(writer.directory.writers)  # its failure report must not stop the writer
+        own = StandaloneDirectory(writer.directory.writers)  # its failure report must not stop the writer
         impostor = ReaderTask(KEY, 0, [0], SETTINGS, own, TaskOptions(auth=wrong))
         with pytest.raises(errors.HandshakeRejected):
             list(impostor.records())

@@ -17,11 +17,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import pytest
-from memory_directory import MemoryDirectory
 
 from reference.net import ConnectionLimits
 from reference.net.ledger import ResourceLedger
 from reference.shuffle.reader_task import ReaderTask
+from reference.shuffle.standalone_directory import StandaloneDirectory
 from reference.shuffle.task import TaskOptions
 from reference.shuffle.writer_task import WriterTask
 from spec.auth import AuthConfig
@@ -45,7 +45,7 @@ WRITER_OWN_SOCKETS = 3
 class RunningWriter:
     task: WriterTask
     ledger: ResourceLedger
-    directory: MemoryDirectory
+    directory: StandaloneDirectory
     outcome: list[BaseException | None] = field(default_factory=list)
 
     @property
@@ -87,7 +87,7 @@ def running_writer(limits: ConnectionLimits = ConnectionLimits(), records: Itera
                    auth: AuthConfig | None = None) -> Iterator[RunningWriter]:
     """A writer task with ``records`` for one reader, on its own thread; checked for leaks at the end."""
     ledger = ResourceLedger()
-    directory = MemoryDirectory()
+    directory = StandaloneDirectory()
     task = WriterTask(KEY, 0, 1, SETTINGS, directory, TaskOptions(limits=limits, ledger=ledger, auth=auth))
     writer = RunningWriter(task, ledger, directory)
 
@@ -242,7 +242,7 @@ def test_a_credit_naming_another_writer_on_a_bound_connection_is_a_mismatch() ->
 def test_data_naming_another_pair_fails_the_reader() -> None:
     """A writer's connection carries DATA for (writer 0, reader 0) only; DATA naming writer 1 is refused
     before its records are delivered."""
-    directory = MemoryDirectory()
+    directory = StandaloneDirectory()
     with socket.create_server(("127.0.0.1", 0)) as server:
         directory.register(KEY, coordination.WriterLocation(0, "fake", "127.0.0.1", server.getsockname()[1]))
         ledger = ResourceLedger()

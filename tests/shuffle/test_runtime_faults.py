@@ -14,11 +14,11 @@ import struct
 import threading
 from collections.abc import Iterator
 
-from memory_directory import MemoryDirectory
 from test_hostile_peers import KEY, SETTINGS, wait_until
 
 from reference.net.ledger import ResourceLedger
 from reference.shuffle.reader_task import ReaderTask
+from reference.shuffle.standalone_directory import StandaloneDirectory
 from reference.shuffle.task import TaskOptions
 from reference.shuffle.writer_task import WriterTask
 from spec.shuffle import coordination
@@ -47,7 +47,7 @@ def check_released(ledger: ResourceLedger) -> None:
 
 def test_a_reader_reset_mid_stream_fails_the_writer_with_send_failed() -> None:
     ledger = ResourceLedger()
-    task = WriterTask(KEY, 0, 1, TIGHT, MemoryDirectory(), TaskOptions(ledger=ledger))
+    task = WriterTask(KEY, 0, 1, TIGHT, StandaloneDirectory(), TaskOptions(ledger=ledger))
     outcome: list[BaseException] = []
 
     def endless() -> Iterator[tuple[int, bytes]]:
@@ -84,7 +84,7 @@ def test_a_reader_reset_mid_stream_fails_the_writer_with_send_failed() -> None:
 def test_a_writer_reset_after_its_data_fails_the_reader_with_a_typed_error() -> None:
     """Whether the reset meets the reader's read or its credit's write, the error is the protocol's."""
     listener = socket.create_server(("127.0.0.1", 0))
-    directory = MemoryDirectory()
+    directory = StandaloneDirectory()
     directory.register(KEY, coordination.WriterLocation(0, "fake", "127.0.0.1", listener.getsockname()[1]))
     payload = encode_record(b"only record")
 
@@ -119,7 +119,7 @@ def test_a_writer_reset_after_its_data_fails_the_reader_with_a_typed_error() -> 
 def test_a_writer_nobody_can_reach_fails_the_reader_with_writer_unreachable() -> None:
     with socket.create_server(("127.0.0.1", 0)) as probe:
         port = probe.getsockname()[1]  # closed again: connections to it are refused
-    directory = MemoryDirectory()
+    directory = StandaloneDirectory()
     directory.register(KEY, coordination.WriterLocation(3, "exec-9", "127.0.0.1", port))
     ledger = ResourceLedger()
     reader = ReaderTask(KEY, 0, [3], SETTINGS, directory, TaskOptions(ledger=ledger, connect_timeout_s=0.2))

@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-from memory_directory import MemoryDirectory
 from spark_jvm_support import expect_event, require_jdk
 
 from conformance.shuffle.spark_jvm import SparkJvm
 from reference.shuffle.reader_task import ReaderTask
+from reference.shuffle.standalone_directory import StandaloneDirectory
 from reference.shuffle.task import TaskOptions
 from reference.shuffle.writer_task import WriterStats, WriterTask
 from spec.shuffle import coordination
@@ -49,7 +49,7 @@ def spark() -> Iterator[SparkJvm]:
 
 
 def test_runtime_writer_task_streams_to_spark_reader(spark: SparkJvm) -> None:
-    directory = MemoryDirectory()
+    directory = StandaloneDirectory()
     task = WriterTask(KEY, WRITER, 1, SETTINGS, directory)
     outcome: list[WriterStats | BaseException] = []
 
@@ -88,7 +88,7 @@ def test_spark_writer_streams_to_runtime_reader_task(spark: SparkJvm, tmp_path: 
     writer = spark.writer(WRITER, 1, checksum=True)
     writer.send_data(READER, encode_records(batches[0]))  # before the bind: Spark queues it
     transcript = tmp_path / "reader.jsonl"
-    directory = MemoryDirectory((coordination.WriterLocation(WRITER, "spark-jvm", "127.0.0.1", writer.port),))
+    directory = StandaloneDirectory((coordination.WriterLocation(WRITER, "spark-jvm", "127.0.0.1", writer.port),))
     task = ReaderTask(KEY, READER, [WRITER], SETTINGS, directory, TaskOptions(transcript_path=str(transcript)))
     received: list[bytes] = []
     outcome: list[BaseException | None] = []

@@ -1,4 +1,9 @@
-"""A WriterDirectory for one attempt without a coordinator, for tests of single tasks."""
+"""A shuffle directory for tasks that run without a cluster: a conformance target facing one peer,
+a benchmark, a test of single tasks.
+
+It knows the writers it was given and those that register, and keeps every failure reported; the
+first is the attempt's, as on the cluster (reference/shuffle/cluster_directory.py).
+"""
 
 from __future__ import annotations
 
@@ -7,14 +12,16 @@ import threading
 from spec.shuffle import coordination
 
 
-class MemoryDirectory:
-    """Writers register and readers look them up; the first failure reported is the attempt's."""
+class StandaloneDirectory:
+    """A :class:`~spec.shuffle.coordination.ShuffleDirectory` in this process, for one attempt."""
 
     def __init__(self, writers: tuple[coordination.WriterLocation, ...] = ()) -> None:
         self._lock = threading.Lock()
         self._writers = {writer.writer_id: writer for writer in writers}
         self.registered = threading.Event()
+        """Set once a writer registered."""
         self.failures: list[str] = []
+        """Every failure reported, in order (the first is the attempt's)."""
 
     @property
     def writers(self) -> tuple[coordination.WriterLocation, ...]:
@@ -37,4 +44,4 @@ class MemoryDirectory:
     def report_failure(self, key: coordination.ShuffleKey, role: coordination.Role, task: int,
                        description: str) -> None:
         with self._lock:
-            self.failures.append(f"{role.name.lower()} {task} failed: {description}")
+            self.failures.append(coordination.failure_text(role, task, description))
