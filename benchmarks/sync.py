@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import resource
 import statistics
 import subprocess
@@ -31,7 +32,7 @@ import pyarrow as pa
 
 from conformance.sync.suite import DESCS, _cmd, do_put
 from reference.sync.client import SyncClient, SyncPut
-from reference.sync.server import SyncServer
+from reference.sync.server import DEFAULT_MAX_CONNECTIONS, SyncServer
 from reference.sync.store import DeltaStore
 from spec.sync.writer import SyncSettings
 
@@ -64,8 +65,10 @@ def _batch(seq: int, rows: int) -> pa.Table:
 
 MESSAGE_COPIES = 2
 """Copies of a message a running put holds at once: gRPC's receive buffer and the bytes it hands over."""
-PUT_OVERHEAD_MB = 2
-"""A running put's thread, call and connection beyond its message (measured: 64 stalled puts, +89 MiB)."""
+PUT_OVERHEAD_KIB = 100
+"""A running put's thread and call beyond its message (measured: 64 stalled puts, +6.2 MiB)."""
+CONNECTION_KIB = 18
+"""An open client connection, putting or not (measured: 2,000 idle connections, +34.2 MiB)."""
 FLUSH_BYTES_PER_PENDING_BYTE = 13
 """One flush's working set per byte of the table's pending data (measured: +11.2 and +12.8 MiB per MiB of
 narrow rows, 24 bytes, for a table's first and a later flush; per-row costs weigh less in wider rows)."""
@@ -73,18 +76,22 @@ FLUSH_FIXED_MB = 160
 """What the first flush adds whatever its size (deltalake, DataFusion and Parquet set up, allocator pools)."""
 
 
-def memory_bound_mb(high_watermark_mb: int, max_concurrent_puts: int, max_message_mb: int) -> tuple[int, str]:
+def memory_bound_mb(
+    high_watermark_mb: int, max_concurrent_puts: int, max_message_mb: int, max_connections: int
+) -> tuple[int, str]:
     """The documented bound on peak RSS over idle (docs/sync.md, "Memory"), and its formula with the figures.
 
     gRPC receives no message above the smaller of the message limit and the high-watermark; a flush
     works on one table's pending data, which the high-watermark bounds.
     """
     message_mb = min(max_message_mb, high_watermark_mb)
-    puts = max_concurrent_puts * (MESSAGE_COPIES * message_mb + PUT_OVERHEAD_MB)
+    puts = max_concurrent_puts * (MESSAGE_COPIES * message_mb + PUT_OVERHEAD_KIB / 1024)
+    connections = max_connections * CONNECTION_KIB / 1024
     flush = FLUSH_BYTES_PER_PENDING_BYTE * high_watermark_mb + FLUSH_FIXED_MB
     formula = (f"{high_watermark_mb} + {max_concurrent_puts} x ({MESSAGE_COPIES} x {message_mb} + "
-               f"{PUT_OVERHEAD_MB}) + {FLUSH_BYTES_PER_PENDING_BYTE} x {high_watermark_mb} + {FLUSH_FIXED_MB}")
-    return high_watermark_mb + puts + flush, formula
+               f"{PUT_OVERHEAD_KIB / 1024:.1f}) + {max_connections} x {CONNECTION_KIB / 1024:.3f} + "
+               f"{FLUSH_BYTES_PER_PENDING_BYTE} x {high_watermark_mb} + {FLUSH_FIXED_MB}")
+    return math.ceil(high_watermark_mb + puts + connections + flush), formula
 
 
 def _vm_kib(pid: int, field: str) -> int:
@@ -151,7 +158,7 @@ def flood(args: argparse.Namespace) -> dict[str, object]:
                          "v": pa.array(range(rows), pa.int64())})
 
     bound, formula = memory_bound_mb(args.flood_high_watermark_mb, args.flood_max_concurrent_puts,
-                                     args.flood_max_message_mb)
+                                     args.flood_max_message_mb, DEFAULT_MAX_CONNECTIONS)
     return {
         "high_watermark_mb": args.flood_high_watermark_mb,
         "max_concurrent_puts": args.flood_max_concurrent_puts,

@@ -31,7 +31,12 @@ from streamwire.cli import HelpFormatter
 from spec.sync.messages import MAX_MESSAGE_BYTES
 from spec.sync.writer import SyncSettings
 from reference.sync.auth import ServerSecurity, read_token
-from reference.sync.server import DEFAULT_MAX_CONCURRENT_PUTS, DEFAULT_PUT_TIMEOUT_S, SyncServer
+from reference.sync.server import (
+    DEFAULT_MAX_CONCURRENT_PUTS,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_PUT_TIMEOUT_S,
+    SyncServer,
+)
 from reference.sync.store import DeltaStore, StoreSettings, StoreUnwritable
 from reference.sync.transport import BindError
 
@@ -138,6 +143,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--max-message-bytes", type=size, default=MAX_MESSAGE_BYTES)
     serve.add_argument("--max-concurrent-puts", type=count, default=DEFAULT_MAX_CONCURRENT_PUTS,
                        help="puts served at once; more are RESOURCE_EXHAUSTED")
+    serve.add_argument("--max-connections", type=count, default=DEFAULT_MAX_CONNECTIONS,
+                       help="open client connections at most; more are refused as they connect (UNAVAILABLE)")
     serve.add_argument("--put-timeout-s", type=interval, default=DEFAULT_PUT_TIMEOUT_S,
                        help="a put not complete by then is cancelled and nothing of it kept")
     serve.add_argument("--transaction-timeout-s", type=interval, default=defaults.transaction_timeout_s,
@@ -219,6 +226,7 @@ def main(argv: list[str] | None = None) -> int:
             allowed_locations=args.allow_store_location,
             max_message_bytes=args.max_message_bytes,
             max_concurrent_puts=args.max_concurrent_puts,
+            max_connections=args.max_connections,
             put_timeout_s=args.put_timeout_s,
             maintenance_interval_s=args.maintenance_interval_s,
         )

@@ -53,6 +53,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MAX_CONCURRENT_PUTS = 64
 DEFAULT_PUT_TIMEOUT_S = 300.0
+DEFAULT_MAX_CONNECTIONS = 1024
 
 
 @dataclass
@@ -80,6 +81,7 @@ class SyncServer:
         max_message_bytes: int = MAX_MESSAGE_BYTES,
         max_concurrent_puts: int = DEFAULT_MAX_CONCURRENT_PUTS,
         put_timeout_s: float = DEFAULT_PUT_TIMEOUT_S,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
         flush_failures: FlushFailures | None = None,
         maintenance_interval_s: float = 600.0,
     ) -> None:
@@ -105,7 +107,7 @@ class SyncServer:
         self._tables = set(store.tables())
         self._transport = FlightPutTransport(
             self._on_put, host=host, port=port, security=security,
-            limits=TransportLimits(max_concurrent_puts, self.limits.receive_limit, put_timeout_s),
+            limits=TransportLimits(max_concurrent_puts, self.limits.receive_limit, put_timeout_s, max_connections),
         )
         self.port = self._transport.port
         self._flusher = threading.Thread(target=self._flush_task, name="sync-flusher", daemon=True)

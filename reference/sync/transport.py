@@ -59,6 +59,8 @@ class TransportLimits:
     max_concurrent_puts: int
     max_message_bytes: int
     put_timeout_s: float
+    max_connections: int
+    """Open client connections at most (each costs gRPC about 18 KiB); more are refused when they connect."""
 
 
 _HEAP_SLACK = 64
@@ -187,6 +189,7 @@ class FlightPutTransport:
             options=[
                 ("grpc.max_receive_message_length", limits.max_message_bytes + FRAME_ALLOWANCE_BYTES),
                 ("grpc.so_reuseport", 0),
+                ("grpc.max_allowed_incoming_connections", limits.max_connections),
             ],
         )
         address = f"{host}:{port}"

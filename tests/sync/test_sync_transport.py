@@ -106,3 +106,28 @@ def test_a_message_above_the_high_watermark_is_refused_unread(server_factory: Se
     out = do_put(server.location, _cmd("t", "A", 1).to_descriptor_cmd(), [big], timeout=60)
     assert out.response is None and "larger than max" in out.error_text, out.error_text
     assert server.stats()["in_memory_bytes"] == 0 and server.stats()["peak_held_bytes"] == 0
+
+
+def _probe_on(client: flight.FlightClient) -> Exception | None:
+    """A probe put on ``client``'s own connection, which stays open; the error, if any."""
+    try:
+        descriptor = flight.FlightDescriptor.for_command(_cmd("", "A", None).to_descriptor_cmd())
+        writer, reader = client.do_put(descriptor, pa.schema([]), options=flight.FlightCallOptions(timeout=PATIENCE_S))
+        writer.done_writing()
+        reader.read()
+        writer.close()
+    except flight.FlightError as exc:
+        return exc
+    return None
+
+
+def test_connections_beyond_the_cap_are_refused_as_they_connect(server_factory: ServerFactory) -> None:
+    """Each open connection costs gRPC memory whether or not it puts: their number is capped too."""
+    server = server_factory(max_connections=2)
+    held = [flight.FlightClient(server.location) for _ in range(2)]
+    assert [_probe_on(client) for client in held] == [None, None]
+    extra = flight.FlightClient(server.location)
+    assert isinstance(_probe_on(extra), flight.FlightUnavailableError)
+    assert [_probe_on(client) for client in held] == [None, None]
+    for client in [*held, extra]:
+        client.close()
