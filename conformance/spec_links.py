@@ -64,6 +64,8 @@ CASE_SECTIONS: Final[Mapping[str, Mapping[str, str]]] = {
         "gossip/late-joiner": "docs/spec/cluster.md#op-join-cluster",
         "batch/": "docs/spec/cluster.md#values",
         "failure/": "docs/spec/cluster.md#failure-detector",
+        "wire/": "docs/spec/cluster.md#wire-frame",
+        "wire/resume-repeats-nothing": "docs/spec/cluster.md#wire-kind-hello",
     },
 }
 """Per suite: case-id prefix -> section; the longest matching prefix wins."""

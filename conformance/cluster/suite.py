@@ -495,6 +495,20 @@ def gossip_shard_scope(target: ClusterTarget, ctx: CaseContext) -> Verdict:
         return verdict("SHARD-scoped gossip reaches every member of the writer's shard", [])
 
 
+def gossip_shard_scope_reach(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    """Recorded, not judged: the RFC makes scope a minimum guarantee, so SHARD gossip may reach other
+    shards (the etcd backend delivers it everywhere, the in-process cluster only to the shard)."""
+    with session(target, ctx) as s:
+        a, b = s.node("a"), s.node("b")
+        scoped = f"{a.shard}:scoped"
+        a.provider.update_gossip([op(scoped, b"x")], Scope.SHARD)
+        r = a.provider.update_gossip([op(f"{a.id}:after", b"x")], Scope.GLOBAL)
+        wait_value(s, [b], "gossip", f"{a.id}:after", r)  # gossip reaches a node in revision order
+        reached = scoped in b.core.latest("gossip")
+        return Verdict(True, "SHARD gossip reaches at least the writer's shard (the RFC allows further)",
+                       f"a member of another shard {'was' if reached else 'was not'} notified of a SHARD-scoped key")
+
+
 def gossip_late_joiner(target: ClusterTarget, ctx: CaseContext) -> Verdict:
     with session(target, ctx) as s:
         a = s.node("a")
@@ -733,6 +747,8 @@ CASES = [
     case("gossip/convergence", "members converge on the same winning gossip value", gossip_convergence),
     case("gossip/no-silent-update", "the winning gossip value is always notified", gossip_no_silent_update),
     case("gossip/shard-scope", "SHARD-scoped gossip reaches the writer's shard", gossip_shard_scope),
+    case("gossip/shard-scope-reach", "whether SHARD gossip goes beyond the writer's shard (recorded)",
+         gossip_shard_scope_reach, level=Level.INFO),
     case("gossip/late-joiner", "a joiner learns the existing GLOBAL gossip", gossip_late_joiner),
     case("batch/invalid", "malformed batches are rejected with INVALID_BATCH", invalid_batches),
     case("failure/heartbeat", "ClusterHeartbeat keeps the Core's TTL running", heartbeats),
