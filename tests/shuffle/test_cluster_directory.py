@@ -26,14 +26,8 @@ from reference.cluster.config import SPARK_CONF_KEY
 from reference.cluster.etcd import EtcdCluster
 from reference.cluster.etcd_server import EtcdServer
 from reference.cluster.memory import InProcessCluster
-from reference.shuffle.cluster_directory import (
-    ClusterCoordinator,
-    ClusterDirectory,
-    ReaderNodeFailed,
-    ShuffleShard,
-    WriterNodeFailed,
-    directory_from_conf,
-)
+from reference.shuffle.cluster_directory import ClusterCoordinator, ClusterDirectory, ShuffleShard, directory_from_conf
+from reference.shuffle.directory_errors import ReaderNodeFailed, WriterNodeFailed
 from reference.shuffle.local import LocalShuffleError
 from reference.shuffle.task import PeerTaskFailed
 from spec.cluster.interface import ClusterBackend, ClusterCore, ClusterProvider, FailureTiming

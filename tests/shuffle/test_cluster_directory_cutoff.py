@@ -10,7 +10,9 @@ import pytest
 
 from reference.cluster.memory import InProcessCluster
 from reference.cluster.service import ClusterService
-from reference.shuffle.cluster_directory import ClusterDirectory, ClusterUnreachable, ShardView
+from reference.shuffle.cluster_directory import ClusterDirectory
+from reference.shuffle.directory_errors import ClusterUnreachable
+from reference.shuffle.shard_view import ShardView
 from spec.shuffle import coordination
 
 DEADLINE_S = 30.0

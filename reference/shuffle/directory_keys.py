@@ -1,0 +1,36 @@
+"""Where the shuffle's directory keeps what: the keys of its shard's log.
+
+====================================  ===================================================================
+shard-log key                         value
+====================================  ===================================================================
+``shuffle/<id>/attempt``              JSON ``{"attempt", "stage", "readers"}``; a reader's join is a CAS on it
+``shuffle/<id>/<attempt>/writer/<w>`` JSON ``{"executor", "host", "port", "node"}``; empty = unregistered
+``shuffle/<id>/<attempt>/reader/<r>`` JSON ``{"node", "stage"}``: a reader that joined the attempt
+``shuffle/<id>/<attempt>/failure``    the attempt's first failure (an insert: the first report wins)
+``shuffle/<id>/<attempt>/retired``    present once the driver retired the attempt (nobody reads it)
+====================================  ===================================================================
+"""
+
+from __future__ import annotations
+
+from spec.shuffle.coordination import ShuffleKey
+
+
+def attempt_key(shuffle_id: int) -> str:
+    return f"shuffle/{shuffle_id}/attempt"
+
+
+def writers_prefix(key: ShuffleKey) -> str:
+    return f"shuffle/{key.shuffle_id}/{key.attempt}/writer/"
+
+
+def readers_prefix(key: ShuffleKey) -> str:
+    return f"shuffle/{key.shuffle_id}/{key.attempt}/reader/"
+
+
+def failure_key(key: ShuffleKey) -> str:
+    return f"shuffle/{key.shuffle_id}/{key.attempt}/failure"
+
+
+def retired_key(key: ShuffleKey) -> str:
+    return f"shuffle/{key.shuffle_id}/{key.attempt}/retired"
