@@ -145,8 +145,8 @@ BUGS: tuple[Mutant, ...] = (
        "if ch.paused and ch.remaining >= 0:",
        "a paused reader resumes with zero quota left"),
     _b("reader-quota-rounds-up", "reader.py",
-       "return settings.reader_max_memory // num_writers",
-       "return -(-settings.reader_max_memory // num_writers)",
+       "return max(settings.reader_max_memory // num_writers, 1)",
+       "return max(-(-settings.reader_max_memory // num_writers), 1)",
        "the per-writer quota rounds up, so the writers together may exceed readerMaxMemory"),
     # -- termination ----------------------------------------------------------------------------
     _b("writer-completes-on-first-ack", "writer.py",

@@ -93,7 +93,7 @@ def state_machines() -> str:
         "its payload before surfacing any record; a mismatch fails it with "
         "`STREAMING_SHUFFLE_CHECKSUM_VERIFICATION_FAILED`.\n\n"
         '<a id="reader-quota"></a>\n#### Byte quota\n\n'
-        "Each writer gets `readerMaxMemory / M` bytes (integer division). A surfaced DATA charges its whole "
+        "Each writer gets `readerMaxMemory / M` bytes (integer division, at least 1, as Spark's `perWriterByteLimit`). A surfaced DATA charges its whole "
         "body (32 + data_size); at zero or below the reader surfaces `PauseReading` for that writer, and "
         "`ResumeReading` once the consumer's releases bring it above zero.\n\n"
         '<a id="record-framing"></a>\n### Records inside a DATA payload\n\n'

@@ -47,8 +47,10 @@ DATA_NAME = MessageType.DATA_MESSAGE_UNSAFE_ROW.name
 
 
 def per_writer_quota(settings: ShuffleSettings, num_writers: int) -> int:
-    """Bytes of unconsumed DATA (whole bodies) each writer may have at the reader: readerMaxMemory / M."""
-    return settings.reader_max_memory // num_writers
+    """Bytes of unconsumed DATA (whole bodies) each writer may have at the reader: readerMaxMemory / M, at
+    least 1 (Spark 4.3.0's ``perWriterByteLimit = max(MAX_MEMORY / numWriters, 1)``: readerMaxMemory is not
+    validated, and a quota of 0 or less would never let a paused reader resume)."""
+    return max(settings.reader_max_memory // num_writers, 1)
 
 
 @dataclass(frozen=True, slots=True)

@@ -153,6 +153,12 @@ def test_the_per_writer_quota_rounds_down() -> None:
     assert per_writer_quota(ShuffleSettings(reader_max_memory=101), 2) == 50
 
 
+@pytest.mark.parametrize("reader_max_memory", [1, 0, -7])
+def test_the_per_writer_quota_is_at_least_one_byte(reader_max_memory: int) -> None:
+    """As Spark's ``max(MAX_MEMORY / numWriters, 1)``: a paused reader can always resume once all is released."""
+    assert per_writer_quota(ShuffleSettings(reader_max_memory=reader_max_memory), 2) == 1
+
+
 def test_releasing_a_data_twice_is_a_caller_bug() -> None:
     r = reader_with_quota(1000)
     r.received(0, data(0, b"abc"), 0.0)
