@@ -73,9 +73,11 @@ def print_summary(out: TextIO, run: RunReport) -> None:
     """Human summary, printed last so it is what a terminal shows at the end: each root failure with
     its dependents under it, then one line per root cause, then the counts."""
     out.write(f"\n== {run.suite} conformance against {run.target} ==\n")
-    for r in run.cases:
-        if r.outcome is CaseOutcome.UNSUPPORTED:
-            out.write(f"{r.outcome.value:<11} {r.case.id}: {r.actual}\n")
+    unobserved = [r for r in run.cases if r.outcome is CaseOutcome.UNSUPPORTED]
+    if unobserved:
+        out.write(f"rules the target's capabilities leave unobserved ({len(unobserved)}):\n")
+    for r in unobserved:
+        out.write(f"{r.outcome.value:<11} {r.case.id}: {r.actual}\n            rule: {r.case.requirement}\n")
     roots = run.roots()
     for r in roots:
         out.write(f"{r.outcome.value:<11} {r.case.id} [{r.case.level.value}] {r.case.requirement}\n"

@@ -9,8 +9,12 @@ workload named by ``CONFORMANCE_WORKLOAD`` and runs one task of the runtime in
 It reports ``COMPLETED`` or ``ERROR <CONDITION> <message>`` on stdout and exits. A workload with an
 ``auth`` object (an authenticated run) makes every connection run Spark's AuthEngine handshake.
 
+Besides the roles it declares ``slow-consumer`` (a reader workload with ``slow_consumer`` takes a DATA's
+records only as ``CONSUME <n>`` lines on stdin allow, see :class:`Allowance`) and ``settings`` (settings
+Spark refuses are reported as ``ERROR INVALID_CONF_VALUE...`` before anything starts).
+
 The directory is a standalone one (reference/shuffle/standalone_directory.py): the runner is the
-only other party, so a reader finds exactly the peer writer, and no other task can report a failure.
+only other party, so a reader finds exactly the peer writers, and no other task can report a failure.
 """
 
 from __future__ import annotations
@@ -18,19 +22,27 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any, Callable, Final, Iterator
+import threading
+from typing import Any, Callable, Final, Iterable, Iterator
 
-from conformance.shuffle.targets import ACK_TIMEOUT_KEY, CASE_VARIABLE, WORKLOAD_VARIABLE, auth_from_json
-from conformance.external import CAPABILITIES_ROLE, PEER_VARIABLE, ROLE_VARIABLE
+from conformance.shuffle.targets import (
+    ACK_TIMEOUT_KEY,
+    CASE_VARIABLE,
+    OTHER_WRITERS_KEY,
+    SLOW_CONSUMER_KEY,
+    WORKLOAD_VARIABLE,
+    auth_from_json,
+)
+from conformance.external import CAPABILITIES_ROLE, PEER_VARIABLE, ROLE_VARIABLE, parse_tcp
 from reference.shuffle.reader_task import ReaderTask
 from reference.shuffle.standalone_directory import StandaloneDirectory
 from reference.shuffle.task import TaskOptions, describe
 from reference.shuffle.writer_task import WriterTask
 from spec.shuffle import coordination
 from spec.errors import ProtocolError
-from spec.shuffle.settings import ShuffleSettings
+from spec.shuffle.settings import SettingsError, ShuffleSettings
 
-CAPABILITIES: Final = "CAPABILITIES writer reader workload reports"
+CAPABILITIES: Final = "CAPABILITIES writer reader workload reports slow-consumer settings"
 
 
 def report(line: str) -> None:
@@ -53,8 +65,12 @@ def run(task: Callable[[], None]) -> int:
 
 def writer(workload: dict[str, Any], settings: ShuffleSettings, options: TaskOptions) -> int:
     num_readers = int(workload["num_readers"])
-    task = WriterTask(coordination.ShuffleKey(int(workload["shuffle_id"]), 0), int(workload["writer_id"]), num_readers,
-                      settings, StandaloneDirectory(), options)
+    try:
+        task = WriterTask(coordination.ShuffleKey(int(workload["shuffle_id"]), 0), int(workload["writer_id"]),
+                          num_readers, settings, StandaloneDirectory(), options)
+    except ValueError as refused:  # the permit budget's requirement, checked as Spark's constructor does
+        report(f"ERROR - {describe(refused)}")
+        return 1
     report(f"LISTENING {task.port}")
 
     def records() -> Iterator[tuple[int, bytes]]:
@@ -69,18 +85,51 @@ def writer(workload: dict[str, Any], settings: ShuffleSettings, options: TaskOpt
 
 
 def reader(workload: dict[str, Any], settings: ShuffleSettings, options: TaskOptions, peer: str) -> int:
-    host, _, port = peer.rpartition(":")
-    (writer_id,) = workload["writer_ids"]
-    location = coordination.WriterLocation(int(writer_id), "conformance-peer", host.strip("[]"), int(port))
+    first, *others = (int(w) for w in workload["writer_ids"])
+    addresses = {first: peer, **{int(w): a for w, a in workload.get(OTHER_WRITERS_KEY, {}).items()}}
+    locations = tuple(coordination.WriterLocation(w, "conformance-peer", *parse_tcp(f"tcp://{addresses[w]}"))
+                      for w in (first, *others))
     key = coordination.ShuffleKey(int(workload["shuffle_id"]), 0)
-    task = ReaderTask(key, int(workload["reader_id"]), [location.writer_id], settings, StandaloneDirectory((location,)),
-                      options)
+    task = ReaderTask(key, int(workload["reader_id"]), [w.writer_id for w in locations], settings,
+                      StandaloneDirectory(locations), options)
+
+    allowance = Allowance.from_stdin() if workload.get(SLOW_CONSUMER_KEY) else None
 
     def consume() -> None:
-        for _ in task.records():
+        for _ in task.records() if allowance is None else task.records(allowance.take):
             pass
 
     return run(consume)
+
+
+class Allowance:
+    """A slow consumer: it takes the records of one more DATA per ``CONSUME <n>`` line on stdin, never earlier."""
+
+    def __init__(self) -> None:
+        self.allowed = 0
+        self.taken = 0
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_stdin(cls) -> Allowance:
+        allowance = cls()
+        threading.Thread(target=allowance._read, args=(sys.stdin,), name="consume-commands", daemon=True).start()
+        return allowance
+
+    def _read(self, lines: Iterable[str]) -> None:
+        for line in lines:
+            words = line.split()
+            if len(words) == 2 and words[0] == "CONSUME" and words[1].isdigit():
+                with self._lock:
+                    self.allowed += int(words[1])
+
+    def take(self) -> bool:
+        """Whether the consumer may take the next DATA's records now (and, if so, it does)."""
+        with self._lock:
+            if self.taken >= self.allowed:
+                return False
+            self.taken += 1
+            return True
 
 
 def main() -> int:
@@ -90,7 +139,11 @@ def main() -> int:
         return 0
     with open(os.environ[WORKLOAD_VARIABLE]) as document:
         workload = json.load(document)
-    settings = ShuffleSettings.from_dict(workload.get("settings", {}))
+    try:
+        settings = ShuffleSettings.from_dict(workload.get("settings", {}))
+    except SettingsError as refused:
+        report(f"ERROR {refused.condition} {refused.message}")
+        return 1
     ack_timeout_ms = int(workload.get("settings", {}).get(ACK_TIMEOUT_KEY, -1))
     auth = workload.get("auth")
     options = TaskOptions(ack_timeout_ms=ack_timeout_ms, auth=None if auth is None else auth_from_json(auth))

@@ -27,6 +27,7 @@ Interface used by the shuffle suite::
         peer.events.wait_for(lambda e: e["event"] == "ack", timeout) -> Event
         peer.events.snapshot() -> list[Event]; peer.close()
         spark.open_peers() -> list[int]                  # ids of the peers the JVM still holds
+        spark.settings({key: value}) -> Event            # Spark's ConfigEntry reading: "refused" if any
         spark.pid                                        # the JVM's process id
 
 Events (``event`` key; ``seq`` and ``checksum`` are decimal strings):
@@ -276,16 +277,25 @@ class SparkJvm:
 
     def open_peers(self) -> list[int]:
         """Ids of the peers the JVM still holds (closed peers are gone from it)."""
+        return sorted(int(peer) for peer in self._ask({"op": "status"}, "status")["peers"])
+
+    def settings(self, values: dict[str, str]) -> Event:
+        """Spark's reading of these settings: an event with ``refused`` (the key) and Spark's ``condition``
+        and ``detail`` if its ConfigEntry objects refuse one."""
+        return self._ask({"op": "settings", "settings": values}, "settings")
+
+    def _ask(self, request: Event, answer: str) -> Event:
+        """A one-shot command to the JVM and its answer event."""
         jvm, tag = self._adapter()
         events = jvm.attach(tag)
         try:
-            jvm.command({"op": "status", "peer": tag})
-            status = events.wait_for(lambda e: e["event"] == "status", PEER_TIMEOUT_S)
+            jvm.command({**request, "peer": tag})
+            reply = events.wait_for(lambda e: e["event"] in (answer, "command_failed"), PEER_TIMEOUT_S)
         finally:
             jvm.detach(tag)
-        if status is None:
-            raise BridgeError(f"no status from the Spark JVM\n{jvm.stderr_tail()}")
-        return sorted(int(peer) for peer in status["peers"])
+        if reply is None or reply["event"] != answer:
+            raise BridgeError(f"no {answer} from the Spark JVM: {reply}\n{jvm.stderr_tail()}")
+        return reply
 
     def close(self) -> None:
         with self._lock:

@@ -23,7 +23,7 @@ import shlex
 import sys
 import tempfile
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Final, Iterator, Mapping, Protocol, Sequence
 
@@ -36,13 +36,19 @@ from conformance.external import (
     parse_tcp,
 )
 from conformance.shuffle.spark_jvm import Event, SparkJvm, SparkPeer
+from conformance.shuffle.spark_write_loop import SparkWriteLoop
 from spec.auth import AuthConfig, CipherName
 from spec.shuffle.records import encode_record
 from spec.shuffle.settings import ShuffleSettings
 from spec.shuffle.writer import flush_threshold
 
 WRITER, READER, WORKLOAD, REPORTS, AUTH = "writer", "reader", "workload", "reports", "auth"
-"""``auth``: not declared by an implementation but by the run: ``--secret-file`` was given, and the
+SLOW_CONSUMER, SETTINGS = "slow-consumer", "settings"
+"""``slow-consumer``: a reader whose consumer takes no DATA's records until the runner allows it (``CONSUME
+<n>`` lines on stdin), while it keeps reading its connections; ``settings``: an implementation that refuses
+a workload setting Spark refuses reports it (``ERROR <condition>``) instead of running."""
+SLOW_CONSUMER_KEY: Final = "slow_consumer"
+OTHER_WRITERS_KEY: Final = "other_writers""""``auth``: not declared by an implementation but by the run: ``--secret-file`` was given, and the
 target was told the secret (the handshake cases need it)."""
 CASE_VARIABLE: Final = "CONFORMANCE_CASE"
 WORKLOAD_VARIABLE: Final = "CONFORMANCE_WORKLOAD"
@@ -70,14 +76,17 @@ class Workload:
     """Writer role: the records written for each reader, in order; then the input ends."""
     settings: Mapping[str, str] = field(default_factory=dict)
     """``spark.shuffle.streaming.*`` keys (Spark's spelling and defaults) and :data:`ACK_TIMEOUT_KEY`."""
+    slow_consumer: bool = False
+    """Reader role: the consumer holds every DATA until :meth:`AbstractRunning.consume` (``slow-consumer``)."""
+    other_writers: Mapping[int, str] = field(default_factory=dict)
+    """Reader role: writers read besides ``writer_id`` (whose peer is ``CONFORMANCE_PEER``), id -> ``host:port``."""
 
     @property
     def shuffle_settings(self) -> ShuffleSettings:
         return ShuffleSettings.from_dict(self.settings)
 
     def for_case(self, case: str) -> Workload:
-        return Workload(self.role, case, self.shuffle_id, self.writer_id, self.reader_id, self.num_readers,
-                        self.records, self.settings)
+        return replace(self, case=case)
 
     def to_json(self) -> dict[str, Any]:
         """The document an ``exec:`` implementation reads (records in hex)."""
@@ -88,7 +97,11 @@ class Workload:
             out["records"] = {str(r): [b.hex() for b in self.records.get(r, ())] for r in range(self.num_readers)}
         else:
             out["reader_id"] = self.reader_id
-            out["writer_ids"] = [self.writer_id]
+            out["writer_ids"] = [self.writer_id, *self.other_writers]
+            if self.other_writers:
+                out[OTHER_WRITERS_KEY] = {str(w): address for w, address in self.other_writers.items()}
+            if self.slow_consumer:
+                out[SLOW_CONSUMER_KEY] = True
         return out
 
 
@@ -138,6 +151,11 @@ class ShuffleTarget(Protocol):
 
     def reader(self, workload: Workload, peer: tuple[str, int], ctx: CaseContext) -> AbstractRunning: ...
 
+    def refusal(self, workload: Workload, ctx: CaseContext) -> Report | None:
+        """``settings``: the error a writer reports for the workload's settings instead of listening, or
+        None when it listens (it runs with them)."""
+        ...
+
 
 class AbstractRunning:
     """Reports parsed from a stream of raw items (stdout lines or JVM events); a context manager."""
@@ -145,10 +163,17 @@ class AbstractRunning:
     def __init__(self, address: tuple[str, int], parse: Callable[[Any], Report | None],
                  snapshot: Callable[[], Sequence[Any]],
                  wait: Callable[[Callable[[Any], bool], float], Any | None],
-                 stop: Callable[[], None], diagnostics: Callable[[], str]) -> None:
+                 stop: Callable[[], None], diagnostics: Callable[[], str],
+                 consume: Callable[[int], None] | None = None) -> None:
         self.address = address
         self._parse, self._snapshot, self._wait = parse, snapshot, wait
-        self._stop, self._diagnostics = stop, diagnostics
+        self._stop, self._diagnostics, self._consume = stop, diagnostics, consume
+
+    def consume(self, count: int) -> None:
+        """``slow-consumer``: let the consumer take ``count`` more DATA."""
+        if self._consume is None:
+            raise ValueError("this implementation was not started with a slow consumer")
+        self._consume(count)
 
     def reports(self) -> list[Report]:
         return [r for r in map(self._parse, self._snapshot()) if r is not None]
@@ -194,7 +219,8 @@ class ExecTarget:
         self.description = description
         self.capabilities = with_auth(declared_capabilities(command, STARTUP_TIMEOUT_S), auth)
 
-    def _start(self, workload: Workload, ctx: CaseContext, extra: Mapping[str, str]) -> tuple[ExecProcess, Path]:
+    def _start(self, workload: Workload, ctx: CaseContext, extra: Mapping[str, str],
+               interactive: bool = False) -> tuple[ExecProcess, Path]:
         document = tempfile.NamedTemporaryFile("w", prefix="shuffle-workload-", suffix=".json", delete=False)
         content = workload.to_json()
         if ctx.options.auth is not None:
@@ -202,15 +228,16 @@ class ExecTarget:
         with document:
             json.dump(content, document)
         env = {ROLE_VARIABLE: workload.role, CASE_VARIABLE: workload.case, WORKLOAD_VARIABLE: document.name, **extra}
-        return ExecProcess(self.command, env), Path(document.name)
+        return ExecProcess(self.command, env, interactive), Path(document.name)
 
-    def _running(self, process: ExecProcess, document: Path, address: tuple[str, int]) -> AbstractRunning:
+    def _running(self, process: ExecProcess, document: Path, address: tuple[str, int],
+                 consume: Callable[[int], None] | None = None) -> AbstractRunning:
         def stop() -> None:
             process.stop()
             document.unlink(missing_ok=True)
 
         return AbstractRunning(address, parse_report_line, process.lines, process.wait_line, stop,
-                               lambda: f"stdout: {process.lines()}\nstderr: {process.stderr_tail()}")
+                               lambda: f"stdout: {process.lines()}\nstderr: {process.stderr_tail()}", consume)
 
     def writer(self, workload: Workload, ctx: CaseContext) -> AbstractRunning:
         process, document = self._start(workload, ctx, {})
@@ -223,8 +250,18 @@ class ExecTarget:
         return self._running(process, document, ("127.0.0.1", port))
 
     def reader(self, workload: Workload, peer: tuple[str, int], ctx: CaseContext) -> AbstractRunning:
-        process, document = self._start(workload, ctx, {PEER_VARIABLE: f"{peer[0]}:{peer[1]}"})
-        return self._running(process, document, peer)
+        process, document = self._start(workload, ctx, {PEER_VARIABLE: f"{peer[0]}:{peer[1]}"}, workload.slow_consumer)
+        consume = (lambda n: None if process.send_line(f"CONSUME {n}") else None) if workload.slow_consumer else None
+        return self._running(process, document, peer, consume)
+
+    def refusal(self, workload: Workload, ctx: CaseContext) -> Report | None:
+        process, document = self._start(workload, ctx, {})
+        try:
+            first = process.line(0, min(ctx.remaining(), STARTUP_TIMEOUT_S))
+        finally:
+            process.stop()
+            document.unlink(missing_ok=True)
+        return None if first is None else parse_report_line(first)
 
 
 def auth_to_json(auth: AuthConfig) -> dict[str, Any]:
@@ -263,6 +300,9 @@ class TcpTarget:
     def reader(self, workload: Workload, peer: tuple[str, int], ctx: CaseContext) -> AbstractRunning:
         raise ValueError("a tcp:// target cannot connect as a reader")
 
+    def refusal(self, workload: Workload, ctx: CaseContext) -> Report | None:
+        raise ValueError("a tcp:// target cannot be given settings")
+
 
 # -- spark-jvm --------------------------------------------------------------------------------------
 
@@ -287,37 +327,58 @@ def spark_payloads(records: Sequence[bytes], settings: ShuffleSettings) -> list[
 
 
 class SparkTarget:
-    """``spark-jvm``: Spark 4.3.0's own handlers; the adapter writes each payload as one DATA."""
+    """``spark-jvm``: Spark 4.3.0's own handlers; a writer's records go through Spark's write loop
+    (:mod:`conformance.shuffle.spark_write_loop`), each payload one DATA."""
 
     def __init__(self, spark: SparkJvm, auth: AuthConfig | None = None) -> None:
         self.spark = spark
         self.description = spark.description
-        self.capabilities = with_auth(frozenset({WRITER, READER, WORKLOAD, REPORTS}), auth)
+        self.capabilities = with_auth(frozenset({WRITER, READER, WORKLOAD, REPORTS, SLOW_CONSUMER, SETTINGS}), auth)
         self.auth = None if auth is None else auth_to_json(auth)
         """Spark's AuthServerBootstrap / AuthClientBootstrap are installed on its transport with this."""
 
     @staticmethod
-    def _running(peer: SparkPeer, address: tuple[str, int]) -> AbstractRunning:
-        return AbstractRunning(address, parse_spark_event, peer.events.snapshot, peer.events.wait_for, peer.close,
-                               lambda: f"events: {peer.events.snapshot()}\nlog: {peer.stderr_tail()}")
+    def _running(peer: SparkPeer, address: tuple[str, int], stop: Callable[[], None] | None = None,
+                 consume: Callable[[int], None] | None = None) -> AbstractRunning:
+        return AbstractRunning(address, parse_spark_event, peer.events.snapshot, peer.events.wait_for,
+                               stop or peer.close, lambda: f"events: {peer.events.snapshot()}\nlog: {peer.stderr_tail()}",
+                               consume)
 
     def writer(self, workload: Workload, ctx: CaseContext) -> AbstractRunning:
         settings = workload.shuffle_settings
         peer = self.spark.writer(workload.writer_id, workload.num_readers, shuffle_id=workload.shuffle_id,
                                  connection_timeout_ms=settings.writer_connection_timeout_ms,
                                  checksum=settings.checksum_enabled, auth=self.auth)
-        for reader_id in range(workload.num_readers):
-            for payload in spark_payloads(workload.records.get(reader_id, ()), settings):
-                peer.send_data(reader_id, payload)
-            peer.terminate(reader_id)
-        return self._running(peer, ("127.0.0.1", peer.port))
+        loop = SparkWriteLoop(peer, workload.records, workload.num_readers, settings).start()
+
+        def stop() -> None:
+            loop.stop()
+            peer.close()
+
+        return self._running(peer, ("127.0.0.1", peer.port), stop)
 
     def reader(self, workload: Workload, peer: tuple[str, int], ctx: CaseContext) -> AbstractRunning:
+        """One Spark client handler per writer, as StreamingShuffleReader opens them, each with its
+        ``perWriterByteLimit = max(readerMaxMemory / M, 1)``; reports and consuming are the first writer's."""
         settings = workload.shuffle_settings
-        spark_reader = self.spark.reader(peer[0], peer[1], workload.writer_id, workload.reader_id,
-                                         shuffle_id=workload.shuffle_id, quota=settings.reader_max_memory,
-                                         checksum=settings.checksum_enabled, auth=self.auth)
-        return self._running(spark_reader, peer)
+        quota = max(settings.reader_max_memory // (1 + len(workload.other_writers)), 1)
+        addresses = {workload.writer_id: peer, **{w: parse_tcp(f"tcp://{a}") for w, a in workload.other_writers.items()}}
+        readers = [self.spark.reader(host, port, writer_id, workload.reader_id, shuffle_id=workload.shuffle_id,
+                                     quota=quota, checksum=settings.checksum_enabled,
+                                     manual_consume=workload.slow_consumer, auth=self.auth)
+                   for writer_id, (host, port) in addresses.items()]
+
+        def stop() -> None:
+            for spark_reader in readers:
+                spark_reader.close()
+
+        return self._running(readers[0], peer, stop, readers[0].consume if workload.slow_consumer else None)
+
+    def refusal(self, workload: Workload, ctx: CaseContext) -> Report | None:
+        answer = self.spark.settings({k: v for k, v in workload.settings.items() if k != ACK_TIMEOUT_KEY})
+        if "refused" not in answer:
+            return None
+        return Report("error", answer.get("condition"), f"{answer.get('exception')}: {answer.get('detail')}")
 
 
 @contextmanager

@@ -14,7 +14,7 @@ writers as a paused connection would.
 from __future__ import annotations
 
 from collections import deque
-from typing import Generator, Sequence
+from typing import Callable, Generator, Sequence
 
 from reference.net import CloseReason, Stream
 from reference.shuffle.task import TaskBase, TaskOptions, close_cause, describe
@@ -56,12 +56,16 @@ class ReaderTask(TaskBase):
         self._location_of: dict[int, coordination.WriterLocation] = {}
         self._max_frame_length = max_frame_from_writer(settings, options.max_record_size)
 
-    def records(self) -> Generator[bytes, None, None]:
-        """Every record for this reader, each writer's in its order; cleans up however it ends."""
+    def records(self, may_take: Callable[[], bool] = lambda: True) -> Generator[bytes, None, None]:
+        """Every record for this reader, each writer's in its order; cleans up however it ends.
+
+        ``may_take`` is asked before each DATA's records are taken: while it says no (a slow consumer),
+        the task keeps reading and answering its connections, and the DATA delivered meanwhile hold
+        their bytes of the quota (so the reader pauses as Spark's does)."""
         try:
             while True:
-                while not self._deliveries:
-                    if self._ended:
+                while not (self._deliveries and may_take()):
+                    if self._ended and not self._deliveries:
                         return
                     self._pump()
                     if self.error is not None:

@@ -68,7 +68,9 @@ import scala.runtime.BoxedUnit;
  *
  * <p>{"op":"close","peer":p} shuts a peer's server or client, event loops and threads down and answers
  * {"event":"stopped","peer":p} as its last event. {"op":"status","peer":t} answers
- * {"event":"status","peer":t,"peers":[ids of the open peers]}.
+ * {"event":"status","peer":t,"peers":[ids of the open peers]}. {"op":"settings","peer":t,"settings":{key: value}}
+ * answers {"event":"settings","peer":t} with, if Spark refuses one, "refused" (the key), exception, detail
+ * and condition, as Spark's ConfigEntry objects read them.
  * A rejected command answers command_failed. End of stdin closes every peer and exits.
  */
 public final class SparkShuffleAdapter {
@@ -98,6 +100,32 @@ public final class SparkShuffleAdapter {
     }
   }
 
+  /**
+   * Spark's own reading of the streaming-shuffle settings: each of the six ConfigEntry objects of
+   * {@code org.apache.spark.internal.config.package$} read from a SparkConf holding the given keys, as
+   * StreamingShuffleWriter and StreamingShuffleReader read them; the first refusal is the answer.
+   */
+  private static ObjectNode settings(int peerId, JsonNode values) {
+    org.apache.spark.SparkConf conf = new org.apache.spark.SparkConf(false);
+    values.fields().forEachRemaining(entry -> conf.set(entry.getKey(), entry.getValue().asText()));
+    org.apache.spark.internal.config.package$ config = org.apache.spark.internal.config.package$.MODULE$;
+    List<org.apache.spark.internal.config.ConfigEntry<Object>> entries = List.of(
+        config.STREAMING_SHUFFLE_CHECKSUM_ENABLED(), config.STREAMING_SHUFFLE_NETWORK_BUFFER_SIZE(),
+        config.STREAMING_SHUFFLE_NETWORK_BUFFER_MAX_WAIT_TIME_MS(), config.STREAMING_SHUFFLE_WRITER_MAX_MEMORY(),
+        config.STREAMING_SHUFFLE_READER_MAX_MEMORY(), config.STREAMING_SHUFFLE_WRITER_CONNECTION_TIMEOUT_MS());
+    ObjectNode answer = event("settings").put("peer", peerId);
+    for (org.apache.spark.internal.config.ConfigEntry<Object> entry : entries) {
+      try {
+        conf.get(entry);
+      } catch (RuntimeException refused) {
+        answer.put("refused", entry.key());
+        answer.setAll(Wire.describe(refused));
+        return answer;
+      }
+    }
+    return answer;
+  }
+
   private void command(JsonNode request) {
     JsonNode id = request.get("peer");
     try {
@@ -108,6 +136,8 @@ public final class SparkShuffleAdapter {
         ArrayNode open = status.putArray("peers");
         peers.keySet().forEach(open::add);
         Wire.emit(status);
+      } else if (op.equals("settings")) {
+        Wire.emit(settings(peerId, request.get("settings")));
       } else if (op.equals("writer") || op.equals("reader")) {
         if (peers.containsKey(peerId)) {
           throw new IllegalArgumentException("peer " + peerId + " is already open");

@@ -21,6 +21,8 @@ from conformance.shuffle.targets import (
     AUTH,
     READER,
     REPORTS,
+    SETTINGS,
+    SLOW_CONSUMER,
     TARGET_HELP,
     WORKLOAD,
     WRITER,
@@ -54,29 +56,37 @@ from conformance.shuffle.suite.reader_cases import (
     is_credit,
     is_credit_or_ack,
     missing_at_end,
+    other_transport_type,
+    OTHER_TRANSPORT_TYPE,
     r_credit_first,
     r_credits_each_data,
     r_fast_writer,
     r_frames,
     r_split_and_coalesced,
+    r_quota_boundaries,
+    r_quota_per_writer,
     r_trailing_bytes,
     r_writer_closes_early,
     raw_bytes,
     reader_fault,
     size_mismatch,
     size_short,
+    zero_checksum,
     UNCHECKED_READER_WORKLOAD,
 )
 from conformance.shuffle.suite.writer_cases import (
     w_ack_deadline,
     w_bind_by_reader_id,
+    w_blocked_flushes,
     w_checksum_disabled,
+    w_close_after_ack,
     w_connection_timeout,
     w_crc32c,
     w_delivery,
     w_duplicate_ack,
     w_empty_stream,
     w_frames,
+    w_permits_to_zero,
     w_reader_closes_early,
     w_second_binding,
     w_seq_from_zero,
@@ -86,12 +96,16 @@ from conformance.shuffle.suite.writer_cases import (
     w_waits_for_credit,
     w_waits_for_every_ack,
     w_whole_records,
+    refuses,
     w_flush_threshold,
     writer_fault,
     wrong_ack,
 )
 from spec.shuffle import codec
 from spec.shuffle.messages import CreditMessage, DataMessage
+from spec.shuffle.settings import RequirementFailed, TypeMismatch
+
+REQUIREMENT, TYPE_MISMATCH = RequirementFailed.condition, TypeMismatch.condition
 
 
 def _c(case_id: str, level: Level, role: str, requirement: str, check: CheckFn, *requires: str,
@@ -160,6 +174,9 @@ CASES: Final = (
        "every DATA carries checksum 0", w_checksum_disabled, WORKLOAD),
     _c("checksum/reader-rejects-mismatch", MUST, R, "A reader rejects a DATA whose payload does not match its "
        "CRC32C (CHECKSUM_VERIFICATION_FAILED)", reader_fault("a DATA with a wrong checksum", CHECKSUM, corrupt)),
+    _c("checksum/reader-rejects-zero-checksum", MUST, R, "With checksums on, a reader rejects a DATA carrying "
+       "checksum 0 whose payload's CRC32C is not 0 (0 is no 'unchecked' marker)",
+       reader_fault("a DATA with checksum 0", CHECKSUM, zero_checksum)),
     _c("checksum/reader-no-credit-for-corrupt", SHOULD, R, "A reader verifies the checksum before crediting: a "
        "corrupt DATA gets no CREDIT", _data_after_fault("a DATA with a wrong checksum", CHECKSUM, corrupt)),
     # termination
@@ -167,6 +184,9 @@ CASES: Final = (
        "TERMINATION_CONTROL(writer, reader) and keeps the connection open for the ack", w_terminates_once),
     _c("termination/writer-waits-for-every-ack", MUST, W, "A writer completes only after every reader's "
        "TERMINATION_ACK", w_waits_for_every_ack, WORKLOAD),
+    _c("termination/writer-completes-after-acked-close", MUST, W, "A writer takes a reader's connection closing "
+       "after its TERMINATION_ACK as no failure, and completes on the other readers' acks", w_close_after_ack,
+       WORKLOAD),
     _c("termination/writer-ack-deadline", SHOULD, W, f"A writer bounds its wait for termination acks when "
        f"{ACK_TIMEOUT_KEY} is set (Spark 4.3.0 waits forever)", w_ack_deadline, WORKLOAD),
     _c("termination/reader-acks-echo", MUST, R, "A reader answers TERMINATION_CONTROL with "
@@ -185,6 +205,10 @@ CASES: Final = (
     _c("framing/reader-rejects-unknown-type", MUST, R, "A reader rejects a message type id other than 1..4",
        reader_fault("a body with type id 9", None, raw_bytes(one_way_frame(UNKNOWN_TYPE_BODY)), is_credit_or_ack,
                      "CREDIT or ack")),
+    _c("framing/reader-rejects-other-transport-type", MUST, R, "A reader rejects a frame whose transport message "
+       f"type is not OneWayMessage (9), here {OTHER_TRANSPORT_TYPE}, even around a well-formed DATA body",
+       reader_fault(f"a DATA in a frame of transport type {OTHER_TRANSPORT_TYPE}", None, other_transport_type,
+                    is_credit, "CREDIT for it")),
     _c("framing/writer-rejects-oversized-frame", MUST, W, "A writer rejects a frame longer than its maximum "
        "(here beyond Spark's 2^31+6) without waiting for its body", writer_fault(
            "a header announcing 2^31+100 bytes", lambda p: OVERSIZED_HEADER)),
@@ -207,6 +231,17 @@ CASES: Final = (
     # backpressure
     _c("backpressure/writer-slow-reader-no-loss", MUST, W, "A writer whose reader stops reading waits and loses "
        "nothing: every record arrives in order once reading resumes", w_slow_reader, WORKLOAD),
+    _c("backpressure/writer-permits-to-zero", MUST, W, "A writer opens a buffer while its free permits are at "
+       "least networkBufferSize, down to exactly 0 (the floor is 2 buffers per reader; DATA queued for an unbound "
+       "reader keep theirs)", w_permits_to_zero, WORKLOAD),
+    _c("backpressure/writer-blocked-flushes", MUST, W, "A writer out of permits sends every open buffer, then waits; "
+       "each DATA's networkBufferSize permits return when its write completes", w_blocked_flushes, WORKLOAD),
+    _c("backpressure/reader-quota-boundaries", MUST, R, "A reader stops reading a writer's connection when the "
+       "DATA its consumer holds reach readerMaxMemory / M (header + data_size each), at exactly 0 left, and reads "
+       "on only once its quota is above 0 again", r_quota_boundaries, SLOW_CONSUMER),
+    _c("backpressure/reader-quota-per-writer", MUST, R, "A reader's quota per writer is readerMaxMemory / M rounded "
+       "down: with 2 writers and an odd readerMaxMemory it stops reading a writer at exactly 0 left",
+       r_quota_per_writer, SLOW_CONSUMER),
     _c("backpressure/reader-fast-writer-no-loss", MUST, R, "A reader given many DATA at once (credits are "
        "advisory) credits and keeps every one, then acks", r_fast_writer),
     # failure
@@ -226,6 +261,16 @@ CASES: Final = (
        "closes before its ack", w_reader_closes_early, WORKLOAD),
     _c("failure/writer-connection-timeout", MUST, W, "A writer fails with WRITER_CONNECTION_TIMEOUT when a reader "
        "does not bind within writerConnectionTimeout", w_connection_timeout, WORKLOAD),
+    # settings
+    _c("settings/writer-refuses-int-overflow", MUST, W, "A writer refuses an int setting of 2^31 "
+       "(INVALID_CONF_VALUE.TYPE_MISMATCH) and runs with 2^31-1", refuses(
+           "writer_max_memory", str(2**31), TYPE_MISMATCH, str(2**31 - 1)), SETTINGS),
+    _c("settings/writer-refuses-zero-size", MUST, W, "A writer refuses networkBufferSize 0 "
+       "(INVALID_CONF_VALUE.REQUIREMENT: must be positive) and runs with 1", refuses(
+           "network_buffer_size", "0", REQUIREMENT, "1"), SETTINGS),
+    _c("settings/writer-refuses-zero-timeout", MUST, W, "A writer refuses writerConnectionTimeout 0 "
+       "(INVALID_CONF_VALUE.REQUIREMENT: positive or -1) and runs with -1", refuses(
+           "writer_connection_timeout_ms", "0", REQUIREMENT, "-1"), SETTINGS),
     # authentication (runs with --secret-file)
     _c("auth/writer-ignores-silent-stranger", MUST, W, "A writer sends nothing on a connection that never runs "
        "the handshake, and serves the real reader", w_silent_stranger, AUTH),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 import time
+from dataclasses import replace
 from typing import Callable, Final, Sequence
 
 from conformance.framework import CaseContext, Verdict
@@ -38,7 +39,7 @@ from spec.shuffle.messages import (
     TerminationControlMessage,
 )
 from spec.shuffle.reader import DATA_HEADER_LENGTH
-from spec.shuffle.records import encode_records
+from spec.shuffle.records import RECORD_LENGTH, encode_records
 from spec.shuffle.settings import key_of
 
 
@@ -52,17 +53,26 @@ took as the payload, no checksum gives it away)."""
 class ReaderSession:
     """A reader under test connected to the peer writer, bound by its handshake CREDIT."""
 
-    def __init__(self, t: ShuffleTarget, ctx: CaseContext, workload: Workload = READER_WORKLOAD) -> None:
+    def __init__(self, t: ShuffleTarget, ctx: CaseContext, workload: Workload = READER_WORKLOAD,
+                 other_writers: int = 0) -> None:
+        """``other_writers``: the reader also reads that many more peer writers (ids after the first), which
+        accept its connection and send nothing."""
         self.peer = PeerWriter(ctx, PEER_WRITER_ID, READER_ID_UNDER_TEST, READER_ID_UNDER_TEST + 1)
+        self.others = [PeerWriter(ctx, PEER_WRITER_ID + 1 + i, READER_ID_UNDER_TEST, READER_ID_UNDER_TEST + 1)
+                       for i in range(other_writers)]
         self.ctx = ctx
         self._impl: AbstractRunning | None = None
-        self._target, self._workload = t, workload
+        self._target = t
+        self._workload = replace(workload, other_writers={
+            p.writer_id: f"{p.address[0]}:{p.address[1]}" for p in self.others})
         self.first: Message | None = None
 
     def __enter__(self) -> ReaderSession:
         self._impl = self._target.reader(self._workload, self.peer.address, self.ctx)
         try:
             self.first = self.peer.bind(STREAM_S)
+            for other in self.others:
+                other.bind(STREAM_S)
         except BaseException:
             self.close()
             raise
@@ -79,6 +89,8 @@ class ReaderSession:
 
     def close(self) -> None:
         self.peer.close()
+        for other in self.others:
+            other.close()
         if self._impl is not None:
             self._impl.__exit__(None, None, None)
 
@@ -230,6 +242,23 @@ def corrupt(s: ReaderSession) -> bool:
     return bool(data) and s.send(_with_checksum(data[1], data[1].checksum ^ 0x00010000))
 
 
+def zero_checksum(s: ReaderSession) -> bool:
+    """DATA 1 carries checksum 0 (what a writer with checksums off sends) though its CRC32C is not 0."""
+    data = _first_accepted(s, BATCHES[0], BATCHES[2])
+    return bool(data) and payload_checksum(data[1].payload) != 0 and s.send(_with_checksum(data[1], 0))
+
+
+OTHER_TRANSPORT_TYPE: Final = 99
+"""A transport message type byte no Spark message has (Spark's ``Message.Type.decode`` throws on it)."""
+
+
+def other_transport_type(s: ReaderSession) -> bool:
+    """A well-formed DATA (seq 0, right checksum) in a frame whose transport type is not OneWayMessage."""
+    frame = bytearray(codec.encode_frame(s.data(BATCHES[0])[0]))
+    frame[8] = OTHER_TRANSPORT_TYPE
+    return s.link.send_raw(bytes(frame))
+
+
 def _with_seq(m: DataMessage, seq: int) -> DataMessage:
     return DataMessage(seq=seq, writer_id=m.writer_id, reader_id=m.reader_id, checksum=m.checksum, payload=m.payload)
 
@@ -355,3 +384,82 @@ def r_fast_writer(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
                        f"{len(credits)} CREDIT, acks {[a.seq for a in acks]}; {s.link.close_reason}")
 
 
+SMALL_RECORD: Final = b"q" * 60
+"""One record per DATA: data_size 64, so a DATA counts 32 + 64 = 96 bytes against the reader's quota."""
+SMALL_CHARGE: Final = DATA_HEADER_LENGTH + RECORD_LENGTH.size + len(SMALL_RECORD)
+BIG_RECORD: Final = b"Q" * (2 * SMALL_CHARGE - DATA_HEADER_LENGTH - RECORD_LENGTH.size)
+"""A DATA counting twice a small one (192 bytes)."""
+QUOTA: Final = 3 * SMALL_CHARGE
+QUIET_S: Final = 0.5
+"""How long a paused reader must leave a DATA unread (no CREDIT for it)."""
+SLOW_READER_WORKLOAD: Final = Workload(READER, writer_id=PEER_WRITER_ID, reader_id=READER_ID_UNDER_TEST,
+                                       settings={key_of("reader_max_memory"): str(QUOTA)}, slow_consumer=True)
+
+
+def r_quota_boundaries(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
+    """readerMaxMemory 288 and one writer: its quota is 288 bytes of unconsumed DATA (header + data_size).
+    The peer sends one DATA at a time, the consumer takes them only when told; a CREDIT shows the DATA was read.
+    Quota left: a, b, c read: 192, 96, 0 (pause), d waits; a and b taken: 192 (resume), d read: 96; e read:
+    -96 (pause), f waits; c taken: 0 (still paused), f waits; d taken: 96 (resume), f read: 0; e, f taken,
+    the TERMINATION_CONTROL is read and acknowledged.
+
+    A "waits" never directly follows a resume: Spark 4.3.0's ``updateQuota`` resumes with ``setAutoRead(true)``
+    and ``channel.read()``, two read requests, and the second may still read one arrival after a pause that
+    the first read caused (a race read off its bytecode, not a rule)."""
+    with ReaderSession(t, ctx, SLOW_READER_WORKLOAD) as s:
+        a, b, c, d, e, f = s.data(*([SMALL_RECORD],) * 4, [BIG_RECORD], [SMALL_RECORD])
+        steps: list[PacedStep] = [
+            ("a", a, 0, True), ("b", b, 0, True), ("c (quota exactly 0)", c, 0, True), ("d", d, 0, False),
+            ("a, b taken", None, 2, True), ("e (quota -96)", e, 0, True), ("f", f, 0, False),
+            ("c taken (quota back to exactly 0)", None, 1, False), ("d taken", None, 1, True)]
+        ok, seen = _paced(s, steps)
+        if not ok:
+            return Verdict(False, _quota_expectation(), "; ".join(seen))
+        terminator = s.terminator()
+        s.send(terminator)
+        s.impl.consume(2)
+        ack = s.expect(TerminationAckMessage)
+        seen.append(f"e, f taken, TERMINATION_CONTROL: {describe(ack) if ack else s.heard()}")
+        return Verdict(ack is not None and ack.seq == terminator.seq, _quota_expectation(), "; ".join(seen))
+
+
+PacedStep = tuple[str, Message | None, int, bool]
+"""A step of a paced exchange: its name, a message to send (or None), how many DATA the consumer may take
+next, and whether the reader must answer with a CREDIT (True) or leave the DATA unread (False)."""
+
+
+def _paced(s: ReaderSession, steps: Sequence[PacedStep]) -> tuple[bool, list[str]]:
+    """Run ``steps`` in order, stopping at the first the reader gets wrong; whether all held, and what was seen."""
+    seen = []
+    for name, message, consume, credited in steps:
+        if message is not None:
+            s.send(message)
+        if consume:
+            s.impl.consume(consume)
+        # a paused reader leaves the DATA unread, owing no CREDIT yet: listen without the peer's bookkeeping
+        got = s.expect(CreditMessage) if credited else s.link.receive(QUIET_S)
+        seen.append(f"{name}: {describe(got) if got else 'nothing'}")
+        if (got is not None) != credited:
+            seen[-1] += f" (expected {'a' if credited else 'no'} CREDIT)"
+            return False, seen
+    return True, seen
+
+
+def _quota_expectation() -> str:
+    return (f"readerMaxMemory {QUOTA}, DATA of {SMALL_CHARGE} B (e: {2 * SMALL_CHARGE} B) sent one at a time, "
+            "consumed only when told: a CREDIT for a, b, c; none for d while the quota is exactly 0; d read once a "
+            "and b are taken; e read (quota -96); f unread, also after c is taken (quota exactly 0), read after d "
+            "is taken; then the ack")
+
+
+def r_quota_per_writer(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
+    """readerMaxMemory 385 over two writers: each gets 192 bytes (rounded down), two small DATA. Writer 3's a
+    and b are read (quota exactly 0); c stays unread until a is taken."""
+    workload = replace(SLOW_READER_WORKLOAD, settings={key_of("reader_max_memory"): str(4 * SMALL_CHARGE + 1)})
+    with ReaderSession(t, ctx, workload, other_writers=1) as s:
+        a, b, c = s.data(*([SMALL_RECORD],) * 3)
+        ok, seen = _paced(s, [("a", a, 0, True), ("b (quota exactly 0)", b, 0, True), ("c", c, 0, False),
+                              ("a taken", None, 1, True)])
+        return Verdict(ok, f"readerMaxMemory {4 * SMALL_CHARGE + 1}, 2 writers: a quota of {2 * SMALL_CHARGE} B "
+                       f"each (rounded down): writer {PEER_WRITER_ID}'s DATA a and b credited, c left unread until a "
+                       "is taken", "; ".join(seen))

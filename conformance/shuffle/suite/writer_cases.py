@@ -13,6 +13,7 @@ from conformance.shuffle.targets import (
     DEFAULT_WRITER_WORKLOAD,
     AbstractRunning,
     ShuffleTarget,
+    Workload,
 )
 from conformance.shuffle.suite.helpers import (
     ACK_TIMEOUT,
@@ -42,7 +43,7 @@ from spec.shuffle.messages import (
     TerminationControlMessage,
 )
 from spec.shuffle.records import RECORD_LENGTH, decode_records
-from spec.shuffle.settings import ShuffleSettings
+from spec.shuffle.settings import ShuffleSettings, key_of
 
 TWO_READERS: Final = {0: numbered_records("r0", 30), 1: numbered_records("r1", 20)}
 
@@ -226,6 +227,21 @@ def w_waits_for_every_ack(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
                        f"after reader 0's ack: {early.text()}; after reader 1's: {done.text()}")
 
 
+def w_close_after_ack(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
+    """Reader 0 acks and closes at once (its stream is over); reader 1 acks later: the writer completes."""
+    with t.writer(writer_workload(TWO_READERS), ctx) as impl:
+        zero, one = _two_terminated(t, ctx, impl)
+        zero.send_held_ack()
+        zero.link.close()
+        early = observe(impl, [one.link], 0.5, gave_up)
+        one.send_held_ack()
+        done = completion(impl, [one.link])
+        ok = not gave_up(early) and not done.errors and (done.completed or one.link.name in done.closed)
+        return Verdict(ok, "reader 0 closing right after its ack is no failure: reader 1 kept open, nothing "
+                       "reported; after reader 1's ack: completion without error",
+                       f"after reader 0's ack and close: {early.text()}; after reader 1's ack: {done.text()}")
+
+
 def w_duplicate_ack(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
     with t.writer(writer_workload(TWO_READERS), ctx) as impl:
         zero, one = _two_terminated(t, ctx, impl)
@@ -299,6 +315,78 @@ def w_slow_reader(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
                        f"{verdict.actual}; {done.text()}")
 
 
+PERMIT_BUFFER_SIZE: Final = 1000
+"""networkBufferSize of the permit cases. With writerMaxMemory 1 the permits are the floor, two buffers per
+reader: 2 x 2 x 1000 = 4000, four buffers."""
+FULL_BUFFER: Final = b"p" * (PERMIT_BUFFER_SIZE * 9 // 10 - RECORD_LENGTH.size)
+"""A record that fills a new buffer to exactly its flush threshold: one DATA per record."""
+OPEN_RECORD: Final = b"open"
+
+
+def _permit_workload(reader_zero: Sequence[bytes], full_buffers: int) -> Workload:
+    """Reader 0 gets ``reader_zero`` (records are written reader by reader); reader 1, which the case keeps
+    from connecting, ``full_buffers`` DATA of one record each, queued before its bind with their permits."""
+    return writer_workload({0: tuple(reader_zero), 1: (FULL_BUFFER,) * full_buffers},
+                           network_buffer_size=str(PERMIT_BUFFER_SIZE), writer_max_memory="1",
+                           network_buffer_max_wait_time_ms="600000")
+
+
+def _late_reader(ctx: CaseContext, impl: AbstractRunning, count: int) -> tuple[PeerReader, Verdict]:
+    """Reader 1 connects at last: its ``count`` records, in order, then TERMINATION_CONTROL."""
+    late = PeerReader.open(ctx, impl.address, MULTI_WRITER_ID, 1, hold_ack=True)
+    late.until_terminated(STREAM_S)
+    return late, stream_verdict(late, (FULL_BUFFER,) * count, MULTI_WRITER_ID)
+
+
+PERMITS_IN_BUFFERS: Final = 4
+
+
+def w_permits_to_zero(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
+    """Reader 1's four queued DATA take the 4000 permits to exactly 0: the producer is not blocked, so its
+    input ends and reader 0's (empty) stream ends while reader 1 is still away. A writer that blocked here
+    would stay blocked: no open buffer to send, no write to complete."""
+    with t.writer(_permit_workload((), PERMITS_IN_BUFFERS), ctx) as impl:
+        early = PeerReader.open(ctx, impl.address, MULTI_WRITER_ID, 0, hold_ack=True)
+        ended = early.run_until(lambda: early.terminated, REJECT_WINDOW_S)
+        first = early.outcome()
+        late, rest = _late_reader(ctx, impl, PERMITS_IN_BUFFERS)
+        early.send_held_ack()
+        late.send_held_ack()
+        done = completion(impl, [early.link, late.link])
+        ok = ended and not early.records and rest.passed and completed_cleanly(
+            done, [early.link, late.link])
+        return Verdict(ok, "networkBufferSize 1000, writerMaxMemory 1 (4000 permits): with the permits used to "
+                       "exactly 0 by reader 1's four DATA, the writer does not block: reader 0 gets its "
+                       f"TERMINATION_CONTROL before reader 1 connects; then reader 1: {rest.expected}; completion",
+                       f"reader 0 before reader 1 connected: {first}; reader 1: {rest.actual}; {done.text()}")
+
+
+BLOCKED_STREAM: Final = 40
+"""Reader 1's records in the blocking case: enough round trips that permits not all given back run out."""
+
+
+def w_blocked_flushes(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
+    """Reader 1's fourth DATA finds no permits: the writer sends every open buffer (reader 0's), then waits;
+    once reader 1 binds, its queued DATA are written, their permits return and the whole input goes through."""
+    with t.writer(_permit_workload((OPEN_RECORD,), BLOCKED_STREAM), ctx) as impl:
+        early = PeerReader.open(ctx, impl.address, MULTI_WRITER_ID, 0, hold_ack=True)
+        flushed = early.run_until(lambda: bool(early.data), REJECT_WINDOW_S)
+        waited = not early.run_until(lambda: early.terminated, SETTLE_S)
+        first = early.outcome()
+        late, rest = _late_reader(ctx, impl, BLOCKED_STREAM)
+        early.run_until(lambda: early.terminated, STREAM_S)
+        early.send_held_ack()
+        late.send_held_ack()
+        done = completion(impl, [early.link, late.link])
+        ok = (flushed and waited and list(early.records) == [OPEN_RECORD] and early.terminated and rest.passed
+              and completed_cleanly(done, [early.link, late.link]))
+        return Verdict(ok, "networkBufferSize 1000, writerMaxMemory 1 (4000 permits): out of permits, the writer "
+                       "sends reader 0's open buffer as a DATA and waits (no TERMINATION_CONTROL) while reader 1 "
+                       f"is away; once reader 1 connects: {rest.expected}; reader 0's stream ends; completion",
+                       f"reader 0 before reader 1 connected: {first}; reader 1: {rest.actual}; reader 0 after: "
+                       f"{early.outcome()}; {done.text()}")
+
+
 def w_reader_closes_early(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
     with t.writer(writer_workload(TWO_READERS), ctx) as impl:
         zero, one = _two_terminated(t, ctx, impl)
@@ -316,4 +404,18 @@ def w_connection_timeout(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
                          f"{CONNECTION_TIMEOUT_MS}ms; reader 0 connects and never acks)", CONNECTION_TIMEOUT,
                          window=CONNECTION_TIMEOUT_MS / 1000 + 2 * REJECT_WINDOW_S)
 
+
+def refuses(field: str, refused: str, condition: str, accepted: str) -> CheckFn:
+    """A writer given ``field`` = ``refused`` reports ``condition`` instead of listening; given the boundary
+    value ``accepted`` next to it, it listens."""
+    def check(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
+        records = {0: DEFAULT_RECORDS}
+        bad = t.refusal(writer_workload(records, **{field: refused}), ctx)
+        good = t.refusal(writer_workload(records, **{field: accepted}), ctx)
+        ok = bad is not None and bad.kind == "error" and bad.condition == condition and good is None
+        return Verdict(ok, f"{key_of(field)}={refused}: ERROR {condition} before listening; "
+                       f"{key_of(field)}={accepted}: listens",
+                       f"{refused}: {bad or 'listened'}; {accepted}: {good or 'listened'}")
+
+    return check
 
