@@ -29,7 +29,7 @@ from typing import Final, Sequence, TextIO
 from reference.net import Stream
 from reference.net.reactor import Outgoing
 from spec.auth import ClientHandshake, Rejected, ServerHandshake, TransportCipher
-from spec.shuffle.codec import encode_frame, encode_frame_parts
+from spec.shuffle.codec import DataView, encode_frame, encode_frame_parts, message_of
 from spec.shuffle.framing import FrameDecoder
 from spec.shuffle.messages import Message
 from spec.shuffle.steps import Send
@@ -116,14 +116,18 @@ class Connection:
         A DATA payload may be a view of ``data``: use the messages before ``data``'s buffer is read into again
         (the tasks apply them to their machines at once, and the reader's copies each record out).
         """
+        return [message_of(m) for m in self.decode_views(data)]
+
+    def decode_views(self, data: memoryview) -> list[Message | DataView]:
+        """:meth:`decode` with each DATA as the decoder's view instead of a message object (the reader's hot path)."""
         if not self.authenticated:
             data = self._authenticate(data)
         if self._cipher is not None:
             data = memoryview(self._cipher.open(data))
-        messages = self._decoder.feed(data)
+        messages = self._decoder.feed_views(data)
         if self._transcript is not None:
             for message in messages:
-                self._transcript.record(self.label, "in", encode_frame(message))
+                self._transcript.record(self.label, "in", encode_frame(message_of(message)))
         return messages
 
     def _authenticate(self, data: memoryview) -> memoryview:

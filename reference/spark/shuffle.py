@@ -66,6 +66,10 @@ BIND_TIMEOUT_KEY: Final = RUNTIME_PREFIX + "bindTimeoutMs"
 MAX_RECORD_SIZE_KEY: Final = RUNTIME_PREFIX + "maxRecordSize"
 """Largest serialized record a reader accepts (with networkBufferSize it bounds a DATA frame); default 64 MiB."""
 
+FLUSH_WHEN_IDLE_KEY: Final = RUNTIME_PREFIX + "flushWhenIdle"
+"""The writers' low-latency flush (``TaskOptions.flush_when_idle``): a buffer becomes a DATA as soon as the
+writer's input has nothing more to give, instead of at 90% full or networkBufferMaxWaitTimeMs; default false."""
+
 PICKLE_PROTOCOL: Final = 5
 
 STAGE_POLL_S: Final = 0.02
@@ -116,6 +120,7 @@ class Plan:
     driver_host: str = "127.0.0.1"
     limits: ConnectionLimits = ConnectionLimits()
     max_record_size: int = DEFAULT_MAX_RECORD_SIZE
+    flush_when_idle: bool = False
     auth: AuthConfig | None = None
     """The application's handshake (``spark.authenticate``); it travels in the task closure, which
     Spark's own authenticated, encrypted connections carry when the same settings are on."""
@@ -132,7 +137,8 @@ class Plan:
             transcript = os.path.join(self.transcript_dir, f"shuffle{self.shuffle_id}-{role}{task_id}.jsonl")
         return TaskOptions(bind_host=host, executor_id=f"{socket.gethostname()}:{os.getpid()}",
                            transcript_path=transcript, limits=self.limits,
-                           max_record_size=self.max_record_size, readers_may_leave=True, auth=self.auth)
+                           max_record_size=self.max_record_size, readers_may_leave=True,
+                           flush_when_idle=self.flush_when_idle, auth=self.auth)
 
 
 def _executor_host(driver_host: str) -> str:
@@ -287,6 +293,12 @@ def runtime_limits(runtime: Mapping[str, str]) -> tuple[ConnectionLimits, int]:
     return limits, number(MAX_RECORD_SIZE_KEY, DEFAULT_MAX_RECORD_SIZE)
 
 
+def runtime_flush_when_idle(runtime: Mapping[str, str]) -> bool:
+    """Whether the writers use the low-latency flush (``spark.streamwire.shuffle.flushWhenIdle``, a boolean
+    read as Spark reads one); raises ValueError naming the key of any other value."""
+    return enabled(runtime, FLUSH_WHEN_IDLE_KEY)
+
+
 SECRET_COOKIE: Final = "sparkCookie"
 """Where Spark's SecurityManager keeps the secret it generated (local and YARN): the user's Hadoop credentials."""
 SECRET_ENVIRONMENT: Final = "_SPARK_AUTH_SECRET"
@@ -431,6 +443,7 @@ class StreamingShuffle:
             coordinator.remove_shuffle(self._collected.get_nowait())
         settings, runtime = _settings(sc, conf)
         limits, max_record_size = runtime_limits(runtime)
+        flush_when_idle = runtime_flush_when_idle(runtime)
         shuffle_id = next(self._ids)
         log.info("streaming shuffle %d: %s", shuffle_id, shape.describe())
 
@@ -456,7 +469,7 @@ class StreamingShuffle:
 
         plan = Plan(shuffle_id, shape.writers, shape.readers, settings, coordinator.add_shuffle(shuffle_id, launcher),
                     runtime.get(BIND_HOST_KEY), runtime.get(TRANSCRIPT_DIR_KEY), self.driver_host,
-                    limits=limits, max_record_size=max_record_size,
+                    limits=limits, max_record_size=max_record_size, flush_when_idle=flush_when_idle,
                     auth=auth_from_conf(self.conf, str(sc.applicationId), None))
         return plan
 

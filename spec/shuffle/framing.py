@@ -10,21 +10,25 @@ so no payload is copied twice.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Callable, Final, TypeVar
 
 from spec.shuffle import errors
 from spec.shuffle.codec import (
     DEFAULT_MAX_FRAME_LENGTH,
     FRAME_HEADER_LENGTH,
     HEADER_LENGTH,
+    DataView,
     check_frame_header,
     decode_body_at,
+    decode_view_at,
 )
 from spec.shuffle.layouts import MessageType
 from spec.shuffle.messages import Message, Payload
 from spec.shuffle.records import RECORD_LENGTH
 from spec.shuffle.settings import ShuffleSettings
 from spec.shuffle.writer import flush_threshold
+
+T = TypeVar("T")
 
 DEFAULT_MAX_RECORD_SIZE: Final = 64 * 1024 * 1024
 """Largest serialized record a reader accepts unless configured otherwise (Spark sets no limit
@@ -70,8 +74,16 @@ class FrameDecoder:
 
     def feed(self, data: Payload) -> list[Message]:
         """Consume ``data`` and return every message it completes, in order."""
-        out: list[Message] = []
-        offset = self._complete_pending(data, out) if self._pending else 0
+        return self._feed(data, decode_body_at)
+
+    def feed_views(self, data: Payload) -> list[Message | DataView]:
+        """:meth:`feed` for the hot path: a DATA comes out as a :data:`spec.shuffle.codec.DataView`, not a message
+        object (:func:`spec.shuffle.codec.message_of` makes one); the same checks, errors and payloads."""
+        return self._feed(data, decode_view_at)
+
+    def _feed(self, data: Payload, decode: Callable[..., T]) -> list[T]:
+        out: list[T] = []
+        offset = self._complete_pending(data, out, decode) if self._pending else 0
         end = len(data)
         limit = self.max_frame_length
         while end - offset >= FRAME_HEADER_LENGTH:
@@ -80,14 +92,14 @@ class FrameDecoder:
             if end - start < length:
                 break
             offset = start + length
-            out.append(decode_body_at(data, start, offset, owned=self.lent))
+            out.append(decode(data, start, offset, owned=self.lent))
         if offset < end:
             self._pending += memoryview(data)[offset:]
             if len(self._pending) >= FRAME_HEADER_LENGTH:
                 self._body_length = check_frame_header(self._pending, limit)
         return out
 
-    def _complete_pending(self, data: Payload, out: list[Message]) -> int:
+    def _complete_pending(self, data: Payload, out: list[T], decode: Callable[..., T]) -> int:
         """Top up the held partial frame from ``data``; return how much of ``data`` it took."""
         view = memoryview(data)
         taken = 0
@@ -104,7 +116,7 @@ class FrameDecoder:
             frame = self._pending
             self._pending = bytearray()
             self._body_length = None
-            out.append(decode_body_at(frame, FRAME_HEADER_LENGTH, len(frame), owned=True))
+            out.append(decode(frame, FRAME_HEADER_LENGTH, len(frame), owned=True))
         return taken + take
 
     def close(self) -> None:

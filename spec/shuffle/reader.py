@@ -14,13 +14,14 @@ from typing import Iterable, Sequence
 
 from spec.shuffle import errors
 from spec.shuffle.checksum import payload_checksum
-from spec.shuffle.codec import HEADER_LENGTH
+from spec.shuffle.codec import HEADER_LENGTH, DataView
 from spec.shuffle.layouts import MessageType
 from spec.shuffle._machine import READER_SIDE, ChannelMachine, machine_input
 from spec.shuffle.messages import (
     CreditMessage,
     DataMessage,
     Message,
+    Payload,
     TerminationAckMessage,
     TerminationControlMessage,
 )
@@ -42,8 +43,9 @@ from spec.shuffle.transitions import (
     ReaderState,
 )
 
-DATA_HEADER_LENGTH = HEADER_LENGTH[MessageType.DATA_MESSAGE_UNSAFE_ROW]
-DATA_NAME = MessageType.DATA_MESSAGE_UNSAFE_ROW.name
+DATA = MessageType.DATA_MESSAGE_UNSAFE_ROW
+DATA_HEADER_LENGTH = HEADER_LENGTH[DATA]
+DATA_NAME = DATA.name
 
 
 def per_writer_quota(settings: ShuffleSettings, num_writers: int) -> int:
@@ -135,35 +137,36 @@ class ReaderMachine(ChannelMachine[ReaderChannelState, ReaderChannelEvent]):
         self._check_reachable(now)
 
     @machine_input
-    def received(self, writer_id: int, message: Message, now: float) -> None:
-        """A decoded message arrived on the connection to ``writer_id``."""
-        self._receive(writer_id, message, now)
+    def received(self, writer_id: int, message: Message | DataView, now: float) -> None:
+        """A decoded message arrived on the connection to ``writer_id`` (a DATA as a message or a view)."""
+        self._receive(writer_id, message)
 
     @machine_input
-    def received_all(self, writer_id: int, messages: Iterable[Message], now: float) -> None:
+    def received_all(self, writer_id: int, messages: Iterable[Message | DataView], now: float) -> None:
         """Every message one read from ``writer_id`` completed, in order, in one step (their credits
         go out in one write); what follows a message that failed the machine is ignored."""
         for message in messages:
-            self._receive(writer_id, message, now)
+            self._receive(writer_id, message)
             if self.done:
                 return
 
-    def _receive(self, writer_id: int, message: Message, now: float) -> None:
-        ch = self._channel(writer_id)
-        if ch.state is ReaderChannelState.CONNECTING:
-            raise UsageError(f"a message from writer {writer_id} before connected()")
-        if isinstance(message, (DataMessage, TerminationControlMessage)) and (
-                message.writer_id != writer_id or message.reader_id != self.reader_id):
-            self._move(ch, ReaderChannelEvent.MISMATCHED_IDS, message_type=message.type.name,
-                       named_writer_id=message.writer_id, named_reader_id=message.reader_id)
+    def _receive(self, writer_id: int, message: Message | DataView) -> None:
+        """DATA is read field by field, whether it came as a message or as the decoder's view (the hot
+        path builds no message object); every other message by its type."""
+        if type(message) is tuple:
+            seq, named_writer_id, named_reader_id, _size, checksum, payload = message
+            self._data(writer_id, seq, named_writer_id, named_reader_id, checksum, payload)
             return
-        expected = ch.last_seq + 1
-        if message.seq != expected:
-            self._move(ch, ReaderChannelEvent.WRONG_SEQ, message_type=message.type.name, expected=expected,
-                       actual=message.seq)
-        elif isinstance(message, DataMessage):
-            self._on_data(ch, message)
-        elif isinstance(message, TerminationControlMessage):
+        assert not isinstance(message, tuple)
+        if isinstance(message, DataMessage):
+            self._data(writer_id, message.seq, message.writer_id, message.reader_id, message.checksum,
+                       message.payload)
+            return
+        ch = self._admitted(writer_id, message.type, message.seq, message.writer_id, message.reader_id,
+                            isinstance(message, TerminationControlMessage))
+        if ch is None:
+            return
+        if isinstance(message, TerminationControlMessage):
             if self._move(ch, ReaderChannelEvent.TERMINATION, message_type=message.type.name):
                 ch.last_seq = message.seq
                 self._send(Send(
@@ -171,6 +174,24 @@ class ReaderMachine(ChannelMachine[ReaderChannelState, ReaderChannelEvent]):
                                                      reader_id=self.reader_id), notify=True))
         else:
             self._move(ch, ReaderChannelEvent.UNEXPECTED, message_type=message.type.name)
+
+    def _admitted(self, writer_id: int, kind: MessageType, seq: int, named_writer_id: int, named_reader_id: int,
+                  names_the_pair: bool) -> ReaderChannel | None:
+        """The channel of ``writer_id`` when a message may be acted on: it names this pair (DATA and
+        TERMINATION_CONTROL do) and carries the next sequence number (checked before its type is looked
+        at, as Spark does); None when the machine failed instead."""
+        ch = self._channel(writer_id)
+        if ch.state is ReaderChannelState.CONNECTING:
+            raise UsageError(f"a message from writer {writer_id} before connected()")
+        if names_the_pair and (named_writer_id != writer_id or named_reader_id != self.reader_id):
+            self._move(ch, ReaderChannelEvent.MISMATCHED_IDS, message_type=kind.name,
+                       named_writer_id=named_writer_id, named_reader_id=named_reader_id)
+            return None
+        expected = ch.last_seq + 1
+        if seq != expected:
+            self._move(ch, ReaderChannelEvent.WRONG_SEQ, message_type=kind.name, expected=expected, actual=seq)
+            return None
+        return ch
 
     def decode_failed(self, writer_id: int, error: errors.CodecError, now: float) -> Step:
         """The bytes from ``writer_id`` did not decode: the reader fails with the codec's error."""
@@ -258,26 +279,30 @@ class ReaderMachine(ChannelMachine[ReaderChannelState, ReaderChannelEvent]):
             raise UsageError(f"writer {writer_id} is not one of this reader's writers")
         return ch
 
-    def _on_data(self, ch: ReaderChannel, data: DataMessage) -> None:
+    def _data(self, writer_id: int, seq: int, named_writer_id: int, named_reader_id: int, checksum: int,
+              payload: Payload) -> None:
+        ch = self._admitted(writer_id, DATA, seq, named_writer_id, named_reader_id, True)
+        if ch is None:
+            return
         if self.settings.checksum_enabled and ch.state is ReaderChannelState.OPEN:
-            calculated = payload_checksum(data.payload)
-            if calculated != data.checksum:
-                self._move(ch, ReaderChannelEvent.BAD_CHECKSUM, writer_id=data.writer_id, checksum=data.checksum,
-                           calculated=calculated, data_length=data.data_size)
+            calculated = payload_checksum(payload)
+            if calculated != checksum:
+                self._move(ch, ReaderChannelEvent.BAD_CHECKSUM, writer_id=named_writer_id, checksum=checksum,
+                           calculated=calculated, data_length=len(payload))
                 return
         if not self._move(ch, ReaderChannelEvent.DATA, message_type=DATA_NAME):
             return
         try:
-            records = decode_records(data.payload)
+            records = decode_records(payload)
         except errors.CodecError as error:
             self._fail(error)
             return
-        ch.last_seq = data.seq
-        size = DATA_HEADER_LENGTH + data.data_size
+        ch.last_seq = seq
+        size = DATA_HEADER_LENGTH + len(payload)
         ch.remaining -= size
-        ch.unreleased[data.seq] = size
+        ch.unreleased[seq] = size
         self._send(ch.credit)
-        self._surface(Deliver(writer_id=ch.writer_id, seq=data.seq, records=records, size=size))
+        self._surface(Deliver(writer_id=ch.writer_id, seq=seq, records=records, size=size))
         if ch.remaining <= 0 and not ch.paused:
             ch.paused = True
             self._surface(PauseReading(writer_id=ch.writer_id))

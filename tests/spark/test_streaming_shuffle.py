@@ -6,12 +6,15 @@ import pickle
 import random
 import time
 from collections import Counter
-from typing import Any, Iterable, Iterator
+from dataclasses import replace
+from typing import Any, Iterable, Iterator, cast
 
 import pytest
 
 from reference.spark import InsufficientSlots, streaming_repartition, streaming_shuffle
-from reference.spark.shuffle import _pickled_within, runtime_limits
+from reference.shuffle.cluster_directory import ShuffleShard
+from reference.spark.shuffle import Plan, _pickled_within, runtime_flush_when_idle, runtime_limits
+from spec.shuffle.settings import ShuffleSettings
 from spec.shuffle.framing import DEFAULT_MAX_RECORD_SIZE
 from tests.shuffle.outgoing_faults import corrupt_next_data
 
@@ -102,6 +105,16 @@ def test_runtime_limits_come_from_the_conf_and_refuse_bad_values() -> None:
         runtime_limits({"spark.streamwire.shuffle.maxRecordSize": "1k"})
     with pytest.raises(ValueError, match="maxPendingConnections"):
         runtime_limits({"spark.streamwire.shuffle.maxPendingConnections": "0"})
+
+
+def test_the_low_latency_flush_is_a_boolean_key_that_reaches_the_writers_options() -> None:
+    assert not runtime_flush_when_idle({})
+    assert runtime_flush_when_idle({"spark.streamwire.shuffle.flushWhenIdle": " True "})
+    with pytest.raises(ValueError, match="flushWhenIdle should be boolean, but was 'yes'"):
+        runtime_flush_when_idle({"spark.streamwire.shuffle.flushWhenIdle": "yes"})
+    plan = Plan(0, 1, 1, ShuffleSettings(), cast(ShuffleShard, None), "127.0.0.1", None, flush_when_idle=True)
+    assert plan.options("writer", 0).flush_when_idle
+    assert not replace(plan, flush_when_idle=False).options("writer", 0).flush_when_idle
 
 
 def test_too_few_slots_fails_at_once_with_a_clear_message(spark: Any) -> None:
