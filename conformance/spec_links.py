@@ -53,6 +53,7 @@ CASE_SECTIONS: Final[Mapping[str, Mapping[str, str]]] = {
     "cluster": {
         "membership/": "docs/spec/cluster.md#model",
         "membership/join-snapshot": "docs/spec/cluster.md#op-join-cluster",
+        "membership/address-bound": "docs/spec/cluster.md#op-join-cluster",
         "membership/graceful-leave": "docs/spec/cluster.md#op-remove-from-cluster",
         "membership/unknown-shard": "docs/spec/cluster.md#op-join-shard",
         "shardlog/": "docs/spec/cluster.md#op-update-shard-log",

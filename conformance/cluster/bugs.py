@@ -132,8 +132,8 @@ BUGS: tuple[Mutant, ...] = (
        '    if len(body) > 2 * MAX_FRAME_BYTES:\n',
        'the service sends frames its peers refuse',
        "the service splits an update event too large for one frame (a join's catch-up) into frames of whole "
-       "batches below the bound before encoding; only a snapshot of hundreds of members with addresses of tens "
-       "of KB reaches it, where the correct service fails too (it drops the snapshot: a finding)"),
+       "batches below the bound before encoding, and a membership snapshot is at most MAX_MEMBERSHIP_BYTES "
+       "(12.7 MB: ids, addresses and the member count are bounded at join)"),
     # -- membership (written for this catalogue) ----------------------------------------------
     _b('model-join-existing-shard-id', 'model.py',
        '        if new_shard in self.shard_logs:\n            raise UnknownShard(f"fresh shard id {new_shard} is already in use")\n        if node_id in self.members:',

@@ -27,6 +27,7 @@ from conformance.cluster.service_wire import Thresholds
 from conformance.framework import Case, CaseContext, CaseTimeout, Level, Suite, Verdict
 from spec.cluster.errors import (
     ClusterError,
+    InvalidAddress,
     InvalidBatch,
     NodeIdInUse,
     NotAMember,
@@ -35,7 +36,7 @@ from spec.cluster.errors import (
     RevisionMismatch,
     UnknownShard,
 )
-from spec.cluster.types import NodeState, Scope, ShardId
+from spec.cluster.types import MAX_ADDRESS_BYTES, NodeState, Scope, ShardId
 
 ROLE = "provider"
 Check = Callable[[ClusterTarget, CaseContext], Verdict]
@@ -118,6 +119,26 @@ def graceful_leave(target: ClusterTarget, ctx: CaseContext) -> Verdict:
         return verdict("a node removing itself is told (its last snapshot lacks it) and leaves the others' "
                        "snapshots without ever being FAIL",
                        [f"{b.id} reported FAIL at epochs {failed}"] if failed else [])
+
+
+def address_bound(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    """Every snapshot carries every member's address: one longer than the bound is refused at join."""
+    with session(target, ctx) as s:
+        a, b = s.node("a", join=False), s.node("b", join=False)
+        longest = "h" * (MAX_ADDRESS_BYTES - 6) + ":65535"
+        problems = [f"a {MAX_ADDRESS_BYTES + 1}-byte address: {p}"
+                    for p in raises(InvalidAddress, lambda: b.provider.join_cluster(longest + "5"))]
+        a.shard = a.provider.join_cluster(longest)
+        a.core.wait(ctx, "a snapshot with a", lambda: (snap := a.core.last_snapshot()) is not None
+                    and a.id in snap.nodes())
+        snap = a.core.last_snapshot()
+        assert snap is not None
+        if snap.nodes()[a.id].address != longest:
+            problems.append(f"the {MAX_ADDRESS_BYTES}-byte address is reported as {snap.nodes()[a.id].address[:40]!r}...")
+        if b.id in snap.nodes():
+            problems.append("the node refused INVALID_ADDRESS is a member")
+        return verdict(f"an address of {MAX_ADDRESS_BYTES} bytes joins and is reported whole; one byte more "
+                       "raises INVALID_ADDRESS and the node is not a member", problems)
 
 
 def join_unknown_shard(target: ClusterTarget, ctx: CaseContext) -> Verdict:
@@ -726,6 +747,8 @@ CASES = [
     case("membership/join-snapshot", "JoinCluster pushes a snapshot holding the node OK in its new shard", join_snapshot),
     case("membership/well-formed", "snapshots are well formed through join, shard moves and removal", well_formed_through_moves),
     case("membership/graceful-leave", "a node leaving gracefully is told and never reported FAIL", graceful_leave),
+    case("membership/address-bound", "an address longer than MAX_ADDRESS_BYTES is refused at join with "
+         "INVALID_ADDRESS", address_bound),
     case("membership/unknown-shard", "JoinShard into a missing shard raises UNKNOWN_SHARD", join_unknown_shard),
     case("membership/id-claimed-once", "a live node id is claimed once: NODE_ID_IN_USE, takeover by token, "
          "free again when its session ends", identity_claimed_once),

@@ -28,6 +28,7 @@ from reference.cluster.etcd_watch import CommittedRevision, SharedWatch
 from reference.cluster.heartbeat import HeartbeatThread
 from reference.cluster.ids import new_session_token, new_shard_id
 from spec.cluster.errors import (
+    ClusterFull,
     NodeIdInUse,
     NotAMember,
     ProviderClosed,
@@ -39,6 +40,7 @@ from spec.cluster.errors import (
 from spec.cluster.interface import ClusterCore, FailureTiming
 from spec.cluster.model import GossipUpdate, MembershipUpdate, Notification, ShardLogUpdate
 from spec.cluster.types import (
+    MAX_MEMBERS,
     Entry,
     Membership,
     MetadataOp,
@@ -48,6 +50,7 @@ from spec.cluster.types import (
     Revision,
     Scope,
     ShardId,
+    check_address,
     check_batch,
     check_id,
 )
@@ -235,11 +238,17 @@ class EtcdNode:
         return members[node]
 
     def join_cluster(self, address: str) -> ShardId:
+        check_address(address)
         shard = new_shard_id()
         lease = self._ensure_lease()
-        self._membership_txn(lambda members: self._leave_ops(members, self._node_id) + [
-            self._put_member(self._node_id, _Member(address, shard)),
-            self._put(self._key("alive", self._node_id), b"", lease)])
+
+        def build(members: Members) -> list[dict[str, Any]]:
+            if self._node_id not in members and len(members) >= MAX_MEMBERS:
+                raise ClusterFull(f"the cluster has {MAX_MEMBERS} members, its bound")
+            return self._leave_ops(members, self._node_id) + [
+                self._put_member(self._node_id, _Member(address, shard)),
+                self._put(self._key("alive", self._node_id), b"", lease)]
+        self._membership_txn(build)
         self.mailbox.post(Heartbeat(self.timing.ttl))
         return shard
 

@@ -116,10 +116,25 @@ class Unauthenticated(ClusterError):
     code = 14
 
 
+class InvalidAddress(ClusterError):
+    """JoinCluster with an address longer than MAX_ADDRESS_BYTES; the node did not join."""
+
+    condition = "INVALID_ADDRESS"
+    code = 15
+
+
+class ClusterFull(ClusterError):
+    """JoinCluster by a new node when the cluster already has MAX_MEMBERS members."""
+
+    condition = "CLUSTER_FULL"
+    code = 16
+
+
 ERRORS_BY_CODE: dict[int, type[ClusterError]] = {
     cls.code: cls for cls in (ClusterError, NotAMember, UnknownNode, UnknownShard, InvalidBatch,
                               ProviderUnavailable, ProviderClosed, MalformedMembership,
-                              FrameTooLarge, MalformedMessage, NodeIdInUse, Unauthenticated)
+                              FrameTooLarge, MalformedMessage, NodeIdInUse, Unauthenticated, InvalidAddress,
+                              ClusterFull)
 }
 """Errors rebuilt from (code, message) on the wire; RevisionMismatch and InvalidIdentifier carry
 structured fields and have their own reply layout or constructor."""

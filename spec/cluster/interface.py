@@ -77,7 +77,9 @@ class ClusterProvider(Protocol):
 
     def join_cluster(self, address: str) -> ShardId:
         """Join (or re-join) with this node id; the node is alone in a fresh shard, and its old
-        shard is destroyed with its shard log if it was the last member."""
+        shard is destroyed with its shard log if it was the last member. An address longer than
+        MAX_ADDRESS_BYTES raises INVALID_ADDRESS, a new node in a cluster of MAX_MEMBERS members
+        CLUSTER_FULL; either way nothing changed."""
 
     def remove_from_cluster(self, node_id: NodeId) -> None:
         """Remove a member; removing oneself is a graceful leave (no FAIL is reported)."""

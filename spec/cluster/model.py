@@ -13,8 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
-from spec.cluster.errors import NodeIdInUse, NotAMember, RevisionMismatch, UnknownNode, UnknownShard
+from spec.cluster.errors import ClusterFull, NodeIdInUse, NotAMember, RevisionMismatch, UnknownNode, UnknownShard
 from spec.cluster.types import (
+    MAX_MEMBERS,
     Entry,
     Membership,
     MetadataOp,
@@ -24,6 +25,7 @@ from spec.cluster.types import (
     Revision,
     Scope,
     ShardId,
+    check_address,
     check_batch,
     check_id,
 )
@@ -221,10 +223,13 @@ class ClusterModel:
     def join_cluster(self, node_id: NodeId, address: str, new_shard: ShardId) -> list[Delivery]:
         check_id("node", node_id)
         check_id("shard", new_shard)
+        check_address(address)
         if new_shard in self.shard_logs:
             raise UnknownShard(f"fresh shard id {new_shard} is already in use")
         if node_id in self.members:
             self._leave_shard(node_id)
+        elif len(self.members) >= MAX_MEMBERS:
+            raise ClusterFull(f"the cluster has {MAX_MEMBERS} members, its bound")
         self.members[node_id] = Member(address, new_shard)
         self.shard_logs[new_shard] = {}
         out = self._commit_membership()

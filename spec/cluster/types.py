@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Mapping, NewType, Sequence
 
-from spec.cluster.errors import InvalidBatch, InvalidIdentifier, MalformedMembership
+from spec.cluster.errors import InvalidAddress, InvalidBatch, InvalidIdentifier, MalformedMembership
 
 NodeId = NewType("NodeId", str)
 ShardId = NewType("ShardId", str)
@@ -22,6 +22,11 @@ MAX_ID_BYTES = 128
 MAX_KEY_BYTES = 512
 MAX_VALUE_BYTES = 64 * 1024
 MAX_BATCH_OPS = 64
+MAX_ADDRESS_BYTES = 512
+"""A member's address (UTF-8): a DNS name (253) with a port fits twice over."""
+MAX_MEMBERS = 16_384
+"""Members of one cluster: Valkey's hash slots, so a shard per slot fits. With the id and address
+bounds it keeps the largest membership snapshot below a frame (spec/cluster/wire.py)."""
 MAX_REVISION = 2**64 - 1
 _ID_PATTERN = re.compile(r"[A-Za-z0-9._:-]+")
 
@@ -53,6 +58,14 @@ def check_id(kind: str, text: str) -> str:
     if not _ID_PATTERN.fullmatch(text) or len(text.encode()) > MAX_ID_BYTES:
         raise InvalidIdentifier(kind, text)
     return text
+
+
+def check_address(address: str) -> str:
+    """A member's address is reported to every member in every snapshot: it is bounded."""
+    size = len(address.encode())
+    if size > MAX_ADDRESS_BYTES:
+        raise InvalidAddress(f"address of {size} bytes exceeds {MAX_ADDRESS_BYTES}")
+    return address
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -32,8 +32,11 @@ import construct as c
 from spec.cluster.errors import FrameTooLarge, MalformedMessage
 from spec.cluster.interface import FailureTiming
 from spec.cluster.types import (
+    MAX_ADDRESS_BYTES,
     MAX_BATCH_OPS,
+    MAX_ID_BYTES,
     MAX_KEY_BYTES,
+    MAX_MEMBERS,
     MAX_VALUE_BYTES,
     Entry,
     Membership,
@@ -54,6 +57,9 @@ FRAME_HEADER = c.Int32ub
 MAX_REQUEST_BYTES = 1 + 8 + 1 + 2 + MAX_BATCH_OPS * (2 + MAX_KEY_BYTES + 4 + MAX_VALUE_BYTES + 8)
 """Bound on any request a node sends (the largest is a full batch); replies and events, which
 carry whole membership snapshots and shard logs, may use up to ``MAX_FRAME_BYTES``."""
+MAX_MEMBERSHIP_BYTES = 1 + 8 + 8 + 4 + MAX_MEMBERS * ((2 + MAX_ID_BYTES + 2) + (2 + MAX_ID_BYTES + 2 + MAX_ADDRESS_BYTES + 1))
+"""Bound on a MEMBERSHIP body (header, epoch, shard count, then per member the worst case: alone in
+its shard, id, shard id and address at their bounds): 12.7 MB, so a snapshot always fits a frame."""
 
 
 class ServiceKind(IntEnum):

@@ -36,6 +36,7 @@ from spec.cluster.types import (
     Revision,
     Scope,
     ShardId,
+    check_address,
     check_batch,
     check_id,
 )
@@ -496,6 +497,7 @@ _RAISED_BY: dict[type[errors.ClusterError], tuple[str, Callable[[], object]]] = 
     errors.UnknownShard: ("joining a missing shard, or a fresh shard id in use", lambda: _base().join_shard(N1, FRESH)),
     errors.InvalidBatch: ("a batch out of bounds", lambda: check_batch([])),
     errors.InvalidIdentifier: ("an id out of bounds", lambda: check_id("node", "bad id")),
+    errors.InvalidAddress: ("an address out of bounds", lambda: check_address("h" * 513)),
     errors.MalformedMembership: ("a snapshot with an empty shard or a node twice",
                                  lambda: Membership(epoch=1, shards={S1: ()}).check_well_formed()),
     errors.FrameTooLarge: ("a frame header announcing more than the bound",

@@ -1,13 +1,23 @@
-"""Boundaries of the cluster model's catch-up and of the service's frames."""
+"""Boundaries of the cluster model's catch-up and membership, and of the service's frames."""
 
 from __future__ import annotations
 
 import pytest
 
 from spec.cluster import wire
-from spec.cluster.errors import FrameTooLarge, MalformedMessage
-from spec.cluster.model import ClusterModel, ShardLogUpdate
-from spec.cluster.types import MetadataOp, NodeId, ShardId
+from spec.cluster.errors import ClusterFull, FrameTooLarge, InvalidAddress, MalformedMessage
+from spec.cluster.model import ClusterModel, Member, ShardLogUpdate
+from spec.cluster.types import (
+    MAX_ADDRESS_BYTES,
+    MAX_ID_BYTES,
+    MAX_MEMBERS,
+    Membership,
+    MetadataOp,
+    NodeId,
+    NodeInfo,
+    NodeState,
+    ShardId,
+)
 
 A, B = NodeId("a"), NodeId("b")
 S1, S2 = ShardId("s1"), ShardId("s2")
@@ -40,3 +50,35 @@ def test_the_service_never_encodes_a_frame_its_peers_would_refuse() -> None:
     entries = [{"key": "k", "value": bytes(wire.MAX_FRAME_BYTES), "revision": 1}]
     with pytest.raises(FrameTooLarge):
         wire.encode(wire.ServiceKind.GOSSIP_UPDATE, 0, entries=entries)
+
+
+def test_an_address_of_exactly_the_bound_joins_and_one_byte_more_is_refused_changing_nothing() -> None:
+    model = ClusterModel()
+    model.join_cluster(A, "a" * MAX_ADDRESS_BYTES, S1)
+    with pytest.raises(InvalidAddress):
+        model.join_cluster(B, "é" * (MAX_ADDRESS_BYTES // 2) + "b", S2)  # bytes of UTF-8, not characters
+    assert model.revision == 1 and B not in model.members and S2 not in model.shard_logs
+
+
+def test_a_new_node_is_refused_by_a_full_cluster_while_a_member_may_rejoin() -> None:
+    model = ClusterModel()
+    model.members = {NodeId(f"n{i}"): Member("h:1", ShardId(f"p{i}")) for i in range(MAX_MEMBERS)}
+    model.shard_logs = {ShardId(f"p{i}"): {} for i in range(MAX_MEMBERS)}
+    with pytest.raises(ClusterFull):
+        model.join_cluster(A, "h:1", S1)
+    model.join_cluster(NodeId("n0"), "h:2", S1)
+    assert len(model.members) == MAX_MEMBERS and model.members[NodeId("n0")].shard == S1
+
+
+def test_the_largest_membership_snapshot_fits_a_frame() -> None:
+    """MAX_MEMBERSHIP_BYTES is what a snapshot of members at every bound encodes to (docs/cluster.md)."""
+    def worst(i: int) -> tuple[ShardId, tuple[NodeInfo, ...]]:
+        node = NodeInfo(node_id=NodeId(f"{i}".ljust(MAX_ID_BYTES, "n")), address="a" * MAX_ADDRESS_BYTES,
+                        state=NodeState.FAIL)
+        return ShardId(f"{i}".ljust(MAX_ID_BYTES, "s")), (node,)
+    members = 3
+    snapshot = Membership(epoch=2**64 - 1, shards=dict(worst(i) for i in range(members)))
+    body = len(wire.encode(wire.ServiceKind.MEMBERSHIP, 0, **wire.membership_to_wire(snapshot))) - 4
+    per_member = (body - 21) // members
+    assert body == 21 + members * per_member
+    assert wire.MAX_MEMBERSHIP_BYTES == 21 + MAX_MEMBERS * per_member <= wire.MAX_FRAME_BYTES

@@ -15,7 +15,7 @@ from reference.cluster.etcd import EtcdCluster
 from reference.cluster.etcd_gateway import EtcdEndpoint
 from reference.cluster.etcd_server import EtcdServer, EtcdUser, make_test_pki
 from reference.cluster.memory import InProcessCluster
-from spec.cluster.errors import NodeIdInUse, ProviderUnavailable, Unauthenticated
+from spec.cluster.errors import ClusterFull, NodeIdInUse, ProviderUnavailable, Unauthenticated
 from spec.cluster.types import NodeId, NodeState
 
 
@@ -40,6 +40,24 @@ def test_lost_lease_reports_cluster_down_then_node_is_ok_again(etcd_server: Etcd
             (i := snap.nodes().get(NodeId("a"))) is not None and i.state is NodeState.FAIL
             for _, snap in watcher_core.snapshots))
         watcher_core.wait(ctx, "a OK again", lambda: watcher_core.state_of(NodeId("a")) is NodeState.OK)
+    finally:
+        cluster.close()
+
+
+@pytest.mark.etcd
+def test_a_full_cluster_refuses_a_new_node_and_keeps_its_members(etcd_server: EtcdServer,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """MAX_MEMBERS (16,384) lowered to 1 so that the test joins two nodes, not thousands."""
+    monkeypatch.setattr("reference.cluster.etcd.MAX_MEMBERS", 1)
+    cluster = EtcdCluster(etcd_server.url, "full")
+    try:
+        first = cluster.open_node(NodeId("a"), Recorder())
+        second = cluster.open_node(NodeId("b"), Recorder())
+        first.join_cluster("h:1")
+        with pytest.raises(ClusterFull):
+            second.join_cluster("h:2")
+        first.join_cluster("h:3")  # a member may rejoin a full cluster
+        assert set(first._members()[0]) == {NodeId("a")}
     finally:
         cluster.close()
 
