@@ -42,6 +42,11 @@ def local_dir(uri: str) -> Path | None:
     return Path(uri) if not parsed.scheme or len(parsed.scheme) == 1 else None
 
 
+def log_entry(table_dir: Path, version: int) -> Path:
+    """The JSON file of log version ``version``."""
+    return table_dir / LOG_DIR / f"{version:020d}.json"
+
+
 def write_file(table_dir: Path, name: str, data: bytes) -> None:
     """A new file of the table (a DV file), written before any commit names it."""
     (table_dir / name).write_bytes(data)
@@ -55,7 +60,7 @@ def write_commit(table_dir: Path, version: int, actions: Iterable[Mapping[str, A
     temp.write_text("".join((a if isinstance(a, str) else json.dumps(a, separators=(",", ":"))) + "\n"
                             for a in actions))
     try:
-        os.link(temp, log / f"{version:020d}.json")
+        os.link(temp, log_entry(table_dir, version))
     except FileExistsError:
         raise CommitConflict(f"log version {version} was written by another writer") from None
     finally:
@@ -105,7 +110,7 @@ def replay(table_dir: Path, version: int) -> LogFiles:
                 files.removed.append((dv, int(remove.get("deletionTimestamp") or 0)))
     for v in range(start + 1, version + 1):
         adds: list[Mapping[str, Any]] = []
-        for line in (log / f"{v:020d}.json").read_text().splitlines():
+        for line in log_entry(table_dir, v).read_text().splitlines():
             action = json.loads(line) if line.strip() else {}
             if "remove" in action:
                 remove = action["remove"]

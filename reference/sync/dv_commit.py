@@ -69,6 +69,18 @@ def dv_bytes(positions: pyroaring.BitMap64) -> bytes:
     return MAGIC + positions.serialize()
 
 
+def descriptor_json(dv: DeletionVectorDescriptor | None) -> str:
+    """``dv`` as the log writes it ("" for None)."""
+    return "" if dv is None else json.dumps(dv.to_json(), separators=(",", ":"))
+
+
+def in_file_json(dv: DeletionVectorDescriptor) -> str:
+    """``descriptor_json`` of a ``u`` DV with an offset, formatted directly (a flush writes one per file it
+    touches; Z85 text needs no JSON escapes)."""
+    return (f'{{"storageType":"u","pathOrInlineDv":"{dv.path_or_inline_dv}","offset":{dv.offset},'
+            f'"sizeInBytes":{dv.size_in_bytes},"cardinality":{dv.cardinality}}}')
+
+
 def widened(stats: str) -> str:
     """A new file's ``stats`` JSON as a re-add with a DV states them (``tightBounds`` false)."""
     doc = json.loads(stats)
@@ -156,26 +168,27 @@ class DvCommit:
         name = DeletionVectorDescriptor.in_file(file_id, 0, 0, 0).path_or_inline_dv  # Z85 once per commit
         descriptors = {path: DeletionVectorDescriptor("u", name, len(bitmap), len(dvs[path]), offset)
                        for (path, bitmap), offset in zip(zip(dvs, bitmaps), offsets)}
+        texts = {path: in_file_json(dv) for path, dv in descriptors.items()}
         actions: list[dict[str, Any] | str] = [{"commitInfo": {
             "timestamp": now, "operation": operation, "operationParameters": {}, "isBlindAppend": False, **meta,
         }}]
         for path in [*self.marked, *self.removed]:
-            old = self.index.dv(path)
-            tail = "" if old is None else ',"deletionVector":' + json.dumps(old.to_json(), separators=(",", ":"))
+            old = self.index.dv_json(path)
+            tail = f',"deletionVector":{old}' if old else ""
             actions.append(f"{self.index.info(path).remove_head}{now}{tail}}}}}")
-        for path, dv in descriptors.items():
-            actions.append(f"{self.index.info(path).add_head}{json.dumps(dv.to_json(), separators=(',', ':'))}}}}}")
+        for path, text in texts.items():
+            actions.append(f"{self.index.info(path).add_head}{text}}}}}")
         for action, _ in self.added:
             actions.append({"add": {"path": action.path, "partitionValues": {}, "size": action.size,
                                     "modificationTime": action.modification_time, "dataChange": True,
                                     "stats": action.stats}})
         write_commit(self.table_dir, self.version + 1, actions)
         for path, dv in descriptors.items():
-            self.index.mark_deleted(path, self.marked[path], dv)
+            self.index.mark_deleted(path, self.marked[path], dvs[path], dv, texts[path])
         for path in self.removed:
             self.index.remove_file(path)
         for action, cluster in self.added:
             info = file_info(action.path, action.size, action.modification_time, widened(action.stats))
-            self.index.add_file(action.path, cluster, np.array([], np.int64), None, info)
+            self.index.add_file(action.path, cluster, np.array([], np.int64), None, "", info)
         self.index.version = self.version + 1
         return DvChanges(sum(len(p) for p in self.marked.values()), 1 if bitmaps else 0, len(data), self.version + 1)

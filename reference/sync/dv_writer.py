@@ -23,8 +23,8 @@ from deltalake import DeltaTable
 from deltalake.fs import DeltaStorageHandler
 from deltalake.transaction import AddAction
 
-from reference.sync.delta_log import local_dir, replay
-from reference.sync.dv_commit import DvChanges, DvCommit, live_file_info
+from reference.sync.delta_log import local_dir, log_entry, replay
+from reference.sync.dv_commit import DvChanges, DvCommit, descriptor_json, live_file_info
 from reference.sync.layout import DataFile, balanced_slices, data_files, purge_groups, sorted_by_key
 from reference.sync.parquet_files import read_rows_at, write_data_file
 from reference.sync.row_index import Positions, RowIndex
@@ -56,10 +56,30 @@ class DvWriter:
     def __init__(self) -> None:
         self._indexes: dict[str, RowIndex] = {}
 
-    def index(self, table: DeltaTable, table_dir: Path, cluster: str) -> RowIndex:
-        """The table's row index at its current version (rebuilt if the table moved without us)."""
+    def latest(self, table: DeltaTable) -> int:
+        """The table's latest log version, read back by deltalake only if the log moved without the store.
+
+        deltalake's view of a table is not brought up to the store's own commits (reading each
+        back would cost time in the commits since the checkpoint and the files they name): while
+        the log has no version after the index's, the index's is the latest.
+        """
         index = self._indexes.get(table.table_uri)
-        if index is not None and index.version == table.version():
+        table_dir = local_dir(table.table_uri)
+        if (index is not None and table_dir is not None and index.version >= table.version()
+                and not log_entry(table_dir, index.version + 1).exists()):
+            return index.version
+        table.update_incremental()
+        return table.version()
+
+    def read_back(self, table: DeltaTable) -> None:
+        """Bring deltalake's view of ``table`` to its latest version (before deltalake reads or commits to it)."""
+        if table.version() < self.latest(table):
+            table.update_incremental()
+
+    def index(self, table: DeltaTable, table_dir: Path, cluster: str) -> RowIndex:
+        """The table's row index at its latest version (rebuilt if the table moved without us)."""
+        index = self._indexes.get(table.table_uri)
+        if index is not None and index.version == self.latest(table):
             return index
         index = RowIndex(table.version())
         live = replay(table_dir, table.version()).live
@@ -69,7 +89,7 @@ class DvWriter:
             column = pq.read_table(table_dir / path, columns=[cluster]).column(cluster).cast(cluster_type)
             dv = live.get(path)
             deleted = dv_positions(table_dir, dv) if dv is not None else np.array([], np.int64)
-            index.add_file(path, column, deleted, dv, live_file_info(add))
+            index.add_file(path, column, deleted, dv, descriptor_json(dv), live_file_info(add))
         self._indexes[table.table_uri] = index
         return index
 
@@ -87,17 +107,16 @@ class DvWriter:
         pk_names = tuple(changes[0].schema.pk_names)
         schema = pa.schema(table.schema().to_arrow())
         index = self.index(table, table_dir, pk_names[0])
-        commit = DvCommit(table_dir, table.version(), index)
+        commit = DvCommit(table_dir, index.version, index)
         located = index.locate(values)
         full_rows = len(pk_names) > 1 or any(needs_stored_values(c.schema, schema.names) for c in changes)
         parts = []
-        for path, (positions, keys) in located.items():
-            order = np.argsort(positions)
+        for path, positions in located.files():
             commit.mark(path, positions)
             if full_rows:
-                parts.append(read_rows_at(table_dir / path, positions[order], schema))
-            else:  # only which keys are stored matters (needs_stored_values): the keys stand for the rows
-                parts.append(pa.table({pk_names[0]: pa.array(keys, schema.field(pk_names[0]).type)}))
+                parts.append(read_rows_at(table_dir / path, positions, schema))
+        if not full_rows:  # only which keys are stored matters (needs_stored_values): the keys stand for the rows
+            parts.append(pa.table({pk_names[0]: pa.array(located.keys, schema.field(pk_names[0]).type)}))
         affected = _with_columns(pa.concat_tables(parts) if parts else None, schema)
         for change in merge_changes(changes):
             affected = apply_squashed(affected, change.batch, change.schema)
@@ -121,7 +140,7 @@ class DvWriter:
         if not groups:
             return [], [], 0
         schema = pa.schema(table.schema().to_arrow())
-        commit = DvCommit(table_dir, table.version(), index)
+        commit = DvCommit(table_dir, index.version, index)
         actions: list[AddAction] = []
         removed: list[DataFile] = []
         rows_added = 0

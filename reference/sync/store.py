@@ -223,6 +223,8 @@ class DeltaStore:
         self.storage_options = dict(storage_options or {})
         self.settings = settings
         self._loaded: dict[str, DeltaTable] = {}
+        self._states: dict[str, tuple[int, TableState]] = {}
+        """Per table, the sync state of its latest version the store read or wrote, and that version."""
         self._dvs = DvWriter()
 
     def table_uri(self, path: str, store: StorageLocation | None = None) -> str:
@@ -234,10 +236,11 @@ class DeltaStore:
         return self.storage_options or None if uri.startswith(self.root) else None
 
     def _open(self, uri: str) -> DeltaTable | None:
-        """The table at ``uri`` at its latest version (kept open: loading a log anew replays it)."""
+        """The table at ``uri`` (kept open: loading a log anew replays it), its log read up to its latest
+        version unless only the store's own DV commits came since (``DvWriter.latest``)."""
         table = self._loaded.get(uri)
         if table is not None:
-            table.update_incremental()
+            self._dvs.latest(table)
             return table
         opts = self._options(uri)
         if not DeltaTable.is_deltatable(uri, storage_options=opts):
@@ -245,8 +248,18 @@ class DeltaStore:
         table = self._loaded[uri] = DeltaTable(uri, storage_options=opts)
         return table
 
+    def _state(self, table: DeltaTable) -> TableState:
+        version = self._dvs.latest(table)
+        known = self._states.get(table.table_uri)
+        if known is not None and known[0] == version:
+            return known[1]
+        self._dvs.read_back(table)
+        state = self._recorded_state(table)
+        self._states[table.table_uri] = (table.version(), state)
+        return state
+
     @staticmethod
-    def _state(table: DeltaTable) -> TableState:
+    def _recorded_state(table: DeltaTable) -> TableState:
         raw = None
         for limit in (1, STATE_LOOKBACK):  # the latest commit is almost always the store's own
             raw = next((c[META_KEY] for c in table.history(limit) if isinstance(c.get(META_KEY), str)), None)
@@ -358,14 +371,14 @@ class DeltaStore:
         pk_names = tuple(changes[0].schema.pk_names) if changes else self._state(table).keys
         state = TableState(dict(marks), dict(durable), pk_names)
         props = self.commit_properties(state)
-        commit = _Commit(table, self._files(table))
-        if not changes:
-            return commit.commit(props)
-        cluster = pk_names[0]
-        values = _cluster_values(changes, pa.schema(table.schema().to_arrow()).field(cluster).type)
-        if len(values) == 0:
-            return commit.commit(props)
+        cluster = pk_names[0] if changes else ""
+        values = _cluster_values(changes, pa.schema(table.schema().to_arrow()).field(cluster).type) if changes else None
         by_dvs = self._by_dvs(table)
+        if values is None or len(values) == 0 or not by_dvs:
+            self._dvs.read_back(table)  # deltalake reads the files or commits
+        commit = _Commit(table, self._files(table))
+        if values is None or len(values) == 0:
+            return commit.commit(props)
         _check_writable(table, by_dvs)
         if by_dvs:
             return self._write_by_dvs(table, changes, values, state)
@@ -390,6 +403,7 @@ class DeltaStore:
         """``write`` by deletion vectors (``reference.sync.dv_writer``)."""
         if not dv_commit.enabled(table):
             # These commits record the table's current sync state: the changes are not in it yet.
+            self._dvs.read_back(table)
             dv_commit.enable(table, self.commit_properties(self._state(table)))
         try:
             adds, rows, dvs = self._dvs.flush(table, self._files(table), changes, values,
@@ -397,6 +411,7 @@ class DeltaStore:
         except Exception:
             self._dvs.forget(table)  # the index may hold what the failed commit did not write
             raise
+        self._states[table.table_uri] = (dvs.version, state)
         self._checkpoint_on_interval(table, dvs.version)
         return FileChanges(files_added=len(adds), rows_added=rows, bytes_added=sum(a.size for a in adds) + dvs.dv_bytes,
                            rows_deleted=dvs.rows_deleted, dv_bytes=dvs.dv_bytes)
@@ -419,6 +434,7 @@ class DeltaStore:
         table = self._open(uri)
         if table is None:
             return MaintenanceReport()
+        self._dvs.read_back(table)
         state = self._state(table)
         props = self.commit_properties(state)
         compaction = FileChanges()
