@@ -74,9 +74,9 @@ FLUSH_BYTES_PER_PENDING_BYTE = 13
 narrow rows, 24 bytes, for a table's first and a later flush; per-row costs weigh less in wider rows)."""
 FLUSH_FIXED_MB = 160
 """What the first flush adds whatever its size (deltalake, DataFusion and Parquet set up, allocator pools)."""
-ROW_INDEX_BYTES_PER_ROW = 16
-"""What stays per stored row of a flushed table: its row index entry, an int64 key and its position
-(measured: 21 MiB for a table of 1.3M rows)."""
+ROW_INDEX_BYTES_PER_ROW = 17
+"""What stays per stored row of a flushed table: its row index entry (``reference.sync.row_index``:
+an int64 key, its row number and whether a DV deletes it)."""
 
 
 def memory_bound_mb(
