@@ -49,7 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register the benchmark's options."""
     parser.add_argument("--sizes", default="10000,100000",
                         help="comma-separated table sizes in rows (full run: 10000,100000,1000000,5000000)")
-    parser.add_argument("--repeats", type=int, default=3, help="flushes of each kind per size (median reported)")
+    parser.add_argument("--repeats", type=int, default=7, help="flushes of each kind per size (median reported)")
     parser.add_argument("--target-file-rows", type=int, default=StoreSettings().target_file_rows)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--no-deletion-vectors", dest="deletion_vectors", action="store_false",
