@@ -233,6 +233,7 @@ class RowIndex:
         rows = np.sort(rows[~self._deleted[rows]])
         starts = np.array(self._starts, np.int64)
         file_of = np.searchsorted(starts, rows, "right") - 1
-        cuts = np.flatnonzero(np.diff(file_of)) + 1
-        paths = [self._paths[i] for i in file_of[np.concatenate([[0], cuts])].tolist()] if len(rows) else []
-        return Located(paths, np.split(rows - starts[file_of], cuts) if len(rows) else [], keys)
+        firsts = np.flatnonzero(np.diff(file_of, prepend=-1)).tolist()  # where each file's rows begin
+        positions = rows - starts[file_of]
+        return Located([self._paths[i] for i in file_of[firsts].tolist()],
+                       [positions[a:b] for a, b in zip(firsts, firsts[1:] + [len(rows)])], keys)
