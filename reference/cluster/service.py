@@ -45,7 +45,6 @@ from spec.cluster import wire
 from spec.cluster.detector import FailurePolicy
 from spec.cluster.errors import (
     ClusterError,
-    FrameTooLarge,
     MalformedMessage,
     ProviderClosed,
     ProviderUnavailable,
@@ -110,9 +109,7 @@ class FrameReader:
                 data = data[take:]
                 if len(self._header) < header_size:
                     return
-                size = wire.body_length(bytes(self._header))
-                if size > self.max_frame_bytes:
-                    raise FrameTooLarge(f"frame of {size} bytes exceeds the {self.max_frame_bytes} allowed here")
+                size = wire.body_length(bytes(self._header), self.max_frame_bytes)
                 self._body, self._size = bytearray(), size
             take = self._size - len(self._body)
             self._body += data[:take]

@@ -126,7 +126,8 @@ class GossipRecord:
 
 @dataclass(slots=True)
 class ClusterModel:
-    """Pure state; callers supply fresh shard ids and session tokens so the machine stays
+    """Pure state; callers supply fresh shard ids (never one in use or used before: the backends
+    draw 64 random bits, no request names one) and session tokens so the machine stays
     deterministic.
 
     ``sessions`` maps a node id to the token of the live handle that claimed it. Sessions are not
@@ -153,10 +154,9 @@ class ClusterModel:
     def shard_members(self, shard: ShardId) -> list[NodeId]:
         return sorted(n for n, m in self.members.items() if m.shard == shard)
 
-    def gossip_visible_to(self, node_id: NodeId) -> tuple[Entry, ...]:
-        shard = self.members[node_id].shard
-        return tuple(g.entry for _, g in sorted(self.gossip.items())
-                     if g.scope is Scope.GLOBAL or g.origin == shard)
+    def global_gossip(self) -> tuple[Entry, ...]:
+        """What a node joining the cluster is shown: its shard is fresh, so no SHARD gossip is its."""
+        return tuple(g.entry for _, g in sorted(self.gossip.items()) if g.scope is Scope.GLOBAL)
 
     def catch_up(self, node_id: NodeId, after: int) -> list[Notification]:
         """What a node that saw every notification up to revision ``after`` needs to be current:
@@ -224,8 +224,6 @@ class ClusterModel:
         check_id("node", node_id)
         check_id("shard", new_shard)
         check_address(address)
-        if new_shard in self.shard_logs:
-            raise UnknownShard(f"fresh shard id {new_shard} is already in use")
         if node_id in self.members:
             self._leave_shard(node_id)
         elif len(self.members) >= MAX_MEMBERS:
@@ -234,7 +232,7 @@ class ClusterModel:
         self.shard_logs[new_shard] = {}
         out = self._commit_membership()
         self.members[node_id].shard_since = self.revision
-        visible = self.gossip_visible_to(node_id)
+        visible = self.global_gossip()
         if visible:
             out.append((node_id, GossipUpdate(entries=visible)))
         return out
@@ -264,8 +262,6 @@ class ClusterModel:
         self._require_member(requester)
         self._require_known(node_id)
         check_id("shard", new_shard)
-        if new_shard in self.shard_logs:
-            raise UnknownShard(f"fresh shard id {new_shard} is already in use")
         self._leave_shard(node_id)
         self.members[node_id].shard = new_shard
         self.shard_logs[new_shard] = {}

@@ -142,10 +142,10 @@ class ServiceMessage:
 
 
 def encode(kind: ServiceKind, request_id: int, **payload: Any) -> bytes:
-    """A whole frame (length prefix included) for one message."""
+    """A whole frame (length prefix included) for one message. Every message the service or a client
+    sends is bounded by construction (MAX_REQUEST_BYTES, MAX_MEMBERSHIP_BYTES, one batch, or an
+    update event split by :func:`update_frames`), so none exceeds MAX_FRAME_BYTES."""
     body: bytes = Header.build({"kind": kind, "request_id": request_id}) + PAYLOADS[kind].build(payload)
-    if len(body) > MAX_FRAME_BYTES:
-        raise FrameTooLarge(f"{len(body)}-byte body exceeds {MAX_FRAME_BYTES}")
     header: bytes = FRAME_HEADER.build(len(body))
     return header + body
 
@@ -155,12 +155,9 @@ def update_frames(kind: ServiceKind, entries: Sequence[Entry], limit: int = MAX_
     a body of ``limit`` bytes, several, each holding whole batches (entries sharing a revision) in
     revision order. Only a catch-up (a join's whole shard log or visible gossip) gets that large; one
     batch always fits, since a request carrying it fit MAX_REQUEST_BYTES."""
-    try:
-        frame = encode(kind, 0, entries=entries_to_wire(entries), **fields)
-        if len(frame) - FRAME_HEADER.sizeof() <= limit:
-            return [frame]
-    except FrameTooLarge:
-        pass
+    frame = encode(kind, 0, entries=entries_to_wire(entries), **fields)
+    if len(frame) - FRAME_HEADER.sizeof() <= limit:
+        return [frame]
     overhead = len(encode(kind, 0, entries=[], **fields)) - FRAME_HEADER.sizeof()
     batches: dict[int, list[Entry]] = {}
     for entry in entries:
@@ -180,11 +177,12 @@ def update_frames(kind: ServiceKind, entries: Sequence[Entry], limit: int = MAX_
     return frames
 
 
-def body_length(header: bytes) -> int:
-    """The body size announced by a 4-byte frame header, bounded before allocation."""
+def body_length(header: bytes, bound: int = MAX_FRAME_BYTES) -> int:
+    """The body size announced by a 4-byte frame header, checked against ``bound`` (the service's:
+    MAX_HELLO_BYTES before HELLO, MAX_REQUEST_BYTES after) before anything is allocated."""
     length: int = FRAME_HEADER.parse(header)
-    if length > MAX_FRAME_BYTES:
-        raise FrameTooLarge(f"frame announces {length} bytes, bound is {MAX_FRAME_BYTES}")
+    if length > bound:
+        raise FrameTooLarge(f"frame announces {length} bytes, bound is {bound}")
     if length < Header.sizeof():
         raise MalformedMessage(f"frame of {length} bytes is shorter than a message header")
     return length

@@ -20,12 +20,14 @@ import construct as c
 from spec.cluster import errors, wire
 from spec.cluster.detector import FailureDetector, FailurePolicy
 from spec.cluster.interface import ClusterCore, ClusterProvider, FailureTiming
-from spec.cluster.model import ClusterModel, Delivery, GossipUpdate, MembershipUpdate, ShardLogUpdate
+from spec.cluster.model import ClusterModel, Delivery, Member, GossipUpdate, MembershipUpdate, ShardLogUpdate
 from spec.docs.markdown import anchor, mermaid_states, table
 from spec.cluster.types import (
+    MAX_ADDRESS_BYTES,
     MAX_BATCH_OPS,
     MAX_ID_BYTES,
     MAX_KEY_BYTES,
+    MAX_MEMBERS,
     MAX_VALUE_BYTES,
     Entry,
     Membership,
@@ -179,6 +181,14 @@ class _Operation:
     example: Callable[[ClusterModel], object]
 
 
+def _full(model: ClusterModel) -> ClusterModel:
+    """``model`` with members added up to MAX_MEMBERS (each alone in its shard)."""
+    for i in range(MAX_MEMBERS - len(model.members)):
+        model.members[NodeId(f"m{i}")] = Member("a", ShardId(f"f{i}"))
+        model.shard_logs[ShardId(f"f{i}")] = {}
+    return model
+
+
 def _deliveries(result: object) -> list[Delivery]:
     if isinstance(result, tuple):
         result = result[1]
@@ -189,7 +199,8 @@ def _deliveries(result: object) -> list[Delivery]:
 _OPERATIONS = (
     _Operation("JoinCluster", "op-join-cluster", "join_cluster(n4, address, s9)",
                (("the node id is valid", lambda m: m.join_cluster(NodeId("bad id"), "a", FRESH)),
-                ("the fresh shard id is not in use", lambda m: m.join_cluster(NEW, "a", S1))),
+                ("the address is at most MAX_ADDRESS_BYTES", lambda m: m.join_cluster(NEW, "a" * (MAX_ADDRESS_BYTES + 1), FRESH)),
+                ("a new node finds fewer than MAX_MEMBERS members", lambda m: _full(m).join_cluster(NEW, "a", FRESH))),
                "the node is a member, OK, alone in the fresh shard; a rejoining member leaves its old shard "
                "(destroyed with its log if it was the last member); one membership commit; the joiner is "
                "notified of the GLOBAL gossip",
@@ -210,8 +221,7 @@ _OPERATIONS = (
                lambda m: m.join_shard(N3, S1)),
     _Operation("RemoveFromShard", "op-remove-from-shard", "remove_from_shard(requester n1, n2, s9)",
                (("the requester is a member", lambda m: m.remove_from_shard(NEW, N2, FRESH)),
-                ("the node is a member", lambda m: m.remove_from_shard(N1, NEW, FRESH)),
-                ("the fresh shard id is not in use", lambda m: m.remove_from_shard(N1, N2, S2))),
+                ("the node is a member", lambda m: m.remove_from_shard(N1, NEW, FRESH))),
                "the node is alone in the fresh, empty shard", lambda m: m.remove_from_shard(N1, N2, FRESH)),
     _Operation("UpdateShardLog", "op-update-shard-log", "update_shard_log(n2, [primary: n2, expected 5])",
                (("the writer is a member", lambda m: m.update_shard_log(NEW, [MetadataOp(key="k", value=b"v")])),
@@ -494,10 +504,11 @@ _RAISED_BY: dict[type[errors.ClusterError], tuple[str, Callable[[], object]]] = 
         N1, [MetadataOp(key="primary", value=b"n2", expected=Revision(4))])),
     errors.NotAMember: ("an operation by a node that is not a member", lambda: _base().join_shard(NEW, S1)),
     errors.UnknownNode: ("naming a node that is not a member", lambda: _base().remove_from_cluster(N1, NEW)),
-    errors.UnknownShard: ("joining a missing shard, or a fresh shard id in use", lambda: _base().join_shard(N1, FRESH)),
+    errors.UnknownShard: ("joining a missing shard", lambda: _base().join_shard(N1, FRESH)),
     errors.InvalidBatch: ("a batch out of bounds", lambda: check_batch([])),
     errors.InvalidIdentifier: ("an id out of bounds", lambda: check_id("node", "bad id")),
-    errors.InvalidAddress: ("an address out of bounds", lambda: check_address("h" * 513)),
+    errors.InvalidAddress: ("an address out of bounds", lambda: check_address("h" * (MAX_ADDRESS_BYTES + 1))),
+    errors.ClusterFull: ("a new node joining a full cluster", lambda: _full(_base()).join_cluster(NEW, "a", FRESH)),
     errors.MalformedMembership: ("a snapshot with an empty shard or a node twice",
                                  lambda: Membership(epoch=1, shards={S1: ()}).check_well_formed()),
     errors.FrameTooLarge: ("a frame header announcing more than the bound",

@@ -39,17 +39,14 @@ def test_a_frame_of_exactly_the_bound_is_accepted_and_one_byte_more_is_not() -> 
     assert wire.body_length(wire.MAX_FRAME_BYTES.to_bytes(4, "big")) == wire.MAX_FRAME_BYTES
     with pytest.raises(FrameTooLarge):
         wire.body_length((wire.MAX_FRAME_BYTES + 1).to_bytes(4, "big"))
+    assert wire.body_length(wire.MAX_HELLO_BYTES.to_bytes(4, "big"), wire.MAX_HELLO_BYTES) == wire.MAX_HELLO_BYTES
+    with pytest.raises(FrameTooLarge):
+        wire.body_length((wire.MAX_HELLO_BYTES + 1).to_bytes(4, "big"), wire.MAX_HELLO_BYTES)
 
 
 def test_a_frame_shorter_than_a_message_header_is_malformed() -> None:
     with pytest.raises(MalformedMessage):
         wire.body_length((wire.Header.sizeof() - 1).to_bytes(4, "big"))
-
-
-def test_the_service_never_encodes_a_frame_its_peers_would_refuse() -> None:
-    entries = [{"key": "k", "value": bytes(wire.MAX_FRAME_BYTES), "revision": 1}]
-    with pytest.raises(FrameTooLarge):
-        wire.encode(wire.ServiceKind.GOSSIP_UPDATE, 0, entries=entries)
 
 
 def test_an_address_of_exactly_the_bound_joins_and_one_byte_more_is_refused_changing_nothing() -> None:

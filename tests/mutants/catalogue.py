@@ -451,10 +451,6 @@ CATALOGUE: tuple[Mutant, ...] = (
        "if self.sessions.get(node_id) == session:",
        "if node_id in self.sessions:",
        "a displaced session's release frees its successor's claim"),
-    _m("model-gossip-scope-ignored", "cluster/model.py",
-       "if g.scope is Scope.GLOBAL or g.origin == shard)",
-       "if g.scope is Scope.GLOBAL)",
-       "a joining node is not shown its own shard's gossip"),
     # -- cluster detector -----------------------------------------------------------------------
     _m("detector-pfail-early", "cluster/detector.py",
        "NodeState.OK if age <= self.pfail_after",
@@ -482,9 +478,9 @@ CATALOGUE: tuple[Mutant, ...] = (
        "a forgotten node is still judged and reported"),
     # -- cluster wire ---------------------------------------------------------------------------
     _m("wire-frame-bound-exclusive", "cluster/wire.py",
-       "if length > MAX_FRAME_BYTES:",
-       "if length >= MAX_FRAME_BYTES:",
-       "a frame of exactly MAX_FRAME_BYTES is refused"),
+       "if length > bound:",
+       "if length >= bound:",
+       "a frame of exactly its bound is refused"),
     _m("wire-short-frame-accepted", "cluster/wire.py",
        "if length < Header.sizeof():",
        "if length < 1:",
@@ -497,10 +493,6 @@ CATALOGUE: tuple[Mutant, ...] = (
        'c.FocusedSeq("payload", "payload" / layout, c.Terminated)',
        'c.FocusedSeq("payload", "payload" / layout)',
        "bytes after a message's payload are ignored"),
-    _m("wire-encode-unbounded", "cluster/wire.py",
-       "    if len(body) > MAX_FRAME_BYTES:\n",
-       "    if len(body) > 2 * MAX_FRAME_BYTES:\n",
-       "the service sends frames its peers refuse"),
 )
 
 SMOKE = ("writer-no-flush-when-blocked", "reader-pause-boundary", "sync-plan-shares-durable",
