@@ -38,9 +38,7 @@ from conformance.external import (
 from conformance.shuffle.spark_jvm import Event, SparkJvm, SparkPeer
 from conformance.shuffle.spark_write_loop import SparkWriteLoop
 from spec.auth import AuthConfig, CipherName
-from spec.shuffle.records import encode_record
 from spec.shuffle.settings import ShuffleSettings
-from spec.shuffle.writer import flush_threshold
 
 WRITER, READER, WORKLOAD, REPORTS, AUTH = "writer", "reader", "workload", "reports", "auth"
 SLOW_CONSUMER, SETTINGS = "slow-consumer", "settings"
@@ -251,8 +249,11 @@ class ExecTarget:
 
     def reader(self, workload: Workload, peer: tuple[str, int], ctx: CaseContext) -> AbstractRunning:
         process, document = self._start(workload, ctx, {PEER_VARIABLE: f"{peer[0]}:{peer[1]}"}, workload.slow_consumer)
-        consume = (lambda n: None if process.send_line(f"CONSUME {n}") else None) if workload.slow_consumer else None
-        return self._running(process, document, peer, consume)
+
+        def consume(count: int) -> None:
+            process.send_line(f"CONSUME {count}")
+
+        return self._running(process, document, peer, consume if workload.slow_consumer else None)
 
     def refusal(self, workload: Workload, ctx: CaseContext) -> Report | None:
         process, document = self._start(workload, ctx, {})
@@ -313,17 +314,6 @@ def parse_spark_event(event: Event) -> Report | None:
     if event.get("event") == "all_acks":
         return Report("completed")
     return None
-
-
-def spark_payloads(records: Sequence[bytes], settings: ShuffleSettings) -> list[bytes]:
-    """Records cut into DATA payloads by Spark's flush-on-size rule (a record is never split)."""
-    payloads, buffer = [], bytearray()
-    for record in records:
-        buffer += encode_record(record)
-        if len(buffer) >= flush_threshold(settings):
-            payloads.append(bytes(buffer))
-            buffer.clear()
-    return payloads + ([bytes(buffer)] if buffer else [])
 
 
 class SparkTarget:

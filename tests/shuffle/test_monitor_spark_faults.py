@@ -18,7 +18,7 @@ from spark_jvm_support import require_jdk
 from conformance.shuffle.fault_proxy import Fault, FaultProxy
 from conformance.shuffle.monitor import LiveMonitor, connection_filter
 from conformance.shuffle.spark_jvm import SparkJvm
-from conformance.shuffle.targets import spark_payloads
+from conformance.shuffle.spark_write_loop import SparkWriteLoop
 from spec.shuffle.settings import ShuffleSettings
 
 pytestmark = [pytest.mark.jvm,
@@ -45,9 +45,7 @@ def test_a_fault_between_sparks_writer_and_reader_is_named(spark: SparkJvm, faul
     proxy = FaultProxy(host, ("127.0.0.1", writer.port), fault)
     try:
         with LiveMonitor("lo", connection_filter("", f"host {host} or port {writer.port}")) as monitor:
-            for payload in spark_payloads(RECORDS, ShuffleSettings()):
-                writer.send_data(0, payload)
-            writer.terminate(0)
+            loop = SparkWriteLoop(writer, {0: RECORDS}, 1, ShuffleSettings()).start()
             reader = spark.reader(host, proxy.port, writer_id=3, reader_id=0)
             try:
                 ended = reader.events.wait_for(lambda e: e["event"] in ("ack_written", "error"), WAIT_S)
@@ -55,6 +53,7 @@ def test_a_fault_between_sparks_writer_and_reader_is_named(spark: SparkJvm, faul
             finally:
                 reader.close()
                 proxy.close()
+                loop.stop()
     finally:
         writer.close()
     assert proxy.applied.is_set()
