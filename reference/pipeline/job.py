@@ -269,9 +269,10 @@ def _start(setup: _Setup, oracle: _Oracle, out: TextIO, err: TextIO) -> _Service
         services.sc = spark_context(options.writers + options.readers, options.host, host.executor_url,
                                     options.master)
         if options.shuffle == "streaming":
-            from reference.spark.shuffle import StreamingShuffle, available_slots, choose_shape
+            from reference.spark.shape import choose_shape
+            from reference.spark.shuffle import StreamingShuffle, available_slots
 
-            choose_shape(options.writers, options.readers, available_slots(services.sc))  # fits, or says why
+            choose_shape(options.writers, options.readers, available_slots(services.sc)).require()  # or says why
             services.streaming = StreamingShuffle(services.sc)
         services.monitor = Monitor(services.driver, keys, oracle.durability, sum(oracle.per_reader),
                                    restart_server=functools.partial(_restart_server, services) if options.chaos
@@ -299,7 +300,7 @@ def _shuffle(services: _Services) -> ShuffleFn:
     """The shuffle to route with: the streaming shuffle this run owns, or ``partitionBy`` (a baseline)."""
     streaming = services.streaming
     if streaming is not None:
-        return lambda rdd, n, f: streaming.shuffle(rdd, n, partition_func=f)
+        return lambda rdd, n, f: streaming.shuffle(rdd, n, partition_func=f, fallback="error")
     return lambda rdd, n, f: rdd.partitionBy(n, f)
 
 

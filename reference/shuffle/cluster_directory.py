@@ -6,7 +6,10 @@ is the shuffle's directory and each task sees it through notifications, never by
 Its keys and what they hold are listed in reference/shuffle/directory_keys.py.
 
 An attempt is one run of the writers for the readers of one Spark stage (``stage``; None outside
-Spark): a reader of another stage, or one the attempt has already seen, starts the next attempt.
+Spark). A starting reader joins the oldest open attempt of its stage that lacks its id, else it
+opens the next attempt; once the driver has decided whom an attempt serves it is closed, and a
+later reader (the next partition of a task that reads several) opens a new one. Several stages
+(two actions at once) each have their own open attempts.
 
 Every task keeps the latest membership and acts on the health of the attempt's other nodes
 (docs/shuffle-runtime.md, "Node health"): a registered writer or a joined reader whose node the
@@ -27,13 +30,13 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Callable, Mapping, NamedTuple
+from typing import Any, Callable, Mapping, NamedTuple
 
 from reference.cluster.config import (DEFAULT, JOB_FAILURE_POLICY, SPARK_CONF_KEY, DriverCluster, failure_policy,
                                       open_backend, service_secret)
 from reference.shuffle.directory_errors import (ClusterCoordinationError, ClusterUnreachable, ReaderNodeFailed,
                                                 WriterNodeFailed, provider_errors)
-from reference.shuffle.directory_keys import (attempt_key, failure_key, readers_prefix, retired_key,
+from reference.shuffle.directory_keys import (attempt_key, failure_key, readers_prefix, retired_key, served_key,
                                               writers_prefix)
 from reference.shuffle.shard_view import ShardView, TaskEntry
 from reference.shuffle.shard_writes import write_entry
@@ -48,6 +51,11 @@ Launcher = Callable[[coordination.ShuffleKey], None]
 """Starts the writers of a new attempt (runs on its own thread in the driver)."""
 
 log = logging.getLogger(__name__)
+
+
+def _attempts(entry: Entry | None) -> dict[str, Any]:
+    """The shuffle's attempt record: the next attempt number and the open (undecided) attempts."""
+    return json.loads(entry.value) if entry is not None and entry.value else {"next": 0, "open": []}
 
 
 class AttemptReaders(NamedTuple):
@@ -120,26 +128,46 @@ class ClusterDirectory:
         self._update(retired_key(key), lambda e: b"retired" if e is None else None)
 
     def join(self, shuffle_id: int, reader_id: int, stage: int | None = None) -> int:
-        """The attempt a starting reader of ``stage`` belongs to (a reader seen twice, or one of
-        another stage, starts a new run); the reader's node and stage are recorded under the attempt
-        so the other tasks watch its health and the driver knows whom the run serves."""
+        """The attempt a starting reader of ``stage`` belongs to: the oldest open one of its stage
+        that lacks ``reader_id``, else a new one. The reader's node and stage are recorded under the
+        attempt so the other tasks watch its health and the driver knows whom the run serves."""
         chosen = [-1]
 
         def enter(current: Entry | None) -> bytes:
-            attempt, readers, current_stage = -1, [], None
-            if current is not None:
-                state = json.loads(current.value)
-                attempt, readers = int(state["attempt"]), [int(r) for r in state["readers"]]
-                current_stage = state.get("stage")
-            if attempt < 0 or reader_id in readers or stage != current_stage:
-                attempt, readers = attempt + 1, []
-            chosen[0] = attempt
-            return json.dumps({"attempt": attempt, "stage": stage, "readers": readers + [reader_id]}).encode()
+            state = _attempts(current)
+            run = next((r for r in state["open"] if r["stage"] == stage and reader_id not in r["readers"]), None)
+            if run is None:
+                run = {"attempt": state["next"], "stage": stage, "readers": []}
+                state["next"] += 1
+                state["open"].append(run)
+            run["readers"].append(reader_id)
+            chosen[0] = run["attempt"]
+            return json.dumps(state).encode()
 
         self._update(attempt_key(shuffle_id), enter)
         record = json.dumps({"node": self.node_id, "stage": stage}).encode()
         self._update(readers_prefix(coordination.ShuffleKey(shuffle_id, chosen[0])) + str(reader_id), lambda _: record)
         return chosen[0]
+
+    def decide(self, key: coordination.ShuffleKey) -> frozenset[int] | None:
+        """Close the open attempt ``key`` to new readers and record whom it serves (the driver's call):
+        the readers that joined it; None when it is not open."""
+        served: list[frozenset[int] | None] = [None]
+
+        def close(current: Entry | None) -> bytes | None:
+            state = _attempts(current)
+            run = next((r for r in state["open"] if r["attempt"] == key.attempt), None)
+            served[0] = None if run is None else frozenset(run["readers"])
+            if run is None:
+                return None
+            state["open"].remove(run)
+            return json.dumps(state).encode()
+
+        self._update(attempt_key(key.shuffle_id), close)
+        if served[0] is not None:
+            readers = sorted(served[0])
+            self._update(served_key(key), lambda _: json.dumps(readers).encode())
+        return served[0]
 
     # -- reads: the notified view only ------------------------------------------------------------
 
@@ -160,6 +188,17 @@ class ClusterDirectory:
         failure = self.view.entry(failure_key(key))
         return coordination.Writers(failure.value.decode() if failure is not None else "", tuple(locations),
                           retired=self.view.entry(retired_key(key)) is not None)
+
+    def open_attempt(self, key: coordination.ShuffleKey) -> AttemptReaders | None:
+        """The stage and readers of attempt ``key`` while it is open (None once decided)."""
+        state = _attempts(self.view.entry(attempt_key(key.shuffle_id)))
+        run = next((r for r in state["open"] if r["attempt"] == key.attempt), None)
+        return None if run is None else AttemptReaders(run["stage"], frozenset(run["readers"]))
+
+    def served(self, key: coordination.ShuffleKey) -> frozenset[int] | None:
+        """The readers attempt ``key`` serves, once the driver decided (None before)."""
+        entry = self.view.entry(served_key(key))
+        return None if entry is None else frozenset(json.loads(entry.value))
 
     def attempt_readers(self, key: coordination.ShuffleKey) -> AttemptReaders:
         """Who joined the attempt so far (as this node was notified), and their stage."""
@@ -190,7 +229,7 @@ class ClusterDirectory:
         while True:
             current = self.view.entry(attempt_key(shuffle_id))
             if current is not None:
-                key = coordination.ShuffleKey(shuffle_id, int(json.loads(current.value)["attempt"]))
+                key = coordination.ShuffleKey(shuffle_id, int(_attempts(current)["next"]) - 1)
                 failure = self.view.entry(failure_key(key))
                 if failure is not None or time.monotonic() >= deadline:
                     return failure.value.decode() if failure is not None else ""
@@ -200,15 +239,13 @@ class ClusterDirectory:
 
     def _on_entry(self, entry: Entry) -> None:
         """On the driver's node: start the writers of each new attempt (off the callback thread)."""
-        if not entry.key.endswith("/attempt") or not entry.value:
+        if not entry.key.endswith("/attempt") or not entry.value or self._launcher is None:
             return
-        attempt = int(json.loads(entry.value)["attempt"])
-        if attempt <= self._launched or self._launcher is None:
-            return
-        self._launched = attempt
         shuffle_id = int(entry.key.split("/")[1])
-        threading.Thread(target=self._launcher, args=(coordination.ShuffleKey(shuffle_id, attempt),),
-                         name=f"shuffle-launch-{shuffle_id}-{attempt}", daemon=True).start()
+        for attempt in range(self._launched + 1, int(_attempts(entry)["next"])):
+            self._launched = attempt
+            threading.Thread(target=self._launcher, args=(coordination.ShuffleKey(shuffle_id, attempt),),
+                             name=f"shuffle-launch-{shuffle_id}-{attempt}", daemon=True).start()
 
     def close(self) -> None:
         """Leave gracefully (a finished task is not a failure); the shard holder also removes the

@@ -3,7 +3,9 @@
 ====================================  ===================================================================
 shard-log key                         value
 ====================================  ===================================================================
-``shuffle/<id>/attempt``              JSON ``{"attempt", "stage", "readers"}``; a reader's join is a CAS on it
+``shuffle/<id>/attempt``              JSON ``{"next", "open": [{"attempt", "stage", "readers"}]}``: the runs not yet
+                                      decided; a reader's join is a CAS on it, and so is the driver's decision
+``shuffle/<id>/<attempt>/served``     JSON list: the readers the run serves, fixed by the driver's decision
 ``shuffle/<id>/<attempt>/writer/<w>`` JSON ``{"executor", "host", "port", "node"}``; empty = unregistered
 ``shuffle/<id>/<attempt>/reader/<r>`` JSON ``{"node", "stage"}``: a reader that joined the attempt
 ``shuffle/<id>/<attempt>/failure``    the attempt's first failure (an insert: the first report wins)
@@ -34,3 +36,7 @@ def failure_key(key: ShuffleKey) -> str:
 
 def retired_key(key: ShuffleKey) -> str:
     return f"shuffle/{key.shuffle_id}/{key.attempt}/retired"
+
+
+def served_key(key: ShuffleKey) -> str:
+    return f"shuffle/{key.shuffle_id}/{key.attempt}/served"

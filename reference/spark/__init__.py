@@ -23,9 +23,10 @@ def _missing() -> list[str]:
 if _missing():
     raise ImportError(f"reference.spark needs {', '.join(_missing())}: pip install '{EXTRA}'")
 
-from reference.spark.shuffle import (  # noqa: E402 - after the check, so a missing extra is one line
-    InsufficientSlots,
-    ReaderRetryUnsupported,
+from reference.spark.exchange import ReaderRetryUnsupported  # noqa: E402 - after the check: a missing extra is one line
+from reference.spark.runs import RunDidNotStart  # noqa: E402
+from reference.spark.shape import InsufficientSlots  # noqa: E402
+from reference.spark.shuffle import (  # noqa: E402
     StreamingShuffle,
     stop_coordinator,
     streaming_repartition,
@@ -36,6 +37,7 @@ __all__ = [
     "EXTRA",
     "InsufficientSlots",
     "ReaderRetryUnsupported",
+    "RunDidNotStart",
     "StreamingShuffle",
     "stop_coordinator",
     "streaming_repartition",

@@ -19,7 +19,8 @@ T = TypeVar("T")
 
 def arrived_batches(items: Iterable[T], limit: int = 4096) -> Generator[list[T], None, None]:
     """Every item of ``items`` in order, in batches of the items pulled so far (at most ``limit``
-    are held); an exception of the source is raised here after the items before it."""
+    are held); an exception of the source is raised here after the items before it. Closed early,
+    it returns once the puller has stopped (after the item it is waiting for, if any)."""
     if limit < 1:
         raise ValueError(f"limit must be at least 1, got {limit}")
     pulled: deque[T] = deque()
@@ -66,3 +67,4 @@ def arrived_batches(items: Iterable[T], limit: int = 4096) -> Generator[list[T],
         with changed:
             stop.set()
             changed.notify_all()
+        puller.join()  # nobody reads ``items`` once this returns (a Python worker reads its next task there)

@@ -372,3 +372,25 @@ def test_provider_setting_selects_the_backend(cluster: ShuffleCluster) -> None:
         assert cluster.shard.url.startswith("etcd://127.0.0.1:")
     with pytest.raises(ValueError, match=SPARK_CONF_KEY):
         directory_from_conf({SPARK_CONF_KEY: "zookeeper://127.0.0.1:2181"})
+
+
+def test_runs_of_a_stage_retried_or_read_twice_and_of_two_stages_at_once_stay_apart(cluster: ShuffleCluster) -> None:
+    """A reader joins the oldest open run of its stage that lacks it: a stage read twice in one job
+    (union of a result with itself) or retried under its id opens a second run, another stage (a
+    second action at once) its own, and a run the driver decided takes no reader any more (the next
+    partition of a task that reads several starts a new run)."""
+    tasks = [cluster.shard.open(co.Role.READER, r) for r in range(2)]
+    driver = cluster.coordinator.directory(0)
+    try:
+        assert [tasks[0].join(0, 0, stage=5), tasks[0].join(0, 0, stage=5), tasks[1].join(0, 1, stage=5)] == [0, 1, 0]
+        assert tasks[1].join(0, 0, stage=6) == 2  # another stage, at the same time
+        _wait_until(lambda: driver.open_attempt(co.ShuffleKey(0, 0)) is not None, "run 0 in the driver's view")
+        assert driver.decide(co.ShuffleKey(0, 0)) == frozenset({0, 1})
+        assert driver.decide(co.ShuffleKey(0, 0)) is None  # decided once
+        _wait_until(lambda: tasks[1].served(co.ShuffleKey(0, 0)) == frozenset({0, 1}), "the decision in a task's view")
+        assert tasks[1].join(0, 1, stage=5) == 1  # run 1 of stage 5 is still open and lacks reader 1
+        assert tasks[1].join(0, 1, stage=5) == 3  # run 0 is decided: a new run
+        assert driver.open_attempt(co.ShuffleKey(0, 0)) is None
+    finally:
+        for task in tasks:
+            task.close()

@@ -4,8 +4,9 @@ Usage: python multihost_job.py MASTER_URL PROVIDER_URL. It waits for the master,
 executors, then:
 
 1. runs a streaming shuffle across the two executors and checks it against ``partitionBy``;
-2. starts an endless streaming shuffle of two writers and one reader (so one worker hosts writers
-   only), prints ``STREAMING {"writers": {node: host}, "reader_hosts": [...]}`` once every task
+2. starts an endless streaming shuffle into two partitions and reads only partition 0 (its exchange
+   task, plus the writer-only task the driver adds for input partition 1: two writers and one
+   reader, so one worker may host a writer only), prints ``STREAMING {"writers": {node: host}, "reader_hosts": [...]}`` once every task
    joined and data flows, and waits for the job to fail (the test takes a worker's link down);
 3. stops its coordinator and context and prints one JSON line: the outcome of both, when the
    drill's first failure reached the driver's view of the directory and when its job failed
@@ -100,13 +101,13 @@ def main(master: str, provider: str) -> None:
 def drill(sc: Any, api: Any) -> dict[str, Any]:
     from spec.shuffle.coordination import ShuffleKey
 
-    result = api.streaming_shuffle(sc.parallelize(range(2), 2).mapPartitionsWithIndex(endless), 1)
+    result = api.streaming_shuffle(sc.parallelize(range(2), 2).mapPartitionsWithIndex(endless), 2)
     failure: list[BaseException] = []
     failed_at: list[float] = []
 
     def run() -> None:
         try:
-            result.mapPartitions(count).collect()
+            sc.runJob(result.mapPartitions(count), list, [0])
         except BaseException as error:  # noqa: BLE001 - the outcome is the point
             failure.append(error)
         failed_at.append(time.monotonic())

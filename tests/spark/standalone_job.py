@@ -37,8 +37,9 @@ def main(master: str) -> None:
         while available_slots(sc) < 4 and time.monotonic() < deadline:  # both executors registered
             time.sleep(0.2)
         rdd = sc.parallelize([(i % 97, i) for i in range(20000)], 2)
-        out = streaming_shuffle(rdd.map(tag), 2).mapPartitionsWithIndex(reader_daemons).collect()
-        expected = rdd.partitionBy(2).glom().collect()
+        # 4 partitions: 4 exchange tasks fill the 4 slots of both executors
+        out = streaming_shuffle(rdd.map(tag), 4).mapPartitionsWithIndex(reader_daemons).collect()
+        expected = rdd.partitionBy(4).glom().collect()
         got = [sorted((k, v) for k, (v, _) in rows) for _, _, rows in sorted(out)]
         print(json.dumps({
             "correct": got == [sorted(p) for p in expected],

@@ -13,7 +13,8 @@ import pytest
 
 from reference.spark import InsufficientSlots, streaming_repartition, streaming_shuffle
 from reference.shuffle.cluster_directory import ShuffleShard
-from reference.spark.shuffle import Plan, _pickled_within, runtime_flush_when_idle, runtime_limits
+from reference.spark.plan import Plan, runtime_flush_when_idle, runtime_limits
+from reference.spark.records import pickled_within
 from spec.shuffle.settings import ShuffleSettings
 from spec.shuffle.framing import DEFAULT_MAX_RECORD_SIZE
 from tests.shuffle.outgoing_faults import corrupt_next_data
@@ -90,10 +91,10 @@ def test_a_record_above_the_readers_limit_fails_the_job_with_a_typed_error(spark
 
 def test_a_batch_of_pairs_is_split_until_each_record_fits_the_readers_limit() -> None:
     pairs = [(i, f"{i:03d}" * 40) for i in range(50)]
-    records = list(_pickled_within(pairs, 1000))
+    records = list(pickled_within(pairs, 1000))
     assert len(records) > 1 and all(len(r) <= 1000 for r in records)
     assert [pair for r in records for pair in pickle.loads(r)] == pairs
-    (alone,) = _pickled_within([(0, "x" * 5000)], 1000)  # one pair above the limit stays one record
+    (alone,) = pickled_within([(0, "x" * 5000)], 1000)  # one pair above the limit stays one record
     assert pickle.loads(alone) == [(0, "x" * 5000)]
 
 
@@ -112,21 +113,30 @@ def test_the_low_latency_flush_is_a_boolean_key_that_reaches_the_writers_options
     assert runtime_flush_when_idle({"spark.streamwire.shuffle.flushWhenIdle": " True "})
     with pytest.raises(ValueError, match="flushWhenIdle should be boolean, but was 'yes'"):
         runtime_flush_when_idle({"spark.streamwire.shuffle.flushWhenIdle": "yes"})
-    plan = Plan(0, 1, 1, ShuffleSettings(), cast(ShuffleShard, None), "127.0.0.1", None, flush_when_idle=True)
+    plan = Plan(0, 1, ShuffleSettings(), cast(ShuffleShard, None), "127.0.0.1", None, flush_when_idle=True)
     assert plan.options("writer", 0).flush_when_idle
     assert not replace(plan, flush_when_idle=False).options("writer", 0).flush_when_idle
 
 
-def test_too_few_slots_fails_at_once_with_a_clear_message(spark: Any) -> None:
-    """local[4]: one writer beside 4 readers does not fit, so nothing is launched."""
-    rdd = spark.sparkContext.parallelize(range(10), 3).map(lambda x: (x, x))
-    with pytest.raises(InsufficientSlots, match="needs 1 writer \\+ 4 reader = 5 concurrent task slots, but the "
-                                                "cluster offers 4"):
-        streaming_shuffle(rdd, 4)
+def test_more_partitions_than_slots_fall_back_to_sparks_shuffle_or_fail_with_the_numbers(
+        spark: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """local[4]: 5 partitions need 5 exchange tasks at once. By default Spark's own shuffle runs
+    instead, with one warning line naming the numbers; fallback="error" fails at once."""
+    rdd = spark.sparkContext.parallelize([(i % 11, i) for i in range(300)], 3)
+    with pytest.raises(InsufficientSlots, match=r"streaming shuffle into 5 partitions needs 5 concurrent task slots "
+                                                r"\(each partition's task writes and reads at once\), but the cluster "
+                                                "offers 4"):
+        streaming_shuffle(rdd, 5, fallback="error")
+    with caplog.at_level("WARNING", logger="reference.spark.shuffle"):
+        got = streaming_shuffle(rdd, 5).glom().collect()
+    assert_same_partitions(got, rdd.partitionBy(5).glom().collect())
+    assert [r.getMessage() for r in caplog.records if r.name == "reference.spark.shuffle"] == [
+        "streaming shuffle into 5 partitions needs 5 task slots at once, the cluster offers 4: running Spark's "
+        'own shuffle instead (fallback="spark")']
 
 
-def test_more_input_partitions_than_free_slots_are_coalesced(spark: Any) -> None:
-    """local[4] and 2 readers leave 2 slots for writers: 6 input partitions become 2 writers."""
+def test_more_input_partitions_than_partitions_are_coalesced_into_the_exchange_tasks(spark: Any) -> None:
+    """6 input partitions are written by the 2 exchange tasks of 2 partitions."""
     rdd = spark.sparkContext.parallelize(random_pairs(2000, 40, seed=3), 6)
     got = streaming_shuffle(rdd, 2).glom().collect()
     assert_same_partitions(got, rdd.partitionBy(2).glom().collect())
@@ -144,12 +154,10 @@ def test_writer_failure_fails_the_job_with_its_error(spark: Any) -> None:
 
 
 def test_failing_reader_ends_the_writers(spark: Any) -> None:
-    """The writer job ends (its launch thread returns) and leaves no writer registered, however
-    early its tasks fail: a writer failing right after it registered used to stay registered. The
-    user's job fails with the reader's error; the writers take the reader's early close for a leave
-    (or see the failed stage retire the run), so they end quietly instead of adding their own failures."""
-    import threading
-
+    """The run ends and leaves no writer registered, however early its tasks fail: a writer failing
+    right after it registered used to stay registered. The user's job fails with the reader's error;
+    the writers take the reader's early close for a leave (or see the failed stage retire the run),
+    so they end quietly instead of adding their own failures."""
     from reference.spark import shuffle as api
     from spec.shuffle.coordination import ShuffleKey
 
@@ -163,12 +171,11 @@ def test_failing_reader_ends_the_writers(spark: Any) -> None:
     coordinator = api.StreamingShuffle.default(sc).coordinator
     shuffle_id = max(coordinator.open_shuffles())
     key = ShuffleKey(shuffle_id, 0)
-    for thread in threading.enumerate():
-        if thread.name == f"shuffle-launch-{shuffle_id}-0":
-            thread.join(HANG_GUARD_S)
-            assert not thread.is_alive(), "the writer job did not end"
     driver = coordinator.directory(shuffle_id)  # the driver's node in the shuffle's shard
-    assert driver.view.writers(key) == [], "writers still registered after their job ended"
+    deadline = time.monotonic() + HANG_GUARD_S
+    while driver.view.writers(key) and time.monotonic() < deadline:  # the failed stage retires the run
+        time.sleep(0.05)
+    assert driver.view.writers(key) == [], "writers still registered after their run ended"
     assert driver.view.entry(f"shuffle/{shuffle_id}/0/failure") is None
 
 

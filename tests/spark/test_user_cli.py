@@ -91,11 +91,11 @@ def test_a_pipeline_that_cannot_start_says_why_in_one_line_and_leaves_no_temp_di
 
 @pytest.mark.spark
 def test_a_pipeline_on_too_few_slots_says_the_numbers_in_one_line(tmp_path: Path) -> None:
-    done = streamwire(tmp_path, "pipeline", "--master", "local[2]", "--changes", "100")
+    done = streamwire(tmp_path, "pipeline", "--master", "local[2]", "--changes", "100", "--readers", "3")
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     ours = [line for line in done.stderr.splitlines() if line.startswith("pipeline:")]  # the JVM's start-up lines aside
     assert ours == [done.stderr.strip().splitlines()[-1]]
-    assert "needs 1 writer + 2 reader = 3 concurrent task slots, but the cluster offers 2" in ours[0]
+    assert "into 3 partitions needs 3 concurrent task slots" in ours[0] and "the cluster offers 2" in ours[0]
     assert not [p for p in (tmp_path / "tmp").iterdir() if p.name.startswith("streamwire-pipeline-")]
 
 

@@ -1,8 +1,8 @@
 """A data engineer's script outside the repository, on local[2], with no PYSPARK_PYTHON set.
 
 The script finds the package as a checkout user would (its own ``sys.path``); the Python workers
-must find it and its dependencies without help, the shuffle must fit the two slots on its own,
-and the partitions must be ``df.repartition``'s.
+must find it and its dependencies without help, two partitions must fit the two slots (each task
+writes and reads), and the partitions must be ``df.repartition``'s.
 """
 
 from __future__ import annotations
@@ -33,9 +33,11 @@ SCRIPT = textwrap.dedent("""
              .config("spark.ui.showConsoleProgress", "false").getOrCreate())
     before = {t.ident for t in threading.enumerate()}
     df = spark.range(0, 5000, 1, 4).selectExpr("id", "id % 7 AS key")
-    out = streaming_repartition(df, 1, "key")
+    out = streaming_repartition(df, 2, "key")  # 2 partitions, 2 slots: each task writes and reads
     print("PARTITIONS", out.rdd.getNumPartitions())
-    print("SAME", sorted(out.collect()) == sorted(df.repartition(1, "key").collect()))
+    def partitions(frame):
+        return frame.rdd.glom().map(lambda rows: sorted(tuple(r) for r in rows)).collect()
+    print("SAME", partitions(out) == partitions(df.repartition(2, "key")))
     stop_coordinator(spark.sparkContext)
     print("THREADS LEFT", sorted(t.name for t in threading.enumerate() if t.ident not in before))
     spark.stop()
@@ -51,10 +53,10 @@ def test_a_script_outside_the_repo_repartitions_on_local_2(tmp_path: Path) -> No
                           text=True, timeout=HANG_GUARD_S)
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.splitlines() + done.stderr.splitlines()
-    assert "PARTITIONS 1" in lines
+    assert "PARTITIONS 2" in lines
     assert "SAME True" in lines
     assert "THREADS LEFT []" in lines
-    assert "LOG reference.spark.shuffle streaming shuffle 0: 1 writers (input coalesced from 4 partitions) " \
-           "+ 1 readers on 2 task slots" in lines
+    assert "LOG reference.spark.shuffle streaming shuffle 0: input coalesced from 4 partitions into 2 exchange " \
+           "tasks on 2 task slots" in lines
     assert any(line.startswith("LOG reference.spark.workers Python workers of local[2] use the driver's "
                                "interpreter") for line in lines)

@@ -1,32 +1,35 @@
-"""How many writers a streaming shuffle runs: the input's partitions, coalesced to the free slots."""
+"""How a streaming shuffle fits the cluster: one exchange task per partition, the input coalesced
+into them or spread over them, and the numbers when the slots do not suffice."""
 
 from __future__ import annotations
 
 import pytest
 
-from reference.spark.shuffle import InsufficientSlots, Shape, choose_shape
+from reference.spark.shape import InsufficientSlots, Shape, choose_shape
 
 
-def test_writers_are_the_input_partitions_when_they_fit() -> None:
-    assert choose_shape(3, 2, slots=8) == Shape(writers=3, readers=2, input_partitions=3, slots=8)
-    assert not choose_shape(3, 2, slots=8).coalesced
+def test_n_partitions_need_n_slots_whatever_the_input() -> None:
+    assert choose_shape(3, 2, slots=2) == Shape(partitions=2, input_partitions=3, slots=2)
+    assert choose_shape(200, 2, slots=2).fits and not choose_shape(2, 3, slots=2).fits
 
 
-def test_writers_shrink_to_the_slots_left_beside_the_readers() -> None:
-    shape = choose_shape(200, 2, slots=4)
-    assert (shape.writers, shape.coalesced) == (2, True)
-    assert shape.describe() == "2 writers (input coalesced from 200 partitions) + 2 readers on 4 task slots"
-    assert choose_shape(4, 1, slots=2).writers == 1  # local[2] repartitions into one partition
+def test_the_input_is_coalesced_into_or_spread_over_the_exchange_tasks_and_that_is_said() -> None:
+    assert choose_shape(200, 2, slots=4).describe() == ("input coalesced from 200 partitions into 2 exchange tasks "
+                                                        "on 4 task slots")
+    assert choose_shape(1, 3, slots=4).describe() == "1 input partitions in 3 exchange tasks (2 only read) on 4 task slots"
+    assert choose_shape(2, 2, slots=0).describe() == ("2 input partitions in 2 exchange tasks on a cluster with no "
+                                                      "executor registered yet")
 
 
-def test_no_executor_yet_keeps_the_input_for_the_launch_to_check() -> None:
-    assert choose_shape(5, 3, slots=0) == Shape(5, 3, 5, 0)
+def test_no_executor_yet_fits_for_the_launch_to_check_again() -> None:
+    assert choose_shape(5, 3, slots=0).fits
 
 
-def test_fails_with_the_numbers_only_when_one_writer_cannot_run_beside_the_readers() -> None:
-    with pytest.raises(InsufficientSlots, match="needs 1 writer \\+ 2 reader = 3 concurrent task slots, but the "
+def test_fails_with_the_numbers_when_the_partitions_outnumber_the_slots() -> None:
+    with pytest.raises(InsufficientSlots, match="streaming shuffle into 3 partitions needs 3 concurrent task slots "
+                                                r"\(each partition's task writes and reads at once\), but the "
                                                 "cluster offers 2") as caught:
-        choose_shape(4, 2, slots=2)
+        choose_shape(4, 3, slots=2).require()
     assert caught.value.condition == "STREAMING_SHUFFLE_INSUFFICIENT_SLOTS"
     with pytest.raises(ValueError, match="num_partitions must be >= 1, got 0"):
         choose_shape(4, 0, slots=8)

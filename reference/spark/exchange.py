@@ -1,0 +1,138 @@
+"""The tasks of a streaming shuffle run: the exchange task of partition ``i`` is the writer of input
+partition ``i`` and the reader of output partition ``i`` side by side (an all-to-all exchange, so n
+partitions need n task slots); a writer-only task is what the driver launches for an input
+partition whose exchange task is not in the reading stage (``take``, ``coalesce``).
+
+An exchange task joins the run as a reader, waits for the driver's decision of whom the run serves
+(runs.py), then writes its input on a thread of its own while its task thread reads. It returns
+only once its writer has ended, also when its consumer stopped early: the other readers of the run
+may still need this writer's data, and a reused Python worker must not keep a thread reading the
+previous task's input.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable, Iterable, Iterator
+
+from reference.shuffle.cluster_directory import ClusterDirectory
+from reference.shuffle.reader_task import ReaderTask
+from reference.shuffle.task import ROOT_CAUSE_WAIT_S, PeerTaskFailed
+from reference.shuffle.writer_task import WriterTask
+from reference.spark.plan import Plan
+from spec.shuffle import coordination as co
+from spec.shuffle.errors import ShuffleError
+
+RecordsOf = Callable[[Iterable[Any], frozenset[int]], Iterator[tuple[int, bytes]]]
+"""Turns a task's input into ``(reader_id, record)`` pairs for the readers a run serves."""
+
+Decode = Callable[[bytes], Iterable[Any]]
+"""Turns one received record back into the result's items."""
+
+class ReaderRetryUnsupported(ShuffleError):
+    """A reader cannot be retried alone: its writers have already streamed their data (no replay)."""
+
+    condition = "STREAMING_SHUFFLE_READER_RETRY_UNSUPPORTED"
+
+    def __init__(self, reader_id: int, attempt: int, first_failure: str) -> None:
+        super().__init__(
+            f"reader {reader_id} is being retried (task attempt {attempt}); a streaming shuffle cannot "
+            f"replay a single reader, so the job fails instead; first failure: {first_failure or 'unknown'}",
+            readerId=reader_id, attemptNumber=attempt, firstFailure=first_failure,
+        )
+
+
+DECISION_MARGIN_S = 30.0
+"""How much longer than the driver's start bound a task waits for its decision (the driver may be gone)."""
+
+
+def _task_context() -> tuple[int, int | None]:
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    return (ctx.attemptNumber(), ctx.stageId()) if ctx is not None else (0, None)
+
+
+def join_run(plan: Plan, reader_id: int) -> tuple[ClusterDirectory, co.ShuffleKey]:
+    """Join the run of this task's stage as reader ``reader_id``; a retried task fails instead,
+    naming the run's first failure (Spark shows the last attempt's error)."""
+    attempt_number, stage = _task_context()
+    client = plan.shard.open(co.Role.READER, reader_id, plan.host())
+    if attempt_number > 0:
+        try:
+            raise ReaderRetryUnsupported(reader_id, attempt_number,
+                                         client.latest_failure(plan.shuffle_id, ROOT_CAUSE_WAIT_S))
+        finally:
+            client.close()
+    return client, co.ShuffleKey(plan.shuffle_id, client.join(plan.shuffle_id, reader_id, stage))
+
+
+def wait_served(plan: Plan, client: ClusterDirectory, key: co.ShuffleKey) -> frozenset[int] | None:
+    """The readers run ``key`` serves, once the driver decided; None when it was retired first.
+    Raises the run's first failure (the driver's RunDidNotStart among them)."""
+    deadline = time.monotonic() + plan.start_bound_s + DECISION_MARGIN_S
+    while True:
+        served = client.served(key)
+        if served is not None:
+            return served
+        found = client.lookup(key)
+        if found.failure:
+            raise PeerTaskFailed(found.failure, f"reader {key.attempt} waiting for its run to start")
+        if found.retired:
+            return None
+        if time.monotonic() > deadline:
+            raise PeerTaskFailed(f"the driver did not start run {key.attempt} of shuffle {key.shuffle_id} within "
+                                 f"{plan.start_bound_s + DECISION_MARGIN_S:g} s", "waiting for the run to start")
+        time.sleep(co.POLL_INTERVAL_S)
+
+
+def write(plan: Plan, key: co.ShuffleKey, writer_id: int, records: Iterable[tuple[int, bytes]],
+          served: frozenset[int]) -> None:
+    """Stream ``(reader_id, bytes)`` pairs as writer ``writer_id`` to the readers ``served``."""
+    client = plan.shard.open(co.Role.WRITER, writer_id, plan.host())
+    try:
+        WriterTask(key, writer_id, plan.num_partitions, plan.settings, client, plan.options("writer", writer_id),
+                   served).run(records)
+    finally:
+        client.close()
+        close = getattr(records, "close", None)
+        if close is not None:  # a retired run leaves the input unread: stop every thread reading it first
+            close()
+
+
+def exchange(plan: Plan, records_of: RecordsOf, decode: Decode, index: int, items: Iterable[Any]) -> Iterator[Any]:
+    """The exchange task of partition ``index``: writes input partition ``index``, yields output partition ``index``."""
+    client, key = join_run(plan, index)
+    try:
+        served = wait_served(plan, client, key)
+        if served is None:
+            return
+        failures: list[BaseException] = []
+
+        def write_input() -> None:
+            try:
+                write(plan, key, index, records_of(items, served), served)
+            except BaseException as error:  # noqa: BLE001 - raised on the task thread after the reader
+                failures.append(error)
+
+        writer = threading.Thread(target=write_input, name=f"shuffle-exchange-writer{index}", daemon=True)
+        writer.start()
+        try:
+            reader = ReaderTask(key, index, range(plan.num_partitions), plan.settings, client,
+                                plan.options("reader", index))
+            for record in reader.records():
+                yield from decode(record)
+        finally:
+            writer.join()
+        if failures:
+            raise failures[0]
+    finally:
+        client.close()
+
+
+def write_only(plan: Plan, key: co.ShuffleKey, served: frozenset[int], records_of: RecordsOf, index: int,
+               items: Iterable[Any]) -> Iterator[None]:
+    """A writer-only task the driver launched for input partition ``index`` of run ``key``."""
+    write(plan, key, index, records_of(items, served), served)
+    return iter(())
