@@ -4,6 +4,9 @@
               same Python step (an Arrow batch count), seconds for --rows rows and their ratio
   sink        rows/s from writeStream (format seafowl-sync, waitDurable) into a sync server until
               durable, for --sink-rows rows read from Parquet files by an availableNow query
+  rate        a rate source offering --rate rows/s for --rate-seconds into the sink (waitDurable, the
+              server's lag 1 s): rows offered, rows durable when the query is stopped, their ratio
+              (1.0 keeps pace) and the mean micro-batch duration
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ READERS = 2
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rows", type=int, default=1_000_000, help="rows of the DataFrame case")
     parser.add_argument("--sink-rows", type=int, default=200_000, help="rows of the sink case")
+    parser.add_argument("--rate", type=int, default=10_000, help="rows/s the rate source offers")
+    parser.add_argument("--rate-seconds", type=float, default=30.0, help="how long the rate query runs")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
 
 
@@ -74,6 +79,32 @@ def sink_case(spark: Any, rows: int, work: Path) -> dict[str, Any]:
     return {"sink_rows": rows, "sink_s": round(elapsed, 3), "sink_rows_per_s": round(rows / elapsed)}
 
 
+def rate_case(spark: Any, rate: int, seconds: float, work: Path) -> dict[str, Any]:
+    from deltalake import DeltaTable
+
+    from reference.pipeline.syncserver import FlushSettings, SyncServerProcess
+    from reference.spark import sync_datasource
+
+    server = SyncServerProcess(str(work / "rate-store"), work / "rate-server.log", FlushSettings(1.0, 0.2))
+    location = server.start()
+    try:
+        sync_datasource.register(spark)
+        changes = spark.readStream.format("rate").option("rowsPerSecond", rate).load().selectExpr(
+            "value AS id", "timestamp AS at")
+        query = (changes.writeStream.format(sync_datasource.NAME).option("location", location)
+                 .option("table", "rate").option("checkpointLocation", str(work / "rate-checkpoint")).start())
+        time.sleep(seconds)
+        offered = max(int(p["sources"][0]["endOffset"]) for p in query.recentProgress) if query.recentProgress else 0
+        durations = [p["durationMs"]["triggerExecution"] for p in query.recentProgress]
+        query.stop()
+    finally:
+        server.stop()
+    landed = DeltaTable(str(work / "rate-store" / "rate")).to_pyarrow_table().num_rows
+    return {"rate_offered_rows": rate * seconds, "rate_committed_rows": offered, "rate_durable_rows": landed,
+            "rate_keeps_pace": round(landed / (rate * seconds), 3),
+            "rate_mean_batch_ms": round(sum(durations) / max(1, len(durations)))}
+
+
 def main(args: argparse.Namespace) -> int:
     from pyspark.sql import SparkSession
 
@@ -87,6 +118,7 @@ def main(args: argparse.Namespace) -> int:
         figures = dataframe_case(spark, args.rows)
         with tempfile.TemporaryDirectory(prefix="streamwire-bench-") as work:
             figures.update(sink_case(spark, args.sink_rows, Path(work)))
+            figures.update(rate_case(spark, args.rate, args.rate_seconds, Path(work)))
     finally:
         spark.stop()
     if args.json:
@@ -96,4 +128,6 @@ def main(args: argparse.Namespace) -> int:
               f"{figures['streaming_repartition_s']} s, ratio {figures['streaming_vs_repartition']}")
         print(f"sink       {figures['sink_rows']} rows: {figures['sink_rows_per_s']:,} rows/s until durable "
               f"({figures['sink_s']} s)")
+        print(f"rate       {args.rate} rows/s for {args.rate_seconds} s: {figures['rate_durable_rows']} rows durable "
+              f"({figures['rate_keeps_pace']} of those offered), mean micro-batch {figures['rate_mean_batch_ms']} ms")
     return 0

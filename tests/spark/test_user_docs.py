@@ -33,7 +33,7 @@ def serve_command(markdown: str) -> list[str]:
 def test_every_python_block_of_the_guide_runs_against_its_server_command(tmp_path: Path) -> None:
     guide = (REPO / "docs" / "pyspark.md").read_text()
     blocks = python_blocks(guide)
-    assert len(blocks) >= 4
+    assert len(blocks) >= 6
     script = "\n".join(blocks)
     assert DOC_LOCATION in script and DOC_DIR in script
     command = serve_command(guide)
