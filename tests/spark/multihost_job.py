@@ -6,7 +6,7 @@ executors, then:
 1. runs a streaming shuffle across the two executors and checks it against ``partitionBy``;
 2. starts an endless streaming shuffle into two partitions and reads only partition 0 (its exchange
    task, plus the writer-only task the driver adds for input partition 1: two writers and one
-   reader, so one worker may host a writer only), prints ``STREAMING {"writers": {node: host}, "reader_hosts": [...]}`` once every task
+   reader, one task per executor, so one worker hosts a writer only), prints ``STREAMING {"writers": {node: host}, "reader_hosts": [...]}`` once every task
    joined and data flows, and waits for the job to fail (the test takes a worker's link down);
 3. stops its coordinator and context and prints one JSON line: the outcome of both, when the
    drill's first failure reached the driver's view of the directory and when its job failed
@@ -76,13 +76,16 @@ def main(master: str, provider: str) -> None:
              # a streaming shuffle's tasks cannot be retried, and a retry Spark places on the executor
              # that was cut off waits for that executor to be declared lost (spark.network.timeout)
              .config("spark.task.maxFailures", "1")
+             # one task per executor at a time (each worker offers 2 cores): the two tasks of a run
+             # always land on the two hosts, so the drill's writer-only task has a host of its own
+             .config("spark.task.cpus", "2")
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false").getOrCreate())
     sc = spark.sparkContext
     sc.setLogLevel("ERROR")
     outcome: dict[str, Any] = {}
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
-        while api.available_slots(sc) < 4 and time.monotonic() < deadline:  # both executors registered
+        while api.available_slots(sc) < 2 and time.monotonic() < deadline:  # both executors registered
             time.sleep(0.2)
         rdd = sc.parallelize([(i % 97, i) for i in range(20000)], 2)
         out = api.streaming_shuffle(rdd, 2).mapPartitionsWithIndex(placed).collect()
