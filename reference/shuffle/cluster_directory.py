@@ -149,6 +149,18 @@ class ClusterDirectory:
         self._update(readers_prefix(coordination.ShuffleKey(shuffle_id, chosen[0])) + str(reader_id), lambda _: record)
         return chosen[0]
 
+    def reader_done(self, key: coordination.ShuffleKey, reader_id: int) -> None:
+        """Reader ``reader_id`` reads no more of attempt ``key``: it has all its data, or its consumer
+        stopped early (``take``) perhaps before it ever connected to some writers, which only the
+        attempt's retirement can then end."""
+        def done(current: Entry | None) -> bytes | None:
+            record = json.loads(current.value) if current is not None and current.value else None
+            if record is None or record.get("done"):
+                return None
+            return json.dumps({**record, "done": True}).encode()
+
+        self._update(readers_prefix(key) + str(reader_id), done)
+
     def decide(self, key: coordination.ShuffleKey) -> frozenset[int] | None:
         """Close the open attempt ``key`` to new readers and record whom it serves (the driver's call):
         the readers that joined it; None when it is not open."""
@@ -200,11 +212,9 @@ class ClusterDirectory:
         entry = self.view.entry(served_key(key))
         return None if entry is None else frozenset(json.loads(entry.value))
 
-    def attempt_readers(self, key: coordination.ShuffleKey) -> AttemptReaders:
-        """Who joined the attempt so far (as this node was notified), and their stage."""
-        joined = self.view.readers(key)
-        stage = joined[0].record.get("stage") if joined else None
-        return AttemptReaders(stage, frozenset(r.task_id for r in joined))
+    def readers_done(self, key: coordination.ShuffleKey) -> frozenset[int]:
+        """The readers of attempt ``key`` that read no more, as this node was notified."""
+        return frozenset(r.task_id for r in self.view.readers(key) if r.record.get("done"))
 
     def _check_node(self, task: TaskEntry, failed: Callable[[], ShuffleError], role: str) -> None:
         """FAIL ends the attempt; PFAIL is only a suspicion of one node: logged once, no action."""

@@ -7,7 +7,9 @@ shard-log key                         value
                                       decided; a reader's join is a CAS on it, and so is the driver's decision
 ``shuffle/<id>/<attempt>/served``     JSON list: the readers the run serves, fixed by the driver's decision
 ``shuffle/<id>/<attempt>/writer/<w>`` JSON ``{"executor", "host", "port", "node"}``; empty = unregistered
-``shuffle/<id>/<attempt>/reader/<r>`` JSON ``{"node", "stage"}``: a reader that joined the attempt
+``shuffle/<id>/<attempt>/reader/<r>`` JSON ``{"node", "stage"}``: a reader that joined the attempt;
+                                      ``"done": true`` added once it reads no more (all its data, or its
+                                      consumer stopped early)
 ``shuffle/<id>/<attempt>/failure``    the attempt's first failure (an insert: the first report wins)
 ``shuffle/<id>/<attempt>/retired``    present once the driver retired the attempt (nobody reads it)
 ====================================  ===================================================================

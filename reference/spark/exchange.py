@@ -4,21 +4,23 @@ partitions need n task slots); a writer-only task is what the driver launches fo
 partition whose exchange task is not in the reading stage (``take``, ``coalesce``).
 
 An exchange task joins the run as a reader, waits for the driver's decision of whom the run serves
-(runs.py), then writes its input on a thread of its own while its task thread reads. It returns
-only once its writer has ended, also when its consumer stopped early: the other readers of the run
+(runs.py), then writes its input on a thread of its own while its task thread reads. Done reading,
+it marks itself done (the driver retires the run once all its readers are), and it returns only
+once its writer has ended, also when its consumer stopped early: the other readers of the run
 may still need this writer's data, and a reused Python worker must not keep a thread reading the
 previous task's input.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import Any, Callable, Iterable, Iterator
 
 from reference.shuffle.cluster_directory import ClusterDirectory
 from reference.shuffle.reader_task import ReaderTask
-from reference.shuffle.task import ROOT_CAUSE_WAIT_S, PeerTaskFailed
+from reference.shuffle.task import ROOT_CAUSE_WAIT_S, PeerTaskFailed, describe
 from reference.shuffle.writer_task import WriterTask
 from reference.spark.plan import Plan
 from spec.shuffle import coordination as co
@@ -29,6 +31,9 @@ RecordsOf = Callable[[Iterable[Any], frozenset[int]], Iterator[tuple[int, bytes]
 
 Decode = Callable[[bytes], Iterable[Any]]
 """Turns one received record back into the result's items."""
+
+log = logging.getLogger(__name__)
+
 
 class ReaderRetryUnsupported(ShuffleError):
     """A reader cannot be retried alone: its writers have already streamed their data (no replay)."""
@@ -124,11 +129,21 @@ def exchange(plan: Plan, records_of: RecordsOf, decode: Decode, index: int, item
             for record in reader.records():
                 yield from decode(record)
         finally:
+            read_no_more(client, key, index)
             writer.join()
         if failures:
             raise failures[0]
     finally:
         client.close()
+
+
+def read_no_more(client: ClusterDirectory, key: co.ShuffleKey, reader_id: int) -> None:
+    """Tell the driver this reader is done with run ``key`` (runs.py retires a run whose readers all
+    are); unreachable, the run still ends with its stage or its failure."""
+    try:
+        client.reader_done(key, reader_id)
+    except (OSError, co.CoordinationError) as error:
+        log.info("reader %d of %s could not mark itself done: %s", reader_id, key, describe(error))
 
 
 def write_only(plan: Plan, key: co.ShuffleKey, served: frozenset[int], records_of: RecordsOf, index: int,

@@ -1,5 +1,5 @@
 """The driver's side of each run (attempt) of a streaming shuffle: when its readers have all started,
-whom it serves, the writers its stage lacks, and retiring it when its stage ends.
+whom it serves, the writers its stage lacks, and retiring it once its readers are done or its stage ends.
 
 A run is decided (closed to new readers, its readers fixed) as soon as every partition's task has
 joined it, or every unfinished task of its Spark stage has: a stage reading only some partitions
@@ -66,16 +66,23 @@ def stage_state(sc: Any, stage: int) -> StageState | None:
     return StageState(str(data.status().toString()), int(data.numTasks()), int(data.numCompleteTasks()))
 
 
+class Decision(NamedTuple):
+    """Whom a run serves, and the Spark stage reading it (watched for its end)."""
+
+    served: frozenset[int]
+    stage: int | None
+
+
 def decide_when_started(sc: Any, holder: ClusterDirectory, key: co.ShuffleKey, partitions: int,
-                        start_bound_s: float, is_open: Callable[[], bool]) -> frozenset[int] | None:
-    """The readers run ``key`` serves, decided once all partitions or all unfinished tasks of its
-    stage joined; None (the run retired) when the stage ended first or the shuffle closed.
+                        start_bound_s: float, is_open: Callable[[], bool]) -> Decision | None:
+    """Whom run ``key`` serves, decided once all partitions or all unfinished tasks of its stage
+    joined; None (the run retired) when the stage ended first or the shuffle closed.
     Raises RunDidNotStart after ``start_bound_s``."""
     deadline = time.monotonic() + start_bound_s
     while is_open():
         run = holder.open_attempt(key)
         if run is None:
-            return holder.served(key)
+            return None  # only this launcher decides its run: it was never opened
         state = None if run.stage is None else stage_state(sc, run.stage)
         if state is not None and state.ended:
             holder.retire(key)
@@ -83,7 +90,7 @@ def decide_when_started(sc: Any, holder: ClusterDirectory, key: co.ShuffleKey, p
         if len(run.readers) >= partitions or (state is not None and len(run.readers) >= state.unfinished):
             served = holder.decide(key)
             if served is not None:
-                return served
+                return Decision(served, run.stage)
             continue  # a reader joined meanwhile: look again
         if time.monotonic() > deadline:
             raise RunDidNotStart(key, run.stage, len(run.readers), partitions, start_bound_s)
@@ -91,12 +98,21 @@ def decide_when_started(sc: Any, holder: ClusterDirectory, key: co.ShuffleKey, p
     return None
 
 
-def retire_when_it_ends(sc: Any, holder: ClusterDirectory, key: co.ShuffleKey, is_open: Callable[[], bool]) -> None:
-    """Watch the run's stage on a thread of its own while the shuffle is open; retire the run when
-    the stage ends (whatever its end: its tasks and the writers serving them end quietly)."""
-    stage = holder.attempt_readers(key).stage
-    if stage is None:
-        return
+def retire_when_it_ends(sc: Any, holder: ClusterDirectory, key: co.ShuffleKey, decision: Decision,
+                        is_open: Callable[[], bool]) -> None:
+    """Watch the run on a thread of its own while the shuffle is open; retire it once every reader
+    it serves reads no more or its stage ends (whatever its end: the writers serving it end quietly).
+
+    A reader whose consumer stopped early (``take``) may leave before it ever connected to some
+    writers, which would wait for it; an exchange task waits for its own writer, so its stage could
+    never end: the readers' ``done`` marks end the run instead. The stage is the one the decision
+    saw (the readers' own entries may not have reached the driver's view yet)."""
+
+    def finished() -> bool:
+        if decision.served <= holder.readers_done(key):
+            return True
+        state = None if decision.stage is None else stage_state(sc, decision.stage)
+        return state is not None and state.ended
 
     def watch() -> None:
         from py4j.protocol import Py4JError
@@ -104,8 +120,7 @@ def retire_when_it_ends(sc: Any, holder: ClusterDirectory, key: co.ShuffleKey, i
         try:
             while is_open():
                 time.sleep(STAGE_POLL_S)
-                state = stage_state(sc, stage)
-                if state is not None and state.ended:
+                if finished():
                     holder.retire(key)
                     return
         except (Py4JError, ConnectionError, co.CoordinationError):

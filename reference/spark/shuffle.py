@@ -204,10 +204,11 @@ class StreamingShuffle:
         def launcher(key: co.ShuffleKey) -> None:
             try:
                 holder = coordinator.directory(key.shuffle_id)
-                served = decide_when_started(sc, holder, key, shape.partitions, plan.start_bound_s, is_open)
-                if served is None:
+                decision = decide_when_started(sc, holder, key, shape.partitions, plan.start_bound_s, is_open)
+                if decision is None:
                     return
-                retire_when_it_ends(sc, holder, key, is_open)
+                served = decision.served
+                retire_when_it_ends(sc, holder, key, decision, is_open)
                 missing = [i for i in range(shape.partitions) if i not in served]
                 if not missing:
                     return

@@ -394,3 +394,23 @@ def test_runs_of_a_stage_retried_or_read_twice_and_of_two_stages_at_once_stay_ap
     finally:
         for task in tasks:
             task.close()
+
+
+def test_a_reader_done_reading_is_seen_by_the_driver_once_whatever_it_read(cluster: ShuffleCluster) -> None:
+    """A reader that read everything or stopped early (``take``) marks itself done; the driver sees
+    exactly the readers done, so it can retire a run whose readers all are (writers a reader left
+    before connecting to would otherwise wait for it)."""
+    tasks = [cluster.shard.open(co.Role.READER, r) for r in range(2)]
+    driver = cluster.coordinator.directory(0)
+    key = co.ShuffleKey(0, 0)
+    try:
+        assert [tasks[0].join(0, 0, stage=3), tasks[1].join(0, 1, stage=3)] == [0, 0]
+        tasks[1].reader_done(key, 1)
+        tasks[1].reader_done(key, 1)  # idempotent
+        _wait_until(lambda: driver.readers_done(key) == frozenset({1}), "reader 1 done in the driver's view")
+        tasks[0].reader_done(key, 0)
+        _wait_until(lambda: driver.readers_done(key) == frozenset({0, 1}), "both readers done in the driver's view")
+        assert [r.record["stage"] for r in driver.view.readers(key)] == [3, 3]  # the join's record is kept
+    finally:
+        for task in tasks:
+            task.close()
