@@ -30,14 +30,15 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, NamedTuple
+from typing import Callable, Mapping, NamedTuple
 
 from reference.cluster.config import (DEFAULT, JOB_FAILURE_POLICY, SPARK_CONF_KEY, DriverCluster, failure_policy,
                                       open_backend, service_secret)
+from reference.shuffle.attempt_launches import AttemptLaunches, Launcher
 from reference.shuffle.directory_errors import (ClusterCoordinationError, ClusterUnreachable, ReaderNodeFailed,
                                                 WriterNodeFailed, provider_errors)
-from reference.shuffle.directory_keys import (attempt_key, failure_key, readers_prefix, retired_key, served_key,
-                                              writers_prefix)
+from reference.shuffle.directory_keys import (attempt_key, attempts_record, failure_key, readers_prefix, retired_key,
+                                              served_key, writers_prefix)
 from reference.shuffle.shard_view import ShardView, TaskEntry
 from reference.shuffle.shard_writes import write_entry
 from spec.cluster.detector import FailurePolicy
@@ -47,15 +48,7 @@ from spec.cluster.types import Entry, NodeId, NodeState, ShardId
 from spec.shuffle import coordination
 from spec.shuffle.errors import ShuffleError
 
-Launcher = Callable[[coordination.ShuffleKey], None]
-"""Starts the writers of a new attempt (runs on its own thread in the driver)."""
-
 log = logging.getLogger(__name__)
-
-
-def _attempts(entry: Entry | None) -> dict[str, Any]:
-    """The shuffle's attempt record: the next attempt number and the open (undecided) attempts."""
-    return json.loads(entry.value) if entry is not None and entry.value else {"next": 0, "open": []}
 
 
 class AttemptReaders(NamedTuple):
@@ -75,10 +68,9 @@ class ClusterDirectory:
     def __init__(self, backend: ClusterBackend, name: str, shard: ShardId | None = None, *,
                  launcher: Launcher | None = None, address: str = "", owns_backend: bool = False,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        self._launcher = launcher
-        self._launched = -1
+        self._launches = None if launcher is None else AttemptLaunches(launcher)
         self._backend = backend if owns_backend else None
-        self.view = ShardView(self._on_entry if launcher is not None else None, clock)
+        self.view = ShardView(None if self._launches is None else self._launches.on_entry, clock)
         self._suspected: set[str] = set()
         self.node_id = NodeId(f"{name}-{uuid.uuid4().hex[:12]}")
         with provider_errors(f"node {self.node_id} could not join the shuffle's shard {shard}"):
@@ -134,7 +126,7 @@ class ClusterDirectory:
         chosen = [-1]
 
         def enter(current: Entry | None) -> bytes:
-            state = _attempts(current)
+            state = attempts_record(current)
             run = next((r for r in state["open"] if r["stage"] == stage and reader_id not in r["readers"]), None)
             if run is None:
                 run = {"attempt": state["next"], "stage": stage, "readers": []}
@@ -167,7 +159,7 @@ class ClusterDirectory:
         served: list[frozenset[int] | None] = [None]
 
         def close(current: Entry | None) -> bytes | None:
-            state = _attempts(current)
+            state = attempts_record(current)
             run = next((r for r in state["open"] if r["attempt"] == key.attempt), None)
             served[0] = None if run is None else frozenset(run["readers"])
             if run is None:
@@ -203,7 +195,7 @@ class ClusterDirectory:
 
     def open_attempt(self, key: coordination.ShuffleKey) -> AttemptReaders | None:
         """The stage and readers of attempt ``key`` while it is open (None once decided)."""
-        state = _attempts(self.view.entry(attempt_key(key.shuffle_id)))
+        state = attempts_record(self.view.entry(attempt_key(key.shuffle_id)))
         run = next((r for r in state["open"] if r["attempt"] == key.attempt), None)
         return None if run is None else AttemptReaders(run["stage"], frozenset(run["readers"]))
 
@@ -239,7 +231,7 @@ class ClusterDirectory:
         while True:
             current = self.view.entry(attempt_key(shuffle_id))
             if current is not None:
-                key = coordination.ShuffleKey(shuffle_id, int(_attempts(current)["next"]) - 1)
+                key = coordination.ShuffleKey(shuffle_id, int(attempts_record(current)["next"]) - 1)
                 failure = self.view.entry(failure_key(key))
                 if failure is not None or time.monotonic() >= deadline:
                     return failure.value.decode() if failure is not None else ""
@@ -247,21 +239,11 @@ class ClusterDirectory:
                 return ""
             time.sleep(0.02)
 
-    def _on_entry(self, entry: Entry) -> None:
-        """On the driver's node: start the writers of each new attempt (off the callback thread)."""
-        if not entry.key.endswith("/attempt") or not entry.value or self._launcher is None:
-            return
-        shuffle_id = int(entry.key.split("/")[1])
-        for attempt in range(self._launched + 1, int(_attempts(entry)["next"])):
-            self._launched = attempt
-            threading.Thread(target=self._launcher, args=(coordination.ShuffleKey(shuffle_id, attempt),),
-                             name=f"shuffle-launch-{shuffle_id}-{attempt}", daemon=True).start()
-
     def close(self) -> None:
         """Leave gracefully (a finished task is not a failure); the shard holder also removes the
         shard's FAIL nodes, so the shard and its log are destroyed with their last member."""
         try:
-            if self._launcher is not None:
+            if self._launches is not None:
                 for node in self.view.failed_members(self.shard):
                     self.provider.remove_from_cluster(node)
             self.provider.remove_from_cluster(self.node_id)

@@ -17,6 +17,10 @@ shard-log key                         value
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
+from spec.cluster.types import Entry
 from spec.shuffle.coordination import ShuffleKey
 
 
@@ -42,3 +46,8 @@ def retired_key(key: ShuffleKey) -> str:
 
 def served_key(key: ShuffleKey) -> str:
     return f"shuffle/{key.shuffle_id}/{key.attempt}/served"
+
+
+def attempts_record(entry: Entry | None) -> dict[str, Any]:
+    """The value of ``attempt_key``: the next attempt number and the open (undecided) attempts."""
+    return json.loads(entry.value) if entry is not None and entry.value else {"next": 0, "open": []}

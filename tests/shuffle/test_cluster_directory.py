@@ -32,7 +32,7 @@ from reference.shuffle.local import LocalShuffleError
 from reference.shuffle.task import PeerTaskFailed
 from spec.cluster.interface import ClusterBackend, ClusterCore, ClusterProvider, FailureTiming
 from spec.cluster.types import Entry, Membership, NodeId, NodeInfo, NodeState, ShardId
-from spec.shuffle import coordination as co
+from spec.shuffle.coordination import MAX_TEXT_BYTES, Role, ShuffleKey, WriterLocation, Writers
 
 DEADLINE_S = 30.0
 """Only to end a broken run; nothing here asserts on time."""
@@ -48,9 +48,9 @@ class ShuffleCluster:
     shard: ShuffleShard
     direct: bool
     """Tasks use the driver's backend object (in-process); otherwise each opens its own, from the URL."""
-    opened: dict[tuple[co.Role, int], ClusterDirectory] = field(default_factory=dict)
+    opened: dict[tuple[Role, int], ClusterDirectory] = field(default_factory=dict)
 
-    def directories(self, role: co.Role, task: int) -> ClusterDirectory:
+    def directories(self, role: Role, task: int) -> ClusterDirectory:
         if self.direct:
             directory = ClusterDirectory(self.coordinator.backend, f"{role.name.lower()}{task}", self.shard.shard)
         else:
@@ -111,7 +111,7 @@ def test_writer_node_failure_fails_its_readers_with_the_writer_and_node(cluster:
         deadline = time.monotonic() + DEADLINE_S
         while time.monotonic() < deadline:  # endless input: the task stops it when it fails
             if i == 200:
-                cluster.opened[(co.Role.WRITER, 0)].provider.close()
+                cluster.opened[(Role.WRITER, 0)].provider.close()
                 heartbeats_killed.set()
             yield i % readers, b"doomed:%d" % i
             i += 1
@@ -128,11 +128,11 @@ def test_writer_node_failure_fails_its_readers_with_the_writer_and_node(cluster:
                                   timeout_s=DEADLINE_S + 30)
 
     assert heartbeats_killed.is_set()
-    node = cluster.opened[(co.Role.WRITER, 0)].node_id
+    node = cluster.opened[(Role.WRITER, 0)].node_id
     for reader_id in range(readers):
         error = failed.value.errors[("reader", reader_id)]
         assert isinstance(error, WriterNodeFailed), repr(error)
-        assert (error.writer_id, error.node, error.key) == (0, node, co.ShuffleKey(0, 0))
+        assert (error.writer_id, error.node, error.key) == (0, node, ShuffleKey(0, 0))
         assert error.condition == "STREAMING_SHUFFLE_WRITER_NODE_FAILED"
         assert "writer 0 " in str(error) and node in str(error)
         assert any(r.startswith(b"doomed:") for r in received[reader_id]), "the failure was not mid-stream"
@@ -146,9 +146,9 @@ def test_reader_node_failure_fails_every_task_with_the_reader_and_node(cluster: 
     readers = 2
     heartbeats_killed = threading.Event()
 
-    def joined(role: co.Role, task: int) -> ClusterDirectory:
+    def joined(role: Role, task: int) -> ClusterDirectory:
         directory = cluster.directories(role, task)
-        if role is co.Role.READER:
+        if role is Role.READER:
             assert directory.join(0, task) == 0  # what a Spark reader task does first
         return directory
 
@@ -165,7 +165,7 @@ def test_reader_node_failure_fails_every_task_with_the_reader_and_node(cluster: 
         for record in records:
             got.append(record)
             if reader_id == 1 and len(got) == 100:
-                cluster.opened[(co.Role.READER, 1)].provider.close()
+                cluster.opened[(Role.READER, 1)].provider.close()
                 heartbeats_killed.set()
         return got
 
@@ -174,7 +174,7 @@ def test_reader_node_failure_fails_every_task_with_the_reader_and_node(cluster: 
                                   timeout_s=DEADLINE_S + 30)
 
     assert heartbeats_killed.is_set()
-    node = cluster.opened[(co.Role.READER, 1)].node_id
+    node = cluster.opened[(Role.READER, 1)].node_id
     for writer_id in range(2):
         error = failed.value.errors[("writer", writer_id)]
         assert isinstance(error, (ReaderNodeFailed, PeerTaskFailed)), repr(error)
@@ -182,18 +182,18 @@ def test_reader_node_failure_fails_every_task_with_the_reader_and_node(cluster: 
         assert node in str(error)
     direct = [e for e in failed.value.errors.values() if isinstance(e, ReaderNodeFailed)]
     assert direct, "no task saw the FAIL itself"
-    assert all((e.reader_id, e.node, e.key) == (1, node, co.ShuffleKey(0, 0)) for e in direct)
+    assert all((e.reader_id, e.node, e.key) == (1, node, ShuffleKey(0, 0)) for e in direct)
     assert all(e.condition == "STREAMING_SHUFFLE_READER_NODE_FAILED" for e in direct)
 
 
 def test_a_suspected_node_is_logged_once_and_only_a_failed_one_ends_the_attempt(
         cluster: ShuffleCluster, caplog: pytest.LogCaptureFixture) -> None:
     """PFAIL is one node's local suspicion (docs/shuffle-runtime.md): a warning, no failure."""
-    key = co.ShuffleKey(0, 0)
-    writer = cluster.directories(co.Role.WRITER, 2)
-    reader = cluster.directories(co.Role.READER, 0)
+    key = ShuffleKey(0, 0)
+    writer = cluster.directories(Role.WRITER, 2)
+    reader = cluster.directories(Role.READER, 0)
     try:
-        writer.register(key, co.WriterLocation(2, "exec-1", "127.0.0.1", 4002))
+        writer.register(key, WriterLocation(2, "exec-1", "127.0.0.1", 4002))
         _wait_until(lambda: len(reader.lookup(key).writers) == 1, "registration")
 
         def health(state: NodeState, epoch: int) -> None:
@@ -219,23 +219,23 @@ def test_a_suspected_node_is_logged_once_and_only_a_failed_one_ends_the_attempt(
 # -- coordination on the shard log ----------------------------------------------------------------
 
 def test_locations_arrive_by_notification_and_a_retried_writer_replaces_its_entry(cluster: ShuffleCluster) -> None:
-    key = co.ShuffleKey(0, 0)
-    writer = cluster.directories(co.Role.WRITER, 4)
-    reader = cluster.directories(co.Role.READER, 0)
+    key = ShuffleKey(0, 0)
+    writer = cluster.directories(Role.WRITER, 4)
+    reader = cluster.directories(Role.READER, 0)
     try:
-        writer.register(key, co.WriterLocation(4, "exec-1", "127.0.0.1", 4001))
-        _wait_until(lambda: reader.lookup(key).writers == (co.WriterLocation(4, "exec-1", "127.0.0.1", 4001),),
+        writer.register(key, WriterLocation(4, "exec-1", "127.0.0.1", 4001))
+        _wait_until(lambda: reader.lookup(key).writers == (WriterLocation(4, "exec-1", "127.0.0.1", 4001),),
                     "first location")
-        retry = cluster.directories(co.Role.WRITER, 4)  # a second attempt of the same task
+        retry = cluster.directories(Role.WRITER, 4)  # a second attempt of the same task
         try:
-            retry.register(key, co.WriterLocation(4, "exec-2", "127.0.0.1", 4002))
-            _wait_until(lambda: reader.lookup(key).writers == (co.WriterLocation(4, "exec-2", "127.0.0.1", 4002),),
+            retry.register(key, WriterLocation(4, "exec-2", "127.0.0.1", 4002))
+            _wait_until(lambda: reader.lookup(key).writers == (WriterLocation(4, "exec-2", "127.0.0.1", 4002),),
                         "retried location")
             retry.unregister(key, 4)
             _wait_until(lambda: reader.lookup(key).writers == (), "unregistration")
         finally:
             retry.close()
-        assert reader.lookup(co.ShuffleKey(0, 1)) == co.Writers("", ())  # attempts are separate
+        assert reader.lookup(ShuffleKey(0, 1)) == Writers("", ())  # attempts are separate
     finally:
         writer.close()
         reader.close()
@@ -276,18 +276,18 @@ def test_a_write_right_after_another_sees_it_before_its_notification(cluster: Sh
     """A writer that fails right after registering must unregister, although the notification of
     its registration has not reached its node yet (it used to read its own view, find nothing
     and skip the unregistration, leaving the writer registered forever)."""
-    key = co.ShuffleKey(0, 0)
+    key = ShuffleKey(0, 0)
     late = LateNotifications(cluster.coordinator.backend)
     writer = ClusterDirectory(late, "writer3", cluster.shard.shard)
-    barrier = cluster.directories(co.Role.READER, 0)
+    barrier = cluster.directories(Role.READER, 0)
     try:
-        writer.register(key, co.WriterLocation(3, "exec-1", "127.0.0.1", 4003))
+        writer.register(key, WriterLocation(3, "exec-1", "127.0.0.1", 4003))
         writer.unregister(key, 3)
-        writer.report_failure(key, co.Role.WRITER, 3, "RuntimeError: failed right after registering")
-        barrier.report_failure(key, co.Role.READER, 0, "RuntimeError: barrier")  # notified after the above
+        writer.report_failure(key, Role.WRITER, 3, "RuntimeError: failed right after registering")
+        barrier.report_failure(key, Role.READER, 0, "RuntimeError: barrier")  # notified after the above
         driver = cluster.coordinator.directory(0)
         _wait_until(lambda: driver.lookup(key).failure != "", "failure notification")
-        assert driver.lookup(key) == co.Writers("writer 3 failed: RuntimeError: failed right after registering", ())
+        assert driver.lookup(key) == Writers("writer 3 failed: RuntimeError: failed right after registering", ())
     finally:
         late.release()
         writer.close()
@@ -295,11 +295,11 @@ def test_a_write_right_after_another_sees_it_before_its_notification(cluster: Sh
 
 
 def test_first_failure_report_wins(cluster: ShuffleCluster) -> None:
-    key = co.ShuffleKey(0, 0)
-    first, second = cluster.directories(co.Role.READER, 0), cluster.directories(co.Role.WRITER, 1)
+    key = ShuffleKey(0, 0)
+    first, second = cluster.directories(Role.READER, 0), cluster.directories(Role.WRITER, 1)
     try:
-        first.report_failure(key, co.Role.READER, 0, "RuntimeError: root cause")
-        second.report_failure(key, co.Role.WRITER, 1, "BrokenPipeError: consequence")
+        first.report_failure(key, Role.READER, 0, "RuntimeError: root cause")
+        second.report_failure(key, Role.WRITER, 1, "BrokenPipeError: consequence")
         _wait_until(lambda: bool(second.lookup(key).failure), "failure notification")
         assert second.lookup(key).failure == "reader 0 failed: RuntimeError: root cause"
     finally:
@@ -308,14 +308,14 @@ def test_first_failure_report_wins(cluster: ShuffleCluster) -> None:
 
 
 def test_a_failure_too_long_for_the_directory_is_cut_not_lost(cluster: ShuffleCluster) -> None:
-    key = co.ShuffleKey(0, 0)
-    writer, reader = cluster.directories(co.Role.WRITER, 2), cluster.directories(co.Role.READER, 0)
+    key = ShuffleKey(0, 0)
+    writer, reader = cluster.directories(Role.WRITER, 2), cluster.directories(Role.READER, 0)
     try:
-        writer.report_failure(key, co.Role.WRITER, 2, "ValueError: " + "é" * co.MAX_TEXT_BYTES)
+        writer.report_failure(key, Role.WRITER, 2, "ValueError: " + "é" * MAX_TEXT_BYTES)
         _wait_until(lambda: bool(reader.lookup(key).failure), "failure notification")
         failure = reader.lookup(key).failure
         assert failure.startswith("writer 2 failed: ValueError: ééé")
-        assert co.MAX_TEXT_BYTES - 1 <= len(failure.encode()) <= co.MAX_TEXT_BYTES
+        assert MAX_TEXT_BYTES - 1 <= len(failure.encode()) <= MAX_TEXT_BYTES
     finally:
         writer.close()
         reader.close()
@@ -323,13 +323,13 @@ def test_a_failure_too_long_for_the_directory_is_cut_not_lost(cluster: ShuffleCl
 
 def test_a_retried_task_finds_the_first_failure_of_the_latest_attempt(cluster: ShuffleCluster) -> None:
     """What a retried reader names in ReaderRetryUnsupported (Spark shows only the last attempt's error)."""
-    first = cluster.directories(co.Role.READER, 0)
+    first = cluster.directories(Role.READER, 0)
     try:
         attempt = first.join(0, 0)
-        first.report_failure(co.ShuffleKey(0, attempt), co.Role.WRITER, 1, "WriterNodeFailed: lost")
+        first.report_failure(ShuffleKey(0, attempt), Role.WRITER, 1, "WriterNodeFailed: lost")
     finally:
         first.close()
-    retry = cluster.directories(co.Role.READER, 0)  # a fresh node: the shard log reaches it by catch-up
+    retry = cluster.directories(Role.READER, 0)  # a fresh node: the shard log reaches it by catch-up
     try:
         assert retry.latest_failure(0, DEADLINE_S) == "writer 1 failed: WriterNodeFailed: lost"
         assert retry.latest_failure(99, 0.0) == ""  # no such shuffle: nothing to wait for
@@ -340,9 +340,9 @@ def test_a_retried_task_finds_the_first_failure_of_the_latest_attempt(cluster: S
 def test_readers_join_attempts_and_the_driver_launches_each_attempt_once(cluster: ShuffleCluster) -> None:
     """Joins are CAS on the shuffle's attempt key; the driver's node starts the writers of each new
     attempt when the notification arrives (a reader seen twice means the result is recomputed)."""
-    launched: list[co.ShuffleKey] = []
+    launched: list[ShuffleKey] = []
     shard = cluster.coordinator.add_shuffle(7, launched.append)
-    directories = [shard.open(co.Role.READER, r) for r in range(3)]
+    directories = [shard.open(Role.READER, r) for r in range(3)]
     try:
         assert [d.join(7, r) for r, d in enumerate(directories)] == [0, 0, 0]
         _wait_until(lambda: len(launched) >= 1, "launch of attempt 0")
@@ -350,13 +350,13 @@ def test_readers_join_attempts_and_the_driver_launches_each_attempt_once(cluster
         assert directories[0].join(7, 0) == 1
         _wait_until(lambda: len(launched) >= 2, "launch of attempt 1")
         # Callbacks run in commit order: once the driver saw a later write, every launch is started.
-        directories[0].report_failure(co.ShuffleKey(7, 1), co.Role.READER, 0, "barrier")
+        directories[0].report_failure(ShuffleKey(7, 1), Role.READER, 0, "barrier")
         driver = cluster.coordinator.directory(7)
-        _wait_until(lambda: driver.lookup(co.ShuffleKey(7, 1)).failure != "", "barrier notification")
+        _wait_until(lambda: driver.lookup(ShuffleKey(7, 1)).failure != "", "barrier notification")
         for thread in threading.enumerate():
             if thread.name.startswith("shuffle-launch-7-"):
                 thread.join(DEADLINE_S)
-        assert launched == [co.ShuffleKey(7, 0), co.ShuffleKey(7, 1)]
+        assert launched == [ShuffleKey(7, 0), ShuffleKey(7, 1)]
     finally:
         for directory in directories:
             directory.close()
@@ -379,18 +379,18 @@ def test_runs_of_a_stage_retried_or_read_twice_and_of_two_stages_at_once_stay_ap
     (union of a result with itself) or retried under its id opens a second run, another stage (a
     second action at once) its own, and a run the driver decided takes no reader any more (the next
     partition of a task that reads several starts a new run)."""
-    tasks = [cluster.shard.open(co.Role.READER, r) for r in range(2)]
+    tasks = [cluster.shard.open(Role.READER, r) for r in range(2)]
     driver = cluster.coordinator.directory(0)
     try:
         assert [tasks[0].join(0, 0, stage=5), tasks[0].join(0, 0, stage=5), tasks[1].join(0, 1, stage=5)] == [0, 1, 0]
         assert tasks[1].join(0, 0, stage=6) == 2  # another stage, at the same time
-        _wait_until(lambda: driver.open_attempt(co.ShuffleKey(0, 0)) is not None, "run 0 in the driver's view")
-        assert driver.decide(co.ShuffleKey(0, 0)) == frozenset({0, 1})
-        assert driver.decide(co.ShuffleKey(0, 0)) is None  # decided once
-        _wait_until(lambda: tasks[1].served(co.ShuffleKey(0, 0)) == frozenset({0, 1}), "the decision in a task's view")
+        _wait_until(lambda: driver.open_attempt(ShuffleKey(0, 0)) is not None, "run 0 in the driver's view")
+        assert driver.decide(ShuffleKey(0, 0)) == frozenset({0, 1})
+        assert driver.decide(ShuffleKey(0, 0)) is None  # decided once
+        _wait_until(lambda: tasks[1].served(ShuffleKey(0, 0)) == frozenset({0, 1}), "the decision in a task's view")
         assert tasks[1].join(0, 1, stage=5) == 1  # run 1 of stage 5 is still open and lacks reader 1
         assert tasks[1].join(0, 1, stage=5) == 3  # run 0 is decided: a new run
-        assert driver.open_attempt(co.ShuffleKey(0, 0)) is None
+        assert driver.open_attempt(ShuffleKey(0, 0)) is None
     finally:
         for task in tasks:
             task.close()
@@ -400,9 +400,9 @@ def test_a_reader_done_reading_is_seen_by_the_driver_once_whatever_it_read(clust
     """A reader that read everything or stopped early (``take``) marks itself done; the driver sees
     exactly the readers done, so it can retire a run whose readers all are (writers a reader left
     before connecting to would otherwise wait for it)."""
-    tasks = [cluster.shard.open(co.Role.READER, r) for r in range(2)]
+    tasks = [cluster.shard.open(Role.READER, r) for r in range(2)]
     driver = cluster.coordinator.directory(0)
-    key = co.ShuffleKey(0, 0)
+    key = ShuffleKey(0, 0)
     try:
         assert [tasks[0].join(0, 0, stage=3), tasks[1].join(0, 1, stage=3)] == [0, 0]
         tasks[1].reader_done(key, 1)
