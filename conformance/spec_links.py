@@ -33,6 +33,7 @@ CASE_SECTIONS: Final[Mapping[str, Mapping[str, str]]] = {
         "shuffle/backpressure/reader-": "docs/spec/shuffle.md#reader-quota",
         "shuffle/failure/": "docs/spec/shuffle.md#failures",
         "shuffle/auth/": "docs/spec/auth.md#handshake",
+        "shuffle/settings/": "docs/spec/shuffle.md#settings",
     },
     "sync": {
         "probe/": "docs/spec/sync.md#probe",
