@@ -80,10 +80,9 @@ def sink_case(spark: Any, rows: int, work: Path) -> dict[str, Any]:
 
 
 def rate_case(spark: Any, rate: int, seconds: float, work: Path) -> dict[str, Any]:
-    from deltalake import DeltaTable
-
     from reference.pipeline.syncserver import FlushSettings, SyncServerProcess
     from reference.spark import sync_datasource
+    from reference.sync.store import read_delta
 
     server = SyncServerProcess(str(work / "rate-store"), work / "rate-server.log", FlushSettings(1.0, 0.2))
     location = server.start()
@@ -99,7 +98,7 @@ def rate_case(spark: Any, rate: int, seconds: float, work: Path) -> dict[str, An
         query.stop()
     finally:
         server.stop()
-    landed = DeltaTable(str(work / "rate-store" / "rate")).to_pyarrow_table().num_rows
+    landed = read_delta(str(work / "rate-store" / "rate")).num_rows
     return {"rate_offered_rows": rate * seconds, "rate_committed_rows": offered, "rate_durable_rows": landed,
             "rate_keeps_pace": round(landed / (rate * seconds), 3),
             "rate_mean_batch_ms": round(sum(durations) / max(1, len(durations)))}

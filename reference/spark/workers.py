@@ -1,4 +1,5 @@
-"""Where PySpark's Python workers find this package: on a local master, the driver's interpreter."""
+"""Where PySpark's Python workers find this package (on a local master, the driver's interpreter),
+and the daemon that starts them there (PySpark's, quiet about partial reads)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,10 @@ import sys
 from typing import Any, Final
 
 log = logging.getLogger(__name__)
+
+DAEMON_MODULE_KEY: Final = "spark.python.daemon.module"
+QUIET_DAEMON: Final = "reference.spark_daemon"
+"""PySpark's daemon, silent about the output a partial read leaves unread (reference/spark_daemon.py)."""
 
 PACKAGE_ROOT: Final = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 """The directory holding ``reference`` and ``spec`` (a checkout, or site-packages when installed)."""
@@ -21,6 +26,7 @@ def local_workers_use_driver_python(sc: Any) -> None:
     driver's machine, so its interpreter is the right one; an interpreter the user chose
     (``PYSPARK_PYTHON`` or ``spark.pyspark.python``) is kept. On a real cluster the executors'
     interpreter is the cluster's business: it needs streamwire installed (docs/pyspark.md).
+    Workers start through :data:`QUIET_DAEMON` (see :func:`quiet_partial_reads`).
     """
     if not sc.master.startswith("local"):
         return
@@ -29,6 +35,17 @@ def local_workers_use_driver_python(sc: Any) -> None:
         log.info("Python workers of %s use the driver's interpreter %s",
                  sc.master, sys.executable)
         sc.pythonExec = sys.executable
+    quiet_partial_reads(sc)
     paths = [p for p in sc.environment.get("PYTHONPATH", "").split(os.pathsep) if p]
     if PACKAGE_ROOT not in paths:
         sc.environment["PYTHONPATH"] = os.pathsep.join(paths + [PACKAGE_ROOT])
+
+
+def quiet_partial_reads(sc: Any) -> None:
+    """Start the Python workers of the tasks created from now on through PySpark's daemon made
+    silent about the output a partial read leaves unread (a daemon module the user chose is kept).
+    A local master's executor reads the driver's live configuration; a cluster's executors take
+    ``spark.python.daemon.module`` from spark-submit (docs/pyspark.md)."""
+    conf = sc._jsc.sc().conf()
+    if not conf.contains(DAEMON_MODULE_KEY):
+        conf.set(DAEMON_MODULE_KEY, QUIET_DAEMON)

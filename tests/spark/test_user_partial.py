@@ -177,13 +177,13 @@ def test_the_result_is_whole_for_the_actions_after_partial_reads(run: dict[str, 
 
 
 def test_partial_reads_log_no_error(run: dict[str, Any]) -> None:
-    """PySpark's daemon prints a BrokenPipeError traceback when the JVM stops reading a worker's
-    output early (``df.mapInArrow(f).show()`` does it without any shuffle); nothing else may appear."""
+    """No ERROR line and no traceback: PySpark's own daemon prints a BrokenPipeError traceback whenever the JVM
+    stops reading a worker's output early (``df.mapInArrow(f).show()`` does it without any
+    shuffle); the daemon this package runs on a local master (reference/spark_daemon.py) does not."""
     log = run["stderr"]
     assert "PeerTaskFailed" not in log and "PEER_TASK_FAILED" not in log
     assert not [line for line in log.splitlines() if " ERROR " in line or line.startswith("LOG ERROR")]
-    blocks = log.split("Traceback (most recent call last):")[1:]
-    assert all("pyspark/daemon.py" in b and "\nBrokenPipeError: [Errno 32] Broken pipe" in b for b in blocks), log
+    assert "Traceback" not in log and "BrokenPipeError" not in log and "exited unexpectedly" not in log, log[-3000:]
 
 
 def test_nothing_is_left_running(run: dict[str, Any]) -> None:

@@ -1,6 +1,7 @@
-"""The ``seafowl-sync`` sink from a user's streaming query: exactly once through a SIGKILL and a
-restart from the checkpoint (the restarted query replays what it had not committed; the server
-skips what is already durable), a batch as one transaction (empty partitions and batches are
+"""The ``seafowl-sync`` sink from a user's streaming query: exactly once through a SIGKILL of the
+sync server and of the query, each restarted (the query rides the server's outage out; restarted
+from its checkpoint it replays what it had not committed and the server skips what is already
+durable), a batch as one transaction (empty partitions and batches are
 normal), and its options checked before anything runs."""
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -72,29 +74,60 @@ def write_source(directory: Path) -> dict[int, str]:
     return expected
 
 
+def serve(store: Path, port: int, log: Path) -> subprocess.Popen[str]:
+    """The documented server command on ``port``: a restart comes back at the same address."""
+    with open(log, "a") as errors:
+        server = subprocess.Popen([sys.executable, "-m", "reference.sync", "serve", "--store", str(store), "--port",
+                                   str(port), "--max-replication-lag-s", "0.2", "--flush-task-interval-s", "0.1"],
+                                  stdout=subprocess.PIPE, stderr=errors, text=True, cwd=REPO,
+                                  env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert server.stdout is not None
+    assert server.stdout.readline().startswith("LISTENING "), log.read_text()[-3000:]
+    return server
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
 @pytest.mark.spark
-def test_a_query_killed_mid_stream_and_restarted_writes_each_batch_once(tmp_path: Path) -> None:
-    from reference.pipeline.syncserver import SyncServerProcess
+def test_the_server_and_the_query_killed_mid_stream_and_restarted_write_each_batch_once(tmp_path: Path) -> None:
+    """SIGKILL of the sync server after a batch: the batch in flight was at most in the server's
+    memory, which the kill loses, and the query rides the outage out (its client retries and
+    replays within deadlineSeconds) on the restarted server. Then SIGKILL of the query after a
+    batch committed there, and a restart from its checkpoint: it replays what it had not committed
+    and the server skips what is already durable. Every batch lands once, in order."""
+    from reference.sync.client import SyncClient
     from reference.sync.store import read_delta
 
     expected = write_source(tmp_path / "source")
     script = tmp_path / "query.py"
     script.write_text(QUERY)
-    server = SyncServerProcess(str(tmp_path / "store"), tmp_path / "server.log")
-    location = server.start()
+    port = free_port()
+    location = f"grpc://127.0.0.1:{port}"
+    server = serve(tmp_path / "store", port, tmp_path / "server.log")
     env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "PYTHONPATH")}
     argv = [sys.executable, str(script), str(REPO), str(tmp_path / "source"), str(tmp_path / "checkpoint"), location]
     try:
         first = subprocess.Popen(argv + ["kill-me"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                                  env=env, cwd=tmp_path)
         assert first.stdout is not None
+        server_killed_after, batch = None, -1
         deadline = time.monotonic() + HANG_GUARD_S
         for line in first.stdout:
-            if line.strip() == "BATCH 2" or time.monotonic() > deadline:
-                break
+            batch = int(line.split()[1])
+            if server_killed_after is None and batch >= 1:
+                server_killed_after = batch
+                server.kill()
+                server.wait(60)
+                server = serve(tmp_path / "store", port, tmp_path / "server.log")
+            elif server_killed_after is not None and batch > server_killed_after or time.monotonic() > deadline:
+                break  # a batch committed on the restarted server
         first.send_signal(signal.SIGKILL)  # mid-stream: later batches are running or about to
         first.wait(60)
-        assert line.strip() == "BATCH 2"
+        assert server_killed_after is not None and server_killed_after < batch < FILES, (server_killed_after, batch)
         partial = read_delta(str(tmp_path / "store" / "t")).num_rows
         assert 0 < partial < len(expected)
 
@@ -104,8 +137,12 @@ def test_a_query_killed_mid_stream_and_restarted_writes_each_batch_once(tmp_path
         table = read_delta(str(tmp_path / "store" / "t"))
         assert table.num_rows == len(expected)  # no key twice
         assert dict(zip(table.column("id").to_pylist(), table.column("v").to_pylist())) == expected
+        origin = json.loads((tmp_path / "checkpoint" / "metadata").read_text())["id"]
+        probe = SyncClient(location, origin).probe()  # one transaction per batch, the last one durable
+        assert (probe.memory_sequence_number, probe.durable_sequence_number) == (FILES, FILES)
     finally:
-        server.stop()
+        server.kill()
+        server.wait(60)
 
 
 def test_options_name_what_is_missing_or_malformed() -> None:
