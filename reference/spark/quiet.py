@@ -3,8 +3,10 @@
 ``query.stop()`` cancels the micro-batch's running write tasks; Spark then logs, for a Python data
 source, that the write "is aborting" and "aborted", and per task "Aborting task" with the
 ``TaskKilledException`` and "Aborting commit" / "Aborted commit": ten ERROR lines for a stop the
-user asked for. A genuine failure is still logged by the executor ("Exception in task") and
-raised by the query, so these lines add nothing; each filter matches only its own message.
+user asked for; when the stop also interrupts the driver's call of the writer's ``abort`` (which
+does nothing: the tasks send nothing, the commit sends the batch), that it "failed to abort". A
+genuine failure is still logged by the executor ("Exception in task") and raised by the query,
+so these lines add nothing; each filter matches only its own message.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any, Final
 
 ECHOES: Final = (
     ("org.apache.spark.sql.execution.datasources.v2.WriteToDataSourceV2Exec",
-     r"Data source write support .*PythonStreamingWrite.* (is aborting|aborted)\."),
+     r"Data source write support .*PythonStreamingWrite.* (is aborting|aborted|failed to abort)\."),
     ("org.apache.spark.sql.execution.datasources.v2.DataWritingSparkTask",
      r"Abort(ing|ed) commit for partition .*"),
     ("org.apache.spark.util.Utils", r"Aborting task"),

@@ -28,6 +28,7 @@ def test_the_echoes_of_a_stopped_querys_write_tasks_are_denied_and_nothing_else(
     write = "MicroBatchWrite[epoch: 1, writer: org.apache.spark.sql.execution.datasources.v2.python.PythonStreamingWrite@5e]"
     assert denied(spark, f"{v2}.WriteToDataSourceV2Exec", f"Data source write support {write} is aborting.")
     assert denied(spark, f"{v2}.WriteToDataSourceV2Exec", f"Data source write support {write} aborted.")
+    assert denied(spark, f"{v2}.WriteToDataSourceV2Exec", f"Data source write support {write} failed to abort.")
     assert denied(spark, f"{v2}.DataWritingSparkTask", "Aborting commit for partition 2 (task 15, attempt 0, stage 9.0)")
     assert denied(spark, "org.apache.spark.util.Utils", "Aborting task")
     assert not denied(spark, f"{v2}.WriteToDataSourceV2Exec", "Data source write support ParquetWrite is aborting.")
