@@ -23,7 +23,7 @@ from reference.shuffle.reader_task import ReaderTask
 from reference.shuffle.task import ROOT_CAUSE_WAIT_S, PeerTaskFailed, describe
 from reference.shuffle.writer_task import WriterTask
 from reference.spark.plan import Plan
-from spec.shuffle import coordination as co
+from spec.shuffle import coordination
 from spec.shuffle.errors import ShuffleError
 
 RecordsOf = Callable[[Iterable[Any], frozenset[int]], Iterator[tuple[int, bytes]]]
@@ -59,21 +59,21 @@ def _task_context() -> tuple[int, int | None]:
     return (ctx.attemptNumber(), ctx.stageId()) if ctx is not None else (0, None)
 
 
-def join_run(plan: Plan, reader_id: int) -> tuple[ClusterDirectory, co.ShuffleKey]:
+def join_run(plan: Plan, reader_id: int) -> tuple[ClusterDirectory, coordination.ShuffleKey]:
     """Join the run of this task's stage as reader ``reader_id``; a retried task fails instead,
     naming the run's first failure (Spark shows the last attempt's error)."""
     attempt_number, stage = _task_context()
-    client = plan.shard.open(co.Role.READER, reader_id, plan.host())
+    client = plan.shard.open(coordination.Role.READER, reader_id, plan.host())
     if attempt_number > 0:
         try:
             raise ReaderRetryUnsupported(reader_id, attempt_number,
                                          client.latest_failure(plan.shuffle_id, ROOT_CAUSE_WAIT_S))
         finally:
             client.close()
-    return client, co.ShuffleKey(plan.shuffle_id, client.join(plan.shuffle_id, reader_id, stage))
+    return client, coordination.ShuffleKey(plan.shuffle_id, client.join(plan.shuffle_id, reader_id, stage))
 
 
-def wait_served(plan: Plan, client: ClusterDirectory, key: co.ShuffleKey) -> frozenset[int] | None:
+def wait_served(plan: Plan, client: ClusterDirectory, key: coordination.ShuffleKey) -> frozenset[int] | None:
     """The readers run ``key`` serves, once the driver decided; None when it was retired first.
     Raises the run's first failure (the driver's RunDidNotStart among them)."""
     deadline = time.monotonic() + plan.start_bound_s + DECISION_MARGIN_S
@@ -89,13 +89,13 @@ def wait_served(plan: Plan, client: ClusterDirectory, key: co.ShuffleKey) -> fro
         if time.monotonic() > deadline:
             raise PeerTaskFailed(f"the driver did not start run {key.attempt} of shuffle {key.shuffle_id} within "
                                  f"{plan.start_bound_s + DECISION_MARGIN_S:g} s", "waiting for the run to start")
-        time.sleep(co.POLL_INTERVAL_S)
+        time.sleep(coordination.POLL_INTERVAL_S)
 
 
-def write(plan: Plan, key: co.ShuffleKey, writer_id: int, records: Iterable[tuple[int, bytes]],
+def write(plan: Plan, key: coordination.ShuffleKey, writer_id: int, records: Iterable[tuple[int, bytes]],
           served: frozenset[int]) -> None:
     """Stream ``(reader_id, bytes)`` pairs as writer ``writer_id`` to the readers ``served``."""
-    client = plan.shard.open(co.Role.WRITER, writer_id, plan.host())
+    client = plan.shard.open(coordination.Role.WRITER, writer_id, plan.host())
     try:
         WriterTask(key, writer_id, plan.num_partitions, plan.settings, client, plan.options("writer", writer_id),
                    served).run(records)
@@ -137,16 +137,16 @@ def exchange(plan: Plan, records_of: RecordsOf, decode: Decode, index: int, item
         client.close()
 
 
-def read_no_more(client: ClusterDirectory, key: co.ShuffleKey, reader_id: int) -> None:
+def read_no_more(client: ClusterDirectory, key: coordination.ShuffleKey, reader_id: int) -> None:
     """Tell the driver this reader is done with run ``key`` (runs.py retires a run whose readers all
     are); unreachable, the run still ends with its stage or its failure."""
     try:
         client.reader_done(key, reader_id)
-    except (OSError, co.CoordinationError) as error:
+    except (OSError, coordination.CoordinationError) as error:
         log.info("reader %d of %s could not mark itself done: %s", reader_id, key, describe(error))
 
 
-def write_only(plan: Plan, key: co.ShuffleKey, served: frozenset[int], records_of: RecordsOf, index: int,
+def write_only(plan: Plan, key: coordination.ShuffleKey, served: frozenset[int], records_of: RecordsOf, index: int,
                items: Iterable[Any]) -> Iterator[None]:
     """A writer-only task the driver launched for input partition ``index`` of run ``key``."""
     write(plan, key, index, records_of(items, served), served)

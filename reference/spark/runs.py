@@ -17,7 +17,7 @@ import time
 from typing import Any, Callable, Final, NamedTuple
 
 from reference.shuffle.cluster_directory import ClusterDirectory
-from spec.shuffle import coordination as co
+from spec.shuffle import coordination
 from spec.shuffle.errors import ShuffleError
 
 STAGE_POLL_S: Final = 0.02
@@ -29,7 +29,8 @@ class RunDidNotStart(ShuffleError):
 
     condition = "STREAMING_SHUFFLE_RUN_DID_NOT_START"
 
-    def __init__(self, key: co.ShuffleKey, stage: int | None, joined: int, partitions: int, waited_s: float) -> None:
+    def __init__(self, key: coordination.ShuffleKey, stage: int | None, joined: int, partitions: int,
+                 waited_s: float) -> None:
         super().__init__(
             f"streaming shuffle {key.shuffle_id} (run {key.attempt}, stage {stage}): only {joined} of the {partitions} "
             f"partitions' tasks started within {waited_s:g} s; every partition's task must run at once (another "
@@ -73,7 +74,7 @@ class Decision(NamedTuple):
     stage: int | None
 
 
-def decide_when_started(sc: Any, holder: ClusterDirectory, key: co.ShuffleKey, partitions: int,
+def decide_when_started(sc: Any, holder: ClusterDirectory, key: coordination.ShuffleKey, partitions: int,
                         start_bound_s: float, is_open: Callable[[], bool]) -> Decision | None:
     """Whom run ``key`` serves, decided once all partitions or all unfinished tasks of its stage
     joined; None (the run retired) when the stage ended first or the shuffle closed.
@@ -98,7 +99,7 @@ def decide_when_started(sc: Any, holder: ClusterDirectory, key: co.ShuffleKey, p
     return None
 
 
-def retire_when_it_ends(sc: Any, holder: ClusterDirectory, key: co.ShuffleKey, decision: Decision,
+def retire_when_it_ends(sc: Any, holder: ClusterDirectory, key: coordination.ShuffleKey, decision: Decision,
                         is_open: Callable[[], bool]) -> None:
     """Watch the run on a thread of its own while the shuffle is open; retire it once every reader
     it serves reads no more or its stage ends (whatever its end: the writers serving it end quietly).
@@ -123,7 +124,7 @@ def retire_when_it_ends(sc: Any, holder: ClusterDirectory, key: co.ShuffleKey, d
                 if finished():
                     holder.retire(key)
                     return
-        except (Py4JError, ConnectionError, co.CoordinationError):
+        except (Py4JError, ConnectionError, coordination.CoordinationError):
             return  # the context or the shuffle is closing: nothing is left to retire
 
     threading.Thread(target=watch, name=f"shuffle-retire-{key.shuffle_id}-{key.attempt}", daemon=True).start()

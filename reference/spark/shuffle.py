@@ -32,7 +32,7 @@ from reference.spark.runs import decide_when_started, retire_when_it_ends
 from reference.spark.shape import InsufficientSlots, Shape, choose_shape
 from reference.spark.workers import local_workers_use_driver_python
 from spec.auth.settings import auth_from_conf
-from spec.shuffle import coordination as co
+from spec.shuffle import coordination
 
 Fallback = Literal["spark", "error"]
 """What a shuffle does where the cluster has fewer task slots than partitions."""
@@ -201,7 +201,7 @@ class StreamingShuffle:
         def is_open() -> bool:
             return shuffle_id in coordinator.open_shuffles()
 
-        def launcher(key: co.ShuffleKey) -> None:
+        def launcher(key: coordination.ShuffleKey) -> None:
             try:
                 holder = coordinator.directory(key.shuffle_id)
                 decision = decide_when_started(sc, holder, key, shape.partitions, plan.start_bound_s, is_open)
@@ -222,7 +222,7 @@ class StreamingShuffle:
                     exchange.write_only, plan, key, served, records_for(plan)))
                 sc.runJob(writers, _nothing, missing)
             except BaseException as error:  # noqa: BLE001 - reported to every task of the run
-                coordinator.report_failure(key, co.Role.DRIVER, -1, describe(error))
+                coordinator.report_failure(key, coordination.Role.DRIVER, -1, describe(error))
 
         plan = Plan(shuffle_id, shape.partitions, settings, coordinator.add_shuffle(shuffle_id, launcher),
                     runtime.get(BIND_HOST_KEY), runtime.get(TRANSCRIPT_DIR_KEY), self.driver_host,
