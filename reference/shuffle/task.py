@@ -28,7 +28,6 @@ from spec.shuffle.coordination import ShuffleDirectory
 from spec.shuffle import errors
 from spec.shuffle.framing import DEFAULT_MAX_RECORD_SIZE
 from spec.shuffle.root_cause import RootCause, is_symptom, root_cause
-from spec.shuffle.root_cause import ROOT_CAUSE_WAIT_S as ROOT_CAUSE_WAIT_S  # reference/spark/ still imports it here
 from spec.shuffle.steps import Send, Step
 
 JOIN_TIMEOUT_S: Final = 10.0

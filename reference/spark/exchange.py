@@ -20,11 +20,12 @@ from typing import Any, Callable, Iterable, Iterator
 
 from reference.shuffle.cluster_directory import ClusterDirectory
 from reference.shuffle.reader_task import ReaderTask
-from reference.shuffle.task import ROOT_CAUSE_WAIT_S, PeerTaskFailed, describe
+from reference.shuffle.task import PeerTaskFailed, describe
 from reference.shuffle.writer_task import WriterTask
 from reference.spark.plan import Plan
 from spec.shuffle import coordination
 from spec.shuffle.errors import ShuffleError
+from spec.shuffle.root_cause import ROOT_CAUSE_WAIT_S
 
 RecordsOf = Callable[[Iterable[Any], frozenset[int]], Iterator[tuple[int, bytes]]]
 """Turns a task's input into ``(reader_id, record)`` pairs for the readers a run serves."""
