@@ -190,8 +190,14 @@ class ClusterDirectory:
         for reader in self.view.readers(key):
             self._check_node(reader, lambda: ReaderNodeFailed(key, reader.task_id, reader.node), "reader")
         failure = self.view.entry(failure_key(key))
-        return coordination.Writers(failure.value.decode() if failure is not None else "", tuple(locations),
-                          retired=self.view.entry(retired_key(key)) is not None)
+        if failure is not None:
+            state: coordination.AttemptState | coordination.AttemptFailure = \
+                coordination.AttemptFailure(failure.value.decode())
+        elif self.view.entry(retired_key(key)) is not None:
+            state = coordination.AttemptState.RETIRED
+        else:
+            state = coordination.AttemptState.RUNNING
+        return coordination.Writers(tuple(locations), state)
 
     def open_attempt(self, key: coordination.ShuffleKey) -> AttemptReaders | None:
         """The stage and readers of attempt ``key`` while it is open (None once decided)."""

@@ -121,8 +121,8 @@ class ReaderTask(TaskBase):
 
     def _discover(self) -> None:
         found = self.directory.lookup(self.key)
-        if found.failure:
-            self.peer_failed(found.failure)
+        if isinstance(found.state, coordination.AttemptFailure):
+            self.peer_failed(found.state)
             return
         for location in found.writers:
             writer_id = location.writer_id

@@ -35,7 +35,9 @@ class StandaloneDirectory:
 
     def lookup(self, key: coordination.ShuffleKey) -> coordination.Writers:
         with self._lock:
-            return coordination.Writers(self.failures[0] if self.failures else "", tuple(self._writers.values()))
+            if self.failures:
+                return coordination.Writers(tuple(self._writers.values()), coordination.AttemptFailure(self.failures[0]))
+            return coordination.Writers(tuple(self._writers.values()))
 
     def unregister(self, key: coordination.ShuffleKey, writer_id: int) -> None:
         with self._lock:

@@ -225,10 +225,10 @@ class TaskBase(Handler):
         if now - self._last_failure_poll < FAILURE_POLL_S:
             return
         self._last_failure_poll = now
-        found = self.directory.lookup(self.key)
-        if found.failure:
-            self.peer_failed(found.failure)
-        elif found.retired:
+        state = self.directory.lookup(self.key).state
+        if isinstance(state, coordination.AttemptFailure):
+            self.peer_failed(state)
+        elif state is coordination.AttemptState.RETIRED:
             self.retired()
 
     def retired(self) -> None:
@@ -236,10 +236,10 @@ class TaskBase(Handler):
         self._reported = True
         self.fail(AttemptRetired(self.key))
 
-    def peer_failed(self, failure: str) -> None:
+    def peer_failed(self, failure: coordination.AttemptFailure) -> None:
         """Another task reported ``failure``: stop, naming it (and do not report it again)."""
         self._reported = True
-        self.fail(PeerTaskFailed(failure, "stopped by the coordinator"))
+        self.fail(PeerTaskFailed(failure.text, "stopped by the coordinator"))
 
     def final_error(self) -> BaseException:
         """The error to raise on the task thread: a peer's root cause beats its local symptom, and
@@ -258,9 +258,9 @@ class TaskBase(Handler):
                 seen.__cause__ = error
                 return seen
             if verdict is RootCause.PEER_FAILED:
-                assert isinstance(seen, coordination.Writers)
+                assert isinstance(seen, coordination.Writers) and isinstance(seen.state, coordination.AttemptFailure)
                 self._reported = True
-                peer = PeerTaskFailed(seen.failure, describe(error))
+                peer = PeerTaskFailed(seen.state.text, describe(error))
                 peer.__cause__ = error
                 return peer
             if verdict is RootCause.RETIRED:

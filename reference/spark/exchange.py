@@ -82,10 +82,10 @@ def wait_served(plan: Plan, client: ClusterDirectory, key: coordination.ShuffleK
         served = client.served(key)
         if served is not None:
             return served
-        found = client.lookup(key)
-        if found.failure:
-            raise PeerTaskFailed(found.failure, f"reader {key.attempt} waiting for its run to start")
-        if found.retired:
+        state = client.lookup(key).state
+        if isinstance(state, coordination.AttemptFailure):
+            raise PeerTaskFailed(state.text, f"reader {key.attempt} waiting for its run to start")
+        if state is coordination.AttemptState.RETIRED:
             return None
         if time.monotonic() > deadline:
             raise PeerTaskFailed(f"the driver did not start run {key.attempt} of shuffle {key.shuffle_id} within "

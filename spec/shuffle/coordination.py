@@ -16,7 +16,7 @@ every task of the attempt ends quietly.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import IntEnum
+from enum import Enum, IntEnum
 from typing import Final, Protocol
 
 from spec.shuffle.errors import ShuffleError
@@ -56,14 +56,24 @@ class WriterLocation:
     port: int
 
 
+class AttemptState(Enum):
+    RUNNING = "running"
+    RETIRED = "retired: nobody reads the attempt any more, its tasks end quietly"
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptFailure:
+    """An attempt's first failure, as every other task reads it (see :func:`failure_text`)."""
+
+    text: str
+
+
 @dataclass(frozen=True, slots=True)
 class Writers:
-    """The writers known so far and the attempt's first failure ("" when none)."""
+    """The writers known so far and where the attempt stands; a failure wins over a retirement."""
 
-    failure: str
     writers: tuple[WriterLocation, ...]
-    retired: bool = False
-    """Nobody reads the attempt any more: its tasks end quietly (a failure still wins)."""
+    state: AttemptState | AttemptFailure = AttemptState.RUNNING
 
 
 class ShuffleDirectory(Protocol):

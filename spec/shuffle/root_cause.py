@@ -15,7 +15,7 @@ from enum import Enum
 from typing import Final
 
 from spec.shuffle import errors
-from spec.shuffle.coordination import Writers
+from spec.shuffle.coordination import AttemptFailure, AttemptState, Writers
 
 ROOT_CAUSE_WAIT_S: Final = 2.0
 """How long a task hit by a peer's failure waits for that peer's report to reach the directory."""
@@ -46,8 +46,8 @@ def root_cause(error: BaseException, seen: Writers | errors.ShuffleError | None,
         return RootCause.OWN
     if isinstance(seen, errors.ShuffleError):
         return RootCause.NODE_FAILED
-    if seen.failure:
+    if isinstance(seen.state, AttemptFailure):
         return RootCause.PEER_FAILED
-    if seen.retired:
+    if seen.state is AttemptState.RETIRED:
         return RootCause.RETIRED
     return RootCause.LOOK_AGAIN if waited_s < ROOT_CAUSE_WAIT_S else RootCause.OWN

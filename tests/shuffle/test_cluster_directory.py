@@ -32,7 +32,7 @@ from reference.shuffle.local import LocalShuffleError
 from reference.shuffle.task import PeerTaskFailed
 from spec.cluster.interface import ClusterBackend, ClusterCore, ClusterProvider, FailureTiming
 from spec.cluster.types import Entry, Membership, NodeId, NodeInfo, NodeState, ShardId
-from spec.shuffle.coordination import MAX_TEXT_BYTES, Role, ShuffleKey, WriterLocation, Writers
+from spec.shuffle.coordination import MAX_TEXT_BYTES, AttemptFailure, Role, ShuffleKey, WriterLocation, Writers
 
 DEADLINE_S = 30.0
 """Only to end a broken run; nothing here asserts on time."""
@@ -235,7 +235,7 @@ def test_locations_arrive_by_notification_and_a_retried_writer_replaces_its_entr
             _wait_until(lambda: reader.lookup(key).writers == (), "unregistration")
         finally:
             retry.close()
-        assert reader.lookup(ShuffleKey(0, 1)) == Writers("", ())  # attempts are separate
+        assert reader.lookup(ShuffleKey(0, 1)) == Writers(())  # attempts are separate
     finally:
         writer.close()
         reader.close()
@@ -286,8 +286,8 @@ def test_a_write_right_after_another_sees_it_before_its_notification(cluster: Sh
         writer.report_failure(key, Role.WRITER, 3, "RuntimeError: failed right after registering")
         barrier.report_failure(key, Role.READER, 0, "RuntimeError: barrier")  # notified after the above
         driver = cluster.coordinator.directory(0)
-        _wait_until(lambda: driver.lookup(key).failure != "", "failure notification")
-        assert driver.lookup(key) == Writers("writer 3 failed: RuntimeError: failed right after registering", ())
+        _wait_until(lambda: isinstance(driver.lookup(key).state, AttemptFailure), "failure notification")
+        assert driver.lookup(key) == Writers((), AttemptFailure("writer 3 failed: RuntimeError: failed right after registering"))
     finally:
         late.release()
         writer.close()
@@ -300,8 +300,8 @@ def test_first_failure_report_wins(cluster: ShuffleCluster) -> None:
     try:
         first.report_failure(key, Role.READER, 0, "RuntimeError: root cause")
         second.report_failure(key, Role.WRITER, 1, "BrokenPipeError: consequence")
-        _wait_until(lambda: bool(second.lookup(key).failure), "failure notification")
-        assert second.lookup(key).failure == "reader 0 failed: RuntimeError: root cause"
+        _wait_until(lambda: isinstance(second.lookup(key).state, AttemptFailure), "failure notification")
+        assert second.lookup(key).state == AttemptFailure("reader 0 failed: RuntimeError: root cause")
     finally:
         first.close()
         second.close()
@@ -312,8 +312,10 @@ def test_a_failure_too_long_for_the_directory_is_cut_not_lost(cluster: ShuffleCl
     writer, reader = cluster.directories(Role.WRITER, 2), cluster.directories(Role.READER, 0)
     try:
         writer.report_failure(key, Role.WRITER, 2, "ValueError: " + "é" * MAX_TEXT_BYTES)
-        _wait_until(lambda: bool(reader.lookup(key).failure), "failure notification")
-        failure = reader.lookup(key).failure
+        _wait_until(lambda: isinstance(reader.lookup(key).state, AttemptFailure), "failure notification")
+        state = reader.lookup(key).state
+        assert isinstance(state, AttemptFailure)
+        failure = state.text
         assert failure.startswith("writer 2 failed: ValueError: ééé")
         assert MAX_TEXT_BYTES - 1 <= len(failure.encode()) <= MAX_TEXT_BYTES
     finally:
@@ -352,7 +354,7 @@ def test_readers_join_attempts_and_the_driver_launches_each_attempt_once(cluster
         # Callbacks run in commit order: once the driver saw a later write, every launch is started.
         directories[0].report_failure(ShuffleKey(7, 1), Role.READER, 0, "barrier")
         driver = cluster.coordinator.directory(7)
-        _wait_until(lambda: driver.lookup(ShuffleKey(7, 1)).failure != "", "barrier notification")
+        _wait_until(lambda: isinstance(driver.lookup(ShuffleKey(7, 1)).state, AttemptFailure), "barrier notification")
         for thread in threading.enumerate():
             if thread.name.startswith("shuffle-launch-7-"):
                 thread.join(DEADLINE_S)

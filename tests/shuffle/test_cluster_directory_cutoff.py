@@ -35,7 +35,7 @@ def test_a_cut_off_task_fails_once_the_others_must_have_declared_it_failed() -> 
     task = ClusterDirectory.connect(service.url, holder.shard, "writer0")
     key = coordination.ShuffleKey(0, 0)
     try:
-        assert task.lookup(key) == coordination.Writers("", ())
+        assert task.lookup(key) == coordination.Writers(())
         service.close()
         _wait_until(lambda: task.view.cut_off_for() is not None, "cluster_down")
         deadline = time.monotonic() + DEADLINE_S

@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 from spec.shuffle import errors
-from spec.shuffle.coordination import Writers
+from spec.shuffle.coordination import AttemptFailure, AttemptState, Writers
 from spec.shuffle.root_cause import ROOT_CAUSE_WAIT_S, RootCause, root_cause
 
 CLOSED = errors.ConnectionClosedBeforeTermination.from_fault(errors.Fault(
     shuffle_id=0, writer_id=1, reader_id=2, peer_role="writer", handler="ShuffleClientHandler", sent="ack"))
 NODE_FAILED = errors.ShuffleError("writer 1's node was declared FAIL")
-REPORTED = Writers("writer 1 failed: RuntimeError: boom", ())
-RETIRED = Writers("", (), retired=True)
-NOTHING = Writers("", ())
+REPORTED = Writers((), AttemptFailure("writer 1 failed: RuntimeError: boom"))
+RETIRED = Writers((), AttemptState.RETIRED)
+NOTHING = Writers(())
 
 
 def test_a_node_failure_beats_a_report_which_beats_a_retirement() -> None:
     assert root_cause(CLOSED, NODE_FAILED, 0.0) is RootCause.NODE_FAILED
-    assert root_cause(CLOSED, Writers(REPORTED.failure, (), retired=True), 0.0) is RootCause.PEER_FAILED
+    assert root_cause(CLOSED, REPORTED, 0.0) is RootCause.PEER_FAILED  # the directory lets a report win over a retirement
     assert root_cause(CLOSED, RETIRED, 0.0) is RootCause.RETIRED
 
 
