@@ -36,7 +36,7 @@ import time
 import zlib
 from typing import Any, Callable, Iterable, Iterator
 
-from reference.shuffle.cluster_directory import ClusterCoordinator, ShuffleShard
+from reference.shuffle.cluster_directory import DriverDirectory, DirectoryAddress
 from reference.shuffle.local import run_local_shuffle
 from reference.shuffle.reader_task import ReaderTask
 from reference.shuffle.task import TaskOptions
@@ -111,7 +111,7 @@ def jvm_mb_s(total: int) -> float:
     return float(answer["mb_s"])
 
 
-def _writer_process(shard: ShuffleShard, count: int, settings: ShuffleSettings, options: TaskOptions) -> None:
+def _writer_process(shard: DirectoryAddress, count: int, settings: ShuffleSettings, options: TaskOptions) -> None:
     """The writer task of ``runtime_mb_s``, in its own process as a Spark task would be."""
     record = os.urandom(CHUNK - RECORD_LENGTH.size)
     client = shard.open(Role.WRITER, 0)
@@ -128,7 +128,7 @@ def runtime_mb_s(total: int, options: TaskOptions = TaskOptions()) -> float:
     """
     count = total // CHUNK
     settings = ShuffleSettings(checksum_enabled=True, network_buffer_size=CHUNK)
-    coordinator = ClusterCoordinator()
+    coordinator = DriverDirectory()
     shard = coordinator.add_shuffle(0, lambda key: None)
     writer = multiprocessing.get_context("spawn").Process(target=_writer_process,
                                                           args=(shard, count, settings, options))

@@ -262,7 +262,7 @@ class ClusterDirectory:
 
 
 @dataclass(frozen=True)
-class ShuffleShard:
+class DirectoryAddress:
     """What a task needs to reach its shuffle's directory; picklable, shipped in the task's closure."""
 
     url: str
@@ -272,7 +272,7 @@ class ShuffleShard:
         return ClusterDirectory.connect(self.url, self.shard, f"{role.name.lower()}{task}", host)
 
 
-class ClusterCoordinator:
+class DriverDirectory:
     """The driver's side: the chosen backend, and one shard-holding node per open shuffle.
 
     ``memory`` hosts the in-process cluster in the driver behind the cluster service (executors
@@ -288,14 +288,14 @@ class ClusterCoordinator:
         self._lock = threading.Lock()
         self._shuffles: dict[int, ClusterDirectory] = {}
 
-    def add_shuffle(self, shuffle_id: int, launcher: Launcher) -> ShuffleShard:
+    def add_shuffle(self, shuffle_id: int, launcher: Launcher) -> DirectoryAddress:
         holder = ClusterDirectory(self.backend, f"driver-shuffle{shuffle_id}", launcher=launcher)
         with self._lock:
             previous = self._shuffles.pop(shuffle_id, None)
             self._shuffles[shuffle_id] = holder
         if previous is not None:
             previous.close()
-        return ShuffleShard(self.task_url, holder.shard)
+        return DirectoryAddress(self.task_url, holder.shard)
 
     def open_shuffles(self) -> list[int]:
         with self._lock:
@@ -331,6 +331,6 @@ class ClusterCoordinator:
         self._cluster.close()
 
 
-def directory_from_conf(conf: Mapping[str, str], host: str = "127.0.0.1") -> ClusterCoordinator:
-    """The driver's coordinator for ``spark.streamwire.cluster.provider`` (in-process by default)."""
-    return ClusterCoordinator(conf.get(SPARK_CONF_KEY, DEFAULT), host, service_secret(conf), failure_policy(conf))
+def driver_directory_from_conf(conf: Mapping[str, str], host: str = "127.0.0.1") -> DriverDirectory:
+    """The driver's directory for ``spark.streamwire.cluster.provider`` (in-process by default)."""
+    return DriverDirectory(conf.get(SPARK_CONF_KEY, DEFAULT), host, service_secret(conf), failure_policy(conf))

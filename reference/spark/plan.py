@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Final, Mapping
 
 from reference.net import ConnectionLimits
-from reference.shuffle.cluster_directory import ShuffleShard
+from reference.shuffle.cluster_directory import DirectoryAddress
 from reference.shuffle.task import TaskOptions
 from spec.auth import AuthConfig
 from spec.auth.settings import AUTHENTICATE_KEY, SECRET_KEY, enabled
@@ -51,7 +51,7 @@ class Plan:
     shuffle_id: int
     num_partitions: int
     settings: ShuffleSettings
-    shard: ShuffleShard
+    shard: DirectoryAddress
     """Where the tasks reach the shuffle's directory."""
     bind_host: str | None
     transcript_dir: str | None

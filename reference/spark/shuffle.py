@@ -23,7 +23,7 @@ import threading
 import weakref
 from typing import Any, Callable, Final, Iterable, Literal, Mapping
 
-from reference.shuffle.cluster_directory import ClusterCoordinator, directory_from_conf
+from reference.shuffle.cluster_directory import DriverDirectory, driver_directory_from_conf
 from reference.shuffle.task import describe
 from reference.spark import exchange, records
 from reference.spark.plan import (BIND_HOST_KEY, TRANSCRIPT_DIR_KEY, Plan, application_conf,
@@ -80,7 +80,7 @@ class StreamingShuffle:
         conf = self.sc.getConf()
         self.driver_host: str = conf.get("spark.driver.host", "127.0.0.1")
         self.conf: dict[str, str] = application_conf(self.sc)
-        self.coordinator: ClusterCoordinator = directory_from_conf(self.conf, self.driver_host)
+        self.coordinator: DriverDirectory = driver_directory_from_conf(self.conf, self.driver_host)
         local_workers_use_driver_python(self.sc)
         self._ids = itertools.count()
         self._closed = False

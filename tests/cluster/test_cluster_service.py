@@ -16,7 +16,7 @@ from reference.cluster.config import (FAIL_AFTER_CONF_KEY, HEARTBEAT_CONF_KEY, J
 from reference.cluster.memory import DEFAULT_POLICY, InProcessCluster
 from reference.cluster.remote import RemoteCluster, read_message
 from reference.cluster.service import ClusterService, ServiceLimits
-from reference.shuffle.cluster_directory import directory_from_conf
+from reference.shuffle.cluster_directory import driver_directory_from_conf
 from reference.net.ledger import ResourceLedger
 from reference.net.reactor import ConnectionLimits
 from spec.cluster import wire
@@ -270,7 +270,7 @@ def test_partial_requests_of_all_nodes_share_one_budget_and_silent_nodes_are_clo
 
 
 def test_spark_driver_coordinator_requires_spark_authenticate_secret() -> None:
-    coordinator = directory_from_conf({"spark.authenticate": "true", "spark.authenticate.secret": "sparks"})
+    coordinator = driver_directory_from_conf({"spark.authenticate": "true", "spark.authenticate.secret": "sparks"})
     try:
         assert ":sparks@" in coordinator.task_url
         with pytest.raises(Unauthenticated):
@@ -280,7 +280,7 @@ def test_spark_driver_coordinator_requires_spark_authenticate_secret() -> None:
 
 
 def test_a_spark_drivers_cluster_declares_the_job_failure_policy_and_takes_its_settings() -> None:
-    coordinator = directory_from_conf({})
+    coordinator = driver_directory_from_conf({})
     try:
         assert coordinator.backend.timing == JOB_FAILURE_POLICY.timing()
         assert JOB_FAILURE_POLICY.fail_bound > DEFAULT_POLICY.fail_bound

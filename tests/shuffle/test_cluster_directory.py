@@ -26,7 +26,8 @@ from reference.cluster.config import SPARK_CONF_KEY
 from reference.cluster.etcd import EtcdCluster
 from reference.cluster.etcd_server import EtcdServer
 from reference.cluster.memory import InProcessCluster
-from reference.shuffle.cluster_directory import ClusterCoordinator, ClusterDirectory, ShuffleShard, directory_from_conf
+from reference.shuffle.cluster_directory import (ClusterDirectory, DirectoryAddress, DriverDirectory,
+                                                driver_directory_from_conf)
 from reference.shuffle.directory_errors import ReaderNodeFailed, WriterNodeFailed
 from reference.shuffle.local import LocalShuffleError
 from reference.shuffle.task import PeerTaskFailed
@@ -44,8 +45,8 @@ BACKENDS = ["in-process", "in-process-service", pytest.param("etcd", marks=pytes
 class ShuffleCluster:
     """A driver's coordinator with shuffle 0 open, and a directory factory for the harness's tasks."""
 
-    coordinator: ClusterCoordinator
-    shard: ShuffleShard
+    coordinator: DriverDirectory
+    shard: DirectoryAddress
     direct: bool
     """Tasks use the driver's backend object (in-process); otherwise each opens its own, from the URL."""
     opened: dict[tuple[Role, int], ClusterDirectory] = field(default_factory=dict)
@@ -69,7 +70,7 @@ def _conf(request: pytest.FixtureRequest) -> dict[str, str]:
 
 @pytest.fixture(params=BACKENDS)
 def cluster(request: pytest.FixtureRequest, no_leaks: None) -> Iterator[ShuffleCluster]:
-    coordinator = directory_from_conf(_conf(request))
+    coordinator = driver_directory_from_conf(_conf(request))
     try:
         shard = coordinator.add_shuffle(0, lambda key: None)
         yield ShuffleCluster(coordinator, shard, direct=request.param == "in-process")
@@ -373,7 +374,7 @@ def test_provider_setting_selects_the_backend(cluster: ShuffleCluster) -> None:
         assert isinstance(cluster.coordinator.backend, EtcdCluster)
         assert cluster.shard.url.startswith("etcd://127.0.0.1:")
     with pytest.raises(ValueError, match=SPARK_CONF_KEY):
-        directory_from_conf({SPARK_CONF_KEY: "zookeeper://127.0.0.1:2181"})
+        driver_directory_from_conf({SPARK_CONF_KEY: "zookeeper://127.0.0.1:2181"})
 
 
 def test_runs_of_a_stage_retried_or_read_twice_and_of_two_stages_at_once_stay_apart(cluster: ShuffleCluster) -> None:

@@ -12,7 +12,7 @@ from typing import Any, Iterable, Iterator, cast
 import pytest
 
 from reference.spark import InsufficientSlots, streaming_repartition, streaming_shuffle
-from reference.shuffle.cluster_directory import ShuffleShard
+from reference.shuffle.cluster_directory import DirectoryAddress
 from reference.spark.plan import Plan, runtime_flush_when_idle, runtime_limits
 from reference.spark.records import pickled_within
 from spec.shuffle.settings import ShuffleSettings
@@ -113,7 +113,7 @@ def test_the_low_latency_flush_is_a_boolean_key_that_reaches_the_writers_options
     assert runtime_flush_when_idle({"spark.streamwire.shuffle.flushWhenIdle": " True "})
     with pytest.raises(ValueError, match="flushWhenIdle should be boolean, but was 'yes'"):
         runtime_flush_when_idle({"spark.streamwire.shuffle.flushWhenIdle": "yes"})
-    plan = Plan(0, 1, ShuffleSettings(), cast(ShuffleShard, None), "127.0.0.1", None, flush_when_idle=True)
+    plan = Plan(0, 1, ShuffleSettings(), cast(DirectoryAddress, None), "127.0.0.1", None, flush_when_idle=True)
     assert plan.options("writer", 0).flush_when_idle
     assert not replace(plan, flush_when_idle=False).options("writer", 0).flush_when_idle
 
