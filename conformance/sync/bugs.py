@@ -39,12 +39,6 @@ BUGS: tuple[Mutant, ...] = (
        'marks[tx.origin] = max(marks.get(tx.origin, tx.sequence), tx.sequence)',
        'marks[tx.origin] = tx.sequence',
        "a table's replay mark moves backwards when a flush holds an older transaction"),
-    _b('sync-durable-mark-backwards', 'writer.py',
-       'durable[tx.origin] = max(durable.get(tx.origin, sequence), sequence)',
-       'durable[tx.origin] = sequence',
-       'a planned durable number can move backwards',
-       "a recorded transaction closes above its origin's memory number, which is at or above its durable "
-       'number, and the durable ones come in arrival order: each planned number is already the largest'),
     _b('sync-plan-shares-durable', 'writer.py',
        'durable = dict(self._durable)',
        'durable = self._durable',

@@ -369,7 +369,7 @@ class SyncWriter(Generic[P]):
         flushed = {t for item in q.items for t in item.tx_ids}
         durable = dict(self._durable)
         for tx, sequence in self._durable_now(lambda tx: tx.locations - {table} if tx.id in flushed else tx.locations):
-            durable[tx.origin] = max(durable.get(tx.origin, sequence), sequence)
+            durable[tx.origin] = sequence
         return FlushPlan(table, reason, tuple(apply), len(q.items) - len(apply), marks, durable, q.generation)
 
     def complete_flush(self, plan: FlushPlan[P]) -> None:
@@ -384,7 +384,9 @@ class SyncWriter(Generic[P]):
 
     def _durable_now(self, unflushed: Callable[[SyncTransaction], set[str]]) -> list[tuple[SyncTransaction, int]]:
         """The transactions (with their sequences) that are durable once each has ``unflushed(tx)``
-        tables left to flush: closed, nothing left, and no earlier transaction of their origin waiting."""
+        tables left to flush: closed, nothing left, and no earlier transaction of their origin waiting.
+        They come in arrival order and each closed above its origin's memory number (which is at or above
+        its durable one), so each sequence is already its origin's largest: no ``max`` is needed."""
         waiting: set[str] = set()
         durable: list[tuple[SyncTransaction, int]] = []
         for tx in self._txs.values():
@@ -397,5 +399,5 @@ class SyncWriter(Generic[P]):
     def _retire_complete(self) -> None:
         """Make the transactions that are closed and fully flushed, and all before them of their origin, durable."""
         for tx, sequence in self._durable_now(lambda tx: tx.locations):
-            self._durable[tx.origin] = max(self._durable.get(tx.origin, sequence), sequence)
+            self._durable[tx.origin] = sequence
             del self._txs[tx.id]
