@@ -78,8 +78,15 @@ def routed(change: RowChange, readers: int) -> list[tuple[int, RowChange]]:
     return [(owner(route_key(path, key), readers), change)]
 
 
-def source_partition(config: CdcConfig, _: int, __: Iterator[object]) -> Iterator[tuple[int, ShuffledRecord]]:
-    """The source task: the slot's transactions as routed records, until ``until`` is durable."""
+def source_partition(config: CdcConfig, index: int, _: Iterator[object]) -> Iterator[tuple[int, ShuffledRecord]]:
+    """Input partition 0: the slot's transactions as routed records, until ``until`` is durable.
+
+    The input has one partition per reader (the others empty), so the exchange task runs the source in
+    its own Python worker. With fewer input partitions the shuffle spreads them through a union, whose
+    partitions PySpark computes in another worker behind a buffered pipe: a few small transactions then
+    wait in that buffer while the source waits for them to become durable, forever."""
+    if index:
+        return
     source = SlotSource(PgAddress.parse(config.source), SlotSpec(config.slot, config.publication,
                                                                 config.create_slot, config.until))
     source.open()
@@ -195,7 +202,8 @@ def run(options: CdcOptions, out: TextIO = sys.stdout, err: TextIO = sys.stderr)
         sc = spark_context(1 + options.readers, options.host, host.executor_url)
         started = time.monotonic()
         with StreamingShuffle(sc) as streaming:
-            sources = sc.parallelize([0], 1).mapPartitionsWithIndex(functools.partial(source_partition, config))
+            sources = sc.parallelize(range(options.readers), options.readers).mapPartitionsWithIndex(
+                functools.partial(source_partition, config))
             shuffled = streaming.shuffle(sources, options.readers, partition_func=_reader)
             try:
                 counts: list[SinkCounts] = shuffled.mapPartitionsWithIndex(
