@@ -28,24 +28,29 @@ def attempt_key(shuffle_id: int) -> str:
     return f"shuffle/{shuffle_id}/attempt"
 
 
+def _in_attempt(key: ShuffleKey, leaf: str) -> str:
+    """Every key of one attempt lives under ``shuffle/<id>/<attempt>/``."""
+    return f"shuffle/{key.shuffle_id}/{key.attempt}/{leaf}"
+
+
 def writers_prefix(key: ShuffleKey) -> str:
-    return f"shuffle/{key.shuffle_id}/{key.attempt}/writer/"
+    return _in_attempt(key, "writer/")
 
 
 def readers_prefix(key: ShuffleKey) -> str:
-    return f"shuffle/{key.shuffle_id}/{key.attempt}/reader/"
+    return _in_attempt(key, "reader/")
 
 
 def failure_key(key: ShuffleKey) -> str:
-    return f"shuffle/{key.shuffle_id}/{key.attempt}/failure"
+    return _in_attempt(key, "failure")
 
 
 def retired_key(key: ShuffleKey) -> str:
-    return f"shuffle/{key.shuffle_id}/{key.attempt}/retired"
+    return _in_attempt(key, "retired")
 
 
 def served_key(key: ShuffleKey) -> str:
-    return f"shuffle/{key.shuffle_id}/{key.attempt}/served"
+    return _in_attempt(key, "served")
 
 
 def attempts_record(entry: Entry | None) -> dict[str, Any]:
