@@ -33,7 +33,8 @@ from reference.shuffle.local import LocalShuffleError
 from reference.shuffle.task import PeerTaskFailed
 from spec.cluster.interface import ClusterBackend, ClusterCore, ClusterProvider, FailureTiming
 from spec.cluster.types import Entry, Membership, NodeId, NodeInfo, NodeState, ShardId
-from spec.shuffle.coordination import MAX_TEXT_BYTES, AttemptFailure, Role, ShuffleKey, WriterLocation, Writers
+from spec.shuffle.coordination import (MAX_TEXT_BYTES, AttemptFailure, AttemptState, Role, ShuffleKey, WriterLocation,
+                                      Writers)
 
 DEADLINE_S = 30.0
 """Only to end a broken run; nothing here asserts on time."""
@@ -293,6 +294,21 @@ def test_a_write_right_after_another_sees_it_before_its_notification(cluster: Sh
         late.release()
         writer.close()
         barrier.close()
+
+
+def test_a_failure_wins_over_a_retirement(cluster: ShuffleCluster) -> None:
+    """A task that failed in a retired attempt reads as failed, so its peers report the root cause."""
+    key = ShuffleKey(0, 0)
+    driver = cluster.coordinator.directory(0)
+    reader = cluster.directories(Role.READER, 0)
+    try:
+        driver.retire(key)
+        _wait_until(lambda: reader.lookup(key).state is AttemptState.RETIRED, "retirement notification")
+        reader.report_failure(key, Role.READER, 0, "RuntimeError: root cause")
+        _wait_until(lambda: isinstance(reader.lookup(key).state, AttemptFailure), "failure notification")
+        assert reader.lookup(key).state == AttemptFailure("reader 0 failed: RuntimeError: root cause")
+    finally:
+        reader.close()
 
 
 def test_first_failure_report_wins(cluster: ShuffleCluster) -> None:
