@@ -90,10 +90,8 @@ BUGS: tuple[Mutant, ...] = (
     _b('squash-insert-delete-kept', 'squash.py',
        '                if new is None and old_keys[chain[0]] is None:\n                    temporary.add(chain_id)\n',
        '',
-       'a chain that starts as an insert and ends as a delete leaves a row behind',
-       'the kept chain is one row with no old and no new key: applying it touches no stored key, '
-       'merging it starts and ends a temporary chain, and no row of the table is written from it (only the '
-       'pending bytes grow, which flush/at-size reads back with PENDING)'),
+       'a chain that starts as an insert and ends as a delete leaves a row behind (no row of the table is '
+       'written from it, but it stays in the pending bytes the size threshold is compared with after squashing)'),
     _b('squash-old-key-from-last-row', 'squash.py',
        '            idx = first_rows\n',
        '            idx = last_rows\n',

@@ -612,14 +612,20 @@ def flush_at_count(t: SyncTarget, ctx: CaseContext) -> Verdict:
                    "accepted=True memory=3 durable=3"], got)
 
 
+def _pending_bytes(t: SyncTarget) -> int:
+    """The target's pending bytes (``PENDING``); RuntimeError for any other answer."""
+    answer = t.control("PENDING")
+    words = answer.split()
+    if words[:1] != ["PENDING"] or len(words) != 2 or not words[1].isdigit():
+        raise RuntimeError(f"'PENDING' answered {answer!r}, not PENDING <bytes>")
+    return int(words[1])
+
+
 def flush_at_size(t: SyncTarget, ctx: CaseContext) -> Verdict:
     origin, path = _ids()
     with _policy(t):
         t.put(ctx, _cmd(path, origin, 1), rows_batch([(None, 1, "a")]))
-        answer = t.control("PENDING").split()
-        if answer[:1] != ["PENDING"] or len(answer) != 2 or not answer[1].isdigit():
-            return Verdict(False, "PENDING <bytes>", " ".join(answer))
-        pending = int(answer[1])
+        pending = _pending_bytes(t)
         got = []
         for size in (pending + 1, pending):
             t.command(f"POLICY {HELD_S} 1000000 {size}")
@@ -627,6 +633,32 @@ def flush_at_size(t: SyncTarget, ctx: CaseContext) -> Verdict:
             got.append(_probe(t, ctx, origin))
     verdict = _steps(["accepted=True memory=1 durable=None", "accepted=True memory=1 durable=1"], got)
     return Verdict(verdict.passed, f"{pending} pending bytes; threshold {pending + 1}, then {pending}: {verdict.expected}",
+                   verdict.actual)
+
+
+SQUASHED_AWAY_ROWS = 1000
+"""Keys inserted by one put and deleted by the next: enough that what an empty batch costs is far under a
+quarter of their bytes in any implementation's measure."""
+
+
+def flush_at_size_after_squash(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    """Keys inserted and deleted again (two transactions, one column order, so Seafowl holds them as one
+    item): at a size threshold of a quarter of their pending bytes the table is squashed first, the
+    inserts and their deletes vanish, and nothing is flushed (Seafowl's ``flush_ready``); later, flushed by
+    the lag, both transactions are durable."""
+    origin, path = _ids()
+    keys = range(SQUASHED_AWAY_ROWS)
+    with _policy(t):
+        t.put(ctx, _cmd(path, origin, 1), rows_batch([(None, k, "a") for k in keys]))
+        t.put(ctx, _cmd(path, origin, 2), rows_batch([(k, None, None) for k in keys]))
+        pending = _pending_bytes(t)
+        threshold = max(1, pending // 4)
+        t.command(f"POLICY {HELD_S} 1000000 {threshold}")
+        t.command("ADVANCE 0")
+        got = [_probe(t, ctx, origin)]
+    got.append(_probe(t, ctx, origin))
+    verdict = _steps(["accepted=True memory=2 durable=None", "accepted=True memory=2 durable=2"], got)
+    return Verdict(verdict.passed, f"{pending} pending bytes; threshold {threshold}: {verdict.expected}",
                    verdict.actual)
 
 
@@ -850,6 +882,9 @@ SUITE = Suite(
            "before", flush_at_count, "flush-control"),
         _c("flush/at-size", MUST, "Pending data is flushed once it reaches exactly max_in_memory_bytes, not a byte "
            "before", flush_at_size, "flush-control"),
+        _c("flush/size-after-squash", MUST, "At the size threshold the largest table is squashed first and "
+           "flushed only if still at or above it (Seafowl's flush_ready): inserts deleted again squash to nothing "
+           "and wait", flush_at_size_after_squash, "flush-control"),
         _c("durable/seafowl-worked-example", MUST, "A transaction is durable once all its tables are flushed and "
            "every earlier one of its origin is durable (Seafowl's example: none, 1, 3)", seafowl_worked_example,
            "flush-control"),
