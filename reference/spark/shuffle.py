@@ -47,12 +47,43 @@ def available_slots(sc: Any) -> int:
 
 
 def _spread(rdd: Any, shape: Shape) -> Any:
-    """The input as exactly ``shape.partitions`` partitions: coalesced, or followed by empty ones."""
+    """The input as exactly ``shape.partitions`` partitions: coalesced, or followed by empty ones.
+
+    An input with fewer partitions keeps its Python function in the exchange task's own worker.
+    ``sc.union`` would not: it materializes the input (``_jrdd``), so its function ran in a Python
+    worker of its own whose output reached the exchange task through PySpark's batched serializer and
+    buffered pipe, late and in batches, and never at all for a source that waits on its own output.
+    Here the union is of what the input's function reads, and the function is pipelined over it,
+    run on the input's partitions only (the empty ones after them are the reader-only tasks).
+    """
+    from pyspark.core.rdd import RDD, PipelinedRDD
+
     if shape.coalesced:
         return rdd.coalesce(shape.partitions)
-    if shape.input_partitions < shape.partitions:
-        return rdd.context.union([rdd, rdd.context.parallelize([], shape.partitions - shape.input_partitions)])
-    return rdd
+    extra = shape.partitions - shape.input_partitions
+    if not extra:
+        return rdd
+    sc = rdd.context
+    read, deserializer = (rdd._prev_jrdd, rdd._prev_jrdd_deserializer) if shape.python_input else (
+        rdd._jrdd, rdd._jrdd_deserializer)
+    spread: Any = RDD(read.rdd().union(sc.parallelize([], extra)._jrdd.rdd()).toJavaRDD(), sc, deserializer)
+    if not shape.python_input:
+        return spread
+    return PipelinedRDD(spread, functools.partial(_on_the_input, shape.input_partitions, rdd.func),
+                        isFromBarrier=rdd._is_barrier())
+
+
+def _ends_in_python(rdd: Any) -> bool:
+    """Whether ``rdd`` ends in a Python function PySpark would pipeline into the next one."""
+    from pyspark.core.rdd import PipelinedRDD
+
+    return isinstance(rdd, PipelinedRDD) and rdd._is_pipelinable()
+
+
+def _on_the_input(input_partitions: int, func: Callable[[int, Iterable[Any]], Iterable[Any]], index: int,
+                  items: Iterable[Any]) -> Iterable[Any]:
+    """The input's function on its own partitions; nothing on the reader-only ones after them."""
+    return func(index, items) if index < input_partitions else iter(())
 
 
 _DEFAULT_ATTRIBUTE: Final = "_streamwire_streaming_shuffle"
@@ -127,7 +158,7 @@ class StreamingShuffle:
         from pyspark.rdd import portable_hash
 
         func = partition_func or portable_hash
-        shape = self._shape(rdd.getNumPartitions(), num_partitions, fallback)
+        shape = self._shape(rdd.getNumPartitions(), num_partitions, fallback, _ends_in_python(rdd))
         if shape is None:
             return rdd.partitionBy(num_partitions, func)
         source = _spread(rdd, shape)
@@ -152,7 +183,7 @@ class StreamingShuffle:
         """
         from pyspark.sql import functions as F
 
-        shape = self._shape(df.rdd.getNumPartitions(), num_partitions, fallback)
+        shape = self._shape(df.rdd.getNumPartitions(), num_partitions, fallback, python_input=False)
         if shape is None:
             return df.repartition(num_partitions, *cols)
         if cols:
@@ -169,14 +200,18 @@ class StreamingShuffle:
         self._close_with(result, plan.shuffle_id)
         return result
 
-    def _shape(self, input_partitions: int, num_partitions: int, fallback: Fallback) -> Shape | None:
-        """The shape to run, or None where Spark's shuffle runs instead (one warning line)."""
+    def _shape(self, input_partitions: int, num_partitions: int, fallback: Fallback,
+               python_input: bool) -> Shape | None:
+        """The shape to run, or None where Spark's shuffle runs instead (one warning line); one warning
+        line too where the input's Python function cannot run inside the exchange tasks."""
         if self._closed:
             raise ValueError("this StreamingShuffle is closed")
         if fallback not in ("spark", "error"):
             raise ValueError(f"fallback must be 'spark' or 'error', got {fallback!r}")
-        shape = choose_shape(input_partitions, num_partitions, available_slots(self.sc))
+        shape = choose_shape(input_partitions, num_partitions, available_slots(self.sc), python_input)
         if shape.fits:
+            if shape.input_behind_a_pipe:
+                log.warning(shape.pipe_warning())
             return shape
         if fallback == "error":
             shape.require()

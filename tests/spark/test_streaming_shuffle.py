@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pickle
 import random
+import socket
 import time
+import uuid
 from collections import Counter
 from dataclasses import replace
 from typing import Any, Iterable, Iterator, cast
@@ -15,6 +17,7 @@ from reference.spark import InsufficientSlots, streaming_repartition, streaming_
 from reference.shuffle.cluster_directory import DirectoryAddress
 from reference.spark.plan import Plan, runtime_flush_when_idle, runtime_limits
 from reference.spark.records import pickled_within
+from reference.spark.shape import choose_shape
 from spec.shuffle.settings import ShuffleSettings
 from spec.shuffle.framing import DEFAULT_MAX_RECORD_SIZE
 from tests.shuffle.outgoing_faults import corrupt_next_data
@@ -135,11 +138,52 @@ def test_more_partitions_than_slots_fall_back_to_sparks_shuffle_or_fail_with_the
         'own shuffle instead (fallback="spark")']
 
 
-def test_more_input_partitions_than_partitions_are_coalesced_into_the_exchange_tasks(spark: Any) -> None:
-    """6 input partitions are written by the 2 exchange tasks of 2 partitions."""
+def test_more_input_partitions_than_partitions_are_coalesced_into_the_exchange_tasks(
+        spark: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """6 input partitions are written by the 2 exchange tasks of 2 partitions; where the input ends in
+    a Python function, which then runs behind PySpark's pipe, one warning line says so."""
     rdd = spark.sparkContext.parallelize(random_pairs(2000, 40, seed=3), 6)
-    got = streaming_shuffle(rdd, 2).glom().collect()
-    assert_same_partitions(got, rdd.partitionBy(2).glom().collect())
+    mapped = rdd.map(lambda pair: pair)
+    with caplog.at_level("WARNING", logger="reference.spark.shuffle"):
+        assert_same_partitions(streaming_shuffle(rdd, 2).glom().collect(), rdd.partitionBy(2).glom().collect())
+        assert [r.getMessage() for r in caplog.records if r.name == "reference.spark.shuffle"] == []
+        assert_same_partitions(streaming_shuffle(mapped, 2).glom().collect(), rdd.partitionBy(2).glom().collect())
+    assert [r.getMessage() for r in caplog.records if r.name == "reference.spark.shuffle"] == [
+        choose_shape(6, 2, 4, python_input=True).pipe_warning()]
+
+
+ARRIVAL_BOUND_S = 20.0
+"""How long a source waits for its first record to reach its reader: only ends a stuck run."""
+
+
+def test_a_source_waiting_for_its_own_output_gets_it_through_with_fewer_input_partitions(spark: Any) -> None:
+    """One input partition into 2 exchange tasks: the source sends a record, then waits for its reader
+    to have it (as a CDC source waits for its output to become durable). Spread through a union, the
+    source ran in a Python worker of its own whose output sat in PySpark's buffered pipe until the
+    source ended, so it never came: the exchange task must run the source itself."""
+    address = f"\0streamwire-arrivals-{uuid.uuid4().hex}"  # Linux abstract socket: no file to clean up
+
+    def source(_: int, __: Iterable[int]) -> Iterator[tuple[int, str]]:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as arrivals:
+            arrivals.bind(address)
+            arrivals.settimeout(ARRIVAL_BOUND_S)
+            yield 1, "first"
+            try:
+                arrivals.recv(1)
+            except TimeoutError:
+                raise RuntimeError("the source's first record never reached its reader") from None
+            yield 1, "after its arrival"
+
+    def tell_the_source(pairs: Iterable[tuple[int, str]]) -> Iterator[tuple[int, str]]:
+        for pair in pairs:
+            if pair[1] == "first":
+                with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as told:
+                    told.sendto(b"!", address)
+            yield pair
+
+    sources = spark.sparkContext.parallelize([0], 1).mapPartitionsWithIndex(source)
+    got = streaming_shuffle(sources, 2, partition_func=lambda key: key).mapPartitions(tell_the_source).glom().collect()
+    assert got == [[], [(1, "first"), (1, "after its arrival")]]
 
 
 def test_writer_failure_fails_the_job_with_its_error(spark: Any) -> None:

@@ -21,6 +21,20 @@ def test_the_input_is_coalesced_into_or_spread_over_the_exchange_tasks_and_that_
                                                       "executor registered yet")
 
 
+def test_only_a_coalesced_python_input_runs_behind_a_pipe_and_the_warning_names_the_numbers_and_the_fix() -> None:
+    """Fewer input partitions keep the input's Python function in the exchange tasks (shuffle.py's
+    spread); coalescing cannot, so that shape says so, with the partitions that would avoid it."""
+    assert choose_shape(6, 2, slots=4, python_input=True).input_behind_a_pipe
+    assert not choose_shape(1, 2, slots=4, python_input=True).input_behind_a_pipe
+    assert not choose_shape(2, 2, slots=4, python_input=True).input_behind_a_pipe
+    assert not choose_shape(6, 2, slots=4).input_behind_a_pipe  # no Python function: nothing waits in a pipe
+    assert choose_shape(6, 2, slots=4, python_input=True).pipe_warning() == (
+        "streaming shuffle into 2 partitions coalesces 6 input partitions: their Python function runs in Python "
+        "workers of its own and its records reach the exchange tasks late, in batches, through PySpark's buffered "
+        "pipe (a source that waits on its own output waits forever); give the input at most 2 partitions to run it "
+        "inside the exchange tasks")
+
+
 def test_no_executor_yet_fits_for_the_launch_to_check_again() -> None:
     assert choose_shape(5, 3, slots=0).fits
 
