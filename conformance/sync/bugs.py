@@ -22,10 +22,6 @@ def _b(name: str, file: str, search: str, replace: str, description: str, equiva
     return Mutant(name, f"spec/sync/{file}", search, replace, description, equivalent)
 
 
-_UNDER_LOCK = ("the server holds its write lock from a flush's plan to its completion, so no put (and no "
-               "squash or drop) reaches a table between the two: a plan is never stale when it is completed")
-
-
 BUGS: tuple[Mutant, ...] = (
     _b('sync-replay-boundary', 'writer.py',
        'if durable is not None and sequence <= durable:',
@@ -36,32 +32,22 @@ BUGS: tuple[Mutant, ...] = (
        'if memory is None or sequence >= memory:',
        'a transaction closing at the memory number is taken as new'),
     _b('sync-table-mark-backwards', 'writer.py',
-       'marks[tx.origin] = max(marks.get(tx.origin, tx.sequence), tx.sequence)',
-       'marks[tx.origin] = tx.sequence',
+       '{origin: max(held.get(origin, seq), seq) for origin, seq in closed.items()}',
+       '{origin: seq for origin, seq in closed.items()}',
        "a table's replay mark moves backwards when a flush holds an older transaction"),
     _b('sync-plan-shares-durable', 'writer.py',
        'durable = dict(self._durable)',
        'durable = self._durable',
        "a flush plan writes into the writer's durable numbers before it is committed"),
-    _b('sync-plan-shares-marks', 'writer.py',
-       'marks = dict(table_marks or {})',
-       'marks = table_marks if isinstance(table_marks, dict) else dict(table_marks or {})',
-       "a flush plan updates the caller's table marks in place",
-       "the server hands plan_flush the marks it has just parsed from the table's last commit, a dict "
-       'nobody else holds: writing into it changes nothing anyone reads'),
     _b('sync-stale-plan-accepted', 'writer.py',
-       'if q is None or q.generation != plan.generation:',
+       'if q is None or not plan.covers(q.items):',
        'if q is None:',
        'a flush plan completed after the table received more data is accepted',
-       _UNDER_LOCK),
-    _b('sync-append-keeps-generation', 'writer.py',
-       '                q.items.append(item)\n                q.generation += 1\n',
-       '                q.items.append(item)\n',
-       'a put to a table with pending data does not make earlier plans stale',
-       'the generation is read only by the stale-plan check; ' + _UNDER_LOCK),
+       "the server holds its write lock from a flush's plan to its completion, so no put (and no squash or "
+       'drop) reaches a table between the two: a plan is never stale when it is completed'),
     _b('sync-skip-partly-flushed', 'writer.py',
-       'if all(tx.sequence is not None and tx.sequence <= marks.get(tx.origin, -1) for tx in txs):',
-       'if any(tx.sequence is not None and tx.sequence <= marks.get(tx.origin, -1) for tx in txs):',
+       'if all(tx.sequence is not None and tx.sequence <= held.get(tx.origin, -1) for tx in txs):',
+       'if any(tx.sequence is not None and tx.sequence <= held.get(tx.origin, -1) for tx in txs):',
        'a squashed item is skipped when only one of its transactions is already in the table'),
     _b('sync-lag-boundary', 'writer.py',
        'if now - q.insertion_time >= s.max_replication_lag_s:',

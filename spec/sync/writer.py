@@ -129,7 +129,6 @@ class PendingItem(Generic[P]):
 class _TableQueue(Generic[P]):
     items: list[PendingItem[P]]
     insertion_time: float
-    generation: int = 0
     # Squashed at most once between flushes: re-squashing on every put would be quadratic.
     squashed: bool = False
 
@@ -155,15 +154,28 @@ class FlushTable:
 
 @dataclass(frozen=True)
 class FlushPlan(Generic[P]):
-    """What a flush writes and what holds once it is committed."""
+    """What a flush writes and what holds once it is committed.
+
+    It names the pending items it covers (``items``, the table's whole queue when it was made):
+    the plan is stale once the queue holds anything else, however it changed (a put, a squash, a
+    dropped transaction), with no counter each of those must remember to move.
+    """
 
     table: str
     reason: FlushReason
+    items: tuple[PendingItem[P], ...]
     apply: tuple[PendingItem[P], ...]
-    skipped: int
     table_marks: dict[str, int]
     durable_after: dict[str, int]
-    generation: int
+
+    @property
+    def skipped(self) -> int:
+        """Items left out because the table already holds every transaction in them."""
+        return len(self.items) - len(self.apply)
+
+    def covers(self, queue: list[PendingItem[P]]) -> bool:
+        """Whether ``queue`` is still exactly the items this plan was made from (the same objects)."""
+        return len(queue) == len(self.items) and all(a is b for a, b in zip(queue, self.items))
 
 
 class SyncWriter(Generic[P]):
@@ -249,7 +261,6 @@ class SyncWriter(Generic[P]):
                 self._tables[table] = _TableQueue([item], now)
             else:
                 q.items.append(item)
-                q.generation += 1
         if sequence is not None:
             self._memory[origin] = sequence
         return Received.RECORDED
@@ -265,7 +276,6 @@ class SyncWriter(Generic[P]):
         for table in tx.locations:
             q = self._tables[table]
             q.items = [item for item in q.items if tx.id not in item.tx_ids]
-            q.generation += 1
             if not q.items:
                 del self._tables[table]
         self._retire_complete()
@@ -340,7 +350,6 @@ class SyncWriter(Generic[P]):
         if [t for i in new_items for t in i.tx_ids] != [t for i in old for t in i.tx_ids]:
             raise ValueError("squashed items must cover the same transactions in order")
         q.items = new_items + q.items[len(old):]
-        q.generation += 1
         q.squashed = True
 
     # -- flushing ---------------------------------------------------------
@@ -350,32 +359,32 @@ class SyncWriter(Generic[P]):
         """What flushing ``table`` writes, given the per-origin sequences the table already holds.
 
         Items whose transactions are complete and already in the table (a replay after a
-        restart) are skipped; ``table_marks`` is advanced to the last complete transaction
-        of each origin in this flush; ``durable_after`` is every origin's durable number
-        once the flush is committed.
+        restart) are skipped; ``table_marks`` are ``held`` (the table's marks) advanced to the last
+        complete transaction of each origin in this flush (its largest: an origin's transactions
+        close with increasing numbers); ``durable_after`` is every origin's durable number once the
+        flush is committed. ``held`` is only read: the plan's numbers are new mappings.
         """
         q = self._tables[table]
-        marks = dict(table_marks or {})
+        held = table_marks or {}
         apply: list[PendingItem[P]] = []
         for item in q.items:
             txs = [self._txs[t] for t in item.tx_ids]
-            if all(tx.sequence is not None and tx.sequence <= marks.get(tx.origin, -1) for tx in txs):
+            if all(tx.sequence is not None and tx.sequence <= held.get(tx.origin, -1) for tx in txs):
                 continue
             apply.append(item)
-        for item in q.items:
-            for tx in (self._txs[t] for t in item.tx_ids):
-                if tx.sequence is not None:
-                    marks[tx.origin] = max(marks.get(tx.origin, tx.sequence), tx.sequence)
+        closed = {tx.origin: tx.sequence for tx in (self._txs[t] for i in q.items for t in i.tx_ids)
+                  if tx.sequence is not None}
+        marks = {**held, **{origin: max(held.get(origin, seq), seq) for origin, seq in closed.items()}}
         flushed = {t for item in q.items for t in item.tx_ids}
         durable = dict(self._durable)
         for tx, sequence in self._durable_now(lambda tx: tx.locations - {table} if tx.id in flushed else tx.locations):
             durable[tx.origin] = sequence
-        return FlushPlan(table, reason, tuple(apply), len(q.items) - len(apply), marks, durable, q.generation)
+        return FlushPlan(table, reason, tuple(q.items), tuple(apply), marks, durable)
 
     def complete_flush(self, plan: FlushPlan[P]) -> None:
         """Record that ``plan`` was committed to the table."""
         q = self._tables.get(plan.table)
-        if q is None or q.generation != plan.generation:
+        if q is None or not plan.covers(q.items):
             raise StaleFlushPlan(f"flush plan for {plan.table} is stale")
         del self._tables[plan.table]
         for t in {t for item in q.items for t in item.tx_ids}:

@@ -89,6 +89,38 @@ def test_a_plan_gone_stale_is_refused_and_a_fresh_one_commits() -> None:
     assert w.sequences("A") == (2, 2)
 
 
+def test_a_squash_after_the_plan_makes_it_stale() -> None:
+    w: SyncWriter[int] = SyncWriter()
+    put(w, 1)
+    put(w, 2)
+    stale = w.plan_flush("t")
+    w.squashed("t", [PendingItem((0, 1), 12, 2, 2)])
+    with pytest.raises(StaleFlushPlan):
+        w.complete_flush(stale)
+    w.complete_flush(w.plan_flush("t"))
+    assert w.sequences("A") == (2, 2)
+
+
+def test_a_transaction_dropped_after_the_plan_makes_it_stale() -> None:
+    w: SyncWriter[int] = SyncWriter(durable={"A": 5})
+    put(w, 6)
+    put(w, None)
+    stale = w.plan_flush("t")
+    assert put(w, 4) is Received.REPLAY  # closes the open transaction as a replay: its put is dropped
+    with pytest.raises(StaleFlushPlan):
+        w.complete_flush(stale)
+    assert [i.payload for i in w.pending_items("t")] == [6]
+
+
+def test_a_put_to_another_table_leaves_the_plan_fresh() -> None:
+    w: SyncWriter[int] = SyncWriter()
+    put(w, 1, table="t1")
+    plan = w.plan_flush("t1")
+    put(w, 2, table="t2")
+    w.complete_flush(plan)
+    assert w.sequences("A") == (2, 1)
+
+
 def test_a_later_transaction_is_not_durable_before_an_earlier_one_of_its_origin() -> None:
     w: SyncWriter[int] = SyncWriter()
     put(w, 1, table="t1", origin="A")
