@@ -3,7 +3,8 @@
 Realistic mistakes in this project's cluster service (the spec modules its runtime drives and the
 runtime itself, in a private copy), judged through the suite's own ``exec:`` target exactly as an
 outside implementation would be: the service started in its test mode (``--test-controls``), so it
-declares the ``clock`` and ``restart`` capabilities and the failure-timing and durability cases run.
+declares the ``clock``, ``restart`` and ``durable`` capabilities and the failure-timing and durability
+cases run.
 Entries with ``equivalent`` set cannot be told from the correct code by any case; the reason is the
 argument (docs/conformance.md, "Sensitivity").
 """
@@ -25,11 +26,6 @@ def _b(name: str, file: str, search: str, replace: str, description: str, equiva
     return Mutant(name, file if "/" in file else f"spec/cluster/{file}", search, replace, description, equivalent)
 
 
-UNCHANGED_VERDICTS = ("the model commits a health verdict only when it changes the member's state, and the detector "
-                      "reports only verdicts that differ from those states under the same lock: nothing reaches "
-                      "the wire (the no-op verdicts only cost journal lines)")
-
-
 BUGS: tuple[Mutant, ...] = (
     _b('cas-presence-only', 'model.py',
        'if actual != op.expected:',
@@ -42,10 +38,7 @@ BUGS: tuple[Mutant, ...] = (
     _b('model-set-state-always-commits', 'model.py',
        'if member is None or member.state is state:',
        'if member is None:',
-       'a health verdict that changes nothing still commits a revision',
-       "the detector reports only verdicts that differ from the members' states, read under the commit lock; "
-       "a verdict can meet an unchanged state only if the node rejoins between a tick and its commit, a race "
-       "no case can make happen on purpose"),
+       'a health verdict that changes nothing still commits a revision (and notifies every member)'),
     _b('model-shard-gossip-to-all', 'model.py',
        'recipients = self.shard_members(origin) if scope is Scope.SHARD else sorted(self.members)',
        'recipients = sorted(self.members)',
@@ -77,33 +70,17 @@ BUGS: tuple[Mutant, ...] = (
        'if node_id in self.sessions:',
        "a displaced session's release frees its successor's claim"),
     _b('detector-pfail-early', 'detector.py',
-       'NodeState.OK if age <= self.pfail_after',
-       'NodeState.OK if age < self.pfail_after',
+       'NodeState.OK if age <= self.policy.pfail_after',
+       'NodeState.OK if age < self.policy.pfail_after',
        'a node exactly pfail_after old is already PFAIL'),
     _b('detector-fail-early', 'detector.py',
-       'if age <= self.fail_after else',
-       'if age < self.fail_after else',
+       'if age <= self.policy.fail_after else',
+       'if age < self.policy.fail_after else',
        'a node exactly fail_after old is already FAIL'),
     _b('detector-renewal-first-only', 'detector.py',
        'self.last_renewal[node_id] = now',
        'self.last_renewal.setdefault(node_id, now)',
        'only the first renewal counts, so a renewal never clears PFAIL'),
-    _b('detector-reports-unchanged', 'detector.py',
-       'if states.get(node_id, NodeState.OK) is not state:',
-       'if True:',
-       'every tick reports every verdict, changed or not', UNCHANGED_VERDICTS),
-    _b('detector-zero-pfail', 'detector.py',
-       'if not 0 < self.pfail_after <= self.fail_after:',
-       'if not 0 <= self.pfail_after <= self.fail_after:',
-       'a pfail_after of 0 is accepted',
-       "a precondition of the spec's detector class (unit-tested): every backend builds its detector through "
-       "FailurePolicy, whose pfail_after is half of a fail_after of at least two positive heartbeat intervals, "
-       "so no configuration or request reaches 0"),
-    _b('detector-forget-keeps-judging', 'detector.py',
-       '        self.last_renewal.pop(node_id, None)\n',
-       '        pass\n',
-       'a forgotten node is still judged and reported',
-       "verdicts on a node that is no longer a member are ignored by the model; " + UNCHANGED_VERDICTS),
     _b('wire-frame-bound-exclusive', 'wire.py',
        'if length > bound:',
        'if length >= bound:',
@@ -147,8 +124,8 @@ BUGS: tuple[Mutant, ...] = (
        '',
        'a node removed from the cluster is never told'),
     _b('detector-skips-pfail', 'detector.py',
-       'else NodeState.PFAIL if age <= self.fail_after',
-       'else NodeState.FAIL if age <= self.fail_after',
+       'else NodeState.PFAIL if age <= self.policy.fail_after',
+       'else NodeState.FAIL if age <= self.policy.fail_after',
        'a node past pfail_after is FAIL at once'),
     _b('batch-ops-bound-exclusive', 'types.py',
        'if not 1 <= len(ops) <= MAX_BATCH_OPS:',
@@ -167,6 +144,11 @@ BUGS: tuple[Mutant, ...] = (
        '                detector.renew(node_id, now)',
        '            detector.renew(node_id, now)',
        'after a restart every member gets a fresh period, so a FAIL node turns OK without renewing'),
+    _b('memory-journals-no-ops', 'reference/cluster/memory.py',
+       '        if self._model.revision == before:\n            return revision\n',
+       '',
+       'every operation is journaled, also what commits nothing: each member\'s unchanged verdict on every tick, '
+       'JoinShard into the own shard (an idle cluster keeps writing)'),
     _b('journal-reopened-truncated', 'reference/cluster/journal.py',
        'self._file = open(path, "a", encoding="utf-8")',
        'self._file = open(path, "w", encoding="utf-8")',

@@ -1,7 +1,8 @@
 """What cluster cases stand on: targets (memory, etcd, etcd://, exec:, tcp://) and what each can do
-(capabilities ``restart``, ``clock``: the runner drives the failure detector's time, ``service``: a
-cluster service whose own wire the runner may speak), a recording Core, and per-case sessions of
-fresh nodes on an isolated cluster."""
+(capabilities ``restart``, ``clock``: the runner drives the failure detector's time, ``durable``: the
+target reports how many committed changes it has made durable, ``service``: a cluster service whose
+own wire the runner may speak), a recording Core, and per-case sessions of fresh nodes on an
+isolated cluster."""
 
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ from spec.cluster.wire import ServiceKind
 
 RESTART = "restart"
 CLOCK = "clock"
+DURABLE = "durable"
 SERVICE = "service"
 Clock = Callable[[ClusterBackend, bool, int], Thresholds]
 """``(cluster, stopped, advance_ms)``: see the CLOCK control in spec/cluster/wire.py."""
@@ -42,13 +44,16 @@ Clock = Callable[[ClusterBackend, bool, int], Thresholds]
 class ClusterTarget:
     """``new_cluster`` gives each case an isolated cluster; ``restart`` (capability "restart")
     restarts the backend holding a cluster it made; ``clock`` (capability "clock") stops, moves or
-    releases its failure detector's clock; ``url`` (capability "service") is the cluster service."""
+    releases its failure detector's clock; ``durable`` (capability "durable") counts the committed
+    changes the backend holding a cluster has made durable; ``url`` (capability "service") is the
+    cluster service."""
 
     description: str
     capabilities: frozenset[str]
     new_cluster: Callable[[], ClusterBackend]
     restart: Callable[[ClusterBackend], None] | None = None
     clock: Clock | None = None
+    durable: Callable[[ClusterBackend], int] | None = None
     url: str | None = None
 
 
@@ -204,7 +209,7 @@ TARGET_HELP = ("memory (in-process, journaled), etcd | etcd-auth | etcd-tls (sta
                "with a user and password, with TLS from a throwaway CA plus client certificates and a user), "
                "etcd://[USER[:PASSWORD]@]HOST:PORT[?ca=&cert=&key=&password_file=], "
                "tcp://[:SECRET@]HOST:PORT (a cluster service), exec:CMD (CMD starts a cluster service and "
-               "prints its port as its first line, after an optional line CAPABILITIES clock restart)")
+               "prints its port as its first line, after an optional line CAPABILITIES clock restart durable)")
 
 
 @contextmanager
@@ -246,8 +251,12 @@ def _memory_target(tmp: Path) -> ClusterTarget:
         cluster.set_clock(stopped, advance_ms)
         return Thresholds(round(cluster.policy.pfail_after * 1000), round(cluster.policy.fail_after * 1000))
 
-    return ClusterTarget("in-process cluster (journaled)", frozenset({RESTART, CLOCK}),
-                         lambda: InProcessCluster(data_dir=tmp / f"cluster-{next(counter)}"), restart, clock)
+    def durable(cluster: ClusterBackend) -> int:
+        assert isinstance(cluster, InProcessCluster)
+        return cluster.durable_writes
+
+    return ClusterTarget("in-process cluster (journaled)", frozenset({RESTART, CLOCK, DURABLE}),
+                         lambda: InProcessCluster(data_dir=tmp / f"cluster-{next(counter)}"), restart, clock, durable)
 
 
 def _service_target(description: str, url: str, declared: frozenset[str]) -> ClusterTarget:
@@ -258,8 +267,12 @@ def _service_target(description: str, url: str, declared: frozenset[str]) -> Clu
     def clock(_cluster: ClusterBackend, stopped: bool, advance_ms: int) -> Thresholds:
         return service_wire.set_clock(url, stopped, advance_ms)
 
+    def durable(_cluster: ClusterBackend) -> int:
+        return service_wire.durable_writes(url)
+
     return ClusterTarget(description, declared | {SERVICE}, lambda: RemoteCluster(url),
-                         restart if RESTART in declared else None, clock if CLOCK in declared else None, url)
+                         restart if RESTART in declared else None, clock if CLOCK in declared else None,
+                         durable if DURABLE in declared else None, url)
 
 
 def _etcd_target(endpoint: EtcdEndpoint, description: str, restart: Callable[[], None] | None) -> ClusterTarget:

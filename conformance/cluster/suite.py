@@ -11,6 +11,7 @@ from typing import Callable, Iterator
 from conformance.cluster import linearizability, wire_cases
 from conformance.cluster.harness import (
     CLOCK,
+    DURABLE,
     RESTART,
     SERVICE,
     TARGET_HELP,
@@ -677,6 +678,82 @@ def renewal_clears(target: ClusterTarget, ctx: CaseContext) -> Verdict:
         return verdict("a node that renews again after going stale is OK again at the next tick", problems)
 
 
+def repeated_snapshots(observer: Node, since: int) -> list[str]:
+    """The membership notifications from ``since`` on that repeat the one before them (a commit that
+    changed nothing)."""
+    seen = [snap for _, snap in observer.core.snapshots[max(0, since - 1):]]
+    return [f"{observer.id} was notified of epoch {after.epoch}, the same membership as epoch {before.epoch}"
+            for before, after in zip(seen, seen[1:]) if after.shards == before.shards]
+
+
+def idle_commits_nothing(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    """On a stopped clock, ticks that change no member's state (the clock not moved, then moved to
+    exactly pfail_after after a silent node's last renewal) commit nothing; 1 ms later its change is
+    one notification. Judged as: no membership notification repeats the one before it (other nodes of
+    the target may change state meanwhile, and are notified, each change once)."""
+    with session(target, ctx) as s:
+        with stopped_clock(target, s) as (limits, advance):
+            a, b = s.shard_of(2, "a", "b")
+            a.provider.close()
+            barrier(s, b)
+            since = len(b.core.snapshots)
+            threshold = limits.pfail_after_ms or limits.fail_after_ms
+            for ms in (0, 0, threshold):
+                advance(ms)
+            barrier(s, b)
+            problems = repeated_snapshots(b, since)
+            changed = NodeState.PFAIL if limits.pfail_after_ms else NodeState.FAIL
+            if changed in states_seen(b, a):
+                problems.append(f"{a.id} was {changed.value} exactly {threshold} ms after its last renewal")
+            advance(1)
+            problems += seen_within(s, b, a, changed)
+            advance(0)
+            barrier(s, b)
+            problems += repeated_snapshots(b, since)
+        return verdict("a tick that changes no member's state commits nothing (no membership notification "
+                       "repeats the one before it); the change 1 ms past the threshold is notified",
+                       sorted(set(problems))[:3])
+
+
+def no_op_writes_nothing(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    """On a stopped clock, what commits nothing (ticks that change no member's state, the clock not
+    moved and then moved to exactly pfail_after after a silent node's last renewal; JoinShard into the
+    node's own shard) must make nothing durable; the change 1 ms later is one durable write. Judged
+    between two barrier writes: the target's durable count moves exactly as the revision does."""
+    durable = target.durable
+    assert durable is not None
+    with session(target, ctx) as s:
+        with stopped_clock(target, s) as (limits, advance):
+            a, b = s.shard_of(2, "a", "b")
+            a.provider.close()
+            shard = b.shard
+            assert shard is not None
+
+            def mark() -> tuple[int, int]:
+                key = f"mark-{time.monotonic_ns()}"
+                revision = b.provider.update_shard_log([op(key, b"")])
+                return revision, durable(s.cluster)
+
+            problems: list[str] = []
+            threshold = limits.pfail_after_ms or limits.fail_after_ms
+            steps: list[tuple[str, Callable[[], object]]] = [
+                ("two ticks with the clock not moved", lambda: (advance(0), advance(0))),
+                (f"a tick at exactly {threshold} ms after the silent node's last renewal", lambda: advance(threshold)),
+                ("JoinShard into the own shard", lambda: b.provider.join_shard(shard)),
+                ("the tick 1 ms later that changes the silent node's state", lambda: advance(1)),
+            ]
+            for what, step in steps:
+                revision, writes = mark()
+                step()
+                after_revision, after_writes = mark()
+                if after_writes - writes != after_revision - revision:
+                    problems.append(f"{what}: {after_writes - writes} durable writes for "
+                                    f"{after_revision - revision} revisions (the second mark's write included)")
+        return verdict("a change that commits nothing makes nothing durable: the durable count moves exactly as "
+                       "the revision does (idle ticks, a tick at a threshold's instant, JoinShard into the own "
+                       "shard)", problems)
+
+
 def fail_survives_restart(target: ClusterTarget, ctx: CaseContext) -> Verdict:
     assert target.restart is not None
     with session(target, ctx) as s:
@@ -780,6 +857,10 @@ CASES = [
     case("failure/at-their-instants", "PFAIL and FAIL are decided at their exact thresholds, not a tick early",
          verdicts_at_their_instants, frozenset({CLOCK})),
     case("failure/renewal-clears", "a renewal makes a stale node OK again", renewal_clears, frozenset({CLOCK})),
+    case("failure/idle-commits-nothing", "a tick that changes no member's state commits and notifies nothing",
+         idle_commits_nothing, frozenset({CLOCK}), Level.SHOULD),
+    case("durability/no-op-writes-nothing", "what commits nothing makes nothing durable (an idle cluster writes "
+         "nothing)", no_op_writes_nothing, frozenset({CLOCK, DURABLE}), Level.SHOULD),
     case("failure/fail-survives-restart", "a FAIL node stays FAIL across a backend restart", fail_survives_restart,
          frozenset({CLOCK, RESTART})),
     case("wire/short-frames", "frames shorter than a message header are refused", wire_cases.short_frames,

@@ -21,7 +21,7 @@ from typing import Any, Final, Sequence
 from conformance.cluster.harness import Node, Recorder, Session, open_target, session
 from conformance.framework import CaseContext, CaseTimeout, RunOptions, VectorResult
 from conformance.cluster.vectorgen import MISSING_SHARD, TRACES_FILE
-from spec.cluster.detector import FailureDetector
+from spec.cluster.detector import FailureDetector, FailurePolicy
 from spec.cluster.errors import ClusterError
 from spec.cluster.types import Entry, Membership, MetadataOp, NodeId, NodeState, Revision, Scope, ShardId
 
@@ -189,19 +189,17 @@ def replay_trace(target: Any, options: RunOptions, test: dict[str, Any]) -> Vect
 
 def replay_detector(test: dict[str, Any]) -> VectorResult:
     """A detector trace against the spec's FailureDetector."""
-    detector = FailureDetector(test["pfailAfter"], test["failAfter"])
-    states: dict[NodeId, NodeState] = {}  # what a backend's model holds: the verdicts applied so far
+    detector = FailureDetector(FailurePolicy(heartbeat_interval=test["heartbeatInterval"], fail_after=test["failAfter"]))
+    members: set[NodeId] = set()  # what a backend's model holds: a renewal makes a node a member here
     name = f"tcId {test['tcId']}: {test['comment']}"
     for event in test["events"]:
         if event["event"] == "renew":
+            members.add(NodeId(event["node"]))
             detector.renew(NodeId(event["node"]), event["t"])
-        elif event["event"] == "forget":
-            detector.forget(NodeId(event["node"]))
-            states.pop(NodeId(event["node"]), None)
+        elif event["event"] == "remove":
+            members.discard(NodeId(event["node"]))
         else:
-            changed = detector.tick(event["t"], states)
-            states.update(changed)
-            got = {n: s.value for n, s in changed.items()}
+            got = {n: s.value for n, s in detector.tick(event["t"], members).items()}
             if got != event["verdicts"]:
                 return VectorResult("DetectorTrace", name, False,
                                     f"tick at t={event['t']}: verdicts {got}, expected {event['verdicts']}")

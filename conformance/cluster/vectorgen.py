@@ -5,7 +5,8 @@ Each model trace is a scenario run through :class:`~spec.cluster.model.ClusterMo
 its last membership snapshot, and the shard-log and gossip batches in order. Backends choose
 their own shard ids and revision numbers, so the vectors name them by symbols (``$S1``, ``$R1``)
 bound on first appearance in a result. Detector traces run
-:class:`~spec.cluster.detector.FailureDetector` on a fake clock: renewals and ticks in, verdicts out.
+:class:`~spec.cluster.detector.FailureDetector` on a fake clock: renewals, removals and ticks in, every
+member's verdict out.
 
 ``--check`` exits 1 when the committed file differs from what this generator produces.
 """
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any, Final, Sequence, Union
 
 from conformance import vectorgen
-from spec.cluster.detector import FailureDetector
+from spec.cluster.detector import FailureDetector, FailurePolicy
 from spec.cluster.errors import ClusterError
 from spec.cluster.model import ClusterModel, Delivery, GossipUpdate, MembershipUpdate, ShardLogUpdate
 from spec.cluster.types import MetadataOp, NodeId, NodeState, Revision, Scope, ShardId
@@ -26,7 +27,7 @@ from spec.cluster.types import MetadataOp, NodeId, NodeState, Revision, Scope, S
 VECTOR_DIR: Final = Path(__file__).resolve().parent / "vectors"
 TRACES_FILE: Final = VECTOR_DIR / "traces.json"
 SCHEMA_NAME: Final = "traces.schema.json"
-GENERATOR_VERSION: Final = "1"
+GENERATOR_VERSION: Final = "2"
 MISSING_SHARD: Final = "no-such-shard"
 HEADER: Final = [
     # Names the generator's path before conformance/ was sorted by protocol: the published vectors
@@ -271,51 +272,52 @@ def _owe(owed: dict[str, _Owed], deliveries: list[Delivery], symbols: _Symbols) 
 @dataclass(frozen=True)
 class DetectorScenario:
     comment: str
-    pfail_after: float
+    heartbeat_interval: float
     fail_after: float
     events: tuple[tuple[float, str, str], ...]
-    """(t, "renew" | "tick" | "forget", node); a tick's node is ignored."""
+    """(t, "renew" | "tick" | "remove", node); a renewal makes its node a member (as JoinCluster
+    does), "remove" ends that; a tick's node is ignored."""
 
 
 DETECTOR_SCENARIOS: Final = (
-    DetectorScenario("OK while renewals flow", 0.5, 1.0,
+    DetectorScenario("OK while renewals flow", 0.25, 1.0,
                      ((0.0, "renew", "n1"), (0.3, "tick", ""), (0.4, "renew", "n1"), (0.8, "tick", ""))),
-    DetectorScenario("OK, PFAIL after pfail_after, FAIL after fail_after", 0.5, 1.0,
+    DetectorScenario("OK, PFAIL after pfail_after, FAIL after fail_after", 0.25, 1.0,
                      ((0.0, "renew", "n1"), (0.5, "tick", ""), (0.51, "tick", ""), (1.0, "tick", ""),
                       (1.01, "tick", ""))),
-    DetectorScenario("a renewal makes a PFAIL or FAIL node OK again", 0.5, 1.0,
+    DetectorScenario("a renewal makes a PFAIL or FAIL node OK again", 0.25, 1.0,
                      ((0.0, "renew", "n1"), (0.7, "tick", ""), (0.8, "renew", "n1"), (0.9, "tick", ""),
                       (2.0, "tick", ""), (2.1, "renew", "n1"), (2.2, "tick", ""))),
-    DetectorScenario("nodes are judged independently; a long gap between ticks goes straight to FAIL", 0.5, 1.0,
+    DetectorScenario("nodes are judged independently; a long gap between ticks goes straight to FAIL", 0.25, 1.0,
                      ((0.0, "renew", "n1"), (0.0, "renew", "n2"), (0.9, "renew", "n2"), (1.2, "tick", ""),
                       (1.3, "renew", "n1"), (1.4, "tick", ""))),
-    DetectorScenario("a forgotten node is no longer judged", 0.5, 1.0,
-                     ((0.0, "renew", "n1"), (0.6, "tick", ""), (0.7, "forget", "n1"), (5.0, "tick", ""))),
-    DetectorScenario("pfail_after = fail_after: no PFAIL phase", 1.0, 1.0,
-                     ((0.0, "renew", "n1"), (1.0, "tick", ""), (1.5, "tick", ""))),
+    DetectorScenario("a node that is no longer a member is no longer judged", 0.25, 1.0,
+                     ((0.0, "renew", "n1"), (0.0, "renew", "n2"), (0.6, "tick", ""), (0.7, "remove", "n1"),
+                      (0.7, "renew", "n2"), (5.0, "tick", ""))),
 )
 
 
 def run_detector(scenario: DetectorScenario) -> dict[str, Any]:
-    detector = FailureDetector(scenario.pfail_after, scenario.fail_after)
-    states: dict[NodeId, NodeState] = {}
+    policy = FailurePolicy(heartbeat_interval=scenario.heartbeat_interval, fail_after=scenario.fail_after)
+    detector = FailureDetector(policy)
+    members: set[NodeId] = set()
     events = []
     for t, kind, node in scenario.events:
         event: dict[str, Any] = {"t": t, "event": kind}
         if kind == "renew":
+            members.add(NodeId(node))
             detector.renew(NodeId(node), t)
             event["node"] = node
-        elif kind == "forget":
-            detector.forget(NodeId(node))
-            states.pop(NodeId(node), None)
+        elif kind == "remove":
+            members.discard(NodeId(node))
             event["node"] = node
         else:
-            changed = detector.tick(t, states)
-            states.update(changed)
-            event["verdicts"] = {n: s.value for n, s in sorted(changed.items())}
+            verdicts = detector.tick(t, members)
+            event["verdicts"] = {n: s.value for n, s in sorted(verdicts.items())}
         events.append(event)
     return {"comment": scenario.comment, "flags": [], "specRef": "docs/spec/cluster.md#failure-detector",
-            "pfailAfter": scenario.pfail_after, "failAfter": scenario.fail_after, "events": events}
+            "heartbeatInterval": policy.heartbeat_interval, "pfailAfter": policy.pfail_after,
+            "failAfter": policy.fail_after, "events": events}
 
 
 def generate() -> dict[str, Any]:

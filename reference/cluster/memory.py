@@ -66,6 +66,7 @@ class InProcessCluster:
         self._outbox: collections.deque[_Commit] = collections.deque()
         self._clock = DetectorClock()
         self._fan_out_lock = threading.Lock()
+        self._durable_writes = 0
         self._model, self._detector, self._journal = self._load()
         self._stop = threading.Event()
         self._ticker = threading.Thread(target=self._tick_loop, name="cluster-detector", daemon=True)
@@ -76,12 +77,18 @@ class InProcessCluster:
         return self.policy.timing()
 
     @property
+    def durable_writes(self) -> int:
+        """How many committed operations this process has journaled (0 without a journal; the
+        ``durable`` test control reports it)."""
+        return self._durable_writes
+
+    @property
     def journal_generation(self) -> int:
         """How many times the journal was compacted (0 without a journal)."""
         return 0 if self._journal is None else self._journal.generation
 
     def _load(self) -> tuple[ClusterModel, FailureDetector, Journal | None]:
-        detector = self.policy.detector()
+        detector = FailureDetector(self.policy)
         journal = None
         model = ClusterModel()
         if self._data_dir is not None:
@@ -141,20 +148,28 @@ class InProcessCluster:
     # -- used by node handles --------------------------------------------------------------
 
     def commit(self, operation: Operation) -> Revision:
-        """Run one operation atomically and journal it; its notifications go out after the lock
-        is released. Returns the revision it left the model at (a batch's own)."""
+        """Run one operation atomically; its notifications go out after the lock is released.
+        Returns the revision it left the model at (a batch's own)."""
         with self._lock:
-            revision, deliveries = self._model.apply(operation)
-            if self._journal is not None:
-                self._journal.append(operation, self._model)
-            if deliveries:
-                self._outbox.append(_Commit(self._model.revision, deliveries))
-            match operation:
-                case JoinCluster(node_id=node_id):
-                    self._detector.renew(node_id, self._clock.now())
-                case RemoveFromCluster(node_id=node_id):
-                    self._detector.forget(node_id)
+            revision = self._apply(operation)
         self._fan_out()
+        return revision
+
+    def _apply(self, operation: Operation) -> Revision:
+        """Under the lock: run ``operation`` on the model and, if it committed (the revision moved),
+        journal it and queue its notifications. An operation that changes nothing (a verdict equal to
+        the member's state, JoinShard into the own shard) writes nothing: an idle cluster is silent."""
+        before = self._model.revision
+        revision, deliveries = self._model.apply(operation)
+        if self._model.revision == before:
+            return revision
+        if self._journal is not None:
+            self._journal.append(operation, self._model)
+            self._durable_writes += 1
+        if deliveries:
+            self._outbox.append(_Commit(self._model.revision, deliveries))
+        if isinstance(operation, JoinCluster):
+            self._detector.renew(operation.node_id, self._clock.now())
         return revision
 
     def _fan_out(self) -> None:
@@ -189,18 +204,16 @@ class InProcessCluster:
     def _tick_loop(self) -> None:
         while not self._stop.wait(self.policy.check_interval):
             with self._lock:
-                if self._clock.stopped:
-                    continue
-                changed = self._verdicts()
-            self._commit_verdicts(changed)
+                if not self._clock.stopped:
+                    self._tick()
+            self._fan_out()
 
-    def _verdicts(self) -> dict[NodeId, NodeState]:
-        states = {node_id: member.state for node_id, member in self._model.members.items()}
-        return self._detector.tick(self._clock.now(), states)
-
-    def _commit_verdicts(self, changed: dict[NodeId, NodeState]) -> None:
-        for node_id, state in changed.items():
-            self.commit(SetState(node_id=node_id, state=state))
+    def _tick(self) -> None:
+        """Under the lock: one detector tick over the members, every verdict put to the model in the
+        same hold (so none meets a member that rejoined or left since); those that change nothing
+        commit nothing."""
+        for node_id, state in self._detector.tick(self._clock.now(), self._model.members).items():
+            self._apply(SetState(node_id=node_id, state=state))
 
     def set_clock(self, stopped: bool, advance_ms: int = 0) -> None:
         """Test control (a conformance runner's ``clock`` capability): ``stopped``, the detector's
@@ -212,7 +225,8 @@ class InProcessCluster:
                 return
             self._clock.stop()
             self._clock.advance(advance_ms)
-            self._commit_verdicts(self._verdicts())
+            self._tick()
+        self._fan_out()
 
 
 class InProcessNode:

@@ -1,42 +1,52 @@
 """Heartbeat failure detector (sans-IO): renewals and ``now`` in, health verdicts out.
 
-A node is OK while its last renewal is at most ``pfail_after`` old, PFAIL up to ``fail_after``,
-then FAIL; a renewal makes it OK again. The detector keeps only renewal times: each tick compares
-its verdicts with the states the caller holds (the model's members) and returns those that
-differ, so a node's state has one copy. The backend calls :meth:`tick` at least every
-``check_interval``, so FAIL is decided within ``fail_after + check_interval`` of the last renewal.
+A member is OK while its last renewal is at most ``pfail_after`` old, PFAIL up to ``fail_after``,
+then FAIL; a renewal makes it OK again. The detector keeps only renewal times and judges the members
+its caller holds: each tick returns the verdict on every one of them, and the model commits only
+the verdicts that change a member's state (``ClusterModel.set_state``), so a state has one copy and
+"does this verdict change anything" one home. The backend ticks at least every ``check_interval``
+and commits a tick's verdicts under the lock it read the members under, so FAIL is decided within
+``fail_after + check_interval`` of the last renewal and no verdict meets a member that changed since.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Collection
 
 from spec.cluster.interface import FailureTiming
 from spec.cluster.types import NodeId, NodeState
+
+MAX_TIMING_MS = 2**32 - 1
+"""Timings travel as whole milliseconds in u32 fields (the cluster service's WELCOME and CLOCKED)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FailurePolicy:
     """A detector-driven backend's failure timing, and everything derived from it: one home, so the
-    in-process cluster, its TCP service and a Spark driver's cluster cannot disagree.
+    in-process cluster, its TCP service and a Spark driver's cluster cannot disagree, and the only
+    place a timing is checked (the detector takes its thresholds from here).
 
     A live node renews every ``heartbeat_interval``; silent for more than ``fail_after`` it is FAIL,
     for more than half of that PFAIL. ``fail_after`` must cover at least two heartbeats, so one late
     renewal is never a FAIL. The backend ticks its detector every half heartbeat, so FAIL is decided
     within ``fail_after + check_interval`` and every member is told within ``fail_bound``; a Core may
-    consider itself cluster-OK for ``fail_after`` after a renewal (its ``ttl``).
+    consider itself cluster-OK for ``fail_after`` after a renewal (its ``ttl``). Every duration is a
+    whole number of milliseconds or more and fits the wire's u32 milliseconds.
     """
 
     heartbeat_interval: float
     fail_after: float
 
     def __post_init__(self) -> None:
-        if not 0 < self.heartbeat_interval:
-            raise ValueError(f"the heartbeat interval must be positive, got {self.heartbeat_interval}")
-        if self.fail_after < 2 * self.heartbeat_interval:
-            raise ValueError(f"fail_after ({self.fail_after * 1000:.0f} ms) must be at least twice the heartbeat "
+        if not self.heartbeat_interval >= 0.001:  # written so that NaN is refused too
+            raise ValueError(f"the heartbeat interval must be at least 1 ms, got {self.heartbeat_interval} s")
+        if not self.fail_after >= 2 * self.heartbeat_interval:
+            raise ValueError(f"fail_after ({self.fail_after} s) must be at least twice the heartbeat "
                              f"interval ({self.heartbeat_interval * 1000:.0f} ms)")
+        if self.fail_bound * 1000 > MAX_TIMING_MS:
+            raise ValueError(f"fail_after ({self.fail_after} s) plus a heartbeat exceeds the wire's bound "
+                             f"({MAX_TIMING_MS} ms)")
 
     @property
     def pfail_after(self) -> float:
@@ -58,34 +68,23 @@ class FailurePolicy:
         return FailureTiming(heartbeat_interval=self.heartbeat_interval, ttl=self.fail_after,
                              fail_bound=self.fail_bound)
 
-    def detector(self) -> FailureDetector:
-        return FailureDetector(self.pfail_after, self.fail_after)
-
 
 @dataclass(slots=True)
 class FailureDetector:
-    pfail_after: float
-    fail_after: float
+    policy: FailurePolicy
     last_renewal: dict[NodeId, float] = field(default_factory=dict)
-    """The nodes being judged; a node without a renewal is not judged."""
-
-    def __post_init__(self) -> None:
-        if not 0 < self.pfail_after <= self.fail_after:
-            raise ValueError("need 0 < pfail_after <= fail_after")
+    """The members being judged; a member without a renewal is not judged."""
 
     def renew(self, node_id: NodeId, now: float) -> None:
         self.last_renewal[node_id] = now
 
-    def forget(self, node_id: NodeId) -> None:
-        self.last_renewal.pop(node_id, None)
+    def verdict(self, age: float) -> NodeState:
+        """The state of a member whose last renewal is ``age`` old."""
+        return (NodeState.OK if age <= self.policy.pfail_after
+                else NodeState.PFAIL if age <= self.policy.fail_after else NodeState.FAIL)
 
-    def tick(self, now: float, states: Mapping[NodeId, NodeState]) -> dict[NodeId, NodeState]:
-        """The verdicts that differ from ``states`` (a node missing there counts as OK)."""
-        changed: dict[NodeId, NodeState] = {}
-        for node_id, last in self.last_renewal.items():
-            age = now - last
-            state = (NodeState.OK if age <= self.pfail_after
-                     else NodeState.PFAIL if age <= self.fail_after else NodeState.FAIL)
-            if states.get(node_id, NodeState.OK) is not state:
-                changed[node_id] = state
-        return changed
+    def tick(self, now: float, members: Collection[NodeId]) -> dict[NodeId, NodeState]:
+        """The verdict on every one of ``members`` that has a renewal; the renewals of nodes that are
+        no longer members are dropped (a node that joins again is renewed when it joins)."""
+        self.last_renewal = {n: last for n, last in self.last_renewal.items() if n in members}
+        return {node_id: self.verdict(now - last) for node_id, last in self.last_renewal.items()}

@@ -270,7 +270,9 @@ class ClusterModel:
         return out
 
     def set_state(self, node_id: NodeId, state: NodeState) -> list[Delivery]:
-        """Health verdict of the failure detector; a no-op unless it changes something."""
+        """Health verdict of the failure detector; a no-op unless it changes the member's state (the
+        one place that decides it: the detector gives every member's verdict on every tick), so an
+        idle cluster commits nothing."""
         member = self.members.get(node_id)
         if member is None or member.state is state:
             return []

@@ -16,9 +16,12 @@ Test controls (a conformance runner's, never a node's): a service started in a t
 accepts, on a connection that has not sent HELLO, CLOCK (``stopped``: its failure detector's clock
 stands still and moves ``advance_ms`` only when told, each CLOCK then running one detector tick and
 committing its verdicts before the reply; not ``stopped``: back to real time) answered by CLOCKED
-with the detector's thresholds (``pfail_after_ms`` 0: it never reports PFAIL), and RESTART (drop
-everything not durable and reload, as a process restart would) answered by OK. Elsewhere they are
-refused like any request before HELLO.
+with the detector's thresholds (``pfail_after_ms`` 0: it never reports PFAIL), RESTART (drop
+everything not durable and reload, as a process restart would) answered by OK, and DURABLE answered
+by WRITTEN with how many committed changes the service has made durable since it started (a change
+that commits nothing, such as a health verdict equal to the member's state, must make nothing
+durable, so the count moves exactly as the revision does). Elsewhere they are refused like any
+request before HELLO.
 """
 
 from __future__ import annotations
@@ -75,6 +78,7 @@ class ServiceKind(IntEnum):
     # runner -> service test controls (before HELLO, test mode only)
     CLOCK = 16
     RESTART = 17
+    DURABLE = 18
     # service -> client replies
     OK = 32
     WELCOME = 33
@@ -84,6 +88,7 @@ class ServiceKind(IntEnum):
     ERROR = 37
     CAS_ERROR = 38
     CLOCKED = 39
+    WRITTEN = 40
     # service -> client events (request_id 0)
     MEMBERSHIP = 64
     GOSSIP_UPDATE = 65
@@ -113,6 +118,7 @@ PAYLOADS: dict[ServiceKind, c.Construct] = {
     ServiceKind.RENEW: Empty,
     ServiceKind.CLOCK: c.Struct("stopped" / c.Flag, "advance_ms" / c.Int32ub),
     ServiceKind.RESTART: Empty,
+    ServiceKind.DURABLE: Empty,
     ServiceKind.OK: Empty,
     ServiceKind.WELCOME: c.Struct("heartbeat_ms" / c.Int32ub, "ttl_ms" / c.Int32ub, "fail_bound_ms" / c.Int32ub,
                            "session" / Text),
@@ -123,6 +129,7 @@ PAYLOADS: dict[ServiceKind, c.Construct] = {
     ServiceKind.CAS_ERROR: c.Struct("key" / Text, "expected" / c.Int64ub, "found" / c.Flag,
                              "actual" / c.If(c.this.found, EntryLayout)),
     ServiceKind.CLOCKED: c.Struct("pfail_after_ms" / c.Int32ub, "fail_after_ms" / c.Int32ub),
+    ServiceKind.WRITTEN: c.Struct("writes" / c.Int64ub),
     ServiceKind.MEMBERSHIP: c.Struct("epoch" / c.Int64ub, "shards" / c.PrefixedArray(c.Int32ub, ShardLayout)),
     ServiceKind.GOSSIP_UPDATE: c.Struct("entries" / c.PrefixedArray(c.Int32ub, EntryLayout)),
     ServiceKind.SHARD_LOG_UPDATE: c.Struct("shard_id" / Text, "entries" / c.PrefixedArray(c.Int32ub, EntryLayout)),

@@ -331,44 +331,43 @@ def notifications() -> str:
 
 
 def failure_detector() -> str:
-    detector = FailureDetector(pfail_after=0.5, fail_after=1.0)
+    policy = FailurePolicy(heartbeat_interval=0.25, fail_after=1.0)
+    detector = FailureDetector(policy)
+    model = ClusterModel()
     node = NodeId("n1")
-    states: dict[NodeId, NodeState] = {}
-    timeline: list[tuple[str, str, str]] = []
-    edges: dict[tuple[str, str], set[str]] = {}
-    state = "[*]"
+    model.join_cluster(node, "10.0.0.1:7000", ShardId("s1"))
+    timeline: list[tuple[str, str, str, str]] = []
+    edges: dict[tuple[str, str], set[str]] = {("[*]", "OK"): {"JoinCluster (renewed)"}}
     events = [(0.0, "renew"), (0.4, "tick"), (0.6, "tick"), (0.9, "renew"), (1.0, "tick"), (1.5, "tick"),
               (2.0, "tick"), (2.1, "renew"), (2.2, "tick")]
     for now, event in events:
         if event == "renew":
             detector.renew(node, now)
-            if state == "[*]":
-                edges.setdefault(("[*]", "OK"), set()).add("first renewal")
-                state = "OK"
-            timeline.append((f"{now:.1f}", "renewal", "-"))
+            timeline.append((f"{now:.1f}", "renewal", "-", "-"))
             continue
-        changed = detector.tick(now, states)
-        states.update(changed)
-        verdict = changed.get(node)
-        if verdict is not None:
-            age = now - detector.last_renewal[node]
-            label = (f"age > pfail_after" if verdict is NodeState.PFAIL
+        before = model.members[node].state
+        verdict = detector.tick(now, model.members)[node]
+        committed = bool(model.set_state(node, verdict))
+        age = now - detector.last_renewal[node]
+        if committed:
+            label = ("age > pfail_after" if verdict is NodeState.PFAIL
                      else "age > fail_after" if verdict is NodeState.FAIL else "renewed")
-            edges.setdefault((state, verdict.value), set()).add(label)
-            state = verdict.value
-            timeline.append((f"{now:.1f}", f"tick (last renewal {age:.1f} s ago)", verdict.value))
-        else:
-            timeline.append((f"{now:.1f}", "tick", f"no change ({state})"))
+            edges.setdefault((before.value, verdict.value), set()).add(label)
+        timeline.append((f"{now:.1f}", f"tick (last renewal {age:.1f} s ago)", verdict.value,
+                         f"{before.value} -> {verdict.value}" if committed else "nothing (no change)"))
     return (
         anchor("failure-detector") + "## Failure detector\n\n"
         f"{_doc(inspect.getmodule(FailureDetector))}\n\n" + mermaid_states(edges) + "\n"
-        "A run on a fake clock with pfail_after 0.5 s and fail_after 1.0 s (verdicts as `tick` returns them):\n\n"
-        + table(("t (s)", "event", "verdict"), timeline)
+        f"A run on a fake clock with pfail_after {policy.pfail_after:g} s and fail_after {policy.fail_after:g} s "
+        "(each tick's verdict as `tick` returns it, and what the model commits of it):\n\n"
+        + table(("t (s)", "event", "verdict", "committed"), timeline)
         + "\nBounds: a backend declares `FailureTiming` ([above](#failure-timing)). With ticks every "
         "`check_interval`, FAIL is decided within `fail_after + check_interval` of the last renewal, and "
         "`fail_bound` must cover it plus the time to notify; `ttl` <= the time the others need to declare FAIL, so "
         "a Core never believes itself cluster-OK after the others declared it FAIL. No FAIL while renewals flow. "
-        "A verdict reaches the members as a membership commit ([SetState](#op-set-state)).\n\n"
+        "A verdict that changes a member's state reaches the members as a membership commit "
+        "([SetState](#op-set-state)); one that changes nothing commits, journals and notifies nothing, so an "
+        "idle cluster is silent.\n\n"
         + anchor("failure-policy") + "### Failure policy (`FailurePolicy`)\n\n"
         + f"{_doc(FailurePolicy)}\n\n" + _policy_example()
     )

@@ -5,6 +5,8 @@ configured. Counts are of what the service entered in its ledger and of the test
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 import time
 from typing import Callable, Iterator
 
@@ -294,11 +296,22 @@ def test_a_spark_drivers_cluster_declares_the_job_failure_policy_and_takes_its_s
     ({FAIL_AFTER_CONF_KEY: "5s"}, "whole number of milliseconds"),
     ({HEARTBEAT_CONF_KEY: "0"}, "must be positive"),
     ({HEARTBEAT_CONF_KEY: "1000", FAIL_AFTER_CONF_KEY: "1500"}, "at least twice"),
+    ({FAIL_AFTER_CONF_KEY: str(2**32)}, "wire's bound"),  # WELCOME carries it as u32 milliseconds
 ])
 def test_a_bad_failure_policy_is_refused_naming_the_key(conf: dict[str, str], complaint: str) -> None:
     with pytest.raises(ValueError, match=complaint) as refused:
         failure_policy(conf)
     assert "spark.streamwire.cluster." in str(refused.value)
+
+
+@pytest.mark.parametrize("flags", [["--fail-after", "nan"], ["--heartbeat", "0.0001"], ["--fail-after", "1e10"]])
+def test_the_service_refuses_a_failure_policy_it_cannot_run_in_one_line(flags: list[str]) -> None:
+    """Before, NaN passed the policy and the detector's own check raised a traceback, and a fail_after
+    too large for WELCOME's u32 milliseconds started a service that could not greet anyone."""
+    done = subprocess.run([sys.executable, "-m", "reference.cluster.service", *flags], stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and done.stdout == ""
+    assert len(done.stderr.splitlines()) == 1 and "error:" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_a_join_catch_up_larger_than_a_frame_reaches_the_joiner_whole(cluster: InProcessCluster) -> None:
