@@ -18,13 +18,28 @@ def pair_records(partition_func: Callable[[Any], int], num_partitions: int, max_
                  pairs: Iterable[tuple[Hashable, Any]], served: frozenset[int]) -> Iterator[tuple[int, bytes]]:
     """Each wire record is a pickled list of pairs for one reader: the pairs that had arrived
     together, so pickling and the writer's per-record cost are paid per batch, never waiting for
-    more. Pairs for readers the run does not serve are dropped."""
+    more. Pairs for readers the run does not serve are dropped.
+
+    PySpark's default ``portable_hash`` is called once per distinct key of a batch: it is a function
+    of the key's value (equal keys hash equally), and each call looks up ``PYTHONHASHSEED`` in the
+    environment (0.4 of its 0.45 µs); a caller's own function is called for every pair, as
+    ``partitionBy`` does."""
+    from pyspark.rdd import portable_hash
+
+    by_key = partition_func is portable_hash
     for batch in arrived_batches(pairs):
-        by_reader: dict[int, list[tuple[Hashable, Any]]] = {}
+        by_reader: list[list[tuple[Hashable, Any]]] = [[] for _ in range(num_partitions)]
+        known: dict[Hashable, int] = {}
         for k, v in batch:
-            by_reader.setdefault(partition_func(k) % num_partitions, []).append((k, v))
-        for reader_id, reader_pairs in by_reader.items():
-            if reader_id in served:
+            if by_key:
+                reader_id = known.get(k, -1)
+                if reader_id < 0:
+                    reader_id = known[k] = partition_func(k) % num_partitions
+            else:
+                reader_id = partition_func(k) % num_partitions
+            by_reader[reader_id].append((k, v))
+        for reader_id, reader_pairs in enumerate(by_reader):
+            if reader_pairs and reader_id in served:
                 for record in pickled_within(reader_pairs, max_record_size):
                     yield reader_id, record
 

@@ -43,3 +43,21 @@ def test_an_error_of_the_source_is_raised_after_the_items_before_it() -> None:
         for batch in arrived_batches(source()):
             seen += batch
     assert seen == [1]
+
+
+def test_closed_early_the_puller_takes_no_item_after_the_close() -> None:
+    asked: list[int] = []
+    second_asked = threading.Event()
+
+    def source() -> Iterator[int]:
+        for i in range(3):
+            asked.append(i)
+            if i == 1:
+                second_asked.set()
+            yield i
+
+    batches = arrived_batches(source(), limit=1)
+    assert next(batches) == [0]
+    assert second_asked.wait(HANG_GUARD_S)  # the puller took item 1 and waits for room (limit 1)
+    batches.close()
+    assert 2 not in asked

@@ -16,7 +16,7 @@ import pytest
 from reference.spark import InsufficientSlots, streaming_repartition, streaming_shuffle
 from reference.shuffle.cluster_directory import DirectoryAddress
 from reference.spark.plan import Plan, runtime_flush_when_idle, runtime_limits
-from reference.spark.records import pickled_within
+from reference.spark.records import pair_records, pickled_within
 from reference.spark.shape import choose_shape
 from spec.shuffle.settings import ShuffleSettings
 from spec.shuffle.framing import DEFAULT_MAX_RECORD_SIZE
@@ -99,6 +99,25 @@ def test_a_batch_of_pairs_is_split_until_each_record_fits_the_readers_limit() ->
     assert [pair for r in records for pair in pickle.loads(r)] == pairs
     (alone,) = pickled_within([(0, "x" * 5000)], 1000)  # one pair above the limit stays one record
     assert pickle.loads(alone) == [(0, "x" * 5000)]
+
+
+def test_each_pair_goes_to_its_keys_partition_and_unserved_readers_get_nothing(monkeypatch: Any) -> None:
+    """The default partitioner is asked once per distinct key of a batch: equal keys of other types
+    (1, 1.0, True; tuples of them) still land where a call per pair puts them."""
+    from pyspark.rdd import portable_hash
+
+    monkeypatch.setenv("PYTHONHASHSEED", "0")
+    keys: list[Any] = [1, 1.0, True, None, (1, None), (1.0, None), "a", b"a", 0, -1, 2**70, ("a", (2, 3))]
+    pairs = [(k, i) for i, k in enumerate(keys * 3)]
+    for func in (portable_hash, lambda k: len(repr(k))):
+        got: dict[int, list[Any]] = {}
+        for reader_id, record in pair_records(func, 3, DEFAULT_MAX_RECORD_SIZE, iter(pairs), frozenset({0, 2})):
+            got.setdefault(reader_id, []).extend(pickle.loads(record))
+        expected: dict[int, list[Any]] = {}
+        for k, v in pairs:
+            expected.setdefault(func(k) % 3, []).append((k, v))
+        expected.pop(1, None)
+        assert got == expected
 
 
 def test_runtime_limits_come_from_the_conf_and_refuse_bad_values() -> None:
