@@ -145,7 +145,7 @@ BUGS: tuple[Mutant, ...] = (
        '            detector.renew(node_id, now)',
        'after a restart every member gets a fresh period, so a FAIL node turns OK without renewing'),
     _b('memory-journals-no-ops', 'reference/cluster/memory.py',
-       '        if self._model.revision == before:\n            return revision\n',
+       '        if self._model.revision == before:\n            return\n',
        '',
        'every operation is journaled, also what commits nothing: each member\'s unchanged verdict on every tick, '
        'JoinShard into the own shard (an idle cluster keeps writing)'),

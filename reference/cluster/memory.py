@@ -13,10 +13,11 @@ store.
 from __future__ import annotations
 
 import collections
+import functools
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, Sequence
+from typing import Callable, Final, Sequence
 
 from reference.cluster.clock import DetectorClock
 from reference.cluster.dispatch import Dispatcher, Heartbeat, InlineMailbox, Mailbox
@@ -156,21 +157,27 @@ class InProcessCluster:
         return revision
 
     def _apply(self, operation: Operation) -> Revision:
-        """Under the lock: run ``operation`` on the model and, if it committed (the revision moved),
-        journal it and queue its notifications. An operation that changes nothing (a verdict equal to
-        the member's state, JoinShard into the own shard) writes nothing: an idle cluster is silent."""
+        """Under the lock: run ``operation`` on the model and :meth:`_record` it."""
         before = self._model.revision
         revision, deliveries = self._model.apply(operation)
+        self._record(before, deliveries, lambda: operation)
+        return revision
+
+    def _record(self, before: int, deliveries: list[Delivery], operation: Callable[[], Operation]) -> None:
+        """Under the lock, after the model ran an operation: if it committed (the revision moved from
+        ``before``), journal it and queue its notifications. What commits nothing (a verdict equal to
+        the member's state, JoinShard into the own shard) writes nothing: an idle cluster is silent.
+        ``operation`` builds the operation only then (a tick runs the model once per member)."""
         if self._model.revision == before:
-            return revision
+            return
+        committed = operation()
         if self._journal is not None:
-            self._journal.append(operation, self._model)
+            self._journal.append(committed, self._model)
             self._durable_writes += 1
         if deliveries:
             self._outbox.append(_Commit(self._model.revision, deliveries))
-        if isinstance(operation, JoinCluster):
-            self._detector.renew(operation.node_id, self._clock.now())
-        return revision
+        if isinstance(committed, JoinCluster):
+            self._detector.renew(committed.node_id, self._clock.now())
 
     def _fan_out(self) -> None:
         """Drain the outbox in commit order; one thread drains at a time, the others go on (the
@@ -213,7 +220,9 @@ class InProcessCluster:
         same hold (so none meets a member that rejoined or left since); those that change nothing
         commit nothing."""
         for node_id, state in self._detector.tick(self._clock.now(), self._model.members).items():
-            self._apply(SetState(node_id=node_id, state=state))
+            before = self._model.revision
+            deliveries = self._model.set_state(node_id, state)
+            self._record(before, deliveries, functools.partial(SetState, node_id=node_id, state=state))
 
     def set_clock(self, stopped: bool, advance_ms: int = 0) -> None:
         """Test control (a conformance runner's ``clock`` capability): ``stopped``, the detector's
