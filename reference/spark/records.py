@@ -1,5 +1,6 @@
 """The wire records of the PySpark API: pickled lists of pairs (RDDs) and Arrow IPC streams
-(DataFrames), each made per batch of what has arrived, for the readers a run serves only."""
+(DataFrames), each made per batch of what has arrived (of Spark's own Arrow batches for DataFrames),
+for the readers a run serves only."""
 
 from __future__ import annotations
 
@@ -79,15 +80,6 @@ def ipc_batches(stream: bytes) -> Iterator[Any]:
     yield from pa.ipc.open_stream(stream)
 
 
-def to_ipc_rows(batches: Iterator[Any]) -> Iterator[Any]:
-    """``mapInArrow`` body: each input batch as one row holding its IPC stream (column ``ipc``)."""
-    import pyarrow as pa
-
-    for batch in batches:
-        if batch.num_rows:
-            yield pa.RecordBatch.from_pydict({"ipc": [ipc_stream(batch)]}, schema=pa.schema([("ipc", pa.binary())]))
-
-
 def from_ipc_rows(batches: Iterator[Any]) -> Iterator[Any]:
     """``mapInArrow`` body: the record batches held in rows of IPC streams (column ``ipc``)."""
     for batch in batches:
@@ -95,19 +87,47 @@ def from_ipc_rows(batches: Iterator[Any]) -> Iterator[Any]:
             yield from ipc_batches(stream)
 
 
-def batch_records(streams: Iterable[Any], served: frozenset[int]) -> Iterator[tuple[int, bytes]]:
-    """One IPC stream per input batch and reader the run serves, without the partition column."""
+def batch_records(schema: bytes, batches: Iterable[bytes], served: frozenset[int]) -> Iterator[tuple[int, bytes]]:
+    """One IPC stream per input batch and reader the run serves, without the partition column.
+
+    ``batches`` are Spark's own Arrow record batch messages (``Dataset.toArrowBatchRdd``: the JVM
+    writes them, no Python worker of their own and no row objects); ``schema`` is theirs, an
+    encapsulated schema message (:func:`arrow_batches_of`)."""
+    import pyarrow as pa
     import pyarrow.compute as pc
 
     readers = sorted(served)
-    for row in streams:
-        for batch in ipc_batches(bytes(row[0])):
-            parts = batch.column(PARTITION_COLUMN)
-            data = batch.drop_columns([PARTITION_COLUMN])
-            for reader_id in readers:
-                chunk = data.filter(pc.equal(parts, reader_id))
-                if chunk.num_rows:
-                    yield reader_id, ipc_stream(chunk)
+    arrow_schema = pa.ipc.read_schema(pa.py_buffer(schema))
+    for message in batches:
+        batch = pa.ipc.read_record_batch(pa.py_buffer(message), arrow_schema)
+        parts = batch.column(PARTITION_COLUMN)
+        data = batch.drop_columns([PARTITION_COLUMN])
+        for reader_id in readers:
+            chunk = data.filter(pc.equal(parts, reader_id))
+            if chunk.num_rows:
+                yield reader_id, ipc_stream(chunk)
+
+
+def arrow_batches_of(df: Any) -> tuple[Any, bytes]:
+    """``df`` as an RDD of Arrow record batch messages made by the JVM, and their schema.
+
+    ``df.mapInArrow(...).rdd`` took three conversions more (rows to Arrow for a Python worker of its
+    own, its batches back into binary rows, those rows pickled for the next worker): about 1 s of
+    JVM CPU per million rows (docs/shuffle-runtime.md). The schema comes from the JVM function the
+    batch iterator itself calls, with the same arguments, so the two always agree."""
+    from pyspark.core.rdd import RDD
+    from pyspark.serializers import NoOpSerializer
+
+    spark = df.sparkSession
+    jvm = spark.sparkContext._jvm
+    conf = spark._jsparkSession.sessionState().conf()
+    time_zone = conf.sessionLocalTimeZone()
+    large_var_types = conf.arrowUseLargeVarTypes()
+    arrow_utils = jvm.org.apache.spark.sql.util.ArrowUtils
+    schema = arrow_utils.toArrowSchema(df._jdf.schema(), time_zone, True, large_var_types,
+                                       getattr(arrow_utils, "toArrowSchema$default$5")())
+    jrdd = df._jdf.toArrowBatchRdd(conf.arrowMaxRecordsPerBatch(), time_zone, True, large_var_types)
+    return RDD(jrdd.toJavaRDD(), spark.sparkContext, NoOpSerializer()), bytes(schema.serializeAsMessage())
 
 
 def as_ipc_row(record: bytes) -> Iterator[tuple[bytes]]:

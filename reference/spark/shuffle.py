@@ -191,10 +191,12 @@ class StreamingShuffle:
         else:
             target = F.pmod(F.spark_partition_id() + F.monotonically_increasing_id(), F.lit(num_partitions))
         tagged = df.select("*", target.cast("int").alias(records.PARTITION_COLUMN))
-        source = _spread(tagged.mapInArrow(records.to_ipc_rows, "ipc binary").rdd, shape)
-        plan = self._open(shape, conf, source, lambda _: records.batch_records)
+        batches, schema = records.arrow_batches_of(tagged)
+        source = _spread(batches, shape)
+        records_of = functools.partial(records.batch_records, schema)
+        plan = self._open(shape, conf, source, lambda _: records_of)
         exchanged = source.mapPartitionsWithIndex(functools.partial(
-            exchange.exchange, plan, records.batch_records, records.as_ipc_row))
+            exchange.exchange, plan, records_of, records.as_ipc_row))
         result = df.sparkSession.createDataFrame(exchanged, "ipc binary").mapInArrow(records.from_ipc_rows,
                                                                                        df.schema)
         self._close_with(result, plan.shuffle_id)

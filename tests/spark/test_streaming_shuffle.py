@@ -262,6 +262,24 @@ def test_streaming_repartition_equals_repartition_by_columns(spark: Any) -> None
     assert mine == theirs
 
 
+def test_streaming_repartition_keeps_every_column_type_arrow_carries(spark: Any) -> None:
+    """The input arrives as the JVM's own Arrow batches read with the schema the JVM gives them:
+    times with and without a zone, decimals, binary, nulls and nested types come out as they went in."""
+    df = spark.range(0, 300, 1, 2).selectExpr(
+        "id % 5 AS k", "CAST(id AS INT) AS i", "id * 0.5 AS d", "CAST(id AS DECIMAL(20, 3)) AS dec",
+        "id % 2 = 0 AS b", "IF(id % 3 = 0, NULL, CAST(id AS STRING)) AS s", "CAST(CAST(id AS STRING) AS BINARY) AS bin",
+        "TIMESTAMP'2026-01-01 00:00:00' + make_interval(0, 0, 0, 0, 0, 0, id) AS ts",
+        "CAST(TIMESTAMP'2026-01-01 00:00:00' AS TIMESTAMP_NTZ) AS ntz", "DATE'2026-01-01' + CAST(id AS INT) AS day",
+        "array(id, id + 1) AS arr", "named_struct('x', id, 'y', CAST(id AS STRING)) AS st", "map('m', id) AS m")
+    got = streaming_repartition(df, 2, "k")
+    assert got.schema == df.schema
+
+    def partitions(frame: Any) -> list[list[str]]:
+        return cast(list[list[str]], frame.rdd.glom().map(lambda rows: sorted(repr(r) for r in rows)).collect())
+
+    assert partitions(got) == partitions(df.repartition(2, "k"))
+
+
 def test_a_service_the_caller_owns_shuffles_then_releases_its_coordinator(spark: Any) -> None:
     """``with StreamingShuffle(spark) as s``: its own coordinator (not the context's default one),
     closed with the block: its cluster service stops listening and it opens no more shuffles."""
