@@ -12,6 +12,8 @@ Figures (the last stdout line is one JSON object with --json):
   records, pyspark_partitionby_s, streaming_shuffle_s, correct
                         the same (key, value) records shuffled by partitionBy and by streaming_shuffle
                         on local[4], both fully consumed; correct = identical partitions (as multisets)
+  pyspark_partitionby_cpu_s, streaming_shuffle_cpu_s {jvm, python}
+                        CPU seconds of Spark's JVM and of its Python workers during each of the two
   latency_ms {p50, p99} write-to-read latency of records written at a steady moderate rate (500/s)
   low_latency           the same two figures with the opt-in low-latency flush (TaskOptions.flush_when_idle:
                         a buffer is sent once the producer has handed over everything it had), and the
@@ -36,6 +38,7 @@ import time
 import zlib
 from typing import Any, Callable, Iterable, Iterator
 
+from benchmarks.procstat import cpu_seconds, jvm_pid
 from reference.shuffle.cluster_directory import DriverDirectory, DirectoryAddress
 from reference.shuffle.local import run_local_shuffle
 from reference.shuffle.reader_task import ReaderTask
@@ -250,6 +253,7 @@ def spark_comparison(records: int) -> dict[str, Any]:
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
              .config("spark.driver.host", "127.0.0.1").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
+    jvm = jvm_pid(spark.sparkContext)
     try:
         with StreamingShuffle(spark) as shuffle:
             sc = spark.sparkContext
@@ -258,14 +262,16 @@ def spark_comparison(records: int) -> dict[str, Any]:
             # Warm both paths once (Python workers, imports), then time one run of each.
             shuffle.shuffle(rdd, 2).mapPartitions(_fingerprint).collect()
             rdd.partitionBy(2).mapPartitions(_fingerprint).collect()
-            start = time.perf_counter()
+            cpu, start = cpu_seconds(jvm), time.perf_counter()
             theirs = rdd.partitionBy(2).mapPartitions(_fingerprint).collect()
-            partition_by_s = time.perf_counter() - start
-            start = time.perf_counter()
+            partition_by_s, partition_by_cpu = time.perf_counter() - start, cpu_seconds(jvm) - cpu
+            cpu, start = cpu_seconds(jvm), time.perf_counter()
             mine = shuffle.shuffle(rdd, 2).mapPartitions(_fingerprint).collect()
-            streaming_s = time.perf_counter() - start
+            streaming_s, streaming_cpu = time.perf_counter() - start, cpu_seconds(jvm) - cpu
         return {"records": records, "pyspark_partitionby_s": round(partition_by_s, 3),
-                "streaming_shuffle_s": round(streaming_s, 3), "correct": mine == theirs}
+                "streaming_shuffle_s": round(streaming_s, 3), "correct": mine == theirs,
+                "pyspark_partitionby_cpu_s": partition_by_cpu._asdict(),
+                "streaming_shuffle_cpu_s": streaming_cpu._asdict()}
     finally:
         spark.stop()
 
@@ -304,8 +310,10 @@ def main(args: argparse.Namespace) -> int:
         print(f"{name:15} p50 {cuts[49]:.2f} ms, p99 {cuts[98]:.2f} ms (max wait {figures['max_wait_ms']} ms)",
               flush=True)
     figures.update(spark_comparison(args.records or (100_000 if quick else 1_000_000)))
-    print(f"partitionBy     {figures['pyspark_partitionby_s']:10.3f} s for {figures['records']} records", flush=True)
-    print(f"streaming       {figures['streaming_shuffle_s']:10.3f} s (correct: {figures['correct']})", flush=True)
+    print(f"partitionBy     {figures['pyspark_partitionby_s']:10.3f} s for {figures['records']} records "
+          f"(CPU s: {figures['pyspark_partitionby_cpu_s']})", flush=True)
+    print(f"streaming       {figures['streaming_shuffle_s']:10.3f} s (CPU s: {figures['streaming_shuffle_cpu_s']}; "
+          f"correct: {figures['correct']})", flush=True)
     figures["goals"] = {
         "runtime_at_least_half_loopback": figures["runtime_mb_s"] >= figures["loopback_mb_s"] / 2,
         "runtime_at_least_twice_jvm": figures["runtime_vs_jvm"] >= 2,

@@ -1,7 +1,8 @@
 """The user's path through PySpark, in one run on ``local[4]``:
 
   dataframe   streaming_repartition(df, 2, "key") vs df.repartition(2, "key"), each followed by the
-              same Python step (an Arrow batch count), seconds for --rows rows and their ratio
+              same Python step (an Arrow batch count), seconds for --rows rows and their ratio, and the
+              CPU seconds of Spark's JVM and of its Python workers during each
   sink        rows/s from writeStream (format seafowl-sync, waitDurable) into a sync server until
               durable, for --sink-rows rows read from Parquet files by an availableNow query
   rate        a rate source offering --rate rows/s for --rate-seconds into the sink (waitDurable, the
@@ -17,6 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any, Iterator
+
+from benchmarks.procstat import cpu_seconds, jvm_pid
 
 SLOTS = 4
 READERS = 2
@@ -38,10 +41,12 @@ def _count(batches: Iterator[Any]) -> Iterator[Any]:
     yield pa.RecordBatch.from_pydict({"n": [rows]})
 
 
-def _timed_rows(df: Any) -> tuple[float, int]:
-    start = time.perf_counter()
+def _timed_rows(df: Any) -> tuple[float, int, dict[str, float]]:
+    """Seconds, rows and CPU seconds (Spark's JVM, its Python workers) of the Python step over ``df``."""
+    jvm = jvm_pid(df.sparkSession.sparkContext)
+    cpu, start = cpu_seconds(jvm), time.perf_counter()
     rows = sum(r["n"] for r in df.mapInArrow(_count, "n long").collect())
-    return time.perf_counter() - start, rows
+    return time.perf_counter() - start, rows, (cpu_seconds(jvm) - cpu)._asdict()
 
 
 def dataframe_case(spark: Any, rows: int) -> dict[str, Any]:
@@ -49,12 +54,16 @@ def dataframe_case(spark: Any, rows: int) -> dict[str, Any]:
 
     df = spark.range(0, rows, 1, SLOTS - READERS).selectExpr("id", "id % 1000 AS key", "CAST(id AS STRING) AS v")
     df.cache().count()
-    spark_s, spark_rows = _timed_rows(df.repartition(READERS, "key"))
     with StreamingShuffle(spark) as shuffle:
-        streaming_s, streaming_rows = _timed_rows(shuffle.repartition(df, READERS, "key"))
+        # Warm both paths once (Python workers, imports), then time one run of each.
+        _timed_rows(df.repartition(READERS, "key"))
+        _timed_rows(shuffle.repartition(df, READERS, "key"))
+        spark_s, spark_rows, spark_cpu = _timed_rows(df.repartition(READERS, "key"))
+        streaming_s, streaming_rows, streaming_cpu = _timed_rows(shuffle.repartition(df, READERS, "key"))
     assert spark_rows == streaming_rows == rows
     return {"rows": rows, "repartition_s": round(spark_s, 3), "streaming_repartition_s": round(streaming_s, 3),
-            "streaming_vs_repartition": round(streaming_s / spark_s, 3)}
+            "streaming_vs_repartition": round(streaming_s / spark_s, 3),
+            "repartition_cpu_s": spark_cpu, "streaming_repartition_cpu_s": streaming_cpu}
 
 
 def sink_case(spark: Any, rows: int, work: Path) -> dict[str, Any]:
@@ -124,7 +133,8 @@ def main(args: argparse.Namespace) -> int:
         print(json.dumps(figures, sort_keys=True))
     else:
         print(f"dataframe  {figures['rows']} rows: repartition {figures['repartition_s']} s, streaming_repartition "
-              f"{figures['streaming_repartition_s']} s, ratio {figures['streaming_vs_repartition']}")
+              f"{figures['streaming_repartition_s']} s, ratio {figures['streaming_vs_repartition']} (CPU s: "
+              f"{figures['repartition_cpu_s']} and {figures['streaming_repartition_cpu_s']})")
         print(f"sink       {figures['sink_rows']} rows: {figures['sink_rows_per_s']:,} rows/s until durable "
               f"({figures['sink_s']} s)")
         print(f"rate       {args.rate} rows/s for {args.rate_seconds} s: {figures['rate_durable_rows']} rows durable "

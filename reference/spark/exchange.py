@@ -4,16 +4,17 @@ partitions need n task slots); a writer-only task is what the driver launches fo
 partition whose exchange task is not in the reading stage (``take``, ``coalesce``).
 
 An exchange task joins the run as a reader, waits for the driver's decision of whom the run serves
-(runs.py), then writes its input on a thread of its own while its task thread reads. Done reading,
-it marks itself done (the driver retires the run once all its readers are), and it returns only
-once its writer has ended, also when its consumer stopped early: the other readers of the run
-may still need this writer's data, and a reused Python worker must not keep a thread reading the
-previous task's input.
+(runs.py), then writes its input on a thread of its own (which opened its directory meanwhile)
+while its task thread reads. Done reading, it marks itself done (the driver retires the run once
+all its readers are), and it returns only once its writer has ended, also when its consumer
+stopped early: the other readers of the run may still need this writer's data, and a reused
+Python worker must not keep a thread reading the previous task's input.
 """
 
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
 from typing import Any, Callable, Iterable, Iterator
@@ -93,10 +94,14 @@ def wait_served(plan: Plan, client: ClusterDirectory, key: coordination.ShuffleK
         time.sleep(coordination.POLL_INTERVAL_S)
 
 
+def open_writer(plan: Plan, writer_id: int) -> ClusterDirectory:
+    """Writer ``writer_id``'s own directory (its node in the membership)."""
+    return plan.shard.open(coordination.Role.WRITER, writer_id, plan.host())
+
+
 def write(plan: Plan, key: coordination.ShuffleKey, writer_id: int, records: Iterable[tuple[int, bytes]],
-          served: frozenset[int]) -> None:
-    """Stream ``(reader_id, bytes)`` pairs as writer ``writer_id`` to the readers ``served``."""
-    client = plan.shard.open(coordination.Role.WRITER, writer_id, plan.host())
+          served: frozenset[int], client: ClusterDirectory) -> None:
+    """Stream ``(reader_id, bytes)`` pairs as writer ``writer_id`` to the readers ``served``; closes ``client``."""
     try:
         WriterTask(key, writer_id, plan.num_partitions, plan.settings, client, plan.options("writer", writer_id),
                    served).run(records)
@@ -108,22 +113,39 @@ def write(plan: Plan, key: coordination.ShuffleKey, writer_id: int, records: Ite
 
 
 def exchange(plan: Plan, records_of: RecordsOf, decode: Decode, index: int, items: Iterable[Any]) -> Iterator[Any]:
-    """The exchange task of partition ``index``: writes input partition ``index``, yields output partition ``index``."""
-    client, key = join_run(plan, index)
+    """The exchange task of partition ``index``: writes input partition ``index``, yields output partition ``index``.
+
+    The writer's thread opens its directory at once, while the task thread joins the run and waits
+    for the decision (each open is a few round trips to the driver: 40-50 ms on a quiet machine),
+    then takes the decision, or None when there is nothing to write."""
+    decision: queue.SimpleQueue[tuple[coordination.ShuffleKey, frozenset[int]] | None] = queue.SimpleQueue()
+    failures: list[BaseException] = []
+
+    def write_input() -> None:
+        try:
+            client = open_writer(plan, index)
+            decided = decision.get()
+            if decided is None:
+                client.close()
+                return
+            key, served = decided
+            write(plan, key, index, records_of(items, served), served, client)
+        except BaseException as error:  # noqa: BLE001 - raised on the task thread after the reader
+            failures.append(error)
+
+    writer = threading.Thread(target=write_input, name=f"shuffle-exchange-writer{index}", daemon=True)
+    writer.start()
+    try:
+        client, key = join_run(plan, index)
+    except BaseException:
+        decision.put(None)
+        writer.join()
+        raise
     try:
         served = wait_served(plan, client, key)
         if served is None:
             return
-        failures: list[BaseException] = []
-
-        def write_input() -> None:
-            try:
-                write(plan, key, index, records_of(items, served), served)
-            except BaseException as error:  # noqa: BLE001 - raised on the task thread after the reader
-                failures.append(error)
-
-        writer = threading.Thread(target=write_input, name=f"shuffle-exchange-writer{index}", daemon=True)
-        writer.start()
+        decision.put((key, served))
         try:
             reader = ReaderTask(key, index, range(plan.num_partitions), plan.settings, client,
                                 plan.options("reader", index))
@@ -131,11 +153,12 @@ def exchange(plan: Plan, records_of: RecordsOf, decode: Decode, index: int, item
                 yield from decode(record)
         finally:
             read_no_more(client, key, index)
-            writer.join()
-        if failures:
-            raise failures[0]
     finally:
+        decision.put(None)  # the writer takes only the first: this one releases it if none was put
+        writer.join()
         client.close()
+    if failures:
+        raise failures[0]
 
 
 def read_no_more(client: ClusterDirectory, key: coordination.ShuffleKey, reader_id: int) -> None:
@@ -150,5 +173,5 @@ def read_no_more(client: ClusterDirectory, key: coordination.ShuffleKey, reader_
 def write_only(plan: Plan, key: coordination.ShuffleKey, served: frozenset[int], records_of: RecordsOf, index: int,
                items: Iterable[Any]) -> Iterator[None]:
     """A writer-only task the driver launched for input partition ``index`` of run ``key``."""
-    write(plan, key, index, records_of(items, served), served)
+    write(plan, key, index, records_of(items, served), served, open_writer(plan, index))
     return iter(())
