@@ -14,12 +14,14 @@ fed in 10 ms ticks at each offered rate of a ramp (each row stamped with the wal
   python_low_latency
           the same with the opt-in low-latency flush (TaskOptions.flush_when_idle)
 
-Each step offers its rate for --step-s seconds, then waits for every row; a step is sustained when every
-row arrived, the last one within a second of the step's end, and at least 90% of the offered rate came through. The ramp of a side stops after its first
-step that is not sustained. Figures per step: end-to-end p50/p99 latency (ms), delivered rows/s (rows over
-the time from the step's start to its last arrival); per side: the highest sustained offered rate. Per rate
-both Spark sides sustained, ``spark_shuffle_share_p99_ms`` is Spark's p99 with its shuffle minus its p99
-without it, and the goals compare each Python side's p99 with that share.
+Each step (a window) offers its rate for --step-s seconds, then waits for every row; a step is sustained when
+every row arrived, the last one within a second of the step's end, and at least 90% of the offered rate came
+through. Each rate is offered in --windows steps in a row. The ramp of a side stops after its first step that is
+not sustained. Figures per step: end-to-end p50/p99 latency (ms), delivered rows/s (rows over the time from the
+step's start to its last arrival); per side: the highest sustained offered rate, and per rate all of whose
+windows it sustained, the median of their p99 (``rate_p99_ms``). Per rate both Spark sides sustained,
+``spark_shuffle_share_p99_ms`` is Spark's p99 with its shuffle minus its p99 without it (medians), and the goals
+compare each Python side's median p99 with that share.
 """
 
 from __future__ import annotations
@@ -59,6 +61,10 @@ offered while one batch ends and the next starts wait seconds; the default outla
 the steady state (``--batch "10 seconds"`` shows the boundaries)."""
 SPARK_MASTER = "local[8]"
 """Real-time mode runs every stage at once: 2 source tasks and 2 shuffle readers, with room to spare."""
+WINDOWS = 3
+"""Steps per rate (quick: 1). The share is a difference of two p99s measured a minute apart: a single window's
+p99 is decided by the few rows that one stall of a loaded machine delays (one run had Spark without its shuffle
+at a p99 of 158 ms against 69 ms with it, a negative share), so a rate's p99 is the median of its windows'."""
 FULL_RATES = (500, 1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000)
 QUICK_RATES = (500, 5_000)
 ROW = struct.Struct(">qq")
@@ -68,6 +74,8 @@ ROW = struct.Struct(">qq")
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true", help=f"rates {QUICK_RATES} only, 2 s each")
     parser.add_argument("--step-s", type=float, default=None, help="seconds per offered rate (default 5, quick 2)")
+    parser.add_argument("--windows", type=int, default=None,
+                        help=f"steps per rate, whose median p99 is the rate's (default {WINDOWS}, quick 1)")
     parser.add_argument("--batch", default=REAL_TIME_BATCH, help="real-time mode's batch duration (trigger realTime)")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON line at the end")
 
@@ -148,8 +156,9 @@ def run_step(side: Side, rate: int, seconds: float, first_seq: int) -> Step:
                 and last_us - end_us <= SLACK_S * 1e6 and delivered_rows_s >= KEPT_PACE * rate)
 
 
-def ramp(side: Side, rates: tuple[int, ...], seconds: float) -> list[Step]:
-    """Warm the side up (its first rows find every task running), then each rate until one is not sustained."""
+def ramp(side: Side, rates: tuple[int, ...], seconds: float, windows: int) -> list[Step]:
+    """Warm the side up (its first rows find every task running), then ``windows`` steps of each rate until one
+    is not sustained."""
     side.offer(0, WARMUP_ROWS, now_us())
     _wait_for(side, WARMUP_ROWS, WARMUP_TIMEOUT_S)
     if side.arrived() < WARMUP_ROWS:
@@ -158,10 +167,11 @@ def ramp(side: Side, rates: tuple[int, ...], seconds: float) -> list[Step]:
     steps: list[Step] = []
     seq = WARMUP_ROWS
     for rate in rates:
-        steps.append(run_step(side, rate, seconds, seq))
-        seq += steps[-1].sent
-        if not steps[-1].sustained:
-            break
+        for _ in range(windows):
+            steps.append(run_step(side, rate, seconds, seq))
+            seq += steps[-1].sent
+            if not steps[-1].sustained:
+                return steps
     return steps
 
 
@@ -299,7 +309,8 @@ def one_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {text[0] if text else ''}"[:400]
 
 
-def spark_query(spark: Any, rates: tuple[int, ...], seconds: float, batch: str, shuffle: bool) -> SideFigures:
+def spark_query(spark: Any, rates: tuple[int, ...], seconds: float, windows: int, batch: str,
+                shuffle: bool) -> SideFigures:
     """One real-time query's ramp; a query that cannot start or run reports why instead of figures."""
     with tempfile.TemporaryDirectory(prefix="streamwire-rtm-") as work:
         try:
@@ -307,14 +318,14 @@ def spark_query(spark: Any, rates: tuple[int, ...], seconds: float, batch: str, 
         except Exception as error:  # noqa: BLE001 - real-time mode unavailable here: say why
             return SideFigures(False, one_line(error))
         try:
-            return SideFigures(True, None, ramp(query, rates, seconds))
+            return SideFigures(True, None, ramp(query, rates, seconds, windows))
         except Exception as error:  # noqa: BLE001 - reported in the figures
             return SideFigures(False, one_line(error))
         finally:
             query.stop()
 
 
-def spark_sides(rates: tuple[int, ...], seconds: float, batch: str) -> tuple[SideFigures, SideFigures]:
+def spark_sides(rates: tuple[int, ...], seconds: float, windows: int, batch: str) -> tuple[SideFigures, SideFigures]:
     """Spark's query through its streaming shuffle, then the same query without the shuffle (source to sink),
     which shows how much of Spark's figures the shuffle accounts for."""
     try:
@@ -323,15 +334,15 @@ def spark_sides(rates: tuple[int, ...], seconds: float, batch: str) -> tuple[Sid
         unavailable = SideFigures(False, one_line(error))
         return unavailable, unavailable
     try:
-        return (spark_query(spark, rates, seconds, batch, shuffle=True),
-                spark_query(spark, rates, seconds, batch, shuffle=False))
+        return (spark_query(spark, rates, seconds, windows, batch, shuffle=True),
+                spark_query(spark, rates, seconds, windows, batch, shuffle=False))
     finally:
         spark.stop()
 
 
-def python_side(rates: tuple[int, ...], seconds: float, options: TaskOptions) -> SideFigures:
+def python_side(rates: tuple[int, ...], seconds: float, windows: int, options: TaskOptions) -> SideFigures:
     with PythonRuntime(options) as runtime:
-        return SideFigures(True, None, ramp(runtime, rates, seconds))
+        return SideFigures(True, None, ramp(runtime, rates, seconds, windows))
 
 
 def _print_side(name: str, figures: SideFigures) -> None:
@@ -346,37 +357,48 @@ def _print_side(name: str, figures: SideFigures) -> None:
 def main(args: argparse.Namespace) -> int:
     rates = QUICK_RATES if args.quick else FULL_RATES
     seconds = args.step_s or (2.0 if args.quick else 5.0)
-    spark, unshuffled = spark_sides(rates, seconds, args.batch)
+    windows = args.windows or (1 if args.quick else WINDOWS)
+    spark, unshuffled = spark_sides(rates, seconds, windows, args.batch)
     _print_side("spark", spark)
     _print_side("spark, no shuffle", unshuffled)
-    python = python_side(rates, seconds, TaskOptions())
+    python = python_side(rates, seconds, windows, TaskOptions())
     _print_side("python", python)
-    low_latency = python_side(rates, seconds, TaskOptions(flush_when_idle=True))
+    low_latency = python_side(rates, seconds, windows, TaskOptions(flush_when_idle=True))
     _print_side("python, low latency", low_latency)
-    figures: dict[str, Any] = {"rates": list(rates), "step_s": seconds, "keys": KEYS, "partitions": PARTITIONS,
+    figures: dict[str, Any] = {"rates": list(rates), "step_s": seconds, "windows": windows, "keys": KEYS, "partitions": PARTITIONS,
                "real_time_batch": args.batch, "spark": spark.summary(), "spark_without_shuffle": unshuffled.summary(),
                                "python": python.summary(), "python_low_latency": low_latency.summary()}
-    figures.update(shuffle_share(spark, unshuffled, {"python": python, "python_low_latency": low_latency}))
+    figures.update(shuffle_share(spark, unshuffled, {"python": python, "python_low_latency": low_latency}, windows))
     if args.json:
         print(json.dumps(figures))
     delivered = figures["python"]["every_row_delivered"] and figures["python_low_latency"]["every_row_delivered"]
     return 0 if delivered else 1
 
 
-def shuffle_share(spark: SideFigures, unshuffled: SideFigures, pythons: dict[str, SideFigures]) -> dict[str, Any]:
-    """Spark's shuffle's share of its p99 per rate both Spark sides sustained, and whether each Python
-    side's p99 at that rate stays within it."""
-    def sustained_p99(figures: SideFigures) -> dict[int, float]:
-        return {s.offered_rows_s: s.p99_ms for s in figures.steps if s.sustained and s.p99_ms is not None}
+def rate_p99(figures: SideFigures, windows: int) -> dict[int, float]:
+    """Per rate all of whose ``windows`` steps were sustained, the median of their p99."""
+    by_rate: dict[int, list[float]] = {}
+    for step in figures.steps:
+        if step.sustained and step.p99_ms is not None:
+            by_rate.setdefault(step.offered_rows_s, []).append(step.p99_ms)
+    return {rate: round(statistics.median(p99s), 2) for rate, p99s in by_rate.items() if len(p99s) == windows}
 
-    with_shuffle, without = sustained_p99(spark), sustained_p99(unshuffled)
-    share = {rate: round(p99 - without[rate], 2) for rate, p99 in with_shuffle.items() if rate in without}
+
+def shuffle_share(spark: SideFigures, unshuffled: SideFigures, pythons: dict[str, SideFigures],
+                  windows: int) -> dict[str, Any]:
+    """Spark's shuffle's share of its p99 per rate both Spark sides sustained, and whether each Python
+    side's p99 at that rate stays within it (each a median over the rate's windows)."""
+    sides = {"spark": spark, "spark_without_shuffle": unshuffled, **pythons}
+    p99 = {name: rate_p99(figures, windows) for name, figures in sides.items()}
+    with_shuffle, without = p99["spark"], p99["spark_without_shuffle"]
+    share = {rate: round(ms - without[rate], 2) for rate, ms in with_shuffle.items() if rate in without}
     goals = {}
-    for name, figures in pythons.items():
-        theirs = sustained_p99(figures)
+    for name in pythons:
+        theirs = p99[name]
         goals[f"{name}_p99_within_spark_shuffle_share"] = bool(share) and all(
             rate in theirs and theirs[rate] <= limit for rate, limit in share.items())
         for rate, limit in share.items():
             print(f"{name:17} {rate:7,} rows/s: p99 {theirs.get(rate)} ms against Spark's shuffle share {limit} ms",
                   flush=True)
-    return {"spark_shuffle_share_p99_ms": {str(rate): ms for rate, ms in share.items()}, "goals": goals}
+    return {"rate_p99_ms": {name: {str(rate): ms for rate, ms in by_rate.items()} for name, by_rate in p99.items()},
+            "spark_shuffle_share_p99_ms": {str(rate): ms for rate, ms in share.items()}, "goals": goals}

@@ -34,7 +34,8 @@ def test_rtm_quick_reports_every_side_with_every_row_delivered() -> None:
         assert summary["available"], f"{side}: {summary['reason']}"
         assert summary["every_row_delivered"], summary
         steps = summary["steps"]
-        assert [step["offered_rows_s"] for step in steps] == figures["rates"][:len(steps)]
+        windows = [rate for rate in figures["rates"] for _ in range(figures["windows"])]
+        assert [step["offered_rows_s"] for step in steps] == windows[:len(steps)]
         assert steps, summary
         for step in steps:
             assert set(step) == STEP_FIELDS
@@ -42,3 +43,4 @@ def test_rtm_quick_reports_every_side_with_every_row_delivered() -> None:
             assert 0 < step["p50_ms"] <= step["p99_ms"]
         assert summary["sustainable_rows_s"] == max(
             (step["offered_rows_s"] for step in steps if step["sustained"]), default=0)
+        assert set(figures["rate_p99_ms"][side]) == {str(step["offered_rows_s"]) for step in steps if step["sustained"]}
