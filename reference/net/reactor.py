@@ -20,7 +20,7 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from enum import Enum
-from itertools import islice
+from itertools import chain, islice
 from typing import Callable, Final, NamedTuple, Protocol, Sequence
 
 from reference.net.ledger import ResourceLedger
@@ -133,15 +133,16 @@ class Stream:
         with self._lock:
             if self._closed:
                 raise ConnectionAbortedError(f"{self.label} is closed: {self._why_closed}")
-            parts = [p for message in messages for p in message.parts if len(p)]
+            parts = [p for message in messages for p in message.parts]
             if not self._queue and len(parts) <= MAX_IOV:
                 # The common case: the kernel takes it all, and nothing is queued or wrapped.
+                total = sum(map(len, parts))
                 try:
-                    written = self.sock.sendmsg(parts) if parts else 0
+                    written = self.sock.sendmsg(parts) if total else 0
                 except (BlockingIOError, InterruptedError):
                     written = 0
                 self.bytes_sent += written
-                if written == sum(len(p) for p in parts):
+                if written == total:
                     return [message.token for message in messages if message.token is not None]
                 self._enqueue(messages)
                 done = self._consume(written)
@@ -190,7 +191,7 @@ class Stream:
         """Write queued buffers until the kernel refuses; return tokens of messages completed."""
         done: list[object] = []
         while self._queue:
-            views = list(islice((v for q in self._queue for v in q.views), MAX_IOV))
+            views = list(islice(chain.from_iterable(q.views for q in self._queue), MAX_IOV))
             written = 0
             if views:
                 try:
@@ -199,7 +200,7 @@ class Stream:
                     return done
             self.bytes_sent += written
             done += self._consume(written)
-            if written < sum(len(v) for v in views):
+            if written < sum(map(len, views)):
                 return done
         return done
 
@@ -209,10 +210,14 @@ class Stream:
         left = written
         while self._queue:
             head = self._queue[0]
-            while head.views and left >= len(head.views[0]):
-                left -= len(head.views.pop(0))
-            if head.views:
-                head.views[0] = head.views[0][left:]
+            views = head.views
+            whole = 0
+            while whole < len(views) and left >= len(views[whole]):
+                left -= len(views[whole])
+                whole += 1
+            if whole < len(views):
+                del views[:whole]
+                views[0] = views[0][left:]
                 break
             self._queue.popleft()
             if head.token is not None:

@@ -17,6 +17,7 @@ from collections import deque
 from typing import Callable, Generator, Sequence
 
 from reference.net import CloseReason, Stream
+from reference.shuffle.heap import retain_freed_heap
 from reference.shuffle.task import TaskBase, TaskOptions, close_cause, describe
 from reference.shuffle.transport import POLL_S, Connection
 from spec.auth import AuthError, ClientHandshake
@@ -47,6 +48,7 @@ class ReaderTask(TaskBase):
         super().__init__(key, reader_id, directory, options, receive_buffer=RECEIVE_BUFFER)
         self.reader_id = reader_id
         self.writer_ids = tuple(writer_ids)
+        retain_freed_heap(settings.reader_max_memory)
         self.machine = ReaderMachine(key.shuffle_id, reader_id, self.writer_ids, settings, self.clock(),
                                      connect_timeout=options.connect_timeout_s)
         self._deliveries: deque[Deliver] = deque()

@@ -151,6 +151,9 @@ class TaskBase(Handler):
         """Carry out ``step`` and every step it leads to: surface its events, write its sends in order
         (each run to one connection in one vectored write), report the writes completed at once in one
         input, and a failed write."""
+        if not step.sends:
+            self.surface(step)  # most inputs: events at most (a reader's release, a buffer growing)
+            return
         steps = deque((step,))
         while steps:
             step = steps.popleft()

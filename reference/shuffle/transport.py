@@ -31,7 +31,7 @@ from reference.net.reactor import Outgoing
 from spec.auth import ClientHandshake, Rejected, ServerHandshake, TransportCipher
 from spec.shuffle.codec import DataView, encode_frame, encode_frame_parts, message_of
 from spec.shuffle.framing import FrameDecoder
-from spec.shuffle.messages import Message
+from spec.shuffle.messages import DataMessage, Message, Payload
 from spec.shuffle.steps import Send
 
 POLL_S: Final = 0.05
@@ -72,6 +72,9 @@ class Connection:
         self._transcript = transcript
         self._handshake = handshake
         self._cipher: TransportCipher | None = None
+        self._repeated: tuple[Message, object, tuple[bytes, Payload]] | None = None
+        """The last control message encoded, the encoder and its frame: a reader's CREDIT after every DATA
+        is the same message object each time (the machine makes it once), so it is encoded once."""
 
     @property
     def label(self) -> str:
@@ -95,7 +98,18 @@ class Connection:
         Raises OSError if the connection is closed or failed.
         """
         assert self.authenticated, "a send before the handshake completed"
-        out = [Outgoing(encode_frame_parts(send.message), send if send.notify else None) for send in sends]
+        encode = encode_frame_parts  # looked up at each call: tests rewrite what the transport encodes
+        repeated = self._repeated
+        out = []
+        for send in sends:
+            message = send.message
+            if repeated is not None and message is repeated[0] and encode is repeated[1]:
+                parts = repeated[2]
+            else:
+                parts = encode(message)
+                if not isinstance(message, DataMessage):
+                    repeated = self._repeated = (message, encode, parts)
+            out.append(Outgoing(parts, send if send.notify else None))
         if self._transcript is not None:
             for send in sends:
                 self._transcript.record(self.label, "out", encode_frame(send.message))

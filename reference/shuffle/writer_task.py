@@ -25,6 +25,7 @@ from typing import Collection, Iterable, Sequence
 
 from reference.net import CloseReason, Stream
 from reference.shuffle.handover import Handover, Record
+from reference.shuffle.heap import retain_freed_heap
 from reference.shuffle.task import AttemptRetired, TaskBase, TaskOptions, close_cause
 from reference.shuffle.transport import POLL_S, Connection
 from spec.auth import AuthError, ReplayGuard, ServerHandshake
@@ -72,6 +73,7 @@ class WriterTask(TaskBase):
         """``served``: the readers this run serves (default all); the others' records are dropped."""
         super().__init__(key, writer_id, directory, options, listen=(options.bind_host, 0))
         self.writer_id = writer_id
+        retain_freed_heap(settings.writer_max_memory)
         self.machine = WriterMachine(key.shuffle_id, writer_id, num_readers, settings, self.clock(),
                                      ack_timeout_ms=options.ack_timeout_ms, readers_may_leave=options.readers_may_leave,
                                      flush_when_idle=options.flush_when_idle)

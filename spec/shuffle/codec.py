@@ -182,9 +182,36 @@ def message_of(decoded: Message | DataView) -> Message:
     return DataMessage(**fields)
 
 
+CONTROL_BODY_MAX: Final = max(c.body.size for c in _CODECS.values() if c.kind is not MessageType.DATA_MESSAGE_UNSAFE_ROW)
+"""The longest body that is not a DATA (a CREDIT's 24 bytes); a DATA body is longer (32 bytes at least)."""
+
+DECODED_CONTROLS_KEPT: Final = 256
+"""Distinct short bodies remembered with what they decoded to; one more empties the memo."""
+
+_decoded_controls: dict[bytes, Message | DataView] = {}
+"""Short bodies decoded before, with what each became: a reader sends the same CREDIT after every DATA, so a
+writer decodes it once. Decoding is a function of the bytes and messages are immutable, so a body found here gives
+what decoding it again would; only bodies that decoded are kept, so every error is raised every time."""
+
+
 def decode_view_at(buf: Payload, start: int, end: int, *, owned: bool = False) -> Message | DataView:
     """:func:`decode_body_at` for the hot path: every check and the same errors, but a DATA body becomes
-    a :data:`DataView` (its fields as they were unpacked, and its payload) instead of a message object."""
+    a :data:`DataView` (its fields as they were unpacked, and its payload) instead of a message object.
+    A body no longer than a control message's is decoded once (:data:`_decoded_controls`)."""
+    if end - start > CONTROL_BODY_MAX:
+        return _decoded_at(buf, start, end, owned)
+    body = bytes(buf[start:end])
+    known = _decoded_controls.get(body)
+    if known is None:
+        known = _decoded_at(body, 0, len(body), True)
+        if len(_decoded_controls) >= DECODED_CONTROLS_KEPT:
+            _decoded_controls.clear()
+        _decoded_controls[body] = known
+    return known
+
+
+def _decoded_at(buf: Payload, start: int, end: int, owned: bool) -> Message | DataView:
+    """Every check, in Spark's order, of the body in ``buf[start:end]``, and what it decodes to."""
     available = end - start
     # Spark validates the type id before it reads the sequence number.
     if available < _TYPE_ID.size:

@@ -47,6 +47,10 @@ DATA = MessageType.DATA_MESSAGE_UNSAFE_ROW
 DATA_HEADER_LENGTH = HEADER_LENGTH[DATA]
 DATA_NAME = DATA.name
 
+_DONE = frozenset({ReaderState.COMPLETED, ReaderState.FAILED})
+"""A reader that ignores every further input (a set: reaching an enum member through its class costs 0.1 µs on
+Python 3.11, and ``done`` is asked for every message)."""
+
 
 def per_writer_quota(settings: ShuffleSettings, num_writers: int) -> int:
     """Bytes of unconsumed DATA (whole bodies) each writer may have at the reader: readerMaxMemory / M, at
@@ -106,7 +110,7 @@ class ReaderMachine(ChannelMachine[ReaderChannelState, ReaderChannelEvent]):
 
     @property
     def done(self) -> bool:
-        return self.state is not ReaderState.RUNNING
+        return self.state in _DONE
 
     def quota(self, writer_id: int) -> int:
         """Bytes of ``writer_id``'s quota left (may dip below zero by the last message received)."""

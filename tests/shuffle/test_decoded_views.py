@@ -9,6 +9,7 @@ import pytest
 
 from conformance.shuffle import vector_traces
 from conformance.shuffle.vector_suite import load
+from spec.shuffle import codec
 from spec.shuffle.codec import DATA_VIEW_FIELDS, DataView, encode_frame, message_of
 from spec.shuffle.errors import ShuffleError
 from spec.shuffle.framing import FrameDecoder
@@ -92,3 +93,28 @@ def test_a_data_view_is_not_a_message_object() -> None:
     frame = encode_frame(DataMessage(seq=0, writer_id=1, reader_id=2, checksum=0, payload=b"\0\0\0\1x"))
     (view,) = FrameDecoder().feed_views(frame)
     assert type(view) is tuple and dict(zip(DATA_VIEW_FIELDS, view))["data_size"] == 5
+
+
+def _decoded_or_error(frame: bytes, max_frame: int) -> list[Message] | tuple[str, str]:
+    try:
+        return [message_of(bytes_owned(m)) for m in FrameDecoder(max_frame).feed_views(frame)]
+    except ShuffleError as error:
+        return type(error).__name__, str(error)
+
+
+def test_a_remembered_control_body_decodes_as_a_first_one_and_errors_are_never_remembered(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Short bodies (control messages) are decoded once and remembered: on every wire vector, decoding with an
+    empty memo, then again with every body remembered, then with the memo emptied when full, gives the same."""
+    memo: dict[bytes, Any] = {}
+    monkeypatch.setattr(codec, "_decoded_controls", memo)
+    frames = [(bytes.fromhex(test["frame"]), int(group["maxFrameLength"])) for group, test in FRAMES]
+    first = [_decoded_or_error(frame, max_frame) for frame, max_frame in frames]
+    remembered = len(memo)
+    assert remembered >= 5 and all(not isinstance(m, tuple) for m in memo.values())
+    assert [_decoded_or_error(frame, max_frame) for frame, max_frame in frames] == first
+    assert len(memo) == remembered  # nothing new: the failing bodies were not kept either
+    memo.clear()
+    monkeypatch.setattr(codec, "DECODED_CONTROLS_KEPT", 1)
+    assert [_decoded_or_error(frame, max_frame) for frame, max_frame in frames] == first
+    assert len(memo) == 1
