@@ -81,10 +81,11 @@ def routed(change: RowChange, readers: int) -> list[tuple[int, RowChange]]:
 def source_partition(config: CdcConfig, index: int, _: Iterator[object]) -> Iterator[tuple[int, ShuffledRecord]]:
     """Input partition 0: the slot's transactions as routed records, until ``until`` is durable.
 
-    The input has one partition per reader (the others empty), so the exchange task runs the source in
-    its own Python worker. With fewer input partitions the shuffle spreads them through a union, whose
-    partitions PySpark computes in another worker behind a buffered pipe: a few small transactions then
-    wait in that buffer while the source waits for them to become durable, forever."""
+    The input has one partition per reader (the others empty), so exchange task i runs input partition
+    i's function: the source yields straight into writer 0, which it must, since it waits for its own
+    output to become durable (behind PySpark's buffered pipe a few small transactions would wait for
+    ever). The shuffle keeps an input's function in its exchange task with fewer partitions too
+    (reference/spark/shuffle.py, ``_spread``); one per reader keeps the tasks alike."""
     if index:
         return
     source = SlotSource(PgAddress.parse(config.source), SlotSpec(config.slot, config.publication,
