@@ -14,7 +14,7 @@ dynamic thresholds off). Without glibc nothing changes.
 from __future__ import annotations
 
 import ctypes
-import platform
+import os
 import threading
 from typing import Any, Final
 
@@ -27,11 +27,11 @@ MMAP_THRESHOLD_MAX: Final = 32 * 1024 * 1024
 
 
 def _glibc_mallopt() -> Any:
-    if platform.libc_ver()[0] != "glibc":
-        return None
     try:
+        if not (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc"):
+            return None
         return ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
+    except (ValueError, OSError, AttributeError):
         return None
 
 

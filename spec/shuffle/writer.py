@@ -58,9 +58,12 @@ _ENDED = frozenset({WriterChannelState.TERMINATED, WriterChannelState.LEFT})
 """A channel the writer no longer waits for."""
 
 _DONE = frozenset({WriterState.COMPLETED, WriterState.FAILED})
-"""A writer that ignores every further input. (A set, not two attributes of the enum: reaching a member
-through its class costs 0.1 µs on Python 3.11, whose EnumType has a ``__getattr__``, and ``done`` is asked
-several times per DATA.)"""
+"""A writer that ignores every further input."""
+
+_RUNNING, _LEFT = WriterState.RUNNING, WriterChannelState.LEFT
+_FLUSH, _CREDIT = WriterChannelEvent.FLUSH, WriterChannelEvent.CREDIT
+"""What the per-record and per-credit paths test, as module names (and ``done`` as a set): reaching an enum
+member through its class costs 0.1 µs on Python 3.11, whose EnumType has a ``__getattr__``."""
 
 
 def permit_capacity(settings: ShuffleSettings, num_readers: int) -> int:
@@ -169,7 +172,7 @@ class WriterMachine(ChannelMachine[WriterChannelState, WriterChannelEvent]):
         A record that only grows an open buffer changes nothing a step reports (no send, no event,
         the same deadline), so it returns the shared quiet step without recomputing anything.
         """
-        if self.state is WriterState.RUNNING and self._held is None and 0 <= reader_id < len(self.channels):
+        if self.state is _RUNNING and self._held is None and 0 <= reader_id < len(self.channels):
             channel = self.channels[reader_id]
             if channel.buffer is not None:
                 return self._step() if self._append(channel, record, now) else self._quiet
@@ -187,7 +190,7 @@ class WriterMachine(ChannelMachine[WriterChannelState, WriterChannelEvent]):
         for reader_id, record in records:
             taken += 1
             channel = self._channel_for_caller(reader_id) if self._held is None else None
-            if channel is not None and channel.buffer is not None and self.state is WriterState.RUNNING:
+            if channel is not None and channel.buffer is not None and self.state is _RUNNING:
                 self._append(channel, record, now)
             else:
                 self._write_record(reader_id, record, now)
@@ -201,10 +204,10 @@ class WriterMachine(ChannelMachine[WriterChannelState, WriterChannelEvent]):
         self._write_record(reader_id, record, now)
 
     def _write_record(self, reader_id: int, record: Payload, now: float) -> None:
-        if self.state is not WriterState.RUNNING or self.blocked:
+        if self.state is not _RUNNING or self.blocked:
             raise UsageError(f"write() while the writer is {'blocked' if self.blocked else self.state.value}")
         channel = self._channel_for_caller(reader_id)
-        if channel.state is WriterChannelState.LEFT:
+        if channel.state is _LEFT:
             return  # nobody reads it any more
         if channel.buffer is None and not self._open_buffer(channel, now):
             for ch in self.channels:
@@ -277,7 +280,7 @@ class WriterMachine(ChannelMachine[WriterChannelState, WriterChannelEvent]):
             self._move(ch, WriterChannelEvent.FOREIGN_CONNECTION)
             return
         if isinstance(message, CreditMessage):
-            if self._move(ch, WriterChannelEvent.CREDIT) and not ch.bound and ch.state is not WriterChannelState.LEFT:
+            if self._move(ch, _CREDIT) and not ch.bound and ch.state is not _LEFT:
                 self._bind(ch, conn)
         else:
             self._on_ack(ch, message)
@@ -436,7 +439,7 @@ class WriterMachine(ChannelMachine[WriterChannelState, WriterChannelEvent]):
 
     def _flush(self, channel: WriterChannel) -> None:
         """Turn the channel's buffer into a DATA message (sent, or queued until the bind)."""
-        if channel.buffer is None or not self._move(channel, WriterChannelEvent.FLUSH):
+        if channel.buffer is None or not self._move(channel, _FLUSH):
             return
         payload = channel.buffer
         channel.buffer = None  # handed over to the message: nobody writes to it again
