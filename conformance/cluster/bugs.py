@@ -3,8 +3,8 @@
 Realistic mistakes in this project's cluster service (the spec modules its runtime drives and the
 runtime itself, in a private copy), judged through the suite's own ``exec:`` target exactly as an
 outside implementation would be: the service started in its test mode (``--test-controls``), so it
-declares the ``clock``, ``restart`` and ``durable`` capabilities and the failure-timing and durability
-cases run.
+declares the ``clock``, ``restart``, ``durable`` and ``held`` capabilities and the failure-timing,
+durability and what-it-holds cases run.
 Entries with ``equivalent`` set cannot be told from the correct code by any case; the reason is the
 argument (docs/conformance.md, "Sensitivity").
 """
@@ -139,6 +139,11 @@ BUGS: tuple[Mutant, ...] = (
        'if len(op.value) > MAX_VALUE_BYTES:',
        'if len(op.value) >= MAX_VALUE_BYTES:',
        'a value of exactly MAX_VALUE_BYTES is refused'),
+    _b('detector-judges-non-members', 'detector.py',
+       'for n, last in self.last_renewal.items() if n in members}',
+       'for n, last in self.last_renewal.items()}',
+       'a node that left is still judged: its renewal is kept forever, so a long-running service holds '
+       'one entry per node that ever joined and its per-tick work grows with churn'),
     _b('restart-revives-failed', 'reference/cluster/memory.py',
        '            if member.state is not NodeState.FAIL:  # a fresh period; a FAIL member stays FAIL until it renews\n'
        '                detector.renew(node_id, now)',

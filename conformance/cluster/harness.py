@@ -1,6 +1,7 @@
 """What cluster cases stand on: targets (memory, etcd, etcd://, exec:, tcp://) and what each can do
 (capabilities ``restart``, ``clock``: the runner drives the failure detector's time, ``durable``: the
-target reports how many committed changes it has made durable, ``service``: a cluster service whose
+target reports how many committed changes it has made durable, ``held``: how many nodes it holds
+liveness state for, ``service``: a cluster service whose
 own wire the runner may speak), a recording Core, and per-case sessions of fresh nodes on an
 isolated cluster."""
 
@@ -35,6 +36,7 @@ from spec.cluster.wire import ServiceKind
 RESTART = "restart"
 CLOCK = "clock"
 DURABLE = "durable"
+HELD = "held"
 SERVICE = "service"
 Clock = Callable[[ClusterBackend, bool, int], Thresholds]
 """``(cluster, stopped, advance_ms)``: see the CLOCK control in spec/cluster/wire.py."""
@@ -45,8 +47,8 @@ class ClusterTarget:
     """``new_cluster`` gives each case an isolated cluster; ``restart`` (capability "restart")
     restarts the backend holding a cluster it made; ``clock`` (capability "clock") stops, moves or
     releases its failure detector's clock; ``durable`` (capability "durable") counts the committed
-    changes the backend holding a cluster has made durable; ``url`` (capability "service") is the
-    cluster service."""
+    changes the backend holding a cluster has made durable; ``held`` (capability "held") counts the
+    nodes it holds liveness state for; ``url`` (capability "service") is the cluster service."""
 
     description: str
     capabilities: frozenset[str]
@@ -54,6 +56,7 @@ class ClusterTarget:
     restart: Callable[[ClusterBackend], None] | None = None
     clock: Clock | None = None
     durable: Callable[[ClusterBackend], int] | None = None
+    held: Callable[[ClusterBackend], int] | None = None
     url: str | None = None
 
 
@@ -209,7 +212,7 @@ TARGET_HELP = ("memory (in-process, journaled), etcd | etcd-auth | etcd-tls (sta
                "with a user and password, with TLS from a throwaway CA plus client certificates and a user), "
                "etcd://[USER[:PASSWORD]@]HOST:PORT[?ca=&cert=&key=&password_file=], "
                "tcp://[:SECRET@]HOST:PORT (a cluster service), exec:CMD (CMD starts a cluster service and "
-               "prints its port as its first line, after an optional line CAPABILITIES clock restart durable)")
+               "prints its port as its first line, after an optional line CAPABILITIES clock restart durable held)")
 
 
 @contextmanager
@@ -255,8 +258,13 @@ def _memory_target(tmp: Path) -> ClusterTarget:
         assert isinstance(cluster, InProcessCluster)
         return cluster.durable_writes
 
-    return ClusterTarget("in-process cluster (journaled)", frozenset({RESTART, CLOCK, DURABLE}),
-                         lambda: InProcessCluster(data_dir=tmp / f"cluster-{next(counter)}"), restart, clock, durable)
+    def held(cluster: ClusterBackend) -> int:
+        assert isinstance(cluster, InProcessCluster)
+        return cluster.judged_nodes
+
+    return ClusterTarget("in-process cluster (journaled)", frozenset({RESTART, CLOCK, DURABLE, HELD}),
+                         lambda: InProcessCluster(data_dir=tmp / f"cluster-{next(counter)}"), restart, clock, durable,
+                         held)
 
 
 def _service_target(description: str, url: str, declared: frozenset[str]) -> ClusterTarget:
@@ -270,9 +278,12 @@ def _service_target(description: str, url: str, declared: frozenset[str]) -> Clu
     def durable(_cluster: ClusterBackend) -> int:
         return service_wire.durable_writes(url)
 
+    def held(_cluster: ClusterBackend) -> int:
+        return service_wire.judged_nodes(url)
+
     return ClusterTarget(description, declared | {SERVICE}, lambda: RemoteCluster(url),
                          restart if RESTART in declared else None, clock if CLOCK in declared else None,
-                         durable if DURABLE in declared else None, url)
+                         durable if DURABLE in declared else None, held if HELD in declared else None, url)
 
 
 def _etcd_target(endpoint: EtcdEndpoint, description: str, restart: Callable[[], None] | None) -> ClusterTarget:

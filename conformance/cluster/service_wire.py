@@ -1,6 +1,6 @@
 """The cluster service's own wire (spec/cluster/wire.py) as the runner speaks it: raw connections for
 the cases that send frames no provider client would (one byte short or long, at a size bound, a
-resumed HELLO), and the test controls CLOCK, RESTART and DURABLE of a service started in a test mode."""
+resumed HELLO), and the test controls (CLOCK, RESTART, DURABLE, HELD) of a service started in a test mode."""
 
 from __future__ import annotations
 
@@ -111,11 +111,12 @@ class Thresholds:
 
 
 def control(url: str, kind: ServiceKind, **payload: Any) -> ServiceMessage:
-    """Send one test control (CLOCK, RESTART or DURABLE) on its own connection; its reply."""
+    """Send one test control (CLOCK, RESTART, DURABLE or HELD) on its own connection; its reply."""
     with RawConnection(ServiceAddress.parse(url), timeout=10.0) as connection:
         connection.request(kind, **payload)
         reply = connection.read()
-    if reply is None or reply.kind not in (ServiceKind.CLOCKED, ServiceKind.OK, ServiceKind.WRITTEN):
+    replies = (ServiceKind.CLOCKED, ServiceKind.OK, ServiceKind.WRITTEN, ServiceKind.HOLDING)
+    if reply is None or reply.kind not in replies:
         raise RuntimeError(f"the service answered {kind.name} with {reply}")
     return reply
 
@@ -127,4 +128,9 @@ def set_clock(url: str, stopped: bool, advance_ms: int = 0) -> Thresholds:
 
 def durable_writes(url: str) -> int:
     count: int = control(url, ServiceKind.DURABLE).payload["writes"]
+    return count
+
+
+def judged_nodes(url: str) -> int:
+    count: int = control(url, ServiceKind.HELD).payload["judged"]
     return count

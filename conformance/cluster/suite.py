@@ -12,6 +12,7 @@ from conformance.cluster import linearizability, wire_cases
 from conformance.cluster.harness import (
     CLOCK,
     DURABLE,
+    HELD,
     RESTART,
     SERVICE,
     TARGET_HELP,
@@ -771,6 +772,38 @@ def no_op_writes_nothing(target: ClusterTarget, ctx: CaseContext) -> Verdict:
                        "shard)", problems)
 
 
+def forgets_departed(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    """On a stopped clock, one node leaves and another is removed: before the next tick the target
+    may still hold their liveness state (not more than before), once it has run it holds nothing for
+    them (two fewer nodes judged) and no more nodes than members (a service that remembered every node
+    that ever joined would grow with churn, unbounded)."""
+    held = target.held
+    assert held is not None
+    with session(target, ctx) as s:
+        with stopped_clock(target, s) as (_limits, advance):
+            a, b, c = s.shard_of(3, "a", "b", "c")
+            advance(0)
+            before = held(s.cluster)
+            b.provider.remove_from_cluster(b.id)
+            a.provider.remove_from_cluster(c.id)
+            barrier(s, a)
+            problems: list[str] = []
+            if (pending := held(s.cluster)) > before:
+                problems.append(f"holds liveness state for {pending} nodes after two left, {before} before")
+            advance(0)
+            after = held(s.cluster)
+            snapshot = a.core.last_snapshot()
+            assert snapshot is not None
+            if after != before - 2:
+                problems.append(f"after the tick holds liveness state for {after} nodes, {before} before "
+                                f"{b.id} left and {c.id} was removed (expected {before - 2})")
+            if after > len(snapshot.nodes()):
+                problems.append(f"after the tick holds liveness state for {after} nodes, more than the "
+                                f"{len(snapshot.nodes())} members")
+        return verdict("once a tick has run after a node left or was removed, the target holds no liveness "
+                       "state for it (only for members)", problems)
+
+
 def fail_survives_restart(target: ClusterTarget, ctx: CaseContext) -> Verdict:
     assert target.restart is not None
     with session(target, ctx) as s:
@@ -878,6 +911,8 @@ CASES = [
          idle_commits_nothing, frozenset({CLOCK}), Level.SHOULD),
     case("durability/no-op-writes-nothing", "what commits nothing makes nothing durable (an idle cluster writes "
          "nothing)", no_op_writes_nothing, frozenset({CLOCK, DURABLE}), Level.SHOULD),
+    case("failure/forgets-departed", "once the next tick has run, a node that left or was removed holds "
+         "nothing (churn leaves nothing behind)", forgets_departed, frozenset({CLOCK, HELD}), Level.SHOULD),
     case("failure/fail-survives-restart", "a FAIL node stays FAIL across a backend restart", fail_survives_restart,
          frozenset({CLOCK, RESTART})),
     case("wire/short-frames", "frames shorter than a message header are refused", wire_cases.short_frames,

@@ -84,6 +84,13 @@ class InProcessCluster:
         return self._durable_writes
 
     @property
+    def judged_nodes(self) -> int:
+        """How many nodes the failure detector holds a renewal for (the ``held`` test control reports
+        it): after a tick, only members, so what churn leaves behind is bounded by MAX_MEMBERS."""
+        with self._lock:
+            return len(self._detector.last_renewal)
+
+    @property
     def journal_generation(self) -> int:
         """How many times the journal was compacted (0 without a journal)."""
         return 0 if self._journal is None else self._journal.generation

@@ -20,8 +20,8 @@ releases its socket, buffers and node at once.
 
 ``python -m reference.cluster.service`` starts one on a free port and prints the port as its first
 line (the conformance runner's ``exec:`` target uses this). With ``--test-controls`` it first prints
-``CAPABILITIES clock restart durable`` and accepts the runner's CLOCK, RESTART and DURABLE before
-HELLO (spec/cluster/wire.py): a service for conformance runs only, since anyone who connects may then stop its clock.
+``CAPABILITIES clock restart durable held`` and accepts the runner's CLOCK, RESTART, DURABLE and HELD
+before HELLO (spec/cluster/wire.py): a service for conformance runs only, since anyone who connects may then stop its clock.
 """
 
 from __future__ import annotations
@@ -180,7 +180,7 @@ class ClusterService:
 
     ``secret``: when set, HELLO must carry it (UNAUTHENTICATED otherwise); clients find it in
     :attr:`url` (``tcp://:SECRET@host:port``). ``ledger`` records the service's sockets and thread.
-    ``test_controls``: a stranger may send CLOCK, RESTART and DURABLE (conformance runs only).
+    ``test_controls``: a stranger may send CLOCK, RESTART, DURABLE and HELD (conformance runs only).
     """
 
     def __init__(self, cluster: InProcessCluster, host: str = "127.0.0.1", port: int = 0, *,
@@ -308,7 +308,7 @@ class ClusterService:
 
     def _hello(self, session: _Session, message: ServiceMessage) -> None:
         rid, p = message.request_id, message.payload
-        if self._test_controls and message.kind in (ServiceKind.CLOCK, ServiceKind.RESTART, ServiceKind.DURABLE):
+        if self._test_controls and message.kind in wire.TEST_CONTROLS:
             session.send(self._test_control(message))
             return
         try:
@@ -337,12 +337,14 @@ class ClusterService:
                                  **wire.timing_to_wire(self.cluster.timing)))
 
     def _test_control(self, message: ServiceMessage) -> bytes:
-        """A conformance runner's CLOCK, RESTART or DURABLE; the connection stays a stranger."""
+        """A conformance runner's test control (TEST_CONTROLS); the connection stays a stranger."""
         if message.kind is ServiceKind.RESTART:
             self.cluster.restart()
             return wire.encode(ServiceKind.OK, message.request_id)
         if message.kind is ServiceKind.DURABLE:
             return wire.encode(ServiceKind.WRITTEN, message.request_id, writes=self.cluster.durable_writes)
+        if message.kind is ServiceKind.HELD:
+            return wire.encode(ServiceKind.HOLDING, message.request_id, judged=self.cluster.judged_nodes)
         self.cluster.set_clock(message.payload["stopped"], message.payload["advance_ms"])
         policy = self.cluster.policy
         return wire.encode(ServiceKind.CLOCKED, message.request_id, pfail_after_ms=round(policy.pfail_after * 1000),
@@ -386,8 +388,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", type=Path, default=None, help="journal directory (durable across restarts)")
     parser.add_argument("--secret-file", type=Path, default=None, help="file holding the shared secret")
     parser.add_argument("--test-controls", action="store_true",
-                        help="conformance runs only: accept CLOCK, RESTART and DURABLE from anyone (journaled in a "
-                             "temporary directory unless --data-dir)")
+                        help="conformance runs only: accept CLOCK, RESTART, DURABLE and HELD from anyone "
+                             "(journaled in a temporary directory unless --data-dir)")
     args = parser.parse_args(argv)
     try:
         policy = FailurePolicy(heartbeat_interval=args.heartbeat, fail_after=args.fail_after)
@@ -399,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
         service = ClusterService(InProcessCluster(policy, data_dir=data_dir), port=args.port, secret=secret,
                                  test_controls=args.test_controls)
         if args.test_controls:
-            print("CAPABILITIES clock restart durable", flush=True)
+            print("CAPABILITIES clock restart durable held", flush=True)
         print(service.port, flush=True)
         try:
             sys.stdin.read()  # runs until stdin closes, so the parent's exit ends it

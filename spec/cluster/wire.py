@@ -20,8 +20,10 @@ with the detector's thresholds (``pfail_after_ms`` 0: it never reports PFAIL), R
 everything not durable and reload, as a process restart would) answered by OK, and DURABLE answered
 by WRITTEN with how many committed changes the service has made durable since it started (a change
 that commits nothing, such as a health verdict equal to the member's state, must make nothing
-durable, so the count moves exactly as the revision does). Elsewhere they are refused like any
-request before HELLO.
+durable, so the count moves exactly as the revision does), and HELD answered by HOLDING with how many
+nodes the service holds liveness state for (the renewals its failure detector judges: once a tick has
+run after a node left or was removed, it holds nothing for that node, so the count is at most the
+members). Elsewhere they are refused like any request before HELLO.
 """
 
 from __future__ import annotations
@@ -79,6 +81,7 @@ class ServiceKind(IntEnum):
     CLOCK = 16
     RESTART = 17
     DURABLE = 18
+    HELD = 19
     # service -> client replies
     OK = 32
     WELCOME = 33
@@ -89,12 +92,16 @@ class ServiceKind(IntEnum):
     CAS_ERROR = 38
     CLOCKED = 39
     WRITTEN = 40
+    HOLDING = 41
     # service -> client events (request_id 0)
     MEMBERSHIP = 64
     GOSSIP_UPDATE = 65
     SHARD_LOG_UPDATE = 66
     CLUSTER_DOWN = 67
 
+
+TEST_CONTROLS = frozenset({ServiceKind.CLOCK, ServiceKind.RESTART, ServiceKind.DURABLE, ServiceKind.HELD})
+"""What a service in a test mode accepts before HELLO (see the module's docstring)."""
 
 Text = c.PascalString(c.Int16ub, "utf8")
 Blob = c.Prefixed(c.Int32ub, c.GreedyBytes)
@@ -119,6 +126,7 @@ PAYLOADS: dict[ServiceKind, c.Construct] = {
     ServiceKind.CLOCK: c.Struct("stopped" / c.Flag, "advance_ms" / c.Int32ub),
     ServiceKind.RESTART: Empty,
     ServiceKind.DURABLE: Empty,
+    ServiceKind.HELD: Empty,
     ServiceKind.OK: Empty,
     ServiceKind.WELCOME: c.Struct("heartbeat_ms" / c.Int32ub, "ttl_ms" / c.Int32ub, "fail_bound_ms" / c.Int32ub,
                            "session" / Text),
@@ -130,6 +138,7 @@ PAYLOADS: dict[ServiceKind, c.Construct] = {
                              "actual" / c.If(c.this.found, EntryLayout)),
     ServiceKind.CLOCKED: c.Struct("pfail_after_ms" / c.Int32ub, "fail_after_ms" / c.Int32ub),
     ServiceKind.WRITTEN: c.Struct("writes" / c.Int64ub),
+    ServiceKind.HOLDING: c.Struct("judged" / c.Int64ub),
     ServiceKind.MEMBERSHIP: c.Struct("epoch" / c.Int64ub, "shards" / c.PrefixedArray(c.Int32ub, ShardLayout)),
     ServiceKind.GOSSIP_UPDATE: c.Struct("entries" / c.PrefixedArray(c.Int32ub, EntryLayout)),
     ServiceKind.SHARD_LOG_UPDATE: c.Struct("shard_id" / Text, "entries" / c.PrefixedArray(c.Int32ub, EntryLayout)),

@@ -168,8 +168,9 @@ def test_unauthenticated_hello_is_one_error_line_then_close(cluster: InProcessCl
         service.close()
 
 
-@pytest.mark.parametrize("control", [wire.encode(wire.ServiceKind.CLOCK, 1, stopped=True, advance_ms=0),
-                                     wire.encode(wire.ServiceKind.RESTART, 1)])
+@pytest.mark.parametrize("control", [wire.encode(kind, 1, **({"stopped": True, "advance_ms": 0}
+                                                             if kind is wire.ServiceKind.CLOCK else {}))
+                                     for kind in sorted(wire.TEST_CONTROLS)])
 def test_test_controls_are_refused_unless_the_service_runs_in_its_test_mode(cluster: InProcessCluster,
                                                                             control: bytes) -> None:
     """Anyone may connect: a production service never lets a stranger stop its detector's clock."""
