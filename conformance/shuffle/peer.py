@@ -179,7 +179,7 @@ class Link:
     def _ingest(self, data: bytes) -> None:
         if self.cipher is not None:
             try:
-                data = self.cipher.open(data)
+                data = bytes(self.cipher.open(data))
             except AuthError as exc:
                 self.auth_error = exc
                 self._mark_closed(f"sealed bytes rejected ({exc})")

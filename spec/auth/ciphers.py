@@ -59,7 +59,7 @@ class TransportCipher(Protocol):
     def seal(self, parts: Sequence[Payload]) -> Payload:
         """The ciphertext of ``parts`` sent back to back (empty when they are)."""
 
-    def open(self, data: Payload) -> bytes:
+    def open(self, data: Payload) -> Payload:
         """The plaintext that ``data`` completes; raises TagMismatch on forged or impossible bytes."""
 
     def close(self) -> None:
@@ -110,6 +110,7 @@ class GcmCipher:
         self._prefix = b""
 
     def seal(self, parts: Sequence[Payload]) -> Payload:
+        """Encrypts every segment straight into the one buffer the message is sent from."""
         plaintext: Payload = parts[0] if len(parts) == 1 else b"".join(parts)
         size = len(plaintext)
         if not size:
@@ -121,52 +122,63 @@ class GcmCipher:
         salt = self._random(len(self._key))
         prefix = self._random(GCM_NONCE_PREFIX_LENGTH)
         aead = AESGCM(hkdf(self._key, salt, length, len(self._key)))
-        out = [length, bytes([self._header_length]), salt, prefix]
-        view = memoryview(plaintext)
+        out = bytearray(total)
+        position = GCM_LENGTH_BYTES + self._header_length
+        out[:position] = length + bytes([self._header_length]) + salt + prefix
+        view, target = memoryview(plaintext), memoryview(out)
         for segment, start in enumerate(range(0, size, GCM_PLAINTEXT_SEGMENT)):
             end = start + GCM_PLAINTEXT_SEGMENT
-            out.append(aead.encrypt(_nonce(prefix, segment, end >= size), view[start:end], None))
-        return b"".join(out)
+            chunk = view[start:end]
+            sealed_end = position + len(chunk) + GCM_TAG_LENGTH
+            aead.encrypt_into(_nonce(prefix, segment, end >= size), chunk, None, target[position:sealed_end])
+            position = sealed_end
+        return out
 
-    def open(self, data: Payload) -> bytes:
-        """Decrypts straight from ``data``; only an unfinished length, header or segment is kept."""
-        if self._pending:
-            self._pending += data
-            data = self._pending
+    def open(self, data: Payload) -> Payload:
+        """Decrypts straight from ``data`` into one buffer; only an unfinished length, header or segment
+        is kept (and completed from the next bytes without copying them all)."""
         view = memoryview(data)
-        position = 0
-        plain: list[bytes] = []
+        out = bytearray(len(self._pending) + len(view))
+        written = position = 0
+        if self._pending:
+            position = min(len(view), self._unit_length() - len(self._pending))
+            self._pending += view[:position]
+            if len(self._pending) < self._unit_length():
+                return b""
+            written = self._open_unit(memoryview(self._pending), out, 0)
+            self._pending = bytearray()
+        while len(view) - position >= (unit := self._unit_length()):
+            written += self._open_unit(view[position:position + unit], out, written)
+            position += unit
+        self._pending = bytearray(view[position:])
+        return memoryview(out)[:written]
+
+    def _unit_length(self) -> int:
+        """Bytes of the next length-and-header or segment."""
+        if self._total < 0:
+            return GCM_LENGTH_BYTES + self._header_length
+        return min(self._total - self._read, GCM_CIPHERTEXT_SEGMENT)
+
+    def _open_unit(self, unit: memoryview, out: bytearray, written: int) -> int:
+        """Start a message or decrypt one segment into ``out`` at ``written``; returns the bytes decrypted."""
+        if self._total < 0:
+            self._start_message(unit)
+            return 0
+        last = len(unit) == self._total - self._read
+        plain = len(unit) - GCM_TAG_LENGTH
+        if plain < 0:
+            raise TagMismatch(f"segment {self._segment} is shorter than its tag")
+        assert self._aead is not None
         try:
-            while True:
-                available = len(view) - position
-                if self._total < 0:
-                    need = GCM_LENGTH_BYTES + self._header_length
-                    if available < need:
-                        break
-                    self._start_message(view[position:position + need])
-                    position += need
-                    continue
-                left = self._total - self._read
-                size = min(left, GCM_CIPHERTEXT_SEGMENT)
-                if available < size:
-                    break
-                last = size == left
-                assert self._aead is not None
-                try:
-                    plain.append(self._aead.decrypt(_nonce(self._prefix, self._segment, last),
-                                                    view[position:position + size], None))
-                except InvalidTag:
-                    raise TagMismatch(f"segment {self._segment} failed its tag") from None
-                position += size
-                self._segment += 1
-                self._read += size
-                if last:
-                    self._total = -1
-        finally:
-            rest = bytes(view[position:])
-            view.release()
-            self._pending = bytearray(rest)
-        return plain[0] if len(plain) == 1 else b"".join(plain)
+            self._aead.decrypt_into(_nonce(self._prefix, self._segment, last), unit, None,
+                                    memoryview(out)[written:written + plain])
+        except InvalidTag:
+            raise TagMismatch(f"segment {self._segment} failed its tag") from None
+        self._segment += 1
+        self._read += len(unit)
+        if last:
+            self._total = -1
+        return plain
 
     def _start_message(self, head: memoryview) -> None:
         total = int.from_bytes(head[:GCM_LENGTH_BYTES], "big", signed=True)

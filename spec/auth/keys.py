@@ -14,7 +14,7 @@ Read off ``org.apache.spark.network.crypto.AuthEngine`` (Spark 4.3.0 bytecode):
 
 from __future__ import annotations
 
-import hmac
+import hashlib
 from dataclasses import dataclass
 from typing import Final
 
@@ -38,15 +38,30 @@ HASH_LENGTH: Final = 32
 
 def hkdf(ikm: bytes, salt: bytes, info: bytes, length: int) -> bytes:
     """HKDF-SHA256 (RFC 5869) as Tink's ``Hkdf.computeHkdf("HMACSHA256", ...)``; an empty salt is
-    HashLen zeros. Written on ``hmac.digest``: GCM derives a key per sent batch, and this is ten times
-    cheaper than building ``cryptography``'s HKDF object each time."""
+    HashLen zeros. GCM derives a key per sealed message on both ends, so this is written on
+    :func:`_hmac_sha256` rather than on ``cryptography``'s HKDF object (ten times dearer per call)."""
     assert 0 < length <= 255 * HASH_LENGTH
-    prk = hmac.digest(salt or bytes(HASH_LENGTH), ikm, "sha256")
+    prk = _hmac_sha256(salt or bytes(HASH_LENGTH), ikm)
     out, block = b"", b""
     for counter in range(1, -(-length // HASH_LENGTH) + 1):
-        block = hmac.digest(prk, block + info + bytes([counter]), "sha256")
+        block = _hmac_sha256(prk, block + info + bytes([counter]))
         out += block
     return out[:length]
+
+
+_INNER_PAD: Final = bytes(byte ^ 0x36 for byte in range(256))
+_OUTER_PAD: Final = bytes(byte ^ 0x5C for byte in range(256))
+SHA256_BLOCK: Final = 64
+
+
+def _hmac_sha256(key: bytes, message: bytes) -> bytes:
+    """HMAC-SHA256 (RFC 2104) on ``hashlib``: about 1 us where ``hmac.digest`` costs 1.5 (it sets up an
+    OpenSSL HMAC context each call)."""
+    if len(key) > SHA256_BLOCK:
+        key = hashlib.sha256(key).digest()
+    padded = key.ljust(SHA256_BLOCK, b"\0")
+    inner = hashlib.sha256(padded.translate(_INNER_PAD) + message).digest()
+    return hashlib.sha256(padded.translate(_OUTER_PAD) + inner).digest()
 
 
 def seal_public_key(secret: bytes, app_id: str, salt: bytes, transcript: bytes, public_key: bytes,
