@@ -105,7 +105,7 @@ def test_both_ends_derive_one_session_and_carry_bytes_both_ways_in_any_chunking(
     for sender, receiver in ((established.cipher, served.cipher), (served.cipher, established.cipher)):
         sealed = bytes(sender.seal([payload[:100], payload[100:]]))
         assert payload[:4096] not in sealed
-        opened = b"".join(receiver.open(sealed[i:i + 1000]) for i in range(0, len(sealed), 1000))
+        opened = b"".join(bytes(receiver.open(sealed[i:i + 1000])) for i in range(0, len(sealed), 1000))
         assert opened == payload
         receiver.close()
 
