@@ -7,8 +7,9 @@
   streamwire pipeline ...                                   the CDC pipeline, checked against its oracle
 
 Each tool's module is imported only when it runs, so ``pip install streamwire[conformance]``
-(no PySpark, no Delta) runs ``conformance`` and ``codec``. Bad arguments or a setup that cannot
-run exit 2 with one line on stderr; a closed stdout (``| head``) ends a tool quietly.
+(no PySpark, no Delta) runs ``conformance`` and ``codec``; a tool whose extra is not installed
+says which in one line (streamwire/extras.py). Bad arguments or a setup that cannot run exit 2
+with one line on stderr; a closed stdout (``| head``) ends a tool quietly.
 """
 
 from __future__ import annotations
@@ -18,12 +19,16 @@ import sys
 from typing import Callable, Final
 
 from streamwire.cli import HelpFormatter, dispatch, guarded, run_command
+from streamwire.extras import run_with
 
 
 def _conformance(argv: list[str]) -> int:
-    from conformance.__main__ import COMMANDS, __doc__ as doc
+    def conformance() -> int:
+        from conformance.__main__ import COMMANDS, __doc__ as doc
 
-    return dispatch("streamwire conformance", doc, COMMANDS, argv)
+        return dispatch("streamwire conformance", doc, COMMANDS, argv)
+
+    return run_with("conformance", "streamwire conformance", conformance)
 
 
 def _codec(argv: list[str]) -> int:
@@ -40,7 +45,7 @@ def _sync(argv: list[str]) -> int:
 
         return main(argv)
 
-    return guarded("streamwire sync", serve)
+    return run_with("sync", "streamwire sync serve", lambda: guarded("streamwire sync", serve))
 
 
 def _pipeline(argv: list[str]) -> int:
@@ -49,7 +54,7 @@ def _pipeline(argv: list[str]) -> int:
 
         return main(argv)
 
-    return guarded("streamwire pipeline", pipeline)
+    return run_with("pipeline", "streamwire pipeline", lambda: guarded("streamwire pipeline", pipeline))
 
 
 TOOLS: Final[dict[str, tuple[Callable[[list[str]], int], str]]] = {

@@ -15,7 +15,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from reference.cdc.pgwire import PgAddress, PgConnectionError, PgServerError, one_line
+from streamwire.extras import exit_without
+
+if __name__ == "__main__":
+    exit_without("sync", "python -m reference.cdc")
+
+from reference.cdc.pgwire import PgAddress, PgConnectionError, PgServerError, one_line  # noqa: E402
 from reference.cdc.replicate import TransactionRefused, replicate
 from reference.cdc.source import SlotSource, SlotSpec, SourceSetupError
 from reference.cdc.verify import verify

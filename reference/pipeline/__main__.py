@@ -6,7 +6,12 @@ import argparse
 import sys
 
 from streamwire.cli import HelpFormatter, guarded
-from reference.pipeline.job import Options, PipelineError, run
+from streamwire.extras import exit_without
+
+if __name__ == "__main__":
+    exit_without("pipeline", "python -m reference.pipeline")
+
+from reference.pipeline.job import Options, PipelineError, run  # noqa: E402 - after the extra's check
 
 
 def _parser() -> argparse.ArgumentParser:

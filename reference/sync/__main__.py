@@ -15,6 +15,11 @@ import math
 import os
 import sys
 
+from streamwire.extras import exit_without
+
+if __name__ == "__main__":
+    exit_without("sync", "python -m reference.sync")
+
 # gRPC's core logs a failed bind on stderr itself; the command says it in one line instead.
 os.environ.setdefault("GRPC_VERBOSITY", "NONE")
 

@@ -1,13 +1,12 @@
 """The ``streamwire`` command line as a shell user meets it: one line and exit 2 for bad arguments or
-setup, quiet on a closed pipe, defaults in ``--help``, no temp dir left, and ``streamwire[conformance]``
-running without PySpark or Delta."""
+setup, quiet on a closed pipe, defaults in ``--help``, no temp dir left (the extras:
+test_user_extras.py)."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
@@ -15,25 +14,12 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 HANG_GUARD_S = 600.0
 
-BLOCKED = ("pyspark", "deltalake", "pandas", "matplotlib")
-WITHOUT_SPARK = f"""
-import sys
-class Blocker:
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in {BLOCKED!r}:
-            raise ImportError(name + " is not installed")
-sys.meta_path.insert(0, Blocker())
-from streamwire.__main__ import main
-sys.exit(main(sys.argv[1:]))
-"""
-
-
-def streamwire(tmp_path: Path, *args: str, blocked: bool = False, shell_tail: str = "") -> subprocess.CompletedProcess[str]:
+def streamwire(tmp_path: Path, *args: str, shell_tail: str = "") -> subprocess.CompletedProcess[str]:
     """Run the console script's ``main`` with TMPDIR inside ``tmp_path`` (to see what it leaves)."""
     temp = tmp_path / "tmp"
     temp.mkdir(exist_ok=True)
     env = dict(os.environ, TMPDIR=str(temp), PYTHONPATH=str(REPO), COLUMNS="200")  # help on one line per option
-    code = WITHOUT_SPARK if blocked else "import sys; from streamwire.__main__ import main; sys.exit(main(sys.argv[1:]))"
+    code = "import sys; from streamwire.__main__ import main; sys.exit(main(sys.argv[1:]))"
     argv = [sys.executable, "-c", code, *args]
     if shell_tail:
         command = " ".join(f"'{a}'" for a in argv) + f" {shell_tail}"
@@ -99,21 +85,6 @@ def test_a_pipeline_on_too_few_slots_says_the_numbers_in_one_line(tmp_path: Path
     assert not [p for p in (tmp_path / "tmp").iterdir() if p.name.startswith("streamwire-pipeline-")]
 
 
-def test_the_conformance_extra_needs_neither_pyspark_nor_delta(tmp_path: Path) -> None:
-    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    assert project["scripts"]["streamwire"] == "streamwire.__main__:main"
-    installed = project["dependencies"] + project["optional-dependencies"]["conformance"]
-    assert not [d for d in installed if d.split(">")[0].split("[")[0].strip() in BLOCKED]
-    done = streamwire(tmp_path, "conformance", "vectors", "--suite", "shuffle", "--target", "reference", blocked=True)
-    assert done.returncode == 0 and "0 failed" in done.stdout, done.stdout + done.stderr
-    done = streamwire(tmp_path, "conformance", "run", "--suite", "shuffle", "--target", "reference", "--case",
-                      "shuffle/handshake", blocked=True)
-    assert done.returncode == 0 and "FAIL=0" in done.stdout, done.stdout + done.stderr
-    done = streamwire(tmp_path, "codec", "encode", "--body", '{"type": "CREDIT_CONTROL_MESSAGE", "seq": "0", '
-                      '"writer_id": 3, "reader_id": 7, "num_messages": 1}', blocked=True)
-    assert done.returncode == 0 and done.stdout.strip(), done.stderr
-
-
 def test_the_readmes_tool_examples_run(tmp_path: Path) -> None:
     """Every README line that needs no JVM, etcd or server of its own runs and exits 0."""
     import shlex
@@ -150,16 +121,3 @@ def test_keep_keeps_a_passing_runs_table_and_says_where(tmp_path: Path) -> None:
     table = Path(kept[0].split("; table ")[1])
     assert (table / "_delta_log").is_dir() and table.is_relative_to(tmp_path / "tmp")
 
-
-def test_the_pyspark_api_without_its_extra_fails_at_import_in_one_line_naming_it(tmp_path: Path) -> None:
-    from reference.spark import _NEEDED, EXTRA
-
-    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    extra = " ".join(project["optional-dependencies"]["spark"])
-    assert EXTRA == "streamwire[spark]" and all(dist in extra for dist in _NEEDED.values())
-    code = WITHOUT_SPARK.split("from streamwire.__main__")[0] + "from reference.spark import streaming_repartition\n"
-    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(REPO)),
-                          capture_output=True, text=True, timeout=HANG_GUARD_S)
-    assert done.returncode == 1
-    assert done.stderr.strip().splitlines()[-1] == ("ImportError: reference.spark needs pyspark, pandas, deltalake: "
-                                                    "pip install 'streamwire[spark]'")
