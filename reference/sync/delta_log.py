@@ -110,7 +110,8 @@ def replay(table_dir: Path, version: int) -> LogFiles:
                 files.removed.append((dv, int(remove.get("deletionTimestamp") or 0)))
     for v in range(start + 1, version + 1):
         adds: list[Mapping[str, Any]] = []
-        for line in log_entry(table_dir, v).read_text().splitlines():
+        # A commit is JSON lines cut at "\n" only: splitlines() also cuts inside names holding U+0085 or U+2028.
+        for line in log_entry(table_dir, v).read_text(encoding="utf-8").split("\n"):
             action = json.loads(line) if line.strip() else {}
             if "remove" in action:
                 remove = action["remove"]

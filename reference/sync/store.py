@@ -183,10 +183,7 @@ class _Commit:
 
 
 class UnstorableColumn(ValueError):
-    """A column whose Arrow type has no Delta Lake type."""
-
-    def __init__(self, column: str, arrow_type: pa.DataType) -> None:
-        super().__init__(f"column {column} has type {arrow_type}, which a Delta table cannot store")
+    """A column whose Arrow type has no Delta Lake type, or whose name Delta would store otherwise."""
 
 
 def _delta_type_name(field: Any) -> str:
@@ -201,7 +198,9 @@ def storable_shape(schema: SyncSchema) -> TableShape:
         try:
             (delta_field,) = DeltaSchema.from_arrow(pa.schema([f])).fields
         except Exception as exc:
-            raise UnstorableColumn(f.name, f.type) from exc
+            raise UnstorableColumn(f"column {f.name!r} has type {f.type}, which a Delta table cannot store") from exc
+        if delta_field.name != f.name:
+            raise UnstorableColumn(f"column {f.name!r} would be stored by Delta as {delta_field.name!r}")
         columns[f.name] = _delta_type_name(delta_field)
     return TableShape(columns, tuple(schema.pk_names))
 

@@ -16,6 +16,7 @@ The server executes these rules; it decides none of them itself:
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -133,11 +134,26 @@ _NESTED = (pa.types.is_list, pa.types.is_large_list, pa.types.is_fixed_size_list
            pa.types.is_struct, pa.types.is_union, pa.types.is_dictionary)
 
 
-def _type_problem(field: pa.Field) -> str | None:
+def _type_problem(name: str, field: pa.Field) -> str | None:
     if pa.types.is_null(field.type):
-        return f"column {field.name} has the null type, which holds no value"
+        return f"column {name!r} has the null type, which holds no value"
     if any(test(field.type) for test in _NESTED):
-        return f"column {field.name} has the nested type {field.type}, which the sync store does not write"
+        return f"column {name!r} has the nested type {field.type}, which the sync store does not write"
+    return None
+
+
+def name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a table column as it is, or None.
+
+    A control character (NUL above all: Delta's writer cuts a name there, so ``a\\0b`` would
+    be stored as ``a``) or an empty name; the name is shown escaped, so the refusal is one line.
+    """
+    if not name:
+        return "a column name is empty"
+    controls = sorted({ch for ch in name if unicodedata.category(ch) == "Cc"})
+    if controls:
+        shown = ", ".join(f"U+{ord(ch):04X}" for ch in controls)
+        return f"column name {name!r} holds the control character(s) {shown}, which a Delta table does not keep"
     return None
 
 
@@ -146,9 +162,14 @@ def admit_schema(table: str, schema: SyncSchema) -> None:
 
     Table columns are the NEW_PK and VALUE columns under their descriptor names; no two may
     share a name, even in another case (Delta column names are case-insensitive), and no
-    column may have the null type or a nested type.  Descriptors of one role may not repeat
-    a name either (a CHANGED column pairs with one VALUE column).
+    column may have the null type or a nested type.  No descriptor may name a column with a
+    control character or an empty name (``name_problem``).  Descriptors of one role may not
+    repeat a name either (a CHANGED column pairs with one VALUE column).
     """
+    for column in schema.columns:
+        problem = name_problem(column.name)
+        if problem is not None:
+            raise UnstorableSchema(table, problem)
     seen: dict[tuple[ColumnRole, str], str] = {}
     for column in schema.columns:
         key = (column.role, column.name.lower())
@@ -162,7 +183,7 @@ def admit_schema(table: str, schema: SyncSchema) -> None:
             raise UnstorableSchema(table, f"value column {column.name} is named like key column "
                                           f"{keys[column.name.lower()]}")
     for column in schema.columns:
-        problem = _type_problem(column.field)
+        problem = _type_problem(column.name, column.field)
         if problem is not None:
             raise UnstorableSchema(table, problem)
 

@@ -49,6 +49,16 @@ def _flattened_count(fields: Sequence[pa.Field]) -> int:
     return n
 
 
+def _nested_note(schema: pa.Schema) -> str:
+    """Why a count of descriptors may be off: a struct's children count as columns (Seafowl's text
+    alone would hide that the store refuses nested columns anyway)."""
+    nested = next((f for f in schema if pa.types.is_struct(f.type)), None)
+    if nested is None:
+        return ""
+    return (f" (column {nested.name!r} has the nested type {nested.type}: its children count as columns, "
+            "and the sync store does not write nested types)")
+
+
 @dataclass(frozen=True)
 class SyncColumn:
     """A batch column: role, logical (descriptor) name and physical Arrow field."""
@@ -69,7 +79,7 @@ class SyncSchema:
     def validate(cls, descriptors: Sequence[ColumnDescriptor], schema: pa.Schema) -> SyncSchema:
         """Check descriptors against ``schema`` in Seafowl's order; raise SyncSchemaError."""
         if len(descriptors) != _flattened_count(list(schema)):
-            raise SyncSchemaError("Column descriptors do not match the schema")
+            raise SyncSchemaError("Column descriptors do not match the schema" + _nested_note(schema))
         old_pks: set[tuple[str, pa.DataType]] = set()
         new_pks: set[tuple[str, pa.DataType]] = set()
         for desc, fld in zip(descriptors, schema):

@@ -13,7 +13,7 @@ import pytest
 from conformance.sync.suite import DESCS, _cmd, rows_batch
 from reference.sync.client import SyncClient, SyncPut
 from reference.sync.server import SyncServer
-from reference.sync.store import DeltaStore
+from reference.sync.store import DeltaStore, UnstorableColumn, storable_shape
 from spec.sync.messages import ColumnDescriptor, ColumnRole, SyncCommand
 from spec.sync.squash import SquashedChange
 from spec.sync.schema import SyncSchema
@@ -73,6 +73,26 @@ UNSTORABLE: dict[str, tuple[dict[str, Any], list[tuple[int, str]]]] = {
     "uint64-max": ({**_KEYS, "v": pa.array([2**64 - 1], pa.uint64())}, [*_KEY_DESCS, (VALUE, "v")]),
     "nan-key": ({"old_id": pa.array([None], pa.float64()), "new_id": pa.array([float("nan")]), "v": pa.array(["a"])},
                 [*_KEY_DESCS, (VALUE, "v")]),
+    # Issue 37, reproduction 4: names Delta's writer cuts at NUL, and every other control character.
+    "nul-values": ({**_KEYS, "a": pa.array([1]), "b": pa.array([2])}, [*_KEY_DESCS, (VALUE, "a\0b"), (VALUE, "a\0c")]),
+    "nul-and-cut": ({**_KEYS, "a": pa.array([1]), "b": pa.array([2])}, [*_KEY_DESCS, (VALUE, "a\0b"), (VALUE, "a")]),
+    "nul-one-value": ({**_KEYS, "a": pa.array([1])}, [*_KEY_DESCS, (VALUE, "a\0b")]),
+    "nul-after-key-name": ({**_KEYS, "a": pa.array([1])}, [*_KEY_DESCS, (VALUE, "id\0")]),
+    "nul-in-key": ({**_KEYS, "a": pa.array([1])}, [(OLD, "k\0x"), (NEW, "k\0x"), (VALUE, "v")]),
+    "tab": ({**_KEYS, "a": pa.array([1])}, [*_KEY_DESCS, (VALUE, "a\tb")]),
+    "del": ({**_KEYS, "a": pa.array([1])}, [*_KEY_DESCS, (VALUE, "a\x7f")]),
+    "c1-control": ({**_KEYS, "a": pa.array([1])}, [*_KEY_DESCS, (VALUE, "a\x85")]),
+    "empty-name": ({**_KEYS, "a": pa.array([1])}, [*_KEY_DESCS, (VALUE, "")]),
+    "struct-value": ({**_KEYS, "s": pa.array([{"a": 1, "b": 2}])}, [*_KEY_DESCS, (VALUE, "s")]),
+}
+REASONS = {
+    "nul-values": "column name 'a\\x00b' holds the control character(s) U+0000",
+    "nul-one-value": "column name 'a\\x00b' holds the control character(s) U+0000",
+    "nul-in-key": "column name 'k\\x00x' holds the control character(s) U+0000",
+    "c1-control": "column name 'a\\x85' holds the control character(s) U+0085",
+    "empty-name": "a column name is empty",
+    "struct-value": "column 's' has the nested type struct<a: int64, b: int64>",
+    "list-value": "column 'v' has the nested type list<item: int64>",
 }
 
 
@@ -85,6 +105,7 @@ def test_a_schema_or_value_no_table_can_store_is_refused_before_it_is_queued(
     out = raw_put(server.location, cmd, [batch])
     assert isinstance(out.error, pa.ArrowInvalid), out
     assert "\n" not in out.error_text  # issue 24, reproduction 9: one line
+    assert REASONS.get(case, "") in out.error_text
     assert server.stats()["in_memory_bytes"] == 0 and server.stats()["open_transactions"] == 0
     assert _numbers(server.location, "A") == (None, None)
     _others_carry_on(server, tmp_path)
@@ -161,3 +182,11 @@ def test_a_client_told_its_transaction_was_discarded_replays_it(server_factory: 
     assert sorted((r["id"], r["v"]) for r in rows) == [(1, "a"), (2, "b")]
     assert not (tmp_path / "store" / "s").exists() and server.stats()["open_transactions"] == 0
 
+
+
+def test_a_name_delta_would_store_otherwise_is_unstorable() -> None:
+    """The store's own check, behind the spec's control-character rule: Delta's writer cuts a name at NUL."""
+    descriptors = [ColumnDescriptor(role=r, name=n) for r, n in [*_KEY_DESCS, (VALUE, "a\0b")]]
+    schema = SyncSchema.validate(descriptors, pa.schema([("o", pa.int64()), ("n", pa.int64()), ("a", pa.int64())]))
+    with pytest.raises(UnstorableColumn, match="would be stored by Delta as 'a'"):
+        storable_shape(schema)
