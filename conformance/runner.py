@@ -38,6 +38,7 @@ from conformance.report.wire import FrameCodec, codec_for, frames
 from conformance.report.writers import print_summary, write_json, write_junit
 from conformance.spec_links import spec_ref
 from spec.auth import AuthConfig, CipherName
+from streamwire.cli import SetupRefused, read_secret
 
 SUITES = ("shuffle", "cluster", "sync")
 CONFORMANCE_APP_ID: Final = "streamwire-conformance"
@@ -205,12 +206,9 @@ def main(args: argparse.Namespace) -> int:
     auth = None
     if args.secret_file is not None:
         try:
-            secret = args.secret_file.read_text().strip()
-        except OSError as exc:
-            print(f"error: cannot read --secret-file: {exc.strerror or exc}", file=sys.stderr)
-            return 2
-        if not secret:
-            print("error: --secret-file is empty", file=sys.stderr)
+            secret = read_secret(args.secret_file, "--secret-file")
+        except SetupRefused as refused:
+            print(f"error: {refused}", file=sys.stderr)
             return 2
         auth = AuthConfig(secret.encode(), CONFORMANCE_APP_ID, CipherName.parse(args.cipher), args.auth_engine_version)
     options = RunOptions(suite=args.suite, target=args.target, role=args.role,

@@ -12,10 +12,33 @@ import argparse
 import importlib
 import os
 import sys
+from pathlib import Path
 from typing import Callable, Mapping
 
 EXIT_SETUP: int = 2
 """Bad arguments or a setup that cannot run (argparse's own code for bad arguments)."""
+
+
+class SetupRefused(ValueError):
+    """A setting a program refuses to start with, said in one line (its caller exits 2)."""
+
+
+def read_secret(path: str | os.PathLike[str], option: str) -> str:
+    """The shared secret held in the file ``path`` (surrounding whitespace removed), failing closed.
+
+    A missing, unreadable or blank file raises SetupRefused naming ``option``: an empty secret is
+    matched by every peer that sends none, so taking it would turn authentication off. The one
+    reader of secret files for every server (the cluster service, the sync server, the shuffle's
+    conformance runs), so each refuses the same files in the same words.
+    """
+    try:
+        secret = Path(path).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as unreadable:
+        reason = unreadable.strerror if isinstance(unreadable, OSError) and unreadable.strerror else unreadable
+        raise SetupRefused(f"{option}: cannot read {path}: {reason}") from None
+    if not secret:
+        raise SetupRefused(f"{option}: {path} holds no secret (it is empty or only whitespace)")
+    return secret
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):

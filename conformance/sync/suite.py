@@ -51,7 +51,8 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from conformance.framework import Case, CaseContext, Level, RunOptions, Suite, Verdict
-from reference.sync.auth import ClientSecurity, read_token
+from reference.sync.auth import ClientSecurity
+from streamwire.cli import read_secret
 from spec.sync.messages import (
     COMMAND_TYPE_URL,
     ColumnDescriptor,
@@ -236,7 +237,7 @@ def open_target(options: RunOptions) -> Iterator[SyncTarget]:
     if spec.startswith(("grpc://", "grpc+tls://")):
         url = urlsplit(spec)
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
-        token = read_token(query["token_file"]) if "token_file" in query else None
+        token = read_secret(query["token_file"], "token_file") if "token_file" in query else None
         security = ClientSecurity(token=token, ca_file=query.get("ca_file"))
         location = f"{url.scheme}://{url.netloc}"
         target = SyncTarget(location, frozenset(), None, location, security)

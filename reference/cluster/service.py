@@ -53,6 +53,7 @@ from spec.cluster.errors import (
 )
 from spec.cluster.types import Entry, Membership, NodeId, Scope, ShardId, check_id
 from spec.cluster.wire import ServiceKind, ServiceMessage
+from streamwire.cli import read_secret
 
 log = logging.getLogger(__name__)
 
@@ -393,9 +394,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         policy = FailurePolicy(heartbeat_interval=args.heartbeat, fail_after=args.fail_after)
+        secret = read_secret(args.secret_file, "--secret-file") if args.secret_file else None
     except ValueError as refused:  # one line, no usage: the flags parsed, their values do not fit together
         parser.exit(2, f"{parser.prog}: error: {refused}\n")
-    secret = args.secret_file.read_text().strip() if args.secret_file else None
     with tempfile.TemporaryDirectory(prefix="streamwire-cluster-service-") as scratch:
         data_dir = args.data_dir or (Path(scratch) if args.test_controls else None)
         service = ClusterService(InProcessCluster(policy, data_dir=data_dir), port=args.port, secret=secret,

@@ -43,10 +43,10 @@ from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
-from streamwire.cli import HelpFormatter
+from streamwire.cli import HelpFormatter, read_secret
 from spec.sync.messages import MAX_MESSAGE_BYTES
 from spec.sync.writer import SyncSettings
-from reference.sync.auth import ServerSecurity, read_token
+from reference.sync.auth import ServerSecurity
 from reference.sync.server import (
     DEFAULT_MAX_CONCURRENT_PUTS,
     DEFAULT_MAX_CONNECTIONS,
@@ -200,7 +200,7 @@ def _security(args: argparse.Namespace) -> ServerSecurity:
         raise _BadSetting("--tls-cert and --tls-key go together")
     try:
         return ServerSecurity(
-            token=read_token(args.token_file) if args.token_file else None,
+            token=read_secret(args.token_file, "--token-file") if args.token_file else None,
             tls_cert=Path(args.tls_cert).read_bytes() if args.tls_cert else None,
             tls_key=Path(args.tls_key).read_bytes() if args.tls_key else None,
         )

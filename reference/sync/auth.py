@@ -19,14 +19,6 @@ AUTHORIZATION = "authorization"
 BEARER = "Bearer "
 
 
-def read_token(path: str) -> str:
-    """The token in ``path`` (surrounding whitespace removed); an empty file is an error."""
-    token = Path(path).read_text(encoding="utf-8").strip()
-    if not token:
-        raise ValueError(f"token file {path} is empty")
-    return token
-
-
 @dataclass(frozen=True)
 class ServerSecurity:
     """Bearer token and TLS certificate/key (PEM bytes) of a server; all off by default."""
