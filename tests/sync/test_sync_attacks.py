@@ -142,7 +142,7 @@ def test_a_column_delta_cannot_store_is_refused_before_it_is_queued(server_facto
     batch = rows_batch([(None, 1, "a")]).set_column(2, "v", pa.array([1.0], pa.float16()))
     out = raw_put(location, _cmd("h", "A", 1), [batch])
     assert isinstance(out.error, pa.ArrowInvalid)
-    assert "column v has type halffloat, which a Delta table cannot store" in str(out.error)
+    assert "column 'v' has type halffloat, which a Delta table cannot store" in str(out.error)
     assert server.stats()["open_transactions"] == 0
 
 
