@@ -3,7 +3,13 @@ detector on a ticker thread, one mailbox per node, and an optional journal for d
 
 Costs stay linear in the nodes that must be told: a commit holds the lock only to run the model
 and record its notifications in an outbox; the fan-out to the recipients' mailboxes happens after
-the lock is released, by one committing thread at a time, in commit order.
+the lock is released, by one committing thread at a time, in commit order. Commits of inline nodes
+(the cluster service's sessions) leave their fan-out to the cluster's own fan-out thread, so the
+service's poller goes back to reading instead of telling every member.
+
+The detector judges only silence it could observe: a reader of renewals (the cluster service)
+registers how long renewals may have waited unread in it (:meth:`InProcessCluster.add_reader`),
+and each tick subtracts the longest such wait (spec/cluster/detector.py).
 
 With ``data_dir``, every committed operation is journaled before it returns (reference/cluster/
 journal.py) and a restart replays it; without, nothing survives the process, as for any embedded
@@ -67,11 +73,15 @@ class InProcessCluster:
         self._outbox: collections.deque[_Commit] = collections.deque()
         self._clock = DetectorClock()
         self._fan_out_lock = threading.Lock()
+        self._fan_out_wanted = threading.Event()
+        self._readers: dict[object, Callable[[], float]] = {}
         self._durable_writes = 0
         self._model, self._detector, self._journal = self._load()
         self._stop = threading.Event()
         self._ticker = threading.Thread(target=self._tick_loop, name="cluster-detector", daemon=True)
         self._ticker.start()
+        self._fan_out_thread = threading.Thread(target=self._fan_out_loop, name="cluster-fan-out", daemon=True)
+        self._fan_out_thread.start()
 
     @property
     def timing(self) -> FailureTiming:
@@ -114,7 +124,8 @@ class InProcessCluster:
         """Claim ``node_id`` and hand out its provider (see ``ClusterBackend.open_node``).
 
         For the cluster service: ``autorenew=False`` leaves renewals to the caller, ``inline``
-        delivers on the fan-out thread (``core`` must not block), and ``resume_after`` first
+        delivers on the fan-out thread (``core`` must not block) and leaves the node's commits'
+        fan-out to the cluster's fan-out thread, and ``resume_after`` first
         notifies what a node that saw everything up to that revision missed.
         """
         check_id("node", node_id)
@@ -133,6 +144,16 @@ class InProcessCluster:
             displaced.close()
         return node
 
+    def add_reader(self, reader: object, unread_for: Callable[[], float]) -> None:
+        """Register a reader of renewals (a cluster service): ``unread_for`` says how long renewals
+        may have been waiting unread in it, time the detector does not count as silence."""
+        with self._lock:
+            self._readers[reader] = unread_for
+
+    def remove_reader(self, reader: object) -> None:
+        with self._lock:
+            self._readers.pop(reader, None)
+
     def restart(self) -> None:
         """Drop the in-memory state and rebuild it from the journal, as a process restart would;
         the open handles (and so their claims) stay."""
@@ -145,7 +166,9 @@ class InProcessCluster:
 
     def close(self) -> None:
         self._stop.set()
+        self._fan_out_wanted.set()
         self._ticker.join(5.0)
+        self._fan_out_thread.join(5.0)
         with self._lock:
             nodes = list(self._nodes.values())
         for node in nodes:
@@ -155,12 +178,16 @@ class InProcessCluster:
 
     # -- used by node handles --------------------------------------------------------------
 
-    def commit(self, operation: Operation) -> Revision:
-        """Run one operation atomically; its notifications go out after the lock is released.
-        Returns the revision it left the model at (a batch's own)."""
+    def commit(self, operation: Operation, *, fan_out_here: bool = True) -> Revision:
+        """Run one operation atomically; its notifications go out after the lock is released, on
+        this thread or (``fan_out_here=False``) on the cluster's fan-out thread. Returns the
+        revision it left the model at (a batch's own)."""
         with self._lock:
             revision = self._apply(operation)
-        self._fan_out()
+        if fan_out_here:
+            self._fan_out()
+        else:
+            self._fan_out_wanted.set()
         return revision
 
     def _apply(self, operation: Operation) -> Revision:
@@ -215,6 +242,12 @@ class InProcessCluster:
             if self._nodes.get(node.node_id) is node:
                 del self._nodes[node.node_id]
 
+    def _fan_out_loop(self) -> None:
+        while not self._stop.is_set():
+            self._fan_out_wanted.wait()
+            self._fan_out_wanted.clear()
+            self._fan_out()
+
     def _tick_loop(self) -> None:
         while not self._stop.wait(self.policy.check_interval):
             with self._lock:
@@ -225,8 +258,9 @@ class InProcessCluster:
     def _tick(self) -> None:
         """Under the lock: one detector tick over the members, every verdict put to the model in the
         same hold (so none meets a member that rejoined or left since); those that change nothing
-        commit nothing."""
-        for node_id, state in self._detector.tick(self._clock.now(), self._model.members).items():
+        commit nothing. A stopped clock is the test's: it decides what was observable."""
+        unread_for = 0.0 if self._clock.stopped else max((r() for r in self._readers.values()), default=0.0)
+        for node_id, state in self._detector.tick(self._clock.now(), self._model.members, unread_for).items():
             before = self._model.revision
             deliveries = self._model.set_state(node_id, state)
             self._record(before, deliveries, functools.partial(SetState, node_id=node_id, state=state))
@@ -255,6 +289,7 @@ class InProcessNode:
         self._session = session
         self.attached_at = attached_at
         """The revision at which this handle was opened: earlier commits are not its to hear."""
+        self._inline = inline
         self.mailbox: Mailbox = InlineMailbox(core) if inline else Dispatcher(node_id, core)
         self._closed = threading.Event()
         self._heartbeats = HeartbeatThread(f"cluster-heartbeat {node_id}", cluster.policy.heartbeat_interval,
@@ -286,7 +321,7 @@ class InProcessNode:
 
     def _commit(self, operation: Operation) -> Revision:
         self._check_open()
-        return self._cluster.commit(operation)
+        return self._cluster.commit(operation, fan_out_here=not self._inline)
 
     def _check_open(self) -> None:
         if self._closed.is_set():

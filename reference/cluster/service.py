@@ -18,6 +18,12 @@ least every ``fail_bound``; a node that does not read its
 events is disconnected when ``max_queued_bytes`` wait for it. Closing a connection
 releases its socket, buffers and node at once.
 
+Silence is judged on what was read: every round reads each readable connection, and a session is
+silent only for time before the last round began (what arrived since waits for the next round, it
+is not silence); the failure detector is told the same (``InProcessCluster.add_reader``). The
+poller only runs requests: the fan-out of their notifications runs on the cluster's fan-out thread,
+and a membership snapshot is encoded once for all its recipients.
+
 ``python -m reference.cluster.service`` starts one on a free port and prints the port as its first
 line (the conformance runner's ``exec:`` target uses this). With ``--test-controls`` it first prints
 ``CAPABILITIES clock restart durable held`` and accepts the runner's CLOCK, RESTART, DURABLE and HELD
@@ -58,7 +64,7 @@ from streamwire.cli import read_secret
 log = logging.getLogger(__name__)
 
 POLL_S = 0.1
-"""Longest poll; silent sessions are looked for once per round."""
+"""Longest poll; silent sessions are looked for at most once per this."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +127,21 @@ class FrameReader:
                 yield body
 
 
+class MembershipFrames:
+    """The MEMBERSHIP frame of the latest snapshot, encoded once for every session it goes to (one
+    commit's snapshot reaches every member: encoding it per member cost the square of the size)."""
+
+    def __init__(self) -> None:
+        self._latest: tuple[Membership | None, bytes] = (None, b"")
+
+    def frame(self, snapshot: Membership) -> bytes:
+        latest, frame = self._latest  # one read: the fan-out, ticker and poller threads all come here
+        if latest is not snapshot:
+            frame = wire.encode(ServiceKind.MEMBERSHIP, 0, **wire.membership_to_wire(snapshot))
+            self._latest = (snapshot, frame)
+        return frame
+
+
 @dataclass(eq=False)
 class _Session:
     """One connection: its frame reader, its node once HELLO succeeded, and the bytes queued for
@@ -128,6 +149,7 @@ class _Session:
 
     stream: Stream
     max_queued_bytes: int
+    membership_frames: MembershipFrames
     frames: FrameReader = field(default_factory=lambda: FrameReader(wire.MAX_HELLO_BYTES))
     node: InProcessNode | None = None
     last_frame: float = 0.0
@@ -159,7 +181,7 @@ class _Session:
         self.send(wire.encode(kind, 0, **payload))
 
     def update_membership(self, snapshot: Membership) -> None:
-        self._event(ServiceKind.MEMBERSHIP, **wire.membership_to_wire(snapshot))
+        self.send(self.membership_frames.frame(snapshot))
 
     def notify_gossip_update(self, entries: Sequence[Entry]) -> None:
         for frame in wire.update_frames(ServiceKind.GOSSIP_UPDATE, entries):
@@ -195,8 +217,11 @@ class ClusterService:
         self._nodes: dict[NodeId, _Session] = {}
         self._buffered = 0
         self._paused: list[_Session] = []
+        self._membership_frames = MembershipFrames()
+        self._silence_checked = 0.0
         self._reactor = Reactor(self, limits.connections, listen=(host, port), ledger=ledger)
         self.host, self.port = host, self._reactor.port
+        cluster.add_reader(self, self._reactor.unread_for)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="cluster-service", daemon=True)
         if ledger is not None:
@@ -223,12 +248,16 @@ class ClusterService:
         self._stop.set()
         self._reactor.wake()
         self._thread.join(10.0)
+        self.cluster.remove_reader(self)
 
     def _run(self) -> None:
         try:
             while not self._stop.is_set():
                 self._reactor.poll(POLL_S)
-                self._end_silent_sessions(time.monotonic())
+                now = time.monotonic()
+                if now - self._silence_checked >= POLL_S:
+                    self._silence_checked = now
+                    self._end_silent_sessions(now - self._reactor.unread_for())
                 if self._paused and self._buffered <= self.limits.max_buffered_bytes // 2:
                     for session in self._paused:
                         session.stream.resume()
@@ -243,16 +272,19 @@ class ClusterService:
             self._nodes.clear()
             self._reactor.close()
 
-    def _end_silent_sessions(self, now: float) -> None:
+    def _end_silent_sessions(self, read_through: float) -> None:
+        """Close the sessions that sent no frame for ``fail_bound`` before ``read_through`` (the
+        time up to which everything that arrived was read)."""
         bound = self.cluster.timing.fail_bound
-        for session in [s for s in self._streams.values() if s.node is not None and now - s.last_frame > bound]:
+        for session in [s for s in self._streams.values()
+                        if s.node is not None and read_through - s.last_frame > bound]:
             log.info("cluster service: %s sent nothing for %.1f s; closed", session.stream.label, bound)
             session.stream.close()
 
     # -- reactor Handler (on the polling thread) ---------------------------------------------------
 
     def accepted(self, stream: Stream) -> None:
-        self._streams[stream] = _Session(stream, self.limits.max_queued_bytes)
+        self._streams[stream] = _Session(stream, self.limits.max_queued_bytes, self._membership_frames)
 
     def received(self, stream: Stream, data: memoryview) -> None:
         session = self._streams.get(stream)

@@ -256,6 +256,8 @@ class Reactor:
         self._requests: deque[tuple[Stream, bool]] = deque()
         """(stream, close?) changes asked for by threads other than the poller."""
         self._poller: int | None = None
+        self._round_began: float | None = None
+        """When the round being served began waiting for readiness; None while it waits."""
         self._wake_r, self._wake_w = socket.socketpair()
         for sock in (self._wake_r, self._wake_w):
             sock.setblocking(False)
@@ -295,8 +297,16 @@ class Reactor:
         except OSError:
             pass
 
+    def unread_for(self) -> float:
+        """How long bytes may have been waiting unread: 0 while the poller waits for readiness (what
+        arrives wakes it), else the time since the last round began waiting (what arrived after that
+        is read in the next round). What judges a peer's silence subtracts it (docs/cluster.md)."""
+        began = self._round_began
+        return 0.0 if began is None else max(0.0, self._clock() - began)
+
     def poll(self, timeout_s: float) -> None:
-        """One round: apply requests, wait up to ``timeout_s`` for readiness, serve it, expire strangers."""
+        """One round: apply requests, wait up to ``timeout_s`` for readiness, serve it (one read of
+        every readable stream), expire strangers."""
         self._poller = threading.get_ident()
         try:
             self._apply_requests()
@@ -304,7 +314,10 @@ class Reactor:
             if self._pending:
                 first = next(iter(self._pending))
                 timeout_s = max(0.0, min(timeout_s, first.opened_at + self.limits.bind_timeout_s - now))
-            for key, mask in self._selector.select(timeout_s):
+            self._round_began = None
+            ready = self._selector.select(timeout_s)
+            self._round_began = now
+            for key, mask in ready:
                 stream = key.data
                 if stream is None:
                     if key.fileobj is self._wake_r:

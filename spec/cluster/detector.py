@@ -1,7 +1,10 @@
 """Heartbeat failure detector (sans-IO): renewals and ``now`` in, health verdicts out.
 
 A member is OK while its last renewal is at most ``pfail_after`` old, PFAIL up to ``fail_after``,
-then FAIL; a renewal makes it OK again. The detector keeps only renewal times and judges the members
+then FAIL; a renewal makes it OK again. Silence counts only where the detector could observe it: a
+tick is told how long its backend has been unable to read renewals (``unread_for``: the renewals
+waiting in a socket while a busy service served other work), and ages run to ``now - unread_for``,
+so a busy backend slows its verdicts down instead of failing the members it did not read. The detector keeps only renewal times and judges the members
 its caller holds: each tick returns the verdict on every one of them, and the model commits only
 the verdicts that change a member's state (``ClusterModel.set_state``), so a state has one copy and
 "does this verdict change anything" one home. The backend ticks at least every ``check_interval``
@@ -28,7 +31,9 @@ class FailurePolicy:
     place a timing is checked (the detector takes its thresholds from here).
 
     A live node renews every ``heartbeat_interval``; silent for more than ``fail_after`` it is FAIL,
-    for more than half of that PFAIL. ``fail_after`` must cover at least two heartbeats, so one late
+    for more than half of that PFAIL, counting only silence the detector could observe: time its
+    backend could not read renewals (they were waiting unread) is not silence, and the bounds below
+    hold from the moment the backend reads again. ``fail_after`` must cover at least two heartbeats, so one late
     renewal is never a FAIL. The backend ticks its detector every half heartbeat, so FAIL is decided
     within ``fail_after + check_interval`` and every member is told within ``fail_bound``; a Core may
     consider itself cluster-OK for ``fail_after`` after a renewal (its ``ttl``). Every duration is a
@@ -83,8 +88,11 @@ class FailureDetector:
         return (NodeState.OK if age <= self.policy.pfail_after
                 else NodeState.PFAIL if age <= self.policy.fail_after else NodeState.FAIL)
 
-    def tick(self, now: float, members: Collection[NodeId]) -> dict[NodeId, NodeState]:
-        """The verdict on every one of ``members`` that has a renewal; the renewals of nodes that are
-        no longer members are dropped (a node that joins again is renewed when it joins)."""
+    def tick(self, now: float, members: Collection[NodeId], unread_for: float = 0.0) -> dict[NodeId, NodeState]:
+        """The verdict on every one of ``members`` that has a renewal, judged at ``now - unread_for``
+        (``unread_for``: how long renewals may have been waiting unread, so not observable); the
+        renewals of nodes that are no longer members are dropped (a node that joins again is renewed
+        when it joins)."""
+        observed = now - max(0.0, unread_for)
         self.last_renewal = {n: last for n, last in self.last_renewal.items() if n in members}
-        return {node_id: self.verdict(now - last) for node_id, last in self.last_renewal.items()}
+        return {node_id: self.verdict(observed - last) for node_id, last in self.last_renewal.items()}

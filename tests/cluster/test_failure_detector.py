@@ -102,3 +102,12 @@ def test_a_policy_that_cannot_be_run_or_declared_is_refused(heartbeat: float, fa
 def test_the_largest_policy_the_wire_carries_is_accepted() -> None:
     policy = FailurePolicy(heartbeat_interval=1.0, fail_after=(2**32 - 1) / 1000 - 1.0)
     assert round(policy.fail_bound * 1000) <= 2**32 - 1
+
+
+def test_silence_the_backend_could_not_read_is_not_silence() -> None:
+    detector = detector_renewed_at(0.0)
+    late = FAIL_AFTER + 2.0
+    assert detector.tick(late, MEMBERS, unread_for=late - PFAIL_AFTER) == {N: NodeState.OK}, \
+        "renewals waiting unread counted as silence"
+    assert detector.tick(late, MEMBERS, unread_for=late - PFAIL_AFTER - 0.25) == {N: NodeState.PFAIL}
+    assert detector.tick(late, MEMBERS, unread_for=0.0) == {N: NodeState.FAIL}, "observed silence still fails"
