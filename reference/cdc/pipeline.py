@@ -3,7 +3,15 @@
 One source task streams the slot (:class:`~reference.cdc.source.SlotSource`); the streaming
 shuffle routes each row change by its table and key to one of ``--readers`` sink tasks, so every
 change of a row reaches one sink, in commit order. A key change whose two keys belong to
-different sinks travels as a delete and an insert (:meth:`~spec.pgoutput.changes.RowChange.split`).
+different sinks travels as a delete and an insert of the whole new row
+(:meth:`~spec.pgoutput.changes.RowChange.split`). With several sinks, the values a key change did
+not resend (unchanged TOAST values) are read back from the table at the new key first
+(:mod:`spec.pgoutput.lookup` says why a later value is as good).
+
+A change the pipeline cannot apply (a value with no Arrow form, say) stops the stream: the source
+task sends every sink :class:`StreamStopped` with the error's one line and ends, so no task fails
+(Spark would retry it and print its traces) and the driver prints the line and exits 1; the slot
+is not confirmed past the last durable transaction.
 
 Sync origins. A sink syncs its share of one table as its own origin ``<slot>/<schema>/<table>/sink<r>``
 and numbers each part with its transaction's commit LSN, so each sync transaction is one put (the
@@ -20,24 +28,36 @@ import functools
 import sys
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
 from reference.cdc.pgwire import PgAddress
 from reference.cdc.replicate import IDLE_S
-from reference.cdc.source import SlotSource, SlotSpec
+from reference.cdc.source import SlotSource, SlotSpec, SourceSetupError
 from reference.cdc.verify import TableDifference, verify
 from reference.cluster.config import DriverCluster
 from reference.pipeline.routing import owner
 from reference.pipeline.syncserver import SyncServerProcess, pythonpath
 from reference.sync.client import SyncClient, SyncPut
 from spec.pgoutput.changes import RowChange
+from spec.pgoutput.errors import PgOutputError
 from spec.pgoutput.feedback import PartsDurability
+from spec.pgoutput.lookup import RowLookup, whole_row
+from spec.pgoutput.transactions import SourceTransaction
 
-ShuffledRecord = tuple[int, int, int, RowChange]
-"""(commit LSN, size of this sink's part of the table, commit time in ns since the epoch, the change)."""
+
+@dataclass(frozen=True)
+class StreamStopped:
+    """The source stopped on what it cannot apply; ``reason`` is the whole error, one line."""
+
+    reason: str
+
+
+ShuffledRecord = tuple[int, int, int, RowChange] | StreamStopped
+"""(commit LSN, size of this sink's part of the table, commit time in ns since the epoch, the change),
+or the stream's end on an error."""
 
 
 @dataclass(frozen=True)
@@ -64,18 +84,49 @@ def route_key(path: str, key: tuple[object, ...]) -> int:
     return zlib.crc32(repr((path, key)).encode())
 
 
-def routed(change: RowChange, readers: int) -> list[tuple[int, RowChange]]:
-    """The change under the sink that owns its key; a key change across sinks as a delete and an insert."""
+def crosses_sinks(change: RowChange, readers: int) -> bool:
+    """A key change whose old and new key belong to different sinks (it travels as a delete and an insert)."""
+    if not change.changes_key:
+        return False
+    assert change.old_key is not None and change.new_key is not None
     path = change.table.path
-    if change.changes_key:
+    return owner(route_key(path, change.old_key), readers) != owner(route_key(path, change.new_key), readers)
+
+
+def routed(change: RowChange, readers: int) -> list[tuple[int, RowChange]]:
+    """The change under the sink that owns its key; a key change across sinks as a delete and an insert
+    (its unchanged values read back first: :func:`whole_rows`)."""
+    path = change.table.path
+    if crosses_sinks(change, readers):
         assert change.old_key is not None and change.new_key is not None
-        old, new = route_key(path, change.old_key), route_key(path, change.new_key)
-        if owner(old, readers) != owner(new, readers):
-            delete, insert = change.split()
-            return [(owner(old, readers), delete), (owner(new, readers), insert)]
+        delete, insert = change.split()
+        return [(owner(route_key(path, change.old_key), readers), delete),
+                (owner(route_key(path, change.new_key), readers), insert)]
     key = change.new_key if change.new_key is not None else change.old_key
     assert key is not None
     return [(owner(route_key(path, key), readers), change)]
+
+
+def needs_read_back(change: RowChange, readers: int) -> bool:
+    """A key change with an unchanged value, when there are several sinks: its unchanged values are read
+    back from the table. A key change across sinks needs it (its new row is sent whole), and so does
+    one within a sink: the sync server would carry the value on from the old key, where a change across
+    sinks may have left a null (spec/pgoutput/lookup.py); with one sink the server has every value."""
+    return readers > 1 and change.changes_key and not all(change.changed)
+
+
+def whole_rows(tx: SourceTransaction, readers: int,
+               read_back: Callable[[RowLookup], dict[tuple[object, ...], dict[str, object]]]) -> dict[str, list[RowChange]]:
+    """``tx``'s changes per table, each key change that :func:`needs_read_back` with its unchanged values
+    read back (one ``read_back`` per table that has such changes)."""
+    out: dict[str, list[RowChange]] = {}
+    for path, changes in tx.changes.items():
+        moves = [c for c in changes if needs_read_back(c, readers)]
+        if moves:
+            found = read_back(RowLookup.of(tx.xid, moves))
+            changes = [whole_row(c, found) if needs_read_back(c, readers) else c for c in changes]
+        out[path] = changes
+    return out
 
 
 def source_partition(config: CdcConfig, index: int, _: Iterator[object]) -> Iterator[tuple[int, ShuffledRecord]]:
@@ -90,8 +141,22 @@ def source_partition(config: CdcConfig, index: int, _: Iterator[object]) -> Iter
         return
     source = SlotSource(PgAddress.parse(config.source), SlotSpec(config.slot, config.publication,
                                                                 config.create_slot, config.until))
-    source.open()
     probes: dict[str, SyncClient] = {}
+    try:
+        source.open()
+        yield from _stream(config, source, probes)
+    except (PgOutputError, SourceSetupError) as exc:
+        for reader in range(config.readers):
+            yield reader, StreamStopped(str(exc))
+    finally:
+        source.close()
+        for probe in probes.values():
+            probe.close()
+
+
+def _stream(config: CdcConfig, source: SlotSource, probes: dict[str, SyncClient]) -> Iterator[tuple[int, ShuffledRecord]]:
+    """The open slot's transactions as routed records until ``until`` is durable (``probes``: the sync
+    clients asking for each origin's durable number, closed by the caller)."""
     parts = PartsDurability()
     asked = 0.0
 
@@ -105,31 +170,26 @@ def source_partition(config: CdcConfig, index: int, _: Iterator[object]) -> Iter
             probes[origin] = SyncClient(config.sync_location, origin, deadline_s=config.sync_deadline_s)
         source.confirm(parts.update({o: probes[o].probe().durable_sequence_number for o in parts.origins}))
 
-    try:
-        while not source.feedback.done:
-            tx = source.read(IDLE_S)
-            if tx is None:
-                durable_point()
-                source.ask_position()
-                continue
-            if not tx.row_count:
-                continue
-            by_part: dict[tuple[int, str], list[RowChange]] = {}
-            for changes in tx.changes.values():
-                for change in changes:
-                    for reader, piece in routed(change, config.readers):
-                        by_part.setdefault((reader, piece.table.path), []).append(piece)
-            committed_ns = time.time_ns()
-            for (reader, _path), pieces in by_part.items():
-                for piece in pieces:
-                    yield reader, (tx.commit_lsn, len(pieces), committed_ns, piece)
-            parts.on_sent(tx.commit_lsn, frozenset(sync_origin(config.slot, p, r) for r, p in by_part))
-            source.feedback.on_sent(tx.commit_lsn)
+    while not source.feedback.done:
+        tx = source.read(IDLE_S)
+        if tx is None:
             durable_point()
-    finally:
-        source.close()
-        for probe in probes.values():
-            probe.close()
+            source.ask_position()
+            continue
+        if not tx.row_count:
+            continue
+        by_part: dict[tuple[int, str], list[RowChange]] = {}
+        for changes in whole_rows(tx, config.readers, source.read_back).values():
+            for change in changes:
+                for reader, piece in routed(change, config.readers):
+                    by_part.setdefault((reader, piece.table.path), []).append(piece)
+        committed_ns = time.time_ns()
+        for (reader, _path), pieces in by_part.items():
+            for piece in pieces:
+                yield reader, (tx.commit_lsn, len(pieces), committed_ns, piece)
+        parts.on_sent(tx.commit_lsn, frozenset(sync_origin(config.slot, p, r) for r, p in by_part))
+        source.feedback.on_sent(tx.commit_lsn)
+        durable_point()
 
 
 @dataclass
@@ -139,6 +199,8 @@ class SinkCounts:
     reader: int
     parts: int = 0
     rows: int = 0
+    stopped: str | None = None
+    """The source's error line when the stream stopped on it (the parts still open were not sent)."""
 
 
 def sink_partition(config: CdcConfig, reader: int, records: Iterator[tuple[int, ShuffledRecord]]) -> Iterator[SinkCounts]:
@@ -147,7 +209,12 @@ def sink_partition(config: CdcConfig, reader: int, records: Iterator[tuple[int, 
     open_parts: dict[tuple[int, str], list[RowChange]] = {}
     counts = SinkCounts(reader)
     try:
-        for _, (commit_lsn, size, _committed, change) in records:
+        for _, record in records:
+            if isinstance(record, StreamStopped):
+                counts.stopped = record.reason
+                open_parts.clear()
+                continue
+            commit_lsn, size, _committed, change = record
             path = change.table.path
             part = open_parts.setdefault((commit_lsn, path), [])
             part.append(change)
@@ -200,7 +267,7 @@ def run(options: CdcOptions, out: TextIO = sys.stdout, err: TextIO = sys.stderr)
         print(f"sync server at {location}, store {store}", file=err, flush=True)
         config = CdcConfig(options.source, options.slot, options.publication, options.create_slot, options.until,
                            options.readers, location)
-        sc = spark_context(1 + options.readers, options.host, host.executor_url)
+        sc = spark_context(1 + options.readers, options.host, host.executor_url, max_failures=1)
         started = time.monotonic()
         with StreamingShuffle(sc) as streaming:
             sources = sc.parallelize(range(options.readers), options.readers).mapPartitionsWithIndex(
@@ -213,6 +280,10 @@ def run(options: CdcOptions, out: TextIO = sys.stdout, err: TextIO = sys.stderr)
                 print(f"pipeline: {root_cause(exc)}", file=err)
                 return 1
         elapsed = time.monotonic() - started
+        stopped = next((c.stopped for c in counts if c.stopped is not None), None)
+        if stopped is not None:
+            print(f"pipeline: {stopped}", file=err)
+            return 1
         rows = sum(c.rows for c in counts)
         print(f"pipeline: {sum(c.parts for c in counts)} parts, {rows} rows synced by {options.readers} sinks "
               f"in {elapsed:.1f} s", file=out, flush=True)

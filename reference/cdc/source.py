@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from reference.cdc.pgwire import PgAddress, PgConnection, quote_ident, quote_literal
 from spec.errors import RuntimeFailure
 from spec.pgoutput.feedback import SlotFeedback, record_boundary
+from spec.pgoutput.lookup import VISIBILITY_BOUND_S, VISIBILITY_POLL_S, RowLookup
 from spec.pgoutput.messages import (
     PrimaryKeepalive,
     Relation,
@@ -116,6 +117,21 @@ class SlotSource:
             "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) "
             f"WHERE i.indrelid = {relation.relation_id} AND i.indisprimary ORDER BY array_position(i.indkey, a.attnum)").rows
         return tuple(str(r[0]) for r in rows)
+
+    def read_back(self, lookup: RowLookup) -> dict[tuple[object, ...], dict[str, object]]:
+        """The rows at ``lookup``'s keys, read in a snapshot that sees its transaction (spec/pgoutput/lookup.py)."""
+        if self._catalog is None:
+            self._catalog = PgConnection(self.address)
+        deadline = time.monotonic() + VISIBILITY_BOUND_S
+        while True:
+            result = self._catalog.query(lookup.sql())
+            found = lookup.read(result.rows, result.type_oids, result.type_modifiers)
+            if found is not None:
+                return found
+            if time.monotonic() > deadline:
+                raise SourceSetupError(f"transaction {lookup.xid} is in the replication stream of Postgres at "
+                                       f"{self.address.url()} but not visible to a query after {VISIBILITY_BOUND_S:g} s")
+            time.sleep(VISIBILITY_POLL_S)
 
     def read(self, timeout_s: float) -> SourceTransaction | None:
         """The next committed transaction, or None when nothing completed one within ``timeout_s``."""

@@ -166,16 +166,18 @@ class _Services:
         self.host.close()
 
 
-def spark_context(slots: int, host: str, cluster_url: str, master: str | None = None) -> Any:
+def spark_context(slots: int, host: str, cluster_url: str, master: str | None = None, max_failures: int = 4) -> Any:
     """A context whose Python workers run this interpreter with this checkout importable, set on the
     context itself (PySpark takes the workers' interpreter from ``sc.pythonExec``), never in
-    ``os.environ``; ``slots`` task slots locally unless ``master`` names a cluster."""
+    ``os.environ``; ``slots`` task slots locally unless ``master`` names a cluster. ``max_failures``
+    attempts per task: 4 lets a crashed task be retried (--chaos); 1 fails the job with the first
+    error where a retry cannot help (a streaming shuffle's reader is never retried alone)."""
     from pyspark import SparkConf, SparkContext
 
-    master = master or f"local[{slots},4]"  # ",4": a crashed task is retried (--chaos)
+    master = master or f"local[{slots},{max_failures}]"
     conf = (SparkConf().setMaster(master).setAppName("streamwire-pipeline")
             .set("spark.ui.enabled", "false").set("spark.ui.showConsoleProgress", "false")
-            .set("spark.task.maxFailures", "4")
+            .set("spark.task.maxFailures", str(max_failures))
             .set("spark.driver.host", host)
             .set("spark.pyspark.python", sys.executable)
             .set("spark.executorEnv.PYTHONPATH", pythonpath())
@@ -390,10 +392,10 @@ def _run_job(sc: Any, shuffle: ShuffleFn, source: SourceConfig, sink: SinkConfig
 
 
 def root_cause(exc: Exception) -> str:
-    """The first Python exception line of a Spark job failure (its whole text is pages long)."""
+    """The first Python exception line of a Spark job failure (its whole text is pages long), whole."""
     lines = str(exc).splitlines()
     cause = next((ln for ln in lines if re.match(r"^[\w.]+(Error|Exception|Unsupported|Failed)\b", ln)), None)
-    return (cause or (lines[0] if lines else type(exc).__name__))[:300]
+    return cause or (lines[0] if lines else type(exc).__name__)
 
 
 def _table_exists(uri: str) -> bool:
