@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     with PostgresServer() as server, tempfile.TemporaryDirectory(prefix="streamwire-demo-") as store:
         conn = server.connect()
-        workload.create(conn, "demo", full_identity=True)
+        workload.create(conn, "demo")
         conn.query("SELECT pg_create_logical_replication_slot('demo', 'pgoutput')")
         conn.close()
         started = time.monotonic()

@@ -139,8 +139,8 @@ def source_partition(config: CdcConfig, index: int, _: Iterator[object]) -> Iter
     (reference/spark/shuffle.py, ``_spread``); one per reader keeps the tasks alike."""
     if index:
         return
-    source = SlotSource(PgAddress.parse(config.source), SlotSpec(config.slot, config.publication,
-                                                                config.create_slot, config.until))
+    source = SlotSource(PgAddress.parse(config.source), SlotSpec(config.slot, config.publication, config.create_slot,
+                                                                config.until, reads_back=config.readers > 1))
     probes: dict[str, SyncClient] = {}
     try:
         source.open()
@@ -256,7 +256,8 @@ def run(options: CdcOptions, out: TextIO = sys.stdout, err: TextIO = sys.stderr)
     from reference.pipeline.job import root_cause, spark_context
     from reference.spark.shuffle import StreamingShuffle
 
-    SlotSource(PgAddress.parse(options.source), SlotSpec(options.slot, options.publication, options.create_slot)).prepare()
+    SlotSource(PgAddress.parse(options.source), SlotSpec(options.slot, options.publication, options.create_slot,
+                                                         reads_back=options.readers > 1)).prepare()
     store = options.store
     host = DriverCluster("memory", options.host)
     Path(store).mkdir(parents=True, exist_ok=True)

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 
 from reference.cdc.pgwire import PgAddress, PgConnection, quote_ident, quote_literal
+from reference.cdc.preflight import table_problems
 from spec.errors import RuntimeFailure
 from spec.pgoutput.feedback import SlotFeedback, record_boundary
 from spec.pgoutput.lookup import VISIBILITY_BOUND_S, VISIBILITY_POLL_S, RowLookup
@@ -48,6 +49,8 @@ class SlotSpec:
     create_slot: bool = False
     until: str | None = None
     """``current`` (the WAL position when the source starts) or an LSN ``X/Y``."""
+    reads_back: bool = False
+    """Whether the source reads unchanged TOAST values back from the tables (on PySpark with several sinks)."""
 
 
 @dataclass
@@ -98,6 +101,10 @@ class SlotSource:
             raise SourceSetupError(f"publication {self.spec.publication!r} does not exist in database "
                                    f"{self.address.database!r} (CREATE PUBLICATION {quote_ident(self.spec.publication)} "
                                    "FOR TABLE ...)")
+        unfit = table_problems(stream, self.spec.publication, reads_back=self.spec.reads_back)
+        if unfit:
+            raise SourceSetupError(f"publication {self.spec.publication!r} has tables that cannot be replicated: "
+                                   + "; ".join(unfit))
         slot = stream.query("SELECT plugin, database FROM pg_replication_slots WHERE slot_name = "
                             f"{quote_literal(self.spec.slot)}").rows
         if not slot:

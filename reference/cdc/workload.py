@@ -25,14 +25,10 @@ TABLES = ("items", "pairs")
 KEYS_PER_SEED = 10 ** 9
 
 
-def create(conn: PgConnection, publication: str, *, full_identity: bool = False) -> None:
-    """The tables and a publication of them (inserts, updates and deletes: no TRUNCATE). ``full_identity``:
-    REPLICA IDENTITY FULL on ``items``, so a key change sends the old row whole, TOASTed value included
-    (what a key change routed to another sink needs)."""
+def create(conn: PgConnection, publication: str) -> None:
+    """The tables (default replica identity) and a publication of them (inserts, updates and deletes: no TRUNCATE)."""
     for statement in SCHEMA:
         conn.query(statement)
-    if full_identity:
-        conn.query("ALTER TABLE items REPLICA IDENTITY FULL")
     conn.query(f"CREATE PUBLICATION {quote_ident(publication)} FOR TABLE {', '.join(TABLES)} "
                "WITH (publish = 'insert, update, delete')")
 

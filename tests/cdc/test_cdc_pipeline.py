@@ -56,7 +56,7 @@ def test_kill_9_of_the_pipeline_then_restart(postgres_server: PostgresServer, tm
     admin.close()
     db = Database(postgres_server, "pipeline")
     conn = PgConnection(db.address)
-    workload.create(conn, "pipeline", full_identity=True)
+    workload.create(conn, "pipeline")
     conn.close()
     store = tmp_path / "store"
     run = [sys.executable, "-m", "reference.pipeline", "--source", db.url(), "--publication", "pipeline",

@@ -66,3 +66,28 @@ def test_add_column_stops_naming_the_table_and_confirms_nothing_after_it(
     assert before is not None and after == before < altered_at  # the slot still holds the insert of key 2
     assert [d.line() for d in verify(database.address, database.name, Path(sync_server.store))] == [
         "public/items: columns not in the Delta table: extra"]
+
+
+def test_tables_that_cannot_be_replicated_are_named_before_anything_is_consumed(
+        database: Database, capsys: pytest.CaptureFixture[str]) -> None:
+    """A published table without a key and a column of a type with no Arrow form: one line naming both, at start."""
+    database.query("INSERT INTO items (id) VALUES (1)")
+    before = slot_position(database.address, database.name)
+    database.query("CREATE TABLE logs (at timestamptz, what text)")
+    database.query("CREATE TABLE spans (id bigint PRIMARY KEY, took interval, marks integer[])")
+    database.query(f"ALTER PUBLICATION {database.name} ADD TABLE logs, spans")
+    status, line = cdc(capsys, "--source", database.url(), "--publication", database.name, "--slot", database.name,
+                       "--sync", NO_SYNC_SERVER)
+    assert status == 2
+    assert line == (f"cdc: publication '{database.name}' has tables that cannot be replicated: public/logs has no "
+                    "replica identity key (add a primary key, or ALTER TABLE ... REPLICA IDENTITY USING INDEX a unique "
+                    "index of NOT NULL columns); public/spans: column took has type interval, which has no Arrow type "
+                    "here (leave the column out of the publication's column list, or change its type); public/spans: "
+                    "column marks has type integer[], which has no Arrow type here (leave the column out of the "
+                    "publication's column list, or change its type)")
+    assert slot_position(database.address, database.name) == before
+    database.query(f"ALTER PUBLICATION {database.name} SET TABLE items, pairs, spans (id)")  # a column list
+    database.query("ALTER TABLE logs ADD PRIMARY KEY (at)")
+    database.query(f"ALTER PUBLICATION {database.name} ADD TABLE logs")
+    assert cdc(capsys, "--source", database.url(), "--publication", database.name, "--slot", database.name,
+               "--sync", NO_SYNC_SERVER, "--until-lsn", "0/1") == (0, "")
