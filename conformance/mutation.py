@@ -34,6 +34,8 @@ class Mutant:
     equivalent: str = ""
     """Why no case can tell it from the correct code (an equivalent mutant, argued in
     docs/conformance.md); empty for a bug a case must catch."""
+    tests: tuple[str, ...] = ()
+    """The tests that should kill it (pytest node ids or files); empty: its catalogue's default selection."""
 
 
 class PatchDoesNotApply(Exception):

@@ -113,3 +113,12 @@ def test_a_dropped_connection_resumes_on_the_same_service() -> None:
         remote.close()
         service.close()
         cluster.close()
+
+
+def test_reconnect_delays_double_up_to_the_limit_each_jittered_down_by_at_most_half() -> None:
+    """A service that is down is dialled ever less often (first, 2x, 4x ... up to the limit), not at a fixed rate."""
+    backoff = Backoff(first=0.05, limit=1.0)
+    for delays in (list(zip(range(8), backoff.delays())) for _ in range(20)):
+        for i, delay in delays:
+            ceiling = min(0.05 * 2 ** i, 1.0)
+            assert ceiling / 2 <= delay <= ceiling, (i, delay)

@@ -23,7 +23,7 @@ from reference.net.ledger import ResourceLedger
 from reference.net.reactor import ConnectionLimits
 from spec.cluster import wire
 from spec.cluster.errors import FrameTooLarge, MalformedMessage, NodeIdInUse, ProviderUnavailable, Unauthenticated
-from spec.cluster.types import MAX_BATCH_OPS, MAX_VALUE_BYTES, MetadataOp, NodeId
+from spec.cluster.types import MAX_BATCH_OPS, MAX_VALUE_BYTES, MetadataOp, NodeId, Scope
 
 HANG_GUARD = 20.0
 
@@ -333,6 +333,42 @@ def test_a_join_catch_up_larger_than_a_frame_reaches_the_joiner_whole(cluster: I
         holding = {r: [sum(e.revision == r for e in batch) for _, batch in joiner.shard_log
                        if any(e.revision == r for e in batch)] for r in revisions}
         assert holding == {r: [MAX_BATCH_OPS] for r in revisions}  # each batch whole, in one notification
+    finally:
+        remote.close()
+        service.close()
+
+
+def test_a_displaced_session_closing_leaves_its_successor_counted(cluster: InProcessCluster) -> None:
+    """A takeover closes the displaced session; that close must not free its successor's place."""
+    service = ClusterService(cluster, limits=ServiceLimits(max_sessions=2))
+    remotes = [RemoteCluster(service.url) for _ in range(4)]
+    try:
+        first = remotes[0].open_node(NodeId("n1"), Recorder())
+        remotes[1].open_node(NodeId("n1"), Recorder(), takeover=first.takeover_token)
+        wait_until(lambda: service.connection_count == 1, "the displaced session closed")
+        remotes[2].open_node(NodeId("n2"), Recorder())
+        with pytest.raises(ProviderUnavailable):  # n1's successor and n2 are the two sessions served
+            remotes[3].open_node(NodeId("n3"), Recorder())
+    finally:
+        for remote in remotes:
+            remote.close()
+        service.close()
+
+
+def test_a_node_that_reads_its_events_is_never_disconnected_for_them(cluster: InProcessCluster) -> None:
+    """Events written to a node leave its queue: only unread events count against max_queued_bytes."""
+    service = ClusterService(cluster, limits=ServiceLimits(max_queued_bytes=16 * 1024))
+    remote = RemoteCluster(service.url)
+    try:
+        core = Recorder()
+        reader = remote.open_node(NodeId("reader"), core)
+        reader.join_cluster("h:1")
+        writer = remote.open_node(NodeId("writer"), Recorder())
+        writer.join_cluster("h:2")
+        for i in range(64):  # 64 events of 1 KiB: four times the queue bound, each read at once
+            writer.update_gossip([MetadataOp(key=f"k{i}", value=b"v" * 1024)], Scope.GLOBAL)
+            wait_until(lambda: len(core.gossip) > i, f"gossip event {i}")
+        assert core.downs == [] and reader.reconnects == 0
     finally:
         remote.close()
         service.close()

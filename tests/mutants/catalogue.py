@@ -1,5 +1,7 @@
 """The mutants: realistic bugs, each a search/replace of one short snippet of a spec/ module.
 
+The runtime's (reference/) are in :mod:`tests.mutants.runtime`; :data:`CATALOGUES` names both.
+
 A snippet is anchored by its text, not by line numbers, so unrelated edits do not move it; when
 the code it names changes, :func:`tests.mutants.harness.check_catalogue` fails loudly (a smoke
 test runs it) and the entry has to be rewritten against the new code.
@@ -8,6 +10,7 @@ test runs it) and the entry has to be rewritten against the new code.
 from __future__ import annotations
 
 from conformance.mutation import Mutant
+from tests.mutants.runtime import RUNTIME_CATALOGUE, RUNTIME_SMOKE
 
 SHUFFLE_TESTS = (
     "tests/shuffle/test_machine_rules.py",
@@ -52,8 +55,9 @@ TESTS_BY_PROTOCOL = {"shuffle": SHUFFLE_TESTS, "sync": SYNC_TESTS, "cluster": CL
 
 
 def selection(mutant: Mutant) -> tuple[str, ...]:
-    """The tests run against ``mutant``: those of the protocol its file belongs to."""
-    return TESTS_BY_PROTOCOL[mutant.file.split("/")[1]]
+    """The tests run against ``mutant``: its own (a runtime mutant's), else those of the protocol its spec file
+    belongs to."""
+    return mutant.tests or TESTS_BY_PROTOCOL[mutant.file.split("/")[1]]
 
 
 def _m(name: str, file: str, search: str, replace: str, description: str) -> Mutant:
@@ -486,3 +490,8 @@ CATALOGUE: tuple[Mutant, ...] = (
 SMOKE = ("writer-no-flush-when-blocked", "reader-pause-boundary", "sync-plan-shares-durable",
          "cas-future-revision", "detector-renewal-first-only")
 """One mutant per kind of bug the model checks missed before, run by ``make test``."""
+
+CATALOGUES: dict[str, tuple[Mutant, ...]] = {"spec": CATALOGUE, "runtime": RUNTIME_CATALOGUE}
+"""Each catalogue by name (``python -m tests.mutants --catalogue NAME``); names are unique across them."""
+ALL_MUTANTS: tuple[Mutant, ...] = CATALOGUE + RUNTIME_CATALOGUE
+ALL_SMOKE = SMOKE + RUNTIME_SMOKE

@@ -5,13 +5,23 @@ from __future__ import annotations
 
 import pytest
 
-from tests.mutants.catalogue import CATALOGUE, SMOKE, Mutant
+from tests.mutants.catalogue import ALL_MUTANTS, ALL_SMOKE, CATALOGUE, Mutant
+from tests.mutants.runtime import RUNTIME_CATALOGUE
 from tests.mutants.harness import ROOT, PatchDoesNotApply, check_catalogue, chosen, patched, run_all
 
 PROTOCOL_MODULES = {
     "spec/shuffle/writer.py", "spec/shuffle/reader.py", "spec/shuffle/codec.py", "spec/shuffle/framing.py",
     "spec/shuffle/settings.py", "spec/shuffle/transitions.py", "spec/sync/writer.py", "spec/sync/squash.py",
     "spec/sync/schema.py", "spec/cluster/model.py", "spec/cluster/detector.py", "spec/cluster/wire.py",
+}
+
+
+RUNTIME_AREAS = {
+    "reference/net/reactor.py", "reference/shuffle/transport.py", "reference/shuffle/writer_task.py",
+    "reference/shuffle/reader_task.py", "reference/shuffle/task.py", "reference/sync/transport.py",
+    "reference/sync/server.py", "reference/sync/store.py", "reference/sync/client.py", "reference/cluster/service.py",
+    "reference/cluster/remote.py", "reference/cluster/memory.py", "reference/cdc/source.py",
+    "reference/cdc/pipeline.py", "reference/pipeline/progress.py",
 }
 
 
@@ -27,6 +37,14 @@ def test_the_catalogue_covers_every_module_with_protocol_logic() -> None:
     assert all(m.description and "\n" not in m.description for m in CATALOGUE)
 
 
+def test_the_runtime_catalogue_covers_every_area_and_names_its_killers() -> None:
+    assert len(RUNTIME_CATALOGUE) >= 60
+    assert len({m.name for m in ALL_MUTANTS}) == len(ALL_MUTANTS), "names are unique across the catalogues"
+    assert {m.file for m in RUNTIME_CATALOGUE} >= RUNTIME_AREAS
+    assert all(m.file.startswith("reference/") and m.tests for m in RUNTIME_CATALOGUE)
+    assert all(m.description and "\n" not in m.description for m in RUNTIME_CATALOGUE)
+
+
 def test_a_snippet_that_is_gone_or_ambiguous_fails_loudly() -> None:
     source = "a = 1\nb = 1\n"
     with pytest.raises(PatchDoesNotApply, match="not found"):
@@ -37,9 +55,9 @@ def test_a_snippet_that_is_gone_or_ambiguous_fails_loudly() -> None:
 
 
 def test_the_smoke_mutants_are_killed_and_the_tree_is_left_alone() -> None:
-    before = {m.file: (ROOT / m.file).read_bytes() for m in CATALOGUE}
-    outcomes = run_all(list(chosen(CATALOGUE, SMOKE)), workers=2, baseline=False)
-    assert [o.mutant for o in outcomes] == list(SMOKE)
+    before = {m.file: (ROOT / m.file).read_bytes() for m in ALL_MUTANTS}
+    outcomes = run_all(list(chosen(ALL_MUTANTS, ALL_SMOKE)), workers=2, baseline=False)
+    assert [o.mutant for o in outcomes] == list(ALL_SMOKE)
     survivors = [o.mutant for o in outcomes if not o.killed]
     assert not survivors, f"survived: {survivors}"
     assert all(o.killed_by and not o.killed_by.startswith("pytest exit") for o in outcomes), outcomes

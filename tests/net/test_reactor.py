@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import struct
 import threading
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, NamedTuple
@@ -239,3 +240,13 @@ def test_send_from_another_thread_wakes_the_poller(bound: BoundStream) -> None:
     sender.start()
     sender.join()
     drain(reactor, client, 32 * 65536)
+
+
+def test_a_reset_connection_is_closed_as_failed_not_as_a_clean_end(bound: BoundStream) -> None:
+    """A reset is a failure (the writer then fails the DATA it had not written), never a peer's clean close."""
+    record, reactor, client, _ = bound
+    client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    client.close()  # linger 0: an RST instead of a FIN, so the server's next read fails
+    poll_until(reactor, lambda: record.closed)
+    assert [reason for _, reason in record.closed] == [CloseReason.FAILED]
+    assert reactor.streams == []

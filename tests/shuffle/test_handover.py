@@ -59,3 +59,14 @@ def test_cancellation_releases_a_waiting_producer_without_taking_its_record() ->
     cancel.set()
     producer.join(HANG_GUARD_S)
     assert result == [False] and h.take() == ([(0, b"x")], False)
+
+
+def test_the_end_of_the_input_wakes_the_owner_only_when_it_said_it_sleeps() -> None:
+    h, wakes, _ = handover()
+    assert h.sleep()
+    h.end()
+    assert wakes == ["wake"]  # else the owner sleeps a whole poll before it finishes
+    h.awake()
+    h2, wakes2, _ = handover()
+    h2.end()
+    assert wakes2 == [] and not h2.sleep()  # ended: finish instead of sleeping

@@ -67,6 +67,28 @@ def test_a_refused_connection_is_a_retryable_failure_that_ends_in_sync_unavailab
         client.probe()
 
 
+class _Enough(Exception):
+    """Ends a retry loop once a test has seen the delays it wanted."""
+
+
+def test_retries_of_a_refused_connection_back_off_exponentially_up_to_the_cap() -> None:
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    delays: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        delays.append(seconds)
+        if len(delays) == 6:
+            raise _Enough()
+
+    client = SyncClient(f"grpc://127.0.0.1:{port}", "A", deadline_s=60.0, backoff_initial_s=0.02,
+                        backoff_max_s=0.25, sleep=sleep)
+    with pytest.raises(_Enough):
+        client.probe()
+    assert delays == [0.02, 0.04, 0.08, 0.16, 0.25, 0.25]
+
+
 def test_background_task_flushes_by_lag(server_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     server = server_factory(max_replication_lag_s=0.2, flush_task_interval_s=0.05)
     client = SyncClient(f"grpc://127.0.0.1:{server.port}", "A")
