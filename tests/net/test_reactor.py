@@ -250,3 +250,21 @@ def test_a_reset_connection_is_closed_as_failed_not_as_a_clean_end(bound: BoundS
     poll_until(reactor, lambda: record.closed)
     assert [reason for _, reason in record.closed] == [CloseReason.FAILED]
     assert reactor.streams == []
+
+
+def test_a_send_while_others_wait_in_the_queue_goes_after_them(bound: BoundStream) -> None:
+    """Even when the kernel has room again (the peer read) before the poller wrote the queue, a new
+    message is queued behind the waiting ones: bytes never overtake each other."""
+    record, reactor, client, stream = bound
+    stream.send([Outgoing((b"x" * 65536,), i) for i in range(16)])
+    assert stream.queued_bytes > 0
+    client.setblocking(False)
+    received = bytearray(read_available(client))  # room in the kernel again, the queue still waiting
+    stream.send([Outgoing((b"Z",), "last")])
+
+    def drained() -> bool:
+        received.extend(read_available(client))
+        return len(received) >= 16 * 65536 + 1
+
+    poll_until(reactor, drained)
+    assert bytes(received) == b"x" * (16 * 65536) + b"Z"
