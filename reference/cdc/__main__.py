@@ -6,7 +6,9 @@
 One process, one sync origin (the slot's name). The pipeline on PySpark, with the streaming
 shuffle routing by key to several sinks, is ``python -m reference.pipeline --source ...``.
 Errors are one line on stderr: exit 2 for the set-up (connection, password, publication, slot,
-wal_level), 1 for anything that stopped the stream or a failed verification.
+wal_level), 1 for anything that stopped the stream or a failed verification. Once streaming, an
+outage of the sync server or of Postgres is waited out, with a warning line every 30 s
+(``--max-retained-wal`` stops it before the slot's WAL fills the database's disk).
 """
 
 from __future__ import annotations
@@ -21,12 +23,13 @@ if __name__ == "__main__":
     exit_without("sync", "python -m reference.cdc")
 
 from reference.cdc.pgwire import PgAddress, PgConnectionError, PgServerError, one_line  # noqa: E402
-from reference.cdc.replicate import TransactionRefused, replicate
+from reference.cdc.replicate import TransactionRefused, WalRetentionExceeded, replicate
 from reference.cdc.source import SlotSource, SlotSpec, SourceSetupError
 from reference.cdc.verify import verify
-from reference.sync.client import SyncClient, SyncUnavailable
+from reference.sync.client import SyncClient
 from spec.pgoutput.errors import PgOutputError
 from spec.pgoutput.messages import format_lsn
+from spec.pgoutput.outage import OutagePolicy, parse_bytes
 
 
 def parser() -> argparse.ArgumentParser:
@@ -38,10 +41,20 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--create-slot", action="store_true", help="create the slot if it does not exist")
     p.add_argument("--until-lsn", help="stop once every change committed before this LSN is durable "
                                        "('current': the WAL position at start); default: run until stopped")
+    p.add_argument("--max-retained-wal", type=_size, metavar="SIZE",
+                   help="while waiting for the sync server, stop once the slot retains more WAL than this "
+                        "(e.g. 20GB); default: wait for as long as it takes")
     p.add_argument("--sync", required=True, help="sync server location, grpc://HOST:PORT")
     p.add_argument("--verify", action="store_true", help="then compare every table with the Delta store (--store)")
     p.add_argument("--store", help="the sync server's store directory (for --verify)")
     return p
+
+
+def _size(text: str) -> int:
+    try:
+        return parse_bytes(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -55,16 +68,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cdc: {exc}", file=sys.stderr)
         return 2
     source = SlotSource(address, SlotSpec(args.slot, args.publication, args.create_slot, args.until_lsn))
-    client = SyncClient(args.sync, origin=args.slot)
+    policy = OutagePolicy(args.slot, max_retained_wal=args.max_retained_wal)
+    client = SyncClient(args.sync, origin=args.slot, deadline_s=policy.attempt_s)
     try:
         try:
             source.open()
         except (SourceSetupError, PgServerError, PgConnectionError, ValueError) as exc:
             print(f"cdc: {one_line(exc)}", file=sys.stderr)
             return 2
-        counts = replicate(source, client)
-    except (PgOutputError, PgServerError, PgConnectionError, SourceSetupError, SyncUnavailable,
-            TransactionRefused) as exc:
+        counts = replicate(source, client, policy=policy)
+    except (PgOutputError, PgServerError, PgConnectionError, SourceSetupError, TransactionRefused,
+            WalRetentionExceeded) as exc:
         print(f"cdc: {one_line(exc)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -119,7 +119,10 @@ class PgConnection:
 
     # -- messages ---------------------------------------------------------------
     def send(self, tag: bytes, body: bytes) -> None:
-        self._sock.sendall(tag + struct.pack(">i", len(body) + 4) + body)
+        try:
+            self._sock.sendall(tag + struct.pack(">i", len(body) + 4) + body)
+        except OSError as exc:
+            raise PgConnectionError(f"connection to {self.address.url()} failed: {exc}") from None
 
     def receive(self) -> tuple[bytes, bytes]:
         """The next backend message (tag, body); notices are passed over."""
@@ -139,7 +142,8 @@ class PgConnection:
             try:
                 chunk = self._sock.recv(max(65536, n - len(self._buffer)))
             except TimeoutError:
-                raise
+                raise PgConnectionError(f"Postgres at {self.address.url()} did not answer within "
+                                        f"{self._sock.gettimeout():g} s") from None
             except OSError as exc:
                 raise PgConnectionError(f"connection to {self.address.url()} failed: {exc}") from None
             if not chunk:
@@ -155,7 +159,7 @@ class PgConnection:
     def close(self) -> None:
         try:
             self.send(b"X", b"")
-        except OSError:
+        except PgConnectionError:
             pass
         self._sock.close()
 

@@ -108,14 +108,15 @@ class PostgresServer:
                 if time.monotonic() > deadline:
                     raise
 
-    def stop(self) -> None:
+    def stop(self, *, mode: str = "fast") -> None:
+        """``pg_ctl stop -m mode``: ``immediate`` is a crash (no shutdown checkpoint, recovery at the next start)."""
         if not self._started:
             return
         self._started = False
-        self._run("pg_ctl", "-D", str(self.data_dir), "-m", "fast", "-w", "stop", timeout_s=60, check=False)
+        self._run("pg_ctl", "-D", str(self.data_dir), "-m", mode, "-w", "stop", timeout_s=60, check=False)
 
-    def restart(self, *, wal_level: str | None = None) -> None:
-        self.stop()
+    def restart(self, *, wal_level: str | None = None, mode: str = "fast") -> None:
+        self.stop(mode=mode)
         if wal_level is not None:
             self.wal_level = wal_level
         self.start()

@@ -10,14 +10,17 @@ table (only a logical decoding message, say) are not sent: the sync server refus
 
 from __future__ import annotations
 
+import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from reference.cdc.pgwire import first_line
+from reference.cdc.pgwire import PgConnectionError, PgServerError, first_line, one_line
 from reference.cdc.source import SlotSource
 from reference.sync.client import SyncClient, SyncPut, SyncUnavailable
 from spec.errors import RuntimeFailure
 from spec.pgoutput.messages import format_lsn
+from spec.pgoutput.outage import Away, OutagePolicy, postgres_transient
 from spec.pgoutput.transactions import SourceTransaction
 
 IDLE_S = 0.2
@@ -30,6 +33,12 @@ class TransactionRefused(RuntimeFailure):
     condition = "CDC_TRANSACTION_REFUSED"
 
 
+class WalRetentionExceeded(RuntimeFailure):
+    """The slot retains more WAL than ``--max-retained-wal`` allows while the source waits."""
+
+    condition = "CDC_WAL_RETENTION"
+
+
 @dataclass
 class ReplicationCounts:
     """What one run moved: transactions and rows sent, and the last durable commit LSN."""
@@ -37,6 +46,10 @@ class ReplicationCounts:
     transactions: int = 0
     rows: int = 0
     durable: int | None = None
+
+
+def _warn(line: str) -> None:
+    print(f"cdc: {line}", file=sys.stderr, flush=True)
 
 
 def puts_of(tx: SourceTransaction) -> list[SyncPut]:
@@ -47,36 +60,87 @@ def puts_of(tx: SourceTransaction) -> list[SyncPut]:
 
 def replicate(source: SlotSource, client: SyncClient, *, stop: Callable[[], bool] = lambda: False,
               on_transaction: Callable[[SourceTransaction], None] | None = None,
-              on_durable: Callable[[int | None], None] | None = None) -> ReplicationCounts:
+              on_durable: Callable[[int | None], None] | None = None,
+              policy: OutagePolicy | None = None, warn: Callable[[str], None] | None = None,
+              clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
+              ) -> ReplicationCounts:
     """Stream ``source`` into ``client`` until the source's ``until`` is durable or ``stop()`` says so;
-    ``on_transaction`` sees each transaction once sent, ``on_durable`` each durable number confirmed."""
+    ``on_transaction`` sees each transaction once sent, ``on_durable`` each durable number confirmed.
+
+    An outage of the sync server or of Postgres is waited out as ``policy`` says (its warnings go to
+    ``warn``): the sync client keeps what it was handed until durable, and the source reconnects to
+    the slot, which resends from the confirmed position."""
+    policy = policy or OutagePolicy(source.spec.slot)
+    warn = warn or _warn
     counts = ReplicationCounts()
-
-    def confirm() -> None:
-        source.confirm(client.durable)
-        if on_durable is not None:
-            on_durable(client.durable)
-
+    away: Away | None = None
     while not source.feedback.done and not stop():
-        tx = source.read(IDLE_S)
-        if tx is None:
-            client.probe()
-            confirm()
-            source.ask_position()
-            continue
-        if tx.row_count:
-            try:
-                client.send_transaction(tx.commit_lsn, puts_of(tx))
-            except SyncUnavailable:
+        try:
+            if away is Away.POSTGRES:
+                source.reconnect()
+            elif away is Away.SYNC_SERVER:
+                client.resume()
+            _step(source, client, counts, on_transaction, on_durable)
+            if (back := policy.recovered(clock())) is not None:
+                warn(back)
+            away = None
+        except SyncUnavailable as exc:
+            away, where, reason = Away.SYNC_SERVER, client.location, first_line(exc)
+        except (PgConnectionError, PgServerError) as exc:
+            if not postgres_transient(exc.sqlstate if isinstance(exc, PgServerError) else None):
                 raise
-            except Exception as exc:  # the transport's own error class: INVALID_ARGUMENT and the like
-                raise TransactionRefused(f"the sync server refused the transaction at {format_lsn(tx.commit_lsn)} "
-                                         f"({', '.join(tx.changes)}): {first_line(exc)}") from exc
-            source.feedback.on_sent(tx.commit_lsn)
-            counts.transactions += 1
-            counts.rows += tx.row_count
-            if on_transaction is not None:
-                on_transaction(tx)
-        confirm()
+            away, where, reason = Away.POSTGRES, source.address.url(), one_line(exc)
+        if away is None:
+            continue
+        step = policy.failed(clock(), away, where, reason, source.retained_wal())
+        if step.stop is not None:
+            raise WalRetentionExceeded(step.stop)
+        if step.warning is not None:
+            warn(step.warning)
+        if away is Away.SYNC_SERVER:
+            _keep_alive(source)
+        sleep(step.retry_in_s)
     counts.durable = client.durable
     return counts
+
+
+def _step(source: SlotSource, client: SyncClient, counts: ReplicationCounts,
+          on_transaction: Callable[[SourceTransaction], None] | None,
+          on_durable: Callable[[int | None], None] | None) -> None:
+    """Read one transaction and hand it to the sync server (or, the stream idle, ask for the numbers);
+    then confirm what is durable."""
+    tx = source.read(IDLE_S)
+    if tx is None:
+        client.probe()
+        source.ask_position()
+    elif tx.row_count:
+        try:
+            client.send_transaction(tx.commit_lsn, puts_of(tx))
+        except SyncUnavailable:
+            _sent(source, counts, tx, on_transaction)  # the client keeps it: resume() delivers it
+            raise
+        except Exception as exc:  # the transport's own error class: INVALID_ARGUMENT and the like
+            raise TransactionRefused(f"the sync server refused the transaction at {format_lsn(tx.commit_lsn)} "
+                                     f"({', '.join(tx.changes)}): {first_line(exc)}") from exc
+        _sent(source, counts, tx, on_transaction)
+    source.confirm(client.durable)
+    if on_durable is not None:
+        on_durable(client.durable)
+
+
+def _sent(source: SlotSource, counts: ReplicationCounts, tx: SourceTransaction,
+          on_transaction: Callable[[SourceTransaction], None] | None) -> None:
+    source.feedback.on_sent(tx.commit_lsn)
+    counts.transactions += 1
+    counts.rows += tx.row_count
+    if on_transaction is not None:
+        on_transaction(tx)
+
+
+def _keep_alive(source: SlotSource) -> None:
+    """A status update while the sync server is away, so that Postgres keeps the stream (if it is lost
+    anyway, the next read finds out and the source reconnects)."""
+    try:
+        source.keep_alive()
+    except PgConnectionError:
+        pass

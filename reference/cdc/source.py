@@ -15,7 +15,7 @@ import select
 import time
 from dataclasses import dataclass, field
 
-from reference.cdc.pgwire import PgAddress, PgConnection, quote_ident, quote_literal
+from reference.cdc.pgwire import PgAddress, PgConnection, PgConnectionError, PgServerError, quote_ident, quote_literal
 from reference.cdc.preflight import table_problems
 from spec.errors import RuntimeFailure
 from spec.pgoutput.feedback import SlotFeedback, record_boundary
@@ -66,7 +66,7 @@ class SlotSource:
 
     def prepare(self) -> None:
         """Check the set-up and create the slot if asked, without streaming (a driver does this before its tasks)."""
-        conn = PgConnection(self.address, replication=True)
+        conn = self._connect()
         try:
             self._check(conn)
         finally:
@@ -74,7 +74,7 @@ class SlotSource:
 
     def open(self) -> None:
         """Check the set-up, create the slot if asked, and start streaming from the slot's confirmed position."""
-        stream = PgConnection(self.address, replication=True, application_name=f"streamwire {self.spec.slot}")
+        stream = self._connect()
         try:
             self._check(stream)
             until = self.spec.until
@@ -82,11 +82,28 @@ class SlotSource:
                 target = stream.query("SELECT pg_current_wal_insert_lsn()").rows[0][0] if until == "current" else until
                 assert target is not None
                 self.feedback = SlotFeedback(until=record_boundary(parse_lsn(target)))
-            options = f"proto_version '1', publication_names {quote_literal(quote_ident(self.spec.publication))}"
-            stream.start_copy_both(f"START_REPLICATION SLOT {quote_ident(self.spec.slot)} LOGICAL 0/0 ({options})")
+            self._start(stream)
         except BaseException:
             stream.close()
             raise
+
+    def reconnect(self) -> None:
+        """Stream again after the connection was lost: Postgres resends from the confirmed position, and
+        what was already handed to the sync server is skipped (``SlotFeedback.already_sent``)."""
+        self.close()
+        stream = self._connect()
+        try:
+            self._start(stream)
+        except BaseException:
+            stream.close()
+            raise
+
+    def _connect(self) -> PgConnection:
+        return PgConnection(self.address, replication=True, application_name=f"streamwire {self.spec.slot}")
+
+    def _start(self, stream: PgConnection) -> None:
+        options = f"proto_version '1', publication_names {quote_literal(quote_ident(self.spec.publication))}"
+        stream.start_copy_both(f"START_REPLICATION SLOT {quote_ident(self.spec.slot)} LOGICAL 0/0 ({options})")
         self._stream = stream
         self._machine = TransactionAssembler(primary_key=self._primary_key)
 
@@ -116,13 +133,31 @@ class SlotSource:
             raise SourceSetupError(f"replication slot {self.spec.slot!r} is for plugin {slot[0][0]} in database "
                                    f"{slot[0][1]}, not pgoutput in {self.address.database}")
 
-    def _primary_key(self, relation: Relation) -> tuple[str, ...]:
-        """The primary key columns of a REPLICA IDENTITY FULL table, from the catalog (in key order)."""
+    def _query(self, sql: str) -> list[tuple[str | None, ...]]:
+        """A query on the source's own (non-replication) session, opened on first use and again after a failure."""
         if self._catalog is None:
             self._catalog = PgConnection(self.address)
-        rows = self._catalog.query(
+        try:
+            return self._catalog.query(sql).rows
+        except PgConnectionError:
+            self._catalog.close()
+            self._catalog = None
+            raise
+
+    def retained_wal(self) -> int | None:
+        """How many bytes of WAL the slot keeps Postgres from removing (None: Postgres cannot be asked now)."""
+        try:
+            rows = self._query("SELECT pg_current_wal_lsn() - restart_lsn FROM pg_replication_slots WHERE slot_name = "
+                               f"{quote_literal(self.spec.slot)}")
+        except (PgConnectionError, PgServerError):
+            return None
+        return int(float(rows[0][0])) if rows and rows[0][0] is not None else None
+
+    def _primary_key(self, relation: Relation) -> tuple[str, ...]:
+        """The primary key columns of a REPLICA IDENTITY FULL table, from the catalog (in key order)."""
+        rows = self._query(
             "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) "
-            f"WHERE i.indrelid = {relation.relation_id} AND i.indisprimary ORDER BY array_position(i.indkey, a.attnum)").rows
+            f"WHERE i.indrelid = {relation.relation_id} AND i.indisprimary ORDER BY array_position(i.indkey, a.attnum)")
         return tuple(str(r[0]) for r in rows)
 
     def read_back(self, lookup: RowLookup) -> dict[tuple[object, ...], dict[str, object]]:
@@ -151,7 +186,7 @@ class SlotSource:
                 return None
             payload = stream.read_copy_data()
             if payload is None:
-                raise SourceSetupError(f"Postgres at {self.address.url()} ended the replication stream")
+                raise PgConnectionError(f"Postgres at {self.address.url()} ended the replication stream")
             message = decode_replication(payload)
             if not isinstance(message, (XLogData, PrimaryKeepalive)):
                 continue
@@ -159,13 +194,17 @@ class SlotSource:
                 self._send_status()
             if isinstance(message, XLogData):
                 tx = machine.feed(decode_pgoutput(message.data))
-                if tx is not None:
+                if tx is not None and not self.feedback.already_sent(tx.commit_lsn):
                     return tx
 
     def confirm(self, durable: int | None) -> None:
         """The sync server reports ``durable`` for this slot's origin: confirm the slot up to it (never more)."""
         if self.feedback.on_durable(durable):
             self._send_status()
+
+    def keep_alive(self) -> None:
+        """Tell Postgres the source is alive while it waits for the sync server (or wal_sender_timeout ends the stream)."""
+        self._send_status()
 
     def ask_position(self) -> None:
         """Ask the server for a keepalive now (its ``wal_end`` says how far it has sent)."""

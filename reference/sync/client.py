@@ -109,6 +109,11 @@ class SyncClient:
         """Transactions sent again after a restart."""
         return self._machine.replayed_transactions
 
+    @property
+    def location(self) -> str:
+        """Where the server was last looked for."""
+        return self._location or "(not resolved)"
+
     def holding(self, sequence: int) -> Holding:
         """What the server holds of transaction ``sequence``, by the numbers it last reported."""
         return self._machine.holding(sequence)
@@ -127,6 +132,12 @@ class SyncClient:
             raise ValueError("a transaction needs at least one put")
         with self._lock:
             return self._deliver(self._machine.add(sequence, tuple(puts)))
+
+    def resume(self) -> SyncResponse:
+        """After a :class:`SyncUnavailable`: deliver every pending transaction the server does not hold, in order
+        (a probe when none is pending)."""
+        with self._lock:
+            return self._deliver(-1)
 
     def wait_durable(self, sequence: int, deadline_s: float | None = None, poll_s: float = 0.05) -> None:
         """Probe until the server reports ``sequence`` durable (a restart meanwhile resends what it lost).

@@ -45,6 +45,8 @@ class SlotFeedback:
     """What the slot is confirmed to: the sync server's durable number, never more."""
     not_durable: deque[int] = field(default_factory=deque)
     """Commit LSNs sent to the sync server and not yet reported durable, in order."""
+    sent: int = 0
+    """The last commit LSN handed to the sync server."""
 
     def on_message(self, message: XLogData | PrimaryKeepalive) -> bool:
         """Note a server message; True when it asks for a status update at once."""
@@ -57,6 +59,12 @@ class SlotFeedback:
     def on_sent(self, commit_lsn: int) -> None:
         """A transaction was handed to the sync server under ``commit_lsn``."""
         self.not_durable.append(commit_lsn)
+        self.sent = commit_lsn
+
+    def already_sent(self, commit_lsn: int) -> bool:
+        """A transaction Postgres resends after a reconnection (it restarts from the confirmed position,
+        which may be behind what was sent): skip it, the sync client holds it until durable."""
+        return commit_lsn <= max(self.sent, self.flushed)
 
     def on_durable(self, durable: int | None) -> bool:
         """The sync server reported ``durable`` for the slot's origin; True when the confirmed position moved."""

@@ -6,7 +6,7 @@ of the source is tests/cdc/test_cdc_pipeline.py, which kills the whole pipeline)
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -18,6 +18,7 @@ from reference.pipeline.syncserver import SyncServerProcess
 from reference.sync.client import SyncClient
 from spec.pgoutput.feedback import record_boundary
 from spec.pgoutput.messages import parse_lsn
+from spec.pgoutput.outage import OutagePolicy
 from spec.sync.client import Holding
 from tests.cdc.conftest import Database
 
@@ -62,24 +63,26 @@ class SlotSampler:
             self._thread.join(30)
 
 
-def _stop_at_current(database: Database, source: SlotSource) -> None:
+def stop_at_current(database: Database, source: SlotSource) -> None:
     """Let the running source stop once what is committed now is durable."""
     source.feedback.until = record_boundary(parse_lsn(str(database.query("SELECT pg_current_wal_insert_lsn()")[0][0])))
 
 
 @contextmanager
-def replicating(database: Database, server: SyncServerProcess) -> Iterator[tuple[SlotSource, SyncClient, list[object]]]:
+def replicating(database: Database, server: SyncServerProcess, *, client_deadline_s: float = 60.0,
+                policy: OutagePolicy | None = None, warn: Callable[[str], None] | None = None,
+                ) -> Iterator[tuple[SlotSource, SyncClient, list[object]]]:
     """The source streaming into the server in a thread; leaving the block waits for it to reach its
     ``until`` (or stops it, if the block failed) and closes it. The run's counts or error land in the list."""
     source = SlotSource(database.address, SlotSpec(database.name, database.name))
-    client = SyncClient(lambda: server.location, origin=database.name)
+    client = SyncClient(lambda: server.location, origin=database.name, deadline_s=client_deadline_s)
     source.open()
     result: list[object] = []
     stop = threading.Event()
 
     def run() -> None:
         try:
-            result.append(replicate(source, client, stop=stop.is_set))
+            result.append(replicate(source, client, stop=stop.is_set, policy=policy, warn=warn))
         except BaseException as exc:  # handed to the test
             result.append(exc)
 
@@ -100,7 +103,7 @@ def _holds_undurable(client: SyncClient) -> bool:
     return client.memory is not None and client.holding(client.memory) is Holding.MEMORY
 
 
-def _assert_tables_equal(database: Database, server: SyncServerProcess) -> None:
+def assert_tables_equal(database: Database, server: SyncServerProcess) -> None:
     assert [d.line() for d in verify(database.address, database.name, Path(server.store))] == []
 
 
@@ -109,10 +112,10 @@ def test_concurrent_sessions_arrive_exactly_and_the_slot_never_passes_durable(
     with SlotSampler(database, sync_server).running() as sampler:
         with replicating(database, sync_server) as (source, _, result):
             workload.run_concurrently(database.address, SESSIONS, TRANSACTIONS)
-            _stop_at_current(database, source)
+            stop_at_current(database, source)
     (counts,) = result
     assert isinstance(counts, ReplicationCounts) and counts.transactions > SESSIONS * TRANSACTIONS * 0.9
-    _assert_tables_equal(database, sync_server)
+    assert_tables_equal(database, sync_server)
     assert sampler.past_durable() == [] and sampler.moved()
     assert slot_position(database.address, database.name) == counts.durable
 
@@ -128,8 +131,8 @@ def test_kill_9_of_the_sync_server_mid_stream(database: Database, sync_server: S
             sync_server.kill()
             sync_server.start()
             workload.run_concurrently(database.address, SESSIONS, TRANSACTIONS // 2, seed=1000)
-            _stop_at_current(database, source)
+            stop_at_current(database, source)
     assert isinstance(result[0], ReplicationCounts), result
     assert client.restarts_seen >= 1
-    _assert_tables_equal(database, sync_server)
+    assert_tables_equal(database, sync_server)
     assert sampler.past_durable() == [] and sampler.moved()
