@@ -86,7 +86,9 @@ def touched_files(files: Sequence[DataFile], keys: Sequence[Any]) -> list[DataFi
 
 def sorted_by_key(rows: pa.Table, keys: Sequence[str]) -> pa.Table:
     """``rows`` sorted by the key columns (NULLs first), the order the store writes files in."""
-    return rows.take(pc.sort_indices(rows, sort_keys=[(k, "ascending", "at_start") for k in keys]))
+    # By position: Arrow reads a sort key's name as a field path (".a" would be field a).
+    positional = pa.table({f"k{i}": rows.column(k) for i, k in enumerate(keys)})
+    return rows.take(pc.sort_indices(positional, sort_keys=[(f"k{i}", "ascending", "at_start") for i in range(len(keys))]))
 
 
 def balanced_slices(rows: int, target_rows: int) -> list[tuple[int, int]]:

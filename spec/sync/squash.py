@@ -209,20 +209,26 @@ def _apply_full_values(stored: pa.Table, changes: pa.Table, schema: SyncSchema) 
         no_old, no_new = _all_null(old_cols), _all_null(new_cols)
         _all_null([stored.column(n) for n in pk])
         written = changes.filter(pc.invert(no_new))
+        # Arrow's joins and groupings read a name as a field path (".a" is field a): keys go by position.
+        positions = [f"k{i}" for i in range(len(pk))]
         touched = pa.concat_tables([
-            _keyed(old_cols, pc.invert(no_old), pk).drop_columns("__row"),
-            _keyed(new_cols, pc.invert(no_new), pk).drop_columns("__row"),
-        ]).cast(stored.select(pk).schema)
+            _keyed(old_cols, pc.invert(no_old), positions).drop_columns("__row"),
+            _keyed(new_cols, pc.invert(no_new), positions).drop_columns("__row"),
+        ]).cast(pa.schema([pa.field(p, stored.schema.field(n).type) for p, n in zip(positions, pk)]))
         rows = pa.table({n: written.column(source[n]) for n in stored.schema.names}).cast(stored.schema)
     except (_PartlyNull, pa.ArrowException):
         return None
+
+    def keys_of(table: pa.Table) -> pa.Table:
+        return pa.table(dict(zip(positions, (table.column(n) for n in pk))))
+
     for table in (stored, rows):
-        if table.num_rows and table.group_by(pk).aggregate([]).num_rows != table.num_rows:
+        if table.num_rows and keys_of(table).group_by(positions).aggregate([]).num_rows != table.num_rows:
             return None
-    indexed = stored.append_column("__row", pa.array(range(stored.num_rows), pa.int64()))
-    kept = indexed.join(touched.group_by(pk).aggregate([]), keys=pk, join_type="left anti")
-    kept = kept.sort_by("__row").drop_columns("__row").cast(stored.schema)
-    return pa.concat_tables([kept, rows])
+    indexed = keys_of(stored).append_column("__row", pa.array(range(stored.num_rows), pa.int64()))
+    kept = indexed.join(touched.group_by(positions).aggregate([]), keys=positions,
+                        join_type="left anti").column("__row")
+    return pa.concat_tables([stored.take(kept.take(pc.sort_indices(kept))), rows])
 
 
 def apply_squashed(stored: pa.Table, changes: pa.Table, schema: SyncSchema) -> pa.Table:
