@@ -38,7 +38,7 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from reference.spark.quiet import drop_stop_echoes
+from reference.spark.quiet import quiet_stops
 from reference.spark.workers import local_workers_use_driver_python
 from reference.sync.auth import ClientSecurity
 from reference.sync.client import SyncClient, SyncPut
@@ -248,7 +248,7 @@ class SyncDataSource(DataSource):
 def register(spark: Any) -> None:
     """``spark.dataSource.register(SyncDataSource)``, after pointing a local master's Python workers
     at the driver's interpreter (the registration keeps the interpreter it sees); ``query.stop()``
-    logs no ERROR line for the write tasks it kills (quiet.py)."""
+    and ``spark.stop()`` print no echo of the stop, and log levels stay as they are (quiet.py)."""
     local_workers_use_driver_python(spark.sparkContext)
-    drop_stop_echoes(spark.sparkContext)
+    quiet_stops(spark.sparkContext)
     spark.dataSource.register(SyncDataSource)

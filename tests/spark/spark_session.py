@@ -3,8 +3,20 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from typing import Any, Iterator, Mapping
+
+SPARK_START_UP = re.compile(
+    r"^WARNING: Using incubator modules|^Using Spark's default log4j profile|^Setting default log level|"
+    r"^To adjust logging level|WARN Utils: (Your hostname|Set SPARK_LOCAL_IP)|WARN NativeCodeLoader|"
+    r"WARN ResolveWriteToStream: spark.sql.adaptive.enabled is not supported in streaming")
+"""What Spark prints starting a job (or a streaming query) on this machine, whatever the job."""
+
+
+def console_beyond_start_up(stderr: str) -> list[str]:
+    """The lines a user's job printed on stderr besides Spark's start-up lines."""
+    return [line for line in stderr.splitlines() if not SPARK_START_UP.search(line)]
 
 
 def local_session(extra: Mapping[str, str] = {}) -> Iterator[Any]:

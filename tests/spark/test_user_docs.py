@@ -1,5 +1,5 @@
 """docs/pyspark.md runs as written: its sync server command, then its Python blocks, in order, as one
-script outside the repository."""
+script outside the repository, and prints nothing on stderr but Spark's start-up lines."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from spark_session import console_beyond_start_up
 
 pytestmark = pytest.mark.spark
 
@@ -53,6 +54,7 @@ def test_every_python_block_of_the_guide_runs_against_its_server_command(tmp_pat
                               timeout=HANG_GUARD_S)
         assert done.returncode == 0, done.stderr[-4000:]
         assert "Row(id=0, amount=" in done.stdout, done.stdout
+        assert console_beyond_start_up(done.stderr) == [], done.stderr[-4000:]  # no INFO, WARN, ERROR, traceback
     finally:
         server.terminate()
         server.wait(30)
