@@ -46,6 +46,7 @@ from spec.pgoutput.errors import PgOutputError
 from spec.pgoutput.feedback import PartsDurability
 from spec.pgoutput.lookup import RowLookup, whole_row
 from spec.pgoutput.transactions import SourceTransaction
+from spec.sync.flight import MESSAGE_BYTES
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,8 @@ class CdcConfig:
     readers: int
     sync_location: str
     sync_deadline_s: float = 120.0
+    message_bytes: int = MESSAGE_BYTES
+    """How large each Arrow message of a put is made (under the sync server's message limit)."""
 
 
 def sync_origin(slot: str, path: str, reader: int) -> str:
@@ -224,7 +227,8 @@ def sink_partition(config: CdcConfig, reader: int, records: Iterator[tuple[int, 
             origin = sync_origin(config.slot, path, reader)
             client = clients.get(origin)
             if client is None:
-                client = clients[origin] = SyncClient(config.sync_location, origin, deadline_s=config.sync_deadline_s)
+                client = clients[origin] = SyncClient(config.sync_location, origin, deadline_s=config.sync_deadline_s,
+                                                      message_bytes=config.message_bytes)
             client.send_transaction(commit_lsn, [SyncPut(path, change.table.batch(part), change.table.descriptors())])
             counts.parts += 1
             counts.rows += len(part)

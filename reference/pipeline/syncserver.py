@@ -43,11 +43,14 @@ class FlushSettings:
     max_replication_lag_s: float = 0.2
     flush_task_interval_s: float = 0.1
     max_syncs_per_url: int = 100
+    max_message_bytes: int | None = None
+    """The largest message the server reads (None: its default, 128 MiB)."""
 
     def args(self) -> list[str]:
+        limit = [] if self.max_message_bytes is None else ["--max-message-bytes", str(self.max_message_bytes)]
         return ["--max-replication-lag-s", str(self.max_replication_lag_s),
                 "--flush-task-interval-s", str(self.flush_task_interval_s),
-                "--max-syncs-per-url", str(self.max_syncs_per_url)]
+                "--max-syncs-per-url", str(self.max_syncs_per_url), *limit]
 
 
 class SyncServerProcess:

@@ -25,6 +25,7 @@ import pyarrow.flight as flight
 
 from spec.errors import RuntimeFailure
 from spec.sync.client import Holding, Reading, SyncClientMachine
+from spec.sync.flight import MESSAGE_BYTES, message_batches
 from spec.sync.messages import ColumnDescriptor, SyncCommand, SyncResponse, decode_response
 from reference.sync.auth import ClientSecurity
 
@@ -73,6 +74,7 @@ class SyncClient:
         backoff_max_s: float = 1.0,
         sleep: Callable[[float], None] = time.sleep,
         security: ClientSecurity = ClientSecurity(),
+        message_bytes: int = MESSAGE_BYTES,
     ) -> None:
         self._resolve = location if callable(location) else (lambda: location)
         self.origin = origin
@@ -82,6 +84,8 @@ class SyncClient:
         self.backoff_max_s = backoff_max_s
         self._sleep = sleep
         self.security = security
+        self.message_bytes = message_bytes
+        """How large each record batch message of a put is made (keep it under the server's message limit)."""
         self._lock = threading.RLock()
         self._client: flight.FlightClient | None = None
         self._machine: SyncClientMachine[tuple[SyncPut, ...]] = SyncClientMachine()
@@ -244,7 +248,8 @@ class SyncClient:
         writer, reader = self._client.do_put(descriptor, schema, options=options)
         try:
             if put is not None and put.batch.num_rows:
-                writer.write_table(put.batch)
+                for batch in message_batches(put.batch, self.message_bytes):
+                    writer.write_batch(batch)
             writer.done_writing()
             buf = reader.read()
         finally:

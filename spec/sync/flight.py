@@ -15,7 +15,7 @@ from __future__ import annotations
 import enum
 import struct
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import pyarrow as pa
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
@@ -23,6 +23,11 @@ from google.protobuf.message import DecodeError, Message
 
 from spec.sync.errors import FlightDataError
 from spec.sync.messages import proto_enum, proto_field
+
+MESSAGE_BYTES: Final = 16 * 1024 * 1024
+"""How large a client makes each record batch message of a put: an eighth of the server's default
+``MAX_MESSAGE_BYTES``, so a put of any size fits message by message (a put is bounded by the server's
+high-watermark, a message by its message limit)."""
 
 FLIGHT_SERVICE = "arrow.flight.protocol.FlightService"
 DO_PUT_METHOD = "DoPut"
@@ -165,3 +170,19 @@ def encode_put_result(app_metadata: bytes) -> bytes:
     """An encoded ``PutResult`` carrying ``app_metadata``."""
     message: Message = PutResultMessage(app_metadata=app_metadata)
     return message.SerializeToString()
+
+
+def message_batches(table: pa.Table, max_bytes: int) -> list[pa.RecordBatch]:
+    """``table`` as record batches of at most ``max_bytes`` each (a row larger than that alone), in order:
+    the messages of one put, so a put of any size stays under the server's message limit."""
+    out: list[pa.RecordBatch] = []
+    pending = list(reversed(table.combine_chunks().to_batches()))
+    while pending:
+        batch = pending.pop()
+        if batch.nbytes <= max_bytes or batch.num_rows <= 1:
+            if batch.num_rows:
+                out.append(batch)
+            continue
+        half = batch.num_rows // 2
+        pending += [batch.slice(half), batch.slice(0, half)]
+    return out

@@ -5,24 +5,13 @@ a real Postgres and sync server."""
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from reference.cdc.pgwire import PgConnection
-from reference.cdc.pipeline import (
-    CdcConfig,
-    ShuffledRecord,
-    crosses_sinks,
-    routed,
-    sink_partition,
-    source_partition,
-    whole_rows,
-)
+from reference.cdc.pipeline import routed, whole_rows
 from reference.cdc.verify import verify
 from reference.pipeline.syncserver import SyncServerProcess
 from spec.pgoutput.changes import Op, RowChange, TableImage
@@ -31,6 +20,7 @@ from spec.pgoutput.transactions import SourceTransaction
 from spec.sync.schema import SyncSchema
 from spec.sync.squash import apply_squashed, squash
 from tests.cdc.conftest import Database
+from tests.cdc.tasks import run_pipeline, sql
 
 IMAGE = TableImage("public/t", (("id", pa.int64()),), (("x", pa.int64()), ("big", pa.string())))
 SCHEMA = SyncSchema.validate(IMAGE.descriptors(), IMAGE.schema())
@@ -130,72 +120,15 @@ def test_key_changes_with_unchanged_toast_land_with_any_sinks(transactions: list
     assert stored.num_rows == len(state)
 
 
-def _threaded(records: Iterator[tuple[int, ShuffledRecord]], readers: int) -> list[Iterator[tuple[int, ShuffledRecord]]]:
-    """The shuffle without Spark: the source's records handed to one iterator per sink, in order."""
-    import queue
-
-    queues: list[queue.Queue[tuple[int, ShuffledRecord] | None]] = [queue.Queue() for _ in range(readers)]
-
-    def pump() -> None:
-        try:
-            for reader, record in records:
-                queues[reader].put((reader, record))
-        finally:
-            for q in queues:
-                q.put(None)
-
-    threading.Thread(target=pump, name="source", daemon=True).start()
-
-    def drain(q: queue.Queue[tuple[int, ShuffledRecord] | None]) -> Iterator[tuple[int, ShuffledRecord]]:
-        while (item := q.get(timeout=60)) is not None:
-            yield item
-
-    return [drain(q) for q in queues]
-
-
-def _run_pipeline(database: Database, server: SyncServerProcess, readers: int) -> list[str | None]:
-    """The source task and ``readers`` sink tasks on threads, to the current WAL position; each sink's stop line."""
-    config = CdcConfig(database.url(), database.name, database.name, False, "current", readers, server.location,
-                       sync_deadline_s=30.0)
-    inputs = _threaded(source_partition(config, 0, iter(())), readers)
-    results: list[str | None] = [None] * readers
-    errors: list[BaseException] = []
-
-    def sink(r: int) -> None:
-        try:
-            (counts,) = list(sink_partition(config, r, inputs[r]))
-            results[r] = counts.stopped
-        except BaseException as exc:  # raised below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=sink, args=(r,)) for r in range(readers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    if errors:
-        raise errors[0]
-    return results
-
-
-def _sql(database: Database, *statements: str) -> None:
-    conn = PgConnection(database.address)
-    try:
-        for statement in statements:
-            conn.query(statement)
-    finally:
-        conn.close()
-
-
 def test_key_changes_across_sinks_keep_their_toasted_values(database: Database, sync_server: SyncServerProcess,
                                                            tmp_path: Path) -> None:
     """Default replica identity, 3 sinks: 24 rows with TOASTed bodies change key (some twice in one
     transaction, some then updated or deleted), a key swap; the Delta table equals Postgres."""
     big = "(SELECT string_agg(md5(g::text || {k}::text), '') FROM generate_series(1, 80) g)"
-    _sql(database, "BEGIN; " + "; ".join(
+    sql(database, "BEGIN; " + "; ".join(
         f"INSERT INTO items (id, name, qty, big) VALUES ({k}, 'n{k}', {k}, {big.format(k=k)})" for k in range(1, 25)
     ) + "; COMMIT")
-    _sql(database,
+    sql(database,
          *(f"UPDATE items SET id = {k + 100}, qty = qty + 1 WHERE id = {k}" for k in range(1, 9)),
          "BEGIN; " + "; ".join(f"UPDATE items SET id = {k + 200} WHERE id = {k}; "
                                f"UPDATE items SET id = {k + 300} WHERE id = {k + 200}" for k in range(9, 17)) + "; COMMIT",
@@ -204,7 +137,7 @@ def test_key_changes_across_sinks_keep_their_toasted_values(database: Database, 
          "UPDATE items SET id = 1000 + id WHERE id > 18 AND id < 25",
          "UPDATE items SET big = 'small' WHERE id = 1101",
          "DELETE FROM items WHERE id = 1102")
-    stopped = _run_pipeline(database, sync_server, 3)
+    stopped = run_pipeline(database, sync_server, 3)
     assert stopped == [None] * 3
     assert verify(database.address, database.name, Path(sync_server.store)) == []
 
@@ -212,8 +145,8 @@ def test_key_changes_across_sinks_keep_their_toasted_values(database: Database, 
 def test_a_change_that_cannot_be_applied_stops_every_sink_with_one_line(database: Database,
                                                                         sync_server: SyncServerProcess) -> None:
     """A NaN in a numeric(12,2): no task fails (no Spark retry, no trace), every sink ends with the whole line."""
-    _sql(database, "INSERT INTO items (id, price) VALUES (1, 'NaN')")
-    stopped = _run_pipeline(database, sync_server, 2)
+    sql(database, "INSERT INTO items (id, price) VALUES (1, 'NaN')")
+    stopped = run_pipeline(database, sync_server, 2)
     assert stopped[0] == stopped[1] and stopped[0] is not None
     assert stopped[0] == ("[PGOUTPUT_UNMAPPED_TYPE] table public/items: column price: numeric value NaN "
                           "has no decimal form")
