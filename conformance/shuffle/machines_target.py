@@ -2,7 +2,7 @@
 trace contract, the reference any other implementation's trace driver is compared with.
 
 With ``CONFORMANCE_ROLE=capabilities`` it prints ``CAPABILITIES writer reader traces``. With
-``CONFORMANCE_ROLE=trace`` it reads the trace named by ``CONFORMANCE_TRACE`` (role, peers, settings,
+``CONFORMANCE_ROLE=trace`` it reads the trace named by ``CONFORMANCE_TRACE`` (role, peers, settings, writerIds, directoryId,
 ackTimeoutMs), then answers each input line on stdin (one step of ``traces.json`` without its
 ``sends``/``events``) with one line ``{"sends": [...], "events": [...]}`` on stdout (docs/conformance.md).
 """

@@ -177,7 +177,7 @@ def write_html(report: MonitorReport, out: TextIO) -> None:
     for c in report.connections:
         frames = ", ".join(f"{k} {v}" for k, v in c.frames.items())
         rows.append(f"<tr class='{'bad' if c.violations else 'ok'}'><td>{esc(c.client[0])}:{c.client[1]}</td>"
-                    f"<td>{esc(c.server[0])}:{c.server[1]}</td><td>{c.writer_id}</td><td>{c.reader_id}</td>"
+                    f"<td>{esc(c.server[0])}:{c.server[1]}</td><td>{c.writer_id}</td><td>{c.partition_id}</td><td>{c.reader_id}</td>"
                     f"<td>{esc(c.status.value)}</td><td>{esc(frames)}</td><td class=n>{c.records}</td>"
                     f"<td class=n>{c.bytes}</td><td class=n>{c.percentile(50)}</td><td class=n>{c.percentile(99)}</td>"
                     f"<td class=n>{len(c.violations)}</td></tr>")
@@ -190,7 +190,7 @@ def write_html(report: MonitorReport, out: TextIO) -> None:
         "td,th{border:1px solid #ccc;padding:2px 6px}.n{text-align:right}tr.bad td{background:#fdecea}"
         "</style><h1>streamwire monitor</h1>"
         f"<p>{len(report.connections)} connection(s), {report.violations} violation(s)</p>"
-        "<table><tr><th>reader end</th><th>writer end</th><th>writer</th><th>reader</th><th>status</th>"
+        "<table><tr><th>reader end</th><th>writer end</th><th>writer</th><th>partition</th><th>reader</th><th>status</th>"
         "<th>frames</th><th>records</th><th>bytes</th><th>rtt p50 ms</th><th>rtt p99 ms</th><th>violations</th></tr>"
         + "".join(rows) + "</table>"
         + (f"<h2>Violations</h2><ol>{''.join(violations)}</ol>" if violations else ""))

@@ -124,7 +124,10 @@ class ConnectionReport:
     server: Address
     status: Status = Status.OPEN
     writer_id: int | None = None
+    """The writer's directory id, as the connection's first frame (the handshake CREDIT) named it."""
     reader_id: int | None = None
+    partition_id: int | None = None
+    """The writer's partition id, as its first DATA or TERMINATION_CONTROL named it (docs/spec/shuffle.md#channel-ids)."""
     frames: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FRAME_KINDS, 0))
     records: int = 0
     bytes: int = 0
@@ -141,6 +144,7 @@ class ConnectionReport:
         return {
             "client": f"{self.client[0]}:{self.client[1]}", "server": f"{self.server[0]}:{self.server[1]}",
             "status": self.status.value, "writer_id": self.writer_id, "reader_id": self.reader_id,
+            "partition_id": self.partition_id,
             "frames": dict(self.frames), "records": self.records, "bytes": self.bytes,
             "round_trips_ms": {"p50": self.percentile(50), "p99": self.percentile(99),
                                "samples": len(self.round_trips_ms)},
@@ -149,7 +153,8 @@ class ConnectionReport:
 
     def summary(self) -> str:
         """One line, as the connection ends."""
-        ids = "" if self.writer_id is None else f" writer {self.writer_id} -> reader {self.reader_id}"
+        partition = "" if self.partition_id in (None, self.writer_id) else f" (partition {self.partition_id})"
+        ids = "" if self.writer_id is None else f" writer {self.writer_id}{partition} -> reader {self.reader_id}"
         frames = " ".join(f"{kind}={count}" for kind, count in self.frames.items())
         p50, p99 = self.percentile(50), self.percentile(99)
         rtt = "" if p50 is None else f" rtt p50 {p50} ms p99 {p99} ms"
@@ -324,6 +329,10 @@ class ShuffleConnectionObserver:
             self._handshake_seen = True
             self._violation(SENT_BEFORE_HANDSHAKE, f"the writer sent {message.type.name} seq {message.seq} before "
                                                    "the reader's handshake CREDIT")
+        if self.report.partition_id is None:
+            self.report.partition_id = message.writer_id
+            if self._writer_side is not None:
+                self._writer_side.named(message.writer_id)
         if isinstance(message, DataMessage) and self._checksums is None:
             self._checksums = message.checksum != 0
             machine.settings = replace(machine.settings, checksum_enabled=self._checksums)

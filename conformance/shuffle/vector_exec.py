@@ -1,7 +1,7 @@
 """Shuffle trace vectors driven through the ``exec:`` trace contract (docs/conformance.md).
 
 The program is started once per trace with ``CONFORMANCE_ROLE=trace`` and ``CONFORMANCE_TRACE`` naming
-a file with the trace's role, peers, settings and ack timeout; each step's input goes to its stdin
+a file with the trace's role, peers, settings, ack timeout and ids (writerIds, directoryId); each step's input goes to its stdin
 as one JSON line and the answer (``{"sends": [...], "events": [...]}``) comes back as one line.
 Which traces apply is what the program declares with ``CONFORMANCE_ROLE=capabilities``: ``traces``
 and the role (``writer`` or ``reader``) the trace puts under test.
@@ -19,7 +19,7 @@ TRACES: Final = "traces"
 TRACE_ROLE: Final = "trace"
 TRACE_VARIABLE: Final = "CONFORMANCE_TRACE"
 ANSWER_TIMEOUT_S: Final = 10.0
-HEADER_KEYS: Final = ("role", "peers", "settings", "ackTimeoutMs")
+HEADER_KEYS: Final = ("role", "peers", "settings", "ackTimeoutMs", "writerIds", "directoryId")
 
 
 class TraceDriverError(Exception):

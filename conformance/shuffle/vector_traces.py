@@ -71,6 +71,7 @@ NOTES: Final[dict[str, dict[str, str]]] = {
     "UnexpectedType": {"bugType": "ModifiedType", "description": "A message type the side never receives (CREDIT or ACK at a reader, DATA or TERMINATION_CONTROL at a writer) fails it with Spark's handler text."},
     "RecordFraming": {"bugType": "Functionality", "description": "A DATA payload is a run of records, each a big-endian int32 length and its bytes; records are never split across DATA messages."},
     "StricterThanSpark": {"bugType": "Legacy", "description": "Spark 4.3.0 accepts this (counts an early ack, queues DATA after the terminator, or never notices a reader's close); the reference rejects it. A compatible peer never sends it, so this is a SHOULD."},
+    "ChannelIds": {"bugType": "Functionality", "description": "A reader knows a writer by its directory id (Spark: the map task id) and names it in the handshake CREDIT; the writer names itself by its partition id in DATA and TERMINATION_CONTROL, which the reader echoes in later CREDITs and the ack. They differ after an application's first job."},
     "ExclusiveBinding": {"bugType": "Legacy", "description": "A reader id is bound once and a connection carries one (writer, reader) pair: a second claimant, or a message naming another pair, is rejected. Spark 4.3.0 keeps the first binding and never compares the ids, so this is a SHOULD."},
     "OptIn": {"bugType": "Functionality", "description": "Behaviour of an option Spark 4.3.0 does not have (the termination-ack timeout): only for targets that offer it."},
     "Counterexample": {"bugType": "EdgeCase", "description": "A schedule the model checks found while the machines were built (shrunk), kept as a regression."},
@@ -93,14 +94,19 @@ class Scenario:
     error_params: Mapping[str, Any] | None = None
     peers: int = 1
     ack_timeout_ms: int = -1
+    writer_ids: tuple[int, ...] | None = None
+    """Reader traces: the directory ids of its writers (None: 0..peers-1, as in an application's first job)."""
+    directory_id: int | None = None
+    """Writer traces: the directory id the writer is registered under (None: its partition id 0)."""
 
 
 def new_machine(role: str, group: Json) -> WriterMachine | ReaderMachine:
-    """The machine under test for a trace group (shuffle 0; writer 0 or reader 0)."""
+    """The machine under test for a trace group (shuffle 0; writer partition 0 or reader 0)."""
     settings = ShuffleSettings.from_dict(group["settings"])
     if role == "writer":
-        return WriterMachine(0, 0, int(group["peers"]), settings, 0.0, int(group.get("ackTimeoutMs", -1)))
-    return ReaderMachine(0, 0, list(range(int(group["peers"]))), settings, 0.0)
+        return WriterMachine(0, 0, int(group["peers"]), settings, 0.0, int(group.get("ackTimeoutMs", -1)),
+                             directory_id=group.get("directoryId"))
+    return ReaderMachine(0, 0, group.get("writerIds", list(range(int(group["peers"])))), settings, 0.0)
 
 
 def apply_input(machine: WriterMachine | ReaderMachine, step: Json) -> Step:
@@ -181,25 +187,27 @@ def _m(message: Message) -> dict[str, Any]:
     return to_json(message)
 
 
-def data(seq: int, *records: bytes, writer: int = 0, reader: int = 0, checksum: int | None = None) -> dict[str, Any]:
+def data(seq: int, *records: bytes, writer: int = 0, reader: int = 0, checksum: int | None = None,
+         peer: int | None = None) -> dict[str, Any]:
+    """DATA naming partition ``writer``, received on the connection to directory id ``peer`` (the same by default)."""
     payload = encode_records(records)
     crc = payload_checksum(payload) if checksum is None else checksum
     message = DataMessage(seq=seq, writer_id=writer, reader_id=reader, checksum=crc, payload=payload)
-    return {"input": "received", "peer": writer, "message": _m(message)}
+    return {"input": "received", "peer": writer if peer is None else peer, "message": _m(message)}
 
 
-def tc(seq: int, writer: int = 0) -> dict[str, Any]:
-    return {"input": "received", "peer": writer, "message": _m(TerminationControlMessage(seq=seq, writer_id=writer,
-                                                                                         reader_id=0))}
+def tc(seq: int, writer: int = 0, peer: int | None = None) -> dict[str, Any]:
+    return {"input": "received", "peer": writer if peer is None else peer,
+            "message": _m(TerminationControlMessage(seq=seq, writer_id=writer, reader_id=0))}
 
 
-def credit(reader: int = 0) -> dict[str, Any]:
-    return {"input": "received", "peer": reader, "message": _m(CreditMessage(writer_id=0, reader_id=reader,
+def credit(reader: int = 0, writer: int = 0) -> dict[str, Any]:
+    return {"input": "received", "peer": reader, "message": _m(CreditMessage(writer_id=writer, reader_id=reader,
                                                                              num_messages=1))}
 
 
-def ack(seq: int, reader: int = 0) -> dict[str, Any]:
-    return {"input": "received", "peer": reader, "message": _m(TerminationAckMessage(seq=seq, writer_id=0,
+def ack(seq: int, reader: int = 0, writer: int = 0) -> dict[str, Any]:
+    return {"input": "received", "peer": reader, "message": _m(TerminationAckMessage(seq=seq, writer_id=writer,
                                                                                      reader_id=reader))}
 
 
@@ -262,9 +270,9 @@ SCENARIOS: Final[tuple[Scenario, ...]] = (
              ("Quota",), "reader-quota",
              (CONNECT, {"input": "connected", "peer": 1}, data(0, b"a" * 3), data(1, b"b" * 3), data(0, b"c" * 3, writer=1)),
              {**SMALL, "reader_max_memory": 100}, peers=2),
-    Scenario("reader-data-for-another-writer", "a DATA naming writer 1 on writer 0's connection fails the reader; nothing of it is surfaced or credited", R,
-             ("ExclusiveBinding",), "exclusive-binding", (CONNECT, {**data(0, b"a", writer=1), "peer": 0}), SMALL, level="SHOULD",
-             error="MISMATCHED_CHANNEL_IDS",
+    Scenario("reader-data-for-another-writer", "after a DATA naming partition 0, a DATA naming writer 1 on the same connection fails the reader; nothing of it is surfaced or credited", R,
+             ("ExclusiveBinding",), "channel-ids", (CONNECT, data(0, b"a"), data(1, b"b", writer=1, peer=0)), SMALL,
+             level="SHOULD", error="MISMATCHED_CHANNEL_IDS",
              error_params={"messageType": DATA_T, "writerId": "1", "readerId": "0", "expectedWriterId": "0", "expectedReaderId": "0"}),
     Scenario("reader-termination-for-another-reader", "a TERMINATION_CONTROL naming reader 2 is not acknowledged: it fails the reader", R,
              ("ExclusiveBinding", "Termination"), "exclusive-binding",
@@ -381,6 +389,34 @@ SCENARIOS: Final[tuple[Scenario, ...]] = (
     Scenario("writer-finish-before-bind", "finish before the reader binds: data and terminator are queued and sent in order after the bind", W,
              ("Handshake", "Termination", "Counterexample"), "writer-machine",
              ({"input": "write", "record": "01"}, {"input": "finish"}, {"input": "accepted"}, credit(), ack(1)), SMALL),
+    # a later job: directory ids (map task ids) differ from partition ids
+    Scenario("reader-second-job-ids", "a later job (Spark: map task ids 4 and 5 in the directory, partitions 0 and 1 on the wire): the handshake CREDIT names the directory id, the CREDIT after each DATA and the ack echo the partition id the writer named", R,
+             ("ChannelIds", "Credits", "Termination"), "channel-ids",
+             ({"input": "connected", "peer": 4}, {"input": "connected", "peer": 5}, data(0, b"a", peer=4),
+              data(0, b"b", writer=1, peer=5), tc(1, peer=4), tc(1, writer=1, peer=5),
+              {"input": "sendCompleted", "peer": 4, "seq": "1"}, {"input": "sendCompleted", "peer": 5, "seq": "1"}),
+             SMALL, peers=2, writer_ids=(4, 5)),
+    Scenario("reader-second-job-partition-changes", "a later job: the first DATA on directory id 4's connection names partition 0; a second naming partition 1 fails the reader (Spark's writer names one partition id per connection)", R,
+             ("ChannelIds", "ExclusiveBinding"), "channel-ids",
+             ({"input": "connected", "peer": 4}, data(0, b"a", peer=4), data(1, b"b", writer=1, peer=4)), SMALL,
+             level="SHOULD", error="MISMATCHED_CHANNEL_IDS", writer_ids=(4,),
+             error_params={"messageType": DATA_T, "writerId": "1", "readerId": "0", "expectedWriterId": "0", "expectedReaderId": "0"}),
+    Scenario("writer-second-job-ids", "a later job (directory id 4, partition 0): the handshake CREDIT names 4 and binds; DATA and TERMINATION_CONTROL name 0; the later CREDIT and the ack naming 0 are accepted", W,
+             ("ChannelIds", "Handshake", "Termination"), "channel-ids",
+             ({"input": "accepted"}, credit(writer=4), {"input": "write", "record": "01"}, {"input": "tick", "t": 60},
+              {"input": "sendCompleted", "seq": "0", "t": 60}, credit(), {"input": "finish", "t": 60}, ack(1, writer=0)),
+             SMALL, directory_id=4),
+    Scenario("writer-second-job-handshake-names-partition", "a later job (directory id 4, partition 0): a handshake CREDIT naming the partition id is not what a reader learns from the directory", W,
+             ("ChannelIds", "ExclusiveBinding", "Handshake"), "channel-ids",
+             ({"input": "accepted"}, credit(writer=0)), SMALL, level="SHOULD", error="MISMATCHED_CHANNEL_IDS",
+             directory_id=4, error_params={"messageType": "CREDIT_CONTROL_MESSAGE", "writerId": "0", "readerId": "0",
+                                           "expectedWriterId": "4", "expectedReaderId": "0"}),
+    Scenario("writer-second-job-ack-names-directory-id", "a later job (directory id 4, partition 0): an ack naming the directory id instead of the partition id the TERMINATION_CONTROL named fails the writer", W,
+             ("ChannelIds", "ExclusiveBinding", "AckCheck"), "channel-ids",
+             ({"input": "accepted"}, credit(writer=4), {"input": "finish"}, ack(0, writer=4)), SMALL, level="SHOULD",
+             error="MISMATCHED_CHANNEL_IDS", directory_id=4,
+             error_params={"messageType": ACK_T, "writerId": "4", "readerId": "0", "expectedWriterId": "0",
+                           "expectedReaderId": "0"}),
 )
 
 
@@ -389,6 +425,10 @@ def _group(s: Scenario) -> dict[str, Any]:
     group: dict[str, Any] = {"settings": settings, "peers": s.peers}
     if s.ack_timeout_ms >= 0:
         group["ackTimeoutMs"] = s.ack_timeout_ms
+    if s.writer_ids is not None:
+        group["writerIds"] = list(s.writer_ids)
+    if s.directory_id is not None:
+        group["directoryId"] = s.directory_id
     return group
 
 
@@ -412,7 +452,8 @@ def build() -> dict[str, Any]:
         "generatorVersion": "1", "numberOfTests": len(tests),
         "header": ["Scripted traces for a writer or a reader under test: each step is one input to the side under",
                    "test (t in ms) followed by the sends and events it must answer with, in order. Writer traces play",
-                   "writer 0 of shuffle 0 (connections c<peer>), reader traces reader 0; 'peers' is R or M;",
+                   "writer partition 0 of shuffle 0 (connections c<peer>), registered under 'directoryId' (default 0);",
+                   "reader traces play reader 0, whose writers have the directory ids 'writerIds' (default 0..M-1); 'peers' is R or M;",
                    "'settings' are Spark keys. Sends list the peer id ('to') and the message."],
         "notes": NOTES, "tests": tests,
     }

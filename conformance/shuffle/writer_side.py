@@ -1,6 +1,7 @@
 """The writer's end of a watched connection, judged by the spec's own writer machine.
 
-A :class:`~spec.shuffle.WriterMachine` is driven with what the writer did as seen on the wire: each
+A :class:`~spec.shuffle.WriterMachine`, registered under the directory id the reader's handshake CREDIT
+names and naming itself by the partition id the writer's first frame names, is driven with what the writer did as seen on the wire: each
 DATA's records are written to it and flushed whole, each TERMINATION_CONTROL is its ``finish``, each
 socket write completes as the frame is seen. What the machine sends in return must be what the writer
 sent (its sequence numbers, its checksums); what the reader sends is fed to it as the writer receives
@@ -51,6 +52,12 @@ class WriterSide:
     @classmethod
     def for_pair(cls, writer_id: int, reader_id: int, checksums: bool) -> WriterSide | None:
         return cls(writer_id, reader_id, checksums) if 0 <= reader_id < MAX_READERS else None
+
+    def named(self, partition_id: int) -> None:
+        """The writer's first frame named its partition id: the machine, which has sent nothing yet, names
+        itself so from here on, registered under the directory id the handshake CREDIT named
+        (docs/spec/shuffle.md#channel-ids)."""
+        self.machine.writer_id = partition_id
 
     def checksums(self, enabled: bool) -> None:
         """Whether the writer computes checksums, once the first DATA tells."""

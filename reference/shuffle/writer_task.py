@@ -69,14 +69,16 @@ class WriterTask(TaskBase):
 
     def __init__(self, key: coordination.ShuffleKey, writer_id: int, num_readers: int, settings: ShuffleSettings,
                  directory: ShuffleDirectory, options: TaskOptions = TaskOptions(),
-                 served: Collection[int] | None = None) -> None:
-        """``served``: the readers this run serves (default all); the others' records are dropped."""
+                 served: Collection[int] | None = None, directory_id: int | None = None) -> None:
+        """``served``: the readers this run serves (default all); the others' records are dropped.
+        ``directory_id``: the id the writer registers under, which readers name in their handshake (Spark:
+        the map task id; default ``writer_id``, the partition id its messages name)."""
         super().__init__(key, writer_id, directory, options, listen=(options.bind_host, 0))
         self.writer_id = writer_id
         retain_freed_heap(settings.writer_max_memory)
         self.machine = WriterMachine(key.shuffle_id, writer_id, num_readers, settings, self.clock(),
                                      ack_timeout_ms=options.ack_timeout_ms, readers_may_leave=options.readers_may_leave,
-                                     flush_when_idle=options.flush_when_idle)
+                                     flush_when_idle=options.flush_when_idle, directory_id=directory_id)
         for reader_id in range(num_readers):
             if served is not None and reader_id not in served:
                 self.machine.reader_left(reader_id, self.clock())
@@ -102,7 +104,7 @@ class WriterTask(TaskBase):
         try:
             self.run_thread(self._serve, "shuffle-writer-io")
             self.directory.register(self.key, coordination.WriterLocation(
-                self.writer_id, self.options.executor_id, self.options.bind_host, self.port))
+                self.machine.directory_id, self.options.executor_id, self.options.bind_host, self.port))
             for reader_id, record in records:
                 if not self.handover.put(reader_id, record):
                     self._raise_failure()
@@ -246,6 +248,6 @@ class WriterTask(TaskBase):
 
     def _unregister(self) -> None:
         try:
-            self.directory.unregister(self.key, self.writer_id)
+            self.directory.unregister(self.key, self.machine.directory_id)
         except (OSError, coordination.CoordinationError):
             pass

@@ -268,7 +268,9 @@ class ReaderAlreadyBound(ChannelError):
 
 
 class MismatchedChannelIds(ChannelError):
-    """SHOULD (Spark 4.3.0 never compares them): a message names a writer or reader other than its connection's pair."""
+    """SHOULD (Spark 4.3.0 never compares them): a message names another reader than its connection's, or
+    another writer id than the one Spark keeps on it (the handshake CREDIT the directory id, every other
+    message the partition id the connection's first DATA or TERMINATION_CONTROL named)."""
 
     condition = "MISMATCHED_CHANNEL_IDS"
 

@@ -5,6 +5,13 @@ One channel per writer: a handshake CREDIT on connect and one after every DATA, 
 sequence check on every message (before its type is looked at, as Spark does), CRC32C verified
 before a payload is surfaced, a byte quota per writer that pauses reading, and a TERMINATION_ACK
 echoing the terminator's seq. The stream ends once every writer terminated and every ack was written.
+
+Two identities name a writer (docs/spec/shuffle.md#channel-ids): the reader knows it by its
+**directory id** (Spark's map task id, the key of its tracker entry), which the handshake CREDIT
+names; the writer names itself by its **partition id** in every DATA and TERMINATION_CONTROL. The two
+agree only in an application's first job, so the reader learns the partition id from the connection's
+first DATA or TERMINATION_CONTROL, requires every later one to name the same, and echoes it in every
+later CREDIT and in its ack, as Spark's client handler does.
 """
 
 from __future__ import annotations
@@ -77,9 +84,15 @@ class ReaderChannel:
     """The reader's view of one writer."""
 
     writer_id: int
+    """The writer's directory id: how the reader knows it, and what its handshake CREDIT names."""
     remaining: int
-    credit: Send
-    """The CREDIT sent on connect and after every DATA: the same message each time, so it is made once."""
+    handshake: Send
+    """The CREDIT sent on connect, naming the directory id."""
+    partition_id: int | None = None
+    """The writer's partition id, as the connection's first DATA or TERMINATION_CONTROL named it."""
+    credit: Send | None = None
+    """The CREDIT sent after every DATA, echoing the partition id: the same message each time, so it is
+    made once, when the partition id is learned."""
     state: ReaderChannelState = ReaderChannelState.CONNECTING
     last_seq: int = -1
     paused: bool = False
@@ -105,8 +118,7 @@ class ReaderMachine(ChannelMachine[ReaderChannelState, ReaderChannelEvent]):
         self.reader_id = reader_id
         self.settings = settings
         self.quota_per_writer = per_writer_quota(settings, len(writer_ids))
-        self.channels = {w: ReaderChannel(w, self.quota_per_writer, Send(
-            peer=w, message=CreditMessage(writer_id=w, reader_id=reader_id, num_messages=1))) for w in writer_ids}
+        self.channels = {w: ReaderChannel(w, self.quota_per_writer, self._credit(w, w)) for w in writer_ids}
         self.state = ReaderState.RUNNING
         self.connect_timeout = connect_timeout
         self._unreachable: dict[int, Unreachable] = {}
@@ -128,7 +140,7 @@ class ReaderMachine(ChannelMachine[ReaderChannelState, ReaderChannelEvent]):
         ch = self._channel(writer_id)
         self._move(ch, ReaderChannelEvent.CONNECTED)
         self._unreachable.pop(writer_id, None)
-        self._send(ch.credit)
+        self._send(ch.handshake)
 
     @machine_input
     def connect_failed(self, writer_id: int, cause: str, now: float) -> None:
@@ -185,21 +197,32 @@ class ReaderMachine(ChannelMachine[ReaderChannelState, ReaderChannelEvent]):
 
     def _admitted(self, writer_id: int, kind: MessageType, seq: int, named_writer_id: int, named_reader_id: int,
                   names_the_pair: bool) -> ReaderChannel | None:
-        """The channel of ``writer_id`` when a message may be acted on: it names this pair (DATA and
-        TERMINATION_CONTROL do) and carries the next sequence number (checked before its type is looked
-        at, as Spark does); None when the machine failed instead."""
+        """The channel of ``writer_id`` when a message may be acted on: it names this reader and the
+        connection's partition id (DATA and TERMINATION_CONTROL do; the first of them sets the partition
+        id) and carries the next sequence number (checked before its type is looked at, as Spark does);
+        None when the machine failed instead."""
         ch = self._channel(writer_id)
         if ch.state is _CONNECTING:
             raise UsageError(f"a message from writer {writer_id} before connected()")
-        if names_the_pair and (named_writer_id != writer_id or named_reader_id != self.reader_id):
+        if names_the_pair and (named_reader_id != self.reader_id
+                               or (ch.partition_id is not None and named_writer_id != ch.partition_id)):
             self._move(ch, ReaderChannelEvent.MISMATCHED_IDS, message_type=kind.name,
-                       named_writer_id=named_writer_id, named_reader_id=named_reader_id)
+                       named_writer_id=named_writer_id, named_reader_id=named_reader_id,
+                       writer_id=named_writer_id if ch.partition_id is None else ch.partition_id)
             return None
         expected = ch.last_seq + 1
         if seq != expected:
             self._move(ch, ReaderChannelEvent.WRONG_SEQ, message_type=kind.name, expected=expected, actual=seq)
             return None
+        if names_the_pair and ch.partition_id is None:
+            ch.partition_id = named_writer_id
+            ch.credit = self._credit(writer_id, named_writer_id)
         return ch
+
+    def _credit(self, writer_id: int, named_writer_id: int) -> Send:
+        """The CREDIT(named writer, this reader, 1) sent on the connection to ``writer_id``."""
+        return Send(peer=writer_id, message=CreditMessage(writer_id=named_writer_id, reader_id=self.reader_id,
+                                                          num_messages=1))
 
     def decode_failed(self, writer_id: int, error: errors.CodecError, now: float) -> Step:
         """The bytes from ``writer_id`` did not decode: the reader fails with the codec's error."""
@@ -309,6 +332,7 @@ class ReaderMachine(ChannelMachine[ReaderChannelState, ReaderChannelEvent]):
         size = DATA_HEADER_LENGTH + len(payload)
         ch.remaining -= size
         ch.unreleased[seq] = size
+        assert ch.credit is not None
         self._send(ch.credit)
         self._surface(Deliver(writer_id=ch.writer_id, seq=seq, records=records, size=size))
         if ch.remaining <= 0 and not ch.paused:

@@ -87,7 +87,9 @@ WRITER_EVENT_MEANINGS: Final[Mapping[WriterChannelEvent, str]] = {
     WriterChannelEvent.FOREIGN_CONNECTION: ('CREDIT or TERMINATION_ACK for this reader on a connection other than the '
                                             'one bound to it (SHOULD: Spark 4.3.0 ignores it).'),
     WriterChannelEvent.MISMATCHED_IDS: ("CREDIT or TERMINATION_ACK on this reader's connection naming another reader, "
-                                        'or naming another writer (SHOULD: Spark 4.3.0 ignores the ids).'),
+                                        'or a handshake CREDIT naming another writer than the directory id, or a '
+                                        'later CREDIT or ack another than the partition id (SHOULD: Spark 4.3.0 '
+                                        'ignores the ids).'),
     WriterChannelEvent.LEAVE: ('The run does not serve this reader, or (when readers may leave) its connection closed '
                                'or failed before its ack: it took what it needed. Its data is dropped, no ack awaited '
                                '(an extension: Spark 4.3.0 has no partial runs).'),
@@ -102,8 +104,9 @@ READER_EVENT_MEANINGS: Final[Mapping[ReaderChannelEvent, str]] = {
     ReaderChannelEvent.ACK_WRITTEN: "The TERMINATION_ACK's socket write completed.",
     ReaderChannelEvent.SEND_FAILED: "The TERMINATION_ACK's socket write failed.",
     ReaderChannelEvent.CLOSE: 'The connection closed.',
-    ReaderChannelEvent.MISMATCHED_IDS: ("DATA or TERMINATION_CONTROL naming another writer or reader than this "
-                                        "connection's pair (SHOULD: Spark 4.3.0 ignores the ids)."),
+    ReaderChannelEvent.MISMATCHED_IDS: ("DATA or TERMINATION_CONTROL naming another reader, or another partition id "
+                                        "than the connection's first DATA or TERMINATION_CONTROL (SHOULD: Spark 4.3.0 "
+                                        "ignores the ids)."),
     ReaderChannelEvent.CONNECT_TIMEOUT: ('Failed attempts to connect have spanned the connect timeout (an addition: '
                                          'Spark 4.3.0 keeps trying).'),
 }

@@ -5,6 +5,10 @@ Spark's flush rule, sequence numbers count from 0 per reader (DATA and TERMINATI
 them), and every buffer holds ``networkBufferSize`` byte permits until its socket write completes.
 Data for a reader that has not bound yet is queued in order and sent after its first CREDIT.
 
+The ids a reader names (docs/spec/shuffle.md#channel-ids): its handshake CREDIT names the writer's
+directory id (Spark's map task id); every later CREDIT and its TERMINATION_ACK echo the partition id
+the writer's DATA and TERMINATION_CONTROL name; the reader id never changes on a connection.
+
 An extension for runs that serve only some readers, or whose readers may stop early (a partial
 evaluation in Spark, docs/shuffle-runtime.md): :meth:`WriterMachine.reader_left` ends a channel
 without its ack (LEFT): its data is dropped and its permits return. With ``readers_may_leave`` a
@@ -117,14 +121,19 @@ class WriterMachine(ChannelMachine[WriterChannelState, WriterChannelEvent]):
     def __init__(
         self, shuffle_id: int, writer_id: int, num_readers: int, settings: ShuffleSettings, now: float,
         ack_timeout_ms: int = -1, readers_may_leave: bool = False, flush_when_idle: bool = False,
+        directory_id: int | None = None,
     ) -> None:
-        """``ack_timeout_ms`` >= 0 bounds the wait for termination acks (an option; -1 is Spark's wait forever);
+        """``writer_id`` is the partition id every DATA and TERMINATION_CONTROL names; ``directory_id`` the
+        id the writer is registered under in the directory (Spark's map task id), which a reader's
+        handshake CREDIT names (None: the partition id, as in an application's first job);
+        ``ack_timeout_ms`` >= 0 bounds the wait for termination acks (an option; -1 is Spark's wait forever);
         ``readers_may_leave``: a reader's connection closing or failing before its ack is LEAVE, not a failure;
         ``flush_when_idle``: :meth:`producer_idle` flushes every open buffer (the low-latency flush)."""
         if num_readers < 1:
             raise UsageError(f"a writer needs at least one reader, got {num_readers}")
         super().__init__(shuffle_id)
         self.writer_id = writer_id
+        self.directory_id = writer_id if directory_id is None else directory_id
         self.settings = settings
         self.permit_capacity = permit_capacity(settings, num_readers)
         self.permits_available = self.permit_capacity
@@ -271,10 +280,11 @@ class WriterMachine(ChannelMachine[WriterChannelState, WriterChannelEvent]):
         if ch is None:
             return
         bound_to = self._conns.get(conn)
-        if message.writer_id != self.writer_id or (bound_to is not None and bound_to != ch.reader_id):
+        named = self.directory_id if bound_to is None and isinstance(message, CreditMessage) else self.writer_id
+        if message.writer_id != named or (bound_to is not None and bound_to != ch.reader_id):
             self._move(ch if bound_to is None else self.channels[bound_to], WriterChannelEvent.MISMATCHED_IDS,
                        message_type=message.type.name, named_writer_id=message.writer_id,
-                       named_reader_id=message.reader_id)
+                       named_reader_id=message.reader_id, writer_id=named)
             return
         if ch.bound and ch.conn != conn:
             self._move(ch, WriterChannelEvent.FOREIGN_CONNECTION)

@@ -106,6 +106,7 @@ def test_a_clean_connection_is_decoded_whole_and_judged_clean() -> None:
     [connection] = report.connections
     assert connection.to_json() | {"round_trips_ms": None} == {
         "client": "127.0.0.1:40000", "server": "127.0.0.2:7077", "status": "clean", "writer_id": 3, "reader_id": 7,
+        "partition_id": 3,
         "frames": {"DATA": 2, "CREDIT_CONTROL": 3, "TERMINATION_CONTROL": 1, "TERMINATION_ACK": 1},
         "records": 3, "bytes": 3 * 37 + 2 * 33 + 2 * (13 + 32) + 11 + 7, "violations": [], "round_trips_ms": None}
     assert connection.to_json()["round_trips_ms"]["samples"] == 2
@@ -147,6 +148,38 @@ def test_reassembly_survives_sequence_number_wraparound() -> None:
     direction.accept(Segment(0.0, READER, WRITER, start - 1, SYN, b""))
     assert direction.accept(Segment(0.0, READER, WRITER, 0, ACK, b"def")) == b""  # "d" overlaps the next
     assert direction.accept(Segment(0.0, READER, WRITER, start, ACK, b"abcd")) == b"abcdef"
+
+
+def _later_job_exchange(wire: _Wire, partitions: tuple[int, int] = (3, 3)) -> None:
+    """A later job's conversation as Spark holds it: the handshake names the writer's map task id (12),
+    its DATA and TERMINATION_CONTROL name its partition id (3), which the reader's later CREDITs and ack
+    echo (docs/spec/shuffle.md#channel-ids)."""
+    first, second = partitions
+    payload = encode_records([b"a"])
+    wire.frames(READER, CreditMessage(writer_id=12, reader_id=7))
+    wire.frames(WRITER, DataMessage(seq=0, writer_id=first, reader_id=7, payload=payload,
+                                    checksum=payload_checksum(payload)))
+    wire.frames(READER, CreditMessage(writer_id=first, reader_id=7))
+    wire.frames(WRITER, TerminationControlMessage(seq=1, writer_id=second, reader_id=7))
+    wire.frames(READER, TerminationAckMessage(seq=1, writer_id=second, reader_id=7))
+    wire.close()
+
+
+def test_a_later_jobs_connection_whose_map_id_is_not_its_partition_id_is_clean() -> None:
+    wire = _Wire()
+    _later_job_exchange(wire)
+    [connection] = observe(read_capture(io.BytesIO(wire.pcap())), connection_filter("", "")).connections
+    assert (connection.status.value, connection.violations) == ("clean", [])
+    assert (connection.writer_id, connection.partition_id, connection.reader_id) == (12, 3, 7)
+    assert "writer 12 (partition 3) -> reader 7 clean" in connection.summary()
+
+
+def test_a_connection_whose_writer_changes_its_partition_id_is_a_mismatch() -> None:
+    wire = _Wire()
+    _later_job_exchange(wire, partitions=(3, 4))
+    [connection] = observe(read_capture(io.BytesIO(wire.pcap())), connection_filter("", "")).connections
+    assert [(v.rule, v.frame_index) for v in connection.violations] == [("MISMATCHED_CHANNEL_IDS", 3)]
+    assert connection.violations[0].spec_section == "docs/spec/shuffle.md#reader-machine"
 
 
 @pytest.mark.parametrize(("fault", "rule", "frame_index"), [

@@ -59,6 +59,8 @@ class Pair:
     sent_seqs: list[int] = field(default_factory=list)
     tc_seq: int | None = None
     accepted_seq: int = -1
+    partition_id: int | None = None
+    """The writer id the reader's first accepted DATA or TERMINATION_CONTROL named (docs/spec/shuffle.md#channel-ids)."""
     reader_terminated: bool = False
     ack_counted: bool = False
     delivered: list[bytes] = field(default_factory=list)
@@ -315,13 +317,17 @@ class Network:
 
     def _oracle_reader(self, w: int, r: int, m: Message) -> tuple[type[errors.ShuffleError], dict[str, object]] | None:
         pair = self.pairs[(w, r)]
-        if isinstance(m, (DataMessage, TerminationControlMessage)) and (m.writer_id, m.reader_id) != (w, r):
+        names_the_pair = isinstance(m, (DataMessage, TerminationControlMessage))
+        known = m.writer_id if pair.partition_id is None else pair.partition_id
+        if names_the_pair and (m.writer_id, m.reader_id) != (known, r):
             return errors.MismatchedChannelIds, dict(messageType=m.type.name, writerId=m.writer_id,
-                                                     readerId=m.reader_id, expectedWriterId=w, expectedReaderId=r)
+                                                     readerId=m.reader_id, expectedWriterId=known, expectedReaderId=r)
         expected = pair.accepted_seq + 1
         if m.seq != expected:
             return errors.IncorrectSequenceNumber, dict(
                 messageType=m.type.name, writerId=w, readerId=r, expSeqNum=expected, actSeqNum=m.seq)
+        if names_the_pair:
+            pair.partition_id = known
         if isinstance(m, (CreditMessage, TerminationAckMessage)) or (
                 isinstance(m, (DataMessage, TerminationControlMessage)) and pair.reader_terminated):
             return errors.UnexpectedMessage, dict(handler="ShuffleClientHandler", messageType=m.type.name)

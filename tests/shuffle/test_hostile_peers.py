@@ -240,21 +240,23 @@ def test_a_credit_naming_another_writer_on_a_bound_connection_is_a_mismatch() ->
 
 
 def test_data_naming_another_pair_fails_the_reader() -> None:
-    """A writer's connection carries DATA for (writer 0, reader 0) only; DATA naming writer 1 is refused
-    before its records are delivered."""
+    """A writer's connection carries one partition id, the one its first DATA names (here 1, in a later
+    job than the directory id 0): a DATA naming partition 2 after it is refused before its records are
+    delivered."""
     directory = StandaloneDirectory()
     with socket.create_server(("127.0.0.1", 0)) as server:
         directory.register(KEY, coordination.WriterLocation(0, "fake", "127.0.0.1", server.getsockname()[1]))
         ledger = ResourceLedger()
         reader = ReaderTask(KEY, 0, [0], SETTINGS, directory, TaskOptions(ledger=ledger))
-        stray = DataMessage(seq=0, writer_id=1, reader_id=0, checksum=0, payload=b"")
+        first = DataMessage(seq=0, writer_id=1, reader_id=0, checksum=0, payload=b"")
+        stray = DataMessage(seq=1, writer_id=2, reader_id=0, checksum=0, payload=b"")
         failure: list[BaseException] = []
 
         def fake_writer() -> None:
             conn, _ = server.accept()
             with conn:
                 conn.recv(64)  # the reader's first CREDIT
-                conn.sendall(encode_frame(stray))
+                conn.sendall(encode_frame(first) + encode_frame(stray))
                 conn.settimeout(DEADLINE_S)
                 while conn.recv(4096):
                     pass
@@ -267,5 +269,5 @@ def test_data_naming_another_pair_fails_the_reader() -> None:
             failure.append(error)
         thread.join(DEADLINE_S)
     assert failure and isinstance(failure[0], errors.MismatchedChannelIds)
-    assert failure[0].parameters["writerId"] == 1
+    assert failure[0].parameters["writerId"] == 2 and failure[0].parameters["expectedWriterId"] == 1
     assert ledger.open_sockets() == [] and ledger.live_threads() == []

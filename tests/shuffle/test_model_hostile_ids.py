@@ -48,10 +48,13 @@ def writer_in(state: WriterChannelState) -> WriterMachine:
 
 
 def reader_in(state: ReaderChannelState) -> ReaderMachine:
-    """A reader of two writers whose channel to writer 0 is in ``state`` (writer 1 keeps it running)."""
+    """A reader of two writers whose channel to writer 0 is in ``state`` (writer 1 keeps it running); an
+    OPEN channel has had a DATA, which named its partition id 0."""
     r = ReaderMachine(1, 0, [0, 1], SETTINGS, 0.0)
     r.connected(0, 0.0)
     r.connected(1, 0.0)
+    if state is ReaderChannelState.OPEN:
+        r.received(0, data(0), 0.0)
     if state in (ReaderChannelState.TERMINATED, ReaderChannelState.ACKED):
         r.received(0, TerminationControlMessage(seq=0, writer_id=0, reader_id=0), 0.0)
     if state is ReaderChannelState.ACKED:

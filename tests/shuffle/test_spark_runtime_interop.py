@@ -36,6 +36,10 @@ DEADLINE_S = 60.0
 
 KEY = coordination.ShuffleKey(0, 0)
 WRITER, READER = 3, 0
+"""The writer's partition id, which its DATA and TERMINATION_CONTROL name, and the reader's."""
+MAP_IDS = pytest.mark.parametrize("map_id", [WRITER, 11], ids=["first-job", "later-job"])
+"""The writer's directory id, which a reader's handshake CREDIT names (Spark: the map task id, which
+equals the partition id only in an application's first job; docs/spec/shuffle.md#channel-ids)."""
 SETTINGS = ShuffleSettings(network_buffer_size=2048, network_buffer_max_wait_time_ms=5, checksum_enabled=True)
 """Small buffers: the records below span many DATA messages."""
 
@@ -48,9 +52,10 @@ def spark() -> Iterator[SparkJvm]:
         yield target
 
 
-def test_runtime_writer_task_streams_to_spark_reader(spark: SparkJvm) -> None:
+@MAP_IDS
+def test_runtime_writer_task_streams_to_spark_reader(spark: SparkJvm, map_id: int) -> None:
     directory = StandaloneDirectory()
-    task = WriterTask(KEY, WRITER, 1, SETTINGS, directory)
+    task = WriterTask(KEY, WRITER, 1, SETTINGS, directory, directory_id=map_id)
     outcome: list[WriterStats | BaseException] = []
 
     def run() -> None:
@@ -64,7 +69,9 @@ def test_runtime_writer_task_streams_to_spark_reader(spark: SparkJvm) -> None:
     try:
         assert directory.registered.wait(DEADLINE_S)
         (location,) = directory.writers
-        reader = spark.reader(location.host, location.port, WRITER, READER, checksum=True)
+        assert location.writer_id == map_id
+        # Spark's reader: createClientAsync((int) mapId, ...) gives its client handler the map task id
+        reader = spark.reader(location.host, location.port, map_id, READER, checksum=True)
         termination = expect_event(reader, "termination", DEADLINE_S)
         expect_event(reader, "ack_written", DEADLINE_S)
     finally:
@@ -80,16 +87,18 @@ def test_runtime_writer_task_streams_to_spark_reader(spark: SparkJvm) -> None:
     payloads = [bytes.fromhex(e["payload"]) for e in delivered]
     assert all(int(e["checksum"]) == payload_checksum(p) != 0 for e, p in zip(delivered, payloads))
     assert [r for p in payloads for r in decode_records(p)] == RECORDS
+    assert {e["writer_id"] for e in delivered} == {WRITER}
     assert not [e for e in reader.events.snapshot() if e["event"] == "error"]
 
 
-def test_spark_writer_streams_to_runtime_reader_task(spark: SparkJvm, tmp_path: Path) -> None:
+@MAP_IDS
+def test_spark_writer_streams_to_runtime_reader_task(spark: SparkJvm, tmp_path: Path, map_id: int) -> None:
     batches = [RECORDS[i:i + 40] for i in range(0, len(RECORDS), 40)]
     writer = spark.writer(WRITER, 1, checksum=True)
     writer.send_data(READER, encode_records(batches[0]))  # before the bind: Spark queues it
     transcript = tmp_path / "reader.jsonl"
-    directory = StandaloneDirectory((coordination.WriterLocation(WRITER, "spark-jvm", "127.0.0.1", writer.port),))
-    task = ReaderTask(KEY, READER, [WRITER], SETTINGS, directory, TaskOptions(transcript_path=str(transcript)))
+    directory = StandaloneDirectory((coordination.WriterLocation(map_id, "spark-jvm", "127.0.0.1", writer.port),))
+    task = ReaderTask(KEY, READER, [map_id], SETTINGS, directory, TaskOptions(transcript_path=str(transcript)))
     received: list[bytes] = []
     outcome: list[BaseException | None] = []
 
@@ -123,7 +132,9 @@ def test_spark_writer_streams_to_runtime_reader_task(spark: SparkJvm, tmp_path: 
     assert [m.seq for m in data] == list(range(len(batches)))
     assert all(m.checksum == payload_checksum(m.payload) != 0 for m in data)  # verified by the reader
     sent = [m for d, m in frames if d == "out"]
-    assert sent == [CreditMessage(writer_id=WRITER, reader_id=READER, num_messages=1)] * (len(batches) + 1) + [
+    # the handshake names the directory id; every later CREDIT and the ack echo the partition id, as Spark's do
+    assert sent == [CreditMessage(writer_id=map_id, reader_id=READER, num_messages=1)] + [
+        CreditMessage(writer_id=WRITER, reader_id=READER, num_messages=1)] * len(batches) + [
         TerminationAckMessage(seq=len(batches), writer_id=WRITER, reader_id=READER)]
     assert [m for d, m in frames if d == "in" and isinstance(m, TerminationControlMessage)] == [
         TerminationControlMessage(seq=len(batches), writer_id=WRITER, reader_id=READER)]

@@ -141,7 +141,8 @@ CASES: Final = (
        "TERMINATION_CONTROL with seq 0", w_empty_stream, WORKLOAD),
     _c("data/reader-rejects-data-for-another-pair", SHOULD, R, "A reader rejects a DATA naming another writer than "
        "its connection's, and does not credit it (MISMATCHED_CHANNEL_IDS; Spark 4.3.0 delivers it)",
-       _data_after_fault("a DATA naming writer 4 on writer 3's connection", MISMATCHED_IDS, data_for_another_writer),
+       _data_after_fault("a DATA naming writer 4 after one naming writer 3 on the same connection", MISMATCHED_IDS,
+                         data_for_another_writer),
        spec_ref=EXCLUSIVE_BINDING),
     _c("data/reader-rejects-data-for-another-reader", SHOULD, R, "A reader rejects a DATA naming another reader "
        "than itself, and does not credit it (MISMATCHED_CHANNEL_IDS; Spark 4.3.0 delivers it)",

@@ -180,8 +180,12 @@ def reader_fault(what: str, condition: str | None, script: Callable[[ReaderSessi
 
 
 def data_for_another_writer(s: ReaderSession) -> bool:
-    """A well-formed DATA (seq 0, right checksum) that names writer 4 on writer 3's connection."""
-    return s.send(_stray(PEER_WRITER_ID + 1, READER_ID_UNDER_TEST))
+    """After a DATA naming writer 3 (which sets the connection's partition id, docs/spec/shuffle.md#channel-ids)
+    and its CREDIT, a well-formed DATA (seq 1, right checksum) that names writer 4 on the same connection."""
+    (first,) = s.data([b"first"])
+    if not s.send(first) or s.expect(CreditMessage) is None:
+        return False
+    return s.send(_stray(PEER_WRITER_ID + 1, READER_ID_UNDER_TEST, seq=1))
 
 
 def data_for_another_reader(s: ReaderSession) -> bool:
@@ -189,9 +193,9 @@ def data_for_another_reader(s: ReaderSession) -> bool:
     return s.send(_stray(PEER_WRITER_ID, READER_ID_UNDER_TEST + 1))
 
 
-def _stray(writer_id: int, reader_id: int) -> DataMessage:
+def _stray(writer_id: int, reader_id: int, seq: int = 0) -> DataMessage:
     payload = encode_records([b"stray"])
-    return DataMessage(seq=0, writer_id=writer_id, reader_id=reader_id, checksum=payload_checksum(payload),
+    return DataMessage(seq=seq, writer_id=writer_id, reader_id=reader_id, checksum=payload_checksum(payload),
                        payload=payload)
 
 
