@@ -245,7 +245,7 @@ def run(scenario: Scenario) -> dict[str, Any]:
             deliveries = []
             result = {"error": error.condition}
         steps.append(_step_json(step) | {"result": result})
-        _owe(owed, deliveries, symbols)
+        _owe(owed, model.told(deliveries), symbols)
     return {"comment": scenario.comment, "flags": list(scenario.flags),
             "specRef": f"docs/spec/cluster.md{scenario.spec_ref}", "steps": steps,
             "owed": {node: o.to_json() for node, o in sorted(owed.items())}}

@@ -13,10 +13,10 @@ import logging
 import queue
 import threading
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from spec.cluster.interface import ClusterCore
-from spec.cluster.model import GossipUpdate, MembershipUpdate, Notification, ShardLogUpdate
+from spec.cluster.model import GossipUpdate, MembershipChange, MembershipUpdate, MembershipView, Notification, ShardLogUpdate
 
 log = logging.getLogger(__name__)
 
@@ -35,11 +35,23 @@ Event = Notification | Heartbeat | ClusterDown
 _STOP = object()
 
 
+@runtime_checkable
+class DeltaCore(Protocol):
+    """An inline Core that takes membership as changes (the cluster service's sessions send them on
+    as MEMBERSHIP_DELTA), so telling it costs the change, not the snapshot."""
+
+    def membership_changed(self, change: MembershipChange, view: MembershipView) -> None:
+        """``view`` shows the membership at ``change.epoch`` for the length of the call."""
+
+
 class Mailbox(Protocol):
     def start(self) -> None:
         """Begin delivering (never under a lock a starting thread might need)."""
 
     def post(self, event: Event) -> None: ...
+
+    def post_membership(self, change: MembershipChange, view: MembershipView) -> None:
+        """Tell ``change``, ``view`` showing the membership at its epoch during this call only."""
 
     def close(self, timeout: float = 5.0) -> None: ...
 
@@ -65,6 +77,17 @@ class InlineMailbox:
         except Exception:  # a Core bug must not stop the fan-out to other nodes
             log.exception("cluster callback raised")
 
+    def post_membership(self, change: MembershipChange, view: MembershipView) -> None:
+        if isinstance(self._core, DeltaCore):
+            if self._closed:
+                return
+            try:
+                self._core.membership_changed(change, view)
+            except Exception:  # a Core bug must not stop the fan-out to other nodes
+                log.exception("cluster callback raised")
+        else:
+            self.post(MembershipUpdate(snapshot=view.snapshot()))
+
     def close(self, timeout: float = 5.0) -> None:
         self._closed = True
 
@@ -84,6 +107,11 @@ class Dispatcher:
     def post(self, event: Event) -> None:
         if not self._closed:
             self._queue.put(event)
+
+    def post_membership(self, change: MembershipChange, view: MembershipView) -> None:
+        """The snapshot, built once per epoch for every Dispatcher (the view moves on before this
+        node's thread delivers)."""
+        self.post(MembershipUpdate(snapshot=view.snapshot()))
 
     def close(self, timeout: float = 5.0) -> None:
         """Stop delivering; pending events are dropped, as they would be by a crash."""

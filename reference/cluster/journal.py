@@ -153,9 +153,8 @@ def model_to_json(model: ClusterModel) -> dict[str, Any]:
 
 
 def model_from_json(state: dict[str, Any]) -> ClusterModel:
-    model = ClusterModel(revision=state["revision"])
-    model.members = {NodeId(n): Member(a, ShardId(s), NodeState(st), since)
-                     for n, (a, s, st, since) in state["members"].items()}
+    model = ClusterModel(revision=state["revision"], members={
+        NodeId(n): Member(a, ShardId(s), NodeState(st), since) for n, (a, s, st, since) in state["members"].items()})
     model.shard_logs = {ShardId(s): {(e := _entry_from_json(i)).key: e for i in items}
                         for s, items in state["shard_logs"].items()}
     for raw, scope, origin in state["gossip"]:

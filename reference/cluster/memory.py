@@ -35,10 +35,12 @@ from spec.cluster.errors import ProviderClosed
 from spec.cluster.interface import ClusterCore, FailureTiming
 from spec.cluster.model import (
     ClusterModel,
-    Delivery,
     JoinCluster,
     JoinShard,
+    MembershipChange,
+    MembershipView,
     Operation,
+    Owed,
     RemoveFromCluster,
     RemoveFromShard,
     SetState,
@@ -54,10 +56,12 @@ DEFAULT_POLICY: Final = FailurePolicy(heartbeat_interval=0.2, fail_after=1.0)
 
 @dataclass(frozen=True, slots=True)
 class _Commit:
-    """One commit's notifications, waiting in the outbox for the fan-out."""
+    """One commit's notifications, waiting in the outbox for the fan-out; or, after a restart, the
+    membership the fan-out's view starts again from."""
 
     revision: int
-    deliveries: list[Delivery]
+    deliveries: list[Owed]
+    reset: MembershipView | None = None
 
 
 class InProcessCluster:
@@ -77,6 +81,8 @@ class InProcessCluster:
         self._readers: dict[object, Callable[[], float]] = {}
         self._durable_writes = 0
         self._model, self._detector, self._journal = self._load()
+        self._view = MembershipView(self._model.snapshot())
+        """The membership as the fan-out has told it (commit order; only the draining thread moves it)."""
         self._stop = threading.Event()
         self._ticker = threading.Thread(target=self._tick_loop, name="cluster-detector", daemon=True)
         self._ticker.start()
@@ -163,6 +169,7 @@ class InProcessCluster:
                 self._journal.close()
             self._model, self._detector, self._journal = self._load()
             self._model.sessions = sessions
+            self._outbox.append(_Commit(self._model.revision, [], reset=MembershipView(self._model.snapshot())))
 
     def close(self) -> None:
         self._stop.set()
@@ -197,7 +204,7 @@ class InProcessCluster:
         self._record(before, deliveries, lambda: operation)
         return revision
 
-    def _record(self, before: int, deliveries: list[Delivery], operation: Callable[[], Operation]) -> None:
+    def _record(self, before: int, deliveries: list[Owed], operation: Callable[[], Operation]) -> None:
         """Under the lock, after the model ran an operation: if it committed (the revision moved from
         ``before``), journal it and queue its notifications. What commits nothing (a verdict equal to
         the member's state, JoinShard into the own shard) writes nothing: an idle cluster is silent.
@@ -222,13 +229,32 @@ class InProcessCluster:
             try:
                 while self._outbox:
                     commit = self._outbox.popleft()
+                    if commit.reset is not None:
+                        self._view = commit.reset
                     nodes = self._nodes
-                    for recipient, notification in commit.deliveries:
+                    for owed in commit.deliveries:
+                        if isinstance(owed, MembershipChange):
+                            self._tell_membership(owed, commit.revision)
+                            continue
+                        recipient, notification = owed
                         node = nodes.get(recipient)
                         if node is not None and commit.revision > node.attached_at:
                             node.mailbox.post(notification)
             finally:
                 self._fan_out_lock.release()
+
+    def _tell_membership(self, change: MembershipChange, revision: int) -> None:
+        """Move the view by ``change`` and tell the attached nodes it is owed to (the fewer of the
+        handles and the members are walked: telling costs the nodes told, not the cluster)."""
+        view = self._view
+        view.apply(change)
+        handles = list(self._nodes.values())  # the poller may open a node meanwhile
+        if len(handles) > len(view.records):
+            owed = [*view.records] if change.node_id in view.records else [*view.records, change.node_id]
+            handles = [n for n in map(self._nodes.get, owed) if n is not None]
+        for node in handles:
+            if revision > node.attached_at and view.owed(change, node.node_id):
+                node.mailbox.post_membership(change, view)
 
     def renew(self, node_id: NodeId) -> None:
         with self._lock:

@@ -38,7 +38,7 @@ from spec.cluster.errors import (
     Unauthenticated,
 )
 from spec.cluster.interface import ClusterCore, FailureTiming
-from spec.cluster.model import GossipUpdate, MembershipUpdate, ShardLogUpdate
+from spec.cluster.model import GossipUpdate, MembershipUpdate, MembershipView, ShardLogUpdate
 from spec.cluster.types import MetadataOp, NodeId, Revision, Scope, ShardId, check_batch, check_id
 from spec.cluster.wire import ServiceKind, ServiceMessage
 
@@ -148,6 +148,8 @@ class RemoteNode:
         self._released = False
         self._last_revision = 0
         self._seen_any = False
+        self._membership: MembershipView | None = None
+        """The membership as the service told it (MEMBERSHIP, then MEMBERSHIP_DELTA on it)."""
         self.reconnects = 0
         """How many times this handle reconnected (for tests and operators)."""
         self._sock = self._connect()
@@ -297,9 +299,18 @@ class RemoteNode:
         p = message.payload
         match message.kind:
             case ServiceKind.MEMBERSHIP:
-                snapshot = wire.membership_from_wire(p)
-                self._saw(snapshot.epoch)
-                self.mailbox.post(MembershipUpdate(snapshot=snapshot))
+                self._membership = MembershipView(wire.membership_from_wire(p))
+                self._saw(self._membership.epoch)
+                self.mailbox.post(MembershipUpdate(snapshot=self._membership.snapshot()))
+            case ServiceKind.MEMBERSHIP_DELTA:
+                base, change = wire.membership_change_from_wire(p)
+                view = self._membership
+                if view is None or view.epoch != base:
+                    raise MalformedMessage(f"a membership change on epoch {base}, but this node was told epoch "
+                                           f"{None if view is None else view.epoch}")
+                view.apply(change)
+                self._saw(change.epoch)
+                self.mailbox.post(MembershipUpdate(snapshot=view.snapshot()))
             case ServiceKind.GOSSIP_UPDATE:
                 entries = wire.entries_from_wire(p["entries"])
                 self._saw(max((e.revision for e in entries), default=0))

@@ -19,10 +19,10 @@ events is disconnected when ``max_queued_bytes`` wait for it. Closing a connecti
 releases its socket, buffers and node at once.
 
 Silence is judged on what was read: every round reads each readable connection, and a session is
-silent only for time before the last round began (what arrived since waits for the next round, it
-is not silence); the failure detector is told the same (``InProcessCluster.add_reader``). The
+silent only for time before the last served round began (what arrived since may wait for the next
+round: it is not silence); the failure detector is told the same (``InProcessCluster.add_reader``). The
 poller only runs requests: the fan-out of their notifications runs on the cluster's fan-out thread,
-and a membership snapshot is encoded once for all its recipients.
+and a membership change goes out as one MEMBERSHIP_DELTA encoded once for all its recipients.
 
 ``python -m reference.cluster.service`` starts one on a free port and prints the port as its first
 line (the conformance runner's ``exec:`` target uses this). With ``--test-controls`` it first prints
@@ -57,14 +57,17 @@ from spec.cluster.errors import (
     RevisionMismatch,
     Unauthenticated,
 )
-from spec.cluster.types import Entry, Membership, NodeId, Scope, ShardId, check_id
+from spec.cluster.model import MembershipChange, MembershipView
+from spec.cluster.types import Entry, Membership, NodeId, NodeInfo, Scope, ShardId, check_id
 from spec.cluster.wire import ServiceKind, ServiceMessage
 from streamwire.cli import read_secret
 
 log = logging.getLogger(__name__)
 
 POLL_S = 0.1
-"""Longest poll; silent sessions are looked for at most once per this."""
+"""Longest poll (at most half the detector's check interval: an idle poller's reads are as old as its
+last round, and the detector counts that as unread); silent sessions are looked for at most once per
+this."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,18 +131,70 @@ class FrameReader:
 
 
 class MembershipFrames:
-    """The MEMBERSHIP frame of the latest snapshot, encoded once for every session it goes to (one
-    commit's snapshot reaches every member: encoding it per member cost the square of the size)."""
+    """The membership frames of one change, each built once for every session it goes to: the
+    MEMBERSHIP_DELTA for the sessions told the membership it applies on, the whole MEMBERSHIP for the
+    others (a newcomer). The whole frame is assembled from per-shard blocks, re-encoded only when
+    their shard changes, so a change costs the same at any size (before, every member was sent the
+    whole snapshot encoded for it: the square of the size per join). Used by the one thread that
+    drains the cluster's fan-out at a time."""
 
     def __init__(self) -> None:
-        self._latest: tuple[Membership | None, bytes] = (None, b"")
+        self._epoch = -1
+        self._shard_of: dict[NodeId, ShardId] = {}
+        self._shards: dict[ShardId, dict[NodeId, NodeInfo]] = {}
+        self._blocks: dict[ShardId, bytes] = {}
+        self._change: MembershipChange | None = None
+        self._delta = b""
+        self._whole: tuple[int, bytes] = (-1, b"")
 
-    def frame(self, snapshot: Membership) -> bytes:
-        latest, frame = self._latest  # one read: the fan-out, ticker and poller threads all come here
-        if latest is not snapshot:
-            frame = wire.encode(ServiceKind.MEMBERSHIP, 0, **wire.membership_to_wire(snapshot))
-            self._latest = (snapshot, frame)
-        return frame
+    def frame(self, change: MembershipChange, view: MembershipView, told: int) -> bytes:
+        """What tells a session that was last told the membership of epoch ``told`` about ``change``
+        (``view`` shows the membership after it)."""
+        if change is not self._change:
+            self._advance(change, view)
+        if told == view.previous_epoch:
+            return self._delta
+        if self._whole[0] != self._epoch:
+            self._whole = (self._epoch, wire.membership_frame(self._epoch, list(self._blocks.values())))
+        return self._whole[1]
+
+    def _advance(self, change: MembershipChange, view: MembershipView) -> None:
+        self._change = change
+        self._delta = wire.encode(ServiceKind.MEMBERSHIP_DELTA, 0,
+                                  **wire.membership_change_to_wire(change, view.previous_epoch))
+        if self._epoch != view.previous_epoch:  # the first change, or the cluster restarted: start over
+            self._shard_of.clear()
+            self._shards.clear()
+            self._blocks.clear()
+            for shard, nodes in view.snapshot().shards.items():
+                self._shards[shard] = {n.node_id: n for n in nodes}
+                self._shard_of.update((n.node_id, shard) for n in nodes)
+            changed = set(self._shards)
+        else:
+            changed = self._move(change)
+        for shard in changed:
+            members = self._shards.get(shard)
+            if members:
+                self._blocks[shard] = wire.shard_block(shard, [members[n] for n in sorted(members)])
+            else:
+                self._shards.pop(shard, None)
+                self._blocks.pop(shard, None)
+        self._epoch = change.epoch
+
+    def _move(self, change: MembershipChange) -> set[ShardId]:
+        """Put ``change`` into the shard index; the shards it changed."""
+        changed = set()
+        old = self._shard_of.pop(change.node_id, None)
+        if old is not None:
+            del self._shards[old][change.node_id]
+            changed.add(old)
+        record = change.record
+        if record is not None:
+            self._shard_of[change.node_id] = record.shard
+            info = NodeInfo(node_id=change.node_id, address=record.address, state=record.state)
+            self._shards.setdefault(record.shard, {})[change.node_id] = info
+            changed.add(record.shard)
+        return changed
 
 
 @dataclass(eq=False)
@@ -152,6 +207,8 @@ class _Session:
     membership_frames: MembershipFrames
     frames: FrameReader = field(default_factory=lambda: FrameReader(wire.MAX_HELLO_BYTES))
     node: InProcessNode | None = None
+    told: int = -1
+    """The epoch of the last membership this session was sent (-1: none yet)."""
     last_frame: float = 0.0
     queued: int = 0
     buffered: int = 0
@@ -181,7 +238,13 @@ class _Session:
         self.send(wire.encode(kind, 0, **payload))
 
     def update_membership(self, snapshot: Membership) -> None:
-        self.send(self.membership_frames.frame(snapshot))
+        """A resumed session's catch-up: the whole snapshot."""
+        self.told = snapshot.epoch
+        self._event(ServiceKind.MEMBERSHIP, **wire.membership_to_wire(snapshot))
+
+    def membership_changed(self, change: MembershipChange, view: MembershipView) -> None:
+        self.send(self.membership_frames.frame(change, view, self.told))
+        self.told = change.epoch
 
     def notify_gossip_update(self, entries: Sequence[Entry]) -> None:
         for frame in wire.update_frames(ServiceKind.GOSSIP_UPDATE, entries):
@@ -253,7 +316,7 @@ class ClusterService:
     def _run(self) -> None:
         try:
             while not self._stop.is_set():
-                self._reactor.poll(POLL_S)
+                self._reactor.poll(min(POLL_S, self.cluster.policy.check_interval / 2))
                 now = time.monotonic()
                 if now - self._silence_checked >= POLL_S:
                     self._silence_checked = now

@@ -256,8 +256,8 @@ class Reactor:
         self._requests: deque[tuple[Stream, bool]] = deque()
         """(stream, close?) changes asked for by threads other than the poller."""
         self._poller: int | None = None
-        self._round_began: float | None = None
-        """When the round being served began waiting for readiness; None while it waits."""
+        self._read_through = clock()
+        """Every byte that arrived before this time was handed to the handler."""
         self._wake_r, self._wake_w = socket.socketpair()
         for sock in (self._wake_r, self._wake_w):
             sock.setblocking(False)
@@ -298,11 +298,11 @@ class Reactor:
             pass
 
     def unread_for(self) -> float:
-        """How long bytes may have been waiting unread: 0 while the poller waits for readiness (what
-        arrives wakes it), else the time since the last round began waiting (what arrived after that
-        is read in the next round). What judges a peer's silence subtracts it (docs/cluster.md)."""
-        began = self._round_began
-        return 0.0 if began is None else max(0.0, self._clock() - began)
+        """How long bytes may have been waiting unread: a round reads every stream that was readable
+        when it began waiting, so once it is served everything that arrived before that moment was
+        read (before its end, if it waited in vain); what arrived later may wait for the next round.
+        What judges a peer's silence subtracts it (docs/cluster.md)."""
+        return max(0.0, self._clock() - self._read_through)
 
     def poll(self, timeout_s: float) -> None:
         """One round: apply requests, wait up to ``timeout_s`` for readiness, serve it (one read of
@@ -314,9 +314,8 @@ class Reactor:
             if self._pending:
                 first = next(iter(self._pending))
                 timeout_s = max(0.0, min(timeout_s, first.opened_at + self.limits.bind_timeout_s - now))
-            self._round_began = None
             ready = self._selector.select(timeout_s)
-            self._round_began = now
+            read_through = now if ready else self._clock()
             for key, mask in ready:
                 stream = key.data
                 if stream is None:
@@ -329,6 +328,7 @@ class Reactor:
                     self._flush(stream)
                 if mask & selectors.EVENT_READ and not stream.closed:
                     self._read(stream)
+            self._read_through = read_through
             self._expire(self._clock())
         finally:
             self._poller = None

@@ -3,9 +3,14 @@
 One global commit counter orders every change (membership, health, batches); each shard log is a
 CAS register per key; a batch commits all of its ops at one revision or none; gossip is one
 CAS store whose entries reach at least their scope. Each operation returns the notifications the
-provider owes, as ``(recipient, notification)`` pairs in delivery order. The in-process backend
-runs this machine under a lock; the conformance suite and the stateful tests compare backends
-with it.
+provider owes, as ``(recipient, notification)`` pairs in delivery order, except membership: a
+change of membership is owed to every member, so it is returned once, as a
+:class:`MembershipChange` (one member's record after the commit), not as a snapshot per member;
+providers keep a :class:`MembershipView` to tell each Core the snapshot it shows (or send the
+change itself, as the cluster service's MEMBERSHIP_DELTA does), and :meth:`ClusterModel.told`
+spells a result out per recipient. So a join costs the model the same at 10 or 10,000 members;
+indexes (the members of each shard) replace scans. The in-process backend runs this machine under
+a lock; the conformance suite and the stateful tests compare backends with it.
 """
 
 from __future__ import annotations
@@ -36,6 +41,57 @@ class MembershipUpdate:
     snapshot: Membership
 
 
+@dataclass(frozen=True, slots=True)
+class MemberRecord:
+    """What a snapshot shows of one member."""
+
+    shard: ShardId
+    address: str
+    state: NodeState
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MembershipChange:
+    """One commit's change of membership, at ``epoch``: ``node_id``'s record afterwards (None: it left
+    the cluster). Owed to every member at ``epoch`` (sorted by id) and then to ``node_id`` if it is
+    no longer one (a removed node hears of its removal): each is owed the snapshot at ``epoch``."""
+
+    epoch: int
+    node_id: NodeId
+    record: MemberRecord | None
+
+
+class MembershipView:
+    """The membership as a sequence of :class:`MembershipChange` builds it, for providers that tell
+    many Cores: applying a change is constant work, the snapshot is built once per epoch it is
+    asked for (a Core's ``update_membership`` takes a whole snapshot)."""
+
+    def __init__(self, snapshot: Membership | None = None) -> None:
+        self.epoch = 0 if snapshot is None else snapshot.epoch
+        self.previous_epoch = -1
+        """The epoch the last change applied on."""
+        self.records: dict[NodeId, MemberRecord] = {} if snapshot is None else {
+            n.node_id: MemberRecord(shard, n.address, n.state) for shard, nodes in snapshot.shards.items() for n in nodes}
+        self._snapshot = snapshot
+
+    def apply(self, change: MembershipChange) -> None:
+        if change.record is None:
+            self.records.pop(change.node_id, None)
+        else:
+            self.records[change.node_id] = change.record
+        self.previous_epoch, self.epoch = self.epoch, change.epoch
+        self._snapshot = None
+
+    def owed(self, change: MembershipChange, node_id: NodeId) -> bool:
+        """Whether ``change`` (just applied) is owed to ``node_id``."""
+        return node_id in self.records or node_id == change.node_id
+
+    def snapshot(self) -> Membership:
+        if self._snapshot is None:
+            self._snapshot = _snapshot(self.epoch, self.records)
+        return self._snapshot
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GossipUpdate:
     entries: tuple[Entry, ...]
@@ -49,6 +105,9 @@ class ShardLogUpdate:
 
 Notification = MembershipUpdate | GossipUpdate | ShardLogUpdate
 Delivery = tuple[NodeId, Notification]
+Owed = Delivery | MembershipChange
+"""What an operation owes: a notification to one recipient, or a membership change owed to every
+member (:meth:`ClusterModel.told` spells it out)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -114,6 +173,9 @@ class Member:
     """The revision that put the member in its shard (a reconnecting node that saw less missed
     the shard's earlier writes)."""
 
+    def record(self) -> MemberRecord:
+        return MemberRecord(self.shard, self.address, self.state)
+
 
 @dataclass(frozen=True, slots=True)
 class GossipRecord:
@@ -141,18 +203,35 @@ class ClusterModel:
     shard_logs: dict[ShardId, dict[str, Entry]] = field(default_factory=dict)
     gossip: dict[str, GossipRecord] = field(default_factory=dict)
     sessions: dict[NodeId, str] = field(default_factory=dict)
+    shard_index: dict[ShardId, set[NodeId]] = field(default_factory=dict)
+    """The members of each shard (an index of ``members``, kept by :meth:`_place`)."""
+
+    def __post_init__(self) -> None:
+        for node_id, member in self.members.items():
+            self.shard_index.setdefault(member.shard, set()).add(node_id)
 
     # -- queries ---------------------------------------------------------------------------
 
     def snapshot(self) -> Membership:
-        shards: dict[ShardId, list[NodeInfo]] = {}
-        for node_id in sorted(self.members):
-            m = self.members[node_id]
-            shards.setdefault(m.shard, []).append(NodeInfo(node_id=node_id, address=m.address, state=m.state))
-        return Membership(epoch=self.revision, shards={s: tuple(n) for s, n in sorted(shards.items())})
+        return _snapshot(self.revision, {n: m.record() for n, m in self.members.items()})
 
     def shard_members(self, shard: ShardId) -> list[NodeId]:
-        return sorted(n for n, m in self.members.items() if m.shard == shard)
+        return sorted(self.shard_index.get(shard, ()))
+
+    def told(self, owed: Iterable[Owed]) -> list[Delivery]:
+        """``owed`` (what an operation just returned) per recipient, a membership change as the
+        snapshot every recipient is owed; call it right after the operation (the snapshot is now's)."""
+        out: list[Delivery] = []
+        for item in owed:
+            if isinstance(item, MembershipChange):
+                note = MembershipUpdate(snapshot=self.snapshot())
+                members = sorted(self.members)
+                out += [(n, note) for n in members]
+                if item.node_id not in self.members:
+                    out.append((item.node_id, note))
+            else:
+                out.append(item)
+        return out
 
     def global_gossip(self) -> tuple[Entry, ...]:
         """What a node joining the cluster is shown: its shard is fresh, so no SHARD gossip is its."""
@@ -180,7 +259,7 @@ class ClusterModel:
             newer.append((revision, GossipUpdate(entries=entries)))
         return out + [note for _, note in sorted(newer, key=lambda item: item[0])]
 
-    def apply(self, operation: Operation) -> tuple[Revision, list[Delivery]]:
+    def apply(self, operation: Operation) -> tuple[Revision, list[Owed]]:
         """Run one operation: the revision the model stands at afterwards (a batch's own) and the
         deliveries it owes."""
         match operation:
@@ -220,7 +299,7 @@ class ClusterModel:
 
     # -- membership ------------------------------------------------------------------------
 
-    def join_cluster(self, node_id: NodeId, address: str, new_shard: ShardId) -> list[Delivery]:
+    def join_cluster(self, node_id: NodeId, address: str, new_shard: ShardId) -> list[Owed]:
         check_id("node", node_id)
         check_id("shard", new_shard)
         check_address(address)
@@ -229,24 +308,23 @@ class ClusterModel:
         elif len(self.members) >= MAX_MEMBERS:
             raise ClusterFull(f"the cluster has {MAX_MEMBERS} members, its bound")
         self.members[node_id] = Member(address, new_shard)
+        self._place(node_id, new_shard)
         self.shard_logs[new_shard] = {}
-        out = self._commit_membership()
+        out = self._commit_membership(node_id)
         self.members[node_id].shard_since = self.revision
         visible = self.global_gossip()
         if visible:
             out.append((node_id, GossipUpdate(entries=visible)))
         return out
 
-    def remove_from_cluster(self, requester: NodeId, node_id: NodeId) -> list[Delivery]:
+    def remove_from_cluster(self, requester: NodeId, node_id: NodeId) -> list[Owed]:
         self._require_member(requester)
         self._require_known(node_id)
         self._leave_shard(node_id)
         del self.members[node_id]
-        out = self._commit_membership()
-        out.append((node_id, MembershipUpdate(snapshot=self.snapshot())))
-        return out
+        return self._commit_membership(node_id)
 
-    def join_shard(self, node_id: NodeId, shard: ShardId) -> list[Delivery]:
+    def join_shard(self, node_id: NodeId, shard: ShardId) -> list[Owed]:
         self._require_member(node_id)
         if shard not in self.shard_logs:
             raise UnknownShard(f"shard {shard} does not exist")
@@ -254,22 +332,24 @@ class ClusterModel:
             return []
         self._leave_shard(node_id)
         self.members[node_id].shard = shard
-        out = self._commit_membership()
+        self._place(node_id, shard)
+        out = self._commit_membership(node_id)
         self.members[node_id].shard_since = self.revision
         return out + self._catch_up(node_id)
 
-    def remove_from_shard(self, requester: NodeId, node_id: NodeId, new_shard: ShardId) -> list[Delivery]:
+    def remove_from_shard(self, requester: NodeId, node_id: NodeId, new_shard: ShardId) -> list[Owed]:
         self._require_member(requester)
         self._require_known(node_id)
         check_id("shard", new_shard)
         self._leave_shard(node_id)
         self.members[node_id].shard = new_shard
+        self._place(node_id, new_shard)
         self.shard_logs[new_shard] = {}
-        out = self._commit_membership()
+        out = self._commit_membership(node_id)
         self.members[node_id].shard_since = self.revision
         return out
 
-    def set_state(self, node_id: NodeId, state: NodeState) -> list[Delivery]:
+    def set_state(self, node_id: NodeId, state: NodeState) -> list[Owed]:
         """Health verdict of the failure detector; a no-op unless it changes the member's state (the
         one place that decides it: the detector gives every member's verdict on every tick), so an
         idle cluster commits nothing."""
@@ -277,11 +357,11 @@ class ClusterModel:
         if member is None or member.state is state:
             return []
         member.state = state
-        return self._commit_membership()
+        return self._commit_membership(node_id)
 
     # -- metadata --------------------------------------------------------------------------
 
-    def update_shard_log(self, node_id: NodeId, ops: Sequence[MetadataOp]) -> tuple[Revision, list[Delivery]]:
+    def update_shard_log(self, node_id: NodeId, ops: Sequence[MetadataOp]) -> tuple[Revision, list[Owed]]:
         self._require_member(node_id)
         batch = check_batch(ops)
         shard = self.members[node_id].shard
@@ -293,7 +373,7 @@ class ClusterModel:
         log.update((e.key, e) for e in entries)
         return revision, [(n, ShardLogUpdate(shard=shard, entries=entries)) for n in self.shard_members(shard)]
 
-    def update_gossip(self, node_id: NodeId, ops: Sequence[MetadataOp], scope: Scope) -> tuple[Revision, list[Delivery]]:
+    def update_gossip(self, node_id: NodeId, ops: Sequence[MetadataOp], scope: Scope) -> tuple[Revision, list[Owed]]:
         self._require_member(node_id)
         batch = check_batch(ops)
         for op in batch:
@@ -312,14 +392,14 @@ class ClusterModel:
         self.revision += 1
         return Revision(self.revision)
 
-    def _commit_membership(self) -> list[Delivery]:
+    def _commit_membership(self, node_id: NodeId) -> list[Owed]:
         self._next_revision()
-        snapshot = self.snapshot()
-        return [(n, MembershipUpdate(snapshot=snapshot)) for n in sorted(self.members)]
+        member = self.members.get(node_id)
+        return [MembershipChange(epoch=self.revision, node_id=node_id, record=None if member is None else member.record())]
 
-    def _catch_up(self, node_id: NodeId) -> list[Delivery]:
+    def _catch_up(self, node_id: NodeId) -> list[Owed]:
         shard = self.members[node_id].shard
-        out: list[Delivery] = []
+        out: list[Owed] = []
         log = tuple(e for _, e in sorted(self.shard_logs[shard].items()))
         if log:
             out.append((node_id, ShardLogUpdate(shard=shard, entries=log)))
@@ -332,8 +412,14 @@ class ClusterModel:
     def _leave_shard(self, node_id: NodeId) -> None:
         """A shard and its log are destroyed with their last member (RFC: JoinShard)."""
         shard = self.members[node_id].shard
-        if self.shard_members(shard) == [node_id]:
+        members = self.shard_index[shard]
+        members.discard(node_id)
+        if not members:
             del self.shard_logs[shard]
+            del self.shard_index[shard]
+
+    def _place(self, node_id: NodeId, shard: ShardId) -> None:
+        self.shard_index.setdefault(shard, set()).add(node_id)
 
     def _require_member(self, node_id: NodeId) -> None:
         if node_id not in self.members:
@@ -342,6 +428,14 @@ class ClusterModel:
     def _require_known(self, node_id: NodeId) -> None:
         if node_id not in self.members:
             raise UnknownNode(f"node {node_id} is not a member")
+
+
+def _snapshot(epoch: int, records: dict[NodeId, MemberRecord]) -> Membership:
+    shards: dict[ShardId, list[NodeInfo]] = {}
+    for node_id in sorted(records):
+        r = records[node_id]
+        shards.setdefault(r.shard, []).append(NodeInfo(node_id=node_id, address=r.address, state=r.state))
+    return Membership(epoch=epoch, shards={s: tuple(n) for s, n in sorted(shards.items())})
 
 
 def _batches(entries: Iterable[Entry]) -> list[tuple[int, tuple[Entry, ...]]]:

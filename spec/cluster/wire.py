@@ -12,6 +12,11 @@ revision it was notified of (``resume``); WELCOME returns the timing and the new
 takeover token. A connection-level error (a refused frame, a refused HELLO) is an ERROR with
 request id 0, sent just before the service closes the connection.
 
+Membership reaches a node as a whole MEMBERSHIP snapshot once (its first, and after a resume), then
+as MEMBERSHIP_DELTA events: one member's record after a commit (``present`` false: it left),
+valid only on the snapshot of epoch ``base`` (the last membership the node was told), so a join
+costs each member a few bytes instead of the whole membership.
+
 Test controls (a conformance runner's, never a node's): a service started in a test mode also
 accepts, on a connection that has not sent HELLO, CLOCK (``stopped``: its failure detector's clock
 stands still and moves ``advance_ms`` only when told, each CLOCK then running one detector tick and
@@ -36,6 +41,7 @@ import construct as c
 
 from spec.cluster.errors import FrameTooLarge, MalformedMessage
 from spec.cluster.interface import FailureTiming
+from spec.cluster.model import MemberRecord, MembershipChange
 from spec.cluster.types import (
     MAX_ADDRESS_BYTES,
     MAX_BATCH_OPS,
@@ -98,6 +104,7 @@ class ServiceKind(IntEnum):
     GOSSIP_UPDATE = 65
     SHARD_LOG_UPDATE = 66
     CLUSTER_DOWN = 67
+    MEMBERSHIP_DELTA = 68
 
 
 TEST_CONTROLS = frozenset({ServiceKind.CLOCK, ServiceKind.RESTART, ServiceKind.DURABLE, ServiceKind.HELD})
@@ -111,6 +118,7 @@ StateLayout = c.Enum(c.Int8ub, OK=0, PFAIL=1, FAIL=2)
 NodeLayout = c.Struct("node_id" / Text, "address" / Text, "state" / StateLayout)
 ShardLayout = c.Struct("shard_id" / Text, "nodes" / c.PrefixedArray(c.Int16ub, NodeLayout))
 ScopeLayout = c.Enum(c.Int8ub, SHARD=0, GLOBAL=1)
+RecordLayout = c.Struct("shard_id" / Text, "address" / Text, "state" / StateLayout)
 Empty = c.Struct()
 
 PAYLOADS: dict[ServiceKind, c.Construct] = {
@@ -143,6 +151,8 @@ PAYLOADS: dict[ServiceKind, c.Construct] = {
     ServiceKind.GOSSIP_UPDATE: c.Struct("entries" / c.PrefixedArray(c.Int32ub, EntryLayout)),
     ServiceKind.SHARD_LOG_UPDATE: c.Struct("shard_id" / Text, "entries" / c.PrefixedArray(c.Int32ub, EntryLayout)),
     ServiceKind.CLUSTER_DOWN: Empty,
+    ServiceKind.MEMBERSHIP_DELTA: c.Struct("base" / c.Int64ub, "epoch" / c.Int64ub, "node_id" / Text, "present" / c.Flag,
+                                           "record" / c.If(c.this.present, RecordLayout)),
 }
 Header = c.Struct("kind" / c.Int8ub, "request_id" / c.Int64ub)
 _EXACT = {kind: c.FocusedSeq("payload", "payload" / layout, c.Terminated) for kind, layout in PAYLOADS.items()}
@@ -251,6 +261,36 @@ def membership_from_wire(payload: dict[str, Any]) -> Membership:
                                             state=enum_from_wire(NodeState, n.state))
                                    for n in s.nodes)
         for s in payload["shards"]})
+
+
+def shard_block(shard: ShardId, nodes: Sequence[NodeInfo]) -> bytes:
+    """One shard of a MEMBERSHIP body, so a sender can keep the blocks of unchanged shards."""
+    block: bytes = ShardLayout.build({"shard_id": shard, "nodes": [
+        {"node_id": n.node_id, "address": n.address, "state": n.state.value} for n in nodes]})
+    return block
+
+
+def membership_frame(epoch: int, blocks: Sequence[bytes]) -> bytes:
+    """The MEMBERSHIP event of ``epoch`` assembled from :func:`shard_block` blocks (the same bytes
+    :func:`encode` builds from the snapshot, shards in the blocks' order)."""
+    body = b"".join([Header.build({"kind": ServiceKind.MEMBERSHIP, "request_id": 0}), c.Int64ub.build(epoch),
+                     c.Int32ub.build(len(blocks)), *blocks])
+    header: bytes = FRAME_HEADER.build(len(body))
+    return header + body
+
+
+def membership_change_to_wire(change: MembershipChange, base: int) -> dict[str, Any]:
+    record = change.record
+    return {"base": base, "epoch": change.epoch, "node_id": change.node_id, "present": record is not None,
+            "record": None if record is None else {"shard_id": record.shard, "address": record.address,
+                                                   "state": record.state.value}}
+
+
+def membership_change_from_wire(payload: dict[str, Any]) -> tuple[int, MembershipChange]:
+    """The epoch the change applies on, and the change."""
+    r = payload["record"]
+    record = None if r is None else MemberRecord(ShardId(r.shard_id), r.address, enum_from_wire(NodeState, r.state))
+    return payload["base"], MembershipChange(epoch=payload["epoch"], node_id=NodeId(payload["node_id"]), record=record)
 
 
 def enum_from_wire(cls: type[E], value: Any) -> E:

@@ -185,15 +185,17 @@ def _full(model: ClusterModel) -> ClusterModel:
     """``model`` with members added up to MAX_MEMBERS (each alone in its shard)."""
     for i in range(MAX_MEMBERS - len(model.members)):
         model.members[NodeId(f"m{i}")] = Member("a", ShardId(f"f{i}"))
+        model.shard_index[ShardId(f"f{i}")] = {NodeId(f"m{i}")}
         model.shard_logs[ShardId(f"f{i}")] = {}
     return model
 
 
-def _deliveries(result: object) -> list[Delivery]:
+def _deliveries(model: ClusterModel, result: object) -> list[Delivery]:
+    """What the operation owes, per recipient (a membership change as each member's snapshot)."""
     if isinstance(result, tuple):
         result = result[1]
     assert isinstance(result, list)
-    return result
+    return model.told(result)
 
 
 _OPERATIONS = (
@@ -260,7 +262,7 @@ def model_operations() -> str:
         model = _base()
         result = op.example(model)
         revision = f" returns revision {result[0]};" if isinstance(result, tuple) else ""
-        notes = _deliveries(result)
+        notes = _deliveries(model, result)
         parts.append(
             anchor(op.anchor) + f"### {op.name}\n\n"
             + (table(("precondition", "when broken (computed)"), pre) + "\n" if pre else "")
@@ -385,7 +387,8 @@ def _policy_example() -> str:
 # -- the TCP service ---------------------------------------------------------------------------------
 
 _NAMED_LAYOUTS: dict[int, str] = {id(wire.OpLayout): "Op", id(wire.EntryLayout): "Entry",
-                                  id(wire.NodeLayout): "Node", id(wire.ShardLayout): "Shard"}
+                                  id(wire.NodeLayout): "Node", id(wire.ShardLayout): "Shard",
+                                  id(wire.RecordLayout): "Record"}
 _INTS = {">B": "u8", ">H": "u16", ">L": "u32", ">I": "u32", ">Q": "u64"}
 
 
@@ -405,7 +408,7 @@ def _type(con: Any) -> str:
         count, items = (sub.subcon for sub in con.subcons)
         return f"{_type(count.subcon)} count + {_type(items.subcon)} each"
     if isinstance(con, c.IfThenElse):
-        return f"{_type(con.thensubcon)} when `found`"
+        return f"{_type(con.thensubcon)} when `{con.condfunc._Path__field}`"
     if type(con) is c.Flag.__class__ or con is c.Flag:
         return "bool (u8 0/1)"
     raise TypeError(f"no description for {con!r}")
@@ -433,6 +436,8 @@ _WIRE_EXAMPLES: dict[wire.ServiceKind, dict[str, Any]] = {
     wire.ServiceKind.GOSSIP_UPDATE: {"entries": [{"key": "slots", "value": b"0-8191", "revision": 6}]},
     wire.ServiceKind.SHARD_LOG_UPDATE: {"shard_id": "s1", "entries": [_ENTRY]},
     wire.ServiceKind.CLUSTER_DOWN: {},
+    wire.ServiceKind.MEMBERSHIP_DELTA: {"base": 7, "epoch": 8, "node_id": "n4", "present": True, "record": {
+        "shard_id": "s9", "address": "10.0.0.4:6379", "state": "OK"}},
 }
 
 
@@ -480,7 +485,7 @@ def wire_layouts() -> str:
         "dropped connection is a crash. Integers are big-endian.\n"
     ]
     for name, layout in (("Op", wire.OpLayout), ("Entry", wire.EntryLayout), ("Node", wire.NodeLayout),
-                         ("Shard", wire.ShardLayout)):
+                         ("Shard", wire.ShardLayout), ("Record", wire.RecordLayout)):
         parts.append(anchor(f"wire-{name.lower()}") + f"### {name}\n\n" + table(("field", "type"),
                                                                                       _layout_rows(layout)))
     for kind in wire.ServiceKind:

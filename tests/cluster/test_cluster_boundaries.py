@@ -58,8 +58,7 @@ def test_an_address_of_exactly_the_bound_joins_and_one_byte_more_is_refused_chan
 
 
 def test_a_new_node_is_refused_by_a_full_cluster_while_a_member_may_rejoin() -> None:
-    model = ClusterModel()
-    model.members = {NodeId(f"n{i}"): Member("h:1", ShardId(f"p{i}")) for i in range(MAX_MEMBERS)}
+    model = ClusterModel(members={NodeId(f"n{i}"): Member("h:1", ShardId(f"p{i}")) for i in range(MAX_MEMBERS)})
     model.shard_logs = {ShardId(f"p{i}"): {} for i in range(MAX_MEMBERS)}
     with pytest.raises(ClusterFull):
         model.join_cluster(A, "h:1", S1)

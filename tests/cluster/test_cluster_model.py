@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from spec.cluster.errors import InvalidBatch, NotAMember, RevisionMismatch, UnknownShard
-from spec.cluster.model import ClusterModel, GossipUpdate, MembershipUpdate, ShardLogUpdate
-from spec.cluster.types import MetadataOp, NodeId, Revision, Scope, ShardId
+from spec.cluster.model import (ClusterModel, GossipUpdate, MemberRecord, MembershipChange, MembershipUpdate,
+                                MembershipView, ShardLogUpdate)
+from spec.cluster.types import MetadataOp, NodeId, NodeState, Revision, Scope, ShardId
 
 A, B, C = NodeId("a"), NodeId("b"), NodeId("c")
 
@@ -47,7 +48,7 @@ def test_shard_destroyed_with_last_member_and_joiner_catches_up() -> None:
         model.join_shard(A, ShardId("s3"))
     _, out = model.update_shard_log(A, [MetadataOp(key="p", value=b"a")])
     model.join_cluster(NodeId("d"), "h:4", ShardId("s4"))
-    joined = model.join_shard(NodeId("d"), ShardId("s1"))
+    joined = model.told(model.join_shard(NodeId("d"), ShardId("s1")))
     catch_up = [n for r, n in joined if r == "d" and isinstance(n, ShardLogUpdate)]
     assert [e.key for e in catch_up[0].entries] == ["p"]
 
@@ -59,14 +60,25 @@ def test_gossip_scope_is_the_minimum_audience() -> None:
     assert sorted(r for r, _ in shard_only) == [A, B]
     _, everyone = model.update_gossip(A, [MetadataOp(key="h", value=b"1")], Scope.GLOBAL)
     assert sorted(r for r, _ in everyone) == [A, B, C]
-    late = model.join_cluster(NodeId("d"), "h:4", ShardId("s4"))
+    late = model.told(model.join_cluster(NodeId("d"), "h:4", ShardId("s4")))
     learned = [n for r, n in late if r == "d" and isinstance(n, GossipUpdate)]
     assert [e.key for e in learned[0].entries] == ["h"]
 
 
+def test_a_membership_change_is_owed_once_as_the_members_record_not_a_snapshot_per_member() -> None:
+    model = two_in_one_shard()
+    out = model.join_cluster(NodeId("d"), "h:4", ShardId("s4"))
+    assert out == [MembershipChange(epoch=model.revision, node_id=NodeId("d"),
+                                    record=MemberRecord(ShardId("s4"), "h:4", NodeState.OK))]
+    view = MembershipView(two_in_one_shard().snapshot())
+    view.apply(out[0])
+    assert view.snapshot() == model.snapshot(), "the view built from changes is the model's snapshot"
+
+
 def test_membership_changes_are_pushed_to_all_with_growing_epochs() -> None:
     model = two_in_one_shard()
-    out = model.remove_from_cluster(A, B)
+    out = model.told(model.remove_from_cluster(A, B))
+    assert [r for r, _ in out] == [A, B], "every member, then the removed node"
     snapshots = [n.snapshot for _, n in out if isinstance(n, MembershipUpdate)]
     assert {s.epoch for s in snapshots} == {model.revision}
     assert all(B not in s.nodes() for s in snapshots)

@@ -77,7 +77,7 @@ class ProviderMatchesModel(RuleBasedStateMachine):
         deliveries, model_result = (out[1], out[0]) if isinstance(out, tuple) else (out, None)
         if model_result is not None:
             assert result == model_result
-        for recipient, note in deliveries:
+        for recipient, note in self.model.told(deliveries):
             self.expected[recipient].append(note)
 
     def current(self, node: NodeId, key: str, gossip: bool) -> Revision | None:
