@@ -77,6 +77,7 @@ def _message_check(t: dict[str, Any]) -> tuple[bool, str]:
                 store=None if store is None else StorageLocation(location=store["location"], options=store["options"],
                                                                  name=store["name"]),
                 format=inner["format"],
+                truncate=inner.get("truncate", False),
             )
             got, back = cmd.encode().hex(), decode_command(bytes.fromhex(want)) == cmd
     return got == want and back, f"encoded {got}, expected {want}; decodes back: {back}"

@@ -43,6 +43,8 @@ class SyncPut:
     path: str
     batch: pa.Table
     descriptors: tuple[ColumnDescriptor, ...]
+    truncate: bool = False
+    """Empty the table before this put's rows (the truncate extension: only to a server that has it)."""
 
 
 class _Restarted(Exception):
@@ -241,6 +243,7 @@ class SyncClient:
             origin=self.origin,
             column_descriptors=put.descriptors if put else (),
             sequence_number=sequence,
+            truncate=put.truncate if put else False,
         )
         descriptor = flight.FlightDescriptor.for_command(cmd.to_descriptor_cmd())
         schema = put.batch.schema if put else pa.schema([])

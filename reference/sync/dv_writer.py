@@ -98,8 +98,10 @@ class DvWriter:
         self._indexes.pop(table.table_uri, None)
 
     def flush(self, table: DeltaTable, files: DeltaStorageHandler, changes: Sequence[SquashedChange],
-              values: pa.Array, meta: Mapping[str, str], target_rows: int) -> tuple[list[AddAction], int, DvChanges]:
-        """Apply ``changes`` (touching the cluster ``values``) in one commit.
+              values: pa.Array, meta: Mapping[str, str], target_rows: int,
+              truncated: bool = False) -> tuple[list[AddAction], int, DvChanges]:
+        """Apply ``changes`` (touching the cluster ``values``) in one commit; ``truncated``: to an empty
+        table, every file removed (the truncate extension).
 
         Returns the add actions of the new files, the rows they hold and what the DVs did.
         """
@@ -111,11 +113,13 @@ class DvWriter:
         located = index.locate(values)
         full_rows = len(pk_names) > 1 or any(needs_stored_values(c.schema, schema.names) for c in changes)
         parts = []
-        for path, positions in located.files():
+        for path in index.paths() if truncated else ():
+            commit.remove(path)
+        for path, positions in () if truncated else located.files():
             commit.mark(path, positions)
             if full_rows:
                 parts.append(read_rows_at(table_dir / path, positions, schema))
-        if not full_rows:  # only which keys are stored matters (needs_stored_values): the keys stand for the rows
+        if not full_rows and not truncated:  # only which keys are stored matters (needs_stored_values): the keys stand for the rows
             parts.append(pa.table({pk_names[0]: pa.array(located.keys, schema.field(pk_names[0]).type)}))
         affected = _with_columns(pa.concat_tables(parts) if parts else None, schema)
         for change in merge_changes(changes):

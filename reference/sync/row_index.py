@@ -202,6 +202,10 @@ class RowIndex:
     def dv_json(self, path: str) -> str:
         return self._files[path].dv_json
 
+    def paths(self) -> list[str]:
+        """Every live file of the table."""
+        return list(self._files)
+
     def info(self, path: str) -> FileInfo:
         return self._files[path].info
 

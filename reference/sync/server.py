@@ -30,7 +30,14 @@ import pyarrow as pa
 
 from spec.sync.admission import MemoryBudget, PutLimits, PutReading, admit_put, admit_rows, admit_schema, fits_watermark
 from spec.sync.confinement import check_store_location, table_name
-from spec.sync.errors import FlightDataError, InterruptedPut, SyncError, TableSchemaMismatch, UnsupportedFormat
+from spec.sync.errors import (
+    FlightDataError,
+    InterruptedPut,
+    SyncError,
+    SyncSchemaError,
+    TableSchemaMismatch,
+    UnsupportedFormat,
+)
 from spec.sync.flight import FlightData, descriptor_command, ipc_message
 from spec.sync.flush_failures import FlushFailures
 from spec.sync.messages import (
@@ -63,6 +70,8 @@ class _ReadPut:
     command: bytes
     batches: list[pa.RecordBatch]
     reading: PutReading
+    schema: pa.Schema | None = None
+    """The stream's Arrow schema (what a truncating put without rows is described by)."""
 
 
 class SyncServer:
@@ -136,7 +145,10 @@ class SyncServer:
             if read.reading.over_watermark:
                 log.warning("put for %r refused: memory high-watermark (%d bytes) reached", cmd.path, self._budget.limit)
                 return self._respond(lambda r: r.overloaded()).encode()
-            schema = SyncSchema.validate(cmd.column_descriptors, read.batches[0].schema) if read.batches else None
+            arrow = read.batches[0].schema if read.batches else read.schema if cmd.truncate else None
+            if cmd.truncate and arrow is None:
+                raise SyncSchemaError("a truncating put carries its table's Arrow schema")
+            schema = SyncSchema.validate(cmd.column_descriptors, arrow) if arrow is not None else None
             return self.handle(cmd, schema, read.batches, claim=claim).encode()
         finally:
             self._release(read)
@@ -164,7 +176,7 @@ class SyncServer:
                     continue
                 message = ipc_message(data.header, data.body)
                 if message.type == "schema":
-                    schema = pa.ipc.read_schema(message)
+                    schema = read.schema = pa.ipc.read_schema(message)
                     continue
                 if message.type != "record batch":
                     raise FlightDataError(f"{message.type} messages are not supported (dictionary-encoded columns)")
@@ -202,7 +214,7 @@ class SyncServer:
         transport will not end it any more.
         """
         rows = sum(b.num_rows for b in batches)
-        probe = is_probe(rows, cmd.sequence_number)
+        probe = is_probe(rows, cmd.sequence_number) and not cmd.truncate
         admit_put(self._draining.is_set(), probe)
         if not self._lock.acquire(timeout=self.settings.write_lock_timeout_s):
             log.info("write lock timeout for %r", cmd.path)
@@ -217,11 +229,11 @@ class SyncServer:
             uri = self.store.table_uri(name, StorageLocation(location=root) if root else None)
             change: SquashedChange | None = None
             shape: TableShape | None = None
-            if rows > 0 and schema is not None:
+            if (rows > 0 or cmd.truncate) and schema is not None:
                 admit_schema(name, schema)
                 shape = self._fitting_shape(name, uri, schema)
                 tables = admit_rows(name, schema, [pa.Table.from_batches([b]) for b in batches if b.num_rows])
-                change = SquashedChange.of_put(schema, tables)
+                change = SquashedChange.of_put(schema, tables, cmd.truncate)
             size = change.batch.nbytes if change is not None else 0
             if not fits_watermark(self._writer.in_memory_bytes, size, self._budget.limit):
                 log.warning("put for %s refused: memory high-watermark (%d bytes) reached", name, self._budget.limit)
@@ -236,6 +248,7 @@ class SyncServer:
                 size=size,
                 payload=change,
                 now=self._clock(),
+                truncate=cmd.truncate,
             )
             if received is Received.RECORDED and shape is not None:
                 self._shapes[uri] = shape

@@ -47,7 +47,7 @@ from spec.delta.deletion_vectors import ENABLE_PROPERTY
 from spec.delta.deletion_vectors import FEATURE as DELETION_VECTORS
 from spec.sync.messages import ColumnRole, StorageLocation
 from spec.sync.schema import SyncSchema, TableShape
-from spec.sync.squash import SquashedChange, apply_squashed, merge_changes
+from spec.sync.squash import SquashedChange, after_last_truncate, apply_squashed, merge_changes
 
 log = logging.getLogger(__name__)
 
@@ -358,7 +358,9 @@ class DeltaStore:
     def write(
         self, uri: str, changes: Sequence[SquashedChange], marks: Mapping[str, int], durable: Mapping[str, int]
     ) -> FileChanges:
-        """Apply ``changes`` (in order) to the table in one commit carrying the sync metadata."""
+        """Apply ``changes`` (in order) to the table in one commit carrying the sync metadata; a truncating
+        change (the truncate extension) removes every file first, and what came before it is not applied."""
+        truncated, changes = after_last_truncate(changes)
         table = self._open(uri)
         if table is None:
             if not changes:
@@ -376,14 +378,14 @@ class DeltaStore:
         if values is None or len(values) == 0 or not by_dvs:
             self._dvs.read_back(table)  # deltalake reads the files or commits
         commit = _Commit(table, self._files(table))
-        if values is None or len(values) == 0:
+        if values is None or (len(values) == 0 and not truncated):
             return commit.commit(props)
         _check_writable(table, by_dvs)
         if by_dvs:
-            return self._write_by_dvs(table, changes, values, state)
+            return self._write_by_dvs(table, changes, values, state, truncated)
         files = data_files(pa.table(table.get_add_actions(flatten=True)), cluster)
-        commit.removes = touched_files(files, values.to_pylist())
-        rows = self._read(table, commit.removes)
+        commit.removes = files if truncated else touched_files(files, values.to_pylist())
+        rows = self._read(table, [] if truncated else commit.removes)
         # Rows sharing a cluster value with an affected key (exactly the affected rows for a
         # one-column key) go through apply_squashed; the rest of the touched files stay as they are.
         mask = pc.is_in(rows.column(cluster), value_set=values)
@@ -398,7 +400,7 @@ class DeltaStore:
         return commit.commit(props)
 
     def _write_by_dvs(self, table: DeltaTable, changes: Sequence[SquashedChange], values: pa.Array,
-                      state: TableState) -> FileChanges:
+                      state: TableState, truncated: bool) -> FileChanges:
         """``write`` by deletion vectors (``reference.sync.dv_writer``)."""
         if not dv_commit.enabled(table):
             # These commits record the table's current sync state: the changes are not in it yet.
@@ -406,7 +408,7 @@ class DeltaStore:
             dv_commit.enable(table, self.commit_properties(self._state(table)))
         try:
             adds, rows, dvs = self._dvs.flush(table, self._files(table), changes, values,
-                                              self.commit_metadata(state), self.settings.target_file_rows)
+                                              self.commit_metadata(state), self.settings.target_file_rows, truncated)
         except Exception:
             self._dvs.forget(table)  # the index may hold what the failed commit did not write
             raise

@@ -26,6 +26,17 @@ MAX_MESSAGE_BYTES = 128 * 1024 * 1024
 """Largest gRPC message a sync server accepts."""
 
 
+TRUNCATE_FIELD = 100
+"""``DataSyncCommand.truncate`` (bool): streamwire's extension, numbered far from Seafowl's fields.
+
+A put with ``truncate`` set empties its table at the put's place in the stream, then applies the
+put's own rows (none, or those that followed the truncation in the source transaction); the put
+carries the table's column descriptors and Arrow schema like any other. It is never a probe, even
+with no rows and no sequence number. A server without the extension ignores the field: it would
+take a truncating put without rows for a probe (or an empty put) and keep the rows, so a client
+sends one only to a server it knows has the extension (docs/sync.md, "Extension: truncate")."""
+
+
 class ColumnRole(enum.IntEnum):
     """Role of a batch column (``clade.sync.ColumnRole``)."""
 
@@ -101,6 +112,7 @@ def _sync_file() -> descriptor_pb2.FileDescriptorProto:
     proto_field(cmd, "origin", 4, _F.TYPE_STRING)
     proto_field(cmd, "sequence_number", 5, _F.TYPE_UINT64, proto3_optional=True)
     proto_field(cmd, "format", 6, _F.TYPE_ENUM, type_name=".clade.schema.TableFormat")
+    proto_field(cmd, "truncate", TRUNCATE_FIELD, _F.TYPE_BOOL)  # streamwire's extension (not in Seafowl)
     resp = fd.message_type.add(name="DataSyncResponse")
     proto_field(resp, "accepted", 1, _F.TYPE_BOOL)
     proto_field(resp, "memory_sequence_number", 2, _F.TYPE_UINT64, proto3_optional=True)
@@ -152,6 +164,8 @@ class SyncCommand:
     sequence_number: int | None = None
     store: StorageLocation | None = None
     format: int = TableFormat.DELTA
+    truncate: bool = False
+    """Empty the table before this put's rows (the truncate extension, :data:`TRUNCATE_FIELD`)."""
 
     def to_message(self) -> Message:
         """The protobuf message for this command."""
@@ -167,6 +181,7 @@ class SyncCommand:
             m.store.options.update(self.store.options)
             m.store.name = self.store.name
         m.format = self.format
+        m.truncate = self.truncate
         return cast(Message, m)
 
     def encode(self) -> bytes:
@@ -204,6 +219,7 @@ def decode_command(data: bytes) -> SyncCommand:
         sequence_number=_optional(m, "sequence_number"),
         store=store,
         format=int(m.format),
+        truncate=bool(m.truncate),
     )
 
 

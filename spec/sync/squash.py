@@ -284,22 +284,30 @@ def _apply_by_rows(stored: pa.Table, changes: pa.Table, schema: SyncSchema) -> p
 
 @dataclass(frozen=True)
 class SquashedChange:
-    """The squashed change batch of one put (or of several squashed puts) and its schema."""
+    """The squashed change batch of one put (or of several squashed puts) and its schema.
+
+    ``truncate``: the table is emptied before ``batch`` is applied (the truncate extension,
+    ``spec.sync.messages.TRUNCATE_FIELD``); a run of changes merges into one only from a
+    truncating change on, never across one (what came before it is gone)."""
 
     schema: SyncSchema
     batch: pa.Table
+    truncate: bool = False
 
     @classmethod
-    def of_put(cls, schema: SyncSchema, batches: Sequence[pa.Table]) -> SquashedChange:
+    def of_put(cls, schema: SyncSchema, batches: Sequence[pa.Table], truncate: bool = False) -> SquashedChange:
         """A put's batches squashed into one, as Seafowl does on arrival."""
-        return cls(schema, squash_all(batches, schema))
+        rows = squash_all(batches, schema) if batches else schema.arrow_schema.empty_table()
+        return cls(schema, rows, truncate)
 
 
-def runs_by_schema(values: Sequence[T], schema_of: Callable[[T], SyncSchema]) -> list[list[T]]:
-    """Split ``values`` into maximal runs of consecutive values sharing a schema."""
+def runs_by_schema(values: Sequence[T], schema_of: Callable[[T], SyncSchema],
+                   starts_run: Callable[[T], bool] = lambda _: False) -> list[list[T]]:
+    """Split ``values`` into maximal runs of consecutive values sharing a schema; a value
+    ``starts_run`` says so of begins a new one."""
     runs: list[list[T]] = []
     for value in values:
-        if runs and schema_of(runs[-1][0]) == schema_of(value):
+        if runs and schema_of(runs[-1][0]) == schema_of(value) and not starts_run(value):
             runs[-1].append(value)
         else:
             runs.append([value])
@@ -309,15 +317,23 @@ def runs_by_schema(values: Sequence[T], schema_of: Callable[[T], SyncSchema]) ->
 def merge_changes(changes: Sequence[SquashedChange]) -> list[SquashedChange]:
     """Runs of consecutive changes sharing a schema merged into one change each (order kept)."""
     return [
-        SquashedChange(run[0].schema, merge_squashed([c.batch for c in run], run[0].schema)) if len(run) > 1 else run[0]
-        for run in runs_by_schema(changes, lambda c: c.schema)
+        SquashedChange(run[0].schema, merge_squashed([c.batch for c in run], run[0].schema), run[0].truncate)
+        if len(run) > 1 else run[0]
+        for run in runs_by_schema(changes, lambda c: c.schema, lambda c: c.truncate)
     ]
+
+
+def after_last_truncate(changes: Sequence[SquashedChange]) -> tuple[bool, Sequence[SquashedChange]]:
+    """Whether ``changes`` (in order) empty the table, and the changes left to apply: those from the
+    last truncating one on (everything before it is gone)."""
+    last = max((i for i, c in enumerate(changes) if c.truncate), default=None)
+    return (False, changes) if last is None else (True, changes[last:])
 
 
 def squash_pending(items: Sequence[PendingItem[SquashedChange]]) -> list[PendingItem[SquashedChange]]:
     """Merge runs of consecutive pending items sharing a schema into one squashed item each."""
     out: list[PendingItem[SquashedChange]] = []
-    for run in runs_by_schema(items, lambda i: i.payload.schema):
+    for run in runs_by_schema(items, lambda i: i.payload.schema, lambda i: i.payload.truncate):
         if len(run) == 1:
             out.append(run[0])
             continue

@@ -223,10 +223,14 @@ class SyncWriter(Generic[P]):
 
     # -- puts -------------------------------------------------------------
     def put(
-        self, *, table: str, origin: str, sequence: int | None, rows: int, size: int, payload: P | None, now: float
+        self, *, table: str, origin: str, sequence: int | None, rows: int, size: int, payload: P | None, now: float,
+        truncate: bool = False,
     ) -> Received:
-        """Record a put (not a probe); raise InterleavedTransaction, EmptyTransaction or SequenceNotIncreasing."""
-        if is_probe(rows, sequence):
+        """Record a put (not a probe); raise InterleavedTransaction, EmptyTransaction or SequenceNotIncreasing.
+
+        A truncating put (the truncate extension) is queued for its table like one with rows, even without."""
+        queued = rows > 0 or truncate
+        if is_probe(rows, sequence) and not truncate:
             raise ValueError("a probe is answered from sequences(), it is not a put")
         self.expire(now)
         if origin in self._discarded:
@@ -235,7 +239,7 @@ class SyncWriter(Generic[P]):
         open_tx = self._open_transaction()
         if open_tx is not None and origin != open_tx.origin:
             raise InterleavedTransaction(origin, open_tx.origin)
-        if open_tx is None and rows == 0 and sequence is not None:
+        if open_tx is None and not queued and sequence is not None:
             raise EmptyTransaction(origin, sequence)
         replay = sequence is not None and self._is_replay(origin, sequence)
         if replay:
@@ -246,13 +250,13 @@ class SyncWriter(Generic[P]):
             tx = open_tx
             tx.sequence = sequence
             tx.last_put = now
-            if rows > 0:
+            if queued:
                 tx.locations.add(table)
         else:
             tx = SyncTransaction(self._next_tx, origin, sequence, {table}, now)
             self._next_tx += 1
             self._txs[tx.id] = tx
-        if rows > 0:
+        if queued:
             if payload is None:
                 raise ValueError("a put with rows needs a payload")
             item = PendingItem((tx.id,), payload, rows, size)
