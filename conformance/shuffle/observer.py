@@ -93,6 +93,9 @@ class Status(str, Enum):
     """How a connection's observation ended."""
 
     CLEAN = "clean"
+    STOPPED = "closed after the handshake, nothing owed"
+    """Its task stopped before the writer had anything to send (a query stopped between batches): no rule
+    was broken and nothing was lost."""
     VIOLATION = "violation"
     ENCRYPTED = "encrypted, not decoded"
     JOINED = "joined mid-stream, not judged"
@@ -224,6 +227,8 @@ class ShuffleConnectionObserver:
                     self._violation(error.condition, str(error))
         if gap:
             self.report.status = Status.INCOMPLETE
+        elif self._nothing_owed():
+            self.report.status = Status.STOPPED
         else:
             # a close after a violation follows from it; the reader's, then the writer's machine name a
             # premature close, then what the reader never sent
@@ -235,6 +240,13 @@ class ShuffleConnectionObserver:
                 self._unsent_at_close()
             self.report.status = Status.VIOLATION if self.report.violations else Status.CLEAN
         self._ended(self.report)
+
+    def _nothing_owed(self) -> bool:
+        """Only the reader's handshake CREDIT was seen: no DATA, no terminator, no ack, no violation, so a
+        close owes nobody anything (docs/conformance.md, "Judgement")."""
+        frames = self.report.frames
+        return (not self.report.violations and frames["CREDIT_CONTROL"] == 1
+                and frames["DATA"] == frames["TERMINATION_CONTROL"] == frames["TERMINATION_ACK"] == 0)
 
     def end_of_capture(self) -> ConnectionReport | None:
         """The capture ended with the connection still open: its report so far (None when not a shuffle one)."""

@@ -182,6 +182,21 @@ def test_a_connection_whose_writer_changes_its_partition_id_is_a_mismatch() -> N
     assert connection.violations[0].spec_section == "docs/spec/shuffle.md#reader-machine"
 
 
+def test_a_close_after_the_handshake_with_nothing_owed_is_not_a_violation() -> None:
+    """A query stopped between batches: its readers had connected and sent the handshake, its writers had
+    nothing to send yet. Whoever closes first, nothing was owed."""
+    for writer_first in (True, False):
+        wire = _Wire()
+        wire.frames(READER, CREDIT)
+        if writer_first:
+            wire.close()
+        else:
+            wire._add(READER, WRITER, wire.seq[READER], FIN | ACK)
+            wire._add(WRITER, READER, wire.seq[WRITER], FIN | ACK)
+        [connection] = observe(read_capture(io.BytesIO(wire.pcap())), connection_filter("", "")).connections
+        assert (connection.status.value, connection.violations) == ("closed after the handshake, nothing owed", [])
+
+
 @pytest.mark.parametrize(("fault", "rule", "frame_index"), [
     ("checksum", "STREAMING_SHUFFLE_CHECKSUM_VERIFICATION_FAILED", 1),
     ("gap", "STREAMING_SHUFFLE_INCORRECT_SEQUENCE_NUMBER", 1),
