@@ -3,9 +3,13 @@
 A passive observer sees segments as the wire carried them: out of order, retransmitted, overlapping
 (a retransmission may cover more or less than the original). Each direction keeps the next sequence
 number it expects and holds early segments until the gap before them fills; bytes already delivered
-are never delivered again. What a stranger's capture can make this hold is bounded: segments too far
-ahead are dropped, and a direction that holds too much is marked as having a gap (the capture missed
-bytes) and delivers nothing more.
+are never delivered again, and a copy whose bytes differ from the ones delivered (or held) for the same
+sequence numbers is a conflict, reported with its sequence number: the first copy is used, so the
+verdict on that connection rests on bytes another copy contradicts. What a stranger's capture can make
+this hold is bounded: segments too far ahead are dropped, a direction that holds too much is marked as
+having a gap (the capture missed bytes) and delivers nothing more, and at most ``max_connections`` are
+tracked at once: beyond that the oldest half-open one (no byte carried yet) is evicted, or, with none,
+the new connection is ignored; both are counted, never silent.
 """
 
 from __future__ import annotations
@@ -32,7 +36,12 @@ MAX_AHEAD: Final = 16 * 1024 * 1024
 MAX_HELD: Final = 32 * 1024 * 1024
 """Out-of-order bytes one direction may hold; beyond that the capture is taken to have missed bytes."""
 MAX_CONNECTIONS: Final = 65_536
-"""Connections tracked at once; segments of further new connections are ignored."""
+"""Connections tracked at once (by default); then half-open ones are evicted, or new ones ignored."""
+MAX_CONFLICTS: Final = 64
+"""Conflicts recorded per direction (one is enough to distrust its verdict)."""
+COMPARED: Final = 256 * 1024
+"""Delivered bytes each direction keeps to compare retransmissions with (far more than a TCP window holds
+unacknowledged on the links watched)."""
 
 FIN, SYN, RST, ACK = 0x01, 0x02, 0x04, 0x10
 _ETHERTYPE_IPV4, _ETHERTYPE_IPV6, _ETHERTYPE_VLAN = 0x0800, 0x86DD, 0x8100
@@ -126,6 +135,10 @@ class Direction:
     fin_seq: int | None = None
     gap: bool = False
     """The capture missed bytes of this direction: nothing after them can be delivered."""
+    recent: bytearray = field(default_factory=bytearray)
+    """The last delivered bytes (up to 2 x COMPARED), ending at ``next_seq``."""
+    conflicts: list[int] = field(default_factory=list)
+    """Sequence numbers where a copy's bytes differed from the first copy's (the first of each copy)."""
 
     def accept(self, segment: Segment) -> bytes:
         """The bytes ``segment`` makes contiguous, in order (empty when it adds nothing new)."""
@@ -143,8 +156,10 @@ class Direction:
             return b""
         ahead = (seq - self.next_seq) % SEQ_SPACE
         if ahead and ahead < SEQ_SPACE // 2:
-            if ahead <= MAX_AHEAD and len(segment.payload) > len(self.held.get(seq, b"")):
-                self.held_bytes += len(segment.payload) - len(self.held.get(seq, b""))
+            held = self.held.get(seq, b"")
+            self._compare(seq, held, segment.payload)
+            if ahead <= MAX_AHEAD and len(segment.payload) > len(held):
+                self.held_bytes += len(segment.payload) - len(held)
                 self.held[seq] = segment.payload
                 if self.held_bytes > MAX_HELD:
                     self.gap, self.held, self.held_bytes = True, {}, 0
@@ -164,11 +179,26 @@ class Direction:
         """The part of a segment at or before ``next_seq`` that is new, advancing ``next_seq`` past it."""
         assert self.next_seq is not None
         behind = (self.next_seq - seq) % SEQ_SPACE
+        if behind:
+            known = len(self.recent)
+            skipped = max(0, behind - known)  # older than the bytes kept: not compared
+            self._compare((seq + skipped) % SEQ_SPACE, self.recent[known - behind + skipped:],
+                          payload[skipped:behind])
         if behind >= len(payload):
             return b""
         fresh = payload[behind:]
         self.next_seq = (self.next_seq + len(fresh)) % SEQ_SPACE
+        self.recent += fresh
+        if len(self.recent) > 2 * COMPARED:
+            del self.recent[:len(self.recent) - COMPARED]
         return fresh
+
+    def _compare(self, seq: int, first: bytes | bytearray, again: bytes) -> None:
+        """Two copies of the bytes from ``seq`` on: the first byte where they differ is a conflict."""
+        common = min(len(first), len(again))
+        if first[:common] != again[:common] and len(self.conflicts) < MAX_CONFLICTS:
+            differs = next(i for i in range(common) if first[i] != again[i])
+            self.conflicts.append((seq + differs) % SEQ_SPACE)
 
     @property
     def finished(self) -> bool:
@@ -202,13 +232,28 @@ class _Connection:
     directions: tuple[Direction, Direction] = field(default_factory=lambda: (Direction(), Direction()))
 
 
+Conflict = Callable[[Flow, Address, int], None]
+"""Told of a conflicting copy: the connection, the end that sent it, the sequence number where it differs."""
+
+
 class TcpTracker:
     """Feeds each accepted connection's in-order bytes to a sink made for it, and tells it when it ends."""
 
-    def __init__(self, sink_for: Callable[[Flow], StreamSink], accept: Callable[[Address, Address], bool]) -> None:
+    def __init__(self, sink_for: Callable[[Flow], StreamSink], accept: Callable[[Address, Address], bool],
+                 conflict: Conflict = lambda flow, sender, seq: None, max_connections: int = MAX_CONNECTIONS) -> None:
         self._sink_for = sink_for
         self._accept = accept
+        self._conflict = conflict
+        self._max_connections = max_connections
         self._connections: dict[tuple[Address, Address], _Connection] = {}
+        self._half_open: dict[tuple[Address, Address], None] = {}
+        """Tracked connections that have carried no byte yet, oldest first: the first evicted at the cap."""
+        self.evicted = 0
+        """Half-open connections dropped to make room at the cap."""
+        self.ignored = 0
+        """New connections not tracked because the cap was reached and none was half-open (each counted
+        once while fewer than the cap are remembered, so never fewer than there were)."""
+        self._ignored_keys: set[tuple[Address, Address]] = set()
 
     def packets(self, packets: Iterable[Packet]) -> None:
         for packet in packets:
@@ -221,29 +266,50 @@ class TcpTracker:
         connection = self._connections.get(key)
         if connection is not None and segment.flags & (SYN | ACK) == SYN:
             # a new opening on the same ends: the old connection's end was not captured
-            del self._connections[key]
-            connection.sink.closed(segment.time, False, True)
+            self._end(key, segment.time, False, True)
             connection = None
         if connection is None:
-            if segment.flags & RST or not self._accept(segment.src, segment.dst) or (
-                    len(self._connections) >= MAX_CONNECTIONS):
+            if segment.flags & RST or not self._accept(segment.src, segment.dst):
                 return
             if not segment.payload and not segment.flags & SYN:
                 return  # a bare ack of a connection seen mid-way says nothing yet
+            if len(self._connections) >= self._max_connections and not self._evict(segment.time):
+                if key not in self._ignored_keys:
+                    self.ignored += 1
+                    if len(self._ignored_keys) < self._max_connections:
+                        self._ignored_keys.add(key)
+                return
             opened = bool(segment.flags & SYN)
             client, server = ((segment.dst, segment.src) if opened and segment.flags & ACK
                               else (segment.src, segment.dst))
             flow = Flow(client, server, opened)
             connection = self._connections[key] = _Connection(flow, self._sink_for(flow))
+            self._half_open[key] = None
         from_client = segment.src == connection.flow.client
         direction = connection.directions[0 if from_client else 1]
+        conflicts = len(direction.conflicts)
         data = direction.accept(segment)
+        for seq in direction.conflicts[conflicts:]:
+            self._conflict(connection.flow, segment.src, seq)
         if data:
+            self._half_open.pop(key, None)
             connection.sink.data(from_client, data, segment.time)
         if segment.flags & RST or all(d.finished for d in connection.directions):
-            del self._connections[key]
-            connection.sink.closed(segment.time, bool(segment.flags & RST),
-                                   any(d.gap for d in connection.directions))
+            self._end(key, segment.time, bool(segment.flags & RST), any(d.gap for d in connection.directions))
+
+    def _end(self, key: tuple[Address, Address], time: float, reset: bool, gap: bool) -> None:
+        connection = self._connections.pop(key)
+        self._half_open.pop(key, None)
+        connection.sink.closed(time, reset, gap)
+
+    def _evict(self, time: float) -> bool:
+        """Make room by ending the oldest half-open connection (it carried nothing); False when none is."""
+        if not self._half_open:
+            return False
+        key = next(iter(self._half_open))
+        self._end(key, time, False, True)
+        self.evicted += 1
+        return True
 
     @property
     def open_flows(self) -> list[Flow]:

@@ -7,7 +7,9 @@ connections by their first frame (no port needs configuring) and judges each wit
 (schema: conformance/shuffle/vectors/monitor_report.schema.json) and ``--html`` hold every
 connection's frames, records, bytes, DATA-to-CREDIT round trips and violations.
 
-Exit 1 when a violation was seen, 0 otherwise, 2 on bad arguments or a capture that cannot be read.
+Exit 1 when a violation was seen or the verdict is incomplete (connections evicted or ignored at the
+tracked-connection cap, a retransmission contradicting the first copy), 0 otherwise, 2 on bad arguments
+or a capture that cannot be read.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from conformance.capture import (
 )
 from conformance.packet_filter import Compiled, FilterError, Predicate, compile_filter
 from conformance.shuffle.observer import ConnectionReport, ShuffleConnectionObserver
-from conformance.tcp_streams import Address, Flow, TcpTracker, segment_of
+from conformance.tcp_streams import MAX_CONNECTIONS, Address, Flow, TcpTracker, segment_of
 
 SCHEMA: Final = Path(__file__).resolve().parent / "vectors" / "monitor_report.schema.json"
 CHECKSUMS: Final = {"auto": None, "on": True, "off": False}
@@ -77,23 +79,50 @@ def connection_filter(ports: str, expression: str) -> Compiled:
 
 @dataclass
 class MonitorReport:
-    """Every shuffle connection seen, in the order they ended (still-open ones last)."""
+    """Every shuffle connection seen, in the order they ended (still-open ones last), and what the
+    tracker could not watch."""
 
     connections: list[ConnectionReport] = field(default_factory=list)
+    evicted: int = 0
+    ignored: int = 0
 
     @property
     def violations(self) -> int:
         return sum(len(c.violations) for c in self.connections)
 
+    @property
+    def anomalies(self) -> int:
+        return sum(len(c.anomalies) for c in self.connections)
+
+    @property
+    def incomplete(self) -> list[str]:
+        """Why the verdict does not cover everything captured (empty: it does)."""
+        reasons = []
+        if self.evicted:
+            reasons.append(f"{self.evicted} half-open connection(s) evicted at the tracked-connection cap")
+        if self.ignored:
+            reasons.append(f"{self.ignored} new connection(s) ignored at the tracked-connection cap")
+        if self.anomalies:
+            reasons.append(f"{self.anomalies} capture anomal{'y' if self.anomalies == 1 else 'ies'}")
+        return reasons
+
+    @property
+    def exit_code(self) -> int:
+        """1 when a violation was seen or the verdict is incomplete, 0 otherwise."""
+        return 1 if self.violations or self.incomplete else 0
+
     def to_json(self) -> dict[str, Any]:
-        return {"connections": [c.to_json() for c in self.connections], "violations": self.violations}
+        return {"connections": [c.to_json() for c in self.connections], "violations": self.violations,
+                "evicted": self.evicted, "ignored": self.ignored}
 
 
 def observe(packets: Iterable[Packet], watched: Compiled, checksums: bool | None = None,
-            ended: Callable[[ConnectionReport], None] = lambda report: None) -> MonitorReport:
+            ended: Callable[[ConnectionReport], None] = lambda report: None,
+            max_connections: int = MAX_CONNECTIONS) -> MonitorReport:
     """Run packets through TCP reassembly and one observer per connection; ``ended`` hears each as it ends."""
     report = MonitorReport()
     observers: list[ShuffleConnectionObserver] = []
+    current: dict[Flow, ShuffleConnectionObserver] = {}
 
     def on_end(connection: ConnectionReport) -> None:
         report.connections.append(connection)
@@ -102,10 +131,19 @@ def observe(packets: Iterable[Packet], watched: Compiled, checksums: bool | None
     def sink_for(flow: Flow) -> ShuffleConnectionObserver:
         observer = ShuffleConnectionObserver(flow, on_end, checksums)
         observers.append(observer)
+        current[flow] = observer
         return observer
 
-    tracker = TcpTracker(sink_for, watched.matches)
-    tracker.packets(packets)
+    def conflict(flow: Flow, sender: Address, seq: int) -> None:
+        current[flow].report.anomalies.append(
+            f"a retransmission from {sender[0]}:{sender[1]} differs from the first copy at TCP seq {seq} "
+            "(the first copy was judged)")
+
+    tracker = TcpTracker(sink_for, watched.matches, conflict, max_connections)
+    try:
+        tracker.packets(packets)
+    finally:
+        report.evicted, report.ignored = tracker.evicted, tracker.ignored
     still_open = set(tracker.open_flows)
     for observer in observers:
         if observer.flow in still_open and (connection := observer.end_of_capture()) is not None:
@@ -240,5 +278,8 @@ def main(args: argparse.Namespace) -> int:
     if stats.dropped:
         print(f"monitor: the kernel dropped {stats.dropped} packet(s) the capture could not read in time; "
               "connections they belonged to are seen incomplete (narrow --ports/--filter)", file=sys.stderr)
-    print(f"{len(report.connections)} connection(s), {report.violations} violation(s)", flush=True)
-    return 1 if report.violations else 0
+    for reason in report.incomplete:
+        print(f"monitor: verdict incomplete: {reason}", file=sys.stderr)
+    incomplete = "; verdict incomplete" if report.incomplete else ""
+    print(f"{len(report.connections)} connection(s), {report.violations} violation(s){incomplete}", flush=True)
+    return report.exit_code

@@ -136,6 +136,8 @@ class ConnectionReport:
     bytes: int = 0
     round_trips_ms: list[float] = field(default_factory=list)
     violations: list[Violation] = field(default_factory=list)
+    anomalies: list[str] = field(default_factory=list)
+    """What makes the capture of this connection untrustworthy (a retransmission contradicting the first copy)."""
 
     def percentile(self, q: int) -> float | None:
         samples = self.round_trips_ms
@@ -152,6 +154,7 @@ class ConnectionReport:
             "round_trips_ms": {"p50": self.percentile(50), "p99": self.percentile(99),
                                "samples": len(self.round_trips_ms)},
             "violations": [v.to_json() for v in self.violations],
+            "anomalies": list(self.anomalies),
         }
 
     def summary(self) -> str:
@@ -163,8 +166,9 @@ class ConnectionReport:
         rtt = "" if p50 is None else f" rtt p50 {p50} ms p99 {p99} ms"
         first = f": {self.violations[0].rule} at frame {self.violations[0].frame_index}" if self.violations else ""
         more = f" (+{len(self.violations) - 1} more)" if len(self.violations) > 1 else ""
+        anomaly = f"; capture anomaly: {self.anomalies[0]}" if self.anomalies else ""
         return (f"{self.client[0]}:{self.client[1]} -> {self.server[0]}:{self.server[1]}{ids} "
-                f"{self.status.value}{first}{more}; {frames} records={self.records} bytes={self.bytes}{rtt}")
+                f"{self.status.value}{first}{more}; {frames} records={self.records} bytes={self.bytes}{rtt}{anomaly}")
 
 
 @dataclass(slots=True)

@@ -108,7 +108,8 @@ def test_a_clean_connection_is_decoded_whole_and_judged_clean() -> None:
         "client": "127.0.0.1:40000", "server": "127.0.0.2:7077", "status": "clean", "writer_id": 3, "reader_id": 7,
         "partition_id": 3,
         "frames": {"DATA": 2, "CREDIT_CONTROL": 3, "TERMINATION_CONTROL": 1, "TERMINATION_ACK": 1},
-        "records": 3, "bytes": 3 * 37 + 2 * 33 + 2 * (13 + 32) + 11 + 7, "violations": [], "round_trips_ms": None}
+        "records": 3, "bytes": 3 * 37 + 2 * 33 + 2 * (13 + 32) + 11 + 7, "violations": [], "round_trips_ms": None,
+        "anomalies": []}
     assert connection.to_json()["round_trips_ms"]["samples"] == 2
 
 
@@ -355,3 +356,59 @@ def test_the_command_line_reports_exits_and_writes_a_report_its_schema_accepts(t
         assert done.returncode == 2, (args, done.stdout)
         assert len(done.stderr.strip().splitlines()) == 1 or "usage:" in done.stderr, done.stderr
         assert "Traceback" not in done.stderr
+
+
+def _retransmitted(flip: bool) -> _Wire:
+    """The clean exchange, then the writer's first DATA segment sent again (a retransmission), its payload
+    byte flipped when ``flip``."""
+    wire = _Wire()
+    _clean_exchange(wire)
+    first_data = next(p for p in wire.packets if p.data[34:36] == struct.pack(">H", WRITER[1]) and len(p.data) > 54)
+    data = bytearray(first_data.data)
+    if flip:
+        data[-1] ^= 0x01
+    wire.packets.insert(-2, Packet(wire.packets[-3].time, LINKTYPE_ETHERNET, bytes(data)))
+    return wire
+
+
+def test_a_retransmission_that_contradicts_the_first_copy_is_an_anomaly_naming_its_seq(tmp_path: Path) -> None:
+    [same] = observe(_retransmitted(flip=False).packets, connection_filter("", "")).connections
+    assert (same.status.value, same.anomalies) == ("clean", [])
+    report = observe(_retransmitted(flip=True).packets, connection_filter("", ""))
+    [connection] = report.connections
+    seq = 5000 + 6  # the writer's first segment: 7 bytes from its first data byte on, the last one flipped
+    assert connection.anomalies == [f"a retransmission from 127.0.0.2:7077 differs from the first copy at TCP seq "
+                                    f"{seq} (the first copy was judged)"]
+    assert report.exit_code == 1 and report.incomplete == ["1 capture anomaly"]
+    (tmp_path / "conflict.pcap").write_bytes(_retransmitted(flip=True).pcap())
+    done = _cli("-r", str(tmp_path / "conflict.pcap"), "--json-report", str(tmp_path / "conflict.json"))
+    assert done.returncode == 1 and f"TCP seq {seq}" in done.stdout and "verdict incomplete" in done.stdout
+    jsonschema.validate(json.loads((tmp_path / "conflict.json").read_text()), json.loads(SCHEMA.read_text()))
+
+
+def _syn(port: int) -> Packet:
+    return Packet(1_600_000_000.0 + port / 1e6, LINKTYPE_ETHERNET, _frame(("127.0.0.3", port), WRITER, 1, SYN))
+
+
+def test_at_the_connection_cap_half_open_connections_are_evicted_first_and_counted() -> None:
+    """A SYN flood before a good capture: the good connection is still judged, and the verdict says what
+    the cap cost (it can no longer come out clean and silent)."""
+    wire = _Wire()
+    _clean_exchange(wire)
+    report = observe([_syn(port) for port in range(1000, 1020)] + wire.packets, connection_filter("", ""),
+                     max_connections=8)
+    [connection] = report.connections
+    assert (connection.status.value, connection.records) == ("clean", 3)
+    assert (report.evicted, report.ignored, report.exit_code) == (13, 0, 1)
+    assert report.incomplete == ["13 half-open connection(s) evicted at the tracked-connection cap"]
+
+
+def test_at_the_connection_cap_with_none_half_open_new_connections_are_ignored_and_counted() -> None:
+    busy = []
+    for port in range(1000, 1008):  # connections that carried a byte: never evicted
+        busy += [_syn(port), Packet(1_600_000_001.0, LINKTYPE_ETHERNET,
+                                    _frame(("127.0.0.3", port), WRITER, 2, ACK, b"x"))]
+    wire = _Wire()
+    _clean_exchange(wire)
+    report = observe(busy + wire.packets, connection_filter("", ""), max_connections=8)
+    assert (report.connections, report.evicted, report.ignored, report.exit_code) == ([], 0, 1, 1)
