@@ -35,7 +35,8 @@ NO_FAULTS = FaultPlan()
 class CrashSink(FaultPlan):
     """Sink ``reader`` dies as a crashed executor would (no cleanup, exit status 137) when its
     ``after``-th record arrives, once per run: the first attempt to get there claims the crash in
-    the run's gossip (``RunKeys.chaos_kill``, which the driver reports), a retried one goes on."""
+    the run's gossip (``RunKeys.chaos_kill``, which the driver announces: progress.py), a retried one
+    goes on."""
 
     run_id: str
     reader: int
@@ -49,6 +50,6 @@ class CrashSink(FaultPlan):
     def _crash_at(self, records: Iterable[T], reader: int, attempt: str, member: Member) -> Iterator[T]:
         for count, record in enumerate(records, 1):
             if count == self.after and member.claim(RunKeys(self.run_id).chaos_kill,
-                                                    {"reader": reader, "attempt": attempt}):
+                                                    {"reader": reader, "attempt": attempt, "record": count}):
                 os._exit(CRASH_EXIT_STATUS)
             yield record

@@ -1,4 +1,4 @@
-"""What the driver knows while the job runs: durable points per origin, progress lines, chaos.
+"""What the driver knows while the job runs: durable points per origin, progress lines, one line per fault.
 
 The sinks publish their sync origins' durable numbers through the cluster provider; the
 driver turns them into each source origin's durable point: the last transaction N such that
@@ -17,6 +17,7 @@ from typing import Any, TextIO
 
 from reference.pipeline.changes import StreamSpec
 from reference.pipeline.coordination import Member, RunKeys
+from reference.pipeline.faults import CRASH_EXIT_STATUS
 from reference.pipeline.routing import parts
 from reference.pipeline.sink import sync_origin
 from reference.pipeline.syncserver import SyncServerFailed
@@ -62,13 +63,17 @@ class Sample:
 
 @dataclass
 class Monitor:
-    """Prints progress from the sinks' gossip and, with chaos, kills the sync server once."""
+    """Prints progress from the sinks' gossip and one line per fault; with chaos, kills the sync
+    server once."""
 
     member: Member
     keys: RunKeys
     durability: SourceDurability
     total: int
+    """Sink rows of the whole run (a change split across two sinks is two)."""
     restart_server: Callable[[], str] | None = None
+    watch_task_kill: bool = False
+    """Announce the sink task a fault plan kills (``RunKeys.chaos_kill``), once it is claimed."""
     chaos_at: float = 0.2
     interval_s: float = 0.5
     out: TextIO = sys.stderr
@@ -113,12 +118,32 @@ class Monitor:
             rate = max(0, s.synced - previous.synced) / max(s.t - previous.t, 1e-9)
             members = len(self.member.core.nodes())
             points = " ".join(f"{o}={n}" for o, n in s.durable.items())
-            print(f"[{s.t:6.1f}s] {s.synced}/{self.total} change rows synced ({rate:,.0f}/s), durable {points}, "
+            print(f"[{s.t:6.1f}s] {s.synced}/{self.total} sink rows synced ({rate:,.0f}/s), durable {points}, "
                   f"{members} cluster members", file=self.out, flush=True)
+            self._announce_task_kill()
             if self.restart_server is not None and s.synced >= self.chaos_at * self.total:
-                restart, self.restart_server = self.restart_server, None
-                self.event("chaos: killing the sync server (SIGKILL)")
-                try:
-                    self.event(f"chaos: sync server restarted at {restart()}")
-                except SyncServerFailed as error:  # the run is stopping, or the new server did not start
-                    self.event(f"chaos: sync server not restarted: {error}")
+                self._kill_server(self.restart_server)
+                self.restart_server = None
+
+    def _announce_task_kill(self) -> None:
+        killed = self.member.value(self.keys.chaos_kill) if self.watch_task_kill else None
+        if killed is not None:
+            self.watch_task_kill = False
+            self.event(task_kill_line(killed))
+
+    def _kill_server(self, restart: Callable[[], str]) -> None:
+        started = time.monotonic()
+        try:
+            location = restart()
+        except SyncServerFailed as error:  # the run is stopping, or the new server did not start
+            self.event(f"chaos: killed the sync server (SIGKILL); not restarted: {error}")
+            return
+        self.event(f"chaos: killed the sync server (SIGKILL), restarted it at {location} in "
+                   f"{time.monotonic() - started:.1f} s; the sinks reconnect and resend what it had not made durable")
+
+
+def task_kill_line(killed: dict[str, Any]) -> str:
+    """The chaos line of a sink task that killed itself (the claim ``CrashSink`` published)."""
+    return (f"chaos: killed sink {killed['reader']} (task attempt {killed['attempt']}) at its record "
+            f"{killed['record']}, exit status {CRASH_EXIT_STATUS} as a crashed executor; the streaming shuffle "
+            f"cannot retry one reader, so the job fails and is re-run")

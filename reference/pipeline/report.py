@@ -99,7 +99,7 @@ def write(directory: Path, figures: dict[str, Any], timings: Sequence[PartTiming
     for at, text in events:
         ax_progress.axvline(at, color="red", linestyle=":")
         ax_progress.annotate(text.split(" (")[0][:40], (at, 0), rotation=90, fontsize=7, va="bottom")
-    ax_progress.set(xlabel="time since job start (s)", ylabel="change rows synced", title="progress")
+    ax_progress.set(xlabel="time since job start (s)", ylabel="sink rows synced", title="progress")
     fig.suptitle(run_title(figures))
     fig.tight_layout()
     fig.savefig(plot_path, dpi=100)

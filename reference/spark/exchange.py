@@ -43,9 +43,12 @@ class ReaderRetryUnsupported(ShuffleError):
     condition = "STREAMING_SHUFFLE_READER_RETRY_UNSUPPORTED"
 
     def __init__(self, reader_id: int, attempt: int, first_failure: str) -> None:
+        first_failure = first_failure or (
+            f"reader {reader_id}'s first task attempt ended without reporting a failure (its Python worker "
+            f"or its executor died)")
         super().__init__(
             f"reader {reader_id} is being retried (task attempt {attempt}); a streaming shuffle cannot "
-            f"replay a single reader, so the job fails instead; first failure: {first_failure or 'unknown'}",
+            f"replay a single reader, so the job fails instead; first failure: {first_failure}",
             readerId=reader_id, attemptNumber=attempt, firstFailure=first_failure,
         )
 

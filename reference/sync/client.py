@@ -15,6 +15,7 @@ still replays, but exactness then relies on full-value changes.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -24,10 +25,13 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from spec.errors import RuntimeFailure
-from spec.sync.client import Holding, Reading, SyncClientMachine
+from spec.sync.client import Holding, Reading, SyncClientMachine, outage_warning_due
 from spec.sync.flight import MESSAGE_BYTES, message_batches
 from spec.sync.messages import ColumnDescriptor, SyncCommand, SyncResponse, decode_response
 from reference.sync.auth import ClientSecurity
+
+
+log = logging.getLogger(__name__)
 
 
 class SyncUnavailable(RuntimeFailure):
@@ -196,22 +200,27 @@ class SyncClient:
                 sent = -1
 
     def _call_with_retry(self, put: SyncPut | None, sequence: int | None) -> SyncResponse:
-        deadline = time.monotonic() + self.deadline_s
+        started = time.monotonic()
+        deadline = started + self.deadline_s
         backoff = self.backoff_initial_s
         attempted = False
+        warned = 0
         while True:
             try:
                 fresh = self._client is None
                 if fresh:
                     probe = self._connect()
                     if attempted and sequence is not None and self.holding(sequence) is not Holding.NOTHING:
+                        self._answers_again(started, warned)
                         return probe  # the put arrived, its answer was lost
                 attempted = True
                 response = self._call(put, sequence)
                 reading = self._machine.read(response, check_restart=not fresh)
                 if reading is Reading.RESTARTED:
+                    self._answers_again(started, warned)
                     raise _Restarted()
                 if reading is Reading.ACCEPTED:
+                    self._answers_again(started, warned)
                     return response
                 self._last_failure = "the server answered accepted=false (busy: its write lock was held)"
             except _RETRYABLE as error:
@@ -221,11 +230,21 @@ class SyncClient:
                 if _ABORTED in str(exc):  # the server discarded this origin's open transaction: send it again
                     raise _Restarted() from None
                 raise
+            if outage_warning_due(time.monotonic() - started, warned):
+                warned += 1
+                log.warning("sync server %s has not accepted a put of origin %s for %.0f s (retrying for up to "
+                            "%g s): %s", self.location, self.origin, time.monotonic() - started, self.deadline_s,
+                            self._last_failure)
             if time.monotonic() + backoff > deadline:
                 raise SyncUnavailable(f"sync server {self._location or '(not resolved)'} did not accept a put of origin {self.origin} "
                                       f"within {self.deadline_s:g} s; last: {self._last_failure}")
             self._sleep(backoff)
             backoff = min(backoff * 2, self.backoff_max_s)
+
+    def _answers_again(self, started: float, warned: int) -> None:
+        if warned:
+            log.warning("sync server %s answers origin %s again after %.0f s", self.location, self.origin,
+                        time.monotonic() - started)
 
     def _connect(self) -> SyncResponse:
         """Open a connection and probe it, so a restart is seen before any data is sent."""

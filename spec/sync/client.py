@@ -14,12 +14,21 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Final, Generic, TypeVar
 
 from spec.sync.messages import SyncResponse
 from spec.sync.responses import shows_restart
 
 T = TypeVar("T")
+
+OUTAGE_WARNING_EVERY_S: Final = 5.0
+"""How often a client that keeps failing to reach its server says so: an outage the client rides
+out (retrying until its deadline) must not look like a slow batch."""
+
+
+def outage_warning_due(failing_for_s: float, warned: int) -> bool:
+    """Whether a client failing for ``failing_for_s`` seconds, that warned ``warned`` times, warns now."""
+    return failing_for_s >= (warned + 1) * OUTAGE_WARNING_EVERY_S
 
 
 class Holding(enum.Enum):
@@ -60,7 +69,13 @@ class SyncClientMachine(Generic[T]):
     durable: int | None = None
     pending: list[tuple[int, T]] = field(default_factory=list)
     restarts_seen: int = 0
+    """Restarts of the server this client lived through: responses showing that the server lost
+    what it held since an earlier response to this client. A ``first`` answering the client's
+    first request is read as RESTARTED (replay whatever is pending) but is no restart it saw: the
+    server's first response of its life went to a client that had never heard from it."""
     replayed_transactions: int = 0
+    heard: bool = False
+    """Whether any response reached this client yet."""
 
     def holding(self, sequence: int) -> Holding:
         """What the server holds of transaction ``sequence``, by the numbers it last reported."""
@@ -79,11 +94,13 @@ class SyncClientMachine(Generic[T]):
         """Take in a response. ``check_restart`` False: it answers a request sent right after this
         connection's probe was read, which already showed any restart."""
         restarted = check_restart and shows_restart(response, self.memory)
+        heard_before, self.heard = self.heard, True
         if response.accepted:
             self.memory, self.durable = response.memory_sequence_number, response.durable_sequence_number
             self.pending = [(s, t) for s, t in self.pending if self.holding(s) is not Holding.DURABLE]
         if restarted:
-            self.restarts_seen += 1
+            if heard_before:
+                self.restarts_seen += 1
             return Reading.RESTARTED
         return Reading.ACCEPTED if response.accepted else Reading.RETRY
 

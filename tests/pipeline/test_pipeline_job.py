@@ -42,7 +42,8 @@ def test_small_pipeline_lands_the_expected_table_and_reports(tmp_path: Path) -> 
     assert figures["durable"] == last
     assert set(figures["latency_ms"]["durable"]) == {"p50", "p90", "p99", "max"}
     assert (tmp_path / "report" / "latency.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "change rows synced" in text  # progress lines
+    assert "sink rows synced" in text  # progress lines
+    assert "sync server restarts: 0" in text and "chaos" not in text
     # Spark's workers get the interpreter and the path from the context, not from os.environ.
     assert {key: os.environ.get(key) for key in environment} == environment
 
@@ -76,7 +77,9 @@ def test_chaos_kills_server_and_a_task_and_the_table_still_matches(tmp_path: Pat
     figures = outcome.figures
     assert figures.sync_server_generations == 2, text
     assert figures.chaos_task_killed is not None, text
-    assert any("chaos: killing the sync server" in e for _, e in figures.events)
+    chaos = [e for _, e in figures.events if e.startswith("chaos: ")]
+    assert sorted(e.split(" (")[0] for e in chaos) == ["chaos: killed sink 0", "chaos: killed the sync server"], chaos
+    assert "sync server restarts: 1" in text and "unknown" not in text, text
     # The killed sink was re-run (by Spark, or by re-running the streaming job) and resumed.
     assert figures.job_attempts >= 2 or any(s.attempt != "t0" for s in figures.sinks)
 

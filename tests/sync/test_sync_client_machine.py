@@ -42,6 +42,15 @@ def test_a_restart_is_read_from_first_or_from_a_memory_number_going_back() -> No
     assert machine.restarts_seen == 2
 
 
+def test_the_first_response_of_a_servers_life_to_a_new_client_is_no_restart_it_saw() -> None:
+    machine: SyncClientMachine[str] = SyncClientMachine()
+    machine.add(1, "tx1")
+    assert machine.read(told(None, None, first=True)) is Reading.RESTARTED  # replay what is pending, to be sure
+    assert machine.restarts_seen == 0
+    assert machine.read(told(1, None)) is Reading.ACCEPTED
+    assert machine.read(told(None, None, first=True)) is Reading.RESTARTED and machine.restarts_seen == 1
+
+
 def test_a_busy_server_is_retried_and_its_answer_changes_no_number() -> None:
     machine: SyncClientMachine[str] = SyncClientMachine()
     machine.read(told(7, 7))
