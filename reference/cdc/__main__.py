@@ -23,13 +23,14 @@ if __name__ == "__main__":
     exit_without("sync", "python -m reference.cdc")
 
 from reference.cdc.pgwire import PgAddress, PgConnectionError, PgServerError, one_line  # noqa: E402
-from reference.cdc.replicate import TransactionRefused, WalRetentionExceeded, replicate
+from reference.cdc.replicate import TransactionRefused, WalRetentionExceeded, replicate, settled_durable
 from reference.cdc.source import SlotSource, SlotSpec, SourceSetupError
 from reference.cdc.verify import verify
-from reference.sync.client import SyncClient
+from reference.sync.client import SyncClient, SyncUnavailable
 from spec.pgoutput.errors import PgOutputError
 from spec.pgoutput.messages import format_lsn
 from spec.pgoutput.outage import OutagePolicy, parse_bytes
+from spec.pgoutput.snapshot import SnapshotRefused
 
 
 def parser() -> argparse.ArgumentParser:
@@ -39,6 +40,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--publication", required=True)
     p.add_argument("--slot", required=True, help="logical replication slot (pgoutput); also the sync origin")
     p.add_argument("--create-slot", action="store_true", help="create the slot if it does not exist")
+    p.add_argument("--snapshot", choices=("initial", "never"), default="initial",
+                   help="when --create-slot creates the slot: first copy the rows the tables hold, in the slot's "
+                        "snapshot (initial, the default), or stream only what commits after it (never)")
+    p.add_argument("--state-dir", default="", metavar="DIR",
+                   help="where the snapshot's progress record is kept, to resume it after a crash "
+                        "(default: the working directory)")
     p.add_argument("--until-lsn", help="stop once every change committed before this LSN is durable "
                                        "('current': the WAL position at start); default: run until stopped")
     p.add_argument("--max-retained-wal", type=_size, metavar="SIZE",
@@ -67,18 +74,19 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"cdc: {exc}", file=sys.stderr)
         return 2
-    source = SlotSource(address, SlotSpec(args.slot, args.publication, args.create_slot, args.until_lsn))
+    source = SlotSource(address, SlotSpec(args.slot, args.publication, args.create_slot, args.until_lsn,
+                                          snapshot=args.snapshot == "initial", state_dir=args.state_dir))
     policy = OutagePolicy(args.slot, max_retained_wal=args.max_retained_wal)
     client = SyncClient(args.sync, origin=args.slot, deadline_s=policy.attempt_s)
     try:
         try:
-            source.open()
+            source.open(durable=lambda: settled_durable(client))
         except (SourceSetupError, PgServerError, PgConnectionError, ValueError) as exc:
             print(f"cdc: {one_line(exc)}", file=sys.stderr)
             return 2
         counts = replicate(source, client, policy=policy)
     except (PgOutputError, PgServerError, PgConnectionError, SourceSetupError, TransactionRefused,
-            WalRetentionExceeded) as exc:
+            WalRetentionExceeded, SnapshotRefused, SyncUnavailable, TimeoutError) as exc:
         print(f"cdc: {one_line(exc)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -22,6 +22,7 @@ from spec.errors import RuntimeFailure
 from spec.pgoutput.messages import format_lsn
 from spec.pgoutput.outage import Away, OutagePolicy, postgres_transient
 from spec.pgoutput.transactions import SourceTransaction
+from spec.sync.client import Holding
 
 IDLE_S = 0.2
 """How long the stream may be quiet before the source asks the sync server for its numbers again."""
@@ -56,6 +57,15 @@ def puts_of(tx: SourceTransaction) -> list[SyncPut]:
     """One put per table the transaction touched."""
     return [SyncPut(path, tx.tables[path].batch(changes), tx.tables[path].descriptors())
             for path, changes in tx.changes.items() if changes]
+
+
+def settled_durable(client: SyncClient) -> int | None:
+    """The origin's durable number once what the server holds only in memory is durable too (where a
+    snapshot resumes: a chunk it holds in memory is neither lost nor to be numbered again)."""
+    client.probe()
+    if client.memory is not None and client.holding(client.memory) is Holding.MEMORY:
+        client.wait_durable(client.memory)
+    return client.durable
 
 
 def replicate(source: SlotSource, client: SyncClient, *, stop: Callable[[], bool] = lambda: False,

@@ -12,11 +12,16 @@ Set-up problems are :class:`SourceSetupError` with one line saying what to chang
 from __future__ import annotations
 
 import select
+import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import quote
 
 from reference.cdc.pgwire import PgAddress, PgConnection, PgConnectionError, PgServerError, quote_ident, quote_literal
 from reference.cdc.preflight import table_problems
+from reference.cdc.snapshot import SnapshotReader, append_durably, snapshot_tables
 from spec.errors import RuntimeFailure
 from spec.pgoutput.feedback import SlotFeedback, record_boundary
 from spec.pgoutput.lookup import VISIBILITY_BOUND_S, VISIBILITY_POLL_S, RowLookup
@@ -28,6 +33,7 @@ from spec.pgoutput.messages import (
     decode_replication,
     parse_lsn,
 )
+from spec.pgoutput.snapshot import CHUNK_ROWS, SnapshotProgress, chunk_number
 from spec.pgoutput.transactions import SourceTransaction, TransactionAssembler
 
 POSTGRES_EPOCH_US = 946_684_800_000_000
@@ -51,6 +57,12 @@ class SlotSpec:
     """``current`` (the WAL position when the source starts) or an LSN ``X/Y``."""
     reads_back: bool = False
     """Whether the source reads unchanged TOAST values back from the tables (on PySpark with several sinks)."""
+    snapshot: bool = False
+    """Read the rows the tables hold first, when this source creates the slot (``--snapshot initial``)."""
+    chunk_rows: int = CHUNK_ROWS
+    """Rows per snapshot chunk."""
+    state_dir: str = ""
+    """Where the snapshot's progress record is kept (``<database>.<slot>.snapshot``; empty: the working directory)."""
 
 
 @dataclass
@@ -63,6 +75,10 @@ class SlotSource:
     _stream: PgConnection | None = None
     _catalog: PgConnection | None = None
     _machine: TransactionAssembler | None = None
+    _snapshot: SnapshotReader | None = None
+    _in_snapshot: bool = False
+    """A REPEATABLE READ transaction is open on the stream's connection (the snapshot not yet read)."""
+    _streaming: bool = False
 
     def prepare(self) -> None:
         """Check the set-up and create the slot if asked, without streaming (a driver does this before its tasks)."""
@@ -72,42 +88,78 @@ class SlotSource:
         finally:
             conn.close()
 
-    def open(self) -> None:
-        """Check the set-up, create the slot if asked, and start streaming from the slot's confirmed position."""
+    def open(self, durable: Callable[[], int | None] = lambda: None) -> None:
+        """Check the set-up, create the slot if asked, and start streaming from the slot's confirmed position;
+        with a snapshot to read (or to finish), ``read`` returns its chunks first. ``durable``: what the sync
+        server holds durable for the origin, with nothing left only in its memory (asked only then)."""
         stream = self._connect()
         try:
-            self._check(stream)
+            position = self._check(stream)
             until = self.spec.until
             if until is not None:
                 target = stream.query("SELECT pg_current_wal_insert_lsn()").rows[0][0] if until == "current" else until
                 assert target is not None
                 self.feedback = SlotFeedback(until=record_boundary(parse_lsn(target)))
-            self._start(stream)
+            self._begin(stream, position, durable)
         except BaseException:
             stream.close()
             raise
 
     def reconnect(self) -> None:
         """Stream again after the connection was lost: Postgres resends from the confirmed position, and
-        what was already handed to the sync server is skipped (``SlotFeedback.already_sent``)."""
+        what was already handed to the sync server is skipped (``SlotFeedback.already_sent``); a snapshot
+        being read resumes after the last chunk handed over, in a new snapshot."""
         self.close()
         stream = self._connect()
         try:
-            self._start(stream)
+            position = self._slot(stream)
+            assert position is not None, "the slot was dropped"
+            self._begin(stream, position, lambda: self.feedback.sent or None)
         except BaseException:
             stream.close()
             raise
+
+    def progress_path(self) -> Path:
+        """The snapshot's progress record."""
+        name = quote(f"{self.address.database}.{self.spec.slot}", safe="") + ".snapshot"
+        return Path(self.spec.state_dir or ".") / name
+
+    def _begin(self, stream: PgConnection, position: int, durable: Callable[[], int | None]) -> None:
+        """Read the snapshot still to read (its transaction already open if the slot was just created), or stream."""
+        self.feedback.flushed = max(self.feedback.flushed, position)
+        path = self.progress_path()
+        progress = SnapshotProgress.parse(path.read_text(encoding="utf-8")) if path.exists() else None
+        landed = None if progress is None else durable()
+        if progress is None or progress.done(landed):
+            if self._in_snapshot:
+                stream.query("COMMIT")
+            self._start(stream)
+            return
+        if not self._in_snapshot:
+            stream.query("BEGIN READ ONLY ISOLATION LEVEL REPEATABLE READ")
+        first = max(chunk_number(position, 0), (landed if landed is not None else -1) + 1)
+        self._snapshot = SnapshotReader(stream, snapshot_tables(stream, self.spec.publication), path,
+                                        after=progress.resume_after(landed), first_number=first, limit=position,
+                                        chunk_rows=self.spec.chunk_rows,
+                                        primary_key=self._primary_key, say=self._say)
+        self._stream = stream
+
+    def _say(self, line: str) -> None:
+        print(f"cdc: {line}", file=sys.stderr, flush=True)
 
     def _connect(self) -> PgConnection:
         return PgConnection(self.address, replication=True, application_name=f"streamwire {self.spec.slot}")
 
     def _start(self, stream: PgConnection) -> None:
+        self._in_snapshot = False
         options = f"proto_version '1', publication_names {quote_literal(quote_ident(self.spec.publication))}"
         stream.start_copy_both(f"START_REPLICATION SLOT {quote_ident(self.spec.slot)} LOGICAL 0/0 ({options})")
         self._stream = stream
         self._machine = TransactionAssembler(primary_key=self._primary_key)
+        self._streaming = True
 
-    def _check(self, stream: PgConnection) -> None:
+    def _check(self, stream: PgConnection) -> int:
+        """Check the set-up; the slot's confirmed position (or, created now, its consistent point)."""
         where = f"Postgres at {self.address.url()}"
         wal_level = stream.query("SHOW wal_level").rows[0][0]
         if wal_level != "logical":
@@ -122,16 +174,39 @@ class SlotSource:
         if unfit:
             raise SourceSetupError(f"publication {self.spec.publication!r} has tables that cannot be replicated: "
                                    + "; ".join(unfit))
-        slot = stream.query("SELECT plugin, database FROM pg_replication_slots WHERE slot_name = "
+        slot = stream.query("SELECT plugin, database, confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = "
                             f"{quote_literal(self.spec.slot)}").rows
         if not slot:
             if not self.spec.create_slot:
                 raise SourceSetupError(f"replication slot {self.spec.slot!r} does not exist in {where} "
                                        "(--create-slot creates it)")
-            stream.query(f"CREATE_REPLICATION_SLOT {quote_ident(self.spec.slot)} LOGICAL pgoutput NOEXPORT_SNAPSHOT")
-        elif slot[0] != ("pgoutput", self.address.database):
+            return self._create_slot(stream)
+        if slot[0][:2] != ("pgoutput", self.address.database):
             raise SourceSetupError(f"replication slot {self.spec.slot!r} is for plugin {slot[0][0]} in database "
                                    f"{slot[0][1]}, not pgoutput in {self.address.database}")
+        return parse_lsn(str(slot[0][2]))
+
+    def _slot(self, stream: PgConnection) -> int | None:
+        rows = stream.query("SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = "
+                            f"{quote_literal(self.spec.slot)}").rows
+        return parse_lsn(str(rows[0][0])) if rows and rows[0][0] else None
+
+    def _create_slot(self, stream: PgConnection) -> int:
+        """Create the slot; with a snapshot, inside a REPEATABLE READ transaction left open on ``stream``
+        whose snapshot is the slot's (read before anything is streamed), its progress record started first
+        (so that a crash right after the slot exists still finds a snapshot to read)."""
+        name = quote_ident(self.spec.slot)
+        if not self.spec.snapshot:
+            rows = stream.query(f"CREATE_REPLICATION_SLOT {name} LOGICAL pgoutput NOEXPORT_SNAPSHOT").rows
+            return parse_lsn(str(rows[0][1]))
+        path = self.progress_path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.unlink(missing_ok=True)
+        append_durably(path, "")
+        stream.query("BEGIN READ ONLY ISOLATION LEVEL REPEATABLE READ")
+        rows = stream.query(f"CREATE_REPLICATION_SLOT {name} LOGICAL pgoutput (SNAPSHOT 'use')").rows
+        self._in_snapshot = True
+        return parse_lsn(str(rows[0][1]))
 
     def _query(self, sql: str) -> list[tuple[str | None, ...]]:
         """A query on the source's own (non-replication) session, opened on first use and again after a failure."""
@@ -176,7 +251,14 @@ class SlotSource:
             time.sleep(VISIBILITY_POLL_S)
 
     def read(self, timeout_s: float) -> SourceTransaction | None:
-        """The next committed transaction, or None when nothing completed one within ``timeout_s``."""
+        """The next snapshot chunk or committed transaction, or None when nothing completed one within ``timeout_s``."""
+        if self._snapshot is not None:
+            chunk = self._snapshot.next()
+            if chunk is not None:
+                return chunk
+            self._snapshot = None
+            assert self._stream is not None
+            self._start(self._stream)
         stream, machine = self._stream, self._machine
         assert stream is not None and machine is not None, "open() first"
         deadline = time.monotonic() + timeout_s
@@ -211,7 +293,8 @@ class SlotSource:
         self._send_status(reply_requested=True)
 
     def _send_status(self, *, reply_requested: bool = False) -> None:
-        assert self._stream is not None
+        if self._stream is None or not self._streaming:
+            return  # reading the snapshot: nothing streamed yet, nothing to confirm
         now = time.time_ns() // 1000 - POSTGRES_EPOCH_US
         self._stream.send_copy_data(self.feedback.status(now, reply_requested=reply_requested).encode())
 
@@ -220,6 +303,7 @@ class SlotSource:
             if conn is not None:
                 conn.close()
         self._stream = self._catalog = None
+        self._snapshot, self._in_snapshot, self._streaming = None, False, False
 
 
 def slot_position(address: PgAddress, slot: str) -> int | None:

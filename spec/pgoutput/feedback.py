@@ -68,11 +68,13 @@ class SlotFeedback:
 
     def on_durable(self, durable: int | None) -> bool:
         """The sync server reported ``durable`` for the slot's origin; True when the confirmed position moved."""
-        if durable is None or durable <= self.flushed:
+        if durable is None:
             return False
-        self.flushed = durable
         while self.not_durable and self.not_durable[0] <= durable:
             self.not_durable.popleft()
+        if durable <= self.flushed:
+            return False  # never backwards (a snapshot's chunks are numbered below the slot's position)
+        self.flushed = durable
         return True
 
     def status(self, client_time: int, *, reply_requested: bool = False) -> StandbyStatusUpdate:

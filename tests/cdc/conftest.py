@@ -42,7 +42,7 @@ class Database:
 
 
 @pytest.fixture
-def database(postgres_server: PostgresServer) -> Database:
+def database(postgres_server: PostgresServer) -> Iterator[Database]:
     name = f"cdc{next(_NAMES)}"
     admin = postgres_server.connect()
     admin.query(f"CREATE DATABASE {name}")
@@ -52,7 +52,10 @@ def database(postgres_server: PostgresServer) -> Database:
     workload.create(conn, name)
     conn.query(f"SELECT pg_create_logical_replication_slot('{name}', 'pgoutput')")
     conn.close()
-    return db
+    yield db
+    # the session's Postgres has room for 10 slots: free this test's (those no source still holds)
+    db.query(f"SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = '{name}' "
+             "AND NOT active")
 
 
 @pytest.fixture
