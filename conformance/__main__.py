@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from streamwire.cli import dispatch
+from streamwire.extras import exit_without
 
 COMMANDS = {
     "run": ("conformance.runner", "run a live conformance suite against a target"),
@@ -16,4 +17,5 @@ COMMANDS = {
 }
 
 if __name__ == "__main__":
+    exit_without("conformance", "python -m conformance")
     sys.exit(dispatch("python -m conformance", __doc__, COMMANDS, sys.argv[1:]))

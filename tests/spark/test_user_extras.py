@@ -117,6 +117,7 @@ WITHOUT_THEIR_EXTRA = [
     (("-m", "streamwire", "sync", "serve", "--store", "s"), "sync", "streamwire sync serve"),
     (("-m", "streamwire", "pipeline", "--changes", "10"), "pipeline", "streamwire pipeline"),
     (("-m", "streamwire", "conformance", "vectors", "--suite", "shuffle"), "conformance", "streamwire conformance"),
+    (("-m", "conformance", "vectors", "--suite", "sync"), "conformance", "python -m conformance"),
     (("-m", "reference.sync", "serve", "--store", "s"), "sync", "python -m reference.sync"),
     (("-m", "reference.pipeline", "--changes", "10"), "pipeline", "python -m reference.pipeline"),
     (("-m", "reference.cdc", "--source", "postgresql://u@h:1/d", "--publication", "p", "--slot", "s",
