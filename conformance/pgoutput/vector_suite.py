@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from conformance.framework import VectorResult
+from spec.pgoutput.changes import after_truncate
 from spec.pgoutput.errors import PgOutputError
 from spec.pgoutput.messages import (
     StandbyStatusUpdate,
@@ -97,10 +98,12 @@ def transactions_json(messages: list[bytes], primary_keys: dict[str, list[str]])
             tables = {}
             for path, changes in tx.changes.items():
                 image = tx.tables[path]
-                batch = image.batch(changes)
+                truncate, rows = after_truncate(changes)
+                batch = image.batch(rows)
                 tables[path] = {"descriptors": [[d.role, d.name] for d in image.descriptors()],
                                 "columns": [f"{f.name}: {f.type}" for f in batch.schema],
-                                "rows": [[value_json(v) for v in row.values()] for row in batch.to_pylist()]}
+                                "rows": [[value_json(v) for v in row.values()] for row in batch.to_pylist()],
+                                **({"truncate": True} if truncate else {})}
             out["transactions"].append({"commit_lsn": str(tx.commit_lsn), "tables": tables})
     except PgOutputError as exc:
         out["error"] = {"condition": exc.condition, "message": exc.message}

@@ -34,19 +34,37 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from reference.cdc.pgwire import PgAddress
-from reference.cdc.replicate import IDLE_S
+from reference.cdc.replicate import IDLE_S, table_put
 from reference.cdc.source import SlotSource, SlotSpec, SourceSetupError
 from reference.cdc.verify import TableDifference, verify
 from reference.cluster.config import DriverCluster
 from reference.pipeline.routing import owner
 from reference.pipeline.syncserver import SyncServerProcess, pythonpath
-from reference.sync.client import SyncClient, SyncPut
-from spec.pgoutput.changes import RowChange
+from reference.sync.client import SyncClient
+from spec.errors import RuntimeFailure
+from spec.pgoutput.changes import Op, RowChange
 from spec.pgoutput.errors import PgOutputError
 from spec.pgoutput.feedback import PartsDurability
 from spec.pgoutput.lookup import RowLookup, whole_row
 from spec.pgoutput.transactions import SourceTransaction
 from spec.sync.flight import MESSAGE_BYTES
+
+
+TRUNCATING_SINK = 0
+"""The sink that carries every change of a table in a transaction that truncates it.
+
+A TRUNCATE empties the table for every sink, so it must land after every change sent before it and
+before every change sent after it, whichever sink carries them: the source waits until everything
+it sent is durable, sends the transaction with all of the truncated table's changes through this
+one sink (its put empties the table and applies what followed: the sync truncate extension), and
+waits until that is durable before it sends more. Two waits of about a flush each per such
+transaction; nothing else waits."""
+
+
+class DurabilityStalled(RuntimeFailure):
+    """The sinks did not make what the source sent durable in time (around a TRUNCATE)."""
+
+    condition = "CDC_DURABILITY_STALLED"
 
 
 @dataclass(frozen=True)
@@ -148,7 +166,7 @@ def source_partition(config: CdcConfig, index: int, _: Iterator[object]) -> Iter
     try:
         source.open()
         yield from _stream(config, source, probes)
-    except (PgOutputError, SourceSetupError) as exc:
+    except (PgOutputError, SourceSetupError, DurabilityStalled) as exc:
         for reader in range(config.readers):
             yield reader, StreamStopped(str(exc))
     finally:
@@ -173,6 +191,17 @@ def _stream(config: CdcConfig, source: SlotSource, probes: dict[str, SyncClient]
             probes[origin] = SyncClient(config.sync_location, origin, deadline_s=config.sync_deadline_s)
         source.confirm(parts.update({o: probes[o].probe().durable_sequence_number for o in parts.origins}))
 
+    def settle() -> None:
+        """Wait until every part sent is durable (around a transaction with a TRUNCATE)."""
+        deadline = time.monotonic() + config.sync_deadline_s
+        while parts.not_durable:
+            if time.monotonic() > deadline:
+                raise DurabilityStalled(f"the sinks did not make the parts before a TRUNCATE durable within "
+                                        f"{config.sync_deadline_s:g} s")
+            durable_point()
+            source.keep_alive()
+            time.sleep(IDLE_S / 4)
+
     while not source.feedback.done:
         tx = source.read(IDLE_S)
         if tx is None:
@@ -181,17 +210,23 @@ def _stream(config: CdcConfig, source: SlotSource, probes: dict[str, SyncClient]
             continue
         if not tx.row_count:
             continue
+        tables = whole_rows(tx, config.readers, source.read_back)
+        truncated = {path for path, changes in tables.items() if any(c.op is Op.TRUNCATE for c in changes)}
+        if truncated:
+            settle()
         by_part: dict[tuple[int, str], list[RowChange]] = {}
-        for changes in whole_rows(tx, config.readers, source.read_back).values():
+        for path, changes in tables.items():
             for change in changes:
-                for reader, piece in routed(change, config.readers):
-                    by_part.setdefault((reader, piece.table.path), []).append(piece)
+                for reader, piece in [(TRUNCATING_SINK, change)] if path in truncated else routed(change, config.readers):
+                    by_part.setdefault((reader, path), []).append(piece)
         committed_ns = time.time_ns()
         for (reader, _path), pieces in by_part.items():
             for piece in pieces:
                 yield reader, (tx.commit_lsn, len(pieces), committed_ns, piece)
         parts.on_sent(tx.commit_lsn, frozenset(sync_origin(config.slot, p, r) for r, p in by_part))
         source.feedback.on_sent(tx.commit_lsn)
+        if truncated:
+            settle()
         durable_point()
 
 
@@ -229,7 +264,7 @@ def sink_partition(config: CdcConfig, reader: int, records: Iterator[tuple[int, 
             if client is None:
                 client = clients[origin] = SyncClient(config.sync_location, origin, deadline_s=config.sync_deadline_s,
                                                       message_bytes=config.message_bytes)
-            client.send_transaction(commit_lsn, [SyncPut(path, change.table.batch(part), change.table.descriptors())])
+            client.send_transaction(commit_lsn, [table_put(change.table, part)])
             counts.parts += 1
             counts.rows += len(part)
         if open_parts:

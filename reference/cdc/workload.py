@@ -26,11 +26,10 @@ KEYS_PER_SEED = 10 ** 9
 
 
 def create(conn: PgConnection, publication: str) -> None:
-    """The tables (default replica identity) and a publication of them (inserts, updates and deletes: no TRUNCATE)."""
+    """The tables (default replica identity) and a publication of them (everything: TRUNCATE too)."""
     for statement in SCHEMA:
         conn.query(statement)
-    conn.query(f"CREATE PUBLICATION {quote_ident(publication)} FOR TABLE {', '.join(TABLES)} "
-               "WITH (publish = 'insert, update, delete')")
+    conn.query(f"CREATE PUBLICATION {quote_ident(publication)} FOR TABLE {', '.join(TABLES)}")
 
 
 @dataclass

@@ -41,7 +41,8 @@ class TableImage:
                           *(f for v, t in self.values for f in (pa.field(v, t), pa.field(f"changed.{v}", pa.bool_())))])
 
     def batch(self, changes: list[RowChange]) -> pa.Table:
-        """The sync batch of ``changes`` (all of this table), in order."""
+        """The sync batch of ``changes`` (all of this table, none a TRUNCATE: :func:`after_truncate`), in order."""
+        assert all(c.op is not Op.TRUNCATE for c in changes), "a TRUNCATE is a put's flag, not a row"
         columns: list[list[object]] = [[] for _ in range(2 * len(self.keys) + 2 * len(self.values))]
         nk = len(self.keys)
         for change in changes:
@@ -56,11 +57,13 @@ class TableImage:
 
 
 class Op(str, Enum):
-    """What a row change does to the table (a key-changing update is an UPDATE whose keys differ)."""
+    """What a row change does to the table (a key-changing update is an UPDATE whose keys differ;
+    a TRUNCATE empties the table and has no keys or values)."""
 
     INSERT = "insert"
     UPDATE = "update"
     DELETE = "delete"
+    TRUNCATE = "truncate"
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,3 +95,15 @@ class RowChange:
         nothing = (False,) * len(self.changed)
         return (RowChange(self.table, Op.DELETE, self.old_key, None, None, nothing),
                 RowChange(self.table, Op.INSERT, None, self.new_key, self.values, self.changed))
+
+    @classmethod
+    def truncate(cls, table: TableImage) -> RowChange:
+        """``TRUNCATE`` of ``table``."""
+        return cls(table, Op.TRUNCATE, None, None, None, (False,) * len(table.values))
+
+
+def after_truncate(changes: list[RowChange]) -> tuple[bool, list[RowChange]]:
+    """Whether a table's changes (in order) truncate it, and the changes after the last TRUNCATE: what a
+    sync put sends (the truncate extension empties the table, then applies them; what came before is gone)."""
+    last = max((i for i, c in enumerate(changes) if c.op is Op.TRUNCATE), default=None)
+    return (False, changes) if last is None else (True, changes[last + 1:])

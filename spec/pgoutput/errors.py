@@ -82,8 +82,3 @@ class UnmappedType(PgOutputError):
     def __init__(self, table: str, column: str, reason: str) -> None:
         super().__init__(f"table {table}: column {column}: {reason}", table=table, column=column, reason=reason)
 
-
-class TruncateRefused(PgOutputError):
-    """A TRUNCATE of a published table: the sync protocol carries row changes only."""
-
-    condition = "PGOUTPUT_TRUNCATE"

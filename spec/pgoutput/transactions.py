@@ -16,8 +16,10 @@ stream order. The rules it owns:
 - unchanged TOAST values: the old tuple of REPLICA IDENTITY FULL supplies them; otherwise an
   update sends them as CHANGED=false (the table keeps the old row's value, across a key change
   too); an insert or a delete cannot have one;
-- TRUNCATE is refused (the sync protocol has row changes only); Type, Origin and logical
-  decoding messages carry nothing a table needs and are passed over.
+- TRUNCATE is a change of each table it names (:meth:`RowChange.truncate`), in order with the
+  rows: the sync put of a table's changes empties it first (the sync protocol's truncate
+  extension, docs/sync.md) and carries what followed; Type, Origin and logical decoding messages
+  carry nothing a table needs and are passed over.
 """
 
 from __future__ import annotations
@@ -31,7 +33,6 @@ from spec.pgoutput.changes import Op, RowChange, TableImage
 from spec.pgoutput.errors import (
     NoReplicaIdentity,
     OutOfOrder,
-    TruncateRefused,
     UnknownRelation,
     UnmappedType,
     UnresolvedToast,
@@ -113,10 +114,12 @@ class TransactionAssembler:
             if self._begin is None:
                 raise OutOfOrder(f"{type(message).__name__} outside a transaction")
             if isinstance(message, Truncate):
-                names = ", ".join(self._described(r).relation.table for r in message.relation_ids)
-                raise TruncateRefused(f"TRUNCATE of {names} cannot be replicated as row changes; publish only "
-                                      "insert, update, delete (WITH (publish = 'insert, update, delete'))")
-            self._row_changes(message)
+                for relation_id in message.relation_ids:
+                    image = self._image(self._described(relation_id))
+                    self._changes.setdefault(image.path, []).append(RowChange.truncate(image))
+                    self._tables[image.path] = image
+            else:
+                self._row_changes(message)
         return None
 
     def _described(self, relation_id: int) -> _Described:

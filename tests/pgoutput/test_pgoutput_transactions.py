@@ -10,12 +10,11 @@ from collections.abc import Iterator
 import pytest
 
 from conformance.pgoutput.vector_suite import load
-from spec.pgoutput.changes import Op
+from spec.pgoutput.changes import Op, after_truncate
 from spec.pgoutput.errors import (
     NoReplicaIdentity,
     OutOfOrder,
     PgOutputError,
-    TruncateRefused,
     UnknownRelation,
     UnmappedType,
     UnresolvedToast,
@@ -155,12 +154,19 @@ def test_structure_rules() -> None:
     assert tx is not None and tx.commit_lsn == 10 and tx.row_count == 0
 
 
-def test_truncate_is_refused_naming_the_table() -> None:
+def test_truncate_is_a_change_of_each_table_in_order_and_its_put_carries_what_followed() -> None:
     machine = TransactionAssembler()
     machine.feed(_relation())
     machine.feed(Begin(10, 0, 1))
-    with pytest.raises(TruncateRefused, match="TRUNCATE of public/t cannot be replicated"):
-        machine.feed(Truncate(False, False, (7,)))
+    machine.feed(_insert(b"1", TupleValue(ColumnKind.TEXT, b"x")))
+    machine.feed(Truncate(False, False, (7,)))
+    machine.feed(_insert(b"2", TupleValue(ColumnKind.TEXT, b"y")))
+    tx = machine.feed(Commit(0, 10, 20, 0))
+    assert tx is not None
+    assert [c.op for c in tx.changes["public/t"]] == [Op.INSERT, Op.TRUNCATE, Op.INSERT]
+    truncate, rows = after_truncate(tx.changes["public/t"])
+    assert truncate and [c.new_key for c in rows] == [(2,)]
+    assert after_truncate(tx.changes["public/t"][:1]) == (False, tx.changes["public/t"][:1])
 
 
 def test_descriptors_pair_old_and_new_keys_and_flag_every_value() -> None:

@@ -1,0 +1,45 @@
+"""DDL in the stream: TRUNCATE empties the Delta table at its place among the rows, with any number of
+sinks and in one process."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from reference.cdc.__main__ import main
+from reference.cdc.verify import verify
+from reference.pipeline.syncserver import SyncServerProcess
+from tests.cdc.conftest import Database
+from tests.cdc.tasks import run_pipeline, sql
+
+BIG = "(SELECT string_agg(md5(g::text), '') FROM generate_series(1, 60) g)"
+WORKLOAD = (
+    "INSERT INTO items (id, name, big) SELECT g, 'n' || g, " + BIG + " FROM generate_series(1, 30) g",
+    "INSERT INTO pairs VALUES (1, 'x', 1, NULL), (2, 'y', 2, NULL)",
+    "BEGIN; DELETE FROM items WHERE id < 5; INSERT INTO items (id) VALUES (100); TRUNCATE items; "
+    "INSERT INTO items (id, name, big) SELECT g, 'after', " + BIG + " FROM generate_series(200, 220) g; "
+    "UPDATE items SET id = 300 WHERE id = 201; COMMIT",
+    "UPDATE items SET id = id + 1000 WHERE id BETWEEN 202 AND 210",
+    "DELETE FROM items WHERE id > 1215",
+    "INSERT INTO pairs VALUES (3, 'z', 3, NULL)",
+    "TRUNCATE items, pairs",
+    "INSERT INTO items (id, name) SELECT g, 'last' FROM generate_series(7, 16) g",
+    "INSERT INTO pairs VALUES (4, 'w', 4, NULL)",
+)
+
+
+@pytest.mark.parametrize("readers", [1, 3])
+def test_truncate_lands_in_order_with_the_rows(database: Database, sync_server: SyncServerProcess,
+                                               readers: int) -> None:
+    sql(database, *WORKLOAD)
+    assert run_pipeline(database, sync_server, readers) == [None] * readers
+    assert verify(database.address, database.name, Path(sync_server.store)) == []
+    assert database.query("SELECT count(*) FROM items") == [("10",)]
+
+
+def test_truncate_in_one_process(database: Database, sync_server: SyncServerProcess) -> None:
+    sql(database, *WORKLOAD)
+    assert main(["--source", database.url(), "--publication", database.name, "--slot", database.name,
+                 "--sync", sync_server.location, "--until-lsn", "current"]) == 0
+    assert verify(database.address, database.name, Path(sync_server.store)) == []
