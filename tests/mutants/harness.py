@@ -25,9 +25,10 @@ from tests.mutants.catalogue import ALL_MUTANTS, selection
 __all__ = ["ROOT", "PatchDoesNotApply", "patched", "check_catalogue", "run_all", "chosen", "Outcome"]
 
 FAILED_LINE = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.MULTILINE)
-PER_MUTANT_TIMEOUT = 900.0
-"""A hang guard only: a mutant that makes the suite loop forever counts as killed by timeout."""
-PER_TEST_TIMEOUT = 120
+PER_MUTANT_TIMEOUT = 300.0
+"""A hang guard only: a mutant that makes the suite loop forever (or a thread it left keeps pytest
+from exiting) counts as killed by timeout."""
+PER_TEST_TIMEOUT = 60
 """pytest-timeout's bound on one test under a mutant (a runtime bug often hangs a test rather than
 failing it); that test then counts as the killer. The slowest selected test takes about 20 s."""
 

@@ -42,7 +42,7 @@ def test_a_full_hand_over_holds_the_producer_until_the_owner_takes() -> None:
     h, _, _ = handover(limit=4)
     h.put(0, b"1234")  # at the limit: the next put waits
     done = threading.Event()
-    producer = threading.Thread(target=lambda: h.put(0, b"5") and done.set())
+    producer = threading.Thread(target=lambda: h.put(0, b"5") and done.set(), daemon=True)
     producer.start()
     assert not done.wait(0.05)
     assert h.take() == ([(0, b"1234")], False)
@@ -54,7 +54,7 @@ def test_cancellation_releases_a_waiting_producer_without_taking_its_record() ->
     h, _, cancel = handover(limit=1)
     h.put(0, b"x")
     result: list[bool] = []
-    producer = threading.Thread(target=lambda: result.append(h.put(0, b"y")))
+    producer = threading.Thread(target=lambda: result.append(h.put(0, b"y")), daemon=True)
     producer.start()
     cancel.set()
     producer.join(HANG_GUARD_S)
