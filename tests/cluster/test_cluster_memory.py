@@ -10,9 +10,11 @@ from typing import Callable, Sequence
 import pytest
 
 from conformance.cluster.harness import Recorder
+from reference.cluster.dispatch import ClusterDown, Dispatcher, Event, Heartbeat
+from reference.cluster.heartbeat import HeartbeatThread
 from reference.cluster.memory import InProcessCluster
 from spec.cluster.detector import FailurePolicy
-from spec.cluster.errors import NodeIdInUse, ProviderClosed
+from spec.cluster.errors import NodeIdInUse, ProviderClosed, ProviderUnavailable
 from spec.cluster.model import ClusterModel, GossipUpdate, ShardLogUpdate
 from spec.cluster.types import Entry, MetadataOp, NodeId, NodeState, Revision, Scope, ShardId
 
@@ -197,3 +199,92 @@ def test_a_member_journaled_fail_returns_to_ok_when_it_renews_after_a_restart(tm
 def wait_until(core: Recorder, predicate: Callable[[], bool]) -> None:
     with core._cond:
         assert core._cond.wait_for(predicate, HANG_GUARD), "the awaited notification never came"
+
+
+SLOW_POLICY = FailurePolicy(heartbeat_interval=1.0, fail_after=60.0)
+"""No verdict within a test: every journal line is one of the test's own operations."""
+
+
+def test_lines_replayed_at_a_restart_count_toward_the_next_compaction(tmp_path: Path) -> None:
+    cluster = InProcessCluster(SLOW_POLICY, data_dir=tmp_path, compact_after=8)
+    try:
+        node = cluster.open_node(NodeId("n1"), Recorder(), autorenew=False)
+        node.join_cluster("h:1")
+        for i in range(5):
+            node.update_gossip([MetadataOp(key=f"before{i}", value=b"x")], Scope.GLOBAL)
+        assert cluster.journal_generation == 0  # six lines
+        cluster.restart()
+        for i in range(2):
+            node.update_gossip([MetadataOp(key=f"after{i}", value=b"x")], Scope.GLOBAL)
+        assert cluster.journal_generation == 1  # the eighth line compacted, counting the six replayed
+    finally:
+        cluster.close()
+
+
+def test_a_torn_last_journal_line_was_never_acknowledged_and_is_not_replayed(tmp_path: Path) -> None:
+    cluster = InProcessCluster(SLOW_POLICY, data_dir=tmp_path)
+    try:
+        node = cluster.open_node(NodeId("n1"), Recorder(), autorenew=False)
+        node.join_cluster("h:1")
+        node.update_gossip([MetadataOp(key="g", value=b"x")], Scope.GLOBAL)
+        before = cluster._model.snapshot(), dict(cluster._model.gossip)
+        (journal,) = tmp_path.glob("journal-*.log")
+        with open(journal, "a", encoding="utf-8") as torn:
+            torn.write('["update_gossip", [')  # a crash in the middle of an append
+        cluster.restart()
+        assert (cluster._model.snapshot(), dict(cluster._model.gossip)) == before
+    finally:
+        cluster.close()
+
+
+class _Mailbox:
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+
+    def start(self) -> None:
+        """Nothing to start."""
+
+    def post(self, event: Event) -> None:
+        self.events.append(event)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Nothing to stop."""
+
+
+def test_every_outage_is_reported_once_even_after_a_recovery() -> None:
+    renewals: list[float | ProviderUnavailable] = [
+        ProviderUnavailable("down"), ProviderUnavailable("still down"), 0.5, ProviderUnavailable("down again"), 0.5]
+    stopped = threading.Event()
+    mailbox = _Mailbox()
+
+    def renew() -> float:
+        outcome = renewals.pop(0)
+        if not renewals:
+            stopped.set()
+        if isinstance(outcome, ProviderUnavailable):
+            raise outcome
+        return outcome
+
+    beats = HeartbeatThread("test-heartbeat", 0.001, renew, mailbox, stopped)
+    beats.start()
+    beats.join(HANG_GUARD)
+    assert mailbox.events == [ClusterDown(), Heartbeat(0.5), ClusterDown(), Heartbeat(0.5)]
+
+
+def test_a_callback_that_raises_does_not_end_the_nodes_later_notifications() -> None:
+    class Flaky(Recorder):
+        def notify_gossip_update(self, entries: Sequence[Entry]) -> None:
+            super().notify_gossip_update(entries)
+            if len(self.gossip) == 1:
+                raise RuntimeError("a bug in the Core")
+
+    core = Flaky()
+    mailbox = Dispatcher("n1", core)
+    mailbox.start()
+    try:
+        mailbox.post(GossipUpdate(entries=()))
+        mailbox.post(GossipUpdate(entries=()))
+        with core._cond:
+            assert core._cond.wait_for(lambda: len(core.gossip) == 2, HANG_GUARD)
+    finally:
+        mailbox.close()

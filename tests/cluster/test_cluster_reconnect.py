@@ -3,6 +3,7 @@ its notifications from the last revision it saw, with nothing lost and nothing t
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from collections import Counter
@@ -11,8 +12,10 @@ from typing import Callable
 
 from conformance.cluster.harness import Recorder
 from reference.cluster.memory import InProcessCluster
-from reference.cluster.remote import Backoff, RemoteCluster, RemoteNode
+from reference.cluster.remote import Backoff, RemoteCluster, RemoteNode, read_message
 from reference.cluster.service import ClusterService
+from spec.cluster import wire
+from spec.cluster.detector import FailurePolicy
 from spec.cluster.errors import ProviderUnavailable, RevisionMismatch
 from spec.cluster.types import MetadataOp, NodeId
 
@@ -122,3 +125,73 @@ def test_reconnect_delays_double_up_to_the_limit_each_jittered_down_by_at_most_h
         for i, delay in delays:
             ceiling = min(0.05 * 2 ** i, 1.0)
             assert ceiling / 2 <= delay <= ceiling, (i, delay)
+
+
+class MuteService:
+    """A cluster service that welcomes each HELLO, then never answers: it stays silent (a link that
+    went down sends no FIN) or, with ``hang_up``, closes the connection at the node's first request."""
+
+    def __init__(self, policy: FailurePolicy, hang_up: bool = False) -> None:
+        self.policy, self.hang_up = policy, hang_up
+        self.hellos = 0
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._held: list[socket.socket] = []
+        threading.Thread(target=self._serve, daemon=True, name="mute-service").start()
+
+    @property
+    def url(self) -> str:
+        return f"tcp://127.0.0.1:{self._listener.getsockname()[1]}"
+
+    def _serve(self) -> None:
+        try:
+            while True:
+                sock, _ = self._listener.accept()
+                self._held.append(sock)
+                hello = read_message(sock)
+                assert hello is not None and hello.kind is wire.ServiceKind.HELLO
+                self.hellos += 1
+                sock.sendall(wire.encode(wire.ServiceKind.WELCOME, hello.request_id, session="s",
+                                         **wire.timing_to_wire(self.policy.timing())))
+                if self.hang_up:
+                    read_message(sock)
+                    sock.close()
+        except OSError:
+            return  # closed by the test
+
+    def close(self) -> None:
+        self._listener.close()
+        for sock in self._held:
+            sock.close()
+
+
+def test_a_connection_that_stops_answering_is_ended_and_connected_again() -> None:
+    service = MuteService(FailurePolicy(heartbeat_interval=0.1, fail_after=0.2))
+    remote = RemoteCluster(service.url, timeout=0.2)
+    try:
+        remote.open_node(NodeId("n1"), Recorder())  # its renewals go unanswered
+        wait_for(lambda: service.hellos >= 2, "a second HELLO after the silent connection was given up")
+    finally:
+        remote.close()
+        service.close()
+
+
+def test_calls_waiting_on_a_connection_that_breaks_fail_at_once_not_at_their_timeout() -> None:
+    service = MuteService(FailurePolicy(heartbeat_interval=10.0, fail_after=20.0), hang_up=True)
+    remote = RemoteCluster(service.url, timeout=4 * HANG_GUARD)  # a call would wait four hang guards
+    outcome: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            node.join_cluster("h:1")
+        except ProviderUnavailable as error:
+            outcome.append(error)
+
+    try:
+        node = remote.open_node(NodeId("n1"), Recorder())
+        caller = threading.Thread(target=call, daemon=True)
+        caller.start()
+        caller.join(HANG_GUARD)
+        assert len(outcome) == 1, "the call still waits although its connection closed"
+    finally:
+        remote.close()
+        service.close()

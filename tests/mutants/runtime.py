@@ -50,7 +50,6 @@ SERVICE = (
     "tests/cluster/test_cluster_service.py",
     "tests/cluster/test_service_flood.py",
     "tests/cluster/test_cluster_reconnect.py",
-    "tests/cluster/test_cluster_conformance.py::test_cluster_service_over_tcp_passes_every_case_in_its_test_mode",
 )
 MEMORY = (
     "tests/cluster/test_cluster_memory.py",

@@ -9,18 +9,21 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
 from test_hostile_peers import DEADLINE_S, KEY, RECORDS, SETTINGS, running_writer
 
+from reference.net import ConnectionLimits
+
 from reference.net.ledger import ResourceLedger
 from reference.shuffle.local import run_local_shuffle
 from reference.shuffle.reader_task import ReaderTask
 from reference.shuffle.standalone_directory import StandaloneDirectory
 from reference.shuffle.task import TaskOptions
-from spec.auth import AuthConfig, CipherName
+from spec.auth import AuthConfig, CipherName, ClientHandshake, Established
 from spec.auth import errors
 from spec.shuffle import coordination
 from spec.shuffle.codec import encode_frame
@@ -169,3 +172,19 @@ def test_a_reader_with_another_secret_fails_typed_and_the_writer_keeps_waiting_f
         reader = ReaderTask(KEY, 0, [0], SETTINGS, writer.directory, TaskOptions(auth=SECRET))
         assert list(reader.records()) == [record for _, record in RECORDS]
         assert writer.wait_outcome() is None
+
+
+def test_a_peer_that_proved_the_secret_is_no_stranger_even_before_its_credit() -> None:
+    """The handshake identifies a connection: the strangers' bind deadline no longer closes it."""
+    with running_writer(ConnectionLimits(bind_timeout_s=0.2), auth=SECRET) as writer:
+        with socket.create_connection(writer.address) as sock:
+            sock.settimeout(DEADLINE_S)
+            handshake = ClientHandshake(SECRET)
+            sock.sendall(handshake.challenge())
+            outcome = None
+            while outcome is None:
+                outcome = handshake.receive(sock.recv(65536))
+            assert isinstance(outcome, Established)
+            time.sleep(1.0)  # five bind deadlines: a stranger would have been closed by now
+            sock.sendall(outcome.cipher.seal([encode_frame(CreditMessage(writer_id=0, reader_id=0, num_messages=1))]))
+            assert sock.recv(65536) != b""  # the writer answers the CREDIT with its DATA

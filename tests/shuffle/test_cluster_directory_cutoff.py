@@ -13,6 +13,7 @@ from reference.cluster.service import ClusterService
 from reference.shuffle.cluster_directory import ClusterDirectory
 from reference.shuffle.directory_errors import ClusterUnreachable
 from reference.shuffle.shard_view import ShardView
+from spec.cluster.types import Membership, NodeId, NodeInfo, NodeState, ShardId
 from spec.shuffle import coordination
 
 DEADLINE_S = 30.0
@@ -63,3 +64,16 @@ def test_cut_off_time_counts_from_the_last_renewal_and_a_renewal_ends_it() -> No
     assert view.cut_off_for() == 1.25
     view.cluster_heartbeat(1.0)
     assert view.cut_off_for() is None
+
+
+def test_a_membership_delivered_late_does_not_replace_a_newer_one() -> None:
+    """Snapshots may arrive out of order (a catch-up after a newer push): the highest epoch stands."""
+    shard = ShardId("s1")
+
+    def snapshot(epoch: int, state: NodeState) -> Membership:
+        return Membership(epoch=epoch, shards={shard: (NodeInfo(node_id=NodeId("n1"), address="h:1", state=state),)})
+
+    view = ShardView()
+    view.update_membership(snapshot(2, NodeState.FAIL))
+    view.update_membership(snapshot(1, NodeState.OK))
+    assert view.failed_members(shard) == [NodeId("n1")]

@@ -14,6 +14,7 @@ import pyarrow.flight as flight
 import pytest
 
 from conformance.sync.suite import _cmd, do_put, rows_batch
+from reference.sync.transport import _Call
 from spec.sync.flight import FlightDataMessage, FlightDescriptorMessage, decode_flight_data, descriptor_command
 from tests.sync.conftest import ServerFactory
 
@@ -131,3 +132,32 @@ def test_connections_beyond_the_cap_are_refused_as_they_connect(server_factory: 
     assert [_probe_on(client) for client in held] == [None, None]
     for client in [*held, extra]:
         client.close()
+
+
+class _Context:
+    """What a put's call asks of gRPC's context: is the client still there, and cancel."""
+
+    def __init__(self, active: bool) -> None:
+        self.active = active
+        self.cancelled = False
+
+    def is_active(self) -> bool:
+        return self.active
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+def test_a_put_whose_client_is_gone_is_not_recorded_and_a_claimed_one_is_not_cancelled() -> None:
+    """The race the watchdog and the handler run: whoever comes first decides, and a put whose call
+    ended (its client went away after the last byte) is never recorded."""
+    assert not _Call(_Context(active=False)).claim()  # type: ignore[arg-type]
+    context = _Context(active=True)
+    call = _Call(context)  # type: ignore[arg-type]
+    assert call.claim()
+    call.expire()  # the put timeout passes while the put is being recorded
+    assert not call.expired and not context.cancelled
+    late = _Context(active=True)
+    expired = _Call(late)  # type: ignore[arg-type]
+    expired.expire()
+    assert expired.expired and late.cancelled and not expired.claim()
