@@ -46,8 +46,15 @@ class Outcome:
 
 
 def check_catalogue(root: Path = ROOT, mutants: Iterable[Mutant] = ALL_MUTANTS) -> None:
-    """Every patch applies to the current code and changes it (fails loudly on the first that doesn't)."""
+    """Every patch applies to the current code, changes it and leaves valid Python (a syntax error
+    would be "killed" by the import, not by a test); fails loudly on the first that doesn't."""
+    mutants = list(mutants)
     check_mutants(root, mutants)
+    for mutant in mutants:
+        try:
+            compile(patched((root / mutant.file).read_text(), mutant), mutant.file, "exec")
+        except SyntaxError as error:
+            raise PatchDoesNotApply(f"mutant {mutant.name}: the patched {mutant.file} is not Python: {error}") from None
 
 
 @dataclass
