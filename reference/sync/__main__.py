@@ -48,6 +48,7 @@ from spec.sync.messages import MAX_MESSAGE_BYTES
 from spec.sync.writer import SyncSettings
 from reference.sync.auth import ServerSecurity
 from reference.sync.server import (
+    DEFAULT_FIRST_MESSAGE_TIMEOUT_S,
     DEFAULT_MAX_CONCURRENT_PUTS,
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_PUT_TIMEOUT_S,
@@ -158,11 +159,15 @@ def _parser() -> argparse.ArgumentParser:
                        help="pending + in-flight bytes above which puts are refused (default: max-in-memory + max-message)")
     serve.add_argument("--max-message-bytes", type=size, default=MAX_MESSAGE_BYTES)
     serve.add_argument("--max-concurrent-puts", type=count, default=DEFAULT_MAX_CONCURRENT_PUTS,
-                       help="puts served at once; more are RESOURCE_EXHAUSTED")
+                       help="puts served at once (a stream counts once its first message arrived); more are "
+                            "RESOURCE_EXHAUSTED, which clients retry")
     serve.add_argument("--max-connections", type=count, default=DEFAULT_MAX_CONNECTIONS,
                        help="open client connections at most; more are refused as they connect (UNAVAILABLE)")
     serve.add_argument("--put-timeout-s", type=interval, default=DEFAULT_PUT_TIMEOUT_S,
-                       help="a put not complete by then is cancelled and nothing of it kept")
+                       help="a put not complete this long after its first message ends DEADLINE_EXCEEDED, "
+                            "nothing of it kept")
+    serve.add_argument("--first-message-timeout-s", type=interval, default=DEFAULT_FIRST_MESSAGE_TIMEOUT_S,
+                       help="a stream whose first message has not arrived by then ends DEADLINE_EXCEEDED")
     serve.add_argument("--transaction-timeout-s", type=interval, default=defaults.transaction_timeout_s,
                        help="an open transaction without a put for this long is discarded (its client replays it)")
     serve.add_argument("--max-replication-lag-s", type=seconds, default=SERVE_MAX_REPLICATION_LAG_S,
@@ -244,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
             max_concurrent_puts=args.max_concurrent_puts,
             max_connections=args.max_connections,
             put_timeout_s=args.put_timeout_s,
+            first_message_timeout_s=args.first_message_timeout_s,
             maintenance_interval_s=args.maintenance_interval_s,
         )
     except (StoreUnwritable, BindError, _BadSetting) as exc:

@@ -3,10 +3,11 @@
 The decisions are the sans-IO machine's (spec/sync/client.py): what a response means, what the
 server already holds (skipped, or waited for), what goes again after a restart. This module does
 the I/O: it probes whenever it (re)connects, so a restart is seen before any data is sent, and
-retries ``accepted=false`` and connection failures with capped exponential backoff until a
-deadline. A put resent after a connection failure whose transaction the server already reports
-in memory (the answer was lost, not the put) is not sent again: the server would refuse a
-non-increasing sequence number that is not yet durable.
+retries ``accepted=false``, connection failures and busy refusals (the machine's ``after_failure``)
+with capped exponential backoff and jitter until a deadline. A put resent after a connection
+failure whose transaction the server already reports in memory (the answer was lost, not the
+put) is not sent again: the server would refuse a non-increasing sequence number that is not
+yet durable.
 
 A restart that no request observes as a failure and that is first reported by a
 data put (rather than the probe) leaves that put ahead of the replay; the client
@@ -16,6 +17,7 @@ still replays, but exactness then relies on full-value changes.
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -25,7 +27,9 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from spec.errors import RuntimeFailure
-from spec.sync.client import Holding, Reading, SyncClientMachine, outage_warning_due
+from spec.sync.client import (
+    AfterFailure, Backoff, Fault, Holding, Reading, SyncClientMachine, after_failure, outage_warning_due,
+)
 from spec.sync.flight import MESSAGE_BYTES, message_batches
 from spec.sync.messages import ColumnDescriptor, SyncCommand, SyncResponse, decode_response
 from reference.sync.auth import ClientSecurity
@@ -55,12 +59,19 @@ class _Restarted(Exception):
     """Internal: a response showed that the server lost its memory since the last one."""
 
 
-_ABORTED = "gRPC returned aborted error"
-"""pyarrow's wording of ABORTED: the server discarded the origin's open transaction (TransactionDiscarded)."""
+_JITTER = random.Random()
 
-_RETRYABLE = (flight.FlightUnavailableError, flight.FlightTimedOutError, flight.FlightCancelledError, OSError)
-"""Failures worth another attempt. A lost or refused connection is ``UNAVAILABLE`` in gRPC, so pyarrow
-raises FlightUnavailableError for it; an INTERNAL error is the server's answer and is not retried."""
+
+def _fault(error: BaseException) -> Fault:
+    """The status class pyarrow raised, as the client machine reads it (a refused or lost connection is
+    ``UNAVAILABLE`` in gRPC, so pyarrow raises FlightUnavailableError for it)."""
+    if isinstance(error, (flight.FlightUnavailableError, OSError)):
+        return Fault.UNREACHABLE
+    if isinstance(error, flight.FlightTimedOutError):
+        return Fault.TIMED_OUT
+    if isinstance(error, flight.FlightCancelledError):
+        return Fault.CANCELLED
+    return Fault.REFUSED
 
 
 class SyncClient:
@@ -201,8 +212,7 @@ class SyncClient:
 
     def _call_with_retry(self, put: SyncPut | None, sequence: int | None) -> SyncResponse:
         started = time.monotonic()
-        deadline = started + self.deadline_s
-        backoff = self.backoff_initial_s
+        backoff = Backoff(self.backoff_initial_s, self.backoff_max_s, started + self.deadline_s)
         attempted = False
         warned = 0
         while True:
@@ -223,23 +233,26 @@ class SyncClient:
                     self._answers_again(started, warned)
                     return response
                 self._last_failure = "the server answered accepted=false (busy: its write lock was held)"
-            except _RETRYABLE as error:
-                self._last_failure = _one_line(error)
-                self.close()
-            except flight.FlightInternalError as exc:
-                if _ABORTED in str(exc):  # the server discarded this origin's open transaction: send it again
+            except (flight.FlightError, pa.ArrowException, OSError) as error:
+                fault = _fault(error)
+                then = after_failure(fault, str(error))
+                if then is AfterFailure.REPLAY:
                     raise _Restarted() from None
-                raise
+                if then is AfterFailure.FAIL:
+                    raise
+                self._last_failure = _one_line(error)
+                if fault is not Fault.REFUSED:  # the connection may be gone; a busy answer leaves it as it is
+                    self.close()
             if outage_warning_due(time.monotonic() - started, warned):
                 warned += 1
                 log.warning("sync server %s has not accepted a put of origin %s for %.0f s (retrying for up to "
                             "%g s): %s", self.location, self.origin, time.monotonic() - started, self.deadline_s,
                             self._last_failure)
-            if time.monotonic() + backoff > deadline:
+            wait = backoff.wait(time.monotonic(), _JITTER.random())
+            if wait is None:
                 raise SyncUnavailable(f"sync server {self._location or '(not resolved)'} did not accept a put of origin {self.origin} "
                                       f"within {self.deadline_s:g} s; last: {self._last_failure}")
-            self._sleep(backoff)
-            backoff = min(backoff * 2, self.backoff_max_s)
+            self._sleep(wait)
 
     def _answers_again(self, started: float, warned: int) -> None:
         if warned:

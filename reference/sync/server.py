@@ -61,6 +61,7 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_CONCURRENT_PUTS = 64
 DEFAULT_PUT_TIMEOUT_S = 300.0
 DEFAULT_MAX_CONNECTIONS = 1024
+DEFAULT_FIRST_MESSAGE_TIMEOUT_S = 10.0
 
 
 @dataclass
@@ -91,6 +92,7 @@ class SyncServer:
         max_concurrent_puts: int = DEFAULT_MAX_CONCURRENT_PUTS,
         put_timeout_s: float = DEFAULT_PUT_TIMEOUT_S,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        first_message_timeout_s: float = DEFAULT_FIRST_MESSAGE_TIMEOUT_S,
         flush_failures: FlushFailures | None = None,
         maintenance_interval_s: float = 600.0,
     ) -> None:
@@ -116,7 +118,8 @@ class SyncServer:
         self._tables = set(store.tables())
         self._transport = FlightPutTransport(
             self._on_put, host=host, port=port, security=security,
-            limits=TransportLimits(max_concurrent_puts, self.limits.receive_limit, put_timeout_s, max_connections),
+            limits=TransportLimits(max_concurrent_puts, self.limits.receive_limit, put_timeout_s, max_connections,
+                                   first_message_timeout_s),
         )
         self.port = self._transport.port
         self._flusher = threading.Thread(target=self._flush_task, name="sync-flusher", daemon=True)

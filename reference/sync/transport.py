@@ -1,38 +1,44 @@
-"""The sync server's gRPC transport: Arrow Flight's ``DoPut`` served on grpcio, with its limits held.
+"""The sync server's gRPC transport: Arrow Flight's ``DoPut`` served on grpcio's asyncio server, with its limits held.
 
 pyarrow's Flight server leaves gRPC's receive limit unlimited, gives every stream a thread of its
 own with no cap and no deadline, and handles SIGTERM itself.  This transport serves the same
 method (``arrow.flight.protocol.FlightService/DoPut``, ``spec.sync.flight``) so Flight clients
-work unchanged, on a grpcio server whose limits are the sync server's:
+work unchanged, on a grpcio server whose limits are the sync server's.  Streams wait on one
+event-loop thread; the rules are the spec's (``spec.sync.admission``: ``PutStream``, ``PutSlots``):
 
-- at most ``max_concurrent_puts`` calls at once, each on one thread of a pool of that size; the
-  next call is answered ``RESOURCE_EXHAUSTED`` by gRPC before it is read;
+- a stream whose first message does not arrive within ``first_message_timeout_s`` ends
+  ``DEADLINE_EXCEEDED`` naming ``--first-message-timeout-s``; until then it holds no put slot
+  and no thread;
+- once its first message arrived a put takes one of ``max_concurrent_puts`` slots, and runs on
+  one thread of a pool of that size; with every slot taken it is ``RESOURCE_EXHAUSTED``
+  (``PutSlotsBusy``, which clients retry);
 - a message above the receive limit is refused by gRPC from its length prefix, before it is
   buffered (``RESOURCE_EXHAUSTED``);
-- a call still running ``put_timeout_s`` after it began is cancelled by one watchdog thread
-  (the client sees ``CANCELLED``; the put's handler drops what it read);
-- ``stop(grace)`` refuses new calls, lets running ones finish for ``grace`` seconds, then
-  cancels the rest.
+- a put still running ``put_timeout_s`` after its first message, unless it is being recorded,
+  ends ``DEADLINE_EXCEEDED`` naming ``--put-timeout-s`` (its handler drops what it read);
+- ``stop(grace)`` refuses new calls, lets running ones finish for ``grace`` seconds, then ends
+  the rest ``UNAVAILABLE`` (``ServerDraining``).
 
 Other Flight methods are ``UNIMPLEMENTED``.  Errors are ``SyncError`` s, sent as their status
-with their one-line text.
+with their one-line text and condition (``spec.sync.errors.wire_text``).
 """
 
 from __future__ import annotations
 
-import heapq
-import itertools
+import asyncio
+import concurrent.futures
 import logging
 import threading
-import time
-from collections.abc import Callable, Iterator
-from concurrent import futures
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from dataclasses import dataclass
+from typing import Any, NoReturn, TypeVar
 
 import grpc
+import grpc.aio
 
 from reference.sync.auth import ServerSecurity, bearer_token_matches
-from spec.sync.errors import FlightDataError, InterruptedPut, SyncError, one_line
+from spec.sync.admission import PutSlots, PutStream, StreamLimits
+from spec.sync.errors import FlightDataError, InterruptedPut, PutSlotsBusy, ServerDraining, SyncError, wire_text
 from spec.sync.flight import DO_PUT_METHOD, FLIGHT_SERVICE, FlightData, decode_flight_data, encode_put_result
 
 log = logging.getLogger(__name__)
@@ -42,7 +48,9 @@ FRAME_ALLOWANCE_BYTES = 64 * 1024
 """Receive limit above the largest Arrow body: room for a FlightData's IPC header and framing."""
 
 STOP_MARGIN_S = 5.0
-"""How long after a graceful stop's grace gRPC cancels calls the watchdog has not ended."""
+"""How long after a graceful stop's grace gRPC cancels calls still running (by then only puts being recorded)."""
+
+T = TypeVar("T")
 
 PutHandler = Callable[[Iterator[FlightData], Callable[[], bool]], bytes]
 """Takes a put's messages and its ``claim()`` (``_Call.claim``); returns the PutResult's ``app_metadata``."""
@@ -54,122 +62,96 @@ class BindError(Exception):
 
 @dataclass(frozen=True)
 class TransportLimits:
-    """What the transport holds for the server: concurrent calls, message size, time per call."""
+    """What the transport holds for the server: concurrent puts, message size, time per stream, connections."""
 
     max_concurrent_puts: int
     max_message_bytes: int
     put_timeout_s: float
     max_connections: int
     """Open client connections at most (each costs gRPC about 18 KiB); more are refused when they connect."""
+    first_message_timeout_s: float
+
+    @property
+    def streams(self) -> StreamLimits:
+        return StreamLimits(self.first_message_timeout_s, self.put_timeout_s, self.max_concurrent_puts)
 
 
-_HEAP_SLACK = 64
+_END = object()
+"""A stream's end, as the event loop hands it to the put's thread."""
 
 
 class _Call:
-    """One put's call: ended by the watchdog, or claimed by the handler to record it, whichever comes first."""
+    """One put's call between the event loop, which ends it at its deadline, and the put's thread,
+    which reads its messages and claims it to record it, whichever comes first."""
 
-    def __init__(self, context: grpc.ServicerContext) -> None:
-        self._context = context
+    def __init__(self, loop: asyncio.AbstractEventLoop, requests: AsyncIterator[bytes]) -> None:
+        self._loop = loop
+        self._requests = requests
         self._lock = threading.Lock()
         self._ended = False
         self._claimed = False
+        self._reading: concurrent.futures.Future[object] | None = None
 
-    def expire(self) -> None:
-        """The put timeout passed: end the call unless its put is being recorded."""
+    async def _next(self) -> object:
+        try:
+            return await self._requests.__anext__()
+        except StopAsyncIteration:
+            return _END
+
+    def read(self) -> bytes | None:
+        """The next message (None at the end of the stream), read on the event loop; InterruptedPut once ended."""
+        with self._lock:
+            if self._ended:
+                raise InterruptedPut()
+            self._reading = asyncio.run_coroutine_threadsafe(self._next(), self._loop)
+        try:
+            raw = self._reading.result()
+        except (concurrent.futures.CancelledError, asyncio.CancelledError, grpc.RpcError):
+            raise InterruptedPut() from None
+        return None if raw is _END else raw  # type: ignore[return-value]
+
+    def end(self) -> bool:
+        """End the call unless its put is being recorded; False if it is (it then runs to its end)."""
         with self._lock:
             if self._claimed:
-                return
+                return False
             self._ended = True
-        log.warning("a put ran past its time limit and was cancelled; nothing of it was kept")
-        self._context.cancel()
+            if self._reading is not None:
+                self._reading.cancel()
+            return True
 
     def claim(self) -> bool:
-        """True if the put may be recorded (the call is no longer ended by the watchdog); False if it ended."""
+        """True if the put may be recorded (the call is no longer ended at its deadline); False if it ended."""
         with self._lock:
-            if self._ended or not self._context.is_active():
+            if self._ended:
                 return False
             self._claimed = True
             return True
 
-    @property
-    def expired(self) -> bool:
-        with self._lock:
-            return self._ended
+
+def _messages(call: _Call, first: bytes) -> Iterator[FlightData]:
+    """A call's decoded messages; a call that broke (ended, client gone) is an InterruptedPut."""
+    raw: bytes | None = first
+    while raw is not None:
+        yield decode_flight_data(raw)
+        raw = call.read()
+    # The end of a stream looks the same whether the client half-closed it or its connection
+    # broke: grpc reports the broken call by cancelling it separately.  Asking for one more
+    # message is one more round through the event loop, after that event: a broken call then
+    # is ended, a half-closed one ends again at once.
+    if call.read() is not None:
+        raise FlightDataError("a message arrived after the end of the stream")
 
 
-class _Watchdog:
-    """One thread that cancels each call still running at its deadline."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._heap: list[tuple[float, int]] = []
-        self._cancel: dict[int, Callable[[], object]] = {}
-        self._ids = itertools.count()
-        self._stopped = False
-        self._thread = threading.Thread(target=self._run, name="sync-put-watchdog", daemon=True)
-        self._thread.start()
-
-    def watch(self, cancel: Callable[[], object], timeout_s: float) -> int:
-        with self._cond:
-            key = next(self._ids)
-            self._cancel[key] = cancel
-            heapq.heappush(self._heap, (time.monotonic() + timeout_s, key))
-            self._cond.notify()
-            return key
-
-    def shorten(self, timeout_s: float) -> None:
-        """Every call watched now ends within ``timeout_s`` at the latest."""
-        with self._cond:
-            until = time.monotonic() + timeout_s
-            for key in self._cancel:
-                heapq.heappush(self._heap, (until, key))
-            self._cond.notify()
-
-    def forget(self, key: int) -> None:
-        with self._cond:
-            self._cancel.pop(key, None)
-            if len(self._heap) > 2 * len(self._cancel) + _HEAP_SLACK:  # drop finished calls' deadlines
-                self._heap = [entry for entry in self._heap if entry[1] in self._cancel]
-                heapq.heapify(self._heap)
-
-    def stop(self) -> None:
-        with self._cond:
-            self._stopped = True
-            self._cond.notify()
-        self._thread.join(timeout=5)
-
-    def _run(self) -> None:
-        with self._cond:
-            while not self._stopped:
-                now = time.monotonic()
-                while self._heap and (self._heap[0][0] <= now or self._heap[0][1] not in self._cancel):
-                    _, key = heapq.heappop(self._heap)
-                    cancel = self._cancel.pop(key, None)
-                    if cancel is not None:
-                        cancel()
-                self._cond.wait(self._heap[0][0] - now if self._heap else None)
-
-
-def _messages(requests: Iterator[bytes], call: _Call) -> Iterator[FlightData]:
-    """A call's decoded messages; a call that broke (cancelled, timed out, client gone) is an InterruptedPut."""
-    try:
-        for raw in requests:
-            yield decode_flight_data(raw)
-        # The end of a stream looks the same whether the client half-closed it or its connection
-        # broke: grpcio reports the broken call as cancelled by a separate event.  Asking for one
-        # more message is one more round through the server's completion queue, after that event:
-        # a broken call then raises, a half-closed one ends again at once.
-        for _ in requests:
-            raise FlightDataError("a message arrived after the end of the stream")
-    except grpc.RpcError:
-        raise InterruptedPut() from None
-    if call.expired:  # a call the server cancelled just ends its stream
-        raise InterruptedPut()
+def _serve(handler: PutHandler, call: _Call, first: object) -> bytes:
+    """Run the put on its thread, from its first message (``_END``: the stream had none)."""
+    if not isinstance(first, bytes):
+        raise FlightDataError("the stream ended before its first message")
+    return handler(_messages(call, first), call.claim)
 
 
 class FlightPutTransport:
-    """A started grpcio server answering Flight ``DoPut`` with ``handler``."""
+    """A started grpcio asyncio server answering Flight ``DoPut`` with ``handler``."""
 
     def __init__(
         self, handler: PutHandler, *, host: str, port: int, limits: TransportLimits, security: ServerSecurity
@@ -177,76 +159,133 @@ class FlightPutTransport:
         self._handler = handler
         self._limits = limits
         self._token = security.token
-        self._watchdog = _Watchdog()
-        self._running = 0
-        self._running_lock = threading.Lock()
-        self._server = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=limits.max_concurrent_puts, thread_name_prefix="sync-put"),
+        self._slots = PutSlots(limits.max_concurrent_puts)
+        self._pool = concurrent.futures.ThreadPoolExecutor(limits.max_concurrent_puts, thread_name_prefix="sync-put")
+        self._loop = asyncio.new_event_loop()
+        self._loop_thread = threading.Thread(target=self._loop.run_forever, name="sync-transport", daemon=True)
+        self._loop_thread.start()
+        self._stopping: asyncio.Event | None = None
+        self._stop_deadline = float("inf")
+        self._stopped = threading.Event()
+        try:
+            self.port, self._server = self._run(self._start(f"{host}:{port}", security))
+        except BindError:
+            self._close_loop()
+            raise
+
+    def _run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
+
+    async def _start(self, address: str, security: ServerSecurity) -> tuple[int, grpc.aio.Server]:
+        self._stopping = asyncio.Event()
+        server = grpc.aio.server(
             handlers=[grpc.method_handlers_generic_handler(FLIGHT_SERVICE, {
                 DO_PUT_METHOD: grpc.stream_stream_rpc_method_handler(self._do_put),
             })],
-            maximum_concurrent_rpcs=limits.max_concurrent_puts,
             options=[
-                ("grpc.max_receive_message_length", limits.max_message_bytes + FRAME_ALLOWANCE_BYTES),
+                ("grpc.max_receive_message_length", self._limits.max_message_bytes + FRAME_ALLOWANCE_BYTES),
                 ("grpc.so_reuseport", 0),
-                ("grpc.max_allowed_incoming_connections", limits.max_connections),
+                ("grpc.max_allowed_incoming_connections", self._limits.max_connections),
             ],
         )
-        address = f"{host}:{port}"
         try:
             if security.tls_cert is not None and security.tls_key is not None:
                 credentials = grpc.ssl_server_credentials([(security.tls_key, security.tls_cert)])
-                self.port = self._server.add_secure_port(address, credentials)
+                port = server.add_secure_port(address, credentials)
             else:
-                self.port = self._server.add_insecure_port(address)
+                port = server.add_insecure_port(address)
         except RuntimeError:
-            self.port = 0
-        if self.port == 0:
-            self._watchdog.stop()
+            port = 0
+        if port == 0:
             raise BindError(f"cannot listen on {address}: the address is in use or not available here")
-        self._server.start()
+        await server.start()
+        return port, server
 
-    def _authorized(self, context: grpc.ServicerContext) -> bool:
-        return self._token is None or bearer_token_matches(context.invocation_metadata() or (), self._token)
+    def _authorized(self, context: grpc.aio.ServicerContext[bytes, bytes]) -> bool:
+        metadata = [(str(key), value) for key, value in context.invocation_metadata() or ()]
+        return self._token is None or bearer_token_matches(metadata, self._token)
 
-    def _do_put(self, requests: Iterator[bytes], context: grpc.ServicerContext) -> Iterator[bytes]:
+    async def _do_put(self, requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext[bytes, bytes]) -> None:
         if not self._authorized(context):
-            context.abort(grpc.StatusCode.UNAUTHENTICATED, "A valid bearer token is required")
-        call = _Call(context)
-        watch = self._watchdog.watch(call.expire, self._limits.put_timeout_s)
-        with self._running_lock:
-            self._running += 1
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, "A valid bearer token is required")
+        stream = PutStream(self._limits.streams, self._loop.time())
+        call = _Call(self._loop, requests.__aiter__())
         try:
-            answer = self._handler(_messages(requests, call), call.claim)
+            first = await asyncio.wait_for(call._next(), stream.remaining(self._loop.time()))
+        except asyncio.TimeoutError:
+            await self._refuse(context, stream.expired())
+        try:
+            stream.first_message(self._loop.time(), self._slots)
+        except PutSlotsBusy as exc:
+            await self._refuse(context, exc)
+        put = self._loop.run_in_executor(self._pool, _serve, self._handler, call, first)
+        put.add_done_callback(lambda _: self._slots.give_back())  # once the put's thread is done with it
+        try:
+            answer = await self._answer(put, call, stream)
+        except asyncio.CancelledError:  # the client went away
+            call.end()
+            raise
         except SyncError as exc:
-            log.info("put refused (%s): %s", exc.condition, exc.message)
-            context.abort(grpc.StatusCode[exc.status], one_line(exc.message))
+            await self._refuse(context, exc)
         except Exception:
             log.exception("put failed")
-            context.abort(grpc.StatusCode.INTERNAL, INTERNAL_ERROR_TEXT)
-        finally:
-            self._watchdog.forget(watch)
-            with self._running_lock:
-                self._running -= 1
-        yield encode_put_result(answer)
+            await context.abort(grpc.StatusCode.INTERNAL, INTERNAL_ERROR_TEXT)
+        await context.write(encode_put_result(answer))
+
+    async def _answer(self, put: asyncio.Future[bytes], call: _Call, stream: PutStream) -> bytes:
+        """The put's answer, or its refusal once past its deadline (or a stop's grace) and not being recorded."""
+        assert self._stopping is not None
+        while not put.done():
+            deadline = min(stream.deadline, self._stop_deadline)
+            waits: list[asyncio.Future[Any]] = [put]
+            if not self._stopping.is_set():  # a stop moves the deadline
+                waits.append(asyncio.ensure_future(self._stopping.wait()))
+            await asyncio.wait(waits, timeout=max(0.0, deadline - self._loop.time()), return_when=asyncio.FIRST_COMPLETED)
+            for waiting in waits[1:]:
+                waiting.cancel()
+            now = self._loop.time()
+            if not put.done() and now >= min(stream.deadline, self._stop_deadline) and call.end():
+                log.warning("a put ran past its deadline and was ended; nothing of it was kept")
+                raise stream.expired() if now >= stream.deadline else ServerDraining()
+            if not put.done() and now >= min(stream.deadline, self._stop_deadline):
+                return await put  # being recorded: it runs to its end
+        return put.result()
+
+    @staticmethod
+    async def _refuse(context: grpc.aio.ServicerContext[bytes, bytes], error: SyncError) -> NoReturn:
+        log.info("put refused (%s): %s", error.condition, error.message)
+        await context.abort(grpc.StatusCode[error.status], wire_text(error))
+        raise AssertionError("abort returned")
 
     @property
     def running_puts(self) -> int:
-        """Calls being served now."""
-        with self._running_lock:
-            return self._running
+        """Puts holding a slot now (their first message arrived)."""
+        return self._slots.in_use
 
     def wait(self) -> None:
         """Block until the server stopped."""
-        self._server.wait_for_termination()
+        self._stopped.wait()
 
     def stop(self, grace_s: float | None) -> None:
-        """Refuse new calls, give running ones ``grace_s`` seconds (None: none), then cancel them; wait.
+        """Refuse new calls, give running ones ``grace_s`` seconds (None: none), then end them; wait.
 
-        The watchdog ends a call still running at the grace's end (nothing of it is kept); gRPC
-        cancels what is left ``STOP_MARGIN_S`` later, by then only puts past their reading.
+        A put not being recorded by the grace's end ends ``UNAVAILABLE`` (nothing of it is kept);
+        gRPC cancels what is left ``STOP_MARGIN_S`` later, by then only puts past their reading.
         """
-        if grace_s is not None:
-            self._watchdog.shorten(grace_s)
-        self._server.stop(None if grace_s is None else grace_s + STOP_MARGIN_S).wait()
-        self._watchdog.stop()
+        if self._stopped.is_set():
+            return
+        self._run(self._stop(grace_s))
+        self._close_loop()
+        self._pool.shutdown(wait=False)
+        self._stopped.set()
+
+    async def _stop(self, grace_s: float | None) -> None:
+        assert self._stopping is not None
+        self._stop_deadline = self._loop.time() + (grace_s or 0.0)
+        self._stopping.set()
+        await self._server.stop(None if grace_s is None else grace_s + STOP_MARGIN_S)
+
+    def _close_loop(self) -> None:
+        if self._loop.is_running():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._loop_thread.join(timeout=5)

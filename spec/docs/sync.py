@@ -636,7 +636,7 @@ def departures() -> str:
 
 def _placeholder(name: str, annotation: str) -> object:
     """A stand-in argument named after its parameter: ``<origin>``, 7, None, ``[<problems>]``."""
-    return {"int": 7, "int | None": None, "list[str]": [f"<{name}>"]}.get(annotation, f"<{name}>")
+    return {"int": 7, "float": 7.5, "int | None": None, "list[str]": [f"<{name}>"]}.get(annotation, f"<{name}>")
 
 
 def _error_example(cls: type[errors.SyncError]) -> errors.SyncError:
@@ -657,8 +657,10 @@ def error_catalogue() -> str:
     rows = [(f"`{cls.condition}`", cls.status, _code(_error_example(cls).message), _doc(cls))
             for cls in _subclasses(errors.SyncError)]
     return (anchor("errors") + "## Errors\n\n"
-            "Every error is a gRPC status with the exact text below (Seafowl's where Seafowl has it); `condition` "
-            "is this project's stable name (`spec/sync/errors.py`). `StaleFlushPlan` never reaches a client.\n\n"
+            "Every error is a gRPC status with the exact text below (Seafowl's where Seafowl has it), then "
+            "` [sync-condition: <condition>]`; `condition` is this project's stable name (`spec/sync/errors.py`), "
+            "which clients read to tell a busy server from a refusal (`spec/sync/client.py`). `StaleFlushPlan` "
+            "never reaches a client.\n\n"
             + table(("condition", "gRPC status", "text (example)", "when"), rows))
 
 

@@ -11,6 +11,8 @@ The server executes these rules; it decides none of them itself:
 - names: table paths (``spec.sync.confinement.table_name``);
 - schemas and values: what no table can store is refused at put time (``admit_schema``,
   ``admit_rows``), so a put that is acknowledged can be flushed;
+- streams: a stream holds a put slot only once its first message arrived, and ends at a
+  deadline naming its setting (``StreamLimits``, ``PutSlots``, ``PutStream``);
 - transaction timeout: ``spec.sync.writer.SyncWriter.expire``.
 """
 
@@ -23,7 +25,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from spec.sync.errors import PutTooLarge, ServerDraining, UnstorableSchema
+from spec.sync.errors import PutSlotsBusy, PutTooLarge, ServerDraining, StreamDeadlineExceeded, UnstorableSchema
 from spec.sync.messages import ColumnRole
 from spec.sync.schema import SyncSchema
 
@@ -42,6 +44,63 @@ class PutLimits:
         """The largest message worth receiving: one above the high-watermark could never be kept, so
         it is refused from its length prefix, unread, like one above ``max_message_bytes``."""
         return min(self.max_message_bytes, self.high_watermark)
+
+
+FIRST_MESSAGE_TIMEOUT_SETTING = "--first-message-timeout-s"
+PUT_TIMEOUT_SETTING = "--put-timeout-s"
+
+
+@dataclass(frozen=True)
+class StreamLimits:
+    """How long a put stream may take: to send its first message, then to complete; and how many hold a slot."""
+
+    first_message_timeout_s: float
+    put_timeout_s: float
+    max_concurrent_puts: int
+
+
+class PutSlots:
+    """Puts served at once: a stream takes a slot (and a thread) only once its first message arrived,
+    so silent streams hold none; the next one past the cap is refused as busy (callers serialize)."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.in_use = 0
+
+    def take(self) -> None:
+        """Take a slot; raise PutSlotsBusy (retryable) when every slot is in use."""
+        if self.in_use >= self.capacity:
+            raise PutSlotsBusy(self.capacity)
+        self.in_use += 1
+
+    def give_back(self) -> None:
+        self.in_use -= 1
+
+
+class PutStream:
+    """One put stream's deadline: its first message within ``first_message_timeout_s`` of its start,
+    then the whole put within ``put_timeout_s`` of that message; past it, ``expired`` says which."""
+
+    def __init__(self, limits: StreamLimits, opened_at: float) -> None:
+        self.limits = limits
+        self.deadline = opened_at + limits.first_message_timeout_s
+        self.started = False
+
+    def first_message(self, now: float, slots: PutSlots) -> None:
+        """The first message arrived: take a slot (raise PutSlotsBusy) and run on the put timeout."""
+        slots.take()
+        self.started = True
+        self.deadline = now + self.limits.put_timeout_s
+
+    def remaining(self, now: float) -> float:
+        return max(0.0, self.deadline - now)
+
+    def expired(self) -> StreamDeadlineExceeded:
+        """The refusal of a stream past its deadline, naming the setting it ran past."""
+        if self.started:
+            return StreamDeadlineExceeded("The put did not complete", PUT_TIMEOUT_SETTING, self.limits.put_timeout_s)
+        return StreamDeadlineExceeded("No message arrived", FIRST_MESSAGE_TIMEOUT_SETTING,
+                                      self.limits.first_message_timeout_s)
 
 
 def admit_put(draining: bool, probe: bool) -> None:

@@ -8,6 +8,11 @@ table holds it (skip it: a replay is acknowledged and never applied); in between
 memory holds it (never send it again, the server would refuse the number: wait until durable).
 A response that shows a restart (``shows_restart``: the server lost its memory) trims what it
 reports durable; the client then sends the rest again, in order, from the first.
+
+A call that fails is read too (``after_failure``): a lost connection, a timeout or a busy server
+(every put slot taken, another origin's transaction open, a server draining) is tried again after
+a capped exponential backoff with jitter (``Backoff``) until the client's deadline; a discarded
+transaction is replayed; any other refusal is the caller's to see.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Final, Generic, TypeVar
 
+from spec.sync.errors import InterleavedTransaction, PutSlotsBusy, ServerDraining, TransactionDiscarded, condition_in
 from spec.sync.messages import SyncResponse
 from spec.sync.responses import shows_restart
 
@@ -111,3 +117,60 @@ class SyncClientMachine(Generic[T]):
     def next_to_send(self, after: int) -> tuple[int, T] | None:
         """The first pending transaction above ``after`` that the server does not hold."""
         return next(((s, t) for s, t in self.pending if s > after and self.holding(s) is Holding.NOTHING), None)
+
+
+class Fault(enum.Enum):
+    """How a call failed, as the client's transport saw it."""
+
+    UNREACHABLE = "unreachable"
+    """No answer: the connection was refused or lost (gRPC ``UNAVAILABLE``)."""
+    TIMED_OUT = "timed out"
+    """The call's deadline, or one of the server's, passed (``DEADLINE_EXCEEDED``)."""
+    CANCELLED = "cancelled"
+    REFUSED = "refused"
+    """Any other status: the server's answer, whose text may carry a condition (``condition_in``)."""
+
+
+class AfterFailure(enum.Enum):
+    """What a client does after a failed call."""
+
+    RETRY = "retry"
+    """Send the same request again after a backoff, until the deadline."""
+    REPLAY = "replay"
+    """The server discarded this origin's open transaction: send the pending ones again from the first."""
+    FAIL = "fail"
+    """The server refused the request itself: sending it again would be refused again."""
+
+
+BUSY_CONDITIONS = frozenset({PutSlotsBusy.condition, InterleavedTransaction.condition, ServerDraining.condition})
+"""Refusals that say "not now": the same request succeeds once the server (or another origin) is done."""
+
+
+def after_failure(fault: Fault, text: str) -> AfterFailure:
+    """What to do after a call failed with ``fault`` and the status text ``text``."""
+    if fault is not Fault.REFUSED:
+        return AfterFailure.RETRY
+    condition = condition_in(text)
+    if condition == TransactionDiscarded.condition:
+        return AfterFailure.REPLAY
+    return AfterFailure.RETRY if condition in BUSY_CONDITIONS else AfterFailure.FAIL
+
+
+@dataclass
+class Backoff:
+    """Waits between tries of one request: doubling from ``initial_s`` up to ``max_s``, each drawn from
+    the upper half of its step (so clients refused together do not come back together), never past
+    the deadline."""
+
+    initial_s: float
+    max_s: float
+    deadline: float
+    tries: int = 0
+
+    def wait(self, now: float, jitter: float) -> float | None:
+        """Seconds to wait before the next try (``jitter`` uniform in [0, 1)); None: the deadline passed."""
+        if now >= self.deadline:
+            return None
+        step: float = min(self.max_s, self.initial_s * 2.0 ** min(self.tries, 64))
+        self.tries += 1
+        return min(step * (0.5 + 0.5 * jitter), self.deadline - now)

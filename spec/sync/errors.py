@@ -8,6 +8,7 @@ sequence numbers, table schemas, limits); their texts name only what the client 
 
 from __future__ import annotations
 
+import re
 from typing import ClassVar
 
 from spec.errors import ProtocolError
@@ -198,6 +199,28 @@ class UnstorableSchema(SyncError):
         super().__init__(f"Put for table {table} cannot be stored: {problem}", table=table, problem=problem)
 
 
+class PutSlotsBusy(SyncError):
+    """Every put slot is held by a put whose first message arrived: the server is busy, retry later."""
+
+    condition = "PUT_SLOTS_BUSY"
+    status = "RESOURCE_EXHAUSTED"
+
+    def __init__(self, slots: int) -> None:
+        super().__init__(f"All {slots} put slots are in use (--max-concurrent-puts); retry later", slots=slots)
+
+
+class StreamDeadlineExceeded(SyncError):
+    """A stream ran past one of the server's deadlines; ``setting`` names the flag that sets it."""
+
+    condition = "STREAM_DEADLINE_EXCEEDED"
+    status = "DEADLINE_EXCEEDED"
+
+    def __init__(self, what: str, setting: str, seconds: float) -> None:
+        super().__init__(f"{what} within {setting} ({seconds:g} s); nothing of the put was kept",
+                         setting=setting, seconds=seconds)
+        self.setting = setting
+
+
 class TransactionDiscarded(SyncError):
     """The origin's open transaction received no put for the transaction timeout and was dropped."""
 
@@ -216,3 +239,18 @@ class TransactionDiscarded(SyncError):
 def one_line(text: str) -> str:
     """``text`` with line breaks and other control characters as spaces (what a status may carry)."""
     return "".join(" " if ord(ch) < 0x20 or ord(ch) == 0x7F else ch for ch in text)
+
+
+CONDITION_PATTERN = re.compile(r"\[sync-condition: ([A-Z_]+)\]")
+"""How a refusal's condition travels after its text: Flight clients see only a status and one line."""
+
+
+def wire_text(error: SyncError) -> str:
+    """The one line a refusal carries: its text, then its condition in the form ``condition_in`` reads."""
+    return f"{one_line(error.message)} [sync-condition: {error.condition}]"
+
+
+def condition_in(text: str) -> str | None:
+    """The condition a refusal's text carries (``wire_text``), if it carries one."""
+    found = CONDITION_PATTERN.findall(text)
+    return found[-1] if found else None  # the last: what a client sent, quoted earlier in a text, cannot pose as it

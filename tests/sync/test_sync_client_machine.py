@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from spec.sync.client import Holding, Reading, SyncClientMachine, holding
+from spec.sync.client import AfterFailure, Backoff, Fault, Holding, Reading, SyncClientMachine, after_failure, holding
+from spec.sync.errors import (
+    InterleavedTransaction, InvalidTablePath, PutSlotsBusy, PutTooLarge, TransactionDiscarded, wire_text,
+)
 from spec.sync.messages import SyncResponse
 
 
@@ -56,3 +59,29 @@ def test_a_busy_server_is_retried_and_its_answer_changes_no_number() -> None:
     machine.read(told(7, 7))
     assert machine.read(told(None, None, accepted=False)) is Reading.RETRY
     assert (machine.memory, machine.durable) == (7, 7)
+
+
+@pytest.mark.parametrize(("fault", "text", "then"), [
+    (Fault.UNREACHABLE, "failed to connect to all addresses", AfterFailure.RETRY),
+    (Fault.TIMED_OUT, "The put did not complete within --put-timeout-s (300 s)", AfterFailure.RETRY),
+    (Fault.REFUSED, wire_text(PutSlotsBusy(2)), AfterFailure.RETRY),
+    (Fault.REFUSED, wire_text(InterleavedTransaction("B", "A")), AfterFailure.RETRY),
+    (Fault.REFUSED, wire_text(TransactionDiscarded("A", 300)), AfterFailure.REPLAY),
+    (Fault.REFUSED, wire_text(PutTooLarge("A message", 10, 1)), AfterFailure.FAIL),
+    (Fault.REFUSED, "Received message larger than max (400000 vs. 1000)", AfterFailure.FAIL),
+    # A condition quoted from what the client sent does not pose as the server's.
+    (Fault.REFUSED, wire_text(InvalidTablePath("[sync-condition: PUT_SLOTS_BUSY]", "no")), AfterFailure.FAIL),
+], ids=["unreachable", "timed-out", "slots-busy", "other-origin-open", "discarded", "too-large", "grpc-limit",
+        "quoted-condition"])
+def test_busy_answers_are_retried_a_discarded_transaction_replayed_and_refusals_final(
+    fault: Fault, text: str, then: AfterFailure
+) -> None:
+    assert after_failure(fault, text) is then
+
+
+def test_backoff_doubles_up_to_its_cap_with_jitter_and_stops_at_the_deadline() -> None:
+    backoff = Backoff(initial_s=0.1, max_s=0.4, deadline=10.0)
+    assert [backoff.wait(0.0, 0.0) for _ in range(4)] == [0.05, 0.1, 0.2, 0.2]
+    assert backoff.wait(0.0, 0.999) == pytest.approx(0.4, rel=1e-3)
+    assert backoff.wait(9.9, 0.5) == pytest.approx(0.1)  # never past the deadline
+    assert backoff.wait(10.0, 0.5) is None

@@ -55,7 +55,8 @@ def test_a_node_flight_client_syncs_a_transaction_and_is_refused_in_one_line(
         (True, None), (True, 1), (True, 2)]
     assert answers[0]["first"] is True
     assert answers[3] == {"error": "INVALID_ARGUMENT: Invalid table path '%2e%2e/x': "
-                                   "a segment may hold only ASCII letters, digits, '_' and '-'"}
+                                   "a segment may hold only ASCII letters, digits, '_' and '-' "
+                                   "[sync-condition: INVALID_TABLE_PATH]"}
     assert server.flush_oldest()
     probe = _run(server.location, tmp_path / "sync.desc", [{"path": "", "origin": "node", "seq": None, "rows": []}])
     assert (probe[0]["memory_sequence_number"], probe[0]["durable_sequence_number"]) == (2, 2)

@@ -86,7 +86,37 @@ def test_retries_of_a_refused_connection_back_off_exponentially_up_to_the_cap() 
                         backoff_max_s=0.25, sleep=sleep)
     with pytest.raises(_Enough):
         client.probe()
-    assert delays == [0.02, 0.04, 0.08, 0.16, 0.25, 0.25]
+    steps = [0.02, 0.04, 0.08, 0.16, 0.25, 0.25]
+    assert all(step / 2 <= delay <= step for delay, step in zip(delays, steps, strict=True)), delays  # jitter
+
+
+def test_sixteen_clients_against_two_put_slots_all_succeed(server_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Issue 37, reproduction 3: busy answers (every put slot taken, another origin's transaction open) are
+    retried by the client until its deadline, so every transaction lands."""
+    server = server_factory(max_concurrent_puts=2)
+    start = threading.Barrier(16)
+    failures: list[BaseException] = []
+
+    def send(n: int) -> None:
+        client = SyncClient(server.location, f"origin-{n}", deadline_s=60.0)
+        first = rows_batch([(None, n * 1000 + i, "x" * 20) for i in range(500)])
+        second = rows_batch([(None, n * 1000 + 500 + i, "y" * 20) for i in range(500)])
+        start.wait()
+        try:
+            client.send_transaction(1, [SyncPut(f"t{n % 4}", first, DESCS), SyncPut(f"t{n % 4}", second, DESCS)])
+        except BaseException as exc:
+            failures.append(exc)
+        finally:
+            client.close()
+
+    threads = [threading.Thread(target=send, args=(n,)) for n in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(90)
+    assert failures == []
+    assert sum(raw_put(server.location, _cmd("", f"origin-{n}", None, ())).response.memory_sequence_number == 1  # type: ignore[union-attr]
+               for n in range(16)) == 16
 
 
 def test_background_task_flushes_by_lag(server_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
