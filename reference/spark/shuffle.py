@@ -28,6 +28,7 @@ from reference.shuffle.task import describe
 from reference.spark import exchange, records
 from reference.spark.plan import (BIND_HOST_KEY, TRANSCRIPT_DIR_KEY, Plan, application_conf,
                                   runtime_flush_when_idle, runtime_limits, settings_from, start_bound_s)
+from reference.spark.quiet import quiet_stops
 from reference.spark.runs import decide_when_started, retire_when_it_ends
 from reference.spark.shape import InsufficientSlots, Shape, choose_shape
 from reference.spark.workers import local_workers_use_driver_python
@@ -113,6 +114,7 @@ class StreamingShuffle:
         self.conf: dict[str, str] = application_conf(self.sc)
         self.coordinator: DriverDirectory = driver_directory_from_conf(self.conf, self.driver_host)
         local_workers_use_driver_python(self.sc)
+        quiet_stops(self.sc)
         self._ids = itertools.count()
         self._closed = False
         self._forget_collected = False

@@ -76,6 +76,16 @@ def test_the_accumulator_server_takes_the_jvms_goodbye_silently_and_reports_the_
     assert "ValueError: The value of the provided token" in printed and "EOFError" not in printed, printed
 
 
+def test_the_shuffle_quiets_the_stops_of_its_context_too(spark: Any) -> None:
+    from reference.spark import StreamingShuffle
+
+    sc = spark.sparkContext
+    sc._streamwire_quiet = False
+    vars(sc._accumulatorServer).pop("handle_error", None)  # PySpark's own again
+    StreamingShuffle(spark).close()
+    assert sc._streamwire_quiet and "handle_error" in vars(sc._accumulatorServer)
+
+
 RATE_QUERY = textwrap.dedent("""
     import sys, time
     from pyspark.sql import SparkSession
