@@ -3,8 +3,9 @@
 One thread at a time calls :meth:`Reactor.poll` (a server's I/O thread, or a task thread that
 does its own I/O); it accepts, reads into one receive buffer shared by every stream (the owner
 decodes each chunk before the next read, so per-stream memory is only what its decoder holds),
-finishes writes the kernel could not take at once, and enforces the limits on strangers: accepted
-streams must identify themselves (the owner calls :meth:`Stream.bind`) within
+finishes writes the kernel could not take at once, and carries out the admission of strangers
+that :class:`spec.admission.StrangerAdmission` decides: accepted streams must identify themselves
+(the owner calls :meth:`Stream.bind` when its protocol finds the peer useful) within
 ``bind_timeout_s``, and at most ``max_pending`` may wait to do so (a newcomer evicts the oldest).
 Any thread may call :meth:`Stream.send`: it writes what the kernel takes without blocking and
 queues the rest for the poller. A stream that ends, fails or is evicted releases its socket and
@@ -24,6 +25,7 @@ from itertools import chain, islice
 from typing import Callable, Final, NamedTuple, Protocol, Sequence
 
 from reference.net.ledger import ResourceLedger
+from spec.admission import StrangerAdmission
 
 MAX_IOV: Final = 512
 """Buffers handed to one ``sendmsg`` (below every platform's IOV_MAX)."""
@@ -58,6 +60,10 @@ class ConnectionLimits:
     def __post_init__(self) -> None:
         if self.max_pending < 1 or self.bind_timeout_s <= 0 or self.receive_buffer < 1:
             raise ValueError(f"connection limits must be positive: {self}")
+
+    def admission(self) -> StrangerAdmission[Stream]:
+        """The policy these limits describe, for one reactor."""
+        return StrangerAdmission(self.max_pending, self.bind_timeout_s)
 
 
 class Outgoing(NamedTuple):
@@ -94,10 +100,9 @@ class _Queued:
 class Stream:
     """One non-blocking connection of a :class:`Reactor`."""
 
-    def __init__(self, reactor: Reactor, sock: socket.socket, label: str, opened_at: float, bound: bool) -> None:
+    def __init__(self, reactor: Reactor, sock: socket.socket, label: str, bound: bool) -> None:
         self.sock = sock
         self.label = label
-        self.opened_at = opened_at
         self.bound = bound
         self.bytes_sent = 0
         self.bytes_received = 0
@@ -122,7 +127,7 @@ class Stream:
     def bind(self) -> None:
         """The peer identified itself: the bind deadline and the pending cap no longer apply (poller only)."""
         self.bound = True
-        self._reactor._pending.pop(self, None)
+        self._reactor._admission.identified(self)
 
     def send(self, messages: Sequence[Outgoing]) -> list[object]:
         """Write ``messages`` after anything queued, without blocking; return the tokens written now.
@@ -250,8 +255,8 @@ class Reactor:
         self._selector = selectors.DefaultSelector()
         self._buffer = bytearray(limits.receive_buffer)
         self._streams: dict[int, Stream] = {}
-        self._pending: dict[Stream, None] = {}
-        """Accepted, unbound streams, oldest first."""
+        self._admission = limits.admission()
+        """Accepted, unbound streams: the pending cap and the bind deadline."""
         self._lock = threading.Lock()
         self._requests: deque[tuple[Stream, bool]] = deque()
         """(stream, close?) changes asked for by threads other than the poller."""
@@ -282,7 +287,7 @@ class Reactor:
 
     @property
     def pending(self) -> int:
-        return len(self._pending)
+        return len(self._admission)
 
     def connect(self, address: tuple[str, int], label: str, timeout_s: float) -> Stream:
         """Connect (blocking up to ``timeout_s``) and add the stream, bound from the start (poller only)."""
@@ -311,9 +316,9 @@ class Reactor:
         try:
             self._apply_requests()
             now = self._clock()
-            if self._pending:
-                first = next(iter(self._pending))
-                timeout_s = max(0.0, min(timeout_s, first.opened_at + self.limits.bind_timeout_s - now))
+            due = self._admission.deadline()
+            if due is not None:
+                timeout_s = max(0.0, min(timeout_s, due - now))
             ready = self._selector.select(timeout_s)
             read_through = now if ready else self._clock()
             for key, mask in ready:
@@ -338,7 +343,7 @@ class Reactor:
         for stream in list(self._streams.values()):
             stream._release(CloseReason.LOCAL, None)
         self._streams.clear()
-        self._pending.clear()
+        self._admission = self.limits.admission()
         if self._listener is not None:
             self._listener.close()
         self._selector.close()
@@ -354,7 +359,7 @@ class Reactor:
     def _add(self, sock: socket.socket, label: str, bound: bool) -> Stream:
         sock.setblocking(False)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        stream = Stream(self, sock, label, self._clock(), bound)
+        stream = Stream(self, sock, label, bound)
         self._streams[sock.fileno()] = stream
         self._selector.register(sock, selectors.EVENT_READ, stream)
         return stream
@@ -374,9 +379,8 @@ class Reactor:
             except OSError:
                 sock.close()  # reset before it could be set up: nothing to serve
                 continue
-            self._pending[stream] = None
-            if len(self._pending) > self.limits.max_pending:
-                self._close(next(iter(self._pending)), CloseReason.EVICTED, None)
+            for evicted in self._admission.accepted(stream, self._clock()):
+                self._close(evicted, CloseReason.EVICTED, None)
             self._handler.accepted(stream)
 
     def _read(self, stream: Stream) -> None:
@@ -404,16 +408,13 @@ class Reactor:
             self._handler.sent(stream, done)
 
     def _expire(self, now: float) -> None:
-        while self._pending:
-            oldest = next(iter(self._pending))
-            if oldest.opened_at + self.limits.bind_timeout_s > now:
-                return
-            self._close(oldest, CloseReason.BIND_TIMEOUT, None)
+        for late in self._admission.expired(now):
+            self._close(late, CloseReason.BIND_TIMEOUT, None)
 
     def _close(self, stream: Stream, reason: CloseReason, error: OSError | None) -> None:
         if stream.closed:
             return
-        self._pending.pop(stream, None)
+        self._admission.closed(stream)
         fd = stream.sock.fileno()
         if fd >= 0:
             self._streams.pop(fd, None)

@@ -9,8 +9,10 @@ frame its peer's role may send, checked before any body byte is buffered. A DATA
 With authentication configured (:mod:`spec.auth`), a connection first runs Spark's AuthEngine
 handshake: until it completes no byte reaches the frame decoder and nothing may be sent; after it,
 each send's frames are sealed as one contiguous buffer and received bytes are opened before decoding.
-A connection that completed the handshake is identified (bound in the reactor), so a flood of
-strangers can no longer evict it.
+The handshake does not make a connection useful: a writer's connection stays a stranger (under the
+pending cap and the bind timeout) until the machine binds it at its first CREDIT, so a peer that
+holds the secret but never asks for anything (or was configured with another cipher) is closed
+at the bind timeout like any other.
 Without it the connection has no handshake and no cipher, and the plaintext path is unchanged.
 
 A connection's outgoing bytes meet its stream in one place (:meth:`Connection.send`, a whole step's
@@ -160,7 +162,6 @@ class Connection:
         if isinstance(outcome, Rejected):
             raise outcome.error
         self._cipher = outcome.cipher
-        self.stream.bind()  # the secret identifies the peer: it leaves the strangers' pending budget
         return memoryview(outcome.rest)
 
     def end(self) -> None:

@@ -15,7 +15,8 @@ Strangers are bounded by construction: a connection may send only control-sized 
 (:func:`spec.shuffle.framing.max_frame_from_reader`), must bind with a CREDIT within
 ``limits.bind_timeout_s``, and at most ``limits.max_pending`` unbound connections are kept. With
 ``options.auth`` no frame is decoded before the connection's handshake, so a peer without the
-secret never binds; a failed handshake closes only that connection.
+secret never binds; a failed handshake closes only that connection, and a completed one still binds
+only at its first CREDIT.
 """
 
 from __future__ import annotations

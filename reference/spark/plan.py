@@ -14,7 +14,7 @@ from reference.shuffle.task import TaskOptions
 from spec.auth import AuthConfig
 from spec.auth.settings import AUTHENTICATE_KEY, SECRET_KEY, enabled
 from spec.shuffle.framing import DEFAULT_MAX_RECORD_SIZE
-from spec.shuffle.settings import PREFIX, ShuffleSettings
+from spec.shuffle.settings import NETWORK_TIMEOUT_KEY, PREFIX, ShuffleSettings, network_timeout_s
 
 RUNTIME_PREFIX: Final = "spark.streamwire.shuffle."
 """Options of this runtime that Spark does not have (kept out of ``spark.shuffle.streaming.*``)."""
@@ -29,7 +29,8 @@ MAX_PENDING_KEY: Final = RUNTIME_PREFIX + "maxPendingConnections"
 """Connections a writer keeps before they bind (one more evicts the oldest); default 64."""
 
 BIND_TIMEOUT_KEY: Final = RUNTIME_PREFIX + "bindTimeoutMs"
-"""How long a connection to a writer may stay unbound; default 120000 (Spark's spark.network.timeout)."""
+"""How long a connection to a writer may stay unbound (before its first CREDIT, even once authenticated);
+default: Spark's spark.network.timeout (120 s unless set)."""
 
 MAX_RECORD_SIZE_KEY: Final = RUNTIME_PREFIX + "maxRecordSize"
 """Largest serialized record a reader accepts (with networkBufferSize it bounds a DATA frame); default 64 MiB."""
@@ -113,7 +114,7 @@ def settings_from(sc: Any, conf: Mapping[str, object] | Any | None) -> tuple[Shu
     values: dict[str, object] = dict(sc.getConf().getAll())
     if conf is not None:
         values.update(dict(conf.getAll()) if hasattr(conf, "getAll") else dict(conf))
-    runtime = {k: str(v) for k, v in values.items() if k.startswith(RUNTIME_PREFIX)}
+    runtime = {k: str(v) for k, v in values.items() if k.startswith(RUNTIME_PREFIX) or k == NETWORK_TIMEOUT_KEY}
     return ShuffleSettings.from_dict({k: v for k, v in values.items() if k.startswith(PREFIX)}), runtime
 
 
@@ -131,13 +132,15 @@ def _positive(runtime: Mapping[str, str], key: str, default: int) -> int:
 
 
 def runtime_limits(runtime: Mapping[str, str]) -> tuple[ConnectionLimits, int]:
-    """The writers' connection limits and the readers' record-size bound from ``spark.streamwire.shuffle.*``.
+    """The writers' connection limits and the readers' record-size bound from ``spark.streamwire.shuffle.*``
+    (the bind timeout by default ``spark.network.timeout``).
 
-    Raises ValueError naming the key of a value that is not a positive integer.
+    Raises ValueError naming the key of a value that is not a positive integer (or not a Spark time).
     """
     defaults = ConnectionLimits()
+    network_timeout_ms = round(network_timeout_s(runtime) * 1000)
     limits = replace(defaults, max_pending=_positive(runtime, MAX_PENDING_KEY, defaults.max_pending),
-                     bind_timeout_s=_positive(runtime, BIND_TIMEOUT_KEY, round(defaults.bind_timeout_s * 1000)) / 1000.0)
+                     bind_timeout_s=_positive(runtime, BIND_TIMEOUT_KEY, network_timeout_ms) / 1000.0)
     return limits, _positive(runtime, MAX_RECORD_SIZE_KEY, DEFAULT_MAX_RECORD_SIZE)
 
 

@@ -128,6 +128,23 @@ def _positive(value: int) -> bool:
     return value > 0
 
 
+NETWORK_TIMEOUT_KEY: Final = "spark.network.timeout"
+NETWORK_TIMEOUT_DEFAULT: Final = "120s"
+
+
+def network_timeout_s(conf: Mapping[str, object]) -> float:
+    """Spark's ``spark.network.timeout`` in seconds, read as Spark reads it (``timeConf(SECONDS)``: a bare
+    number is seconds; default 120s): how long a connection may stay quiet before it is given up.
+    Raises SettingsError for a value Spark would refuse or one that is not positive."""
+    raw = str(conf.get(NETWORK_TIMEOUT_KEY, NETWORK_TIMEOUT_DEFAULT)).strip()
+    millis = _time_ms(raw if not _JAVA_INTEGER.fullmatch(raw) else raw + "s")
+    if millis is None:
+        raise TypeMismatch(NETWORK_TIMEOUT_KEY, raw, "It should be a/an 'time' value.")
+    if millis <= 0:
+        raise RequirementFailed(NETWORK_TIMEOUT_KEY, raw, "The timeout must be positive.")
+    return millis / 1000.0
+
+
 SETTINGS: Final = (
     Setting("checksum_enabled", PREFIX + "checksum.enabled", SettingKind.BOOLEAN, "true",
             "CRC32C per DATA payload, verified by the reader; 0 is sent when disabled"),

@@ -64,6 +64,14 @@ def _m(name: str, file: str, search: str, replace: str, description: str) -> Mut
     return Mutant(name, f"spec/{file}", search, replace, description)
 
 
+ADMISSION_TESTS = ("tests/net/test_admission.py", "tests/net/test_reactor.py")
+"""The strangers' policy (spec/admission.py) is no protocol's: its own tests and the reactor's that carry it out."""
+
+
+def _admission(name: str, search: str, replace: str, description: str) -> Mutant:
+    return Mutant(name, "spec/admission.py", search, replace, description, tests=ADMISSION_TESTS)
+
+
 CATALOGUE: tuple[Mutant, ...] = (
     # -- shuffle writer -------------------------------------------------------------------------
     _m("writer-flush-threshold-strict", "shuffle/writer.py",
@@ -485,6 +493,19 @@ CATALOGUE: tuple[Mutant, ...] = (
        'c.FocusedSeq("payload", "payload" / layout, c.Terminated)',
        'c.FocusedSeq("payload", "payload" / layout)',
        "bytes after a message's payload are ignored"),
+    # -- admission of strangers (the reactor carries it out) -------------------------------------
+    _admission("reactor-bind-deadline-late",
+       "            if due > now:\n                break",
+       "            if due >= now:\n                break",
+       "an unbound stream is closed one tick after its bind deadline, not at it"),
+    _admission("reactor-pending-cap-doubled",
+       "while len(self._due) > self.max_pending:",
+       "while len(self._due) > 2 * self.max_pending:",
+       "twice max_pending strangers are held before one is evicted"),
+    _admission("reactor-evicts-the-newcomer",
+       "            oldest = next(iter(self._due))\n",
+       "            oldest = peer\n",
+       "beyond the pending cap the newcomer is evicted, so squatters keep the slots for good"),
 )
 
 SMOKE = ("writer-no-flush-when-blocked", "reader-pause-boundary", "sync-plan-shares-durable",

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -17,7 +16,6 @@ import pytest
 from test_hostile_peers import DEADLINE_S, KEY, RECORDS, SETTINGS, running_writer
 
 from reference.net import ConnectionLimits
-
 from reference.net.ledger import ResourceLedger
 from reference.shuffle.local import run_local_shuffle
 from reference.shuffle.reader_task import ReaderTask
@@ -26,6 +24,7 @@ from reference.shuffle.task import TaskOptions
 from spec.auth import AuthConfig, CipherName, ClientHandshake, Established
 from spec.auth import errors
 from spec.shuffle import coordination
+from spec.shuffle import errors as shuffle_errors
 from spec.shuffle.codec import encode_frame
 from spec.shuffle.messages import CreditMessage
 
@@ -174,17 +173,69 @@ def test_a_reader_with_another_secret_fails_typed_and_the_writer_keeps_waiting_f
         assert writer.wait_outcome() is None
 
 
-def test_a_peer_that_proved_the_secret_is_no_stranger_even_before_its_credit() -> None:
-    """The handshake identifies a connection: the strangers' bind deadline no longer closes it."""
-    with running_writer(ConnectionLimits(bind_timeout_s=0.2), auth=SECRET) as writer:
-        with socket.create_connection(writer.address) as sock:
-            sock.settimeout(DEADLINE_S)
-            handshake = ClientHandshake(SECRET)
-            sock.sendall(handshake.challenge())
-            outcome = None
-            while outcome is None:
-                outcome = handshake.receive(sock.recv(65536))
-            assert isinstance(outcome, Established)
-            time.sleep(1.0)  # five bind deadlines: a stranger would have been closed by now
-            sock.sendall(outcome.cipher.seal([encode_frame(CreditMessage(writer_id=0, reader_id=0, num_messages=1))]))
-            assert sock.recv(65536) != b""  # the writer answers the CREDIT with its DATA
+def _handshaken(address: tuple[str, int], auth: AuthConfig) -> socket.socket:
+    """A client that completes the handshake with the writer's secret, then asks for nothing."""
+    sock = socket.create_connection(address)
+    sock.settimeout(DEADLINE_S)
+    handshake = ClientHandshake(auth)
+    sock.sendall(handshake.challenge())
+    outcome = None
+    while outcome is None:
+        data = sock.recv(65536)
+        assert data, "the writer closed the connection inside the handshake"
+        outcome = handshake.receive(data)
+    assert isinstance(outcome, Established)
+    return sock
+
+
+def test_authenticated_connections_that_never_send_a_credit_are_closed_at_the_bind_timeout() -> None:
+    """Issue #38.4: the handshake alone does not bind, so 100 peers that hold the secret but never ask
+    for anything stay strangers, under the pending cap and the bind timeout; the real reader is served."""
+    with running_writer(ConnectionLimits(max_pending=128, bind_timeout_s=0.5), auth=SECRET) as writer:
+        writer.directory.registered.wait(DEADLINE_S)
+        idle = [_handshaken(writer.address, SECRET) for _ in range(100)]
+        try:
+            for sock in idle:
+                assert sock.recv(1) == b""  # the writer closed it (DEADLINE_S only ends a broken run)
+        finally:
+            for sock in idle:
+                sock.close()
+        reader = ReaderTask(KEY, 0, [0], SETTINGS, writer.directory, TaskOptions(auth=SECRET))
+        assert list(reader.records()) == [record for _, record in RECORDS]
+        assert writer.wait_outcome() is None
+
+
+def test_authenticated_connections_beyond_the_pending_cap_evict_the_oldest() -> None:
+    with running_writer(ConnectionLimits(max_pending=4), auth=SECRET) as writer:
+        writer.directory.registered.wait(DEADLINE_S)
+        idle = [_handshaken(writer.address, SECRET) for _ in range(12)]
+        try:
+            for sock in idle[:8]:
+                assert sock.recv(1) == b""  # evicted by the newer ones
+        finally:
+            for sock in idle:
+                sock.close()
+
+
+def test_a_gcm_writer_and_a_ctr_reader_fail_typed_at_the_bind_timeout_instead_of_hanging() -> None:
+    """Both hold the secret, configured with different ciphers: the handshake completes, the reader's
+    CREDIT never decrypts, so the writer never binds it and closes it at the bind timeout (Spark's
+    spark.network.timeout by default); the reader fails with a typed error instead of waiting for ever."""
+    gcm = AuthConfig(SECRET.secret, SECRET.app_id, CipherName.GCM, 1)
+    with running_writer(ConnectionLimits(bind_timeout_s=0.5), auth=gcm) as writer:
+        writer.directory.registered.wait(DEADLINE_S)
+        own = StandaloneDirectory(writer.directory.writers)  # its failure report must not stop the writer
+        reader = ReaderTask(KEY, 0, [0], SETTINGS, own, TaskOptions(auth=SECRET))
+        outcome: list[BaseException] = []
+
+        def read() -> None:
+            try:
+                list(reader.records())
+            except BaseException as error:  # noqa: BLE001 - the test judges it
+                outcome.append(error)
+
+        reading = threading.Thread(target=read, daemon=True)  # on a broken runtime it would wait for ever
+        reading.start()
+        reading.join(DEADLINE_S)
+        assert not reading.is_alive(), f"the reader still waits after {DEADLINE_S} s"
+        assert len(outcome) == 1 and isinstance(outcome[0], shuffle_errors.ConnectionClosedBeforeTermination)

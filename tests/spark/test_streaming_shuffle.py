@@ -130,6 +130,16 @@ def test_runtime_limits_come_from_the_conf_and_refuse_bad_values() -> None:
         runtime_limits({"spark.streamwire.shuffle.maxPendingConnections": "0"})
 
 
+def test_the_bind_timeout_defaults_to_spark_network_timeout() -> None:
+    assert runtime_limits({})[0].bind_timeout_s == 120.0
+    assert runtime_limits({"spark.network.timeout": "45"})[0].bind_timeout_s == 45.0  # seconds, as Spark reads it
+    assert runtime_limits({"spark.network.timeout": "2min"})[0].bind_timeout_s == 120.0
+    assert runtime_limits({"spark.network.timeout": "45s",
+                           "spark.streamwire.shuffle.bindTimeoutMs": "1500"})[0].bind_timeout_s == 1.5
+    with pytest.raises(ValueError, match="spark.network.timeout"):
+        runtime_limits({"spark.network.timeout": "soon"})
+
+
 def test_the_low_latency_flush_is_a_boolean_key_that_reaches_the_writers_options() -> None:
     assert not runtime_flush_when_idle({})
     assert runtime_flush_when_idle({"spark.streamwire.shuffle.flushWhenIdle": " True "})

@@ -1,0 +1,41 @@
+"""The admission of strangers as a pure policy: the cap evicts the oldest, the deadline expires them in
+order, and a peer the protocol found useful is neither (issue #36: the reactor only carries it out)."""
+
+from __future__ import annotations
+
+import pytest
+
+from spec.admission import StrangerAdmission
+
+
+def test_the_newcomer_beyond_the_cap_evicts_the_oldest() -> None:
+    admission: StrangerAdmission[str] = StrangerAdmission(max_pending=2, bind_timeout_s=10.0)
+    assert admission.accepted("a", 0.0) == [] and admission.accepted("b", 1.0) == []
+    assert admission.accepted("c", 2.0) == ["a"]
+    assert "a" not in admission and len(admission) == 2
+
+
+def test_strangers_expire_oldest_first_at_their_deadline_and_identified_peers_never() -> None:
+    admission: StrangerAdmission[str] = StrangerAdmission(max_pending=8, bind_timeout_s=5.0)
+    for i, peer in enumerate("abc"):
+        admission.accepted(peer, float(i))
+    admission.identified("b")
+    assert admission.deadline() == 5.0
+    assert admission.expired(4.999) == []
+    assert admission.expired(5.0) == ["a"]
+    assert admission.deadline() == 7.0
+    assert admission.expired(100.0) == ["c"]
+    assert admission.deadline() is None and len(admission) == 0
+
+
+def test_a_closed_stranger_is_forgotten() -> None:
+    admission: StrangerAdmission[str] = StrangerAdmission(max_pending=1, bind_timeout_s=1.0)
+    admission.accepted("a", 0.0)
+    admission.closed("a")
+    assert admission.accepted("b", 0.5) == [] and admission.expired(10.0) == ["b"]
+
+
+@pytest.mark.parametrize("cap, timeout", [(0, 1.0), (1, 0.0), (1, -1.0)])
+def test_limits_that_admit_nobody_are_refused(cap: int, timeout: float) -> None:
+    with pytest.raises(ValueError):
+        StrangerAdmission(cap, timeout)
