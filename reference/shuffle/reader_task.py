@@ -53,6 +53,8 @@ class ReaderTask(TaskBase):
                                      connect_timeout=options.connect_timeout_s)
         self._deliveries: deque[Deliver] = deque()
         self._ended = False
+        self._deadline: float | None = None
+        """When the machine's ``tick`` is due (its last step said so)."""
         self._last_lookup = -1.0
         self.connections: dict[int, Connection] = {}
         self._writer_of: dict[Stream, int] = {}
@@ -104,6 +106,7 @@ class ReaderTask(TaskBase):
                 self._ended = True
             elif isinstance(event, Failed):
                 self.fail(event.error)
+        self._deadline = step.deadline
 
     def connection_of(self, send: Send) -> Connection:
         return self.connections[send.peer]
@@ -111,15 +114,23 @@ class ReaderTask(TaskBase):
     # -- I/O, on the task thread whenever the consumer waits for data --------------------------
 
     def _pump(self) -> None:
-        """One round of I/O: discover writers, read what is ready, write credits and acks."""
+        """One round of I/O: the machine's timer when due, discover writers, read what is ready,
+        write credits and acks; the poll waits no longer than the machine's deadline."""
         now = self.clock()
+        if self._deadline is not None and now >= self._deadline:
+            self.carry_out(self.machine.tick(now))
+            if self.machine.done:
+                return
         discovering = len(self.connections) < len(self.writer_ids)
         if discovering and now - self._last_lookup >= coordination.POLL_INTERVAL_S:
             self._last_lookup = now
             self._discover()
         else:
             self.poll_peer_failure(now)
-        self.reactor.poll(coordination.POLL_INTERVAL_S if discovering else POLL_S)
+        wait = coordination.POLL_INTERVAL_S if discovering else POLL_S
+        if self._deadline is not None:
+            wait = max(0.0, min(wait, self._deadline - self.clock()))
+        self.reactor.poll(wait)
 
     def _discover(self) -> None:
         found = self.directory.lookup(self.key)

@@ -36,6 +36,9 @@ JOIN_TIMEOUT_S: Final = 10.0
 FAILURE_POLL_S: Final = 0.1
 """How often a task asks the coordinator whether another task of the attempt failed."""
 
+LOOK_AGAIN_S: Final = 0.02
+"""A failed task's pause between looks for its root cause (how long it looks is spec/shuffle/root_cause.py's)."""
+
 
 class AttemptRetired(errors.ShuffleError):
     """The driver retired the attempt: the job that read it took what it needed. Not a failure."""
@@ -85,6 +88,8 @@ class TaskOptions:
     """Writer: the low-latency flush: a buffer becomes a DATA as soon as the producer has handed over
     every record it had (WriterMachine's ``flush_when_idle``), instead of when it fills or at
     networkBufferMaxWaitTimeMs; a compatible reader sees only smaller DATA."""
+    clock: Callable[[], float] = time.monotonic
+    """The only source of ``now`` for the task, its machine and its reactor (a test injects a fake one)."""
 
 
 def describe(error: BaseException) -> str:
@@ -118,14 +123,13 @@ class TaskBase(Handler):
     machine: Machine
 
     def __init__(self, key: coordination.ShuffleKey, task_id: int, directory: ShuffleDirectory, options: TaskOptions,
-                 clock: Callable[[], float] = time.monotonic, *, listen: tuple[str, int] | None = None,
-                 receive_buffer: int | None = None) -> None:
+                 *, listen: tuple[str, int] | None = None, receive_buffer: int | None = None) -> None:
         """``listen``: serve peers on this address; ``receive_buffer``: the role's read size (default: the limits')."""
         self.key = key
         self.task_id = task_id
         self.directory = directory
         self.options = options
-        self.clock = clock
+        self.clock = options.clock
         self.cancel = threading.Event()
         self.lock = threading.Lock()
         self.changed = threading.Condition(self.lock)
@@ -133,7 +137,7 @@ class TaskBase(Handler):
         self.threads: list[threading.Thread] = []
         self.transcript = Transcript(options.transcript_path) if options.transcript_path else None
         limits = options.limits if receive_buffer is None else replace(options.limits, receive_buffer=receive_buffer)
-        self.reactor = Reactor(self, limits, listen=listen, ledger=options.ledger, clock=clock)
+        self.reactor = Reactor(self, limits, listen=listen, ledger=options.ledger, clock=self.clock)
         self._reported = False
         self._last_failure_poll = 0.0
 
@@ -249,12 +253,12 @@ class TaskBase(Handler):
         a retirement explains a peer's early close (the job that read the attempt has ended)."""
         error = self.error
         assert error is not None
-        started = time.monotonic()
+        started = self.clock()
         while True:
             seen = self._look_at_attempt() if is_symptom(error) else None
-            verdict = root_cause(error, seen, time.monotonic() - started)
+            verdict = root_cause(error, seen, self.clock() - started)
             if verdict is RootCause.LOOK_AGAIN:
-                time.sleep(0.02)
+                time.sleep(LOOK_AGAIN_S)
                 continue
             if verdict is RootCause.NODE_FAILED:
                 assert isinstance(seen, errors.ShuffleError)
