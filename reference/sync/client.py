@@ -28,7 +28,8 @@ import pyarrow.flight as flight
 
 from spec.errors import RuntimeFailure
 from spec.sync.client import (
-    AfterFailure, Backoff, Fault, Holding, Reading, SyncClientMachine, after_failure, outage_warning_due,
+    OUTAGE_WARNING_EVERY_S, AfterFailure, Backoff, Fault, Holding, Reading, SyncClientMachine, after_failure,
+    outage_warning_due,
 )
 from spec.sync.flight import MESSAGE_BYTES, message_batches
 from spec.sync.messages import ColumnDescriptor, SyncCommand, SyncResponse, decode_response
@@ -245,9 +246,9 @@ class SyncClient:
                     self.close()
             if outage_warning_due(time.monotonic() - started, warned):
                 warned += 1
-                log.warning("sync server %s has not accepted a put of origin %s for %.0f s (retrying for up to "
-                            "%g s): %s", self.location, self.origin, time.monotonic() - started, self.deadline_s,
-                            self._last_failure)
+                log.warning("sync server %s has not accepted a put of origin %s for over %g s (retrying for up "
+                            "to %g s): %s", self.location, self.origin, warned * OUTAGE_WARNING_EVERY_S,
+                            self.deadline_s, self._last_failure)
             wait = backoff.wait(time.monotonic(), _JITTER.random())
             if wait is None:
                 raise SyncUnavailable(f"sync server {self._location or '(not resolved)'} did not accept a put of origin {self.origin} "
