@@ -264,7 +264,7 @@ def sink_partition(config: CdcConfig, reader: int, records: Iterator[tuple[int, 
             if client is None:
                 client = clients[origin] = SyncClient(config.sync_location, origin, deadline_s=config.sync_deadline_s,
                                                       message_bytes=config.message_bytes)
-            client.send_transaction(commit_lsn, [table_put(change.table, part)])
+            client.send_transaction(commit_lsn, [table_put(part)])
             counts.parts += 1
             counts.rows += len(part)
         if open_parts:

@@ -19,7 +19,7 @@ from reference.cdc.pgwire import PgConnectionError, PgServerError, first_line, o
 from reference.cdc.source import SlotSource
 from reference.sync.client import SyncClient, SyncPut, SyncUnavailable
 from spec.errors import RuntimeFailure
-from spec.pgoutput.changes import RowChange, TableImage, after_truncate
+from spec.pgoutput.changes import RowChange, after_truncate
 from spec.pgoutput.messages import format_lsn
 from spec.pgoutput.outage import Away, OutagePolicy, postgres_transient
 from spec.pgoutput.transactions import SourceTransaction
@@ -54,16 +54,18 @@ def _warn(line: str) -> None:
     print(f"cdc: {line}", file=sys.stderr, flush=True)
 
 
-def table_put(image: TableImage, changes: list[RowChange]) -> SyncPut:
-    """The put of one table's changes; after a TRUNCATE it empties the table first (the sync truncate
-    extension, which this project's sync server has) and carries only what followed."""
+def table_put(changes: list[RowChange]) -> SyncPut:
+    """The put of one table's changes, in its latest image (a column added in the transaction is in it);
+    after a TRUNCATE it empties the table first (the sync truncate extension, which this project's
+    sync server has) and carries only what followed."""
+    image = changes[-1].table
     truncate, rows = after_truncate(changes)
     return SyncPut(image.path, image.batch(rows), image.descriptors(), truncate=truncate)
 
 
 def puts_of(tx: SourceTransaction) -> list[SyncPut]:
     """One put per table the transaction touched."""
-    return [table_put(tx.tables[path], changes) for path, changes in tx.changes.items() if changes]
+    return [table_put(changes) for changes in tx.changes.values() if changes]
 
 
 def settled_durable(client: SyncClient) -> int | None:

@@ -44,5 +44,12 @@ def read_rows_at(path: Path, positions: np.ndarray[Any, np.dtype[np.int64]], sch
     groups = np.unique(group_of)
     base = np.zeros(len(counts), np.int64)
     base[groups] = np.concatenate([[0], np.cumsum(counts[groups])[:-1]])
-    rows = parquet.read_row_groups(groups.tolist(), columns=schema.names)
-    return rows.take(pa.array(positions - starts[group_of] + base[group_of])).cast(schema)
+    rows = parquet.read_row_groups(groups.tolist(), columns=[n for n in schema.names if n in parquet.schema_arrow.names])
+    return conformed(rows.take(pa.array(positions - starts[group_of] + base[group_of])), schema)
+
+
+def conformed(rows: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``rows`` of a data file in the table's ``schema``: a column added to the table after the file was
+    written is null in it (Delta's rule for a file without a column of the table's schema)."""
+    return pa.table([rows.column(f.name).cast(f.type) if f.name in rows.column_names else pa.nulls(rows.num_rows, f.type)
+                     for f in schema], schema=schema)

@@ -276,8 +276,7 @@ class SyncServer:
         existing = self._shapes.get(uri) or self.store.table_shape(uri)
         if existing is None:
             return shape
-        check_table_fit(name, shape, existing)
-        return TableShape(existing.columns, existing.keys or shape.keys)
+        return check_table_fit(name, shape, existing)
 
     def _run_policy(self) -> None:
         """Expire a silent transaction, retry failed tables that are due, then flush while the policy asks

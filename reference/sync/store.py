@@ -42,7 +42,7 @@ from reference.sync import dv_commit
 from reference.sync.delta_log import local_dir
 from reference.sync.dv_writer import DvWriter
 from reference.sync.layout import DataFile, compaction_groups, cut, data_files, sorted_by_key, touched_files
-from reference.sync.parquet_files import write_data_file
+from reference.sync.parquet_files import conformed, write_data_file
 from spec.delta.deletion_vectors import ENABLE_PROPERTY
 from spec.delta.deletion_vectors import FEATURE as DELETION_VECTORS
 from spec.sync.messages import ColumnRole, StorageLocation
@@ -180,6 +180,15 @@ class _Commit:
             rows_removed=sum(f.rows for f in self.removes), rows_added=self.rows_added,
             bytes_removed=sum(f.size for f in self.removes), bytes_added=sum(a.size for a in self.adds),
         )
+
+
+def _columns_of(changes: Sequence[SquashedChange]) -> pa.Schema:
+    """The columns of a table the ``changes`` create: every column any of them writes, in order of appearance."""
+    fields: dict[str, pa.Field] = {}
+    for change in changes:
+        for f in change.schema.table_schema():
+            fields.setdefault(f.name, f)
+    return pa.schema(list(fields.values()))
 
 
 class UnstorableColumn(ValueError):
@@ -352,7 +361,7 @@ class DeltaStore:
         table costs time in the number of its files; ``_check_writable`` rules out deletion vectors)."""
         schema = pa.schema(table.schema().to_arrow())
         filesystem = pa_fs.PyFileSystem(DeltaStorageHandler(table.table_uri, self._options(table.table_uri)))
-        parts = [pq.read_table(f.path, filesystem=filesystem, columns=schema.names).cast(schema) for f in files]
+        parts = [conformed(pq.read_table(f.path, filesystem=filesystem), schema) for f in files]
         return pa.concat_tables(parts) if parts else schema.empty_table()
 
     def write(
@@ -362,12 +371,14 @@ class DeltaStore:
         change (the truncate extension) removes every file first, and what came before it is not applied."""
         truncated, changes = after_last_truncate(changes)
         table = self._open(uri)
+        if table is not None:
+            self._add_columns(table, changes)
         if table is None:
             if not changes:
                 return FileChanges()
             dvs = self.settings.deletion_vectors and local_dir(uri) is not None
             table = self._loaded[uri] = DeltaTable.create(
-                uri, changes[0].schema.table_schema(), storage_options=self._options(uri),
+                uri, _columns_of(changes), storage_options=self._options(uri),
                 configuration={ENABLE_PROPERTY: "true"} if dvs else None)
         pk_names = tuple(changes[0].schema.pk_names) if changes else self._state(table).keys
         state = TableState(dict(marks), dict(durable), pk_names)
@@ -398,6 +409,19 @@ class DeltaStore:
         for start, end in cut(result.column(cluster).to_pylist(), untouched, self.settings.target_file_rows):
             commit.add_rows(result.slice(start, end - start))
         return commit.commit(props)
+
+    def _add_columns(self, table: DeltaTable, changes: Sequence[SquashedChange]) -> None:
+        """Add the value columns ``changes`` bring that the table lacks (a put may: ``check_table_fit``), in a
+        commit of their own before the changes', carrying the table's sync state as it is."""
+        names = set(pa.schema(table.schema().to_arrow()).names)
+        added = {f.name: f for c in changes for f in c.schema.table_schema() if f.name not in names}
+        if not added:
+            return
+        self._dvs.read_back(table)
+        fields = list(DeltaSchema.from_arrow(pa.schema([f.with_nullable(True) for f in added.values()])).fields)
+        table.alter.add_columns(fields, commit_properties=self.commit_properties(self._state(table)))
+        table.update_incremental()
+        log.info("added columns %s to %s", ", ".join(added), table.table_uri)
 
     def _write_by_dvs(self, table: DeltaTable, changes: Sequence[SquashedChange], values: pa.Array,
                       state: TableState, truncated: bool) -> FileChanges:

@@ -96,6 +96,18 @@ class RowChange:
         return (RowChange(self.table, Op.DELETE, self.old_key, None, None, nothing),
                 RowChange(self.table, Op.INSERT, None, self.new_key, self.values, self.changed))
 
+    def in_image(self, image: TableImage) -> RowChange:
+        """This change in ``image``, a later image of its table (after ``ALTER TABLE`` in the same transaction):
+        a column added since is null in an insert and unchanged in an update; one dropped since is left out."""
+        if image is self.table:
+            return self
+        names = [name for name, _ in self.table.values]
+        at = {name: i for i, name in enumerate(names)}
+        values = None if self.values is None else tuple(
+            self.values[at[name]] if name in at else None for name, _ in image.values)
+        changed = tuple(self.changed[at[name]] if name in at else self.op is Op.INSERT for name, _ in image.values)
+        return RowChange(image, self.op, self.old_key, self.new_key, values, changed)
+
     @classmethod
     def truncate(cls, table: TableImage) -> RowChange:
         """``TRUNCATE`` of ``table``."""
@@ -103,7 +115,10 @@ class RowChange:
 
 
 def after_truncate(changes: list[RowChange]) -> tuple[bool, list[RowChange]]:
-    """Whether a table's changes (in order) truncate it, and the changes after the last TRUNCATE: what a
-    sync put sends (the truncate extension empties the table, then applies them; what came before is gone)."""
+    """Whether a table's changes (in order) truncate it, and the changes after the last TRUNCATE in the
+    table's latest image: what one sync put sends (the truncate extension empties the table, then
+    applies them; what came before is gone)."""
     last = max((i for i, c in enumerate(changes) if c.op is Op.TRUNCATE), default=None)
-    return (False, changes) if last is None else (True, changes[last + 1:])
+    kept = changes if last is None else changes[last + 1:]
+    image = changes[-1].table
+    return last is not None, [c.in_image(image) for c in kept]

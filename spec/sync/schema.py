@@ -160,20 +160,24 @@ class TableShape:
     keys: tuple[str, ...] | None
 
 
-def check_table_fit(table: str, put: TableShape, existing: TableShape) -> None:
-    """Raise TableSchemaMismatch unless a put shaped ``put`` can be applied to ``existing``.
+def check_table_fit(table: str, put: TableShape, existing: TableShape) -> TableShape:
+    """The table's shape once a put shaped ``put`` is applied to ``existing``; raise TableSchemaMismatch
+    if it cannot be.
 
-    Key columns must be the same; every column the put writes must exist with the same
-    type.  A put may leave value columns out (their stored values are kept).
+    Key columns must be the same; every column the put writes that the table has must have the
+    same type.  A put may leave value columns out (their stored values are kept), and it may
+    bring value columns the table lacks (ours: Seafowl refuses them): the table gains them, after
+    its own, and the rows it held have none (null), as a Postgres ``ADD COLUMN`` without a
+    default leaves the rows it held.
     """
     problems: list[str] = []
     if existing.keys is not None and put.keys is not None and sorted(put.keys) != sorted(existing.keys):
         problems.append(f"key columns {list(put.keys)} differ from the table's {list(existing.keys)}")
     for name, kind in put.columns.items():
         stored = existing.columns.get(name)
-        if stored is None:
-            problems.append(f"column {name} is not in the table")
-        elif stored != kind:
+        if stored is not None and stored != kind:
             problems.append(f"column {name} is {kind} in the put but {stored} in the table")
     if problems:
         raise TableSchemaMismatch(table, problems)
+    added = {name: kind for name, kind in put.columns.items() if name not in existing.columns}
+    return TableShape({**existing.columns, **added}, existing.keys or put.keys)

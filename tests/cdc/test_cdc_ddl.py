@@ -1,5 +1,6 @@
-"""DDL in the stream: TRUNCATE empties the Delta table at its place among the rows, with any number of
-sinks and in one process."""
+"""DDL in the stream, with any number of sinks and in one process: TRUNCATE empties the Delta table at
+its place among the rows, ADD COLUMN adds the column in order with the rows (also in the middle of a
+transaction), DROP COLUMN leaves the Delta column to the rows written before it."""
 
 from __future__ import annotations
 
@@ -43,3 +44,33 @@ def test_truncate_in_one_process(database: Database, sync_server: SyncServerProc
     assert main(["--source", database.url(), "--publication", database.name, "--slot", database.name,
                  "--sync", sync_server.location, "--until-lsn", "current"]) == 0
     assert verify(database.address, database.name, Path(sync_server.store)) == []
+
+
+ALTERED = (
+    "INSERT INTO items (id, name, big) SELECT g, 'n' || g, " + BIG + " FROM generate_series(1, 12) g",
+    "ALTER TABLE items ADD COLUMN extra integer",
+    "INSERT INTO items (id, name, extra) VALUES (20, 'after', 7)",
+    "UPDATE items SET extra = 5 WHERE id = 1",
+    "BEGIN; INSERT INTO items (id) VALUES (21); ALTER TABLE items ADD COLUMN more text; "
+    "INSERT INTO items (id, more) VALUES (22, 'm'); UPDATE items SET id = 102, qty = 3 WHERE id = 2; "
+    "UPDATE items SET extra = 1 WHERE id = 3; COMMIT",
+    "UPDATE items SET more = 'later' WHERE id = 102",
+    "INSERT INTO pairs VALUES (1, 'x', 1, 'kept'), (2, 'y', 2, 'gone')",
+    "ALTER TABLE pairs DROP COLUMN note",
+    "INSERT INTO pairs VALUES (3, 'z', 3)",
+    "DELETE FROM pairs WHERE a = 2",
+)
+
+
+@pytest.mark.parametrize("readers", [0, 3])
+def test_add_and_drop_column_land_in_order_with_the_rows(database: Database, sync_server: SyncServerProcess,
+                                                         readers: int) -> None:
+    """``readers`` 0: one process (``reference.cdc``); else the pipeline's tasks with that many sinks."""
+    sql(database, *ALTERED)
+    if readers:
+        assert run_pipeline(database, sync_server, readers) == [None] * readers
+    else:
+        assert main(["--source", database.url(), "--publication", database.name, "--slot", database.name,
+                     "--sync", sync_server.location, "--until-lsn", "current"]) == 0
+    assert verify(database.address, database.name, Path(sync_server.store)) == []
+    assert database.query("SELECT count(*) FROM items WHERE more IS NOT NULL") == [("2",)]

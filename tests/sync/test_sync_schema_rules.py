@@ -56,3 +56,11 @@ def test_a_put_must_be_keyed_like_the_table() -> None:
     check_table_fit("t", TableShape(columns={"b": "Int64", "a": "Int64"}, keys=("b", "a")), existing)
     with pytest.raises(TableSchemaMismatch):
         check_table_fit("t", TableShape(columns={"a": "Int64", "v": "Utf8"}, keys=("a",)), existing)
+
+
+def test_a_put_may_bring_value_columns_the_table_gains() -> None:
+    existing = TableShape(columns={"a": "Int64", "v": "Utf8"}, keys=("a",))
+    assert check_table_fit("t", TableShape(columns={"a": "Int64", "w": "Int32"}, keys=("a",)), existing) == TableShape(
+        columns={"a": "Int64", "v": "Utf8", "w": "Int32"}, keys=("a",))
+    with pytest.raises(TableSchemaMismatch, match="column v is Int64 in the put but Utf8 in the table"):
+        check_table_fit("t", TableShape(columns={"a": "Int64", "v": "Int64"}, keys=("a",)), existing)
