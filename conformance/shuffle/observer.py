@@ -39,6 +39,7 @@ from spec.shuffle.messages import (
 )
 from spec.shuffle.reader import ReaderMachine
 from spec.shuffle.records import decode_records
+from spec.shuffle.registry import KINDS, Sender
 from spec.shuffle.settings import ShuffleSettings
 from spec.shuffle.steps import Deliver, Failed, Send, Step
 
@@ -80,6 +81,7 @@ SECTIONS: Final[dict[str, str]] = {
 
 FRAME_KINDS: Final = tuple(kind.name.removesuffix("_UNSAFE_ROW").removesuffix("_MESSAGE") for kind in MessageType)
 """Report names of the message types: DATA, CREDIT_CONTROL, TERMINATION_CONTROL, TERMINATION_ACK."""
+_FRAME_KIND_OF: Final = dict(zip(MessageType, FRAME_KINDS))
 
 
 def spec_section(rule: str, message_type: str = "") -> str:
@@ -283,7 +285,7 @@ class ShuffleConnectionObserver:
             self.report.status = Status.JOINED
             return False
         self._recognised = True
-        sender_is_reader = type_id in (MessageType.CREDIT_CONTROL_MESSAGE, MessageType.TERMINATION_ACK_MESSAGE)
+        sender_is_reader = KINDS[MessageType(type_id)].sender is Sender.READER
         self._reader_is_client = sender_is_reader == (side == 0)
         if not self._reader_is_client:
             self.report.client, self.report.server = self.flow.server, self.flow.client
@@ -307,7 +309,7 @@ class ShuffleConnectionObserver:
             self._index += 1
 
     def _frame(self, message: Message, from_reader: bool, time: float) -> None:
-        kind = FRAME_KINDS[int(message.type) - 1]
+        kind = _FRAME_KIND_OF[message.type]
         self.report.frames[kind] += 1
         self.report.bytes += FRAME_HEADER_LENGTH + body_length(message)
         if isinstance(message, DataMessage):

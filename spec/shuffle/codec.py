@@ -2,8 +2,10 @@
 
 The hot path uses ``struct`` formats and field orders *derived from* the construct layouts in
 :mod:`spec.shuffle.layouts` (never written by hand), so the bytes have one source of truth;
-the test suite proves both paths agree on every vector. Decoding follows Spark's order of
-checks, bounds every size read from the wire before using it, and copies a payload at most once.
+the test suite proves both paths agree on every vector. Which types exist, and which class each
+decodes to, is :mod:`spec.shuffle.registry`'s: an id it does not list is UNEXPECTED_MESSAGE_TYPE.
+Decoding follows Spark's order of checks, bounds every size read from the wire before using it,
+and copies a payload at most once.
 """
 
 from __future__ import annotations
@@ -16,21 +18,9 @@ from typing import Any, Callable, Final
 from construct import FormatField, Struct
 
 from spec.shuffle import errors
-from spec.shuffle.layouts import (
-    COMMON_HEADER,
-    FIELDS_BY_TYPE,
-    FRAME_HEADER,
-    ONE_WAY_MESSAGE,
-    MessageType,
-)
-from spec.shuffle.messages import (
-    CreditMessage,
-    DataMessage,
-    Message,
-    Payload,
-    TerminationAckMessage,
-    TerminationControlMessage,
-)
+from spec.shuffle.layouts import COMMON_HEADER, FRAME_HEADER, ONE_WAY_MESSAGE, MessageType
+from spec.shuffle.messages import DataMessage, Message, Payload
+from spec.shuffle.registry import KINDS, MessageKind
 
 MIN_FRAME_LENGTH: Final = FRAME_HEADER.sizeof()
 """A frame holds at least its own 13-byte header (Spark would fail later reading the body)."""
@@ -66,6 +56,7 @@ class _Codec:
     """Everything needed to encode or decode one message type, derived from its layout."""
 
     kind: MessageType
+    row: MessageKind
     body: struct.Struct
     """Common header + fields, i.e. the fixed part of the body."""
     encode_body: Callable[[Any], bytes]
@@ -73,17 +64,17 @@ class _Codec:
     """Frame header + fixed body part in one ``pack``, and the payload as given (empty unless DATA)."""
 
 
-def _codec(kind: MessageType) -> _Codec:
+def _codec(row: MessageKind) -> _Codec:
     """The encoders of one type, derived from its layout: the ``struct`` formats concatenate the
     layouts' field formats, and the values are read by the layouts' field names, in their order."""
-    layout = FIELDS_BY_TYPE[kind]
-    body = struct.Struct(_HEADER.format + _struct_of(layout).format[1:])
+    kind = row.type
+    body = struct.Struct(_HEADER.format + _struct_of(row.fields).format[1:])
     pack_body, pack_frame = body.pack, struct.Struct(_FRAME.format + body.format[1:]).pack
-    names = [sub.name for sub in COMMON_HEADER.subcons if sub.name != "type_id"] + [sub.name for sub in layout.subcons]
+    names = row.field_names
     values = attrgetter(*names)
     type_id, fixed = int(kind), body.size
 
-    if "data_size" in names:
+    if row.carries_payload:
         def encode_body(m: Any) -> bytes:
             payload: Payload = m.payload
             return pack_body(type_id, *values(m)) + payload
@@ -99,20 +90,14 @@ def _codec(kind: MessageType) -> _Codec:
         def encode_frame_parts(m: Any) -> tuple[bytes, Payload]:
             return pack_frame(FRAME_HEADER_LENGTH + fixed, ONE_WAY_MESSAGE, fixed, type_id, *values(m)), b""
 
-    return _Codec(kind, body, encode_body, encode_frame_parts)
+    return _Codec(kind, row, body, encode_body, encode_frame_parts)
 
 
-_CODECS: Final = {
-    DataMessage: _codec(MessageType.DATA_MESSAGE_UNSAFE_ROW),
-    CreditMessage: _codec(MessageType.CREDIT_CONTROL_MESSAGE),
-    TerminationControlMessage: _codec(MessageType.TERMINATION_CONTROL_MESSAGE),
-    TerminationAckMessage: _codec(MessageType.TERMINATION_ACK_MESSAGE),
-}
+_CODECS: Final[dict[type[Any], _Codec]] = {row.message: _codec(row) for row in KINDS.values()}
+"""Each registered message class's codec; a class missing here has no encoding (KeyError, a caller's bug)."""
 _BY_ID: Final = {int(c.kind): c for c in _CODECS.values()}
 _DATA_ID: Final = int(MessageType.DATA_MESSAGE_UNSAFE_ROW)
 _DATA = _CODECS[DataMessage].body
-_CREDIT_ID: Final = int(MessageType.CREDIT_CONTROL_MESSAGE)
-_TERMINATION_ID: Final = int(MessageType.TERMINATION_CONTROL_MESSAGE)
 
 HEADER_LENGTH: Final = {c.kind: c.body.size for c in _CODECS.values()}
 """Spark's ``headerLength()``: the fixed part of each body (32, 24, 20, 20)."""
@@ -156,7 +141,7 @@ DataView = tuple[int, int, int, int, int, Payload]
 
 DATA_VIEW_FIELDS: Final = tuple(
     [sub.name for sub in COMMON_HEADER.subcons if sub.name != "type_id"]
-    + [sub.name for sub in FIELDS_BY_TYPE[MessageType.DATA_MESSAGE_UNSAFE_ROW].subcons] + ["payload"])
+    + [sub.name for sub in KINDS[MessageType.DATA_MESSAGE_UNSAFE_ROW].fields.subcons] + ["payload"])
 """The fields of a :data:`DataView`, derived from the layouts: the header and DATA fields in wire order
 (``seq, writer_id, reader_id, data_size, checksum``), then the payload."""
 
@@ -182,7 +167,7 @@ def message_of(decoded: Message | DataView) -> Message:
     return DataMessage(**fields)
 
 
-CONTROL_BODY_MAX: Final = max(c.body.size for c in _CODECS.values() if c.kind is not MessageType.DATA_MESSAGE_UNSAFE_ROW)
+CONTROL_BODY_MAX: Final = max(c.body.size for c in _CODECS.values() if not c.row.carries_payload)
 """The longest body that is not a DATA (a CREDIT's 24 bytes); a DATA body is longer (32 bytes at least)."""
 
 DECODED_CONTROLS_KEPT: Final = 256
@@ -240,13 +225,8 @@ def _decoded_at(buf: Payload, start: int, end: int, owned: bool) -> Message | Da
         return view
     if available > needed:
         raise errors.TrailingBytes(c.kind.name, available - needed)
-    if type_id == _CREDIT_ID:
-        _, seq, writer_id, reader_id, num_messages = c.body.unpack_from(buf, start)
-        return CreditMessage(writer_id=writer_id, reader_id=reader_id, num_messages=num_messages, seq=seq)
-    _, seq, writer_id, reader_id = c.body.unpack_from(buf, start)
-    if type_id == _TERMINATION_ID:
-        return TerminationControlMessage(seq=seq, writer_id=writer_id, reader_id=reader_id)
-    return TerminationAckMessage(seq=seq, writer_id=writer_id, reader_id=reader_id)
+    message: Message = c.row.message(**dict(zip(c.row.field_names, c.body.unpack_from(buf, start)[1:])))
+    return message
 
 
 def check_frame_header(buf: Payload, max_frame_length: int, offset: int = 0) -> int:

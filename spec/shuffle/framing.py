@@ -22,8 +22,8 @@ from spec.shuffle.codec import (
     decode_body_at,
     decode_view_at,
 )
-from spec.shuffle.layouts import MessageType
 from spec.shuffle.messages import Message, Payload
+from spec.shuffle.registry import Sender, sent_by
 from spec.shuffle.records import RECORD_LENGTH
 from spec.shuffle.settings import ShuffleSettings
 from spec.shuffle.writer import flush_threshold
@@ -36,19 +36,23 @@ below 2 GiB; a reader should not allocate that much on one writer's word)."""
 
 
 def max_frame_from_reader() -> int:
-    """The longest frame a writer can legitimately receive: a reader only ever sends CREDIT and
-    TERMINATION_ACK, so a writer rejects any longer frame before buffering a byte of it."""
-    return FRAME_HEADER_LENGTH + max(HEADER_LENGTH[MessageType.CREDIT_CONTROL_MESSAGE],
-                                     HEADER_LENGTH[MessageType.TERMINATION_ACK_MESSAGE])
+    """The longest frame a writer can legitimately receive: the longest of the types a reader sends
+    (:mod:`spec.shuffle.registry`: CREDIT and TERMINATION_ACK, fixed-size), so a writer rejects any
+    longer frame before buffering a byte of it."""
+    sent = sent_by(Sender.READER)
+    assert not any(kind.carries_payload for kind in sent), "a reader's frames are bounded by their fixed part"
+    return FRAME_HEADER_LENGTH + max(HEADER_LENGTH[kind.type] for kind in sent)
 
 
 def max_frame_from_writer(settings: ShuffleSettings, max_record_size: int = DEFAULT_MAX_RECORD_SIZE) -> int:
-    """The longest frame a reader can legitimately receive: a DATA whose buffer stayed below the
+    """The longest frame a reader can legitimately receive: the longest of the types a writer sends
+    (:mod:`spec.shuffle.registry`), where the one with a payload (DATA) is a buffer that stayed below the
     flush threshold (90% of networkBufferSize) and then took one more record, of at most
     ``max_record_size`` bytes (records are never split, so a record may exceed the buffer)."""
     below_threshold = max(flush_threshold(settings) - 1, 0)
     payload = below_threshold + RECORD_LENGTH.size + max_record_size
-    return FRAME_HEADER_LENGTH + HEADER_LENGTH[MessageType.DATA_MESSAGE_UNSAFE_ROW] + payload
+    return FRAME_HEADER_LENGTH + max(HEADER_LENGTH[kind.type] + (payload if kind.carries_payload else 0)
+                                     for kind in sent_by(Sender.WRITER))
 
 
 class FrameDecoder:

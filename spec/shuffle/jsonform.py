@@ -5,6 +5,7 @@ Field names follow the issue's contract: ``type`` (Spark's enum name), ``seq``, 
 64-bit fields (``seq``, ``checksum``) are written as decimal strings so that JSON readers with
 53-bit numbers (JavaScript, many Java JSON libraries' defaults) keep them exact. On input every
 integer may be a JSON number or a decimal string; unknown fields are rejected so typos surface.
+The types, their fields and which may be left out are :mod:`spec.shuffle.registry`'s.
 """
 
 from __future__ import annotations
@@ -15,25 +16,18 @@ from typing import Final, Mapping
 from spec.shuffle.checksum import payload_checksum
 from spec.shuffle.errors import ShuffleError
 from spec.shuffle.layouts import MessageType
-from spec.shuffle.messages import (
-    CreditMessage,
-    DataMessage,
-    Message,
-    TerminationAckMessage,
-    TerminationControlMessage,
-)
+from spec.shuffle.messages import DataMessage, Message
+from spec.shuffle.registry import KINDS, int_bits, kind_of
 
 INT32: Final = (-(2**31), 2**31 - 1)
 INT64: Final = (-(2**63), 2**63 - 1)
 _DECIMAL: Final = re.compile(r"-?[0-9]+")
 
-_FIELDS: Final[Mapping[MessageType, tuple[str, ...]]] = {
-    MessageType.DATA_MESSAGE_UNSAFE_ROW: ("seq", "writer_id", "reader_id", "data_size", "checksum", "payload"),
-    MessageType.CREDIT_CONTROL_MESSAGE: ("seq", "writer_id", "reader_id", "num_messages"),
-    MessageType.TERMINATION_CONTROL_MESSAGE: ("seq", "writer_id", "reader_id"),
-    MessageType.TERMINATION_ACK_MESSAGE: ("seq", "writer_id", "reader_id"),
-}
-"""The JSON fields of each type after ``type``, in output order."""
+_BOUNDS: Final[Mapping[int, tuple[int, int]]] = {32: INT32, 64: INT64}
+
+_INTEGERS: Final[Mapping[MessageType, tuple[tuple[str, tuple[int, int]], ...]]] = {
+    kind.type: tuple((name, _BOUNDS[int_bits(kind, name)]) for name in kind.field_names) for kind in KINDS.values()}
+"""Each type's integer fields in output order, with their range (from the layout's width)."""
 
 
 class InvalidHex(ShuffleError):
@@ -71,14 +65,13 @@ def parse_hex(text: str, what: str = "input") -> bytes:
 
 def to_json(message: Message) -> dict[str, object]:
     """The message as a JSON object (64-bit fields as decimal strings, payload as hex)."""
-    out: dict[str, object] = {"type": message.type.name, "seq": str(message.seq),
-                              "writer_id": message.writer_id, "reader_id": message.reader_id}
+    kind = kind_of(message)
+    out: dict[str, object] = {"type": kind.type.name}
+    for name, bounds in _INTEGERS[kind.type]:
+        value = getattr(message, name)
+        out[name] = str(value) if bounds is INT64 else value
     if isinstance(message, DataMessage):
-        out["data_size"] = message.data_size
-        out["checksum"] = str(message.checksum)
         out["payload"] = bytes(message.payload).hex()
-    elif isinstance(message, CreditMessage):
-        out["num_messages"] = message.num_messages
     return out
 
 
@@ -90,19 +83,21 @@ def from_json(obj: object) -> Message:
     """
     if not isinstance(obj, dict):
         raise InvalidMessageJson("message", f"expected a JSON object, got {_json_type(obj)}")
-    kind = _message_type(obj.get("type"))
-    allowed = ("type",) + _FIELDS[kind]
+    kind = KINDS[_message_type(obj.get("type"))]
+    allowed = ("type",) + kind.json_fields
     unknown = sorted(set(obj) - set(allowed))
     if unknown:
-        raise InvalidMessageJson(unknown[0], f"unknown field for {kind.name}; allowed: {', '.join(allowed)}")
-    if kind is MessageType.CREDIT_CONTROL_MESSAGE:
-        return CreditMessage(writer_id=_int(obj, "writer_id", INT32), reader_id=_int(obj, "reader_id", INT32),
-                             num_messages=_int(obj, "num_messages", INT32), seq=_int(obj, "seq", INT64, default=0))
+        raise InvalidMessageJson(unknown[0], f"unknown field for {kind.type.name}; allowed: {', '.join(allowed)}")
+    if not kind.carries_payload:
+        message: Message = kind.message(**{name: _int(obj, name, bounds, default=kind.json_defaults.get(name))
+                                           for name, bounds in _INTEGERS[kind.type]})
+        return message
+    return _data_from_json(obj)
+
+
+def _data_from_json(obj: Mapping[str, object]) -> DataMessage:
+    """A DATA: its payload as hex; ``data_size`` and ``checksum`` follow from it unless given."""
     seq, writer_id, reader_id = _int(obj, "seq", INT64), _int(obj, "writer_id", INT32), _int(obj, "reader_id", INT32)
-    if kind is MessageType.TERMINATION_CONTROL_MESSAGE:
-        return TerminationControlMessage(seq=seq, writer_id=writer_id, reader_id=reader_id)
-    if kind is MessageType.TERMINATION_ACK_MESSAGE:
-        return TerminationAckMessage(seq=seq, writer_id=writer_id, reader_id=reader_id)
     if "payload" not in obj:
         raise InvalidMessageJson("payload", "missing (hex string of the payload bytes)")
     if not isinstance(obj["payload"], str):

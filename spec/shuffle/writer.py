@@ -34,6 +34,7 @@ from spec.shuffle.messages import (
     TerminationControlMessage,
 )
 from spec.shuffle.records import RECORD_LENGTH
+from spec.shuffle.registry import kind_of
 from spec.shuffle.settings import ShuffleSettings, key_of
 from spec.shuffle.steps import (
     Bound,
@@ -66,6 +67,7 @@ _DONE = frozenset({WriterState.COMPLETED, WriterState.FAILED})
 
 _RUNNING, _LEFT = WriterState.RUNNING, WriterChannelState.LEFT
 _FLUSH, _CREDIT = WriterChannelEvent.FLUSH, WriterChannelEvent.CREDIT
+_ACK, _UNEXPECTED = WriterChannelEvent.ACK, WriterChannelEvent.UNEXPECTED
 """What the per-record and per-credit paths test, as module names (and ``done`` as a set): reaching an enum
 member through its class costs 0.1 µs on Python 3.11, whose EnumType has a ``__getattr__``."""
 
@@ -269,7 +271,8 @@ class WriterMachine(ChannelMachine[WriterChannelState, WriterChannelEvent]):
                 return
 
     def _receive(self, conn: Hashable, message: Message, now: float) -> None:
-        if isinstance(message, (DataMessage, TerminationControlMessage)):
+        event = kind_of(message).writer_event  # the registry's: an unregistered class is a UsageError
+        if event is _UNEXPECTED:
             reader_id = self._conns.get(conn, message.reader_id)
             if 0 <= reader_id < len(self.channels):
                 self._move(self.channels[reader_id], WriterChannelEvent.UNEXPECTED, message_type=message.type.name)
@@ -289,11 +292,15 @@ class WriterMachine(ChannelMachine[WriterChannelState, WriterChannelEvent]):
         if ch.bound and ch.conn != conn:
             self._move(ch, WriterChannelEvent.FOREIGN_CONNECTION)
             return
-        if isinstance(message, CreditMessage):
+        if event is _CREDIT:
             if self._move(ch, _CREDIT) and not ch.bound and ch.state is not _LEFT:
                 self._bind(ch, conn)
-        else:
+        elif event is _ACK:
+            assert isinstance(message, TerminationAckMessage)
             self._on_ack(ch, message)
+        else:
+            raise UsageError(f"the registry classifies {message.type.name} as {event.value}, which a writer "
+                             "does not receive")
 
     def decode_failed(self, conn: Hashable, error: errors.CodecError, now: float) -> Step:
         """The bytes from ``conn`` did not decode: the writer fails with the codec's error."""
