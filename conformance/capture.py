@@ -41,6 +41,9 @@ SO_RCVBUFFORCE: Final = 33
 SOL_PACKET: Final = 263
 PACKET_STATISTICS: Final = 6
 RECEIVE_BUFFER: Final = 64 * 1024 * 1024
+SO_TIMESTAMPNS: Final = 35
+"""The kernel stamps each captured packet (ancillary data SCM_TIMESTAMPNS: int64 seconds, int64 ns)."""
+_STAMP: Final = struct.Struct("qq")
 """The raw socket's buffer: what the kernel holds while the capture loop is busy (root may exceed rmem_max)."""
 
 
@@ -216,6 +219,7 @@ def live_capture(interface: str, duration_s: float | None, *, stop: Stop | None 
     except (AttributeError, OSError) as error:
         raise CaptureError(f"live capture unavailable: {error}") from None
     try:
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)  # first: the kernel turns stamping on lazily
         try:
             sock.bind((interface, 0))
         except OSError as error:
@@ -230,23 +234,38 @@ def live_capture(interface: str, duration_s: float | None, *, stop: Stop | None 
             ready.set()
         end = None if duration_s is None else time.monotonic() + duration_s
         loopback = interface == "lo"
-        stopping = False
+        stopped_at: float | None = None
+        """When the capture was told to stop (wall clock): what the kernel captured before it is still read,
+        up to the first packet stamped after it (a busy link never goes quiet)."""
         while True:
-            if not stopping and ((end is not None and time.monotonic() >= end) or (stop is not None and stop.is_set())):
-                stopping = True  # what the kernel captured before now is still read
-            wait = 0.0 if stopping else 0.1 if end is None else max(0.0, min(0.1, end - time.monotonic()))
+            now = time.monotonic()
+            if stopped_at is None and ((end is not None and now >= end) or (stop is not None and stop.is_set())):
+                stopped_at = time.time()
+            wait = 0.0 if stopped_at is not None else 0.1 if end is None else max(0.0, min(0.1, end - now))
             if not select.select([sock], [], [], wait)[0]:
-                if stopping:
-                    if stats is not None:
-                        stats.dropped += _drops(sock)
-                    return
+                if stopped_at is not None:
+                    break
                 continue
-            data, address = sock.recvfrom(MAX_RECORD)
+            data, ancillary, _flags, address = sock.recvmsg(MAX_RECORD, socket.CMSG_SPACE(_STAMP.size))
+            stamp = _stamp(ancillary)
+            if stopped_at is not None and stamp > stopped_at:
+                break
             if loopback and address[2] != socket.PACKET_OUTGOING:
                 continue
-            yield Packet(time.time(), LINKTYPE_ETHERNET, data)
+            yield Packet(stamp, LINKTYPE_ETHERNET, data)
+        if stats is not None:
+            stats.dropped += _drops(sock)
     finally:
         sock.close()
+
+
+def _stamp(ancillary: list[tuple[int, int, bytes]]) -> float:
+    """The kernel's capture time of a packet (now, if the kernel gave none)."""
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= _STAMP.size:
+            seconds, nanoseconds = _STAMP.unpack_from(data)
+            return float(seconds + nanoseconds / 1e9)
+    return time.time()
 
 
 def _attach(sock: socket.socket, program: bytes) -> None:

@@ -17,8 +17,10 @@ from __future__ import annotations
 import argparse
 import html
 import json
+import signal
 import sys
 import threading
+from collections import Counter
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +37,8 @@ from conformance.capture import (
     read_capture,
 )
 from conformance.packet_filter import Compiled, FilterError, Predicate, compile_filter
-from conformance.shuffle.observer import ConnectionReport, ShuffleConnectionObserver
+from conformance.proc_sockets import ProcessConnections, ProcessGone
+from conformance.shuffle.observer import UNDECODED, ConnectionReport, ShuffleConnectionObserver
 from conformance.tcp_streams import MAX_CONNECTIONS, Address, Flow, TcpTracker, segment_of
 
 SCHEMA: Final = Path(__file__).resolve().parent / "vectors" / "monitor_report.schema.json"
@@ -50,8 +53,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--filter", default="", metavar="EXPR",
                         help="only connections matching a BPF-like expression (host, port, net, src, dst, and, or, "
                              "not, parentheses)")
+    parser.add_argument("--pid", type=int, default=None, metavar="PID",
+                        help="only connections of this process and its descendants (live; found through /proc), "
+                             "and stop when it exits")
     parser.add_argument("--duration", type=float, default=None, metavar="SECONDS",
-                        help="stop a live capture after this long (default: until interrupted)")
+                        help="stop a live capture after this long (default: until Ctrl-C, or until --pid exits)")
     parser.add_argument("--checksums", choices=sorted(CHECKSUMS), default="auto",
                         help="whether writers send CRC32C checksums (auto: a checksum of 0 on the first DATA means off)")
     parser.add_argument("--json-report", metavar="FILE", help="write the JSON report here")
@@ -85,6 +91,8 @@ class MonitorReport:
     connections: list[ConnectionReport] = field(default_factory=list)
     evicted: int = 0
     ignored: int = 0
+    other: int = 0
+    """TCP connections that carried bytes that are not the streaming shuffle."""
 
     @property
     def violations(self) -> int:
@@ -107,6 +115,15 @@ class MonitorReport:
         return reasons
 
     @property
+    def not_decoded(self) -> str:
+        """One line for every connection the monitor could not decode (empty when there is none)."""
+        counts = Counter(c.status.value for c in self.connections if c.status in UNDECODED)
+        parts = [f"{n} {status}" for status, n in sorted(counts.items())]
+        if self.other:
+            parts.append(f"{self.other} other TCP (not the streaming shuffle)")
+        return f"not decoded: {', '.join(parts)} connection(s)" if parts else ""
+
+    @property
     def exit_code(self) -> int:
         """1 when a violation was seen or the verdict is incomplete, 0 otherwise."""
         return 1 if self.violations or self.incomplete else 0
@@ -118,8 +135,11 @@ class MonitorReport:
 
 def observe(packets: Iterable[Packet], watched: Compiled, checksums: bool | None = None,
             ended: Callable[[ConnectionReport], None] = lambda report: None,
-            max_connections: int = MAX_CONNECTIONS) -> MonitorReport:
-    """Run packets through TCP reassembly and one observer per connection; ``ended`` hears each as it ends."""
+            max_connections: int = MAX_CONNECTIONS,
+            belongs: Callable[[Address, Address, float], bool] | None = None) -> MonitorReport:
+    """Run packets through TCP reassembly and one observer per connection; ``ended`` hears each as it ends.
+    ``belongs``: whether a connection carrying frames is watched (``--pid``: asked when its first frame
+    arrives, while its sockets are open)."""
     report = MonitorReport()
     observers: list[ShuffleConnectionObserver] = []
     current: dict[Flow, ShuffleConnectionObserver] = {}
@@ -129,7 +149,7 @@ def observe(packets: Iterable[Packet], watched: Compiled, checksums: bool | None
         ended(connection)
 
     def sink_for(flow: Flow) -> ShuffleConnectionObserver:
-        observer = ShuffleConnectionObserver(flow, on_end, checksums)
+        observer = ShuffleConnectionObserver(flow, on_end, checksums, belongs)
         observers.append(observer)
         current[flow] = observer
         return observer
@@ -144,6 +164,7 @@ def observe(packets: Iterable[Packet], watched: Compiled, checksums: bool | None
         tracker.packets(packets)
     finally:
         report.evicted, report.ignored = tracker.evicted, tracker.ignored
+        report.other = sum(observer.other_traffic for observer in observers)
     still_open = set(tracker.open_flows)
     for observer in observers:
         if observer.flow in still_open and (connection := observer.end_of_capture()) is not None:
@@ -234,9 +255,51 @@ def write_html(report: MonitorReport, out: TextIO) -> None:
         + (f"<h2>Violations</h2><ol>{''.join(violations)}</ol>" if violations else ""))
 
 
+class _Until:
+    """When a live capture ends: Ctrl-C (SIGINT; a second one interrupts at once), or the watched process
+    exited."""
+
+    def __init__(self, process: ProcessConnections | None) -> None:
+        self.interrupted = threading.Event()
+        self._process = process
+
+    def interrupt(self, signum: int, frame: object) -> None:
+        if self.interrupted.is_set():
+            raise KeyboardInterrupt
+        self.interrupted.set()
+
+    def is_set(self) -> bool:
+        return self.interrupted.is_set() or (self._process is not None and not self._process.alive)
+
+
+class _Announce:
+    """Says on stderr when the live capture has begun (what a script starting its job after it waits for)."""
+
+    def __init__(self, interface: str) -> None:
+        self._interface = interface
+
+    def set(self) -> None:
+        print(f"monitor: capturing on {self._interface}; Ctrl-C ends the capture and writes the reports",
+              file=sys.stderr, flush=True)
+
+
+def _process(args: argparse.Namespace) -> ProcessConnections | None:
+    """The process tree ``--pid`` names (its connections are told apart when their first frame arrives:
+    reading /proc for every new connection of a busy host would cost more than the capture)."""
+    if args.pid is None:
+        return None
+    if args.read:
+        raise FilterError("--pid watches a running process; it does not apply to --read")
+    try:
+        return ProcessConnections(args.pid)
+    except ProcessGone as error:
+        raise FilterError(str(error)) from None
+
+
 def main(args: argparse.Namespace) -> int:
     try:
         watched = connection_filter(args.ports, args.filter)
+        process = _process(args)
     except FilterError as error:
         print(f"monitor: {error}", file=sys.stderr)
         return 2
@@ -245,9 +308,10 @@ def main(args: argparse.Namespace) -> int:
         return 2
     quiet = args.quiet
     stats = CaptureStats()
+    until = _Until(process)
 
     def ended(connection: ConnectionReport) -> None:
-        if not quiet:
+        if not quiet and connection.status not in UNDECODED:
             print(connection.summary(), flush=True)
 
     try:
@@ -258,18 +322,24 @@ def main(args: argparse.Namespace) -> int:
                     return 2
                 packets: Iterable[Packet] = read_capture(stack.enter_context(open_capture(args.read)))
             else:
-                packets = live_capture(args.interface, args.duration, only=watched.endpoints, stats=stats)
+                previous = signal.signal(signal.SIGINT, until.interrupt)
+                stack.callback(signal.signal, signal.SIGINT, previous)
+                packets = live_capture(args.interface, args.duration, stop=until, ready=_Announce(args.interface),
+                                       only=watched.endpoints, stats=stats)
                 if args.write_pcap:
                     packets = _tee(packets, PcapWriter(stack.enter_context(open(args.write_pcap, "wb"))),
                                    watched.matches)
             try:
-                report = observe(packets, watched, CHECKSUMS[args.checksums], ended)
+                report = observe(packets, watched, CHECKSUMS[args.checksums], ended,
+                                 belongs=None if process is None else process.matches)
             except KeyboardInterrupt:
-                print("monitor: interrupted; connections still open are not reported", file=sys.stderr)
+                print("monitor: interrupted twice; no report written", file=sys.stderr)
                 return 130
     except CaptureError as error:
         print(f"monitor: {error}", file=sys.stderr)
         return 2
+    if until.interrupted.is_set():
+        print("monitor: capture ended by Ctrl-C; connections still open are reported as such", file=sys.stderr)
     if args.json_report:
         Path(args.json_report).write_text(json.dumps(report.to_json(), indent=2) + "\n")
     if args.html:
@@ -278,6 +348,8 @@ def main(args: argparse.Namespace) -> int:
     if stats.dropped:
         print(f"monitor: the kernel dropped {stats.dropped} packet(s) the capture could not read in time; "
               "connections they belonged to are seen incomplete (narrow --ports/--filter)", file=sys.stderr)
+    if report.not_decoded and not quiet:
+        print(report.not_decoded, flush=True)
     for reason in report.incomplete:
         print(f"monitor: verdict incomplete: {reason}", file=sys.stderr)
     incomplete = "; verdict incomplete" if report.incomplete else ""

@@ -186,14 +186,20 @@ class _Expected:
 class ShuffleConnectionObserver:
     """Decodes one connection's two byte streams and judges them with the reader machine."""
 
-    def __init__(self, flow: Flow, ended: Callable[[ConnectionReport], None], checksums: bool | None = None) -> None:
+    def __init__(self, flow: Flow, ended: Callable[[ConnectionReport], None], checksums: bool | None = None,
+                 belongs: Callable[[Address, Address, float], bool] | None = None) -> None:
         """``checksums``: whether the writer computes them; None infers it from the first DATA (a
-        checksum of 0 means disabled, as Spark writes it)."""
+        checksum of 0 means disabled, as Spark writes it). ``belongs``: whether a connection that
+        carries a frame is one to watch (asked once, when its first frame arrives: its sockets are
+        open then); one that is not is neither judged nor reported."""
         self.report = ConnectionReport(flow.client, flow.server)
         self.flow = flow
         self._ended = ended
         self._checksums = checksums
         self._recognised: bool | None = None
+        self._belongs = belongs
+        self.foreign = False
+        """Not a connection to watch (``belongs`` said so): nothing of it is reported."""
         self._reader_is_client = True
         self._sniffed = (bytearray(), bytearray())
         self._decoders = (FrameDecoder(), FrameDecoder())
@@ -210,7 +216,7 @@ class ShuffleConnectionObserver:
         side = 0 if from_client else 1
         if self._recognised is None:
             self._sniffed[side].extend(data)
-            if not self._recognise(side):
+            if not self._recognise(side, time):
                 return
             held, self._sniffed = self._sniffed, (bytearray(), bytearray())
             for first in (side, 1 - side):
@@ -247,6 +253,11 @@ class ShuffleConnectionObserver:
             self.report.status = Status.VIOLATION if self.report.violations else Status.CLEAN
         self._ended(self.report)
 
+    @property
+    def other_traffic(self) -> bool:
+        """The connection carried bytes that are not the streaming shuffle (nor its encrypted form)."""
+        return self._recognised is False and self.report.status not in UNDECODED and not self.foreign
+
     def _nothing_owed(self) -> bool:
         """Only the reader's handshake CREDIT was seen: no DATA, no terminator, no ack, no violation, so a
         close owes nobody anything (docs/conformance.md, "Judgement")."""
@@ -264,12 +275,15 @@ class ShuffleConnectionObserver:
 
     # -- recognition ----------------------------------------------------------------------------
 
-    def _recognise(self, side: int) -> bool:
+    def _recognise(self, side: int, time: float) -> bool:
         """Decide from the first frame's header whether this is a shuffle connection; False until known."""
         head = self._sniffed[side]
         if len(head) < _SNIFF.size:
             return False
         _length, transport, _body, type_id = _SNIFF.unpack_from(head)
+        if self._belongs is not None and not self._belongs(self.flow.client, self.flow.server, time):
+            self._recognised, self.foreign = False, True
+            return False
         if transport == RPC_REQUEST and len(head) > _RPC_BODY_TAG_OFFSET and head[_RPC_BODY_TAG_OFFSET] == AUTH_MESSAGE_TAG:
             self._recognised = False
             self.report.status = Status.ENCRYPTED
