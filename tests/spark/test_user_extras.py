@@ -67,7 +67,11 @@ def installed_closure(names: set[str]) -> set[str]:
         if name in closure:
             continue
         closure.add(name)
-        for text in metadata.requires(name) or []:
+        try:
+            requires = metadata.requires(name) or []
+        except metadata.PackageNotFoundError:  # not installed here: nothing of it to hide either
+            continue
+        for text in requires:
             requirement = Requirement(text)
             if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
                 pending.append(_name(text))
