@@ -7,7 +7,7 @@ import sys
 from streamwire.cli import dispatch
 
 BENCHMARKS = {
-    "cdc": ("benchmarks.cdc", "Postgres change source: changes/s from commit to durable (a burst), commit-to-durable "
+    "cdc": ("benchmarks.cdc", "Postgres change source against pg_recvlogical on the same backlogs (changes/s, ratio), commit-to-durable "
             "latency p50/p99 at a steady offered rate"),
     "cluster": ("benchmarks.cluster", "cluster provider: CAS ops/s, CPU per write and fan-out p50/p99 for 2..128 "
                 "nodes, in-process and etcd, fitted exponents"),

@@ -1,12 +1,16 @@
-"""``python -m benchmarks cdc [--json]``: the Postgres change source, from commit to durable.
+"""``python -m benchmarks cdc [--json]``: the Postgres change source against ``pg_recvlogical``, and
+its commit-to-durable latency.
 
 A throwaway Postgres 15 and a sync server subprocess (the pipeline's flush settings: durable within
 ``max_replication_lag_s`` 0.2 s); the source is :func:`reference.cdc.replicate.replicate`, one
 process, one origin.
 
-- burst: ``--sessions`` sessions commit ``--burst`` transactions of the workload (1-4 statements
-  each) before the source starts; figure: changes/s from the source's start until every one of
-  them is durable (the drain rate);
+- backlogs: two slots are created, then a backlog is committed (``--transactions`` transactions of
+  100 rows each, and ``--single`` one-row transactions); ``pg_recvlogical`` drains one slot to
+  ``/dev/null`` (pgoutput, the same publication) up to the WAL position after the backlog, and the
+  source the other until all of it is durable in the sync server. Each is timed from its
+  START_REPLICATION (``pg_recvlogical``: from its start, connection included); figure: changes/s
+  of each and their ratio;
 - steady: one session commits one-row transactions at ``--rate`` per second for ``--seconds``
   while the source runs; each row carries its commit time, and its latency is from that time to
   the source seeing a durable number at or above its commit LSN (p50/p99/max).
@@ -17,15 +21,14 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
 import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from reference.cdc import workload
-from reference.cdc.pgwire import PgConnection
-from reference.cdc.postgres_server import PostgresServer
+from reference.cdc.postgres_server import PostgresServer, postgres_bin_dir
 from reference.cdc.replicate import replicate
 from reference.cdc.source import SlotSource, SlotSpec
 from reference.pipeline.syncserver import FlushSettings, SyncServerProcess
@@ -37,31 +40,51 @@ from spec.pgoutput.transactions import SourceTransaction
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register the benchmark's options."""
-    parser.add_argument("--burst", type=int, default=2000, help="transactions committed before the source starts")
-    parser.add_argument("--sessions", type=int, default=4)
+    parser.add_argument("--transactions", type=int, default=1000, help="100-row transactions of the first backlog")
+    parser.add_argument("--single", type=int, default=2000, help="one-row transactions of the second backlog")
     parser.add_argument("--rate", type=float, default=50.0, help="steady one-row transactions per second")
     parser.add_argument("--seconds", type=float, default=10.0, help="length of the steady phase")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
-def _burst(server: PostgresServer, sync: SyncServerProcess, args: argparse.Namespace) -> dict[str, Any]:
+def _backlog(server: PostgresServer, sync: SyncServerProcess, name: str, transactions: int,
+             rows: int) -> dict[str, Any]:
+    """One backlog drained by pg_recvlogical and by the source, each from its own slot."""
     conn = server.connect()
-    workload.create(conn, "burst")
-    conn.query("SELECT pg_create_logical_replication_slot('burst', 'pgoutput')")
+    conn.query(f"CREATE TABLE {name} (id bigint PRIMARY KEY, name text, qty integer, price numeric(12,2))")
+    conn.query(f"CREATE PUBLICATION {name} FOR TABLE {name}")
+    for slot in (f"{name}_source", f"{name}_recv"):
+        conn.query(f"SELECT pg_create_logical_replication_slot('{slot}', 'pgoutput')")
+    conn.query(f"DO $$ BEGIN FOR t IN 0..{transactions - 1} LOOP INSERT INTO {name} SELECT t * {rows} + g, 'row ' || g, "
+               f"g, g / 7.0 FROM generate_series(1, {rows}) g; COMMIT; END LOOP; END $$")
+    end = str(conn.query("SELECT pg_current_wal_insert_lsn()").rows[0][0])
     conn.close()
-    workload.run_concurrently(server.address(), args.sessions, args.burst // args.sessions)
+    changes = transactions * rows
+    bin_dir = postgres_bin_dir()
+    assert bin_dir is not None
+    bin_dir = bin_dir.resolve() if (bin_dir / "pg_recvlogical").exists() else (bin_dir / "initdb").resolve().parent
     started = time.monotonic()
-    source = SlotSource(server.address(), SlotSpec("burst", "burst", until="current"))
-    client = SyncClient(sync.location, origin="burst")
+    subprocess.run([str(bin_dir / "pg_recvlogical"), "-d", f"host={server.directory} port={server.port} "
+                    f"user=postgres dbname=postgres", "--slot", f"{name}_recv", "--start", "--no-loop",
+                    "-o", "proto_version=1", "-o", f"publication_names={name}", "--endpos", end, "-f", "/dev/null"],
+                   check=True, timeout=600)
+    recv_s = time.monotonic() - started
+    source = SlotSource(server.address(), SlotSpec(f"{name}_source", name, until=end))
+    client = SyncClient(sync.location, origin=f"{name}_source")
     source.open()
+    started = time.monotonic()
     try:
         counts = replicate(source, client)
     finally:
         source.close()
         client.close()
-    seconds = time.monotonic() - started
-    return {"transactions": counts.transactions, "changes": counts.rows, "seconds": round(seconds, 2),
-            "changes_per_s": round(counts.rows / seconds, 1), "transactions_per_s": round(counts.transactions / seconds, 1)}
+    source_s = time.monotonic() - started
+    assert counts.rows == changes, (counts.rows, changes)
+    return {"transactions": transactions, "rows_per_transaction": rows, "changes": changes,
+            "pg_recvlogical_s": round(recv_s, 3), "pg_recvlogical_changes_per_s": round(changes / recv_s),
+            "source_s": round(source_s, 3), "source_changes_per_s": round(changes / source_s),
+            "source_transactions": counts.transactions, "source_sync_transactions": counts.sync_transactions,
+            "ratio": round(recv_s / source_s, 3)}
 
 
 def _steady(server: PostgresServer, sync: SyncServerProcess, args: argparse.Namespace) -> dict[str, Any]:
@@ -116,7 +139,9 @@ def main(args: argparse.Namespace) -> int:
         sync = SyncServerProcess(str(Path(store) / "store"), Path(store) / "server.log", flush)
         sync.start()
         try:
-            figures = {"burst": _burst(server, sync, args), "steady": _steady(server, sync, args),
+            figures = {"backlog_100_rows": _backlog(server, sync, "rows100", args.transactions, 100),
+                       "backlog_1_row": _backlog(server, sync, "rows1", args.single, 1),
+                       "steady": _steady(server, sync, args),
                        "sync_server": {"max_replication_lag_s": flush.max_replication_lag_s,
                                        "flush_task_interval_s": flush.flush_task_interval_s}}
         finally:

@@ -23,6 +23,8 @@ from spec.errors import RuntimeFailure
 from spec.pgoutput.types import SESSION_SETTINGS
 
 PROTOCOL_VERSION = 196608  # 3.0
+READ_BYTES = 1 << 18
+"""What one recv asks for (a replication stream's CopyData messages are small and many)."""
 MAX_MESSAGE_BYTES = 1 << 30
 """Postgres's own bound on a message (MaxAllocSize): anything longer is a broken peer."""
 
@@ -103,6 +105,7 @@ class PgConnection:
         except OSError as exc:
             raise PgConnectionError(f"cannot reach Postgres at {address.url()}: {exc.strerror or exc}") from None
         self._buffer = bytearray()
+        self._offset = 0
         params = {"user": address.user, "database": address.database, "application_name": application_name,
                   **SESSION_SETTINGS}
         if replication:
@@ -138,9 +141,14 @@ class PgConnection:
                 return tag, body
 
     def _read(self, n: int) -> bytes:
-        while len(self._buffer) < n:
+        """``n`` bytes; the buffer is consumed from ``_offset`` and compacted only when it is refilled
+        (deleting from a bytearray's front per message would copy the rest of it each time)."""
+        while len(self._buffer) - self._offset < n:
+            if self._offset:
+                del self._buffer[:self._offset]
+                self._offset = 0
             try:
-                chunk = self._sock.recv(max(65536, n - len(self._buffer)))
+                chunk = self._sock.recv(max(READ_BYTES, n - len(self._buffer)))
             except TimeoutError:
                 raise PgConnectionError(f"Postgres at {self.address.url()} did not answer within "
                                         f"{self._sock.gettimeout():g} s") from None
@@ -149,9 +157,9 @@ class PgConnection:
             if not chunk:
                 raise PgConnectionError(f"Postgres at {self.address.url()} closed the connection")
             self._buffer += chunk
-        out = bytes(self._buffer[:n])
-        del self._buffer[:n]
-        return out
+        start = self._offset
+        self._offset += n
+        return bytes(self._buffer[start:self._offset])
 
     def settimeout(self, timeout_s: float | None) -> None:
         self._sock.settimeout(timeout_s)
@@ -275,7 +283,7 @@ class PgConnection:
     @property
     def buffered(self) -> bool:
         """Bytes already read from the socket and not yet consumed (select() would not see them)."""
-        return bool(self._buffer)
+        return len(self._buffer) > self._offset
 
 
 def _fields(body: bytes) -> dict[str, str]:

@@ -20,6 +20,7 @@ from reference.cdc.source import SlotSource
 from reference.sync.client import SyncClient, SyncPut, SyncUnavailable
 from spec.errors import RuntimeFailure
 from spec.pgoutput.changes import RowChange, after_truncate
+from spec.pgoutput.coalesce import Batch, Coalesced
 from spec.pgoutput.messages import format_lsn
 from spec.pgoutput.outage import Away, OutagePolicy, postgres_transient
 from spec.pgoutput.transactions import SourceTransaction
@@ -46,6 +47,9 @@ class ReplicationCounts:
     """What one run moved: transactions and rows sent, and the last durable commit LSN."""
 
     transactions: int = 0
+    """Source transactions with rows."""
+    sync_transactions: int = 0
+    """What they travelled as (coalesced)."""
     rows: int = 0
     durable: int | None = None
 
@@ -63,7 +67,7 @@ def table_put(changes: list[RowChange]) -> SyncPut:
     return SyncPut(image.path, image.batch(rows), image.descriptors(), truncate=truncate)
 
 
-def puts_of(tx: SourceTransaction) -> list[SyncPut]:
+def puts_of(tx: SourceTransaction | Coalesced) -> list[SyncPut]:
     """One put per table the transaction touched."""
     return [table_put(changes) for changes in tx.changes.values() if changes]
 
@@ -82,7 +86,7 @@ def replicate(source: SlotSource, client: SyncClient, *, stop: Callable[[], bool
               on_durable: Callable[[int | None], None] | None = None,
               policy: OutagePolicy | None = None, warn: Callable[[str], None] | None = None,
               clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
-              ) -> ReplicationCounts:
+              batch: Batch | None = None) -> ReplicationCounts:
     """Stream ``source`` into ``client`` until the source's ``until`` is durable or ``stop()`` says so;
     ``on_transaction`` sees each transaction once sent, ``on_durable`` each durable number confirmed.
 
@@ -92,6 +96,7 @@ def replicate(source: SlotSource, client: SyncClient, *, stop: Callable[[], bool
     policy = policy or OutagePolicy(source.spec.slot)
     warn = warn or _warn
     counts = ReplicationCounts()
+    batch = batch or Batch()
     away: Away | None = None
     while not source.feedback.done and not stop():
         try:
@@ -99,7 +104,7 @@ def replicate(source: SlotSource, client: SyncClient, *, stop: Callable[[], bool
                 source.reconnect()
             elif away is Away.SYNC_SERVER:
                 client.resume()
-            _step(source, client, counts, on_transaction, on_durable)
+            _step(source, client, counts, batch, clock, on_transaction, on_durable)
             if (back := policy.recovered(clock())) is not None:
                 warn(back)
             away = None
@@ -109,6 +114,7 @@ def replicate(source: SlotSource, client: SyncClient, *, stop: Callable[[], bool
             if not postgres_transient(exc.sqlstate if isinstance(exc, PgServerError) else None):
                 raise
             away, where, reason = Away.POSTGRES, source.address.url(), one_line(exc)
+            batch.take()  # not sent: Postgres sends it again from the confirmed position
         if away is None:
             continue
         step = policy.failed(clock(), away, where, reason, source.retained_wal())
@@ -123,37 +129,59 @@ def replicate(source: SlotSource, client: SyncClient, *, stop: Callable[[], bool
     return counts
 
 
-def _step(source: SlotSource, client: SyncClient, counts: ReplicationCounts,
-          on_transaction: Callable[[SourceTransaction], None] | None,
+def _step(source: SlotSource, client: SyncClient, counts: ReplicationCounts, batch: Batch,
+          clock: Callable[[], float], on_transaction: Callable[[SourceTransaction], None] | None,
           on_durable: Callable[[int | None], None] | None) -> None:
-    """Read one transaction and hand it to the sync server (or, the stream idle, ask for the numbers);
-    then confirm what is durable."""
-    tx = source.read(IDLE_S)
-    if tx is None:
-        client.probe()
-        source.ask_position()
-    elif tx.row_count:
-        try:
-            client.send_transaction(tx.commit_lsn, puts_of(tx))
-        except SyncUnavailable:
-            _sent(source, counts, tx, on_transaction)  # the client keeps it: resume() delivers it
-            raise
-        except Exception as exc:  # the transport's own error class: INVALID_ARGUMENT and the like
-            raise TransactionRefused(f"the sync server refused the transaction at {format_lsn(tx.commit_lsn)} "
-                                     f"({', '.join(tx.changes)}): {first_line(exc)}") from exc
-        _sent(source, counts, tx, on_transaction)
+    """Read what Postgres has sent, coalesced into one sync transaction (spec/pgoutput/coalesce.py), and hand
+    it to the sync server (or, the stream idle, ask for the numbers); then confirm what is durable."""
+    if batch.empty:
+        tx = source.read(IDLE_S)
+        if tx is None:
+            client.probe()
+            source.ask_position()
+        else:
+            batch.add(tx, clock())
+    while not batch.empty and not batch.full(clock()):
+        tx = source.read(0.0)
+        if tx is None:
+            break
+        if batch.fits(tx):
+            batch.add(tx, clock())
+            continue
+        full = batch.take()
+        batch.add(tx, clock())  # kept for the next step, whatever happens to the send
+        _send(source, client, counts, full, on_transaction)
+    if not batch.empty:
+        _send(source, client, counts, batch.take(), on_transaction)
     source.confirm(client.durable)
     if on_durable is not None:
         on_durable(client.durable)
 
 
-def _sent(source: SlotSource, counts: ReplicationCounts, tx: SourceTransaction,
+def _send(source: SlotSource, client: SyncClient, counts: ReplicationCounts, coalesced: Coalesced | None,
           on_transaction: Callable[[SourceTransaction], None] | None) -> None:
-    source.feedback.on_sent(tx.commit_lsn)
-    counts.transactions += 1
-    counts.rows += tx.row_count
+    if coalesced is None:
+        return
+    try:
+        client.send_transaction(coalesced.number, puts_of(coalesced))
+    except SyncUnavailable:
+        _sent(source, counts, coalesced, on_transaction)  # the client keeps it: resume() delivers it
+        raise
+    except Exception as exc:  # the transport's own error class: INVALID_ARGUMENT and the like
+        raise TransactionRefused(f"the sync server refused the transaction at {format_lsn(coalesced.number)} "
+                                 f"({', '.join(coalesced.changes)}): {first_line(exc)}") from exc
+    _sent(source, counts, coalesced, on_transaction)
+
+
+def _sent(source: SlotSource, counts: ReplicationCounts, coalesced: Coalesced,
+          on_transaction: Callable[[SourceTransaction], None] | None) -> None:
+    source.feedback.on_sent(coalesced.number)
+    counts.sync_transactions += 1
+    counts.transactions += len(coalesced.transactions)
+    counts.rows += coalesced.row_count
     if on_transaction is not None:
-        on_transaction(tx)
+        for tx in coalesced.transactions:
+            on_transaction(tx)
 
 
 def _keep_alive(source: SlotSource) -> None:

@@ -264,7 +264,7 @@ class SlotSource:
         deadline = time.monotonic() + timeout_s
         while True:
             left = deadline - time.monotonic()
-            if not stream.buffered and (left <= 0 or not select.select([stream.fileno()], [], [], left)[0]):
+            if not stream.buffered and not select.select([stream.fileno()], [], [], max(left, 0.0))[0]:
                 return None
             payload = stream.read_copy_data()
             if payload is None:

@@ -41,9 +41,12 @@ class SlotSampler:
     def _run(self) -> None:
         probe = SyncClient(lambda: self._server.location, origin=self._database.name)
         try:
-            while not self._stop.wait(0.02):
+            while True:
+                stopping = self._stop.wait(0.02)  # one last sample once the source is done
                 confirmed = slot_position(self._database.address, self._database.name) or 0
                 self.samples.append((confirmed, probe.probe().durable_sequence_number or 0))
+                if stopping:
+                    break
         finally:
             probe.close()
 

@@ -16,6 +16,7 @@ from reference.cdc.replicate import ReplicationCounts, replicate, settled_durabl
 from reference.cdc.source import SlotSource, SlotSpec
 from reference.pipeline.syncserver import SyncServerProcess
 from reference.sync.client import SyncClient
+from spec.pgoutput.coalesce import Batch
 from spec.pgoutput.snapshot import SnapshotProgress
 from spec.pgoutput.transactions import SourceTransaction
 from tests.cdc.conftest import Database
@@ -66,7 +67,7 @@ def _run(database: Database, server: SyncServerProcess, spec: SlotSpec, *, chunk
             cut.set()
 
     try:
-        return replicate(source, client, stop=cut.is_set, on_transaction=on_transaction)
+        return replicate(source, client, stop=cut.is_set, on_transaction=on_transaction, batch=Batch(max_rows=1))
     finally:
         source.close()
         client.close()

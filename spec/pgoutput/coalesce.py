@@ -1,0 +1,89 @@
+"""Many source transactions as one sync transaction (sans-IO): what a source sends when Postgres
+sends faster than one sync round trip per transaction.
+
+A batch of consecutive committed transactions travels as one sync transaction numbered by its
+**last** commit LSN, with one put per table holding that table's changes of every transaction in
+commit order. The slot's rule is unchanged: the sync server reports the batch durable only once all
+of it is, and a number at or below durable covers every transaction up to it; Postgres resends
+from the confirmed position, and what a replayed batch holds is skipped whole.
+
+A batch is sent once it holds ``max_rows`` rows, once its first transaction has waited
+``budget_s`` (the latency it may add), or as soon as nothing more is ready to read (so a quiet
+stream sends each transaction at once, and a backlog fills batches by itself). A transaction whose
+table is described differently from the same table earlier in the batch (a column was added)
+starts the next batch: a put has one schema.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from spec.pgoutput.changes import RowChange, TableImage
+from spec.pgoutput.transactions import SourceTransaction
+
+MAX_ROWS = 20_000
+"""Rows of one sync transaction at most (the sync client splits its puts under the message limit)."""
+BUDGET_S = 0.05
+"""How long the first transaction of a batch may wait for others."""
+
+
+@dataclass
+class Coalesced:
+    """One sync transaction: its number (the last commit LSN), the changes per table in commit order."""
+
+    number: int
+    changes: dict[str, list[RowChange]]
+    tables: dict[str, TableImage]
+    transactions: list[SourceTransaction]
+    """The source transactions it holds (those with rows), in commit order."""
+
+    @property
+    def row_count(self) -> int:
+        return sum(len(c) for c in self.changes.values())
+
+
+@dataclass
+class Batch:
+    """The transactions read and not yet sent."""
+
+    max_rows: int = MAX_ROWS
+    budget_s: float = BUDGET_S
+    opened_at: float | None = None
+    changes: dict[str, list[RowChange]] = field(default_factory=dict)
+    tables: dict[str, TableImage] = field(default_factory=dict)
+    rows: int = 0
+    number: int | None = None
+    transactions: list[SourceTransaction] = field(default_factory=list)
+
+    def fits(self, tx: SourceTransaction) -> bool:
+        """Whether ``tx`` may join (every table it touched described as the batch has it)."""
+        return all(self.tables.get(path, image) == image for path, image in tx.tables.items())
+
+    def add(self, tx: SourceTransaction, now: float) -> None:
+        """Take a transaction that :meth:`fits`."""
+        assert self.fits(tx), "send the batch first"
+        if self.opened_at is None:
+            self.opened_at = now
+        for path, changes in tx.changes.items():
+            if changes:
+                self.changes.setdefault(path, []).extend(changes)
+                self.tables[path] = tx.tables[path]
+        if tx.row_count:
+            self.transactions.append(tx)
+        self.rows += tx.row_count
+        self.number = tx.commit_lsn
+
+    def full(self, now: float) -> bool:
+        """Send now: the batch holds enough rows, or its first transaction waited its budget."""
+        return self.rows >= self.max_rows or (self.opened_at is not None and now - self.opened_at >= self.budget_s)
+
+    def take(self) -> Coalesced | None:
+        """The batch as one sync transaction (None: no transaction, or none with rows), and an empty batch."""
+        out = None if self.number is None or not self.rows else Coalesced(
+            self.number, self.changes, self.tables, self.transactions)
+        self.opened_at, self.changes, self.tables, self.rows, self.number, self.transactions = None, {}, {}, 0, None, []
+        return out
+
+    @property
+    def empty(self) -> bool:
+        return self.number is None

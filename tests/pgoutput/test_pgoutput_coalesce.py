@@ -1,0 +1,56 @@
+"""Coalescing: a batch is numbered by its last commit LSN, keeps each table's changes in commit order,
+is full at its row bound or once its first transaction waited its budget, and a transaction whose
+table is described differently starts the next batch."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from spec.pgoutput.changes import Op, RowChange, TableImage
+from spec.pgoutput.coalesce import Batch
+from spec.pgoutput.transactions import SourceTransaction
+
+A = TableImage("public/a", (("id", pa.int64()),), (("v", pa.string()),))
+A2 = TableImage("public/a", (("id", pa.int64()),), (("v", pa.string()), ("w", pa.int32())))
+B = TableImage("public/b", (("id", pa.int64()),), ())
+
+
+def _tx(lsn: int, *changes: tuple[TableImage, int]) -> SourceTransaction:
+    out: dict[str, list[RowChange]] = {}
+    for image, key in changes:
+        values = tuple(str(key) for _ in image.values)
+        out.setdefault(image.path, []).append(RowChange(image, Op.INSERT, None, (key,), values, (True,) * len(values)))
+    return SourceTransaction(lsn, lsn + 1, 0, lsn, out, {image.path: image for image, _ in changes})
+
+
+def test_numbered_by_the_last_commit_with_changes_in_order() -> None:
+    batch = Batch(max_rows=10, budget_s=1.0)
+    batch.add(_tx(100, (A, 1), (B, 1)), now=0.0)
+    batch.add(_tx(200), now=0.1)  # no rows: covered, not counted
+    batch.add(_tx(300, (A, 2)), now=0.2)
+    assert not batch.full(0.5)
+    coalesced = batch.take()
+    assert coalesced is not None and coalesced.number == 300 and coalesced.row_count == 3
+    assert [c.new_key for c in coalesced.changes["public/a"]] == [(1,), (2,)]
+    assert [tx.commit_lsn for tx in coalesced.transactions] == [100, 300]
+    assert batch.empty and batch.take() is None
+
+
+def test_full_by_rows_or_by_budget() -> None:
+    batch = Batch(max_rows=2, budget_s=0.05)
+    batch.add(_tx(1, (A, 1)), now=10.0)
+    assert not batch.full(10.04) and batch.full(10.05)
+    batch.add(_tx(2, (A, 2)), now=10.01)
+    assert batch.full(10.01)
+
+
+def test_a_changed_table_description_starts_the_next_batch() -> None:
+    batch = Batch()
+    batch.add(_tx(1, (A, 1)), now=0.0)
+    assert batch.fits(_tx(2, (B, 1))) and not batch.fits(_tx(2, (A2, 2)))
+
+
+def test_a_batch_of_transactions_without_rows_sends_nothing() -> None:
+    batch = Batch()
+    batch.add(_tx(5), now=0.0)
+    assert not batch.empty and batch.take() is None
