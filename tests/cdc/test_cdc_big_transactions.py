@@ -15,7 +15,7 @@ LIMIT = 256 * 1024
 
 def test_a_transaction_larger_than_the_message_limit_lands(database: Database, tmp_path: Path) -> None:
     sql(database, "BEGIN; INSERT INTO items (id, name, big) SELECT g, 'n' || g, repeat(md5(g::text), 8) "
-                  "FROM generate_series(1, 6000) g; UPDATE items SET qty = 1 WHERE id % 3 = 0; COMMIT")
+                  "FROM generate_series(1, 2500) g; UPDATE items SET qty = 1 WHERE id % 3 = 0; COMMIT")
     server = SyncServerProcess(str(tmp_path / "store"), tmp_path / "server.log", FlushSettings(max_message_bytes=LIMIT))
     server.start()
     try:
