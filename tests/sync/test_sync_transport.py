@@ -4,6 +4,7 @@ at the put timeout with nothing of it kept, silent streams holding no put slot."
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -15,6 +16,7 @@ import pytest
 
 from conformance.sync.suite import _cmd, do_put, rows_batch
 from reference.sync.transport import _Call
+from spec.sync.errors import InterruptedPut
 from spec.sync.flight import FlightDataMessage, FlightDescriptorMessage, decode_flight_data, descriptor_command
 from tests.sync.conftest import ServerFactory
 
@@ -62,6 +64,20 @@ def test_puts_beyond_the_cap_are_resource_exhausted_and_stalled_ones_end_at_the_
     assert server.stats()["open_transactions"] == 0 and server.stats()["in_memory_bytes"] == 0
     after = do_put(location, _cmd("u", "B", 1).to_descriptor_cmd(), [rows_batch([(None, 1, "b")])], timeout=60)
     assert after.response is not None and after.response.accepted
+
+
+def test_a_put_past_its_timeout_while_waiting_to_be_recorded_is_not_recorded(server_factory: ServerFactory) -> None:
+    """The stream is complete but the write lock is held: the deadline ends the put, which must not be
+    recorded once the lock comes free (the client was told DEADLINE_EXCEEDED)."""
+    server = server_factory(put_timeout_s=0.5, write_lock_timeout_s=60)
+    with server._lock:
+        out = do_put(server.location, _cmd("t", "A", 1).to_descriptor_cmd(), [rows_batch([(None, 1, "a")])], timeout=60)
+        assert isinstance(out.error, flight.FlightTimedOutError) and "--put-timeout-s" in out.error_text, out
+        assert server._transport.running_puts == 1  # waiting for the lock
+    _wait_for(lambda: server.stats()["running_puts"] == 0)
+    probe = do_put(server.location, _cmd("", "A", None, ()).to_descriptor_cmd(), [], timeout=60)
+    assert probe.response is not None and probe.response.memory_sequence_number is None
+    assert server.stats()["in_memory_bytes"] == 0
 
 
 def test_a_trickling_put_is_ended_at_the_put_timeout_with_nothing_kept(server_factory: ServerFactory) -> None:
@@ -136,30 +152,27 @@ def test_connections_beyond_the_cap_are_refused_as_they_connect(server_factory: 
         client.close()
 
 
-class _Context:
-    """What a put's call asks of gRPC's context: is the client still there, and cancel."""
+class _Silent:
+    """A request stream that never yields: a call whose reads the test never needs."""
 
-    def __init__(self, active: bool) -> None:
-        self.active = active
-        self.cancelled = False
+    def __aiter__(self) -> "_Silent":
+        return self
 
-    def is_active(self) -> bool:
-        return self.active
-
-    def cancel(self) -> None:
-        self.cancelled = True
+    async def __anext__(self) -> bytes:
+        raise AssertionError("not read")
 
 
-def test_a_put_whose_client_is_gone_is_not_recorded_and_a_claimed_one_is_not_cancelled() -> None:
-    """The race the watchdog and the handler run: whoever comes first decides, and a put whose call
-    ended (its client went away after the last byte) is never recorded."""
-    assert not _Call(_Context(active=False)).claim()  # type: ignore[arg-type]
-    context = _Context(active=True)
-    call = _Call(context)  # type: ignore[arg-type]
-    assert call.claim()
-    call.expire()  # the put timeout passes while the put is being recorded
-    assert not call.expired and not context.cancelled
-    late = _Context(active=True)
-    expired = _Call(late)  # type: ignore[arg-type]
-    expired.expire()
-    assert expired.expired and late.cancelled and not expired.claim()
+def test_a_put_whose_call_ended_is_not_recorded_and_a_claimed_one_is_not_ended() -> None:
+    """The race the deadline and the put's thread run: whoever comes first decides, and a put whose call
+    ended (past its deadline, or its client went away) is never recorded nor read further."""
+    loop = asyncio.new_event_loop()
+    try:
+        claimed = _Call(loop, _Silent())
+        assert claimed.claim()
+        assert not claimed.end()  # the deadline passes while the put is being recorded: it runs to its end
+        ended = _Call(loop, _Silent())
+        assert ended.end() and not ended.claim()
+        with pytest.raises(InterruptedPut):
+            ended.read()
+    finally:
+        loop.close()
