@@ -3,7 +3,8 @@
 a replication connection.
 
 Only what the source and its verification need, and nothing they do not: no extended query
-protocol, no TLS, no cancellation. Server errors become :class:`PgServerError` carrying the
+protocol, no cancellation. TLS as libpq's ``sslmode`` and ``sslrootcert`` say (not its other
+options: no client certificates, ``.pgpass``, service files or host lists). Server errors become :class:`PgServerError` carrying the
 SQLSTATE and the server's one-line message. Every session gets
 :data:`spec.pgoutput.types.SESSION_SETTINGS`, under which text values read exactly.
 """
@@ -15,6 +16,7 @@ import hashlib
 import hmac
 import os
 import socket
+import ssl
 import struct
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
@@ -23,6 +25,8 @@ from spec.errors import RuntimeFailure
 from spec.pgoutput.types import SESSION_SETTINGS
 
 PROTOCOL_VERSION = 196608  # 3.0
+SSL_REQUEST_CODE = 80877103
+SSL_MODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
 READ_BYTES = 1 << 18
 """What one recv asks for (a replication stream's CopyData messages are small and many)."""
 MAX_MESSAGE_BYTES = 1 << 30
@@ -60,6 +64,11 @@ class PgAddress:
     user: str
     database: str
     password: str | None = None
+    sslmode: str = "prefer"
+    """libpq's: disable, allow and prefer (TLS if the server offers it, unverified), require (TLS, unverified),
+    verify-ca (the chain to ``sslrootcert``), verify-full (and the host name). ``?sslmode=`` or PGSSLMODE."""
+    sslrootcert: str | None = None
+    """The CA file for verify-ca/verify-full (``?sslrootcert=`` or PGSSLROOTCERT; default: the system's CAs)."""
 
     @classmethod
     def parse(cls, url: str) -> PgAddress:
@@ -71,7 +80,12 @@ class PgAddress:
         user = unquote(parts.username or "") or os.environ.get("PGUSER", "postgres")
         password = unquote(parts.password) if parts.password is not None else os.environ.get("PGPASSWORD")
         database = unquote(parts.path.lstrip("/")) or user
-        return cls(host, parts.port or 5432, user, database, password)
+        sslmode = unquote(query.get("sslmode", os.environ.get("PGSSLMODE", "prefer")))
+        if sslmode not in SSL_MODES:
+            raise ValueError(f"sslmode {sslmode!r} is not one of {', '.join(SSL_MODES)}")
+        rootcert = query.get("sslrootcert", os.environ.get("PGSSLROOTCERT"))
+        return cls(host, parts.port or 5432, user, database, password, sslmode,
+                   None if rootcert is None else unquote(rootcert))
 
     def url(self) -> str:
         """The URL without the password (what logs and errors show)."""
@@ -102,6 +116,13 @@ class PgConnection:
                 self._sock.connect(os.path.join(address.host, f".s.PGSQL.{address.port}"))
             else:
                 self._sock = socket.create_connection((address.host, address.port), timeout=timeout_s)
+                self._sock = _negotiate_tls(self._sock, address)
+        except ssl.SSLCertVerificationError as exc:
+            raise PgConnectionError(f"TLS to Postgres at {address.url()} refused: the server's certificate does not "
+                                    f"verify (sslmode={address.sslmode}, sslrootcert={address.sslrootcert or 'system'}: "
+                                    f"{exc.verify_message})") from None
+        except ssl.SSLError as exc:
+            raise PgConnectionError(f"TLS to Postgres at {address.url()} failed: {exc.reason or exc}") from None
         except OSError as exc:
             raise PgConnectionError(f"cannot reach Postgres at {address.url()}: {exc.strerror or exc}") from None
         self._buffer = bytearray()
@@ -283,7 +304,31 @@ class PgConnection:
     @property
     def buffered(self) -> bool:
         """Bytes already read from the socket and not yet consumed (select() would not see them)."""
-        return len(self._buffer) > self._offset
+        pending = self._sock.pending() if isinstance(self._sock, ssl.SSLSocket) else 0
+        return len(self._buffer) > self._offset or pending > 0
+
+
+def _negotiate_tls(sock: socket.socket, address: PgAddress) -> socket.socket:
+    """The SSLRequest of the startup, as libpq's ``sslmode`` says: the socket wrapped in TLS, or as it was
+    when the server declines and the mode allows plaintext."""
+    if address.sslmode == "disable":
+        return sock
+    sock.sendall(struct.pack(">ii", 8, SSL_REQUEST_CODE))
+    answer = sock.recv(1)
+    if answer != b"S":
+        if address.sslmode in ("require", "verify-ca", "verify-full"):
+            raise PgConnectionError(f"Postgres at {address.url()} does not offer TLS, and sslmode={address.sslmode} "
+                                    "requires it (ssl = on in postgresql.conf)")
+        if answer != b"N":
+            raise PgConnectionError(f"Postgres at {address.url()} answered the TLS request with {answer!r}")
+        return sock
+    context = ssl.create_default_context(cafile=address.sslrootcert)
+    if address.sslmode in ("allow", "prefer", "require"):
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    elif address.sslmode == "verify-ca":
+        context.check_hostname = False
+    return context.wrap_socket(sock, server_hostname=address.host)
 
 
 def _fields(body: bytes) -> dict[str, str]:

@@ -41,7 +41,7 @@ class PostgresServer:
     """One Postgres cluster in a directory of its own; ``start``/``stop``/``restart``; ``remove`` deletes it."""
 
     def __init__(self, *, password: str = "streamwire", wal_level: str = "logical",
-                 start_timeout_s: float = 30.0) -> None:
+                 start_timeout_s: float = 30.0, settings: dict[str, str] | None = None) -> None:
         bin_dir = postgres_bin_dir()
         if bin_dir is None:
             raise FileNotFoundError("no Postgres binaries (Debian: apt-get install postgresql-15)")
@@ -52,6 +52,8 @@ class PostgresServer:
         self.data_dir = self.directory / "data"
         self.password = password
         self.wal_level = wal_level
+        self.settings = settings or {}
+        """More postgresql.conf settings (``ssl``, ``ssl_cert_file``, ...)."""
         self.port = free_port()
         self._timeout = start_timeout_s
         self._started = False
@@ -69,6 +71,10 @@ class PostgresServer:
     def connect(self, database: str = "postgres", *, replication: bool = False) -> PgConnection:
         """A session over the unix socket (no password needed)."""
         return PgConnection(self.address(database=database), replication=replication)
+
+    def own(self, path: Path) -> None:
+        """Give ``path`` to the user the server runs as (a TLS key must be the server's own, mode 0600)."""
+        self._own(path)
 
     def _own(self, path: Path) -> None:
         if self._user is not None:
@@ -94,7 +100,7 @@ class PostgresServer:
                     "unix_socket_directories": str(self.directory), "max_wal_senders": "10",
                     "max_replication_slots": "10", "fsync": "off", "synchronous_commit": "off",
                     "full_page_writes": "off", "shared_buffers": "16MB", "max_connections": "40",
-                    "wal_sender_timeout": "60s"}
+                    "wal_sender_timeout": "60s", **self.settings}
         options = " ".join(f"-c {k}={v}" for k, v in settings.items())
         self._run("pg_ctl", "-D", str(self.data_dir), "-l", str(self.directory / "log"), "-o", options, "-w",
                   "-t", str(int(self._timeout)), "start", timeout_s=self._timeout + 10)
