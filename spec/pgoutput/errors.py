@@ -82,3 +82,14 @@ class UnmappedType(PgOutputError):
     def __init__(self, table: str, column: str, reason: str) -> None:
         super().__init__(f"table {table}: column {column}: {reason}", table=table, column=column, reason=reason)
 
+
+class UnappliableSchemaChange(PgOutputError):
+    """An ALTER TABLE the Delta table cannot follow: a column's type now maps to another Arrow type,
+    or the replica identity key changed (the sync server would refuse every later put of the table)."""
+
+    condition = "PGOUTPUT_UNAPPLIABLE_SCHEMA_CHANGE"
+
+    def __init__(self, table: str, change: str) -> None:
+        super().__init__(f"table {table}: {change}, which its Delta table cannot follow; start the table over: stop, "
+                         f"drop the slot and the Delta table's directory, and run again with --create-slot "
+                         f"(the initial snapshot copies the tables as they are)", table=table, change=change)

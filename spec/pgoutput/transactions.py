@@ -33,6 +33,7 @@ from spec.pgoutput.changes import Op, RowChange, TableImage
 from spec.pgoutput.errors import (
     NoReplicaIdentity,
     OutOfOrder,
+    UnappliableSchemaChange,
     UnknownRelation,
     UnmappedType,
     UnresolvedToast,
@@ -45,6 +46,7 @@ from spec.pgoutput.messages import (
     Insert,
     PgOutputMessage,
     Relation,
+    RelationColumn,
     Truncate,
     TupleData,
     TupleValue,
@@ -94,6 +96,9 @@ class TransactionAssembler:
     def feed(self, message: PgOutputMessage) -> SourceTransaction | None:
         """Take the next message; the whole transaction when ``message`` is its Commit."""
         if isinstance(message, Relation):
+            known = self._relations.get(message.relation_id)
+            if known is not None:
+                _check_followable(known.relation, message)
             self._relations[message.relation_id] = _Described(message)
             return None
         if isinstance(message, Begin):
@@ -217,6 +222,28 @@ class TransactionAssembler:
             return read_text(column.type_oid, column.type_modifier, value.value.decode("utf-8"))
         except (UnmappedValue, UnicodeDecodeError) as exc:
             raise UnmappedType(rel.table, column.name, str(exc)) from None
+
+
+def _check_followable(old: Relation, new: Relation) -> None:
+    """Raise UnappliableSchemaChange when the table's new description cannot be followed by its Delta
+    table: added and dropped columns can (the sync server adds value columns; a put may leave some
+    out), a column whose Arrow type changed (``ALTER COLUMN ... TYPE``) or a changed key cannot."""
+    def arrow(column: RelationColumn) -> pa.DataType | None:
+        try:
+            return pg_type(column.type_oid).arrow(column.type_modifier)
+        except UnmappedValue:
+            return None  # refused where it is used (UnmappedType)
+
+    before = {c.name: c for c in old.columns}
+    for column in new.columns:
+        was = before.get(column.name)
+        if was is not None and arrow(was) != arrow(column):
+            raise UnappliableSchemaChange(new.table, f"column {column.name} changed from {arrow(was)} to {arrow(column)}")
+    if old.replica_identity != "f" and new.replica_identity != "f":
+        keys_before = [c.name for c in old.columns if c.key]
+        keys_now = [c.name for c in new.columns if c.key]
+        if keys_before and keys_now and keys_before != keys_now:
+            raise UnappliableSchemaChange(new.table, f"the replica identity key changed from {keys_before} to {keys_now}")
 
 
 _UNCHANGED: object = object()

@@ -74,3 +74,16 @@ def test_add_and_drop_column_land_in_order_with_the_rows(database: Database, syn
                      "--sync", sync_server.location, "--until-lsn", "current"]) == 0
     assert verify(database.address, database.name, Path(sync_server.store)) == []
     assert database.query("SELECT count(*) FROM items WHERE more IS NOT NULL") == [("2",)]
+
+
+def test_a_changed_column_type_stops_every_sink_with_advice(database: Database,
+                                                             sync_server: SyncServerProcess) -> None:
+    sql(database, "INSERT INTO items (id, qty) VALUES (1, 1)", "ALTER TABLE items ALTER COLUMN qty TYPE bigint",
+        "INSERT INTO items (id, qty) VALUES (2, 2)")
+    stopped = run_pipeline(database, sync_server, 2)
+    assert stopped[0] == stopped[1] == (
+        "[PGOUTPUT_UNAPPLIABLE_SCHEMA_CHANGE] table public/items: column qty changed from int32 to int64, which its "
+        "Delta table cannot follow; start the table over: stop, drop the slot and the Delta table's directory, and "
+        "run again with --create-slot (the initial snapshot copies the tables as they are)")
+    (difference,) = verify(database.address, database.name, Path(sync_server.store))
+    assert (2,) in difference.missing and not difference.different and not difference.unexpected  # nothing after it

@@ -15,6 +15,7 @@ from spec.pgoutput.errors import (
     NoReplicaIdentity,
     OutOfOrder,
     PgOutputError,
+    UnappliableSchemaChange,
     UnknownRelation,
     UnmappedType,
     UnresolvedToast,
@@ -181,3 +182,21 @@ def test_descriptors_pair_old_and_new_keys_and_flag_every_value() -> None:
                                    ColumnDescriptor(role=3, name="v"), ColumnDescriptor(role=2, name="v"))
     assert image.batch(tx.changes["public/t"]).to_pylist() == [
         {"old.id": None, "new.id": 1, "v": "x", "changed.v": True}]
+
+
+def test_a_column_whose_arrow_type_changed_or_a_changed_key_stops_the_stream() -> None:
+    machine = TransactionAssembler()
+    old = Relation(7, "public", "t", "d", (RelationColumn(True, "id", 20, -1), RelationColumn(False, "v", 23, -1)))
+    machine.feed(old)
+    machine.feed(Relation(7, "public", "t", "d", (*old.columns, RelationColumn(False, "w", 25, -1))))  # ADD COLUMN
+    machine.feed(Relation(7, "public", "t", "d", old.columns[:1]))  # DROP COLUMN
+    machine.feed(old)
+    varchar = Relation(7, "public", "t", "d", (old.columns[0], RelationColumn(False, "s", 1043, 44)))
+    machine.feed(varchar)
+    machine.feed(Relation(7, "public", "t", "d", (old.columns[0], RelationColumn(False, "s", 1043, 84))))  # same Arrow type
+    machine.feed(old)
+    with pytest.raises(UnappliableSchemaChange, match=r"^\[PGOUTPUT_UNAPPLIABLE_SCHEMA_CHANGE\] table public/t: column v "
+                       "changed from int32 to int64, which its Delta table cannot follow; start the table over"):
+        machine.feed(Relation(7, "public", "t", "d", (old.columns[0], RelationColumn(False, "v", 20, -1))))
+    with pytest.raises(UnappliableSchemaChange, match=r"the replica identity key changed from \['id'\] to \['v'\]"):
+        machine.feed(Relation(7, "public", "t", "i", (RelationColumn(False, "id", 20, -1), RelationColumn(True, "v", 23, -1))))
