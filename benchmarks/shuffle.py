@@ -131,8 +131,8 @@ def runtime_mb_s(total: int, options: TaskOptions = TaskOptions()) -> float:
     """
     count = total // CHUNK
     settings = ShuffleSettings(checksum_enabled=True, network_buffer_size=CHUNK)
-    coordinator = DriverDirectory()
-    shard = coordinator.add_shuffle(0, lambda key: None)
+    directory = DriverDirectory()
+    shard = directory.add_shuffle(0, lambda key: None)
     writer = multiprocessing.get_context("spawn").Process(target=_writer_process,
                                                           args=(shard, count, settings, options))
     writer.start()
@@ -146,7 +146,7 @@ def runtime_mb_s(total: int, options: TaskOptions = TaskOptions()) -> float:
     finally:
         client.close()
         writer.join(60)
-        coordinator.stop()
+        directory.stop()
     assert received == count * (CHUNK - RECORD_LENGTH.size), received
     return (count - 1) * CHUNK / MB / elapsed
 

@@ -1,7 +1,7 @@
 """The reader task: one connection per writer, driving :class:`spec.shuffle.reader.ReaderMachine`.
 
 The I/O runs on the task thread, inside the consuming iterator, whenever it has no delivered
-record left: it discovers writers through the coordinator as they register (every 10 ms, as
+record left: it discovers writers through the directory as they register (every 10 ms, as
 Spark's tracker clients poll), connects, reads every connection the machine has not paused and
 writes the machine's credits and acks: every frame one read completed is one machine input, whose
 credits go out in one write. No second thread means no hand-over of every message between threads

@@ -34,7 +34,7 @@ JOIN_TIMEOUT_S: Final = 10.0
 """Longest wait for one of the task's own threads to end during shutdown."""
 
 FAILURE_POLL_S: Final = 0.1
-"""How often a task asks the coordinator whether another task of the attempt failed."""
+"""How often a task asks the directory whether another task of the attempt failed."""
 
 LOOK_AGAIN_S: Final = 0.02
 """A failed task's pause between looks for its root cause (how long it looks is spec/shuffle/root_cause.py's)."""
@@ -246,7 +246,7 @@ class TaskBase(Handler):
     def peer_failed(self, failure: coordination.AttemptFailure) -> None:
         """Another task reported ``failure``: stop, naming it (and do not report it again)."""
         self._reported = True
-        self.fail(PeerTaskFailed(failure.text, "stopped by the coordinator"))
+        self.fail(PeerTaskFailed(failure.text, "stopped by the directory"))
 
     def final_error(self) -> BaseException:
         """The error to raise on the task thread: a peer's root cause beats its local symptom, and
@@ -286,7 +286,7 @@ class TaskBase(Handler):
             return node_failed
 
     def report(self, error: BaseException) -> None:
-        """Tell the coordinator (once) so the other tasks stop and name this root cause."""
+        """Tell the directory (once) so the other tasks stop and name this root cause."""
         if self._reported or isinstance(error, (PeerTaskFailed, AttemptRetired)):
             return
         self._reported = True

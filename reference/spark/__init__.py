@@ -10,6 +10,7 @@ from reference.spark.shape import InsufficientSlots  # noqa: E402
 from reference.spark.shuffle import (  # noqa: E402
     StreamingShuffle,
     stop_coordinator,
+    stop_directory,
     streaming_repartition,
     streaming_shuffle,
 )
@@ -20,6 +21,7 @@ __all__ = [
     "RunDidNotStart",
     "StreamingShuffle",
     "stop_coordinator",
+    "stop_directory",
     "streaming_repartition",
     "streaming_shuffle",
 ]

@@ -8,7 +8,7 @@ slots, the input is coalesced into (or spread over) the n tasks, and the choice 
 the cluster has fewer slots, ``fallback="spark"`` (the default) runs Spark's own shuffle instead,
 with one warning line naming the numbers; ``fallback="error"`` raises InsufficientSlots. Each Spark
 stage that reads the result is one run; the driver decides whom it serves and adds writer-only
-tasks for the input partitions its stage does not read (runs.py). The coordinator lives on the
+tasks for the input partitions its stage does not read (runs.py). The directory lives on the
 cluster provider named by ``spark.streamwire.cluster.provider`` (default: in-process in the
 driver; e.g. ``etcd://127.0.0.1:2379``), see reference/shuffle/cluster_directory.py.
 """
@@ -20,6 +20,7 @@ import itertools
 import logging
 import queue
 import threading
+import warnings
 import weakref
 from typing import Any, Callable, Final, Iterable, Literal, Mapping
 
@@ -97,9 +98,9 @@ _default_lock = threading.Lock()
 class StreamingShuffle:
     """The streaming shuffle's driver side for one SparkContext; the caller owns it.
 
-    It holds the coordinator (the directory on the cluster provider named by
+    It holds the shuffles' directory (on the cluster provider named by
     ``spark.streamwire.cluster.provider``) and numbers the shuffles it opens, which stay open until
-    :meth:`close` stops the coordinator (and its threads). Results are lazy: compute them before
+    :meth:`close` stops the directory (and its threads). Results are lazy: compute them before
     closing::
 
         with StreamingShuffle(spark) as s:
@@ -112,7 +113,7 @@ class StreamingShuffle:
         conf = self.sc.getConf()
         self.driver_host: str = conf.get("spark.driver.host", "127.0.0.1")
         self.conf: dict[str, str] = application_conf(self.sc)
-        self.coordinator: DriverDirectory = driver_directory_from_conf(self.conf, self.driver_host)
+        self.directory: DriverDirectory = driver_directory_from_conf(self.conf, self.driver_host)
         local_workers_use_driver_python(self.sc)
         quiet_stops(self.sc)
         self._ids = itertools.count()
@@ -127,7 +128,7 @@ class StreamingShuffle:
     @classmethod
     def default(cls, sc: Any) -> StreamingShuffle:
         """The service of ``sc`` behind ``streaming_shuffle``/``streaming_repartition``: made on first
-        use, kept on the context (so it dies with it), closed by :func:`stop_coordinator`."""
+        use, kept on the context (so it dies with it), closed by :func:`stop_directory`."""
         with _default_lock:
             service: StreamingShuffle | None = getattr(sc, _DEFAULT_ATTRIBUTE, None)
             if service is None or service._closed:
@@ -136,6 +137,12 @@ class StreamingShuffle:
                 setattr(sc, _DEFAULT_ATTRIBUTE, service)
             return service
 
+    @property
+    def coordinator(self) -> DriverDirectory:
+        """Deprecated (the word is now directory): :attr:`directory`; warns once per process."""
+        _deprecated("StreamingShuffle.coordinator", "StreamingShuffle.directory")
+        return self.directory
+
     def __enter__(self) -> StreamingShuffle:
         return self
 
@@ -143,10 +150,10 @@ class StreamingShuffle:
         self.close()
 
     def close(self) -> None:
-        """Stop the coordinator; results not yet computed can no longer run. Idempotent."""
+        """Stop the directory; results not yet computed can no longer run. Idempotent."""
         if not self._closed:
             self._closed = True
-            self.coordinator.stop()
+            self.directory.stop()
 
     def shuffle(self, rdd: Any, num_partitions: int, partition_func: Callable[[Any], int] | None = None,
                 conf: Mapping[str, object] | Any | None = None, *, fallback: Fallback = "spark") -> Any:
@@ -226,11 +233,11 @@ class StreamingShuffle:
 
     def _open(self, shape: Shape, conf: Mapping[str, object] | Any | None, source: Any,
               records_for: Callable[[Plan], exchange.RecordsOf]) -> Plan:
-        """Register the shuffle with the coordinator and return the task plan; the coordinator calls
+        """Register the shuffle with the directory and return the task plan; the directory calls
         the launcher for each run, which adds writer-only tasks for input partitions its stage lacks."""
-        sc, coordinator = self.sc, self.coordinator
+        sc, directory = self.sc, self.directory
         while not self._collected.empty():
-            coordinator.remove_shuffle(self._collected.get_nowait())
+            directory.remove_shuffle(self._collected.get_nowait())
         settings, runtime = settings_from(sc, conf)
         limits, max_record_size = runtime_limits(runtime)
         flush_when_idle = runtime_flush_when_idle(runtime)
@@ -238,11 +245,11 @@ class StreamingShuffle:
         log.info("streaming shuffle %d: %s", shuffle_id, shape.describe())
 
         def is_open() -> bool:
-            return shuffle_id in coordinator.open_shuffles()
+            return shuffle_id in directory.open_shuffles()
 
         def launcher(key: coordination.ShuffleKey) -> None:
             try:
-                holder = coordinator.directory(key.shuffle_id)
+                holder = directory.directory(key.shuffle_id)
                 decision = decide_when_started(sc, holder, key, shape.partitions, plan.start_bound_s, is_open)
                 if decision is None:
                     return
@@ -261,9 +268,9 @@ class StreamingShuffle:
                     exchange.write_only, plan, key, served, records_for(plan)))
                 sc.runJob(writers, _nothing, missing)
             except BaseException as error:  # noqa: BLE001 - reported to every task of the run
-                coordinator.report_failure(key, coordination.Role.DRIVER, -1, describe(error))
+                directory.report_failure(key, coordination.Role.DRIVER, -1, describe(error))
 
-        plan = Plan(shuffle_id, shape.partitions, settings, coordinator.add_shuffle(shuffle_id, launcher),
+        plan = Plan(shuffle_id, shape.partitions, settings, directory.add_shuffle(shuffle_id, launcher),
                     runtime.get(BIND_HOST_KEY), runtime.get(TRANSCRIPT_DIR_KEY), self.driver_host,
                     limits=limits, max_record_size=max_record_size, flush_when_idle=flush_when_idle,
                     start_bound_s=start_bound_s(runtime),
@@ -277,14 +284,33 @@ class StreamingShuffle:
             weakref.finalize(result, self._collected.put, shuffle_id)
 
 
-def stop_coordinator(sc: Any) -> None:
-    """Close the default service of ``sc`` (call before ``SparkContext.stop`` to leave no thread behind)."""
+def stop_directory(sc: Any) -> None:
+    """Close the default service of ``sc`` and its directory (call before ``SparkContext.stop`` to leave no
+    thread behind)."""
     with _default_lock:
         service: StreamingShuffle | None = getattr(sc, _DEFAULT_ATTRIBUTE, None)
         if service is not None:
             delattr(sc, _DEFAULT_ATTRIBUTE)
     if service is not None:
         service.close()
+
+
+def stop_coordinator(sc: Any) -> None:
+    """Deprecated alias of :func:`stop_directory` (kept for one release); warns once per process."""
+    _deprecated("stop_coordinator", "stop_directory")
+    stop_directory(sc)
+
+
+_warned: set[str] = set()
+"""The deprecated names already warned about in this process."""
+
+
+def _deprecated(old: str, new: str) -> None:
+    """Warn once per process that ``old`` is now ``new`` (the shuffle's coordinator is now its directory)."""
+    if old not in _warned:
+        _warned.add(old)
+        warnings.warn(f"{old} is deprecated: use {new} (the coordinator is now called the directory)",
+                      DeprecationWarning, stacklevel=3)
 
 
 def streaming_shuffle(rdd: Any, num_partitions: int, partition_func: Callable[[Any], int] | None = None,

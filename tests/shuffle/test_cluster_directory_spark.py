@@ -52,11 +52,11 @@ def job(setting: str) -> dict[str, object]:
         result = api.streaming_shuffle(pairs, 2)
         partitions = [sorted(p) for p in result.glom().collect()]
         expected = [sorted(p) for p in pairs.partitionBy(2).glom().collect()]
-        coordinator = api.StreamingShuffle.default(sc).coordinator
+        coordinator = api.StreamingShuffle.default(sc).directory
         return {"backend": type(coordinator.backend).__name__, "task_url": coordinator.task_url,
                 "partitions": partitions, "expected": expected}
     finally:
-        api.stop_coordinator(spark.sparkContext)
+        api.stop_directory(spark.sparkContext)
         spark.stop()
 
 

@@ -94,7 +94,7 @@ def main(master: str, provider: str) -> None:
         outcome["reader_hosts"] = sorted({host for _, host, _ in out})
         outcome.update(drill(sc, api))
     finally:
-        api.stop_coordinator(sc)
+        api.stop_directory(sc)
         spark.stop()
     time.sleep(0.5)  # daemon threads of the stopped clients end at their next wake-up
     outcome["leftover_threads"] = sorted(t.name for t in threading.enumerate() if t.name.startswith(OWN_THREADS))
@@ -117,7 +117,7 @@ def drill(sc: Any, api: Any) -> dict[str, Any]:
 
     job = threading.Thread(target=run, name="drill-job")
     job.start()
-    coordinator = api.StreamingShuffle.default(sc).coordinator
+    coordinator = api.StreamingShuffle.default(sc).directory
     shuffle_id = max(coordinator.open_shuffles())
     view = coordinator.directory(shuffle_id).view
     key = ShuffleKey(shuffle_id, 0)

@@ -24,7 +24,7 @@ def local_session(extra: Mapping[str, str] = {}) -> Iterator[Any]:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    from reference.spark.shuffle import stop_coordinator
+    from reference.spark.shuffle import stop_directory
 
     builder = (
         SparkSession.builder.master("local[4]").appName("streaming-shuffle-tests")
@@ -40,5 +40,5 @@ def local_session(extra: Mapping[str, str] = {}) -> Iterator[Any]:
     sc = session.sparkContext
     sc.setLogLevel("ERROR")
     yield session
-    stop_coordinator(sc)
+    stop_directory(sc)
     session.stop()

@@ -23,7 +23,7 @@ def reader_daemons(index: int, rows: Any) -> list[tuple[int, int, list[Any]]]:
 def main(master: str) -> None:
     from pyspark.sql import SparkSession
 
-    from reference.spark import stop_coordinator, streaming_shuffle
+    from reference.spark import stop_directory, streaming_shuffle
     from reference.spark.shuffle import available_slots
 
     spark = (SparkSession.builder.master(master).appName("streaming-shuffle-standalone")
@@ -47,7 +47,7 @@ def main(master: str) -> None:
             "reader_daemons": sorted({d for _, d, _ in out}),
         }))
     finally:
-        stop_coordinator(spark.sparkContext)
+        stop_directory(spark.sparkContext)
         spark.stop()
 
 

@@ -116,14 +116,14 @@ def test_a_stranger_flooding_the_writers_gets_no_data_cannot_fail_the_job_and_se
 
         rdd = sc.parallelize(range(RECORDS), WRITERS).mapPartitionsWithIndex(held_back)
         result = service.shuffle(rdd, READERS, partition_func=lambda key: key)
-        shuffle_id = service.coordinator.open_shuffles()[-1]
+        shuffle_id = service.directory.open_shuffles()[-1]
 
         def attack() -> None:
             """Find the writers, flood each, send one a CREDIT in clear, then release the writers."""
             seen: set[tuple[str, int]] = set()
             deadline = time.monotonic() + DEADLINE_S
             while len(seen) < WRITERS and time.monotonic() < deadline and not done.is_set():
-                directory = service.coordinator.directory(shuffle_id)
+                directory = service.directory.directory(shuffle_id)
                 for attempt in range(3):
                     for writer in directory.lookup(coordination.ShuffleKey(shuffle_id, attempt)).writers:
                         seen.add((writer.host, writer.port))

@@ -241,7 +241,7 @@ def test_failing_reader_ends_the_writers(spark: Any) -> None:
     result = streaming_shuffle(sc.parallelize([(i % 7, i) for i in range(200000)], 2), 2)
     with pytest.raises(Exception, match="reader consumer failed"):
         result.map(explode).collect()
-    coordinator = api.StreamingShuffle.default(sc).coordinator
+    coordinator = api.StreamingShuffle.default(sc).directory
     shuffle_id = max(coordinator.open_shuffles())
     key = ShuffleKey(shuffle_id, 0)
     driver = coordinator.directory(shuffle_id)  # the driver's node in the shuffle's shard
@@ -302,11 +302,11 @@ def test_a_service_the_caller_owns_shuffles_then_releases_its_coordinator(spark:
     pairs = sc.parallelize([(i % 13, i) for i in range(2000)], 2)
     df = spark.range(0, 600, 1, 2).selectExpr("id", "id % 7 AS k")
     with StreamingShuffle(spark) as service:
-        assert service.coordinator is not StreamingShuffle.default(sc).coordinator
+        assert service.directory is not StreamingShuffle.default(sc).directory
         assert_same_partitions(service.shuffle(pairs, 2).glom().collect(), pairs.partitionBy(2).glom().collect())
         mine = service.repartition(df, 2, "k").rdd.glom().map(lambda rows: sorted(tuple(r) for r in rows)).collect()
         assert mine == df.repartition(2, "k").rdd.glom().map(lambda rows: sorted(tuple(r) for r in rows)).collect()
-        address = urlsplit(service.coordinator.task_url)
+        address = urlsplit(service.directory.task_url)
     assert address.scheme == "tcp"
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection((address.hostname, address.port), timeout=5).close()

@@ -31,7 +31,7 @@ SCRIPT = textwrap.dedent("""
     logging.basicConfig(level=logging.INFO, format="LOG %(levelname)s %(name)s %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)
     from pyspark.sql import SparkSession
-    from reference.spark import stop_coordinator, streaming_repartition, streaming_shuffle
+    from reference.spark import stop_directory, streaming_repartition, streaming_shuffle
 
     def result(name, value):
         print("RESULT " + json.dumps({"name": name, "value": value}), flush=True)
@@ -118,7 +118,7 @@ SCRIPT = textwrap.dedent("""
     result("active jobs", list(sc.statusTracker().getActiveJobsIds()))
     result("shuffle threads", sorted(t.name for t in threading.enumerate() if t.name.startswith("shuffle-")))
     result("worker sockets", worker_sockets())
-    stop_coordinator(sc)
+    stop_directory(sc)
     result("threads left", sorted(t.name for t in threading.enumerate() if t.ident not in before))
     spark.stop()
 """)

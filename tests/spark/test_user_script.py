@@ -27,7 +27,7 @@ SCRIPT = textwrap.dedent("""
     logging.getLogger("py4j").setLevel(logging.WARNING)
     logging.getLogger("reference.cluster").setLevel(logging.WARNING)
     from pyspark.sql import SparkSession
-    from reference.spark import stop_coordinator, streaming_repartition
+    from reference.spark import stop_directory, streaming_repartition
 
     spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
              .config("spark.ui.showConsoleProgress", "false").getOrCreate())
@@ -38,7 +38,7 @@ SCRIPT = textwrap.dedent("""
     def partitions(frame):
         return frame.rdd.glom().map(lambda rows: sorted(tuple(r) for r in rows)).collect()
     print("SAME", partitions(out) == partitions(df.repartition(2, "key")))
-    stop_coordinator(spark.sparkContext)
+    stop_directory(spark.sparkContext)
     print("THREADS LEFT", sorted(t.name for t in threading.enumerate() if t.ident not in before))
     spark.stop()
 """)
