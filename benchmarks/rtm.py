@@ -42,6 +42,7 @@ from typing import Any, Iterable, Iterator, NamedTuple, Protocol
 
 from reference.shuffle.local import run_local_shuffle
 from reference.shuffle.task import TaskOptions
+from streamwire.cli import one_line
 from spec.shuffle.settings import ShuffleSettings
 
 PARTITIONS = 2
@@ -301,12 +302,6 @@ class SparkRealTime:
             self._query.stop()
         finally:
             self._spark.sparkContext.setLogLevel("ERROR")
-
-
-def one_line(error: BaseException) -> str:
-    """The first line of an error (Py4J's carry the whole Java trace)."""
-    text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0] if text else ''}"[:400]
 
 
 def spark_query(spark: Any, rates: tuple[int, ...], seconds: float, windows: int, batch: str,

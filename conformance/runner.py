@@ -38,7 +38,7 @@ from conformance.report.wire import FrameCodec, codec_for, frames
 from conformance.report.writers import print_summary, write_json, write_junit
 from conformance.spec_links import spec_ref
 from spec.auth import AuthConfig, CipherName
-from streamwire.cli import SetupRefused, read_secret
+from streamwire.cli import SetupRefused, one_line, read_secret
 
 SUITES = ("shuffle", "cluster", "sync")
 CONFORMANCE_APP_ID: Final = "streamwire-conformance"
@@ -153,7 +153,7 @@ def run_cases(suite: Suite, cases: Sequence[Case], options: RunOptions, verbose:
     except TargetUnreachable:
         raise
     except Exception as exc:  # whatever stops the target from starting is the one-line reason
-        raise TargetUnreachable(f"cannot open target {options.target}: {_one_line(exc)}") from None
+        raise TargetUnreachable(f"cannot open target {options.target}: {one_line(exc, whole=True)}") from None
     try:
         for index, case in enumerate(cases, 1):
             report = run_case(case, target, options, codec)
@@ -169,10 +169,6 @@ def run_cases(suite: Suite, cases: Sequence[Case], options: RunOptions, verbose:
 
 def _capabilities(text: str) -> frozenset[str]:
     return frozenset(c.strip() for c in text.split(",") if c.strip())
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(f"{type(exc).__name__}: {exc}".split())
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

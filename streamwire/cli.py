@@ -74,10 +74,19 @@ def guarded(prog: str, command: Callable[[], int]) -> int:
         return EXIT_SETUP
 
 
-def one_line(error: BaseException) -> str:
-    """``Type: first line of the message`` (a Java exception's message carries its stack trace)."""
-    text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
+def one_line(error: BaseException, *, typed: bool = True, whole: bool = False) -> str:
+    """An error as one line for a terminal or a log: the one home of this rule for every tool.
+
+    ``Type: first line of the message`` by default (a Java exception's later lines are its stack trace,
+    a gRPC status's its details); ``whole`` keeps every line, whitespace runs as one space (PostgreSQL's
+    DETAIL and HINT, a target's start-up output); ``typed=False`` leaves the type out where the text
+    already says what failed (an empty message is then the type's name).
+    """
+    text = str(error).strip()
+    said = " ".join(text.split()) if whole else (text.splitlines() or [""])[0]
+    if not typed:
+        return said or type(error).__name__
+    return f"{type(error).__name__}: {said}" if said else type(error).__name__
 
 
 def dispatch(prog: str, description: str | None, commands: Mapping[str, tuple[str, str]],

@@ -22,11 +22,12 @@ from streamwire.extras import exit_without
 if __name__ == "__main__":
     exit_without("sync", "python -m reference.cdc")
 
-from reference.cdc.pgwire import PgAddress, PgConnectionError, PgServerError, one_line  # noqa: E402
+from reference.cdc.pgwire import PgAddress, PgConnectionError, PgServerError  # noqa: E402
 from reference.cdc.replicate import TransactionRefused, WalRetentionExceeded, replicate, settled_durable
 from reference.cdc.source import SlotSource, SlotSpec, SourceSetupError
 from reference.cdc.verify import verify
 from reference.sync.client import SyncClient, SyncUnavailable
+from streamwire.cli import one_line
 from spec.pgoutput.errors import PgOutputError
 from spec.pgoutput.messages import format_lsn
 from spec.pgoutput.outage import OutagePolicy, parse_bytes
@@ -82,12 +83,12 @@ def main(argv: list[str] | None = None) -> int:
         try:
             source.open(durable=lambda: settled_durable(client))
         except (SourceSetupError, PgServerError, PgConnectionError, ValueError) as exc:
-            print(f"cdc: {one_line(exc)}", file=sys.stderr)
+            print(f"cdc: {one_line(exc, typed=False, whole=True)}", file=sys.stderr)
             return 2
         counts = replicate(source, client, policy=policy)
     except (PgOutputError, PgServerError, PgConnectionError, SourceSetupError, TransactionRefused,
             WalRetentionExceeded, SnapshotRefused, SyncUnavailable, TimeoutError) as exc:
-        print(f"cdc: {one_line(exc)}", file=sys.stderr)
+        print(f"cdc: {one_line(exc, typed=False, whole=True)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

@@ -376,15 +376,3 @@ def quote_ident(name: str) -> str:
 def quote_literal(text: str) -> str:
     """An SQL string literal (standard_conforming_strings is on since Postgres 9.1)."""
     return "'" + text.replace("'", "''") + "'"
-
-
-def one_line(exc: BaseException) -> str:
-    """An error as one line (for a CLI's stderr)."""
-    return " ".join(str(exc).split())
-
-
-def first_line(exc: BaseException) -> str:
-    """The first line of an error whose text goes on with details (gRPC statuses, tracebacks)."""
-    lines = str(exc).strip().splitlines()
-    return lines[0] if lines else type(exc).__name__
-

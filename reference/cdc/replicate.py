@@ -15,9 +15,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from reference.cdc.pgwire import PgConnectionError, PgServerError, first_line, one_line
+from reference.cdc.pgwire import PgConnectionError, PgServerError
 from reference.cdc.source import SlotSource
 from reference.sync.client import SyncClient, SyncPut, SyncUnavailable
+from streamwire.cli import one_line
 from spec.errors import RuntimeFailure
 from spec.pgoutput.changes import RowChange, after_truncate
 from spec.pgoutput.coalesce import Batch, Coalesced
@@ -109,11 +110,11 @@ def replicate(source: SlotSource, client: SyncClient, *, stop: Callable[[], bool
                 warn(back)
             away = None
         except SyncUnavailable as exc:
-            away, where, reason = Away.SYNC_SERVER, client.location, first_line(exc)
+            away, where, reason = Away.SYNC_SERVER, client.location, one_line(exc, typed=False)
         except (PgConnectionError, PgServerError) as exc:
             if not postgres_transient(exc.sqlstate if isinstance(exc, PgServerError) else None):
                 raise
-            away, where, reason = Away.POSTGRES, source.address.url(), one_line(exc)
+            away, where, reason = Away.POSTGRES, source.address.url(), one_line(exc, typed=False, whole=True)
             batch.take()  # not sent: Postgres sends it again from the confirmed position
         if away is None:
             continue
@@ -169,7 +170,7 @@ def _send(source: SlotSource, client: SyncClient, counts: ReplicationCounts, coa
         raise
     except Exception as exc:  # the transport's own error class: INVALID_ARGUMENT and the like
         raise TransactionRefused(f"the sync server refused the transaction at {format_lsn(coalesced.number)} "
-                                 f"({', '.join(coalesced.changes)}): {first_line(exc)}") from exc
+                                 f"({', '.join(coalesced.changes)}): {one_line(exc, typed=False)}") from exc
     _sent(source, counts, coalesced, on_transaction)
 
 

@@ -34,6 +34,7 @@ from spec.sync.client import (
 from spec.sync.flight import MESSAGE_BYTES, message_batches
 from spec.sync.messages import ColumnDescriptor, SyncCommand, SyncResponse, decode_response
 from reference.sync.auth import ClientSecurity
+from streamwire.cli import one_line
 
 
 log = logging.getLogger(__name__)
@@ -241,7 +242,7 @@ class SyncClient:
                     raise _Restarted() from None
                 if then is AfterFailure.FAIL:
                     raise
-                self._last_failure = _one_line(error)
+                self._last_failure = one_line(error)
                 if fault is not Fault.REFUSED:  # the connection may be gone; a busy answer leaves it as it is
                     self.close()
             if outage_warning_due(time.monotonic() - started, warned):
@@ -295,7 +296,3 @@ class SyncClient:
         return decode_response(buf.to_pybytes())
 
 
-def _one_line(error: BaseException) -> str:
-    """An error as one line (gRPC details span several)."""
-    text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0] if text else ''}"
