@@ -289,11 +289,17 @@ class Reactor:
     def pending(self) -> int:
         return len(self._admission)
 
-    def connect(self, address: tuple[str, int], label: str, timeout_s: float) -> Stream:
-        """Connect (blocking up to ``timeout_s``) and add the stream, bound from the start (poller only)."""
+    def connect(self, address: tuple[str, int], label: str, timeout_s: float, *, identified: bool = True) -> Stream:
+        """Connect (blocking up to ``timeout_s``) and add the stream (poller only). ``identified=False``: the
+        peer has yet to prove who it is (a handshake), so the stream is a stranger, under the same admission
+        as an accepted one, until the owner calls :meth:`Stream.bind`."""
         sock = socket.create_connection(address, timeout=timeout_s)
         self._enter(sock)
-        return self._add(sock, label, bound=True)
+        stream = self._add(sock, label, bound=identified)
+        if not identified:
+            for evicted in self._admission.accepted(stream, self._clock()):
+                self._close(evicted, CloseReason.EVICTED, None)
+        return stream
 
     def wake(self) -> None:
         """Make a blocked :meth:`poll` return."""

@@ -14,6 +14,7 @@ writers as a paused connection would.
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import replace
 from typing import Callable, Generator, Sequence
 
 from reference.net import CloseReason, Stream
@@ -45,7 +46,10 @@ class ReaderTask(TaskBase):
 
     def __init__(self, key: coordination.ShuffleKey, reader_id: int, writer_ids: Sequence[int],
                  settings: ShuffleSettings, directory: ShuffleDirectory, options: TaskOptions = TaskOptions()) -> None:
-        super().__init__(key, reader_id, directory, options, receive_buffer=RECEIVE_BUFFER)
+        # A writer that never completes its handshake is dropped at the bind timeout, like a stranger; every
+        # writer may be handshaking at once, so none is evicted for another.
+        limits = replace(options.limits, max_pending=max(options.limits.max_pending, len(writer_ids)))
+        super().__init__(key, reader_id, directory, replace(options, limits=limits), receive_buffer=RECEIVE_BUFFER)
         self.reader_id = reader_id
         self.writer_ids = tuple(writer_ids)
         retain_freed_heap(settings.reader_max_memory)
@@ -143,7 +147,8 @@ class ReaderTask(TaskBase):
                 continue
             label = f"reader{self.reader_id}->writer{writer_id}"
             try:
-                stream = self.reactor.connect((location.host, location.port), label, CONNECT_ATTEMPT_S)
+                stream = self.reactor.connect((location.host, location.port), label, CONNECT_ATTEMPT_S,
+                                              identified=self.options.auth is None)
             except OSError as error:
                 # Retried at the next poll, which also notices a failure the writer reported.
                 self._connect_failed(location, describe(error))
@@ -184,6 +189,7 @@ class ReaderTask(TaskBase):
             self.fail(error)
             return
         if not authenticated and conn.authenticated:
+            stream.bind()  # the writer proved the secret: no more bind deadline
             self.carry_out(self.machine.connected(writer_id, self.clock()))
         if messages:
             self.carry_out(self.machine.received_all(writer_id, messages, self.clock()))

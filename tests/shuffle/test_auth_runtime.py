@@ -239,3 +239,41 @@ def test_a_gcm_writer_and_a_ctr_reader_fail_typed_at_the_bind_timeout_instead_of
         reading.join(DEADLINE_S)
         assert not reading.is_alive(), f"the reader still waits after {DEADLINE_S} s"
         assert len(outcome) == 1 and isinstance(outcome[0], shuffle_errors.ConnectionClosedBeforeTermination)
+
+
+def test_a_writer_that_never_answers_the_handshake_is_unreachable_not_a_hang() -> None:
+    """The reader's side of 'a deadline until it is useful': a listener that accepts and says nothing is
+    dropped at the bind timeout and retried as a failed connect, so the reader fails WriterUnreachable."""
+    silent = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+
+    def accept() -> None:
+        while True:
+            try:
+                held.append(silent.accept()[0])
+            except OSError:
+                return
+
+    threading.Thread(target=accept, daemon=True).start()
+    directory = StandaloneDirectory((coordination.WriterLocation(0, "exec", "127.0.0.1", silent.getsockname()[1]),))
+    reader = ReaderTask(KEY, 0, [0], SETTINGS, directory, TaskOptions(
+        auth=SECRET, limits=ConnectionLimits(bind_timeout_s=0.2), connect_timeout_s=0.5))
+    outcome: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            list(reader.records())
+        except BaseException as error:  # noqa: BLE001 - the test judges it
+            outcome.append(error)
+
+    reading = threading.Thread(target=read, daemon=True)  # on a broken runtime it would wait for ever
+    try:
+        reading.start()
+        reading.join(DEADLINE_S)
+        assert not reading.is_alive(), f"the reader still waits after {DEADLINE_S} s"
+        assert len(outcome) == 1 and isinstance(outcome[0], shuffle_errors.WriterUnreachable), outcome
+        assert "did not identify itself in time" in str(outcome[0])
+    finally:
+        silent.close()
+        for sock in held:
+            sock.close()
