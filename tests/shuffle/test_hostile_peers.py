@@ -170,6 +170,19 @@ def test_a_connection_that_never_binds_is_closed_at_the_bind_timeout() -> None:
         assert writer.wait_outcome() is None
 
 
+def test_a_reader_that_bound_outlives_the_strangers_bind_deadline() -> None:
+    """Its CREDIT identifies a reader: a consumer slower than the bind deadline is still served in full."""
+    many = [(0, b"record %06d" % i) for i in range(20_000)]  # more than the socket buffers hold
+    with running_writer(ConnectionLimits(bind_timeout_s=0.2), many) as writer:
+        reader = ReaderTask(KEY, 0, [0], SETTINGS, writer.directory, TaskOptions())
+        records = reader.records()
+        received = [next(records)]
+        time.sleep(1.0)  # five bind deadlines with the connection bound, the writer waiting to write
+        received += list(records)
+        assert received == [record for _, record in many]
+        assert writer.wait_outcome() is None
+
+
 def test_a_huge_frame_header_from_a_stranger_is_refused_before_any_allocation() -> None:
     """A reader only ever sends 20- or 24-byte bodies, so a writer refuses any longer frame on its
     header alone: 256 MiB announced, nothing of it buffered, a typed error, everything released."""

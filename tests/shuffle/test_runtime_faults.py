@@ -131,3 +131,17 @@ def test_a_writer_nobody_can_reach_fails_the_reader_with_writer_unreachable() ->
         assert error.writer_id == 3
         assert f"127.0.0.1:{port}" in str(error) and "ConnectionRefusedError" in str(error)
     check_released(ledger)
+
+
+def test_the_first_error_of_a_task_stands_whatever_follows() -> None:
+    """Its first error is the task's root cause; what fails after it is a symptom and must not replace it."""
+    ledger = ResourceLedger()
+    task = ReaderTask(KEY, 0, [0], SETTINGS, StandaloneDirectory(), TaskOptions(ledger=ledger))
+    first, later = errors.TaskAborted("the first failure"), errors.TaskAborted("a symptom of it")
+    try:
+        task.fail(first)
+        task.fail(later)
+        assert task.error is first and task.cancel.is_set()
+    finally:
+        task.shutdown()
+    check_released(ledger)

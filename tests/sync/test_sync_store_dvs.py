@@ -213,3 +213,25 @@ def test_the_store_checkpoints_its_own_commits_every_checkpoint_interval(tmp_pat
     assert [v for v in checkpoints if v > 2] == [3, 6]
     assert DeltaStore(str(tmp_path)).read_state(str(table)).marks == {"o": 5}
     assert rows_of(table) == {**{k: "a" for k in range(10)}, **{k: "b" for k in range(2, 6)}}
+
+
+def test_the_sync_state_is_found_under_another_writers_commit(tmp_path: Path) -> None:
+    """A commit without the sync metadata on top (another writer's) hides nothing: a restarted store
+    still knows which transactions the table holds, so a replay is skipped, not applied again."""
+    table = tmp_path / "t"
+    DeltaStore(str(tmp_path)).write(str(table), [change([(None, 1, "a")])], {"o": 7}, {"o": 7})
+    write_commit(table, DeltaTable(str(table)).version() + 1, [{"commitInfo": {"timestamp": 1, "operation": "OTHER"}}])
+    restarted = DeltaStore(str(tmp_path))
+    assert restarted.read_state(str(table)).marks == {"o": 7} and restarted.restore_durable() == {"o": 7}
+
+
+def test_a_restart_reports_each_origins_highest_durable_number_over_its_tables(tmp_path: Path) -> None:
+    """Each table records the durable numbers of its last commit; the origin's is the highest of them,
+    whichever table the walk of the store meets last."""
+    for high in ("a", "b"):
+        root = tmp_path / high
+        store = DeltaStore(str(root))
+        for name in ("a", "b"):
+            number = 9 if name == high else 4
+            store.write(str(root / name), [change([(None, number, "x")])], {"o": number}, {"o": number})
+        assert DeltaStore(str(root)).restore_durable() == {"o": 9}
