@@ -288,3 +288,34 @@ def test_a_callback_that_raises_does_not_end_the_nodes_later_notifications() -> 
             assert core._cond.wait_for(lambda: len(core.gossip) == 2, HANG_GUARD)
     finally:
         mailbox.close()
+
+
+def test_a_renewal_of_a_node_that_is_no_member_is_not_held() -> None:
+    """Handles renew from the moment they open: only members' renewals are kept, so opening and closing
+    handles never makes the detector hold more (checked with the clock stopped: no tick prunes)."""
+    cluster = InProcessCluster(SLOW_POLICY)
+    try:
+        cluster.set_clock(stopped=True)
+        for i in range(3):
+            cluster.open_node(NodeId(f"visitor{i}"), Recorder(), autorenew=False).renew()
+        assert cluster.judged_nodes == 0
+    finally:
+        cluster.close()
+
+
+def test_a_handle_opened_after_a_commit_is_not_told_of_it_again() -> None:
+    """A commit still in the outbox when a successor handle opens is not the successor's to hear: the
+    state it opened on already holds it (nothing is notified twice)."""
+    cluster = InProcessCluster(SLOW_POLICY)
+    try:
+        first = cluster.open_node(NodeId("n1"), Recorder(), autorenew=False)
+        first.join_cluster("h:1")
+        core = Recorder()
+        with cluster._fan_out_lock:  # hold the fan-out: the next commit's notification waits in the outbox
+            first.update_shard_log([MetadataOp(key="before", value=b"v")])
+            successor = cluster.open_node(NodeId("n1"), core, takeover=first.takeover_token, autorenew=False)
+        successor.update_shard_log([MetadataOp(key="after", value=b"w")])
+        wait_until(core, lambda: bool(core.shard_log))
+        assert [e.key for e in core.shard_log[0][1]] == ["after"]
+    finally:
+        cluster.close()

@@ -28,6 +28,9 @@ FAILED_LINE = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.MULTILINE)
 PER_MUTANT_TIMEOUT = 300.0
 """A hang guard only: a mutant that makes the suite loop forever (or a thread it left keeps pytest
 from exiting) counts as killed by timeout."""
+PYTEST_THEN_EXIT = ("import os, sys, pytest\ncode = int(pytest.main(sys.argv[1:]))\n"
+                    "sys.stdout.flush(); sys.stderr.flush()\nos._exit(code)")
+"""pytest, then an exit that does not wait for threads a mutant left hanging (a writer blocked for good)."""
 PER_TEST_TIMEOUT = 60
 """pytest-timeout's bound on one test under a mutant (a runtime bug often hangs a test rather than
 failing it); that test then counts as the killer. The slowest selected test takes about 20 s."""
@@ -83,7 +86,7 @@ class Scratch:
         env = dict(os.environ, PYTHONPATH=str(self.root), PYTHONDONTWRITEBYTECODE="1",
                    HYPOTHESIS_PROFILE="ci")
         env.pop("CI", None)  # CI would turn local skips into failures that are not kills
-        command = [sys.executable, "-m", "pytest", "-x", "-q", "--tb=no", "-rfE", "-p", "no:cacheprovider",
+        command = [sys.executable, "-c", PYTEST_THEN_EXIT, "-x", "-q", "--tb=no", "-rfE", "-p", "no:cacheprovider",
                    f"--timeout={PER_TEST_TIMEOUT}", *tests]
         try:
             done = subprocess.run(command, cwd=self.root, env=env, capture_output=True, text=True,
