@@ -14,7 +14,7 @@ import struct
 import threading
 from collections.abc import Iterator
 
-from test_hostile_peers import KEY, SETTINGS, wait_until
+from test_hostile_peers import DEADLINE_S, KEY, RECORDS, SETTINGS, wait_until
 
 from reference.net.ledger import ResourceLedger
 from reference.shuffle.reader_task import ReaderTask
@@ -144,4 +144,29 @@ def test_the_first_error_of_a_task_stands_whatever_follows() -> None:
         assert task.error is first and task.cancel.is_set()
     finally:
         task.shutdown()
+    check_released(ledger)
+
+
+class _BrokenDirectory(StandaloneDirectory):
+    """A directory with a bug: the serving thread meets it at its first look for failures of other tasks."""
+
+    def lookup(self, key: coordination.ShuffleKey) -> coordination.Writers:
+        raise RuntimeError("a bug in the directory")
+
+
+def test_an_error_on_the_serving_thread_fails_the_task_instead_of_vanishing() -> None:
+    ledger = ResourceLedger()
+    task = WriterTask(KEY, 0, 1, SETTINGS, _BrokenDirectory(), TaskOptions(ledger=ledger))
+    outcome: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            task.run(iter(RECORDS))
+        except BaseException as error:  # noqa: BLE001 - the test judges it
+            outcome.append(error)
+
+    runner = threading.Thread(target=run, daemon=True)
+    runner.start()
+    runner.join(DEADLINE_S)
+    assert [type(error) for error in outcome] == [RuntimeError]  # not a writer waiting for ever
     check_released(ledger)
