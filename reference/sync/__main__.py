@@ -49,8 +49,11 @@ from spec.sync.writer import SyncSettings
 from reference.sync.auth import ServerSecurity
 from reference.sync.server import (
     DEFAULT_FIRST_MESSAGE_TIMEOUT_S,
+    DEFAULT_HANDSHAKE_TIMEOUT_S,
+    DEFAULT_IDLE_TIMEOUT_S,
     DEFAULT_MAX_CONCURRENT_PUTS,
     DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_STREAMS_PER_CONNECTION,
     DEFAULT_PUT_TIMEOUT_S,
     SyncServer,
 )
@@ -168,6 +171,12 @@ def _parser() -> argparse.ArgumentParser:
                             "nothing of it kept")
     serve.add_argument("--first-message-timeout-s", type=interval, default=DEFAULT_FIRST_MESSAGE_TIMEOUT_S,
                        help="a stream whose first message has not arrived by then ends DEADLINE_EXCEEDED")
+    serve.add_argument("--handshake-timeout-s", type=interval, default=DEFAULT_HANDSHAKE_TIMEOUT_S,
+                       help="a connection that has not completed its HTTP/2 (and TLS) handshake by then is closed")
+    serve.add_argument("--idle-timeout-s", type=interval, default=DEFAULT_IDLE_TIMEOUT_S,
+                       help="a connection without a stream for this long is closed (GOAWAY; clients reconnect)")
+    serve.add_argument("--max-streams-per-connection", type=count, default=DEFAULT_MAX_STREAMS_PER_CONNECTION,
+                       help="streams open at once on one connection (HTTP/2 MAX_CONCURRENT_STREAMS)")
     serve.add_argument("--transaction-timeout-s", type=interval, default=defaults.transaction_timeout_s,
                        help="an open transaction without a put for this long is discarded (its client replays it)")
     serve.add_argument("--max-replication-lag-s", type=seconds, default=SERVE_MAX_REPLICATION_LAG_S,
@@ -250,6 +259,9 @@ def main(argv: list[str] | None = None) -> int:
             max_connections=args.max_connections,
             put_timeout_s=args.put_timeout_s,
             first_message_timeout_s=args.first_message_timeout_s,
+            handshake_timeout_s=args.handshake_timeout_s,
+            idle_timeout_s=args.idle_timeout_s,
+            max_streams_per_connection=args.max_streams_per_connection,
             maintenance_interval_s=args.maintenance_interval_s,
         )
     except (StoreUnwritable, BindError, _BadSetting) as exc:

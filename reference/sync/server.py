@@ -62,6 +62,9 @@ DEFAULT_MAX_CONCURRENT_PUTS = 64
 DEFAULT_PUT_TIMEOUT_S = 300.0
 DEFAULT_MAX_CONNECTIONS = 1024
 DEFAULT_FIRST_MESSAGE_TIMEOUT_S = 10.0
+DEFAULT_HANDSHAKE_TIMEOUT_S = 2.0
+DEFAULT_IDLE_TIMEOUT_S = 2.0
+DEFAULT_MAX_STREAMS_PER_CONNECTION = 16
 
 
 @dataclass
@@ -93,6 +96,9 @@ class SyncServer:
         put_timeout_s: float = DEFAULT_PUT_TIMEOUT_S,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         first_message_timeout_s: float = DEFAULT_FIRST_MESSAGE_TIMEOUT_S,
+        handshake_timeout_s: float = DEFAULT_HANDSHAKE_TIMEOUT_S,
+        idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
+        max_streams_per_connection: int = DEFAULT_MAX_STREAMS_PER_CONNECTION,
         flush_failures: FlushFailures | None = None,
         maintenance_interval_s: float = 600.0,
     ) -> None:
@@ -119,7 +125,8 @@ class SyncServer:
         self._transport = FlightPutTransport(
             self._on_put, host=host, port=port, security=security,
             limits=TransportLimits(max_concurrent_puts, self.limits.receive_limit, put_timeout_s, max_connections,
-                                   first_message_timeout_s),
+                                   first_message_timeout_s, handshake_timeout_s, idle_timeout_s,
+                                   max_streams_per_connection),
         )
         self.port = self._transport.port
         self._flusher = threading.Thread(target=self._flush_task, name="sync-flusher", daemon=True)

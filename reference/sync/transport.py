@@ -70,6 +70,12 @@ class TransportLimits:
     max_connections: int
     """Open client connections at most (each costs gRPC about 18 KiB); more are refused when they connect."""
     first_message_timeout_s: float
+    handshake_timeout_s: float
+    """A connection that has not completed the HTTP/2 handshake (its SETTINGS acknowledged) by then is closed."""
+    idle_timeout_s: float
+    """A connection without a stream for this long is closed (GOAWAY)."""
+    max_streams_per_connection: int
+    """Streams open at once on one connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS)."""
 
     @property
     def streams(self) -> StreamLimits:
@@ -143,6 +149,10 @@ def _messages(call: _Call, first: bytes) -> Iterator[FlightData]:
         raise FlightDataError("a message arrived after the end of the stream")
 
 
+def _ms(seconds: float) -> int:
+    return max(1, round(seconds * 1000))
+
+
 def _serve(handler: PutHandler, call: _Call, first: object) -> bytes:
     """Run the put on its thread, from its first message (``_END``: the stream had none)."""
     if not isinstance(first, bytes):
@@ -186,6 +196,10 @@ class FlightPutTransport:
                 ("grpc.max_receive_message_length", self._limits.max_message_bytes + FRAME_ALLOWANCE_BYTES),
                 ("grpc.so_reuseport", 0),
                 ("grpc.max_allowed_incoming_connections", self._limits.max_connections),
+                ("grpc.server_handshake_timeout_ms", _ms(self._limits.handshake_timeout_s)),
+                ("grpc.http2.settings_timeout", _ms(self._limits.handshake_timeout_s)),
+                ("grpc.max_connection_idle_ms", _ms(self._limits.idle_timeout_s)),
+                ("grpc.max_concurrent_streams", self._limits.max_streams_per_connection),
             ],
         )
         try:
