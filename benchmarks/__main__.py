@@ -9,8 +9,10 @@ from streamwire.cli import dispatch
 BENCHMARKS = {
     "cdc": ("benchmarks.cdc", "Postgres change source against pg_recvlogical on the same backlogs (changes/s, ratio), commit-to-durable "
             "latency p50/p99 at a steady offered rate"),
-    "cluster": ("benchmarks.cluster", "cluster provider: CAS ops/s, CPU per write and fan-out p50/p99 for 2..128 "
-                "nodes, in-process and etcd, fitted exponents"),
+    "cluster": ("benchmarks.cluster", "cluster service over TCP grown to 16,384 members: join p50/p99 per "
+                "thousand, RSS per member, renewals/s held; churn at the default heartbeat: PFAIL/FAIL of renewing members"),
+    "cluster-writes": ("benchmarks.cluster_writes", "cluster provider: CAS ops/s, CPU per write and fan-out p50/p99 "
+                       "for 2..128 nodes, in-process and etcd, fitted exponents"),
     "codec": ("benchmarks.codec", "shuffle codec rates against a struct baseline and raw CRC32C"),
     "rtm": ("benchmarks.rtm", "Spark real-time mode (its own streaming shuffle) vs the Python runtime at the same "
             "offered rates: p50/p99 latency and sustainable rows/s"),

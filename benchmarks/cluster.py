@@ -1,213 +1,334 @@
-"""``python -m benchmarks cluster [--json]``: what a write costs as the cluster grows.
+"""``python -m benchmarks cluster [--json]``: the cluster service over TCP as the cluster grows.
 
-For each backend (in-process; etcd, started on loopback) and each cluster size N, N nodes join
-and then:
+A cluster service process (``python -m reference.cluster.service``) is grown by raw node sessions
+from this process, one join at a time, up to ``--members`` (16,384, ``MAX_MEMBERS``; one more is
+refused CLUSTER_FULL); every member renews every ``--growth-heartbeat`` while it grows and reads
+everything the service sends it. Reported per thousand members: join latency p50/p99 (JOIN sent
+to SHARD read, the HELLO before it not counted), and the service's RSS per member. At the full
+size, renewals/s held: every member keeps one RENEW outstanding for ``--seconds``, the answered
+ones per second (the service's capacity to judge, so the largest membership it can judge at a
+heartbeat is that rate times the heartbeat).
 
-- CAS race: ``--writers`` nodes race compare-and-swap chains on one GLOBAL gossip key for
-  ``--seconds``; every committed write must reach all N nodes. Reported: committed CAS per
-  second, and this process's CPU per committed write (all threads: callers, fan-out, every
-  node's callbacks; the idle CPU of the same wall time, measured just before, subtracted),
-  counted until every node was notified of the last write. etcd's own CPU is not included.
-- fan-out: one node writes ``--fanout-writes`` times, each time waiting until all N were told;
-  p50/p99 of the time from the call to each node's notification, and the CPU per write without
-  contention (the write plus telling N nodes).
-
-Every write must be told to all N nodes, so linear growth of CPU per write with N is the floor;
-the fitted exponents over N (1: linear) say whether a backend stays there.
+Then the churn goal at the default timing (heartbeat 0.2 s, FAIL after 1 s): ``--renewing``
+members renew every heartbeat while ``--joins-per-s`` newcomers join for ``--churn-seconds``; a
+watcher member decodes every membership frame and counts the PFAIL/FAIL verdicts on renewing
+members (goal: zero), and the sessions the service cut.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import selectors
+import socket
 import statistics
-import tempfile
-import threading
+import subprocess
+import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
-from benchmarks.growth import exponent
-from reference.cluster.etcd import EtcdCluster, EtcdSettings
-from reference.cluster.etcd_server import EtcdServer
-from reference.cluster.memory import InProcessCluster
-from spec.cluster.detector import FailurePolicy
-from spec.cluster.errors import ClusterError, RevisionMismatch
-from spec.cluster.interface import ClusterBackend, ClusterProvider
-from spec.cluster.types import Entry, Membership, MetadataOp, NodeId, Revision, Scope, ShardId
+from benchmarks.procstat import sample
+from reference.cluster.memory import DEFAULT_POLICY
+from spec.cluster import wire
+from spec.cluster.errors import ClusterFull
+from spec.cluster.model import MembershipView
+from spec.cluster.types import MAX_MEMBERS, NodeState
 
-KEY = "bench"
-HANG_GUARD = 120.0
-# Slow health timing: a loaded machine must not turn nodes FAIL mid-run (that is not the cost measured).
-QUIET_MEMORY = FailurePolicy(heartbeat_interval=1.0, fail_after=120.0)
-QUIET_ETCD = EtcdSettings(lease_ttl=30, heartbeat_interval=5.0, request_timeout=30.0)
+HANG_GUARD = 60.0
+DRAIN_EVERY_S = 0.05
+"""While growing, this process reads what its members were sent at this period, not after every join
+(reading every member after every join cost this process more than the service's work)."""
+RENEW = wire.encode(wire.ServiceKind.RENEW, 3)
+RENEW_BURST = 8
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register the benchmark's options."""
-    parser.add_argument("--nodes", default="2,8,32,128", help="cluster sizes, comma-separated")
-    parser.add_argument("--backends", default="memory,etcd", help="memory and/or etcd")
-    parser.add_argument("--writers", type=int, default=4, help="nodes racing CAS (at most N)")
-    parser.add_argument("--seconds", type=float, default=2.0, help="length of the CAS race")
-    parser.add_argument("--fanout-writes", type=int, default=40)
+    parser.add_argument("--members", type=int, default=MAX_MEMBERS, help="grow the cluster to this many")
+    parser.add_argument("--growth-heartbeat", type=float, default=10.0,
+                        help="heartbeat (s) while growing (FAIL after 12 heartbeats)")
+    parser.add_argument("--seconds", type=float, default=5.0, help="length of the renewal-capacity run")
+    parser.add_argument("--renewing", type=int, default=1000, help="members renewing through the churn run")
+    parser.add_argument("--joins-per-s", type=float, default=50.0)
+    parser.add_argument("--churn-seconds", type=float, default=60.0)
+    parser.add_argument("--skip-growth", action="store_true")
+    parser.add_argument("--skip-churn", action="store_true")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
-class Arrivals:
-    """A Core that records when each revision of the benchmark key arrived."""
+class Service:
+    """A cluster service process on loopback."""
 
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self.seen: dict[int, float] = {}
-        self.latest = 0
+    def __init__(self, heartbeat: float, fail_after: float, max_sessions: int) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "reference.cluster.service", "--heartbeat", str(heartbeat),
+             "--fail-after", str(fail_after), "--max-sessions", str(max_sessions)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert self.process.stdout is not None and self.process.stderr is not None
+        self.port = int(self.process.stdout.readline())
+        self.capacity_line = self.process.stderr.readline().strip()
 
-    def notify_gossip_update(self, entries: Sequence[Entry]) -> None:
-        now = time.perf_counter()
-        with self._cond:
-            for entry in entries:
-                if entry.key == KEY:
-                    self.seen.setdefault(entry.revision, now)
-                    self.latest = max(self.latest, entry.revision)
-            self._cond.notify_all()
+    def rss(self) -> int:
+        return sample(self.process.pid).rss_bytes
 
-    def wait_for(self, revision: int) -> None:
-        with self._cond:
-            if not self._cond.wait_for(lambda: self.latest >= revision, HANG_GUARD):
-                raise TimeoutError(f"revision {revision} not notified within {HANG_GUARD} s")
+    def cpu(self) -> float:
+        """User + system CPU seconds the service process used so far."""
+        with open(f"/proc/{self.process.pid}/stat", encoding="ascii") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
-    def update_membership(self, snapshot: Membership) -> None:
-        pass
-
-    def notify_shard_log_update(self, shard: ShardId, entries: Sequence[Entry]) -> None:
-        pass
-
-    def cluster_heartbeat(self, ttl: float) -> None:
-        pass
-
-    def cluster_down(self) -> None:
-        pass
-
-
-def _race(writers: Sequence[ClusterProvider], seconds: float) -> tuple[int, int]:
-    """Writers race CAS on KEY until ``seconds`` pass; (committed, highest revision)."""
-    end = time.perf_counter() + seconds
-    wins: list[int] = []
-    top: list[int] = [0]
-    lock = threading.Lock()
-
-    def write(node: ClusterProvider) -> None:
-        known: Revision | None = None
-        won = 0
-        while time.perf_counter() < end:
-            try:
-                known = node.update_gossip([MetadataOp(key=KEY, value=b"v", expected=known)], Scope.GLOBAL)
-                won += 1
-            except RevisionMismatch as exc:
-                known = None if exc.actual is None else exc.actual.revision
-        with lock:
-            wins.append(won)
-            top[0] = max(top[0], known or 0)
-
-    threads = [threading.Thread(target=write, args=(n,)) for n in writers]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(HANG_GUARD)
-    return sum(wins), top[0]
-
-
-def measure(backend: ClusterBackend, nodes: int, writers: int, seconds: float, fanout_writes: int) -> dict[str, Any]:
-    cores = [Arrivals() for _ in range(nodes)]
-    handles = [backend.open_node(NodeId(f"n{i}"), core) for i, core in enumerate(cores)]
-    try:
-        for handle in handles:
-            handle.join_cluster("127.0.0.1:1")
-        first = handles[0].update_gossip([MetadataOp(key=KEY, value=b"start")], Scope.GLOBAL)
-        for core in cores:
-            core.wait_for(first)
-
-        idle_wall, idle_cpu = time.perf_counter(), time.process_time()
-        time.sleep(min(1.0, seconds))
-        idle_rate = (time.process_time() - idle_cpu) / (time.perf_counter() - idle_wall)
-
-        wall, cpu = time.perf_counter(), time.process_time()
-        committed, last = _race(handles[:max(1, min(writers, nodes))], seconds)
-        race_wall = time.perf_counter() - wall
-        for core in cores:
-            core.wait_for(last)
-        wall = time.perf_counter() - wall
-        cpu = time.process_time() - cpu - idle_rate * wall
-
-        latencies: list[float] = []
-        known = Revision(last)
-        fan_wall, fan_cpu = time.perf_counter(), time.process_time()
-        for _ in range(fanout_writes):
-            started = time.perf_counter()
-            known = handles[0].update_gossip([MetadataOp(key=KEY, value=b"f", expected=known)], Scope.GLOBAL)
-            for core in cores:
-                core.wait_for(known)
-            latencies += [core.seen[known] - started for core in cores]
-        fan_cpu = time.process_time() - fan_cpu - idle_rate * (time.perf_counter() - fan_wall)
-        latencies.sort()
-        return {
-            "nodes": nodes,
-            "cas_committed_per_s": round(committed / race_wall, 1),
-            "cpu_us_per_write": round(cpu / max(committed, 1) * 1e6, 1),
-            "cpu_us_per_write_per_node": round(cpu / max(committed, 1) / nodes * 1e6, 2),
-            "uncontended_cpu_us_per_write": round(fan_cpu / fanout_writes * 1e6, 1),
-            "fanout_p50_ms": round(statistics.median(latencies) * 1000, 3),
-            "fanout_p99_ms": round(latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))] * 1000, 3),
-        }
-    finally:
-        for handle in handles:
-            handle.close()
-
-
-@contextmanager
-def _backend(name: str, workdir: Path) -> Iterator[Callable[[], ClusterBackend]]:
-    """A factory of fresh clusters of one backend kind."""
-    if name == "memory":
-        yield lambda: InProcessCluster(QUIET_MEMORY)
-    elif name == "etcd":
-        server = EtcdServer(workdir / "etcd")
-        server.start()
-        counter = iter(range(1_000_000))
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
         try:
-            yield lambda: EtcdCluster(server.url, f"bench-{next(counter)}", QUIET_ETCD)
-        finally:
-            server.stop()
-    else:
-        raise ValueError(f"unknown backend {name!r}: expected memory or etcd")
+            self.process.wait(30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def reply(sock: socket.socket) -> wire.ServiceMessage:
+    """The next reply on a blocking ``sock``, past the events before it (skipped undecoded: a
+    newcomer's whole MEMBERSHIP may come first, and decoding it would be this process's cost)."""
+    stream = sock.makefile("rb")
+    try:
+        while len(header := stream.read(4)) == 4:
+            body = stream.read(wire.body_length(header))
+            if int.from_bytes(body[1:9], "big"):
+                return wire.decode(body)
+    finally:
+        stream.close()
+    raise ConnectionError("the service closed a session")
+
+
+class Members:
+    """Node sessions of this process: they join, renew and read (and drop) what the service sends."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.socks: list[socket.socket] = []
+        self.selector = selectors.DefaultSelector()
+        self.cut = 0
+        self.renewed = 0
+        self._buffer = bytearray(1 << 20)
+        self._view = memoryview(self._buffer)
+
+    def join(self, name: str) -> float:
+        """Open a session for ``name``, join; seconds from JOIN sent to SHARD read."""
+        sock = socket.create_connection(("127.0.0.1", self.port), timeout=HANG_GUARD)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.sendall(wire.encode(wire.ServiceKind.HELLO, 1, node_id=name, secret="", takeover="", resume=False,
+                                 resume_after=0))
+        if (welcome := reply(sock)).kind is not wire.ServiceKind.WELCOME:
+            raise ConnectionError(f"HELLO refused: {welcome.payload}")
+        started = time.perf_counter()
+        sock.sendall(wire.encode(wire.ServiceKind.JOIN_CLUSTER, 2, address="127.0.0.1:1"))
+        answer = reply(sock)
+        took = time.perf_counter() - started
+        if answer.kind is not wire.ServiceKind.SHARD:
+            sock.close()
+            if answer.payload.get("code") == ClusterFull.code:
+                raise ClusterFullError(answer.payload["message"])
+            raise ConnectionError(f"JOIN refused: {answer.payload}")
+        sock.setblocking(False)
+        self.selector.register(sock, selectors.EVENT_READ, None)
+        self.socks.append(sock)
+        return took
+
+    def renew(self, socks: list[socket.socket], frames: bytes = RENEW) -> None:
+        for sock in socks:
+            try:
+                sock.send(frames)
+            except (BlockingIOError, OSError):
+                pass  # a full buffer: the service is not reading; counted as not renewed
+
+    def drain(self, timeout: float = 0.0) -> None:
+        """Read (and drop) what arrived; count the answered RENEWs and the cut sessions."""
+        for key, _ in self.selector.select(timeout):
+            sock = key.fileobj
+            assert isinstance(sock, socket.socket)
+            try:
+                size = sock.recv_into(self._buffer)
+            except BlockingIOError:
+                continue
+            except OSError:
+                size = 0
+            if not size:
+                self.selector.unregister(sock)
+                self.cut += 1
+                continue
+            self.renewed += self._view[:size].tobytes().count(RENEWED_MARK)
+
+    def close(self) -> None:
+        for sock in self.socks:
+            sock.close()
+        self.selector.close()
+
+
+RENEWED_MARK = wire.encode(wire.ServiceKind.RENEWED, 3, ttl_ms=0)[:4 + 9]
+"""A RENEWED reply to request id 3 up to its payload (its length, kind and id): what counts answers."""
+
+
+class ClusterFullError(Exception):
+    pass
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def grow(args: argparse.Namespace) -> dict[str, Any]:
+    heartbeat = args.growth_heartbeat
+    service = Service(heartbeat, 12 * heartbeat, args.members + 16)
+    members = Members(service.port)
+    rows: list[dict[str, Any]] = []
+    try:
+        base_rss = service.rss()
+        latencies: list[float] = []
+        next_renewal = time.monotonic() + heartbeat
+        grown_at = drained = time.monotonic()
+        for i in range(args.members):
+            latencies.append(members.join(f"m{i:05}"))
+            now = time.monotonic()
+            if now - drained >= DRAIN_EVERY_S:  # a member per process would read at once; one for all reads in bulk
+                members.drain()
+                drained = now
+            if now >= next_renewal:  # everyone renews once per heartbeat, spread over the joins
+                members.renew(members.socks)
+                next_renewal = now + heartbeat
+            if (i + 1) % 1000 == 0 or i + 1 == args.members or i + 1 == 100:
+                rows.append({"members": i + 1, "join_p50_ms": round(statistics.median(latencies) * 1000, 2),
+                             "join_p99_ms": round(percentile(latencies, 0.99) * 1000, 2),
+                             "service_rss_mib": round(service.rss() / 2**20, 1),
+                             "rss_per_member_kib": round((service.rss() - base_rss) / (i + 1) / 1024, 2),
+                             "seconds": round(time.monotonic() - grown_at, 1),
+                             "service_cpu_s": round(service.cpu(), 1), "cut": members.cut})
+                if not args.json:
+                    print(json.dumps(rows[-1]), flush=True)
+                latencies = []
+        refused = ""
+        if args.members >= MAX_MEMBERS:
+            try:
+                members.join("one-too-many")
+            except ClusterFullError as exc:
+                refused = str(exc)
+        cpu = service.cpu()
+        capacity = renewal_capacity(members, args.seconds)
+        return {"heartbeat_s": heartbeat, "rows": rows, "beyond_max_members": refused or None,
+                "renewals_per_s_held": capacity, "service_cpu_s_while_renewing": round(service.cpu() - cpu, 1),
+                "capacity_line": service.capacity_line, "cut": members.cut}
+    finally:
+        members.close()
+        service.close()
+
+
+def renewal_capacity(members: Members, seconds: float) -> float:
+    """Rounds of ``RENEW_BURST`` RENEWs sent by every member at once (one write each, so this process
+    is not what limits the rate), each round read back before the next, for ``seconds``: answered
+    RENEWs per second."""
+    for _ in range(5):
+        members.drain(0.2)  # the growth's backlog
+    members.renewed = 0
+    started = time.monotonic()
+    while time.monotonic() - started < seconds:
+        target = members.renewed + RENEW_BURST * len(members.socks) * 0.99
+        members.renew(members.socks, RENEW * RENEW_BURST)
+        give_up = time.monotonic() + 10.0
+        while members.renewed < target and time.monotonic() < give_up:
+            members.drain(0.01)
+    return round(members.renewed / (time.monotonic() - started), 1)
+
+
+def churn(args: argparse.Namespace) -> dict[str, Any]:
+    policy = DEFAULT_POLICY
+    service = Service(policy.heartbeat_interval, policy.fail_after, args.renewing + int(args.joins_per_s * args.churn_seconds) + 16)
+    members = Members(service.port)
+    newcomers = Members(service.port)
+    watcher = socket.create_connection(("127.0.0.1", service.port), timeout=HANG_GUARD)
+    try:
+        watcher.sendall(wire.encode(wire.ServiceKind.HELLO, 1, node_id="watcher", secret="", takeover="",
+                                    resume=False, resume_after=0))
+        reply(watcher)
+        watcher.sendall(wire.encode(wire.ServiceKind.JOIN_CLUSTER, 2, address="127.0.0.1:1"))
+        reply(watcher)
+        watcher.setblocking(False)
+        view: MembershipView | None = None
+        verdicts: dict[str, int] = {"PFAIL": 0, "FAIL": 0}
+        renewing = {f"r{i:04}" for i in range(args.renewing)}
+        next_renewal = time.monotonic()
+        for name in sorted(renewing):
+            members.join(name)
+            if time.monotonic() >= next_renewal:
+                members.renew(members.socks)
+                watcher.send(RENEW)
+                next_renewal += policy.heartbeat_interval
+        buffer = bytearray()
+        joined = 0
+        late = 0
+        started = time.monotonic()
+        next_join = started
+        while (now := time.monotonic()) - started < args.churn_seconds:
+            if now >= next_renewal:
+                members.renew(members.socks)
+                watcher.send(RENEW)
+                late += now - next_renewal > policy.heartbeat_interval / 2
+                next_renewal += policy.heartbeat_interval
+            if now >= next_join:
+                newcomers.join(f"n{joined:05}")
+                joined += 1
+                next_join += 1 / args.joins_per_s
+            members.drain()
+            newcomers.drain()
+            try:
+                buffer += watcher.recv(1 << 20)
+            except BlockingIOError:
+                pass
+            view = watch(buffer, view, renewing, verdicts)
+            time.sleep(max(0.0, min(next_renewal, next_join) - time.monotonic()))
+        return {"heartbeat_s": policy.heartbeat_interval, "fail_after_s": policy.fail_after,
+                "renewing": args.renewing, "joined": joined, "seconds": args.churn_seconds,
+                "joins_per_s": round(joined / args.churn_seconds, 1), "renewing_verdicts": verdicts,
+                "renewing_sessions_cut": members.cut, "late_renewal_rounds_of_this_process": late,
+                "capacity_line": service.capacity_line}
+    finally:
+        watcher.close()
+        members.close()
+        newcomers.close()
+        service.close()
+
+
+def watch(buffer: bytearray, view: MembershipView | None, renewing: set[str],
+          verdicts: dict[str, int]) -> MembershipView | None:
+    """Decode the watcher's complete frames from ``buffer`` (consumed); count non-OK renewing members."""
+    while len(buffer) >= 4:
+        size = int.from_bytes(buffer[:4], "big")
+        if len(buffer) < 4 + size:
+            break
+        message = wire.decode(bytes(buffer[4:4 + size]))
+        del buffer[:4 + size]
+        if message.kind is wire.ServiceKind.MEMBERSHIP:
+            view = MembershipView(wire.membership_from_wire(message.payload))
+            states = [(n.node_id, n.state) for nodes in view.snapshot().shards.values() for n in nodes]
+        elif message.kind is wire.ServiceKind.MEMBERSHIP_DELTA:
+            _, changes = wire.membership_changes_from_wire(message.payload)
+            states = [(c.node_id, c.record.state) for c in changes if c.record is not None]
+        else:
+            continue
+        for node_id, state in states:
+            if node_id in renewing and state is not NodeState.OK:
+                verdicts[state.value] += 1
+    return view
 
 
 def main(args: argparse.Namespace) -> int:
     """Run the benchmark and print its figures."""
-    sizes = [int(n) for n in args.nodes.split(",")]
-    figures: dict[str, Any] = {"sizes": sizes, "backends": {}, "exponents": {}}
-    with tempfile.TemporaryDirectory(prefix="cluster-bench-") as tmp:
-        for name in args.backends.split(","):
-            rows = []
-            with _backend(name, Path(tmp)) as new_cluster:
-                for nodes in sizes:
-                    cluster = new_cluster()
-                    try:
-                        rows.append(measure(cluster, nodes, args.writers, args.seconds, args.fanout_writes))
-                    except (ClusterError, TimeoutError) as exc:
-                        rows.append({"nodes": nodes, "error": str(exc)})
-                    finally:
-                        cluster.close()
-                    if not args.json:
-                        print(f"{name:>6} {json.dumps(rows[-1])}", flush=True)
-            figures["backends"][name] = rows
-            done = [r for r in rows if "error" not in r]
-            figures["exponents"][name] = {
-                metric: exponent([r["nodes"] for r in done], [r[metric] for r in done])
-                for metric in ("cpu_us_per_write", "uncontended_cpu_us_per_write", "fanout_p50_ms", "fanout_p99_ms", "cas_committed_per_s")}
-    if args.json:
-        print(json.dumps(figures))
-    else:
-        for name, fitted in figures["exponents"].items():
-            print(f"{name:>6} exponents over N (1 = linear): {fitted}")
+    figures: dict[str, Any] = {"cpus": os.cpu_count(), "load_before": os.getloadavg()[0]}
+    if not args.skip_growth:
+        figures["growth"] = grow(args)
+    if not args.skip_churn:
+        figures["churn"] = churn(args)
+    figures["load_after"] = os.getloadavg()[0]
+    print(json.dumps(figures) if args.json else json.dumps(figures, indent=1))
     return 0

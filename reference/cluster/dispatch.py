@@ -13,7 +13,7 @@ import logging
 import queue
 import threading
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Protocol, Sequence, runtime_checkable
 
 from spec.cluster.interface import ClusterCore
 from spec.cluster.model import GossipUpdate, MembershipChange, MembershipUpdate, MembershipView, Notification, ShardLogUpdate
@@ -38,10 +38,11 @@ _STOP = object()
 @runtime_checkable
 class DeltaCore(Protocol):
     """An inline Core that takes membership as changes (the cluster service's sessions send them on
-    as MEMBERSHIP_DELTA), so telling it costs the change, not the snapshot."""
+    as MEMBERSHIP_DELTA), so telling it costs the changes, not the snapshot."""
 
-    def membership_changed(self, change: MembershipChange, view: MembershipView) -> None:
-        """``view`` shows the membership at ``change.epoch`` for the length of the call."""
+    def membership_changed(self, changes: Sequence[MembershipChange], base: int, view: MembershipView) -> None:
+        """``changes`` (consecutive, in commit order) apply on the membership of epoch ``base``;
+        ``view`` shows the membership after them for the length of the call."""
 
 
 class Mailbox(Protocol):
@@ -49,9 +50,6 @@ class Mailbox(Protocol):
         """Begin delivering (never under a lock a starting thread might need)."""
 
     def post(self, event: Event) -> None: ...
-
-    def post_membership(self, change: MembershipChange, view: MembershipView) -> None:
-        """Tell ``change``, ``view`` showing the membership at its epoch during this call only."""
 
     def close(self, timeout: float = 5.0) -> None: ...
 
@@ -64,6 +62,7 @@ class InlineMailbox:
 
     def __init__(self, core: ClusterCore) -> None:
         self._core = core
+        self._delta_core = core if isinstance(core, DeltaCore) else None  # checked once: the check is slow
         self._closed = False
 
     def start(self) -> None:
@@ -77,16 +76,16 @@ class InlineMailbox:
         except Exception:  # a Core bug must not stop the fan-out to other nodes
             log.exception("cluster callback raised")
 
-    def post_membership(self, change: MembershipChange, view: MembershipView) -> None:
-        if isinstance(self._core, DeltaCore):
-            if self._closed:
-                return
+    def post_membership(self, changes: Sequence[MembershipChange], base: int, view: MembershipView) -> None:
+        """Tell a run of ``changes`` at once (see :class:`DeltaCore`); a Core without
+        ``membership_changed`` gets the snapshot after them."""
+        if self._delta_core is None:
+            self.post(MembershipUpdate(snapshot=view.snapshot()))
+        elif not self._closed:
             try:
-                self._core.membership_changed(change, view)
+                self._delta_core.membership_changed(changes, base, view)
             except Exception:  # a Core bug must not stop the fan-out to other nodes
                 log.exception("cluster callback raised")
-        else:
-            self.post(MembershipUpdate(snapshot=view.snapshot()))
 
     def close(self, timeout: float = 5.0) -> None:
         self._closed = True
@@ -107,11 +106,6 @@ class Dispatcher:
     def post(self, event: Event) -> None:
         if not self._closed:
             self._queue.put(event)
-
-    def post_membership(self, change: MembershipChange, view: MembershipView) -> None:
-        """The snapshot, built once per epoch for every Dispatcher (the view moves on before this
-        node's thread delivers)."""
-        self.post(MembershipUpdate(snapshot=view.snapshot()))
 
     def close(self, timeout: float = 5.0) -> None:
         """Stop delivering; pending events are dropped, as they would be by a crash."""

@@ -5,7 +5,10 @@ Costs stay linear in the nodes that must be told: a commit holds the lock only t
 and record its notifications in an outbox; the fan-out to the recipients' mailboxes happens after
 the lock is released, by one committing thread at a time, in commit order. Commits of inline nodes
 (the cluster service's sessions) leave their fan-out to the cluster's own fan-out thread, so the
-service's poller goes back to reading instead of telling every member.
+service's poller goes back to reading instead of telling every member. Inline nodes are told a run
+of consecutive membership changes at once (all the fan-out found queued, up to ``MAX_RUN``): when
+joins come faster than every member can be told, each member is told them together instead of
+falling further behind; other nodes are told every change.
 
 The detector judges only silence it could observe: a reader of renewals (the cluster service)
 registers how long renewals may have waited unread in it (:meth:`InProcessCluster.add_reader`),
@@ -38,6 +41,7 @@ from spec.cluster.model import (
     JoinCluster,
     JoinShard,
     MembershipChange,
+    MembershipUpdate,
     MembershipView,
     Operation,
     Owed,
@@ -49,6 +53,9 @@ from spec.cluster.model import (
 )
 from spec.cluster.types import MetadataOp, NodeId, NodeState, Revision, Scope, ShardId, check_id
 
+
+MAX_RUN: Final = 1024
+"""The most membership changes an inline node is told at once (one MEMBERSHIP_DELTA: at most ~0.5 MB)."""
 
 DEFAULT_POLICY: Final = FailurePolicy(heartbeat_interval=0.2, fail_after=1.0)
 """Small defaults keep failover fast and the tests quick: PFAIL after 0.5 s, FAIL after 1 s."""
@@ -227,34 +234,54 @@ class InProcessCluster:
             if not self._fan_out_lock.acquire(blocking=False):
                 return
             try:
+                run: list[tuple[MembershipChange, int]] = []
                 while self._outbox:
                     commit = self._outbox.popleft()
                     if commit.reset is not None:
+                        self._tell_membership(run)
                         self._view = commit.reset
                     nodes = self._nodes
                     for owed in commit.deliveries:
                         if isinstance(owed, MembershipChange):
-                            self._tell_membership(owed, commit.revision)
+                            run.append((owed, commit.revision))
+                            if owed.record is None or len(run) >= MAX_RUN:  # a removed node hears its removal last
+                                self._tell_membership(run)
                             continue
+                        self._tell_membership(run)
                         recipient, notification = owed
                         node = nodes.get(recipient)
                         if node is not None and commit.revision > node.attached_at:
                             node.mailbox.post(notification)
+                self._tell_membership(run)
             finally:
                 self._fan_out_lock.release()
 
-    def _tell_membership(self, change: MembershipChange, revision: int) -> None:
-        """Move the view by ``change`` and tell the attached nodes it is owed to (the fewer of the
-        handles and the members are walked: telling costs the nodes told, not the cluster)."""
+    def _tell_membership(self, run: list[tuple[MembershipChange, int]]) -> None:
+        """Move the view by the ``run`` of (change, revision) and tell the attached nodes they are
+        owed to: other nodes each change's snapshot, inline nodes the run at once. The fewer of the
+        handles and the members are walked: telling costs the nodes told, not the cluster. Empties
+        ``run``."""
+        if not run:
+            return
         view = self._view
-        view.apply(change)
+        base = view.epoch
         handles = list(self._nodes.values())  # the poller may open a node meanwhile
-        if len(handles) > len(view.records):
-            owed = [*view.records] if change.node_id in view.records else [*view.records, change.node_id]
-            handles = [n for n in map(self._nodes.get, owed) if n is not None]
+        dispatched = [n for n in handles if n.inline_mailbox is None]
+        for change, revision in run:
+            view.apply(change)
+            for node in dispatched:
+                if revision > node.attached_at and view.owed(change, node.node_id):
+                    node.mailbox.post(MembershipUpdate(snapshot=view.snapshot()))
+        changes = [change for change, _ in run]
+        subjects = {change.node_id for change in changes}
+        last = run[-1][1]
+        run.clear()
+        if len(handles) > len(view.records) + len(subjects):
+            handles = [n for n in map(self._nodes.get, {*view.records, *subjects}) if n is not None]
         for node in handles:
-            if revision > node.attached_at and view.owed(change, node.node_id):
-                node.mailbox.post_membership(change, view)
+            inline = node.inline_mailbox
+            if inline is not None and last > node.attached_at and (node.node_id in view.records or node.node_id in subjects):
+                inline.post_membership(changes, base, view)
 
     def renew(self, node_id: NodeId) -> None:
         with self._lock:
@@ -315,8 +342,9 @@ class InProcessNode:
         self._session = session
         self.attached_at = attached_at
         """The revision at which this handle was opened: earlier commits are not its to hear."""
-        self._inline = inline
-        self.mailbox: Mailbox = InlineMailbox(core) if inline else Dispatcher(node_id, core)
+        self.inline_mailbox = InlineMailbox(core) if inline else None
+        """Set for an inline node: membership changes reach it in runs (:meth:`InProcessCluster._fan_out`)."""
+        self.mailbox: Mailbox = self.inline_mailbox or Dispatcher(node_id, core)
         self._closed = threading.Event()
         self._heartbeats = HeartbeatThread(f"cluster-heartbeat {node_id}", cluster.policy.heartbeat_interval,
                                            self.renew, self.mailbox, self._closed) if autorenew else None
@@ -347,7 +375,7 @@ class InProcessNode:
 
     def _commit(self, operation: Operation) -> Revision:
         self._check_open()
-        return self._cluster.commit(operation, fan_out_here=not self._inline)
+        return self._cluster.commit(operation, fan_out_here=self.inline_mailbox is None)
 
     def _check_open(self) -> None:
         if self._closed.is_set():

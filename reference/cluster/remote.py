@@ -303,13 +303,14 @@ class RemoteNode:
                 self._saw(self._membership.epoch)
                 self.mailbox.post(MembershipUpdate(snapshot=self._membership.snapshot()))
             case ServiceKind.MEMBERSHIP_DELTA:
-                base, change = wire.membership_change_from_wire(p)
+                base, changes = wire.membership_changes_from_wire(p)
                 view = self._membership
                 if view is None or view.epoch != base:
-                    raise MalformedMessage(f"a membership change on epoch {base}, but this node was told epoch "
+                    raise MalformedMessage(f"membership changes on epoch {base}, but this node was told epoch "
                                            f"{None if view is None else view.epoch}")
-                view.apply(change)
-                self._saw(change.epoch)
+                for change in changes:
+                    view.apply(change)
+                self._saw(view.epoch)
                 self.mailbox.post(MembershipUpdate(snapshot=view.snapshot()))
             case ServiceKind.GOSSIP_UPDATE:
                 entries = wire.entries_from_wire(p["entries"])

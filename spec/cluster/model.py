@@ -68,8 +68,6 @@ class MembershipView:
 
     def __init__(self, snapshot: Membership | None = None) -> None:
         self.epoch = 0 if snapshot is None else snapshot.epoch
-        self.previous_epoch = -1
-        """The epoch the last change applied on."""
         self.records: dict[NodeId, MemberRecord] = {} if snapshot is None else {
             n.node_id: MemberRecord(shard, n.address, n.state) for shard, nodes in snapshot.shards.items() for n in nodes}
         self._snapshot = snapshot
@@ -79,7 +77,7 @@ class MembershipView:
             self.records.pop(change.node_id, None)
         else:
             self.records[change.node_id] = change.record
-        self.previous_epoch, self.epoch = self.epoch, change.epoch
+        self.epoch = change.epoch
         self._snapshot = None
 
     def owed(self, change: MembershipChange, node_id: NodeId) -> bool:

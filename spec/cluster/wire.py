@@ -13,9 +13,10 @@ takeover token. A connection-level error (a refused frame, a refused HELLO) is a
 request id 0, sent just before the service closes the connection.
 
 Membership reaches a node as a whole MEMBERSHIP snapshot once (its first, and after a resume), then
-as MEMBERSHIP_DELTA events: one member's record after a commit (``present`` false: it left),
-valid only on the snapshot of epoch ``base`` (the last membership the node was told), so a join
-costs each member a few bytes instead of the whole membership.
+as MEMBERSHIP_DELTA events: the records of the members consecutive commits changed, in commit order
+(``present`` false: it left), up to ``epoch`` and valid only on the snapshot of epoch ``base`` (the
+last membership the node was told), so a join costs each member a few bytes instead of the whole
+membership.
 
 Test controls (a conformance runner's, never a node's): a service started in a test mode also
 accepts, on a connection that has not sent HELLO, CLOCK (``stopped``: its failure detector's clock
@@ -119,6 +120,7 @@ NodeLayout = c.Struct("node_id" / Text, "address" / Text, "state" / StateLayout)
 ShardLayout = c.Struct("shard_id" / Text, "nodes" / c.PrefixedArray(c.Int16ub, NodeLayout))
 ScopeLayout = c.Enum(c.Int8ub, SHARD=0, GLOBAL=1)
 RecordLayout = c.Struct("shard_id" / Text, "address" / Text, "state" / StateLayout)
+ChangeLayout = c.Struct("node_id" / Text, "present" / c.Flag, "record" / c.If(c.this.present, RecordLayout))
 Empty = c.Struct()
 
 PAYLOADS: dict[ServiceKind, c.Construct] = {
@@ -151,11 +153,13 @@ PAYLOADS: dict[ServiceKind, c.Construct] = {
     ServiceKind.GOSSIP_UPDATE: c.Struct("entries" / c.PrefixedArray(c.Int32ub, EntryLayout)),
     ServiceKind.SHARD_LOG_UPDATE: c.Struct("shard_id" / Text, "entries" / c.PrefixedArray(c.Int32ub, EntryLayout)),
     ServiceKind.CLUSTER_DOWN: Empty,
-    ServiceKind.MEMBERSHIP_DELTA: c.Struct("base" / c.Int64ub, "epoch" / c.Int64ub, "node_id" / Text, "present" / c.Flag,
-                                           "record" / c.If(c.this.present, RecordLayout)),
+    ServiceKind.MEMBERSHIP_DELTA: c.Struct("base" / c.Int64ub, "epoch" / c.Int64ub,
+                                           "changes" / c.PrefixedArray(c.Int32ub, ChangeLayout)),
 }
 Header = c.Struct("kind" / c.Int8ub, "request_id" / c.Int64ub)
 _EXACT = {kind: c.FocusedSeq("payload", "payload" / layout, c.Terminated) for kind, layout in PAYLOADS.items()}
+_EMPTY = frozenset(kind for kind, layout in PAYLOADS.items() if layout is Empty)
+assert Header.sizeof() == 9, "encode and decode pack the header by hand"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -170,10 +174,10 @@ class ServiceMessage:
 def encode(kind: ServiceKind, request_id: int, **payload: Any) -> bytes:
     """A whole frame (length prefix included) for one message. Every message the service or a client
     sends is bounded by construction (MAX_REQUEST_BYTES, MAX_MEMBERSHIP_BYTES, one batch, or an
-    update event split by :func:`update_frames`), so none exceeds MAX_FRAME_BYTES."""
-    body: bytes = Header.build({"kind": kind, "request_id": request_id}) + PAYLOADS[kind].build(payload)
-    header: bytes = FRAME_HEADER.build(len(body))
-    return header + body
+    update event split by :func:`update_frames`), so none exceeds MAX_FRAME_BYTES. The header is
+    packed by hand (construct's would cost more than a RENEW's whole handling)."""
+    fields = b"" if kind in _EMPTY else PAYLOADS[kind].build(payload)
+    return (9 + len(fields)).to_bytes(4, "big") + kind.to_bytes(1, "big") + request_id.to_bytes(8, "big") + fields
 
 
 def update_frames(kind: ServiceKind, entries: Sequence[Entry], limit: int = MAX_FRAME_BYTES, **fields: Any) -> list[bytes]:
@@ -216,17 +220,21 @@ def body_length(header: bytes, bound: int = MAX_FRAME_BYTES) -> int:
 
 def decode(body: bytes) -> ServiceMessage:
     """Parse one frame body; anything that does not match the layouts is MalformedMessage."""
-    head = Header.parse(body)
+    if len(body) < 9:
+        raise MalformedMessage(f"a body of {len(body)} bytes is shorter than a message header")
     try:
-        kind = ServiceKind(head.kind)
+        kind = ServiceKind(body[0])
     except ValueError:
-        raise MalformedMessage(f"unknown message kind {head.kind}") from None
+        raise MalformedMessage(f"unknown message kind {body[0]}") from None
+    request_id = int.from_bytes(body[1:9], "big")
+    if kind in _EMPTY and len(body) == 9:  # RENEW and its like: nothing to parse
+        return ServiceMessage(kind=kind, request_id=request_id, payload={})
     try:
-        parsed = _EXACT[kind].parse(body[Header.sizeof():])
+        parsed = _EXACT[kind].parse(body[9:])
     except (c.ConstructError, UnicodeDecodeError) as exc:
         raise MalformedMessage(f"{kind.name} payload does not parse: {exc}") from None
-    return ServiceMessage(kind=kind, request_id=head.request_id, payload={k: v for k,
-                                                                          v in parsed.items() if not k.startswith("_")})
+    return ServiceMessage(kind=kind, request_id=request_id, payload={k: v for k,
+                                                                     v in parsed.items() if not k.startswith("_")})
 
 
 # -- conversions between typed values and layout dicts ---------------------------------------
@@ -279,18 +287,22 @@ def membership_frame(epoch: int, blocks: Sequence[bytes]) -> bytes:
     return header + body
 
 
-def membership_change_to_wire(change: MembershipChange, base: int) -> dict[str, Any]:
-    record = change.record
-    return {"base": base, "epoch": change.epoch, "node_id": change.node_id, "present": record is not None,
-            "record": None if record is None else {"shard_id": record.shard, "address": record.address,
-                                                   "state": record.state.value}}
+def membership_changes_to_wire(changes: Sequence[MembershipChange], base: int) -> dict[str, Any]:
+    return {"base": base, "epoch": changes[-1].epoch, "changes": [
+        {"node_id": c.node_id, "present": c.record is not None, "record": None if c.record is None else
+         {"shard_id": c.record.shard, "address": c.record.address, "state": c.record.state.value}}
+        for c in changes]}
 
 
-def membership_change_from_wire(payload: dict[str, Any]) -> tuple[int, MembershipChange]:
-    """The epoch the change applies on, and the change."""
-    r = payload["record"]
-    record = None if r is None else MemberRecord(ShardId(r.shard_id), r.address, enum_from_wire(NodeState, r.state))
-    return payload["base"], MembershipChange(epoch=payload["epoch"], node_id=NodeId(payload["node_id"]), record=record)
+def membership_changes_from_wire(payload: dict[str, Any]) -> tuple[int, list[MembershipChange]]:
+    """The epoch the changes apply on, and the changes (each stamped with the event's epoch: only
+    the last one's is known, and only the last is what a Core sees)."""
+    changes = []
+    for item in payload["changes"]:
+        r = item.record
+        record = None if r is None else MemberRecord(ShardId(r.shard_id), r.address, enum_from_wire(NodeState, r.state))
+        changes.append(MembershipChange(epoch=payload["epoch"], node_id=NodeId(item.node_id), record=record))
+    return payload["base"], changes
 
 
 def enum_from_wire(cls: type[E], value: Any) -> E:

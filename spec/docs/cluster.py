@@ -388,7 +388,7 @@ def _policy_example() -> str:
 
 _NAMED_LAYOUTS: dict[int, str] = {id(wire.OpLayout): "Op", id(wire.EntryLayout): "Entry",
                                   id(wire.NodeLayout): "Node", id(wire.ShardLayout): "Shard",
-                                  id(wire.RecordLayout): "Record"}
+                                  id(wire.RecordLayout): "Record", id(wire.ChangeLayout): "Change"}
 _INTS = {">B": "u8", ">H": "u16", ">L": "u32", ">I": "u32", ">Q": "u64"}
 
 
@@ -436,8 +436,8 @@ _WIRE_EXAMPLES: dict[wire.ServiceKind, dict[str, Any]] = {
     wire.ServiceKind.GOSSIP_UPDATE: {"entries": [{"key": "slots", "value": b"0-8191", "revision": 6}]},
     wire.ServiceKind.SHARD_LOG_UPDATE: {"shard_id": "s1", "entries": [_ENTRY]},
     wire.ServiceKind.CLUSTER_DOWN: {},
-    wire.ServiceKind.MEMBERSHIP_DELTA: {"base": 7, "epoch": 8, "node_id": "n4", "present": True, "record": {
-        "shard_id": "s9", "address": "10.0.0.4:6379", "state": "OK"}},
+    wire.ServiceKind.MEMBERSHIP_DELTA: {"base": 7, "epoch": 8, "changes": [{"node_id": "n4", "present": True, "record": {
+        "shard_id": "s9", "address": "10.0.0.4:6379", "state": "OK"}}]},
 }
 
 
@@ -485,7 +485,8 @@ def wire_layouts() -> str:
         "dropped connection is a crash. Integers are big-endian.\n"
     ]
     for name, layout in (("Op", wire.OpLayout), ("Entry", wire.EntryLayout), ("Node", wire.NodeLayout),
-                         ("Shard", wire.ShardLayout), ("Record", wire.RecordLayout)):
+                         ("Shard", wire.ShardLayout), ("Record", wire.RecordLayout),
+                         ("Change", wire.ChangeLayout)):
         parts.append(anchor(f"wire-{name.lower()}") + f"### {name}\n\n" + table(("field", "type"),
                                                                                       _layout_rows(layout)))
     for kind in wire.ServiceKind:

@@ -6,8 +6,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from reference.cluster.service import MembershipFrames
 from spec.cluster import wire
 from spec.cluster.errors import FrameTooLarge, MalformedMessage
+from spec.cluster.model import ClusterModel, MembershipChange, MembershipView
 from spec.cluster.types import Entry, Membership, MetadataOp, NodeId, NodeInfo, NodeState, Revision, ShardId
 
 keys = st.text(min_size=1, max_size=20)
@@ -65,3 +67,26 @@ def test_an_update_too_large_for_one_frame_is_split_into_whole_batches_in_revisi
                for f in frames]
     assert batches == [[("k1", 1), ("k4", 1)], [("k3", 2)], [("k0", 3), ("k2", 3)]]
     assert all(len(f) - 4 <= 300 for f in frames)
+
+
+def test_membership_frames_send_changes_to_the_told_and_the_whole_membership_to_newcomers() -> None:
+    model = ClusterModel()
+    view = MembershipView()
+    frames = MembershipFrames()
+    told = view.epoch
+    for i in range(5):
+        base = view.epoch
+        run = [c for c in model.join_cluster(NodeId(f"n{i}"), f"h:{i}", ShardId(f"s{i % 2}"))
+               if isinstance(c, MembershipChange)]
+        if i % 2:
+            run += [c for c in model.join_shard(NodeId(f"n{i}"), ShardId("s0")) if isinstance(c, MembershipChange)]
+        for change in run:
+            view.apply(change)
+        delta = wire.decode(frames.frame(run, base, view, told)[4:])
+        assert delta.kind is wire.ServiceKind.MEMBERSHIP_DELTA and delta.payload["base"] == told
+        assert wire.membership_changes_from_wire(delta.payload)[1] == [
+            MembershipChange(epoch=view.epoch, node_id=c.node_id, record=c.record) for c in run]
+        whole = wire.decode(frames.frame(run, base, view, -1)[4:])
+        assert whole.kind is wire.ServiceKind.MEMBERSHIP
+        assert wire.membership_from_wire(whole.payload) == model.snapshot(), "the blocks are the snapshot"
+        told = view.epoch
