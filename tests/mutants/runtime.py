@@ -62,8 +62,9 @@ CDC = (
 PIPELINE = ("tests/pipeline/test_pipeline_job.py::test_source_durable_point_waits_for_every_sink_of_a_transaction",)
 
 
-def _r(name: str, file: str, search: str, replace: str, description: str, tests: tuple[str, ...]) -> Mutant:
-    return Mutant(name, f"reference/{file}", search, replace, description, tests=tests)
+def _r(name: str, file: str, search: str, replace: str, description: str, tests: tuple[str, ...],
+       equivalent: str = "") -> Mutant:
+    return Mutant(name, f"reference/{file}", search, replace, description, equivalent, tests)
 
 
 RUNTIME_CATALOGUE: tuple[Mutant, ...] = (
@@ -171,7 +172,9 @@ RUNTIME_CATALOGUE: tuple[Mutant, ...] = (
     _r("transport-bytes-after-handshake-lost", "shuffle/transport.py",
        "        return memoryview(outcome.rest)",
        "        return memoryview(b\"\")",
-       "frames that arrived in the same read as the handshake's last bytes are dropped", SHUFFLE_AUTH),
+       "frames that arrived in the same read as the handshake's last bytes are dropped", SHUFFLE_AUTH,
+       equivalent="no peer sends a frame behind its last handshake message: the client cannot seal one before "
+                  "it has the server's reply, and the server sends nothing after its reply until the client's CREDIT"),
     _r("shardview-stale-membership", "shuffle/shard_view.py",
        "if self._membership is None or snapshot.epoch >= self._membership.epoch:",
        "if True:",
@@ -179,7 +182,7 @@ RUNTIME_CATALOGUE: tuple[Mutant, ...] = (
     _r("shardview-older-entry-wins", "shuffle/shard_view.py",
        "if known is None or entry.revision > known.revision:",
        "if known is None or entry.revision != known.revision:",
-       "a catch-up's older entry replaces the newer one a node already wrote or heard of", DIRECTORY),
+       "a catch-up's older entry replaces the newer one a node already wrote or heard of", CUTOFF + DIRECTORY),
     _r("shardview-down-never-cleared", "shuffle/shard_view.py",
        "            self._renewed, self._down = self._clock(), False",
        "            self._renewed = self._clock()",
@@ -442,5 +445,5 @@ RUNTIME_CATALOGUE: tuple[Mutant, ...] = (
 )
 """At least 60 bugs across the runtime's areas (the smoke test checks the count and the areas)."""
 
-RUNTIME_SMOKE = ("reactor-bind-deadline-late",)
+RUNTIME_SMOKE = ("reactor-abandoned-forgotten",)
 """Run by ``make test`` with the spec smoke mutants: killed in a second by the reactor's tests."""

@@ -13,7 +13,7 @@ from reference.cluster.service import ClusterService
 from reference.shuffle.cluster_directory import ClusterDirectory
 from reference.shuffle.directory_errors import ClusterUnreachable
 from reference.shuffle.shard_view import ShardView
-from spec.cluster.types import Membership, NodeId, NodeInfo, NodeState, ShardId
+from spec.cluster.types import Entry, Membership, NodeId, NodeInfo, NodeState, Revision, ShardId
 from spec.shuffle import coordination
 
 DEADLINE_S = 30.0
@@ -77,3 +77,13 @@ def test_a_membership_delivered_late_does_not_replace_a_newer_one() -> None:
     view.update_membership(snapshot(2, NodeState.FAIL))
     view.update_membership(snapshot(1, NodeState.OK))
     assert view.failed_members(shard) == [NodeId("n1")]
+
+
+def test_an_older_entry_heard_late_does_not_replace_the_newer_one() -> None:
+    """A catch-up may repeat what a node already wrote or heard: only newer revisions are kept and passed on."""
+    passed_on: list[Entry] = []
+    view = ShardView(on_entry=passed_on.append)
+    newer = Entry(key="w/0", value=b"second", revision=Revision(5))
+    view.remember(newer)
+    view.notify_shard_log_update(ShardId("s1"), [Entry(key="w/0", value=b"first", revision=Revision(3)), newer])
+    assert view.entry("w/0") == newer and passed_on == []

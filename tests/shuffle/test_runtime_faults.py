@@ -12,8 +12,9 @@ from __future__ import annotations
 import socket
 import struct
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
+import pytest
 from test_hostile_peers import DEADLINE_S, KEY, RECORDS, SETTINGS, wait_until
 
 from reference.net.ledger import ResourceLedger
@@ -81,25 +82,36 @@ def test_a_reader_reset_mid_stream_fails_the_writer_with_send_failed() -> None:
     check_released(ledger)
 
 
-def test_a_writer_reset_after_its_data_fails_the_reader_with_a_typed_error() -> None:
-    """Whether the reset meets the reader's read or its credit's write, the error is the protocol's."""
+def fake_writer(then: Callable[[socket.socket, bytes], None]) -> tuple[StandaloneDirectory, threading.Thread]:
+    """A raw-socket writer 0 registered in a directory: it waits for the reader's first CREDIT, then
+    ``then(connection, frame)`` with the frame of one DATA carrying one record."""
     listener = socket.create_server(("127.0.0.1", 0))
     directory = StandaloneDirectory()
     directory.register(KEY, coordination.WriterLocation(0, "fake", "127.0.0.1", listener.getsockname()[1]))
     payload = encode_record(b"only record")
+    frame = encode_frame(DataMessage(seq=0, writer_id=0, reader_id=0, checksum=payload_checksum(payload),
+                                     payload=payload))
 
-    def fake_writer() -> None:
+    def serve() -> None:
         with listener:
             conn, _ = listener.accept()
             decoder = FrameDecoder(max_frame_from_reader())
             while not decoder.feed(conn.recv(1024)):  # the reader's first CREDIT
                 pass
-            conn.sendall(encode_frame(DataMessage(seq=0, writer_id=0, reader_id=0, checksum=payload_checksum(payload),
-                                                  payload=payload)))
-            reset(conn)
+            then(conn, frame)
 
-    server = threading.Thread(target=fake_writer, name="test-fake-writer")
+    server = threading.Thread(target=serve, name="test-fake-writer")
     server.start()
+    return directory, server
+
+
+def test_a_writer_reset_after_its_data_fails_the_reader_with_a_typed_error() -> None:
+    """Whether the reset meets the reader's read or its credit's write, the error is the protocol's."""
+    def data_then_reset(conn: socket.socket, frame: bytes) -> None:
+        conn.sendall(frame)
+        reset(conn)
+
+    directory, server = fake_writer(data_then_reset)
     ledger = ResourceLedger()
     reader = ReaderTask(KEY, 0, [0], SETTINGS, directory, TaskOptions(ledger=ledger))
     got: list[bytes] = []
@@ -113,6 +125,23 @@ def test_a_writer_reset_after_its_data_fails_the_reader_with_a_typed_error() -> 
     finally:
         server.join(30)
     assert got in ([], [b"only record"])
+    check_released(ledger)
+
+
+def test_a_writer_that_closes_inside_a_frame_fails_the_reader_with_truncated_input() -> None:
+    """A clean close (FIN) in the middle of a DATA is a truncated frame, not merely an early close."""
+    def half_a_frame_then_close(conn: socket.socket, frame: bytes) -> None:
+        conn.sendall(frame[:len(frame) // 2])
+        conn.close()
+
+    directory, server = fake_writer(half_a_frame_then_close)
+    ledger = ResourceLedger()
+    reader = ReaderTask(KEY, 0, [0], SETTINGS, directory, TaskOptions(ledger=ledger))
+    try:
+        with pytest.raises(errors.TruncatedInput):
+            list(reader.records())
+    finally:
+        server.join(30)
     check_released(ledger)
 
 
