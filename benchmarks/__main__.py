@@ -24,6 +24,8 @@ BENCHMARKS = {
     "spark-user": ("benchmarks.spark_user", "the PySpark user's path: streaming_repartition vs df.repartition "
                    "on 1M rows (ratio), seafowl-sync writeStream rows/s until durable"),
     "sync": ("benchmarks.sync", "sync server ingest rate, flush latency and peak memory"),
+    "sync-availability": ("benchmarks.sync_availability", "a legitimate sync client's put latency during 1,100 idle "
+                          "connections, a slow-loris and 70 silent streams against serve's defaults"),
     "sync-scale": ("benchmarks.sync_scale", "sync flush cost, rows rewritten, files and RSS against table size"),
 }
 
