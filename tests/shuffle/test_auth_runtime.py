@@ -217,15 +217,21 @@ def test_authenticated_connections_beyond_the_pending_cap_evict_the_oldest() -> 
                 sock.close()
 
 
-def test_a_gcm_writer_and_a_ctr_reader_fail_typed_at_the_bind_timeout_instead_of_hanging() -> None:
-    """Both hold the secret, configured with different ciphers: the handshake completes, the reader's
-    CREDIT never decrypts, so the writer never binds it and closes it at the bind timeout (Spark's
-    spark.network.timeout by default); the reader fails with a typed error instead of waiting for ever."""
-    gcm = AuthConfig(SECRET.secret, SECRET.app_id, CipherName.GCM, 1)
-    with running_writer(ConnectionLimits(bind_timeout_s=0.5), auth=gcm) as writer:
+@pytest.mark.parametrize("writer_cipher, reader_cipher", [(CipherName.GCM, CipherName.CTR),
+                                                         (CipherName.CTR, CipherName.GCM)], ids=["gcm-ctr", "ctr-gcm"])
+def test_a_writer_and_a_reader_with_different_ciphers_fail_typed_instead_of_hanging(
+        writer_cipher: CipherName, reader_cipher: CipherName) -> None:
+    """Both hold the secret, configured with different ciphers: the handshake completes and the reader's
+    CREDIT never decrypts. A GCM writer waits for the rest of a unit that never comes, so it never binds the
+    connection and closes it at the bind timeout (Spark's spark.network.timeout by default); a CTR writer
+    reads garbage and fails with the codec's error. Either way the reader fails with a typed error instead
+    of waiting for ever (issue #38 saw a GCM writer and a CTR reader both wait more than 200 s)."""
+    with running_writer(ConnectionLimits(bind_timeout_s=0.5),
+                        auth=AuthConfig(SECRET.secret, SECRET.app_id, writer_cipher, 1)) as writer:
         writer.directory.registered.wait(DEADLINE_S)
         own = StandaloneDirectory(writer.directory.writers)  # its failure report must not stop the writer
-        reader = ReaderTask(KEY, 0, [0], SETTINGS, own, TaskOptions(auth=SECRET))
+        reader = ReaderTask(KEY, 0, [0], SETTINGS, own,
+                            TaskOptions(auth=AuthConfig(SECRET.secret, SECRET.app_id, reader_cipher, 1)))
         outcome: list[BaseException] = []
 
         def read() -> None:
