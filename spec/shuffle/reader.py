@@ -30,9 +30,9 @@ from spec.shuffle.messages import (
     Message,
     Payload,
     TerminationAckMessage,
-    TerminationControlMessage,
 )
 from spec.shuffle.records import decode_records
+from spec.shuffle.registry import kind_of
 from spec.shuffle.settings import ShuffleSettings
 from spec.shuffle.steps import (
     Completed,
@@ -58,7 +58,7 @@ _DONE = frozenset({ReaderState.COMPLETED, ReaderState.FAILED})
 """A reader that ignores every further input."""
 
 _FAILED, _CONNECTING, _OPEN = ReaderState.FAILED, ReaderChannelState.CONNECTING, ReaderChannelState.OPEN
-_DATA_EVENT = ReaderChannelEvent.DATA
+_DATA_EVENT, _TERMINATION = ReaderChannelEvent.DATA, ReaderChannelEvent.TERMINATION
 """What the per-DATA path tests, as module names (and ``done`` as a set): reaching an enum member through its
 class costs 0.1 µs on Python 3.11, whose EnumType has a ``__getattr__``."""
 
@@ -182,18 +182,22 @@ class ReaderMachine(ChannelMachine[ReaderChannelState, ReaderChannelEvent]):
             self._data(writer_id, message.seq, message.writer_id, message.reader_id, message.checksum,
                        message.payload)
             return
+        event = kind_of(message).reader_event  # the registry's: an unregistered class is a UsageError
         ch = self._admitted(writer_id, message.type, message.seq, message.writer_id, message.reader_id,
-                            isinstance(message, TerminationControlMessage))
+                            event is _TERMINATION)
         if ch is None:
             return
-        if isinstance(message, TerminationControlMessage):
-            if self._move(ch, ReaderChannelEvent.TERMINATION, message_type=message.type.name):
+        if event is _TERMINATION:
+            if self._move(ch, _TERMINATION, message_type=message.type.name):
                 ch.last_seq = message.seq
                 self._send(Send(
                     peer=writer_id, message=TerminationAckMessage(seq=ch.last_seq, writer_id=message.writer_id,
                                                      reader_id=self.reader_id), notify=True))
-        else:
+        elif event is ReaderChannelEvent.UNEXPECTED:
             self._move(ch, ReaderChannelEvent.UNEXPECTED, message_type=message.type.name)
+        else:
+            raise UsageError(f"the registry classifies {message.type.name} as {event.value}, which a reader "
+                             "does not receive as a control message")
 
     def _admitted(self, writer_id: int, kind: MessageType, seq: int, named_writer_id: int, named_reader_id: int,
                   names_the_pair: bool) -> ReaderChannel | None:

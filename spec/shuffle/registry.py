@@ -1,8 +1,8 @@
 """Every message type of the streaming shuffle in one table: its layout, message class, sender, JSON
 form and the event each machine classifies it as.
 
-The codec (:mod:`spec.shuffle.codec`), the framing limits (:mod:`spec.shuffle.framing`), the writer's
-classification of what it receives (:mod:`spec.shuffle.writer`), the JSON form
+The codec (:mod:`spec.shuffle.codec`), the framing limits (:mod:`spec.shuffle.framing`), both machines'
+classification of what they receive (:mod:`spec.shuffle.writer`, :mod:`spec.shuffle.reader`), the JSON form
 (:mod:`spec.shuffle.jsonform`) and the traffic observer (``conformance/shuffle/observer.py``) all
 derive from :data:`KINDS`, so a type is known everywhere or nowhere: a type id, class or name
 missing here is an error in each of them, never handled as another type

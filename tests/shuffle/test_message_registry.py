@@ -27,6 +27,7 @@ from spec.shuffle.codec import HEADER_LENGTH, decode_body, decode_frame, encode_
 from spec.shuffle.framing import FRAME_HEADER_LENGTH, max_frame_from_reader
 from spec.shuffle.jsonform import InvalidMessageJson, from_json, to_json
 from spec.shuffle.layouts import MessageType
+from spec.shuffle.reader import ReaderMachine
 from spec.shuffle.registry import KINDS, MessageKind, Sender, kind_of, sent_by
 from spec.shuffle.settings import ShuffleSettings
 from spec.shuffle.steps import UsageError
@@ -90,10 +91,14 @@ class Unregistered:
     type: ClassVar[MessageType] = MessageType.TERMINATION_ACK_MESSAGE
 
 
-def test_an_unregistered_message_class_is_an_error_for_the_writer_and_the_json_form() -> None:
+def test_an_unregistered_message_class_is_an_error_for_both_machines_and_the_json_form() -> None:
     writer = WriterMachine(0, 0, 1, ShuffleSettings(), 0.0)
     with pytest.raises(UsageError, match="not a registered"):
         writer.received("conn", Unregistered(), 0.0)  # type: ignore[arg-type]
+    reader = ReaderMachine(0, 0, [0], ShuffleSettings(), 0.0)
+    reader.connected(0, 0.0)
+    with pytest.raises(UsageError, match="not a registered"):
+        reader.received(0, Unregistered(), 0.0)  # type: ignore[arg-type]
     with pytest.raises(UsageError, match="not a registered"):
         to_json(Unregistered())  # type: ignore[arg-type]
 
