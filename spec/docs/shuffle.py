@@ -30,19 +30,20 @@ from spec.shuffle.messages import (
     TerminationAckMessage,
     TerminationControlMessage,
 )
+from spec.shuffle.registry import KINDS
 from spec.shuffle.settings import SETTINGS
 
-_MESSAGES: dict[MessageType, tuple[str, type[Any], Message]] = {
-    MessageType.DATA_MESSAGE_UNSAFE_ROW: ("message-data", DataMessage, DataMessage(
+_MESSAGES: dict[MessageType, tuple[str, Message]] = {
+    MessageType.DATA_MESSAGE_UNSAFE_ROW: ("message-data", DataMessage(
         seq=5, writer_id=3, reader_id=7, checksum=0x53518FAB, payload=b"\x01\x02\x03\x04\x05")),
-    MessageType.CREDIT_CONTROL_MESSAGE: ("message-credit", CreditMessage,
-                                         CreditMessage(writer_id=3, reader_id=7, num_messages=1)),
-    MessageType.TERMINATION_CONTROL_MESSAGE: ("message-termination-control", TerminationControlMessage,
+    MessageType.CREDIT_CONTROL_MESSAGE: ("message-credit", CreditMessage(writer_id=3, reader_id=7, num_messages=1)),
+    MessageType.TERMINATION_CONTROL_MESSAGE: ("message-termination-control",
                                               TerminationControlMessage(seq=6, writer_id=3, reader_id=7)),
-    MessageType.TERMINATION_ACK_MESSAGE: ("message-termination-ack", TerminationAckMessage,
+    MessageType.TERMINATION_ACK_MESSAGE: ("message-termination-ack",
                                           TerminationAckMessage(seq=6, writer_id=3, reader_id=7)),
 }
-"""Anchor, message class and an example (the bytes Spark's encoder produced) per type."""
+"""Anchor and an example (the bytes Spark's encoder produced) per type; the class and sender are the
+registry's (spec/shuffle/registry.py)."""
 
 
 def _field_type(sub: Any) -> str:
@@ -92,11 +93,12 @@ def introduction() -> str:
 
 def common_header() -> str:
     rows = list(_rows(COMMON_HEADER, 0))
-    types = "\n".join(f"| {int(t)} | `{t.name}` | [{t.name}](#{_MESSAGES[t][0]}) |" for t in MessageType)
+    types = "\n".join(f"| {int(t)} | `{t.name}` | {k.sender.value} | [{t.name}](#{_MESSAGES[t][0]}) |"
+                      for t, k in KINDS.items())
     return (
         '<a id="common-header"></a>\n## Common header\n\n'
         f"Every body starts with these {COMMON_HEADER.sizeof()} bytes.\n\n" + _table(rows) +
-        "\n| type_id | Spark enum | section |\n|---:|---|---|\n" + types + "\n\n"
+        "\n| type_id | Spark enum | sent by | section |\n|---:|---|---|---|\n" + types + "\n\n"
         "The wire value is the explicit id, not the Java ordinal. A decoder validates the type id "
         "**before** it reads `seq` (a 4-byte body with an unknown id fails as an unknown type).\n"
     )
@@ -104,7 +106,9 @@ def common_header() -> str:
 
 def message_bodies() -> str:
     parts = []
-    for kind, (anchor, cls, example) in _MESSAGES.items():
+    for kind, registered in KINDS.items():
+        anchor, example = _MESSAGES[kind]
+        cls = registered.message
         rows = list(_rows(COMMON_HEADER, 0)) + list(_rows(FIELDS_BY_TYPE[kind], COMMON_HEADER.sizeof()))
         fixed = codec.HEADER_LENGTH[kind]
         if kind is MessageType.DATA_MESSAGE_UNSAFE_ROW:
@@ -115,7 +119,8 @@ def message_bodies() -> str:
         widths = [4, 8] + [sub.sizeof() for sub in FIELDS_BY_TYPE[kind].subcons]
         doc = (inspect.getdoc(cls) or "").replace("``", "`")
         parts.append(
-            f'<a id="{anchor}"></a>\n## {kind.name} (type {int(kind)})\n\n{doc}\n\nBody size: {size}.\n\n'
+            f'<a id="{anchor}"></a>\n## {kind.name} (type {int(kind)})\n\n{doc}\n\n'
+            f"Sent by the {registered.sender.value}. Body size: {size}.\n\n"
             + _table(rows)
             + f"\nExample (bytes from Spark's encoder), `{json.dumps(jsonform.to_json(example))}`:\n\n"
             f"```\n{_hex_groups(codec.encode_body(example), widths)}\n```\n"
@@ -139,7 +144,7 @@ def _body_rules() -> str:
 
 
 def frame() -> str:
-    example = _MESSAGES[MessageType.DATA_MESSAGE_UNSAFE_ROW][2]
+    example = _MESSAGES[MessageType.DATA_MESSAGE_UNSAFE_ROW][1]
     return (
         '<a id="frame"></a>\n## Transport frame\n\n'
         "Each body travels as the body of one Spark transport `OneWayMessage` "
