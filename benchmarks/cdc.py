@@ -28,6 +28,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
 from reference.cdc.postgres_server import PostgresServer, postgres_bin_dir
 from reference.cdc.replicate import replicate
 from reference.cdc.source import SlotSource, SlotSpec
@@ -135,6 +137,7 @@ def _steady(server: PostgresServer, sync: SyncServerProcess, args: argparse.Name
 
 def main(args: argparse.Namespace) -> int:
     flush = FlushSettings()
+    pa.array([0])  # pyarrow imports pandas on its first conversion (0.3-0.5 s here): once per process, not per backlog
     with PostgresServer() as server, tempfile.TemporaryDirectory(prefix="bench-cdc-") as store:
         sync = SyncServerProcess(str(Path(store) / "store"), Path(store) / "server.log", flush)
         sync.start()

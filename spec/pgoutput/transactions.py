@@ -52,7 +52,7 @@ from spec.pgoutput.messages import (
     TupleValue,
     Update,
 )
-from spec.pgoutput.types import UnmappedValue, pg_type, read_text
+from spec.pgoutput.types import TYPES, UnmappedValue, pg_type, read_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +77,8 @@ class _Described:
     image: TableImage | None = None
     key_positions: tuple[int, ...] = ()
     value_positions: tuple[int, ...] = ()
+    readers: tuple[tuple[Callable[[str, int], object], int], ...] = ()
+    """Per column, its text reader and type modifier (the plain path of :meth:`TransactionAssembler._plain_row`)."""
 
 
 @dataclass(slots=True)
@@ -145,6 +147,8 @@ class TransactionAssembler:
                 raise NoReplicaIdentity(rel.table)
             described.key_positions = tuple(names.index(k) for k in keys)
             described.value_positions = tuple(i for i in range(len(names)) if i not in described.key_positions)
+            described.readers = tuple((pg_type(c.type_oid).read, c.type_modifier) if c.type_oid in TYPES else
+                                      (_unmapped, c.type_modifier) for c in rel.columns)
             described.image = TableImage(rel.table, tuple(self._typed(rel, i) for i in described.key_positions),
                                          tuple(self._typed(rel, i) for i in described.value_positions))
         return described.image
@@ -164,7 +168,7 @@ class TransactionAssembler:
         out = self._changes.setdefault(image.path, [])
         self._tables[image.path] = image
         if isinstance(message, Insert):
-            row = self._row(described, message.new, None, "in an insert")
+            row = _plain_row(described, message.new) or self._row(described, message.new, None, "in an insert")
             out.append(self._insert(described, image, row))
         elif isinstance(message, Delete):
             old = self._row(described, message.old, None, "in a delete key", keys_only=True)
@@ -244,6 +248,30 @@ def _check_followable(old: Relation, new: Relation) -> None:
         keys_now = [c.name for c in new.columns if c.key]
         if keys_before and keys_now and keys_before != keys_now:
             raise UnappliableSchemaChange(new.table, f"the replica identity key changed from {keys_before} to {keys_now}")
+
+
+def _unmapped(text: str, _: int) -> object:
+    raise UnmappedValue("not mapped")
+
+
+def _plain_row(described: _Described, data: TupleData) -> list[object] | None:
+    """The values of a tuple of text values and NULLs that all read (what nearly every insert is), in one loop;
+    None for anything else, which :meth:`TransactionAssembler._row` reads or names the fault of."""
+    readers = described.readers
+    if len(data) != len(readers) or not data:
+        return None
+    row: list[object] = []
+    try:
+        for (read, modifier), value in zip(readers, data):
+            if value.kind is ColumnKind.TEXT and value.value is not None:
+                row.append(read(value.value.decode("utf-8"), modifier))
+            elif value.kind is ColumnKind.NULL:
+                row.append(None)
+            else:
+                return None
+    except (ValueError, UnmappedValue, UnicodeDecodeError):
+        return None
+    return row
 
 
 _UNCHANGED: object = object()
