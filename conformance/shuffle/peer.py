@@ -370,9 +370,13 @@ class PeerWriter:
 
     ctx: CaseContext
     writer_id: int
+    """The partition id its DATA and TERMINATION_CONTROL name."""
     reader_id: int
     num_readers: int
     settings: ShuffleSettings = PEER_SETTINGS
+    directory_id: int | None = None
+    """The id the reader under test knows it by and names in its handshake (a later job's map task id;
+    None: the partition id, docs/spec/shuffle.md#channel-ids)."""
     server: socket.socket = field(init=False)
     machine: WriterMachine = field(init=False)
     link: Link | None = None
@@ -385,7 +389,8 @@ class PeerWriter:
 
     def __post_init__(self) -> None:
         self.server = socket.create_server(("127.0.0.1", 0))
-        self.machine = WriterMachine(0, self.writer_id, self.num_readers, self.settings, self.clock)
+        self.machine = WriterMachine(0, self.writer_id, self.num_readers, self.settings, self.clock,
+                                     directory_id=self.directory_id)
 
     @property
     def address(self) -> tuple[str, int]:
@@ -437,7 +442,7 @@ class PeerWriter:
         """What a conforming reader sends next, judging by what the peer wrote and heard so far."""
         credits = len(self.credits())
         if credits == 0:
-            return Owed(CreditMessage, f"the handshake CREDIT(w={self.writer_id} r={self.reader_id} num=1)",
+            return Owed(CreditMessage, f"the handshake CREDIT(w={self.machine.directory_id} r={self.reader_id} num=1)",
                         READER_CREDIT_FIRST)
         data = [m for m in self.connected.sent if isinstance(m, DataMessage)]
         if len(data) > credits - 1:

@@ -29,6 +29,7 @@ from conformance.shuffle.targets import (
     open_target,
 )
 from conformance.shuffle.suite.helpers import (
+    CHANNEL_IDS,
     CHECKSUM,
     CheckFn,
     EXCLUSIVE_BINDING,
@@ -60,6 +61,7 @@ from conformance.shuffle.suite.reader_cases import (
     OTHER_TRANSPORT_TYPE,
     r_credit_first,
     r_credits_each_data,
+    r_later_job_ids,
     r_fast_writer,
     r_frames,
     r_split_and_coalesced,
@@ -130,6 +132,9 @@ CASES: Final = (
        spec_ref=EXCLUSIVE_BINDING),
     _c("handshake/reader-credit-first", MUST, R, "A reader's first message on a new connection is CREDIT(writer, "
        "reader, 1) with seq 0", r_credit_first),
+    _c("handshake/reader-later-job-ids", MUST, R, "In a later job a reader names its writer by the directory "
+       "id (Spark: the map task id) in the handshake CREDIT and echoes the partition id the writer's DATA and "
+       "TERMINATION_CONTROL name in every later CREDIT and the ack", r_later_job_ids, spec_ref=CHANNEL_IDS),
     # data
     _c("data/writer-delivers-in-order", MUST, W, "A writer delivers every record for a reader exactly once, in "
        "order, in DATA naming its writer id and the reader id", w_delivery),

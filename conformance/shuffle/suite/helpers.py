@@ -38,6 +38,7 @@ CONNECTION_TIMEOUT = "STREAMING_SHUFFLE_WRITER_CONNECTION_TIMEOUT"
 ACK_TIMEOUT = "STREAMING_SHUFFLE_TERMINATION_ACK_TIMEOUT"
 ALREADY_BOUND, MISMATCHED_IDS = "READER_ALREADY_BOUND", "MISMATCHED_CHANNEL_IDS"
 EXCLUSIVE_BINDING: Final = "docs/spec/shuffle.md#exclusive-binding"
+CHANNEL_IDS: Final = "docs/spec/shuffle.md#channel-ids"
 
 PEER_WRITER_ID, READER_ID_UNDER_TEST = 3, 1
 """Reader cases: the peer is writer 3 of a shuffle whose reader under test has id 1 (not 0, so a

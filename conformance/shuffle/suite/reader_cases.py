@@ -56,8 +56,10 @@ class ReaderSession:
     def __init__(self, t: ShuffleTarget, ctx: CaseContext, workload: Workload = READER_WORKLOAD,
                  other_writers: int = 0) -> None:
         """``other_writers``: the reader also reads that many more peer writers (ids after the first), which
-        accept its connection and send nothing."""
-        self.peer = PeerWriter(ctx, PEER_WRITER_ID, READER_ID_UNDER_TEST, READER_ID_UNDER_TEST + 1)
+        accept its connection and send nothing. The peer writer names itself PEER_WRITER_ID; the reader
+        knows it by ``workload.writer_id`` (another id in a later job)."""
+        self.peer = PeerWriter(ctx, PEER_WRITER_ID, READER_ID_UNDER_TEST, READER_ID_UNDER_TEST + 1,
+                               directory_id=workload.writer_id)
         self.others = [PeerWriter(ctx, PEER_WRITER_ID + 1 + i, READER_ID_UNDER_TEST, READER_ID_UNDER_TEST + 1)
                        for i in range(other_writers)]
         self.ctx = ctx
@@ -142,6 +144,31 @@ def r_credits_each_data(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
         want = CreditMessage(writer_id=PEER_WRITER_ID, reader_id=READER_ID_UNDER_TEST, num_messages=1, seq=0)
         ok = credits == [want] * len(BATCHES)
         return Verdict(ok, f"{describe(want)} after each of {len(BATCHES)} DATA", s.heard())
+
+
+PEER_MAP_ID: Final = 11
+"""The peer writer's directory id in a later job (Spark: its map task id), other than its partition id."""
+LATER_JOB_READER_WORKLOAD: Final = Workload(READER, writer_id=PEER_MAP_ID, reader_id=READER_ID_UNDER_TEST)
+
+
+def r_later_job_ids(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
+    """A later job (docs/spec/shuffle.md#channel-ids): the reader knows its writer by map task id 11 and
+    names it in the handshake; the writer names itself by partition 3, which every later CREDIT and the
+    ack echo; the stream completes."""
+    with ReaderSession(t, ctx, LATER_JOB_READER_WORKLOAD) as s:
+        heard: list[Message | None] = [s.first]
+        data = s.data(*BATCHES[:2])
+        for message in data:
+            s.send(message)
+            heard.append(s.expect(CreditMessage))
+        terminator = s.terminator()
+        s.send(terminator)
+        heard.append(s.expect(TerminationAckMessage))
+        echo = CreditMessage(writer_id=PEER_WRITER_ID, reader_id=READER_ID_UNDER_TEST, num_messages=1, seq=0)
+        want: list[Message | None] = [CreditMessage(writer_id=PEER_MAP_ID, reader_id=READER_ID_UNDER_TEST, num_messages=1, seq=0),
+                *[echo] * len(data),
+                TerminationAckMessage(seq=terminator.seq, writer_id=PEER_WRITER_ID, reader_id=READER_ID_UNDER_TEST)]
+        return Verdict(heard == want, ", ".join(describe(m) for m in want if m is not None), s.heard())
 
 
 def ack_echo(batches: Sequence[Sequence[bytes]]) -> CheckFn:
