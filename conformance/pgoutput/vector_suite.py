@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from conformance.framework import VectorResult
-from spec.pgoutput.changes import after_truncate
+from spec.pgoutput.changes import TablePut
 from spec.pgoutput.errors import PgOutputError
 from spec.pgoutput.messages import (
     StandbyStatusUpdate,
@@ -98,8 +98,8 @@ def transactions_json(messages: list[bytes], primary_keys: dict[str, list[str]])
             tables = {}
             for path, changes in tx.changes.items():
                 image = tx.tables[path]
-                truncate, rows = after_truncate(changes)
-                batch = image.batch(rows)
+                put = TablePut.of(changes)
+                truncate, batch = put.truncate, put.batch()
                 tables[path] = {"descriptors": [[d.role, d.name] for d in image.descriptors()],
                                 "columns": [f"{f.name}: {f.type}" for f in batch.schema],
                                 "rows": [[value_json(v) for v in row.values()] for row in batch.to_pylist()],

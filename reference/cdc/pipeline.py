@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from reference.cdc.pgwire import PgAddress
-from reference.cdc.replicate import IDLE_S, table_put
+from reference.cdc.replicate import IDLE_S, sync_put
 from reference.cdc.source import SlotSource, SlotSpec, SourceSetupError
 from reference.cdc.verify import TableDifference, verify
 from reference.cluster.config import DriverCluster
@@ -42,7 +42,7 @@ from reference.pipeline.routing import owner
 from reference.pipeline.syncserver import SyncServerProcess, pythonpath
 from reference.sync.client import SyncClient
 from spec.errors import RuntimeFailure
-from spec.pgoutput.changes import Op, RowChange
+from spec.pgoutput.changes import Op, RowChange, TablePut
 from spec.pgoutput.errors import PgOutputError
 from spec.pgoutput.feedback import PartsDurability
 from spec.pgoutput.lookup import RowLookup, whole_row
@@ -244,7 +244,7 @@ class SinkCounts:
 def sink_partition(config: CdcConfig, reader: int, records: Iterator[tuple[int, ShuffledRecord]]) -> Iterator[SinkCounts]:
     """A sink task: each complete part of a table becomes one sync transaction of that table's origin."""
     clients: dict[str, SyncClient] = {}
-    open_parts: dict[tuple[int, str], list[RowChange]] = {}
+    open_parts: dict[tuple[int, str], TablePut] = {}  # held as Arrow as they arrive (TablePut)
     counts = SinkCounts(reader)
     try:
         for _, record in records:
@@ -254,9 +254,9 @@ def sink_partition(config: CdcConfig, reader: int, records: Iterator[tuple[int, 
                 continue
             commit_lsn, size, _committed, change = record
             path = change.table.path
-            part = open_parts.setdefault((commit_lsn, path), [])
-            part.append(change)
-            if len(part) < size:
+            part = open_parts.setdefault((commit_lsn, path), TablePut())
+            part.add(change)
+            if part.changes < size:
                 continue
             del open_parts[(commit_lsn, path)]
             origin = sync_origin(config.slot, path, reader)
@@ -264,9 +264,9 @@ def sink_partition(config: CdcConfig, reader: int, records: Iterator[tuple[int, 
             if client is None:
                 client = clients[origin] = SyncClient(config.sync_location, origin, deadline_s=config.sync_deadline_s,
                                                       message_bytes=config.message_bytes)
-            client.send_transaction(commit_lsn, [table_put(part)])
+            client.send_transaction(commit_lsn, [sync_put(part)])
             counts.parts += 1
-            counts.rows += len(part)
+            counts.rows += part.changes
         if open_parts:
             raise RuntimeError(f"sink {reader}: the stream ended inside {len(open_parts)} parts")
     finally:

@@ -20,7 +20,7 @@ from reference.cdc.source import SlotSource
 from reference.sync.client import SyncClient, SyncPut, SyncUnavailable
 from streamwire.cli import one_line
 from spec.errors import RuntimeFailure
-from spec.pgoutput.changes import RowChange, after_truncate
+from spec.pgoutput.changes import TablePut
 from spec.pgoutput.coalesce import Batch, Coalesced
 from spec.pgoutput.messages import format_lsn
 from spec.pgoutput.outage import Away, OutagePolicy, postgres_transient
@@ -59,18 +59,16 @@ def _warn(line: str) -> None:
     print(f"cdc: {line}", file=sys.stderr, flush=True)
 
 
-def table_put(changes: list[RowChange]) -> SyncPut:
-    """The put of one table's changes, in its latest image (a column added in the transaction is in it);
-    after a TRUNCATE it empties the table first (the sync truncate extension, which this project's
-    sync server has) and carries only what followed."""
-    image = changes[-1].table
-    truncate, rows = after_truncate(changes)
-    return SyncPut(image.path, image.batch(rows), image.descriptors(), truncate=truncate)
+def sync_put(put: TablePut) -> SyncPut:
+    """One table's put of a transaction; after a TRUNCATE it empties the table first (the sync truncate
+    extension, which this project's sync server has)."""
+    assert put.image is not None
+    return SyncPut(put.image.path, put.batch(), put.image.descriptors(), truncate=put.truncate)
 
 
 def puts_of(tx: SourceTransaction | Coalesced) -> list[SyncPut]:
     """One put per table the transaction touched."""
-    return [table_put(changes) for changes in tx.changes.values() if changes]
+    return [sync_put(TablePut.of(changes)) for changes in tx.changes.values() if changes]
 
 
 def settled_durable(client: SyncClient) -> int | None:

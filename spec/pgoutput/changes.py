@@ -10,10 +10,12 @@ new one that keeps the old row's values where CHANGED is false.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
+from typing import Final
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from spec.pgoutput.errors import UnresolvedToast
 from spec.sync.messages import ColumnDescriptor, ColumnRole
@@ -41,7 +43,7 @@ class TableImage:
                           *(f for v, t in self.values for f in (pa.field(v, t), pa.field(f"changed.{v}", pa.bool_())))])
 
     def batch(self, changes: list[RowChange]) -> pa.Table:
-        """The sync batch of ``changes`` (all of this table, none a TRUNCATE: :func:`after_truncate`), in order."""
+        """The sync batch of ``changes`` (all of this table and image, none a TRUNCATE: :class:`TablePut`), in order."""
         assert all(c.op is not Op.TRUNCATE for c in changes), "a TRUNCATE is a put's flag, not a row"
         columns: list[list[object]] = [[] for _ in range(2 * len(self.keys) + 2 * len(self.values))]
         nk = len(self.keys)
@@ -54,6 +56,21 @@ class TableImage:
                 columns[2 * nk + 2 * j + 1].append(change.changed[j])
         return pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(columns, self.schema())],
                                     schema=self.schema())
+
+    def conform(self, batch: pa.Table, image: TableImage) -> pa.Table:
+        """``batch`` of ``image`` (an earlier image of this table, with the same keys) in this image: a
+        value column added since is null, CHANGED in an insert (no old key) and unchanged otherwise;
+        one dropped since is left out."""
+        if image == self:
+            return batch
+        inserts = pc.is_null(batch.column(f"old.{self.keys[0][0]}"))
+        columns: list[pa.ChunkedArray | pa.Array] = [batch.column(f.name) for f in list(self.schema())[:2 * len(self.keys)]]
+        for name, kind in self.values:
+            if name in batch.column_names:
+                columns += [batch.column(name), batch.column(f"changed.{name}")]
+            else:
+                columns += [pa.nulls(batch.num_rows, kind), inserts]
+        return pa.Table.from_arrays(columns, schema=self.schema())
 
 
 class Op(str, Enum):
@@ -96,29 +113,64 @@ class RowChange:
         return (RowChange(self.table, Op.DELETE, self.old_key, None, None, nothing),
                 RowChange(self.table, Op.INSERT, None, self.new_key, self.values, self.changed))
 
-    def in_image(self, image: TableImage) -> RowChange:
-        """This change in ``image``, a later image of its table (after ``ALTER TABLE`` in the same transaction):
-        a column added since is null in an insert and unchanged in an update; one dropped since is left out."""
-        if image is self.table:
-            return self
-        names = [name for name, _ in self.table.values]
-        at = {name: i for i, name in enumerate(names)}
-        values = None if self.values is None else tuple(
-            self.values[at[name]] if name in at else None for name, _ in image.values)
-        changed = tuple(self.changed[at[name]] if name in at else self.op is Op.INSERT for name, _ in image.values)
-        return RowChange(image, self.op, self.old_key, self.new_key, values, changed)
-
     @classmethod
     def truncate(cls, table: TableImage) -> RowChange:
         """``TRUNCATE`` of ``table``."""
         return cls(table, Op.TRUNCATE, None, None, None, (False,) * len(table.values))
 
 
-def after_truncate(changes: list[RowChange]) -> tuple[bool, list[RowChange]]:
-    """Whether a table's changes (in order) truncate it, and the changes after the last TRUNCATE in the
-    table's latest image: what one sync put sends (the truncate extension empties the table, then
-    applies them; what came before is gone)."""
-    last = max((i for i, c in enumerate(changes) if c.op is Op.TRUNCATE), default=None)
-    kept = changes if last is None else changes[last + 1:]
-    image = changes[-1].table
-    return last is not None, [c.in_image(image) for c in kept]
+
+CHUNK_ROWS: Final = 4096
+"""Changes a :class:`TablePut` turns into Arrow at a time: a part of any size is held as Arrow, not as
+Python objects, and no single conversion holds the interpreter long (a task's heartbeat thread
+must run meanwhile)."""
+
+
+@dataclass(slots=True)
+class TablePut:
+    """One table's changes of one transaction, as they arrive, becoming what one sync put sends: the
+    changes after the last TRUNCATE (``truncate``: the put empties the table first, the sync
+    truncate extension), in the table's latest image (after an ``ALTER TABLE`` in the transaction, a
+    column added since is null in the earlier inserts and unchanged in the earlier updates and deletes;
+    one dropped since is left out). Held as Arrow batches of :data:`CHUNK_ROWS` changes."""
+
+    changes: int = 0
+    """Changes added, TRUNCATEs included."""
+    truncate: bool = False
+    image: TableImage | None = None
+    _batches: list[tuple[TableImage, pa.Table]] = field(default_factory=list)
+    _pending: list[RowChange] = field(default_factory=list)
+
+    def add(self, change: RowChange) -> None:
+        self.changes += 1
+        if change.op is Op.TRUNCATE:
+            self.truncate, self._batches, self._pending = True, [], []
+        else:
+            if self._pending and self._pending[0].table != change.table:
+                self._seal()
+            self._pending.append(change)
+            if len(self._pending) >= CHUNK_ROWS:
+                self._seal()
+        self.image = change.table
+
+    @classmethod
+    def of(cls, changes: list[RowChange]) -> TablePut:
+        """``changes`` (of one table, in order) as one put."""
+        put = cls()
+        for change in changes:
+            put.add(change)
+        return put
+
+    def _seal(self) -> None:
+        if self._pending:
+            image = self._pending[0].table
+            self._batches.append((image, image.batch(self._pending)))
+            self._pending = []
+
+    def batch(self) -> pa.Table:
+        """The put's batch, in the latest image."""
+        assert self.image is not None, "no change added"
+        self._seal()
+        image = self.image
+        return pa.concat_tables([image.conform(batch, was) for was, batch in self._batches] or [image.schema().empty_table()])
+

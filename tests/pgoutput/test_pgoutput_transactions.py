@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from conformance.pgoutput.vector_suite import load
-from spec.pgoutput.changes import Op, after_truncate
+from spec.pgoutput.changes import Op, TablePut
 from spec.pgoutput.errors import (
     NoReplicaIdentity,
     OutOfOrder,
@@ -165,9 +165,9 @@ def test_truncate_is_a_change_of_each_table_in_order_and_its_put_carries_what_fo
     tx = machine.feed(Commit(0, 10, 20, 0))
     assert tx is not None
     assert [c.op for c in tx.changes["public/t"]] == [Op.INSERT, Op.TRUNCATE, Op.INSERT]
-    truncate, rows = after_truncate(tx.changes["public/t"])
-    assert truncate and [c.new_key for c in rows] == [(2,)]
-    assert after_truncate(tx.changes["public/t"][:1]) == (False, tx.changes["public/t"][:1])
+    put = TablePut.of(tx.changes["public/t"])
+    assert put.truncate and put.changes == 3 and put.batch().column("new.id").to_pylist() == [2]
+    assert not TablePut.of(tx.changes["public/t"][:1]).truncate
 
 
 def test_descriptors_pair_old_and_new_keys_and_flag_every_value() -> None:
