@@ -7,10 +7,11 @@ import datetime as dt
 import decimal
 from collections.abc import Iterator
 
+import pyarrow as pa
 import pytest
 
 from conformance.pgoutput.vector_suite import load
-from spec.pgoutput.changes import Op, TablePut
+from spec.pgoutput.changes import CHUNK_ROWS, Op, RowChange, TableImage, TablePut
 from spec.pgoutput.errors import (
     NoReplicaIdentity,
     OutOfOrder,
@@ -200,3 +201,20 @@ def test_a_column_whose_arrow_type_changed_or_a_changed_key_stops_the_stream() -
         machine.feed(Relation(7, "public", "t", "d", (old.columns[0], RelationColumn(False, "v", 20, -1))))
     with pytest.raises(UnappliableSchemaChange, match=r"the replica identity key changed from \['id'\] to \['v'\]"):
         machine.feed(Relation(7, "public", "t", "i", (RelationColumn(False, "id", 20, -1), RelationColumn(True, "v", 23, -1))))
+
+
+def test_a_put_is_held_as_arrow_in_the_tables_latest_image() -> None:
+    a = TableImage("public/t", (("id", pa.int64()),), (("v", pa.string()),))
+    b = TableImage("public/t", (("id", pa.int64()),), (("v", pa.string()), ("w", pa.int32())))
+    put = TablePut()
+    for k in range(CHUNK_ROWS + 10):  # more than one chunk in the first image
+        put.add(RowChange(a, Op.INSERT, None, (k,), ("x",), (True,)))
+    put.add(RowChange(a, Op.UPDATE, (1,), (1,), (None,), (False,)))
+    put.add(RowChange(b, Op.INSERT, None, (-1,), ("y", 7), (True, True)))  # after ADD COLUMN w
+    batch = put.batch()
+    assert batch.schema == b.schema() and batch.num_rows == CHUNK_ROWS + 12 and put.changes == CHUNK_ROWS + 12
+    rows = batch.slice(CHUNK_ROWS + 9).to_pylist()
+    assert [(r["new.id"], r["w"], r["changed.w"], r["changed.v"]) for r in rows] == [
+        (CHUNK_ROWS + 9, None, True, True), (1, None, False, False), (-1, 7, True, True)]
+    put.add(RowChange.truncate(b))
+    assert put.truncate and put.batch().num_rows == 0
