@@ -32,7 +32,7 @@ from spec.shuffle.messages import (
     TerminationAckMessage,
 )
 from spec.shuffle.records import decode_records
-from spec.shuffle.registry import kind_of
+from spec.shuffle.registry import READER_EVENTS, kind_of
 from spec.shuffle.settings import ShuffleSettings
 from spec.shuffle.steps import (
     Completed,
@@ -182,7 +182,7 @@ class ReaderMachine(ChannelMachine[ReaderChannelState, ReaderChannelEvent]):
             self._data(writer_id, message.seq, message.writer_id, message.reader_id, message.checksum,
                        message.payload)
             return
-        event = kind_of(message).reader_event  # the registry's: an unregistered class is a UsageError
+        event = READER_EVENTS.get(type(message)) or kind_of(message).reader_event  # kind_of: UsageError if unregistered
         ch = self._admitted(writer_id, message.type, message.seq, message.writer_id, message.reader_id,
                             event is _TERMINATION)
         if ch is None:

@@ -96,6 +96,10 @@ KINDS: Final[Mapping[MessageType, MessageKind]] = {
 
 BY_CLASS: Final[Mapping[MessageClass, MessageKind]] = {kind.message: kind for kind in KINDS.values()}
 
+WRITER_EVENTS: Final[Mapping[MessageClass, WriterChannelEvent]] = {k.message: k.writer_event for k in KINDS.values()}
+READER_EVENTS: Final[Mapping[MessageClass, ReaderChannelEvent]] = {k.message: k.reader_event for k in KINDS.values()}
+"""Each class's event at the writer and the reader, for the per-message paths (one lookup, no call)."""
+
 
 def kind_of(message: Message) -> MessageKind:
     """The registered kind of ``message``; a class not registered is a caller's bug (UsageError)."""

@@ -34,7 +34,7 @@ from spec.shuffle.messages import (
     TerminationControlMessage,
 )
 from spec.shuffle.records import RECORD_LENGTH
-from spec.shuffle.registry import kind_of
+from spec.shuffle.registry import WRITER_EVENTS, kind_of
 from spec.shuffle.settings import ShuffleSettings, key_of
 from spec.shuffle.steps import (
     Bound,
@@ -68,6 +68,7 @@ _DONE = frozenset({WriterState.COMPLETED, WriterState.FAILED})
 _RUNNING, _LEFT = WriterState.RUNNING, WriterChannelState.LEFT
 _FLUSH, _CREDIT = WriterChannelEvent.FLUSH, WriterChannelEvent.CREDIT
 _ACK, _UNEXPECTED = WriterChannelEvent.ACK, WriterChannelEvent.UNEXPECTED
+_EVENT_OF = WRITER_EVENTS
 """What the per-record and per-credit paths test, as module names (and ``done`` as a set): reaching an enum
 member through its class costs 0.1 µs on Python 3.11, whose EnumType has a ``__getattr__``."""
 
@@ -271,7 +272,7 @@ class WriterMachine(ChannelMachine[WriterChannelState, WriterChannelEvent]):
                 return
 
     def _receive(self, conn: Hashable, message: Message, now: float) -> None:
-        event = kind_of(message).writer_event  # the registry's: an unregistered class is a UsageError
+        event = _EVENT_OF.get(type(message)) or kind_of(message).writer_event  # kind_of: UsageError if unregistered
         if event is _UNEXPECTED:
             reader_id = self._conns.get(conn, message.reader_id)
             if 0 <= reader_id < len(self.channels):
