@@ -54,10 +54,11 @@ BUGS: tuple[Mutant, ...] = (
        "trailing bytes after a TERMINATION_CONTROL or TERMINATION_ACK body are accepted",
        equivalent="Spark 4.3.0 ignores them too, and the golden vectors rate both answers acceptable "
                   "(SparkIgnoresTrailingBytes): no case may judge them (framing/reader-trailing-bytes is INFO)"),
-    _b("codec-ack-as-termination", "codec.py",
-       "if type_id == _TERMINATION_ID:",
-       "if type_id != _CREDIT_ID:",
-       "TERMINATION_ACK decodes as TERMINATION_CONTROL"),
+    _b("registry-ack-row-as-termination", "registry.py",
+       "Sender.READER,\n        WriterChannelEvent.ACK, ReaderChannelEvent.UNEXPECTED),",
+       "Sender.READER,\n        WriterChannelEvent.UNEXPECTED, ReaderChannelEvent.TERMINATION),",
+       "the TERMINATION_ACK row classifies an ack as TERMINATION_CONTROL's row does (a copy of the row above it), "
+       "so the writer takes its acks for a terminator it never receives"),
     _b("codec-transport-type-unchecked", "codec.py",
        "        raise errors.UnsupportedTransportMessage(message_type, ONE_WAY_MESSAGE)\n",
        "        pass\n",
@@ -122,8 +123,8 @@ BUGS: tuple[Mutant, ...] = (
        "        self._surface(Deliver(",
        "no CREDIT follows a DATA"),
     _b("reader-ignores-named-reader", "reader.py",
-       "named_writer_id != writer_id or named_reader_id != self.reader_id",
-       "named_writer_id != writer_id",
+       "if names_the_pair and (named_reader_id != self.reader_id\n                               or (",
+       "if names_the_pair and ((",
        "DATA addressed to another reader is accepted"),
     # -- flush ----------------------------------------------------------------------------------
     _b("writer-flush-above-threshold", "writer.py",
