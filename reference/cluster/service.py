@@ -475,9 +475,9 @@ class ClusterService:
         return reply
 
 
-MEASURED_RENEWALS_PER_S = 16_000
-"""RENEWs one service process answered per second on the shared 2-core build machine (500 members
-sending rounds of 8 RENEWs each: 4,000 answered in 0.21-0.24 s; docs/cluster.md, "Growing over TCP")."""
+MEASURED_RENEWALS_PER_S = 10_936
+"""RENEWs one service process answered per second at 16,384 members on the shared 2-core build
+machine (``python -m benchmarks cluster``, load average 11-21; docs/cluster.md, "Growing over TCP")."""
 
 
 def judging_capacity(policy: FailurePolicy) -> str:
