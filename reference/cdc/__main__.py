@@ -1,7 +1,8 @@
 """``python -m reference.cdc``: stream a Postgres publication through a slot into a sync server.
 
     python -m reference.cdc --source postgresql://USER@HOST:PORT/DB --publication P --slot S \\
-        --sync grpc://HOST:PORT [--create-slot] [--until-lsn current|LSN] [--verify --store DIR]
+        --sync grpc://HOST:PORT [--create-slot [--snapshot initial|never] [--state-dir DIR]] \\
+        [--until-lsn current|LSN] [--max-retained-wal SIZE] [--verify --store DIR]
 
 One process, one sync origin (the slot's name). The pipeline on PySpark, with the streaming
 shuffle routing by key to several sinks, is ``python -m reference.pipeline --source ...``.
@@ -37,7 +38,8 @@ from spec.pgoutput.snapshot import SnapshotRefused
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m reference.cdc", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--source", required=True, help="postgresql://USER[:PASSWORD]@HOST:PORT/DB (or PGPASSWORD)")
+    p.add_argument("--source", required=True, help="postgresql://USER[:PASSWORD]@HOST:PORT/DB[?sslmode=verify-full&sslrootcert=CA.pem] "
+                                             "(or PGPASSWORD, PGSSLMODE, PGSSLROOTCERT)")
     p.add_argument("--publication", required=True)
     p.add_argument("--slot", required=True, help="logical replication slot (pgoutput); also the sync origin")
     p.add_argument("--create-slot", action="store_true", help="create the slot if it does not exist")
