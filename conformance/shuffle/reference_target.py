@@ -67,7 +67,8 @@ def writer(workload: dict[str, Any], settings: ShuffleSettings, options: TaskOpt
     num_readers = int(workload["num_readers"])
     try:
         task = WriterTask(coordination.ShuffleKey(int(workload["shuffle_id"]), 0), int(workload["writer_id"]),
-                          num_readers, settings, StandaloneDirectory(), options)
+                          num_readers, settings, StandaloneDirectory(), options,
+                          directory_id=workload.get("directory_id"))
     except ValueError as refused:  # the permit budget's requirement, checked as Spark's constructor does
         report(f"ERROR - {describe(refused)}")
         return 1

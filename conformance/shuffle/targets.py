@@ -78,6 +78,9 @@ class Workload:
     """Reader role: the consumer holds every DATA until :meth:`AbstractRunning.consume` (``slow-consumer``)."""
     other_writers: Mapping[int, str] = field(default_factory=dict)
     """Reader role: writers read besides ``writer_id`` (whose peer is ``CONFORMANCE_PEER``), id -> ``host:port``."""
+    directory_id: int | None = None
+    """Writer role: the id readers know the writer by and name in their handshake (a later job's map task
+    id; None: ``writer_id``, the partition id its messages name; docs/spec/shuffle.md#channel-ids)."""
 
     @property
     def shuffle_settings(self) -> ShuffleSettings:
@@ -93,6 +96,8 @@ class Workload:
         if self.role == WRITER:
             out["num_readers"] = self.num_readers
             out["records"] = {str(r): [b.hex() for b in self.records.get(r, ())] for r in range(self.num_readers)}
+            if self.directory_id is not None:
+                out["directory_id"] = self.directory_id
         else:
             out["reader_id"] = self.reader_id
             out["writer_ids"] = [self.writer_id, *self.other_writers]

@@ -85,6 +85,7 @@ from conformance.shuffle.suite.writer_cases import (
     w_connection_timeout,
     w_crc32c,
     w_delivery,
+    w_later_job_ids,
     w_duplicate_ack,
     w_empty_stream,
     w_frames,
@@ -132,6 +133,9 @@ CASES: Final = (
        spec_ref=EXCLUSIVE_BINDING),
     _c("handshake/reader-credit-first", MUST, R, "A reader's first message on a new connection is CREDIT(writer, "
        "reader, 1) with seq 0", r_credit_first),
+    _c("handshake/writer-later-job-ids", MUST, W, "In a later job a writer accepts a handshake CREDIT naming "
+       "its directory id (Spark: its map task id), names its partition id in DATA and TERMINATION_CONTROL, "
+       "and completes on the ack echoing it", w_later_job_ids, spec_ref=CHANNEL_IDS),
     _c("handshake/reader-later-job-ids", MUST, R, "In a later job a reader names its writer by the directory "
        "id (Spark: the map task id) in the handshake CREDIT and echoes the partition id the writer's DATA and "
        "TERMINATION_CONTROL name in every later CREDIT and the ack", r_later_job_ids, spec_ref=CHANNEL_IDS),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Callable, Final, Sequence
 
 from conformance.framework import CaseContext, Verdict
@@ -114,6 +115,25 @@ def _default_stream(t: ShuffleTarget, ctx: CaseContext, judge: Callable[[PeerRea
 
 def w_delivery(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
     return _default_stream(t, ctx, lambda p: stream_verdict(p, DEFAULT_RECORDS, 0))
+
+
+LATER_JOB_DIRECTORY_ID: Final = 11
+"""The writer's directory id in a later job (Spark: its map task id), other than its partition id."""
+
+
+def w_later_job_ids(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
+    """A later job (docs/spec/shuffle.md#channel-ids): the reader's handshake names the writer's directory
+    id 11, its later CREDITs and ack the partition id 5 the writer's messages name; the writer delivers
+    and completes."""
+    workload = replace(writer_workload({0: DEFAULT_RECORDS}), directory_id=LATER_JOB_DIRECTORY_ID)
+    with t.writer(workload, ctx) as impl:
+        peer = PeerReader.open(ctx, impl.address, LATER_JOB_DIRECTORY_ID, 0)
+        peer.until_terminated(STREAM_S)
+        verdict = stream_verdict(peer, DEFAULT_RECORDS, MULTI_WRITER_ID)
+        done = completion(impl, [peer.link])
+        ok = verdict.passed and completed_cleanly(done, [peer.link])
+        return Verdict(ok, f"after a handshake naming {LATER_JOB_DIRECTORY_ID}: " + verdict.expected
+                       + ", then completion without error", verdict.actual + "; " + done.text())
 
 
 def w_whole_records(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
