@@ -50,7 +50,7 @@ BUGS: tuple[Mutant, ...] = (
        "a DATA whose dataSize is larger than the bytes that follow is accepted"),
     _b("codec-trailing-bytes", "codec.py",
        "    if available > needed:\n",
-       "    if available > needed and type_id == _CREDIT_ID:\n",
+       "    if available > needed and c.kind is MessageType.CREDIT_CONTROL_MESSAGE:\n",
        "trailing bytes after a TERMINATION_CONTROL or TERMINATION_ACK body are accepted",
        equivalent="Spark 4.3.0 ignores them too, and the golden vectors rate both answers acceptable "
                   "(SparkIgnoresTrailingBytes): no case may judge them (framing/reader-trailing-bytes is INFO)"),
