@@ -190,7 +190,7 @@ CATALOGUE: tuple[Mutant, ...] = (
        "a data size of -1 is reported as a size mismatch, not as negative"),
     _m("codec-trailing-bytes", "shuffle/codec.py",
        "    if available > needed:\n",
-       "    if available > needed and type_id == _CREDIT_ID:\n",
+       "    if available > needed and c.kind is MessageType.CREDIT_CONTROL_MESSAGE:\n",
        "trailing bytes after a TERMINATION_CONTROL or TERMINATION_ACK body are accepted"),
     _m("codec-frame-max-exclusive", "shuffle/codec.py",
        "if not MIN_FRAME_LENGTH <= frame_length <= max_frame_length:",
