@@ -176,3 +176,16 @@ def test_a_put_whose_call_ended_is_not_recorded_and_a_claimed_one_is_not_ended()
             ended.read()
     finally:
         loop.close()
+
+
+def test_a_stop_ends_a_stalled_put_at_its_grace_saying_why(server_factory: ServerFactory) -> None:
+    """A stop's grace shorter than the put timeout ends the stalled put at the grace, UNAVAILABLE
+    ("shutting down": retry against the successor), not cut later by gRPC's own stop."""
+    server = server_factory(put_timeout_s=120)
+    with ThreadPoolExecutor(1) as pool:
+        stalled = pool.submit(do_put, server.location, _cmd("t", "A", None).to_descriptor_cmd(),
+                              [rows_batch([(None, 1, "a")])], timeout=60, done=False)
+        _wait_for(lambda: server.stats()["running_puts"] == 1)
+        server.shutdown(grace_s=0.2)
+        outcome = stalled.result()
+    assert isinstance(outcome.error, flight.FlightUnavailableError) and "shutting down" in outcome.error_text, outcome
