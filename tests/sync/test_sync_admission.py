@@ -167,6 +167,19 @@ def test_a_silent_origin_does_not_hold_the_others_past_the_transaction_timeout(
     assert sorted((r["id"], r["v"]) for r in rows) == [(1, "a"), (2, "c")]
 
 
+def test_a_silent_transaction_is_discarded_by_the_flusher_even_when_no_put_follows(
+    server_factory: ServerFactory
+) -> None:
+    """Its memory is given back at the transaction timeout, not at the next put (which may never come)."""
+    now = [0.0]
+    server = server_factory(clock=lambda: now[0], transaction_timeout_s=60)
+    assert raw_put(server.location, _cmd("t", "A", None), [rows_batch([(None, 1, "a")])]).response is not None
+    assert server.stats()["open_transactions"] == 1
+    now[0] = 60.0
+    server.run_policy()  # what the flusher does when it wakes at the timeout
+    assert server.stats()["open_transactions"] == 0 and server.stats()["in_memory_bytes"] == 0
+
+
 def test_a_client_told_its_transaction_was_discarded_replays_it(server_factory: ServerFactory, tmp_path: Path) -> None:
     now = [0.0]
     server = server_factory(clock=lambda: now[0], transaction_timeout_s=60)

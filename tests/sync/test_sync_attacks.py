@@ -28,6 +28,7 @@ from spec.sync.messages import (
     ColumnRole,
     StorageLocation,
     SyncCommand,
+    decode_response,
 )
 from tests.sync.conftest import ServerFactory, raw_put
 
@@ -309,6 +310,26 @@ def test_a_put_above_the_high_watermark_is_refused_and_nothing_is_kept(server_fa
     assert server.flush_oldest()
     out = raw_put(location, _cmd("t", "A", 2), [big])
     assert out.response is not None and out.response.accepted and out.response.memory_sequence_number == 2
+
+
+def test_a_compressed_put_is_held_to_the_watermark_by_its_decoded_size(server_factory: ServerFactory) -> None:
+    """Arrow IPC bodies may be compressed: the bytes read are few, the changes they decode to are not.
+    What the put would add to pending memory counts, so it waits (accepted=false) and nothing is kept."""
+    batch = rows_batch([(None, i, "x" * 1000) for i in range(1000)])  # 1 MB decoded, a few KiB compressed
+    server = server_factory(max_in_memory_bytes=10 * batch.nbytes, high_watermark_bytes=batch.nbytes // 2)
+    client = flight.FlightClient(f"grpc://127.0.0.1:{server.port}")
+    try:
+        options = flight.FlightCallOptions(timeout=60, write_options=pa.ipc.IpcWriteOptions(compression="zstd"))
+        writer, reader = client.do_put(flight.FlightDescriptor.for_command(_cmd("t", "A", 1).to_descriptor_cmd()),
+                                       batch.schema, options=options)
+        writer.write_table(batch)
+        writer.done_writing()
+        answer = reader.read()
+        writer.close()
+    finally:
+        client.close()
+    assert answer is not None and not decode_response(answer.to_pybytes()).accepted
+    assert server.stats()["in_memory_bytes"] == 0 and server.stats()["open_transactions"] == 0
 
 
 def test_a_message_above_the_message_limit_is_refused(server_factory: ServerFactory) -> None:
