@@ -235,3 +235,15 @@ def test_a_restart_reports_each_origins_highest_durable_number_over_its_tables(t
             number = 9 if name == high else 4
             store.write(str(root / name), [change([(None, number, "x")])], {"o": number}, {"o": number})
         assert DeltaStore(str(root)).restore_durable() == {"o": 9}
+
+
+def test_a_flush_with_nothing_to_write_still_records_its_numbers(tmp_path: Path) -> None:
+    """Every item of a flush may be a replay the table holds: the commit still carries the numbers, or a
+    restart would report less durable than was acknowledged."""
+    table = tmp_path / "t"
+    store = DeltaStore(str(tmp_path))
+    store.write(str(table), [change([(None, 1, "a")])], {"o": 1}, {"o": 1})
+    store.write(str(table), [], {"o": 2}, {"o": 2})
+    restarted = DeltaStore(str(tmp_path))
+    assert restarted.read_state(str(table)).marks == {"o": 2} and restarted.restore_durable() == {"o": 2}
+    assert rows_of(table) == {1: "a"}

@@ -110,6 +110,17 @@ def test_a_flush_rewrites_only_the_files_holding_its_keys(seeded: tuple[DeltaSto
     assert len(rows) == 1000
 
 
+def test_a_flush_of_changes_in_two_column_orders_applies_both(seeded: tuple[DeltaStore, Path]) -> None:
+    """Puts whose columns come in another order are not merged into one change: each is applied, in order."""
+    store, table = seeded
+    swapped = (DESCS[1], DESCS[0], DESCS[2])  # new key first
+    batch = rows_batch([(500, 500, "second"), (None, 1, "new")]).select(["new_id", "old_id", "v"])
+    later = SquashedChange.of_put(SyncSchema.validate(swapped, batch.schema), [batch])
+    store.write(str(table), [change([(500, 500, "first"), (502, 502, "first")]), later], {"A": 2}, {"A": 2})
+    rows = {r["id"]: r["v"] for r in rows_of(store, table)}
+    assert (rows[500], rows[502], rows[1]) == ("second", "first", "new")
+
+
 def test_new_keys_join_the_file_below_them(seeded: tuple[DeltaStore, Path]) -> None:
     store, table = seeded
     last = max(live_files(table).values(), key=lambda f: f.lo)
