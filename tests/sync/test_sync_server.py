@@ -17,7 +17,7 @@ from conformance.sync.suite import DESCS, SUITE, _cmd, rows_batch
 from reference.sync.client import SyncClient, SyncPut, SyncUnavailable
 from tests.sync.conftest import raw_put
 from reference.sync.store import DeltaStore
-from spec.sync.messages import SyncCommand, TableFormat, decode_response
+from spec.sync.messages import SyncCommand, SyncResponse, TableFormat, decode_response
 from spec.sync.schema import SyncSchema
 from spec.sync.squash import SquashedChange
 from spec.sync.writer import SyncSettings
@@ -65,6 +65,30 @@ def test_a_refused_connection_is_a_retryable_failure_that_ends_in_sync_unavailab
     client = SyncClient(f"grpc://127.0.0.1:{port}", "A", deadline_s=0.0)
     with pytest.raises(SyncUnavailable, match="last: FlightUnavailableError"):
         client.probe()
+
+
+class _LosesTheFirstAnswer(SyncClient):
+    """A client whose first data put reaches the server but whose answer is lost on the way back."""
+
+    lost = False
+
+    def _call(self, put: SyncPut | None, sequence: int | None) -> SyncResponse:
+        response = super()._call(put, sequence)
+        if put is not None and sequence is not None and not self.lost:
+            self.lost = True
+            raise flight.FlightUnavailableError("the connection broke before the answer arrived")
+        return response
+
+
+def test_a_put_whose_answer_was_lost_is_not_sent_again(server_factory) -> None:  # type: ignore[no-untyped-def]
+    """The reconnect's probe shows the server holds it: sending it again would be refused (a sequence
+    number not above memory and not yet durable)."""
+    server = server_factory()
+    client = _LosesTheFirstAnswer(server.location, "A", deadline_s=30)
+    response = client.send_transaction(1, [SyncPut("t", rows_batch([(None, 1, "a")]), DESCS)])
+    client.close()
+    assert client.lost and response.memory_sequence_number == 1
+    assert server.stats()["in_memory_bytes"] > 0 and server.flush_oldest()
 
 
 class _Enough(Exception):
