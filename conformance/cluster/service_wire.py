@@ -13,6 +13,7 @@ from conformance.framework import CaseTimeout
 from spec.cluster import wire
 from spec.cluster.errors import ClusterError
 from spec.cluster.wire import ServiceKind, ServiceMessage
+from spec.shared_secret import configured_secret
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,7 +27,8 @@ class ServiceAddress:
         parts = urlsplit(url)
         if parts.scheme != "tcp" or parts.hostname is None or parts.port is None:
             raise ValueError("cluster service url must be tcp://[:SECRET@]HOST:PORT")
-        return ServiceAddress(parts.hostname, parts.port, unquote(parts.password or ""))
+        secret = configured_secret(None if parts.password is None else unquote(parts.password), "the url's secret")
+        return ServiceAddress(parts.hostname, parts.port, secret or "")
 
 
 class RawConnection:

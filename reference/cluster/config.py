@@ -16,8 +16,10 @@ from reference.cluster.etcd_gateway import EtcdEndpoint
 from reference.cluster.memory import InProcessCluster
 from reference.cluster.remote import RemoteCluster
 from reference.cluster.service import ClusterService
+from spec.auth.settings import AUTHENTICATE_KEY, SECRET_KEY, enabled
 from spec.cluster.detector import FailurePolicy
 from spec.cluster.interface import ClusterBackend
+from spec.shared_secret import configured_secret
 
 SPARK_CONF_KEY = "spark.streamwire.cluster.provider"
 SECRET_CONF_KEY = "spark.streamwire.cluster.secret"
@@ -57,11 +59,11 @@ def failure_policy(conf: Mapping[str, str]) -> FailurePolicy:
 def service_secret(conf: Mapping[str, str]) -> str | None:
     """The shared secret the driver's cluster service requires: ``spark.streamwire.cluster.secret``,
     else Spark's own ``spark.authenticate.secret`` when ``spark.authenticate`` is on, else none
-    (local runs)."""
-    if conf.get(SECRET_CONF_KEY):
-        return conf[SECRET_CONF_KEY]
-    if conf.get("spark.authenticate", "false").lower() == "true" and conf.get("spark.authenticate.secret"):
-        return conf["spark.authenticate.secret"]
+    (local runs). A setting that is present but blank raises EmptySecret naming it (never "none")."""
+    if SECRET_CONF_KEY in conf:
+        return configured_secret(conf[SECRET_CONF_KEY], SECRET_CONF_KEY)
+    if enabled(conf, AUTHENTICATE_KEY) and SECRET_KEY in conf:
+        return configured_secret(conf[SECRET_KEY], SECRET_KEY)
     return None
 
 

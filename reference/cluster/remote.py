@@ -41,6 +41,7 @@ from spec.cluster.interface import ClusterCore, FailureTiming
 from spec.cluster.model import GossipUpdate, MembershipUpdate, MembershipView, ShardLogUpdate
 from spec.cluster.types import MetadataOp, NodeId, Revision, Scope, ShardId, check_batch, check_id
 from spec.cluster.wire import ServiceKind, ServiceMessage
+from spec.shared_secret import configured_secret
 
 
 def read_message(sock: socket.socket) -> ServiceMessage | None:
@@ -112,7 +113,8 @@ class RemoteCluster:
         if parts.scheme != "tcp" or parts.hostname is None or parts.port is None:
             raise ValueError("cluster service url must be tcp://[:SECRET@]HOST:PORT")
         self.host, self.port, self.timeout = parts.hostname, parts.port, timeout
-        self.secret = unquote(parts.password or "")
+        secret = configured_secret(None if parts.password is None else unquote(parts.password), "the url's secret")
+        self.secret = secret or ""  # what HELLO carries: empty when the url names none
         self.backoff = backoff
         self._nodes: list[RemoteNode] = []
         self._timing: FailureTiming | None = None

@@ -33,7 +33,6 @@ before HELLO (spec/cluster/wire.py): a service for conformance runs only, since 
 from __future__ import annotations
 
 import argparse
-import hmac
 import logging
 import sys
 import tempfile
@@ -55,11 +54,11 @@ from spec.cluster.errors import (
     ProviderClosed,
     ProviderUnavailable,
     RevisionMismatch,
-    Unauthenticated,
 )
 from spec.cluster.model import MembershipChange, MembershipView
 from spec.cluster.types import Entry, Membership, NodeId, NodeInfo, Scope, ShardId, check_id
 from spec.cluster.wire import ServiceKind, ServiceMessage
+from spec.shared_secret import configured_secret
 from streamwire.cli import read_secret
 
 log = logging.getLogger(__name__)
@@ -264,7 +263,8 @@ class ClusterService:
     """Serves ``cluster`` on ``host:port`` (port 0: a free one, see ``port``) from one thread.
 
     ``secret``: when set, HELLO must carry it (UNAUTHENTICATED otherwise); clients find it in
-    :attr:`url` (``tcp://:SECRET@host:port``). ``ledger`` records the service's sockets and thread.
+    :attr:`url` (``tcp://:SECRET@host:port``). None turns authentication off; an empty or
+    whitespace-only secret raises EmptySecret before anything listens. ``ledger`` records the service's sockets and thread.
     ``test_controls``: a stranger may send CLOCK, RESTART, DURABLE and HELD (conformance runs only).
     """
 
@@ -273,7 +273,7 @@ class ClusterService:
                  ledger: ResourceLedger | None = None, test_controls: bool = False) -> None:
         self.cluster = cluster
         self.limits = limits
-        self._secret = secret
+        self._secret = configured_secret(secret, "the cluster service's secret")
         self._test_controls = test_controls
         self._streams: dict[Stream, _Session] = {}
         self._nodes: dict[NodeId, _Session] = {}
@@ -409,8 +409,7 @@ class ClusterService:
         try:
             if message.kind is not ServiceKind.HELLO:
                 raise MalformedMessage(f"{message.kind.name} before HELLO")
-            if self._secret is not None and not hmac.compare_digest(p["secret"].encode(), self._secret.encode()):
-                raise Unauthenticated("HELLO does not carry the cluster service's shared secret")
+            wire.check_hello_secret(p["secret"], self._secret)
             if len(self._nodes) >= self.limits.max_sessions:
                 raise ProviderUnavailable(f"the cluster service serves at most {self.limits.max_sessions} nodes")
             node_id = NodeId(check_id("node", p["node_id"]))

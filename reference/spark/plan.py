@@ -99,7 +99,7 @@ def application_conf(sc: Any) -> dict[str, str]:
     ``spark.authenticate.secret`` when ``spark.authenticate`` is on without one: the shuffle's
     connections and the cluster service then require the same secret."""
     conf: dict[str, str] = dict(sc.getConf().getAll())
-    if enabled(conf, AUTHENTICATE_KEY) and not conf.get(SECRET_KEY):
+    if enabled(conf, AUTHENTICATE_KEY) and SECRET_KEY not in conf:  # a blank one is refused, not replaced
         jvm = sc._jvm
         credentials = jvm.org.apache.hadoop.security.UserGroupInformation.getCurrentUser().getCredentials()
         generated = credentials.getSecretKey(jvm.org.apache.hadoop.io.Text(SECRET_COOKIE))

@@ -92,7 +92,7 @@ class SinkOptions:
             sequence=_number("sequence", sequence) if sequence is not None else None,
             wait_durable=options.get("waitDurable", "true").strip().lower() != "false",
             deadline_s=float(_number("deadlineSeconds", options.get("deadlineSeconds", "120"))),
-            security=ClientSecurity(token=options.get("token") or None, ca_file=options.get("caFile") or None))
+            security=ClientSecurity(token=options.get("token"), ca_file=options.get("caFile") or None))
 
     @property
     def descriptors(self) -> tuple[ColumnDescriptor, ...]:

@@ -2,6 +2,7 @@
 
 Every call must carry Arrow Flight's standard ``authorization: Bearer <token>`` header;
 a missing or wrong token is UNAUTHENTICATED before the put is read (``reference.sync.transport``).
+No token (None) turns this off; an empty or whitespace-only token is refused (``spec.shared_secret``).
 TLS is gRPC's (``grpc+tls://``, a PEM certificate and key on the server, a PEM CA file on
 pyarrow's Flight client).
 """
@@ -15,6 +16,8 @@ from pathlib import Path
 
 import pyarrow.flight as flight
 
+from spec.shared_secret import configured_secret
+
 AUTHORIZATION = "authorization"
 BEARER = "Bearer "
 
@@ -26,6 +29,9 @@ class ServerSecurity:
     token: str | None = None
     tls_cert: bytes | None = None
     tls_key: bytes | None = None
+
+    def __post_init__(self) -> None:
+        configured_secret(self.token, "the sync server's bearer token")
 
 
 def bearer_token_matches(metadata: Sequence[tuple[str, str | bytes]], token: str) -> bool:
@@ -43,6 +49,9 @@ class ClientSecurity:
 
     token: str | None = None
     ca_file: str | None = None
+
+    def __post_init__(self) -> None:
+        configured_secret(self.token, "the bearer token")
 
     def call_headers(self) -> list[tuple[bytes, bytes]]:
         """Headers for every call."""

@@ -12,6 +12,7 @@ from typing import Final, Mapping
 
 from spec.auth.ciphers import CipherName
 from spec.auth.handshake import AuthConfig
+from spec.shared_secret import configured_secret
 
 AUTHENTICATE_KEY: Final = "spark.authenticate"
 SECRET_KEY: Final = "spark.authenticate.secret"
@@ -31,12 +32,14 @@ def auth_from_conf(conf: Mapping[str, str], app_id: str, secret: str | None) -> 
     """The handshake a job's settings ask for, None when ``spark.authenticate`` is off.
 
     ``secret``: the one Spark generated for the application, used when ``spark.authenticate.secret``
-    is not set. Raises ValueError (naming the key) for a missing secret, an unknown cipher or version.
+    is not set. Raises ValueError (naming the key) for a missing secret, an unknown cipher or version,
+    and EmptySecret (a ValueError) for a blank one, set or generated.
     """
     if not enabled(conf, AUTHENTICATE_KEY):
         return None
-    chosen = conf.get(SECRET_KEY) or secret
-    if not chosen:
+    chosen = configured_secret(conf[SECRET_KEY], SECRET_KEY) if SECRET_KEY in conf else \
+        configured_secret(secret, "the application's generated secret")
+    if chosen is None:
         raise ValueError(f"{AUTHENTICATE_KEY} is true but no secret is known: set {SECRET_KEY}")
     version = conf.get(ENGINE_VERSION_KEY, "1").strip()
     if version not in ("1", "2"):

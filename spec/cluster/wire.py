@@ -6,11 +6,13 @@ checked before anything is allocated. A body is ``kind:u8 request_id:u64 payload
 a non-zero request id that the reply repeats; events pushed by the service carry 0. Revisions are
 u64 with 0 meaning "none" (an insert's expected revision), since real revisions are > 0.
 
-HELLO names the node, carries the service's shared secret (empty when none is configured), the
+HELLO names the node, carries the service's shared secret (empty when the client has none), the
 takeover token of a session it succeeds (empty: none) and, for a reconnecting client, the last
 revision it was notified of (``resume``); WELCOME returns the timing and the new session's
 takeover token. A connection-level error (a refused frame, a refused HELLO) is an ERROR with
-request id 0, sent just before the service closes the connection.
+request id 0, sent just before the service closes the connection. A service configured with a
+secret admits a HELLO only if it carries that secret (:func:`check_hello_secret`); the configured
+secret is never empty (``spec.shared_secret``), so a HELLO without one is never admitted by it.
 
 Membership reaches a node as a whole MEMBERSHIP snapshot once (its first, and after a resume), then
 as MEMBERSHIP_DELTA events: the records of the members consecutive commits changed, in commit order
@@ -40,7 +42,7 @@ from typing import Any, Sequence, TypeVar
 
 import construct as c
 
-from spec.cluster.errors import FrameTooLarge, MalformedMessage
+from spec.cluster.errors import FrameTooLarge, MalformedMessage, Unauthenticated
 from spec.cluster.interface import FailureTiming
 from spec.cluster.model import MemberRecord, MembershipChange
 from spec.cluster.types import (
@@ -60,6 +62,7 @@ from spec.cluster.types import (
     Scope,
     ShardId,
 )
+from spec.shared_secret import secret_matches
 
 E = TypeVar("E", NodeState, Scope)
 MAX_FRAME_BYTES = 16 * 1024 * 1024
@@ -205,6 +208,13 @@ def update_frames(kind: ServiceKind, entries: Sequence[Entry], limit: int = MAX_
         size += grown
     frames.append(encode(kind, 0, entries=entries_to_wire(run), **fields))
     return frames
+
+
+def check_hello_secret(presented: str, required: str | None) -> None:
+    """HELLO's admission by secret: a service that requires none (``None``) admits any HELLO; one
+    that requires a secret admits only a HELLO carrying it, and a blank one admits nobody."""
+    if required is not None and not secret_matches(presented, required):
+        raise Unauthenticated("HELLO does not carry the cluster service's shared secret")
 
 
 def body_length(header: bytes, bound: int = MAX_FRAME_BYTES) -> int:
