@@ -63,26 +63,35 @@ def _read_line(stream: IO[str]) -> str:
     return stream.readline() if ready else ""
 
 
+def _tail(path: Path, lines: int = 40) -> str:
+    """The end of the query process's stderr, for an assertion's message."""
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+
 def test_the_monitor_sees_every_frame_of_real_time_mode_with_no_violation(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     child: subprocess.Popen[str] | None = None
+    stderr = tmp_path / "query.stderr"
+    errors = stderr.open("w")
     try:
         with LiveMonitor("lo", connection_filter("", f"host {HOST}"), pcap=tmp_path / "rtm.pcap") as monitor:
             child = subprocess.Popen([sys.executable, __file__, HOST, str(ROWS)], cwd=ROOT, env=env, text=True,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors)
             assert child.stdout is not None
             line = _read_line(child.stdout)
-            delivered = int(line.split()[1]) if line.startswith("arrived ") else 0
+            assert line.startswith("arrived "), f"the Spark query did not report its rows:\n{_tail(stderr)}"
+            delivered = int(line.split()[1])
             # the batch that carried the rows ends: every connection of it terminates and closes
             _wait(lambda: sum(c.records for c in monitor.ended) >= delivered)
         assert child.stdin is not None
         child.stdin.write("stop\n")
         child.stdin.flush()
-        assert child.wait(PATIENCE_S) == 0, "the Spark query's process failed"
+        assert child.wait(PATIENCE_S) == 0, f"the Spark query's process failed:\n{_tail(stderr)}"
     finally:
         if child is not None and child.poll() is None:
             child.kill()
             child.wait()
+        errors.close()
     report = monitor.report
     summaries = [c.summary() for c in report.connections]
     assert monitor.stats.dropped == 0, "the kernel dropped packets of the watched connections"
