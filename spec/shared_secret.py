@@ -25,11 +25,16 @@ class EmptySecret(RuntimeFailure, ValueError):
                          "authentication off", setting=setting)
 
 
-def configured_secret(secret: str | None, setting: str) -> str | None:
-    """``secret`` as given (None: authentication off); raises EmptySecret naming ``setting`` when blank."""
-    if secret is not None and not secret.strip():
+def required_secret(secret: str, setting: str) -> str:
+    """``secret`` as given; raises EmptySecret naming ``setting`` when it is blank."""
+    if not secret.strip():
         raise EmptySecret(setting)
     return secret
+
+
+def configured_secret(secret: str | None, setting: str) -> str | None:
+    """``secret`` as given, None meaning authentication off; raises EmptySecret when it is blank."""
+    return None if secret is None else required_secret(secret, setting)
 
 
 def secret_matches(presented: str, configured: str) -> bool:

@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from typing import Callable, Mapping
 
+from spec.shared_secret import EmptySecret, required_secret
+
 EXIT_SETUP: int = 2
 """Bad arguments or a setup that cannot run (argparse's own code for bad arguments)."""
 
@@ -27,7 +29,8 @@ def read_secret(path: str | os.PathLike[str], option: str) -> str:
     """The shared secret held in the file ``path`` (surrounding whitespace removed), failing closed.
 
     A missing, unreadable or blank file raises SetupRefused naming ``option``: an empty secret is
-    matched by every peer that sends none, so taking it would turn authentication off. The one
+    matched by every peer that sends none, so taking it would turn authentication off (the rule of
+    ``spec.shared_secret``, which every other way of giving a secret follows too). The one
     reader of secret files for every server (the cluster service, the sync server, the shuffle's
     conformance runs), so each refuses the same files in the same words.
     """
@@ -36,9 +39,10 @@ def read_secret(path: str | os.PathLike[str], option: str) -> str:
     except (OSError, UnicodeDecodeError) as unreadable:
         reason = unreadable.strerror if isinstance(unreadable, OSError) and unreadable.strerror else unreadable
         raise SetupRefused(f"{option}: cannot read {path}: {reason}") from None
-    if not secret:
-        raise SetupRefused(f"{option}: {path} holds no secret (it is empty or only whitespace)")
-    return secret
+    try:
+        return required_secret(secret, f"{option}: {path}")
+    except EmptySecret as blank:
+        raise SetupRefused(blank.message) from None
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
