@@ -22,6 +22,7 @@ from reference.shuffle.cluster_directory import driver_directory_from_conf
 from reference.net.ledger import ResourceLedger
 from reference.net.reactor import ConnectionLimits
 from spec.cluster import wire
+from spec.cluster.detector import FailurePolicy
 from spec.cluster.errors import FrameTooLarge, MalformedMessage, NodeIdInUse, ProviderUnavailable, Unauthenticated
 from spec.cluster.types import MAX_BATCH_OPS, MAX_VALUE_BYTES, MetadataOp, NodeId, Scope
 
@@ -372,3 +373,80 @@ def test_a_node_that_reads_its_events_is_never_disconnected_for_them(cluster: In
     finally:
         remote.close()
         service.close()
+
+
+def test_a_stranger_may_announce_no_more_than_a_hello(cluster: InProcessCluster) -> None:
+    """Before HELLO the bound is MAX_HELLO_BYTES, not a node's largest request."""
+    service = ClusterService(cluster)
+    try:
+        with connect(service) as sock:
+            sock.sendall((wire.MAX_HELLO_BYTES + 1).to_bytes(wire.FRAME_HEADER.sizeof(), "big"))
+            reply = read_message(sock)
+            assert reply is not None and reply.payload["code"] == FrameTooLarge.code
+            assert closed_by_peer(sock)
+    finally:
+        service.close()
+
+
+@pytest.fixture
+def patient() -> Iterator[InProcessCluster]:
+    """A cluster whose fail_bound is longer than any wait here: no session ends for silence."""
+    cluster = InProcessCluster(FailurePolicy(heartbeat_interval=1.0, fail_after=60.0))
+    yield cluster
+    cluster.close()
+
+
+def test_a_node_that_does_not_read_its_events_is_disconnected(patient: InProcessCluster) -> None:
+    service = ClusterService(patient, limits=ServiceLimits(max_queued_bytes=64 * 1024))
+    remote = RemoteCluster(service.url)
+    try:
+        with connect(service) as deaf:
+            deaf.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            deaf.sendall(hello("deaf"))
+            deaf.sendall(wire.encode(wire.ServiceKind.JOIN_CLUSTER, 2, address="h:1"))
+            writer = remote.open_node(NodeId("writer"), Recorder())
+            writer.join_cluster("h:2")
+            value = b"v" * (MAX_VALUE_BYTES // 2)
+            for i in range(256):  # far more than the socket buffers and the queue bound hold
+                writer.update_gossip([MetadataOp(key=f"k{i}", value=value)], Scope.GLOBAL)
+                if service.connection_count < 2:
+                    break
+            wait_until(lambda: service.connection_count == 1, "the deaf node disconnected")
+    finally:
+        remote.close()
+        service.close()
+
+
+def test_a_displaced_session_is_told_and_closed(patient: InProcessCluster) -> None:
+    """The service closes it, whatever its client does with the news."""
+    service = ClusterService(patient)
+    remote = RemoteCluster(service.url)
+    try:
+        with connect(service) as first:
+            first.sendall(hello("n1"))
+            welcome = read_message(first)
+            assert welcome is not None and welcome.kind is wire.ServiceKind.WELCOME
+            remote.open_node(NodeId("n1"), Recorder(), takeover=welcome.payload["session"])
+            told = read_message(first)
+            assert told is not None and told.kind is wire.ServiceKind.ERROR
+            assert closed_by_peer(first)
+    finally:
+        remote.close()
+        service.close()
+
+
+def test_a_node_that_renews_is_never_taken_for_silent() -> None:
+    """Every frame counts as a sign of life, not only HELLO: past fail_bound a renewing node stays connected."""
+    cluster = InProcessCluster(FailurePolicy(heartbeat_interval=0.1, fail_after=0.3))
+    service = ClusterService(cluster)
+    remote = RemoteCluster(service.url)
+    try:
+        core = Recorder()
+        node = remote.open_node(NodeId("n1"), core)
+        node.join_cluster("h:1")
+        time.sleep(4 * cluster.timing.fail_bound)  # four bounds of renewals only
+        assert node.reconnects == 0 and core.downs == []
+    finally:
+        remote.close()
+        service.close()
+        cluster.close()
