@@ -59,7 +59,10 @@ CDC = (
     "tests/cdc/test_cdc_routing.py",
     "tests/cdc/test_cdc_exactly_once.py",
 )
-PIPELINE = ("tests/pipeline/test_pipeline_job.py::test_source_durable_point_waits_for_every_sink_of_a_transaction",)
+PIPELINE = (
+    "tests/pipeline/test_pipeline_job.py::test_source_durable_point_waits_for_every_sink_of_a_transaction",
+    "tests/pipeline/test_pipeline_job.py::test_a_transaction_split_over_two_sinks_is_durable_only_when_both_parts_are",
+)
 
 
 def _r(name: str, file: str, search: str, replace: str, description: str, tests: tuple[str, ...],

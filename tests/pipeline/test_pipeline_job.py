@@ -119,3 +119,12 @@ def test_source_durable_point_waits_for_every_sink_of_a_transaction() -> None:
     lagging = dict(final, **{"t/src0/sink1": 0})
     first_part = min(tx.seq for tx in spec.transactions(0) if 1 in parts(tx, 2))
     assert SourceDurability(spec, 2, "t").update(lagging) == {"src0": first_part - 1}
+
+
+def test_a_transaction_split_over_two_sinks_is_durable_only_when_both_parts_are() -> None:
+    spec = StreamSpec(seed=5, changes=200, keys=40, origins=1)
+    durability = SourceDurability(spec, 2, "t")
+    final = {o: n for o, n in durability.final.items() if n is not None}
+    split = next(tx for tx in spec.transactions(0) if set(parts(tx, 2)) == {0, 1})
+    one_part_short = dict(final, **{"t/src0/sink1": split.seq - 1})  # sink 0 holds everything durable
+    assert durability.update(one_part_short)["src0"] < split.seq
