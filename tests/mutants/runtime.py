@@ -360,9 +360,9 @@ RUNTIME_CATALOGUE: tuple[Mutant, ...] = (
        "",
        "an identified node stays bounded by the HELLO size and cannot send a full batch", SERVICE),
     _r("service-secret-unchecked", "cluster/service.py",
-       "            if self._secret is not None and not hmac.compare_digest(",
-       "            if False and not hmac.compare_digest(",
-       "HELLO without the shared secret is served", SERVICE),
+       "            wire.check_hello_secret(p[\"secret\"], self._secret)\n",
+       "",
+       "HELLO without the shared secret is served (the service never asks the spec's admission)", SERVICE),
     _r("service-displaced-session-kept", "cluster/service.py",
        "            displaced.send(error_frame(0, ProviderClosed(f\"node {node_id} was taken over by another session\")))\n"
        "            displaced.stream.close()",
