@@ -21,6 +21,7 @@ from reference.net.ledger import ResourceLedger
 from reference.shuffle.cluster_directory import driver_directory_from_conf
 from reference.spark.sync_datasource import SinkOptions
 from reference.sync.auth import ClientSecurity, ServerSecurity
+from spec.auth.handshake import AuthConfig
 from spec.auth.settings import auth_from_conf
 from spec.cluster import wire
 from spec.cluster.errors import Unauthenticated
@@ -114,3 +115,8 @@ def test_the_sync_server_and_client_refuse_a_blank_bearer_token(blank: str) -> N
 def test_the_sync_sinks_empty_token_option_is_refused_not_taken_as_no_token() -> None:
     refused_in_one_line(lambda: SinkOptions.parse({"location": "grpc://h:1", "table": "t", "token": ""}, ["id"]),
                         "bearer token")
+
+
+@pytest.mark.parametrize("blank", [b"", b" ", b"\t\r\n"])
+def test_the_shuffle_handshake_refuses_a_blank_secret_given_outside_spark(blank: bytes) -> None:
+    refused_in_one_line(lambda: AuthConfig(blank, "app"), "authentication secret")

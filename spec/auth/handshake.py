@@ -44,6 +44,7 @@ from spec.auth.layouts import (
     SALT_LENGTH,
     TransportType,
 )
+from spec.shared_secret import required_secret
 
 MAX_CHALLENGE_FRAME: Final = 2048
 """Longest first frame a server buffers from a stranger (an AuthMessage is 97 bytes plus the app id)."""
@@ -67,8 +68,7 @@ class AuthConfig:
     """1: the raw X25519 secret is the key (Spark's default); 2: one more HKDF round."""
 
     def __post_init__(self) -> None:
-        if not self.secret:
-            raise ValueError("the authentication secret is empty")
+        required_secret(self.secret.decode("utf-8", "replace"), "the authentication secret")
         if self.engine_version not in ENGINE_VERSIONS:
             raise ValueError(f"authEngineVersion must be 1 or 2, not {self.engine_version}")
 
