@@ -7,7 +7,8 @@ connections by their first frame (no port needs configuring) and judges each wit
 (schema: conformance/shuffle/vectors/monitor_report.schema.json) and ``--html`` hold every
 connection's frames, records, bytes, DATA-to-CREDIT round trips and violations.
 
-Exit 1 when a violation was seen or the verdict is incomplete (connections evicted or ignored at the
+Exit 1 when a violation was seen, a connection closed with records or an ack outstanding (``incomplete``),
+or the verdict is incomplete (connections evicted or ignored at the
 tracked-connection cap, a retransmission contradicting the first copy), 0 otherwise, 2 on bad arguments
 or a capture that cannot be read.
 """
@@ -38,7 +39,7 @@ from conformance.capture import (
 )
 from conformance.packet_filter import Compiled, FilterError, Predicate, compile_filter
 from conformance.proc_sockets import ProcessConnections, ProcessGone
-from conformance.shuffle.observer import UNDECODED, ConnectionReport, ShuffleConnectionObserver
+from conformance.shuffle.observer import UNDECODED, ConnectionReport, ShuffleConnectionObserver, Status
 from conformance.tcp_streams import MAX_CONNECTIONS, Address, Flow, TcpTracker, segment_of
 
 SCHEMA: Final = Path(__file__).resolve().parent / "vectors" / "monitor_report.schema.json"
@@ -124,9 +125,14 @@ class MonitorReport:
         return f"not decoded: {', '.join(parts)} connection(s)" if parts else ""
 
     @property
+    def unfinished(self) -> int:
+        """Connections closed with records or an ack outstanding (Status.INCOMPLETE)."""
+        return sum(c.status is Status.INCOMPLETE for c in self.connections)
+
+    @property
     def exit_code(self) -> int:
-        """1 when a violation was seen or the verdict is incomplete, 0 otherwise."""
-        return 1 if self.violations or self.incomplete else 0
+        """1 when a violation was seen, a conversation was left incomplete or the verdict is incomplete, 0 otherwise."""
+        return 1 if self.violations or self.unfinished or self.incomplete else 0
 
     def to_json(self) -> dict[str, Any]:
         return {"connections": [c.to_json() for c in self.connections], "violations": self.violations,
@@ -235,7 +241,7 @@ def write_html(report: MonitorReport, out: TextIO) -> None:
     rows = []
     for c in report.connections:
         frames = ", ".join(f"{k} {v}" for k, v in c.frames.items())
-        rows.append(f"<tr class='{'bad' if c.violations else 'ok'}'><td>{esc(c.client[0])}:{c.client[1]}</td>"
+        rows.append(f"<tr class='{'bad' if c.violations or c.outstanding else 'ok'}'><td>{esc(c.client[0])}:{c.client[1]}</td>"
                     f"<td>{esc(c.server[0])}:{c.server[1]}</td><td>{c.writer_id}</td><td>{c.partition_id}</td><td>{c.reader_id}</td>"
                     f"<td>{esc(c.status.value)}</td><td>{esc(frames)}</td><td class=n>{c.records}</td>"
                     f"<td class=n>{c.bytes}</td><td class=n>{c.percentile(50)}</td><td class=n>{c.percentile(99)}</td>"
@@ -248,7 +254,7 @@ def write_html(report: MonitorReport, out: TextIO) -> None:
         "body{font:14px/1.4 system-ui,sans-serif;margin:1.5em}table{border-collapse:collapse}"
         "td,th{border:1px solid #ccc;padding:2px 6px}.n{text-align:right}tr.bad td{background:#fdecea}"
         "</style><h1>streamwire monitor</h1>"
-        f"<p>{len(report.connections)} connection(s), {report.violations} violation(s)</p>"
+        f"<p>{len(report.connections)} connection(s), {report.violations} violation(s), {report.unfinished} incomplete</p>"
         "<table><tr><th>reader end</th><th>writer end</th><th>writer</th><th>partition</th><th>reader</th><th>status</th>"
         "<th>frames</th><th>records</th><th>bytes</th><th>rtt p50 ms</th><th>rtt p99 ms</th><th>violations</th></tr>"
         + "".join(rows) + "</table>"
@@ -352,6 +358,8 @@ def main(args: argparse.Namespace) -> int:
         print(report.not_decoded, flush=True)
     for reason in report.incomplete:
         print(f"monitor: verdict incomplete: {reason}", file=sys.stderr)
+    unfinished = f", {report.unfinished} incomplete" if report.unfinished else ""
     incomplete = "; verdict incomplete" if report.incomplete else ""
-    print(f"{len(report.connections)} connection(s), {report.violations} violation(s){incomplete}", flush=True)
+    print(f"{len(report.connections)} connection(s), {report.violations} violation(s){unfinished}{incomplete}",
+          flush=True)
     return report.exit_code

@@ -102,7 +102,11 @@ class Status(str, Enum):
     ENCRYPTED = "encrypted, not decoded"
     JOINED = "joined mid-stream, not judged"
     OPEN = "open at end of capture"
-    INCOMPLETE = "capture missed bytes"
+    MISSED_BYTES = "capture missed bytes"
+    INCOMPLETE = "incomplete, closed with records or an ack outstanding"
+    """Closed before its conversation finished (records not terminated, or a terminator not acked) with no rule
+    broken before the close: a task that stopped or died mid-conversation, named as unfinished, not as a
+    protocol violation. Exits 1 all the same: the monitor cannot tell a stopped query from a crashed task."""
 
 
 UNDECODED: Final = frozenset({Status.ENCRYPTED, Status.JOINED})
@@ -138,6 +142,8 @@ class ConnectionReport:
     bytes: int = 0
     round_trips_ms: list[float] = field(default_factory=list)
     violations: list[Violation] = field(default_factory=list)
+    outstanding: list[Violation] = field(default_factory=list)
+    """What an INCOMPLETE connection's close left owed, as the machines name it (CONNECTION_CLOSED_BEFORE_TERMINATION)."""
     anomalies: list[str] = field(default_factory=list)
     """What makes the capture of this connection untrustworthy (a retransmission contradicting the first copy)."""
 
@@ -156,6 +162,7 @@ class ConnectionReport:
             "round_trips_ms": {"p50": self.percentile(50), "p99": self.percentile(99),
                                "samples": len(self.round_trips_ms)},
             "violations": [v.to_json() for v in self.violations],
+            "outstanding": [v.to_json() for v in self.outstanding],
             "anomalies": list(self.anomalies),
         }
 
@@ -168,6 +175,8 @@ class ConnectionReport:
         rtt = "" if p50 is None else f" rtt p50 {p50} ms p99 {p99} ms"
         first = f": {self.violations[0].rule} at frame {self.violations[0].frame_index}" if self.violations else ""
         more = f" (+{len(self.violations) - 1} more)" if len(self.violations) > 1 else ""
+        if self.outstanding:
+            first = f": {self.outstanding[0].message}"
         anomaly = f"; capture anomaly: {self.anomalies[0]}" if self.anomalies else ""
         return (f"{self.client[0]}:{self.client[1]} -> {self.server[0]}:{self.server[1]}{ids} "
                 f"{self.status.value}{first}{more}; {frames} records={self.records} bytes={self.bytes}{rtt}{anomaly}")
@@ -238,20 +247,29 @@ class ShuffleConnectionObserver:
                 except errors.CodecError as error:
                     self._violation(error.condition, str(error))
         if gap:
-            self.report.status = Status.INCOMPLETE
+            self.report.status = Status.MISSED_BYTES
         elif self._nothing_owed():
             self.report.status = Status.STOPPED
+        elif self.report.violations:
+            self.report.status = Status.VIOLATION  # a close after a violation follows from it
         else:
-            # a close after a violation follows from it; the reader's, then the writer's machine name a
-            # premature close, then what the reader never sent
-            if self._machine is not None and not self.report.violations:
-                self._judge(self._machine.connection_closed(self._writer_id, time), time)
-            if self._writer_side is not None and not self.report.violations:
-                self._writer_failures(self._writer_side.closed())
-            if not self.report.violations:
-                self._unsent_at_close()
-            self.report.status = Status.VIOLATION if self.report.violations else Status.CLEAN
+            self._judge_close(time)
         self._ended(self.report)
+
+    def _judge_close(self, time: float) -> None:
+        """The reader's, then the writer's machine name a premature close (what was outstanding: INCOMPLETE),
+        then what the reader never sent (a violation)."""
+        if self._machine is not None:
+            self._judge(self._machine.connection_closed(self._writer_id, time), time)
+        if self._writer_side is not None and not self.report.violations:
+            self._writer_failures(self._writer_side.closed())
+        if not self.report.violations:
+            self._unsent_at_close()
+        elif all(v.rule == errors.ConnectionClosedBeforeTermination.condition for v in self.report.violations):
+            self.report.outstanding, self.report.violations = self.report.violations, []
+            self.report.status = Status.INCOMPLETE
+            return
+        self.report.status = Status.VIOLATION if self.report.violations else Status.CLEAN
 
     @property
     def other_traffic(self) -> bool:

@@ -109,7 +109,7 @@ def test_a_clean_connection_is_decoded_whole_and_judged_clean() -> None:
         "partition_id": 3,
         "frames": {"DATA": 2, "CREDIT_CONTROL": 3, "TERMINATION_CONTROL": 1, "TERMINATION_ACK": 1},
         "records": 3, "bytes": 3 * 37 + 2 * 33 + 2 * (13 + 32) + 11 + 7, "violations": [], "round_trips_ms": None,
-        "anomalies": []}
+        "outstanding": [], "anomalies": []}
     assert connection.to_json()["round_trips_ms"]["samples"] == 2
 
 
@@ -203,8 +203,6 @@ def test_a_close_after_the_handshake_with_nothing_owed_is_not_a_violation() -> N
     ("gap", "STREAMING_SHUFFLE_INCORRECT_SEQUENCE_NUMBER", 1),
     ("credit", "CREDIT_MISSING", 3),
     ("ack", "STREAMING_SHUFFLE_INCORRECT_SEQUENCE_NUMBER", 4),
-    ("close", "CONNECTION_CLOSED_BEFORE_TERMINATION", 2),
-    ("no-ack", "CONNECTION_CLOSED_BEFORE_TERMINATION", 4),
     ("ack-early", "STREAMING_SHUFFLE_INCORRECT_SEQUENCE_NUMBER", 2),
 ])
 def test_each_broken_rule_is_named_with_its_frame_and_section(fault: str, rule: str, frame_index: int) -> None:
@@ -213,17 +211,41 @@ def test_each_broken_rule_is_named_with_its_frame_and_section(fault: str, rule: 
     wire.frames(WRITER, _data(1 if fault == "gap" else 0, [b"a"], checksum=1 if fault == "checksum" else None))
     if fault == "ack-early":
         wire.frames(READER, TerminationAckMessage(seq=1, writer_id=3, reader_id=7))
-    elif fault != "close":
+    else:
         if fault != "credit":
             wire.frames(READER, CREDIT)
         wire.frames(WRITER, TerminationControlMessage(seq=1, writer_id=3, reader_id=7))
-        if fault != "no-ack":
-            wire.frames(READER, TerminationAckMessage(seq=0 if fault == "ack" else 1, writer_id=3, reader_id=7))
+        wire.frames(READER, TerminationAckMessage(seq=0 if fault == "ack" else 1, writer_id=3, reader_id=7))
     wire.close()
     [connection] = observe(read_capture(io.BytesIO(wire.pcap())), connection_filter("", "")).connections
     first = connection.violations[0]
     assert (first.rule, first.frame_index) == (rule, frame_index)
     assert first.spec_section.startswith("docs/spec/shuffle.md#")
+
+
+@pytest.mark.parametrize(("outstanding", "frame_index"), [("records", 2), ("ack", 4)])
+def test_a_close_with_records_or_an_ack_outstanding_is_incomplete_not_a_violation(
+        outstanding: str, frame_index: int, tmp_path: Path) -> None:
+    """A task stopped (or dead) mid-conversation: records not terminated, or a terminator not acked. Nothing
+    broke a rule, so no violation is named; the conversation is INCOMPLETE and the monitor still exits 1."""
+    wire = _Wire()
+    wire.frames(READER, CREDIT)
+    wire.frames(WRITER, _data(0, [b"a"]))
+    if outstanding == "ack":
+        wire.frames(READER, CREDIT)
+        wire.frames(WRITER, TerminationControlMessage(seq=1, writer_id=3, reader_id=7))
+    wire.close()
+    (tmp_path / "unfinished.pcap").write_bytes(wire.pcap())
+    done = _cli("-r", str(tmp_path / "unfinished.pcap"), "--json-report", str(tmp_path / "unfinished.json"))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout.splitlines()[-1] == "1 connection(s), 0 violation(s), 1 incomplete"
+    report = json.loads((tmp_path / "unfinished.json").read_text())
+    jsonschema.validate(report, json.loads(SCHEMA.read_text()))
+    [connection] = report["connections"]
+    assert (connection["status"], connection["violations"], report["violations"]) == (
+        "incomplete, closed with records or an ack outstanding", [], 0)
+    assert [(o["rule"], o["frame_index"]) for o in connection["outstanding"]] == [
+        ("CONNECTION_CLOSED_BEFORE_TERMINATION", frame_index)]
 
 
 def test_a_connection_that_starts_with_an_auth_message_is_reported_encrypted_not_decoded() -> None:
