@@ -129,6 +129,10 @@ class Stream:
         self.bound = True
         self._reactor._admission.identified(self)
 
+    def proven(self) -> None:
+        """The peer proved the shared secret but is not bound yet: strangers without it are evicted first (poller only)."""
+        self._reactor._admission.proven(self)
+
     def send(self, messages: Sequence[Outgoing]) -> list[object]:
         """Write ``messages`` after anything queued, without blocking; return the tokens written now.
 

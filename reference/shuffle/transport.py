@@ -162,6 +162,7 @@ class Connection:
         if isinstance(outcome, Rejected):
             raise outcome.error
         self._cipher = outcome.cipher
+        self.stream.proven()
         return memoryview(outcome.rest)
 
     def end(self) -> None:

@@ -503,9 +503,13 @@ CATALOGUE: tuple[Mutant, ...] = (
        "while len(self._due) > 2 * self.max_pending:",
        "twice max_pending strangers are held before one is evicted"),
     _admission("reactor-evicts-the-newcomer",
-       "            oldest = next(iter(self._due))\n",
+       "            oldest = next((p for p in self._due if p not in self._proven and p != peer), next(iter(self._due)))\n",
        "            oldest = peer\n",
        "beyond the pending cap the newcomer is evicted, so squatters keep the slots for good"),
+    _admission("admission-flood-evicts-the-proven",
+       "p not in self._proven and p != peer",
+       "p != peer",
+       "strangers without the secret push out a reader whose handshake completed before its first CREDIT"),
 )
 
 SMOKE = ("writer-no-flush-when-blocked", "reader-pause-boundary", "sync-plan-shares-durable",

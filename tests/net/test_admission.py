@@ -39,3 +39,19 @@ def test_a_closed_stranger_is_forgotten() -> None:
 def test_limits_that_admit_nobody_are_refused(cap: int, timeout: float) -> None:
     with pytest.raises(ValueError):
         StrangerAdmission(cap, timeout)
+
+
+def test_strangers_without_the_secret_are_evicted_before_a_peer_that_proved_it() -> None:
+    """A flood of strangers that cannot authenticate must not push out a reader whose handshake completed
+    and whose first CREDIT is still on its way (it failed the job with CONNECTION_CLOSED_BEFORE_TERMINATION)."""
+    admission: StrangerAdmission[str] = StrangerAdmission(max_pending=2, bind_timeout_s=10.0)
+    admission.accepted("reader", 0.0)
+    admission.proven("reader")
+    assert admission.accepted("s1", 1.0) == []
+    assert admission.accepted("s2", 2.0) == ["s1"]
+    assert admission.accepted("s3", 3.0) == ["s2"]
+    assert "reader" in admission
+    admission.proven("s3")
+    assert admission.accepted("s4", 4.0) == ["reader"]  # every other peer proved it: the oldest goes, the cap holds
+    assert admission.expired(13.0) == ["s3"]  # a proven stranger keeps its deadline
+    assert len(admission) == 1
