@@ -19,15 +19,24 @@ def _address(target: ClusterTarget) -> ServiceAddress:
 
 
 def short_frames(target: ClusterTarget, ctx: CaseContext) -> Verdict:
-    """Every length shorter than a message header (kind + request id), each on a fresh connection."""
+    """Every length shorter than a message header (kind + request id), each on a fresh connection after a
+    good HELLO: a RENEW cut short, so only the length can refuse it (its kind is known and its payload
+    empty; zero bytes would be refused as an unknown kind by a service that checks no length)."""
     address = _address(target)
+    renew = wire.encode(ServiceKind.RENEW, 2)[wire.FRAME_HEADER.sizeof():]
     problems = []
-    for length in range(wire.Header.sizeof()):
-        with RawConnection(address) as raw:
-            raw.send(wire.FRAME_HEADER.build(length) + bytes(length))
-            problems += [f"a {length}-byte frame: {p}" for p in refusal(raw, MalformedMessage)]
-    return verdict(f"a frame of 0..{wire.Header.sizeof() - 1} bytes is refused with MALFORMED_MESSAGE and the "
-                   "connection closed", problems)
+    with session(target, ctx) as s:
+        for length in range(wire.Header.sizeof()):
+            with RawConnection(address) as raw:
+                raw.send(raw.hello(s.id_of(f"short-{length}")))
+                welcome, _ = raw.until(ServiceKind.WELCOME, ServiceKind.ERROR)
+                if welcome is None or welcome.kind is not ServiceKind.WELCOME:
+                    problems.append(f"a good HELLO was answered {welcome}")
+                    continue
+                raw.send(wire.FRAME_HEADER.build(length) + renew[:length])
+                problems += [f"a {length}-byte RENEW: {p}" for p in refusal(raw, MalformedMessage)]
+    return verdict(f"a frame of 0..{wire.Header.sizeof() - 1} bytes (a RENEW cut short) is refused with "
+                   "MALFORMED_MESSAGE and the connection closed", problems)
 
 
 def one_byte_off(target: ClusterTarget, ctx: CaseContext) -> Verdict:
