@@ -232,18 +232,7 @@ def test_a_writer_and_a_reader_with_different_ciphers_fail_typed_instead_of_hang
         own = StandaloneDirectory(writer.directory.writers)  # its failure report must not stop the writer
         reader = ReaderTask(KEY, 0, [0], SETTINGS, own,
                             TaskOptions(auth=AuthConfig(SECRET.secret, SECRET.app_id, reader_cipher, 1)))
-        outcome: list[BaseException] = []
-
-        def read() -> None:
-            try:
-                list(reader.records())
-            except BaseException as error:  # noqa: BLE001 - the test judges it
-                outcome.append(error)
-
-        reading = threading.Thread(target=read, daemon=True)  # on a broken runtime it would wait for ever
-        reading.start()
-        reading.join(DEADLINE_S)
-        assert not reading.is_alive(), f"the reader still waits after {DEADLINE_S} s"
+        outcome = _read_to_the_end(reader)
         assert len(outcome) == 1 and isinstance(outcome[0], shuffle_errors.ConnectionClosedBeforeTermination)
 
 
@@ -264,6 +253,19 @@ def test_a_writer_that_never_answers_the_handshake_is_unreachable_not_a_hang() -
     directory = StandaloneDirectory((coordination.WriterLocation(0, "exec", "127.0.0.1", silent.getsockname()[1]),))
     reader = ReaderTask(KEY, 0, [0], SETTINGS, directory, TaskOptions(
         auth=SECRET, limits=ConnectionLimits(bind_timeout_s=0.2), connect_timeout_s=0.5))
+    try:
+        outcome = _read_to_the_end(reader)
+        assert len(outcome) == 1 and isinstance(outcome[0], shuffle_errors.WriterUnreachable), outcome
+        assert "did not identify itself in time" in str(outcome[0])
+    finally:
+        silent.close()
+        for sock in held:
+            sock.close()
+
+
+def _read_to_the_end(reader: ReaderTask) -> list[BaseException]:
+    """Read every record on a thread of its own (a broken runtime would wait for ever there); the error it
+    ended with, if any. Fails when the reader is still waiting after DEADLINE_S."""
     outcome: list[BaseException] = []
 
     def read() -> None:
@@ -272,14 +274,8 @@ def test_a_writer_that_never_answers_the_handshake_is_unreachable_not_a_hang() -
         except BaseException as error:  # noqa: BLE001 - the test judges it
             outcome.append(error)
 
-    reading = threading.Thread(target=read, daemon=True)  # on a broken runtime it would wait for ever
-    try:
-        reading.start()
-        reading.join(DEADLINE_S)
-        assert not reading.is_alive(), f"the reader still waits after {DEADLINE_S} s"
-        assert len(outcome) == 1 and isinstance(outcome[0], shuffle_errors.WriterUnreachable), outcome
-        assert "did not identify itself in time" in str(outcome[0])
-    finally:
-        silent.close()
-        for sock in held:
-            sock.close()
+    reading = threading.Thread(target=read, daemon=True)
+    reading.start()
+    reading.join(DEADLINE_S)
+    assert not reading.is_alive(), f"the reader still waits after {DEADLINE_S} s"
+    return outcome
