@@ -25,13 +25,17 @@ from conformance.shuffle.suite import CASES
 ROOT = Path(__file__).resolve().parents[2]
 PEERS = Path(__file__).with_name("broken_shuffle_peers.py")
 RUN_DEADLINE_S = 300
+READER_SILENT_CASE_TIMEOUT_S = 8.0
+"""A reader that never credits is judged when a case's deadline ends its wait: a short deadline keeps
+that test cheap; the case that passes (acks echoed) needs a small fraction of it."""
 
 
-def run(tmp_path: Path, fault: str, *cases: str) -> tuple[int, dict[str, Any], ET.Element, str]:
+def run(tmp_path: Path, fault: str, *cases: str, case_timeout_s: float = 30.0
+        ) -> tuple[int, dict[str, Any], ET.Element, str]:
     target = f"exec:{shlex.quote(sys.executable)} {shlex.quote(str(PEERS))} {fault}"
     selection = [arg for case in cases for arg in ("--case", case)]
     done = subprocess.run(
-        [sys.executable, "-m", "conformance", "run", "--suite", "shuffle", "--target", target, *selection,
+        [sys.executable, "-m", "conformance", "run", "--suite", "shuffle", "--target", target, *selection, "--timeout", str(case_timeout_s),
          "--json-report", str(tmp_path / "r.json"), "--junit", str(tmp_path / "r.xml")],
         cwd=ROOT, capture_output=True, text=True, timeout=RUN_DEADLINE_S,
     )
@@ -74,7 +78,8 @@ def test_a_crc32_writer_has_one_root_cause(tmp_path: Path) -> None:
 def test_a_reader_without_credits_has_one_root_cause(tmp_path: Path) -> None:
     code, document, junit, output = run(
         tmp_path, "no-credits", "shuffle/data/reader-credits-each-data", "shuffle/sequence/reader-rejects-gap",
-        "shuffle/framing/reader-frames", "shuffle/termination/reader-acks-echo")
+        "shuffle/framing/reader-frames", "shuffle/termination/reader-acks-echo",
+        case_timeout_s=READER_SILENT_CASE_TIMEOUT_S)
     assert code == EXIT_FAILED, output
     (root,) = document["root_causes"]
     assert root["case"] == "shuffle/data/reader-credits-each-data", output
