@@ -31,7 +31,8 @@ from spec.shuffle.settings import ShuffleSettings
 from spec.shuffle.steps import Completed, Deliver, Failed, PauseReading, ResumeReading, Send, Step
 
 CONNECT_ATTEMPT_S = 2.0
-"""One connection attempt to a writer; failed attempts are retried at each discovery poll."""
+"""The longest connection attempt to a writer (cut at the machine's next deadline); failed attempts
+are retried at each discovery poll."""
 
 RECEIVE_BUFFER = 1024 * 1024
 """Bytes per read: about 32 DATA frames of a default 32 KiB buffer at once (one buffer per task), so the
@@ -131,10 +132,13 @@ class ReaderTask(TaskBase):
             self._discover()
         else:
             self.poll_peer_failure(now)
-        wait = coordination.POLL_INTERVAL_S if discovering else POLL_S
-        if self._deadline is not None:
-            wait = max(0.0, min(wait, self._deadline - self.clock()))
-        self.reactor.poll(wait)
+        self.reactor.poll(self._until_deadline(coordination.POLL_INTERVAL_S if discovering else POLL_S))
+
+    def _until_deadline(self, longest: float) -> float:
+        """How long a blocking wait may last: ``longest``, cut at the machine's next deadline."""
+        if self._deadline is None:
+            return longest
+        return max(0.0, min(longest, self._deadline - self.clock()))
 
     def _discover(self) -> None:
         found = self.directory.lookup(self.key)
@@ -147,7 +151,8 @@ class ReaderTask(TaskBase):
                 continue
             label = f"reader{self.reader_id}->writer{writer_id}"
             try:
-                stream = self.reactor.connect((location.host, location.port), label, CONNECT_ATTEMPT_S,
+                stream = self.reactor.connect((location.host, location.port), label,
+                                              self._until_deadline(CONNECT_ATTEMPT_S),
                                               identified=self.options.auth is None)
             except OSError as error:
                 # Retried at the next poll, which also notices a failure the writer reported.

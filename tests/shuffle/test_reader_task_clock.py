@@ -59,3 +59,24 @@ def test_the_connect_timeout_fires_on_the_machines_deadline_without_another_conn
         list(reader.records())
     assert failure.value.parameters["timeoutMs"] == CONNECT_TIMEOUT_S * 1000
     assert CONNECT_TIMEOUT_S <= clock.now < GIVE_UP_AT
+
+
+def test_no_connect_attempt_outlasts_the_machines_deadline() -> None:
+    clock = TickingClock()
+    port = refused_port()
+    reader = ReaderTask(KEY, 0, [0], ShuffleSettings(),
+                        StandaloneDirectory((coordination.WriterLocation(0, "exec", "127.0.0.1", port),)),
+                        TaskOptions(clock=clock, connect_timeout_s=CONNECT_TIMEOUT_S))
+    attempts: list[tuple[float, float]] = []
+
+    def refused(address: tuple[str, int], label: str, timeout_s: float, *, identified: bool = True) -> None:
+        attempts.append((clock.now, timeout_s))  # as a writer that never answers would hold it
+        raise ConnectionRefusedError(f"{address} refused")
+
+    reader.reactor.connect = refused  # type: ignore[method-assign, assignment]
+    with pytest.raises(errors.WriterUnreachable):
+        list(reader.records())
+    first_failure = attempts[0][0]
+    assert len(attempts) > 2
+    late = [(at, waited) for at, waited in attempts if at + waited > first_failure + CONNECT_TIMEOUT_S + 0.05]
+    assert not late, f"connect attempts would have blocked past the connect deadline: {late}"
