@@ -34,7 +34,7 @@ demo: $(STAMP) java
 
 # A throwaway Postgres 15 (Debian's postgresql-15), a concurrent workload, the pipeline, verified.
 demo-postgres: $(STAMP) java
-	$(PY) -m reference.cdc.demo $(DEMO_ARGS)
+	$(PY) -m conformance.pgoutput.demo $(DEMO_ARGS)
 
 docs: $(STAMP)
 	$(PY) -m spec.docs

@@ -30,7 +30,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from reference.cdc.postgres_server import PostgresServer, postgres_bin_dir
+from conformance.pgoutput.postgres_server import PostgresServer, postgres_bin_dir
 from reference.cdc.replicate import replicate
 from reference.cdc.source import SlotSource, SlotSpec
 from reference.pipeline.syncserver import FlushSettings, SyncServerProcess

@@ -31,7 +31,7 @@ from typing import Any
 
 from benchmarks.growth import exponent
 from reference.cluster.etcd import EtcdCluster, EtcdSettings
-from reference.cluster.etcd_server import EtcdServer
+from conformance.cluster.etcd_server import EtcdServer
 from reference.cluster.memory import InProcessCluster
 from spec.cluster.detector import FailurePolicy
 from spec.cluster.errors import ClusterError, RevisionMismatch

@@ -10,8 +10,8 @@ from typing import Iterator
 import pytest
 from hypothesis import HealthCheck, settings
 
-from reference.cdc.postgres_server import PostgresServer, postgres_bin_dir
-from reference.cluster.etcd_server import EtcdServer, etcd_binary
+from conformance.pgoutput.postgres_server import PostgresServer, postgres_bin_dir
+from conformance.cluster.etcd_server import EtcdServer, etcd_binary
 
 settings.register_profile("dev", max_examples=50, stateful_step_count=30, deadline=None)
 settings.register_profile(

@@ -25,7 +25,7 @@ from conformance.cluster.service_wire import Thresholds
 from conformance.framework import CaseContext, CaseTimeout, RunOptions, Verdict
 from reference.cluster.etcd import EtcdCluster
 from reference.cluster.etcd_gateway import EtcdEndpoint
-from reference.cluster.etcd_server import EtcdServer, EtcdUser, make_test_pki
+from conformance.cluster.etcd_server import EtcdServer, EtcdUser, make_test_pki
 from reference.cluster.memory import InProcessCluster
 from reference.cluster.remote import RemoteCluster
 from spec.cluster.errors import ClusterError

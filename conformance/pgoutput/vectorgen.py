@@ -23,7 +23,7 @@ from typing import Any, Final, Sequence
 from conformance import vectorgen
 from conformance.pgoutput.vector_suite import STREAM_FILE, TRANSACTIONS_FILE, decoded_json, load, transactions_json
 from reference.cdc.pgwire import PgConnection
-from reference.cdc.postgres_server import PostgresServer
+from conformance.pgoutput.postgres_server import PostgresServer
 from spec.pgoutput.errors import PgOutputError
 from spec.pgoutput.messages import Commit, Insert, PrimaryKeepalive, StandbyStatusUpdate, XLogData, decode_pgoutput, decode_replication
 

@@ -12,7 +12,7 @@ import pytest
 
 from reference.cdc import workload
 from reference.cdc.pgwire import PgAddress, PgConnection
-from reference.cdc.postgres_server import PostgresServer
+from conformance.pgoutput.postgres_server import PostgresServer
 from reference.pipeline.syncserver import SyncServerProcess
 
 _NAMES = itertools.count()

@@ -12,7 +12,7 @@ import pytest
 from reference.cdc import workload
 from reference.cdc.__main__ import main
 from reference.cdc.replicate import ReplicationCounts
-from reference.cluster.etcd_server import free_port
+from conformance.loopback import free_port
 from reference.pipeline.syncserver import SyncServerProcess
 from spec.pgoutput.outage import OutagePolicy
 from tests.cdc.conftest import Database

@@ -15,7 +15,7 @@ import pytest
 
 from reference.cdc import workload
 from reference.cdc.pgwire import PgConnection
-from reference.cdc.postgres_server import PostgresServer
+from conformance.pgoutput.postgres_server import PostgresServer
 from reference.cdc.source import slot_position
 from tests.cdc.conftest import Database
 

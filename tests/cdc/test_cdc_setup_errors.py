@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from reference.cdc.__main__ import main
-from reference.cdc.postgres_server import PostgresServer
+from conformance.pgoutput.postgres_server import PostgresServer
 from reference.cdc.source import slot_position
 from reference.cdc.verify import verify
 from reference.pipeline.syncserver import SyncServerProcess

@@ -13,7 +13,7 @@ import pytest
 from reference.cdc import workload
 from reference.cdc.__main__ import main
 from reference.cdc.pgwire import PgAddress, PgConnection, PgConnectionError
-from reference.cdc.postgres_server import PostgresServer
+from conformance.pgoutput.postgres_server import PostgresServer
 from reference.pipeline.syncserver import SyncServerProcess
 
 

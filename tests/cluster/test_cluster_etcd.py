@@ -13,7 +13,7 @@ from conformance.framework import CaseContext, RunOptions
 from reference.cluster.config import open_backend
 from reference.cluster.etcd import EtcdCluster
 from reference.cluster.etcd_gateway import EtcdEndpoint
-from reference.cluster.etcd_server import EtcdServer, EtcdUser, make_test_pki
+from conformance.cluster.etcd_server import EtcdServer, EtcdUser, make_test_pki
 from reference.cluster.memory import InProcessCluster
 from spec.cluster.errors import ClusterFull, NodeIdInUse, ProviderUnavailable, Unauthenticated
 from spec.cluster.types import NodeId, NodeState

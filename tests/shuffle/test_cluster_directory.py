@@ -24,7 +24,7 @@ from test_runtime import SMALL, no_leaks  # noqa: F401 - every test here must le
 
 from reference.cluster.config import SPARK_CONF_KEY
 from reference.cluster.etcd import EtcdCluster
-from reference.cluster.etcd_server import EtcdServer
+from conformance.cluster.etcd_server import EtcdServer
 from reference.cluster.memory import InProcessCluster
 from reference.shuffle.cluster_directory import (ClusterDirectory, DirectoryAddress, DriverDirectory,
                                                 driver_directory_from_conf)

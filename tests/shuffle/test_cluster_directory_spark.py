@@ -15,7 +15,7 @@ import uuid
 
 import pytest
 
-from reference.cluster.etcd_server import EtcdServer
+from conformance.cluster.etcd_server import EtcdServer
 
 pytestmark = [pytest.mark.spark, pytest.mark.etcd]
 

@@ -27,7 +27,7 @@ from typing import IO, Any, Iterator
 import netlab
 import pytest
 
-from reference.cluster.etcd_server import etcd_binary
+from conformance.cluster.etcd_server import etcd_binary
 from reference.shuffle.task import FAILURE_POLL_S
 
 pytestmark = [pytest.mark.spark, pytest.mark.etcd]

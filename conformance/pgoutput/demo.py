@@ -15,12 +15,12 @@ import tempfile
 import time
 
 from reference.cdc import workload
-from reference.cdc.postgres_server import PostgresServer, postgres_bin_dir
+from conformance.pgoutput.postgres_server import PostgresServer, postgres_bin_dir
 from reference.pipeline.__main__ import main as pipeline_main
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m reference.cdc.demo", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m conformance.pgoutput.demo", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sessions", type=int, default=4)
     parser.add_argument("--transactions", type=int, default=150, help="per session")

@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from reference.cluster.etcd_server import free_port
+from conformance.loopback import free_port
 from reference.cdc.pgwire import PgAddress, PgConnection, PgConnectionError, PgServerError
 
 SUPERUSER = "postgres"

@@ -13,20 +13,13 @@ from __future__ import annotations
 import dataclasses
 import secrets
 import shutil
-import socket
 import subprocess
 import time
 from pathlib import Path
 
+from conformance.loopback import free_port
 from reference.cluster.etcd_gateway import EtcdEndpoint, EtcdGateway, b64
 from spec.cluster.errors import ProviderUnavailable
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def etcd_binary() -> str | None:
