@@ -56,6 +56,18 @@ class RawConnection:
         return wire.encode(ServiceKind.HELLO, 1, node_id=node_id, secret=self.address.secret, takeover=takeover,
                            resume=resume_after is not None, resume_after=resume_after or 0)
 
+    def join(self, hello: bytes, address: str = "127.0.0.1:7000") -> str | None:
+        """Send ``hello``, then JOIN_CLUSTER (request id 2); None once both are served, else what went wrong."""
+        self.send(hello)
+        welcome, _ = self.until(ServiceKind.WELCOME, ServiceKind.ERROR)
+        if welcome is None or welcome.kind is not ServiceKind.WELCOME:
+            return f"a good HELLO was answered {welcome}"
+        self.request(ServiceKind.JOIN_CLUSTER, 2, address=address)
+        joined, _ = self.until(ServiceKind.SHARD, ServiceKind.ERROR)
+        if joined is None or joined.kind is not ServiceKind.SHARD:
+            return f"JOIN_CLUSTER was answered {joined}"
+        return None
+
     def read(self) -> ServiceMessage | None:
         """The next message, or None when the service closed the connection; CaseTimeout when it
         sends nothing within the timeout."""

@@ -8,7 +8,7 @@ import time
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
-from conformance.cluster import linearizability, wire_cases
+from conformance.cluster import batch_rules, linearizability, wire_cases
 from conformance.cluster.harness import (
     CLOCK,
     DURABLE,
@@ -901,6 +901,9 @@ CASES = [
          gossip_shard_scope_reach, level=Level.INFO),
     case("gossip/late-joiner", "a joiner learns the existing GLOBAL gossip", gossip_late_joiner),
     case("batch/invalid", "malformed batches are rejected with INVALID_BATCH", invalid_batches),
+    case("batch/every-rule-at-its-bound", "each batch rule, on the wire, for each batch operation: the smallest "
+         "violating batch is INVALID_BATCH and writes nothing, the largest valid one is served",
+         batch_rules.batch_rules, frozenset({SERVICE})),
     case("failure/heartbeat", "ClusterHeartbeat keeps the Core's TTL running", heartbeats),
     case("failure/detect-within-bound", "a stopped node is FAIL everywhere within the declared bound", detect_within_bound),
     case("failure/no-false-fail", "no FAIL in a fault-free run", no_false_fail),
