@@ -1,18 +1,29 @@
-"""Admission of unknown peers: what a server holds for connections that have not identified
-themselves yet, as a small sans-IO policy object (as h2 keeps flow control in ``windows.py``).
+"""Admission of connections a server cannot yet trust, as small sans-IO policy objects (as h2 keeps flow
+control in ``windows.py``). Both hold a bounded number of connections and, at the bound, let a newcomer
+push out the connection worth least, never the newcomer itself: a crowd that holds every place earns
+nothing by holding it.
 
-A server accepts a connection as a stranger. It stays one until the protocol says the peer is
-useful (a shuffle writer's reader sent its first CREDIT; a cluster node's HELLO was welcomed):
-a handshake alone does not make a connection useful, so an authenticated peer that never asks for
-anything is still a stranger. At most ``max_pending`` strangers are held (a newcomer evicts the
-oldest, the oldest of those that have not proven the shared secret first: while strangers without
-the secret are held, they cannot push out a peer that proved it), and each must identify itself within
-``bind_timeout_s`` of being accepted. The reactor
-(``reference/net/reactor.py``) tells this object what happened and closes what it returns.
+``StrangerAdmission`` (the shuffle's and cluster's reactor): a server accepts a connection as a stranger.
+It stays one until the protocol says the peer is useful (a shuffle writer's reader sent its first CREDIT;
+a cluster node's HELLO was welcomed): a handshake alone does not make a connection useful, so an
+authenticated peer that never asks for anything is still a stranger. At most ``max_pending`` strangers
+are held (a newcomer evicts the oldest, the oldest of those that have not proven the shared secret first:
+while strangers without the secret are held, they cannot push out a peer that proved it), and each must
+identify itself within ``bind_timeout_s`` of being accepted. The reactor (``reference/net/reactor.py``)
+tells this object what happened and closes what it returns.
+
+``ConnectionAdmission`` (the sync server's front, ``reference/sync/front.py``): every client connection,
+at most ``max_connections``, ranked by what it is doing (``ConnectionUse``, which
+``spec.http2_watch`` reads from HTTP/2 frame headers); a newcomer at the cap evicts the one whose
+handshake is oldest and unfinished, else the one idle longest, else the one waiting longest for a
+stream's first bytes, never one carrying a request: when every connection carries one, the newcomer
+is refused (its client retries).
 """
 
 from __future__ import annotations
 
+import enum
+from dataclasses import dataclass
 from typing import Generic, Hashable, TypeVar
 
 K = TypeVar("K", bound=Hashable)
@@ -80,3 +91,77 @@ class StrangerAdmission(Generic[K]):
     def deadline(self) -> float | None:
         """When the next stranger is due; None with none held."""
         return next(iter(self._due.values()), None)
+
+
+class ConnectionUse(enum.IntEnum):
+    """What a held connection is doing, in the order a newcomer at the cap evicts (lowest first)."""
+
+    HANDSHAKE = 0
+    """Its handshake is not complete (a slow-loris stays here)."""
+    IDLE = 1
+    """Handshake done, no stream open."""
+    WAITING = 2
+    """Streams open, none of which has sent a byte of its request body yet (silent streams)."""
+    BUSY = 3
+    """A stream carrying a request is open: never evicted."""
+
+
+@dataclass(frozen=True)
+class Admission(Generic[K]):
+    """The verdict on a newcomer: admitted (making room by evicting ``evicted``, if not None) or refused."""
+
+    admitted: bool
+    evicted: K | None = None
+
+
+class ConnectionAdmission(Generic[K]):
+    """Open client connections by use, each oldest first in its use (callers report events in time order,
+    so arrival order is age order: the time each entered its use needs no clock here)."""
+
+    def __init__(self, max_connections: int) -> None:
+        if max_connections < 1:
+            raise ValueError(f"admission needs max_connections >= 1, got {max_connections}")
+        self.max_connections = max_connections
+        self._by_use: dict[ConnectionUse, dict[K, None]] = {use: {} for use in ConnectionUse}
+        """Each use's connections in the order they entered it."""
+        self._use: dict[K, ConnectionUse] = {}
+
+    def __len__(self) -> int:
+        return len(self._use)
+
+    def __contains__(self, peer: object) -> bool:
+        return peer in self._use
+
+    def accepted(self, peer: K) -> Admission[K]:
+        """A connection arrived, its handshake not done; at the cap, whom it evicts, or that it is refused."""
+        evicted = None
+        if len(self._use) >= self.max_connections:
+            evicted = self._least_useful()
+            if evicted is None:
+                return Admission(admitted=False)
+            self.closed(evicted)
+        self._enter(peer, ConnectionUse.HANDSHAKE)
+        return Admission(admitted=True, evicted=evicted)
+
+    def _least_useful(self) -> K | None:
+        for use in (ConnectionUse.HANDSHAKE, ConnectionUse.IDLE, ConnectionUse.WAITING):
+            oldest = next(iter(self._by_use[use]), None)
+            if oldest is not None:
+                return oldest
+        return None
+
+    def using(self, peer: K, use: ConnectionUse) -> None:
+        """The connection is now doing ``use``; entering a use anew puts it last (youngest) in it."""
+        if peer in self._use and self._use[peer] is not use:
+            del self._by_use[self._use[peer]][peer]
+            self._enter(peer, use)
+
+    def _enter(self, peer: K, use: ConnectionUse) -> None:
+        self._use[peer] = use
+        self._by_use[use][peer] = None
+
+    def closed(self, peer: K) -> None:
+        """The connection ended, whoever ended it."""
+        use = self._use.pop(peer, None)
+        if use is not None:
+            del self._by_use[use][peer]

@@ -510,6 +510,14 @@ CATALOGUE: tuple[Mutant, ...] = (
        "p not in self._proven and p != peer",
        "p != peer",
        "strangers without the secret push out a reader whose handshake completed before its first CREDIT"),
+    _admission("front-evicts-a-request",
+       "for use in (ConnectionUse.HANDSHAKE, ConnectionUse.IDLE, ConnectionUse.WAITING):",
+       "for use in (ConnectionUse.HANDSHAKE, ConnectionUse.IDLE, ConnectionUse.WAITING, ConnectionUse.BUSY):",
+       "at the sync front's cap a newcomer evicts a connection carrying a put instead of being refused"),
+    _admission("front-idle-before-handshake",
+       "for use in (ConnectionUse.HANDSHAKE, ConnectionUse.IDLE, ConnectionUse.WAITING):",
+       "for use in (ConnectionUse.IDLE, ConnectionUse.HANDSHAKE, ConnectionUse.WAITING):",
+       "at the sync front's cap a newcomer evicts an idle client before a slow-loris"),
 )
 
 SMOKE = ("writer-no-flush-when-blocked", "reader-pause-boundary", "sync-plan-shares-durable",

@@ -1,11 +1,13 @@
 """The admission of strangers as a pure policy: the cap evicts the oldest, the deadline expires them in
-order, and a peer the protocol found useful is neither (issue #36: the reactor only carries it out)."""
+order, and a peer the protocol found useful is neither (issue #36: the reactor only carries it out); and
+the sync front's connections at its cap (issue #37): a newcomer evicts an unfinished handshake, then the
+connection idle longest, then silent streams, never a request while another can go."""
 
 from __future__ import annotations
 
 import pytest
 
-from spec.admission import StrangerAdmission
+from spec.admission import Admission, ConnectionAdmission, ConnectionUse, StrangerAdmission
 
 
 def test_the_newcomer_beyond_the_cap_evicts_the_oldest() -> None:
@@ -55,3 +57,58 @@ def test_strangers_without_the_secret_are_evicted_before_a_peer_that_proved_it()
     assert admission.accepted("s4", 4.0) == ["reader"]  # every other peer proved it: the oldest goes, the cap holds
     assert admission.expired(13.0) == ["s3"]  # a proven stranger keeps its deadline
     assert len(admission) == 1
+
+
+# -- the sync front's connections at its cap (issue 37: no crowd can lock the clients out) ----------
+
+def _held(*uses: ConnectionUse) -> ConnectionAdmission[str]:
+    """A full admission whose connections c0, c1, ... do ``uses``, entered in that order."""
+    admission: ConnectionAdmission[str] = ConnectionAdmission(max_connections=len(uses))
+    for i, use in enumerate(uses):
+        assert admission.accepted(f"c{i}") == Admission(admitted=True)
+        admission.using(f"c{i}", use)
+    return admission
+
+
+def test_below_the_cap_nobody_is_evicted() -> None:
+    admission: ConnectionAdmission[str] = ConnectionAdmission(max_connections=2)
+    assert admission.accepted("a") == Admission(admitted=True) and admission.accepted("b") == Admission(admitted=True)
+    assert len(admission) == 2
+
+
+def test_an_unfinished_handshake_goes_first_the_oldest_of_them() -> None:
+    admission = _held(ConnectionUse.IDLE, ConnectionUse.HANDSHAKE, ConnectionUse.HANDSHAKE, ConnectionUse.WAITING)
+    assert admission.accepted("new") == Admission(admitted=True, evicted="c1")
+    assert admission.accepted("newer") == Admission(admitted=True, evicted="c2")
+    assert admission.accepted("newest") == Admission(admitted=True, evicted="new")  # a newcomer is HANDSHAKE too
+    assert "c0" in admission and "c3" in admission
+
+
+def test_then_the_connection_idle_longest() -> None:
+    admission = _held(ConnectionUse.IDLE, ConnectionUse.IDLE, ConnectionUse.WAITING)
+    admission.using("c0", ConnectionUse.BUSY)
+    admission.using("c0", ConnectionUse.IDLE)  # its request ended after c1 went idle: c1 is idle longer
+    assert admission.accepted("new") == Admission(admitted=True, evicted="c1")
+    admission.using("new", ConnectionUse.IDLE)
+    assert admission.accepted("newer") == Admission(admitted=True, evicted="c0")
+
+
+def test_a_connection_carrying_a_request_is_never_evicted_while_another_is_not() -> None:
+    admission = _held(ConnectionUse.BUSY, ConnectionUse.BUSY, ConnectionUse.WAITING, ConnectionUse.BUSY)
+    assert admission.accepted("new") == Admission(admitted=True, evicted="c2")  # silent streams go before requests
+    admission.using("new", ConnectionUse.BUSY)
+    assert admission.accepted("newer") == Admission(admitted=False)
+    assert "newer" not in admission and len(admission) == 4
+
+
+def test_a_closed_connection_makes_room_and_a_refused_one_is_not_held() -> None:
+    admission = _held(ConnectionUse.BUSY)
+    assert admission.accepted("new") == Admission(admitted=False)
+    admission.closed("c0")
+    admission.closed("c0")  # closing twice (both sides of a relay end) is harmless
+    assert admission.accepted("new") == Admission(admitted=True) and len(admission) == 1
+
+
+def test_a_cap_that_admits_nobody_is_refused() -> None:
+    with pytest.raises(ValueError):
+        ConnectionAdmission(0)
