@@ -18,25 +18,24 @@ import argparse
 import sys
 from typing import Callable, Final
 
+from conformance.__main__ import COMMANDS as CONFORMANCE_COMMANDS
 from streamwire.cli import HelpFormatter, dispatch, guarded, run_command
 from streamwire.extras import run_with
 
 
 def _conformance(argv: list[str]) -> int:
     def conformance() -> int:
-        from conformance.__main__ import COMMANDS, __doc__ as doc
+        from conformance.__main__ import __doc__ as doc
 
-        return dispatch("streamwire conformance", doc, COMMANDS, argv)
+        return dispatch("streamwire conformance", doc, CONFORMANCE_COMMANDS, argv)
 
     return run_with("conformance", "streamwire conformance", conformance)
 
 
-def _codec(argv: list[str]) -> int:
-    return run_command("streamwire codec", "conformance.shuffle.codec_cli", argv)
-
-
-def _monitor(argv: list[str]) -> int:
-    return run_command("streamwire monitor", "conformance.shuffle.monitor", argv)
+def _conformance_tool(name: str) -> tuple[Callable[[list[str]], int], str]:
+    """A conformance command also offered at the top level, from its one entry in conformance's table."""
+    module, help_text = CONFORMANCE_COMMANDS[name]
+    return (lambda argv: run_command(f"streamwire {name}", module, argv)), help_text
 
 
 def _sync(argv: list[str]) -> int:
@@ -59,8 +58,8 @@ def _pipeline(argv: list[str]) -> int:
 
 TOOLS: Final[dict[str, tuple[Callable[[list[str]], int], str]]] = {
     "conformance": (_conformance, "conformance suites, golden vectors, codec and sync-trace tools"),
-    "codec": (_codec, "encode or decode streaming-shuffle messages (hex <-> JSON)"),
-    "monitor": (_monitor, "watch streaming-shuffle traffic (live or a pcap) and judge it by the spec"),
+    "codec": _conformance_tool("codec"),
+    "monitor": _conformance_tool("monitor"),
     "sync": (_sync, "the data-sync server: 'streamwire sync serve --store DIR'"),
     "pipeline": (_pipeline, "run the CDC pipeline once (exit 0 only if the table matches)"),
 }
