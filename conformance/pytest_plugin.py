@@ -89,7 +89,7 @@ class CaseItem(pytest.Item):
 
     def runtest(self) -> None:
         from conformance.framework import CaseOutcome
-        from conformance.report.wire import codec_for
+        from conformance.report.wirelog import codec_for
         from conformance.runner import run_case
 
         run = self.config.stash[RUN_KEY]

@@ -34,7 +34,7 @@ from conformance.framework import (
 from conformance.report.cases import CaseReport, RunReport
 from conformance.report.causes import root_causes
 from conformance.report.html import write_html
-from conformance.report.wire import FrameCodec, codec_for, frames
+from conformance.report.wirelog import FrameCodec, codec_for, frames
 from conformance.report.writers import print_summary, write_json, write_junit
 from conformance.spec_links import spec_ref
 from spec.auth import AuthConfig, CipherName

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Final, Mapping, Sequence
 
 from conformance.framework import Blame, Case, Level, CaseOutcome, Wait
-from conformance.report.wire import WireFrame
+from conformance.report.wirelog import WireFrame
 
 FAILED_OUTCOMES: Final = frozenset({CaseOutcome.FAIL, CaseOutcome.TIMEOUT, CaseOutcome.NON_STRICT})
 """Outcomes that say the implementation did not do what a case requires (at the case's level)."""

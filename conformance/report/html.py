@@ -17,7 +17,7 @@ from typing import Final
 
 from conformance.framework import CaseOutcome
 from conformance.report.cases import IMPL_TO_PEER, CaseReport, RunReport
-from conformance.report.wire import WireFrame
+from conformance.report.wirelog import WireFrame
 from conformance.spec_links import spec_ref
 
 HEX_BYTES_SHOWN: Final = 96

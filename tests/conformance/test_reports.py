@@ -17,8 +17,8 @@ import pytest
 from conformance import runner
 from fake_suite import FakeTarget, RunFake, fake_suite  # noqa: F401 - fake_suite is a fixture
 from conformance.framework import Case, CaseContext, Level, RunOptions, TargetUnreachable, Verdict
-from conformance.report.wire import codec_for, frames
-from conformance.shuffle.wire import CODEC
+from conformance.report.wirelog import codec_for, frames
+from conformance.shuffle.wirelog import CODEC
 from spec.shuffle.codec import encode_frame
 from spec.shuffle.messages import CreditMessage, DataMessage
 from spec.shuffle.checksum import payload_checksum

@@ -5,7 +5,7 @@ from __future__ import annotations
 import zlib
 from typing import Final
 
-from conformance.report.wire import Decoded, Undecodable
+from conformance.report.wirelog import Decoded, Undecodable
 from spec.shuffle.checksum import payload_checksum
 from spec.shuffle.codec import DEFAULT_MAX_FRAME_LENGTH, FRAME_HEADER_LENGTH, check_frame_header, decode_body_at
 from spec.shuffle.errors import CodecError

@@ -61,7 +61,7 @@ class WireFrame:
                 "fields": dict(self.fields), "problem": self.problem, "hex": self.hex}
 
 
-CODECS: Final = {"shuffle": "conformance.shuffle.wire", "sync": "conformance.sync.wire"}
+CODECS: Final = {"shuffle": "conformance.shuffle.wirelog", "sync": "conformance.sync.wirelog"}
 """Suites whose wire log is decoded, and the module holding their ``CODEC``."""
 
 

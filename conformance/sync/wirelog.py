@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from conformance.report.wire import Decoded
+from conformance.report.wirelog import Decoded
 from spec.sync.errors import SyncError
 from spec.sync.messages import ColumnRole, decode_descriptor_cmd, decode_response
 
