@@ -45,27 +45,17 @@ from spec.shared_secret import configured_secret
 
 
 def read_message(sock: socket.socket) -> ServiceMessage | None:
-    """The next message, or None at a clean end of stream; bounds are checked before reading."""
-    header = _read_exactly(sock, wire.FRAME_HEADER.sizeof())
-    if header is None:
-        return None
-    body = _read_exactly(sock, wire.body_length(header))
-    if body is None:
-        raise MalformedMessage("stream ended inside a frame")
-    return wire.decode(body)
-
-
-def _read_exactly(sock: socket.socket, size: int) -> bytes | None:
-    chunks, left = [], size
-    while left:
-        chunk = sock.recv(min(left, 1 << 20))
+    """The next message, or None at a clean end of stream; never reads past it (the frame reader
+    asks for the rest of the header or body only, its bounds checked first)."""
+    frames = wire.FrameReader()
+    while True:
+        chunk = sock.recv(min(frames.wanted, 1 << 20))
         if not chunk:
-            if left == size:
-                return None
-            raise MalformedMessage("stream ended inside a frame")
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
+            if frames.held_bytes:
+                raise MalformedMessage("stream ended inside a frame")
+            return None
+        for body in frames.feed(chunk):
+            return wire.decode(body)
 
 
 def _abandon(sock: socket.socket) -> None:

@@ -40,7 +40,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 from urllib.parse import quote
 
 from reference.cluster.memory import DEFAULT_POLICY, InProcessCluster, InProcessNode
@@ -92,41 +92,6 @@ def error_frame(request_id: int, error: ClusterError) -> bytes:
                            found=actual is not None,
                            actual=None if actual is None else wire.entries_to_wire([actual])[0])
     return wire.encode(ServiceKind.ERROR, request_id, code=error.code, message=error.message)
-
-
-class FrameReader:
-    """Splits a byte stream into frame bodies, holding at most one partial frame whose announced
-    size was checked against ``max_frame_bytes`` before any of its body was kept."""
-
-    def __init__(self, max_frame_bytes: int) -> None:
-        self.max_frame_bytes = max_frame_bytes
-        self._header = bytearray()
-        self._body: bytearray | None = None
-        self._size = 0
-
-    @property
-    def held_bytes(self) -> int:
-        return len(self._header) + (0 if self._body is None else len(self._body))
-
-    def feed(self, data: memoryview) -> Iterator[bytes]:
-        """Complete bodies in ``data``; FRAME_TOO_LARGE / MALFORMED_MESSAGE from a bad header."""
-        header_size = wire.FRAME_HEADER.sizeof()
-        while data:
-            if self._body is None:
-                take = header_size - len(self._header)
-                self._header += data[:take]
-                data = data[take:]
-                if len(self._header) < header_size:
-                    return
-                size = wire.body_length(bytes(self._header), self.max_frame_bytes)
-                self._body, self._size = bytearray(), size
-            take = self._size - len(self._body)
-            self._body += data[:take]
-            data = data[take:]
-            if len(self._body) == self._size:
-                body = bytes(self._body)
-                self._header, self._body = bytearray(), None
-                yield body
 
 
 class MembershipFrames:
@@ -203,7 +168,7 @@ class _Session:
     stream: Stream
     max_queued_bytes: int
     membership_frames: MembershipFrames
-    frames: FrameReader = field(default_factory=lambda: FrameReader(wire.MAX_HELLO_BYTES))
+    frames: wire.FrameReader = field(default_factory=lambda: wire.FrameReader(wire.MAX_HELLO_BYTES))
     node: InProcessNode | None = None
     told: int = -1
     """The epoch of the last membership this session was sent (-1: none yet)."""
@@ -421,7 +386,7 @@ class ClusterService:
             session.stream.close()
             return
         session.stream.bind()
-        session.frames.max_frame_bytes = wire.MAX_REQUEST_BYTES
+        session.frames.bound = wire.MAX_REQUEST_BYTES
         displaced = self._nodes.get(node_id)
         self._nodes[node_id] = session
         if displaced is not None:

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any, Sequence, TypeVar
+from typing import Any, Iterator, Sequence, TypeVar
 
 import construct as c
 
@@ -217,10 +217,9 @@ def check_hello_secret(presented: str, required: str | None) -> None:
         raise Unauthenticated("HELLO does not carry the cluster service's shared secret")
 
 
-def body_length(header: bytes, bound: int = MAX_FRAME_BYTES) -> int:
-    """The body size announced by a 4-byte frame header, checked against ``bound`` (the service's:
-    MAX_HELLO_BYTES before HELLO, MAX_REQUEST_BYTES after) before anything is allocated."""
-    length: int = FRAME_HEADER.parse(header)
+def checked_length(length: int, bound: int = MAX_FRAME_BYTES) -> int:
+    """The one home of a frame's size rules: a body of ``length`` bytes is refused when it is longer
+    than ``bound`` (FrameTooLarge) or shorter than a message header (MalformedMessage)."""
     if length > bound:
         raise FrameTooLarge(f"frame announces {length} bytes, bound is {bound}")
     if length < Header.sizeof():
@@ -228,10 +227,59 @@ def body_length(header: bytes, bound: int = MAX_FRAME_BYTES) -> int:
     return length
 
 
+def body_length(header: bytes, bound: int = MAX_FRAME_BYTES) -> int:
+    """The body size announced by a 4-byte frame header, checked against ``bound`` (the service's:
+    MAX_HELLO_BYTES before HELLO, MAX_REQUEST_BYTES after) before anything is allocated."""
+    return checked_length(FRAME_HEADER.parse(header), bound)
+
+
+class FrameReader:
+    """Splits a byte stream into frame bodies, for every end of the wire (the service, the client, a
+    test's raw socket): at most one partial frame is held, its announced size checked against
+    ``bound`` (which the owner may change between frames: HELLO's bound, then a node's) before any
+    of its body is kept."""
+
+    def __init__(self, bound: int = MAX_FRAME_BYTES) -> None:
+        self.bound = bound
+        self._header = bytearray()
+        self._body: bytearray | None = None
+        self._size = 0
+
+    @property
+    def held_bytes(self) -> int:
+        return len(self._header) + (0 if self._body is None else len(self._body))
+
+    @property
+    def wanted(self) -> int:
+        """The bytes that complete the header or body being read (what a blocking reader asks for,
+        so it never reads past the frame)."""
+        return FRAME_HEADER.sizeof() - len(self._header) if self._body is None else self._size - len(self._body)
+
+    def feed(self, data: bytes | memoryview) -> Iterator[bytes]:
+        """The complete bodies in ``data``, each yielded before the next header is checked;
+        FrameTooLarge / MalformedMessage from a bad header."""
+        header_size = FRAME_HEADER.sizeof()
+        while data:
+            if self._body is None:
+                take = header_size - len(self._header)
+                self._header += data[:take]
+                data = data[take:]
+                if len(self._header) < header_size:
+                    return
+                self._size = body_length(bytes(self._header), self.bound)
+                self._body = bytearray()
+            take = self._size - len(self._body)
+            self._body += data[:take]
+            data = data[take:]
+            if len(self._body) == self._size:
+                body = bytes(self._body)
+                self._header, self._body = bytearray(), None
+                yield body
+
+
 def decode(body: bytes) -> ServiceMessage:
     """Parse one frame body; anything that does not match the layouts is MalformedMessage."""
-    if len(body) < 9:
-        raise MalformedMessage(f"a body of {len(body)} bytes is shorter than a message header")
+    checked_length(len(body))
     try:
         kind = ServiceKind(body[0])
     except ValueError:
