@@ -45,6 +45,7 @@ from spec.cluster.model import (
     MembershipView,
     Operation,
     Owed,
+    owed_membership,
     RemoveFromCluster,
     RemoveFromShard,
     SetState,
@@ -270,17 +271,17 @@ class InProcessCluster:
         for change, revision in run:
             view.apply(change)
             for node in dispatched:
-                if revision > node.attached_at and view.owed(change, node.node_id):
+                if revision > node.attached_at and view.owed(node.node_id, (change.node_id,)):
                     node.mailbox.post(MembershipUpdate(snapshot=view.snapshot()))
         changes = [change for change, _ in run]
         subjects = {change.node_id for change in changes}
         last = run[-1][1]
         run.clear()
         if len(handles) > len(view.records) + len(subjects):
-            handles = [n for n in map(self._nodes.get, {*view.records, *subjects}) if n is not None]
+            handles = [n for n in map(self._nodes.get, owed_membership(view.records, subjects)) if n is not None]
         for node in handles:
             inline = node.inline_mailbox
-            if inline is not None and last > node.attached_at and (node.node_id in view.records or node.node_id in subjects):
+            if inline is not None and last > node.attached_at and view.owed(node.node_id, subjects):
                 inline.post_membership(changes, base, view)
 
     def renew(self, node_id: NodeId) -> None:

@@ -16,7 +16,7 @@ a lock; the conformance suite and the stateful tests compare backends with it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Collection, Container, Iterable, Sequence
 
 from spec.cluster.errors import ClusterFull, NodeIdInUse, NotAMember, RevisionMismatch, UnknownNode, UnknownShard
 from spec.cluster.types import (
@@ -61,6 +61,13 @@ class MembershipChange:
     record: MemberRecord | None
 
 
+def owed_membership(members: Collection[NodeId], changed: Iterable[NodeId]) -> list[NodeId]:
+    """Who is told a run of membership changes (the one home of this rule): every member after them,
+    sorted by id, then each node the run ``changed`` that is no longer one (a removed node hears of
+    its removal)."""
+    return [*sorted(members), *dict.fromkeys(n for n in changed if n not in members)]
+
+
 class MembershipView:
     """The membership as a sequence of :class:`MembershipChange` builds it, for providers that tell
     many Cores: applying a change is constant work, the snapshot is built once per epoch it is
@@ -80,9 +87,10 @@ class MembershipView:
         self.epoch = change.epoch
         self._snapshot = None
 
-    def owed(self, change: MembershipChange, node_id: NodeId) -> bool:
-        """Whether ``change`` (just applied) is owed to ``node_id``."""
-        return node_id in self.records or node_id == change.node_id
+    def owed(self, node_id: NodeId, changed: Container[NodeId]) -> bool:
+        """Whether a run of changes just applied, which changed the nodes ``changed``, is owed to
+        ``node_id``: :func:`owed_membership`'s rule for one node, in constant work."""
+        return node_id in self.records or node_id in changed
 
     def snapshot(self) -> Membership:
         if self._snapshot is None:
@@ -223,10 +231,7 @@ class ClusterModel:
         for item in owed:
             if isinstance(item, MembershipChange):
                 note = MembershipUpdate(snapshot=self.snapshot())
-                members = sorted(self.members)
-                out += [(n, note) for n in members]
-                if item.node_id not in self.members:
-                    out.append((item.node_id, note))
+                out += [(n, note) for n in owed_membership(self.members, [item.node_id])]
             else:
                 out.append(item)
         return out
