@@ -1,7 +1,7 @@
 """``python -m conformance.shuffle.machines_target``: the spec's shuffle machines behind the ``exec:``
 trace contract, the reference any other implementation's trace driver is compared with.
 
-With ``CONFORMANCE_ROLE=capabilities`` it prints ``CAPABILITIES writer reader traces``. With
+With ``CONFORMANCE_ROLE=capabilities`` it prints ``CAPABILITIES writer reader traces connect-timeout``. With
 ``CONFORMANCE_ROLE=trace`` it reads the trace named by ``CONFORMANCE_TRACE`` (role, peers, settings, writerIds, directoryId,
 ackTimeoutMs), then answers each input line on stdin (one step of ``traces.json`` without its
 ``sends``/``events``) with one line ``{"sends": [...], "events": [...]}`` on stdout (docs/conformance.md).
@@ -19,7 +19,7 @@ from conformance.shuffle.vector_traces import answer_json, apply_input, new_mach
 
 TRACE_ROLE: Final = "trace"
 TRACE_VARIABLE: Final = "CONFORMANCE_TRACE"
-CAPABILITIES: Final = "CAPABILITIES writer reader traces"
+CAPABILITIES: Final = "CAPABILITIES writer reader traces connect-timeout"
 
 
 def main() -> int:
@@ -30,6 +30,11 @@ def main() -> int:
     if role != TRACE_ROLE:
         print(f"unsupported {ROLE_VARIABLE} {role!r}", file=sys.stderr)
         return 127
+    return play_trace()
+
+
+def play_trace() -> int:
+    """Answer the trace named by ``CONFORMANCE_TRACE``, one stdin line at a time."""
     with open(os.environ[TRACE_VARIABLE]) as document:
         trace = json.load(document)
     machine = new_machine(trace["role"], trace)

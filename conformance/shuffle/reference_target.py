@@ -9,6 +9,10 @@ workload named by ``CONFORMANCE_WORKLOAD`` and runs one task of the runtime in
 It reports ``COMPLETED`` or ``ERROR <CONDITION> <message>`` on stdout and exits. A workload with an
 ``auth`` object (an authenticated run) makes every connection run Spark's AuthEngine handshake.
 
+With ``CONFORMANCE_ROLE=trace`` it answers the trace contract as
+:mod:`conformance.shuffle.machines_target` does (``traces``, ``connect-timeout``): the runtime's timers and
+protocol decisions are the spec machines'.
+
 Besides the roles it declares ``slow-consumer`` (a reader workload with ``slow_consumer`` takes a DATA's
 records only as ``CONSUME <n>`` lines on stdin allow, see :class:`Allowance`) and ``settings`` (settings
 Spark refuses are reported as ``ERROR INVALID_CONF_VALUE...`` before anything starts).
@@ -34,6 +38,7 @@ from conformance.shuffle.targets import (
     auth_from_json,
 )
 from conformance.external import CAPABILITIES_ROLE, PEER_VARIABLE, ROLE_VARIABLE, parse_tcp
+from conformance.shuffle.machines_target import TRACE_ROLE, play_trace
 from reference.shuffle.reader_task import ReaderTask
 from reference.shuffle.standalone_directory import StandaloneDirectory
 from reference.shuffle.task import TaskOptions, describe
@@ -42,7 +47,7 @@ from spec.shuffle import coordination
 from spec.errors import ProtocolError
 from spec.shuffle.settings import SettingsError, ShuffleSettings
 
-CAPABILITIES: Final = "CAPABILITIES writer reader workload reports slow-consumer settings"
+CAPABILITIES: Final = "CAPABILITIES writer reader workload reports slow-consumer settings traces connect-timeout"
 
 
 def report(line: str) -> None:
@@ -138,6 +143,8 @@ def main() -> int:
     if role == CAPABILITIES_ROLE:
         report(CAPABILITIES)
         return 0
+    if role == TRACE_ROLE:  # the runtime takes every protocol decision from the spec machines: they answer traces
+        return play_trace()
     with open(os.environ[WORKLOAD_VARIABLE]) as document:
         workload = json.load(document)
     try:

@@ -106,7 +106,9 @@ def new_machine(role: str, group: Json) -> WriterMachine | ReaderMachine:
     if role == "writer":
         return WriterMachine(0, 0, int(group["peers"]), settings, 0.0, int(group.get("ackTimeoutMs", -1)),
                              directory_id=group.get("directoryId"))
-    return ReaderMachine(0, 0, group.get("writerIds", list(range(int(group["peers"])))), settings, 0.0)
+    connect_ms = group.get("connectTimeoutMs")
+    return ReaderMachine(0, 0, group.get("writerIds", list(range(int(group["peers"])))), settings, 0.0,
+                         connect_timeout=None if connect_ms is None else int(connect_ms) / 1000.0)
 
 
 def apply_input(machine: WriterMachine | ReaderMachine, step: Json) -> Step:
@@ -135,6 +137,8 @@ def apply_input(machine: WriterMachine | ReaderMachine, step: Json) -> Step:
     else:
         if kind == "connected":
             return machine.connected(peer, now)
+        if kind == "connectFailed":
+            return machine.connect_failed(peer, str(step.get("cause", "")), now)
         if kind == "received":
             return machine.received(peer, from_json(step["message"]), now)
         if kind == "sendCompleted":

@@ -51,6 +51,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from conformance.framework import Case, CaseContext, Level, RunOptions, Suite, Verdict
+from conformance.sync import derived
 from reference.sync.auth import ClientSecurity
 from streamwire.cli import read_secret
 from spec.sync.messages import (
@@ -902,5 +903,19 @@ SUITE = Suite(
            replay_of_applied_not_reapplied, "flush-control", "store", "restart"),
         _c("apply/delete", MUST, "A delete removes the stored row", _table_case(
             [rows_batch([(None, 1, "a"), (None, 2, "b")]), rows_batch([(1, None, None)])], [{"id": 2, "v": "b"}]), "store"),
+        _c("squash/derived-chains-one-put", MUST, "Every chain of up to 4 changes on 1-2 keys (from an empty table, "
+           "key 1 stored, both stored) in one put lands as the model says", derived.chain_case(derived.one_put), "store"),
+        _c("squash/derived-chains-put-per-change", MUST, "The same chains, change i of each in transaction i, "
+           "each flushed after its put, land as the model says", derived.chain_case(derived.put_per_change), "store"),
+        _c("squash/derived-chains-flushed-together", MUST, "The same chains, change i of each in transaction i, "
+           "held back and flushed together, land as the model says", derived.chain_case(derived.flushed_together),
+           "flush-control", "store"),
+        _c("flush/derived-lag-boundaries", MUST, "Pending data is flushed at exactly the lag after the table's "
+           "oldest pending data arrived, not one tick before, also with later puts and after a flush",
+           derived.lag_boundaries, "flush-control"),
+        _c("flush/derived-lag-after-failed-flush", MUST, "Once a failed flush was retried, the table's new data "
+           "again waits exactly the lag", derived.lag_after_failed_flush, "flush-control", "store"),
+        _c("atomicity/derived-noops-write-nothing", MUST, "Probes, replays at or below durable and refused puts "
+           "leave the table's files as they were", derived.noops_write_nothing, "store"),
     ),
 )

@@ -104,6 +104,8 @@ from conformance.shuffle.suite.writer_cases import (
     writer_fault,
     wrong_ack,
 )
+from conformance.shuffle.suite.deadline_cases import CONNECT_TIMEOUT, at_its_instant
+from conformance.shuffle.vector_exec import TRACES
 from spec.shuffle import codec
 from spec.shuffle.messages import CreditMessage, DataMessage
 from spec.shuffle.settings import RequirementFailed, TypeMismatch
@@ -271,6 +273,18 @@ CASES: Final = (
        "closes before its ack", w_reader_closes_early, WORKLOAD),
     _c("failure/writer-connection-timeout", MUST, W, "A writer fails with WRITER_CONNECTION_TIMEOUT when a reader "
        "does not bind within writerConnectionTimeout", w_connection_timeout, WORKLOAD),
+    # every timer at its exact instant (trace contract)
+    _c("failure/writer-connection-timeout-at-its-instant", MUST, W, "writerConnectionTimeout fires at exactly its "
+       "instant, not a millisecond before or after", at_its_instant("writer-connection-timeout"), TRACES),
+    _c("termination/writer-ack-timeout-at-its-instant", SHOULD, W, "The termination-ack timeout fires at exactly "
+       "its instant after finish", at_its_instant("writer-ack-timeout"), TRACES),
+    _c("data/writer-max-wait-at-its-instant", MUST, W, "A record appended to a buffer exactly "
+       "networkBufferMaxWaitTimeMs old flushes it; one a millisecond younger does not",
+       at_its_instant("writer-max-wait-on-write"), TRACES),
+    _c("data/writer-periodic-flush-at-its-instant", MUST, W, "The periodic flush runs at exactly "
+       "networkBufferMaxWaitTimeMs, not a millisecond before or after", at_its_instant("writer-periodic-flush"), TRACES),
+    _c("failure/reader-connect-timeout-at-its-instant", SHOULD, R, "The reader's connect timeout fires at exactly "
+       "its instant after the first failed attempt", at_its_instant("reader-connect-timeout"), TRACES, CONNECT_TIMEOUT),
     # settings
     _c("settings/writer-refuses-int-overflow", MUST, W, "A writer refuses an int setting of 2^31 "
        "(INVALID_CONF_VALUE.TYPE_MISMATCH) and runs with 2^31-1", refuses(

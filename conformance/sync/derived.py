@@ -1,0 +1,341 @@
+"""Sync cases derived from the specification's own rules rather than written bug by bug.
+
+- **Squash chains** (docs/spec/sync.md#squashing): every sequence of up to four changes (insert,
+  update, delete, key change) on one or two keys that a table could receive, from an empty table or
+  one holding either key or both, judged against a small model of the table (:func:`final_state`).
+  All chains run at once, each on its own keys, so a case is a handful of puts: the chains in one
+  put, one put per change flushed together, and one put per change flushed after each.
+- **Lag deadline** (docs/spec/sync.md#flush-policy): pending data is flushed at exactly
+  ``max_replication_lag_s`` after the oldest of it arrived, never one tick before, also when more
+  data came later, after a flush and after a failed flush was retried.
+- **No-ops** (probes, replays, refused puts): they must leave the table's files as they were.
+
+The checks reuse the suite's helpers (imported when they run: :mod:`conformance.sync.suite` lists
+these cases).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+import pyarrow as pa
+
+from conformance.framework import CaseContext, Verdict
+
+if TYPE_CHECKING:
+    from conformance.sync.suite import SyncTarget
+
+KEYS: Final = (1, 2)
+MAX_CHAIN: Final = 4
+TICK_S: Final = 1 / 1024
+"""The smallest step the lag cases take: a binary fraction, so clock sums are exact."""
+LAG_S: Final = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One row of a change batch: ``old`` -> ``new`` (None: no such key), carrying ``value``."""
+
+    old: int | None
+    new: int | None
+
+    @property
+    def kind(self) -> str:
+        if self.old is None:
+            return f"insert {self.new}"
+        if self.new is None:
+            return f"delete {self.old}"
+        return f"update {self.old}" if self.old == self.new else f"move {self.old}->{self.new}"
+
+
+def valid_changes(present: frozenset[int]) -> list[Change]:
+    """Every change a table holding the keys ``present`` (of :data:`KEYS`) can receive."""
+    out = [Change(None, k) for k in KEYS if k not in present]
+    for k in sorted(present):
+        out += [Change(k, k), Change(k, None)] + [Change(k, j) for j in KEYS if j not in present]
+    return out
+
+
+def after(present: frozenset[int], change: Change) -> frozenset[int]:
+    kept = present - {change.old} if change.old is not None else present
+    return kept | {change.new} if change.new is not None else kept
+
+
+@dataclass(frozen=True, slots=True)
+class Chain:
+    """Keys stored before, then changes in order."""
+
+    stored: frozenset[int]
+    changes: tuple[Change, ...]
+
+    def __str__(self) -> str:
+        return f"stored {sorted(self.stored)}: " + ", ".join(c.kind for c in self.changes)
+
+
+def chains(max_length: int = MAX_CHAIN) -> list[Chain]:
+    """Every chain of 1..``max_length`` valid changes from each stored state (none, key 1, both keys)."""
+    out: list[Chain] = []
+    for stored in (frozenset(), frozenset({1}), frozenset(KEYS)):
+        frontier: list[tuple[frozenset[int], tuple[Change, ...]]] = [(stored, ())]
+        for _ in range(max_length):
+            frontier = [(after(present, c), done + (c,)) for present, done in frontier for c in valid_changes(present)]
+            out += [Chain(stored, done) for _, done in frontier]
+    return out
+
+
+def final_state(chain: Chain, values: Callable[[int], str], stored_value: Callable[[int], str]) -> dict[int, str]:
+    """The model: the table after the chain, change ``i`` writing ``values(i)``."""
+    table = {k: stored_value(k) for k in chain.stored}
+    for i, change in enumerate(chain.changes):
+        if change.old is not None:
+            del table[change.old]
+        if change.new is not None:
+            table[change.new] = values(i)
+    return table
+
+
+# -- running the chains on a target --------------------------------------------------------
+
+def _key(chain: int, key: int) -> int:
+    return 10 * chain + key
+
+
+def _value(chain: int, step: int) -> str:
+    return f"c{chain}s{step}"
+
+
+def _stored_value(chain: int, key: int) -> str:
+    return f"c{chain}k{key}"
+
+
+def _batch(rows: Sequence[tuple[int | None, int | None, str | None]]) -> pa.Table:
+    return pa.table({"old_id": pa.array([r[0] for r in rows], pa.int64()),
+                     "new_id": pa.array([r[1] for r in rows], pa.int64()),
+                     "v": pa.array([r[2] for r in rows], pa.string())})
+
+
+def _stored_rows(all_chains: Sequence[Chain]) -> list[tuple[int | None, int | None, str | None]]:
+    return [(None, _key(i, k), _stored_value(i, k)) for i, c in enumerate(all_chains) for k in sorted(c.stored)]
+
+
+def _step_rows(all_chains: Sequence[Chain], step: int) -> list[tuple[int | None, int | None, str | None]]:
+    """Change ``step`` of every chain long enough, chains interleaved."""
+    rows: list[tuple[int | None, int | None, str | None]] = []
+    for i, chain in enumerate(all_chains):
+        if step < len(chain.changes):
+            c = chain.changes[step]
+            rows.append((None if c.old is None else _key(i, c.old), None if c.new is None else _key(i, c.new),
+                         None if c.new is None else _value(i, step)))
+    return rows
+
+
+def _expected(all_chains: Sequence[Chain]) -> dict[int, str]:
+    out: dict[int, str] = {}
+    for i, chain in enumerate(all_chains):
+        state = final_state(chain, lambda step: _value(i, step), lambda k: _stored_value(i, k))
+        out.update({_key(i, k): v for k, v in state.items()})
+    return out
+
+
+def _judge_chains(t: SyncTarget, path: str, all_chains: Sequence[Chain], errors: Sequence[str]) -> Verdict:
+    got = {int(r["id"]): r["v"] for r in t.table(path)}
+    want = _expected(all_chains)
+    wrong = []
+    for i, chain in enumerate(all_chains):
+        keys = {_key(i, k) for k in KEYS}
+        mine = {k: v for k, v in got.items() if k in keys}
+        expected = {k: v for k, v in want.items() if k in keys}
+        if mine != expected:
+            wrong.append(f"chain #{i} ({chain}): table {mine}, model {expected}")
+    expected_text = f"{len(all_chains)} chains of up to {MAX_CHAIN} changes on keys {KEYS}: the table equals the model"
+    if errors:
+        return Verdict(False, expected_text, "; ".join(errors[:2]))
+    return Verdict(not wrong, expected_text, f"{len(wrong)} chains differ: " + "; ".join(wrong[:3]) if wrong
+                   else f"all {len(all_chains)} chains as modelled")
+
+
+Layout = Callable[["SyncTarget", CaseContext, str, str, Sequence[Chain]], list[str]]
+
+
+def chain_case(layout: Layout) -> Callable[[SyncTarget, CaseContext], Verdict]:
+    """Store the chains' initial keys, run ``layout``'s puts of their changes, compare with the model."""
+    def check(t: SyncTarget, ctx: CaseContext) -> Verdict:
+        from conformance.sync.suite import _cmd, _ids, _numbers
+
+        origin, path = _ids()
+        all_chains = chains()
+        stored = t.put(ctx, _cmd(path, origin, 1), _batch(_stored_rows(all_chains)))
+        if stored.error is not None:
+            return Verdict(False, "the stored keys are accepted", _numbers(stored))
+        return _judge_chains(t, path, all_chains, layout(t, ctx, path, origin, all_chains))
+
+    return check
+
+
+def _failed(outcome_text: str, step: int) -> list[str]:
+    return [] if outcome_text.startswith("accepted=True") else [f"the put of change {step + 1}: {outcome_text}"]
+
+
+def one_put(t: SyncTarget, ctx: CaseContext, path: str, origin: str, all_chains: Sequence[Chain]) -> list[str]:
+    """Every change of every chain in one put (one transaction), flushed after it."""
+    from conformance.sync.suite import _cmd, _numbers
+
+    rows = [r for step in range(MAX_CHAIN) for r in _step_rows(all_chains, step)]
+    return _failed(_numbers(t.put(ctx, _cmd(path, origin, 2), _batch(rows))), 0)
+
+
+def put_per_change(t: SyncTarget, ctx: CaseContext, path: str, origin: str, all_chains: Sequence[Chain]) -> list[str]:
+    """Change i of every chain in transaction i, each flushed after its put."""
+    from conformance.sync.suite import _cmd, _numbers
+
+    errors: list[str] = []
+    for step in range(MAX_CHAIN):
+        errors += _failed(_numbers(t.put(ctx, _cmd(path, origin, 2 + step), _batch(_step_rows(all_chains, step)))), step)
+    return errors
+
+
+def flushed_together(t: SyncTarget, ctx: CaseContext, path: str, origin: str, all_chains: Sequence[Chain]) -> list[str]:
+    """Change i of every chain in transaction i, all four held back and flushed in one flush."""
+    from conformance.sync.suite import _policy
+
+    with _policy(t):
+        return put_per_change(t, ctx, path, origin, all_chains)
+
+
+# -- the lag deadline -------------------------------------------------------------------------
+
+def _advance(t: SyncTarget, seconds: float) -> None:
+    t.command(f"ADVANCE {seconds!r}")
+
+
+def lag_boundaries(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    """With only the lag threshold in play (``LAG_S``): each put's data is flushed at exactly the lag after
+    the table's oldest pending data arrived, not one tick (``TICK_S``) before; a later put to the same table
+    does not move that instant; after a flush the next data waits a full lag of its own."""
+    from conformance.sync.suite import _cmd, _ids, _policy, _probe
+
+    origin, path = _ids()
+    want: list[str] = []
+    got: list[str] = []
+
+    def expect(durable: int | None, what: str) -> None:
+        want.append(f"{what}: durable={durable}")
+        numbers = _probe(t, ctx, origin)
+        got.append(f"{what}: {numbers.split(' first=')[0].split(' ', 2)[-1]}")
+
+    with _policy(t, lag=LAG_S):
+        t.put(ctx, _cmd(path, origin, 1), _batch([(None, 1, "a")]))
+        _advance(t, LAG_S / 2)
+        t.put(ctx, _cmd(path, origin, 2), _batch([(None, 2, "b")]))
+        _advance(t, LAG_S / 2 - TICK_S)
+        expect(None, "one tick before the lag of the oldest data")
+        _advance(t, TICK_S)
+        expect(2, "at the lag of the oldest data")
+        t.put(ctx, _cmd(path, origin, 3), _batch([(None, 3, "c")]))
+        _advance(t, LAG_S - TICK_S)
+        expect(2, "one tick before the lag of data put after a flush")
+        _advance(t, TICK_S)
+        expect(3, "at its lag")
+    ok = all(g.endswith(w.split(": ", 1)[1]) for w, g in zip(want, got))
+    return Verdict(ok and len(got) == len(want), "; ".join(want), "; ".join(got))
+
+
+def lag_after_failed_flush(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    """A table whose flush failed (its first commit file's name taken by a directory) is written once it
+    can be; from then on its new data again waits exactly the lag, not a tick less."""
+    from conformance.sync.suite import _cmd, _ids, _policy, _probe
+
+    origin, path = _ids()
+    blocker = os.path.join(t.store, path, "_delta_log", f"{0:020}.json")
+    got = []
+    with _policy(t, lag=LAG_S):
+        t.put(ctx, _cmd(path, origin, 1), _batch([(None, 1, "a")]))
+        os.makedirs(blocker)
+        try:
+            _advance(t, LAG_S)
+        finally:
+            os.rmdir(blocker)
+        _advance(t, 600.0)  # past any retry wait
+        got.append(_probe(t, ctx, origin))
+        t.put(ctx, _cmd(path, origin, 2), _batch([(None, 2, "b")]))
+        _advance(t, LAG_S - TICK_S)
+        got.append(_probe(t, ctx, origin))
+        _advance(t, TICK_S)
+        got.append(_probe(t, ctx, origin))
+    want = ["durable=1", "durable=1", "durable=2"]
+    ok = all(f" {w} " in g for w, g in zip(want, got))
+    return Verdict(ok, "after the retry: " + "; then one tick before the next lag ".join(want[:2]) + f"; at it {want[2]}",
+                   "; ".join(got))
+
+
+# -- no-ops ---------------------------------------------------------------------------------
+
+def _files(root: str) -> dict[str, int]:
+    """Every file under ``root`` with its size (the table's data files and its whole log)."""
+    out = {}
+    for folder, _, names in os.walk(root):
+        for name in names:
+            full = os.path.join(folder, name)
+            out[os.path.relpath(full, root)] = os.path.getsize(full)
+    return out
+
+
+NoOp = Callable[["SyncTarget", CaseContext, str, str], str]
+
+
+def _noop_probe(t: SyncTarget, ctx: CaseContext, path: str, origin: str) -> str:
+    from conformance.sync.suite import _cmd, _numbers
+
+    return _numbers(t.put(ctx, _cmd(path, origin, None, ())))
+
+
+def _noop_replay(seq: int) -> NoOp:
+    def put(t: SyncTarget, ctx: CaseContext, path: str, origin: str) -> str:
+        from conformance.sync.suite import _cmd, _numbers
+
+        return _numbers(t.put(ctx, _cmd(path, origin, seq), _batch([(None, 2, "replayed"), (1, None, None)])))
+
+    return put
+
+
+def _noop_refused(t: SyncTarget, ctx: CaseContext, path: str, origin: str) -> str:
+    from conformance.sync.suite import DESCS, _cmd, _numbers
+
+    return _numbers(t.put(ctx, _cmd(path, origin, 11, DESCS[:2]), _batch([(1, None, None)])))
+
+
+NOOPS: Final[tuple[tuple[str, NoOp], ...]] = (
+    ("a probe naming the table", _noop_probe),
+    ("a replay below durable (a delete and an insert)", _noop_replay(5)),
+    ("a replay at exactly durable", _noop_replay(10)),
+    ("a put refused for its descriptors", _noop_refused),
+)
+
+
+def noops_write_nothing(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    """Transaction 10 is durable in the table; each no-op after it, flushed after every put, leaves every
+    file of the table as it was; a probe naming a table that does not exist creates nothing."""
+    from conformance.sync.suite import _cmd, _ids
+
+    origin, path = _ids()
+    t.put(ctx, _cmd(path, origin, 10), _batch([(None, 1, "a")]))
+    root = os.path.join(t.store, path)
+    before = _files(root)
+    problems = []
+    for what, noop in NOOPS:
+        answer = noop(t, ctx, path, origin)
+        now = _files(root)
+        if now != before:
+            changed = sorted(set(now.items()) ^ set(before.items()))
+            problems.append(f"{what} ({answer}) changed {[name for name, _ in changed][:3]}")
+            before = now
+    missing = f"{path}_absent"
+    _noop_probe(t, ctx, missing, origin)
+    if os.path.exists(os.path.join(t.store, missing)):
+        problems.append("a probe naming a table that does not exist created it")
+    return Verdict(not problems, f"{len(NOOPS)} no-ops and a probe of a missing table write nothing",
+                   "; ".join(problems) or "nothing written")
+
