@@ -2,7 +2,7 @@
 
     python -m reference.cdc --source postgresql://USER@HOST:PORT/DB --publication P --slot S \\
         --sync grpc://HOST:PORT [--create-slot [--snapshot initial|never] [--state-dir DIR]] \\
-        [--until-lsn current|LSN] [--max-retained-wal SIZE] [--verify --store DIR]
+        [--until-lsn current|LSN] [--max-retained-wal SIZE] [--spill SIZE] [--verify --store DIR]
 
 One process, one sync origin (the slot's name). The pipeline on PySpark, with the streaming
 shuffle routing by key to several sinks, is ``python -m reference.pipeline --source ...``.
@@ -33,6 +33,7 @@ from spec.pgoutput.errors import PgOutputError
 from spec.pgoutput.messages import format_lsn
 from spec.pgoutput.outage import OutagePolicy, parse_bytes
 from spec.pgoutput.snapshot import SnapshotRefused
+from spec.pgoutput.spill import SPILL_BYTES
 
 
 def parser() -> argparse.ArgumentParser:
@@ -54,6 +55,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--max-retained-wal", type=_size, metavar="SIZE",
                    help="while waiting for the sync server, stop once the slot retains more WAL than this "
                         "(e.g. 20GB); default: wait for as long as it takes")
+    p.add_argument("--spill", type=_size, default=SPILL_BYTES, metavar="SIZE",
+                   help="hold at most about this much of an open transaction's changes in memory (as pgoutput "
+                        "bytes), the rest in a temporary file until its commit (default: 8MB)")
     p.add_argument("--sync", required=True, help="sync server location, grpc://HOST:PORT")
     p.add_argument("--verify", action="store_true", help="then compare every table with the Delta store (--store)")
     p.add_argument("--store", help="the sync server's store directory (for --verify)")
@@ -78,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cdc: {exc}", file=sys.stderr)
         return 2
     source = SlotSource(address, SlotSpec(args.slot, args.publication, args.create_slot, args.until_lsn,
-                                          snapshot=args.snapshot == "initial", state_dir=args.state_dir))
+                                          snapshot=args.snapshot == "initial", state_dir=args.state_dir,
+                                          spill_bytes=args.spill))
     policy = OutagePolicy(args.slot, max_retained_wal=args.max_retained_wal)
     client = SyncClient(args.sync, origin=args.slot, deadline_s=policy.attempt_s)
     try:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from reference.cdc.pgwire import PgConnectionError, PgServerError
@@ -161,8 +161,12 @@ def _send(source: SlotSource, client: SyncClient, counts: ReplicationCounts, coa
           on_transaction: Callable[[SourceTransaction], None] | None) -> None:
     if coalesced is None:
         return
+    puts: Sequence[SyncPut] = puts_of(coalesced)
+    spill = source.take_spill(coalesced.number)  # a spilled transaction travels alone (Batch.fits)
+    if spill is not None:
+        puts = spill.puts(then=puts)
     try:
-        client.send_transaction(coalesced.number, puts_of(coalesced))
+        client.send_transaction(coalesced.number, puts)
     except SyncUnavailable:
         _sent(source, counts, coalesced, on_transaction)  # the client keeps it: resume() delivers it
         raise

@@ -22,6 +22,7 @@ from urllib.parse import quote
 from reference.cdc.pgwire import PgAddress, PgConnection, PgConnectionError, PgServerError, quote_ident, quote_literal
 from reference.cdc.preflight import table_problems
 from reference.cdc.snapshot import SnapshotReader, append_durably, snapshot_tables
+from reference.cdc.spill import TransactionSpill
 from spec.errors import RuntimeFailure
 from spec.pgoutput.feedback import SlotFeedback, record_boundary
 from spec.pgoutput.lookup import VISIBILITY_BOUND_S, VISIBILITY_POLL_S, RowLookup
@@ -34,6 +35,7 @@ from spec.pgoutput.messages import (
     parse_lsn,
 )
 from spec.pgoutput.snapshot import CHUNK_ROWS, SnapshotProgress, chunk_number
+from spec.pgoutput.spill import SpillBudget
 from spec.pgoutput.transactions import SourceTransaction, TransactionAssembler
 
 POSTGRES_EPOCH_US = 946_684_800_000_000
@@ -63,6 +65,9 @@ class SlotSpec:
     """Rows per snapshot chunk."""
     state_dir: str = ""
     """Where the snapshot's progress record is kept (``<database>.<slot>.snapshot``; empty: the working directory)."""
+    spill_bytes: int | None = None
+    """An open transaction's pgoutput bytes held as changes before they are written to a spill file
+    (spec/pgoutput/spill.py); None: held whole (the pipeline, which routes each change as it comes)."""
 
 
 @dataclass
@@ -79,6 +84,11 @@ class SlotSource:
     _in_snapshot: bool = False
     """A REPEATABLE READ transaction is open on the stream's connection (the snapshot not yet read)."""
     _streaming: bool = False
+    _budget: SpillBudget | None = None
+    _spill: TransactionSpill | None = None
+    """The open transaction's changes written out so far."""
+    _spilled: dict[int, TransactionSpill] = field(default_factory=dict)
+    """Committed spilled transactions read and not yet taken (:meth:`take_spill`), by commit LSN."""
 
     def prepare(self) -> None:
         """Check the set-up and create the slot if asked, without streaming (a driver does this before its tasks)."""
@@ -157,6 +167,8 @@ class SlotSource:
         self._stream = stream
         self._machine = TransactionAssembler(primary_key=self._primary_key)
         self._streaming = True
+        self._budget = None if self.spec.spill_bytes is None else SpillBudget(self.spec.spill_bytes)
+        self._drop_spills()
 
     def _check(self, stream: PgConnection) -> int:
         """Check the set-up; the slot's confirmed position (or, created now, its consistent point)."""
@@ -261,6 +273,7 @@ class SlotSource:
             self._start(self._stream)
         stream, machine = self._stream, self._machine
         assert stream is not None and machine is not None, "open() first"
+        budget = self._budget
         deadline = time.monotonic() + timeout_s
         while True:
             left = deadline - time.monotonic()
@@ -276,8 +289,33 @@ class SlotSource:
                 self._send_status()
             if isinstance(message, XLogData):
                 tx = machine.feed(decode_pgoutput(message.data))
-                if tx is not None and not self.feedback.already_sent(tx.commit_lsn):
-                    return tx
+                if tx is None:
+                    if budget is not None and machine.open and budget.note(len(message.data)):
+                        self._spill = self._spill or TransactionSpill()
+                        self._spill.write(machine.take_open())
+                        budget.released()
+                    continue
+                spill, self._spill = self._spill, None
+                if budget is not None:
+                    budget.released()
+                if self.feedback.already_sent(tx.commit_lsn):
+                    if spill is not None:
+                        spill.close()
+                    continue
+                if spill is not None:
+                    self._spilled[tx.commit_lsn] = spill
+                return tx
+
+    def take_spill(self, commit_lsn: int) -> TransactionSpill | None:
+        """The spill file of the transaction committed at ``commit_lsn`` (None: it was not spilled), handed over."""
+        return self._spilled.pop(commit_lsn, None)
+
+    def _drop_spills(self) -> None:
+        """Forget what was written out (the stream starts again: Postgres sends it all again)."""
+        for spill in (self._spill, *self._spilled.values()):
+            if spill is not None:
+                spill.close()
+        self._spill, self._spilled = None, {}
 
     def confirm(self, durable: int | None) -> None:
         """The sync server reports ``durable`` for this slot's origin: confirm the slot up to it (never more)."""
@@ -304,6 +342,7 @@ class SlotSource:
                 conn.close()
         self._stream = self._catalog = None
         self._snapshot, self._in_snapshot, self._streaming = None, False, False
+        self._drop_spills()
 
 
 def slot_position(address: PgAddress, slot: str) -> int | None:

@@ -107,7 +107,7 @@ class SyncClient:
         """How large each record batch message of a put is made (keep it under the server's message limit)."""
         self._lock = threading.RLock()
         self._client: flight.FlightClient | None = None
-        self._machine: SyncClientMachine[tuple[SyncPut, ...]] = SyncClientMachine()
+        self._machine: SyncClientMachine[Sequence[SyncPut]] = SyncClientMachine()
         self._location = ""
         self._last_failure = ""
 
@@ -150,11 +150,13 @@ class SyncClient:
                 return self._deliver(-1)
 
     def send_transaction(self, sequence: int, puts: Sequence[SyncPut]) -> SyncResponse:
-        """Send one transaction (unless the server holds it already); only its last put carries ``sequence``."""
+        """Send one transaction (unless the server holds it already); only its last put carries ``sequence``.
+        ``puts`` is kept as it is until durable: a sequence that reads each put when indexed (a spilled
+        transaction, reference/cdc/spill.py) holds one put at a time; the caller must not change it."""
         if not puts:
             raise ValueError("a transaction needs at least one put")
         with self._lock:
-            return self._deliver(self._machine.add(sequence, tuple(puts)))
+            return self._deliver(self._machine.add(sequence, puts))
 
     def resume(self) -> SyncResponse:
         """After a :class:`SyncUnavailable`: deliver every pending transaction the server does not hold, in order
@@ -201,9 +203,9 @@ class SyncClient:
                     response = self._call_with_retry(None, None)  # learn the server's numbers first
                 while (tx := self._machine.next_to_send(sent)) is not None:
                     sequence, puts = tx
-                    for i, put in enumerate(puts):
+                    for i in range(len(puts)):
                         last = i == len(puts) - 1
-                        response = self._call_with_retry(put, sequence if last else None)
+                        response = self._call_with_retry(puts[i], sequence if last else None)
                     sent = sequence
                 if response is None:
                     response = self._call_with_retry(None, None)

@@ -39,7 +39,7 @@ class Coalesced:
 
     @property
     def row_count(self) -> int:
-        return sum(len(c) for c in self.changes.values())
+        return sum(tx.row_count for tx in self.transactions)
 
 
 @dataclass
@@ -56,7 +56,10 @@ class Batch:
     transactions: list[SourceTransaction] = field(default_factory=list)
 
     def fits(self, tx: SourceTransaction) -> bool:
-        """Whether ``tx`` may join (every table it touched described as the batch has it)."""
+        """Whether ``tx`` may join: every table it touched described as the batch has it, and neither it
+        nor the batch spilled (a spilled transaction travels alone: its puts come first, from the spill)."""
+        if not self.empty and (tx.spilled_rows or any(t.spilled_rows for t in self.transactions)):
+            return False
         return all(self.tables.get(path, image) == image for path, image in tx.tables.items())
 
     def add(self, tx: SourceTransaction, now: float) -> None:

@@ -65,10 +65,13 @@ class SourceTransaction:
     xid: int
     changes: dict[str, list[RowChange]]
     tables: dict[str, TableImage]
+    spilled_rows: int = 0
+    """Changes handed over before the Commit (:meth:`TransactionAssembler.take_open`), not in ``changes``:
+    they come before ``changes`` in the transaction."""
 
     @property
     def row_count(self) -> int:
-        return sum(len(c) for c in self.changes.values())
+        return self.spilled_rows + sum(len(c) for c in self.changes.values())
 
 
 @dataclass(slots=True)
@@ -94,6 +97,20 @@ class TransactionAssembler:
     _begin: Begin | None = None
     _changes: dict[str, list[RowChange]] = field(default_factory=dict)
     _tables: dict[str, TableImage] = field(default_factory=dict)
+    _spilled_rows: int = 0
+
+    @property
+    def open(self) -> bool:
+        """A transaction has begun and not yet committed."""
+        return self._begin is not None
+
+    def take_open(self) -> dict[str, list[RowChange]]:
+        """The open transaction's changes so far, per table in order, handed over (to be written out:
+        spec/pgoutput/spill.py); its Commit returns only what follows, with ``spilled_rows`` counting these."""
+        assert self._begin is not None, "no open transaction"
+        taken, self._changes = self._changes, {}
+        self._spilled_rows += sum(len(c) for c in taken.values())
+        return taken
 
     def feed(self, message: PgOutputMessage) -> SourceTransaction | None:
         """Take the next message; the whole transaction when ``message`` is its Commit."""
@@ -106,7 +123,7 @@ class TransactionAssembler:
         if isinstance(message, Begin):
             if self._begin is not None:
                 raise OutOfOrder(f"Begin of xid {message.xid} inside the transaction of xid {self._begin.xid}")
-            self._begin, self._changes, self._tables = message, {}, {}
+            self._begin, self._changes, self._tables, self._spilled_rows = message, {}, {}, 0
             return None
         if isinstance(message, Commit):
             begin = self._begin
@@ -116,7 +133,7 @@ class TransactionAssembler:
                 raise OutOfOrder(f"Commit at LSN {message.commit_lsn} closes a Begin announcing {begin.final_lsn}")
             self._begin = None
             return SourceTransaction(message.commit_lsn, message.end_lsn, message.commit_time, begin.xid,
-                                     self._changes, self._tables)
+                                     self._changes, self._tables, self._spilled_rows)
         if isinstance(message, (Insert, Update, Delete, Truncate)):
             if self._begin is None:
                 raise OutOfOrder(f"{type(message).__name__} outside a transaction")

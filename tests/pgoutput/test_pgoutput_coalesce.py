@@ -4,6 +4,8 @@ table is described differently starts the next batch."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pyarrow as pa
 
 from spec.pgoutput.changes import Op, RowChange, TableImage
@@ -54,3 +56,17 @@ def test_a_batch_of_transactions_without_rows_sends_nothing() -> None:
     batch = Batch()
     batch.add(_tx(5), now=0.0)
     assert not batch.empty and batch.take() is None
+
+
+def test_a_spilled_transaction_travels_alone() -> None:
+    spilled = dataclasses.replace(_tx(2, (A, 2)), spilled_rows=5000)
+    assert spilled.row_count == 5001
+    batch = Batch()
+    batch.add(_tx(1, (A, 1)), now=0.0)
+    assert not batch.fits(spilled)
+    batch.take()
+    assert batch.fits(spilled)
+    batch.add(spilled, now=0.0)
+    assert not batch.fits(_tx(3, (B, 1)))
+    coalesced = batch.take()
+    assert coalesced is not None and coalesced.row_count == 5001 and coalesced.transactions == [spilled]

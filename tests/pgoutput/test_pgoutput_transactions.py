@@ -35,6 +35,7 @@ from spec.pgoutput.messages import (
     decode_pgoutput,
     decode_replication,
 )
+from spec.pgoutput.spill import SpillBudget
 from spec.pgoutput.transactions import SourceTransaction, TransactionAssembler
 from spec.sync.messages import ColumnDescriptor
 from spec.sync.schema import SyncSchema
@@ -218,3 +219,31 @@ def test_a_put_is_held_as_arrow_in_the_tables_latest_image() -> None:
         (CHUNK_ROWS + 9, None, True, True), (1, None, False, False), (-1, 7, True, True)]
     put.add(RowChange.truncate(b))
     assert put.truncate and put.batch().num_rows == 0
+
+
+def test_an_open_transactions_changes_are_handed_over_and_its_commit_counts_them() -> None:
+    machine = TransactionAssembler()
+    machine.feed(_relation())
+    assert not machine.open
+    machine.feed(Begin(10, 0, 1))
+    for key in (b"1", b"2", b"3"):
+        machine.feed(_insert(key, TupleValue(ColumnKind.NULL)))
+    assert machine.open
+    taken = machine.take_open()
+    assert [c.new_key for c in taken["public/t"]] == [(1,), (2,), (3,)]
+    machine.feed(_insert(b"4", TupleValue(ColumnKind.NULL)))
+    tx = machine.feed(Commit(0, 10, 20, 0))
+    assert tx is not None and tx.spilled_rows == 3 and tx.row_count == 4
+    assert [c.new_key for c in tx.changes["public/t"]] == [(4,)] and "public/t" in tx.tables
+    machine.feed(Begin(30, 0, 2))
+    after = machine.feed(Commit(0, 30, 40, 0))
+    assert after is not None and after.spilled_rows == 0
+
+
+def test_the_spill_budget_counts_bytes_until_released() -> None:
+    budget = SpillBudget(100)
+    assert not budget.note(60) and budget.note(40)
+    budget.released()
+    assert not budget.note(99)
+    with pytest.raises(ValueError, match="positive"):
+        SpillBudget(0)

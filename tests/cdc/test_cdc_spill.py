@@ -1,0 +1,79 @@
+"""A transaction larger than the source's spill budget: its changes go to a spill file as they arrive and
+land exactly, in order with a TRUNCATE, an ADD COLUMN and a rolled-back subtransaction inside it; an
+aborted one lands nothing. The spill file's puts read back as written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from reference.cdc import source as source_module
+from reference.cdc.__main__ import main
+from reference.cdc.spill import TransactionSpill
+from reference.cdc.verify import verify
+from reference.pipeline.syncserver import SyncServerProcess
+from reference.sync.client import SyncPut
+from spec.pgoutput.changes import Op, RowChange, TableImage
+from tests.cdc.conftest import Database
+from tests.cdc.tasks import sql
+
+BIG = "repeat(md5(g::text), 8)"
+ABORTED = f"BEGIN; INSERT INTO items (id, name, big) SELECT g, 'aborted', {BIG} FROM generate_series(50001, 52000) g; ROLLBACK"
+LARGE = (
+    "BEGIN",
+    f"INSERT INTO items (id, name, big) SELECT g, 'n' || g, {BIG} FROM generate_series(1, 1500) g",
+    "INSERT INTO pairs SELECT g, 'p', g, 'note' FROM generate_series(1, 300) g",
+    "UPDATE items SET qty = 7 WHERE id % 5 = 0",
+    "UPDATE items SET id = id + 10000 WHERE id BETWEEN 100 AND 150",
+    "SAVEPOINT undone",
+    f"INSERT INTO items (id, name, big) SELECT g, 'rolled back', {BIG} FROM generate_series(20001, 20600) g",
+    "DELETE FROM items WHERE id < 50",
+    "ROLLBACK TO SAVEPOINT undone",
+    "TRUNCATE pairs",
+    "INSERT INTO pairs SELECT g, 'q', g, NULL FROM generate_series(1, 40) g",
+    "ALTER TABLE items ADD COLUMN extra integer",
+    f"INSERT INTO items (id, name, big, extra) SELECT g, 'after', {BIG}, g FROM generate_series(3001, 3600) g",
+    "UPDATE items SET extra = 1 WHERE id BETWEEN 10 AND 20",
+    "COMMIT",
+)
+
+
+def test_a_spilled_transaction_lands_exactly(database: Database, sync_server: SyncServerProcess,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    written: list[int] = []
+
+    class CountedSpill(TransactionSpill):
+        def write(self, changes: dict[str, list[RowChange]]) -> None:
+            written.append(sum(len(c) for c in changes.values()))
+            super().write(changes)
+
+    monkeypatch.setattr(source_module, "TransactionSpill", CountedSpill)
+    sql(database, ABORTED, "; ".join(LARGE), "INSERT INTO items (id, name) VALUES (9999, 'later')")
+    assert main(["--source", database.url(), "--publication", database.name, "--slot", database.name,
+                 "--sync", sync_server.location, "--until-lsn", "current", "--spill", "64kB"]) == 0
+    assert len(written) > 10 and max(written) < 1000  # spilled as it came, in bounded pieces
+    assert verify(database.address, database.name, Path(sync_server.store)) == []
+    assert database.query("SELECT count(*), count(*) FILTER (WHERE name IN ('aborted', 'rolled back')) FROM items") == \
+        [("2101", "0")]
+
+
+def test_spilled_puts_read_back_in_order_then_the_rest() -> None:
+    image = TableImage("public/t", (("id", pa.int64()),), (("v", pa.string()),))
+
+    def insert(k: int) -> RowChange:
+        return RowChange(image, Op.INSERT, None, (k,), (f"v{k}",), (True,))
+
+    spill = TransactionSpill()
+    spill.write({"public/t": [insert(1), insert(2)]})
+    spill.write({"public/t": [insert(3), RowChange.truncate(image), insert(4)], "public/u": []})
+    rest = SyncPut("public/t", image.batch([insert(5)]), image.descriptors())
+    puts = spill.puts(then=[rest])
+    assert len(puts) == 3 and spill.rows == 5
+    assert [p.batch.column("new.id").to_pylist() for p in puts] == [[1, 2], [4], [5]]
+    assert [p.truncate for p in puts] == [False, True, False]
+    assert puts[-1] is rest and puts[1].descriptors == image.descriptors()
+    assert [p.batch.column("new.id").to_pylist() for p in puts[1:]] == [[4], [5]]
+    with pytest.raises(IndexError):
+        puts[3]
