@@ -2,9 +2,10 @@
 
 Realistic mistakes in this project's cluster service (the spec modules its runtime drives and the
 runtime itself, in a private copy), judged through the suite's own ``exec:`` target exactly as an
-outside implementation would be: the service started in its test mode (``--test-controls``), so it
-declares the ``clock``, ``restart``, ``durable`` and ``held`` capabilities and the failure-timing,
-durability and what-it-holds cases run.
+outside implementation would be: the service embedded in its harness
+(``python -m conformance.cluster.reference_target``), which declares the ``clock``, ``restart``,
+``durable`` and ``held`` capabilities on its own channel, so the failure-timing, durability and
+what-it-holds cases run.
 Entries with ``equivalent`` set cannot be told from the correct code by any case; the reason is the
 argument (docs/conformance.md, "Sensitivity").
 """
@@ -17,8 +18,8 @@ from conformance.mutation import Mutant, exec_target_in
 
 
 def target_for(copy: Path) -> str:
-    """The copy's cluster service, with the test controls."""
-    return exec_target_in(copy, "-m reference.cluster.service --test-controls")
+    """The copy's cluster service, in the copy's harness."""
+    return exec_target_in(copy, "-m conformance.cluster.reference_target")
 
 
 def _b(name: str, file: str, search: str, replace: str, description: str, equivalent: str = "") -> Mutant:

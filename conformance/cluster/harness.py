@@ -1,9 +1,9 @@
 """What cluster cases stand on: targets (memory, etcd, etcd://, exec:, tcp://) and what each can do
 (capabilities ``restart``, ``clock``: the runner drives the failure detector's time, ``durable``: the
 target reports how many committed changes it has made durable, ``held``: how many nodes it holds
-liveness state for, ``service``: a cluster service whose
-own wire the runner may speak), a recording Core, and per-case sessions of fresh nodes on an
-isolated cluster."""
+liveness state for, all four offered by a target harness on its own channel, never on the service's
+wire (conformance/cluster/controls.py); ``service``: a cluster service whose own wire the runner may
+speak), a recording Core, and per-case sessions of fresh nodes on an isolated cluster."""
 
 from __future__ import annotations
 
@@ -15,13 +15,14 @@ import tempfile
 import threading
 import time
 import uuid
+import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from conformance.cluster import service_wire
-from conformance.cluster.service_wire import Thresholds
+from conformance.cluster.clock import DetectorClock
+from conformance.cluster.controls import ControlChannel, Controls, Thresholds
 from conformance.framework import CaseContext, CaseTimeout, RunOptions, Verdict
 from reference.cluster.etcd import EtcdCluster
 from reference.cluster.etcd_gateway import EtcdEndpoint
@@ -31,7 +32,6 @@ from reference.cluster.remote import RemoteCluster
 from spec.cluster.errors import ClusterError
 from spec.cluster.interface import ClusterBackend, ClusterProvider
 from spec.cluster.types import Entry, Membership, MetadataOp, NodeId, NodeState, Revision, ShardId
-from spec.cluster.wire import ServiceKind
 
 RESTART = "restart"
 CLOCK = "clock"
@@ -39,7 +39,7 @@ DURABLE = "durable"
 HELD = "held"
 SERVICE = "service"
 Clock = Callable[[ClusterBackend, bool, int], Thresholds]
-"""``(cluster, stopped, advance_ms)``: see the CLOCK control in spec/cluster/wire.py."""
+"""``(cluster, stopped, advance_ms)``: see ``CLOCK`` in conformance/cluster/controls.py."""
 
 
 @dataclass
@@ -211,8 +211,10 @@ LOCAL_ETCD = {
 TARGET_HELP = ("memory (in-process, journaled), etcd | etcd-auth | etcd-tls (start etcd on loopback: plain, "
                "with a user and password, with TLS from a throwaway CA plus client certificates and a user), "
                "etcd://[USER[:PASSWORD]@]HOST:PORT[?ca=&cert=&key=&password_file=], "
-               "tcp://[:SECRET@]HOST:PORT (a cluster service), exec:CMD (CMD starts a cluster service and "
-               "prints its port as its first line, after an optional line CAPABILITIES clock restart durable held)")
+               "tcp://[:SECRET@]HOST:PORT (a cluster service: its wire only), exec:CMD (CMD starts a cluster "
+               "service or a harness embedding one and prints its port as its first line, after an optional line "
+               "CAPABILITIES clock restart durable held; a harness then answers control lines on stdin, "
+               "docs/conformance.md)")
 
 
 @contextmanager
@@ -234,56 +236,58 @@ def open_target(options: RunOptions) -> Iterator[ClusterTarget]:
             endpoint = EtcdEndpoint.parse(spec)
             yield _etcd_target(endpoint, str(endpoint), None)
         elif spec.startswith("tcp://"):
-            yield _service_target(spec, spec, options.capabilities or frozenset())
+            if options.capabilities and options.capabilities - {SERVICE}:
+                raise ValueError(f"a tcp:// target offers only its wire ({SERVICE}); clock, restart, durable and held "
+                                 "come from a harness's control channel: use exec:CMD")
+            yield _service_target(spec, spec, frozenset(), None)
         elif spec.startswith("exec:"):
-            with _exec_service(spec[len("exec:"):]) as (url, declared):
-                yield _service_target(f"{spec} at {url}", url, options.capabilities or declared)
+            with _exec_service(spec[len("exec:"):]) as (url, declared, channel):
+                yield _service_target(f"{spec} at {url}", url, options.capabilities or declared, channel)
         else:
             raise ValueError(f"unknown cluster target {spec!r}; expected {TARGET_HELP}")
 
 
 def _memory_target(tmp: Path) -> ClusterTarget:
+    """In-process clusters, each handed a clock the runner stops (the controls a harness offers, called directly)."""
     counter = itertools.count()
+    controls: weakref.WeakKeyDictionary[ClusterBackend, Controls] = weakref.WeakKeyDictionary()
 
-    def restart(cluster: ClusterBackend) -> None:
-        assert isinstance(cluster, InProcessCluster)
-        cluster.restart()
+    def new_cluster() -> ClusterBackend:
+        clock = DetectorClock()
+        cluster = InProcessCluster(data_dir=tmp / f"cluster-{next(counter)}", clock=clock)
+        controls[cluster] = Controls(cluster, clock)
+        return cluster
 
-    def clock(cluster: ClusterBackend, stopped: bool, advance_ms: int) -> Thresholds:
-        assert isinstance(cluster, InProcessCluster)
-        cluster.set_clock(stopped, advance_ms)
-        return Thresholds(round(cluster.policy.pfail_after * 1000), round(cluster.policy.fail_after * 1000))
-
-    def durable(cluster: ClusterBackend) -> int:
-        assert isinstance(cluster, InProcessCluster)
-        return cluster.durable_writes
-
-    def held(cluster: ClusterBackend) -> int:
-        assert isinstance(cluster, InProcessCluster)
-        return cluster.judged_nodes
-
-    return ClusterTarget("in-process cluster (journaled)", frozenset({RESTART, CLOCK, DURABLE, HELD}),
-                         lambda: InProcessCluster(data_dir=tmp / f"cluster-{next(counter)}"), restart, clock, durable,
-                         held)
+    return ClusterTarget("in-process cluster (journaled)", frozenset({RESTART, CLOCK, DURABLE, HELD}), new_cluster,
+                         lambda cluster: controls[cluster].restart(),
+                         lambda cluster, stopped, advance_ms: controls[cluster].set_clock(stopped, advance_ms),
+                         lambda cluster: controls[cluster].durable(), lambda cluster: controls[cluster].held())
 
 
-def _service_target(description: str, url: str, declared: frozenset[str]) -> ClusterTarget:
-    """A cluster service: the ``service`` capability, and the test controls it declared."""
+def _service_target(description: str, url: str, declared: frozenset[str],
+                    channel: ControlChannel | None) -> ClusterTarget:
+    """A cluster service: the ``service`` capability, and the controls its harness declared."""
+    offered = declared if channel is not None else frozenset()
+
     def restart(_cluster: ClusterBackend) -> None:
-        service_wire.control(url, ServiceKind.RESTART)
+        assert channel is not None
+        channel.restart()
 
     def clock(_cluster: ClusterBackend, stopped: bool, advance_ms: int) -> Thresholds:
-        return service_wire.set_clock(url, stopped, advance_ms)
+        assert channel is not None
+        return channel.set_clock(stopped, advance_ms)
 
     def durable(_cluster: ClusterBackend) -> int:
-        return service_wire.durable_writes(url)
+        assert channel is not None
+        return channel.durable()
 
     def held(_cluster: ClusterBackend) -> int:
-        return service_wire.judged_nodes(url)
+        assert channel is not None
+        return channel.held()
 
-    return ClusterTarget(description, declared | {SERVICE}, lambda: RemoteCluster(url),
-                         restart if RESTART in declared else None, clock if CLOCK in declared else None,
-                         durable if DURABLE in declared else None, held if HELD in declared else None, url)
+    return ClusterTarget(description, offered | {SERVICE}, lambda: RemoteCluster(url),
+                         restart if RESTART in offered else None, clock if CLOCK in offered else None,
+                         durable if DURABLE in offered else None, held if HELD in offered else None, url)
 
 
 def _etcd_target(endpoint: EtcdEndpoint, description: str, restart: Callable[[], None] | None) -> ClusterTarget:
@@ -293,8 +297,8 @@ def _etcd_target(endpoint: EtcdEndpoint, description: str, restart: Callable[[],
 
 
 @contextmanager
-def _exec_service(command: str) -> Iterator[tuple[str, frozenset[str]]]:
-    """CMD started: its url and the capabilities it declared."""
+def _exec_service(command: str) -> Iterator[tuple[str, frozenset[str], ControlChannel]]:
+    """CMD started: its url, the capabilities it declared and the channel to its stdin and stdout."""
     process = subprocess.Popen(shlex.split(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         stdout = process.stdout
@@ -312,7 +316,8 @@ def _exec_service(command: str) -> Iterator[tuple[str, frozenset[str]]]:
         declared = frozenset(lines.pop(0).split()[1:]) if lines and lines[0].startswith("CAPABILITIES") else frozenset()
         if not lines or not lines[0].strip().isdigit():
             raise RuntimeError(f"{command!r} did not print its port as its first line within 30 s")
-        yield f"tcp://127.0.0.1:{int(lines[0])}", declared
+        assert process.stdin is not None
+        yield f"tcp://127.0.0.1:{int(lines[0])}", declared, ControlChannel(process.stdin, stdout)
     finally:
         if process.stdin is not None:
             process.stdin.close()

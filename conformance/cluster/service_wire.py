@@ -1,6 +1,6 @@
 """The cluster service's own wire (spec/cluster/wire.py) as the runner speaks it: raw connections for
 the cases that send frames no provider client would (one byte short or long, at a size bound, a
-resumed HELLO), and the test controls (CLOCK, RESTART, DURABLE, HELD) of a service started in a test mode."""
+resumed HELLO)."""
 
 from __future__ import annotations
 
@@ -113,38 +113,3 @@ def refusal(connection: RawConnection, error: type[ClusterError]) -> list[str]:
     if connection.read() is not None:
         return ["kept the connection open after the refusal"]
     return []
-
-
-@dataclass(frozen=True, slots=True)
-class Thresholds:
-    """What a service with a stopped clock declares of its failure detector."""
-
-    pfail_after_ms: int
-    """0: the service never reports PFAIL."""
-    fail_after_ms: int
-
-
-def control(url: str, kind: ServiceKind, **payload: Any) -> ServiceMessage:
-    """Send one test control (CLOCK, RESTART, DURABLE or HELD) on its own connection; its reply."""
-    with RawConnection(ServiceAddress.parse(url), timeout=10.0) as connection:
-        connection.request(kind, **payload)
-        reply = connection.read()
-    replies = (ServiceKind.CLOCKED, ServiceKind.OK, ServiceKind.WRITTEN, ServiceKind.HOLDING)
-    if reply is None or reply.kind not in replies:
-        raise RuntimeError(f"the service answered {kind.name} with {reply}")
-    return reply
-
-
-def set_clock(url: str, stopped: bool, advance_ms: int = 0) -> Thresholds:
-    reply = control(url, ServiceKind.CLOCK, stopped=stopped, advance_ms=advance_ms)
-    return Thresholds(reply.payload["pfail_after_ms"], reply.payload["fail_after_ms"])
-
-
-def durable_writes(url: str) -> int:
-    count: int = control(url, ServiceKind.DURABLE).payload["writes"]
-    return count
-
-
-def judged_nodes(url: str) -> int:
-    count: int = control(url, ServiceKind.HELD).payload["judged"]
-    return count

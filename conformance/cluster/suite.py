@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from typing import Callable, Iterator
 
 from conformance.cluster import batch_rules, linearizability, wire_cases
+from conformance.cluster.controls import Thresholds
 from conformance.cluster.harness import (
     CLOCK,
     DURABLE,
@@ -25,7 +26,6 @@ from conformance.cluster.harness import (
     session,
     verdict,
 )
-from conformance.cluster.service_wire import Thresholds
 from conformance.framework import Case, CaseContext, CaseTimeout, Level, Suite, Verdict
 from spec.cluster.errors import (
     ClusterError,

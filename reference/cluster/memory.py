@@ -14,6 +14,9 @@ The detector judges only silence it could observe: a reader of renewals (the clu
 registers how long renewals may have waited unread in it (:meth:`InProcessCluster.add_reader`),
 and each tick subtracts the longest such wait (spec/cluster/detector.py).
 
+The detector reads time only from the cluster's ``clock`` (real monotonic time unless a conformance
+harness hands it one it moves by hand: conformance/cluster/clock.py).
+
 With ``data_dir``, every committed operation is journaled before it returns (reference/cluster/
 journal.py) and a restart replays it; without, nothing survives the process, as for any embedded
 store.
@@ -24,11 +27,11 @@ from __future__ import annotations
 import collections
 import functools
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Final, Sequence
+from typing import Callable, Final, Protocol, Sequence
 
-from reference.cluster.clock import DetectorClock
 from reference.cluster.dispatch import Dispatcher, Heartbeat, InlineMailbox, Mailbox
 from reference.cluster.heartbeat import HeartbeatThread
 from reference.cluster.ids import new_session_token, new_shard_id
@@ -62,6 +65,26 @@ DEFAULT_POLICY: Final = FailurePolicy(heartbeat_interval=0.2, fail_after=1.0)
 """Small defaults keep failover fast and the tests quick: PFAIL after 0.5 s, FAIL after 1 s."""
 
 
+class DetectorTime(Protocol):
+    """The failure detector's time. While ``stopped``, its owner moves it (a conformance harness): the
+    cluster's ticker leaves the ticks to :meth:`InProcessCluster.judge`, and no reader's unread time
+    is subtracted, since the owner's moves alone say what silence was observable."""
+
+    def now(self) -> float: ...
+
+    @property
+    def stopped(self) -> bool: ...
+
+
+class MonotonicTime:
+    """Real time: ``time.monotonic``, never stopped."""
+
+    stopped: Final = False
+
+    def now(self) -> float:
+        return time.monotonic()
+
+
 @dataclass(frozen=True, slots=True)
 class _Commit:
     """One commit's notifications, waiting in the outbox for the fan-out; or, after a restart, the
@@ -76,14 +99,14 @@ class InProcessCluster:
     """A cluster living in this process; ``open_node`` hands out per-node providers."""
 
     def __init__(self, policy: FailurePolicy = DEFAULT_POLICY, data_dir: Path | None = None,
-                 compact_after: int = 10_000) -> None:
+                 compact_after: int = 10_000, clock: DetectorTime = MonotonicTime()) -> None:
         self.policy = policy
         self._lock = threading.RLock()
         self._nodes: dict[NodeId, InProcessNode] = {}
         self._data_dir = data_dir
         self._compact_after = compact_after
         self._outbox: collections.deque[_Commit] = collections.deque()
-        self._clock = DetectorClock()
+        self._clock = clock
         self._fan_out_lock = threading.Lock()
         self._fan_out_wanted = threading.Event()
         self._readers: dict[object, Callable[[], float]] = {}
@@ -103,14 +126,14 @@ class InProcessCluster:
 
     @property
     def durable_writes(self) -> int:
-        """How many committed operations this process has journaled (0 without a journal; the
-        ``durable`` test control reports it)."""
+        """How many committed operations this process has journaled (0 without a journal; a
+        conformance harness reports it as its ``durable`` capability)."""
         return self._durable_writes
 
     @property
     def judged_nodes(self) -> int:
-        """How many nodes the failure detector holds a renewal for (the ``held`` test control reports
-        it): after a tick, only members, so what churn leaves behind is bounded by MAX_MEMBERS."""
+        """How many nodes the failure detector holds a renewal for (a conformance harness reports it
+        as its ``held`` capability): after a tick, only members, so what churn leaves behind is bounded by MAX_MEMBERS."""
         with self._lock:
             return len(self._detector.last_renewal)
 
@@ -319,16 +342,11 @@ class InProcessCluster:
             deliveries = self._model.set_state(node_id, state)
             self._record(before, deliveries, functools.partial(SetState, node_id=node_id, state=state))
 
-    def set_clock(self, stopped: bool, advance_ms: int = 0) -> None:
-        """Test control (a conformance runner's ``clock`` capability): ``stopped``, the detector's
-        clock stands still, moves ``advance_ms`` and the detector ticks once, its verdicts committed
-        before this returns; otherwise the clock follows real time again and the ticker resumes."""
+    def judge(self) -> None:
+        """One detector tick now, its verdicts committed and their notifications out before this
+        returns: what the ticker does every ``check_interval`` while the clock runs, and what the
+        owner of a stopped clock calls after each move."""
         with self._lock:
-            if not stopped:
-                self._clock.run()
-                return
-            self._clock.stop()
-            self._clock.advance(advance_ms)
             self._tick()
         self._fan_out()
 

@@ -25,9 +25,9 @@ poller only runs requests: the fan-out of their notifications runs on the cluste
 and membership changes go out as one MEMBERSHIP_DELTA encoded once for all their recipients.
 
 ``python -m reference.cluster.service`` starts one on a free port and prints the port as its first
-line (the conformance runner's ``exec:`` target uses this). With ``--test-controls`` it first prints
-``CAPABILITIES clock restart durable held`` and accepts the runner's CLOCK, RESTART, DURABLE and HELD
-before HELLO (spec/cluster/wire.py): a service for conformance runs only, since anyone who connects may then stop its clock.
+line (the conformance runner's ``exec:`` target uses this). It has no test mode: a conformance run
+that needs to stop the detector's clock or restart the cluster starts a harness that embeds the
+service (``python -m conformance.cluster.reference_target``), whose controls never reach this port.
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -230,16 +229,14 @@ class ClusterService:
     ``secret``: when set, HELLO must carry it (UNAUTHENTICATED otherwise); clients find it in
     :attr:`url` (``tcp://:SECRET@host:port``). None turns authentication off; an empty or
     whitespace-only secret raises EmptySecret before anything listens. ``ledger`` records the service's sockets and thread.
-    ``test_controls``: a stranger may send CLOCK, RESTART, DURABLE and HELD (conformance runs only).
     """
 
     def __init__(self, cluster: InProcessCluster, host: str = "127.0.0.1", port: int = 0, *,
                  secret: str | None = None, limits: ServiceLimits = ServiceLimits(),
-                 ledger: ResourceLedger | None = None, test_controls: bool = False) -> None:
+                 ledger: ResourceLedger | None = None) -> None:
         self.cluster = cluster
         self.limits = limits
         self._secret = configured_secret(secret, "the cluster service's secret")
-        self._test_controls = test_controls
         self._streams: dict[Stream, _Session] = {}
         self._nodes: dict[NodeId, _Session] = {}
         self._buffered = 0
@@ -368,9 +365,6 @@ class ClusterService:
 
     def _hello(self, session: _Session, message: ServiceMessage) -> None:
         rid, p = message.request_id, message.payload
-        if self._test_controls and message.kind in wire.TEST_CONTROLS:
-            session.send(self._test_control(message))
-            return
         try:
             if message.kind is not ServiceKind.HELLO:
                 raise MalformedMessage(f"{message.kind.name} before HELLO")
@@ -394,20 +388,6 @@ class ClusterService:
             displaced.stream.close()
         session.send(wire.encode(ServiceKind.WELCOME, rid, session=session.node.takeover_token,
                                  **wire.timing_to_wire(self.cluster.timing)))
-
-    def _test_control(self, message: ServiceMessage) -> bytes:
-        """A conformance runner's test control (TEST_CONTROLS); the connection stays a stranger."""
-        if message.kind is ServiceKind.RESTART:
-            self.cluster.restart()
-            return wire.encode(ServiceKind.OK, message.request_id)
-        if message.kind is ServiceKind.DURABLE:
-            return wire.encode(ServiceKind.WRITTEN, message.request_id, writes=self.cluster.durable_writes)
-        if message.kind is ServiceKind.HELD:
-            return wire.encode(ServiceKind.HOLDING, message.request_id, judged=self.cluster.judged_nodes)
-        self.cluster.set_clock(message.payload["stopped"], message.payload["advance_ms"])
-        policy = self.cluster.policy
-        return wire.encode(ServiceKind.CLOCKED, message.request_id, pfail_after_ms=round(policy.pfail_after * 1000),
-                           fail_after_ms=round(policy.fail_after * 1000))
 
     def _dispatch(self, node: InProcessNode, message: ServiceMessage) -> bytes:
         """Run one request; its reply frame."""
@@ -462,9 +442,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--secret-file", type=Path, default=None, help="file holding the shared secret")
     parser.add_argument("--max-sessions", type=int, default=ServiceLimits().max_sessions,
                         help="most nodes served at once")
-    parser.add_argument("--test-controls", action="store_true",
-                        help="conformance runs only: accept CLOCK, RESTART, DURABLE and HELD from anyone "
-                             "(journaled in a temporary directory unless --data-dir)")
     args = parser.parse_args(argv)
     try:
         policy = FailurePolicy(heartbeat_interval=args.heartbeat, fail_after=args.fail_after)
@@ -476,20 +453,15 @@ def main(argv: list[str] | None = None) -> int:
     # The fan-out thread sends to every member while the poller waits for the interpreter: hand it
     # over every 0.5 ms instead of every 5 ms, so a join's reply does not wait behind a long fan-out.
     sys.setswitchinterval(0.0005)
-    with tempfile.TemporaryDirectory(prefix="streamwire-cluster-service-") as scratch:
-        data_dir = args.data_dir or (Path(scratch) if args.test_controls else None)
-        service = ClusterService(InProcessCluster(policy, data_dir=data_dir), port=args.port, secret=secret,
-                                 limits=ServiceLimits(max_sessions=args.max_sessions),
-                                 test_controls=args.test_controls)
-        print(f"cluster service: {judging_capacity(policy)}", file=sys.stderr, flush=True)
-        if args.test_controls:
-            print("CAPABILITIES clock restart durable held", flush=True)
-        print(service.port, flush=True)
-        try:
-            sys.stdin.read()  # runs until stdin closes, so the parent's exit ends it
-        finally:
-            service.close()
-            service.cluster.close()
+    service = ClusterService(InProcessCluster(policy, data_dir=args.data_dir), port=args.port, secret=secret,
+                             limits=ServiceLimits(max_sessions=args.max_sessions))
+    print(f"cluster service: {judging_capacity(policy)}", file=sys.stderr, flush=True)
+    print(service.port, flush=True)
+    try:
+        sys.stdin.read()  # runs until stdin closes, so the parent's exit ends it
+    finally:
+        service.close()
+        service.cluster.close()
     return 0
 
 

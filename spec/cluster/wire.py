@@ -20,18 +20,10 @@ as MEMBERSHIP_DELTA events: the records of the members consecutive commits chang
 last membership the node was told), so a join costs each member a few bytes instead of the whole
 membership.
 
-Test controls (a conformance runner's, never a node's): a service started in a test mode also
-accepts, on a connection that has not sent HELLO, CLOCK (``stopped``: its failure detector's clock
-stands still and moves ``advance_ms`` only when told, each CLOCK then running one detector tick and
-committing its verdicts before the reply; not ``stopped``: back to real time) answered by CLOCKED
-with the detector's thresholds (``pfail_after_ms`` 0: it never reports PFAIL), RESTART (drop
-everything not durable and reload, as a process restart would) answered by OK, and DURABLE answered
-by WRITTEN with how many committed changes the service has made durable since it started (a change
-that commits nothing, such as a health verdict equal to the member's state, must make nothing
-durable, so the count moves exactly as the revision does), and HELD answered by HOLDING with how many
-nodes the service holds liveness state for (the renewals its failure detector judges: once a tick has
-run after a node left or was removed, it holds nothing for that node, so the count is at most the
-members). Elsewhere they are refused like any request before HELLO.
+A kind ``ServiceKind`` does not list is unknown: MALFORMED_MESSAGE and the connection closed, like
+any other malformed frame. That includes 16-19 and 39-41, once a test mode's clock, restart and
+probe messages: a conformance harness offers those on its own channel, never on this wire
+(docs/conformance.md, "Cluster target harness").
 """
 
 from __future__ import annotations
@@ -87,11 +79,6 @@ class ServiceKind(IntEnum):
     UPDATE_GOSSIP = 6
     UPDATE_SHARD_LOG = 7
     RENEW = 8
-    # runner -> service test controls (before HELLO, test mode only)
-    CLOCK = 16
-    RESTART = 17
-    DURABLE = 18
-    HELD = 19
     # service -> client replies
     OK = 32
     WELCOME = 33
@@ -100,9 +87,6 @@ class ServiceKind(IntEnum):
     RENEWED = 36
     ERROR = 37
     CAS_ERROR = 38
-    CLOCKED = 39
-    WRITTEN = 40
-    HOLDING = 41
     # service -> client events (request_id 0)
     MEMBERSHIP = 64
     GOSSIP_UPDATE = 65
@@ -110,9 +94,6 @@ class ServiceKind(IntEnum):
     CLUSTER_DOWN = 67
     MEMBERSHIP_DELTA = 68
 
-
-TEST_CONTROLS = frozenset({ServiceKind.CLOCK, ServiceKind.RESTART, ServiceKind.DURABLE, ServiceKind.HELD})
-"""What a service in a test mode accepts before HELLO (see the module's docstring)."""
 
 Text = c.PascalString(c.Int16ub, "utf8")
 Blob = c.Prefixed(c.Int32ub, c.GreedyBytes)
@@ -136,10 +117,6 @@ PAYLOADS: dict[ServiceKind, c.Construct] = {
     ServiceKind.UPDATE_GOSSIP: c.Struct("scope" / ScopeLayout, "ops" / c.PrefixedArray(c.Int16ub, OpLayout)),
     ServiceKind.UPDATE_SHARD_LOG: c.Struct("ops" / c.PrefixedArray(c.Int16ub, OpLayout)),
     ServiceKind.RENEW: Empty,
-    ServiceKind.CLOCK: c.Struct("stopped" / c.Flag, "advance_ms" / c.Int32ub),
-    ServiceKind.RESTART: Empty,
-    ServiceKind.DURABLE: Empty,
-    ServiceKind.HELD: Empty,
     ServiceKind.OK: Empty,
     ServiceKind.WELCOME: c.Struct("heartbeat_ms" / c.Int32ub, "ttl_ms" / c.Int32ub, "fail_bound_ms" / c.Int32ub,
                            "session" / Text),
@@ -149,9 +126,6 @@ PAYLOADS: dict[ServiceKind, c.Construct] = {
     ServiceKind.ERROR: c.Struct("code" / c.Int16ub, "message" / Text),
     ServiceKind.CAS_ERROR: c.Struct("key" / Text, "expected" / c.Int64ub, "found" / c.Flag,
                              "actual" / c.If(c.this.found, EntryLayout)),
-    ServiceKind.CLOCKED: c.Struct("pfail_after_ms" / c.Int32ub, "fail_after_ms" / c.Int32ub),
-    ServiceKind.WRITTEN: c.Struct("writes" / c.Int64ub),
-    ServiceKind.HOLDING: c.Struct("judged" / c.Int64ub),
     ServiceKind.MEMBERSHIP: c.Struct("epoch" / c.Int64ub, "shards" / c.PrefixedArray(c.Int32ub, ShardLayout)),
     ServiceKind.GOSSIP_UPDATE: c.Struct("entries" / c.PrefixedArray(c.Int32ub, EntryLayout)),
     ServiceKind.SHARD_LOG_UPDATE: c.Struct("shard_id" / Text, "entries" / c.PrefixedArray(c.Int32ub, EntryLayout)),

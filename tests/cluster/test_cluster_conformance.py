@@ -48,7 +48,8 @@ def test_etcd_backend_passes_every_case_but_the_clock_and_the_service_wire(etcd_
     assert set(outcomes.values()) == {CaseOutcome.PASS, CaseOutcome.UNSUPPORTED, CaseOutcome.INFO}
 
 
-def test_cluster_service_over_tcp_passes_every_case_in_its_test_mode() -> None:
-    """``--test-controls`` declares clock and restart; without, the cases needing them are UNSUPPORTED."""
-    outcomes = run(f"exec:{sys.executable} -m reference.cluster.service --test-controls")
+def test_cluster_service_over_tcp_passes_every_case_through_its_harness() -> None:
+    """The harness embeds the service and offers clock, restart, durable and held on its stdin and
+    stdout (conformance/cluster/controls.py): every case runs, and only its wire reaches the service."""
+    outcomes = run(f"exec:{sys.executable} -m conformance.cluster.reference_target")
     assert set(outcomes.values()) == {CaseOutcome.PASS, CaseOutcome.INFO}

@@ -9,6 +9,7 @@ from typing import Callable, Sequence
 
 import pytest
 
+from conformance.cluster.clock import DetectorClock
 from conformance.cluster.harness import Recorder
 from reference.cluster.dispatch import ClusterDown, Dispatcher, Event, Heartbeat
 from reference.cluster.heartbeat import HeartbeatThread
@@ -293,9 +294,10 @@ def test_a_callback_that_raises_does_not_end_the_nodes_later_notifications() -> 
 def test_a_renewal_of_a_node_that_is_no_member_is_not_held() -> None:
     """Handles renew from the moment they open: only members' renewals are kept, so opening and closing
     handles never makes the detector hold more (checked with the clock stopped: no tick prunes)."""
-    cluster = InProcessCluster(SLOW_POLICY)
+    clock = DetectorClock()
+    clock.stop()
+    cluster = InProcessCluster(SLOW_POLICY, clock=clock)
     try:
-        cluster.set_clock(stopped=True)
         for i in range(3):
             cluster.open_node(NodeId(f"visitor{i}"), Recorder(), autorenew=False).renew()
         assert cluster.judged_nodes == 0

@@ -1,5 +1,6 @@
-"""The in-process cluster's time for its failure detector: real monotonic time, or a clock a
-conformance runner stopped (the ``clock`` capability) that moves only when told.
+"""The failure detector's time in a conformance harness (conformance/cluster/controls.py): real
+monotonic time until the runner stops it (the ``clock`` capability), then a clock that moves only
+when told. An :class:`~reference.cluster.memory.InProcessCluster` is handed it as its ``clock``.
 
 Stopped, the time is a whole second not earlier than the running time plus whole milliseconds, so
 an age of exactly a threshold (0.5 s, 1 s) is computed exactly and a case can hit it at its instant;

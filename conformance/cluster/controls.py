@@ -1,0 +1,133 @@
+"""The cluster target harness's control channel: how the runner gets a clock, a restart and the
+durability and liveness counts from a target, never through the cluster service's own wire.
+
+A harness is a process that embeds a cluster service and prints, on stdout, an optional line
+``CAPABILITIES <cap> ...`` (of ``clock restart durable held``), then the service's port. Then it
+answers one line on stdout for each line the runner writes on its stdin, and exits when stdin
+closes:
+
+=====================  ========================================  ==========================================
+runner writes          harness does                              harness answers
+=====================  ========================================  ==========================================
+``CLOCK STOP <ms>``    stops its failure detector's clock (if     ``CLOCKED <pfail_after_ms> <fail_after_ms>``
+                       running), moves it on by ``ms``, runs one  (``pfail_after_ms`` 0: it never reports
+                       detector tick and commits and notifies     PFAIL)
+                       its verdicts
+``CLOCK RUN``          lets the clock follow real time again      ``CLOCKED <pfail_after_ms> <fail_after_ms>``
+``RESTART``            drops everything not durable and reloads,  ``OK``
+                       as a process restart would; sessions stay
+``DURABLE``            counts the committed changes made durable  ``WRITTEN <count>``
+                       since it started (a change that commits
+                       nothing makes nothing durable)
+``HELD``               counts the nodes it holds liveness state   ``HOLDING <count>``
+                       for (once a tick ran after a node left,
+                       none for it)
+anything else          nothing                                    ``ERROR <one line>``
+=====================  ========================================  ==========================================
+
+:class:`Controls` is this project's side of it (``python -m conformance.cluster.reference_target``
+and the in-process ``memory`` target), :class:`ControlChannel` the runner's.
+"""
+
+from __future__ import annotations
+
+import select
+import threading
+from dataclasses import dataclass
+from typing import IO
+
+from conformance.cluster.clock import DetectorClock
+from reference.cluster.memory import InProcessCluster
+
+CAPABILITIES = ("clock", "restart", "durable", "held")
+
+
+@dataclass(frozen=True, slots=True)
+class Thresholds:
+    """What a target with a stopped clock declares of its failure detector."""
+
+    pfail_after_ms: int
+    """0: the target never reports PFAIL."""
+    fail_after_ms: int
+
+
+class Controls:
+    """The controls carried out on an in-process cluster that was handed ``clock``."""
+
+    def __init__(self, cluster: InProcessCluster, clock: DetectorClock) -> None:
+        self.cluster = cluster
+        self.clock = clock
+
+    def set_clock(self, stopped: bool, advance_ms: int = 0) -> Thresholds:
+        """``CLOCK STOP <ms>`` (``stopped``) or ``CLOCK RUN``."""
+        if stopped:
+            self.clock.stop()
+            self.clock.advance(advance_ms)
+            self.cluster.judge()
+        else:
+            self.clock.run()
+        policy = self.cluster.policy
+        return Thresholds(round(policy.pfail_after * 1000), round(policy.fail_after * 1000))
+
+    def restart(self) -> None:
+        self.cluster.restart()
+
+    def durable(self) -> int:
+        return self.cluster.durable_writes
+
+    def held(self) -> int:
+        return self.cluster.judged_nodes
+
+    def answer(self, line: str) -> str:
+        """The one-line answer to one control line."""
+        words = line.split()
+        if words[:2] == ["CLOCK", "STOP"] and len(words) == 3 and words[2].isdigit():
+            return _clocked(self.set_clock(True, int(words[2])))
+        if words == ["CLOCK", "RUN"]:
+            return _clocked(self.set_clock(False))
+        if words == ["RESTART"]:
+            self.restart()
+            return "OK"
+        if words == ["DURABLE"]:
+            return f"WRITTEN {self.durable()}"
+        if words == ["HELD"]:
+            return f"HOLDING {self.held()}"
+        return f"ERROR unknown control line {line.strip()[:80]!r}"
+
+
+def _clocked(limits: Thresholds) -> str:
+    return f"CLOCKED {limits.pfail_after_ms} {limits.fail_after_ms}"
+
+
+class ControlChannel:
+    """The runner's end: control lines to a harness's stdin, its answers from its stdout."""
+
+    def __init__(self, stdin: IO[str], stdout: IO[str], timeout: float = 30.0) -> None:
+        self._stdin = stdin
+        self._stdout = stdout
+        self._timeout = timeout
+        self._lock = threading.Lock()
+
+    def ask(self, line: str, answer: str) -> list[str]:
+        """Send ``line``; the words of an answer that starts with ``answer`` (RuntimeError otherwise)."""
+        with self._lock:
+            self._stdin.write(line + "\n")
+            self._stdin.flush()
+            ready, _, _ = select.select([self._stdout], [], [], self._timeout)
+            words = self._stdout.readline().split() if ready else []
+        if words[:1] != [answer]:
+            raise RuntimeError(f"the harness answered {line!r} with {' '.join(words)[:200]!r}, not {answer}")
+        return words[1:]
+
+    def set_clock(self, stopped: bool, advance_ms: int = 0) -> Thresholds:
+        words = self.ask(f"CLOCK STOP {advance_ms}" if stopped else "CLOCK RUN", "CLOCKED")
+        return Thresholds(int(words[0]), int(words[1]))
+
+    def restart(self) -> None:
+        self.ask("RESTART", "OK")
+
+    def durable(self) -> int:
+        return int(self.ask("DURABLE", "WRITTEN")[0])
+
+    def held(self) -> int:
+        return int(self.ask("HELD", "HOLDING")[0])

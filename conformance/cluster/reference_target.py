@@ -1,0 +1,53 @@
+"""This project's cluster target harness: ``exec:python -m conformance.cluster.reference_target``.
+
+It embeds the cluster service (reference/cluster/service.py) on an in-process cluster journaled in a
+temporary directory and handed a clock the runner can stop (conformance/cluster/clock.py), prints
+``CAPABILITIES clock restart durable held`` and the service's port, then answers the runner's control
+lines on stdin (the contract: conformance/cluster/controls.py) until stdin closes. The service decides
+everything itself and its port speaks only the production wire; this only hands it the runner's
+clock and reports what it counts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+from conformance.cluster.clock import DetectorClock
+from conformance.cluster.controls import CAPABILITIES, Controls
+from reference.cluster.memory import DEFAULT_POLICY, InProcessCluster
+from reference.cluster.service import ClusterService
+from spec.cluster.detector import FailurePolicy
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m conformance.cluster.reference_target",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--heartbeat", type=float, default=DEFAULT_POLICY.heartbeat_interval)
+    parser.add_argument("--fail-after", type=float, default=DEFAULT_POLICY.fail_after)
+    args = parser.parse_args(argv)
+    try:
+        policy = FailurePolicy(heartbeat_interval=args.heartbeat, fail_after=args.fail_after)
+    except ValueError as refused:
+        parser.exit(2, f"{parser.prog}: error: {refused}\n")
+    sys.setswitchinterval(0.0005)  # as the service's own launcher does (reference/cluster/service.py)
+    with tempfile.TemporaryDirectory(prefix="streamwire-cluster-harness-") as scratch:
+        clock = DetectorClock()
+        cluster = InProcessCluster(policy, data_dir=Path(scratch), clock=clock)
+        service = ClusterService(cluster)
+        controls = Controls(cluster, clock)
+        try:
+            print("CAPABILITIES " + " ".join(CAPABILITIES), flush=True)
+            print(service.port, flush=True)
+            for line in sys.stdin:
+                print(controls.answer(line), flush=True)
+        finally:
+            service.close()
+            cluster.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
