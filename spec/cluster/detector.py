@@ -21,7 +21,7 @@ from spec.cluster.interface import FailureTiming
 from spec.cluster.types import NodeId, NodeState
 
 MAX_TIMING_MS = 2**32 - 1
-"""Timings travel as whole milliseconds in u32 fields (the cluster service's WELCOME and CLOCKED)."""
+"""Timings travel as whole milliseconds in u32 fields (the cluster service's WELCOME)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
