@@ -25,7 +25,7 @@ from deltalake.transaction import AddAction
 
 from reference.sync.delta_log import local_dir, log_entry, replay
 from reference.sync.dv_commit import DvChanges, DvCommit, descriptor_json, live_file_info
-from reference.sync.layout import DataFile, balanced_slices, data_files, purge_groups, sorted_by_key
+from reference.sync.layout import DataFile, balanced_slices, data_files, key_order, purge_groups
 from reference.sync.parquet_files import read_rows_at, write_data_file
 from reference.sync.row_index import Positions, RowIndex
 from spec.delta.deletion_vectors import (
@@ -34,6 +34,7 @@ from spec.delta.deletion_vectors import (
     read_dv_entry,
 )
 from spec.sync.squash import SquashedChange, apply_squashed, merge_changes, needs_stored_values
+from spec.sync.writer import RowGroupLimits
 
 DV_FILE_PREFIX = "deletion_vector_"
 
@@ -53,8 +54,9 @@ def dv_positions(table_dir: Path, dv: DeletionVectorDescriptor) -> Positions:
 class DvWriter:
     """Row indexes of the tables one store writes by DVs, and the flush, compaction and vacuum that use them."""
 
-    def __init__(self) -> None:
+    def __init__(self, row_groups: RowGroupLimits = RowGroupLimits()) -> None:
         self._indexes: dict[str, RowIndex] = {}
+        self.row_groups = row_groups
 
     def latest(self, table: DeltaTable) -> int:
         """The table's latest log version, read back by deltalake only if the log moved without the store.
@@ -124,14 +126,8 @@ class DvWriter:
         affected = _with_columns(pa.concat_tables(parts) if parts else None, schema)
         for change in merge_changes(changes):
             affected = apply_squashed(affected, change.batch, change.schema)
-        result = sorted_by_key(affected, pk_names)
-        actions: list[AddAction] = []
-        for start, end in balanced_slices(result.num_rows, target_rows) if result.num_rows else []:
-            rows = result.slice(start, end - start)
-            action = write_data_file(files, rows)
-            commit.add(action, rows.column(pk_names[0]))
-            actions.append(action)
-        return actions, result.num_rows, commit.commit(meta, "MERGE")
+        actions = _write_sorted(files, commit, affected, pk_names, target_rows, self.row_groups)
+        return actions, affected.num_rows, commit.commit(meta, "MERGE")
 
     def compact(self, table: DeltaTable, files: DeltaStorageHandler, keys: Sequence[str],
                 meta: Mapping[str, str], target_rows: int, purge_fraction: float) -> tuple[list[DataFile], list[AddAction], int]:
@@ -157,13 +153,9 @@ class DvWriter:
                 parts.append(rows.filter(pa.array(keep)))
                 commit.remove(f.path)
                 removed.append(f)
-            merged = sorted_by_key(pa.concat_tables(parts), keys)
-            for start, end in balanced_slices(merged.num_rows, target_rows) if merged.num_rows else []:
-                rows = merged.slice(start, end - start)
-                action = write_data_file(files, rows)
-                commit.add(action, rows.column(keys[0]))
-                actions.append(action)
-                rows_added += rows.num_rows
+            merged = pa.concat_tables(parts)
+            actions += _write_sorted(files, commit, merged, keys, target_rows, self.row_groups)
+            rows_added += merged.num_rows
         commit.commit(meta, "OPTIMIZE")
         return removed, actions, rows_added
 
@@ -182,6 +174,20 @@ class DvWriter:
                 os.unlink(entry.path)
                 deleted += 1
         return deleted
+
+
+def _write_sorted(files: DeltaStorageHandler, commit: DvCommit, rows: pa.Table, keys: Sequence[str], target_rows: int,
+                  row_groups: RowGroupLimits) -> list[AddAction]:
+    """Write ``rows`` in key order to files of at most ``target_rows`` rows, added to ``commit``; their add
+    actions.  Rows are taken in order one row group at a time (never a sorted copy of them all)."""
+    order = key_order(rows, keys)
+    actions = []
+    for start, end in balanced_slices(rows.num_rows, target_rows) if rows.num_rows else []:
+        part = order.slice(start, end - start)
+        action = write_data_file(files, rows, part, row_groups)
+        commit.add(action, rows.column(keys[0]).take(part))
+        actions.append(action)
+    return actions
 
 
 def _local(table: DeltaTable) -> Path:

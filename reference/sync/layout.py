@@ -84,11 +84,13 @@ def touched_files(files: Sequence[DataFile], keys: Sequence[Any]) -> list[DataFi
     return touched
 
 
-def sorted_by_key(rows: pa.Table, keys: Sequence[str]) -> pa.Table:
-    """``rows`` sorted by the key columns (NULLs first), the order the store writes files in."""
+def key_order(rows: pa.Table, keys: Sequence[str]) -> pa.Array:
+    """The indices of ``rows`` sorted by the key columns (NULLs first), the order the store writes files in."""
     # By position: Arrow reads a sort key's name as a field path (".a" would be field a).
     positional = pa.table({f"k{i}": rows.column(k) for i, k in enumerate(keys)})
-    return rows.take(pc.sort_indices(positional, sort_keys=[(f"k{i}", "ascending", "at_start") for i in range(len(keys))]))
+    order: pa.Array = pc.sort_indices(positional, sort_keys=[(f"k{i}", "ascending", "at_start") for i in range(len(keys))])
+    return order
+
 
 
 def balanced_slices(rows: int, target_rows: int) -> list[tuple[int, int]]:
@@ -180,24 +182,45 @@ def _json_bound(value: Any) -> Any:
     return value.isoformat() if isinstance(value, datetime.date) else value
 
 
+class FileStats:
+    """The add action's ``stats`` of a file written in parts (row groups): row count, null counts,
+    min/max of int, string and date columns."""
+
+    def __init__(self, schema: pa.Schema) -> None:
+        self.schema = schema
+        self.rows = 0
+        self.null_count: dict[str, int] = {f.name: 0 for f in schema if not pa.types.is_nested(f.type)}
+        self.mins: dict[str, Any] = {}
+        self.maxs: dict[str, Any] = {}
+
+    def add(self, table: pa.Table) -> None:
+        """Count the rows of one part."""
+        self.rows += table.num_rows
+        for field, column in zip(table.schema, table.columns):
+            if field.name not in self.null_count:
+                continue
+            self.null_count[field.name] += column.null_count
+            t = field.type
+            if column.null_count == len(column) or not (
+                pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_date32(t)
+            ):
+                continue
+            bounds = pc.min_max(column)
+            low, high = bounds["min"].as_py(), bounds["max"].as_py()
+            self.mins[field.name] = min(self.mins.get(field.name, low), low)
+            self.maxs[field.name] = max(self.maxs.get(field.name, high), high)
+
+    def json(self) -> str:
+        order = [f.name for f in self.schema if f.name in self.mins]  # columns in schema order, as one pass gives
+        return json.dumps(
+            {"numRecords": self.rows, "minValues": {n: _json_bound(self.mins[n]) for n in order},
+             "maxValues": {n: _json_bound(self.maxs[n]) for n in order}, "nullCount": self.null_count},
+            separators=(",", ":"),
+        )
+
+
 def file_stats(table: pa.Table) -> str:
-    """The add action's ``stats`` JSON: row count, null counts, min/max of int, string and date columns."""
-    null_count: dict[str, int] = {}
-    mins: dict[str, Any] = {}
-    maxs: dict[str, Any] = {}
-    for field, column in zip(table.schema, table.columns):
-        if pa.types.is_nested(field.type):
-            continue
-        null_count[field.name] = column.null_count
-        t = field.type
-        if column.null_count == len(column) or not (
-            pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_date32(t)
-        ):
-            continue
-        bounds = pc.min_max(column)
-        mins[field.name] = _json_bound(bounds["min"].as_py())
-        maxs[field.name] = _json_bound(bounds["max"].as_py())
-    return json.dumps(
-        {"numRecords": table.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": null_count},
-        separators=(",", ":"),
-    )
+    """The add action's ``stats`` JSON of a file holding ``table``."""
+    stats = FileStats(table.schema)
+    stats.add(table)
+    return stats.json()

@@ -1,4 +1,7 @@
-"""The store's data files: Parquet with Delta statistics, in row groups small enough to read a few rows back.
+"""The store's data files: Parquet with Delta statistics, written and read a row group at a time.
+
+Row groups are cut by the spec's ``RowGroupLimits`` (rows and bytes): a flush copies one row group at
+a time out of the rows it writes, in key order, so it never holds a sorted copy of them all.
 
 A flush by deletion vectors that needs the stored values of a few rows (a CHANGED=false
 column, a key of several columns) reads only the row groups holding them, so its reads
@@ -14,25 +17,55 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from deltalake.fs import DeltaStorageHandler
 from deltalake.transaction import AddAction
 
-from reference.sync.layout import file_stats
-
-ROW_GROUP_ROWS = 4096
-"""Rows per Parquet row group of the files the store writes (what reading one row back costs)."""
+from reference.sync.layout import FileStats
+from spec.sync.writer import RowGroupLimits
 
 
-def write_data_file(files: DeltaStorageHandler, rows: pa.Table) -> AddAction:
-    """Write ``rows`` as a new data file of the table ``files`` reaches; its add action."""
+def row_ends(rows: pa.Table, order: pa.Array) -> np.ndarray[Any, np.dtype[np.int64]]:
+    """The bytes of rows ``order[0..i]`` of ``rows`` for each i (what ``RowGroupLimits.cut`` reads): fixed-width
+    values by their width, strings and binaries by their length and offset."""
+    fixed = 0
+    sizes = np.zeros(len(order), np.int64)
+    for column in rows.columns:
+        kind = column.type
+        if pa.types.is_string(kind) or pa.types.is_binary(kind) or pa.types.is_large_string(kind) \
+                or pa.types.is_large_binary(kind):
+            lengths = pc.binary_length(column.take(order)) if len(order) else pa.array([], pa.int64())
+            sizes += pc.fill_null(lengths, 0).to_numpy(zero_copy_only=False).astype(np.int64)
+            fixed += 8 if pa.types.is_large_string(kind) or pa.types.is_large_binary(kind) else 4
+        else:
+            try:
+                fixed += max(kind.bit_width // 8, 1)
+            except ValueError:  # no fixed width: its average
+                fixed += -(-column.nbytes // max(len(column), 1))
+    return np.cumsum(sizes + fixed)
+
+
+def write_data_file(files: DeltaStorageHandler, rows: pa.Table, order: pa.Array | None = None,
+                    limits: RowGroupLimits = RowGroupLimits()) -> AddAction:
+    """Write rows ``order`` of ``rows`` (all of them, in order, without it) as a new data file of the table
+    ``files`` reaches, one row group at a time (``limits``); its add action.
+
+    Only one row group of the file is ever copied out of ``rows`` at once."""
+    if order is None:
+        order = pa.array(range(rows.num_rows), pa.int64())
     name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
     out = files.open_output_stream(name, None)
+    stats = FileStats(rows.schema)
     # Parquet's writer hands the stream bytes; a Buffer (NativeFile.write) is refused by deltalake's stream.
-    pq.write_table(rows, out, compression="snappy", row_group_size=ROW_GROUP_ROWS)
+    with pq.ParquetWriter(out, rows.schema, compression="snappy") as writer:
+        for start, end in limits.cut(row_ends(rows, order)):
+            group = rows.take(order.slice(start, end - start))
+            writer.write_table(group, row_group_size=max(group.num_rows, 1))
+            stats.add(group)
     size = out.tell()
     out.close()
-    return AddAction(name, size, {}, int(time.time() * 1000), True, file_stats(rows))
+    return AddAction(name, size, {}, int(time.time() * 1000), True, stats.json())
 
 
 def read_rows_at(path: Path, positions: np.ndarray[Any, np.dtype[np.int64]], schema: pa.Schema) -> pa.Table:

@@ -41,13 +41,14 @@ from deltalake.transaction import AddAction, RemoveAction
 from reference.sync import dv_commit
 from reference.sync.delta_log import local_dir
 from reference.sync.dv_writer import DvWriter
-from reference.sync.layout import DataFile, compaction_groups, cut, data_files, sorted_by_key, touched_files
+from reference.sync.layout import DataFile, compaction_groups, cut, data_files, key_order, touched_files
 from reference.sync.parquet_files import conformed, write_data_file
 from spec.delta.deletion_vectors import ENABLE_PROPERTY
 from spec.delta.deletion_vectors import FEATURE as DELETION_VECTORS
 from spec.sync.messages import ColumnRole, StorageLocation
 from spec.sync.schema import SyncSchema, TableShape
 from spec.sync.squash import SquashedChange, after_last_truncate, apply_squashed, merge_changes
+from spec.sync.writer import RowGroupLimits
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +86,8 @@ class StoreSettings:
     (the table is raised to reader 3 / writer 7 with ``deletionVectors``)."""
     dv_purge_fraction: float = 0.25
     """Compaction rewrites a file once its deletion vector deletes this fraction of its rows."""
+    row_groups: RowGroupLimits = RowGroupLimits()
+    """The Parquet row groups of the files written: what a flush copies at once of the rows it writes."""
 
 
 @dataclass(frozen=True)
@@ -166,9 +169,10 @@ class _Commit:
     adds: list[AddAction] = field(default_factory=list)
     rows_added: int = 0
 
-    def add_rows(self, rows: pa.Table) -> None:
-        self.adds.append(write_data_file(self.files, rows))
-        self.rows_added += rows.num_rows
+    def add_rows(self, rows: pa.Table, order: pa.Array, row_groups: RowGroupLimits) -> None:
+        """Add a file holding rows ``order`` of ``rows``."""
+        self.adds.append(write_data_file(self.files, rows, order, row_groups))
+        self.rows_added += len(order)
 
     def commit(self, props: CommitProperties) -> FileChanges:
         now_ms = int(time.time() * 1000)
@@ -233,7 +237,7 @@ class DeltaStore:
         self._loaded: dict[str, DeltaTable] = {}
         self._states: dict[str, tuple[int, TableState]] = {}
         """Per table, the sync state of its latest version the store read or wrote, and that version."""
-        self._dvs = DvWriter()
+        self._dvs = DvWriter(settings.row_groups)
 
     def table_uri(self, path: str, store: StorageLocation | None = None) -> str:
         """Where the table at ``path`` lives (the command's own store root wins)."""
@@ -403,11 +407,12 @@ class DeltaStore:
         affected = rows.filter(mask)
         for change in merge_changes(changes):
             affected = apply_squashed(affected, change.batch, change.schema)
-        result = sorted_by_key(pa.concat_tables([rows.filter(pc.invert(mask)), affected]), pk_names)
+        result = pa.concat_tables([rows.filter(pc.invert(mask)), affected])
+        order = key_order(result, pk_names)
         removed = {f.path for f in commit.removes}
         untouched = [f for f in files if f.path not in removed]
-        for start, end in cut(result.column(cluster).to_pylist(), untouched, self.settings.target_file_rows):
-            commit.add_rows(result.slice(start, end - start))
+        for start, end in cut(result.column(cluster).take(order).to_pylist(), untouched, self.settings.target_file_rows):
+            commit.add_rows(result, order.slice(start, end - start), self.settings.row_groups)
         return commit.commit(props)
 
     def _add_columns(self, table: DeltaTable, changes: Sequence[SquashedChange]) -> None:
@@ -484,9 +489,11 @@ class DeltaStore:
             if groups:
                 commit = _Commit(table, self._files(table))
                 for group in groups:
-                    rows = sorted_by_key(self._read(table, group), state.keys)
-                    for start, end in cut(rows.column(state.keys[0]).to_pylist(), [], self.settings.target_file_rows):
-                        commit.add_rows(rows.slice(start, end - start))
+                    rows = self._read(table, group)
+                    order = key_order(rows, state.keys)
+                    for start, end in cut(rows.column(state.keys[0]).take(order).to_pylist(), [],
+                                          self.settings.target_file_rows):
+                        commit.add_rows(rows, order.slice(start, end - start), self.settings.row_groups)
                     commit.removes.extend(group)
                 compaction = commit.commit(props)
                 table.update_incremental()  # so that the vacuum sees the files just removed

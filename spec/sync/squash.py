@@ -100,8 +100,13 @@ def _squash(changes: pa.Table, schema: SyncSchema, segments: Sequence[int]) -> p
     A batch in which no row continues another is squashed with Arrow kernels alone.
     """
     if changes.num_rows and (temporary_rows := _chainless(changes, schema)) is not None:
-        return changes.filter(pc.invert(temporary_rows))
+        return _without(changes, temporary_rows)
     return _squash_by_rows(changes, schema, segments)
+
+
+def _without(table: pa.Table, mask: pa.ChunkedArray | pa.Array) -> pa.Table:
+    """``table`` without the rows ``mask`` marks; ``table`` itself (no copy) when it marks none."""
+    return table.filter(pc.invert(mask)) if pc.any(mask).as_py() else table
 
 
 def _squash_by_rows(changes: pa.Table, schema: SyncSchema, segments: Sequence[int]) -> pa.Table:
@@ -195,9 +200,9 @@ def needs_stored_values(schema: SyncSchema, table_columns: Sequence[str]) -> boo
 def _apply_full_values(stored: pa.Table, changes: pa.Table, schema: SyncSchema) -> pa.Table | None:
     """``apply_squashed`` with Arrow kernels when no stored value is needed; None otherwise.
 
-    That holds when ``needs_stored_values`` is false and keys are unique on both sides: the
-    result is the stored rows under no old or new key of the changes, then the changes' rows
-    that have a new key.
+    That holds when ``needs_stored_values`` is false and the stored keys are unique: the result
+    is the stored rows under no old or new key of the changes, then the changes' rows that have a
+    new key, one per key (``_last_per_key``).  Rows are copied only where some are left out.
     """
     if needs_stored_values(schema, stored.schema.names):
         return None
@@ -208,7 +213,8 @@ def _apply_full_values(stored: pa.Table, changes: pa.Table, schema: SyncSchema) 
     try:
         no_old, no_new = _all_null(old_cols), _all_null(new_cols)
         _all_null([stored.column(n) for n in pk])
-        written = changes.filter(pc.invert(no_new))
+        with_new_key = _without(changes, no_new)
+        written = _last_per_key(with_new_key, _key_columns(with_new_key, schema, ColumnRole.NEW_PK))
         # Arrow's joins and groupings read a name as a field path (".a" is field a): keys go by position.
         positions = [f"k{i}" for i in range(len(pk))]
         touched = pa.concat_tables([
@@ -222,13 +228,27 @@ def _apply_full_values(stored: pa.Table, changes: pa.Table, schema: SyncSchema) 
     def keys_of(table: pa.Table) -> pa.Table:
         return pa.table(dict(zip(positions, (table.column(n) for n in pk))))
 
-    for table in (stored, rows):
-        if table.num_rows and keys_of(table).group_by(positions).aggregate([]).num_rows != table.num_rows:
-            return None
+    if stored.num_rows and keys_of(stored).group_by(positions).aggregate([]).num_rows != stored.num_rows:
+        return None
     indexed = keys_of(stored).append_column("__row", pa.array(range(stored.num_rows), pa.int64()))
     kept = indexed.join(touched.group_by(positions).aggregate([]), keys=positions,
                         join_type="left anti").column("__row")
     return pa.concat_tables([stored.take(kept.take(pc.sort_indices(kept))), rows])
+
+
+def _last_per_key(rows: pa.Table, keys: Sequence[pa.ChunkedArray]) -> pa.Table:
+    """One row per key, as ``_apply_by_rows`` writes them: at the place of the key's first row, with
+    the values of its last (a key written twice, by a replayed insert, is overwritten); ``rows``
+    itself when its keys are distinct."""
+    if not rows.num_rows:
+        return rows
+    positions = [f"k{i}" for i in range(len(keys))]
+    indexed = pa.table({**dict(zip(positions, keys)), "__row": pa.array(range(rows.num_rows), pa.int64())})
+    grouped = indexed.group_by(positions, use_threads=False).aggregate([("__row", "min"), ("__row", "max")])
+    if grouped.num_rows == rows.num_rows:
+        return rows
+    order = pc.sort_indices(grouped.column("__row_min"))
+    return rows.take(grouped.column("__row_max").take(order))
 
 
 def apply_squashed(stored: pa.Table, changes: pa.Table, schema: SyncSchema) -> pa.Table:

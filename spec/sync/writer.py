@@ -28,11 +28,12 @@ client replays from its durable number.
 
 from __future__ import annotations
 
+import bisect
 import enum
 import itertools
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from spec.sync.errors import (
     EmptyTransaction,
@@ -46,6 +47,7 @@ from spec.sync.messages import MAX_MESSAGE_BYTES
 P = TypeVar("P")
 
 GIB = 1024**3
+MIB = 1024**2
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,46 @@ class SyncSettings:
         if self.high_watermark_bytes is not None:
             return self.high_watermark_bytes
         return self.max_in_memory_bytes + MAX_MESSAGE_BYTES
+
+
+class RunningTotals(Protocol):
+    """Running totals read by position (a list, a NumPy array)."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, index: int) -> int: ...
+
+
+@dataclass(frozen=True)
+class RowGroupLimits:
+    """What a flush holds of the rows it writes at once: one Parquet row group, cut by rows and bytes.
+
+    A flush writes its rows to its data files a row group at a time, each taken from the rows in
+    key order as it is written, so beyond its inputs it holds one row group, never a sorted copy of
+    everything it writes.  ``max_rows`` also bounds what reading one row back costs (a flush that
+    needs stored values reads only the row groups holding them).
+    """
+
+    max_rows: int = 4096
+    max_bytes: int = 4 * MIB
+
+    def __post_init__(self) -> None:
+        if self.max_rows < 1 or self.max_bytes < 1:
+            raise ValueError("row groups hold at least one row and one byte")
+
+    def cut(self, ends: RunningTotals) -> list[tuple[int, int]]:
+        """``[start, end)`` row groups of rows whose byte sizes run up to ``ends`` (``ends[i]``: the bytes
+        of rows ``0..i``, non-decreasing): each at most ``max_rows`` rows and ``max_bytes`` bytes, but
+        never empty (a row larger than ``max_bytes`` is a row group of its own)."""
+        groups: list[tuple[int, int]] = []
+        start, rows = 0, len(ends)
+        while start < rows:
+            before = ends[start - 1] if start else 0
+            end = min(bisect.bisect_right(ends, before + self.max_bytes, start, rows), start + self.max_rows)
+            end = max(end, start + 1)
+            groups.append((start, end))
+            start = end
+        return groups
 
 
 class FlushReason(enum.Enum):
