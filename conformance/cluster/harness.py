@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterator, Sequence
 from conformance.cluster.clock import DetectorClock
 from conformance.cluster.controls import ControlChannel, Controls, Thresholds
 from conformance.framework import CaseContext, CaseTimeout, RunOptions, Verdict
+from reference.cluster.config import PROVIDER_SYNTAX, ProviderKind, provider_kind
 from reference.cluster.etcd import EtcdCluster
 from reference.cluster.etcd_gateway import EtcdEndpoint
 from conformance.cluster.etcd_server import EtcdServer, EtcdUser, make_test_pki
@@ -208,10 +209,10 @@ LOCAL_ETCD = {
     "etcd-auth": "started on loopback with authentication",
     "etcd-tls": "started on loopback with TLS, client certificates and authentication",
 }
-TARGET_HELP = ("memory (in-process, journaled), etcd | etcd-auth | etcd-tls (start etcd on loopback: plain, "
-               "with a user and password, with TLS from a throwaway CA plus client certificates and a user), "
-               "etcd://[USER[:PASSWORD]@]HOST:PORT[?ca=&cert=&key=&password_file=], "
-               "tcp://[:SECRET@]HOST:PORT (a cluster service: its wire only), exec:CMD (CMD starts a cluster "
+TARGET_HELP = (f"{PROVIDER_SYNTAX[ProviderKind.MEMORY]} (in-process, journaled), etcd | etcd-auth | etcd-tls "
+               "(start etcd on loopback: plain, with a user and password, with TLS from a throwaway CA plus client "
+               f"certificates and a user), {PROVIDER_SYNTAX[ProviderKind.ETCD]} (each case in a namespace of its own), "
+               f"{PROVIDER_SYNTAX[ProviderKind.SERVICE]} (a cluster service: its wire only), exec:CMD (CMD starts a cluster "
                "service or a harness embedding one and prints its port as its first line, after an optional line "
                "CAPABILITIES clock restart durable held; a harness then answers control lines on stdin, "
                "docs/conformance.md)")
@@ -220,8 +221,9 @@ TARGET_HELP = ("memory (in-process, journaled), etcd | etcd-auth | etcd-tls (sta
 @contextmanager
 def open_target(options: RunOptions) -> Iterator[ClusterTarget]:
     spec = options.target
+    kind = provider_kind(spec)  # the settings a Spark job takes (reference/cluster/config.py), and these targets' own
     with tempfile.TemporaryDirectory(prefix="streamwire-cluster-") as tmp:
-        if spec in ("memory", "reference"):
+        if kind is ProviderKind.MEMORY or spec == "reference":
             yield _memory_target(Path(tmp))
         elif spec in LOCAL_ETCD:
             tls = make_test_pki(Path(tmp) / "pki") if spec == "etcd-tls" else None
@@ -232,10 +234,10 @@ def open_target(options: RunOptions) -> Iterator[ClusterTarget]:
                 yield _etcd_target(server.endpoint, f"etcd {server.endpoint} ({LOCAL_ETCD[spec]})", server.restart)
             finally:
                 server.stop()
-        elif spec.startswith("etcd://"):
+        elif kind is ProviderKind.ETCD:
             endpoint = EtcdEndpoint.parse(spec)
             yield _etcd_target(endpoint, str(endpoint), None)
-        elif spec.startswith("tcp://"):
+        elif kind is ProviderKind.SERVICE:
             if options.capabilities and options.capabilities - {SERVICE}:
                 raise ValueError(f"a tcp:// target offers only its wire ({SERVICE}); clock, restart, durable and held "
                                  "come from a harness's control channel: use exec:CMD")

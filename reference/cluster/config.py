@@ -3,12 +3,14 @@
 ``memory`` (the default): an in-process cluster in this process;
 ``etcd://[USER[:PASSWORD]@]HOST:PORT[/NAMESPACE][?ca=PATH&cert=PATH&key=PATH&password_file=PATH]``:
 the etcd backend (TLS when a CA or client certificate is given; see ``EtcdEndpoint``); ``tcp://[:SECRET@]HOST:PORT``: a driver-hosted cluster service (what executors
-use).
+use). :data:`PROVIDER_SYNTAX` is the one table of these settings: the cluster conformance runner
+takes the same ones as targets (conformance/cluster/harness.py).
 """
 
 from __future__ import annotations
 
-from typing import Mapping
+from enum import Enum
+from typing import Final, Mapping
 from urllib.parse import urlsplit
 
 from reference.cluster.etcd import EtcdCluster
@@ -22,6 +24,32 @@ from spec.cluster.interface import ClusterBackend
 from spec.shared_secret import configured_secret
 
 SPARK_CONF_KEY = "spark.streamwire.cluster.provider"
+
+
+class ProviderKind(Enum):
+    """What a provider setting names: the in-process cluster, an etcd, a cluster service."""
+
+    MEMORY = "memory"
+    ETCD = "etcd"
+    SERVICE = "tcp"
+
+
+PROVIDER_SYNTAX: Final[dict[ProviderKind, str]] = {
+    ProviderKind.MEMORY: "memory",
+    ProviderKind.ETCD: "etcd://[USER[:PASSWORD]@]HOST:PORT[/NAMESPACE][?ca=&cert=&key=&password_file=]",
+    ProviderKind.SERVICE: "tcp://[:SECRET@]HOST:PORT",
+}
+
+
+def provider_kind(setting: str) -> ProviderKind | None:
+    """What ``setting`` names, or None when it is no provider setting."""
+    if setting == ProviderKind.MEMORY.value:
+        return ProviderKind.MEMORY
+    parts = urlsplit(setting)
+    if not parts.netloc:
+        return None
+    return {ProviderKind.ETCD.value: ProviderKind.ETCD, ProviderKind.SERVICE.value: ProviderKind.SERVICE}.get(parts.scheme)
+
 SECRET_CONF_KEY = "spark.streamwire.cluster.secret"
 HEARTBEAT_CONF_KEY = "spark.streamwire.cluster.heartbeatIntervalMs"
 FAIL_AFTER_CONF_KEY = "spark.streamwire.cluster.failAfterMs"
@@ -68,16 +96,15 @@ def service_secret(conf: Mapping[str, str]) -> str | None:
 
 
 def open_backend(setting: str = DEFAULT) -> ClusterBackend:
-    parts = urlsplit(setting)
-    if setting == "memory":
+    kind = provider_kind(setting)
+    if kind is ProviderKind.MEMORY:
         return InProcessCluster()
-    if parts.scheme == "etcd" and parts.netloc:
-        namespace = parts.path.strip("/") or "streamwire"
-        return EtcdCluster(EtcdEndpoint.parse(setting), namespace)
-    if parts.scheme == "tcp" and parts.netloc:
+    if kind is ProviderKind.ETCD:
+        return EtcdCluster(EtcdEndpoint.parse(setting), urlsplit(setting).path.strip("/") or "streamwire")
+    if kind is ProviderKind.SERVICE:
         return RemoteCluster(setting)
-    raise ValueError(f"{SPARK_CONF_KEY}: expected memory, etcd://[USER@]HOST:PORT[/NS][?ca=&cert=&key=] "
-                     f"or tcp://[:SECRET@]HOST:PORT, got scheme {parts.scheme!r}")
+    raise ValueError(f"{SPARK_CONF_KEY}: expected {' or '.join(PROVIDER_SYNTAX.values())}, "
+                     f"got scheme {urlsplit(setting).scheme!r}")
 
 
 class DriverCluster:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from conformance.cluster.harness import Recorder
+from conformance.cluster.harness import TARGET_HELP, Recorder
 from conformance.framework import CaseContext, RunOptions
-from reference.cluster.config import open_backend
+from reference.cluster.config import PROVIDER_SYNTAX, ProviderKind, open_backend, provider_kind
 from reference.cluster.etcd import EtcdCluster
 from reference.cluster.etcd_gateway import EtcdEndpoint
 from conformance.cluster.etcd_server import EtcdServer, EtcdUser, make_test_pki
@@ -74,6 +74,17 @@ def test_backend_selected_by_setting(etcd_server: EtcdServer) -> None:
     memory.close()
     with pytest.raises(ValueError):
         open_backend("zookeeper://x")
+
+
+@pytest.mark.parametrize(("setting", "kind"), [
+    ("memory", ProviderKind.MEMORY), ("etcd://u:p@127.0.0.1:2379/ns?ca=/x", ProviderKind.ETCD),
+    ("tcp://:s@127.0.0.1:7000", ProviderKind.SERVICE), ("tcp://", None), ("etcd:", None), ("exec:x", None),
+    ("zookeeper://h:1", None), ("memory:", None),
+])
+def test_one_table_names_the_provider_settings_jobs_and_the_conformance_runner_take(setting: str,
+                                                                                     kind: ProviderKind | None) -> None:
+    assert provider_kind(setting) is kind
+    assert all(syntax in TARGET_HELP for syntax in PROVIDER_SYNTAX.values())
 
 
 def test_etcd_setting_carries_credentials_and_tls_files(tmp_path: Path) -> None:
