@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterator, Sequence
 from construct import Struct
 
 from spec.shuffle import codec, errors, framing, jsonform
+from spec.docs.shuffle_deadlines import deadlines
 from spec.docs.shuffle_departures import departures
 from spec.docs.shuffle_diagrams import state_machines
 from spec.shuffle.layouts import (
@@ -238,7 +239,7 @@ def settings() -> str:
 
 SECTIONS: list[Callable[[], str]] = [
     introduction, common_header, message_bodies, frame, checksum, error_conditions, settings,
-    state_machines, departures,
+    state_machines, deadlines, departures,
 ]
 """The document, in order; each function returns one Markdown section."""
 

@@ -89,7 +89,7 @@ DEPARTURES: Final[tuple[Departure, ...]] = (
         "Spark's CREDIT and TERMINATION_ACK frames are 37 and 33 bytes; its DATA never holds more than a "
         "buffer below the threshold plus one record."),
     Departure(
-        "Timeouts Spark lacks",
+        "Timeouts Spark lacks ([deadlines](#deadlines))",
         "Waits for acks and keeps connecting forever.",
         "Opt-in `STREAMING_SHUFFLE_TERMINATION_ACK_TIMEOUT` and `STREAMING_SHUFFLE_WRITER_UNREACHABLE`; off by "
         "default.",
