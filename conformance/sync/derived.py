@@ -7,7 +7,8 @@
   put, one put per change flushed together, and one put per change flushed after each.
 - **Lag deadline** (docs/spec/sync.md#flush-policy): pending data is flushed at exactly
   ``max_replication_lag_s`` after the oldest of it arrived, never one tick before, also when more
-  data came later, after a flush and after a failed flush was retried.
+  data came later, after a flush and after a failed flush was retried; a failed flush is retried at
+  exactly the instant its wait (``spec.sync.flush_failures``) ends, after each of several failures.
 - **No-ops** (probes, replays, refused puts): they must leave the table's files as they were.
 
 The checks reuse the suite's helpers (imported when they run: :mod:`conformance.sync.suite` lists
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Final
 import pyarrow as pa
 
 from conformance.framework import CaseContext, Verdict
+from spec.sync.flush_failures import FlushFailures
 
 if TYPE_CHECKING:
     from conformance.sync.suite import SyncTarget
@@ -269,6 +271,55 @@ def lag_after_failed_flush(t: SyncTarget, ctx: CaseContext) -> Verdict:
     ok = all(f" {w} " in g for w, g in zip(want, got))
     return Verdict(ok, "after the retry: " + "; then one tick before the next lag ".join(want[:2]) + f"; at it {want[2]}",
                    "; ".join(got))
+
+
+def retry_waits(failures: int) -> list[float]:
+    """The waits before each retry after ``failures`` consecutive failed flushes, from the spec's table."""
+    table, now, waits = FlushFailures(), 0.0, []
+    for _ in range(failures):
+        retry_at = table.failed("t", "", now).retry_at
+        waits.append(retry_at - now)
+        now = retry_at
+    return waits
+
+
+RETRIES: Final = 4
+"""Consecutive failures judged: up to the cap of the wait."""
+
+
+def retry_at_its_instants(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    """For k = 1..``RETRIES``: tables A (three rows) and B (one row), one transaction each, reach the size
+    threshold together; A, the largest, fails to flush (its first commit file's name taken by a directory),
+    then B is flushed, which brings the pending bytes under the threshold, so no rule but the retry asks for
+    A again. A fails at its first k-1 retries too, each at its instant; one tick before the k-th nothing is
+    durable; the directory removed, the retry at its instant lands A (durable 2)."""
+    from conformance.sync.suite import HELD_S, _cmd, _ids, _pending_bytes, _policy, _probe
+
+    waits = retry_waits(RETRIES)
+    problems = []
+    with _policy(t):
+        for k in range(1, RETRIES + 1):
+            origin, path = _ids()
+            blocker = os.path.join(t.store, path, "_delta_log", f"{0:020}.json")
+            t.put(ctx, _cmd(path, origin, 1), _batch([(None, key, "a") for key in (1, 2, 3)]))
+            t.put(ctx, _cmd(f"{path}_b", origin, 2), _batch([(None, 1, "b")]))
+            os.makedirs(blocker)
+            try:
+                t.command(f"POLICY {HELD_S} 1000000 {_pending_bytes(t)}")
+                _advance(t, 0.0)
+                for wait in waits[:k - 1]:
+                    _advance(t, wait)
+                _advance(t, waits[k - 1] - TICK_S)
+                early = _probe(t, ctx, origin)
+            finally:
+                os.rmdir(blocker)
+            _advance(t, TICK_S)
+            at = _probe(t, ctx, origin)
+            t.command(f"POLICY {HELD_S} 1000000 {2**62}")
+            if " durable=None " not in early or " durable=2 " not in at:
+                problems.append(f"retry {k} (wait {waits[k - 1]:g} s): a tick before it {early}; at it {at}")
+    return Verdict(not problems, f"retries after waits of {', '.join(f'{w:g}' for w in waits)} s, each at exactly its "
+                   "instant: durable=None a tick before, durable=2 at it", "; ".join(problems) or "as expected")
 
 
 # -- no-ops ---------------------------------------------------------------------------------

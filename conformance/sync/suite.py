@@ -915,6 +915,9 @@ SUITE = Suite(
            derived.lag_boundaries, "flush-control"),
         _c("flush/derived-lag-after-failed-flush", MUST, "Once a failed flush was retried, the table's new data "
            "again waits exactly the lag", derived.lag_after_failed_flush, "flush-control", "store"),
+        _c("flush/derived-retry-at-its-instants", SHOULD, "A table whose flush failed is retried at exactly the "
+           "instant its wait ends (1 s, doubling up to 5 s), after one to four failures in a row",
+           derived.retry_at_its_instants, "flush-control", "store"),
         _c("atomicity/derived-noops-write-nothing", MUST, "Probes, replays at or below durable and refused puts "
            "leave the table's files as they were", derived.noops_write_nothing, "store"),
     ),

@@ -34,6 +34,7 @@ from spec.sync.messages import (
 )
 from spec.sync.responses import ResponseFactory
 from spec.sync.schema import SyncSchema
+from spec.sync.flush_failures import FlushFailures
 from spec.sync.writer import FlushReason, FlushTable, SquashTable, SyncSettings, SyncWriter
 
 _F = descriptor_pb2.FieldDescriptorProto
@@ -412,6 +413,7 @@ def flush_policy() -> str:
     rows = [(f"`{f.name}`", getattr(defaults, f.name), documented.get(f.name) or _SETTING_MEANINGS.get(f.name, ""))
             for f in dataclasses.fields(SyncSettings)]
     order = ", ".join(r.value for r in FlushReason if r is not FlushReason.REQUESTED)
+    retries = FlushFailures()
     small = SyncSettings(max_in_memory_bytes=100, max_replication_lag_s=10.0, max_syncs_per_url=3)
     examples = [
         ("t1 (20 B), t2 (30 B); at t=15", [("t1", 20), ("t2", 30)], 15.0),
@@ -427,7 +429,11 @@ def flush_policy() -> str:
         f"this order: {order}. Lag: the table with the oldest pending data, once that data is "
         "`max_replication_lag_s` old. Size: when pending bytes reach `max_in_memory_bytes`, the largest table, "
         "squashed first (once per flush cycle) when it holds more than one item, then flushed. Count: a table "
-        "with `max_syncs_per_url` pending items. A flush takes all pending items of one table.\n\n"
+        "with `max_syncs_per_url` pending items. A flush takes all pending items of one table. Retry (ours; "
+        "Seafowl tries again at its next flush task): a table whose flush failed keeps its pending data and is "
+        f"left out of the other rules until its wait is over, then flushed again at exactly that instant; the "
+        f"wait is {retries.initial_backoff_s:g} s after a first failure and doubles with each consecutive one, up "
+        f"to {retries.max_backoff_s:g} s (`FlushFailures`).\n\n"
         "Examples with max_in_memory_bytes=100, max_replication_lag_s=10, max_syncs_per_url=3 (puts at t=0, 1, 2, "
         "...), computed by `next_action`:\n\n"
         + table(("pending", "action"), [(label, _policy_example(small, steps, now)) for label, steps, now in examples])
