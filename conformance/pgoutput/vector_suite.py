@@ -92,7 +92,7 @@ def transactions_json(messages: list[bytes], primary_keys: dict[str, list[str]])
     out: dict[str, Any] = {"transactions": []}
     try:
         for data in messages:
-            tx = machine.feed(decode_pgoutput(data))
+            tx = machine.feed_data(data)
             if tx is None:
                 continue
             tables = {}

@@ -141,7 +141,8 @@ def whole_rows(tx: SourceTransaction, readers: int,
     """``tx``'s changes per table, each key change that :func:`needs_read_back` with its unchanged values
     read back (one ``read_back`` per table that has such changes)."""
     out: dict[str, list[RowChange]] = {}
-    for path, changes in tx.changes.items():
+    for path, table_changes in tx.changes.items():
+        changes = list(table_changes)
         moves = [c for c in changes if needs_read_back(c, readers)]
         if moves:
             found = read_back(RowLookup.of(tx.xid, moves))

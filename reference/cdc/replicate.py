@@ -161,7 +161,7 @@ def _send(source: SlotSource, client: SyncClient, counts: ReplicationCounts, coa
           on_transaction: Callable[[SourceTransaction], None] | None) -> None:
     if coalesced is None:
         return
-    puts: Sequence[SyncPut] = puts_of(coalesced)
+    puts: Sequence[SyncPut] = puts_of(coalesced)  # a value that does not read stops here, not as a refusal
     spill = source.take_spill(coalesced.number)  # a spilled transaction travels alone (Batch.fits)
     if spill is not None:
         puts = spill.puts(then=puts)

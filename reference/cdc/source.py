@@ -30,7 +30,6 @@ from spec.pgoutput.messages import (
     PrimaryKeepalive,
     Relation,
     XLogData,
-    decode_pgoutput,
     decode_replication,
     parse_lsn,
 )
@@ -288,7 +287,7 @@ class SlotSource:
             if self.feedback.on_message(message):
                 self._send_status()
             if isinstance(message, XLogData):
-                tx = machine.feed(decode_pgoutput(message.data))
+                tx = machine.feed_data(message.data)
                 if tx is None:
                     if budget is not None and machine.open and budget.note(len(message.data)):
                         self._spill = self._spill or TransactionSpill()

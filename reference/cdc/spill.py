@@ -25,7 +25,7 @@ from typing import IO, overload
 import pyarrow as pa
 
 from reference.sync.client import SyncPut
-from spec.pgoutput.changes import RowChange, TablePut
+from spec.pgoutput.changes import TableChanges, TablePut
 from spec.sync.messages import ColumnDescriptor
 
 
@@ -50,7 +50,7 @@ class TransactionSpill:
         self._written: list[_Written] = []
         self.rows = 0
 
-    def write(self, changes: dict[str, list[RowChange]]) -> None:
+    def write(self, changes: dict[str, TableChanges]) -> None:
         """Append one put per table of ``changes`` (each table's changes in order)."""
         for path, table_changes in changes.items():
             if not table_changes:

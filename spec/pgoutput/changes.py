@@ -10,14 +10,18 @@ new one that keeps the old row's values where CHANGED is false.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Final
+from typing import Final, overload
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from spec.pgoutput.errors import UnresolvedToast
+from spec.pgoutput.columnar import UNREADABLE, column_array
+from spec.pgoutput.errors import UnmappedType, UnresolvedToast
+from spec.pgoutput.messages import RelationColumn
+from spec.pgoutput.types import UnmappedValue, read_text
 from spec.sync.messages import ColumnDescriptor, ColumnRole
 
 
@@ -42,7 +46,7 @@ class TableImage:
                           *(pa.field(f"new.{k}", t) for k, t in self.keys),
                           *(f for v, t in self.values for f in (pa.field(v, t), pa.field(f"changed.{v}", pa.bool_())))])
 
-    def batch(self, changes: list[RowChange]) -> pa.Table:
+    def batch(self, changes: Sequence[RowChange]) -> pa.Table:
         """The sync batch of ``changes`` (all of this table and image, none a TRUNCATE: :class:`TablePut`), in order."""
         assert all(c.op is not Op.TRUNCATE for c in changes), "a TRUNCATE is a put's flag, not a row"
         columns: list[list[object]] = [[] for _ in range(2 * len(self.keys) + 2 * len(self.values))]
@@ -119,6 +123,126 @@ class RowChange:
         return cls(table, Op.TRUNCATE, None, None, None, (False,) * len(table.values))
 
 
+@dataclass(slots=True)
+class InsertRows:
+    """Consecutive inserts of one table image, kept as their columns' text (None: NULL) as pgoutput sent
+    them: they become Arrow a column at a time (:meth:`batch`), or :class:`RowChange` objects where one
+    looks at them one by one (:meth:`changes`), both what the per-row path makes of the same inserts."""
+
+    table: TableImage
+    columns: tuple[RelationColumn, ...]
+    """The relation's columns, in tuple order."""
+    key_positions: tuple[int, ...]
+    value_positions: tuple[int, ...]
+    texts: list[list[bytes | None]] = field(default_factory=list)
+    """Per relation column, its values in insert order."""
+    rows: int = 0
+
+    def add(self, values: Sequence[bytes | None]) -> None:
+        """One more insert (a value per relation column)."""
+        for column, value in zip(self.texts, values):
+            column.append(value)
+        self.rows += 1
+
+    def changes(self) -> list[RowChange]:
+        """The inserts as row changes; UnmappedType names the first value (in row order) that does not read."""
+        path, changed = self.table.path, (True,) * len(self.value_positions)
+        out = []
+        for texts in zip(*self.texts):
+            row = [None if t is None else read_column_text(path, c, t) for c, t in zip(self.columns, texts)]
+            out.append(RowChange(self.table, Op.INSERT, None, tuple(row[i] for i in self.key_positions),
+                                 tuple(row[i] for i in self.value_positions), changed))
+        return out
+
+    def batch(self) -> pa.Table:
+        """The inserts as the table image's sync batch (no old key, every value CHANGED), read per column;
+        where a column does not convert so, exactly what :meth:`TableImage.batch` makes of :meth:`changes`."""
+        try:
+            keys = [column_array(self.texts[i], self.columns[i], t) for i, (_, t) in zip(self.key_positions, self.table.keys)]
+            values = [column_array(self.texts[i], self.columns[i], t)
+                      for i, (_, t) in zip(self.value_positions, self.table.values)]
+        except UNREADABLE:
+            return self.table.batch(self.changes())
+        changed = pa.repeat(True, self.rows)
+        out: list[pa.Array] = [pa.nulls(self.rows, t) for _, t in self.table.keys] + keys
+        for array in values:
+            out += [array, changed]
+        return pa.Table.from_arrays(out, schema=self.table.schema())
+
+    @classmethod
+    def joined(cls, runs: Sequence[InsertRows]) -> InsertRows:
+        """Runs of the same image and columns as one run."""
+        first = runs[0]
+        texts: list[list[bytes | None]] = [[] for _ in first.columns]
+        for run in runs:
+            for column, more in zip(texts, run.texts):
+                column += more
+        return cls(first.table, first.columns, first.key_positions, first.value_positions, texts,
+                   sum(r.rows for r in runs))
+
+    def same_shape(self, other: InsertRows) -> bool:
+        """Whether ``other`` is of the same image and columns (so the two join)."""
+        return self.table == other.table and self.columns == other.columns
+
+
+def read_column_text(path: str, column: RelationColumn, text: bytes) -> object:
+    """One text value of ``column`` of table ``path`` as its Python value; UnmappedType if it does not read."""
+    try:
+        return read_text(column.type_oid, column.type_modifier, text.decode("utf-8"))
+    except (UnmappedValue, UnicodeDecodeError) as exc:
+        raise UnmappedType(path, column.name, str(exc)) from None
+
+
+class TableChanges(Sequence[RowChange]):
+    """One table's changes in order: row changes, and runs of inserts held as Arrow (:class:`InsertRows`)."""
+
+    __slots__ = ("parts", "_count")
+
+    def __init__(self, parts: Iterable[RowChange | InsertRows] = ()) -> None:
+        self.parts: list[RowChange | InsertRows] = []
+        self._count = 0
+        for part in parts:
+            self.append(part)
+
+    def append(self, part: RowChange | InsertRows) -> None:
+        self.parts.append(part)
+        self._count += part.rows if isinstance(part, InsertRows) else 1
+
+    def extend(self, changes: Iterable[RowChange]) -> None:
+        """Append ``changes`` (their runs of inserts as they are)."""
+        if isinstance(changes, TableChanges):
+            self.parts.extend(changes.parts)
+            self._count += len(changes)
+        else:
+            for change in changes:
+                self.append(change)
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __iter__(self) -> Iterator[RowChange]:
+        for part in self.parts:
+            if isinstance(part, InsertRows):
+                yield from part.changes()
+            else:
+                yield part
+
+    @overload
+    def __getitem__(self, index: int) -> RowChange: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[RowChange]: ...
+    def __getitem__(self, index: int | slice) -> RowChange | list[RowChange]:
+        return list(self)[index]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"TableChanges({list(self)!r})"
+
+
 
 CHUNK_ROWS: Final = 4096
 """Changes a :class:`TablePut` turns into Arrow at a time: a part of any size is held as Arrow, not as
@@ -140,8 +264,21 @@ class TablePut:
     image: TableImage | None = None
     _batches: list[tuple[TableImage, pa.Table]] = field(default_factory=list)
     _pending: list[RowChange] = field(default_factory=list)
+    _pending_runs: list[InsertRows] = field(default_factory=list)
+    """Runs of inserts of one image not yet Arrow (converted together: one conversion per column)."""
 
-    def add(self, change: RowChange) -> None:
+    def add(self, change: RowChange | InsertRows) -> None:
+        if isinstance(change, InsertRows):
+            if self._pending or (self._pending_runs and not self._pending_runs[0].same_shape(change)):
+                self._seal()
+            self.changes += change.rows
+            self._pending_runs.append(change)
+            if sum(r.rows for r in self._pending_runs) >= CHUNK_ROWS:
+                self._seal()
+            self.image = change.table
+            return
+        if self._pending_runs:
+            self._seal()
         self.changes += 1
         if change.op is Op.TRUNCATE:
             self.truncate, self._batches, self._pending = True, [], []
@@ -154,14 +291,18 @@ class TablePut:
         self.image = change.table
 
     @classmethod
-    def of(cls, changes: list[RowChange]) -> TablePut:
-        """``changes`` (of one table, in order) as one put."""
+    def of(cls, changes: Iterable[RowChange]) -> TablePut:
+        """``changes`` (of one table, in order) as one put (runs of inserts as they are)."""
         put = cls()
-        for change in changes:
+        for change in changes.parts if isinstance(changes, TableChanges) else changes:
             put.add(change)
         return put
 
     def _seal(self) -> None:
+        if self._pending_runs:
+            run = InsertRows.joined(self._pending_runs)
+            self._batches.append((run.table, run.batch()))
+            self._pending_runs = []
         if self._pending:
             image = self._pending[0].table
             self._batches.append((image, image.batch(self._pending)))

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from spec.pgoutput.changes import RowChange, TableImage
+from spec.pgoutput.changes import TableChanges, TableImage
 from spec.pgoutput.transactions import SourceTransaction
 
 MAX_ROWS = 20_000
@@ -32,7 +32,7 @@ class Coalesced:
     """One sync transaction: its number (the last commit LSN), the changes per table in commit order."""
 
     number: int
-    changes: dict[str, list[RowChange]]
+    changes: dict[str, TableChanges]
     tables: dict[str, TableImage]
     transactions: list[SourceTransaction]
     """The source transactions it holds (those with rows), in commit order."""
@@ -49,7 +49,7 @@ class Batch:
     max_rows: int = MAX_ROWS
     budget_s: float = BUDGET_S
     opened_at: float | None = None
-    changes: dict[str, list[RowChange]] = field(default_factory=dict)
+    changes: dict[str, TableChanges] = field(default_factory=dict)
     tables: dict[str, TableImage] = field(default_factory=dict)
     rows: int = 0
     number: int | None = None
@@ -69,7 +69,7 @@ class Batch:
             self.opened_at = now
         for path, changes in tx.changes.items():
             if changes:
-                self.changes.setdefault(path, []).extend(changes)
+                self.changes.setdefault(path, TableChanges()).extend(changes)
                 self.tables[path] = tx.tables[path]
         if tx.row_count:
             self.transactions.append(tx)

@@ -234,7 +234,7 @@ _INT32 = struct.Struct(">I")
 _LENGTH = struct.Struct(">i")
 _NULL_VALUE = TupleValue(ColumnKind.NULL)
 _UNCHANGED_VALUE = TupleValue(ColumnKind.UNCHANGED_TOAST)
-_T, _B, _N, _U, _K, _O, _NEW = (ord(c) for c in "tbnuKON")
+_T, _B, _N, _U, _K, _O, _NEW, _INSERT = (ord(c) for c in "tbnuKONI")
 
 
 class _NotPlain(Exception):
@@ -294,6 +294,33 @@ def _fast_change(data: bytes) -> PgOutputMessage:
     if end != len(data):
         raise _NotPlain
     return message
+
+
+def split_insert(data: bytes, width: int) -> list[bytes | None] | None:
+    """The values of an Insert message whose tuple is ``width`` text values and NULLs (None: NULL), as
+    :func:`decode_pgoutput` reads them; None for any other message (decode it to learn what it is)."""
+    if len(data) < 8 or data[0] != _INSERT or data[5] != _NEW or int.from_bytes(data[6:8], "big") != width:
+        return None
+    values: list[bytes | None] = []
+    pos, size = 8, len(data)
+    try:
+        for _ in range(width):
+            kind = data[pos]
+            if kind == _T:
+                (length,) = _LENGTH.unpack_from(data, pos + 1)
+                start = pos + 5
+                pos = start + length
+                if length < 0 or pos > size:
+                    return None
+                values.append(data[start:pos])
+            elif kind == _N:
+                values.append(None)
+                pos += 1
+            else:
+                return None
+    except (IndexError, struct.error):
+        return None
+    return values if pos == size else None
 
 
 def decode_pgoutput(data: bytes) -> PgOutputMessage:

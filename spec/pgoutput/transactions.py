@@ -29,10 +29,11 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from spec.pgoutput.changes import Op, RowChange, TableImage
+from spec.pgoutput.changes import InsertRows, Op, RowChange, TableChanges, TableImage, read_column_text
 from spec.pgoutput.errors import (
     NoReplicaIdentity,
     OutOfOrder,
+    PgOutputError,
     UnappliableSchemaChange,
     UnknownRelation,
     UnmappedType,
@@ -51,8 +52,10 @@ from spec.pgoutput.messages import (
     TupleData,
     TupleValue,
     Update,
+    decode_pgoutput,
+    split_insert,
 )
-from spec.pgoutput.types import TYPES, UnmappedValue, pg_type, read_text
+from spec.pgoutput.types import TYPES, UnmappedValue, pg_type
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +66,7 @@ class SourceTransaction:
     end_lsn: int
     commit_time: int
     xid: int
-    changes: dict[str, list[RowChange]]
+    changes: dict[str, TableChanges]
     tables: dict[str, TableImage]
     spilled_rows: int = 0
     """Changes handed over before the Commit (:meth:`TransactionAssembler.take_open`), not in ``changes``:
@@ -95,25 +98,64 @@ class TransactionAssembler:
     primary_key: Callable[[Relation], tuple[str, ...]] = lambda _: ()
     _relations: dict[int, _Described] = field(default_factory=dict)
     _begin: Begin | None = None
-    _changes: dict[str, list[RowChange]] = field(default_factory=dict)
+    _changes: dict[str, TableChanges] = field(default_factory=dict)
     _tables: dict[str, TableImage] = field(default_factory=dict)
     _spilled_rows: int = 0
+    _run: InsertRows | None = None
+    """The inserts read per column since the last other message (a run ends at any other message)."""
+    _run_relation: int = -1
+    _runs: list[InsertRows] = field(default_factory=list)
+    """The transaction's runs, in stream order (where a later fault looks for an earlier one first)."""
+
+    def feed_data(self, data: bytes) -> SourceTransaction | None:
+        """Take the next message as the stream sends it (what :meth:`feed` takes, decoded). An insert whose
+        tuple is text values and NULLs, of a relation whose first insert of this stream went the per-row way,
+        joins the open run of inserts (:class:`~spec.pgoutput.changes.InsertRows`: kept as text, read per
+        column once its put is built), which any other message ends; anything else is decoded and fed."""
+        if data[:1] == b"I" and self._begin is not None and len(data) >= 5:
+            relation_id = int.from_bytes(data[1:5], "big")
+            described = self._relations.get(relation_id)
+            if described is not None and described.image is not None:
+                values = split_insert(data, len(described.relation.columns))
+                if values is not None:
+                    if self._run is None or self._run_relation != relation_id:
+                        self._close_run()
+                        self._run, self._run_relation = InsertRows(
+                            described.image, described.relation.columns, described.key_positions,
+                            described.value_positions, [[] for _ in described.relation.columns]), relation_id
+                        self._runs.append(self._run)
+                    self._run.add(values)
+                    return None
+        try:
+            return self.feed(decode_pgoutput(data))
+        except PgOutputError:
+            for run in self._runs:
+                run.changes()  # a value of an earlier insert that does not read is the fault, as on the per-row path
+            raise
+
+    def _close_run(self) -> None:
+        run, self._run = self._run, None
+        if run is not None:
+            self._changes.setdefault(run.table.path, TableChanges()).append(run)
+            self._tables[run.table.path] = run.table
 
     @property
     def open(self) -> bool:
         """A transaction has begun and not yet committed."""
         return self._begin is not None
 
-    def take_open(self) -> dict[str, list[RowChange]]:
+    def take_open(self) -> dict[str, TableChanges]:
         """The open transaction's changes so far, per table in order, handed over (to be written out:
         spec/pgoutput/spill.py); its Commit returns only what follows, with ``spilled_rows`` counting these."""
         assert self._begin is not None, "no open transaction"
-        taken, self._changes = self._changes, {}
+        self._close_run()
+        taken, self._changes, self._runs = self._changes, {}, []
         self._spilled_rows += sum(len(c) for c in taken.values())
         return taken
 
     def feed(self, message: PgOutputMessage) -> SourceTransaction | None:
         """Take the next message; the whole transaction when ``message`` is its Commit."""
+        self._close_run()
         if isinstance(message, Relation):
             known = self._relations.get(message.relation_id)
             if known is not None:
@@ -123,7 +165,7 @@ class TransactionAssembler:
         if isinstance(message, Begin):
             if self._begin is not None:
                 raise OutOfOrder(f"Begin of xid {message.xid} inside the transaction of xid {self._begin.xid}")
-            self._begin, self._changes, self._tables, self._spilled_rows = message, {}, {}, 0
+            self._begin, self._changes, self._tables, self._spilled_rows, self._runs = message, {}, {}, 0, []
             return None
         if isinstance(message, Commit):
             begin = self._begin
@@ -131,7 +173,7 @@ class TransactionAssembler:
                 raise OutOfOrder(f"Commit at LSN {message.commit_lsn} without a Begin")
             if message.commit_lsn != begin.final_lsn:
                 raise OutOfOrder(f"Commit at LSN {message.commit_lsn} closes a Begin announcing {begin.final_lsn}")
-            self._begin = None
+            self._begin, self._runs = None, []
             return SourceTransaction(message.commit_lsn, message.end_lsn, message.commit_time, begin.xid,
                                      self._changes, self._tables, self._spilled_rows)
         if isinstance(message, (Insert, Update, Delete, Truncate)):
@@ -140,7 +182,7 @@ class TransactionAssembler:
             if isinstance(message, Truncate):
                 for relation_id in message.relation_ids:
                     image = self._image(self._described(relation_id))
-                    self._changes.setdefault(image.path, []).append(RowChange.truncate(image))
+                    self._changes.setdefault(image.path, TableChanges()).append(RowChange.truncate(image))
                     self._tables[image.path] = image
             else:
                 self._row_changes(message)
@@ -182,7 +224,7 @@ class TransactionAssembler:
         described = self._described(message.relation_id)
         image = self._image(described)
         rel = described.relation
-        out = self._changes.setdefault(image.path, [])
+        out = self._changes.setdefault(image.path, TableChanges())
         self._tables[image.path] = image
         if isinstance(message, Insert):
             row = _plain_row(described, message.new) or self._row(described, message.new, None, "in an insert")
@@ -239,10 +281,7 @@ class TransactionAssembler:
             return None
         if value.kind is ColumnKind.BINARY or value.value is None:
             raise UnmappedType(rel.table, column.name, "binary tuple data (the source asks for text)")
-        try:
-            return read_text(column.type_oid, column.type_modifier, value.value.decode("utf-8"))
-        except (UnmappedValue, UnicodeDecodeError) as exc:
-            raise UnmappedType(rel.table, column.name, str(exc)) from None
+        return read_column_text(rel.table, column, value.value)
 
 
 def _check_followable(old: Relation, new: Relation) -> None:
