@@ -4,6 +4,7 @@ the same row changes, or the same error, on generated tables, values and a fault
 
 from __future__ import annotations
 
+import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -73,6 +74,13 @@ def _streams(draw: st.DrawFn) -> tuple[Relation, list[bytes]]:
     return relation, messages
 
 
+def _ipc(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table.combine_chunks())
+    return bytes(sink.getvalue())
+
+
 def _outcome(relation: Relation, inserts: list[bytes], *, per_column: bool) -> object:
     machine = TransactionAssembler()
     try:
@@ -86,7 +94,7 @@ def _outcome(relation: Relation, inserts: list[bytes], *, per_column: bool) -> o
         tx = machine.feed(Commit(0, 100, 101, 0))
         assert tx is not None
         changes = tx.changes["public/t"]
-        return TablePut.of(changes).batch(), list(changes)
+        return _ipc(TablePut.of(changes).batch()), repr(list(changes))  # to the byte, NaN included
     except (PgOutputError, ValueError, ArithmeticError) as exc:
         return type(exc).__name__, str(exc)
 
