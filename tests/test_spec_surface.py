@@ -35,3 +35,16 @@ def test_nothing_outside_spec_imports_a_private_spec_module() -> None:
                 offenders += [f"{path.relative_to(ROOT)}: {m}" for m in modules
                               if m.startswith("spec.") and any(p.startswith("_") for p in m.split("."))]
     assert offenders == []
+
+
+def test_no_two_runtime_packages_import_each_other() -> None:
+    """One depends on the other only (the Postgres source on PySpark is the pipeline's,
+    reference/pipeline/postgres.py, so reference/cdc never imports reference/pipeline)."""
+    uses: dict[str, set[str]] = {}
+    for path in (ROOT / "reference").rglob("*.py"):
+        package = path.relative_to(ROOT).parts[1]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("reference."):
+                uses.setdefault(package, set()).add(node.module.split(".")[1])
+    cycles = sorted((a, b) for a in uses for b in uses[a] if a < b and a in uses.get(b, set()))
+    assert cycles == []

@@ -69,9 +69,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _postgres(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    """The Postgres source (reference/cdc/pipeline.py); set-up errors are one line, exit 2."""
+    """The Postgres source (reference/pipeline/postgres.py); set-up errors are one line, exit 2."""
     from reference.cdc.pgwire import PgConnectionError, PgServerError
-    from reference.cdc.pipeline import CdcOptions, run as run_cdc
+    from reference.pipeline.postgres import CdcOptions, run as run_cdc
     from reference.cdc.source import SourceSetupError
 
     if not args.publication or not args.slot or not args.store:

@@ -7,7 +7,7 @@ import threading
 from collections.abc import Iterator
 
 from reference.cdc.pgwire import PgConnection
-from reference.cdc.pipeline import CdcConfig, ShuffledRecord, sink_partition, source_partition
+from reference.pipeline.postgres import CdcConfig, ShuffledRecord, sink_partition, source_partition
 from reference.pipeline.syncserver import SyncServerProcess
 from tests.cdc.conftest import Database
 

@@ -12,7 +12,7 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 
-from reference.cdc.pipeline import route_key, routed
+from reference.pipeline.postgres import route_key, routed
 from reference.pipeline.routing import owner
 from spec.pgoutput.changes import Op, RowChange, TableImage
 from spec.pgoutput.errors import UnresolvedToast
@@ -50,7 +50,7 @@ def test_a_key_change_across_sinks_is_a_delete_and_an_insert() -> None:
 def test_routing_is_the_same_in_every_process() -> None:
     """A restarted run must send each change to the sink (and sync origin) it went to before."""
     keys = [("public/t", (1,)), ("public/t", ("a", 2)), ("s/u", (Decimal("1.50"), dt.date(2024, 1, 2)))]
-    code = ("import datetime; from decimal import Decimal; from reference.cdc.pipeline import route_key; "
+    code = ("import datetime; from decimal import Decimal; from reference.pipeline.postgres import route_key; "
             f"print([route_key(p, k) for p, k in {keys!r}])")
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                            env={**os.environ, "PYTHONHASHSEED": "123"}).stdout.strip()

@@ -11,7 +11,7 @@ import pyarrow as pa
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from reference.cdc.pipeline import routed, whole_rows
+from reference.pipeline.postgres import routed, whole_rows
 from reference.cdc.verify import verify
 from reference.pipeline.syncserver import SyncServerProcess
 from spec.pgoutput.changes import Op, RowChange, TableImage

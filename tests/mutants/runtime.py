@@ -443,7 +443,7 @@ RUNTIME_CATALOGUE: tuple[Mutant, ...] = (
        "        if self.feedback.on_durable(durable):\n            self._send_status()",
        "        self.feedback.on_durable(durable)",
        "durable numbers are never sent to Postgres, so the slot holds all WAL and replays everything", CDC),
-    _r("cdc-key-change-not-split", "cdc/pipeline.py",
+    _r("cdc-key-change-not-split", "pipeline/postgres.py",
        "return owner(route_key(path, change.old_key), readers) != owner(route_key(path, change.new_key), readers)",
        "return owner(route_key(path, change.old_key), readers) == owner(route_key(path, change.new_key), readers)",
        "a key change across sinks travels whole to one sink (the other keeps the old row)", CDC),

@@ -21,7 +21,7 @@ RUNTIME_AREAS = {
     "reference/shuffle/reader_task.py", "reference/shuffle/task.py", "reference/sync/transport.py",
     "reference/sync/server.py", "reference/sync/store.py", "reference/sync/client.py", "reference/cluster/service.py",
     "reference/cluster/remote.py", "reference/cluster/memory.py", "reference/cdc/source.py",
-    "reference/cdc/pipeline.py", "reference/pipeline/progress.py",
+    "reference/pipeline/postgres.py", "reference/pipeline/progress.py",
 }
 
 
