@@ -5,7 +5,7 @@ scope) carries what the others need to find and watch: the sync server's locatio
 driver rewrites when it restarts the server, and each sink's progress, which the driver's
 progress line reads.  Membership says who is alive: a re-run sink waits until its previous
 attempt is no longer OK before it replays, so two attempts never push the same origin at once.
-Every value is written with compare-and-swap on the revision last seen.
+Every value is written with compare-and-swap on the revision last seen (spec/cluster/cas.py).
 """
 
 from __future__ import annotations
@@ -16,13 +16,14 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from reference.cluster.cas import write_with_cas
+from spec.cluster.cas import CasWrite, KeptChanging
 from spec.cluster.errors import RevisionMismatch
 from spec.cluster.interface import ClusterBackend, ClusterProvider
-from spec.cluster.types import Entry, Membership, MetadataOp, NodeId, NodeInfo, NodeState, Revision, Scope, ShardId
+from spec.cluster.types import Entry, Membership, MetadataOp, NodeId, NodeInfo, NodeState, Scope, ShardId
 from spec.errors import RuntimeFailure
 
 T = TypeVar("T")
-CAS_ATTEMPTS = 8
 
 
 class CoordinationTimeout(RuntimeFailure):
@@ -96,28 +97,29 @@ class Member:
         self.core = PipelineCore()
         self.node: ClusterProvider = backend.open_node(NodeId(node_id), self.core)
         self.node.join_cluster(address)
-        self._revisions: dict[str, Revision] = {}
+        self._written: dict[str, Entry] = {}
+        """Per key, this node's last write: what its next write expects, even before it is notified."""
 
     def publish(self, key: str, value: dict[str, Any]) -> None:
         """Set gossip ``key`` to ``value`` (JSON), retrying CAS against the revision actually found."""
         data = json.dumps(value, sort_keys=True).encode()
-        expected = self._revisions.get(key)
-        if expected is None and (known := self.core.entry(key)) is not None:
-            expected = known.revision
-        for _ in range(CAS_ATTEMPTS):
-            try:
-                self._revisions[key] = self.node.update_gossip([MetadataOp(key=key, value=data, expected=expected)],
-                                                               Scope.GLOBAL)
-                return
-            except RevisionMismatch as mismatch:
-                expected = mismatch.actual.revision if mismatch.actual is not None else None
-        raise CoordinationTimeout(f"gossip key {key} kept changing under {CAS_ATTEMPTS} CAS attempts")
+        current = self._written.get(key)
+        if current is None:
+            current = self.core.entry(key)
+        try:
+            written = write_with_cas(CasWrite(key, current, lambda _found: data),
+                                     lambda op: self.node.update_gossip([op], Scope.GLOBAL))
+        except KeptChanging as kept:
+            raise CoordinationTimeout(f"gossip key {kept.message}") from None
+        assert written is not None  # the value does not depend on what was found
+        self._written[key] = written
 
     def claim(self, key: str, value: dict[str, Any]) -> bool:
         """Create ``key`` if no node has: True for exactly one claimant."""
+        data = json.dumps(value).encode()
         try:
-            self._revisions[key] = self.node.update_gossip(
-                [MetadataOp(key=key, value=json.dumps(value).encode(), expected=None)], Scope.GLOBAL)
+            revision = self.node.update_gossip([MetadataOp(key=key, value=data, expected=None)], Scope.GLOBAL)
+            self._written[key] = Entry(key=key, value=data, revision=revision)
             return True
         except RevisionMismatch:
             return False

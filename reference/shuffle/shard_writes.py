@@ -1,18 +1,17 @@
 """A directory node's writes to its shard's log: each a compare-and-swap on the revision last seen,
-retried on the revision actually found."""
+retried on the revision actually found (spec/cluster/cas.py)."""
 
 from __future__ import annotations
 
-from typing import Callable, Final
+from typing import Callable
 
+from reference.cluster.cas import write_with_cas
 from reference.shuffle.directory_errors import ClusterCoordinationError
 from reference.shuffle.shard_view import ShardView
-from spec.cluster.errors import ClusterError, RevisionMismatch
+from spec.cluster.cas import CasWrite, KeptChanging
+from spec.cluster.errors import ClusterError
 from spec.cluster.interface import ClusterProvider
-from spec.cluster.types import Entry, MetadataOp
-
-CAS_ATTEMPTS: Final = 32
-"""Writes retried against the revision actually found; more conflicts than this is a coordination error."""
+from spec.cluster.types import Entry
 
 
 def write_entry(provider: ClusterProvider, view: ShardView, key: str,
@@ -23,18 +22,11 @@ def write_entry(provider: ClusterProvider, view: ShardView, key: str,
     next write (a writer failing right after it registered unregisters at once) must not
     decide on a view that lacks this node's own last write, or it changes nothing.
     """
-    current = view.entry(key)
-    for _ in range(CAS_ATTEMPTS):
-        value = change(current)
-        if value is None:
-            return
-        try:
-            revision = provider.update_shard_log(
-                [MetadataOp(key=key, value=value, expected=None if current is None else current.revision)])
-            view.remember(Entry(key=key, value=value, revision=revision))
-            return
-        except RevisionMismatch as mismatch:
-            current = mismatch.actual
-        except ClusterError as error:
-            raise ClusterCoordinationError(f"update of {key}: {error}", clusterCondition=error.condition) from error
-    raise ClusterCoordinationError(f"{key} kept changing under {CAS_ATTEMPTS} compare-and-swap attempts")
+    try:
+        written = write_with_cas(CasWrite(key, view.entry(key), change), lambda op: provider.update_shard_log([op]))
+    except KeptChanging as kept:
+        raise ClusterCoordinationError(kept.message) from None
+    except ClusterError as error:
+        raise ClusterCoordinationError(f"update of {key}: {error}", clusterCondition=error.condition) from error
+    if written is not None:
+        view.remember(written)

@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import construct as c
 
-from spec.cluster import errors, wire
+from spec.cluster import cas, errors, wire
 from spec.cluster.detector import FailureDetector, FailurePolicy
 from spec.cluster.interface import ClusterCore, ClusterProvider, FailureTiming
 from spec.cluster.model import ClusterModel, Delivery, Member, GossipUpdate, MembershipUpdate, ShardLogUpdate
@@ -310,7 +310,11 @@ def cas_and_revisions() -> str:
         "(membership, health and batches), so revisions also grow across keys; a backend only promises growth "
         "per key (etcd: `mod_revision`).\n"
         "- There is no delete: an empty value means disabled and is an ordinary CAS write. A shard's log is "
-        "destroyed only with the shard.\n\n"
+        "destroyed only with the shard.\n"
+        f"- This project's writers (the shuffle's directory, the pipeline's control plane) follow one retry "
+        f"policy (`spec/cluster/cas.py`): a value is decided from the entry the write expects, and after a "
+        f"`CAS_REVISION_MISMATCH` decided again from the entry found, at most {cas.CAS_ATTEMPTS} times "
+        f"(then `{cas.KeptChanging.condition}`).\n\n"
         "A run of the model (one member n1 in shard s1):\n\n" + table(("step", "outcome; shard log after"), steps)
     )
 

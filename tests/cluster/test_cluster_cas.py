@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from reference.cluster.cas import write_with_cas
+from reference.cluster.memory import InProcessCluster
+from reference.pipeline.coordination import Member
+from spec.cluster.cas import CasWrite, KeptChanging
 from spec.cluster.errors import RevisionMismatch
 from spec.cluster.model import ClusterModel
-from spec.cluster.types import MetadataOp, NodeId, NodeState, Revision, Scope, ShardId
+from spec.cluster.types import Entry, MetadataOp, NodeId, NodeState, Revision, Scope, ShardId
 
 A = NodeId("a")
 S1 = ShardId("s1")
@@ -91,3 +97,57 @@ def test_joining_the_own_shard_commits_nothing() -> None:
     before = model.revision
     assert model.join_shard(A, S1) == []
     assert model.revision == before
+
+
+# -- the runtime writers' retry policy (spec/cluster/cas.py, reference/cluster/cas.py) ------------------
+
+def _send_against(model: ClusterModel) -> Callable[[MetadataOp], Revision]:
+    def send(op: MetadataOp) -> Revision:
+        revision, _ = model.update_shard_log(A, [op])
+        return revision
+    return send
+
+
+def test_a_cas_write_is_decided_again_on_the_entry_found() -> None:
+    """Expecting a stale entry, the write conflicts once, then increments what it found."""
+    model, current, _ = model_with_keys()
+    stale = Entry(key="k", value=b"1", revision=Revision(current - 2))
+    write = CasWrite("k", stale, lambda found: b"1" if found is None else str(int(found.value) + 1).encode())
+    written = write_with_cas(write, _send_against(model))
+    assert written is not None and written.value == b"3" and model.shard_logs[S1]["k"] == written
+
+
+def test_a_cas_write_that_finds_nothing_to_change_sends_nothing() -> None:
+    sent: list[MetadataOp] = []
+    assert write_with_cas(CasWrite("k", None, lambda _found: None), lambda op: sent.append(op) or Revision(1)) is None
+    assert sent == []
+
+
+def test_a_cas_write_gives_up_after_its_attempts_each_a_conflict() -> None:
+    """A key that changes under every attempt: exactly ``attempts`` ops, then KeptChanging."""
+    sent: list[MetadataOp] = []
+
+    def always_newer(op: MetadataOp) -> Revision:
+        sent.append(op)
+        found = Entry(key=op.key, value=b"x", revision=Revision(100 + len(sent)))
+        raise RevisionMismatch(op.key, op.expected, found)
+
+    with pytest.raises(KeptChanging, match="under 3 compare-and-swap attempts"):
+        write_with_cas(CasWrite("k", None, lambda _found: b"v", attempts=3), always_newer)
+    assert [op.expected for op in sent] == [None, 101, 102]
+
+
+def test_the_pipeline_publishes_over_a_value_another_node_wrote() -> None:
+    """The pipeline's gossip writer expects its own last write; another node's newer value is a conflict
+    it retries on, not an error."""
+    cluster = InProcessCluster()
+    first, second = Member(cluster, "first", "h:1"), Member(cluster, "second", "h:2")
+    try:
+        first.publish("k", {"v": 1})
+        second.publish("k", {"v": 2})  # second has not necessarily been notified of first's write
+        first.publish("k", {"v": 3})  # first expects its own write; second's is newer
+        first.core.wait(lambda: first.value("k") == {"v": 3} or None, 5.0, "its own write notified")
+    finally:
+        first.leave()
+        second.leave()
+        cluster.close()
