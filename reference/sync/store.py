@@ -47,7 +47,7 @@ from spec.delta.deletion_vectors import ENABLE_PROPERTY
 from spec.delta.deletion_vectors import FEATURE as DELETION_VECTORS
 from spec.sync.messages import ColumnRole, StorageLocation
 from spec.sync.schema import SyncSchema, TableShape
-from spec.sync.squash import SquashedChange, after_last_truncate, apply_squashed, merge_changes
+from spec.sync.squash import SquashedChange, after_last_truncate, apply_squashed, merge_changes, sorted_distinct
 from spec.sync.writer import RowGroupLimits
 
 log = logging.getLogger(__name__)
@@ -139,8 +139,7 @@ def _cluster_values(changes: Sequence[SquashedChange], cluster_type: pa.DataType
             for array in arrays[1:]:
                 present = pc.or_(present, pc.is_valid(array))
             parts.append(arrays[0].filter(present).cast(cluster_type))
-    values = pc.unique(pa.chunked_array(parts, cluster_type))
-    return values.take(pc.sort_indices(values))
+    return sorted_distinct(pa.chunked_array(parts, cluster_type))
 
 
 def _check_writable(table: DeltaTable, by_dvs: bool) -> None:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -79,8 +80,8 @@ def _chainless(changes: pa.Table, schema: SyncSchema) -> pa.ChunkedArray | pa.Ar
     except _PartlyNull:
         return None
     names = [f"k{i}" for i in range(len(old_cols))]
-    produced = _keyed(new_cols, pc.invert(no_new), names)
     consumed = _keyed(old_cols, pc.invert(no_old), names)
+    produced = _keyed(new_cols, pc.invert(no_new), names) if consumed.num_rows else consumed
     if produced.num_rows and consumed.num_rows:
         try:
             pairs = produced.join(consumed, keys=names, right_suffix="_old")
@@ -215,40 +216,80 @@ def _apply_full_values(stored: pa.Table, changes: pa.Table, schema: SyncSchema) 
         _all_null([stored.column(n) for n in pk])
         with_new_key = _without(changes, no_new)
         written = _last_per_key(with_new_key, _key_columns(with_new_key, schema, ColumnRole.NEW_PK))
-        # Arrow's joins and groupings read a name as a field path (".a" is field a): keys go by position.
-        positions = [f"k{i}" for i in range(len(pk))]
-        touched = pa.concat_tables([
-            _keyed(old_cols, pc.invert(no_old), positions).drop_columns("__row"),
-            _keyed(new_cols, pc.invert(no_new), positions).drop_columns("__row"),
-        ]).cast(pa.schema([pa.field(p, stored.schema.field(n).type) for p, n in zip(positions, pk)]))
         rows = pa.table({n: written.column(source[n]) for n in stored.schema.names}).cast(stored.schema)
+        touched = [
+            pa.chunked_array([*old.filter(pc.invert(no_old)).chunks, *new.filter(pc.invert(no_new)).chunks],
+                             old.type).cast(stored.schema.field(name).type)
+            for old, new, name in zip(old_cols, new_cols, pk)
+        ]
+        kept = _untouched(stored, pk, touched)
     except (_PartlyNull, pa.ArrowException):
         return None
-
-    def keys_of(table: pa.Table) -> pa.Table:
-        return pa.table(dict(zip(positions, (table.column(n) for n in pk))))
-
-    if stored.num_rows and keys_of(stored).group_by(positions).aggregate([]).num_rows != stored.num_rows:
+    if kept is None:
         return None
-    indexed = keys_of(stored).append_column("__row", pa.array(range(stored.num_rows), pa.int64()))
-    kept = indexed.join(touched.group_by(positions).aggregate([]), keys=positions,
-                        join_type="left anti").column("__row")
-    return pa.concat_tables([stored.take(kept.take(pc.sort_indices(kept))), rows])
+    return pa.concat_tables([stored.take(kept), rows]) if stored.num_rows else rows
+
+
+def _sorted(columns: Sequence[pa.ChunkedArray], then: pa.Array | None = None) -> pa.Array:
+    """The stable sort order of rows by ``columns`` (NULLs last), then by ``then``: a sort, not a hash
+    table, which with Arrow's kernels costs several times the keys' bytes."""
+    table = pa.table({**{f"k{i}": c for i, c in enumerate(columns)}, **({"then": then} if then is not None else {})})
+    order: pa.Array = pc.sort_indices(table, sort_keys=[(name, "ascending", "at_end") for name in table.column_names])
+    return order
+
+
+def _same_as_next(columns: Sequence[pa.ChunkedArray | pa.Array]) -> np.ndarray[Any, np.dtype[np.bool_]]:
+    """Per row but the last, whether the next row holds the same key (NULL the same as NULL)."""
+    same = np.ones(max(len(columns[0]) - 1, 0), dtype=bool)
+    for column in columns:
+        after, before = column.slice(1), column.slice(0, len(column) - 1)
+        equal = pc.or_(pc.fill_null(pc.equal(after, before), False), pc.and_(pc.is_null(after), pc.is_null(before)))
+        same &= np.asarray(equal.to_numpy(zero_copy_only=False), dtype=bool)
+    return same
+
+
+def sorted_distinct(values: pa.ChunkedArray) -> pa.Array:
+    """The distinct ``values``, sorted, NULL last (once), found by a sort."""
+    if not len(values):
+        return values.combine_chunks()
+    ordered = values.take(_sorted([values]))
+    distinct: pa.Array = ordered.filter(pa.array(np.insert(~_same_as_next([ordered]), 0, True))).combine_chunks()
+    return distinct
 
 
 def _last_per_key(rows: pa.Table, keys: Sequence[pa.ChunkedArray]) -> pa.Table:
     """One row per key, as ``_apply_by_rows`` writes them: at the place of the key's first row, with
     the values of its last (a key written twice, by a replayed insert, is overwritten); ``rows``
     itself when its keys are distinct."""
-    if not rows.num_rows:
+    if rows.num_rows < 2:
         return rows
-    positions = [f"k{i}" for i in range(len(keys))]
-    indexed = pa.table({**dict(zip(positions, keys)), "__row": pa.array(range(rows.num_rows), pa.int64())})
-    grouped = indexed.group_by(positions, use_threads=False).aggregate([("__row", "min"), ("__row", "max")])
-    if grouped.num_rows == rows.num_rows:
+    order = _sorted(keys)
+    same = _same_as_next([k.take(order) for k in keys])
+    if not same.any():
         return rows
-    order = pc.sort_indices(grouped.column("__row_min"))
-    return rows.take(grouped.column("__row_max").take(order))
+    positions = order.to_numpy()
+    last = positions[np.append(~same, True)]
+    first = positions[np.insert(~same, 0, True)]
+    return rows.take(pa.array(last[np.argsort(first, kind="stable")]))
+
+
+def _untouched(stored: pa.Table, pk: Sequence[str], touched: Sequence[pa.ChunkedArray]) -> pa.Array | None:
+    """The stored rows (ascending) under none of the ``touched`` keys (one column per name of ``pk``, no
+    NULL); None when two stored rows share a key (only ``_apply_by_rows`` keeps one of them)."""
+    if not stored.num_rows:
+        return pa.array([], pa.int64())
+    tags = np.concatenate([np.zeros(stored.num_rows, np.int8), np.ones(len(touched[0]), np.int8)])
+    columns = [pa.chunked_array([*stored.column(name).chunks, *keys.chunks], stored.schema.field(name).type)
+               for name, keys in zip(pk, touched)]
+    order = _sorted(columns, pa.array(tags))
+    positions = order.to_numpy()
+    same = _same_as_next([c.take(order) for c in columns])
+    is_stored = tags[positions] == 0
+    if np.any(same & is_stored[:-1] & is_stored[1:]):
+        return None
+    # A stored key sorts first among equal keys, so a touched one follows it at once.
+    kept = is_stored & ~np.append(same & is_stored[:-1], False)
+    return pa.array(np.sort(positions[kept]))
 
 
 def apply_squashed(stored: pa.Table, changes: pa.Table, schema: SyncSchema) -> pa.Table:
