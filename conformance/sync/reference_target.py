@@ -4,8 +4,11 @@
 (``reference.sync.server``) on DIR, flushing after every put, on a clock that starts at 0 and
 moves only when the runner says so. It prints ``CAPABILITIES store restart flush-control`` and
 ``LISTENING <port>``, then answers the runner's flush-control lines on stdin, one line each
-(the contract: :mod:`conformance.sync.suite`). The server decides everything itself; this only
-hands it the runner's clock and thresholds.
+(the contract: :mod:`conformance.sync.suite`). The harness embeds the server's endpoint
+(``spec.sync.server.SyncServerEndpoint``) and a clock that moves only when told
+(``conformance.sync.clock.ManualClock``): ``POLICY`` reconfigures the endpoint, ``ADVANCE``
+moves the clock and returns once the server has done what fell due.  The production server has
+no back door for either.
 """
 
 from __future__ import annotations
@@ -16,24 +19,18 @@ import sys
 
 os.environ.setdefault("GRPC_VERBOSITY", "NONE")
 
+from dataclasses import replace  # noqa: E402
+
+from conformance.sync.clock import ManualClock  # noqa: E402
 from reference.sync.server import SyncServer  # noqa: E402
 from reference.sync.store import DeltaStore  # noqa: E402
+from spec.sync.server import SyncServerEndpoint, recorded_durable  # noqa: E402
 from spec.sync.writer import SyncSettings  # noqa: E402
 
 CAPABILITIES = ("store", "restart", "flush-control")
 
 
-class RunnerClock:
-    """A clock that stands still until the runner advances it, so data ages by exactly what it says."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def answer(server: SyncServer, clock: RunnerClock, line: str) -> str:
+def answer(endpoint: SyncServerEndpoint, clock: ManualClock, line: str) -> str:
     """The one-line answer to one flush-control line."""
     words = line.split()
     try:
@@ -41,17 +38,17 @@ def answer(server: SyncServer, clock: RunnerClock, line: str) -> str:
             lag, count, size = float(words[1]), int(words[2]), int(words[3])
             if lag < 0 or count < 1 or size < 1:
                 return "ERROR thresholds must be lag >= 0, count >= 1, bytes >= 1"
-            server.set_flush_thresholds(max_replication_lag_s=lag, max_syncs_per_url=count, max_in_memory_bytes=size)
+            endpoint.reconfigure(replace(endpoint.settings, max_replication_lag_s=lag, max_syncs_per_url=count,
+                                         max_in_memory_bytes=size))
             return "OK"
         if words[:1] == ["ADVANCE"] and len(words) == 2:
             seconds = float(words[1])
             if seconds < 0:
                 return "ERROR the clock does not go back"
-            clock.now += seconds
-            server.run_policy()
+            clock.advance(seconds)  # the flusher always wakes: the policy runs as at its periodic tick
             return "OK"
         if words == ["PENDING"]:
-            return f"PENDING {server.stats()['in_memory_bytes']}"
+            return f"PENDING {endpoint.pending_bytes}"
     except ValueError:
         pass
     return f"ERROR unknown line {line.strip()[:80]!r}"
@@ -61,16 +58,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m conformance.sync.reference_target")
     parser.add_argument("--store", required=True)
     args = parser.parse_args()
-    clock = RunnerClock()
+    clock = ManualClock()
     store = DeltaStore(args.store)
     store.check_writable()
-    server = SyncServer(store, settings=SyncSettings(max_replication_lag_s=0.0), clock=clock,
-                        maintenance_interval_s=0)
+    endpoint = SyncServerEndpoint(SyncSettings(max_replication_lag_s=0.0), recorded_durable(store.recorded_durable()))
+    server = SyncServer(store, endpoint=endpoint, clock=clock, maintenance_interval_s=0)
     print("CAPABILITIES " + " ".join(CAPABILITIES), flush=True)
     print(f"LISTENING {server.port}", flush=True)
     try:
         for line in sys.stdin:
-            print(answer(server, clock, line), flush=True)
+            print(answer(endpoint, clock, line), flush=True)
     finally:
         server.shutdown(grace_s=0)
     return 0

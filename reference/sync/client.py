@@ -1,13 +1,11 @@
 """``SyncClient``: sends one origin's transactions, retries when told to, replays after a restart.
 
 The decisions are the sans-IO machine's (spec/sync/client.py): what a response means, what the
-server already holds (skipped, or waited for), what goes again after a restart. This module does
-the I/O: it probes whenever it (re)connects, so a restart is seen before any data is sent, and
-retries ``accepted=false``, connection failures and busy refusals (the machine's ``after_failure``)
-with capped exponential backoff and jitter until a deadline. A put resent after a connection
-failure whose transaction the server already reports in memory (the answer was lost, not the
-put) is not sent again: the server would refuse a non-increasing sequence number that is not
-yet durable.
+server already holds (skipped, or waited for), what goes again after a restart, which failures
+are retried, how long to wait between tries and when to give up (``RequestTries``), and that a
+put whose answer was lost is not sent again. This module does the I/O: it connects and probes
+whenever it (re)connects, calls, maps a failed call to its ``Fault``, does what the machine says
+next and sleeps on its injected clock (``reference.sync.clock``).
 
 A restart that no request observes as a failure and that is first reported by a
 data put (rather than the probe) leaves that put ahead of the replay; the client
@@ -19,7 +17,6 @@ from __future__ import annotations
 import logging
 import random
 import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -28,12 +25,13 @@ import pyarrow.flight as flight
 
 from spec.errors import RuntimeFailure
 from spec.sync.client import (
-    OUTAGE_WARNING_EVERY_S, AfterFailure, Backoff, Fault, Holding, Reading, SyncClientMachine, after_failure,
-    outage_warning_due,
+    OUTAGE_WARNING_EVERY_S, DurableWait, Fault, Holding, RequestTries, SyncClientMachine, Then, durable_wait,
+    keeps_connection,
 )
 from spec.sync.flight import MESSAGE_BYTES, message_batches
 from spec.sync.messages import ColumnDescriptor, SyncCommand, SyncResponse, decode_response
 from reference.sync.auth import ClientSecurity
+from reference.sync.clock import Clock, MonotonicClock
 from streamwire.cli import one_line
 
 
@@ -91,7 +89,7 @@ class SyncClient:
         call_timeout_s: float = 30.0,
         backoff_initial_s: float = 0.02,
         backoff_max_s: float = 1.0,
-        sleep: Callable[[float], None] = time.sleep,
+        clock: Clock = MonotonicClock(),
         security: ClientSecurity = ClientSecurity(),
         message_bytes: int = MESSAGE_BYTES,
     ) -> None:
@@ -101,7 +99,7 @@ class SyncClient:
         self.call_timeout_s = call_timeout_s
         self.backoff_initial_s = backoff_initial_s
         self.backoff_max_s = backoff_max_s
-        self._sleep = sleep
+        self._clock = clock
         self.security = security
         self.message_bytes = message_bytes
         """How large each record batch message of a put is made (keep it under the server's message limit)."""
@@ -109,7 +107,6 @@ class SyncClient:
         self._client: flight.FlightClient | None = None
         self._machine: SyncClientMachine[Sequence[SyncPut]] = SyncClientMachine()
         self._location = ""
-        self._last_failure = ""
 
     # -- public -----------------------------------------------------------
     @property
@@ -169,14 +166,15 @@ class SyncClient:
 
         Raises TimeoutError naming what waited: the server holding the transaction in memory
         without flushing it, or not holding it at all."""
-        deadline = time.monotonic() + (self.deadline_s if deadline_s is None else deadline_s)
+        deadline = self._clock.now() + (self.deadline_s if deadline_s is None else deadline_s)
         while True:
             self.probe()
-            if self.holding(sequence) is Holding.DURABLE:
+            wait = durable_wait(self.holding(sequence), self._clock.now(), deadline)
+            if wait is DurableWait.DONE:
                 return
-            if time.monotonic() > deadline:
+            if wait is DurableWait.TIMED_OUT:
                 raise TimeoutError(self._not_durable(sequence, deadline_s or self.deadline_s))
-            self._sleep(poll_s)
+            self._clock.sleep(poll_s)
 
     def _not_durable(self, sequence: int, waited_s: float) -> str:
         where = (f"the server holds it in memory (memory {self.memory}, durable {self.durable}) and did not flush "
@@ -211,66 +209,62 @@ class SyncClient:
                     response = self._call_with_retry(None, None)
                 return response
             except _Restarted:
-                self._machine.replay()
-                sent = -1
+                sent = self._machine.replay()
 
     def _call_with_retry(self, put: SyncPut | None, sequence: int | None) -> SyncResponse:
-        started = time.monotonic()
-        backoff = Backoff(self.backoff_initial_s, self.backoff_max_s, started + self.deadline_s)
-        attempted = False
-        warned = 0
+        """Carry out one request's tries (``RequestTries``): connect and probe when not connected, call,
+        and do what the machine says after each answer or failure."""
+        tries = RequestTries.start(self._machine, sequence, self._clock.now(), initial_s=self.backoff_initial_s,
+                                   max_s=self.backoff_max_s, deadline_s=self.deadline_s)
         while True:
             try:
                 fresh = self._client is None
                 if fresh:
                     probe = self._connect()
-                    if attempted and sequence is not None and self.holding(sequence) is not Holding.NOTHING:
-                        self._answers_again(started, warned)
-                        return probe  # the put arrived, its answer was lost
-                attempted = True
+                    then = tries.connected(probe)
+                    if then is Then.ANSWER_LOST:
+                        self._answers_again(tries)
+                        return probe
+                    if then is Then.REPLAY:
+                        raise _Restarted()
+                tries.sending()
                 response = self._call(put, sequence)
-                reading = self._machine.read(response, check_restart=not fresh)
-                if reading is Reading.RESTARTED:
-                    self._answers_again(started, warned)
+                then = tries.answered(response, fresh=fresh)
+                if then is Then.REPLAY:
+                    self._answers_again(tries)
                     raise _Restarted()
-                if reading is Reading.ACCEPTED:
-                    self._answers_again(started, warned)
+                if then is Then.ANSWERED:
+                    self._answers_again(tries)
                     return response
-                self._last_failure = "the server answered accepted=false (busy: its write lock was held)"
             except (flight.FlightError, pa.ArrowException, OSError) as error:
                 fault = _fault(error)
-                then = after_failure(fault, str(error))
-                if then is AfterFailure.REPLAY:
+                then = tries.failed(fault, one_line(error))
+                if then is Then.REPLAY:
                     raise _Restarted() from None
-                if then is AfterFailure.FAIL:
+                if then is Then.FAIL:
                     raise
-                self._last_failure = one_line(error)
-                if fault is not Fault.REFUSED:  # the connection may be gone; a busy answer leaves it as it is
+                if not keeps_connection(fault):
                     self.close()
-            if outage_warning_due(time.monotonic() - started, warned):
-                warned += 1
+            if tries.warning_due(self._clock.now()):
                 log.warning("sync server %s has not accepted a put of origin %s for over %g s (retrying for up "
-                            "to %g s): %s", self.location, self.origin, warned * OUTAGE_WARNING_EVERY_S,
-                            self.deadline_s, self._last_failure)
-            wait = backoff.wait(time.monotonic(), _JITTER.random())
+                            "to %g s): %s", self.location, self.origin, tries.warned * OUTAGE_WARNING_EVERY_S,
+                            self.deadline_s, tries.last_failure)
+            wait = tries.wait(self._clock.now(), _JITTER.random())
             if wait is None:
                 raise SyncUnavailable(f"sync server {self._location or '(not resolved)'} did not accept a put of origin {self.origin} "
-                                      f"within {self.deadline_s:g} s; last: {self._last_failure}")
-            self._sleep(wait)
+                                      f"within {self.deadline_s:g} s; last: {tries.last_failure}")
+            self._clock.sleep(wait)
 
-    def _answers_again(self, started: float, warned: int) -> None:
-        if warned:
+    def _answers_again(self, tries: RequestTries[tuple[SyncPut, ...]]) -> None:
+        if tries.warned:
             log.warning("sync server %s answers origin %s again after %.0f s", self.location, self.origin,
-                        time.monotonic() - started)
+                        self._clock.now() - tries.started)
 
     def _connect(self) -> SyncResponse:
         """Open a connection and probe it, so a restart is seen before any data is sent."""
         self._location = self._resolve()
         self._client = self.security.connect(self._location)
-        response = self._call(None, None)
-        if self._machine.read(response) is Reading.RESTARTED and self._machine.pending:
-            raise _Restarted()
-        return response
+        return self._call(None, None)
 
     def _call(self, put: SyncPut | None, sequence: int | None) -> SyncResponse:
         assert self._client is not None

@@ -3,13 +3,13 @@
 Threads: the transport's pool of at most ``max_concurrent_puts`` put threads and its watchdog
 (``reference.sync.transport``), one background flusher and one maintainer (the store's
 compaction, vacuum and checkpoints, one table at a time under the write lock).  Every
-protocol decision is the spec's: transactions, sequence numbers and the flush policy
-(``spec.sync.writer``), admission (``spec.sync.admission``: draining, overload and the
-high-watermark, size limits, names, schemas and values), where a table may live and whether
-a put fits its table (``spec.sync.confinement``, ``spec.sync.schema``), retry of failed
-flushes (``spec.sync.flush_failures``).  This module executes them: it holds the write lock
-with its timeout, decodes the Arrow IPC payloads, does the Delta I/O and schedules the
-flusher.
+protocol decision is the endpoint's (``spec.sync.server.SyncServerEndpoint``: admission order,
+busy answers, the flush schedule and its retries, durable numbers after a restart) or the spec
+rules it and this driver call (``spec.sync.admission``, ``spec.sync.confinement``,
+``spec.sync.schema``).  This module is its driver: it holds the write lock (waiting at most the
+endpoint's ``write_lock_timeout_s``), decodes the Arrow IPC payloads, does the Delta I/O, carries
+out the endpoint's steps and sleeps the flusher until the endpoint's next deadline, reading time
+only from its injected clock (``reference.sync.clock``).
 
 A put is applied only once its stream completed: batches are read (and counted against the
 high-watermark) before anything is recorded, and a stream that broke or ran past the put
@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
-from spec.sync.admission import MemoryBudget, PutLimits, PutReading, admit_put, admit_rows, admit_schema, fits_watermark
+from spec.sync.admission import MemoryBudget, PutLimits, PutReading, admit_rows, admit_schema
 from spec.sync.confinement import check_store_location, table_name
 from spec.sync.errors import (
     FlightDataError,
@@ -39,7 +38,6 @@ from spec.sync.errors import (
     UnsupportedFormat,
 )
 from spec.sync.flight import FlightData, descriptor_command, ipc_message
-from spec.sync.flush_failures import FlushFailures
 from spec.sync.messages import (
     MAX_MESSAGE_BYTES,
     StorageLocation,
@@ -48,11 +46,12 @@ from spec.sync.messages import (
     TableFormat,
     decode_descriptor_cmd,
 )
-from spec.sync.responses import ResponseFactory
 from spec.sync.schema import SyncSchema, TableShape, check_table_fit
-from spec.sync.squash import SquashedChange, squash_pending
-from spec.sync.writer import FlushReason, FlushTable, Received, SquashTable, SyncSettings, SyncWriter, is_probe
+from spec.sync.server import SyncServerEndpoint, TransactionExpired, recorded_durable
+from spec.sync.squash import SquashedChange
+from spec.sync.writer import FlushReason, Received, SyncSettings
 from reference.sync.auth import ServerSecurity
+from reference.sync.clock import Clock, MonotonicClock
 from reference.sync.store import DeltaStore, MaintenanceReport, UnstorableColumn, storable_shape
 from reference.sync.transport import FlightPutTransport, TransportLimits
 
@@ -88,7 +87,7 @@ class SyncServer:
         host: str = "127.0.0.1",
         port: int = 0,
         settings: SyncSettings = SyncSettings(),
-        clock: Callable[[], float] = time.monotonic,
+        clock: Clock = MonotonicClock(),
         security: ServerSecurity = ServerSecurity(),
         allowed_locations: Sequence[str] = (),
         max_message_bytes: int = MAX_MESSAGE_BYTES,
@@ -99,28 +98,26 @@ class SyncServer:
         handshake_timeout_s: float = DEFAULT_HANDSHAKE_TIMEOUT_S,
         idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
         max_streams_per_connection: int = DEFAULT_MAX_STREAMS_PER_CONNECTION,
-        flush_failures: FlushFailures | None = None,
         maintenance_interval_s: float = 600.0,
+        endpoint: SyncServerEndpoint | None = None,
     ) -> None:
+        """``endpoint``: the machine deciding for this server (None: one with ``settings`` and the durable
+        numbers the store records); a harness passes its own, to change its settings as it runs."""
         self.scheme = "grpc+tls" if security.tls_cert is not None and security.tls_key is not None else "grpc"
         self.store = store
-        self.settings = settings
         self.allowed_locations = tuple(allowed_locations)
-        self.limits = PutLimits(max_message_bytes, settings.high_watermark, max_concurrent_puts, put_timeout_s)
+        self._endpoint = endpoint or SyncServerEndpoint(
+            settings, recorded_durable(store.recorded_durable()))
+        self.limits = PutLimits(max_message_bytes, self._endpoint.settings.high_watermark, max_concurrent_puts,
+                                put_timeout_s)
         self._clock = clock
         self._lock = threading.Lock()
-        self._writer: SyncWriter[SquashedChange] = SyncWriter(settings, store.restore_durable())
-        self._failures = flush_failures or FlushFailures()
         self._shapes: dict[str, TableShape] = {}
-        self._budget = MemoryBudget(settings.high_watermark)
+        self._budget = MemoryBudget(self._endpoint.settings.high_watermark)
         self._budget_lock = threading.Lock()
-        self._responses = ResponseFactory()
-        self._responses_lock = threading.Lock()
         self._flush_seconds: list[float] = []
-        self._peak_bytes = 0
-        self._draining = threading.Event()
         self._stop = threading.Event()
-        self._wake = threading.Event()
+        self._alarm = clock.alarm()
         self._tables = set(store.tables())
         self._transport = FlightPutTransport(
             self._on_put, host=host, port=port, security=security,
@@ -139,6 +136,16 @@ class SyncServer:
             self._maintainer.start()
 
     @property
+    def settings(self) -> SyncSettings:
+        """The settings the endpoint decides by."""
+        return self._endpoint.settings
+
+    @property
+    def clock(self) -> Clock:
+        """The one clock this server reads time from and sleeps by."""
+        return self._clock
+
+    @property
     def location(self) -> str:
         """The URL clients connect to."""
         return f"{self.scheme}://127.0.0.1:{self.port}"
@@ -154,7 +161,7 @@ class SyncServer:
             cmd = decode_descriptor_cmd(read.command)
             if read.reading.over_watermark:
                 log.warning("put for %r refused: memory high-watermark (%d bytes) reached", cmd.path, self._budget.limit)
-                return self._respond(lambda r: r.overloaded()).encode()
+                return self._endpoint.busy().encode()
             arrow = read.batches[0].schema if read.batches else read.schema if cmd.truncate else None
             if cmd.truncate and arrow is None:
                 raise SyncSchemaError("a truncating put carries its table's Arrow schema")
@@ -206,10 +213,6 @@ class SyncServer:
         read.batches.clear()
 
     # -- protocol -----------------------------------------------------------
-    def _respond(self, make: Callable[[ResponseFactory], SyncResponse]) -> SyncResponse:
-        with self._responses_lock:
-            return make(self._responses)
-
     def handle(
         self,
         cmd: SyncCommand,
@@ -224,14 +227,13 @@ class SyncServer:
         transport will not end it any more.
         """
         rows = sum(b.num_rows for b in batches)
-        probe = is_probe(rows, cmd.sequence_number) and not cmd.truncate
-        admit_put(self._draining.is_set(), probe)
-        if not self._lock.acquire(timeout=self.settings.write_lock_timeout_s):
+        probe = self._endpoint.admit(cmd, rows)  # busy() and admit() need no write lock
+        if not self._lock.acquire(timeout=self._endpoint.settings.write_lock_timeout_s):
             log.info("write lock timeout for %r", cmd.path)
-            return self._respond(lambda r: r.overloaded())
+            return self._endpoint.busy()
         try:
             if probe:
-                return self._respond(lambda r: r.accepted(*self._writer.sequences(cmd.origin)))
+                return self._endpoint.accepted(cmd.origin)
             if cmd.format != TableFormat.DELTA:
                 raise UnsupportedFormat()
             name = table_name(cmd.path)
@@ -244,35 +246,22 @@ class SyncServer:
                 shape = self._fitting_shape(name, uri, schema)
                 tables = admit_rows(name, schema, [pa.Table.from_batches([b]) for b in batches if b.num_rows])
                 change = SquashedChange.of_put(schema, tables, cmd.truncate)
-            size = change.batch.nbytes if change is not None else 0
-            if not fits_watermark(self._writer.in_memory_bytes, size, self._budget.limit):
+            received = self._endpoint.record(cmd, table=uri, rows=rows, change=change, now=self._clock.now(), claim=claim)
+            if received is None:
                 log.warning("put for %s refused: memory high-watermark (%d bytes) reached", name, self._budget.limit)
-                return self._respond(lambda r: r.overloaded())
-            if not claim():
-                raise InterruptedPut()
-            received = self._writer.put(
-                table=uri,
-                origin=cmd.origin,
-                sequence=cmd.sequence_number,
-                rows=rows,
-                size=size,
-                payload=change,
-                now=self._clock(),
-                truncate=cmd.truncate,
-            )
+                return self._endpoint.busy()
             if received is Received.RECORDED and shape is not None:
                 self._shapes[uri] = shape
-            self._peak_bytes = max(self._peak_bytes, self._writer.in_memory_bytes)
-            self._run_policy()
-            self._wake.set()  # the flusher's next deadline may have moved
-            return self._respond(lambda r: r.accepted(*self._writer.sequences(cmd.origin)))
+            self._carry_out()
+            self._alarm.ring()  # the flusher's next deadline may have moved
+            return self._endpoint.accepted(cmd.origin)
         finally:
             self._note_pending()
             self._lock.release()
 
     def _note_pending(self) -> None:
         with self._budget_lock:
-            self._budget.set_pending(self._writer.in_memory_bytes)
+            self._budget.set_pending(self._endpoint.pending_bytes)
 
     def _fitting_shape(self, name: str, uri: str, schema: SyncSchema) -> TableShape:
         """The table's shape once this put is in it; raise TableSchemaMismatch if it cannot be applied."""
@@ -285,79 +274,44 @@ class SyncServer:
             return shape
         return check_table_fit(name, shape, existing)
 
-    def _run_policy(self) -> None:
-        """Expire a silent transaction, retry failed tables that are due, then flush while the policy asks
-        (lock held); tables waiting to retry a failed flush are skipped."""
-        discarded = self._writer.expire(self._clock())
-        if discarded is not None:
-            log.warning("discarded the open transaction of origin %s after %ss without a put",
-                        discarded, self.settings.transaction_timeout_s)
-        for table in self._failures.due(self._clock()):
-            if table in self._writer.pending_tables:
-                self._flush(table, FlushReason.RETRY)
-        while (action := self._writer.next_action(self._clock(), self._failures.waiting(self._clock()))) is not None:
-            if isinstance(action, SquashTable):
-                self._writer.squashed(action.table, squash_pending(self._writer.squashable_items(action.table)))
-            elif isinstance(action, FlushTable):
+    def _carry_out(self) -> None:
+        """Carry out every step the endpoint says is due now, in its order (lock held)."""
+        while (action := self._endpoint.next_action(self._clock.now())) is not None:
+            if isinstance(action, TransactionExpired):
+                log.warning("discarded the open transaction of origin %s after %ss without a put",
+                            action.origin, action.timeout_s)
+            else:
                 self._flush(action.table, action.reason)
 
     def _flush(self, table: str, reason: FlushReason) -> bool:
-        """Write ``table``'s pending items (lock held); a failure is logged and retried later."""
-        started = self._clock()
+        """Write ``table``'s pending items (lock held) and report the outcome to the endpoint."""
+        started = self._clock.now()
         try:
-            plan = self._writer.plan_flush(table, self.store.read_state(table).marks, reason)
+            plan = self._endpoint.plan_flush(table, self.store.read_state(table).marks, reason)
             files = self.store.write(table, [i.payload for i in plan.apply], plan.table_marks, plan.durable_after)
         except Exception as exc:
-            failure = self._failures.failed(table, f"{type(exc).__name__}: {exc}", self._clock())
+            failure = self._endpoint.flush_failed(table, f"{type(exc).__name__}: {exc}", self._clock.now())
             log.error("flush of %s failed (%d in a row); retrying in %.1fs", table, failure.failures,
-                      failure.retry_at - self._clock(), exc_info=True)
+                      failure.retry_at - self._clock.now(), exc_info=True)
             return False
-        self._writer.complete_flush(plan)
-        self._failures.succeeded(table)
+        self._endpoint.flushed(plan)
         self._tables.add(table)
-        self._flush_seconds.append(self._clock() - started)
+        self._flush_seconds.append(self._clock.now() - started)
         pa.default_memory_pool().release_unused()  # a flush's working set goes back to the system
         log.info("flushed %s (%s, %d items, %d skipped) in %.3fs, rewrote %d rows in %d files as %d files",
-                 table, reason.value, len(plan.apply), plan.skipped, self._clock() - started,
+                 table, reason.value, len(plan.apply), plan.skipped, self._clock.now() - started,
                  files.rows_removed, files.files_removed, files.files_added)
         return True
-
-    def run_policy(self) -> None:
-        """Run the flush policy now, as the flusher does when it wakes (a runner driving the clock calls it)."""
-        with self._lock:
-            try:
-                self._run_policy()
-            finally:
-                self._note_pending()
-
-    def set_flush_thresholds(self, *, max_replication_lag_s: float, max_syncs_per_url: int,
-                             max_in_memory_bytes: int) -> None:
-        """Flush by these thresholds from now on; pending data stays until the policy next runs."""
-        with self._lock:
-            self.settings = replace(self.settings, max_replication_lag_s=max_replication_lag_s,
-                                    max_syncs_per_url=max_syncs_per_url, max_in_memory_bytes=max_in_memory_bytes)
-            self._writer.settings = self.settings
-        self._wake.set()  # the flusher's next deadline may have moved
-
-    def flush_oldest(self) -> bool:
-        """Flush the table whose pending data is oldest (not waiting to retry); False if none was flushed."""
-        with self._lock:
-            try:
-                table = self._writer.oldest_table(self._failures.waiting(self._clock()))
-                return table is not None and self._flush(table, FlushReason.REQUESTED)
-            finally:
-                self._note_pending()
 
     def drain(self) -> list[str]:
         """Stop taking puts, let running ones finish (a stalled one ends at its put timeout), then
         try to flush every pending table once; return the tables still pending."""
         self._transport.stop(self.limits.put_timeout_s)
-        self._draining.set()
         with self._lock:
             try:
-                for table in self._writer.pending_tables:
+                for table in self._endpoint.start_draining():
                     self._flush(table, FlushReason.REQUESTED)
-                return self._writer.pending_tables
+                return self._endpoint.pending_tables
             finally:
                 self._note_pending()
 
@@ -365,42 +319,38 @@ class SyncServer:
         """Memory (pending now and peak, budget peak incl. puts being read), tables, flushes and failures."""
         with self._lock:
             return {
-                "in_memory_bytes": self._writer.in_memory_bytes,
-                "peak_in_memory_bytes": self._peak_bytes,
+                "in_memory_bytes": self._endpoint.pending_bytes,
+                "peak_in_memory_bytes": self._endpoint.peak_pending_bytes,
                 "peak_held_bytes": self._budget.peak,
                 "high_watermark_bytes": self._budget.limit,
                 "flush_seconds": list(self._flush_seconds),
-                "pending_tables": len(self._writer.pending_tables),
-                "open_transactions": self._writer.open_transactions,
+                "pending_tables": len(self._endpoint.pending_tables),
+                "open_transactions": self._endpoint.open_transactions,
                 "running_puts": self._transport.running_puts,
-                "failing_tables": {t: f.failures for t, f in self._failures.report().items()},
+                "failing_tables": {t: f.failures for t, f in self._endpoint.failing_tables().items()},
             }
 
-    def _next_wake(self) -> float:
-        """Seconds until the flusher is next needed: the lag of the oldest pending data, a silent
-        transaction's timeout or a failed table's retry, at most ``flush_task_interval_s``."""
-        with self._lock:
-            failing = self._failures.report()
-            due = [self._writer.next_deadline(failing), self._failures.next_retry()]
-        now = self._clock()
-        return min([self.settings.flush_task_interval_s, *(max(0.0, d - now) for d in due if d is not None)])
-
     def _flush_task(self) -> None:
-        while not self._stop.is_set():
-            self._wake.wait(self._next_wake())
-            self._wake.clear()
-            if self._stop.is_set():
-                break
-            if not self._lock.acquire(timeout=self.settings.write_lock_timeout_s):
-                log.warning("flush task could not get the write lock")
-                continue
-            try:
-                self._run_policy()
-            except Exception:  # the task must survive anything; the data stays pending
-                log.exception("background flush failed")
-            finally:
-                self._note_pending()
-                self._lock.release()
+        """Sleep until the endpoint's next deadline (or a put moved it), then carry out what is due."""
+        try:
+            while not self._stop.is_set():
+                with self._lock:
+                    deadline = self._endpoint.next_deadline(self._clock.now())
+                self._alarm.sleep_until(deadline)
+                if self._stop.is_set():
+                    break
+                if not self._lock.acquire(timeout=self._endpoint.settings.write_lock_timeout_s):
+                    log.warning("flush task could not get the write lock")
+                    continue
+                try:
+                    self._carry_out()
+                except Exception:  # the task must survive anything; the data stays pending
+                    log.exception("background flush failed")
+                finally:
+                    self._note_pending()
+                    self._lock.release()
+        finally:
+            self._alarm.close()
 
     def maintain(self) -> dict[str, MaintenanceReport]:
         """Maintain every table this server knows, each under the write lock (a busy table waits a round)."""
@@ -408,7 +358,7 @@ class SyncServer:
             tables = sorted(self._tables)
         reports: dict[str, MaintenanceReport] = {}
         for table in tables:
-            if self._stop.is_set() or not self._lock.acquire(timeout=self.settings.write_lock_timeout_s):
+            if self._stop.is_set() or not self._lock.acquire(timeout=self._endpoint.settings.write_lock_timeout_s):
                 continue
             try:
                 reports[table] = report = self.store.maintain(table)
@@ -429,7 +379,7 @@ class SyncServer:
         Pending data is not flushed: call ``drain`` first.
         """
         self._stop.set()
-        self._wake.set()
+        self._alarm.ring()
         self._transport.stop(grace_s)
         self._flusher.join(timeout=10)
         if self._maintainer is not None:

@@ -347,13 +347,11 @@ class DeltaStore:
                 yield dirpath
             dirnames[:] = [d for d in dirnames if d != "_delta_log"]
 
-    def restore_durable(self) -> dict[str, int]:
-        """Per-origin durable sequences recorded by the tables under a local root."""
-        durable: dict[str, int] = {}
+    def recorded_durable(self) -> Iterator[dict[str, int]]:
+        """The per-origin durable numbers each table under a local root records (what a restart
+        makes of them: ``spec.sync.server.recorded_durable``)."""
         for uri in self.tables():
-            for origin, seq in self.read_state(uri).durable.items():
-                durable[origin] = max(durable.get(origin, seq), seq)
-        return durable
+            yield self.read_state(uri).durable
 
     def _files(self, table: DeltaTable) -> DeltaStorageHandler:
         """The table's directory in whatever object store deltalake reaches it."""

@@ -38,7 +38,7 @@ import grpc.aio
 
 from reference.sync.auth import ServerSecurity, bearer_token_matches
 from spec.sync.admission import PutSlots, PutStream, StreamLimits
-from spec.sync.errors import FlightDataError, InterruptedPut, PutSlotsBusy, ServerDraining, SyncError, wire_text
+from spec.sync.errors import FlightDataError, InterruptedPut, PutSlotsBusy, SyncError, wire_text
 from spec.sync.flight import DO_PUT_METHOD, FLIGHT_SERVICE, FlightData, decode_flight_data, encode_put_result
 
 log = logging.getLogger(__name__)
@@ -220,9 +220,10 @@ class FlightPutTransport:
         return self._token is None or bearer_token_matches(metadata, self._token)
 
     async def _do_put(self, requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext[bytes, bytes]) -> None:
-        if not self._authorized(context):
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED, "A valid bearer token is required")
-        stream = PutStream(self._limits.streams, self._loop.time())
+        try:
+            stream = PutStream.open(self._limits.streams, self._loop.time(), authorized=self._authorized(context))
+        except SyncError as exc:
+            await self._refuse(context, exc)
         call = _Call(self._loop, requests.__aiter__())
         try:
             first = await asyncio.wait_for(call._next(), stream.remaining(self._loop.time()))
@@ -257,11 +258,11 @@ class FlightPutTransport:
             await asyncio.wait(waits, timeout=max(0.0, deadline - self._loop.time()), return_when=asyncio.FIRST_COMPLETED)
             for waiting in waits[1:]:
                 waiting.cancel()
-            now = self._loop.time()
-            if not put.done() and now >= min(stream.deadline, self._stop_deadline) and call.end():
+            ending = None if put.done() else stream.ending(self._loop.time(), self._stop_deadline)
+            if ending is not None and call.end():
                 log.warning("a put ran past its deadline and was ended; nothing of it was kept")
-                raise stream.expired() if now >= stream.deadline else ServerDraining()
-            if not put.done() and now >= min(stream.deadline, self._stop_deadline):
+                raise ending
+            if ending is not None:
                 return await put  # being recorded: it runs to its end
         return put.result()
 

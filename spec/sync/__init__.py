@@ -1,11 +1,12 @@
 """Seafowl's data sync over Arrow Flight as data and pure code: commands and responses, the
-sync-writer machine (memory and durable sequence numbers), the client's machine (what it sends,
-skips and replays), change squashing and the errors.
+server's endpoint (admission order, the flush schedule, its deadlines) around the sync-writer
+machine (memory and durable sequence numbers), the client's machine (what it sends, skips,
+replays and retries), change squashing and the errors.
 
 The names below are the surface a server, a client or a test needs; the modules hold the rest.
 """
 
-from spec.sync.client import Holding, SyncClientMachine
+from spec.sync.client import Holding, RequestTries, SyncClientMachine
 from spec.sync.errors import SyncError
 from spec.sync.messages import (
     ColumnDescriptor,
@@ -19,6 +20,7 @@ from spec.sync.messages import (
     decode_response,
 )
 from spec.sync.schema import SyncSchema
+from spec.sync.server import SyncServerEndpoint
 from spec.sync.squash import SquashedChange
 from spec.sync.writer import SyncSettings, SyncWriter
 
@@ -26,6 +28,7 @@ __all__ = [
     "ColumnDescriptor",
     "ColumnRole",
     "Holding",
+    "RequestTries",
     "SquashedChange",
     "StorageLocation",
     "SyncClientMachine",
@@ -33,6 +36,7 @@ __all__ = [
     "SyncError",
     "SyncResponse",
     "SyncSchema",
+    "SyncServerEndpoint",
     "SyncSettings",
     "SyncWriter",
     "TableFormat",

@@ -11,8 +11,10 @@ The server executes these rules; it decides none of them itself:
 - names: table paths (``spec.sync.confinement.table_name``);
 - schemas and values: what no table can store is refused at put time (``admit_schema``,
   ``admit_rows``), so a put that is acknowledged can be flushed;
-- streams: a stream holds a put slot only once its first message arrived, and ends at a
-  deadline naming its setting (``StreamLimits``, ``PutSlots``, ``PutStream``);
+- streams: the bearer token is checked first, before anything of a stream is read or held
+  (``PutStream.open``); a stream holds a put slot only once its first message arrived, and ends
+  at a deadline naming its setting, or at a stop's grace (``StreamLimits``, ``PutSlots``,
+  ``PutStream.ending``);
 - transaction timeout: ``spec.sync.writer.SyncWriter.expire``.
 """
 
@@ -25,7 +27,9 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from spec.sync.errors import PutSlotsBusy, PutTooLarge, ServerDraining, StreamDeadlineExceeded, UnstorableSchema
+from spec.sync.errors import (
+    BearerTokenRequired, PutSlotsBusy, PutTooLarge, ServerDraining, StreamDeadlineExceeded, SyncError, UnstorableSchema,
+)
 from spec.sync.messages import ColumnRole
 from spec.sync.schema import SyncSchema
 
@@ -86,6 +90,14 @@ class PutStream:
         self.deadline = opened_at + limits.first_message_timeout_s
         self.started = False
 
+    @classmethod
+    def open(cls, limits: StreamLimits, now: float, *, authorized: bool) -> PutStream:
+        """A stream opened at ``now``; auth first: without the bearer token raise BearerTokenRequired,
+        so a stranger's stream waits for nothing and holds nothing."""
+        if not authorized:
+            raise BearerTokenRequired()
+        return cls(limits, now)
+
     def first_message(self, now: float, slots: PutSlots) -> None:
         """The first message arrived: take a slot (raise PutSlotsBusy) and run on the put timeout."""
         slots.take()
@@ -94,6 +106,15 @@ class PutStream:
 
     def remaining(self, now: float) -> float:
         return max(0.0, self.deadline - now)
+
+    def ending(self, now: float, stop_deadline: float) -> SyncError | None:
+        """Why the stream ends at ``now``, or None: past its own deadline (``expired``), or past a
+        stop's grace (``ServerDraining``), whichever passed; its own deadline names its setting."""
+        if now >= self.deadline:
+            return self.expired()
+        if now >= stop_deadline:
+            return ServerDraining()
+        return None
 
     def expired(self) -> StreamDeadlineExceeded:
         """The refusal of a stream past its deadline, naming the setting it ran past."""

@@ -13,6 +13,13 @@ A call that fails is read too (``after_failure``): a lost connection, a timeout 
 (every put slot taken, another origin's transaction open, a server draining) is tried again after
 a capped exponential backoff with jitter (``Backoff``) until the client's deadline; a discarded
 transaction is replayed; any other refusal is the caller's to see.
+
+One request's tries are a machine of their own (``RequestTries``): after a reconnection it reads
+the new connection's probe first, so a restart is replayed before any data is sent, and a put
+whose answer was lost (the probe shows the server holds its transaction) is not sent again; it
+says after each answer or failure what the client does next (``Then``), how long it waits, and
+when it warns of an outage.  The client's transport (``reference.sync.client``) only connects,
+calls, maps a failed call to its ``Fault`` and sleeps on its clock.
 """
 
 from __future__ import annotations
@@ -110,13 +117,34 @@ class SyncClientMachine(Generic[T]):
             return Reading.RESTARTED
         return Reading.ACCEPTED if response.accepted else Reading.RETRY
 
-    def replay(self) -> None:
-        """A restart was read: every pending transaction goes again, from the first."""
+    def replay(self) -> int:
+        """A restart was read: every pending transaction goes again, from the first; the number to
+        send after (``next_to_send``): -1, none."""
         self.replayed_transactions += len(self.pending)
+        return -1
 
     def next_to_send(self, after: int) -> tuple[int, T] | None:
         """The first pending transaction above ``after`` that the server does not hold."""
         return next(((s, t) for s, t in self.pending if s > after and self.holding(s) is Holding.NOTHING), None)
+
+
+class Then(enum.Enum):
+    """What the client does next with one request."""
+
+    SEND = "send"
+    """Send the request (again) on the connection."""
+    ANSWERED = "answered"
+    """The request was accepted: its response is the answer."""
+    ANSWER_LOST = "answer lost"
+    """The put arrived but its answer was lost with the connection: the new connection's probe is
+    the answer, and the put is not sent again (the server would refuse its number as not increasing)."""
+    REPLAY = "replay"
+    """The server lost this origin's pending transactions (a restart, a discarded transaction): send
+    them again, from the first."""
+    RETRY = "retry"
+    """Not now (busy, unreachable, timed out): wait ``RequestTries.wait`` then try again."""
+    FAIL = "fail"
+    """The server refused the request itself: the caller sees the refusal."""
 
 
 class Fault(enum.Enum):
@@ -131,29 +159,19 @@ class Fault(enum.Enum):
     """Any other status: the server's answer, whose text may carry a condition (``condition_in``)."""
 
 
-class AfterFailure(enum.Enum):
-    """What a client does after a failed call."""
-
-    RETRY = "retry"
-    """Send the same request again after a backoff, until the deadline."""
-    REPLAY = "replay"
-    """The server discarded this origin's open transaction: send the pending ones again from the first."""
-    FAIL = "fail"
-    """The server refused the request itself: sending it again would be refused again."""
-
-
 BUSY_CONDITIONS = frozenset({PutSlotsBusy.condition, InterleavedTransaction.condition, ServerDraining.condition})
 """Refusals that say "not now": the same request succeeds once the server (or another origin) is done."""
 
 
-def after_failure(fault: Fault, text: str) -> AfterFailure:
-    """What to do after a call failed with ``fault`` and the status text ``text``."""
+def after_failure(fault: Fault, text: str) -> Then:
+    """What to do after a call failed with ``fault`` and the status text ``text``: RETRY, REPLAY (the
+    server discarded this origin's open transaction) or FAIL (sending it again would be refused again)."""
     if fault is not Fault.REFUSED:
-        return AfterFailure.RETRY
+        return Then.RETRY
     condition = condition_in(text)
     if condition == TransactionDiscarded.condition:
-        return AfterFailure.REPLAY
-    return AfterFailure.RETRY if condition in BUSY_CONDITIONS else AfterFailure.FAIL
+        return Then.REPLAY
+    return Then.RETRY if condition in BUSY_CONDITIONS else Then.FAIL
 
 
 @dataclass
@@ -174,3 +192,91 @@ class Backoff:
         step: float = min(self.max_s, self.initial_s * 2.0 ** min(self.tries, 64))
         self.tries += 1
         return min(step * (0.5 + 0.5 * jitter), self.deadline - now)
+
+
+BUSY_ANSWER = "the server answered accepted=false (busy: its write lock was held)"
+
+AFTER_READING = {Reading.ACCEPTED: Then.ANSWERED, Reading.RETRY: Then.RETRY, Reading.RESTARTED: Then.REPLAY}
+"""What a response read means for the request it answers."""
+
+
+@dataclass
+class RequestTries(Generic[T]):
+    """One request of ``machine``'s origin tried until it is answered or the client's deadline passes.
+
+    ``sequence`` is the number the request closes (None: a probe, or a put that closes nothing).
+    """
+
+    machine: SyncClientMachine[T]
+    sequence: int | None
+    started: float
+    backoff: Backoff
+    attempted: bool = False
+    """Whether the request was sent at least once (so a lost answer may have been the server's)."""
+    warned: int = 0
+    last_failure: str = ""
+
+    @classmethod
+    def start(cls, machine: SyncClientMachine[T], sequence: int | None, now: float, *, initial_s: float,
+              max_s: float, deadline_s: float) -> RequestTries[T]:
+        return cls(machine, sequence, now, Backoff(initial_s, max_s, now + deadline_s))
+
+    def connected(self, probe: SyncResponse) -> Then:
+        """A new connection answered its probe: replay if the server lost pending transactions, the
+        probe is the answer if the put arrived before (its answer was lost), else send."""
+        if self.machine.read(probe) is Reading.RESTARTED and self.machine.pending:
+            return Then.REPLAY
+        if self.attempted and self.sequence is not None and self.machine.holding(self.sequence) is not Holding.NOTHING:
+            return Then.ANSWER_LOST
+        return Then.SEND
+
+    def sending(self) -> None:
+        """The request goes out: from now on its answer may be lost after the server received it."""
+        self.attempted = True
+
+    def answered(self, response: SyncResponse, *, fresh: bool) -> Then:
+        """The request's response (``fresh``: on a connection whose probe was just read, which showed any restart)."""
+        then = AFTER_READING[self.machine.read(response, check_restart=not fresh)]
+        if then is Then.RETRY:
+            self.last_failure = BUSY_ANSWER
+        return then
+
+    def failed(self, fault: Fault, text: str) -> Then:
+        """A call failed with ``fault`` and the status text ``text`` (one line)."""
+        then = after_failure(fault, text)
+        if then is Then.RETRY:
+            self.last_failure = text
+        return then
+
+    def warning_due(self, now: float) -> bool:
+        """Whether to warn now that the server has not answered for a while (once per ``OUTAGE_WARNING_EVERY_S``)."""
+        if not outage_warning_due(now - self.started, self.warned):
+            return False
+        self.warned += 1
+        return True
+
+    def wait(self, now: float, jitter: float) -> float | None:
+        """Seconds to wait before the next try (``jitter`` uniform in [0, 1)); None: the deadline passed, give up."""
+        return self.backoff.wait(now, jitter)
+
+
+def keeps_connection(fault: Fault) -> bool:
+    """Whether the connection is kept after a call failed with ``fault``: a refusal (busy or not)
+    leaves it as it is; any other failure may have broken it."""
+    return fault is Fault.REFUSED
+
+
+class DurableWait(enum.Enum):
+    """Where a wait for a transaction to become durable stands after a probe."""
+
+    DONE = "done"
+    POLL = "poll"
+    TIMED_OUT = "timed out"
+
+
+def durable_wait(holding: Holding, now: float, deadline: float) -> DurableWait:
+    """After a probe at ``now``: done once the server holds the transaction durable, else poll
+    again until ``deadline``, then give up."""
+    if holding is Holding.DURABLE:
+        return DurableWait.DONE
+    return DurableWait.TIMED_OUT if now > deadline else DurableWait.POLL

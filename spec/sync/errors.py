@@ -221,6 +221,16 @@ class StreamDeadlineExceeded(SyncError):
         self.setting = setting
 
 
+class BearerTokenRequired(SyncError):
+    """A put without the server's bearer token: refused before anything of its stream is read or held."""
+
+    condition = "BEARER_TOKEN_REQUIRED"
+    status = "UNAUTHENTICATED"
+
+    def __init__(self) -> None:
+        super().__init__("A valid bearer token is required")
+
+
 class TransactionDiscarded(SyncError):
     """The origin's open transaction received no put for the transaction timeout and was dropped."""
 

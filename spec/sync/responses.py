@@ -7,18 +7,23 @@ restart from its numbers (``shows_restart``).
 
 from __future__ import annotations
 
+import itertools
+
 from spec.sync.messages import SyncResponse
 
 
 class ResponseFactory:
-    """Hands out responses; exactly the first one of a server's life carries ``first=true``."""
+    """Hands out responses; exactly the first one of a server's life carries ``first=true``.
+
+    Responses are counted, and only response number 0 is the first: taking a number is one
+    ``next`` on a count (atomic), so a busy answer given without the write lock cannot race a probe's.
+    """
 
     def __init__(self) -> None:
-        self._first = True
+        self._numbers = itertools.count()
 
     def _take_first(self) -> bool:
-        first, self._first = self._first, False
-        return first
+        return next(self._numbers) == 0
 
     def accepted(self, memory: int | None, durable: int | None) -> SyncResponse:
         """The answer to a probe or an accepted put."""

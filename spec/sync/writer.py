@@ -329,7 +329,7 @@ class SyncWriter(Generic[P]):
     def expire(self, now: float) -> str | None:
         """Discard the open transaction if it received no put for the transaction timeout; its origin."""
         tx = self._open_transaction()
-        if tx is None or now - tx.last_put < self.settings.transaction_timeout_s:
+        if tx is None or now < tx.last_put + self.settings.transaction_timeout_s:
             return None
         self._drop(tx)
         self._discarded.add(tx.origin)
@@ -364,7 +364,7 @@ class SyncWriter(Generic[P]):
         s = self.settings
         tables = {t: q for t, q in self._tables.items() if t not in skip}
         for table, q in tables.items():
-            if now - q.insertion_time >= s.max_replication_lag_s:
+            if now >= q.insertion_time + s.max_replication_lag_s:
                 return FlushTable(table, FlushReason.LAG)
             break
         if tables and self.in_memory_bytes >= s.max_in_memory_bytes:

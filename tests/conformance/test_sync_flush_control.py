@@ -2,45 +2,26 @@
 
 from __future__ import annotations
 
-from typing import Any, cast
-
-from conformance.sync.reference_target import RunnerClock, answer
-from reference.sync.server import SyncServer
-
-
-class FakeServer:
-    """Records what the lines asked of the server."""
-
-    def __init__(self) -> None:
-        self.thresholds: dict[str, Any] = {}
-        self.policy_runs_at: list[float] = []
-        self.clock = RunnerClock()
-
-    def set_flush_thresholds(self, **thresholds: Any) -> None:
-        self.thresholds = thresholds
-
-    def run_policy(self) -> None:
-        self.policy_runs_at.append(self.clock())
-
-    def stats(self) -> dict[str, Any]:
-        return {"in_memory_bytes": 1234}
+from conformance.sync.clock import ManualClock
+from conformance.sync.reference_target import answer
+from spec.sync.server import SyncServerEndpoint
+from spec.sync.writer import SyncSettings
 
 
 def test_lines_set_thresholds_move_the_clock_and_report_pending_bytes() -> None:
-    fake = FakeServer()
-    server = cast(SyncServer, fake)
-    assert answer(server, fake.clock, "POLICY 10 3 500\n") == "OK"
-    assert fake.thresholds == {"max_replication_lag_s": 10.0, "max_syncs_per_url": 3, "max_in_memory_bytes": 500}
-    assert answer(server, fake.clock, "ADVANCE 9") == "OK"
-    assert answer(server, fake.clock, "ADVANCE 1") == "OK"
-    assert fake.policy_runs_at == [9.0, 10.0]
-    assert answer(server, fake.clock, "PENDING") == "PENDING 1234"
+    endpoint, clock = SyncServerEndpoint(), ManualClock()
+    assert answer(endpoint, clock, "POLICY 10 3 500\n") == "OK"
+    settings = endpoint.settings
+    assert (settings.max_replication_lag_s, settings.max_syncs_per_url, settings.max_in_memory_bytes) == (10.0, 3, 500)
+    assert answer(endpoint, clock, "ADVANCE 9") == "OK"
+    assert answer(endpoint, clock, "ADVANCE 1") == "OK"
+    assert clock.now() == 10.0
+    assert answer(endpoint, clock, "PENDING") == "PENDING 0"
 
 
 def test_bad_lines_are_refused_in_one_line_and_change_nothing() -> None:
-    fake = FakeServer()
-    server = cast(SyncServer, fake)
+    endpoint, clock = SyncServerEndpoint(), ManualClock()
     for line in ("ADVANCE -1", "ADVANCE soon", "POLICY 10 0 500", "POLICY -1 3 500", "POLICY 10 3", "FLUSH", ""):
-        reply = answer(server, fake.clock, line)
+        reply = answer(endpoint, clock, line)
         assert reply.startswith("ERROR ") and "\n" not in reply, (line, reply)
-    assert fake.clock() == 0.0 and fake.policy_runs_at == [] and fake.thresholds == {}
+    assert clock.now() == 0.0 and endpoint.settings == SyncSettings()

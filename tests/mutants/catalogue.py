@@ -10,7 +10,9 @@ test runs it) and the entry has to be rewritten against the new code.
 from __future__ import annotations
 
 from conformance.mutation import Mutant
-from tests.mutants.runtime import RUNTIME_CATALOGUE, RUNTIME_SMOKE
+from tests.mutants.runtime import (
+    RUNTIME_CATALOGUE, RUNTIME_SMOKE, SYNC_CLIENT, SYNC_CRASH, SYNC_PROCESS, SYNC_SERVER, SYNC_STORE,
+)
 
 SHUFFLE_TESTS = (
     "tests/shuffle/test_machine_rules.py",
@@ -70,6 +72,23 @@ ADMISSION_TESTS = ("tests/net/test_admission.py", "tests/net/test_reactor.py")
 
 def _admission(name: str, search: str, replace: str, description: str) -> Mutant:
     return Mutant(name, "spec/admission.py", search, replace, description, tests=ADMISSION_TESTS)
+
+
+SYNC_ENDPOINT_TESTS = ("tests/sync/test_sync_server_endpoint.py",)
+"""The sync server endpoint's own unit tests (fake clock, no sockets): cheapest first, before the server's."""
+
+
+def _sync_server(name: str, search: str, replace: str, description: str, tests: tuple[str, ...]) -> Mutant:
+    """A bug in the sync server's endpoint, with the tests of the server that carries it out."""
+    return Mutant(name, "spec/sync/server.py", search, replace, description, tests=SYNC_ENDPOINT_TESTS + tests)
+
+
+SYNC_CLIENT_MACHINE_TESTS = ("tests/sync/test_sync_client_machine.py",)
+
+
+def _sync_client(name: str, search: str, replace: str, description: str, tests: tuple[str, ...]) -> Mutant:
+    """A bug in the sync client's machine, with the tests of the client that carries it out."""
+    return Mutant(name, "spec/sync/client.py", search, replace, description, tests=SYNC_CLIENT_MACHINE_TESTS + tests)
 
 
 CATALOGUE: tuple[Mutant, ...] = (
@@ -317,8 +336,8 @@ CATALOGUE: tuple[Mutant, ...] = (
        "if any(tx.sequence is not None and tx.sequence <= held.get(tx.origin, -1) for tx in txs):",
        "a squashed item is skipped when only one of its transactions is already in the table"),
     _m("sync-lag-boundary", "sync/writer.py",
-       "if now - q.insertion_time >= s.max_replication_lag_s:",
-       "if now - q.insertion_time > s.max_replication_lag_s:",
+       "if now >= q.insertion_time + s.max_replication_lag_s:",
+       "if now > q.insertion_time + s.max_replication_lag_s:",
        "data exactly max_replication_lag_s old is not flushed"),
     _m("sync-size-boundary", "sync/writer.py",
        "if tables and self.in_memory_bytes >= s.max_in_memory_bytes:",
@@ -341,8 +360,8 @@ CATALOGUE: tuple[Mutant, ...] = (
        "                pass\n            return Received.REPLAY",
        "a replay that closes an open transaction keeps that transaction's puts queued"),
     _m("sync-transaction-timeout-boundary", "sync/writer.py",
-       "if tx is None or now - tx.last_put < self.settings.transaction_timeout_s:",
-       "if tx is None or now - tx.last_put <= self.settings.transaction_timeout_s:",
+       "if tx is None or now < tx.last_put + self.settings.transaction_timeout_s:",
+       "if tx is None or now <= tx.last_put + self.settings.transaction_timeout_s:",
        "an open transaction silent for exactly the transaction timeout is kept"),
     _m("sync-durable-waits-for-other-origins", "sync/writer.py",
        "            if tx.origin in waiting or tx.sequence is None or unflushed(tx):\n                waiting.add(tx.origin)",
@@ -356,6 +375,50 @@ CATALOGUE: tuple[Mutant, ...] = (
        "for tx, sequence in self._durable_now(lambda tx: tx.locations):",
        "for tx, sequence in self._durable_now(lambda tx: set()):",
        "a closed transaction becomes durable before its tables are flushed"),
+    # -- sync server endpoint -------------------------------------------------------------------
+    _sync_server("sync-server-cancelled-put-recorded",
+       "        if not claim():\n            raise InterruptedPut()\n",
+       "",
+       "a put whose call already ended (cancelled, past its time limit) is recorded", SYNC_SERVER),
+    _sync_server("sync-server-watermark-unchecked",
+       "        if not fits_watermark(self._writer.in_memory_bytes, size, self.settings.high_watermark):",
+       "        if False:",
+       "pending changes grow past the high watermark", SYNC_SERVER),
+    _sync_server("sync-server-silent-origin-kept",
+       "        discarded = self._writer.expire(now)\n",
+       "        discarded = None\n",
+       "a silent origin's open transaction is never discarded and holds the other origins' flushes", SYNC_SERVER),
+    _sync_server("sync-server-wakes-by-tick-only",
+       "        return min([now + self.settings.flush_task_interval_s, *(d for d in due if d is not None)])",
+       "        return now + self.settings.flush_task_interval_s",
+       "the flusher wakes by its tick only, not at the replication-lag deadline", SYNC_PROCESS + SYNC_SERVER),
+    _sync_server("sync-server-failed-table-not-retried",
+       "        for table in self._failures.due(now):\n            if table in pending:\n"
+       "                return FlushTable(table, FlushReason.RETRY)\n",
+       "",
+       "a table whose flush failed is never retried", SYNC_SERVER),
+    _sync_server("sync-store-restart-durable-last-table",
+       "            durable[origin] = max(durable.get(origin, seq), seq)",
+       "            durable[origin] = seq",
+       "after a restart an origin's durable number is whichever table was read last, not the highest",
+       SYNC_STORE),
+    # -- sync client machine --------------------------------------------------------------------
+    _sync_client("sync-client-busy-taken-as-accepted",
+       "AFTER_READING = {Reading.ACCEPTED: Then.ANSWERED, Reading.RETRY: Then.RETRY,",
+       "AFTER_READING = {Reading.ACCEPTED: Then.ANSWERED, Reading.RETRY: Then.ANSWERED,",
+       "an answer accepted=false (busy) is taken for an acceptance, so the put is lost", SYNC_CLIENT),
+    _sync_client("sync-client-lost-answer-resent",
+       "if self.attempted and self.sequence is not None and self.machine.holding(self.sequence) is not Holding.NOTHING:",
+       "if False:",
+       "a put whose answer was lost is sent again although the server holds it", SYNC_CLIENT + SYNC_CRASH),
+    _sync_client("sync-client-restart-on-connect-ignored",
+       "        if self.machine.read(probe) is Reading.RESTARTED and self.machine.pending:",
+       "        if self.machine.read(probe) is Reading.RESTARTED and False:",
+       "a restart seen by the probe on reconnect is not replayed", SYNC_CLIENT + SYNC_CRASH),
+    _sync_client("sync-client-backoff-constant",
+       "        return self.backoff.wait(now, jitter)",
+       "        return Backoff(self.backoff.initial_s, self.backoff.max_s, self.backoff.deadline).wait(now, jitter)",
+       "retries do not back off: a down server is called every 20 ms until the deadline", SYNC_CLIENT),
     # -- sync squash ----------------------------------------------------------------------------
     _m("squash-insert-delete-kept", "sync/squash.py",
        "                if new is None and old_keys[chain[0]] is None:\n                    temporary.add(chain_id)\n",

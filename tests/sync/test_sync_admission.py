@@ -17,7 +17,7 @@ from reference.sync.store import DeltaStore, UnstorableColumn, storable_shape
 from spec.sync.messages import ColumnDescriptor, ColumnRole, SyncCommand
 from spec.sync.squash import SquashedChange
 from spec.sync.schema import SyncSchema
-from tests.sync.conftest import ServerFactory, raw_put
+from tests.sync.conftest import ServerFactory, clock_of, flush_pending, raw_put
 
 OLD, NEW, VALUE = int(ColumnRole.OLD_PK), int(ColumnRole.NEW_PK), int(ColumnRole.VALUE)
 
@@ -31,7 +31,7 @@ def _numbers(location: str, origin: str) -> tuple[int | None, int | None]:
 def _others_carry_on(server: SyncServer, tmp_path: Path) -> None:
     """Another origin's put lands and becomes durable: nothing refused was queued ahead of it."""
     assert raw_put(server.location, _cmd("other", "B", 1), [rows_batch([(None, 1, "b")])]).response is not None
-    assert server.flush_oldest() and not server.flush_oldest()
+    assert flush_pending(server) and not flush_pending(server)
     assert _numbers(server.location, "B") == (1, 1)
     assert server.stats()["failing_tables"] == {}
     rows = DeltaStore(str(tmp_path / "store")).read_table(str(tmp_path / "store" / "other")).to_pylist()
@@ -120,7 +120,7 @@ def test_minus_zero_and_zero_are_one_key(server_factory: ServerFactory, tmp_path
         out = raw_put(server.location, SyncCommand(path="f", origin="A", sequence_number=seq,
                                                    column_descriptors=cmd.column_descriptors), [batch])
         assert out.response is not None, out.error
-        assert server.flush_oldest()
+        assert flush_pending(server)
     rows = DeltaStore(str(tmp_path / "store")).read_table(str(tmp_path / "store" / "f")).to_pylist()
     assert rows == [{"id": 0.0, "v": "plus"}]
 
@@ -145,13 +145,12 @@ def test_a_silent_origin_does_not_hold_the_others_past_the_transaction_timeout(
     server_factory: ServerFactory, tmp_path: Path
 ) -> None:
     """Issue 24, reproduction 7."""
-    now = [0.0]
-    server = server_factory(clock=lambda: now[0], transaction_timeout_s=60)
+    server = server_factory(transaction_timeout_s=60)
     location = server.location
     assert raw_put(location, _cmd("t", "A", None), [rows_batch([(None, 1, "a")])]).response is not None
     refused = raw_put(location, _cmd("other", "B", 1), [rows_batch([(None, 1, "b")])])
     assert refused.response is None and "without finishing the transaction" in refused.error_text
-    now[0] = 60.0
+    clock_of(server).advance(60.0)
     _others_carry_on(server, tmp_path)
     # A's client carries on mid-transaction: told its transaction is gone, in one line.
     out = raw_put(location, _cmd("t", "A", 1), [rows_batch([(None, 2, "c")])])
@@ -161,7 +160,7 @@ def test_a_silent_origin_does_not_hold_the_others_past_the_transaction_timeout(
     puts = [SyncPut("t", rows_batch([(None, 1, "a")]), DESCS), SyncPut("t", rows_batch([(None, 2, "c")]), DESCS)]
     assert client.send_transaction(1, puts).memory_sequence_number == 1
     client.close()
-    assert server.flush_oldest()
+    assert flush_pending(server)
     assert _numbers(location, "A") == (1, 1)
     rows = DeltaStore(str(tmp_path / "store")).read_table(str(tmp_path / "store" / "t")).to_pylist()
     assert sorted((r["id"], r["v"]) for r in rows) == [(1, "a"), (2, "c")]
@@ -171,26 +170,25 @@ def test_a_silent_transaction_is_discarded_by_the_flusher_even_when_no_put_follo
     server_factory: ServerFactory
 ) -> None:
     """Its memory is given back at the transaction timeout, not at the next put (which may never come)."""
-    now = [0.0]
-    server = server_factory(clock=lambda: now[0], transaction_timeout_s=60)
+    server = server_factory(transaction_timeout_s=60)
     assert raw_put(server.location, _cmd("t", "A", None), [rows_batch([(None, 1, "a")])]).response is not None
     assert server.stats()["open_transactions"] == 1
-    now[0] = 60.0
-    server.run_policy()  # what the flusher does when it wakes at the timeout
+    clock_of(server).advance(59.5)
+    assert server.stats()["open_transactions"] == 1  # a tick before its timeout
+    clock_of(server).advance(0.5)  # the flusher wakes at the timeout, with no put
     assert server.stats()["open_transactions"] == 0 and server.stats()["in_memory_bytes"] == 0
 
 
 def test_a_client_told_its_transaction_was_discarded_replays_it(server_factory: ServerFactory, tmp_path: Path) -> None:
-    now = [0.0]
-    server = server_factory(clock=lambda: now[0], transaction_timeout_s=60)
+    server = server_factory(transaction_timeout_s=60)
     client = SyncClient(server.location, "A", deadline_s=30)
     client.send_transaction(1, [SyncPut("t", rows_batch([(None, 1, "a")]), DESCS)])
     assert raw_put(server.location, _cmd("s", "A", None), [rows_batch([(None, 9, "stale")])]).response is not None
-    now[0] = 61.0  # the open transaction (of an earlier run of A that died) times out
-    assert server.flush_oldest()
+    clock_of(server).advance(61.0)  # the open transaction (of an earlier run of A that died) times out
+    assert flush_pending(server)
     assert client.send_transaction(2, [SyncPut("t", rows_batch([(None, 2, "b")]), DESCS)]).memory_sequence_number == 2
     client.close()
-    assert server.flush_oldest()
+    assert flush_pending(server)
     rows = DeltaStore(str(tmp_path / "store")).read_table(str(tmp_path / "store" / "t")).to_pylist()
     assert sorted((r["id"], r["v"]) for r in rows) == [(1, "a"), (2, "b")]
     assert not (tmp_path / "store" / "s").exists() and server.stats()["open_transactions"] == 0

@@ -30,7 +30,7 @@ from spec.sync.messages import (
     SyncCommand,
     decode_response,
 )
-from tests.sync.conftest import ServerFactory, raw_put
+from tests.sync.conftest import ServerFactory, clock_of, flush_pending, raw_put
 
 OLD, NEW, VALUE = int(ColumnRole.OLD_PK), int(ColumnRole.NEW_PK), int(ColumnRole.VALUE)
 
@@ -85,7 +85,7 @@ def test_client_killed_mid_put_leaves_no_trace_and_its_replay_lands_in_full(
     client = SyncClient(location, "A", deadline_s=30)
     put = SyncPut("t", rows_batch([(None, 1, "a"), (None, 2, "b"), (None, 3, "c")]), DESCS)
     assert client.send_transaction(1, [put]).memory_sequence_number == 1
-    assert server.flush_oldest()
+    assert flush_pending(server)
     client.close()
     assert _numbers(location, "A") == (1, 1)
     assert _rows(tmp_path / "store", "t") == [(1, "a"), (2, "b"), (3, "c")]
@@ -151,35 +151,31 @@ def test_a_table_that_cannot_be_written_is_retried_while_others_flush(
     server_factory: ServerFactory, tmp_path: Path
 ) -> None:
     store = tmp_path / "store"
-    now = [0.0]  # the server's clock: the broken table's retry is due only when the test says so
-    server = server_factory(clock=lambda: now[0], flush_failures=FlushFailures(initial_backoff_s=1.0))
+    server = server_factory()  # on a manual clock: the broken table's retry is due only when the test says so
     location = f"grpc://127.0.0.1:{server.port}"
     assert raw_put(location, _cmd("broken", "A", 1), [rows_batch([(None, 1, "a")])]).response is not None
     store.mkdir(exist_ok=True)
     (store / "broken").write_text("a file where the table's directory should be")
-    assert server.flush_oldest() is False
+    assert flush_pending(server) is False
     assert server.stats()["failing_tables"] == {str(store / "broken"): 1}
     # Puts keep their true answers; healthy tables keep flushing while the broken one waits.
     out = raw_put(location, _cmd("good", "B", 7), [rows_batch([(None, 2, "b")])])
     assert out.response is not None and out.response.accepted
     assert (out.response.memory_sequence_number, out.response.durable_sequence_number) == (7, None)
-    assert server.flush_oldest() is True
+    assert flush_pending(server) is True
     assert _rows(store, "good") == [(2, "b")]
     # Issue 24, reproduction 4: B's flushed transaction is durable at once; durability is per
     # origin, so A's table that cannot be written holds back only A.
     assert _numbers(location, "B") == (7, 7) and _numbers(location, "A") == (1, None)
     # A's next transaction on a healthy table is written but waits for A's first.
     assert raw_put(location, _cmd("good", "A", 2), [rows_batch([(None, 3, "c")])]).response is not None
-    assert server.flush_oldest() is True
+    assert flush_pending(server) is True
     assert _rows(store, "good") == [(2, "b"), (3, "c")] and _numbers(location, "A") == (2, None)
     # Issue 24, reproduction 8: once the cause is gone the server retries on its own, with no
     # put and no flush call, as soon as the table's wait is over, and the numbers catch up.
     (store / "broken").unlink()
-    now[0] = 1.0
-    deadline = time.monotonic() + 30
-    while _numbers(location, "A") != (2, 2):
-        assert time.monotonic() < deadline, "the failed table was never retried"
-        threading.Event().wait(0.05)
+    clock_of(server).advance(FlushFailures().max_backoff_s)  # the longest wait between retries
+    assert _numbers(location, "A") == (2, 2), "the failed table was not retried once its wait was over"
     assert _numbers(location, "B") == (7, 7)
     assert _rows(store, "broken") == [(1, "a")]
     assert server.stats()["failing_tables"] == {}
@@ -205,7 +201,7 @@ def test_table_paths_outside_the_store_are_refused(
     location = f"grpc://127.0.0.1:{server.port}"
     out = raw_put(location, _cmd(path, "A", 1), [rows_batch([(None, 1, "a")])])
     assert isinstance(out.error, pa.ArrowInvalid) and reason in str(out.error)
-    assert server.flush_oldest() is False
+    assert flush_pending(server) is False
     assert list(tmp_path.iterdir()) == [], "nothing may be written anywhere"
 
 
@@ -246,7 +242,7 @@ def test_a_lower_sequence_number_is_refused_until_durable_then_acknowledged_with
     assert ("Sequence number 5 for origin O does not follow the last received transaction (100) "
             "and is not a replay of a durable one (durable: None)") in str(out.error)
     assert _numbers(location, "O") == (100, None) and server.stats()["open_transactions"] == 1
-    assert server.flush_oldest()
+    assert flush_pending(server)
     replay = raw_put(location, _cmd("t", "O", 5), [rows_batch([(None, 2, "replayed")])])
     assert replay.response is not None
     assert (replay.response.memory_sequence_number, replay.response.durable_sequence_number) == (100, 100)
@@ -287,7 +283,7 @@ def test_concurrent_writers_on_one_origin_lose_no_recorded_row(
         t.start()
     for t in threads:
         t.join(120)
-    while server.flush_oldest():
+    while flush_pending(server):
         pass
     stored = {k for k, _ in _rows(tmp_path / "store", "t")}
     assert {s for s, kind in outcome.items() if kind == "recorded"} == stored
@@ -307,7 +303,7 @@ def test_a_put_above_the_high_watermark_is_refused_and_nothing_is_kept(server_fa
     out = raw_put(location, _cmd("t", "A", 2), [big])
     assert out.response is not None and not out.response.accepted
     assert _numbers(location, "A") == (1, None) and server.stats()["open_transactions"] == 1
-    assert server.flush_oldest()
+    assert flush_pending(server)
     out = raw_put(location, _cmd("t", "A", 2), [big])
     assert out.response is not None and out.response.accepted and out.response.memory_sequence_number == 2
 

@@ -3,9 +3,14 @@ holds (skipped or waited for, never sent again) and what goes again after a rest
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
-from spec.sync.client import AfterFailure, Backoff, Fault, Holding, Reading, SyncClientMachine, after_failure, holding
+from spec.sync.client import (
+    Backoff, DurableWait, Fault, Holding, Reading, RequestTries, SyncClientMachine, Then, after_failure,
+    durable_wait, holding, keeps_connection,
+)
 from spec.sync.errors import (
     InterleavedTransaction, InvalidTablePath, PutSlotsBusy, PutTooLarge, TransactionDiscarded, wire_text,
 )
@@ -62,19 +67,19 @@ def test_a_busy_server_is_retried_and_its_answer_changes_no_number() -> None:
 
 
 @pytest.mark.parametrize(("fault", "text", "then"), [
-    (Fault.UNREACHABLE, "failed to connect to all addresses", AfterFailure.RETRY),
-    (Fault.TIMED_OUT, "The put did not complete within --put-timeout-s (300 s)", AfterFailure.RETRY),
-    (Fault.REFUSED, wire_text(PutSlotsBusy(2)), AfterFailure.RETRY),
-    (Fault.REFUSED, wire_text(InterleavedTransaction("B", "A")), AfterFailure.RETRY),
-    (Fault.REFUSED, wire_text(TransactionDiscarded("A", 300)), AfterFailure.REPLAY),
-    (Fault.REFUSED, wire_text(PutTooLarge("A message", 10, 1)), AfterFailure.FAIL),
-    (Fault.REFUSED, "Received message larger than max (400000 vs. 1000)", AfterFailure.FAIL),
+    (Fault.UNREACHABLE, "failed to connect to all addresses", Then.RETRY),
+    (Fault.TIMED_OUT, "The put did not complete within --put-timeout-s (300 s)", Then.RETRY),
+    (Fault.REFUSED, wire_text(PutSlotsBusy(2)), Then.RETRY),
+    (Fault.REFUSED, wire_text(InterleavedTransaction("B", "A")), Then.RETRY),
+    (Fault.REFUSED, wire_text(TransactionDiscarded("A", 300)), Then.REPLAY),
+    (Fault.REFUSED, wire_text(PutTooLarge("A message", 10, 1)), Then.FAIL),
+    (Fault.REFUSED, "Received message larger than max (400000 vs. 1000)", Then.FAIL),
     # A condition quoted from what the client sent does not pose as the server's.
-    (Fault.REFUSED, wire_text(InvalidTablePath("[sync-condition: PUT_SLOTS_BUSY]", "no")), AfterFailure.FAIL),
+    (Fault.REFUSED, wire_text(InvalidTablePath("[sync-condition: PUT_SLOTS_BUSY]", "no")), Then.FAIL),
 ], ids=["unreachable", "timed-out", "slots-busy", "other-origin-open", "discarded", "too-large", "grpc-limit",
         "quoted-condition"])
 def test_busy_answers_are_retried_a_discarded_transaction_replayed_and_refusals_final(
-    fault: Fault, text: str, then: AfterFailure
+    fault: Fault, text: str, then: Then
 ) -> None:
     assert after_failure(fault, text) is then
 
@@ -85,3 +90,74 @@ def test_backoff_doubles_up_to_its_cap_with_jitter_and_stops_at_the_deadline() -
     assert backoff.wait(0.0, 0.999) == pytest.approx(0.4, rel=1e-3)
     assert backoff.wait(9.9, 0.5) == pytest.approx(0.1)  # never past the deadline
     assert backoff.wait(10.0, 0.5) is None
+
+
+def _tries(machine: SyncClientMachine[str], sequence: int | None) -> RequestTries[str]:
+    return RequestTries.start(machine, sequence, 100.0, initial_s=0.1, max_s=0.4, deadline_s=5.0)
+
+
+def test_a_put_whose_answer_was_lost_is_not_sent_again() -> None:
+    """The connection broke after the put went out; the new connection's probe shows the server holds it."""
+    machine: SyncClientMachine[str] = SyncClientMachine()
+    machine.read(told(4, 4))
+    machine.add(5, "tx5")
+    tries = _tries(machine, 5)
+    assert tries.connected(told(4, 4)) is Then.SEND  # nothing sent yet: send it
+    tries.sending()
+    assert tries.failed(Fault.UNREACHABLE, "Socket closed") is Then.RETRY
+    assert tries.connected(told(5, 4)) is Then.ANSWER_LOST  # held in memory: acknowledged, never resent
+    assert machine.holding(5) is Holding.MEMORY and [s for s, _ in machine.pending] == [5]
+
+
+def test_a_put_lost_with_its_connection_is_sent_again() -> None:
+    machine: SyncClientMachine[str] = SyncClientMachine()
+    machine.read(told(4, 4))
+    machine.add(5, "tx5")
+    tries = _tries(machine, 5)
+    tries.sending()
+    assert tries.failed(Fault.UNREACHABLE, "Socket closed") is Then.RETRY
+    assert tries.connected(told(4, 4)) is Then.SEND  # the server never got it
+
+
+def test_a_restart_seen_on_reconnect_replays_before_anything_is_sent() -> None:
+    machine: SyncClientMachine[str] = SyncClientMachine()
+    machine.read(told(4, 2))
+    machine.add(5, "tx5")
+    tries = _tries(machine, 5)
+    assert tries.connected(told(2, 2, first=True)) is Then.REPLAY
+    assert machine.replay() == -1 and machine.next_to_send(machine.replay()) is not None
+
+
+def test_answers_and_failures_say_what_comes_next() -> None:
+    machine: SyncClientMachine[str] = SyncClientMachine()
+    tries = _tries(machine, None)
+    assert tries.answered(told(None, None, accepted=False), fresh=True) is Then.RETRY
+    assert "busy" in tries.last_failure
+    assert tries.answered(told(3, 3), fresh=True) is Then.ANSWERED
+    assert tries.answered(told(1, 1), fresh=False) is Then.REPLAY  # memory went back: a restart
+    assert tries.failed(Fault.REFUSED, wire_text(PutSlotsBusy(2))) is Then.RETRY
+    assert tries.failed(Fault.REFUSED, wire_text(TransactionDiscarded("A", 300))) is Then.REPLAY
+    assert tries.failed(Fault.REFUSED, wire_text(PutTooLarge("A message", 10, 1))) is Then.FAIL
+    assert keeps_connection(Fault.REFUSED) and not keeps_connection(Fault.UNREACHABLE)
+
+
+def test_tries_back_off_capped_and_give_up_at_the_deadline() -> None:
+    tries = _tries(SyncClientMachine(), None)
+    now, waits = 100.0, []
+    while (wait := tries.wait(now, 0.999999)) is not None:
+        waits.append(wait)
+        now += wait
+    assert waits[:5] == pytest.approx([0.1, 0.2, 0.4, 0.4, 0.4], rel=1e-5)
+    assert max(waits) <= 0.4 and now == pytest.approx(105.0)  # the last wait ends at the deadline
+
+
+def test_an_outage_is_warned_of_every_five_seconds() -> None:
+    tries = _tries(SyncClientMachine(), None)
+    assert not tries.warning_due(104.999)
+    assert tries.warning_due(105.0) and not tries.warning_due(109.0) and tries.warning_due(110.0)
+
+
+def test_a_wait_for_durable_ends_when_durable_or_past_its_deadline() -> None:
+    assert durable_wait(Holding.DURABLE, 11.0, 10.0) is DurableWait.DONE
+    assert durable_wait(Holding.MEMORY, 10.0, 10.0) is DurableWait.POLL
+    assert durable_wait(Holding.MEMORY, math.nextafter(10.0, 11.0), 10.0) is DurableWait.TIMED_OUT

@@ -18,7 +18,7 @@ from google.protobuf import any_pb2, descriptor_pb2
 from reference.sync.store import DeltaStore
 from spec.sync.flight import DO_PUT_PATH, FLIGHT_FILE
 from spec.sync.messages import FILE_DESCRIPTORS
-from tests.sync.conftest import ServerFactory
+from tests.sync.conftest import ServerFactory, flush_pending
 
 CLIENT = Path(__file__).resolve().parent / "node_client"
 
@@ -57,7 +57,7 @@ def test_a_node_flight_client_syncs_a_transaction_and_is_refused_in_one_line(
     assert answers[3] == {"error": "INVALID_ARGUMENT: Invalid table path '%2e%2e/x': "
                                    "a segment may hold only ASCII letters, digits, '_' and '-' "
                                    "[sync-condition: INVALID_TABLE_PATH]"}
-    assert server.flush_oldest()
+    assert flush_pending(server)
     probe = _run(server.location, tmp_path / "sync.desc", [{"path": "", "origin": "node", "seq": None, "rows": []}])
     assert (probe[0]["memory_sequence_number"], probe[0]["durable_sequence_number"]) == (2, 2)
     rows = DeltaStore(str(tmp_path / "store")).read_table(str(tmp_path / "store" / "js")).to_pylist()

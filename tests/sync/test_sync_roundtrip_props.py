@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from reference.sync.server import SyncServer
 from reference.sync.store import DeltaStore
 from spec.sync.messages import ColumnDescriptor, ColumnRole, SyncCommand
+from spec.sync.writer import SyncSettings
 from tests.sync.conftest import raw_put
 
 OLD, NEW, VALUE = int(ColumnRole.OLD_PK), int(ColumnRole.NEW_PK), int(ColumnRole.VALUE)
@@ -112,7 +113,8 @@ def test_what_is_acknowledged_reads_back_exactly(store_root: Path, put: tuple[li
     descriptors = ([ColumnDescriptor(role=OLD, name=n) for n, _ in columns[:nkeys]]
                    + [ColumnDescriptor(role=NEW, name=n) for n, _ in columns[:nkeys]]
                    + [ColumnDescriptor(role=VALUE, name=n) for n, _ in columns[nkeys:]])
-    server = SyncServer(DeltaStore(str(store_root / f"s{next(_RUNS)}")), maintenance_interval_s=0)
+    server = SyncServer(DeltaStore(str(store_root / f"s{next(_RUNS)}")), settings=SyncSettings(max_replication_lag_s=0),
+                        maintenance_interval_s=0)  # each put is flushed before it is answered
     try:
         _put_flush_and_read_back(server, columns, nkeys, descriptors, rows)
     finally:
@@ -132,7 +134,7 @@ def _put_flush_and_read_back(server: SyncServer, columns: list[tuple[str, str]],
         assert server.stats()["in_memory_bytes"] == 0
         return
     assert out.response is not None and out.response.accepted, (names, out.error_text)
-    assert server.flush_oldest() and server.stats()["failing_tables"] == {}
+    assert len(server.stats()["flush_seconds"]) == 1 and server.stats()["failing_tables"] == {}
     stored = server.store.read_table(server.store.table_uri(table))
     assert stored.schema.names == names
     expected = [{n: _comparable(r[f"k{j}"] if j < nkeys else r[f"v{j - nkeys}"]) for j, n in enumerate(names)}

@@ -11,6 +11,7 @@ import pytest
 from deltalake import DeltaTable
 
 from conformance.sync.suite import DESCS, rows_batch
+from reference.sync.clock import MonotonicClock
 from reference.sync.client import SyncClient, SyncPut
 from reference.sync.store import DeltaStore, StoreSettings, read_delta
 from spec.sync.messages import ColumnDescriptor, ColumnRole
@@ -48,7 +49,7 @@ def test_a_change_with_a_new_column_adds_it_in_order(tmp_path: Path, deletion_ve
 
 
 def test_a_new_column_through_a_server(server_factory: ServerFactory, tmp_path: Path) -> None:
-    server = server_factory(tmp_path / "store", max_replication_lag_s=0.1)
+    server = server_factory(tmp_path / "store", max_replication_lag_s=0.1, clock=MonotonicClock())
     client = SyncClient(server.location, "A", deadline_s=30.0)
     try:
         client.send_transaction(1, [SyncPut("t", rows_batch([(None, k, "a") for k in range(3)]), DESCS)])

@@ -14,8 +14,10 @@ import pytest
 from conformance.framework import CaseOutcome, RunOptions
 from conformance.runner import run_case
 from conformance.sync.suite import DESCS, SUITE, _cmd, rows_batch
+from conformance.sync.clock import ManualClock
+from reference.sync.clock import MonotonicClock
 from reference.sync.client import SyncClient, SyncPut, SyncUnavailable
-from tests.sync.conftest import raw_put
+from tests.sync.conftest import flush_pending, raw_put
 from reference.sync.store import DeltaStore
 from spec.sync.messages import SyncCommand, SyncResponse, TableFormat, decode_response
 from spec.sync.schema import SyncSchema
@@ -88,30 +90,34 @@ def test_a_put_whose_answer_was_lost_is_not_sent_again(server_factory) -> None: 
     response = client.send_transaction(1, [SyncPut("t", rows_batch([(None, 1, "a")]), DESCS)])
     client.close()
     assert client.lost and response.memory_sequence_number == 1
-    assert server.stats()["in_memory_bytes"] > 0 and server.flush_oldest()
+    assert server.stats()["in_memory_bytes"] > 0 and flush_pending(server)
 
 
-class _Enough(Exception):
-    """Ends a retry loop once a test has seen the delays it wanted."""
+class _SleepsRecorded(ManualClock):
+    """A manual clock that notes every sleep of the client (which moves it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.delays: list[float] = []
+
+    def sleep(self, seconds: float) -> None:
+        self.delays.append(seconds)
+        super().sleep(seconds)
 
 
-def test_retries_of_a_refused_connection_back_off_exponentially_up_to_the_cap() -> None:
+def test_retries_of_a_refused_connection_back_off_exponentially_up_to_the_cap_until_the_deadline() -> None:
     with socket.socket() as unused:
         unused.bind(("127.0.0.1", 0))
         port = unused.getsockname()[1]
-    delays: list[float] = []
-
-    def sleep(seconds: float) -> None:
-        delays.append(seconds)
-        if len(delays) == 6:
-            raise _Enough()
-
-    client = SyncClient(f"grpc://127.0.0.1:{port}", "A", deadline_s=60.0, backoff_initial_s=0.02,
-                        backoff_max_s=0.25, sleep=sleep)
-    with pytest.raises(_Enough):
+    clock = _SleepsRecorded()
+    client = SyncClient(f"grpc://127.0.0.1:{port}", "A", deadline_s=1.0, backoff_initial_s=0.02,
+                        backoff_max_s=0.25, clock=clock)
+    with pytest.raises(SyncUnavailable, match="within 1 s"):
         client.probe()
     steps = [0.02, 0.04, 0.08, 0.16, 0.25, 0.25]
+    delays = clock.delays[:len(steps)]
     assert all(step / 2 <= delay <= step for delay, step in zip(delays, steps, strict=True)), delays  # jitter
+    assert clock.now() == pytest.approx(1.0)  # it gave up at its deadline, on its own clock
 
 
 def test_sixteen_clients_against_two_put_slots_all_succeed(server_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -144,7 +150,7 @@ def test_sixteen_clients_against_two_put_slots_all_succeed(server_factory, tmp_p
 
 
 def test_background_task_flushes_by_lag(server_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    server = server_factory(max_replication_lag_s=0.2, flush_task_interval_s=0.05)
+    server = server_factory(max_replication_lag_s=0.2, flush_task_interval_s=0.05, clock=MonotonicClock())
     client = SyncClient(f"grpc://127.0.0.1:{server.port}", "A")
     client.send_transaction(4, [SyncPut("t", rows_batch([(None, 1, "a")]), DESCS)])
     deadline = time.monotonic() + 30
@@ -180,7 +186,7 @@ def test_merged_puts_keep_a_key_swap(server_factory, tmp_path: Path, size_policy
         assert 0 < held < sum(sizes), "crossing the limit should merge the pending puts, not flush them"
     else:
         assert held == sum(sizes)
-    assert server.flush_oldest()
+    assert flush_pending(server)
     rows = DeltaStore(str(tmp_path / "store")).read_table(str(tmp_path / "store" / "t")).to_pylist()
     assert sorted((r["id"], r["v"]) for r in rows) == [(1, "b"), (2, "a"), (4, "d")]
 
@@ -206,7 +212,7 @@ def test_restart_seen_by_another_origin_first_is_still_replayed(server_factory, 
     servers = [server_factory(store=store, max_replication_lag_s=3600.0)]
     a = SyncClient(lambda: f"grpc://127.0.0.1:{servers[-1].port}", "A", deadline_s=30.0, backoff_max_s=0.05)
     a.send_transaction(1, [SyncPut("t", rows_batch([(None, 1, "a")]), DESCS)])
-    assert servers[0].flush_oldest()
+    assert flush_pending(servers[0])
     assert a.send_transaction(2, [SyncPut("t", rows_batch([(None, 2, "b")]), DESCS)]).memory_sequence_number == 2
     servers[0].shutdown()  # a crash: transaction 2 was only in memory
     servers.append(server_factory(store=store, max_replication_lag_s=3600.0))
@@ -214,6 +220,6 @@ def test_restart_seen_by_another_origin_first_is_still_replayed(server_factory, 
     assert probe_b.response is not None and probe_b.response.first  # B takes the restart's first=true
     response = a.send_transaction(3, [SyncPut("t", rows_batch([(None, 3, "c")]), DESCS)])
     assert response.memory_sequence_number == 3
-    assert servers[1].flush_oldest()
+    assert flush_pending(servers[1])
     rows = DeltaStore(str(store)).read_table(str(store / "t")).to_pylist()
     assert sorted((r["id"], r["v"]) for r in rows) == [(1, "a"), (2, "b"), (3, "c")]

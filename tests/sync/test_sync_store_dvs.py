@@ -24,6 +24,7 @@ from reference.sync.store import DeltaStore, StoreSettings, read_delta
 from spec.delta.deletion_vectors import FEATURE, MIN_READER_VERSION, MIN_WRITER_VERSION
 from spec.sync.messages import ColumnDescriptor, ColumnRole
 from spec.sync.schema import SyncSchema
+from spec.sync.server import recorded_durable
 from spec.sync.squash import SquashedChange, apply_squashed
 
 SETTINGS = StoreSettings(target_file_rows=8, vacuum_retention_hours=0, dv_purge_fraction=0.25)
@@ -222,7 +223,7 @@ def test_the_sync_state_is_found_under_another_writers_commit(tmp_path: Path) ->
     DeltaStore(str(tmp_path)).write(str(table), [change([(None, 1, "a")])], {"o": 7}, {"o": 7})
     write_commit(table, DeltaTable(str(table)).version() + 1, [{"commitInfo": {"timestamp": 1, "operation": "OTHER"}}])
     restarted = DeltaStore(str(tmp_path))
-    assert restarted.read_state(str(table)).marks == {"o": 7} and restarted.restore_durable() == {"o": 7}
+    assert restarted.read_state(str(table)).marks == {"o": 7} and recorded_durable(restarted.recorded_durable()) == {"o": 7}
 
 
 def test_a_restart_reports_each_origins_highest_durable_number_over_its_tables(tmp_path: Path) -> None:
@@ -234,7 +235,7 @@ def test_a_restart_reports_each_origins_highest_durable_number_over_its_tables(t
         for name in ("a", "b"):
             number = 9 if name == high else 4
             store.write(str(root / name), [change([(None, number, "x")])], {"o": number}, {"o": number})
-        assert DeltaStore(str(root)).restore_durable() == {"o": 9}
+        assert recorded_durable(DeltaStore(str(root)).recorded_durable()) == {"o": 9}
 
 
 def test_a_flush_with_nothing_to_write_still_records_its_numbers(tmp_path: Path) -> None:
@@ -245,5 +246,5 @@ def test_a_flush_with_nothing_to_write_still_records_its_numbers(tmp_path: Path)
     store.write(str(table), [change([(None, 1, "a")])], {"o": 1}, {"o": 1})
     store.write(str(table), [], {"o": 2}, {"o": 2})
     restarted = DeltaStore(str(tmp_path))
-    assert restarted.read_state(str(table)).marks == {"o": 2} and restarted.restore_durable() == {"o": 2}
+    assert restarted.read_state(str(table)).marks == {"o": 2} and recorded_durable(restarted.recorded_durable()) == {"o": 2}
     assert rows_of(table) == {1: "a"}

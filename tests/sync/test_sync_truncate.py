@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 
 from conformance.sync.suite import DESCS, rows_batch
+from reference.sync.clock import MonotonicClock
 from reference.sync.client import SyncClient, SyncPut
 from reference.sync.store import DeltaStore, StoreSettings, read_delta
 from spec.sync.schema import SyncSchema
@@ -54,7 +55,7 @@ def test_merging_never_crosses_a_truncation() -> None:
 
 
 def test_a_truncating_put_through_a_server(server_factory: ServerFactory, tmp_path: Path) -> None:
-    server = server_factory(tmp_path / "store", max_replication_lag_s=0.1)
+    server = server_factory(tmp_path / "store", max_replication_lag_s=0.1, clock=MonotonicClock())
     client = SyncClient(server.location, "A", deadline_s=30.0)
     try:
         client.send_transaction(1, [SyncPut("t", rows_batch([(None, k, "a") for k in range(5)]), DESCS)])

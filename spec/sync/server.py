@@ -1,0 +1,193 @@
+"""The sync server's endpoint, sans-IO: every peer-visible decision of a server, fed events and ``now``.
+
+Like h11's ``Connection``, it does no I/O and reads no clock: the driver (``reference.sync.server``)
+reads and decodes a put, asks the endpoint, and carries out what it answers.  The endpoint owns:
+
+- admission order of a put: a draining server answers probes only (``admit``); a probe is
+  answered with the origin's numbers (``accepted``); a put that would push pending data past the
+  high-watermark, or that could not get the write lock in time, is answered ``accepted=false``
+  (``busy``: retry later) and nothing of it is kept; a put whose call already ended is not
+  recorded (``record``: ``InterruptedPut``); a recorded put is answered after the steps it made
+  due, so a flush at the put is in its numbers (``accepted``);
+- the flush schedule, one step at a time (``next_action``): first a silent open transaction is
+  discarded at its timeout, then failed tables whose wait is over are retried, then the flush
+  policy (lag, size with a squash first, count) runs over the tables not waiting to retry;
+- a flush's outcome (``flushed``, ``flush_failed``: the retry's backoff, ``spec.sync.flush_failures``);
+- when it next needs to be asked without a put (``next_deadline``), at most the flush task's
+  interval from ``now``;
+- an origin's durable number after a restart (``recorded_durable``): the largest any table records.
+
+Time is a parameter of every event, and every deadline is compared here, in deadline form
+(``now >= deadline``), so what ``next_deadline`` promises is what ``next_action`` does at it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from spec.sync.admission import admit_put, fits_watermark
+from spec.sync.errors import InterruptedPut
+from spec.sync.flush_failures import FlushFailures, TableFailure
+from spec.sync.messages import SyncCommand, SyncResponse
+from spec.sync.responses import ResponseFactory
+from spec.sync.squash import SquashedChange, squash_pending
+from spec.sync.writer import FlushPlan, FlushReason, FlushTable, Received, SquashTable, SyncSettings, SyncWriter, is_probe
+
+
+@dataclass(frozen=True)
+class TransactionExpired:
+    """Step: the open transaction of ``origin`` got no put for ``timeout_s`` and was discarded with its puts."""
+
+    origin: str
+    timeout_s: float
+
+
+ServerAction = TransactionExpired | FlushTable
+"""What the driver carries out next: log a discarded transaction, or flush a table and report how it went."""
+
+
+def recorded_durable(tables: Iterable[Mapping[str, int]]) -> dict[str, int]:
+    """Every origin's durable number after a restart, from the numbers each table records: the
+    largest (a table flushed earlier records an older number; no table is read last by rule)."""
+    durable: dict[str, int] = {}
+    for numbers in tables:
+        for origin, seq in numbers.items():
+            durable[origin] = max(durable.get(origin, seq), seq)
+    return durable
+
+
+class SyncServerEndpoint:
+    """One sync server's protocol state: transactions, pending data, failing tables and the ``first`` flag.
+
+    Callers serialize (the driver holds its write lock around every call).
+    """
+
+    def __init__(
+        self,
+        settings: SyncSettings = SyncSettings(),
+        durable: Mapping[str, int] | None = None,
+        flush_failures: FlushFailures | None = None,
+    ) -> None:
+        self._writer: SyncWriter[SquashedChange] = SyncWriter(settings, durable)
+        self._failures = flush_failures or FlushFailures()
+        self._responses = ResponseFactory()
+        self.draining = False
+        self.peak_pending_bytes = 0
+
+    # -- settings and inspection ----------------------------------------------
+    @property
+    def settings(self) -> SyncSettings:
+        return self._writer.settings
+
+    def reconfigure(self, settings: SyncSettings) -> None:
+        """Decide by ``settings`` from now on (pending data stays until the next step)."""
+        self._writer.settings = settings
+
+    @property
+    def pending_bytes(self) -> int:
+        """Pending bytes, what the size threshold and the high-watermark are compared with."""
+        return self._writer.in_memory_bytes
+
+    @property
+    def pending_tables(self) -> list[str]:
+        """Tables with pending data, oldest first."""
+        return self._writer.pending_tables
+
+    @property
+    def open_transactions(self) -> int:
+        return self._writer.open_transactions
+
+    def failing_tables(self) -> dict[str, TableFailure]:
+        """Tables whose last flush failed, and when each is tried again."""
+        return self._failures.report()
+
+    def sequences(self, origin: str) -> tuple[int | None, int | None]:
+        """(memory, durable) numbers of ``origin``."""
+        return self._writer.sequences(origin)
+
+    # -- puts -----------------------------------------------------------------
+    def admit(self, cmd: SyncCommand, rows: int) -> bool:
+        """A put arrived whole: True if it is a probe; raise ServerDraining for a put to a draining server."""
+        probe = is_probe(rows, cmd.sequence_number) and not cmd.truncate
+        admit_put(self.draining, probe)
+        return probe
+
+    def accepted(self, origin: str) -> SyncResponse:
+        """The answer to a probe, or to a recorded put once the steps it made due are carried out (so a
+        flush at the put is in the numbers): the origin's numbers."""
+        return self._responses.accepted(*self._writer.sequences(origin))
+
+    def busy(self) -> SyncResponse:
+        """The answer to a put refused for now (write lock not had in time, or over the high-watermark): retry later."""
+        return self._responses.overloaded()
+
+    def record(
+        self, cmd: SyncCommand, *, table: str, rows: int, change: SquashedChange | None, now: float,
+        claim: Callable[[], bool],
+    ) -> Received | None:
+        """Queue an admitted put for ``table``; raise the writer's refusals, or InterruptedPut.
+
+        None: over the high-watermark, nothing is kept and the answer is ``busy``.  Otherwise
+        ``claim()`` is asked right before recording (False: its call already ended, nothing is
+        kept); the steps due (``next_action``) are carried out before the answer (``accepted``).
+        """
+        size = change.batch.nbytes if change is not None else 0
+        if not fits_watermark(self._writer.in_memory_bytes, size, self.settings.high_watermark):
+            return None
+        if not claim():
+            raise InterruptedPut()
+        received = self._writer.put(table=table, origin=cmd.origin, sequence=cmd.sequence_number, rows=rows,
+                                    size=size, payload=change, now=now, truncate=cmd.truncate)
+        self.peak_pending_bytes = max(self.peak_pending_bytes, self._writer.in_memory_bytes)
+        return received
+
+    # -- the flush schedule -----------------------------------------------------
+    def next_action(self, now: float) -> ServerAction | None:
+        """The next step due at ``now``, in this order: discard a silent transaction, retry a failed
+        table whose wait is over, flush by the policy; None when nothing is due.  A ``FlushTable`` is
+        reported back (``flushed`` or ``flush_failed``) before the next call."""
+        discarded = self._writer.expire(now)
+        if discarded is not None:
+            return TransactionExpired(discarded, self.settings.transaction_timeout_s)
+        pending = set(self._writer.pending_tables)
+        for table in self._failures.due(now):
+            if table in pending:
+                return FlushTable(table, FlushReason.RETRY)
+        waiting = self._failures.waiting(now)
+        while (action := self._writer.next_action(now, waiting)) is not None:
+            if isinstance(action, SquashTable):
+                self._writer.squashed(action.table, squash_pending(self._writer.squashable_items(action.table)))
+            else:
+                return action
+        return None
+
+    def oldest_table(self, now: float) -> str | None:
+        """The table whose pending data is oldest, not waiting to retry a failed flush."""
+        return self._writer.oldest_table(self._failures.waiting(now))
+
+    def start_draining(self) -> list[str]:
+        """The server is shutting down: refuse puts but probes from now on; the tables to flush once each."""
+        self.draining = True
+        return self._writer.pending_tables
+
+    def next_deadline(self, now: float) -> float:
+        """When to be asked again without a put: the oldest pending data reaching the replication lag,
+        the open transaction reaching its timeout, a failed table's retry, at most the flush task's
+        interval from ``now``."""
+        due = [self._writer.next_deadline(self._failures.report()), self._failures.next_retry()]
+        return min([now + self.settings.flush_task_interval_s, *(d for d in due if d is not None)])
+
+    # -- flushes ---------------------------------------------------------------
+    def plan_flush(self, table: str, table_marks: Mapping[str, int], reason: FlushReason) -> FlushPlan[SquashedChange]:
+        """What flushing ``table`` writes, given the per-origin marks the table holds."""
+        return self._writer.plan_flush(table, table_marks, reason)
+
+    def flushed(self, plan: FlushPlan[SquashedChange]) -> None:
+        """``plan`` was committed: its numbers become durable, its table is healthy."""
+        self._writer.complete_flush(plan)
+        self._failures.succeeded(plan.table)
+
+    def flush_failed(self, table: str, error: str, now: float) -> TableFailure:
+        """A flush of ``table`` failed: its data stays pending; it is tried again after a backoff."""
+        return self._failures.failed(table, error, now)
