@@ -255,7 +255,7 @@ class SyncClient:
                                       f"within {self.deadline_s:g} s; last: {tries.last_failure}")
             self._clock.sleep(wait)
 
-    def _answers_again(self, tries: RequestTries[tuple[SyncPut, ...]]) -> None:
+    def _answers_again(self, tries: RequestTries[Sequence[SyncPut]]) -> None:
         if tries.warned:
             log.warning("sync server %s answers origin %s again after %.0f s", self.location, self.origin,
                         self._clock.now() - tries.started)
