@@ -1,5 +1,6 @@
 """What every command line of the project shares: lazy subcommand dispatch, ``--help`` showing
-defaults, and one line on stderr with exit 2 instead of a traceback.
+defaults, option types that refuse bad values in one line (counts, seconds, fractions, ports), and
+one line on stderr with exit 2 instead of a traceback.
 
 A command's module is imported only when that command runs. Each command module exposes
 ``add_arguments(parser)`` and ``main(args) -> int``; importing only the chosen one keeps start-up
@@ -10,10 +11,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import math
 import os
 import sys
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Callable, Mapping, NoReturn
 
 from spec.shared_secret import EmptySecret, required_secret
 
@@ -43,6 +45,62 @@ def read_secret(path: str | os.PathLike[str], option: str) -> str:
         return required_secret(secret, f"{option}: {path}")
     except EmptySecret as blank:
         raise SetupRefused(blank.message) from None
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """Usage errors in one line (``PROG: error: ...``) and exit 2, never argparse's usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_SETUP, f"{self.prog}: error: {message}\n")
+
+
+def count_at_least(minimum: int) -> Callable[[str], int]:
+    """An option's type: an integer of at least ``minimum``."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{value} is below {minimum}")
+        return value
+    return parse
+
+
+def seconds(positive: bool) -> Callable[[str], float]:
+    """An option's type: a finite number of seconds, above 0 (``positive``) or at least 0."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+        if not math.isfinite(value) or value < 0 or (positive and value == 0):
+            raise argparse.ArgumentTypeError(f"{text} is not a {'positive' if positive else 'non-negative'} "
+                                             "number of seconds")
+        return value
+    return parse
+
+
+def fraction(text: str) -> float:
+    """An option's type: a number above 0 and at most 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a fraction above 0 and at most 1")
+    return value
+
+
+MAX_PORT = 65535
+
+
+def port(text: str) -> int:
+    """An option's type: a TCP port, 0 (pick a free one) to 65535."""
+    value = count_at_least(0)(text)
+    if value > MAX_PORT:
+        raise argparse.ArgumentTypeError(f"{value} is above {MAX_PORT}")
+    return value
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):

@@ -20,7 +20,7 @@ from reference.cluster.service import ClusterService
 from reference.net.ledger import ResourceLedger
 from reference.shuffle.cluster_directory import driver_directory_from_conf
 from reference.spark.sync_datasource import SinkOptions
-from reference.sync.auth import ClientSecurity, ServerSecurity
+from reference.sync.credentials import ClientSecurity, ServerSecurity
 from spec.auth.handshake import AuthConfig
 from spec.auth.settings import auth_from_conf
 from spec.cluster import wire

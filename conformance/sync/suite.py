@@ -52,7 +52,7 @@ import pyarrow.flight as flight
 
 from conformance.framework import Case, CaseContext, Level, RunOptions, Suite, Verdict
 from conformance.sync import derived
-from reference.sync.auth import ClientSecurity
+from reference.sync.credentials import ClientSecurity
 from streamwire.cli import read_secret
 from spec.sync.messages import (
     COMMAND_TYPE_URL,

@@ -40,7 +40,7 @@ from pyspark.sql.datasource import (
 
 from reference.spark.quiet import quiet_stops
 from reference.spark.workers import local_workers_use_driver_python
-from reference.sync.auth import ClientSecurity
+from reference.sync.credentials import ClientSecurity
 from reference.sync.client import SyncClient, SyncPut
 from spec.sync.messages import ColumnDescriptor, ColumnRole
 

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 
-from reference.sync.auth import ClientSecurity
+from reference.sync.credentials import ClientSecurity
 from reference.sync.client import SyncClient, SyncPut
 from spec.sync.messages import ColumnDescriptor
 

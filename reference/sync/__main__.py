@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import math
 import os
 import sys
 
@@ -38,15 +37,13 @@ import select
 import signal
 import socket
 import threading
-import typing
-from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
-from streamwire.cli import HelpFormatter, read_secret
+from streamwire.cli import HelpFormatter, OneLineParser, count_at_least, fraction, port, read_secret, seconds
 from spec.sync.messages import MAX_MESSAGE_BYTES
 from spec.sync.writer import SyncSettings
-from reference.sync.auth import ServerSecurity
+from reference.sync.credentials import ServerSecurity
 from reference.sync.server import (
     DEFAULT_FIRST_MESSAGE_TIMEOUT_S,
     DEFAULT_HANDSHAKE_TIMEOUT_S,
@@ -66,7 +63,6 @@ EXIT_INTERRUPTED = 130
 EXIT_USAGE = 2
 SERVE_MAX_REPLICATION_LAG_S = 5.0
 """``serve``'s lag (Seafowl's is 600 s): a client waiting for durability waits about this long."""
-MAX_PORT = 65535
 
 
 class _ShutdownSignals:
@@ -98,65 +94,17 @@ class _ShutdownSignals:
         return bool(ready)
 
 
-class _OneLineParser(argparse.ArgumentParser):
-    """Usage errors in one line (``python -m reference.sync serve: error: ...``), exit 2."""
-
-    def error(self, message: str) -> typing.NoReturn:
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
-
-
-def _count(minimum: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"{value} is below {minimum}")
-        return value
-    return parse
-
-
-def _seconds(positive: bool) -> Callable[[str], float]:
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-        if not math.isfinite(value) or value < 0 or (positive and value == 0):
-            raise argparse.ArgumentTypeError(f"{text} is not a {'positive' if positive else 'non-negative'} "
-                                             "number of seconds")
-        return value
-    return parse
-
-
-def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"{text} is not a fraction above 0 and at most 1")
-    return value
-
-
-def _port(text: str) -> int:
-    value = _count(0)(text)
-    if value > MAX_PORT:
-        raise argparse.ArgumentTypeError(f"{value} is above {MAX_PORT}")
-    return value
-
-
 def _parser() -> argparse.ArgumentParser:
     defaults = SyncSettings()
     store = StoreSettings()
-    parser = _OneLineParser(prog="python -m reference.sync", formatter_class=HelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_OneLineParser)
+    parser = OneLineParser(prog="python -m reference.sync", formatter_class=HelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
     serve = sub.add_parser("serve", help="run a data-sync Arrow Flight server", formatter_class=HelpFormatter)
-    size, count, seconds, interval = _count(1), _count(1), _seconds(positive=False), _seconds(positive=True)
+    size = count = count_at_least(1)
+    interval = seconds(positive=True)
     serve.add_argument("--store", required=True, help="root path or URL of the Delta tables")
     serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=_port, default=0, help="0 picks a free port")
+    serve.add_argument("--port", type=port, default=0, help="0 picks a free port")
     serve.add_argument("--max-in-memory-bytes", type=size, default=defaults.max_in_memory_bytes)
     serve.add_argument("--high-watermark-bytes", type=size, default=None,
                        help="pending + in-flight bytes above which puts are refused (default: max-in-memory + max-message)")
@@ -179,7 +127,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="streams open at once on one connection (HTTP/2 MAX_CONCURRENT_STREAMS)")
     serve.add_argument("--transaction-timeout-s", type=interval, default=defaults.transaction_timeout_s,
                        help="an open transaction without a put for this long is discarded (its client replays it)")
-    serve.add_argument("--max-replication-lag-s", type=seconds, default=SERVE_MAX_REPLICATION_LAG_S,
+    serve.add_argument("--max-replication-lag-s", type=seconds(positive=False), default=SERVE_MAX_REPLICATION_LAG_S,
                        help="pending data is flushed once it is this old (the flusher wakes then)")
     serve.add_argument("--max-syncs-per-url", type=count, default=defaults.max_syncs_per_url)
     serve.add_argument("--write-lock-timeout-s", type=interval, default=defaults.write_lock_timeout_s)
@@ -187,14 +135,14 @@ def _parser() -> argparse.ArgumentParser:
                        help="longest sleep of the flusher (it also wakes when the lag or a retry is due)")
     serve.add_argument("--target-file-rows", type=count, default=store.target_file_rows,
                        help="rows per data file at most (a flush rewrites about this many per key range)")
-    serve.add_argument("--vacuum-retention-hours", type=_count(0), default=store.vacuum_retention_hours,
+    serve.add_argument("--vacuum-retention-hours", type=count_at_least(0), default=store.vacuum_retention_hours,
                        help="maintenance deletes files removed longer ago than this")
     serve.add_argument("--deletion-vectors", action=argparse.BooleanOptionalAction, default=store.deletion_vectors,
                        help="flushes of local tables mark changed rows in Delta deletion vectors (readers need DV "
                             "support) instead of rewriting the files that hold them")
-    serve.add_argument("--dv-purge-fraction", type=_fraction, default=store.dv_purge_fraction,
+    serve.add_argument("--dv-purge-fraction", type=fraction, default=store.dv_purge_fraction,
                        help="compaction rewrites a file once its deletion vector deletes this fraction of its rows")
-    serve.add_argument("--maintenance-interval-s", type=seconds, default=600.0,
+    serve.add_argument("--maintenance-interval-s", type=seconds(positive=False), default=600.0,
                        help="seconds between compaction/vacuum/checkpoint rounds (0: never)")
     serve.add_argument("--token-file", help="require 'authorization: Bearer <token>' with the token in this file")
     serve.add_argument("--tls-cert", help="PEM certificate: serve grpc+tls (needs --tls-key)")

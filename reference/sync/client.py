@@ -30,7 +30,7 @@ from spec.sync.client import (
 )
 from spec.sync.flight import MESSAGE_BYTES, message_batches
 from spec.sync.messages import ColumnDescriptor, SyncCommand, SyncResponse, decode_response
-from reference.sync.auth import ClientSecurity
+from reference.sync.credentials import ClientSecurity
 from reference.sync.clock import Clock, MonotonicClock
 from streamwire.cli import one_line
 

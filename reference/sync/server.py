@@ -50,10 +50,10 @@ from spec.sync.schema import SyncSchema, TableShape, check_table_fit
 from spec.sync.server import SyncServerEndpoint, TransactionExpired, recorded_durable
 from spec.sync.squash import SquashedChange
 from spec.sync.writer import FlushReason, Received, SyncSettings
-from reference.sync.auth import ServerSecurity
+from reference.sync.credentials import ServerSecurity
 from reference.sync.clock import Clock, MonotonicClock
 from reference.sync.store import DeltaStore, MaintenanceReport, UnstorableColumn, storable_shape
-from reference.sync.transport import FlightPutTransport, TransportLimits
+from reference.sync.transport import FlightPutTransport
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +109,8 @@ class SyncServer:
         self._endpoint = endpoint or SyncServerEndpoint(
             settings, recorded_durable(store.recorded_durable()))
         self.limits = PutLimits(max_message_bytes, self._endpoint.settings.high_watermark, max_concurrent_puts,
-                                put_timeout_s)
+                                put_timeout_s, first_message_timeout_s, max_connections, handshake_timeout_s,
+                                idle_timeout_s, max_streams_per_connection)
         self._clock = clock
         self._lock = threading.Lock()
         self._shapes: dict[str, TableShape] = {}
@@ -120,11 +121,7 @@ class SyncServer:
         self._alarm = clock.alarm()
         self._tables = set(store.tables())
         self._transport = FlightPutTransport(
-            self._on_put, host=host, port=port, security=security,
-            limits=TransportLimits(max_concurrent_puts, self.limits.receive_limit, put_timeout_s, max_connections,
-                                   first_message_timeout_s, handshake_timeout_s, idle_timeout_s,
-                                   max_streams_per_connection),
-        )
+            self._on_put, host=host, port=port, security=security, limits=self.limits)
         self.port = self._transport.port
         self._flusher = threading.Thread(target=self._flush_task, name="sync-flusher", daemon=True)
         self._flusher.start()

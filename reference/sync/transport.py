@@ -36,8 +36,8 @@ from typing import Any, NoReturn, TypeVar
 import grpc
 import grpc.aio
 
-from reference.sync.auth import ServerSecurity, bearer_token_matches
-from spec.sync.admission import PutSlots, PutStream, StreamLimits
+from reference.sync.credentials import ServerSecurity, bearer_token_matches
+from spec.sync.admission import PutLimits, PutSlots, PutStream
 from spec.sync.errors import FlightDataError, InterruptedPut, PutSlotsBusy, SyncError, wire_text
 from spec.sync.flight import DO_PUT_METHOD, FLIGHT_SERVICE, FlightData, decode_flight_data, encode_put_result
 
@@ -58,28 +58,6 @@ PutHandler = Callable[[Iterator[FlightData], Callable[[], bool]], bytes]
 
 class BindError(Exception):
     """The transport could not listen on the address it was given."""
-
-
-@dataclass(frozen=True)
-class TransportLimits:
-    """What the transport holds for the server: concurrent puts, message size, time per stream, connections."""
-
-    max_concurrent_puts: int
-    max_message_bytes: int
-    put_timeout_s: float
-    max_connections: int
-    """Open client connections at most (each costs gRPC about 18 KiB); more are refused when they connect."""
-    first_message_timeout_s: float
-    handshake_timeout_s: float
-    """A connection that has not completed the HTTP/2 handshake (its SETTINGS acknowledged) by then is closed."""
-    idle_timeout_s: float
-    """A connection without a stream for this long is closed (GOAWAY)."""
-    max_streams_per_connection: int
-    """Streams open at once on one connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS)."""
-
-    @property
-    def streams(self) -> StreamLimits:
-        return StreamLimits(self.first_message_timeout_s, self.put_timeout_s, self.max_concurrent_puts)
 
 
 _END = object()
@@ -164,7 +142,7 @@ class FlightPutTransport:
     """A started grpcio asyncio server answering Flight ``DoPut`` with ``handler``."""
 
     def __init__(
-        self, handler: PutHandler, *, host: str, port: int, limits: TransportLimits, security: ServerSecurity
+        self, handler: PutHandler, *, host: str, port: int, limits: PutLimits, security: ServerSecurity
     ) -> None:
         self._handler = handler
         self._limits = limits
@@ -193,7 +171,7 @@ class FlightPutTransport:
                 DO_PUT_METHOD: grpc.stream_stream_rpc_method_handler(self._do_put),
             })],
             options=[
-                ("grpc.max_receive_message_length", self._limits.max_message_bytes + FRAME_ALLOWANCE_BYTES),
+                ("grpc.max_receive_message_length", self._limits.receive_limit + FRAME_ALLOWANCE_BYTES),
                 ("grpc.so_reuseport", 0),
                 ("grpc.max_allowed_incoming_connections", self._limits.max_connections),
                 ("grpc.server_handshake_timeout_ms", _ms(self._limits.handshake_timeout_s)),
@@ -221,7 +199,7 @@ class FlightPutTransport:
 
     async def _do_put(self, requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext[bytes, bytes]) -> None:
         try:
-            stream = PutStream.open(self._limits.streams, self._loop.time(), authorized=self._authorized(context))
+            stream = PutStream.open(self._limits, self._loop.time(), authorized=self._authorized(context))
         except SyncError as exc:
             await self._refuse(context, exc)
         call = _Call(self._loop, requests.__aiter__())

@@ -13,7 +13,7 @@ The server executes these rules; it decides none of them itself:
   ``admit_rows``), so a put that is acknowledged can be flushed;
 - streams: the bearer token is checked first, before anything of a stream is read or held
   (``PutStream.open``); a stream holds a put slot only once its first message arrived, and ends
-  at a deadline naming its setting, or at a stop's grace (``StreamLimits``, ``PutSlots``,
+  at a deadline naming its setting, or at a stop's grace (``PutLimits``, ``PutSlots``,
   ``PutStream.ending``);
 - transaction timeout: ``spec.sync.writer.SyncWriter.expire``.
 """
@@ -36,12 +36,23 @@ from spec.sync.schema import SyncSchema
 
 @dataclass(frozen=True)
 class PutLimits:
-    """What one put may make the server hold, and for how long."""
+    """What puts may make the server hold, and for how long: one put's bytes, its stream's time, the
+    puts served at once and the connections they come on (the one home of the server's limits;
+    the transport holds the connection limits, ``PutReading`` and ``PutStream`` the others)."""
 
     max_message_bytes: int
     high_watermark: int
     max_concurrent_puts: int
     put_timeout_s: float
+    first_message_timeout_s: float
+    max_connections: int
+    """Open client connections at most (each costs gRPC about 18 KiB); more are refused when they connect."""
+    handshake_timeout_s: float
+    """A connection that has not completed the HTTP/2 handshake (its SETTINGS acknowledged) by then is closed."""
+    idle_timeout_s: float
+    """A connection without a stream for this long is closed (GOAWAY)."""
+    max_streams_per_connection: int
+    """Streams open at once on one connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS)."""
 
     @property
     def receive_limit(self) -> int:
@@ -52,15 +63,6 @@ class PutLimits:
 
 FIRST_MESSAGE_TIMEOUT_SETTING = "--first-message-timeout-s"
 PUT_TIMEOUT_SETTING = "--put-timeout-s"
-
-
-@dataclass(frozen=True)
-class StreamLimits:
-    """How long a put stream may take: to send its first message, then to complete; and how many hold a slot."""
-
-    first_message_timeout_s: float
-    put_timeout_s: float
-    max_concurrent_puts: int
 
 
 class PutSlots:
@@ -85,13 +87,13 @@ class PutStream:
     """One put stream's deadline: its first message within ``first_message_timeout_s`` of its start,
     then the whole put within ``put_timeout_s`` of that message; past it, ``expired`` says which."""
 
-    def __init__(self, limits: StreamLimits, opened_at: float) -> None:
+    def __init__(self, limits: PutLimits, opened_at: float) -> None:
         self.limits = limits
         self.deadline = opened_at + limits.first_message_timeout_s
         self.started = False
 
     @classmethod
-    def open(cls, limits: StreamLimits, now: float, *, authorized: bool) -> PutStream:
+    def open(cls, limits: PutLimits, now: float, *, authorized: bool) -> PutStream:
         """A stream opened at ``now``; auth first: without the bearer token raise BearerTokenRequired,
         so a stranger's stream waits for nothing and holds nothing."""
         if not authorized:

@@ -198,7 +198,7 @@ RUNTIME_CATALOGUE: tuple[Mutant, ...] = (
        CUTOFF),
     # -- the sync transport -----------------------------------------------------------------------
     _r("sync-transport-receive-unbounded", "sync/transport.py",
-       '("grpc.max_receive_message_length", self._limits.max_message_bytes + FRAME_ALLOWANCE_BYTES),',
+       '("grpc.max_receive_message_length", self._limits.receive_limit + FRAME_ALLOWANCE_BYTES),',
        '("grpc.max_receive_message_length", -1),',
        "gRPC buffers a message of any size before the server looks at it",
        ("tests/sync/test_sync_transport.py",)),

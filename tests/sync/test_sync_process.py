@@ -18,7 +18,7 @@ import pytest
 from conformance.framework import CaseOutcome, RunOptions
 from conformance.runner import run_case
 from conformance.sync.suite import DESCS, SUITE, _cmd, do_put, rows_batch
-from reference.sync.auth import ClientSecurity
+from reference.sync.credentials import ClientSecurity
 from reference.sync.client import SyncClient, SyncPut
 from reference.sync.store import DeltaStore
 

@@ -1,4 +1,6 @@
-"""Bearer-token authentication and TLS for the sync server and its clients (both off by default).
+"""The sync server's and its clients' credentials: a bearer token and TLS (both off by default).
+
+Not Spark's AuthEngine (``spec.auth``, the shuffle's handshake): a sync call carries a token in a header.
 
 Every call must carry Arrow Flight's standard ``authorization: Bearer <token>`` header;
 a missing or wrong token is UNAUTHENTICATED before the put is read (``reference.sync.transport``).
