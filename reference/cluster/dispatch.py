@@ -17,6 +17,7 @@ from typing import Protocol, Sequence, runtime_checkable
 
 from spec.cluster.interface import ClusterCore
 from spec.cluster.model import GossipUpdate, MembershipChange, MembershipUpdate, MembershipView, Notification, ShardLogUpdate
+from spec.cluster.session import ClusterDown as ClusterDown  # the Core's cluster_down, as a session reports it
 
 log = logging.getLogger(__name__)
 
@@ -24,11 +25,6 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True, slots=True)
 class Heartbeat:
     ttl: float
-
-
-@dataclass(frozen=True, slots=True)
-class ClusterDown:
-    pass
 
 
 Event = Notification | Heartbeat | ClusterDown

@@ -1,47 +1,45 @@
 """Client of the cluster service: a node provider in another process (e.g. a Spark executor).
 
-Requests are sent under a lock and answered in order; a reader thread routes replies to their
-callers and events to the node's mailbox; a heartbeat thread sends RENEW.
+The session's rules are its :class:`spec.cluster.session.ClientSession`'s (HELLO and resume,
+request deadlines of ``max(timeout, fail_bound)``, fencing, backoff); this module carries them out:
+callers send requests under a lock and wait for their answer until the session's deadline, then
+tick it; a reader thread feeds it what arrives and routes what comes of it (replies to their
+callers, notifications to the node's mailbox), and dials again when it says so; a heartbeat thread
+sends RENEW. Time is read from one injected clock.
 
 The client survives the network: when the connection breaks (or stays silent: a request not
-answered within the timeout ends it, since a link that went down sends no FIN; sends have the
-same deadline), pending and new calls fail with PROVIDER_UNAVAILABLE, the Core is told ``cluster_down`` once, and the reader reconnects with
-exponential backoff. Its HELLO presents the session's takeover token (so a service that has not
-noticed the break yet hands the id over) and the last revision it was notified of; the service
-first notifies what happened since (docs/cluster.md, "Reconnecting"), so nothing is lost, nothing
-is notified twice, and a batch is still one notification. A HELLO refused with NODE_ID_IN_USE
-means another session took the id over: this handle is closed for good (PROVIDER_CLOSED).
+answered by its deadline ends it, since a link that went down sends no FIN; sends block at most the
+timeout), pending and new calls fail with PROVIDER_UNAVAILABLE, the Core is told ``cluster_down``
+once, and the reader reconnects with exponential backoff. Its HELLO presents the session's takeover
+token (so a service that has not noticed the break yet hands the id over) and the last revision it
+was notified of; the service first notifies what happened since (docs/cluster.md, "Reconnecting"),
+so nothing is lost, nothing is notified twice, and a batch is still one notification. A HELLO
+refused with NODE_ID_IN_USE means another session took the id over: this handle is closed for good
+(PROVIDER_CLOSED).
 """
 
 from __future__ import annotations
 
-import itertools
-import random
 import socket
 import struct
 import threading
-from dataclasses import dataclass
-from typing import Any, Sequence
+import time
+from typing import Any, Callable, Sequence
 from urllib.parse import unquote, urlsplit
 
-from reference.cluster.dispatch import ClusterDown, Dispatcher
+from reference.cluster.dispatch import Dispatcher
 from reference.cluster.heartbeat import HeartbeatThread
 from spec.cluster import wire
-from spec.cluster.errors import (
-    ERRORS_BY_CODE,
-    ClusterError,
-    MalformedMessage,
-    NodeIdInUse,
-    ProviderClosed,
-    ProviderUnavailable,
-    RevisionMismatch,
-    Unauthenticated,
-)
+from spec.cluster.errors import ClusterError, MalformedMessage, ProviderUnavailable
 from spec.cluster.interface import ClusterCore, FailureTiming
-from spec.cluster.model import GossipUpdate, MembershipUpdate, MembershipView, ShardLogUpdate
+from spec.cluster.session import Backoff, ClientSession, ClientStep, Phase
 from spec.cluster.types import MetadataOp, NodeId, Revision, Scope, ShardId, check_batch, check_id
 from spec.cluster.wire import ServiceKind, ServiceMessage
 from spec.shared_secret import configured_secret
+
+__all__ = ["Backoff", "RemoteCluster", "RemoteNode", "read_message"]
+
+READ_BYTES = 1 << 16
 
 
 def read_message(sock: socket.socket) -> ServiceMessage | None:
@@ -59,46 +57,26 @@ def read_message(sock: socket.socket) -> ServiceMessage | None:
 
 
 def _abandon(sock: socket.socket) -> None:
-    """End a connection that stopped answering; the reader then reconnects."""
+    """End a connection the session gave up on; the reader then sees it end."""
     try:
         sock.shutdown(socket.SHUT_RDWR)
     except OSError:
         pass
 
 
-def _error_from(message: ServiceMessage) -> ClusterError:
-    p = message.payload
-    if message.kind is ServiceKind.CAS_ERROR:
-        return RevisionMismatch(p["key"], p["expected"] or None, wire.cas_actual_from_wire(p))
-    cls = ERRORS_BY_CODE.get(p["code"], ClusterError)
-    error = cls.__new__(cls)
-    ClusterError.__init__(error, p["message"])
-    return error
-
-
-@dataclass(frozen=True, slots=True)
-class Backoff:
-    """Reconnect delays: ``first``, doubling up to ``limit``, each scaled by a random 0.5..1."""
-
-    first: float = 0.05
-    limit: float = 2.0
-
-    def delays(self) -> itertools.chain[float]:
-        doubling = (min(self.first * 2 ** i, self.limit) for i in itertools.count())
-        return itertools.chain(d * random.uniform(0.5, 1.0) for d in doubling)
-
-
 class _Pending:
     def __init__(self) -> None:
         self.done = threading.Event()
         self.reply: ServiceMessage | None = None
+        self.error: ClusterError | None = None
 
 
 class RemoteCluster:
     """A cluster served by :class:`reference.cluster.service.ClusterService` at
     ``tcp://[:SECRET@]host:port``."""
 
-    def __init__(self, url: str, timeout: float = 5.0, backoff: Backoff = Backoff()) -> None:
+    def __init__(self, url: str, timeout: float = 5.0, backoff: Backoff = Backoff(),
+                 clock: Callable[[], float] = time.monotonic) -> None:
         parts = urlsplit(url)
         if parts.scheme != "tcp" or parts.hostname is None or parts.port is None:
             raise ValueError("cluster service url must be tcp://[:SECRET@]HOST:PORT")
@@ -106,6 +84,7 @@ class RemoteCluster:
         secret = configured_secret(None if parts.password is None else unquote(parts.password), "the url's secret")
         self.secret = secret or ""  # what HELLO carries: empty when the url names none
         self.backoff = backoff
+        self.clock = clock
         self._nodes: list[RemoteNode] = []
         self._timing: FailureTiming | None = None
 
@@ -130,34 +109,26 @@ class RemoteNode:
     def __init__(self, cluster: RemoteCluster, node_id: NodeId, core: ClusterCore, takeover: str | None) -> None:
         self._cluster = cluster
         self._node_id = node_id
-        self._timeout = cluster.timeout
-        self._ids = itertools.count(1)
+        self._clock = cluster.clock
+        self._session = ClientSession(node_id, secret=cluster.secret, timeout=cluster.timeout, takeover=takeover,
+                                      backoff=cluster.backoff)
         self._lock = threading.Lock()
-        self._pending: dict[int, _Pending] = {}
+        """Guards the session machine, the socket and the waiting callers."""
+        self._waiting: dict[int, _Pending] = {}
         self._closed = threading.Event()
-        self._broken: str | None = "connecting"
-        self._fenced: ClusterError | None = None
         self._released = False
-        self._last_revision = 0
-        self._seen_any = False
-        self._membership: MembershipView | None = None
-        """The membership as the service told it (MEMBERSHIP, then MEMBERSHIP_DELTA on it)."""
-        self.reconnects = 0
-        """How many times this handle reconnected (for tests and operators)."""
         self._sock = self._connect()
         self.mailbox = Dispatcher(node_id, core)
         try:
-            welcome, early = self._hello(takeover, resume=False)
+            self._greet()
         except BaseException:
             self._sock.close()
             self.mailbox.close()
             raise
-        self._timing = wire.timing_from_wire(welcome.payload)
-        for message in early:  # committed while the service was opening this session
-            self._on_event(message)
+        timing = self.timing
         self._reader = threading.Thread(target=self._read_loop, daemon=True, name=f"cluster-remote {node_id}")
         self._reader.start()
-        self._heartbeats = HeartbeatThread(f"cluster-remote-heartbeat {node_id}", self._timing.heartbeat_interval,
+        self._heartbeats = HeartbeatThread(f"cluster-remote-heartbeat {node_id}", timing.heartbeat_interval,
                                            self._renew, self.mailbox, self._closed)
         self.mailbox.start()
         self._heartbeats.start()
@@ -168,84 +139,104 @@ class RemoteNode:
 
     @property
     def timing(self) -> FailureTiming:
-        return self._timing
+        timing = self._session.timing
+        assert timing is not None, "known from the first WELCOME, before the handle is returned"
+        return timing
 
     @property
     def takeover_token(self) -> str:
-        return self._session
+        return self._session.takeover or ""
+
+    @property
+    def reconnects(self) -> int:
+        """How many times this handle reconnected (for tests and operators)."""
+        return max(0, self._session.welcomes - 1)
 
     # -- connection ---------------------------------------------------------------------------
 
     def _connect(self) -> socket.socket:
-        address = (self._cluster.host, self._cluster.port)
+        address, timeout = (self._cluster.host, self._cluster.port), self._cluster.timeout
         try:
-            sock = socket.create_connection(address, timeout=self._timeout)
+            sock = socket.create_connection(address, timeout=timeout)
         except OSError as exc:
             raise ProviderUnavailable(f"cluster service {address[0]}:{address[1]}: {exc}") from None
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        seconds = int(self._timeout)  # sends block at most this long even on a dead link
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO,
-                        struct.pack("ll", seconds, int((self._timeout - seconds) * 1e6)))
+        seconds = int(timeout)  # sends block at most this long even on a dead link
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", seconds, int((timeout - seconds) * 1e6)))
         return sock
 
-    def _hello(self, takeover: str | None, resume: bool) -> tuple[ServiceMessage, list[ServiceMessage]]:
-        """Identify on the fresh ``self._sock`` and read up to WELCOME on this thread: the WELCOME
-        and the events before it (the catch-up of a resumed session), for the caller to deliver
-        once the session counts as resumed. Raises the refusal."""
+    def _greet(self) -> None:
+        """Send HELLO on the fresh ``self._sock`` and read on this thread until the session is
+        welcomed (the catch-up before WELCOME is delivered after it). Raises the refusal, or
+        ProviderUnavailable when the connection ends or the session's HELLO deadline passes."""
         sock = self._sock
-        sock.settimeout(self._timeout)
+        with self._lock:
+            hello = self._session.hello(self._clock())
         try:
-            sock.sendall(wire.encode(ServiceKind.HELLO, 1, node_id=self._node_id, secret=self._cluster.secret,
-                                     takeover=takeover or "", resume=resume, resume_after=self._last_revision))
-            catch_up: list[ServiceMessage] = []
+            sock.sendall(hello)
             while True:
-                message = read_message(sock)
-                if message is None:
+                with self._lock:
+                    sock.settimeout(self._until(self._session.deadline))
+                try:
+                    data = sock.recv(READ_BYTES)
+                except (TimeoutError, BlockingIOError):  # the HELLO deadline came (0 s left: non-blocking)
+                    with self._lock:
+                        step = self._session.tick(self._clock())
+                    if step.close is not None:
+                        raise ProviderUnavailable(f"cluster service HELLO: {step.close}") from None
+                    continue
+                if not data:
                     raise ProviderUnavailable("cluster service closed the connection during HELLO")
-                if message.kind in (ServiceKind.ERROR, ServiceKind.CAS_ERROR):
-                    raise _error_from(message)
-                if message.kind is ServiceKind.WELCOME:
+                with self._lock:
+                    step = self._session.receive(data, self._clock())
+                    self._carry_out(step)
+                if step.welcomed:
                     break
-                catch_up.append(message)
         except OSError as exc:
             raise ProviderUnavailable(f"cluster service HELLO: {exc}") from None
-        sock.settimeout(None)  # the reader blocks until data or close(); calls have deadlines
-        self._session: str = message.payload["session"]
-        with self._lock:
-            self._broken = None
-        return message, catch_up
+        sock.settimeout(None)  # the reader blocks until data or close(); callers tick the deadlines
+
+    def _until(self, deadline: float | None) -> float | None:
+        return None if deadline is None else max(0.0, deadline - self._clock())
+
+    def _carry_out(self, step: ClientStep) -> None:
+        """Under the lock: answer the callers, tell the Core, end the connection if the step says so."""
+        for request_id, reply in step.replies.items():
+            self._answer(request_id, reply=reply)
+        for request_id, error in step.failed.items():
+            self._answer(request_id, error=error)
+        for notification in step.notifications:
+            self.mailbox.post(notification)
+        if self._session.fenced is not None:
+            self._closed.set()
+        if step.close is not None:
+            _abandon(self._sock)
+
+    def _answer(self, request_id: int, reply: ServiceMessage | None = None, error: ClusterError | None = None) -> None:
+        pending = self._waiting.pop(request_id, None)
+        if pending is not None:
+            pending.reply, pending.error = reply, error
+            pending.done.set()
 
     def _read_loop(self) -> None:
         while True:
             reason = self._serve_connection()
             with self._lock:
-                self._broken = reason
-                waiting, self._pending = list(self._pending.values()), {}
-            for pending in waiting:
-                pending.done.set()
-            if self._closed.is_set() and self._fenced is None:
-                return  # closed by its owner
-            self.mailbox.post(ClusterDown())
-            if self._fenced is not None or not self._reconnect():
+                self._carry_out(self._session.connection_lost(reason, self._clock()))
+                if self._session.phase is Phase.CLOSED:
+                    return
+            if not self._reconnect():
                 return
 
     def _serve_connection(self) -> str:
-        """Route messages until the connection ends; why it ended."""
+        """Feed the session what arrives until the connection ends; why it ended."""
         try:
-            while (message := read_message(self._sock)) is not None:
-                if message.request_id == 0:
-                    if message.kind is ServiceKind.ERROR:
-                        error = _error_from(message)
-                        if isinstance(error, ProviderClosed):  # taken over by another session
-                            self._fence(error)
-                        return f"cluster service closed the connection: {error}"
-                    self._on_event(message)
-                    continue
+            while data := self._sock.recv(READ_BYTES):
                 with self._lock:
-                    pending = self._pending.pop(message.request_id, None)
-                if pending is not None:
-                    pending.reply = message
-                    pending.done.set()
+                    step = self._session.receive(data, self._clock())
+                    self._carry_out(step)
+                if step.close is not None:
+                    return step.close
         except (OSError, ClusterError) as exc:
             return f"cluster service connection broke: {exc}"
         finally:
@@ -253,14 +244,24 @@ class RemoteNode:
         return "cluster service closed the connection"
 
     def _reconnect(self) -> bool:
-        """Until closed: connect, HELLO as this session's successor, resume from the last revision.
-        True once connected again."""
-        for delay in self._cluster.backoff.delays():
-            if self._closed.wait(delay):
+        """Dial whenever the session says so, until it is welcomed again (True) or over."""
+        while True:
+            with self._lock:
+                if self._session.phase is Phase.CLOSED:
+                    return False
+                wait = self._until(self._session.deadline)
+            if self._closed.wait(wait):
                 return False
+            with self._lock:
+                step = self._session.tick(self._clock())
+                self._carry_out(step)
+            if not step.dial:
+                continue
             try:
                 sock = self._connect()
             except ProviderUnavailable:
+                with self._lock:
+                    self._session.dial_failed(self._clock())
                 continue
             with self._lock:
                 if self._closed.is_set():
@@ -268,86 +269,38 @@ class RemoteNode:
                     return False
                 self._sock = sock
             try:
-                _, catch_up = self._hello(self._session, resume=self._seen_any)
-            except (NodeIdInUse, Unauthenticated) as exc:
+                self._greet()
+                return True
+            except ClusterError as refused:
                 sock.close()
-                self._fence(exc)
-                return False
-            except ClusterError:
-                sock.close()
-                continue
-            self.reconnects += 1  # before the catch-up: a Core that hears of it sees the reconnect counted
-            for message in catch_up:
-                self._on_event(message)
-            return True
-        return False
-
-    def _fence(self, reason: ClusterError) -> None:
-        """Another session holds the id (or the secret changed): this handle is over."""
-        self._fenced = ProviderClosed(f"node {self._node_id} is closed: {reason.message}")
-        self._closed.set()
-
-    def _on_event(self, message: ServiceMessage) -> None:
-        p = message.payload
-        match message.kind:
-            case ServiceKind.MEMBERSHIP:
-                self._membership = MembershipView(wire.membership_from_wire(p))
-                self._saw(self._membership.epoch)
-                self.mailbox.post(MembershipUpdate(snapshot=self._membership.snapshot()))
-            case ServiceKind.MEMBERSHIP_DELTA:
-                base, changes = wire.membership_changes_from_wire(p)
-                view = self._membership
-                if view is None or view.epoch != base:
-                    raise MalformedMessage(f"membership changes on epoch {base}, but this node was told epoch "
-                                           f"{None if view is None else view.epoch}")
-                for change in changes:
-                    view.apply(change)
-                self._saw(view.epoch)
-                self.mailbox.post(MembershipUpdate(snapshot=view.snapshot()))
-            case ServiceKind.GOSSIP_UPDATE:
-                entries = wire.entries_from_wire(p["entries"])
-                self._saw(max((e.revision for e in entries), default=0))
-                self.mailbox.post(GossipUpdate(entries=entries))
-            case ServiceKind.SHARD_LOG_UPDATE:
-                entries = wire.entries_from_wire(p["entries"])
-                self._saw(max((e.revision for e in entries), default=0))
-                self.mailbox.post(ShardLogUpdate(shard=ShardId(p["shard_id"]), entries=entries))
-            case ServiceKind.CLUSTER_DOWN:
-                self.mailbox.post(ClusterDown())
-
-    def _saw(self, revision: int) -> None:
-        self._seen_any = True
-        self._last_revision = max(self._last_revision, revision)
+                with self._lock:
+                    self._carry_out(self._session.connection_lost(str(refused), self._clock()))
 
     # -- requests -------------------------------------------------------------------------------
 
     def _request(self, kind: ServiceKind, **payload: Any) -> ServiceMessage:
-        if self._closed.is_set():
-            raise self._fenced or ProviderClosed(f"node {self._node_id} was closed")
         pending = _Pending()
         with self._lock:
-            if self._broken is not None:
-                raise ProviderUnavailable(f"{self._broken}; reconnecting")
-            request_id = next(self._ids) + 1  # 1 is HELLO's
-            self._pending[request_id] = pending
+            request_id, frame = self._session.request(kind, self._clock(), **payload)
+            self._waiting[request_id] = pending
             sock = self._sock
             try:
-                sock.sendall(wire.encode(kind, request_id, **payload))
+                sock.sendall(frame)
             except OSError as exc:
-                del self._pending[request_id]
+                self._session.forget(request_id)
+                del self._waiting[request_id]
                 _abandon(sock)
                 raise ProviderUnavailable(f"cluster service: {exc}") from None
-        # No reply within the provider's own failure bound means this node is cut off anyway.
-        patience = max(self._timeout, self._timing.fail_bound)
-        if not pending.done.wait(patience) or pending.reply is None:
+        while True:
             with self._lock:
-                self._pending.pop(request_id, None)
-                broken = self._broken
-            if broken is None:  # a silent connection is a dead one (a link down sends no FIN)
-                _abandon(sock)
-            raise ProviderUnavailable(broken or f"no reply to {kind.name} within {patience:.1f} s")
-        if pending.reply.kind in (ServiceKind.ERROR, ServiceKind.CAS_ERROR):
-            raise _error_from(pending.reply)
+                wait = self._until(self._session.deadline)
+            if pending.done.wait(wait):
+                break
+            with self._lock:
+                self._carry_out(self._session.tick(self._clock()))
+        if pending.error is not None:
+            raise pending.error
+        assert pending.reply is not None
         return pending.reply
 
     def _renew(self) -> float | None:
@@ -384,9 +337,9 @@ class RemoteNode:
             if self._released:
                 return
             self._released = True
-        self._closed.set()
-        with self._lock:
+            self._session.close()
             sock = self._sock
+        self._closed.set()
         try:
             sock.shutdown(socket.SHUT_RDWR)
         except OSError:

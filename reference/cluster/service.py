@@ -39,7 +39,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 from urllib.parse import quote
 
 from reference.cluster.memory import DEFAULT_POLICY, InProcessCluster, InProcessNode
@@ -47,15 +47,10 @@ from reference.net.ledger import ResourceLedger
 from reference.net.reactor import CloseReason, ConnectionLimits, Outgoing, Reactor, Stream
 from spec.cluster import wire
 from spec.cluster.detector import FailurePolicy
-from spec.cluster.errors import (
-    ClusterError,
-    MalformedMessage,
-    ProviderClosed,
-    ProviderUnavailable,
-    RevisionMismatch,
-)
+from spec.cluster.errors import ClusterError
 from spec.cluster.model import MembershipChange, MembershipView
-from spec.cluster.types import Entry, Membership, NodeId, NodeInfo, Scope, ShardId, check_id
+from spec.cluster.session import Answer, Hello, Request, ServiceInput, ServiceSession, error_frame
+from spec.cluster.types import Entry, Membership, NodeId, NodeInfo, Scope, ShardId
 from spec.cluster.wire import ServiceKind, ServiceMessage
 from spec.shared_secret import configured_secret
 from streamwire.cli import read_secret
@@ -81,16 +76,6 @@ class ServiceLimits:
     small_partial_bytes: int = 64 * 1024
     """Each connection's own share: one holding no more of an unfinished frame is read even when the
     budget is spent, so a flood of large unfinished frames stalls only the connections sending them."""
-
-
-def error_frame(request_id: int, error: ClusterError) -> bytes:
-    """The one-line reply for ``error`` (CAS failures carry the current entry)."""
-    if isinstance(error, RevisionMismatch):
-        actual = error.actual
-        return wire.encode(ServiceKind.CAS_ERROR, request_id, key=error.key, expected=error.expected or 0,
-                           found=actual is not None,
-                           actual=None if actual is None else wire.entries_to_wire([actual])[0])
-    return wire.encode(ServiceKind.ERROR, request_id, code=error.code, message=error.message)
 
 
 class MembershipFrames:
@@ -161,17 +146,16 @@ class MembershipFrames:
 
 @dataclass(eq=False)
 class _Session:
-    """One connection: its frame reader, its node once HELLO succeeded, and the bytes queued for
+    """One connection: its protocol end, its node once HELLO succeeded, and the bytes queued for
     it. It is the Core of its node's handle: events are queued, never blocking the fan-out."""
 
     stream: Stream
     max_queued_bytes: int
     membership_frames: MembershipFrames
-    frames: wire.FrameReader = field(default_factory=lambda: wire.FrameReader(wire.MAX_HELLO_BYTES))
+    protocol: ServiceSession
     node: InProcessNode | None = None
     told: int = -1
     """The epoch of the last membership this session was sent (-1: none yet)."""
-    last_frame: float = 0.0
     queued: int = 0
     buffered: int = 0
     """Bytes of a partial request counted in the service's total."""
@@ -229,12 +213,16 @@ class ClusterService:
     ``secret``: when set, HELLO must carry it (UNAUTHENTICATED otherwise); clients find it in
     :attr:`url` (``tcp://:SECRET@host:port``). None turns authentication off; an empty or
     whitespace-only secret raises EmptySecret before anything listens. ``ledger`` records the service's sockets and thread.
+    ``clock``: the service's time, on which a session's silence is judged. Every rule of a connection
+    (HELLO first, bounds, takeover, silence) is its :class:`ServiceSession`'s; the service carries them out.
     """
 
     def __init__(self, cluster: InProcessCluster, host: str = "127.0.0.1", port: int = 0, *,
                  secret: str | None = None, limits: ServiceLimits = ServiceLimits(),
-                 ledger: ResourceLedger | None = None) -> None:
+                 ledger: ResourceLedger | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.cluster = cluster
+        self._clock = clock
         self.limits = limits
         self._secret = configured_secret(secret, "the cluster service's secret")
         self._streams: dict[Stream, _Session] = {}
@@ -265,7 +253,7 @@ class ClusterService:
     def held_bytes(self) -> int:
         """Bytes held for connections now: partial frames and queued events (approximate while
         the poller runs)."""
-        return sum(s.frames.held_bytes + s.queued for s in list(self._streams.values()))
+        return sum(s.protocol.frames.held_bytes + s.queued for s in list(self._streams.values()))
 
     def close(self) -> None:
         """Close every connection (their nodes stop as if crashed) and the listener."""
@@ -278,7 +266,7 @@ class ClusterService:
         try:
             while not self._stop.is_set():
                 self._reactor.poll(min(POLL_S, self.cluster.policy.check_interval / 2))
-                now = time.monotonic()
+                now = self._clock()
                 if now - self._silence_checked >= POLL_S:
                     self._silence_checked = now
                     self._end_silent_sessions(now - self._reactor.unread_for())
@@ -297,36 +285,38 @@ class ClusterService:
             self._reactor.close()
 
     def _end_silent_sessions(self, read_through: float) -> None:
-        """Close the sessions that sent no frame for ``fail_bound`` before ``read_through`` (the
-        time up to which everything that arrived was read)."""
-        bound = self.cluster.timing.fail_bound
-        for session in [s for s in self._streams.values()
-                        if s.node is not None and read_through - s.last_frame > bound]:
-            log.info("cluster service: %s sent nothing for %.1f s; closed", session.stream.label, bound)
+        """Close the sessions silent before ``read_through`` (the time up to which everything that
+        arrived was read)."""
+        for session in [s for s in self._streams.values() if s.protocol.silent(read_through)]:
+            log.info("cluster service: %s sent nothing for %.1f s; closed", session.stream.label,
+                     session.protocol.fail_bound)
             session.stream.close()
 
     # -- reactor Handler (on the polling thread) ---------------------------------------------------
 
     def accepted(self, stream: Stream) -> None:
-        self._streams[stream] = _Session(stream, self.limits.max_queued_bytes, self._membership_frames)
+        protocol = ServiceSession(secret=self._secret, max_sessions=self.limits.max_sessions,
+                                  fail_bound=self.cluster.timing.fail_bound)
+        self._streams[stream] = _Session(stream, self.limits.max_queued_bytes, self._membership_frames, protocol)
 
     def received(self, stream: Stream, data: memoryview) -> None:
         session = self._streams.get(stream)
         if session is None:
             return
         try:
-            for body in session.frames.feed(data):
-                self._frame(session, body)
+            for asked in session.protocol.receive(data, self._clock(), len(self._nodes)):
+                self._carry_out(session, asked)
                 if stream.closed:
                     return
         except ClusterError as exc:
-            session.send(error_frame(0, exc))
+            session.send(session.protocol.connection_error(exc))
             stream.close()
             return
         finally:
             if not stream.closed:  # closed() took back what this connection held
-                self._buffered += session.frames.held_bytes - session.buffered
-                session.buffered = session.frames.held_bytes
+                held = session.protocol.frames.held_bytes
+                self._buffered += held - session.buffered
+                session.buffered = held
         if self._buffered > self.limits.max_buffered_bytes and session.buffered > self.limits.small_partial_bytes:
             stream.pause()
             self._paused.append(session)
@@ -351,43 +341,39 @@ class ClusterService:
 
     # -- requests -------------------------------------------------------------------------------
 
-    def _frame(self, session: _Session, body: bytes) -> None:
-        message = wire.decode(body)
-        session.last_frame = time.monotonic()
-        if session.node is None:
-            self._hello(session, message)
-            return
-        try:
-            reply = self._dispatch(session.node, message)
-        except ClusterError as exc:
-            reply = error_frame(message.request_id, exc)
-        session.send(reply)
+    def _carry_out(self, session: _Session, asked: ServiceInput) -> None:
+        """Do what a frame asked (spec/cluster/session.py decided what)."""
+        match asked:
+            case Answer(frame, close):
+                session.send(frame)
+                if close:
+                    session.stream.close()
+            case Hello():
+                self._open(session, asked)
+            case Request(message):
+                assert session.node is not None, "requests come after HELLO"
+                try:
+                    reply = self._dispatch(session.node, message)
+                except ClusterError as exc:
+                    reply = error_frame(message.request_id, exc)
+                session.send(reply)
 
-    def _hello(self, session: _Session, message: ServiceMessage) -> None:
-        rid, p = message.request_id, message.payload
+    def _open(self, session: _Session, hello: Hello) -> None:
+        """Open the node a HELLO names (taking it over from a live session when its token allows)."""
         try:
-            if message.kind is not ServiceKind.HELLO:
-                raise MalformedMessage(f"{message.kind.name} before HELLO")
-            wire.check_hello_secret(p["secret"], self._secret)
-            if len(self._nodes) >= self.limits.max_sessions:
-                raise ProviderUnavailable(f"the cluster service serves at most {self.limits.max_sessions} nodes")
-            node_id = NodeId(check_id("node", p["node_id"]))
-            session.node = self.cluster.open_node(node_id, session, takeover=p["takeover"] or None,
-                                                  autorenew=False, inline=True,
-                                                  resume_after=p["resume_after"] if p["resume"] else None)
+            session.node = self.cluster.open_node(hello.node_id, session, takeover=hello.takeover, autorenew=False,
+                                                  inline=True, resume_after=hello.resume_after)
         except ClusterError as exc:
-            session.send(error_frame(rid, exc))
-            session.stream.close()
+            self._carry_out(session, session.protocol.refuse(hello.request_id, exc))
             return
         session.stream.bind()
-        session.frames.bound = wire.MAX_REQUEST_BYTES
-        displaced = self._nodes.get(node_id)
-        self._nodes[node_id] = session
+        welcome = session.protocol.welcome(hello, session.node.takeover_token, self.cluster.timing)
+        displaced = self._nodes.get(hello.node_id)
+        self._nodes[hello.node_id] = session
         if displaced is not None:
-            displaced.send(error_frame(0, ProviderClosed(f"node {node_id} was taken over by another session")))
+            displaced.send(displaced.protocol.taken_over())
             displaced.stream.close()
-        session.send(wire.encode(ServiceKind.WELCOME, rid, session=session.node.takeover_token,
-                                 **wire.timing_to_wire(self.cluster.timing)))
+        session.send(welcome)
 
     def _dispatch(self, node: InProcessNode, message: ServiceMessage) -> bytes:
         """Run one request; its reply frame."""
@@ -412,10 +398,8 @@ class ClusterService:
                                     revision=node.update_shard_log(wire.ops_from_wire(p["ops"])))
             case ServiceKind.RENEW:
                 reply = wire.encode(ServiceKind.RENEWED, rid, ttl_ms=round(node.renew() * 1000))
-            case ServiceKind.HELLO:
-                raise MalformedMessage("HELLO sent twice on one connection")
             case _:
-                raise MalformedMessage(f"{message.kind.name} is not a request")
+                raise AssertionError(f"{message.kind.name} is not in spec.cluster.session.REQUESTS")
         return reply
 
 

@@ -1,6 +1,6 @@
 """Valkey's modular-clustering cluster provider as data and pure code: the provider interface,
-membership and metadata types, the semantic model, the failure detector, the service's bytes and
-the errors.
+membership and metadata types, the semantic model, the failure detector, the service's bytes, both
+ends of a service session as sans-IO machines, and the errors.
 
 The names below are the surface a provider, a Core or a test needs; the modules hold the rest.
 """
@@ -9,6 +9,7 @@ from spec.cluster.detector import FailureDetector, FailurePolicy
 from spec.cluster.errors import ClusterError, RevisionMismatch
 from spec.cluster.interface import ClusterBackend, ClusterCore, ClusterProvider, FailureTiming
 from spec.cluster.model import ClusterModel, GossipUpdate, MembershipUpdate, Notification, ShardLogUpdate
+from spec.cluster.session import ClientSession, ServiceSession
 from spec.cluster.types import (
     Entry,
     Membership,
@@ -22,6 +23,7 @@ from spec.cluster.types import (
 )
 
 __all__ = [
+    "ClientSession",
     "ClusterBackend",
     "ClusterCore",
     "ClusterError",
@@ -42,6 +44,7 @@ __all__ = [
     "Revision",
     "RevisionMismatch",
     "Scope",
+    "ServiceSession",
     "ShardId",
     "ShardLogUpdate",
 ]

@@ -91,6 +91,21 @@ def _sync_client(name: str, search: str, replace: str, description: str, tests: 
     return Mutant(name, "spec/sync/client.py", search, replace, description, tests=SYNC_CLIENT_MACHINE_TESTS + tests)
 
 
+SESSION_TESTS = (
+    "tests/cluster/test_cluster_session.py",
+    "tests/cluster/test_cluster_service.py",
+    "tests/cluster/test_service_flood.py",
+    "tests/cluster/test_cluster_reconnect.py",
+)
+"""A cluster session's rules (spec/cluster/session.py): its machines' tests, then the service and the
+client that carry them out over TCP."""
+
+
+def _session(name: str, search: str, replace: str, description: str) -> Mutant:
+    """A bug in a cluster session's machine, with the tests of the service and client that carry it out."""
+    return Mutant(name, "spec/cluster/session.py", search, replace, description, tests=SESSION_TESTS)
+
+
 CATALOGUE: tuple[Mutant, ...] = (
     # -- shuffle writer -------------------------------------------------------------------------
     _m("writer-flush-threshold-strict", "shuffle/writer.py",
@@ -539,6 +554,41 @@ CATALOGUE: tuple[Mutant, ...] = (
        "if self.fail_bound * 1000 > MAX_TIMING_MS:",
        "if self.fail_bound * 1000 >= MAX_TIMING_MS:",
        "the largest fail bound the wire carries is refused"),
+    # -- cluster session: the service's end ---------------------------------------------------
+    _session("service-renewals-not-liveness",
+       "            self.last_frame = now\n            yield self._read(message, served)",
+       "            if self.node_id is None:\n                self.last_frame = now\n            yield self._read(message, served)",
+       "only HELLO counts as a sign of life: healthy nodes that renew are closed after fail_bound"),
+    _session("service-one-session-too-many",
+       "if served >= self.max_sessions:",
+       "if served > self.max_sessions:",
+       "the service serves one node more than max_sessions"),
+    _session("service-frame-bound-unchecked",
+       "wire.FrameReader(wire.MAX_HELLO_BYTES)",
+       "wire.FrameReader(wire.MAX_REQUEST_BYTES)",
+       "a stranger's HELLO may announce a frame as large as a node's biggest request"),
+    _session("service-node-bound-stays-hello",
+       "        self.frames.bound = wire.MAX_REQUEST_BYTES\n",
+       "",
+       "an identified node stays bounded by the HELLO size and cannot send a full batch"),
+    _session("service-secret-unchecked",
+       "            wire.check_hello_secret(p[\"secret\"], self.secret)\n",
+       "",
+       "HELLO without the shared secret is served (the session never asks the spec's admission)"),
+    # -- cluster session: the client's end ----------------------------------------------------
+    _session("remote-resumes-from-zero",
+       "resume=self.seen_any, resume_after=self.last_revision)",
+       "resume=self.seen_any, resume_after=0)",
+       "a reconnect asks for every notification again, so the Core hears acknowledged ones twice"),
+    _session("remote-waiters-not-released",
+       "        for rid in self._pending:\n            step.failed[rid] = ProviderUnavailable(reason)\n"
+       "        self._pending.clear()\n",
+       "",
+       "calls waiting when the connection breaks wait out their whole timeout"),
+    _session("remote-backoff-constant",
+       "doubling = (min(self.first * 2 ** i, self.limit) for i in itertools.count())",
+       "doubling = (min(self.first, self.limit) for i in itertools.count())",
+       "reconnects do not back off: a down service is dialled every 50 ms for ever"),
     # -- cluster wire ---------------------------------------------------------------------------
     _m("wire-frame-bound-exclusive", "cluster/wire.py",
        "if length > bound:",

@@ -13,6 +13,7 @@ PROTOCOL_MODULES = {
     "spec/shuffle/writer.py", "spec/shuffle/reader.py", "spec/shuffle/codec.py", "spec/shuffle/framing.py",
     "spec/shuffle/settings.py", "spec/shuffle/transitions.py", "spec/sync/writer.py", "spec/sync/squash.py",
     "spec/sync/schema.py", "spec/cluster/model.py", "spec/cluster/detector.py", "spec/cluster/wire.py",
+    "spec/cluster/session.py",
 }
 
 
