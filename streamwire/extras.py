@@ -20,19 +20,22 @@ _FLIGHT: Final = {"pyarrow": "pyarrow", "google.protobuf": "protobuf"}
 _DELTA: Final = {"deltalake": "deltalake", "numpy": "numpy", "pyroaring": "pyroaring"}
 _SYNC: Final = {**_FLIGHT, "grpc": "grpcio", **_DELTA}
 _SPARK: Final = {**_FLIGHT, **_DELTA, "pyspark": "pyspark", "pandas": "pandas"}
+_CDC: Final = {**_SYNC, "psycopg": "psycopg", "psycopg_binary": "psycopg-binary"}
 
 EXTRAS: Final[dict[str, dict[str, str]]] = {
     "conformance": _FLIGHT,
     "sync": _SYNC,
     "spark": _SPARK,
-    "pipeline": {**_SYNC, **_SPARK, "matplotlib": "matplotlib"},
+    "cdc": _CDC,
+    "pipeline": {**_CDC, **_SPARK, "matplotlib": "matplotlib"},
 }
 """Extra -> {module its flows import: the distribution that brings it}.
 
 ``conformance``: the codec, vectors and runner, a Flight client to a sync server under test.
 ``sync``: the sync server (gRPC) and client and the Delta store (deletion vectors: pyroaring).
 ``spark``: the PySpark API, whose sink is a sync client and whose ``read_table`` reads the store.
-``pipeline``: the main job, which also runs a sync server and plots (``--report``)."""
+``cdc``: the Postgres change source, a sync client that reads Postgres through libpq (psycopg's wheel).
+``pipeline``: the main job, which also runs a sync server, plots (``--report``) and reads Postgres."""
 
 
 class MissingExtra(ImportError):

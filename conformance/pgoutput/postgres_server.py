@@ -62,7 +62,8 @@ class PostgresServer:
                 socket: bool = True) -> PgAddress:
         """The socket address (no password needed) or, with ``socket=False``, the TCP one."""
         host = str(self.directory) if socket else "127.0.0.1"
-        return PgAddress(host, self.port, user, database, self.password if password is None else password)
+        return PgAddress.of(host=host, port=self.port, user=user, dbname=database,
+                            password=self.password if password is None else password)
 
     def url(self, database: str = "postgres", *, with_password: bool = True) -> str:
         secret = f":{self.password}" if with_password else ""

@@ -21,7 +21,7 @@ from pathlib import Path
 from streamwire.extras import exit_without
 
 if __name__ == "__main__":
-    exit_without("sync", "python -m reference.cdc")
+    exit_without("cdc", "python -m reference.cdc")
 
 from reference.cdc.pgwire import PgAddress, PgConnectionError, PgServerError  # noqa: E402
 from reference.cdc.replicate import TransactionRefused, WalRetentionExceeded, replicate, settled_durable
@@ -39,8 +39,9 @@ from spec.pgoutput.spill import SPILL_BYTES
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m reference.cdc", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--source", required=True, help="postgresql://USER[:PASSWORD]@HOST:PORT/DB[?sslmode=verify-full&sslrootcert=CA.pem] "
-                                             "(or PGPASSWORD, PGSSLMODE, PGSSLROOTCERT)")
+    p.add_argument("--source", required=True, help="a libpq connection string: postgresql://USER@HOST:PORT/DB"
+                                             "[?sslmode=verify-full&sslrootcert=CA.pem], 'service=NAME' or "
+                                             "key=value pairs; libpq's password file and PG* variables apply")
     p.add_argument("--publication", required=True)
     p.add_argument("--slot", required=True, help="logical replication slot (pgoutput); also the sync origin")
     p.add_argument("--create-slot", action="store_true", help="create the slot if it does not exist")

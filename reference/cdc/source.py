@@ -88,6 +88,9 @@ class SlotSource:
     """The open transaction's changes written out so far."""
     _spilled: dict[int, TransactionSpill] = field(default_factory=dict)
     """Committed spilled transactions read and not yet taken (:meth:`take_spill`), by commit LSN."""
+    database: str = ""
+    """The database libpq connects to (known once connected: the connection string, a service file or the
+    environment may name it)."""
 
     def prepare(self) -> None:
         """Check the set-up and create the slot if asked, without streaming (a driver does this before its tasks)."""
@@ -130,7 +133,8 @@ class SlotSource:
 
     def progress_path(self) -> Path:
         """The snapshot's progress record."""
-        name = quote(f"{self.address.database}.{self.spec.slot}", safe="") + ".snapshot"
+        assert self.database, "connect first"
+        name = quote(f"{self.database}.{self.spec.slot}", safe="") + ".snapshot"
         return Path(self.spec.state_dir or ".") / name
 
     def _begin(self, stream: PgConnection, position: int, durable: Callable[[], int | None]) -> None:
@@ -157,7 +161,9 @@ class SlotSource:
         print(f"cdc: {line}", file=sys.stderr, flush=True)
 
     def _connect(self) -> PgConnection:
-        return PgConnection(self.address, replication=True, application_name=f"streamwire {self.spec.slot}")
+        conn = PgConnection(self.address, replication=True, application_name=f"streamwire {self.spec.slot}")
+        self.database = conn.database
+        return conn
 
     def _start(self, stream: PgConnection) -> None:
         self._in_snapshot = False
@@ -179,7 +185,7 @@ class SlotSource:
         found = stream.query(f"SELECT 1 FROM pg_publication WHERE pubname = {quote_literal(self.spec.publication)}")
         if not found.rows:
             raise SourceSetupError(f"publication {self.spec.publication!r} does not exist in database "
-                                   f"{self.address.database!r} (CREATE PUBLICATION {quote_ident(self.spec.publication)} "
+                                   f"{self.database!r} (CREATE PUBLICATION {quote_ident(self.spec.publication)} "
                                    "FOR TABLE ...)")
         unfit = table_problems(stream, self.spec.publication, reads_back=self.spec.reads_back)
         if unfit:
@@ -192,9 +198,9 @@ class SlotSource:
                 raise SourceSetupError(f"replication slot {self.spec.slot!r} does not exist in {where} "
                                        "(--create-slot creates it)")
             return self._create_slot(stream)
-        if slot[0][:2] != ("pgoutput", self.address.database):
+        if slot[0][:2] != ("pgoutput", self.database):
             raise SourceSetupError(f"replication slot {self.spec.slot!r} is for plugin {slot[0][0]} in database "
-                                   f"{slot[0][1]}, not pgoutput in {self.address.database}")
+                                   f"{slot[0][1]}, not pgoutput in {self.database}")
         return parse_lsn(str(slot[0][2]))
 
     def _slot(self, stream: PgConnection) -> int | None:

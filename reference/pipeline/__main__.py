@@ -36,7 +36,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--shuffle", default=d.shuffle, choices=["streaming", "spark"],
                    help="routing shuffle: the streaming shuffle (default) or PySpark's partitionBy as a baseline")
     cdc = p.add_argument_group("a Postgres source instead of the generator (docs/cdc-postgres.md)")
-    cdc.add_argument("--source", help="postgresql://USER[:PASSWORD]@HOST:PORT/DB (or PGPASSWORD)")
+    cdc.add_argument("--source", help="a libpq connection string: postgresql://USER@HOST:PORT/DB, 'service=NAME' "
+                                       "or key=value pairs (libpq's password file and PG* variables apply)")
     cdc.add_argument("--publication", help="the publication to stream")
     cdc.add_argument("--slot", help="the logical replication slot (pgoutput) to stream from")
     cdc.add_argument("--create-slot", action="store_true", help="create the slot if it does not exist")

@@ -10,8 +10,10 @@ the slot is then the operator's choice, not the source's).
 
 What counts as "away" for Postgres (:func:`postgres_transient`) is by SQLSTATE: a lost or refused
 connection, a server shutting down or starting up, too many connections, the slot still held by
-the walsender of the connection just lost. Anything else (a wrong password, a dropped slot or
-publication) is a mistake that waiting cannot fix.
+the walsender of the connection just lost. Anything else (a dropped slot or publication, a
+wrong password the server reports on a session) is a mistake that waiting cannot fix. A
+connection libpq could not open has no SQLSTATE (libpq gives none for it), so it is away,
+whatever libpq's reason: its line goes into the warning.
 """
 
 from __future__ import annotations

@@ -28,7 +28,9 @@ def cdc(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
 
 def test_wrong_password(database: Database, capsys: pytest.CaptureFixture[str]) -> None:
     assert cdc(capsys, "--source", database.url(password="wrong"), "--publication", database.name, "--slot",
-               database.name, "--sync", NO_SYNC_SERVER) == (2, 'cdc: password authentication failed for user "postgres"')
+               database.name, "--sync", NO_SYNC_SERVER) == (
+        2, f'cdc: connection to server at "127.0.0.1", port {database.server.port} failed: FATAL: password '
+           'authentication failed for user "postgres"')
 
 
 def test_missing_publication_and_missing_slot(database: Database, capsys: pytest.CaptureFixture[str]) -> None:

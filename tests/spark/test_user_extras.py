@@ -125,7 +125,7 @@ WITHOUT_THEIR_EXTRA = [
     (("-m", "reference.sync", "serve", "--store", "s"), "sync", "python -m reference.sync"),
     (("-m", "reference.pipeline", "--changes", "10"), "pipeline", "python -m reference.pipeline"),
     (("-m", "reference.cdc", "--source", "postgresql://u@h:1/d", "--publication", "p", "--slot", "s",
-      "--sync", "grpc://127.0.0.1:1"), "sync", "python -m reference.cdc"),
+      "--sync", "grpc://127.0.0.1:1"), "cdc", "python -m reference.cdc"),
 ]
 
 
