@@ -167,10 +167,16 @@ class ServiceSession:
         self.closed = True
         return error_frame(0, ProviderClosed(f"node {self.node_id} was taken over by another session"))
 
+    @property
+    def deadline(self) -> float | None:
+        """The identified node's next frame is due by then (a stranger is bounded by the bind deadline)."""
+        return None if self.node_id is None else self.last_frame + self.fail_bound
+
     def silent(self, read_through: float) -> bool:
-        """Whether an identified node sent no frame for longer than ``fail_bound`` before
-        ``read_through`` (the time up to which everything that arrived was read)."""
-        return self.node_id is not None and read_through - self.last_frame > self.fail_bound
+        """Whether the node sent no frame for longer than ``fail_bound`` before ``read_through`` (the
+        time up to which everything that arrived was read): past the deadline, not at it."""
+        deadline = self.deadline
+        return deadline is not None and read_through > deadline
 
 
 # -- the client's end ----------------------------------------------------------------------------

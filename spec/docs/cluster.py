@@ -5,7 +5,7 @@ docstrings, each model operation's preconditions with the error the model raises
 broken, its notifications from a run of :class:`~spec.cluster.model.ClusterModel`, the failure
 detector's diagram from :class:`~spec.cluster.detector.FailureDetector` on a fake clock, the wire
 layouts from the construct definitions in :mod:`spec.cluster.wire` with an encoded example each,
-and the error catalogue from the error classes.
+both ends of a session run on a fake clock (:mod:`spec.docs.cluster_session`), and the error catalogue from the error classes.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from spec.cluster import cas, errors, wire
 from spec.cluster.detector import FailureDetector, FailurePolicy
 from spec.cluster.interface import ClusterCore, ClusterProvider, FailureTiming
 from spec.cluster.model import ClusterModel, Delivery, Member, GossipUpdate, MembershipUpdate, ShardLogUpdate
+from spec.docs.cluster_session import sessions_section
 from spec.docs.markdown import anchor, mermaid_states, table
 from spec.cluster.types import (
     MAX_ADDRESS_BYTES,
@@ -549,7 +550,7 @@ def error_catalogue() -> str:
 
 SECTIONS: list[Callable[[], str]] = [
     introduction, interface, values, model_operations, cas_and_revisions, notifications, failure_detector,
-    wire_layouts, error_catalogue,
+    wire_layouts, sessions_section, error_catalogue,
 ]
 
 
