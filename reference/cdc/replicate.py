@@ -1,7 +1,9 @@
-"""One slot into one sync server: each Postgres transaction becomes one sync transaction.
+"""One slot into one sync server: Postgres transactions coalesced into sync transactions.
 
-The origin is the slot's name; a transaction's sequence number is its commit LSN; it travels as
-one put per table it touched, the last put carrying the number. After each transaction, and
+The origin is the slot's name; a sync transaction's sequence number is the commit LSN of the last
+Postgres transaction it holds (spec/pgoutput/coalesce.py); it travels as one put per table it
+touched, the last put carrying the number, answered on a thread of its own while the stream is read
+(one at a time, so in commit order). After each answer, and
 whenever the stream is idle, the durable number the server reports for the origin is confirmed
 to the slot (and nothing more), so a crash of this process or of the sync server replays from
 the slot and the server skips what its tables hold. Transactions without rows for a published
@@ -11,12 +13,14 @@ table (only a logical decoding message, say) are not sent: the sync server refus
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from reference.cdc.pgwire import PgConnectionError, PgServerError
 from reference.cdc.source import SlotSource
+from reference.cdc.spill import TransactionSpill
 from reference.sync.client import SyncClient, SyncPut, SyncUnavailable
 from streamwire.cli import one_line
 from spec.errors import RuntimeFailure
@@ -29,6 +33,8 @@ from spec.sync.client import Holding
 
 IDLE_S = 0.2
 """How long the stream may be quiet before the source asks the sync server for its numbers again."""
+POLL_S = 0.002
+"""How long the source waits for a put's answer before it looks at the stream again (nothing ready to read)."""
 
 
 class TransactionRefused(RuntimeFailure):
@@ -96,6 +102,7 @@ def replicate(source: SlotSource, client: SyncClient, *, stop: Callable[[], bool
     warn = warn or _warn
     counts = ReplicationCounts()
     batch = batch or Batch()
+    putter = _Putter(client)
     away: Away | None = None
     while not source.feedback.done and not stop():
         try:
@@ -103,7 +110,7 @@ def replicate(source: SlotSource, client: SyncClient, *, stop: Callable[[], bool
                 source.reconnect()
             elif away is Away.SYNC_SERVER:
                 client.resume()
-            _step(source, client, counts, batch, clock, on_transaction, on_durable)
+            _step(source, client, counts, batch, putter, clock, stop, on_transaction, on_durable)
             if (back := policy.recovered(clock())) is not None:
                 warn(back)
             away = None
@@ -113,7 +120,7 @@ def replicate(source: SlotSource, client: SyncClient, *, stop: Callable[[], bool
             if not postgres_transient(exc.sqlstate if isinstance(exc, PgServerError) else None):
                 raise
             away, where, reason = Away.POSTGRES, source.address.url(), one_line(exc, typed=False, whole=True)
-            batch.take()  # not sent: Postgres sends it again from the confirmed position
+            batch.drop()  # not sent: Postgres sends it again from the confirmed position
         if away is None:
             continue
         step = policy.failed(clock(), away, where, reason, source.retained_wal())
@@ -124,56 +131,107 @@ def replicate(source: SlotSource, client: SyncClient, *, stop: Callable[[], bool
         if away is Away.SYNC_SERVER:
             _keep_alive(source)
         sleep(step.retry_in_s)
+    try:
+        putter.answered(None)
+        while not batch.empty:  # what was read is handed over (a snapshot's progress record says so already)
+            _send(source, putter, counts, batch.take(), on_transaction)
+            putter.answered(None)
+    except SyncUnavailable:
+        pass  # the client keeps it until durable, as after any outage
     counts.durable = client.durable
     return counts
 
 
-def _step(source: SlotSource, client: SyncClient, counts: ReplicationCounts, batch: Batch,
-          clock: Callable[[], float], on_transaction: Callable[[SourceTransaction], None] | None,
+def _step(source: SlotSource, client: SyncClient, counts: ReplicationCounts, batch: Batch, putter: _Putter,
+          clock: Callable[[], float], stop: Callable[[], bool],
+          on_transaction: Callable[[SourceTransaction], None] | None,
           on_durable: Callable[[int | None], None] | None) -> None:
-    """Read what Postgres has sent, coalesced into one sync transaction (spec/pgoutput/coalesce.py), and hand
-    it to the sync server (or, the stream idle, ask for the numbers); then confirm what is durable."""
-    if batch.empty:
+    """Read what Postgres has sent into the batch and hand it to the sync server when the batch is due, one
+    put answered at a time while the stream is read (spec/pgoutput/coalesce.py), until a put is answered,
+    nothing is left or ``stop()`` (or, the stream idle, ask for the numbers); then confirm what is durable."""
+    if batch.empty and not putter.busy:
         tx = source.read(IDLE_S)
         if tx is None:
             client.probe()
             source.ask_position()
         else:
-            batch.add(tx, clock())
-    while not batch.empty and not batch.full(clock()):
-        tx = source.read(0.0)
-        if tx is None:
-            break
-        if batch.fits(tx):
-            batch.add(tx, clock())
+            batch.offer(tx, clock())
+    drained = False
+    while not batch.empty or putter.busy:
+        if batch.due(clock(), drained=drained, putting=putter.busy):
+            _send(source, putter, counts, batch.take(), on_transaction)
+            drained = False
             continue
-        full = batch.take()
-        batch.add(tx, clock())  # kept for the next step, whatever happens to the send
-        _send(source, client, counts, full, on_transaction)
-    if not batch.empty:
-        _send(source, client, counts, batch.take(), on_transaction)
+        if batch.held(putting=putter.busy) or stop():
+            putter.answered(None)
+            break
+        tx = source.read(0.0)
+        if tx is not None:
+            batch.offer(tx, clock())
+            drained = False
+            continue
+        drained = True
+        if putter.busy and putter.answered(POLL_S):
+            break
     source.confirm(client.durable)
     if on_durable is not None:
         on_durable(client.durable)
 
 
-def _send(source: SlotSource, client: SyncClient, counts: ReplicationCounts, coalesced: Coalesced | None,
+class _Putter:
+    """The sync transaction being built and answered, on a thread of its own while the stream is read (Arrow's
+    conversions and the server's answer overlap the reading); its failure is raised by :meth:`answered`."""
+
+    def __init__(self, client: SyncClient) -> None:
+        self._client = client
+        self._thread: threading.Thread | None = None
+        self._failure: Exception | None = None
+
+    @property
+    def busy(self) -> bool:
+        return self._thread is not None
+
+    def start(self, coalesced: Coalesced, spill: TransactionSpill | None) -> None:
+        assert self._thread is None, "one put at a time"
+        self._thread = threading.Thread(target=self._put, args=(coalesced, spill), name="cdc-put", daemon=True)
+        self._thread.start()
+
+    def _put(self, coalesced: Coalesced, spill: TransactionSpill | None) -> None:
+        try:
+            puts: Sequence[SyncPut] = puts_of(coalesced)  # a value that does not read stops here, in its own words
+            if spill is not None:
+                puts = spill.puts(then=puts)
+        except Exception as exc:
+            self._failure = exc
+            return
+        try:
+            self._client.send_transaction(coalesced.number, puts)
+        except SyncUnavailable as exc:  # the client keeps it: resume() delivers it
+            self._failure = exc
+        except Exception as exc:  # the transport's own error class: INVALID_ARGUMENT and the like
+            self._failure = TransactionRefused(f"the sync server refused the transaction at {format_lsn(coalesced.number)} "
+                                               f"({', '.join(coalesced.changes)}): {one_line(exc, typed=False)}")
+            self._failure.__cause__ = exc
+
+    def answered(self, timeout_s: float | None) -> bool:
+        """Whether the put was answered within ``timeout_s`` (None: wait for it); its failure raises here."""
+        if self._thread is None:
+            return False
+        self._thread.join(timeout_s)
+        if self._thread.is_alive():
+            return False
+        self._thread, failure, self._failure = None, self._failure, None
+        if failure is not None:
+            raise failure
+        return True
+
+
+def _send(source: SlotSource, putter: _Putter, counts: ReplicationCounts, coalesced: Coalesced | None,
           on_transaction: Callable[[SourceTransaction], None] | None) -> None:
     if coalesced is None:
         return
-    puts: Sequence[SyncPut] = puts_of(coalesced)  # a value that does not read stops here, not as a refusal
-    spill = source.take_spill(coalesced.number)  # a spilled transaction travels alone (Batch.fits)
-    if spill is not None:
-        puts = spill.puts(then=puts)
-    try:
-        client.send_transaction(coalesced.number, puts)
-    except SyncUnavailable:
-        _sent(source, counts, coalesced, on_transaction)  # the client keeps it: resume() delivers it
-        raise
-    except Exception as exc:  # the transport's own error class: INVALID_ARGUMENT and the like
-        raise TransactionRefused(f"the sync server refused the transaction at {format_lsn(coalesced.number)} "
-                                 f"({', '.join(coalesced.changes)}): {one_line(exc, typed=False)}") from exc
-    _sent(source, counts, coalesced, on_transaction)
+    putter.start(coalesced, source.take_spill(coalesced.number))  # a spilled transaction travels alone (Batch.fits)
+    _sent(source, counts, coalesced, on_transaction)  # handed over: the client keeps it until durable
 
 
 def _sent(source: SlotSource, counts: ReplicationCounts, coalesced: Coalesced,

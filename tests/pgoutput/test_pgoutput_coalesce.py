@@ -70,3 +70,27 @@ def test_a_spilled_transaction_travels_alone() -> None:
     assert not batch.fits(_tx(3, (B, 1)))
     coalesced = batch.take()
     assert coalesced is not None and coalesced.row_count == 5001 and coalesced.transactions == [spilled]
+
+
+def test_one_put_answered_at_a_time_while_the_next_batch_grows() -> None:
+    batch = Batch(max_rows=2, budget_s=0.05)
+    batch.offer(_tx(1, (A, 1)), now=0.0)
+    assert not batch.due(0.0, drained=False, putting=False)  # more may be ready to read
+    assert batch.due(0.0, drained=True, putting=False) and batch.due(0.05, drained=False, putting=False)
+    assert not batch.due(1.0, drained=True, putting=True) and not batch.held(putting=True)  # keep reading
+    batch.offer(_tx(2, (A, 2)), now=0.01)
+    assert batch.held(putting=True) and not batch.held(putting=False)  # full: wait for the answer
+    assert batch.due(0.01, drained=False, putting=False)
+
+
+def test_a_transaction_that_does_not_fit_starts_the_next_batch() -> None:
+    batch = Batch(max_rows=10, budget_s=1.0)
+    batch.offer(_tx(1, (A, 1)), now=0.0)
+    batch.offer(_tx(2, (A2, 2)), now=0.5)
+    assert batch.held(putting=True) and batch.due(0.5, drained=False, putting=False)
+    first = batch.take()
+    assert first is not None and first.number == 1 and first.tables == {"public/a": A}
+    assert batch.number == 2 and batch.tables == {"public/a": A2} and batch.opened_at == 0.5
+    batch.offer(_tx(3, (A2, 3)), now=0.6)
+    batch.drop()
+    assert batch.empty and batch.take() is None
