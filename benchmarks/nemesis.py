@@ -1,0 +1,353 @@
+"""``python -m benchmarks nemesis``: the Postgres change source under a seeded schedule of faults, judged by an
+independent checker (benchmarks/nemesis_check.py).
+
+Three hosts, each a network namespace on a bridge (198.18.0.0/24, benchmarks/nemesis_net.py): Postgres
+(``pg``), the sync server with its store on a small tmpfs (``sync``), the change source ``python -m
+reference.cdc`` (``cdc``). The root namespace runs a concurrent workload (one session: inserts, updates,
+deletes and key changes on 40 keys, a tenth rolled back, each transaction's LSN read before and after its
+commit) and observes every half second the slot's ``confirmed_flush_lsn``, the durable number the server
+reports to a probe, and the table's latest version. Faults, one after another, each healed after 2-6 s:
+a partition between the source and Postgres or the sync server, kill -9 of the server or the source
+(restarted when healed), SIGSTOP/SIGCONT of either, a slow link (tc tbf at 64 kbit/s: the kernel has no
+netem), a full disk under the
+store, a Postgres crash (``pg_ctl -m immediate``). Not injected: a clock jump (every component times with
+monotonic clocks; a jump of the wall clock would need a time namespace per host), and the Spark pipeline
+(``reference.pipeline --source``) on a standalone cluster: this run is the single-process source.
+
+Per seed: ``<out>/seed-N.json`` (the schedule, every transaction, every observation, the verdict) and
+``<out>/seed-N.html`` (a timeline of faults, durable numbers and lag). Exit 0 when every seed passed.
+Needs root (namespaces, tmpfs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from benchmarks.nemesis_check import check, lsn, psql_rows, read_versions
+from benchmarks.nemesis_net import Lab, ip_of, netns
+from benchmarks.nemesis_timeline import timeline_html
+from conformance.pgoutput.postgres_server import PostgresServer
+from spec.sync.messages import SyncCommand
+from conformance.sync.suite import do_put
+
+ORIGIN: Final = "nemesis"
+TABLE: Final = "items"
+KEYS: Final = 40
+SYNC_PORT: Final = 7000
+OBSERVE_EVERY_S: Final = 0.5
+FAULTS: Final = ("partition cdc-pg", "partition cdc-sync", "kill sync", "kill cdc", "stop sync", "stop cdc",
+                 "slow cdc", "disk full", "crash pg")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--seeds", type=int, default=20, help="seeds 1..N, one run each")
+    parser.add_argument("--first-seed", type=int, default=1)
+    parser.add_argument("--faults", type=int, default=5, help="faults per run, one after another")
+    parser.add_argument("--rate", type=float, default=20.0, help="workload transactions per second")
+    parser.add_argument("--bound", type=float, default=60.0, help="seconds after the last heal to catch up in")
+    parser.add_argument("--out", default="nemesis-out", help="directory for seed-N.json and seed-N.html")
+
+
+@dataclass
+class Proc:
+    """A process in a host's namespace, restartable."""
+
+    host: str
+    argv: list[str]
+    log: Path
+    proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(["ip", "netns", "exec", netns(self.host), *self.argv], stdout=log,
+                                         stderr=subprocess.STDOUT, start_new_session=True,
+                                         env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+    def signal(self, sig: int) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, sig)
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        self.signal(signal.SIGCONT)
+        self.signal(signal.SIGKILL)
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            pass
+        self.proc = None
+
+
+HBA_LINE: Final = "host all all 198.18.0.0/24 scram-sha-256"
+
+
+class NetnsPostgres(PostgresServer):
+    """Postgres listening on the ``pg`` host's address, its server processes in that namespace."""
+
+    def _run(self, *args: str, timeout_s: float = 120.0, check: bool = True) -> None:
+        if args[0] != "pg_ctl":
+            super()._run(*args, timeout_s=timeout_s, check=check)
+            return
+        hba = self.data_dir / "pg_hba.conf"
+        if HBA_LINE not in hba.read_text():
+            with open(hba, "a") as conf:
+                conf.write(HBA_LINE + "\n")
+        subprocess.run(["ip", "netns", "exec", netns("pg"), "runuser", "-u", "nobody", "--",
+                        str(self._bin / "pg_ctl"), *args[1:]], check=check, capture_output=True, timeout=timeout_s)
+
+
+class Workload:
+    """One session committing random changes to ``items``; every transaction recorded with its LSNs."""
+
+    def __init__(self, server: PostgresServer, rng: random.Random, rate: float, start: float) -> None:
+        self.server, self.rng, self.rate, self.start = server, rng, rate, start
+        self.transactions: list[dict[str, Any]] = []
+        self.stopping = threading.Event()
+        self.errors: list[str] = []
+        self._present: set[int] = set()
+
+    def run(self) -> None:
+        conn = None
+        n = 0
+        while not self.stopping.is_set():
+            time.sleep(1 / self.rate)
+            try:
+                if conn is None:
+                    conn = self.server.connect()
+                self._one(conn, n)
+            except Exception as exc:  # noqa: BLE001 - Postgres crashed (a fault): reconnect, the tx did not commit
+                self.errors.append(f"{time.monotonic() - self.start:.1f} s: {exc}"[:200])
+                conn = None
+                time.sleep(0.5)
+            n += 1
+
+    def _one(self, conn: Any, n: int) -> None:
+        ops: list[tuple[str, int, int | None, str | None]] = []
+        present = set(self._present)
+        for j in range(self.rng.randint(1, 3)):
+            written = f"t{n}o{j}"
+            absent = [k for k in range(KEYS) if k not in present]
+            choices = (["insert"] if absent else []) + (["update", "delete"] if present else []) \
+                + (["move"] if present and absent else [])
+            kind = self.rng.choice(choices)
+            if kind == "insert":
+                key = self.rng.choice(absent)
+                ops.append((kind, key, None, written))
+                present.add(key)
+            elif kind == "move":
+                key, new = self.rng.choice(sorted(present)), self.rng.choice(absent)
+                ops.append((kind, key, new, written))
+                present -= {key}
+                present.add(new)
+            else:
+                key = self.rng.choice(sorted(present))
+                ops.append((kind, key, None, None if kind == "delete" else written))
+                if kind == "delete":
+                    present.discard(key)
+        commit = self.rng.random() >= 0.1
+        conn.query("BEGIN")
+        for op, k, moved_to, v in ops:
+            conn.query({"insert": f"INSERT INTO {TABLE} VALUES ({k}, '{v}')",
+                        "update": f"UPDATE {TABLE} SET v = '{v}' WHERE id = {k}",
+                        "delete": f"DELETE FROM {TABLE} WHERE id = {k}",
+                        "move": f"UPDATE {TABLE} SET id = {moved_to}, v = '{v}' WHERE id = {k}"}[op])
+        before = lsn(str(conn.query("SELECT pg_current_wal_insert_lsn()").rows[0][0]))
+        conn.query("COMMIT" if commit else "ROLLBACK")
+        after = lsn(str(conn.query("SELECT pg_current_wal_insert_lsn()").rows[0][0]))
+        if commit:
+            self._present = present
+        self.transactions.append({"committed": commit, "ops": ops, "lsn_before": before, "lsn_after": after,
+                                  "t": round(time.monotonic() - self.start, 3)})
+
+
+def schedule(rng: random.Random, count: int) -> list[dict[str, Any]]:
+    """``count`` faults one after another: each starts 1-3 s after the previous heal and lasts 2-6 s."""
+    at, out = 3.0, []
+    for _ in range(count):
+        at += rng.uniform(1, 3)
+        duration = rng.uniform(2, 6)
+        out.append({"fault": rng.choice(FAULTS), "start": round(at, 2), "heal": round(at + duration, 2)})
+        at += duration
+    return out
+
+
+class Run:
+    """One seed: the lab, the processes, the workload, the observer and the faults."""
+
+    def __init__(self, seed: int, args: argparse.Namespace, work: Path, out: Path) -> None:
+        self.seed, self.args, self.work, self.out = seed, args, work, out
+        self.rng = random.Random(seed)
+        self.lab = Lab(work / "store", store_mb=64)
+        self.pg: NetnsPostgres | None = None
+        self.procs: dict[str, Proc] = {}
+        self.observations: list[dict[str, Any]] = []
+        self.applied: list[dict[str, Any]] = []
+        self.start = time.monotonic()
+
+    def now(self) -> float:
+        return time.monotonic() - self.start
+
+    def table_dir(self) -> Path:
+        return self.lab.store / "public" / TABLE
+
+    def setup(self) -> None:
+        self.lab.open()
+        self.pg = NetnsPostgres(settings={"listen_addresses": ip_of("pg"), "wal_sender_timeout": "10s"})
+        self.pg.start()
+        conn = self.pg.connect()
+        conn.query(f"CREATE TABLE {TABLE} (id integer PRIMARY KEY, v text NOT NULL)")
+        conn.query(f"CREATE PUBLICATION {ORIGIN} FOR TABLE {TABLE}")
+        conn.query(f"SELECT pg_create_logical_replication_slot('{ORIGIN}', 'pgoutput')")
+        conn.close()
+        py = sys.executable
+        self.procs["sync"] = Proc("sync", [py, "-m", "reference.sync", "serve", "--store", str(self.lab.store),
+                                           "--host", ip_of("sync"), "--port", str(SYNC_PORT),
+                                           "--max-replication-lag-s", "1", "--flush-task-interval-s", "0.5"],
+                                  self.out / f"seed-{self.seed}-sync.log")
+        source = f"postgresql://postgres:{self.pg.password}@{ip_of('pg')}:{self.pg.port}/postgres"
+        self.procs["cdc"] = Proc("cdc", [py, "-m", "reference.cdc", "--source", source, "--publication", ORIGIN,
+                                         "--slot", ORIGIN, "--sync", f"grpc://{ip_of('sync')}:{SYNC_PORT}",
+                                         "--state-dir", str(self.work)], self.out / f"seed-{self.seed}-cdc.log")
+        for proc in self.procs.values():
+            proc.start()
+        conn = self.pg.connect()
+        try:
+            for _ in range(240):  # bounded: 60 s for the source to start streaming
+                if conn.query(f"SELECT active FROM pg_replication_slots WHERE slot_name = '{ORIGIN}'").rows[0][0] == "t":
+                    break
+                time.sleep(0.25)
+        finally:
+            conn.close()
+        self.start = time.monotonic()  # the schedule's times count from here: faults hit a streaming source
+
+    def fault(self, name: str, on: bool) -> None:
+        assert self.pg is not None
+        kind, _, target = name.partition(" ")
+        if kind == "partition":
+            a, b = target.split("-")
+            self.lab.partition(a, b, on)
+        elif kind == "kill":
+            self.procs[target].stop() if on else self.procs[target].start()
+        elif kind == "stop":
+            self.procs[target].signal(signal.SIGSTOP if on else signal.SIGCONT)
+        elif kind == "slow":
+            self.lab.slow(target, 64, on)
+        elif kind == "disk":
+            self.lab.fill_disk(on)
+        elif kind == "crash":
+            self.pg.stop(mode="immediate") if on else self.pg.start()
+
+    def observe(self, stop: threading.Event) -> None:
+        assert self.pg is not None
+        location = f"grpc://{ip_of('sync')}:{SYNC_PORT}"
+        while not stop.wait(OBSERVE_EVERY_S):
+            obs: dict[str, Any] = {"t": round(self.now(), 2)}
+            try:
+                rows = psql_rows(str(self.pg.directory), self.pg.port, "postgres",
+                                 f"SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = '{ORIGIN}'")
+                obs["confirmed"] = lsn(rows[0][0]) if rows and rows[0][0] else None
+            except (subprocess.SubprocessError, IndexError):
+                obs["confirmed"] = None
+            out = do_put(location, SyncCommand(path=f"public/{TABLE}", origin=ORIGIN, column_descriptors=(),
+                                               sequence_number=None).to_descriptor_cmd(), [], timeout=1.0)
+            obs["reported"] = out.response.durable_sequence_number if out.response is not None else None
+            logs = [int(p.stem) for p in (self.table_dir() / "_delta_log").glob("*.json") if p.stem.isdigit()]
+            obs["version"] = max(logs) if logs else None
+            self.observations.append(obs)
+
+    def final_rows(self) -> dict[int, str]:
+        assert self.pg is not None
+        return {int(k): v for k, v in psql_rows(str(self.pg.directory), self.pg.port, "postgres",
+                                                f"SELECT id, v FROM {TABLE}")}
+
+    def table_rows(self) -> dict[int, str] | None:
+        versions = read_versions(self.table_dir(), ORIGIN)
+        return versions.states[-1] if versions.states else None
+
+    def execute(self) -> dict[str, Any]:
+        plan = schedule(self.rng, self.args.faults)
+        self.setup()
+        assert self.pg is not None
+        workload = Workload(self.pg, random.Random(self.seed * 7919), self.args.rate, self.start)
+        stop = threading.Event()
+        threads = [threading.Thread(target=workload.run, daemon=True),
+                   threading.Thread(target=self.observe, args=(stop,), daemon=True)]
+        for thread in threads:
+            thread.start()
+        for step in plan:
+            time.sleep(max(0.0, step["start"] - self.now()))
+            started = self.now()
+            self.fault(step["fault"], True)
+            time.sleep(max(0.0, step["heal"] - self.now()))
+            self.fault(step["fault"], False)
+            self.applied.append({"fault": step["fault"], "start": round(started, 2), "heal": round(self.now(), 2)})
+        time.sleep(2.0)
+        workload.stopping.set()
+        threads[0].join(30)
+        healed = self.now()
+        caught_up = None
+        final = self.final_rows()
+        while self.now() - healed < self.args.bound:  # bounded: --bound seconds
+            if self.table_rows() == final:
+                caught_up = round(self.now() - healed, 2)
+                break
+            time.sleep(1.0)
+        stop.set()
+        threads[1].join(10)
+        history = {"seed": self.seed, "origin": ORIGIN, "schedule": plan, "faults": self.applied,
+                   "transactions": workload.transactions, "observations": self.observations,
+                   "workload_errors": workload.errors, "last_heal_s": healed, "caught_up_s": caught_up}
+        verdict = check(history, self.table_dir(), final, caught_up, self.args.bound)
+        history["verdict"] = verdict
+        if not verdict["passed"] and self.table_dir().exists():  # the evidence outlives the tmpfs
+            shutil.copytree(self.table_dir(), self.out / f"seed-{self.seed}-table", dirs_exist_ok=True)
+        return history
+
+    def close(self) -> None:
+        for proc in self.procs.values():
+            proc.stop()
+        if self.pg is not None:
+            self.pg.stop(mode="immediate")
+            self.pg.remove()
+        self.lab.close()
+
+
+def main(args: argparse.Namespace) -> int:
+    if os.geteuid() != 0:
+        print("nemesis: needs root (network namespaces, a tmpfs)", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    failed = 0
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
+        with tempfile.TemporaryDirectory(prefix=f"nemesis-{seed}-") as work:
+            run = Run(seed, args, Path(work), out)
+            try:
+                history = run.execute()
+            finally:
+                run.close()
+        (out / f"seed-{seed}.json").write_text(json.dumps(history, indent=1))
+        (out / f"seed-{seed}.html").write_text(timeline_html(history))
+        verdict = history["verdict"]
+        failed += not verdict["passed"]
+        broken = [f"{name}: {p['problems'][0]}" for name, p in verdict["properties"].items() if not p["passed"]]
+        print(f"seed {seed}: {'PASS' if verdict['passed'] else 'FAIL'} ({verdict['committed']} committed, "
+              f"{verdict['rolled_back']} rolled-back values, {verdict['versions']} versions, faults "
+              f"{', '.join(f['fault'] for f in history['faults'])}; caught up {history['caught_up_s']} s)"
+              + ("".join(f"\n    {b}" for b in broken)), flush=True)
+    print(f"nemesis: {args.seeds - failed} of {args.seeds} seeds passed")
+    return 0 if not failed else 1

@@ -1,0 +1,112 @@
+"""The nemesis's world: one network namespace per host on a bridge (198.18.0.0/24), the faults it can
+put on the network (a partition between two hosts, a slow link) and a small tmpfs a store can fill.
+
+Every change is undone by :meth:`Lab.close` (namespaces, bridge, mounts), also after a failure.
+Partitions are ``tc`` classes of 8 bit/s on both hosts (no iptables here; a blackhole route would fail
+sends at once with EINVAL instead of losing them): packets between the two vanish.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Final
+
+BRIDGE: Final = "nmbr0"
+PREFIX: Final = "198.18.0"
+HOSTS: Final = {"pg": 2, "sync": 3, "cdc": 4}
+"""Host name -> last byte of its address; the root namespace (workload, checker) is .1 on the bridge."""
+
+
+def ip_of(host: str) -> str:
+    return f"{PREFIX}.{HOSTS[host]}"
+
+
+def netns(host: str) -> str:
+    return f"nemesis-{host}"
+
+
+def run(*argv: str, check: bool = True) -> None:
+    subprocess.run(argv, check=check, capture_output=True, timeout=30)
+
+
+class Lab:
+    """Namespaces, the bridge and the store's tmpfs; ``close`` removes all of them."""
+
+    def __init__(self, store: Path, store_mb: int) -> None:
+        self.store = store
+        self.store_mb = store_mb
+        self._mounted = False
+        self._made: list[str] = []
+        self._filler = store / "nemesis-filler"
+
+    def open(self) -> None:
+        self.close()  # what a killed earlier run may have left
+        run("ip", "link", "add", BRIDGE, "type", "bridge")
+        run("ip", "addr", "add", f"{PREFIX}.1/24", "dev", BRIDGE)
+        run("ip", "link", "set", BRIDGE, "up")
+        for host, last in HOSTS.items():
+            ns, veth = netns(host), f"nmv-{host}"
+            run("ip", "netns", "add", ns)
+            self._made.append(ns)
+            run("ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
+            run("ip", "link", "set", veth, "master", BRIDGE, "up")
+            run("ip", "-n", ns, "addr", "add", f"{PREFIX}.{last}/24", "dev", "eth0")
+            run("ip", "-n", ns, "link", "set", "eth0", "up")
+            run("ip", "-n", ns, "link", "set", "lo", "up")
+        self.store.mkdir(parents=True, exist_ok=True)
+        run("mount", "-t", "tmpfs", "-o", f"size={self.store_mb}m", "tmpfs", str(self.store))
+        self._mounted = True
+
+    def close(self) -> None:
+        if self._mounted or os.path.ismount(self.store):
+            run("umount", "-l", str(self.store), check=False)
+            self._mounted = False
+        for host in HOSTS:
+            run("ip", "netns", "del", netns(host), check=False)
+        run("ip", "link", "del", BRIDGE, check=False)
+        self._made.clear()
+
+    # -- faults -------------------------------------------------------------------------------
+    def partition(self, a: str, b: str, on: bool) -> None:
+        """Lose every packet between hosts ``a`` and ``b`` (both directions), or stop: on each side what it
+        sends to the other is classified (u32) into an htb class of 8 bit/s with a one-packet queue, so
+        connections hang as in a real partition (this kernel has no drop action, netem or prio)."""
+        for here, there in ((a, b), (b, a)):
+            tc = ("ip", "netns", "exec", netns(here), "tc")
+            if not on:
+                run(*tc, "qdisc", "del", "dev", "eth0", "root", check=False)
+                continue
+            run(*tc, "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "htb", "default", "20")
+            run(*tc, "class", "add", "dev", "eth0", "parent", "1:", "classid", "1:10", "htb", "rate", "8bit",
+                "ceil", "8bit")
+            run(*tc, "class", "add", "dev", "eth0", "parent", "1:", "classid", "1:20", "htb", "rate", "10gbit")
+            run(*tc, "qdisc", "add", "dev", "eth0", "parent", "1:10", "handle", "10:", "pfifo", "limit", "1")
+            run(*tc, "filter", "add", "dev", "eth0", "parent", "1:", "protocol", "ip", "u32", "match", "ip", "dst",
+                f"{ip_of(there)}/32", "flowid", "1:10")
+
+    def slow(self, host: str, kbit: int, on: bool) -> None:
+        """Shape what ``host`` sends to ``kbit`` kbit/s (a token bucket, queueing up to 400 ms; this kernel has
+        no netem), or stop."""
+        if on:
+            run("ip", "netns", "exec", netns(host), "tc", "qdisc", "add", "dev", "eth0", "root", "tbf", "rate",
+                f"{kbit}kbit", "burst", "1600", "latency", "400ms")
+        else:
+            run("ip", "netns", "exec", netns(host), "tc", "qdisc", "del", "dev", "eth0", "root", check=False)
+
+    def fill_disk(self, on: bool) -> None:
+        """Fill the store's tmpfs to the last byte with one file, or delete it."""
+        if not on:
+            self._filler.unlink(missing_ok=True)
+            return
+        fd = os.open(self._filler, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            for size in (1 << 20, 1 << 12, 1):  # bounded: the mount holds store_mb MiB
+                for _ in range(self.store_mb * 256 + 1):
+                    try:
+                        os.write(fd, bytes(size))
+                    except OSError:
+                        break
+        finally:
+            os.close(fd)
