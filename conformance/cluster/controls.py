@@ -25,6 +25,8 @@ runner writes          harness does                              harness answers
 anything else          nothing                                    ``ERROR <one line>``
 =====================  ========================================  ==========================================
 
+A control that fails (a restart that cannot reload its journal, say) is answered ``ERROR <one line>`` too.
+
 :class:`Controls` is this project's side of it (``python -m conformance.cluster.reference_target``
 and the in-process ``memory`` target), :class:`ControlChannel` the runner's.
 """
@@ -38,6 +40,7 @@ from typing import IO
 
 from conformance.cluster.clock import DetectorClock
 from reference.cluster.memory import InProcessCluster
+from streamwire.cli import one_line
 
 CAPABILITIES = ("clock", "restart", "durable", "held")
 
@@ -79,7 +82,13 @@ class Controls:
         return self.cluster.judged_nodes
 
     def answer(self, line: str) -> str:
-        """The one-line answer to one control line."""
+        """The one-line answer to one control line (``ERROR`` and the failure's one line when it fails)."""
+        try:
+            return self._carry_out(line)
+        except Exception as failure:  # the runner judges it; the harness stays up and says what failed
+            return f"ERROR {one_line(failure)}"
+
+    def _carry_out(self, line: str) -> str:
         words = line.split()
         if words[:2] == ["CLOCK", "STOP"] and len(words) == 3 and words[2].isdigit():
             return _clocked(self.set_clock(True, int(words[2])))

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
+from pathlib import Path
 
 import pytest
 
+from conformance.cluster.clock import DetectorClock
+from conformance.cluster.controls import Controls
 from conformance.framework import CaseOutcome, RunOptions
 from conformance.runner import load_suite, run_case
+from reference.cluster.memory import InProcessCluster
 
 SUITE = load_suite("cluster")
 
@@ -53,3 +58,24 @@ def test_cluster_service_over_tcp_passes_every_case_through_its_harness() -> Non
     stdout (conformance/cluster/controls.py): every case runs, and only its wire reaches the service."""
     outcomes = run(f"exec:{sys.executable} -m conformance.cluster.reference_target")
     assert set(outcomes.values()) == {CaseOutcome.PASS, CaseOutcome.INFO}
+
+
+def test_the_harness_answers_every_control_line_in_one_line(tmp_path: Path) -> None:
+    """The contract of conformance/cluster/controls.py, on an in-process cluster: each line one answer,
+    a malformed line or a control that fails an ERROR line, never a traceback."""
+    clock = DetectorClock()
+    cluster = InProcessCluster(data_dir=tmp_path / "journal", clock=clock)
+    controls = Controls(cluster, clock)
+    try:
+        assert controls.answer("CLOCK STOP 0\n") == "CLOCKED 500 1000" and clock.stopped
+        assert controls.answer("DURABLE") == "WRITTEN 0" and controls.answer("HELD") == "HOLDING 0"
+        assert controls.answer("RESTART") == "OK"
+        assert controls.answer("CLOCK RUN") == "CLOCKED 500 1000" and not clock.stopped
+        for line in ("CLOCK STOP -1", "CLOCK", "HELLO", ""):
+            assert controls.answer(line).startswith("ERROR unknown control line")
+        shutil.rmtree(tmp_path / "journal")
+        (tmp_path / "journal").write_text("a file where the journal's directory was\n")  # the reload fails
+        answer = controls.answer("RESTART")
+        assert answer.startswith("ERROR ") and "\n" not in answer
+    finally:
+        cluster.close()
