@@ -66,7 +66,7 @@ CASE_SECTIONS: Final[Mapping[str, Mapping[str, str]]] = {
         "gossip/late-joiner": "docs/spec/cluster.md#op-join-cluster",
         "batch/": "docs/spec/cluster.md#values",
         "failure/": "docs/spec/cluster.md#failure-detector",
-        "durability/": "docs/spec/cluster.md#wire-kind-durable",
+        "durability/": "docs/spec/cluster.md#op-update-shard-log",
         "wire/": "docs/spec/cluster.md#wire-frame",
         "wire/resume-repeats-nothing": "docs/spec/cluster.md#wire-kind-hello",
     },
