@@ -27,28 +27,18 @@ from typing import Any
 
 import pyarrow as pa
 
-from spec.sync.admission import MemoryBudget, PutLimits, PutReading, admit_rows, admit_schema
-from spec.sync.confinement import check_store_location, table_name
-from spec.sync.errors import (
-    FlightDataError,
-    InterruptedPut,
-    SyncError,
-    SyncSchemaError,
-    TableSchemaMismatch,
-    UnsupportedFormat,
-)
+from spec.sync.admission import MemoryBudget, PutLimits, PutReading
+from spec.sync.errors import FlightDataError, TableSchemaMismatch
 from spec.sync.flight import FlightData, descriptor_command, ipc_message
 from spec.sync.messages import (
     MAX_MESSAGE_BYTES,
     StorageLocation,
     SyncCommand,
     SyncResponse,
-    TableFormat,
     decode_descriptor_cmd,
 )
 from spec.sync.schema import SyncSchema, TableShape, check_table_fit
 from spec.sync.server import SyncServerEndpoint, TransactionExpired, recorded_durable
-from spec.sync.squash import SquashedChange
 from spec.sync.writer import FlushReason, Received, SyncSettings
 from reference.sync.credentials import ServerSecurity
 from reference.sync.clock import Clock, MonotonicClock
@@ -159,10 +149,7 @@ class SyncServer:
             if read.reading.over_watermark:
                 log.warning("put for %r refused: memory high-watermark (%d bytes) reached", cmd.path, self._budget.limit)
                 return self._endpoint.busy().encode()
-            arrow = read.batches[0].schema if read.batches else read.schema if cmd.truncate else None
-            if cmd.truncate and arrow is None:
-                raise SyncSchemaError("a truncating put carries its table's Arrow schema")
-            schema = SyncSchema.validate(cmd.column_descriptors, arrow) if arrow is not None else None
+            schema = self._endpoint.put_schema(cmd, read.batches, read.schema)
             return self.handle(cmd, schema, read.batches, claim=claim).encode()
         finally:
             self._release(read)
@@ -231,18 +218,9 @@ class SyncServer:
         try:
             if probe:
                 return self._endpoint.accepted(cmd.origin)
-            if cmd.format != TableFormat.DELTA:
-                raise UnsupportedFormat()
-            name = table_name(cmd.path)
-            root = check_store_location(cmd.store, self.allowed_locations)
+            name, root = self._endpoint.destination(cmd, self.allowed_locations)
             uri = self.store.table_uri(name, StorageLocation(location=root) if root else None)
-            change: SquashedChange | None = None
-            shape: TableShape | None = None
-            if (rows > 0 or cmd.truncate) and schema is not None:
-                admit_schema(name, schema)
-                shape = self._fitting_shape(name, uri, schema)
-                tables = admit_rows(name, schema, [pa.Table.from_batches([b]) for b in batches if b.num_rows])
-                change = SquashedChange.of_put(schema, tables, cmd.truncate)
+            change, shape = self._endpoint.change(name, cmd, schema, batches, lambda s: self._fitting_shape(name, uri, s))
             received = self._endpoint.record(cmd, table=uri, rows=rows, change=change, now=self._clock.now(), claim=claim)
             if received is None:
                 log.warning("put for %s refused: memory high-watermark (%d bytes) reached", name, self._budget.limit)

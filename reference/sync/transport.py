@@ -30,7 +30,6 @@ import concurrent.futures
 import logging
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
-from dataclasses import dataclass
 from typing import Any, NoReturn, TypeVar
 
 import grpc

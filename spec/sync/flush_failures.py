@@ -41,6 +41,10 @@ class FlushFailures:
         """``table`` was flushed: it is healthy again."""
         self._tables.pop(table, None)
 
+    def nothing_left(self, table: str) -> None:
+        """``table`` has nothing pending any more (its data was discarded): there is no flush to retry."""
+        self._tables.pop(table, None)
+
     def waiting(self, now: float) -> frozenset[str]:
         """Tables whose next attempt is not due yet."""
         return frozenset(t for t, f in self._tables.items() if f.retry_at > now)

@@ -3,8 +3,10 @@
 Like h11's ``Connection``, it does no I/O and reads no clock: the driver (``reference.sync.server``)
 reads and decodes a put, asks the endpoint, and carries out what it answers.  The endpoint owns:
 
-- admission order of a put: a draining server answers probes only (``admit``); a probe is
-  answered with the origin's numbers (``accepted``); a put that would push pending data past the
+- admission order of a put: its schema (``put_schema``); a draining server answers probes only
+  (``admit``); a probe is answered with the origin's numbers (``accepted``); then its format,
+  table name and store location (``destination``), its schema, fit to its table and values
+  (``change``); a put that would push pending data past the
   high-watermark, or that could not get the write lock in time, is answered ``accepted=false``
   (``busy``: retry later) and nothing of it is kept; a put whose call already ended is not
   recorded (``record``: ``InterruptedPut``); a recorded put is answered after the steps it made
@@ -23,14 +25,18 @@ Time is a parameter of every event, and every deadline is compared here, in dead
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from spec.sync.admission import admit_put, fits_watermark
-from spec.sync.errors import InterruptedPut
+import pyarrow as pa
+
+from spec.sync.admission import admit_put, admit_rows, admit_schema, fits_watermark
+from spec.sync.confinement import check_store_location, table_name
+from spec.sync.errors import InterruptedPut, SyncSchemaError, UnsupportedFormat
 from spec.sync.flush_failures import FlushFailures, TableFailure
-from spec.sync.messages import SyncCommand, SyncResponse
+from spec.sync.messages import SyncCommand, SyncResponse, TableFormat
 from spec.sync.responses import ResponseFactory
+from spec.sync.schema import SyncSchema, TableShape
 from spec.sync.squash import SquashedChange, squash_pending
 from spec.sync.writer import FlushPlan, FlushReason, FlushTable, Received, SquashTable, SyncSettings, SyncWriter, is_probe
 
@@ -107,6 +113,15 @@ class SyncServerEndpoint:
         return self._writer.sequences(origin)
 
     # -- puts -----------------------------------------------------------------
+    @staticmethod
+    def put_schema(cmd: SyncCommand, batches: Sequence[pa.RecordBatch], stream_schema: pa.Schema | None) -> SyncSchema | None:
+        """A whole put's sync schema: its batches' Arrow schema (a truncating put without rows: its
+        stream's) under its descriptors; None for a put without rows; raise the schema's refusal."""
+        arrow = batches[0].schema if batches else stream_schema if cmd.truncate else None
+        if cmd.truncate and arrow is None:
+            raise SyncSchemaError("a truncating put carries its table's Arrow schema")
+        return SyncSchema.validate(cmd.column_descriptors, arrow) if arrow is not None else None
+
     def admit(self, cmd: SyncCommand, rows: int) -> bool:
         """A put arrived whole: True if it is a probe; raise ServerDraining for a put to a draining server."""
         probe = is_probe(rows, cmd.sequence_number) and not cmd.truncate
@@ -121,6 +136,30 @@ class SyncServerEndpoint:
     def busy(self) -> SyncResponse:
         """The answer to a put refused for now (write lock not had in time, or over the high-watermark): retry later."""
         return self._responses.overloaded()
+
+    @staticmethod
+    def destination(cmd: SyncCommand, allowed_locations: Sequence[str]) -> tuple[str, str | None]:
+        """Where an admitted put goes, checked in this order: its format (Delta only), its table's
+        name, the store location it names (one of ``allowed_locations``); raise the refusal."""
+        if cmd.format != TableFormat.DELTA:
+            raise UnsupportedFormat()
+        return table_name(cmd.path), check_store_location(cmd.store, allowed_locations)
+
+    @staticmethod
+    def change(
+        table: str, cmd: SyncCommand, schema: SyncSchema | None, batches: Sequence[pa.RecordBatch],
+        fit: Callable[[SyncSchema], TableShape],
+    ) -> tuple[SquashedChange | None, TableShape | None]:
+        """The change a put makes to ``table`` and the table's shape with it (None, None: it changes
+        nothing), checked in this order: the columns one table can hold, their fit to the table as
+        stored (``fit``, the driver's lookup: raise TableSchemaMismatch), the values; raise the refusal."""
+        rows = sum(b.num_rows for b in batches)
+        if not (rows > 0 or cmd.truncate) or schema is None:
+            return None, None
+        admit_schema(table, schema)
+        shape = fit(schema)
+        tables = admit_rows(table, schema, [pa.Table.from_batches([b]) for b in batches if b.num_rows])
+        return SquashedChange.of_put(schema, tables, cmd.truncate), shape
 
     def record(
         self, cmd: SyncCommand, *, table: str, rows: int, change: SquashedChange | None, now: float,
@@ -154,6 +193,7 @@ class SyncServerEndpoint:
         for table in self._failures.due(now):
             if table in pending:
                 return FlushTable(table, FlushReason.RETRY)
+            self._failures.nothing_left(table)  # else its past retry would be the next deadline for ever
         waiting = self._failures.waiting(now)
         while (action := self._writer.next_action(now, waiting)) is not None:
             if isinstance(action, SquashTable):

@@ -7,11 +7,17 @@ admission (draining, busy, a call that already ended) and the durable numbers af
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
+import pyarrow as pa
 import pytest
 
 from conformance.sync.suite import DESCS, _cmd, rows_batch
-from spec.sync.errors import InterruptedPut, ServerDraining, TransactionDiscarded
+from spec.sync.errors import (
+    InterruptedPut, InvalidTablePath, ServerDraining, StoreLocationRefused, TransactionDiscarded, UnsupportedFormat,
+    UnstorableSchema,
+)
+from spec.sync.messages import ColumnDescriptor, ColumnRole, StorageLocation, TableFormat
 from spec.sync.schema import SyncSchema
 from spec.sync.server import SyncServerEndpoint, TransactionExpired, recorded_durable
 from spec.sync.squash import SquashedChange
@@ -149,3 +155,38 @@ def test_reconfigured_thresholds_decide_from_then_on() -> None:
     assert ep.next_action(1.0) is None
     ep.reconfigure(SyncSettings(max_replication_lag_s=1.0))
     assert ep.next_action(1.0) == FlushTable("t", FlushReason.LAG)
+
+
+def test_a_failed_table_whose_data_was_discarded_is_not_retried_for_ever() -> None:
+    """Its open transaction timed out after its flush failed: nothing is left to write, so its retry
+    must not stay the next deadline (before, a deadline in the past: the flusher woke without pause)."""
+    ep = SyncServerEndpoint(SETTINGS)
+    _put(ep, "t", "A", None, now=0.0)  # an open transaction's put
+    assert ep.next_action(10.0) == FlushTable("t", FlushReason.LAG)
+    ep.flush_failed("t", "OSError: disk full", now=10.0)
+    assert ep.next_action(60.0) == TransactionExpired("A", 60.0)
+    assert ep.pending_tables == []
+    assert ep.next_action(60.0) is None
+    assert ep.next_deadline(60.0) == 60.0 + 900.0 and ep.failing_tables() == {}
+
+
+def test_a_put_is_refused_for_the_first_thing_wrong_with_it_in_a_fixed_order() -> None:
+    bad_path = _cmd("../escape", "A", 1)
+    nowhere = StorageLocation(location="file:///elsewhere")
+    with pytest.raises(UnsupportedFormat):  # the format before the path
+        SyncServerEndpoint.destination(replace(bad_path, format=TableFormat.ICEBERG, store=nowhere), ())
+    with pytest.raises(InvalidTablePath):  # the path before the store location
+        SyncServerEndpoint.destination(replace(bad_path, store=nowhere), ())
+    with pytest.raises(StoreLocationRefused):
+        SyncServerEndpoint.destination(replace(_cmd("t", "A", 1), store=nowhere), ())
+    assert SyncServerEndpoint.destination(_cmd("a/b", "A", 1), ()) == ("a/b", None)
+    batch = rows_batch([(None, 1, "v")])
+    duplicated = (*DESCS, ColumnDescriptor(role=ColumnRole.VALUE, name="V"))
+    wide = pa.table({**{n: batch[n] for n in batch.column_names}, "V2": batch["v"]})
+    schema = SyncSchema.validate(duplicated, wide.schema)
+    fits: list[SyncSchema] = []
+    with pytest.raises(UnstorableSchema):  # the columns before their fit to the table
+        SyncServerEndpoint.change("t", _cmd("t", "A", 1, duplicated), schema, wide.to_batches(),
+                                  lambda s: fits.append(s) or None)  # type: ignore[func-returns-value]
+    assert fits == []
+    assert SyncServerEndpoint.change("t", _cmd("t", "A", None), None, [], lambda s: None) == (None, None)  # type: ignore[arg-type, return-value]
