@@ -97,19 +97,30 @@ def replicate(source: SlotSource, client: SyncClient, *, stop: Callable[[], bool
 
     An outage of the sync server or of Postgres is waited out as ``policy`` says (its warnings go to
     ``warn``): the sync client keeps what it was handed until durable, and the source reconnects to
-    the slot, which resends from the confirmed position."""
+    the slot, which resends from the confirmed position.
+
+    Before the first read the origin's durable number is learnt (what the server holds only in memory
+    waited for until durable) and taken as confirmed: a source that replaced one killed before it
+    confirmed is sent transactions the server holds, which are then skipped (``already_sent``) rather
+    than coalesced with new ones into a sync transaction numbered above durable, where a replayed insert
+    and a later delete of its row would squash to nothing and leave the stored row (found by the nemesis,
+    benchmarks/nemesis.py)."""
     policy = policy or OutagePolicy(source.spec.slot)
     warn = warn or _warn
     counts = ReplicationCounts()
     batch = batch or Batch()
     putter = _Putter(client)
     away: Away | None = None
+    settled = False
     while not source.feedback.done and not stop():
         try:
             if away is Away.POSTGRES:
                 source.reconnect()
             elif away is Away.SYNC_SERVER:
                 client.resume()
+            if not settled:  # before anything is read: see the docstring
+                source.confirm(settled_durable(client))
+                settled = True
             _step(source, client, counts, batch, putter, clock, stop, on_transaction, on_durable)
             if (back := policy.recovered(clock())) is not None:
                 warn(back)
