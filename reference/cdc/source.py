@@ -14,7 +14,7 @@ from __future__ import annotations
 import select
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
@@ -92,14 +92,6 @@ class SlotSource:
     """The database libpq connects to (known once connected: the connection string, a service file or the
     environment may name it)."""
 
-    def prepare(self) -> None:
-        """Check the set-up and create the slot if asked, without streaming (a driver does this before its tasks)."""
-        conn = self._connect()
-        try:
-            self._check(conn)
-        finally:
-            conn.close()
-
     def open(self, durable: Callable[[], int | None] = lambda: None) -> None:
         """Check the set-up, create the slot if asked, and start streaming from the slot's confirmed position;
         with a snapshot to read (or to finish), ``read`` returns its chunks first. ``durable``: what the sync
@@ -137,25 +129,43 @@ class SlotSource:
         name = quote(f"{self.database}.{self.spec.slot}", safe="") + ".snapshot"
         return Path(self.spec.state_dir or ".") / name
 
+    def read_snapshot(self, durable: Callable[[], int | None]) -> Iterator[SourceTransaction]:
+        """Only the initial snapshot (what the PySpark driver reads before its job streams): check the set-up,
+        create the slot if asked (with its snapshot under ``spec.snapshot``) and yield the chunks still to read,
+        an unfinished snapshot resumed; nothing is streamed. ``durable`` as for :meth:`open`."""
+        stream = self._connect()
+        try:
+            reader = self._reader(stream, self._check(stream), durable)
+            while reader is not None and (chunk := reader.next()) is not None:
+                yield chunk
+        finally:
+            stream.close()
+            self._in_snapshot = False
+
     def _begin(self, stream: PgConnection, position: int, durable: Callable[[], int | None]) -> None:
         """Read the snapshot still to read (its transaction already open if the slot was just created), or stream."""
         self.feedback.flushed = max(self.feedback.flushed, position)
+        self._snapshot = self._reader(stream, position, durable)
+        if self._snapshot is None:
+            self._start(stream)
+        self._stream = stream
+
+    def _reader(self, stream: PgConnection, position: int, durable: Callable[[], int | None]) -> SnapshotReader | None:
+        """The reader of the snapshot still to read on ``stream`` (None: none, its transaction committed)."""
         path = self.progress_path()
         progress = SnapshotProgress.parse(path.read_text(encoding="utf-8")) if path.exists() else None
         landed = None if progress is None else durable()
         if progress is None or progress.done(landed):
             if self._in_snapshot:
                 stream.query("COMMIT")
-            self._start(stream)
-            return
+                self._in_snapshot = False
+            return None
         if not self._in_snapshot:
             stream.query("BEGIN READ ONLY ISOLATION LEVEL REPEATABLE READ")
         first = max(chunk_number(position, 0), (landed if landed is not None else -1) + 1)
-        self._snapshot = SnapshotReader(stream, snapshot_tables(stream, self.spec.publication), path,
-                                        after=progress.resume_after(landed), first_number=first, limit=position,
-                                        chunk_rows=self.spec.chunk_rows,
-                                        primary_key=self._primary_key, say=self._say)
-        self._stream = stream
+        return SnapshotReader(stream, snapshot_tables(stream, self.spec.publication), path,
+                              after=progress.resume_after(landed), first_number=first, limit=position,
+                              chunk_rows=self.spec.chunk_rows, primary_key=self._primary_key, say=self._say)
 
     def _say(self, line: str) -> None:
         print(f"cdc: {line}", file=sys.stderr, flush=True)

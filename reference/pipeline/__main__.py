@@ -41,6 +41,10 @@ def _parser() -> argparse.ArgumentParser:
     cdc.add_argument("--publication", help="the publication to stream")
     cdc.add_argument("--slot", help="the logical replication slot (pgoutput) to stream from")
     cdc.add_argument("--create-slot", action="store_true", help="create the slot if it does not exist")
+    cdc.add_argument("--snapshot", choices=("initial", "never"), default="initial",
+                     help="when --create-slot creates the slot: first copy the rows the tables hold, in the slot's "
+                          "snapshot (initial, the default; resumed by the next run after a crash), or stream only "
+                          "what commits after it (never)")
     cdc.add_argument("--until-lsn", help="stop once every change committed before this LSN is durable "
                                          "('current': the WAL position at start); default: run until stopped")
     cdc.add_argument("--verify", action="store_true", help="then compare every published table with its Delta table")
@@ -56,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.publication or args.slot or args.create_slot or args.until_lsn or args.verify:
         parser.error("--publication, --slot, --create-slot, --until-lsn and --verify go with --source")
     generator = {k: v for k, v in vars(args).items()
-                 if k not in ("source", "publication", "slot", "create_slot", "until_lsn", "verify")}
+                 if k not in ("source", "publication", "slot", "create_slot", "snapshot", "until_lsn", "verify")}
 
     def pipeline() -> int:
         try:
@@ -79,7 +83,7 @@ def _postgres(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         parser.error("--source needs --publication, --slot and --store (the slot is confirmed up to what that "
                      "store holds durable, so it must outlive the run)")
     options = CdcOptions(args.source, args.publication, args.slot, args.store, args.create_slot, args.until_lsn,
-                         args.verify, args.readers, args.host)
+                         args.verify, args.readers, args.host, snapshot=args.snapshot == "initial")
     try:
         return run_cdc(options)
     except (SourceSetupError, PgServerError, PgConnectionError) as exc:

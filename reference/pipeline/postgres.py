@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from reference.cdc.pgwire import PgAddress
-from reference.cdc.replicate import IDLE_S, sync_put
+from reference.cdc.replicate import IDLE_S, puts_of, settled_durable, sync_put
 from reference.cdc.source import SlotSource, SlotSpec, SourceSetupError
 from reference.cdc.verify import TableDifference, verify
 from reference.cluster.config import DriverCluster
@@ -93,6 +93,33 @@ class CdcConfig:
     sync_deadline_s: float = 120.0
     message_bytes: int = MESSAGE_BYTES
     """How large each Arrow message of a put is made (under the sync server's message limit)."""
+
+
+SNAPSHOT_STATE = ".cdc-snapshot"
+"""The store's directory for the snapshot's progress record (it outlives a run, as the store does)."""
+
+
+def snapshot_origin(slot: str) -> str:
+    """The sync origin of the initial snapshot's chunks (the driver's, before the job)."""
+    return f"{slot}/snapshot"
+
+
+def copy_snapshot(source: SlotSource, location: str, deadline_s: float = 120.0) -> int:
+    """The driver's set-up before the job: check it, create the slot if asked and, with a snapshot to read
+    (the slot created now under ``--snapshot initial``, or an unfinished one resumed), send its chunks through
+    an origin of their own (:func:`snapshot_origin`) and wait until they are durable, so that every change the
+    job's sinks then apply finds the rows the snapshot wrote; the rows copied."""
+    client = SyncClient(location, snapshot_origin(source.spec.slot), deadline_s=deadline_s)
+    rows, last = 0, None
+    try:
+        for chunk in source.read_snapshot(lambda: settled_durable(client)):
+            client.send_transaction(chunk.commit_lsn, puts_of(chunk))
+            rows, last = rows + chunk.row_count, chunk.commit_lsn
+        if last is not None:
+            client.wait_durable(last)
+    finally:
+        client.close()
+    return rows
 
 
 def sync_origin(slot: str, path: str, reader: int) -> str:
@@ -289,6 +316,8 @@ class CdcOptions:
     verify: bool = False
     readers: int = 2
     host: str = "127.0.0.1"
+    snapshot: bool = True
+    """Copy the rows the tables hold first, when ``create_slot`` creates the slot (``--snapshot initial``)."""
 
 
 def run(options: CdcOptions, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
@@ -296,16 +325,20 @@ def run(options: CdcOptions, out: TextIO = sys.stdout, err: TextIO = sys.stderr)
     from reference.pipeline.job import root_cause, spark_context
     from reference.spark.shuffle import StreamingShuffle
 
-    SlotSource(PgAddress.parse(options.source), SlotSpec(options.slot, options.publication, options.create_slot,
-                                                         reads_back=options.readers > 1)).prepare()
     store = options.store
-    host = DriverCluster("memory", options.host)
     Path(store).mkdir(parents=True, exist_ok=True)
+    source = SlotSource(PgAddress.parse(options.source), SlotSpec(
+        options.slot, options.publication, options.create_slot, reads_back=options.readers > 1,
+        snapshot=options.snapshot, state_dir=str(Path(store) / SNAPSHOT_STATE)))
+    host = DriverCluster("memory", options.host)
     server = SyncServerProcess(store, Path(store) / ".sync-server.log", host=options.host)  # a crash keeps it
     sc: Any = None
     try:
         location = server.start()
         print(f"sync server at {location}, store {store}", file=err, flush=True)
+        copied = copy_snapshot(source, location)
+        if copied:
+            print(f"pipeline: snapshot of {copied} rows durable; streaming from the slot", file=err, flush=True)
         config = CdcConfig(options.source, options.slot, options.publication, options.create_slot, options.until,
                            options.readers, location)
         sc = spark_context(1 + options.readers, options.host, host.executor_url, max_failures=1)

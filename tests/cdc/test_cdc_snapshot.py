@@ -14,12 +14,14 @@ from reference.cdc import workload
 from reference.cdc.__main__ import main
 from reference.cdc.replicate import ReplicationCounts, replicate, settled_durable
 from reference.cdc.source import SlotSource, SlotSpec
+from reference.pipeline.postgres import copy_snapshot
 from reference.pipeline.syncserver import SyncServerProcess
 from reference.sync.client import SyncClient
 from spec.pgoutput.coalesce import Batch
 from spec.pgoutput.snapshot import SnapshotProgress
 from spec.pgoutput.transactions import SourceTransaction
 from tests.cdc.conftest import Database
+from tests.cdc.tasks import run_pipeline, sql
 from tests.cdc.test_cdc_exactly_once import assert_tables_equal, stop_at_current
 
 BASE = 10 ** 12
@@ -96,3 +98,23 @@ def test_a_snapshot_cut_off_resumes_without_duplicates_or_gaps(
     (_, fourth_table, fourth), (_, fifth_table, fifth) = progress.chunks[3:5]
     assert fourth_table == fifth_table == "public/items" and int(fifth[0]) > int(fourth[0])  # resumed, not restarted
     assert second.transactions > 0
+
+
+def test_the_pipeline_driver_copies_the_rows_then_the_sinks_stream(
+        database: Database, sync_server: SyncServerProcess, tmp_path: Path) -> None:
+    """On PySpark the driver reads the snapshot before the job (its own origin, waited for until durable);
+    the job's tasks (here on threads) then stream from the slot, also changes of the copied rows."""
+    workload.run_concurrently(database.address, 2, 5)
+    _load(database, 2_500)
+    database.query(f"SELECT pg_drop_replication_slot('{database.name}')")  # the driver creates it, with its snapshot
+    spec = SlotSpec(database.name, database.name, create_slot=True, reads_back=True, snapshot=True,
+                    state_dir=str(tmp_path), chunk_rows=1_000)
+    held = int(str(database.query("SELECT (SELECT count(*) FROM items) + (SELECT count(*) FROM pairs)")[0][0]))
+    assert copy_snapshot(SlotSource(database.address, spec), sync_server.location) == held
+    assert copy_snapshot(SlotSource(database.address, spec), sync_server.location) == 0  # done: not again
+    sql(database, f"UPDATE items SET qty = -1 WHERE id % 7 = 0 AND id > {BASE}",
+        f"UPDATE items SET id = id + 1000000 WHERE id BETWEEN {BASE + 1} AND {BASE + 100}",
+        "DELETE FROM pairs WHERE v % 5 = 0")
+    workload.run_concurrently(database.address, 2, 5, seed=1)
+    assert run_pipeline(database, sync_server, 2) == [None, None]
+    assert_tables_equal(database, sync_server)
