@@ -38,6 +38,7 @@ class RawConnection:
         self.address = address
         self.timeout = timeout
         self._sock = socket.create_connection((address.host, address.port), timeout=timeout)
+        self._frames = wire.FrameReader()
 
     def __enter__(self) -> RawConnection:
         return self
@@ -70,17 +71,17 @@ class RawConnection:
 
     def read(self) -> ServiceMessage | None:
         """The next message, or None when the service closed the connection; CaseTimeout when it
-        sends nothing within the timeout."""
+        sends nothing within the timeout. Frames are read through the one cluster frame reader,
+        never past the message (it asks for the rest of the header or body only)."""
         try:
-            header = self._exactly(wire.FRAME_HEADER.sizeof())
-            if header is None:
-                return None
-            body = self._exactly(wire.body_length(header))
+            while chunk := self._sock.recv(min(self._frames.wanted, 1 << 20)):
+                for body in self._frames.feed(chunk):
+                    return wire.decode(body)
         except socket.timeout:
             raise CaseTimeout(f"the service sent nothing within {self.timeout} s") from None
         except ConnectionError:
             return None
-        return None if body is None else wire.decode(body)
+        return None
 
     def until(self, *kinds: ServiceKind) -> tuple[ServiceMessage | None, list[ServiceMessage]]:
         """Read up to the first message of one of ``kinds`` (or the end): it, and what came before."""
@@ -88,16 +89,6 @@ class RawConnection:
         while (message := self.read()) is not None and message.kind not in kinds:
             before.append(message)
         return message, before
-
-    def _exactly(self, size: int) -> bytes | None:
-        chunks, left = [], size
-        while left:
-            chunk = self._sock.recv(min(left, 1 << 20))
-            if not chunk:
-                return None
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
 
     def close(self) -> None:
         self._sock.close()
