@@ -73,6 +73,9 @@ class PgAddress:
         """From libpq's keywords (``host``, ``port``, ``dbname``, ``user``, ``password``, ...)."""
         return cls(make_conninfo("", **params))
 
+    def __repr__(self) -> str:
+        return f"PgAddress({self.url()!r})"  # never the password (a traceback's locals, a logged source)
+
     def url(self) -> str:
         """The connection string without its password (what logs and errors show)."""
         if self.conninfo.startswith(("postgresql://", "postgres://")):

@@ -306,8 +306,10 @@ class SlotSource:
                 tx = machine.feed_data(message.data)
                 if tx is None:
                     if budget is not None and machine.open and budget.note(len(message.data)):
-                        self._spill = self._spill or TransactionSpill()
-                        self._spill.write(machine.take_open())
+                        taken = machine.take_open()
+                        if not self.feedback.already_sent(machine.final_lsn or 0):  # resent after a reconnection:
+                            self._spill = self._spill or TransactionSpill()          # dropped as it comes
+                            self._spill.write(taken)
                         budget.released()
                     continue
                 spill, self._spill = self._spill, None

@@ -144,6 +144,11 @@ class TransactionAssembler:
         """A transaction has begun and not yet committed."""
         return self._begin is not None
 
+    @property
+    def final_lsn(self) -> int | None:
+        """The open transaction's commit LSN, as its Begin announced it (None: no transaction open)."""
+        return None if self._begin is None else self._begin.final_lsn
+
     def take_open(self) -> dict[str, TableChanges]:
         """The open transaction's changes so far, per table in order, handed over (to be written out:
         spec/pgoutput/spill.py); its Commit returns only what follows, with ``spilled_rows`` counting these."""

@@ -11,11 +11,14 @@ import pytest
 
 from reference.cdc import source as source_module
 from reference.cdc.__main__ import main
+from reference.cdc.source import SlotSource, SlotSpec
 from reference.cdc.spill import TransactionSpill
 from reference.cdc.verify import verify
 from reference.pipeline.syncserver import SyncServerProcess
 from reference.sync.client import SyncPut
-from spec.pgoutput.changes import Op, RowChange, TableImage
+from spec.pgoutput.changes import Op, RowChange, TableChanges, TableImage
+from spec.pgoutput.feedback import record_boundary
+from spec.pgoutput.messages import parse_lsn
 from tests.cdc.conftest import Database
 from tests.cdc.tasks import sql
 
@@ -45,7 +48,7 @@ def test_a_spilled_transaction_lands_exactly(database: Database, sync_server: Sy
     written: list[int] = []
 
     class CountedSpill(TransactionSpill):
-        def write(self, changes: dict[str, list[RowChange]]) -> None:
+        def write(self, changes: dict[str, TableChanges]) -> None:
             written.append(sum(len(c) for c in changes.values()))
             super().write(changes)
 
@@ -77,3 +80,31 @@ def test_spilled_puts_read_back_in_order_then_the_rest() -> None:
     assert [p.batch.column("new.id").to_pylist() for p in puts[1:]] == [[4], [5]]
     with pytest.raises(IndexError):
         puts[3]
+
+
+def test_a_transaction_resent_after_a_reconnection_is_not_spilled_again(database: Database,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Postgres resends from the confirmed position what the source already handed over: a large such
+    transaction is dropped as it comes (its Begin names its commit LSN), not written out again."""
+    written: list[int] = []
+
+    class CountedSpill(TransactionSpill):
+        def write(self, changes: dict[str, TableChanges]) -> None:
+            written.append(len(changes))
+            super().write(changes)
+
+    monkeypatch.setattr(source_module, "TransactionSpill", CountedSpill)
+    sql(database, "; ".join(LARGE[:3] + ("COMMIT",)))
+    end = record_boundary(parse_lsn(str(database.query("SELECT pg_current_wal_insert_lsn()")[0][0])))
+    source = SlotSource(database.address, SlotSpec(database.name, database.name, spill_bytes=64 * 1024))
+    source.open()
+    try:
+        source.feedback.sent = end  # as after a reconnection: everything before ``end`` was handed over
+        for _ in range(60):
+            assert source.read(0.5) is None
+            if source.feedback.received >= end:
+                break
+            source.ask_position()
+        assert source.feedback.received >= end and written == []
+    finally:
+        source.close()
