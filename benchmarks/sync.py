@@ -32,6 +32,7 @@ import pyarrow as pa
 
 from conformance.sync.suite import DESCS, _cmd, do_put
 from reference.sync.client import SyncClient, SyncPut
+from reference.sync.front import RELAY_HIGH_WATER_BYTES
 from reference.sync.server import DEFAULT_MAX_CONNECTIONS, SyncServer
 from reference.sync.store import DeltaStore
 from spec.sync.writer import SyncSettings
@@ -67,8 +68,9 @@ MESSAGE_COPIES = 2
 """Copies of a message a running put holds at once: gRPC's receive buffer and the bytes it hands over."""
 PUT_OVERHEAD_KIB = 100
 """A running put's thread and call beyond its message (measured: 64 stalled puts, +6.2 MiB)."""
-CONNECTION_KIB = 18
-"""An open client connection, putting or not (measured: 2,000 idle connections, +34.2 MiB)."""
+CONNECTION_KIB = 24 + 2 * RELAY_HIGH_WATER_BYTES // 1024
+"""An open client connection, putting or not: gRPC's and the front's share (measured: 2,000 idle connections,
++45.8 MiB) and what the front may queue for it each way (``reference.sync.front``), without TLS."""
 FLUSH_BYTES_PER_PENDING_BYTE = 13
 """One flush's working set per byte of the table's pending data (measured: +11.2 and +12.8 MiB per MiB of
 narrow rows, 24 bytes, for a table's first and a later flush; per-row costs weigh less in wider rows)."""

@@ -14,10 +14,11 @@ tells this object what happened and closes what it returns.
 
 ``ConnectionAdmission`` (the sync server's front, ``reference/sync/front.py``): every client connection,
 at most ``max_connections``, ranked by what it is doing (``ConnectionUse``, which
-``spec.http2_watch`` reads from HTTP/2 frame headers); a newcomer at the cap evicts the one whose
-handshake is oldest and unfinished, else the one idle longest, else the one waiting longest for a
-stream's first bytes, never one carrying a request: when every connection carries one, the newcomer
-is refused (its client retries).
+``spec.http2_watch`` reads from HTTP/2 frame headers); a newcomer at the cap evicts one the server
+already closed but that still has bytes to take, else the one that has done nothing for longest
+(its handshake unfinished since its accept, or idle since its last stream), else the one waiting
+longest for a stream's first message, never one carrying a request: when every connection carries
+one, the newcomer is refused (its client retries).
 """
 
 from __future__ import annotations
@@ -96,13 +97,15 @@ class StrangerAdmission(Generic[K]):
 class ConnectionUse(enum.IntEnum):
     """What a held connection is doing, in the order a newcomer at the cap evicts (lowest first)."""
 
-    HANDSHAKE = 0
+    ENDING = 0
+    """The server closed its side; only its last bytes are still being written to the client."""
+    HANDSHAKE = 1
     """Its handshake is not complete (a slow-loris stays here)."""
-    IDLE = 1
+    IDLE = 2
     """Handshake done, no stream open."""
-    WAITING = 2
-    """Streams open, none of which has sent a byte of its request body yet (silent streams)."""
-    BUSY = 3
+    WAITING = 3
+    """Streams open, none of which has sent a whole first message yet (silent streams)."""
+    BUSY = 4
     """A stream carrying a request is open: never evicted."""
 
 
@@ -114,16 +117,27 @@ class Admission(Generic[K]):
     evicted: K | None = None
 
 
+_EVICTION_RANK = {ConnectionUse.ENDING: 0, ConnectionUse.HANDSHAKE: 1, ConnectionUse.IDLE: 1, ConnectionUse.WAITING: 2}
+"""Which connections a newcomer evicts first (lowest rank, oldest in it first); a request in flight never.
+
+An unfinished handshake and an idle connection share a rank, so the one doing nothing for longest
+goes (a handshake counts from its accept, idleness from its last stream's end): with handshakes
+first, a crowd reconnecting as fast as it is evicted had its newcomers evict each other, and the
+client's own new connection with them, rather than the idle connections sitting in every slot
+(measured: 1,878 of 1,881 evictions hit handshakes; one put waited 13.8 s). A slow-loris still
+goes before anything younger than it."""
+
+
 class ConnectionAdmission(Generic[K]):
-    """Open client connections by use, each oldest first in its use (callers report events in time order,
-    so arrival order is age order: the time each entered its use needs no clock here)."""
+    """Open client connections by use; in each eviction rank, in the order they entered their use
+    (callers report events in time order, so arrival order is age order: no clock is needed here)."""
 
     def __init__(self, max_connections: int) -> None:
         if max_connections < 1:
             raise ValueError(f"admission needs max_connections >= 1, got {max_connections}")
         self.max_connections = max_connections
-        self._by_use: dict[ConnectionUse, dict[K, None]] = {use: {} for use in ConnectionUse}
-        """Each use's connections in the order they entered it."""
+        self._ranks: list[dict[K, None]] = [{} for _ in range(max(_EVICTION_RANK.values()) + 1)]
+        """Each eviction rank's connections, in the order they entered their use."""
         self._use: dict[K, ConnectionUse] = {}
 
     def __len__(self) -> int:
@@ -136,32 +150,30 @@ class ConnectionAdmission(Generic[K]):
         """A connection arrived, its handshake not done; at the cap, whom it evicts, or that it is refused."""
         evicted = None
         if len(self._use) >= self.max_connections:
-            evicted = self._least_useful()
+            evicted = next((next(iter(rank)) for rank in self._ranks if rank), None)
             if evicted is None:
                 return Admission(admitted=False)
             self.closed(evicted)
         self._enter(peer, ConnectionUse.HANDSHAKE)
         return Admission(admitted=True, evicted=evicted)
 
-    def _least_useful(self) -> K | None:
-        for use in (ConnectionUse.HANDSHAKE, ConnectionUse.IDLE, ConnectionUse.WAITING):
-            oldest = next(iter(self._by_use[use]), None)
-            if oldest is not None:
-                return oldest
-        return None
-
     def using(self, peer: K, use: ConnectionUse) -> None:
-        """The connection is now doing ``use``; entering a use anew puts it last (youngest) in it."""
+        """The connection is now doing ``use``; entering a use anew makes it the youngest of its rank."""
         if peer in self._use and self._use[peer] is not use:
-            del self._by_use[self._use[peer]][peer]
+            self._leave(peer)
             self._enter(peer, use)
 
     def _enter(self, peer: K, use: ConnectionUse) -> None:
         self._use[peer] = use
-        self._by_use[use][peer] = None
+        if use in _EVICTION_RANK:
+            self._ranks[_EVICTION_RANK[use]][peer] = None
+
+    def _leave(self, peer: K) -> None:
+        use = self._use.pop(peer)
+        if use in _EVICTION_RANK:
+            del self._ranks[_EVICTION_RANK[use]][peer]
 
     def closed(self, peer: K) -> None:
         """The connection ended, whoever ended it."""
-        use = self._use.pop(peer, None)
-        if use is not None:
-            del self._by_use[use][peer]
+        if peer in self._use:
+            self._leave(peer)

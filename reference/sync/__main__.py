@@ -113,7 +113,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="puts served at once (a stream counts once its first message arrived); more are "
                             "RESOURCE_EXHAUSTED, which clients retry")
     serve.add_argument("--max-connections", type=count, default=DEFAULT_MAX_CONNECTIONS,
-                       help="open client connections at most; more are refused as they connect (UNAVAILABLE)")
+                       help="open client connections at most; a newcomer at the cap closes one without a put in "
+                            "flight (the one handshaking or idle for longest first), or is refused when every one "
+                            "carries a put")
     serve.add_argument("--put-timeout-s", type=interval, default=DEFAULT_PUT_TIMEOUT_S,
                        help="a put not complete this long after its first message ends DEADLINE_EXCEEDED, "
                             "nothing of it kept")

@@ -302,6 +302,7 @@ class SyncServer:
                 "pending_tables": len(self._endpoint.pending_tables),
                 "open_transactions": self._endpoint.open_transactions,
                 "running_puts": self._transport.running_puts,
+                "connections": self._transport.connections,
                 "failing_tables": {t: f.failures for t, f in self._endpoint.failing_tables().items()},
             }
 

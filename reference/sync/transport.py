@@ -19,6 +19,12 @@ event-loop thread; the rules are the spec's (``spec.sync.admission``: ``PutStrea
 - ``stop(grace)`` refuses new calls, lets running ones finish for ``grace`` seconds, then ends
   the rest ``UNAVAILABLE`` (``ServerDraining``).
 
+Connections reach gRPC through the front (``reference.sync.front``), which owns accept on the public
+address and relays each connection to gRPC's unix socket in a private directory: at
+``max_connections`` a newcomer evicts the connection worth least (``spec.admission.ConnectionAdmission``),
+which gRPC's own cap could only refuse; TLS ends in the front. gRPC's handshake, idle and stream limits
+apply to each relayed connection as they did to the client's.
+
 Other Flight methods are ``UNIMPLEMENTED``.  Errors are ``SyncError`` s, sent as their status
 with their one-line text and condition (``spec.sync.errors.wire_text``).
 """
@@ -28,6 +34,10 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import os
+import shutil
+import ssl
+import tempfile
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, NoReturn, TypeVar
@@ -36,6 +46,7 @@ import grpc
 import grpc.aio
 
 from reference.sync.credentials import ServerSecurity, bearer_token_matches
+from reference.sync.front import ConnectionFront, tls_context
 from spec.sync.admission import PutLimits, PutSlots, PutStream
 from spec.sync.errors import FlightDataError, InterruptedPut, PutSlotsBusy, SyncError, wire_text
 from spec.sync.flight import DO_PUT_METHOD, FLIGHT_SERVICE, FlightData, decode_flight_data, encode_put_result
@@ -56,7 +67,7 @@ PutHandler = Callable[[Iterator[FlightData], Callable[[], bool]], bytes]
 
 
 class BindError(Exception):
-    """The transport could not listen on the address it was given."""
+    """The transport could not listen as asked: on the address it was given, or with its TLS certificate and key."""
 
 
 _END = object()
@@ -130,6 +141,13 @@ def _ms(seconds: float) -> int:
     return max(1, round(seconds * 1000))
 
 
+def _nobody_waits(put: asyncio.Future[bytes]) -> None:
+    """Take the outcome of a put whose client left: left untaken, asyncio logs it with its traceback from
+    the garbage collector, wherever that runs (in 3.11, inside another ``ast.parse``, which then fails)."""
+    if not put.cancelled():
+        put.exception()
+
+
 def _serve(handler: PutHandler, call: _Call, first: object) -> bytes:
     """Run the put on its thread, from its first message (``_END``: the stream had none)."""
     if not isinstance(first, bytes):
@@ -154,16 +172,19 @@ class FlightPutTransport:
         self._stopping: asyncio.Event | None = None
         self._stop_deadline = float("inf")
         self._stopped = threading.Event()
+        self._private = tempfile.mkdtemp(prefix="sync-grpc-")
+        """gRPC's unix socket, behind the front, and nobody else's (mode 0700)."""
         try:
-            self.port, self._server = self._run(self._start(f"{host}:{port}", security))
+            self._server, self._front, self.port = self._run(self._start(host, port, security))
         except BindError:
             self._close_loop()
+            shutil.rmtree(self._private, ignore_errors=True)
             raise
 
     def _run(self, coroutine: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
 
-    async def _start(self, address: str, security: ServerSecurity) -> tuple[int, grpc.aio.Server]:
+    async def _start(self, host: str, port: int, security: ServerSecurity) -> tuple[grpc.aio.Server, ConnectionFront, int]:
         self._stopping = asyncio.Event()
         server = grpc.aio.server(
             handlers=[grpc.method_handlers_generic_handler(FLIGHT_SERVICE, {
@@ -172,25 +193,29 @@ class FlightPutTransport:
             options=[
                 ("grpc.max_receive_message_length", self._limits.receive_limit + FRAME_ALLOWANCE_BYTES),
                 ("grpc.so_reuseport", 0),
-                ("grpc.max_allowed_incoming_connections", self._limits.max_connections),
                 ("grpc.server_handshake_timeout_ms", _ms(self._limits.handshake_timeout_s)),
                 ("grpc.http2.settings_timeout", _ms(self._limits.handshake_timeout_s)),
                 ("grpc.max_connection_idle_ms", _ms(self._limits.idle_timeout_s)),
                 ("grpc.max_concurrent_streams", self._limits.max_streams_per_connection),
             ],
         )
-        try:
-            if security.tls_cert is not None and security.tls_key is not None:
-                credentials = grpc.ssl_server_credentials([(security.tls_key, security.tls_cert)])
-                port = server.add_secure_port(address, credentials)
-            else:
-                port = server.add_insecure_port(address)
-        except RuntimeError:
-            port = 0
-        if port == 0:
-            raise BindError(f"cannot listen on {address}: the address is in use or not available here")
+        upstream = os.path.join(self._private, "grpc.sock")
+        if server.add_insecure_port(f"unix:{upstream}") == 0:
+            raise BindError(f"cannot listen on a unix socket in {tempfile.gettempdir()}")
         await server.start()
-        return port, server
+        try:
+            tls = None
+            if security.tls_cert is not None and security.tls_key is not None:
+                tls = tls_context(security.tls_cert, security.tls_key, self._private)
+            front = ConnectionFront(upstream, max_connections=self._limits.max_connections,
+                                    max_streams=self._limits.max_streams_per_connection, tls=tls)
+            return server, front, await front.listen(host, port)
+        except ssl.SSLError as exc:
+            await server.stop(None)
+            raise BindError(f"cannot serve TLS with this certificate and key: {exc.reason or exc}") from None
+        except OSError:
+            await server.stop(None)
+            raise BindError(f"cannot listen on {host}:{port}: the address is in use or not available here") from None
 
     def _authorized(self, context: grpc.aio.ServicerContext[bytes, bytes]) -> bool:
         metadata = [(str(key), value) for key, value in context.invocation_metadata() or ()]
@@ -216,6 +241,7 @@ class FlightPutTransport:
             answer = await self._answer(put, call, stream)
         except asyncio.CancelledError:  # the client went away
             call.end()
+            put.add_done_callback(_nobody_waits)
             raise
         except SyncError as exc:
             await self._refuse(context, exc)
@@ -254,6 +280,11 @@ class FlightPutTransport:
         """Puts holding a slot now (their first message arrived)."""
         return self._slots.in_use
 
+    @property
+    def connections(self) -> int:
+        """Client connections held now (``max_connections`` at most)."""
+        return len(self._front.admission)
+
     def wait(self) -> None:
         """Block until the server stopped."""
         self._stopped.wait()
@@ -275,7 +306,10 @@ class FlightPutTransport:
         assert self._stopping is not None
         self._stop_deadline = self._loop.time() + (grace_s or 0.0)
         self._stopping.set()
+        self._front.stop_listening()
         await self._server.stop(None if grace_s is None else grace_s + STOP_MARGIN_S)
+        self._front.close_all()
+        shutil.rmtree(self._private, ignore_errors=True)
 
     def _close_loop(self) -> None:
         if self._loop.is_running():

@@ -46,7 +46,7 @@ class PutLimits:
     put_timeout_s: float
     first_message_timeout_s: float
     max_connections: int
-    """Open client connections at most (each costs gRPC about 18 KiB); more are refused when they connect."""
+    """Open client connections at most; at the cap a newcomer evicts one (``spec.admission.ConnectionAdmission``)."""
     handshake_timeout_s: float
     """A connection that has not completed the HTTP/2 handshake (its SETTINGS acknowledged) by then is closed."""
     idle_timeout_s: float

@@ -1,7 +1,7 @@
 """The admission of strangers as a pure policy: the cap evicts the oldest, the deadline expires them in
 order, and a peer the protocol found useful is neither (issue #36: the reactor only carries it out); and
-the sync front's connections at its cap (issue #37): a newcomer evicts an unfinished handshake, then the
-connection idle longest, then silent streams, never a request while another can go."""
+the sync front's connections at its cap (issue #37): a newcomer evicts the connection that did nothing for
+longest (handshaking or idle), then silent streams, never a request while another can go."""
 
 from __future__ import annotations
 
@@ -76,15 +76,27 @@ def test_below_the_cap_nobody_is_evicted() -> None:
     assert len(admission) == 2
 
 
-def test_an_unfinished_handshake_goes_first_the_oldest_of_them() -> None:
-    admission = _held(ConnectionUse.IDLE, ConnectionUse.HANDSHAKE, ConnectionUse.HANDSHAKE, ConnectionUse.WAITING)
-    assert admission.accepted("new") == Admission(admitted=True, evicted="c1")
-    assert admission.accepted("newer") == Admission(admitted=True, evicted="c2")
-    assert admission.accepted("newest") == Admission(admitted=True, evicted="new")  # a newcomer is HANDSHAKE too
-    assert "c0" in admission and "c3" in admission
+def test_the_connection_that_did_nothing_for_longest_goes_handshaking_or_idle() -> None:
+    admission = _held(ConnectionUse.HANDSHAKE, ConnectionUse.IDLE, ConnectionUse.HANDSHAKE, ConnectionUse.WAITING)
+    assert admission.accepted("new") == Admission(admitted=True, evicted="c0")  # a slow-loris older than the idle one
+    assert admission.accepted("newer") == Admission(admitted=True, evicted="c1")
+    assert admission.accepted("newest") == Admission(admitted=True, evicted="c2")
+    assert "c3" in admission
 
 
-def test_then_the_connection_idle_longest() -> None:
+def test_newcomers_evict_idle_connections_not_each_others_handshakes() -> None:
+    """A crowd reconnecting as fast as it is evicted must not push out a client's handshake in progress."""
+    admission = _held(ConnectionUse.IDLE, ConnectionUse.IDLE, ConnectionUse.IDLE)
+    assert [admission.accepted(n).evicted for n in ("client", "a", "b")] == ["c0", "c1", "c2"]
+    assert admission.accepted("d") == Admission(admitted=True, evicted="client")  # none idle left: the oldest
+
+
+def test_a_connection_the_server_closed_goes_before_any_other() -> None:
+    admission = _held(ConnectionUse.HANDSHAKE, ConnectionUse.IDLE, ConnectionUse.ENDING)
+    assert admission.accepted("new") == Admission(admitted=True, evicted="c2")
+
+
+def test_idleness_counts_from_the_end_of_the_last_stream() -> None:
     admission = _held(ConnectionUse.IDLE, ConnectionUse.IDLE, ConnectionUse.WAITING)
     admission.using("c0", ConnectionUse.BUSY)
     admission.using("c0", ConnectionUse.IDLE)  # its request ended after c1 went idle: c1 is idle longer

@@ -1,11 +1,13 @@
 """Issue 37, reproductions 1 and 2, scaled down through the flags: a crowd of connections or streams
 that sends nothing useful cannot lock a legitimate client out. Idle connections and a slow-loris
 holding every ``--max-connections`` slot are closed at ``--idle-timeout-s`` and
-``--handshake-timeout-s``; silent streams on one connection hold no put slot and end at
+``--handshake-timeout-s``, and at the cap a newcomer evicts one of them at once (the front,
+``reference/sync/front.py``); silent streams on one connection hold no put slot and end at
 ``--first-message-timeout-s``. Each bound is the client's deadline, not a measured time."""
 
 from __future__ import annotations
 
+import logging
 import time
 
 import grpc
@@ -38,6 +40,25 @@ def test_connections_holding_every_slot_are_closed_and_a_legit_put_gets_in(serve
         while crowd.open:  # the server closed every attacking connection, the two it never took too
             assert time.monotonic() < deadline, f"{crowd.open} {kind} connections still open"
             time.sleep(0.05)
+    finally:
+        crowd.close()
+
+
+def test_at_the_cap_a_newcomer_evicts_an_idle_connection(server_factory: ServerFactory,
+                                                          caplog: pytest.LogCaptureFixture) -> None:
+    """Every slot held by idle connections that no deadline will close while the client tries (idle and
+    handshake timeouts above its deadline): the front closes one of them for the client's new connection."""
+    caplog.set_level(logging.INFO, logger="reference.sync.front")
+    server = server_factory(max_connections=4, idle_timeout_s=BOUND_S * 3, handshake_timeout_s=BOUND_S * 3)
+    crowd = ConnectionCrowd("127.0.0.1", server.port, "idle", 4)
+    try:
+        _legit_put_lands(server.location)
+        deadline = time.monotonic() + BOUND_S
+        while crowd.open > 3:
+            assert time.monotonic() < deadline, "no idle connection was closed"
+            time.sleep(0.05)
+        assert crowd.open == 3
+        assert any("to make room for one from 127.0.0.1:" in r.getMessage() for r in caplog.records)
     finally:
         crowd.close()
 
