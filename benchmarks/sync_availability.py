@@ -175,7 +175,8 @@ def _attack(args: argparse.Namespace, kind: str) -> dict[str, object]:
     return {
         f"{kind}_puts": len(latencies), f"{kind}_failed": failures,
         f"{kind}_p50_ms": round(statistics.median(latencies) * 1000, 1) if latencies else None,
-        f"{kind}_p99_ms": round(statistics.quantiles(latencies, n=100)[98] * 1000, 1) if len(latencies) > 1 else None,
+        f"{kind}_p99_ms": (round(statistics.quantiles(latencies, n=100, method="inclusive")[98] * 1000, 1)
+                           if len(latencies) > 1 else None),
         f"{kind}_max_ms": round(max(latencies) * 1000, 1) if latencies else None,
         f"{kind}_attackers_open_at_end": held, f"{kind}_reopened": reopened,
     }
