@@ -272,7 +272,10 @@ class ClientSession:
 
     def hello(self, now: float) -> bytes:
         """A connection is up: the HELLO to send on it (a successor of this session, resuming after
-        the last revision it was told of once it was told anything)."""
+        the last revision it was told of once it was told anything); PROVIDER_CLOSED once the session
+        is over (its owner may close it while a dial is under way)."""
+        if self.phase is Phase.CLOSED:
+            raise self.fenced or ProviderClosed(f"node {self.node_id} was closed")
         self._require(Phase.DIALLING)
         self.phase = Phase.HELLO_SENT
         self._frames = wire.FrameReader()
@@ -416,7 +419,10 @@ class ClientSession:
         return step
 
     def dial_failed(self, now: float) -> None:
-        """A dial did not connect (or its HELLO was refused for now): dial again after the next delay."""
+        """A dial did not connect (or its HELLO was refused for now): dial again after the next delay
+        (nothing once the session is over)."""
+        if self.phase is Phase.CLOSED:
+            return
         self._require(Phase.DIALLING)
         delay = next(self._delays, None)
         if delay is None:

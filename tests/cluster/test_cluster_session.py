@@ -259,3 +259,13 @@ def test_a_membership_delta_on_another_epoch_is_malformed() -> None:
     delta = wire.encode(ServiceKind.MEMBERSHIP_DELTA, 0, base=3, epoch=5, changes=[])
     with pytest.raises(MalformedMessage):
         client.receive(delta, 0.0)
+
+
+def test_a_session_closed_while_a_dial_is_under_way_sends_no_hello() -> None:
+    client = opened()
+    client.connection_lost("reset", 0.0)
+    client.close()
+    client.dial_failed(0.1)
+    assert client.deadline is None
+    with pytest.raises(ProviderClosed):
+        client.hello(0.1)
