@@ -10,7 +10,10 @@ process, one origin.
   ``/dev/null`` (pgoutput, the same publication) up to the WAL position after the backlog, and the
   source the other until all of it is durable in the sync server. Each is timed from its
   START_REPLICATION (``pg_recvlogical``: from its start, connection included); figure: changes/s
-  of each and their ratio;
+  of each and their ratio, and the CPU seconds of the source's process meanwhile (its threads
+  included: what is not CPU is waiting for Postgres or the sync server). The sync server has taken
+  one put and made it durable before (its first put of a process costs about a second of its own
+  start: not the source's);
 - steady: one session commits one-row transactions at ``--rate`` per second for ``--seconds``
   while the source runs; each row carries its commit time, and its latency is from that time to
   the source seeing a durable number at or above its commit LSN (p50/p99/max).
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import statistics
 import subprocess
 import tempfile
@@ -34,7 +38,8 @@ from conformance.pgoutput.postgres_server import PostgresServer, postgres_bin_di
 from reference.cdc.replicate import replicate
 from reference.cdc.source import SlotSource, SlotSpec
 from reference.pipeline.syncserver import FlushSettings, SyncServerProcess
-from reference.sync.client import SyncClient
+from reference.sync.client import SyncClient, SyncPut
+from spec.pgoutput.changes import Op, RowChange, TableImage
 from spec.pgoutput.feedback import record_boundary
 from spec.pgoutput.messages import parse_lsn
 from spec.pgoutput.transactions import SourceTransaction
@@ -74,19 +79,37 @@ def _backlog(server: PostgresServer, sync: SyncServerProcess, name: str, transac
     source = SlotSource(server.address(), SlotSpec(f"{name}_source", name, until=end))
     client = SyncClient(sync.location, origin=f"{name}_source")
     source.open()
-    started = time.monotonic()
+    started, cpu = time.monotonic(), _cpu_s()
     try:
         counts = replicate(source, client)
     finally:
         source.close()
         client.close()
-    source_s = time.monotonic() - started
+    source_s, cpu = time.monotonic() - started, _cpu_s() - cpu
     assert counts.rows == changes, (counts.rows, changes)
     return {"transactions": transactions, "rows_per_transaction": rows, "changes": changes,
             "pg_recvlogical_s": round(recv_s, 3), "pg_recvlogical_changes_per_s": round(changes / recv_s),
             "source_s": round(source_s, 3), "source_changes_per_s": round(changes / source_s),
+            "source_cpu_s": round(cpu, 2),
             "source_transactions": counts.transactions, "source_sync_transactions": counts.sync_transactions,
             "ratio": round(recv_s / source_s, 3)}
+
+
+def _cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _warm_up(sync: SyncServerProcess) -> None:
+    """One put made durable, so that the sync server's own start is behind it before anything is timed."""
+    image = TableImage("bench/warm_up", (("id", pa.int64()),), (("v", pa.string()),))
+    client = SyncClient(sync.location, origin="warm-up")
+    try:
+        client.send_transaction(1, [SyncPut(image.path, image.batch([RowChange(image, Op.INSERT, None, (1,), ("x",), (True,))]),
+                                            image.descriptors())])
+        client.wait_durable(1)
+    finally:
+        client.close()
 
 
 def _steady(server: PostgresServer, sync: SyncServerProcess, args: argparse.Namespace) -> dict[str, Any]:
@@ -142,6 +165,7 @@ def main(args: argparse.Namespace) -> int:
         sync = SyncServerProcess(str(Path(store) / "store"), Path(store) / "server.log", flush)
         sync.start()
         try:
+            _warm_up(sync)
             figures = {"backlog_100_rows": _backlog(server, sync, "rows100", args.transactions, 100),
                        "backlog_1_row": _backlog(server, sync, "rows1", args.single, 1),
                        "steady": _steady(server, sync, args),
