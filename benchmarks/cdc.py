@@ -16,7 +16,11 @@ process, one origin.
   start: not the source's);
 - steady: one session commits one-row transactions at ``--rate`` per second for ``--seconds``
   while the source runs; each row carries its commit time, and its latency is from that time to
-  the source seeing a durable number at or above its commit LSN (p50/p99/max).
+  the source seeing a durable number at or above its commit LSN (p50/p99/max). The session commits
+  with ``synchronous_commit = on`` (Postgres's default; the throwaway server's is off): logical
+  decoding sends only WAL that is flushed, so under ``off`` a commit waits for the WAL writer
+  (``wal_writer_delay``, 200 ms) before any source can see it, which is Postgres's latency, not the
+  source's.
 """
 
 from __future__ import annotations
@@ -117,6 +121,7 @@ def _steady(server: PostgresServer, sync: SyncServerProcess, args: argparse.Name
     conn.query("CREATE TABLE ticks (id bigint PRIMARY KEY, committed_ns bigint)")
     conn.query("CREATE PUBLICATION steady FOR TABLE ticks")
     conn.query("SELECT pg_create_logical_replication_slot('steady', 'pgoutput')")
+    conn.query("SET synchronous_commit = on")
     source = SlotSource(server.address(), SlotSpec("steady", "steady"))
     client = SyncClient(sync.location, origin="steady")
     source.open()
