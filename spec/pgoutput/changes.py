@@ -125,7 +125,7 @@ class RowChange:
 
 @dataclass(slots=True)
 class InsertRows:
-    """Consecutive inserts of one table image, kept as their columns' text (None: NULL) as pgoutput sent
+    """Consecutive inserts of one table image, kept as their values' text (None: NULL) as pgoutput sent
     them: they become Arrow a column at a time (:meth:`batch`), or :class:`RowChange` objects where one
     looks at them one by one (:meth:`changes`), both what the per-row path makes of the same inserts."""
 
@@ -134,21 +134,22 @@ class InsertRows:
     """The relation's columns, in tuple order."""
     key_positions: tuple[int, ...]
     value_positions: tuple[int, ...]
-    texts: list[list[bytes | None]] = field(default_factory=list)
-    """Per relation column, its values in insert order."""
-    rows: int = 0
+    tuples: list[Sequence[bytes | None]] = field(default_factory=list)
+    """Per insert, its values' text in column order."""
+
+    @property
+    def rows(self) -> int:
+        return len(self.tuples)
 
     def add(self, values: Sequence[bytes | None]) -> None:
         """One more insert (a value per relation column)."""
-        for column, value in zip(self.texts, values):
-            column.append(value)
-        self.rows += 1
+        self.tuples.append(values)
 
     def changes(self) -> list[RowChange]:
         """The inserts as row changes; UnmappedType names the first value (in row order) that does not read."""
         path, changed = self.table.path, (True,) * len(self.value_positions)
         out = []
-        for texts in zip(*self.texts):
+        for texts in self.tuples:
             row = [None if t is None else read_column_text(path, c, t) for c, t in zip(self.columns, texts)]
             out.append(RowChange(self.table, Op.INSERT, None, tuple(row[i] for i in self.key_positions),
                                  tuple(row[i] for i in self.value_positions), changed))
@@ -157,9 +158,10 @@ class InsertRows:
     def batch(self) -> pa.Table:
         """The inserts as the table image's sync batch (no old key, every value CHANGED), read per column;
         where a column does not convert so, exactly what :meth:`TableImage.batch` makes of :meth:`changes`."""
+        texts = list(zip(*self.tuples))
         try:
-            keys = [column_array(self.texts[i], self.columns[i], t) for i, (_, t) in zip(self.key_positions, self.table.keys)]
-            values = [column_array(self.texts[i], self.columns[i], t)
+            keys = [column_array(texts[i], self.columns[i], t) for i, (_, t) in zip(self.key_positions, self.table.keys)]
+            values = [column_array(texts[i], self.columns[i], t)
                       for i, (_, t) in zip(self.value_positions, self.table.values)]
         except UNREADABLE:
             return self.table.batch(self.changes())
@@ -173,12 +175,8 @@ class InsertRows:
     def joined(cls, runs: Sequence[InsertRows]) -> InsertRows:
         """Runs of the same image and columns as one run."""
         first = runs[0]
-        texts: list[list[bytes | None]] = [[] for _ in first.columns]
-        for run in runs:
-            for column, more in zip(texts, run.texts):
-                column += more
-        return cls(first.table, first.columns, first.key_positions, first.value_positions, texts,
-                   sum(r.rows for r in runs))
+        return cls(first.table, first.columns, first.key_positions, first.value_positions,
+                   [values for run in runs for values in run.tuples])
 
     def same_shape(self, other: InsertRows) -> bool:
         """Whether ``other`` is of the same image and columns (so the two join)."""

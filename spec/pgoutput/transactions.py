@@ -122,7 +122,7 @@ class TransactionAssembler:
                         self._close_run()
                         self._run, self._run_relation = InsertRows(
                             described.image, described.relation.columns, described.key_positions,
-                            described.value_positions, [[] for _ in described.relation.columns]), relation_id
+                            described.value_positions), relation_id
                         self._runs.append(self._run)
                     self._run.add(values)
                     return None
