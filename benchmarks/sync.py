@@ -5,13 +5,16 @@ upserts (a quarter of them updates of earlier keys) through Flight.  The in-memo
 limit is the size policy's ``max_in_memory_bytes``; peak figures are the writer's
 pending bytes and the process's maximum RSS.
 
-Then two floods of a server running alone in a process (``python -m reference.sync serve``
-with ``--high-watermark-bytes``, ``--max-concurrent-puts`` and ``--max-message-bytes``):
-clients sending messages far above the message limit at once (``oversized``), and clients
-putting in-limit transactions at once, more than the server may hold (``in_limit``).  Each
-reports the process's peak RSS (``VmHWM``) over its idle RSS next to the documented bound
-(docs/sync.md, "Memory"), computed from the settings by ``memory_bound_mb`` and printed as its
-formula; ``within_bound`` says whether the flood stayed under it.
+Then, for each settings point (``--flood-points``: W the high-watermark, P ``--max-concurrent-puts``,
+M ``--max-message-bytes``), a server running alone in a process (``python -m reference.sync serve``):
+its RSS at idle and once its first put was flushed (``after_first_flush_rss_mb``), and three floods:
+clients sending messages far above the message limit at once (``oversized``), clients putting
+in-limit transactions at once, more than the server may hold (``in_limit``), and clients sending
+many small puts (``small``).  Each reports the process's peak RSS (``VmHWM``) over its idle RSS
+next to the documented bound ``W + P x M + C x 0.086 + 96`` MiB, C its connections (docs/sync.md,
+"Memory"; ``FloodPoint.bound``, printed as its formula with the figures); ``within_bound`` says
+whether the flood stayed under it,
+``after_over_idle_mb`` what it left behind, ``row_indexes_mb`` the row indexes of what it stored.
 """
 
 from __future__ import annotations
@@ -26,14 +29,17 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
 
 import pyarrow as pa
 
 from conformance.sync.suite import DESCS, _cmd, do_put
 from reference.sync.client import SyncClient, SyncPut
 from reference.sync.front import RELAY_HIGH_WATER_BYTES
-from reference.sync.server import DEFAULT_MAX_CONNECTIONS, SyncServer
+from reference.sync.server import SyncServer
 from reference.sync.store import DeltaStore
 from spec.sync.writer import SyncSettings
 
@@ -43,12 +49,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--transactions", type=int, default=200)
     parser.add_argument("--rows", type=int, default=2000, help="rows per transaction")
     parser.add_argument("--max-in-memory-bytes", type=int, default=4 * 1024 * 1024)
-    parser.add_argument("--flood-high-watermark-mb", type=int, default=64)
-    parser.add_argument("--flood-max-message-mb", type=int, default=32)
-    parser.add_argument("--flood-max-concurrent-puts", type=int, default=8)
-    parser.add_argument("--flood-put-mb", type=int, default=16, help="size of each in-limit flooding put")
-    parser.add_argument("--flood-clients", type=int, default=16, help="clients of the in-limit flood")
+    parser.add_argument("--flood-points", type=lambda text: [FloodPoint.parse(p) for p in text.split(",")],
+                        default=[FloodPoint(64, 8, 32, 16), FloodPoint(64, 2, 16, 8), FloodPoint(128, 4, 32, 24)],
+                        help="settings the floods run against, each W:P:M:PUT in MiB (high-watermark, concurrent "
+                             "puts, message limit, in-limit put size), comma-separated")
+    parser.add_argument("--flood-clients", type=int, default=16, help="clients of the in-limit and small floods")
     parser.add_argument("--flood-puts", type=int, default=2, help="puts per in-limit flooding client")
+    parser.add_argument("--flood-small-put-mb", type=float, default=1, help="size of each put of the small flood")
+    parser.add_argument("--flood-small-puts", type=int, default=25, help="puts per small flooding client")
     parser.add_argument("--flood-oversized-mb", type=int, default=101, help="size of each oversized message")
     parser.add_argument("--flood-oversized-clients", type=int, default=16)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -64,39 +72,40 @@ def _batch(seq: int, rows: int) -> pa.Table:
     return pa.table({"old_id": old, "new_id": new, "v": pa.array([f"value-{seq}"] * rows, pa.string())})
 
 
-MESSAGE_COPIES = 2
-"""Copies of a message a running put holds at once: gRPC's receive buffer and the bytes it hands over."""
-PUT_OVERHEAD_KIB = 100
-"""A running put's thread and call beyond its message (measured: 64 stalled puts, +6.2 MiB)."""
 CONNECTION_KIB = 24 + 2 * RELAY_HIGH_WATER_BYTES // 1024
 """An open client connection, putting or not: gRPC's and the front's share (measured: 2,000 idle connections,
 +45.8 MiB) and what the front may queue for it each way (``reference.sync.front``), without TLS."""
-FLUSH_BYTES_PER_PENDING_BYTE = 13
-"""One flush's working set per byte of the table's pending data (measured: +11.2 and +12.8 MiB per MiB of
-narrow rows, 24 bytes, for a table's first and a later flush; per-row costs weigh less in wider rows)."""
-FLUSH_FIXED_MB = 160
-"""What the first flush adds whatever its size (deltalake, DataFusion and Parquet set up, allocator pools)."""
+FIXED_MB = 96
+"""What the server holds whatever its settings and clients: deltalake's and DataFusion's runtimes set up by
+the first flush, one row group being written, allocator slack (docs/sync.md, "Memory")."""
 ROW_INDEX_BYTES_PER_ROW = 17
 """What stays per stored row of a flushed table: its row index entry (``reference.sync.row_index``:
-an int64 key, its row number and whether a DV deletes it)."""
+an int64 key, its row number and whether a DV deletes it); reported beside the bound, not in it."""
 
 
-def memory_bound_mb(
-    high_watermark_mb: int, max_concurrent_puts: int, max_message_mb: int, max_connections: int
-) -> tuple[int, str]:
-    """The documented bound on peak RSS over idle (docs/sync.md, "Memory"), and its formula with the figures.
+@dataclass(frozen=True)
+class FloodPoint:
+    """One point of settings the floods run against: W, P, M (MiB) and the size of an in-limit put."""
 
-    gRPC receives no message above the smaller of the message limit and the high-watermark; a flush
-    works on one table's pending data, which the high-watermark bounds.
-    """
-    message_mb = min(max_message_mb, high_watermark_mb)
-    puts = max_concurrent_puts * (MESSAGE_COPIES * message_mb + PUT_OVERHEAD_KIB / 1024)
-    connections = max_connections * CONNECTION_KIB / 1024
-    flush = FLUSH_BYTES_PER_PENDING_BYTE * high_watermark_mb + FLUSH_FIXED_MB
-    formula = (f"{high_watermark_mb} + {max_concurrent_puts} x ({MESSAGE_COPIES} x {message_mb} + "
-               f"{PUT_OVERHEAD_KIB / 1024:.1f}) + {max_connections} x {CONNECTION_KIB / 1024:.3f} + "
-               f"{FLUSH_BYTES_PER_PENDING_BYTE} x {high_watermark_mb} + {FLUSH_FIXED_MB}")
-    return math.ceil(high_watermark_mb + puts + connections + flush), formula
+    high_watermark_mb: int
+    max_concurrent_puts: int
+    max_message_mb: int
+    put_mb: int
+
+    @classmethod
+    def parse(cls, text: str) -> FloodPoint:
+        w, p, m, put = (int(part) for part in text.split(":"))
+        return cls(w, p, m, put)
+
+    def bound(self, connections: int) -> tuple[int, str]:
+        """The documented bound on peak RSS over idle with ``connections`` open, ``W + P x M + C x 0.086 + 96``
+        (docs/sync.md, "Memory"), and its formula with the figures; gRPC receives no message above the
+        smaller of M and W."""
+        message_mb = min(self.max_message_mb, self.high_watermark_mb)
+        bound = math.ceil(self.high_watermark_mb + self.max_concurrent_puts * message_mb
+                          + connections * CONNECTION_KIB / 1024 + FIXED_MB)
+        return bound, (f"{self.high_watermark_mb} + {self.max_concurrent_puts} x {message_mb} + "
+                       f"{connections} x {CONNECTION_KIB / 1024:.3f} + {FIXED_MB}")
 
 
 def _vm_kib(pid: int, field: str) -> int:
@@ -104,43 +113,71 @@ def _vm_kib(pid: int, field: str) -> int:
         return next(int(line.split()[1]) for line in status if line.startswith(field + ":"))
 
 
-def _flood(args: argparse.Namespace, name: str, batch: pa.Table, clients: int, puts: int, bound: int) -> dict[str, object]:
-    """Peak RSS of a server process while ``clients`` each put ``batch`` ``puts`` times at once, against
-    ``bound`` plus the row indexes of what the flood stored."""
+@contextmanager
+def _server(point: FloodPoint, root: str, lag_s: float) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """``python -m reference.sync serve`` alone in a process with ``point``'s settings (flushing at half
+    the high-watermark, or after ``lag_s``)."""
     mib = 1024 * 1024
-    high, message = args.flood_high_watermark_mb * mib, args.flood_max_message_mb * mib
-    with tempfile.TemporaryDirectory(prefix="sync-flood-") as root:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "reference.sync", "serve", "--store", root, "--port", "0",
-             "--max-in-memory-bytes", str(high // 2), "--high-watermark-bytes", str(high),
-             "--max-message-bytes", str(message), "--max-concurrent-puts", str(args.flood_max_concurrent_puts),
-             "--max-replication-lag-s", "600"],
-            stdout=subprocess.PIPE, text=True,
-        )
-        try:
-            assert proc.stdout is not None
-            location = f"grpc://127.0.0.1:{proc.stdout.readline().split()[1]}"
-            idle = _vm_kib(proc.pid, "VmRSS")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "reference.sync", "serve", "--store", root, "--port", "0",
+         "--max-in-memory-bytes", str(point.high_watermark_mb * mib // 2),
+         "--high-watermark-bytes", str(point.high_watermark_mb * mib),
+         "--max-message-bytes", str(point.max_message_mb * mib),
+         "--max-concurrent-puts", str(point.max_concurrent_puts), "--max-replication-lag-s", str(lag_s)],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        yield proc, f"grpc://127.0.0.1:{proc.stdout.readline().split()[1]}"
+    finally:
+        proc.kill()
+        proc.wait()
 
-            def client(n: int) -> list[str]:
-                outcomes = []
-                for seq in range(1, puts + 1):
-                    out = do_put(location, _cmd(f"flood{n}", f"flood-{n}", seq).to_descriptor_cmd(), [batch], timeout=600)
-                    outcomes.append("accepted" if out.response is not None and out.response.accepted
-                                    else "not accepted" if out.response is not None else "refused")
-                return outcomes
 
-            started = time.perf_counter()
-            with ThreadPoolExecutor(clients) as pool:
-                results = [o for outcome in pool.map(client, range(clients)) for o in outcome]
-            seconds = time.perf_counter() - started
-            peak = _vm_kib(proc.pid, "VmHWM")
-        finally:
-            proc.kill()
-            proc.wait()
+def _first_flush(point: FloodPoint) -> dict[str, object]:
+    """RSS of a server at idle and once one put of one row was flushed (deltalake's runtimes set up)."""
+    with tempfile.TemporaryDirectory(prefix="sync-first-") as root, _server(point, root, 0.2) as (proc, location):
+        idle = _vm_kib(proc.pid, "VmRSS")
+        client = SyncClient(location, "first")
+        client.send_transaction(1, [SyncPut("first", _batch(0, 1), DESCS)])
+        client.wait_durable(1)
+        client.close()
+        flushed = _vm_kib(proc.pid, "VmRSS")
+    return {"idle_rss_mb": round(idle / 1024, 1), "after_first_flush_rss_mb": round(flushed / 1024, 1)}
+
+
+def _narrow(mb: float) -> pa.Table:
+    """Inserts of ``mb`` MiB of the narrowest rows (8-byte keys, two columns, and an 8-byte value): per-row
+    costs weigh most there."""
+    rows = int(mb * 1024 * 1024) // 24
+    return pa.table({"old_id": pa.nulls(rows, pa.int64()), "new_id": pa.array(range(rows), pa.int64()),
+                     "v": pa.array(range(rows), pa.int64())})
+
+
+def _flood(point: FloodPoint, name: str, batch: pa.Table, clients: int, puts: int) -> dict[str, object]:
+    """Peak RSS of a server process while ``clients`` each put ``batch`` ``puts`` times at once (each client
+    its own table), next to the bound."""
+    mib = 1024 * 1024
+    bound, formula = point.bound(clients)
+    with tempfile.TemporaryDirectory(prefix="sync-flood-") as root, _server(point, root, 600) as (proc, location):
+        idle = _vm_kib(proc.pid, "VmRSS")
+
+        def client(n: int) -> list[str]:
+            outcomes = []
+            for seq in range(1, puts + 1):
+                out = do_put(location, _cmd(f"flood{n}", f"flood-{n}", seq).to_descriptor_cmd(), [batch], timeout=600)
+                outcomes.append("accepted" if out.response is not None and out.response.accepted
+                                else "not accepted" if out.response is not None else "refused")
+            return outcomes
+
+        started = time.perf_counter()
+        with ThreadPoolExecutor(clients) as pool:
+            results = [o for outcome in pool.map(client, range(clients)) for o in outcome]
+        seconds = time.perf_counter() - started
+        peak = _vm_kib(proc.pid, "VmHWM")
+        after = _vm_kib(proc.pid, "VmRSS")
     over_idle = (peak - idle) / 1024
     stored_rows = results.count("accepted") * batch.num_rows
-    row_indexes_mb = math.ceil(stored_rows * ROW_INDEX_BYTES_PER_ROW / mib)
     return {
         f"{name}_put_mb": round(batch.nbytes / mib, 1),
         f"{name}_clients": clients,
@@ -152,31 +189,24 @@ def _flood(args: argparse.Namespace, name: str, batch: pa.Table, clients: int, p
         f"{name}_idle_rss_mb": round(idle / 1024, 1),
         f"{name}_peak_rss_mb": round(peak / 1024, 1),
         f"{name}_peak_over_idle_mb": round(over_idle, 1),
-        f"{name}_rows_stored": stored_rows,
-        f"{name}_bound_mb": bound + row_indexes_mb,
-        f"{name}_within_bound": over_idle <= bound + row_indexes_mb,
+        f"{name}_after_over_idle_mb": round((after - idle) / 1024, 1),
+        f"{name}_bound_mb": bound,
+        f"{name}_bound_formula_mb": formula,
+        f"{name}_within_bound": over_idle <= bound,
+        f"{name}_row_indexes_mb": math.ceil(stored_rows * ROW_INDEX_BYTES_PER_ROW / mib),
     }
 
 
-def flood(args: argparse.Namespace) -> dict[str, object]:
-    """The two floods, and the terms of the bound they are held to."""
-    mib = 1024 * 1024
-
-    def batch(mb: int) -> pa.Table:
-        rows = mb * mib // 24  # 8-byte keys (two columns) and an 8-byte value
-        return pa.table({"old_id": pa.nulls(rows, pa.int64()), "new_id": pa.array(range(rows), pa.int64()),
-                         "v": pa.array(range(rows), pa.int64())})
-
-    bound, formula = memory_bound_mb(args.flood_high_watermark_mb, args.flood_max_concurrent_puts,
-                                     args.flood_max_message_mb, DEFAULT_MAX_CONNECTIONS)
+def flood(args: argparse.Namespace, point: FloodPoint) -> dict[str, object]:
+    """The floods of one settings point (oversized, in-limit, many small puts), each peak next to the bound."""
     return {
-        "high_watermark_mb": args.flood_high_watermark_mb,
-        "max_concurrent_puts": args.flood_max_concurrent_puts,
-        "max_message_mb": args.flood_max_message_mb,
-        "bound_mb": bound,
-        "bound_formula_mb": formula + f" + rows stored x {ROW_INDEX_BYTES_PER_ROW} B",
-        **_flood(args, "oversized", batch(args.flood_oversized_mb), args.flood_oversized_clients, 1, bound),
-        **_flood(args, "in_limit", batch(args.flood_put_mb), args.flood_clients, args.flood_puts, bound),
+        "high_watermark_mb": point.high_watermark_mb,
+        "max_concurrent_puts": point.max_concurrent_puts,
+        "max_message_mb": point.max_message_mb,
+        **_first_flush(point),
+        **_flood(point, "oversized", _narrow(args.flood_oversized_mb), args.flood_oversized_clients, 1),
+        **_flood(point, "in_limit", _narrow(point.put_mb), args.flood_clients, args.flood_puts),
+        **_flood(point, "small", _narrow(args.flood_small_put_mb), args.flood_clients, args.flood_small_puts),
     }
 
 
@@ -208,7 +238,7 @@ def main(args: argparse.Namespace) -> int:
         "peak_in_memory_bytes": stats["peak_in_memory_bytes"],
         "peak_to_limit": round(stats["peak_in_memory_bytes"] / args.max_in_memory_bytes, 3),
         "max_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-        **flood(args),
+        "floods": [flood(args, point) for point in args.flood_points],
     }
     if args.json:
         print(json.dumps(result))

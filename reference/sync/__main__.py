@@ -22,13 +22,17 @@ if __name__ == "__main__":
 # gRPC's core logs a failed bind on stderr itself; the command says it in one line instead.
 os.environ.setdefault("GRPC_VERBOSITY", "NONE")
 
-SMALL_ALLOCATORS = {"ARROW_DEFAULT_MEMORY_POOL": "system", "MALLOC_ARENA_MAX": "2"}
-"""Arrow on the system allocator, glibc at two arenas (unless the environment chose otherwise).
+SMALL_ALLOCATORS = {"ARROW_DEFAULT_MEMORY_POOL": "system", "MALLOC_ARENA_MAX": "2", "MALLOC_MMAP_THRESHOLD_": "131072"}
+"""Arrow on the system allocator, glibc at two arenas and every block of 128 KiB or more mapped on its own
+(unless the environment chose otherwise).
 
 Puts and flushes run on up to --max-concurrent-puts threads; with Arrow's own pool and glibc's
 arena per thread, the memory a flush freed stayed with the thread that flushed. Measured (the
 benchmark's floods, docs/sync.md "Memory"): 16 MiB puts 561-661 -> 352-382 MiB over idle, 30 MiB
-puts 1,884-2,052 -> 1,367-1,449 MiB. Both are read at process start, hence the exec."""
+puts 1,884-2,052 -> 1,367-1,449 MiB. glibc raises its mapping threshold to the largest block freed
+(up to 32 MiB), after which a flush's column buffers come from the heap, whose freed holes it keeps:
+a fixed threshold gives each back when it is freed (in-limit floods, before the connection front:
+363 -> 318, 209 -> 173 and 395 -> 321 MiB over idle). All are read at process start, hence the exec."""
 if __name__ == "__main__" and any(name not in os.environ for name in SMALL_ALLOCATORS):
     os.environ.update({k: v for k, v in SMALL_ALLOCATORS.items() if k not in os.environ})
     os.execv(sys.executable, [sys.executable, "-m", "reference.sync", *sys.argv[1:]])

@@ -27,7 +27,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from spec.sync.admission import MemoryBudget, PutLimits, PutReading
+from spec.sync.admission import MemoryBudget, PutLimits, PutReading, flush_working_set
 from spec.sync.errors import FlightDataError, TableSchemaMismatch
 from spec.sync.flight import FlightData, descriptor_command, ipc_message
 from spec.sync.messages import (
@@ -263,7 +263,13 @@ class SyncServer:
         started = self._clock.now()
         try:
             plan = self._endpoint.plan_flush(table, self.store.read_state(table).marks, reason)
-            files = self.store.write(table, [i.payload for i in plan.apply], plan.table_marks, plan.durable_after)
+            with self._budget_lock:
+                self._budget.set_flushing(flush_working_set(sum(i.size for i in plan.apply)))
+            try:
+                files = self.store.write(table, [i.payload for i in plan.apply], plan.table_marks, plan.durable_after)
+            finally:
+                with self._budget_lock:
+                    self._budget.set_flushing(0)
         except Exception as exc:
             failure = self._endpoint.flush_failed(table, f"{type(exc).__name__}: {exc}", self._clock.now())
             log.error("flush of %s failed (%d in a row); retrying in %.1fs", table, failure.failures,

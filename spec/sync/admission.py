@@ -5,9 +5,10 @@ The server executes these rules; it decides none of them itself:
 - draining: a server shutting down refuses every put but probes (``admit_put``);
 - size limits: a message above ``max_message_bytes``, or a put larger than the high-watermark
   itself, is refused (``PutReading``, message by message, holding nothing of a refused put);
-- overload: pending bytes plus bytes of puts being read stay under the high-watermark; a put
-  that would pass it is answered ``accepted=false`` (retry later) and nothing of it is kept
-  (``MemoryBudget``, ``PutReading``, ``fits_watermark``);
+- overload: pending bytes plus bytes of puts being read plus the working set of a flush running
+  stay under the high-watermark; a put that would pass it is answered ``accepted=false`` (retry
+  later) and nothing of it is kept (``MemoryBudget``, ``flush_working_set``, ``PutReading``,
+  ``fits_watermark``);
 - names: table paths (``spec.sync.confinement.table_name``);
 - schemas and values: what no table can store is refused at put time (``admit_schema``,
   ``admit_rows``), so a put that is acknowledged can be flushed;
@@ -137,25 +138,47 @@ def fits_watermark(pending: int, size: int, high_watermark: int) -> bool:
     return pending + size <= high_watermark
 
 
+FLUSH_BYTES_PER_BYTE = 2
+"""What a flush holds beyond the pending data it writes, per byte of it (the squash, the sort order, the row
+index's new entries, the rows that replace a key written twice; measured at most 1.7 on the narrowest rows,
+three int64 columns, where per-row costs weigh most: docs/sync.md, "Memory")."""
+
+
+def flush_working_set(pending_bytes: int) -> int:
+    """The bytes a flush of ``pending_bytes`` of pending data holds while it runs, beyond them."""
+    return FLUSH_BYTES_PER_BYTE * pending_bytes
+
+
 class MemoryBudget:
-    """Pending bytes plus bytes of puts being read, held under the high-watermark (callers serialize)."""
+    """Pending bytes plus bytes of puts being read plus the working set of the flush running, held under the
+    high-watermark (callers serialize): while a flush runs, puts that would pass it are refused."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.pending = 0
         self.reading = 0
+        self.flushing = 0
         self.peak = 0
+
+    @property
+    def held(self) -> int:
+        return self.pending + self.reading + self.flushing
 
     def set_pending(self, pending: int) -> None:
         self.pending = pending
-        self.peak = max(self.peak, self.pending + self.reading)
+        self.peak = max(self.peak, self.held)
+
+    def set_flushing(self, n: int) -> None:
+        """A flush holding ``n`` bytes beyond its pending data started (``flush_working_set``), or ended (0)."""
+        self.flushing = n
+        self.peak = max(self.peak, self.held)
 
     def reserve(self, n: int) -> bool:
         """Reserve ``n`` bytes of a put being read; False (nothing reserved) past the high-watermark."""
-        if self.pending + self.reading + n > self.limit:
+        if self.held + n > self.limit:
             return False
         self.reading += n
-        self.peak = max(self.peak, self.pending + self.reading)
+        self.peak = max(self.peak, self.held)
         return True
 
     def release(self, n: int) -> None:

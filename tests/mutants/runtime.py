@@ -241,10 +241,10 @@ RUNTIME_CATALOGUE: tuple[Mutant, ...] = (
     # -- the sync server --------------------------------------------------------------------------
     _r("sync-server-durable-before-commit", "sync/server.py",
        "            plan = self._endpoint.plan_flush(table, self.store.read_state(table).marks, reason)\n"
-       "            files = self.store.write(table, [i.payload for i in plan.apply], plan.table_marks, plan.durable_after)",
+       "            with self._budget_lock:\n",
        "            plan = self._endpoint.plan_flush(table, self.store.read_state(table).marks, reason)\n"
        "            self._endpoint.flushed(plan)\n"
-       "            files = self.store.write(table, [i.payload for i in plan.apply], plan.table_marks, plan.durable_after)",
+       "            with self._budget_lock:\n",
        "a flush reports its items durable before the store's commit (which may fail)", SYNC_SERVER),
     _r("sync-server-budget-never-released", "sync/server.py",
        "            return self.handle(cmd, schema, read.batches, claim=claim).encode()\n        finally:\n"

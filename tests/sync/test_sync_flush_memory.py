@@ -1,4 +1,5 @@
-"""What a flush holds at once: it writes its rows a bounded row group at a time, and the result is the same.
+"""What the server holds: a flush writes its rows a bounded row group at a time (the result is the same),
+and a put that would pass the high-watermark is refused until a flush made room.
 
 The row groups are the spec's decision (``spec.sync.writer.RowGroupLimits``): at most ``max_rows``
 rows and ``max_bytes`` bytes each, a larger row alone.  Whatever the limits, a flush leaves the same
@@ -16,11 +17,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conformance.sync.suite import DESCS, rows_batch
+from reference.sync.client import SyncClient, SyncPut
+from reference.sync.clock import MonotonicClock
 from reference.sync.parquet_files import row_ends
 from reference.sync.store import DeltaStore, StoreSettings, read_delta
+from spec.sync.admission import MemoryBudget, flush_working_set
 from spec.sync.schema import SyncSchema
 from spec.sync.squash import SquashedChange, apply_squashed
 from spec.sync.writer import RowGroupLimits
+from tests.sync.conftest import ServerFactory, flush_pending
 
 
 @given(st.lists(st.integers(0, 50), max_size=60), st.integers(1, 7), st.integers(1, 120))
@@ -74,3 +79,45 @@ def test_a_flush_writes_row_groups_within_the_limits_and_the_same_rows(tmp_path:
             assert group.num_rows <= small.max_rows and size <= small.max_bytes
             groups += 1
     assert groups > 30  # the limits, not the file size, cut the files
+
+
+def test_a_put_past_the_high_watermark_is_refused_and_lands_after_the_flush(server_factory: ServerFactory) -> None:
+    """Pending bytes plus a put's may not pass the high-watermark: the put is answered accepted=false,
+    nothing of it is kept, the client retries, and once a flush made room it lands; no durable number
+    is told before the commit."""
+    batch = rows_batch([(None, k, f"value {k}") for k in range(2000)])
+    size = batch.nbytes
+    server = server_factory(high_watermark_bytes=size * 3 // 2, max_in_memory_bytes=10 * size,
+                            max_replication_lag_s=3600.0, max_syncs_per_url=1000)
+    first = SyncClient(server.location, "first")
+    assert first.send_transaction(1, [SyncPut("a", batch, DESCS)]).durable_sequence_number is None
+    pending = server.stats()["in_memory_bytes"]
+    assert pending > size // 2
+
+    seen: list[int] = []
+
+    class FlushWhenRefused(MonotonicClock):
+        """The second client's clock: its backoff after a refusal flushes instead of sleeping."""
+
+        def sleep(self, seconds: float) -> None:
+            seen.append(server.stats()["in_memory_bytes"])
+            assert first.probe().durable_sequence_number is None  # nothing is durable before its commit
+            assert flush_pending(server)
+
+    second = SyncClient(server.location, "second", clock=FlushWhenRefused())
+    second.send_transaction(1, [SyncPut("b", batch, DESCS)])
+    assert seen == [pending]  # refused once, with nothing of it kept; then accepted
+    assert first.probe().durable_sequence_number == 1
+    assert server.stats()["in_memory_bytes"] == pending  # the second put's, waiting for its own flush
+    first.close()
+    second.close()
+
+
+def test_while_a_flush_runs_its_working_set_counts_against_the_high_watermark() -> None:
+    budget = MemoryBudget(100)
+    budget.set_pending(30)
+    assert budget.reserve(10)
+    budget.set_flushing(flush_working_set(30))
+    assert budget.held == 30 + 10 + flush_working_set(30) and not budget.reserve(100 - budget.held + 1)
+    budget.set_flushing(0)
+    assert budget.reserve(60) and budget.peak == 100
