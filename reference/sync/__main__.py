@@ -37,6 +37,7 @@ if __name__ == "__main__" and any(name not in os.environ for name in SMALL_ALLOC
     os.environ.update({k: v for k, v in SMALL_ALLOCATORS.items() if k not in os.environ})
     os.execv(sys.executable, [sys.executable, "-m", "reference.sync", *sys.argv[1:]])
 
+import resource
 import select
 import signal
 import socket
@@ -181,6 +182,24 @@ def _fail(message: str) -> int:
     return EXIT_USAGE
 
 
+DESCRIPTORS_PER_CONNECTION = 3
+"""The client's socket, and the front's and gRPC's ends of its private one (``reference.sync.front``)."""
+DESCRIPTORS_BESIDES = 256
+"""The store's files, the listening sockets, the interpreter's own."""
+
+
+def _raise_descriptor_limit(max_connections: int) -> None:
+    """Raise the soft limit on open files towards what ``--max-connections`` needs, up to the hard limit;
+    say in one line when the hard limit is below it (past it, connections are refused as they come)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = DESCRIPTORS_PER_CONNECTION * max_connections + DESCRIPTORS_BESIDES
+    if soft == resource.RLIM_INFINITY or soft >= wanted:
+        return
+    if hard != resource.RLIM_INFINITY and hard < wanted:
+        log.warning("--max-connections %d needs about %d open files; the limit is %d", max_connections, wanted, hard)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (wanted if hard == resource.RLIM_INFINITY else min(wanted, hard), hard))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line."""
     parser = _parser()
@@ -196,6 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         transaction_timeout_s=args.transaction_timeout_s,
     )
     try:
+        _raise_descriptor_limit(args.max_connections)
         security = _security(args)
         store = DeltaStore(args.store, settings=StoreSettings(
             target_file_rows=args.target_file_rows, vacuum_retention_hours=args.vacuum_retention_hours,
