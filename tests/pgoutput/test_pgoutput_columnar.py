@@ -99,7 +99,7 @@ def _outcome(relation: Relation, inserts: list[bytes], *, per_column: bool) -> o
         return type(exc).__name__, str(exc)
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(_streams())
 def test_inserts_read_per_column_are_what_the_per_row_path_makes(stream: tuple[Relation, list[bytes]]) -> None:
     relation, inserts = stream
