@@ -30,6 +30,16 @@ from typing import Generic, Hashable, TypeVar
 K = TypeVar("K", bound=Hashable)
 
 
+def due_by(due: dict[K, float], now: float) -> list[K]:
+    """The keys of ``due`` (in order of due time) whose time is at or before ``now``."""
+    late = []
+    for peer, at in due.items():
+        if at > now:
+            break
+        late.append(peer)
+    return late
+
+
 class StrangerAdmission(Generic[K]):
     """Accepted, not yet identified connections, oldest first, with the time each is due."""
 
@@ -80,11 +90,7 @@ class StrangerAdmission(Generic[K]):
 
     def expired(self, now: float) -> list[K]:
         """The strangers whose time to identify themselves is over (forgotten here; the caller closes them)."""
-        late = []
-        for peer, due in self._due.items():
-            if due > now:
-                break
-            late.append(peer)
+        late = due_by(self._due, now)
         for peer in late:
             self._forget(peer)
         return late

@@ -163,6 +163,8 @@ class _Session:
 
     def send(self, frame: bytes) -> None:
         """Queue ``frame``; a peer that lets ``max_queued_bytes`` pile up is disconnected."""
+        if self.stream.ended:
+            return  # refused and departing: only what was queued before is written
         with self.lock:
             self.queued += len(frame)
             overflow = self.queued > self.max_queued_bytes
@@ -306,11 +308,11 @@ class ClusterService:
         try:
             for asked in session.protocol.receive(data, self._clock(), len(self._nodes)):
                 self._carry_out(session, asked)
-                if stream.closed:
+                if stream.ended:
                     return
         except ClusterError as exc:
             session.send(session.protocol.connection_error(exc))
-            stream.close()
+            stream.depart()  # the refusal may wait behind queued events: written before the close
             return
         finally:
             if not stream.closed:  # closed() took back what this connection held
@@ -347,7 +349,7 @@ class ClusterService:
             case Answer(frame, close):
                 session.send(frame)
                 if close:
-                    session.stream.close()
+                    session.stream.depart()
             case Hello():
                 self._open(session, asked)
             case Request(message):

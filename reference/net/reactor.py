@@ -7,6 +7,10 @@ finishes writes the kernel could not take at once, and carries out the admission
 that :class:`spec.admission.StrangerAdmission` decides: accepted streams must identify themselves
 (the owner calls :meth:`Stream.bind` when its protocol finds the peer useful) within
 ``bind_timeout_s``, and at most ``max_pending`` may wait to do so (a newcomer evicts the oldest).
+An owner that refuses a peer may :meth:`Stream.depart` instead of closing: the stream's queued output
+(a refusal behind a large event) is written before it closes, within the bounds of
+:class:`spec.departure.Departures` (``linger_bytes``, ``linger_s``), and what the peer sends meanwhile is
+discarded.
 Any thread may call :meth:`Stream.send`: it writes what the kernel takes without blocking and
 queues the rest for the poller. A stream that ends, fails or is evicted releases its socket and
 queue at once and is reported to the owner's :class:`Handler` once.
@@ -26,6 +30,7 @@ from typing import Callable, Final, NamedTuple, Protocol, Sequence
 
 from reference.net.ledger import ResourceLedger
 from spec.admission import StrangerAdmission
+from spec.departure import Departures
 
 MAX_IOV: Final = 512
 """Buffers handed to one ``sendmsg`` (below every platform's IOV_MAX)."""
@@ -56,14 +61,23 @@ class ConnectionLimits:
     """Longest time an accepted connection may stay unbound (Spark's default spark.network.timeout)."""
     receive_buffer: int = 64 * 1024
     """Bytes of the one receive buffer the poller reads every stream into."""
+    linger_bytes: int = 16 * 1024 * 1024
+    """Most output a departing stream may still have queued to be written before it closes (more: it closes at once)."""
+    linger_s: float = 5.0
+    """Longest time a departing stream is held to write its queued output."""
 
     def __post_init__(self) -> None:
-        if self.max_pending < 1 or self.bind_timeout_s <= 0 or self.receive_buffer < 1:
+        if (self.max_pending < 1 or self.bind_timeout_s <= 0 or self.receive_buffer < 1
+                or self.linger_bytes < 0 or self.linger_s <= 0):
             raise ValueError(f"connection limits must be positive: {self}")
 
     def admission(self) -> StrangerAdmission[Stream]:
         """The policy these limits describe, for one reactor."""
         return StrangerAdmission(self.max_pending, self.bind_timeout_s)
+
+    def departures(self) -> Departures[Stream]:
+        """How long and with how much output a departing stream is held, for one reactor."""
+        return Departures(self.linger_bytes, self.linger_s)
 
 
 class Outgoing(NamedTuple):
@@ -113,11 +127,17 @@ class Stream:
         self._queue: deque[_Queued] = deque()
         self._reading = True
         self._closed = False
+        self._departing = False
         self._why_closed = ""
 
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def ended(self) -> bool:
+        """Closed, or departing (closed once its queued output is written): its owner serves it no more."""
+        return self._closed or self._departing
 
     @property
     def queued_bytes(self) -> int:
@@ -140,8 +160,8 @@ class Stream:
         tokens through ``Handler.sent``. Raises OSError if the stream is closed or the write fails.
         """
         with self._lock:
-            if self._closed:
-                raise ConnectionAbortedError(f"{self.label} is closed: {self._why_closed}")
+            if self._closed or self._departing:
+                raise ConnectionAbortedError(f"{self.label} is closed: {self._why_closed or 'departing'}")
             parts = [p for message in messages for p in message.parts]
             if not self._queue and len(parts) <= MAX_IOV:
                 # The common case: the kernel takes it all, and nothing is queued or wrapped.
@@ -183,7 +203,13 @@ class Stream:
 
     def close(self) -> None:
         """Close now if called by the poller, else at its next round; reported as LOCAL."""
-        self._reactor._close_soon(self)
+        self._reactor._ask(self, _Ask.CLOSE)
+
+    def depart(self) -> None:
+        """Close once what is queued is written (a refusal queued behind other output reaches the peer),
+        within the reactor's ``linger_bytes`` and ``linger_s``; sends are refused from now on and what
+        the peer sends is discarded. Reported as LOCAL, like :meth:`close`."""
+        self._reactor._ask(self, _Ask.DEPART)
 
     # -- the reactor's side -----------------------------------------------------------------------
 
@@ -195,6 +221,17 @@ class Stream:
     def _flush(self) -> list[object]:
         with self._lock:
             return [] if self._closed else self._write_locked()
+
+    def _start_departing(self) -> int:
+        """Refuse sends from now on; the bytes still queued."""
+        with self._lock:
+            self._departing = True
+            self._reading = True  # what the peer sends is read and dropped, so closing does not reset it
+            return sum(len(v) for q in self._queue for v in q.views)
+
+    def _written_out(self) -> bool:
+        with self._lock:
+            return not self._queue
 
     def _write_locked(self) -> list[object]:
         """Write queued buffers until the kernel refuses; return tokens of messages completed."""
@@ -246,6 +283,14 @@ class Stream:
         self.sock.close()
 
 
+class _Ask(Enum):
+    """What a thread other than the poller asked of a stream, carried out at the poller's next round."""
+
+    UPDATE = "update"
+    CLOSE = "close"
+    DEPART = "depart"
+
+
 class Reactor:
     """Streams served by whichever thread calls :meth:`poll`; optionally a listener for peers."""
 
@@ -262,8 +307,10 @@ class Reactor:
         self._admission = limits.admission()
         """Accepted, unbound streams: the pending cap and the bind deadline."""
         self._lock = threading.Lock()
-        self._requests: deque[tuple[Stream, bool]] = deque()
-        """(stream, close?) changes asked for by threads other than the poller."""
+        self._departures = limits.departures()
+        """Streams writing their last output before they close."""
+        self._requests: deque[tuple[Stream, _Ask]] = deque()
+        """Changes asked for by threads other than the poller."""
         self._poller: int | None = None
         self._read_through = clock()
         """Every byte that arrived before this time was handed to the handler."""
@@ -326,9 +373,9 @@ class Reactor:
         try:
             self._apply_requests()
             now = self._clock()
-            due = self._admission.deadline()
-            if due is not None:
-                timeout_s = max(0.0, min(timeout_s, due - now))
+            for due in (self._admission.deadline(), self._departures.deadline()):
+                if due is not None:
+                    timeout_s = max(0.0, min(timeout_s, due - now))
             ready = self._selector.select(timeout_s)
             read_through = now if ready else self._clock()
             for key, mask in ready:
@@ -354,6 +401,7 @@ class Reactor:
             stream._release(CloseReason.LOCAL, None)
         self._streams.clear()
         self._admission = self.limits.admission()
+        self._departures = self.limits.departures()
         if self._listener is not None:
             self._listener.close()
         self._selector.close()
@@ -405,7 +453,8 @@ class Reactor:
             self._close(stream, CloseReason.PEER_CLOSED, None)
             return
         stream.bytes_received += n
-        self._handler.received(stream, memoryview(self._buffer)[:n])
+        if not stream.ended:
+            self._handler.received(stream, memoryview(self._buffer)[:n])
 
     def _flush(self, stream: Stream) -> None:
         try:
@@ -416,15 +465,28 @@ class Reactor:
         self._update(stream)
         if done:
             self._handler.sent(stream, done)
+        if stream.ended and not stream.closed and stream._written_out():
+            self._close(stream, CloseReason.LOCAL, None)
 
     def _expire(self, now: float) -> None:
         for late in self._admission.expired(now):
             self._close(late, CloseReason.BIND_TIMEOUT, None)
+        for late in self._departures.expired(now):
+            self._close(late, CloseReason.LOCAL, None)
+
+    def _depart(self, stream: Stream) -> None:
+        if stream.ended:
+            return
+        if self._departures.leaving(stream, stream._start_departing(), self._clock()):
+            self._update(stream)
+        else:
+            self._close(stream, CloseReason.LOCAL, None)
 
     def _close(self, stream: Stream, reason: CloseReason, error: OSError | None) -> None:
         if stream.closed:
             return
         self._admission.closed(stream)
+        self._departures.closed(stream)
         fd = stream.sock.fileno()
         if fd >= 0:
             self._streams.pop(fd, None)
@@ -454,29 +516,31 @@ class Reactor:
             self._selector.modify(stream.sock, events, stream)
 
     def _interest_changed(self, stream: Stream) -> None:
+        self._ask(stream, _Ask.UPDATE)
+
+    def _ask(self, stream: Stream, ask: _Ask) -> None:
+        """Carry out ``ask`` now on the poller, else at its next round."""
         if self._poller == threading.get_ident():
-            self._update(stream)
+            self._carry_out(stream, ask)
             return
         with self._lock:
-            self._requests.append((stream, False))
+            self._requests.append((stream, ask))
         self.wake()
 
-    def _close_soon(self, stream: Stream) -> None:
-        if self._poller == threading.get_ident():
-            self._close(stream, CloseReason.LOCAL, None)
-            return
-        with self._lock:
-            self._requests.append((stream, True))
-        self.wake()
+    def _carry_out(self, stream: Stream, ask: _Ask) -> None:
+        match ask:
+            case _Ask.UPDATE:
+                self._update(stream)
+            case _Ask.CLOSE:
+                self._close(stream, CloseReason.LOCAL, None)
+            case _Ask.DEPART:
+                self._depart(stream)
 
     def _apply_requests(self) -> None:
         with self._lock:
             requests, self._requests = self._requests, deque()
-        for stream, close in requests:
-            if close:
-                self._close(stream, CloseReason.LOCAL, None)
-            else:
-                self._update(stream)
+        for stream, ask in requests:
+            self._carry_out(stream, ask)
 
     def _drain_wakeups(self) -> None:
         try:

@@ -456,3 +456,31 @@ def test_a_node_that_renews_is_never_taken_for_silent() -> None:
         remote.close()
         service.close()
         cluster.close()
+
+
+def test_a_refusal_queued_behind_a_large_event_reaches_a_node_before_the_close(patient: InProcessCluster) -> None:
+    """A node that has not yet read its gossip events (megabytes queued in the service, beyond what
+    the socket buffers hold) sends a frame over the bound: the FRAME_TOO_LARGE line is written after
+    the events, then the connection closes. Before, the close dropped the queue and the line with it."""
+    service = ClusterService(patient)
+    try:
+        with socket.socket() as node:
+            node.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connecting: a small window
+            node.settimeout(HANG_GUARD)
+            node.connect((service.host, service.port))
+            node.sendall(hello("unhurried"))
+            node.sendall(wire.encode(wire.ServiceKind.JOIN_CLUSTER, 2, address="h:1"))
+            for batch in range(2):  # two events of 4 MiB each: more than any socket buffer takes
+                ops = [{"key": f"b{batch}-{i}", "value": bytes(MAX_VALUE_BYTES), "expected": 0}
+                       for i in range(MAX_BATCH_OPS)]
+                node.sendall(wire.encode(wire.ServiceKind.UPDATE_GOSSIP, 3 + batch, scope=Scope.SHARD.value, ops=ops))
+            wait_until(lambda: service.held_bytes() > 0, "the node's events queued in the service")
+            node.sendall((wire.MAX_REQUEST_BYTES + 1).to_bytes(4, "big"))
+            kinds = []
+            while (message := read_message(node)) is not None:
+                kinds.append(message.kind)
+                last = message
+            assert wire.ServiceKind.GOSSIP_UPDATE in kinds and kinds[-1] is wire.ServiceKind.ERROR
+            assert last.payload["code"] == FrameTooLarge.code and last.request_id == 0
+    finally:
+        service.close()

@@ -612,8 +612,8 @@ CATALOGUE: tuple[Mutant, ...] = (
        "bytes after a message's payload are ignored"),
     # -- admission of strangers (the reactor carries it out) -------------------------------------
     _admission("reactor-bind-deadline-late",
-       "            if due > now:\n                break",
-       "            if due >= now:\n                break",
+       "        if at > now:\n            break",
+       "        if at >= now:\n            break",
        "an unbound stream is closed one tick after its bind deadline, not at it"),
     _admission("reactor-pending-cap-doubled",
        "while len(self._due) > self.max_pending:",

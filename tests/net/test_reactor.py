@@ -5,6 +5,8 @@ from __future__ import annotations
 import socket
 import struct
 import threading
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, NamedTuple
 
@@ -188,8 +190,14 @@ class BoundStream(NamedTuple):
 
 @pytest.fixture
 def bound(ledger: ResourceLedger) -> Iterator[BoundStream]:
+    with bound_stream(ledger, ConnectionLimits(), time.monotonic) as served:
+        yield served
+
+
+@contextmanager
+def bound_stream(ledger: ResourceLedger, limits: ConnectionLimits, clock: Callable[[], float]) -> Iterator[BoundStream]:
     record = Recorder()
-    reactor = Reactor(Handler(record), listen=LOOPBACK, ledger=ledger)
+    reactor = Reactor(Handler(record), limits, listen=LOOPBACK, ledger=ledger, clock=clock)
     client = socket.create_connection(("127.0.0.1", reactor.port))
     try:
         client.sendall(b"bind")
@@ -268,3 +276,53 @@ def test_a_send_while_others_wait_in_the_queue_goes_after_them(bound: BoundStrea
 
     poll_until(reactor, drained)
     assert bytes(received) == b"x" * (16 * 65536) + b"Z"
+
+
+def test_a_departing_stream_writes_its_queue_then_closes_and_ignores_what_arrives(bound: BoundStream) -> None:
+    """A refusal queued behind 4 MiB the peer has not read yet reaches it, last, before the close."""
+    record, reactor, client, stream = bound
+    stream.send([Outgoing((b"e" * 65536,), i) for i in range(64)] + [Outgoing((b"REFUSED",), "refusal")])
+    assert stream.queued_bytes > 0
+    stream.depart()
+    reactor.poll(0)  # asked from outside the poller: carried out at its next round
+    client.sendall(b"more")  # discarded: the owner serves a departing stream no more
+    with pytest.raises(OSError, match="departing"):
+        stream.send([Outgoing((b"late",))])
+    assert record.closed == [] and not stream.closed and stream.ended
+    received = bytearray()
+    client.setblocking(False)
+
+    def ended() -> bool:
+        received.extend(read_available(client))
+        return bool(record.closed)
+
+    poll_until(reactor, ended)
+    client.settimeout(10.0)  # a hang guard: the kernel still holds the last bytes, then the end
+    while chunk := client.recv(1 << 20):
+        received.extend(chunk)
+    assert bytes(received) == b"e" * 64 * 65536 + b"REFUSED"
+    assert record.closed == [(stream, CloseReason.LOCAL)] and record.sent[-1] == "refusal"
+    assert bytes(record.received[stream]) == b"bind"
+
+
+def test_a_departing_stream_whose_peer_never_reads_is_closed_at_linger_s(ledger: ResourceLedger) -> None:
+    clock = FakeClock()
+    with bound_stream(ledger, ConnectionLimits(linger_s=5.0), clock) as (record, reactor, _, stream):
+        stream.send([Outgoing((b"e" * 65536,), i) for i in range(64)])
+        stream.depart()
+        reactor.poll(0)  # it departs at 0
+        clock.now = 4.9
+        reactor.poll(0)
+        assert record.closed == []
+        clock.now = 5.0
+        reactor.poll(0)
+        assert record.closed == [(stream, CloseReason.LOCAL)] and stream.abandoned
+
+
+def test_a_stream_with_more_than_linger_bytes_queued_closes_at_once(ledger: ResourceLedger) -> None:
+    with bound_stream(ledger, ConnectionLimits(linger_bytes=65536), time.monotonic) as (record, reactor, _, stream):
+        stream.send([Outgoing((b"e" * 65536,), i) for i in range(64)])
+        assert stream.queued_bytes > 65536
+        stream.depart()
+        poll_until(reactor, lambda: record.closed)
+        assert record.closed == [(stream, CloseReason.LOCAL)] and stream.abandoned
