@@ -325,10 +325,13 @@ class SparkTarget:
     """``spark-jvm``: Spark 4.3.0's own handlers; a writer's records go through Spark's write loop
     (:mod:`conformance.shuffle.spark_write_loop`), each payload one DATA."""
 
+    CAPABILITIES: Final = frozenset({WRITER, READER, WORKLOAD, REPORTS, SLOW_CONSUMER, SETTINGS})
+    """No ``traces``: Spark's handlers run on Netty's clock, which a trace cannot drive."""
+
     def __init__(self, spark: SparkJvm, auth: AuthConfig | None = None) -> None:
         self.spark = spark
         self.description = spark.description
-        self.capabilities = with_auth(frozenset({WRITER, READER, WORKLOAD, REPORTS, SLOW_CONSUMER, SETTINGS}), auth)
+        self.capabilities = with_auth(self.CAPABILITIES, auth)
         self.auth = None if auth is None else auth_to_json(auth)
         """Spark's AuthServerBootstrap / AuthClientBootstrap are installed on its transport with this."""
 
