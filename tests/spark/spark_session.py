@@ -9,9 +9,10 @@ from typing import Any, Iterator, Mapping
 
 SPARK_START_UP = re.compile(
     r"^WARNING: Using incubator modules|^Using Spark's default log4j profile|^Setting default log level|"
-    r"^To adjust logging level|WARN Utils: (Your hostname|Set SPARK_LOCAL_IP)|WARN NativeCodeLoader|"
+    r"^To adjust logging level|WARN Utils: (Your hostname|Set SPARK_LOCAL_IP|Service 'SparkUI' could not bind on port)|WARN NativeCodeLoader|"
     r"WARN ResolveWriteToStream: spark.sql.adaptive.enabled is not supported in streaming")
-"""What Spark prints starting a job (or a streaming query) on this machine, whatever the job."""
+"""What Spark prints starting a job (or a streaming query) on this machine, whatever the job (its UI
+moves to the next port when another Spark on the machine holds 4040)."""
 
 
 def console_beyond_start_up(stderr: str) -> list[str]:
