@@ -257,7 +257,12 @@ def check(history: dict[str, Any], table: Path, final_rows: dict[int, str], caug
     missing = sorted(set(final_rows) - set(final))
     extra = sorted(set(final) - set(final_rows))
     different = sorted(k for k in set(final) & set(final_rows) if final[k] != final_rows[k])
+    committed = [tx for tx in history["transactions"] if tx["committed"]]
+    lost = [f"tx {i + 1} began its commit at {b['lsn_before']}, before tx {i}'s commit ended ({a['lsn_after']}): "
+            "Postgres lost an acknowledged commit" for i, (a, b) in enumerate(zip(committed, committed[1:]))
+            if b["lsn_before"] < a["lsn_after"]]
     properties = {
+        "the workload's history is sound (no acknowledged commit lost by Postgres)": lost,
         "nothing uncommitted, every key in commit order, each change once": _order_problems(commits, versions),
         "durable numbers never ahead of the table": _durable_problems(commits, versions, history["observations"]),
         "final table equals Postgres": ([f"missing keys {missing[:5]}"] if missing else [])
