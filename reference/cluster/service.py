@@ -228,6 +228,9 @@ class ClusterService:
         self.limits = limits
         self._secret = configured_secret(secret, "the cluster service's secret")
         self._streams: dict[Stream, _Session] = {}
+        self._by_deadline: dict[_Session, None] = {}
+        """Identified sessions in the order of their deadline (each moved to the end when a frame
+        moves it: one clock, so the order holds), so the silent ones are found without a scan of all."""
         self._nodes: dict[NodeId, _Session] = {}
         self._buffered = 0
         self._paused: list[_Session] = []
@@ -283,13 +286,19 @@ class ClusterService:
                 if session.node is not None:
                     session.node.close()
             self._streams.clear()
+            self._by_deadline.clear()
             self._nodes.clear()
             self._reactor.close()
 
     def _end_silent_sessions(self, read_through: float) -> None:
         """Close the sessions silent before ``read_through`` (the time up to which everything that
-        arrived was read)."""
-        for session in [s for s in self._streams.values() if s.protocol.silent(read_through)]:
+        arrived was read): the first ones in deadline order, up to the first that is not."""
+        silent = []
+        for session in self._by_deadline:
+            if not session.protocol.silent(read_through):
+                break
+            silent.append(session)
+        for session in silent:
             log.info("cluster service: %s sent nothing for %.1f s; closed", session.stream.label,
                      session.protocol.fail_bound)
             session.stream.close()
@@ -305,6 +314,7 @@ class ClusterService:
         session = self._streams.get(stream)
         if session is None:
             return
+        deadline = session.protocol.deadline
         try:
             for asked in session.protocol.receive(data, self._clock(), len(self._nodes)):
                 self._carry_out(session, asked)
@@ -319,6 +329,9 @@ class ClusterService:
                 held = session.protocol.frames.held_bytes
                 self._buffered += held - session.buffered
                 session.buffered = held
+                if session.protocol.deadline != deadline:
+                    self._by_deadline.pop(session, None)
+                    self._by_deadline[session] = None
         if self._buffered > self.limits.max_buffered_bytes and session.buffered > self.limits.small_partial_bytes:
             stream.pause()
             self._paused.append(session)
@@ -332,6 +345,7 @@ class ClusterService:
         session = self._streams.pop(stream, None)
         if session is not None:
             self._buffered -= session.buffered
+            self._by_deadline.pop(session, None)
         log.info("cluster service connection %s ended: %s%s", stream.label, reason.value,
                  f" ({error})" if error else "")
         if session is None or session.node is None:
