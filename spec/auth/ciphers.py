@@ -9,10 +9,17 @@
   to 32752 plaintext bytes sealed with AES-GCM under nonce ``prefix || i32 i || last?1:0``. Spark's
   receiver decrypts message after message from the byte stream, so one message may carry any number
   of transport frames (this runtime seals each send batch as one).
+
+Spark's sender draws a fresh salt and nonce prefix per message, so it derives a key per message. The
+receiver only reads them from each header, so this sender draws its salt once per connection direction
+and counts its nonce prefixes from a random start instead: messages of one length share a derived key
+(the length is the HKDF info) and never a nonce (a prefix is used once per direction, and the other
+direction's salt, hence key, is its own). Both ends keep the few derived keys they last used.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 from enum import Enum
 from typing import Callable, Final, Protocol, Sequence
@@ -37,6 +44,13 @@ Random = Callable[[int], bytes]
 
 CTR_SLACK: Final = 15
 """``update_into`` wants room for a block beyond the input, even in CTR mode."""
+
+PREFIXES: Final = 1 << (8 * GCM_NONCE_PREFIX_LENGTH)
+"""Distinct GCM nonce prefixes: the messages one direction seals before a prefix could repeat."""
+
+GCM_KEYS_KEPT: Final = 16
+"""Derived message keys each end keeps per direction (a DATA length, a CREDIT length, ...); forgotten all at
+once when full, so a peer with a fresh salt per message (Spark) costs one dictionary entry per message."""
 
 
 class CipherName(Enum):
@@ -101,13 +115,28 @@ def _nonce(prefix: bytes, segment: int, last: bool) -> bytes:
     return prefix + segment.to_bytes(4, "big") + (b"\x01" if last else b"\x00")
 
 
+def _kept(keys: dict[bytes, AESGCM], key: bytes, head: bytes) -> AESGCM:
+    """The AES-GCM key of the message whose header starts with ``head`` (its length bytes, then its salt)."""
+    aead = keys.get(head)
+    if aead is None:
+        if len(keys) >= GCM_KEYS_KEPT:
+            keys.clear()
+        aead = keys[head] = AESGCM(hkdf(key, head[GCM_LENGTH_BYTES:], head[:GCM_LENGTH_BYTES], len(key)))
+    return aead
+
+
 class GcmCipher:
     """AES-GCM messages in Spark's segment layout; one session key serves both directions."""
 
     def __init__(self, key: bytes, random: Random = os.urandom) -> None:
         self._key = key
-        self._random = random
         self._header_length = gcm_header_length(len(key))
+        self._salt = random(len(key))
+        """This direction's salt, in every message it seals."""
+        self._prefixes = itertools.count(int.from_bytes(random(GCM_NONCE_PREFIX_LENGTH), "big"))
+        """This direction's nonce prefixes, one per message (modulo 2**56: unique for that many messages)."""
+        self._sealing: dict[bytes, AESGCM] = {}
+        self._opening: dict[bytes, AESGCM] = {}
         self._pending = bytearray()
         """Received bytes not yet making a whole length, header or segment."""
         self._total = -1
@@ -129,13 +158,12 @@ class GcmCipher:
         full, partial = divmod(size, GCM_PLAINTEXT_SEGMENT)
         total = (GCM_LENGTH_BYTES + self._header_length + full * GCM_CIPHERTEXT_SEGMENT
                  + (partial + GCM_TAG_LENGTH if partial else 0))
-        length = total.to_bytes(GCM_LENGTH_BYTES, "big")
-        salt = self._random(len(self._key))
-        prefix = self._random(GCM_NONCE_PREFIX_LENGTH)
-        aead = AESGCM(hkdf(self._key, salt, length, len(self._key)))
+        head = total.to_bytes(GCM_LENGTH_BYTES, "big") + self._salt
+        prefix = (next(self._prefixes) % PREFIXES).to_bytes(GCM_NONCE_PREFIX_LENGTH, "big")
+        aead = _kept(self._sealing, self._key, head)
         out = bytearray(total)
         position = GCM_LENGTH_BYTES + self._header_length
-        out[:position] = length + bytes([self._header_length]) + salt + prefix
+        out[:position] = head[:GCM_LENGTH_BYTES] + bytes([self._header_length]) + self._salt + prefix
         view, target = memoryview(plaintext), memoryview(out)
         for segment, start in enumerate(range(0, size, GCM_PLAINTEXT_SEGMENT)):
             end = start + GCM_PLAINTEXT_SEGMENT
@@ -198,8 +226,8 @@ class GcmCipher:
         if head[GCM_LENGTH_BYTES] != self._header_length:
             raise TagMismatch(f"header length byte {head[GCM_LENGTH_BYTES]}, expected {self._header_length}")
         salt_end = GCM_LENGTH_BYTES + 1 + len(self._key)
-        self._aead = AESGCM(hkdf(self._key, bytes(head[GCM_LENGTH_BYTES + 1:salt_end]),
-                                 bytes(head[:GCM_LENGTH_BYTES]), len(self._key)))
+        self._aead = _kept(self._opening, self._key,
+                           bytes(head[:GCM_LENGTH_BYTES]) + bytes(head[GCM_LENGTH_BYTES + 1:salt_end]))
         self._prefix = bytes(head[salt_end:])
         self._total = total
         self._read = GCM_LENGTH_BYTES + self._header_length

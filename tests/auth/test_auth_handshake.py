@@ -12,6 +12,7 @@ import pytest
 from spec.auth import AuthConfig, CipherName, ClientHandshake, Established, GcmCipher, Rejected, ReplayGuard, \
     ServerHandshake
 from spec.auth import errors
+from spec.auth.ciphers import GCM_KEYS_KEPT
 from spec.auth.layouts import AUTH_MESSAGE, GCM_PLAINTEXT_SEGMENT, TransportType
 
 # AuthEngineSuite (apache/spark common/network-common/src/test/.../crypto/AuthEngineSuite.java)
@@ -126,6 +127,25 @@ def test_gcm_messages_have_spark_segment_layout_at_every_boundary(size: int) -> 
     assert struct.unpack(">q", sealed[:8])[0] == len(sealed) == 8 + 24 + full * 32768 + (partial + 16 if partial else 0)
     assert sealed[8] == 24
     assert GcmCipher(key).open(sealed) == b"x" * size
+
+
+def test_gcm_messages_of_one_direction_share_its_salt_and_never_a_nonce_prefix() -> None:
+    sender, receiver = GcmCipher(bytes(16)), GcmCipher(bytes(16))
+    bodies = [b"credit" * 3] * 3 + [b"x" * (GCM_PLAINTEXT_SEGMENT + 1)] + [b"credit" * 3]
+    sealed = [bytes(sender.seal([body])) for body in bodies]
+    headers = [message[9:9 + 16 + 7] for message in sealed]
+    assert len({header[:16] for header in headers}) == 1
+    assert len({header[16:] for header in headers}) == len(sealed)
+    assert [bytes(receiver.open(message)) for message in sealed] == bodies
+    other = GcmCipher(bytes(16))
+    assert bytes(other.seal([bodies[0]]))[9:25] != headers[0][:16]
+
+
+def test_a_gcm_receiver_opens_messages_from_more_salts_than_it_keeps_keys_for() -> None:
+    receiver = GcmCipher(bytes(32))
+    for n in range(GCM_KEYS_KEPT * 2 + 1):
+        assert receiver.open(bytes(GcmCipher(bytes(32)).seal([b"%d" % n]))) == b"%d" % n
+    receiver.close()
 
 
 def test_an_empty_gcm_message_is_accepted_as_spark_sends_it() -> None:

@@ -122,11 +122,14 @@ def test_the_python_client_authenticates_to_spark_server_and_frames_cross_both_w
         conn.start()
         peer.poll_until(lambda: conn.authenticated or peer.errors)
         assert peer.errors == []
-        conn.send([Send(peer=0, message=message) for message in MESSAGES])
-        peer.poll_until(lambda: len(peer.messages) == len(MESSAGES))
-        assert peer.messages == MESSAGES
+        conn.send([Send(peer=0, message=message) for message in MESSAGES])  # one GCM message of three frames
+        for message in MESSAGES:  # then one each: GCM messages of one length share this direction's key
+            conn.send([Send(peer=0, message=message)])
+        peer.poll_until(lambda: len(peer.messages) == 2 * len(MESSAGES))
+        assert peer.messages == 2 * MESSAGES
         served = spark.request({"op": "served"})
-        assert [bytes.fromhex(body) for body in served["bodies"][-len(MESSAGES):]] == [encode_body(m) for m in MESSAGES]
+        assert [bytes.fromhex(body) for body in served["bodies"][-2 * len(MESSAGES):]] == \
+            [encode_body(m) for m in 2 * MESSAGES]
     finally:
         peer.close()
 
