@@ -78,19 +78,35 @@ class _Call:
     """One put's call between the event loop, which ends it at its deadline, and the put's thread,
     which reads its messages and claims it to record it, whichever comes first."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, requests: AsyncIterator[bytes]) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, requests: AsyncIterator[bytes],
+                 context: grpc.aio.ServicerContext[bytes, bytes]) -> None:
         self._loop = loop
         self._requests = requests
+        self._context = context
+        self._at_end = False
         self._lock = threading.Lock()
         self._ended = False
         self._claimed = False
         self._reading: concurrent.futures.Future[object] | None = None
 
     async def _next(self) -> object:
+        """The next message, or ``_END`` once the client half-closed the stream; raise InterruptedPut if it broke."""
+        if self._at_end:
+            return _END
         try:
             return await self._requests.__anext__()
         except StopAsyncIteration:
-            return _END
+            pass
+        # grpc's request iterator ends alike when the client half-closed the stream (END_STREAM after its
+        # last message) and when the stream broke (RST_STREAM, connection lost, client killed); the
+        # cancellation is reported apart, maybe later.  gRPC closed a broken stream both ways before it
+        # ended the iterator, so the answer's headers cannot be sent on it; a half-closed stream takes them.
+        try:
+            await self._context.send_initial_metadata(())
+        except grpc.aio.BaseError:
+            raise InterruptedPut() from None
+        self._at_end = True
+        return _END
 
     def read(self) -> bytes | None:
         """The next message (None at the end of the stream), read on the event loop; InterruptedPut once ended."""
@@ -124,17 +140,11 @@ class _Call:
 
 
 def _messages(call: _Call, first: bytes) -> Iterator[FlightData]:
-    """A call's decoded messages; a call that broke (ended, client gone) is an InterruptedPut."""
+    """A call's decoded messages, up to the client's half-close; a call that broke (ended, client gone) is an InterruptedPut."""
     raw: bytes | None = first
     while raw is not None:
         yield decode_flight_data(raw)
         raw = call.read()
-    # The end of a stream looks the same whether the client half-closed it or its connection
-    # broke: grpc reports the broken call by cancelling it separately.  Asking for one more
-    # message is one more round through the event loop, after that event: a broken call then
-    # is ended, a half-closed one ends again at once.
-    if call.read() is not None:
-        raise FlightDataError("a message arrived after the end of the stream")
 
 
 def _ms(seconds: float) -> int:
@@ -226,11 +236,13 @@ class FlightPutTransport:
             stream = PutStream.open(self._limits, self._loop.time(), authorized=self._authorized(context))
         except SyncError as exc:
             await self._refuse(context, exc)
-        call = _Call(self._loop, requests.__aiter__())
+        call = _Call(self._loop, requests.__aiter__(), context)
         try:
             first = await asyncio.wait_for(call._next(), stream.remaining(self._loop.time()))
         except asyncio.TimeoutError:
             await self._refuse(context, stream.expired())
+        except InterruptedPut as exc:
+            await self._refuse(context, exc)
         try:
             stream.first_message(self._loop.time(), self._slots)
         except PutSlotsBusy as exc:

@@ -10,6 +10,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import grpc.aio
 import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
@@ -165,15 +166,69 @@ class _Silent:
         raise AssertionError("not read")
 
 
+class _Sent:
+    """A request stream that yields its messages, then ends as grpc's does: alike whether the client
+    half-closed it or it broke."""
+
+    def __init__(self, *messages: bytes) -> None:
+        self._messages = list(messages)
+
+    def __aiter__(self) -> "_Sent":
+        return self
+
+    async def __anext__(self) -> bytes:
+        if not self._messages:
+            raise StopAsyncIteration
+        return self._messages.pop(0)
+
+
+class _Answerable:
+    """A call's context whose stream is still open towards the client (it half-closed its side)."""
+
+    async def send_initial_metadata(self, metadata: Any) -> None:
+        pass
+
+
+class _Broken:
+    """A call's context whose stream broke: gRPC fails the batch sending the answer's headers."""
+
+    async def send_initial_metadata(self, metadata: Any) -> None:
+        raise grpc.aio.UsageError("the batch failed")
+
+
+def _read_all(requests: Any, context: Any) -> list[bytes | None]:
+    """What a put's thread reads from a call: every message, then its end (read twice)."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        call = _Call(loop, requests, context)
+        return [call.read() for _ in range(4)]
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=PATIENCE_S)
+        loop.close()
+
+
+def test_a_stream_that_broke_after_its_last_message_is_interrupted_not_complete() -> None:
+    """Issue 37: grpc ends the request iterator alike on END_STREAM and on RST_STREAM or a lost connection,
+    and reports the cancellation apart, sometimes after the put's thread recorded the put (a client killed
+    after its last batch was then taken as a whole put).  The end counts only on a stream that still takes
+    the answer's headers; the cancellation's timing no longer matters."""
+    assert _read_all(_Sent(b"a", b"b"), _Answerable()) == [b"a", b"b", None, None]
+    with pytest.raises(InterruptedPut):
+        _read_all(_Sent(b"a", b"b"), _Broken())
+
+
 def test_a_put_whose_call_ended_is_not_recorded_and_a_claimed_one_is_not_ended() -> None:
     """The race the deadline and the put's thread run: whoever comes first decides, and a put whose call
     ended (past its deadline, or its client went away) is never recorded nor read further."""
     loop = asyncio.new_event_loop()
     try:
-        claimed = _Call(loop, _Silent())
+        claimed = _Call(loop, _Silent(), _Answerable())
         assert claimed.claim()
         assert not claimed.end()  # the deadline passes while the put is being recorded: it runs to its end
-        ended = _Call(loop, _Silent())
+        ended = _Call(loop, _Silent(), _Answerable())
         assert ended.end() and not ended.claim()
         with pytest.raises(InterruptedPut):
             ended.read()
