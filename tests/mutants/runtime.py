@@ -233,7 +233,10 @@ RUNTIME_CATALOGUE: tuple[Mutant, ...] = (
     _r("sync-transport-claim-ignores-cancel", "sync/transport.py",
        "        except asyncio.CancelledError:  # the client went away\n            call.end()",
        "        except asyncio.CancelledError:  # the client went away\n            pass",
-       "a put whose client went away is still recorded", SYNC_SERVER),
+       "a put whose client went away is still recorded", SYNC_SERVER,
+       equivalent="a client gone mid-stream also ends grpc's request iterator, and that end is refused as broken "
+                  "(sync-transport-broken-end-complete); only a put whose stream was complete can then be "
+                  "recorded, which a client that left after its half-close may find either way"),
     _r("sync-watchdog-never-shortened", "sync/transport.py",
        "        self._stop_deadline = self._loop.time() + (grace_s or 0.0)\n",
        "",

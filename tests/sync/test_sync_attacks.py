@@ -6,11 +6,14 @@ server reports, and that other clients carry on.
 
 from __future__ import annotations
 
+import socket
+import struct
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.flight as flight
@@ -21,6 +24,8 @@ from conformance.sync.suite import DESCS, _cmd, do_put, rows_batch
 from reference.sync.client import SyncClient, SyncPut
 from reference.sync.transport import INTERNAL_ERROR_TEXT
 from reference.sync.store import DeltaStore
+from spec.http2_watch import ACK, DATA, END_STREAM, HEADERS, RST_STREAM, SETTINGS
+from spec.sync.flight import DO_PUT_PATH, FlightDataMessage, FlightDescriptorMessage
 from spec.sync.flush_failures import FlushFailures
 from spec.sync.messages import (
     COMMAND_TYPE_URL,
@@ -89,6 +94,75 @@ def test_client_killed_mid_put_leaves_no_trace_and_its_replay_lands_in_full(
     client.close()
     assert _numbers(location, "A") == (1, 1)
     assert _rows(tmp_path / "store", "t") == [(1, "a"), (2, "b"), (3, "c")]
+
+
+END_HEADERS = 0x4
+
+
+def _frame(kind: int, flags: int, stream: int, payload: bytes) -> bytes:
+    return len(payload).to_bytes(3, "big") + bytes([kind, flags]) + stream.to_bytes(4, "big") + payload
+
+
+def _raw_put(port: int, cmd: SyncCommand, table: pa.Table, end: str) -> socket.socket:
+    """A DoPut in raw HTTP/2 frames carrying every message of ``table``, ended by ``end``: END_STREAM
+    (``half-close``), RST_STREAM CANCEL (``rst-stream``) or a TCP reset (``tcp-reset``)."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+    sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + _frame(SETTINGS, 0, 0, b""))
+    settings = sock.recv(9, socket.MSG_WAITALL)  # the server's, acknowledged below
+    sock.recv(int.from_bytes(settings[:3], "big"), socket.MSG_WAITALL)
+    headers = [(b":method", b"POST"), (b":scheme", b"http"), (b":path", DO_PUT_PATH.encode()),
+               (b":authority", b"127.0.0.1"), (b"content-type", b"application/grpc"), (b"te", b"trailers")]
+    block = b"".join(b"\x00" + bytes([len(n)]) + n + bytes([len(v)]) + v for n, v in headers)  # literals, not indexed
+    schema = pa.ipc.read_message(table.schema.serialize())
+    first: Any = FlightDataMessage(data_header=schema.metadata.to_pybytes())
+    first.flight_descriptor.CopyFrom(FlightDescriptorMessage(type=2, cmd=cmd.to_descriptor_cmd()))
+    messages = [first.SerializeToString()]
+    for batch in table.to_batches():
+        ipc = pa.ipc.read_message(batch.serialize())
+        messages.append(FlightDataMessage(data_header=ipc.metadata.to_pybytes(),
+                                          data_body=ipc.body.to_pybytes()).SerializeToString())
+    out = _frame(SETTINGS, ACK, 0, b"") + _frame(HEADERS, END_HEADERS, 1, block)
+    out += b"".join(_frame(DATA, 0, 1, b"\x00" + len(m).to_bytes(4, "big") + m) for m in messages)
+    if end == "half-close":
+        out += _frame(DATA, END_STREAM, 1, b"")
+    elif end == "rst-stream":
+        out += _frame(RST_STREAM, 0, 1, (8).to_bytes(4, "big"))
+    sock.sendall(out)
+    if end == "tcp-reset":
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.close()
+    return sock
+
+
+@pytest.mark.parametrize("end", ["rst-stream", "tcp-reset"])
+def test_a_stream_broken_after_its_last_message_is_not_applied_and_its_replay_lands_in_full(
+    server_factory: ServerFactory, tmp_path: Path, end: str
+) -> None:
+    """Issue 37: every message of a put arrived, then the stream broke instead of ending (END_STREAM): grpc
+    ends the request iterator as for a half-close, the put must still count as cut off."""
+    server = server_factory()
+    location = f"grpc://127.0.0.1:{server.port}"
+    with _raw_put(server.port, _cmd("t", "A", 1), rows_batch([(None, 1, "a"), (None, 2, "x")]), end):
+        pass
+    client = SyncClient(location, "A", deadline_s=30)
+    put = SyncPut("t", rows_batch([(None, 1, "a"), (None, 2, "b"), (None, 3, "c")]), DESCS)
+    assert client.send_transaction(1, [put]).memory_sequence_number == 1
+    assert flush_pending(server)
+    client.close()
+    assert _rows(tmp_path / "store", "t") == [(1, "a"), (2, "b"), (3, "c")]
+
+
+def test_the_raw_put_lands_when_its_stream_ends(server_factory: ServerFactory) -> None:
+    """The raw client above is a valid put: ended with END_STREAM, it is applied."""
+    server = server_factory()
+    with _raw_put(server.port, _cmd("t", "A", 1), rows_batch([(None, 1, "a")]), "half-close") as sock:
+        while True:  # up to the answer's message (DATA on the stream), sent once the put is recorded
+            header = sock.recv(9, socket.MSG_WAITALL)
+            assert len(header) == 9, "the server closed the connection before answering"
+            sock.recv(int.from_bytes(header[:3], "big"), socket.MSG_WAITALL)
+            if header[3] == DATA and header[5:9] == b"\x00\x00\x00\x01":
+                break
+    assert _numbers(f"grpc://127.0.0.1:{server.port}", "A") == (1, None)
 
 
 def test_a_put_whose_deadline_expires_mid_stream_is_dropped(server_factory: ServerFactory) -> None:
