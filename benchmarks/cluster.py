@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import selectors
 import socket
@@ -42,9 +43,12 @@ DRAIN_EVERY_S = 0.05
 (reading every member after every join cost this process more than the service's work)."""
 RENEW = wire.encode(wire.ServiceKind.RENEW, 3)
 RENEW_BURST = 8
+JOINER_START_S = 3.0
+"""The joiner processes start joining together this long after they are spawned (an interpreter's start)."""
 JOINERS = 4
-"""Threads joining newcomers in the churn run (a join waits for its reply; one thread alone did not
-reach 50/s on the loaded build machine)."""
+"""Processes joining newcomers in the churn run (a join waits for its reply; four threads of this
+process, which also reads the 1,000 renewing members, offered only 22-25 joins/s of 50 on the loaded
+build machine)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -289,7 +293,6 @@ def churn(args: argparse.Namespace) -> dict[str, Any]:
     watcher.setblocking(False)
     renewing = Renewing(members.socks, policy.heartbeat_interval)
     renewing.socks.append(watcher)
-    stop = threading.Event()
     joined: list[float] = []
     try:
         names = {f"r{i:04}" for i in range(args.renewing)}
@@ -304,16 +307,20 @@ def churn(args: argparse.Namespace) -> dict[str, Any]:
             buffer += _available(watcher)
             view = watch(buffer, view, names, {"PFAIL": 0, "FAIL": 0})
         cut_before, late_before, rounds_before = members.cut, renewing.late, renewing.rounds
-        joiners = [threading.Thread(target=join_at_rate, args=(service.port, f"n{j}-", args.joins_per_s / JOINERS,
-                                                               stop, joined)) for j in range(JOINERS)]
-        started = time.monotonic()
+        spawn = multiprocessing.get_context("spawn")
+        results = spawn.Queue()
+        started = time.monotonic() + JOINER_START_S  # CLOCK_MONOTONIC: one clock for every process
+        joiners = [spawn.Process(target=join_at_rate, args=(service.port, f"n{j}-", args.joins_per_s / JOINERS,
+                                                            started, started + args.churn_seconds, results))
+                   for j in range(JOINERS)]
         for joiner in joiners:
             joiner.start()
         while time.monotonic() - started < args.churn_seconds:
             members.drain(0.02)
             buffer += _available(watcher)
             view = watch(buffer, view, names, verdicts)
-        stop.set()
+        for _ in joiners:
+            joined += results.get(timeout=HANG_GUARD)
         for joiner in joiners:
             joiner.join(HANG_GUARD)
         return {"heartbeat_s": policy.heartbeat_interval, "fail_after_s": policy.fail_after,
@@ -326,24 +333,29 @@ def churn(args: argparse.Namespace) -> dict[str, Any]:
                 "late_renewal_rounds_of_this_process": renewing.late - late_before,
                 "capacity_line": service.capacity_line}
     finally:
-        stop.set()
         renewing.close()
         watcher.close()
         members.close()
         service.close()
 
 
-def join_at_rate(port: int, prefix: str, rate: float, stop: threading.Event, joined: list[float]) -> None:
-    """Newcomers join at ``rate`` per second (on their own sessions, read now and then) until ``stop``."""
+def join_at_rate(port: int, prefix: str, rate: float, start: float, end: float, results: Any) -> None:
+    """A process of its own: newcomers join at ``rate`` per second (on their own sessions, read now and
+    then) from ``start`` to ``end`` (monotonic); their join latencies are put on ``results``."""
     newcomers = Members(port)
-    due = time.monotonic()
+    joined: list[float] = []
+    due = start
     try:
-        while not stop.wait(max(0.0, due - time.monotonic())):
+        while (now := time.monotonic()) < end:
+            if now < due:
+                time.sleep(min(due, end) - now)
+                continue
             joined.append(newcomers.join(f"{prefix}{len(newcomers.socks):05}"))
             newcomers.drain()
             due = max(due + 1 / rate, time.monotonic() - 1.0)  # behind by more than a second: do not burst
     finally:
         newcomers.close()
+        results.put(joined)
 
 
 def _available(sock: socket.socket) -> bytes:
