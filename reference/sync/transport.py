@@ -276,6 +276,7 @@ class FlightPutTransport:
             ending = None if put.done() else stream.ending(self._loop.time(), self._stop_deadline)
             if ending is not None and call.end():
                 log.warning("a put ran past its deadline and was ended; nothing of it was kept")
+                put.add_done_callback(_nobody_waits)
                 raise ending
             if ending is not None:
                 return await put  # being recorded: it runs to its end

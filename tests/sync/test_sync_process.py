@@ -229,6 +229,9 @@ def test_sigterm_drains_while_a_stream_is_stalled(serve, tmp_path: Path) -> None
     stalled.close()
     assert _rows(store, "t") == {1: "a"}
     assert not (store / "s").exists()
+    log = server.stop()
+    assert "a put ran past its deadline and was ended" in log
+    assert "Traceback" not in log and "never retrieved" not in log, log
 
 
 def test_a_second_sigterm_exits_at_once_while_a_stream_is_stalled(serve, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
