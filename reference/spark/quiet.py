@@ -9,9 +9,11 @@ does nothing: the tasks send nothing, the commit sends the batch), that it "fail
 query stopped between micro-batches (ours waits for durability between them) has no job to
 cancel, and Spark's scheduler warns "Failed to cancel job group" for that; one stopped during a
 micro-batch gets a WARN "Lost task ... TaskKilled ... was stopped" per task (both for every sink,
-Spark's own ``noop`` too). A genuine failure is still logged by the executor ("Exception in
-task") and raised by the query, so these lines add nothing; each filter matches only its own
-whole message.
+Spark's own ``noop`` too). A stop that interrupts the micro-batch thread while Hadoop's local file
+system runs a shell command (``readlink`` in the checkpoint's rename) gets Hadoop's WARN "Interrupted
+while joining on: Thread[...]" with the interrupt's stack. A genuine failure is still logged by
+the executor ("Exception in task") and raised by the query, so these lines add nothing; each
+filter matches only its own whole message.
 
 The filters sit on the root logger's configuration: giving those loggers configurations of their
 own would take them out of PySpark's console threshold (``Setting default log level to "WARN"``
@@ -37,9 +39,11 @@ ECHOES: Final = (
     r"Aborting task",
     r"Failed to cancel job group \S+\. Cannot find active jobs for it\.",
     r".*Lost task .*: TaskKilled \(Stage cancelled: \[SPARK_JOB_CANCELLED\] Job \d+ cancelled Query \[.*\] was stopped.*",
+    r"Interrupted while joining on: Thread\[.*\]",
 )
 """Regular expressions of the whole messages dropped: WriteToDataSourceV2Exec's, DataWritingSparkTask's,
-Utils's (the killed task's), DAGScheduler's and TaskSetManager's (a task the stop killed)."""
+Utils's (the killed task's), DAGScheduler's, TaskSetManager's (a task the stop killed) and Hadoop Shell's
+(the stopped micro-batch thread's)."""
 
 
 def quiet_stops(sc: Any) -> None:

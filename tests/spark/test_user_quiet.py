@@ -51,6 +51,8 @@ def test_the_echoes_of_a_stopped_querys_write_tasks_are_denied_and_nothing_else(
                   "runId = 95e6e13b] was stopped SQLSTATE: XXKDA)")
     assert not denied(spark, "org.apache.spark.scheduler.TaskSetManager",
                       "Lost task 0.0 in stage 0.0 (TID 0) (host executor 1): java.lang.RuntimeException: boom")
+    assert denied(spark, "org.apache.hadoop.util.Shell", "Interrupted while joining on: Thread[Thread-91,5,main]")
+    assert not denied(spark, "org.apache.hadoop.util.Shell", "Error while running command to get file permissions")
 
 
 def test_registering_the_sink_leaves_the_loggers_levels_to_their_parent(spark: Any) -> None:
