@@ -7,9 +7,10 @@ pending bytes and the process's maximum RSS.
 
 Then, for each settings point (``--flood-points``: W the high-watermark, P ``--max-concurrent-puts``,
 M ``--max-message-bytes``), a server running alone in a process (``python -m reference.sync serve``):
-its RSS at idle and once its first put was flushed (``after_first_flush_rss_mb``), and three floods:
+its RSS at idle and once its first put was flushed (``after_first_flush_rss_mb``), and four floods:
 clients sending messages far above the message limit at once (``oversized``), clients putting
-in-limit transactions at once, more than the server may hold (``in_limit``), and clients sending
+in-limit transactions at once, more than the server may hold, of the narrowest rows (``in_limit``) and of
+rows of about 1 KiB (``wide``), and clients sending
 many small puts (``small``).  Each reports the process's peak RSS (``VmHWM``) over its idle RSS
 next to the documented bound ``W + P x M + C x 0.086 + 96`` MiB, C its connections (docs/sync.md,
 "Memory"; ``FloodPoint.bound``, printed as its formula with the figures); ``within_bound`` says
@@ -154,6 +155,15 @@ def _narrow(mb: float) -> pa.Table:
                      "v": pa.array(range(rows), pa.int64())})
 
 
+def _wide(mb: float) -> pa.Table:
+    """Inserts of ``mb`` MiB of wide rows (8-byte keys and a value of about 1 KiB): per-byte costs weigh most
+    there (what a flush copies of its values rather than of its keys)."""
+    rows = max(int(mb * 1024 * 1024) // 1040, 1)
+    value = "w" * 1016
+    return pa.table({"old_id": pa.nulls(rows, pa.int64()), "new_id": pa.array(range(rows), pa.int64()),
+                     "v": pa.array([f"{value}{k:08d}" for k in range(rows)], pa.string())})
+
+
 def _flood(point: FloodPoint, name: str, batch: pa.Table, clients: int, puts: int) -> dict[str, object]:
     """Peak RSS of a server process while ``clients`` each put ``batch`` ``puts`` times at once (each client
     its own table), next to the bound."""
@@ -198,7 +208,8 @@ def _flood(point: FloodPoint, name: str, batch: pa.Table, clients: int, puts: in
 
 
 def flood(args: argparse.Namespace, point: FloodPoint) -> dict[str, object]:
-    """The floods of one settings point (oversized, in-limit, many small puts), each peak next to the bound."""
+    """The floods of one settings point (oversized, in-limit of narrow and of wide rows, many small puts), each
+    peak next to the bound."""
     return {
         "high_watermark_mb": point.high_watermark_mb,
         "max_concurrent_puts": point.max_concurrent_puts,
@@ -206,6 +217,7 @@ def flood(args: argparse.Namespace, point: FloodPoint) -> dict[str, object]:
         **_first_flush(point),
         **_flood(point, "oversized", _narrow(args.flood_oversized_mb), args.flood_oversized_clients, 1),
         **_flood(point, "in_limit", _narrow(point.put_mb), args.flood_clients, args.flood_puts),
+        **_flood(point, "wide", _wide(point.put_mb), args.flood_clients, args.flood_puts),
         **_flood(point, "small", _narrow(args.flood_small_put_mb), args.flood_clients, args.flood_small_puts),
     }
 

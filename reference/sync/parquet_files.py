@@ -35,8 +35,9 @@ def row_ends(rows: pa.Table, order: pa.Array) -> np.ndarray[Any, np.dtype[np.int
         kind = column.type
         if pa.types.is_string(kind) or pa.types.is_binary(kind) or pa.types.is_large_string(kind) \
                 or pa.types.is_large_binary(kind):
-            lengths = pc.binary_length(column.take(order)) if len(order) else pa.array([], pa.int64())
-            sizes += pc.fill_null(lengths, 0).to_numpy(zero_copy_only=False).astype(np.int64)
+            # Lengths first, then their order: taking the column itself would copy every string.
+            lengths = pc.fill_null(pc.binary_length(column), 0).take(order) if len(order) else pa.array([], pa.int64())
+            sizes += lengths.to_numpy(zero_copy_only=False).astype(np.int64)
             fixed += 8 if pa.types.is_large_string(kind) or pa.types.is_large_binary(kind) else 4
         else:
             try:

@@ -41,6 +41,22 @@ def test_row_groups_cover_the_rows_in_order_within_both_limits(sizes: list[int],
             assert sum(sizes[start:end + 1]) > max_bytes
 
 
+def test_measuring_row_groups_copies_no_value() -> None:
+    """The row group cut reads each string's length in key order, not the strings in key order (which
+    copied every value a flush writes: as many bytes as the rows); Arrow's allocations are counted exactly."""
+    rows = pa.table({"k": pa.array(range(2000), pa.int64()), "v": pa.array(["x" * 1000] * 2000, pa.string())})
+    order = pa.array(range(1999, -1, -1), pa.int64())
+    counted = pa.proxy_memory_pool(pa.system_memory_pool())
+    default = pa.default_memory_pool()
+    pa.set_memory_pool(counted)
+    try:
+        ends = row_ends(rows, order)
+    finally:
+        pa.set_memory_pool(default)
+    assert ends[-1] == 2000 * (8 + 4 + 1000)
+    assert counted.max_memory() < 2000 * 16  # the lengths and their order; the values are 2,000,000 bytes
+
+
 def _change(rows: list[tuple[object, object, object]]) -> SquashedChange:
     batch = rows_batch(rows)
     return SquashedChange.of_put(SyncSchema.validate(DESCS, batch.schema), [batch])
