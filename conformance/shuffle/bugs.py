@@ -128,8 +128,8 @@ BUGS: tuple[Mutant, ...] = (
        "DATA addressed to another reader is accepted"),
     # -- flush ----------------------------------------------------------------------------------
     _b("writer-flush-above-threshold", "writer.py",
-       "if len(buffer) >= self._flush_at or",
-       "if len(buffer) > self._flush_at or",
+       "if size >= self._flush_at or",
+       "if size > self._flush_at or",
        "a buffer of exactly 90% of networkBufferSize is not flushed"),
     _b("writer-flush-at-full-buffer", "writer.py",
        "return settings.network_buffer_size * 9 // 10",

@@ -74,7 +74,7 @@ class Connection:
         self._transcript = transcript
         self._handshake = handshake
         self._cipher: TransportCipher | None = None
-        self._repeated: tuple[Message, object, tuple[bytes, Payload]] | None = None
+        self._repeated: tuple[Message, object, tuple[Payload, ...]] | None = None
         """The last control message encoded, the encoder and its frame: a reader's CREDIT after every DATA
         is the same message object each time (the machine makes it once), so it is encoded once."""
 

@@ -206,7 +206,7 @@ class WriterTask(TaskBase):
 
     def _sample_held(self) -> None:
         """Peak memory is reached when buffers turn into DATA: sample there, not per record."""
-        held = self._held_bytes + sum(len(ch.buffer) for ch in self.machine.channels if ch.buffer is not None)
+        held = self._held_bytes + sum(ch.buffered for ch in self.machine.channels)
         if held > self.stats.peak_held_bytes:
             self.stats.peak_held_bytes = held
 

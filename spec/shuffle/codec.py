@@ -19,7 +19,7 @@ from construct import FormatField, Struct
 
 from spec.shuffle import errors
 from spec.shuffle.layouts import COMMON_HEADER, FRAME_HEADER, ONE_WAY_MESSAGE, MessageType
-from spec.shuffle.messages import DataMessage, Message, Payload
+from spec.shuffle.messages import DataMessage, Gathered, Message, Payload
 from spec.shuffle.registry import KINDS, MessageKind
 
 MIN_FRAME_LENGTH: Final = FRAME_HEADER.sizeof()
@@ -60,8 +60,8 @@ class _Codec:
     body: struct.Struct
     """Common header + fields, i.e. the fixed part of the body."""
     encode_body: Callable[[Any], bytes]
-    encode_frame_parts: Callable[[Any], tuple[bytes, Payload]]
-    """Frame header + fixed body part in one ``pack``, and the payload as given (empty unless DATA)."""
+    encode_frame_parts: Callable[[Any], tuple[Payload, ...]]
+    """Frame header + fixed body part in one ``pack``, then the payload's buffers as given (none unless DATA)."""
 
 
 def _codec(row: MessageKind) -> _Codec:
@@ -76,19 +76,20 @@ def _codec(row: MessageKind) -> _Codec:
 
     if row.carries_payload:
         def encode_body(m: Any) -> bytes:
-            payload: Payload = m.payload
-            return pack_body(type_id, *values(m)) + payload
+            payload = m.payload
+            return pack_body(type_id, *values(m)) + (bytes(payload) if type(payload) is Gathered else payload)
 
-        def encode_frame_parts(m: Any) -> tuple[bytes, Payload]:
+        def encode_frame_parts(m: Any) -> tuple[Payload, ...]:
             payload = m.payload
             size = fixed + len(payload)
-            return pack_frame(FRAME_HEADER_LENGTH + size, ONE_WAY_MESSAGE, size, type_id, *values(m)), payload
+            head = pack_frame(FRAME_HEADER_LENGTH + size, ONE_WAY_MESSAGE, size, type_id, *values(m))
+            return (head, *payload.parts) if type(payload) is Gathered else (head, payload)
     else:
         def encode_body(m: Any) -> bytes:
             return pack_body(type_id, *values(m))
 
-        def encode_frame_parts(m: Any) -> tuple[bytes, Payload]:
-            return pack_frame(FRAME_HEADER_LENGTH + fixed, ONE_WAY_MESSAGE, fixed, type_id, *values(m)), b""
+        def encode_frame_parts(m: Any) -> tuple[Payload, ...]:
+            return (pack_frame(FRAME_HEADER_LENGTH + fixed, ONE_WAY_MESSAGE, fixed, type_id, *values(m)),)
 
     return _Codec(kind, row, body, encode_body, encode_frame_parts)
 
@@ -114,18 +115,18 @@ def encode_body(message: Message) -> bytes:
     return _CODECS[type(message)].encode_body(message)
 
 
-def encode_frame_parts(message: Message) -> tuple[bytes, Payload]:
-    """Frame header + fixed body part, and the payload (empty unless DATA), for vectored writes.
+def encode_frame_parts(message: Message) -> tuple[Payload, ...]:
+    """Frame header + fixed body part, then the payload's buffers (none unless DATA), for vectored writes.
 
-    The payload is returned as given, so a socket can send it without a copy.
+    The payload's buffers are returned as given (a gathered payload's each in turn), so a socket can
+    send them without a copy.
     """
     return _CODECS[type(message)].encode_frame_parts(message)
 
 
 def encode_frame(message: Message) -> bytes:
     """One complete transport frame (OneWayMessage) carrying the message."""
-    head, payload = _CODECS[type(message)].encode_frame_parts(message)
-    return head + payload
+    return b"".join(_CODECS[type(message)].encode_frame_parts(message))
 
 
 def decode_body(body: Payload) -> Message:

@@ -10,6 +10,39 @@ from spec.shuffle.layouts import MessageType
 Payload = Union[bytes, bytearray, memoryview]
 
 
+class Gathered:
+    """A DATA payload as the buffers the writer framed it from (record length prefixes and the records'
+    own buffers), in order and never joined on the send path: ``sendmsg`` gathers them, CRC32C runs
+    over each in turn. Its bytes are ``bytes(payload)``, equal to the contiguous payload they spell."""
+
+    __slots__ = ("parts", "size")
+
+    def __init__(self, parts: tuple[Payload, ...]) -> None:
+        self.parts = parts
+        self.size = sum(map(len, parts))
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __bytes__(self) -> bytes:
+        return b"".join(self.parts)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Gathered):
+            other = bytes(other)
+        return isinstance(other, (bytes, bytearray, memoryview)) and bytes(self) == other
+
+    def __hash__(self) -> int:
+        return hash(bytes(self))
+
+    def __repr__(self) -> str:
+        return f"Gathered({bytes(self)!r})"
+
+
+DataPayload = Union[Payload, Gathered]
+"""A DATA payload: one buffer (decoded, or built by a caller) or the writer's gathered buffers."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DataMessage:
     """Serialized records from a writer to one reader; ``data_size`` is the payload length."""
@@ -18,7 +51,7 @@ class DataMessage:
     writer_id: int
     reader_id: int
     checksum: int
-    payload: Payload
+    payload: DataPayload
     type: ClassVar[MessageType] = MessageType.DATA_MESSAGE_UNSAFE_ROW
 
     @property

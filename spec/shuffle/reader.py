@@ -27,8 +27,8 @@ from spec.shuffle._machine import READER_SIDE, ChannelMachine, machine_input
 from spec.shuffle.messages import (
     CreditMessage,
     DataMessage,
+    DataPayload,
     Message,
-    Payload,
     TerminationAckMessage,
 )
 from spec.shuffle.records import decode_records
@@ -315,7 +315,7 @@ class ReaderMachine(ChannelMachine[ReaderChannelState, ReaderChannelEvent]):
         return ch
 
     def _data(self, writer_id: int, seq: int, named_writer_id: int, named_reader_id: int, checksum: int,
-              payload: Payload) -> None:
+              payload: DataPayload) -> None:
         ch = self._admitted(writer_id, DATA, seq, named_writer_id, named_reader_id, True)
         if ch is None:
             return

@@ -11,7 +11,7 @@ import struct
 from typing import Final, Iterable
 
 from spec.shuffle import errors
-from spec.shuffle.messages import Payload
+from spec.shuffle.messages import DataPayload, Gathered, Payload
 
 RECORD_LENGTH: Final = struct.Struct(">i")
 """The length prefix of every record."""
@@ -27,9 +27,9 @@ def encode_records(records: Iterable[Payload]) -> bytes:
     return b"".join(encode_record(r) for r in records)
 
 
-def decode_records(payload: Payload) -> tuple[bytes, ...]:
+def decode_records(payload: DataPayload) -> tuple[bytes, ...]:
     """Split a payload into its records; a length running past the end is truncated input."""
-    view = memoryview(payload)
+    view = memoryview(bytes(payload) if isinstance(payload, Gathered) else payload)
     out: list[bytes] = []
     offset = 0
     while offset < len(view):

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Hashable, Iterable, NamedTuple, Sequence
+from typing import Final, Hashable, Iterable, NamedTuple, Sequence
 
 from spec.shuffle import errors
 from spec.shuffle.checksum import payload_checksum
@@ -28,6 +28,8 @@ from spec.shuffle._machine import WRITER_SIDE, ChannelMachine, machine_input
 from spec.shuffle.messages import (
     CreditMessage,
     DataMessage,
+    DataPayload,
+    Gathered,
     Message,
     Payload,
     TerminationAckMessage,
@@ -73,6 +75,12 @@ _EVENT_OF = WRITER_EVENTS
 member through its class costs 0.1 µs on Python 3.11, whose EnumType has a ``__getattr__``."""
 
 
+GATHER_MIN: Final = 4096
+"""A ``bytes`` record at least this long goes into its DATA as its own buffer (scatter-gather: the socket
+reads it, nothing copies it); a shorter or mutable one is copied into the buffer, where one copy costs
+less than one more buffer to gather."""
+
+
 def permit_capacity(settings: ShuffleSettings, num_readers: int) -> int:
     """Byte permits of the writer: ``max(R * N * 2, writerMaxMemory - R * (32 KiB + 512))``."""
     n = settings.network_buffer_size
@@ -105,6 +113,11 @@ class WriterChannel:
     state: WriterChannelState = WriterChannelState.AWAITING_CREDIT
     conn: Hashable | None = None
     buffer: bytearray | None = None
+    """The open buffer's bytes since its last gathered record (the whole payload when none was)."""
+    gathered: list[Payload] = field(default_factory=list)
+    """The open buffer's earlier buffers, in order: copied runs, each ending in the length prefix of the
+    record (a gathered one, sent from its own buffer) that follows it."""
+    gathered_size: int = 0
     buffer_created: float = 0.0
     last_seq: int = -1
     queued: deque[Message] = field(default_factory=deque)
@@ -113,6 +126,25 @@ class WriterChannel:
     @property
     def bound(self) -> bool:
         return self.conn is not None
+
+    @property
+    def buffered(self) -> int:
+        """Payload bytes in the open buffer (0 when none is open)."""
+        return 0 if self.buffer is None else self.gathered_size + len(self.buffer)
+
+    def take_payload(self) -> DataPayload:
+        """The open buffer as a DATA payload (one buffer, or the gathered ones in order); closes it."""
+        buffer, gathered = self.buffer, self.gathered
+        assert buffer is not None
+        self.buffer = None  # handed over to the message: nobody writes to it again
+        if not gathered:
+            return buffer
+        self.gathered, self.gathered_size = [], 0
+        return Gathered(tuple(gathered + [buffer]) if buffer else tuple(gathered))
+
+    def drop_buffer(self) -> None:
+        self.buffer = None
+        self.gathered, self.gathered_size = [], 0
 
 
 class WriterMachine(ChannelMachine[WriterChannelState, WriterChannelEvent]):
@@ -401,7 +433,7 @@ class WriterMachine(ChannelMachine[WriterChannelState, WriterChannelEvent]):
         if not self._move(channel, WriterChannelEvent.LEAVE):
             return
         if channel.buffer is not None:
-            channel.buffer = None
+            channel.drop_buffer()
             self.permits_available += self.settings.network_buffer_size
         channel.queued.clear()
         for pair in [p for p in self._in_flight if p[0] == channel.reader_id]:
@@ -445,12 +477,20 @@ class WriterMachine(ChannelMachine[WriterChannelState, WriterChannelEvent]):
         return True
 
     def _append(self, channel: WriterChannel, record: Payload, now: float) -> bool:
-        """Frame ``record`` into the channel's open buffer (its one copy); True when that flushed it."""
+        """Frame ``record`` into the channel's open buffer (copied, or gathered from its own buffer when it
+        is long ``bytes``); True when that flushed it."""
         buffer = channel.buffer
         assert buffer is not None
-        buffer += RECORD_LENGTH.pack(len(record))
-        buffer += record
-        if len(buffer) >= self._flush_at or (now - channel.buffer_created) * 1000.0 >= self._max_wait_ms:
+        length = len(record)
+        buffer += RECORD_LENGTH.pack(length)
+        if length < GATHER_MIN or type(record) is not bytes:
+            buffer += record
+            size = channel.gathered_size + len(buffer)
+        else:
+            channel.gathered += (buffer, record)
+            channel.gathered_size = size = channel.gathered_size + len(buffer) + length
+            channel.buffer = bytearray()
+        if size >= self._flush_at or (now - channel.buffer_created) * 1000.0 >= self._max_wait_ms:
             self._flush(channel)
             return True
         return False
@@ -459,8 +499,7 @@ class WriterMachine(ChannelMachine[WriterChannelState, WriterChannelEvent]):
         """Turn the channel's buffer into a DATA message (sent, or queued until the bind)."""
         if channel.buffer is None or not self._move(channel, _FLUSH):
             return
-        payload = channel.buffer
-        channel.buffer = None  # handed over to the message: nobody writes to it again
+        payload = channel.take_payload()
         channel.last_seq += 1
         checksum = payload_checksum(payload) if self.settings.checksum_enabled else 0
         self._in_flight[(channel.reader_id, channel.last_seq)] = self.settings.network_buffer_size

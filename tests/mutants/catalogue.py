@@ -109,8 +109,8 @@ def _session(name: str, search: str, replace: str, description: str) -> Mutant:
 CATALOGUE: tuple[Mutant, ...] = (
     # -- shuffle writer -------------------------------------------------------------------------
     _m("writer-flush-threshold-strict", "shuffle/writer.py",
-       "if len(buffer) >= self._flush_at or",
-       "if len(buffer) > self._flush_at or",
+       "if size >= self._flush_at or",
+       "if size > self._flush_at or",
        "a buffer of exactly 90% of networkBufferSize is not flushed"),
     _m("writer-no-flush-when-blocked", "shuffle/writer.py",
        "            for ch in self.channels:\n                self._flush(ch)\n            self._held = (reader_id, record)",

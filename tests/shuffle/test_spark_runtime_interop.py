@@ -23,6 +23,7 @@ from reference.shuffle.standalone_directory import StandaloneDirectory
 from reference.shuffle.task import TaskOptions
 from reference.shuffle.writer_task import WriterStats, WriterTask
 from spec.shuffle import coordination
+from spec.shuffle import writer as writer_machine
 from spec.shuffle.checksum import payload_checksum
 from spec.shuffle.codec import decode_frame
 from spec.shuffle.messages import CreditMessage, DataMessage, TerminationAckMessage, TerminationControlMessage
@@ -53,7 +54,9 @@ def spark() -> Iterator[SparkJvm]:
 
 
 @MAP_IDS
-def test_runtime_writer_task_streams_to_spark_reader(spark: SparkJvm, map_id: int) -> None:
+def test_runtime_writer_task_streams_to_spark_reader(spark: SparkJvm, map_id: int,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(writer_machine, "GATHER_MIN", 64)  # records of 64 bytes and more are gathered, the rest copied
     directory = StandaloneDirectory()
     task = WriterTask(KEY, WRITER, 1, SETTINGS, directory, directory_id=map_id)
     outcome: list[WriterStats | BaseException] = []
