@@ -7,8 +7,11 @@
   ``[i64 total length][Tink header: length byte, salt, 7-byte nonce prefix][segments]``; its segment
   key is ``HKDF-SHA256(session key, salt, info=the 8 length bytes, key length)``; segment ``i`` holds up
   to 32752 plaintext bytes sealed with AES-GCM under nonce ``prefix || i32 i || last?1:0``. Spark's
-  receiver decrypts message after message from the byte stream, so one message may carry any number
-  of transport frames (this runtime seals each send batch as one).
+  receiver decrypts message after message from the byte stream and hands the plaintext to its frame
+  decoder as a stream, so a message may carry several frames and pieces of frames (proven against
+  Spark's classes both ways). This runtime seals each send batch as messages of at most
+  ``GCM_MESSAGE_SEGMENTS`` segments back to back, in one buffer (Spark's receiver mishandles a message with
+  2 GiB or more left: it casts the rest to an int).
 
 Spark's sender draws a fresh salt and nonce prefix per message, so it derives a key per message. The
 receiver only reads them from each header, so this sender draws its salt once per connection direction
@@ -33,6 +36,7 @@ from spec.auth.keys import SessionKeys, hkdf
 from spec.auth.layouts import (
     GCM_CIPHERTEXT_SEGMENT,
     GCM_LENGTH_BYTES,
+    GCM_MESSAGE_SEGMENTS,
     GCM_NONCE_PREFIX_LENGTH,
     GCM_PLAINTEXT_SEGMENT,
     GCM_TAG_LENGTH,
@@ -44,6 +48,10 @@ Random = Callable[[int], bytes]
 
 CTR_SLACK: Final = 15
 """``update_into`` wants room for a block beyond the input, even in CTR mode."""
+
+SMALL_PART: Final = 4096
+"""Parts shorter than this on average are joined before encrypting: a cipher call per part costs more than
+copying that many bytes (a DATA payload gathered from its records' own buffers)."""
 
 PREFIXES: Final = 1 << (8 * GCM_NONCE_PREFIX_LENGTH)
 """Distinct GCM nonce prefixes: the messages one direction seals before a prefix could repeat."""
@@ -96,7 +104,9 @@ class CtrCipher:
         """Reused by every :meth:`open`: a fresh buffer per read costs more than decrypting it."""
 
     def seal(self, parts: Sequence[Payload]) -> Payload:
-        total = sum(len(part) for part in parts)
+        total = sum(map(len, parts))
+        if total < SMALL_PART * len(parts):
+            return self._encryptor.update(b"".join(parts))
         out = memoryview(bytearray(total + CTR_SLACK))
         written = 0
         for part in parts:
@@ -150,28 +160,41 @@ class GcmCipher:
         """Reused by every :meth:`open`: a fresh buffer per read costs more than decrypting it."""
 
     def seal(self, parts: Sequence[Payload]) -> Payload:
-        """Encrypts every segment straight into the one buffer the message is sent from."""
-        plaintext: Payload = parts[0] if len(parts) == 1 else b"".join(parts)
+        """Encrypts every segment straight into the one buffer sent: one message per ``GCM_MESSAGE_SEGMENTS``
+        segments of plaintext, back to back."""
+        plaintext = memoryview(parts[0] if len(parts) == 1 else b"".join(parts))
         size = len(plaintext)
-        if not size:
-            return b""
-        full, partial = divmod(size, GCM_PLAINTEXT_SEGMENT)
-        total = (GCM_LENGTH_BYTES + self._header_length + full * GCM_CIPHERTEXT_SEGMENT
-                 + (partial + GCM_TAG_LENGTH if partial else 0))
+        bound = GCM_MESSAGE_SEGMENTS * GCM_PLAINTEXT_SEGMENT
+        out = bytearray(sum(self._message_length(min(bound, size - start)) for start in range(0, size, bound)))
+        target = memoryview(out)
+        position = 0
+        for start in range(0, size, bound):
+            chunk = plaintext[start:start + bound]
+            total = self._message_length(len(chunk))
+            self._seal_message(chunk, total, target[position:position + total])
+            position += total
+        return out
+
+    def _message_length(self, plaintext: int) -> int:
+        """Bytes of a message holding ``plaintext`` bytes: its length, its header, a tag per segment."""
+        full, partial = divmod(plaintext, GCM_PLAINTEXT_SEGMENT)
+        return (GCM_LENGTH_BYTES + self._header_length + full * GCM_CIPHERTEXT_SEGMENT
+                + (partial + GCM_TAG_LENGTH if partial else 0))
+
+    def _seal_message(self, plaintext: memoryview, total: int, target: memoryview) -> None:
+        """One message of ``total`` bytes into ``target``: its length, header and segments."""
+        size = len(plaintext)
         head = total.to_bytes(GCM_LENGTH_BYTES, "big") + self._salt
         prefix = (next(self._prefixes) % PREFIXES).to_bytes(GCM_NONCE_PREFIX_LENGTH, "big")
         aead = _kept(self._sealing, self._key, head)
-        out = bytearray(total)
         position = GCM_LENGTH_BYTES + self._header_length
-        out[:position] = head[:GCM_LENGTH_BYTES] + bytes([self._header_length]) + self._salt + prefix
-        view, target = memoryview(plaintext), memoryview(out)
+        target[:position] = head[:GCM_LENGTH_BYTES] + bytes([self._header_length]) + self._salt + prefix
         for segment, start in enumerate(range(0, size, GCM_PLAINTEXT_SEGMENT)):
             end = start + GCM_PLAINTEXT_SEGMENT
-            chunk = view[start:end]
+            chunk = plaintext[start:end]
             sealed_end = position + len(chunk) + GCM_TAG_LENGTH
             aead.encrypt_into(_nonce(prefix, segment, end >= size), chunk, None, target[position:sealed_end])
             position = sealed_end
-        return out
 
     def open(self, data: Payload) -> Payload:
         """Decrypts straight from ``data`` into the reused buffer; only an unfinished length, header or segment

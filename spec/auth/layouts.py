@@ -75,6 +75,10 @@ GCM_NONCE_PREFIX_LENGTH: Final = 7
 GCM_CIPHERTEXT_SEGMENT: Final = 32 * 1024
 """Ciphertext bytes of every segment but the last (Spark's CIPHERTEXT_BUFFER_SIZE)."""
 GCM_PLAINTEXT_SEGMENT: Final = GCM_CIPHERTEXT_SEGMENT - GCM_TAG_LENGTH
+GCM_MESSAGE_SEGMENTS: Final = 32
+"""Segments one sealed message holds at most (1,048,064 plaintext bytes): a longer batch is sealed as several
+messages back to back, cut anywhere (a frame may span two). Spark's receiver takes any length below 2 GiB
+(it casts what is left of a message to an int) and hands plaintext on every 1 MiB."""
 
 
 def gcm_header_length(key_length: int) -> int:

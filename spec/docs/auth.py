@@ -67,6 +67,8 @@ def render() -> str:
            anchor("ciphers"), "## Transport ciphers\n\n", _prose(ciphers),
            table(("constant", "bytes"), [("GCM ciphertext segment", layouts.GCM_CIPHERTEXT_SEGMENT),
                                          ("GCM plaintext segment", layouts.GCM_PLAINTEXT_SEGMENT),
+                                         ("GCM plaintext per sealed message, at most",
+                                          layouts.GCM_MESSAGE_SEGMENTS * layouts.GCM_PLAINTEXT_SEGMENT),
                                          ("GCM tag", layouts.GCM_TAG_LENGTH),
                                          ("nonce prefix", layouts.GCM_NONCE_PREFIX_LENGTH)]),
            "\n", anchor("settings"), "## Settings\n\n", _prose(settings),

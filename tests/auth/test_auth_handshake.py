@@ -12,8 +12,8 @@ import pytest
 from spec.auth import AuthConfig, CipherName, ClientHandshake, Established, GcmCipher, Rejected, ReplayGuard, \
     ServerHandshake
 from spec.auth import errors
-from spec.auth.ciphers import GCM_KEYS_KEPT
-from spec.auth.layouts import AUTH_MESSAGE, GCM_PLAINTEXT_SEGMENT, TransportType
+from spec.auth.ciphers import GCM_KEYS_KEPT, SMALL_PART, CtrCipher
+from spec.auth.layouts import AUTH_MESSAGE, GCM_MESSAGE_SEGMENTS, GCM_PLAINTEXT_SEGMENT, TransportType
 
 # AuthEngineSuite (apache/spark common/network-common/src/test/.../crypto/AuthEngineSuite.java)
 CLIENT_PRIVATE = bytes.fromhex("efe6b68b3fce92158e3637f6ef9d937e75558928dd4b401de04b43d300a73186")
@@ -127,6 +127,28 @@ def test_gcm_messages_have_spark_segment_layout_at_every_boundary(size: int) -> 
     assert struct.unpack(">q", sealed[:8])[0] == len(sealed) == 8 + 24 + full * 32768 + (partial + 16 if partial else 0)
     assert sealed[8] == 24
     assert GcmCipher(key).open(sealed) == b"x" * size
+
+
+def test_a_gcm_batch_longer_than_the_bound_is_sealed_as_messages_back_to_back_cut_inside_a_frame() -> None:
+    bound = GCM_MESSAGE_SEGMENTS * GCM_PLAINTEXT_SEGMENT
+    frames = [bytes([n]) * (bound // 3 + 5) for n in range(4)]  # the cut falls inside the fourth
+    sealed = bytes(GcmCipher(bytes(32)).seal(frames))
+    first = struct.unpack(">q", sealed[:8])[0]
+    second = struct.unpack(">q", sealed[first:first + 8])[0]
+    assert first == 8 + 40 + GCM_MESSAGE_SEGMENTS * 32768 and first + second == len(sealed)
+    assert sealed[9:9 + 32] == sealed[first + 9:first + 9 + 32]  # one salt
+    assert sealed[41:48] != sealed[first + 41:first + 48]  # a nonce prefix each
+    receiver = GcmCipher(bytes(32))
+    assert b"".join(bytes(receiver.open(sealed[i:i + 50_000])) for i in range(0, len(sealed), 50_000)) == b"".join(frames)
+    receiver.close()
+
+
+def test_ctr_seals_many_small_parts_joined_and_large_ones_part_by_part_into_one_stream() -> None:
+    key, iv = bytes(32), bytes(range(16))
+    small, large = [b"r" * 10] * 50, [b"h" * 33, b"p" * (4 * SMALL_PART)]
+    sender, whole = CtrCipher(key, iv, iv), CtrCipher(key, iv, iv)
+    sealed = bytes(sender.seal(small)) + bytes(sender.seal(large)) + bytes(sender.seal(small))
+    assert sealed == bytes(whole.seal([b"".join(small + large + small)]))
 
 
 def test_gcm_messages_of_one_direction_share_its_salt_and_never_a_nonce_prefix() -> None:

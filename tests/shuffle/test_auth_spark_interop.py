@@ -3,7 +3,8 @@
 Spark's side is ``conformance/shuffle/jvm/SparkAuthPeer.java``: a ``TransportServer`` with Spark's
 ``AuthServerBootstrap`` echoing every one-way message, and a ``TransportClient`` with Spark's
 ``AuthClientBootstrap``. The Python side is the shuffle runtime's own :class:`Connection` on a
-reactor. Bodies are streaming-shuffle messages, one DATA large enough to span several GCM segments.
+reactor. Bodies are streaming-shuffle messages, one DATA large enough to span several GCM segments; with GCM,
+either side may seal several frames, and pieces of frames, into one message.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ from conformance.shuffle.jvm_bridge import JsonLinesProcess
 from reference.net import CloseReason, Reactor, Stream
 from reference.shuffle.transport import Connection
 from spec.auth import AuthConfig, AuthError, CipherName, ClientHandshake, ReplayGuard, ServerHandshake
-from spec.auth import errors
+from spec.auth import ciphers, errors
 from spec.shuffle.checksum import payload_checksum
-from spec.shuffle.codec import decode_body, encode_body
+from spec.shuffle.codec import decode_body, encode_body, encode_frame
 from spec.shuffle.messages import CreditMessage, DataMessage, Message
 from spec.shuffle.steps import Send
 
@@ -35,6 +36,7 @@ MESSAGES: list[Message] = [
     CreditMessage(seq=0, writer_id=3, reader_id=7, num_messages=1),
 ]
 CONFIGS = [AuthConfig(b"shared secret", "app-1", cipher, version) for cipher in CipherName for version in (1, 2)]
+GCM_CONFIGS = [config for config in CONFIGS if config.cipher is CipherName.GCM]
 
 
 def spark_request(op: str, config: AuthConfig, **more: object) -> dict[str, object]:
@@ -76,6 +78,16 @@ class PythonPeer:
             assert time.monotonic() < deadline, "nothing within the deadline"
             self.reactor.poll(0.02)
 
+    def authenticated_client(self, port: int) -> Connection:
+        """A connection to Spark's server at ``port`` once its handshake completed."""
+        stream = self.reactor.connect(("127.0.0.1", port), "python->spark", DEADLINE_S)
+        conn = Connection(stream, MAX_FRAME, handshake=ClientHandshake(self.config))
+        self.connections[stream] = conn
+        conn.start()
+        self.poll_until(lambda: conn.authenticated or self.errors)
+        assert self.errors == []
+        return conn
+
     def close(self) -> None:
         self._stop.set()
         if self._thread is not None:
@@ -116,12 +128,7 @@ def test_the_python_client_authenticates_to_spark_server_and_frames_cross_both_w
     port = spark.request(spark_request("serve", config))["port"]
     peer = PythonPeer(config, listen=False, echo=False)
     try:
-        stream = peer.reactor.connect(("127.0.0.1", port), "python->spark", DEADLINE_S)
-        conn = Connection(stream, MAX_FRAME, handshake=ClientHandshake(config))
-        peer.connections[stream] = conn
-        conn.start()
-        peer.poll_until(lambda: conn.authenticated or peer.errors)
-        assert peer.errors == []
+        conn = peer.authenticated_client(port)
         conn.send([Send(peer=0, message=message) for message in MESSAGES])  # one GCM message of three frames
         for message in MESSAGES:  # then one each: GCM messages of one length share this direction's key
             conn.send([Send(peer=0, message=message)])
@@ -144,6 +151,39 @@ def test_spark_client_authenticates_to_the_python_server_and_frames_cross_both_w
                                              bodies=[encode_body(m).hex() for m in MESSAGES]))
         assert [decode_body(bytes.fromhex(body)) for body in answer.get("echoed", [])] == MESSAGES, answer
         assert peer.messages == MESSAGES and peer.errors == []
+    finally:
+        peer.close()
+
+
+@pytest.mark.parametrize("config", GCM_CONFIGS, ids=lambda c: f"{c.cipher.name}-v{c.engine_version}")
+def test_spark_sealing_several_frames_and_a_piece_of_one_per_message_reaches_the_python_decoder(
+        spark: JsonLinesProcess, config: AuthConfig) -> None:
+    peer = PythonPeer(config, listen=True, echo=True)
+    peer.run_in_background()
+    stream = b"".join(encode_frame(m) for m in MESSAGES)
+    cut = len(encode_frame(MESSAGES[0])) + 1000  # inside the DATA frame
+    try:
+        answer = spark.request(spark_request("connect", config, port=peer.reactor.port,
+                                             chunks=[stream[:cut].hex(), stream[cut:].hex()], expect=len(MESSAGES)))
+        assert [decode_body(bytes.fromhex(body)) for body in answer.get("echoed", [])] == MESSAGES, answer
+        assert peer.messages == MESSAGES and peer.errors == []
+    finally:
+        peer.close()
+
+
+def test_a_python_batch_past_the_message_bound_is_cut_inside_a_frame_and_spark_decodes_every_frame(
+        spark: JsonLinesProcess, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ciphers, "GCM_MESSAGE_SEGMENTS", 1)  # 32,752 bytes a message: the DATA spans four
+    config = GCM_CONFIGS[0]
+    port = spark.request(spark_request("serve", config))["port"]
+    peer = PythonPeer(config, listen=False, echo=False)
+    try:
+        conn = peer.authenticated_client(port)
+        conn.send([Send(peer=0, message=message) for message in MESSAGES])
+        peer.poll_until(lambda: len(peer.messages) == len(MESSAGES))
+        assert peer.messages == MESSAGES and peer.errors == []
+        assert [bytes.fromhex(body) for body in spark.request({"op": "served"})["bodies"][-len(MESSAGES):]] == \
+            [encode_body(m) for m in MESSAGES]
     finally:
         peer.close()
 

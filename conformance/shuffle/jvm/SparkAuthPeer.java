@@ -9,6 +9,7 @@ import java.util.Map;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import io.netty.buffer.Unpooled;
 import org.apache.spark.network.TransportContext;
 import org.apache.spark.network.client.RpcResponseCallback;
 import org.apache.spark.network.client.TransportClient;
@@ -34,7 +35,9 @@ import org.apache.spark.network.util.TransportConf;
  * {"op":"connect","port":p,"secret":..,"app_id":..,"cipher":..,"version":..,"bodies":[hex...]} connects a
  * TransportClient with Spark's AuthClientBootstrap, sends each body as a one-way message and waits for as many
  * one-way messages back; answers {"echoed":[hex...]} or, if the connection fails, the exception (class,
- * detail, and the root cause's class).
+ * detail, and the root cause's class). With "chunks":[hex...] and "expect":n instead of "bodies", it writes each
+ * chunk as raw bytes below Spark's frame encoder (so its cipher seals each chunk as one message, whatever frames
+ * or pieces of frames it holds) and waits for n one-way messages back.
  */
 public final class SparkAuthPeer {
   private static final long ECHO_TIMEOUT_S = 30;
@@ -171,14 +174,23 @@ public final class SparkAuthPeer {
       } catch (Exception e) {
         return failure(e);
       }
-      List<String> bodies = new ArrayList<>();
-      request.get("bodies").forEach(b -> bodies.add(b.asText()));
-      for (String body : bodies) {
-        client.send(ByteBuffer.wrap(Wire.unhex(body)));
+      int expected;
+      if (request.has("chunks")) {
+        for (JsonNode chunk : request.get("chunks")) {
+          client.getChannel().writeAndFlush(Unpooled.wrappedBuffer(Wire.unhex(chunk.asText())));
+        }
+        expected = request.get("expect").asInt();
+      } else {
+        List<String> bodies = new ArrayList<>();
+        request.get("bodies").forEach(b -> bodies.add(b.asText()));
+        for (String body : bodies) {
+          client.send(ByteBuffer.wrap(Wire.unhex(body)));
+        }
+        expected = bodies.size();
       }
       ObjectNode out = Wire.object();
       ArrayNode back = out.putArray("echoed");
-      for (int i = 0; i < bodies.size(); i++) {
+      for (int i = 0; i < expected; i++) {
         byte[] body = echoed.poll(ECHO_TIMEOUT_S, TimeUnit.SECONDS);
         if (body == null) {
           break;
