@@ -146,7 +146,9 @@ class SyncServer:
         read = self._read(messages)
         try:
             cmd = decode_descriptor_cmd(read.command)
-            if read.reading.over_watermark:
+            with self._budget_lock:
+                yields = self._budget.yields_to_flush(read.reading.held)
+            if read.reading.over_watermark or yields:
                 log.warning("put for %r refused: memory high-watermark (%d bytes) reached", cmd.path, self._budget.limit)
                 return self._endpoint.busy().encode()
             schema = self._endpoint.put_schema(cmd, read.batches, read.schema)

@@ -151,7 +151,16 @@ def flush_working_set(pending_bytes: int) -> int:
 
 class MemoryBudget:
     """Pending bytes plus bytes of puts being read plus the working set of the flush running, held under the
-    high-watermark (callers serialize): while a flush runs, puts that would pass it are refused."""
+    high-watermark (callers serialize).
+
+    How a flush and the puts in flight share it: the flush comes first.  Its working set is taken when
+    it starts, whatever puts hold then (it is what frees memory); from then on a put gets no more bytes
+    while the total is past the high-watermark (its next message is refused and it drops what it holds:
+    ``PutReading``), and a put that finished reading meanwhile drops its batches and is answered busy
+    (``yields_to_flush``) rather than holding them until the flush ends.  So past the high-watermark stay
+    only the puts that had finished reading when the flush started (they wait for the write lock) and
+    what a put holds until its next message: both at most what was held then.
+    """
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
@@ -172,6 +181,11 @@ class MemoryBudget:
         """A flush holding ``n`` bytes beyond its pending data started (``flush_working_set``), or ended (0)."""
         self.flushing = n
         self.peak = max(self.peak, self.held)
+
+    def yields_to_flush(self, holding: int) -> bool:
+        """Whether a put that finished reading, ``holding`` bytes, must drop them and be answered busy: a
+        flush's working set made the total pass the high-watermark (a put holding nothing, a probe, goes on)."""
+        return holding > 0 and self.held > self.limit
 
     def reserve(self, n: int) -> bool:
         """Reserve ``n`` bytes of a put being read; False (nothing reserved) past the high-watermark."""

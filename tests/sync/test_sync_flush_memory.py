@@ -8,23 +8,30 @@ rows in the table (deltalake reads them back).  RSS is the benchmark's (``python
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pyarrow.flight as flight
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conformance.sync.suite import DESCS, rows_batch
+from conformance.sync.clock import ManualClock
+from conformance.sync.suite import DESCS, _cmd, rows_batch
 from reference.sync.client import SyncClient, SyncPut
 from reference.sync.clock import MonotonicClock
+from reference.sync.server import SyncServer
 from reference.sync.parquet_files import row_ends
 from reference.sync.store import DeltaStore, StoreSettings, read_delta
 from spec.sync.admission import MemoryBudget, flush_working_set
 from spec.sync.schema import SyncSchema
 from spec.sync.squash import SquashedChange, apply_squashed
-from spec.sync.writer import RowGroupLimits
+from spec.sync.messages import decode_response
+from spec.sync.writer import RowGroupLimits, SyncSettings
 from tests.sync.conftest import ServerFactory, flush_pending
 
 
@@ -137,3 +144,76 @@ def test_while_a_flush_runs_its_working_set_counts_against_the_high_watermark() 
     assert budget.held == 30 + 10 + flush_working_set(30) and not budget.reserve(100 - budget.held + 1)
     budget.set_flushing(0)
     assert budget.reserve(60) and budget.peak == 100
+
+
+def test_a_flush_comes_first_and_puts_in_flight_get_nothing_more_past_the_high_watermark() -> None:
+    """How a flush and the puts in flight share W (``MemoryBudget``): the flush takes its working set
+    whatever is held; past W a put's next message is refused, and a put that finished reading drops
+    its batches (busy) while a probe, holding nothing, goes on."""
+    budget = MemoryBudget(100)
+    budget.set_pending(40)
+    assert budget.reserve(30)  # a put in flight
+    budget.set_flushing(flush_working_set(40))
+    assert budget.held == 40 + 30 + 80
+    assert not budget.reserve(1)
+    assert budget.yields_to_flush(30) and not budget.yields_to_flush(0)
+    budget.release(30)
+    budget.set_pending(0)
+    budget.set_flushing(0)
+    assert not budget.yields_to_flush(30) and budget.reserve(100)
+
+
+class _HeldStore(DeltaStore):
+    """A store whose writes wait until the test lets them go (the flush then holds its reservation)."""
+
+    def __init__(self, root: str) -> None:
+        super().__init__(root)
+        self.writing = threading.Event()
+        self.go = threading.Event()
+
+    def write(self, *args: Any, **kwargs: Any) -> Any:
+        self.writing.set()
+        assert self.go.wait(60)
+        return super().write(*args, **kwargs)
+
+
+def test_a_put_that_finished_reading_during_a_flush_past_the_watermark_is_busy_without_waiting(tmp_path: Path) -> None:
+    """Read before the flush started, ended while it runs past W: answered accepted=false at once, not
+    after the write lock (which the flush holds until it is let go)."""
+    small = rows_batch([(None, k, f"value {k}") for k in range(500)])
+    batch = rows_batch([(None, k, f"value {k}") for k in range(2000)])
+    store = _HeldStore(str(tmp_path / "store"))
+    # Room for the small put pending and the large one read, not for the flush's working set besides.
+    server = SyncServer(store, settings=SyncSettings(
+        high_watermark_bytes=small.nbytes * 3 // 2 + batch.nbytes, max_in_memory_bytes=10 * batch.nbytes,
+        max_replication_lag_s=3600.0,
+        max_syncs_per_url=1000, write_lock_timeout_s=120.0), clock=ManualClock())
+    threading.Thread(target=server.serve, daemon=True).start()
+    first = SyncClient(server.location, "first")
+    client = flight.FlightClient(server.location)
+    try:
+        first.send_transaction(1, [SyncPut("a", small, DESCS)])
+        pending = server.stats()["in_memory_bytes"]
+        descriptor = flight.FlightDescriptor.for_command(_cmd("b", "second", 1).to_descriptor_cmd())
+        # Waiting for the write lock, the answer would come after this (the flush is let go only after it).
+        writer, reader = client.do_put(descriptor, batch.schema, options=flight.FlightCallOptions(timeout=20))
+        writer.write_table(batch)
+        for _ in range(6000):  # until the server reserved the put's batch (it then waits for its end)
+            if server.stats()["peak_held_bytes"] > pending + batch.nbytes // 2:
+                break
+            threading.Event().wait(0.01)
+        assert server.stats()["peak_held_bytes"] > pending + batch.nbytes // 2
+        with ThreadPoolExecutor(1) as pool:
+            flushing = pool.submit(flush_pending, server)
+            assert store.writing.wait(60)
+            writer.done_writing()
+            answer = decode_response(reader.read().to_pybytes())
+            store.go.set()
+            assert flushing.result(60)
+        assert not answer.accepted
+        writer.close()
+    finally:
+        store.go.set()
+        client.close()
+        first.close()
+        server.shutdown()
