@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import struct
 from enum import Enum
 from typing import Callable, Final, Protocol, Sequence
 
@@ -121,8 +122,12 @@ class CtrCipher:
         return None
 
 
+_NONCE: Final = struct.Struct(f">{GCM_NONCE_PREFIX_LENGTH}sIB")
+"""A segment's nonce: the message's prefix, the segment's number, 1 for the message's last segment else 0."""
+
+
 def _nonce(prefix: bytes, segment: int, last: bool) -> bytes:
-    return prefix + segment.to_bytes(4, "big") + (b"\x01" if last else b"\x00")
+    return _NONCE.pack(prefix, segment, last)
 
 
 def _kept(keys: dict[bytes, AESGCM], key: bytes, head: bytes) -> AESGCM:
@@ -210,10 +215,34 @@ class GcmCipher:
             written = self._open_unit(memoryview(self._pending), out, 0)
             self._pending = bytearray()
         while len(view) - position >= (unit := self._unit_length()):
+            inner = min(len(view) - position, self._total - self._read - 1) // GCM_CIPHERTEXT_SEGMENT
+            if inner > 0:  # whole segments before the message's last (none between messages): the hot path
+                end = position + inner * GCM_CIPHERTEXT_SEGMENT
+                written = self._open_inner(view[position:end], out, written)
+                position = end
+                continue
             written += self._open_unit(view[position:position + unit], out, written)
             position += unit
         self._pending = bytearray(view[position:])
         return memoryview(out)[:written]
+
+    def _open_inner(self, units: memoryview, out: bytearray, written: int) -> int:
+        """Decrypt whole segments of the current message, none its last, into ``out`` from ``written``;
+        returns where the plaintext ends."""
+        aead, prefix, first, target = self._aead, self._prefix, self._segment, memoryview(out)
+        assert aead is not None
+        segment = first
+        try:
+            for start in range(0, len(units), GCM_CIPHERTEXT_SEGMENT):
+                aead.decrypt_into(_NONCE.pack(prefix, segment, 0), units[start:start + GCM_CIPHERTEXT_SEGMENT], None,
+                                  target[written:written + GCM_PLAINTEXT_SEGMENT])
+                written += GCM_PLAINTEXT_SEGMENT
+                segment += 1
+        except InvalidTag:
+            raise TagMismatch(f"segment {segment} failed its tag") from None
+        self._segment = segment
+        self._read += len(units)
+        return written
 
     def _unit_length(self) -> int:
         """Bytes of the next length-and-header or segment."""

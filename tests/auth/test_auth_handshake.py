@@ -186,6 +186,14 @@ def test_a_flipped_bit_in_any_gcm_byte_fails_the_tag_or_the_framing() -> None:
             GcmCipher(key).open(bytes(forged))
 
 
+@pytest.mark.parametrize("segment", [0, 1, 2])
+def test_a_flipped_bit_in_any_segment_of_a_long_gcm_message_fails_its_tag(segment: int) -> None:
+    sealed = bytearray(GcmCipher(bytes(32)).seal([b"r" * (3 * GCM_PLAINTEXT_SEGMENT)]))
+    sealed[8 + 40 + segment * 32768 + 5] ^= 0x01
+    with pytest.raises(errors.TagMismatch, match=f"segment {segment} failed its tag"):
+        GcmCipher(bytes(32)).open(bytes(sealed))
+
+
 def test_a_connection_that_ends_inside_a_gcm_message_is_a_typed_error() -> None:
     key = bytes(16)
     sealed = bytes(GcmCipher(key).seal([b"abc"]))
