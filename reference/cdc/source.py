@@ -22,7 +22,7 @@ from urllib.parse import quote
 from reference.cdc.pgwire import PgAddress, PgConnection, PgConnectionError, PgServerError, quote_ident, quote_literal
 from reference.cdc.preflight import table_problems
 from reference.cdc.snapshot import SnapshotReader, append_durably, snapshot_tables
-from reference.cdc.spill import TransactionSpill
+from reference.cdc.spill import ChangeSpill, TransactionSpill
 from spec.errors import RuntimeFailure
 from spec.pgoutput.feedback import SlotFeedback, record_boundary
 from spec.pgoutput.lookup import VISIBILITY_BOUND_S, VISIBILITY_POLL_S, RowLookup
@@ -66,7 +66,10 @@ class SlotSpec:
     """Where the snapshot's progress record is kept (``<database>.<slot>.snapshot``; empty: the working directory)."""
     spill_bytes: int | None = None
     """An open transaction's pgoutput bytes held as changes before they are written to a spill file
-    (spec/pgoutput/spill.py); None: held whole (the pipeline, which routes each change as it comes)."""
+    (spec/pgoutput/spill.py); None: held whole."""
+    spill_changes: bool = False
+    """Spill the changes as they are (:class:`~reference.cdc.spill.ChangeSpill`: the pipeline, which routes
+    each change) rather than as the puts they become."""
 
 
 @dataclass
@@ -84,9 +87,9 @@ class SlotSource:
     """A REPEATABLE READ transaction is open on the stream's connection (the snapshot not yet read)."""
     _streaming: bool = False
     _budget: SpillBudget | None = None
-    _spill: TransactionSpill | None = None
+    _spill: TransactionSpill | ChangeSpill | None = None
     """The open transaction's changes written out so far."""
-    _spilled: dict[int, TransactionSpill] = field(default_factory=dict)
+    _spilled: dict[int, TransactionSpill | ChangeSpill] = field(default_factory=dict)
     """Committed spilled transactions read and not yet taken (:meth:`take_spill`), by commit LSN."""
     database: str = ""
     """The database libpq connects to (known once connected: the connection string, a service file or the
@@ -308,7 +311,7 @@ class SlotSource:
                     if budget is not None and machine.open and budget.note(len(message.data)):
                         taken = machine.take_open()
                         if not self.feedback.already_sent(machine.final_lsn or 0):  # resent after a reconnection:
-                            self._spill = self._spill or TransactionSpill()          # dropped as it comes
+                            self._spill = self._spill or self._new_spill()          # dropped as it comes
                             self._spill.write(taken)
                         budget.released()
                     continue
@@ -323,9 +326,22 @@ class SlotSource:
                     self._spilled[tx.commit_lsn] = spill
                 return tx
 
+    def _new_spill(self) -> TransactionSpill | ChangeSpill:
+        return ChangeSpill() if self.spec.spill_changes else TransactionSpill()
+
     def take_spill(self, commit_lsn: int) -> TransactionSpill | None:
-        """The spill file of the transaction committed at ``commit_lsn`` (None: it was not spilled), handed over."""
-        return self._spilled.pop(commit_lsn, None)
+        """The spill file of the transaction committed at ``commit_lsn`` as puts (None: it was not spilled),
+        handed over."""
+        spill = self._spilled.pop(commit_lsn, None)
+        assert not isinstance(spill, ChangeSpill), "spill_changes: take_changes"
+        return spill
+
+    def take_changes(self, commit_lsn: int) -> ChangeSpill | None:
+        """The changes spilled of the transaction committed at ``commit_lsn`` (``spill_changes``; None: it was
+        not spilled), handed over."""
+        spill = self._spilled.pop(commit_lsn, None)
+        assert not isinstance(spill, TransactionSpill), "spill as puts: take_spill"
+        return spill
 
     def _drop_spills(self) -> None:
         """Forget what was written out (the stream starts again: Postgres sends it all again)."""

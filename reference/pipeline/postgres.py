@@ -8,6 +8,12 @@ different sinks travels as a delete and an insert of the whole new row
 not resend (unchanged TOAST values) are read back from the table at the new key first
 (:mod:`spec.pgoutput.lookup` says why a later value is as good).
 
+Memory is bounded whatever a transaction's size (spec/pgoutput/spill.py): the source task holds at
+most ``spill_bytes`` of the open transaction's pgoutput as changes, the rest in a spill file it
+reads back a piece at a time once the Commit arrived, and a sink holds at most ``spill_bytes`` of
+Arrow of its open parts, the rest written out, and sends each part as one put at its
+transaction's end (:class:`PartsEnd`), read back from disk a piece at a time.
+
 A change the pipeline cannot apply (a value with no Arrow form, say) stops the stream: the source
 task sends every sink :class:`StreamStopped` with the error's one line and ends, so no task fails
 (Spark would retry it and print its traces) and the driver prints the line and exits 1; the slot
@@ -25,6 +31,7 @@ replays from the slot; the sinks' clients skip what their origins hold durable.
 from __future__ import annotations
 
 import functools
+import itertools
 import sys
 import time
 import zlib
@@ -36,17 +43,18 @@ from typing import Any, TextIO
 from reference.cdc.pgwire import PgAddress
 from reference.cdc.replicate import IDLE_S, puts_of, settled_durable, sync_put
 from reference.cdc.source import SlotSource, SlotSpec, SourceSetupError
+from reference.cdc.spill import PartSpill
 from reference.cdc.verify import TableDifference, verify
 from reference.cluster.config import DriverCluster
 from reference.pipeline.routing import owner
 from reference.pipeline.syncserver import SyncServerProcess, pythonpath
-from reference.sync.client import SyncClient
+from reference.sync.client import SyncClient, SyncPut
 from spec.errors import RuntimeFailure
-from spec.pgoutput.changes import Op, RowChange, TablePut
+from spec.pgoutput.changes import RowChange, TableChanges, TablePut
 from spec.pgoutput.errors import PgOutputError
 from spec.pgoutput.feedback import PartsDurability
 from spec.pgoutput.lookup import RowLookup, whole_row
-from spec.pgoutput.transactions import SourceTransaction
+from spec.pgoutput.spill import SPILL_BYTES, SpillBudget
 from spec.sync.flight import MESSAGE_BYTES
 
 
@@ -74,9 +82,15 @@ class StreamStopped:
     reason: str
 
 
-ShuffledRecord = tuple[int, int, int, RowChange] | StreamStopped
-"""(commit LSN, size of this sink's part of the table, commit time in ns since the epoch, the change),
-or the stream's end on an error."""
+@dataclass(frozen=True)
+class PartsEnd:
+    """Every change of the transaction committed at ``commit_lsn`` was sent: the sink's parts of it are whole."""
+
+    commit_lsn: int
+
+
+ShuffledRecord = tuple[int, RowChange] | PartsEnd | StreamStopped
+"""(commit LSN, the change), the end of a transaction, or the stream's end on an error."""
 
 
 @dataclass(frozen=True)
@@ -93,6 +107,9 @@ class CdcConfig:
     sync_deadline_s: float = 120.0
     message_bytes: int = MESSAGE_BYTES
     """How large each Arrow message of a put is made (under the sync server's message limit)."""
+    spill_bytes: int = SPILL_BYTES
+    """The source task's bound on the open transaction's pgoutput bytes held as changes, and each sink's on
+    the Arrow bytes of its open parts (spec/pgoutput/spill.py)."""
 
 
 SNAPSHOT_STATE = ".cdc-snapshot"
@@ -163,16 +180,17 @@ def needs_read_back(change: RowChange, readers: int) -> bool:
     return readers > 1 and change.changes_key and not all(change.changed)
 
 
-def whole_rows(tx: SourceTransaction, readers: int,
+def whole_rows(xid: int, piece: dict[str, TableChanges], readers: int,
                read_back: Callable[[RowLookup], dict[tuple[object, ...], dict[str, object]]]) -> dict[str, list[RowChange]]:
-    """``tx``'s changes per table, each key change that :func:`needs_read_back` with its unchanged values
-    read back (one ``read_back`` per table that has such changes)."""
+    """``piece`` (changes per table of the committed transaction ``xid``), each key change that
+    :func:`needs_read_back` with its unchanged values read back (one ``read_back`` per table that has such
+    changes)."""
     out: dict[str, list[RowChange]] = {}
-    for path, table_changes in tx.changes.items():
+    for path, table_changes in piece.items():
         changes = list(table_changes)
         moves = [c for c in changes if needs_read_back(c, readers)]
         if moves:
-            found = read_back(RowLookup.of(tx.xid, moves))
+            found = read_back(RowLookup.of(xid, moves))
             changes = [whole_row(c, found) if needs_read_back(c, readers) else c for c in changes]
         out[path] = changes
     return out
@@ -188,8 +206,9 @@ def source_partition(config: CdcConfig, index: int, _: Iterator[object]) -> Iter
     (reference/spark/shuffle.py, ``_spread``); one per reader keeps the tasks alike."""
     if index:
         return
-    source = SlotSource(PgAddress.parse(config.source), SlotSpec(config.slot, config.publication, config.create_slot,
-                                                                config.until, reads_back=config.readers > 1))
+    source = SlotSource(PgAddress.parse(config.source), SlotSpec(
+        config.slot, config.publication, config.create_slot, config.until, reads_back=config.readers > 1,
+        spill_bytes=config.spill_bytes, spill_changes=True))
     probes: dict[str, SyncClient] = {}
     try:
         source.open()
@@ -236,22 +255,29 @@ def _stream(config: CdcConfig, source: SlotSource, probes: dict[str, SyncClient]
             durable_point()
             source.ask_position()
             continue
+        spill = source.take_changes(tx.commit_lsn)
         if not tx.row_count:
             continue
-        tables = whole_rows(tx, config.readers, source.read_back)
-        truncated = {path for path, changes in tables.items() if any(c.op is Op.TRUNCATE for c in changes)}
-        if truncated:
-            settle()
-        by_part: dict[tuple[int, str], list[RowChange]] = {}
-        for path, changes in tables.items():
-            for change in changes:
-                for reader, piece in [(TRUNCATING_SINK, change)] if path in truncated else routed(change, config.readers):
-                    by_part.setdefault((reader, path), []).append(piece)
-        committed_ns = time.time_ns()
-        for (reader, _path), pieces in by_part.items():
-            for piece in pieces:
-                yield reader, (tx.commit_lsn, len(pieces), committed_ns, piece)
-        parts.on_sent(tx.commit_lsn, frozenset(sync_origin(config.slot, p, r) for r, p in by_part))
+        origins: set[str] = set()
+        try:
+            truncated = {path for path, changes in tx.changes.items() if changes.truncates}
+            if spill is not None:
+                truncated |= spill.truncated
+            if truncated:
+                settle()
+            for piece in itertools.chain(spill.pieces() if spill is not None else (), [tx.changes]):
+                for path, changes in whole_rows(tx.xid, piece, config.readers, source.read_back).items():
+                    for change in changes:
+                        for reader, routed_change in ([(TRUNCATING_SINK, change)] if path in truncated
+                                                      else routed(change, config.readers)):
+                            origins.add(sync_origin(config.slot, path, reader))
+                            yield reader, (tx.commit_lsn, routed_change)
+        finally:
+            if spill is not None:
+                spill.close()
+        for reader in range(config.readers):
+            yield reader, PartsEnd(tx.commit_lsn)
+        parts.on_sent(tx.commit_lsn, frozenset(origins))
         source.feedback.on_sent(tx.commit_lsn)
         if truncated:
             settle()
@@ -269,35 +295,76 @@ class SinkCounts:
     """The source's error line when the stream stopped on it (the parts still open were not sent)."""
 
 
+@dataclass
+class _OpenPart:
+    """A sink's part of one table in one transaction, not yet whole: what it holds, and what it wrote out."""
+
+    put: TablePut
+    spill: PartSpill | None = None
+    rows: int = 0
+    weighed: int = 0
+    """``put.sealed_bytes`` as last noted in the sink's budget."""
+
+    def write_out(self) -> None:
+        """Write what is held out (it comes before what follows)."""
+        if self.put.image is not None:
+            self.spill = self.spill or PartSpill()
+            self.spill.write(self.put)
+        self.put, self.weighed = TablePut(), 0
+
+    def sync_put(self) -> SyncPut:
+        """The part as one put: what was written out (read back a piece at a time when sent), then what is held."""
+        return sync_put(self.put) if self.spill is None else self.spill.put(then=self.put)
+
+
 def sink_partition(config: CdcConfig, reader: int, records: Iterator[tuple[int, ShuffledRecord]]) -> Iterator[SinkCounts]:
-    """A sink task: each complete part of a table becomes one sync transaction of that table's origin."""
+    """A sink task: its part of each table in each transaction becomes one sync transaction of that table's
+    origin, sent as one put once the transaction's end arrives; past the budget, held parts are written out."""
     clients: dict[str, SyncClient] = {}
-    open_parts: dict[tuple[int, str], TablePut] = {}  # held as Arrow as they arrive (TablePut)
+    open_parts: dict[tuple[int, str], _OpenPart] = {}
+    budget = SpillBudget(config.spill_bytes)
     counts = SinkCounts(reader)
+
+    def drop_open() -> None:
+        for part in open_parts.values():
+            if part.spill is not None:
+                part.spill.close()
+        open_parts.clear()
+        budget.released()
+
     try:
         for _, record in records:
             if isinstance(record, StreamStopped):
                 counts.stopped = record.reason
-                open_parts.clear()
-                continue
-            commit_lsn, size, _committed, change = record
-            path = change.table.path
-            part = open_parts.setdefault((commit_lsn, path), TablePut())
-            part.add(change)
-            if part.changes < size:
-                continue
-            del open_parts[(commit_lsn, path)]
-            origin = sync_origin(config.slot, path, reader)
-            client = clients.get(origin)
-            if client is None:
-                client = clients[origin] = SyncClient(config.sync_location, origin, deadline_s=config.sync_deadline_s,
-                                                      message_bytes=config.message_bytes)
-            client.send_transaction(commit_lsn, [sync_put(part)])
-            counts.parts += 1
-            counts.rows += part.changes
+                drop_open()
+            elif isinstance(record, PartsEnd):
+                for key in [k for k in open_parts if k[0] == record.commit_lsn]:
+                    part = open_parts.pop(key)
+                    origin = sync_origin(config.slot, key[1], reader)
+                    client = clients.get(origin)
+                    if client is None:
+                        client = clients[origin] = SyncClient(config.sync_location, origin,
+                                                              deadline_s=config.sync_deadline_s,
+                                                              message_bytes=config.message_bytes)
+                    client.send_transaction(record.commit_lsn, [part.sync_put()])
+                    counts.parts += 1
+                    counts.rows += part.rows
+                if not open_parts:
+                    budget.released()
+            else:
+                commit_lsn, change = record
+                part = open_parts.setdefault((commit_lsn, change.table.path), _OpenPart(TablePut()))
+                part.put.add(change)
+                part.rows += 1
+                grown, part.weighed = part.put.sealed_bytes - part.weighed, part.put.sealed_bytes
+                if budget.note(max(grown, 0)):
+                    for held in open_parts.values():
+                        held.write_out()
+                    budget.released()
         if open_parts:
             raise RuntimeError(f"sink {reader}: the stream ended inside {len(open_parts)} parts")
     finally:
+        drop_open()
         for client in clients.values():
             client.close()
     yield counts

@@ -17,8 +17,9 @@ from __future__ import annotations
 import logging
 import random
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import pyarrow as pa
 import pyarrow.flight as flight
@@ -44,12 +45,27 @@ class SyncUnavailable(RuntimeFailure):
     condition = "SYNC_UNAVAILABLE"
 
 
+class PutRows(Protocol):
+    """A put's rows read a piece at a time (a part held on disk: reference/cdc/spill.py), sent as the put's
+    messages in order."""
+
+    @property
+    def schema(self) -> pa.Schema: ...
+
+    @property
+    def num_rows(self) -> int: ...
+
+    def tables(self) -> Iterator[pa.Table]:
+        """The rows in order, one piece at a time (each of ``schema``)."""
+        ...
+
+
 @dataclass(frozen=True)
 class SyncPut:
     """One put of a transaction: a batch of changes for the table at ``path``."""
 
     path: str
-    batch: pa.Table
+    batch: pa.Table | PutRows
     descriptors: tuple[ColumnDescriptor, ...]
     truncate: bool = False
     """Empty the table before this put's rows (the truncate extension: only to a server that has it)."""
@@ -281,8 +297,10 @@ class SyncClient:
         writer, reader = self._client.do_put(descriptor, schema, options=options)
         try:
             if put is not None and put.batch.num_rows:
-                for batch in message_batches(put.batch, self.message_bytes):
-                    writer.write_batch(batch)
+                rows = put.batch
+                for table in [rows] if isinstance(rows, pa.Table) else rows.tables():
+                    for batch in message_batches(table, self.message_bytes):
+                        writer.write_batch(batch)
             writer.done_writing()
             buf = reader.read()
         finally:

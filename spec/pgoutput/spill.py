@@ -10,6 +10,12 @@ the puts they become) and the count starts again, so what is held in memory is b
 ``limit`` whatever the transaction's size. Nothing written out is put before the Commit arrives,
 and a spilled transaction travels alone (:class:`~spec.pgoutput.coalesce.Batch`), its puts read
 back one at a time.
+
+On PySpark the same bound holds twice: the source task spills the open transaction's changes as
+they are (it routes each to the sink that owns its key once the Commit arrived), and each sink
+weighs the Arrow bytes it holds of the parts it has not sent (``TablePut.sealed_bytes``) against
+its own budget, writing every open part out once it is reached; at the transaction's end each part
+goes as one put (one sync transaction), its pieces read back one at a time.
 """
 
 from __future__ import annotations

@@ -12,11 +12,11 @@ import pytest
 from reference.cdc import source as source_module
 from reference.cdc.__main__ import main
 from reference.cdc.source import SlotSource, SlotSpec
-from reference.cdc.spill import TransactionSpill
+from reference.cdc.spill import PartSpill, TransactionSpill
 from reference.cdc.verify import verify
 from reference.pipeline.syncserver import SyncServerProcess
 from reference.sync.client import SyncPut
-from spec.pgoutput.changes import Op, RowChange, TableChanges, TableImage
+from spec.pgoutput.changes import Op, RowChange, TableChanges, TableImage, TablePut
 from spec.pgoutput.feedback import record_boundary
 from spec.pgoutput.messages import parse_lsn
 from tests.cdc.conftest import Database
@@ -80,6 +80,29 @@ def test_spilled_puts_read_back_in_order_then_the_rest() -> None:
     assert [p.batch.column("new.id").to_pylist() for p in puts[1:]] == [[4], [5]]
     with pytest.raises(IndexError):
         puts[3]
+
+
+def test_a_sinks_spilled_part_is_one_put_read_back_piece_by_piece() -> None:
+    """A sink's part written out in pieces is sent as one put (concurrent sinks must not interleave puts
+    inside a transaction): the pieces after the last TRUNCATE, in the part's last image, then what is held."""
+    image = TableImage("public/t", (("id", pa.int64()),), (("v", pa.string()),))
+    wider = TableImage("public/t", image.keys, (*image.values, ("w", pa.int32())))
+
+    def insert(k: int, table: TableImage = image) -> RowChange:
+        return RowChange(table, Op.INSERT, None, (k,), (f"v{k}",) + (k,) * (table is wider),
+                         (True,) * len(table.values))
+
+    spill = PartSpill()
+    spill.write(TablePut.of([insert(1)]))
+    spill.write(TablePut.of([insert(2), RowChange.truncate(image), insert(3)]))
+    spill.write(TablePut.of([insert(4)]))
+    put = spill.put(then=TablePut.of([insert(5, wider)]))
+    assert put.truncate and put.descriptors == wider.descriptors() and put.batch.num_rows == 3
+    assert not isinstance(put.batch, pa.Table)
+    read = pa.concat_tables(list(put.batch.tables()))
+    assert read.schema == put.batch.schema == wider.schema()
+    assert read.column("new.id").to_pylist() == [3, 4, 5] and read.column("w").to_pylist() == [None, None, 5]
+    assert spill.put(then=TablePut.of([RowChange.truncate(image)])).batch.num_rows == 0
 
 
 def test_a_transaction_resent_after_a_reconnection_is_not_spilled_again(database: Database,

@@ -103,7 +103,7 @@ def test_key_changes_with_unchanged_toast_land_with_any_sinks(transactions: list
     parts: list[list[list[RowChange]]] = [[] for _ in range(readers)]  # per sink, its parts in order
     for i, tx in enumerate(source):
         by_sink: dict[int, list[RowChange]] = {}
-        for changes in whole_rows(tx, readers, read_back_after(i)).values():
+        for changes in whole_rows(tx.xid, tx.changes, readers, read_back_after(i)).values():
             for change in changes:
                 assert readers == 1 or not change.changes_key or all(change.changed)
                 for reader, piece in routed(change, readers):
