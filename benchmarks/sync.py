@@ -15,7 +15,8 @@ many small puts (``small``).  Each reports the process's peak RSS (``VmHWM``) ov
 next to the documented bound ``W + P x M + C x 0.086 + 96`` MiB, C its connections (docs/sync.md,
 "Memory"; ``FloodPoint.bound``, printed as its formula with the figures); ``within_bound`` says
 whether the flood stayed under it,
-``after_over_idle_mb`` what it left behind, ``row_indexes_mb`` the row indexes of what it stored.
+``after_over_idle_mb`` what it held once what it kept was flushed (the floods run at a replication lag of
+``FLOOD_LAG_S``), ``row_indexes_mb`` the row indexes of what it stored.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import pyarrow as pa
 
@@ -164,12 +166,27 @@ def _wide(mb: float) -> pa.Table:
                      "v": pa.array([f"{value}{k:08d}" for k in range(rows)], pa.string())})
 
 
+FLOOD_LAG_S = 2.0
+"""The floods' replication lag: what a flood left pending is flushed soon after it, so what the server holds
+afterwards (``after_over_idle_mb``) is what it gave back, not data waiting for its flush."""
+
+
+def _settle(root: Path, clients: list[int]) -> None:
+    """Wait until the flooded tables of ``clients`` were written and every put they kept is past the lag
+    (the flusher then wrote it), at most a minute."""
+    started = time.monotonic()
+    while time.monotonic() - started < 60 and not all((root / f"flood{n}" / "_delta_log").exists() for n in clients):
+        time.sleep(0.2)
+    time.sleep(FLOOD_LAG_S + 2)
+
+
 def _flood(point: FloodPoint, name: str, batch: pa.Table, clients: int, puts: int) -> dict[str, object]:
     """Peak RSS of a server process while ``clients`` each put ``batch`` ``puts`` times at once (each client
     its own table), next to the bound."""
     mib = 1024 * 1024
     bound, formula = point.bound(clients)
-    with tempfile.TemporaryDirectory(prefix="sync-flood-") as root, _server(point, root, 600) as (proc, location):
+    with tempfile.TemporaryDirectory(prefix="sync-flood-") as root, \
+            _server(point, root, FLOOD_LAG_S) as (proc, location):
         idle = _vm_kib(proc.pid, "VmRSS")
 
         def client(n: int) -> list[str]:
@@ -185,6 +202,7 @@ def _flood(point: FloodPoint, name: str, batch: pa.Table, clients: int, puts: in
             results = [o for outcome in pool.map(client, range(clients)) for o in outcome]
         seconds = time.perf_counter() - started
         peak = _vm_kib(proc.pid, "VmHWM")
+        _settle(Path(root), [n for n in range(clients) if "accepted" in results[n * puts:(n + 1) * puts]])
         after = _vm_kib(proc.pid, "VmRSS")
     over_idle = (peak - idle) / 1024
     stored_rows = results.count("accepted") * batch.num_rows
