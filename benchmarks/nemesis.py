@@ -1,18 +1,24 @@
-"""``python -m benchmarks nemesis``: the Postgres change source under a seeded schedule of faults, judged by an
+"""``python -m benchmarks nemesis``: the Postgres change pipeline under a seeded schedule of faults, judged by an
 independent checker (benchmarks/nemesis_check.py).
 
-Three hosts, each a network namespace on a bridge (198.18.0.0/24, benchmarks/nemesis_net.py): Postgres
-(``pg``), the sync server with its store on a small tmpfs (``sync``), the change source ``python -m
-reference.cdc`` (``cdc``). The root namespace runs a concurrent workload (one session: inserts, updates,
-deletes and key changes on 40 keys, a tenth rolled back, each transaction's LSN read before and after its
-commit) and observes every half second the slot's ``confirmed_flush_lsn``, the durable number the server
-reports to a probe, and the table's latest version. Faults, one after another, each healed after 2-6 s:
-a partition between the source and Postgres or the sync server, kill -9 of the server or the source
-(restarted when healed), SIGSTOP/SIGCONT of either, a slow link (tc tbf at 64 kbit/s: the kernel has no
-netem), a full disk under the
-store, a Postgres crash (``pg_ctl -m immediate``). Not injected: a clock jump (every component times with
-monotonic clocks; a jump of the wall clock would need a time namespace per host), and the Spark pipeline
-(``reference.pipeline --source``) on a standalone cluster: this run is the single-process source.
+Each host is a network namespace on a bridge (198.18.0.0/24, benchmarks/nemesis_net.py). Two pipelines:
+
+- ``--pipeline cdc``: Postgres (``pg``), the sync server with its store on a small tmpfs (``sync``), the
+  single-process change source ``python -m reference.cdc`` (``cdc``).
+- ``--pipeline spark``: Postgres, the sync server, etcd (``etcd``), a Spark standalone master (``master``) and
+  two workers (``worker1``, ``worker2``), and the driver of ``python -m reference.pipeline --source ... --sync
+  ... --master spark://... --provider etcd://...`` (``driver``), whose source and sink tasks run in the
+  workers' executors. The run supervises the driver as a service manager would: a driver that exits (its job
+  failed, say, when a worker died) is started again.
+
+The root namespace runs a concurrent workload (one session: inserts, updates, deletes and key changes on 40
+keys, a tenth rolled back, each transaction's LSN read before and after its commit) and observes every half
+second the slot's ``confirmed_flush_lsn``, the durable numbers the server reports to a probe, and the
+table's latest version. Faults, one after another, each healed after 2-6 s: a partition between two hosts,
+kill -9 of a process (restarted when healed), SIGSTOP/SIGCONT of one, a slow link (tc tbf at 64 kbit/s: the
+kernel has no netem), a full disk under the store, a Postgres crash (``pg_ctl -m immediate``) and, in the
+Spark pipeline, a clock jump on the master's host: its JVM runs under libfaketime, whose offset file the jump moves
+forward (wall and monotonic clocks alike, see :data:`CLOCK_ENV` and :data:`CLOCKED` for why only there).
 
 Per seed: ``<out>/seed-N.json`` (the schedule, every transaction, every observation, the verdict) and
 ``<out>/seed-N.html`` (a timeline of faults, durable numbers and lag). Exit 0 when every seed passed.
@@ -50,6 +56,30 @@ SYNC_PORT: Final = 7000
 OBSERVE_EVERY_S: Final = 0.5
 FAULTS: Final = ("partition cdc-pg", "partition cdc-sync", "kill sync", "kill cdc", "stop sync", "stop cdc",
                  "slow cdc", "disk full", "crash pg")
+"""The single-process pipeline's faults, drawn uniformly."""
+SPARK_HOSTS: Final = ("pg", "sync", "etcd", "master", "worker1", "worker2", "driver")
+SPARK_PROCESSES: Final = ("sync", "etcd", "master", "worker1", "worker2", "driver")
+CLOCKED: Final = ("master",)
+"""Hosts whose processes run under libfaketime: the master's JVM only. Python's timed waits do not survive
+libfaketime 0.9.10 (faking the monotonic clock, ``threading.Event().wait(0.25)`` never returns; leaving it
+alone, ``time.sleep`` fails with EINVAL), and it would reach a worker's Python processes through its
+executors' inherited environment; etcd, in Go, reads time without libc."""
+SPARK_FAULTS: Final = {
+    "partition": [f"{a}-{b}" for i, a in enumerate(SPARK_HOSTS) for b in SPARK_HOSTS[i + 1:]],
+    "kill": list(SPARK_PROCESSES), "stop": list(SPARK_PROCESSES), "slow": list(SPARK_HOSTS),
+    "disk": ["full"], "crash": ["pg"], "clock": list(CLOCKED)}
+"""The Spark pipeline's faults: a kind drawn uniformly, then its target (any two hosts, any process)."""
+CLOCK_LIB: Final = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+CLOCK_ENV: Final = {"LD_PRELOAD": CLOCK_LIB, "FAKETIME_CACHE_DURATION": "1"}
+"""libfaketime re-reading its offset file (``FAKETIME_TIMESTAMP_FILE``, ``+Ns``) each second, so the running JVM
+sees the jump (``System.currentTimeMillis`` and ``System.nanoTime`` alike: a forward leap of every clock of the
+host, never backwards)."""
+REPO: Final = Path(__file__).resolve().parent.parent
+MASTER_PORT: Final = 7077
+ETCD_PORT: Final = 2379
+READERS: Final = 2
+DRIVER_RESTART_S: Final = 1.0
+"""How long the supervisor waits before it starts a driver that exited."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -59,6 +89,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rate", type=float, default=20.0, help="workload transactions per second")
     parser.add_argument("--bound", type=float, default=60.0, help="seconds after the last heal to catch up in")
     parser.add_argument("--out", default="nemesis-out", help="directory for seed-N.json and seed-N.html")
+    parser.add_argument("--pipeline", choices=("cdc", "spark"), default="cdc",
+                        help="the single-process source, or the pipeline on a Spark standalone cluster with etcd")
 
 
 @dataclass
@@ -68,13 +100,18 @@ class Proc:
     host: str
     argv: list[str]
     log: Path
+    env: dict[str, str] | None = None
     proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(["ip", "netns", "exec", netns(self.host), *self.argv], stdout=log,
                                          stderr=subprocess.STDOUT, start_new_session=True,
-                                         env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                                         env={**os.environ, "PYTHONUNBUFFERED": "1", **(self.env or {})})
+
+    def exited(self) -> int | None:
+        """The exit status of a process that ended by itself (None while it runs or was never started)."""
+        return self.proc.poll() if self.proc is not None else None
 
     def signal(self, sig: int) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -174,13 +211,21 @@ class Workload:
                                   "t": round(time.monotonic() - self.start, 3)})
 
 
-def schedule(rng: random.Random, count: int) -> list[dict[str, Any]]:
+def schedule(rng: random.Random, count: int, pipeline: str = "cdc") -> list[dict[str, Any]]:
     """``count`` faults one after another: each starts 1-3 s after the previous heal and lasts 2-6 s."""
     at, out = 3.0, []
     for _ in range(count):
         at += rng.uniform(1, 3)
         duration = rng.uniform(2, 6)
-        out.append({"fault": rng.choice(FAULTS), "start": round(at, 2), "heal": round(at + duration, 2)})
+        if pipeline == "spark":
+            kind = rng.choice(sorted(SPARK_FAULTS))
+            fault = f"{kind} {rng.choice(SPARK_FAULTS[kind])}"
+        else:
+            fault = rng.choice(FAULTS)
+        step = {"fault": fault, "start": round(at, 2), "heal": round(at + duration, 2)}
+        if fault.startswith("clock"):
+            step["jump_s"] = rng.randint(10, 120)
+        out.append(step)
         at += duration
     return out
 
@@ -190,12 +235,19 @@ class Run:
 
     def __init__(self, seed: int, args: argparse.Namespace, work: Path, out: Path) -> None:
         self.seed, self.args, self.work, self.out = seed, args, work, out
+        self.spark = args.pipeline == "spark"
         self.rng = random.Random(seed)
-        self.lab = Lab(work / "store", store_mb=64)
+        self.lab = Lab(work / "store", store_mb=64, hosts=SPARK_HOSTS if self.spark else ("pg", "sync", "cdc"))
         self.pg: NetnsPostgres | None = None
         self.procs: dict[str, Proc] = {}
+        self.lock = threading.Lock()
+        """Held while a fault or the supervisor starts, stops or signals a process."""
+        self.held: set[str] = set()
+        """Processes a fault keeps down (the supervisor leaves them)."""
+        self.origins = tuple(f"{ORIGIN}/public/{TABLE}/sink{r}" for r in range(READERS)) if self.spark else (ORIGIN,)
         self.observations: list[dict[str, Any]] = []
         self.applied: list[dict[str, Any]] = []
+        self.driver_exits: list[dict[str, Any]] = []
         self.start = time.monotonic()
 
     def now(self) -> float:
@@ -203,6 +255,9 @@ class Run:
 
     def table_dir(self) -> Path:
         return self.lab.store / "public" / TABLE
+
+    def clock_file(self, host: str) -> Path:
+        return self.work / f"clock-{host}"
 
     def setup(self) -> None:
         self.lab.open()
@@ -222,37 +277,113 @@ class Run:
                                            "--max-replication-lag-s", "1", "--flush-task-interval-s", "0.5"],
                                   self.out / f"seed-{self.seed}-sync.log")
         source = f"postgresql://postgres:{self.pg.password}@{ip_of('pg')}:{self.pg.port}/postgres"
-        self.procs["cdc"] = Proc("cdc", [py, "-m", "reference.cdc", "--source", source, "--publication", ORIGIN,
-                                         "--slot", ORIGIN, "--sync", f"grpc://{ip_of('sync')}:{SYNC_PORT}",
-                                         "--state-dir", str(self.work)], self.out / f"seed-{self.seed}-cdc.log")
+        if self.spark:
+            self._spark_procs(source)
+        else:
+            self.procs["cdc"] = Proc("cdc", [py, "-m", "reference.cdc", "--source", source, "--publication", ORIGIN,
+                                             "--slot", ORIGIN, "--sync", f"grpc://{ip_of('sync')}:{SYNC_PORT}",
+                                             "--state-dir", str(self.work)], self.out / f"seed-{self.seed}-cdc.log")
         for proc in self.procs.values():
             proc.start()
         conn = self.pg.connect()
         try:
-            for _ in range(240):  # bounded: 60 s for the source to start streaming
+            for _ in range(720):  # bounded: 180 s for the source to start streaming (a Spark driver's job)
                 if conn.query(f"SELECT active FROM pg_replication_slots WHERE slot_name = '{ORIGIN}'").rows[0][0] == "t":
                     break
+                if self.spark:
+                    self._supervise_driver()
                 time.sleep(0.25)
+            else:
+                raise RuntimeError("the source did not start streaming within 180 s")
         finally:
             conn.close()
         self.start = time.monotonic()  # the schedule's times count from here: faults hit a streaming source
 
-    def fault(self, name: str, on: bool) -> None:
+    def _spark_procs(self, source: str) -> None:
+        """etcd, the standalone master, two workers and the driver; the clocked hosts' processes read their
+        clocks through libfaketime with an offset file of their host."""
+        logs = self.out / f"seed-{self.seed}-spark"
+        logs.mkdir(exist_ok=True)
+        etcd = f"http://{ip_of('etcd')}"
+        self.procs["etcd"] = Proc("etcd", ["etcd", "--name", "nemesis", "--data-dir", str(self.work / "etcd"),
+                                           "--listen-client-urls", f"{etcd}:{ETCD_PORT}",
+                                           "--advertise-client-urls", f"{etcd}:{ETCD_PORT}",
+                                           "--listen-peer-urls", f"{etcd}:2380",
+                                           "--initial-advertise-peer-urls", f"{etcd}:2380",
+                                           "--initial-cluster", f"nemesis={etcd}:2380"], logs / "etcd.log")
+
+        import pyspark
+
+        spark_home = Path(str(pyspark.__file__)).parent
+
+        def env(host: str) -> dict[str, str]:
+            clock = {}
+            if host in CLOCKED:
+                self.clock_file(host).write_text("+0s\n")
+                clock = {**CLOCK_ENV, "FAKETIME_TIMESTAMP_FILE": str(self.clock_file(host))}
+            return {"SPARK_HOME": str(spark_home), "SPARK_LOCAL_IP": ip_of(host), "SPARK_LOG_DIR": str(logs),
+                    "SPARK_WORKER_DIR": str(self.work / host), "PYSPARK_PYTHON": sys.executable,
+                    "PYTHONPATH": str(REPO), **clock}
+
+        spark_class = str(spark_home / "bin" / "spark-class")
+        master = f"spark://{ip_of('master')}:{MASTER_PORT}"
+        self.procs["master"] = Proc("master", [spark_class, "org.apache.spark.deploy.master.Master", "--host",
+                                               ip_of("master"), "--port", str(MASTER_PORT), "--webui-port", "8080"],
+                                    logs / "master.log", env("master"))
+        for worker in ("worker1", "worker2"):
+            self.procs[worker] = Proc(worker, [spark_class, "org.apache.spark.deploy.worker.Worker", master, "--host",
+                                               ip_of(worker), "--cores", "2", "--memory", "1g", "--webui-port", "8081",
+                                               "--work-dir", str(self.work / worker)], logs / f"{worker}.log", env(worker))
+        self.procs["driver"] = Proc("driver", [sys.executable, "-m", "reference.pipeline", "--source", source,
+                                               "--publication", ORIGIN, "--slot", ORIGIN, "--store", str(self.lab.store),
+                                               "--sync", f"grpc://{ip_of('sync')}:{SYNC_PORT}", "--master", master,
+                                               "--provider", f"etcd://{ip_of('etcd')}:{ETCD_PORT}/{ORIGIN}",
+                                               "--host", ip_of("driver"), "--readers", str(READERS)],
+                                    logs / "driver.log", env("driver"))
+
+    def _supervise_driver(self) -> None:
+        """Start the driver again if it exited by itself (not while a fault keeps it down)."""
+        with self.lock:
+            driver = self.procs["driver"]
+            code = driver.exited()
+            if code is None or "driver" in self.held:
+                return
+            self.driver_exits.append({"t": round(self.now(), 2), "status": code})
+            driver.proc = None
+        time.sleep(DRIVER_RESTART_S)
+        with self.lock:
+            if "driver" not in self.held and driver.proc is None:
+                driver.start()
+
+    def supervise(self, stop: threading.Event) -> None:
+        while not stop.wait(0.5):
+            self._supervise_driver()
+
+    def fault(self, step: dict[str, Any], on: bool) -> None:
         assert self.pg is not None
-        kind, _, target = name.partition(" ")
-        if kind == "partition":
-            a, b = target.split("-")
-            self.lab.partition(a, b, on)
-        elif kind == "kill":
-            self.procs[target].stop() if on else self.procs[target].start()
-        elif kind == "stop":
-            self.procs[target].signal(signal.SIGSTOP if on else signal.SIGCONT)
-        elif kind == "slow":
-            self.lab.slow(target, 64, on)
-        elif kind == "disk":
-            self.lab.fill_disk(on)
-        elif kind == "crash":
-            self.pg.stop(mode="immediate") if on else self.pg.start()
+        kind, _, target = step["fault"].partition(" ")
+        with self.lock:
+            if kind == "partition":
+                a, b = target.split("-")
+                self.lab.partition(a, b, on)
+            elif kind == "kill":
+                if on:
+                    self.held.add(target)
+                    self.procs[target].stop()
+                else:
+                    self.held.discard(target)
+                    self.procs[target].start()
+            elif kind == "stop":
+                self.procs[target].signal(signal.SIGSTOP if on else signal.SIGCONT)
+            elif kind == "slow":
+                self.lab.slow(target, 64, on)
+            elif kind == "disk":
+                self.lab.fill_disk(on)
+            elif kind == "crash":
+                self.pg.stop(mode="immediate") if on else self.pg.start()
+            elif kind == "clock" and on:  # a jump is not undone: clocks do not run back
+                offset = int(self.clock_file(target).read_text().strip().rstrip("s")) + step["jump_s"]
+                self.clock_file(target).write_text(f"+{offset}s\n")
 
     def observe(self, stop: threading.Event) -> None:
         assert self.pg is not None
@@ -265,9 +396,12 @@ class Run:
                 obs["confirmed"] = lsn(rows[0][0]) if rows and rows[0][0] else None
             except (subprocess.SubprocessError, IndexError):
                 obs["confirmed"] = None
-            out = do_put(location, SyncCommand(path=f"public/{TABLE}", origin=ORIGIN, column_descriptors=(),
-                                               sequence_number=None).to_descriptor_cmd(), [], timeout=1.0)
-            obs["reported"] = out.response.durable_sequence_number if out.response is not None else None
+            told: dict[str, int | None] = {}
+            for origin in self.origins:
+                out = do_put(location, SyncCommand(path=f"public/{TABLE}", origin=origin, column_descriptors=(),
+                                                   sequence_number=None).to_descriptor_cmd(), [], timeout=1.0)
+                told[origin] = out.response.durable_sequence_number if out.response is not None else None
+            obs["reported"] = told if self.spark else told[ORIGIN]
             logs = [int(p.stem) for p in (self.table_dir() / "_delta_log").glob("*.json") if p.stem.isdigit()]
             obs["version"] = max(logs) if logs else None
             self.observations.append(obs)
@@ -278,26 +412,29 @@ class Run:
                                                 f"SELECT id, v FROM {TABLE}")}
 
     def table_rows(self) -> dict[int, str] | None:
-        versions = read_versions(self.table_dir(), ORIGIN)
+        versions = read_versions(self.table_dir(), self.origins)
         return versions.states[-1] if versions.states else None
 
     def execute(self) -> dict[str, Any]:
-        plan = schedule(self.rng, self.args.faults)
+        plan = schedule(self.rng, self.args.faults, self.args.pipeline)
         self.setup()
         assert self.pg is not None
         workload = Workload(self.pg, random.Random(self.seed * 7919), self.args.rate, self.start)
         stop = threading.Event()
         threads = [threading.Thread(target=workload.run, daemon=True),
                    threading.Thread(target=self.observe, args=(stop,), daemon=True)]
+        if self.spark:
+            threads.append(threading.Thread(target=self.supervise, args=(stop,), daemon=True))
         for thread in threads:
             thread.start()
         for step in plan:
             time.sleep(max(0.0, step["start"] - self.now()))
             started = self.now()
-            self.fault(step["fault"], True)
+            self.fault(step, True)
             time.sleep(max(0.0, step["heal"] - self.now()))
-            self.fault(step["fault"], False)
-            self.applied.append({"fault": step["fault"], "start": round(started, 2), "heal": round(self.now(), 2)})
+            self.fault(step, False)
+            self.applied.append({"fault": step["fault"], "start": round(started, 2), "heal": round(self.now(), 2)}
+                                | ({"jump_s": step["jump_s"]} if "jump_s" in step else {}))
         time.sleep(2.0)
         workload.stopping.set()
         threads[0].join(30)
@@ -310,9 +447,11 @@ class Run:
                 break
             time.sleep(1.0)
         stop.set()
-        threads[1].join(10)
-        history = {"seed": self.seed, "origin": ORIGIN, "schedule": plan, "faults": self.applied,
-                   "transactions": workload.transactions, "observations": self.observations,
+        for thread in threads[1:]:
+            thread.join(10)
+        history = {"seed": self.seed, "pipeline": self.args.pipeline, "origin": ORIGIN, "origins": list(self.origins),
+                   "schedule": plan, "faults": self.applied, "transactions": workload.transactions,
+                   "observations": self.observations, "driver_exits": self.driver_exits,
                    "workload_errors": workload.errors, "last_heal_s": healed, "caught_up_s": caught_up}
         verdict = check(history, self.table_dir(), final, caught_up, self.args.bound)
         history["verdict"] = verdict
@@ -321,8 +460,10 @@ class Run:
         return history
 
     def close(self) -> None:
-        for proc in self.procs.values():
-            proc.stop()
+        with self.lock:
+            self.held.update(self.procs)
+            for proc in self.procs.values():
+                proc.stop()
         if self.pg is not None:
             self.pg.stop(mode="immediate")
             self.pg.remove()
@@ -332,6 +473,10 @@ class Run:
 def main(args: argparse.Namespace) -> int:
     if os.geteuid() != 0:
         print("nemesis: needs root (network namespaces, a tmpfs)", file=sys.stderr)
+        return 2
+    if args.pipeline == "spark" and not (Path(CLOCK_LIB).exists() and shutil.which("etcd") and shutil.which("java")):
+        print(f"nemesis: the Spark pipeline needs etcd and java on PATH and {CLOCK_LIB} (apt: etcd-server, "
+              "libfaketime)", file=sys.stderr)
         return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -349,6 +494,7 @@ def main(args: argparse.Namespace) -> int:
         failed += not verdict["passed"]
         broken = [f"{name}: {p['problems'][0]}" for name, p in verdict["properties"].items() if not p["passed"]]
         print(f"seed {seed}: {'PASS' if verdict['passed'] else 'FAIL'} ({verdict['committed']} committed, "
+              f"{len(history['driver_exits'])} driver restarts, "
               f"{verdict['rolled_back']} rolled-back values, {verdict['versions']} versions, faults "
               f"{', '.join(f['fault'] for f in history['faults'])}; caught up {history['caught_up_s']} s)"
               + ("".join(f"\n    {b}" for b in broken)), flush=True)

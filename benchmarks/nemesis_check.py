@@ -6,9 +6,13 @@ deletion vectors, and the project's own reader is not used) and proves:
 - nothing uncommitted is ever present (no value of a rolled-back or unknown transaction, in any version);
 - every key's values go through the versions in commit order, each at most once (a key never returns
   to an older value: a change applied twice or out of order would);
-- every durable number (recorded in a commit, reported to a probe, confirmed to the slot) is never ahead
-  of what the table held: the version holding it reflects every transaction that surely committed at or
-  below it (its LSN after the commit is at or below the number);
+- every durable number (recorded in a commit, reported to a probe) is never ahead of what the table held:
+  the version holding it reflects every transaction that surely committed at or below it (its LSN after
+  the commit is at or below the number); with several origins (the Spark pipeline's sinks, each carrying
+  its share of every transaction) a version is held to the smallest of their numbers, and a probe's
+  number to what the table recorded for that origin;
+- the slot is never confirmed past what the table held: the latest version when the confirmed position was
+  read reflects every transaction that surely committed at or below it;
 - the final table equals Postgres's final table (every committed change present).
 
 Liveness (caught up within a bound after the last fault healed) is measured by the run and judged here.
@@ -110,27 +114,35 @@ class LogReplay:
 
 @dataclass
 class Versions:
-    """Every version of the Delta table: its rows by key and the durable number its commit recorded."""
+    """Every version of the Delta table: its rows by key and the durable numbers its commit recorded."""
 
     states: list[dict[int, str]] = field(default_factory=list)
-    durable: list[int | None] = field(default_factory=list)
+    recorded: list[dict[str, int]] = field(default_factory=list)
+    """Per version, each origin's durable number its commit recorded (the server records all of them)."""
     numbers: list[int] = field(default_factory=list)
+    origins: tuple[str, ...] = ()
+
+    @property
+    def durable(self) -> list[int | None]:
+        """Per version, the number at or below which every transaction is durable: with several origins (the
+        pipeline's sinks, each a share of every transaction) the smallest, None until each has one."""
+        return [min(r[o] for o in self.origins) if all(o in r for o in self.origins) else None for r in self.recorded]
 
 
-def read_versions(table: Path, origin: str) -> Versions:
-    out = Versions()
+def read_versions(table: Path, origins: str | tuple[str, ...]) -> Versions:
+    out = Versions(origins=(origins,) if isinstance(origins, str) else origins)
     logs = sorted(int(p.stem) for p in (table / "_delta_log").glob("*.json") if p.stem.isdigit())
     replay = LogReplay(table)
     for version in logs:
-        durable = None
+        recorded: dict[str, int] = {}
         actions = [json.loads(line) for line in (table / "_delta_log" / f"{version:020}.json").read_text().splitlines()]
         for action in actions:
             meta = action.get("commitInfo", {}).get(META_KEY)
             if isinstance(meta, str):
-                durable = json.loads(meta).get("durable", {}).get(origin)
+                recorded = {o: int(n) for o, n in json.loads(meta).get("durable", {}).items() if o in out.origins}
         replay.apply(actions)
         out.states.append(replay.state())
-        out.durable.append(None if durable is None else int(durable))
+        out.recorded.append(recorded)
         out.numbers.append(version)
     return out
 
@@ -227,24 +239,33 @@ def _holds(commits: Commits, state: dict[int, str], count: int) -> list[str]:
 
 
 def _durable_problems(commits: Commits, versions: Versions, observations: list[dict[str, Any]]) -> list[str]:
+    """Each version's recorded durable number, each number a probe was told (per origin, against what the table
+    recorded for that origin) and each slot position confirmed (against the rows the table held then)."""
     problems = []
     for number, state, durable in zip(versions.numbers, versions.states, versions.durable):
         if durable is not None:
             wrong = _holds(commits, state, commits.surely_below(durable))
             if wrong:
                 problems.append(f"version {number} records durable {durable} but " + "; ".join(wrong[:2]))
-    recorded_max = 0
-    by_number = dict(zip(versions.numbers, versions.durable))
+    index = {n: i for i, n in enumerate(versions.numbers)}
     for obs in observations:
         version = obs.get("version")
-        if version is None:
+        if version is None or version not in index:
             continue
-        recorded_max = max([d for n, d in by_number.items() if n <= version and d is not None], default=0)
-        for what in ("reported", "confirmed"):
-            seen: int | None = obs.get(what)
+        upto = index[version] + 1
+        reported = obs.get("reported")
+        told = reported if isinstance(reported, dict) else {versions.origins[0]: reported}
+        for origin, seen in told.items():
+            recorded_max = max((r[origin] for r in versions.recorded[:upto] if origin in r), default=0)
             if seen is not None and seen > recorded_max:
-                problems.append(f"at {obs['t']:.1f} s the {what} durable number {seen} was ahead of what the table "
-                                f"held (version {version} records {recorded_max})")
+                problems.append(f"at {obs['t']:.1f} s the reported durable number {seen} of {origin} was ahead of "
+                                f"what the table held (version {version} records {recorded_max})")
+        confirmed = obs.get("confirmed")
+        if confirmed is not None:
+            wrong = _holds(commits, versions.states[upto - 1], commits.surely_below(confirmed))
+            if wrong:
+                problems.append(f"at {obs['t']:.1f} s the slot was confirmed at {confirmed}, but version {version} "
+                                "lacks it: " + "; ".join(wrong[:2]))
     return problems
 
 
@@ -252,7 +273,7 @@ def check(history: dict[str, Any], table: Path, final_rows: dict[int, str], caug
           bound_s: float) -> dict[str, Any]:
     """The verdict on one run: each property with its problems (at most a few named)."""
     commits = Commits.of(history["transactions"])
-    versions = read_versions(table, history["origin"])
+    versions = read_versions(table, tuple(history.get("origins") or (history["origin"],)))
     final = versions.states[-1] if versions.states else {}
     missing = sorted(set(final_rows) - set(final))
     extra = sorted(set(final) - set(final_rows))

@@ -15,7 +15,7 @@ from typing import Final
 
 BRIDGE: Final = "nmbr0"
 PREFIX: Final = "198.18.0"
-HOSTS: Final = {"pg": 2, "sync": 3, "cdc": 4}
+HOSTS: Final = {"pg": 2, "sync": 3, "cdc": 4, "etcd": 5, "master": 6, "worker1": 7, "worker2": 8, "driver": 9}
 """Host name -> last byte of its address; the root namespace (workload, checker) is .1 on the bridge."""
 
 
@@ -34,11 +34,11 @@ def run(*argv: str, check: bool = True) -> None:
 class Lab:
     """Namespaces, the bridge and the store's tmpfs; ``close`` removes all of them."""
 
-    def __init__(self, store: Path, store_mb: int) -> None:
+    def __init__(self, store: Path, store_mb: int, hosts: tuple[str, ...]) -> None:
+        self.hosts = hosts
         self.store = store
         self.store_mb = store_mb
         self._mounted = False
-        self._made: list[str] = []
         self._filler = store / "nemesis-filler"
 
     def open(self) -> None:
@@ -46,10 +46,9 @@ class Lab:
         run("ip", "link", "add", BRIDGE, "type", "bridge")
         run("ip", "addr", "add", f"{PREFIX}.1/24", "dev", BRIDGE)
         run("ip", "link", "set", BRIDGE, "up")
-        for host, last in HOSTS.items():
-            ns, veth = netns(host), f"nmv-{host}"
+        for host in self.hosts:
+            ns, veth, last = netns(host), f"nmv-{host}", HOSTS[host]
             run("ip", "netns", "add", ns)
-            self._made.append(ns)
             run("ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
             run("ip", "link", "set", veth, "master", BRIDGE, "up")
             run("ip", "-n", ns, "addr", "add", f"{PREFIX}.{last}/24", "dev", "eth0")
@@ -64,9 +63,20 @@ class Lab:
             run("umount", "-l", str(self.store), check=False)
             self._mounted = False
         for host in HOSTS:
+            self._kill_left(netns(host))
             run("ip", "netns", "del", netns(host), check=False)
         run("ip", "link", "del", BRIDGE, check=False)
-        self._made.clear()
+
+    @staticmethod
+    def _kill_left(ns: str) -> None:
+        """Kill what is still running in our namespace ``ns`` (only this lab's processes run there: a Spark
+        worker's executors, say, outlive a killed worker's process group)."""
+        pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True, timeout=30).stdout.split()
+        for pid in pids:
+            try:
+                os.kill(int(pid), 9)
+            except (ProcessLookupError, ValueError):
+                pass
 
     # -- faults -------------------------------------------------------------------------------
     def partition(self, a: str, b: str, on: bool) -> None:

@@ -38,7 +38,9 @@ def timeline_html(history: dict[str, Any]) -> str:
     committed = [(tx["t"], i + 1) for i, tx in enumerate(transactions)]
     durable = []
     for o in observations:
-        number = o.get("reported")
+        told = o.get("reported")
+        numbers = list(told.values()) if isinstance(told, dict) else [told]
+        number = None if None in numbers else min(numbers, default=None)  # with several origins: all of them
         if number is not None:
             durable.append((o["t"], sum(1 for tx in transactions if tx["lsn_after"] <= number)))
     for points, colour, label in ((committed, "#337ab7", "committed"), (durable, "#5cb85c", "durable (reported)")):

@@ -48,6 +48,8 @@ def _parser() -> argparse.ArgumentParser:
     cdc.add_argument("--until-lsn", help="stop once every change committed before this LSN is durable "
                                          "('current': the WAL position at start); default: run until stopped")
     cdc.add_argument("--verify", action="store_true", help="then compare every published table with its Delta table")
+    cdc.add_argument("--sync", help="a running sync server (grpc://HOST:PORT) serving --store; default: the driver "
+                                    "starts one")
     return p
 
 
@@ -57,10 +59,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.source is not None:
         return guarded("pipeline", lambda: _postgres(parser, args))
-    if args.publication or args.slot or args.create_slot or args.until_lsn or args.verify:
-        parser.error("--publication, --slot, --create-slot, --until-lsn and --verify go with --source")
+    if args.publication or args.slot or args.create_slot or args.until_lsn or args.verify or args.sync:
+        parser.error("--publication, --slot, --create-slot, --until-lsn, --verify and --sync go with --source")
     generator = {k: v for k, v in vars(args).items()
-                 if k not in ("source", "publication", "slot", "create_slot", "snapshot", "until_lsn", "verify")}
+                 if k not in ("source", "publication", "slot", "create_slot", "snapshot", "until_lsn", "verify", "sync")}
 
     def pipeline() -> int:
         try:
@@ -83,7 +85,8 @@ def _postgres(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         parser.error("--source needs --publication, --slot and --store (the slot is confirmed up to what that "
                      "store holds durable, so it must outlive the run)")
     options = CdcOptions(args.source, args.publication, args.slot, args.store, args.create_slot, args.until_lsn,
-                         args.verify, args.readers, args.host, snapshot=args.snapshot == "initial")
+                         args.verify, args.readers, args.host, snapshot=args.snapshot == "initial",
+                         provider=args.provider, master=args.master, sync=args.sync)
     try:
         return run_cdc(options)
     except (SourceSetupError, PgServerError, PgConnectionError) as exc:

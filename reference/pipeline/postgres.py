@@ -385,6 +385,12 @@ class CdcOptions:
     host: str = "127.0.0.1"
     snapshot: bool = True
     """Copy the rows the tables hold first, when ``create_slot`` creates the slot (``--snapshot initial``)."""
+    provider: str = "memory"
+    """The cluster provider the streaming shuffle's directory lives on (``--provider``)."""
+    master: str | None = None
+    """The Spark master (``--master``); default: local, one slot per task."""
+    sync: str | None = None
+    """A running sync server's location (``--sync``) whose store is ``store``; default: start one."""
 
 
 def run(options: CdcOptions, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
@@ -397,18 +403,19 @@ def run(options: CdcOptions, out: TextIO = sys.stdout, err: TextIO = sys.stderr)
     source = SlotSource(PgAddress.parse(options.source), SlotSpec(
         options.slot, options.publication, options.create_slot, reads_back=options.readers > 1,
         snapshot=options.snapshot, state_dir=str(Path(store) / SNAPSHOT_STATE)))
-    host = DriverCluster("memory", options.host)
-    server = SyncServerProcess(store, Path(store) / ".sync-server.log", host=options.host)  # a crash keeps it
+    host = DriverCluster(options.provider, options.host)
+    server = None if options.sync else SyncServerProcess(store, Path(store) / ".sync-server.log", host=options.host)
     sc: Any = None
     try:
-        location = server.start()
+        location = server.start() if server is not None else options.sync
+        assert location is not None
         print(f"sync server at {location}, store {store}", file=err, flush=True)
         copied = copy_snapshot(source, location)
         if copied:
             print(f"pipeline: snapshot of {copied} rows durable; streaming from the slot", file=err, flush=True)
         config = CdcConfig(options.source, options.slot, options.publication, options.create_slot, options.until,
                            options.readers, location)
-        sc = spark_context(1 + options.readers, options.host, host.executor_url, max_failures=1)
+        sc = spark_context(1 + options.readers, options.host, host.executor_url, options.master, max_failures=1)
         started = time.monotonic()
         with StreamingShuffle(sc) as streaming:
             sources = sc.parallelize(range(options.readers), options.readers).mapPartitionsWithIndex(
@@ -440,7 +447,8 @@ def run(options: CdcOptions, out: TextIO = sys.stdout, err: TextIO = sys.stderr)
     finally:
         if sc is not None:
             sc.stop()
-        server.stop()
+        if server is not None:
+            server.stop()
         host.close()
 
 
