@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo demo-postgres docs java typecheck vectors conformance mutants sensitivity clean
+.PHONY: test demo demo-postgres docs java spark-helper typecheck vectors conformance mutants sensitivity clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -16,6 +16,23 @@ $(STAMP): pyproject.toml
 java:
 	@command -v java >/dev/null 2>&1 || { echo "PySpark needs Java 17 or newer on PATH (Debian: apt-get install openjdk-17-jdk-headless)"; exit 1; }
 
+# streaming_repartition's JVM helper (reference/spark/jvm_rows.py), compiled against the installed pyspark's
+# jars into the package (package data, gitignored). Without a JDK it is skipped with a note (the demo needs
+# only a Java runtime): the API then warns once and takes a Python pass more; the tests need it.
+SPARK_HELPER := reference/spark/streamwire-spark.jar
+SPARK_HELPER_SOURCES := $(wildcard reference/spark/java/*.java)
+spark-helper: $(SPARK_HELPER)
+$(SPARK_HELPER): $(SPARK_HELPER_SOURCES) $(STAMP)
+	@if ! command -v javac >/dev/null 2>&1; then \
+	  echo "note: no javac (JDK 17+, Debian: openjdk-17-jdk-headless): $@ not built, streaming_repartition takes a Python pass more"; \
+	else \
+	  set -ex; rm -rf build/spark-helper; mkdir -p build/spark-helper; \
+	  javac -nowarn -encoding UTF-8 --release 17 -d build/spark-helper \
+	    -cp "$$($(PY) -c 'import importlib.util, pathlib; print(pathlib.Path(importlib.util.find_spec("pyspark").origin).parent / "jars")')/*" \
+	    $(SPARK_HELPER_SOURCES); \
+	  jar cf $@ -C build/spark-helper .; \
+	fi
+
 # A sync client without pyarrow (grpc-js and Arrow's JavaScript library), for tests/sync/test_sync_node_client.py.
 NODE_CLIENT := tests/sync/node_client
 $(NODE_CLIENT)/node_modules: $(NODE_CLIENT)/package-lock.json
@@ -26,14 +43,14 @@ $(NODE_CLIENT)/node_modules: $(NODE_CLIENT)/package-lock.json
 typecheck: $(STAMP)
 	$(PY) -m mypy spec reference conformance benchmarks streamwire
 
-test: $(STAMP) java typecheck $(NODE_CLIENT)/node_modules
+test: $(STAMP) java $(SPARK_HELPER) typecheck $(NODE_CLIENT)/node_modules
 	$(PY) -m pytest tests
 
-demo: $(STAMP) java
+demo: $(STAMP) java $(SPARK_HELPER)
 	$(PY) -m reference.pipeline $(DEMO_ARGS)
 
 # A throwaway Postgres 15 (Debian's postgresql-15), a concurrent workload, the pipeline, verified.
-demo-postgres: $(STAMP) java
+demo-postgres: $(STAMP) java $(SPARK_HELPER)
 	$(PY) -m conformance.pgoutput.demo $(DEMO_ARGS)
 
 docs: $(STAMP)

@@ -130,6 +130,12 @@ def arrow_batches_of(df: Any) -> tuple[Any, bytes]:
     return RDD(jrdd.toJavaRDD(), spark.sparkContext, NoOpSerializer()), bytes(schema.serializeAsMessage())
 
 
+def as_ipc_stream(record: bytes) -> tuple[bytes]:
+    """A received DataFrame record as itself, for the JVM helper that makes it rows (jvm_rows.py)."""
+    return (record,)
+
+
 def as_ipc_row(record: bytes) -> Iterator[tuple[bytes]]:
-    """A received DataFrame record as the one-column row the result's DataFrame is made of."""
+    """A received DataFrame record as the one-column row of the Python pass's DataFrame (where the
+    JVM helper did not load)."""
     yield (record,)

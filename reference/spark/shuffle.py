@@ -26,7 +26,7 @@ from typing import Any, Callable, Final, Iterable, Literal, Mapping
 
 from reference.shuffle.cluster_directory import DriverDirectory, driver_directory_from_conf
 from reference.shuffle.task import describe
-from reference.spark import exchange, records
+from reference.spark import exchange, jvm_rows, records
 from reference.spark.plan import (BIND_HOST_KEY, TRANSCRIPT_DIR_KEY, Plan, application_conf,
                                   runtime_flush_when_idle, runtime_limits, settings_from, start_bound_s)
 from reference.spark.quiet import quiet_stops
@@ -204,10 +204,13 @@ class StreamingShuffle:
         source = _spread(batches, shape)
         records_of = functools.partial(records.batch_records, schema)
         plan = self._open(shape, conf, source, lambda _: records_of)
+        spark, to_rows = df.sparkSession, jvm_rows.to_rows(df.sparkSession)
         exchanged = source.mapPartitionsWithIndex(functools.partial(
-            exchange.exchange, plan, records_of, records.as_ipc_row))
-        result = df.sparkSession.createDataFrame(exchanged, "ipc binary").mapInArrow(records.from_ipc_rows,
-                                                                                       df.schema)
+            exchange.exchange, plan, records_of, records.as_ipc_row if to_rows is None else records.as_ipc_stream))
+        if to_rows is not None:
+            result = to_rows(exchanged, df.schema)
+        else:  # the JVM helper did not load (warned): the streams become rows in a second Python pass
+            result = spark.createDataFrame(exchanged, "ipc binary").mapInArrow(records.from_ipc_rows, df.schema)
         self._close_with(result, plan.shuffle_id)
         return result
 

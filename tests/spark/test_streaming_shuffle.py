@@ -262,14 +262,41 @@ def test_corrupted_payload_fails_with_checksum_verification_failed(spark: Any) -
         streaming_shuffle(rdd, 1).collect()
 
 
+def python_passes(frame: Any) -> int:
+    """The Python UDF passes (``mapInArrow``) in ``frame``'s plan."""
+    return str(frame._jdf.queryExecution().analyzed().toString()).count("MapInArrow")
+
+
+def sorted_partitions(frame: Any) -> list[list[tuple[Any, ...]]]:
+    return cast(list[list[tuple[Any, ...]]], frame.rdd.glom().map(lambda rows: sorted(tuple(r) for r in rows)).collect())
+
+
 def test_streaming_repartition_equals_repartition_by_columns(spark: Any) -> None:
+    """Through the JVM helper (built by ``make spark-helper``): no Python pass after the exchange."""
     df = spark.range(0, 5000, 1, 2).selectExpr("id", "id % 13 AS k", "CAST(id AS STRING) AS s")
     got = streaming_repartition(df, 2, "k")
+    assert python_passes(got) == 0, "the JVM helper did not load: run `make spark-helper`"
     assert got.rdd.getNumPartitions() == 2
     assert got.schema == df.schema
-    mine = got.rdd.glom().map(lambda rows: sorted(tuple(r) for r in rows)).collect()
-    theirs = df.repartition(2, "k").rdd.glom().map(lambda rows: sorted(tuple(r) for r in rows)).collect()
-    assert mine == theirs
+    assert sorted_partitions(got) == sorted_partitions(df.repartition(2, "k"))
+
+
+def test_streaming_repartition_without_the_jvm_helper_warns_once_and_takes_a_python_pass(
+        spark: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, tmp_path: Any) -> None:
+    import weakref
+
+    from reference.spark import jvm_rows
+
+    monkeypatch.setattr(jvm_rows, "JAR", tmp_path / "streamwire-spark.jar")
+    monkeypatch.setattr(jvm_rows, "_helpers", weakref.WeakKeyDictionary())
+    df = spark.range(0, 500, 1, 2).selectExpr("id", "id % 7 AS k")
+    with caplog.at_level("WARNING", logger=jvm_rows.__name__):
+        got = streaming_repartition(df, 2, "k")
+        assert jvm_rows.to_rows(spark) is None  # asked again: no second warning
+    warned = [r.getMessage() for r in caplog.records if r.name == jvm_rows.__name__]
+    assert len(warned) == 1 and "\n" not in warned[0] and "did not load" in warned[0], warned
+    assert python_passes(got) == 1
+    assert sorted_partitions(got) == sorted_partitions(df.repartition(2, "k"))
 
 
 def test_streaming_repartition_keeps_every_column_type_arrow_carries(spark: Any) -> None:
