@@ -170,6 +170,11 @@ class GcmCipher:
         plaintext = memoryview(parts[0] if len(parts) == 1 else b"".join(parts))
         size = len(plaintext)
         bound = GCM_MESSAGE_SEGMENTS * GCM_PLAINTEXT_SEGMENT
+        if size <= bound:  # most batches: one message or none
+            out = bytearray(self._message_length(size) if size else 0)
+            if size:
+                self._seal_message(plaintext, len(out), memoryview(out))
+            return out
         out = bytearray(sum(self._message_length(min(bound, size - start)) for start in range(0, size, bound)))
         target = memoryview(out)
         position = 0
