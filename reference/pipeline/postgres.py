@@ -40,22 +40,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from reference.cdc.pgwire import PgAddress
-from reference.cdc.replicate import IDLE_S, puts_of, settled_durable, sync_put
+from reference.cdc.pgwire import PgAddress, PgConnectionError, PgServerError
+from reference.cdc.replicate import IDLE_S, WalRetentionExceeded, puts_of, settled_durable, sync_put
 from reference.cdc.source import SlotSource, SlotSpec, SourceSetupError
 from reference.cdc.spill import PartSpill
 from reference.cdc.verify import TableDifference, verify
 from reference.cluster.config import DriverCluster
 from reference.pipeline.routing import owner
 from reference.pipeline.syncserver import SyncServerProcess, pythonpath
-from reference.sync.client import SyncClient, SyncPut
+from reference.sync.client import SyncClient, SyncPut, SyncUnavailable
 from spec.errors import RuntimeFailure
 from spec.pgoutput.changes import RowChange, TableChanges, TablePut
 from spec.pgoutput.errors import PgOutputError
 from spec.pgoutput.feedback import PartsDurability
 from spec.pgoutput.lookup import RowLookup, whole_row
+from spec.pgoutput.outage import Away, OutagePolicy, OutageStep, postgres_transient
 from spec.pgoutput.spill import SPILL_BYTES, SpillBudget
 from spec.sync.flight import MESSAGE_BYTES
+from spec.pgoutput.transactions import SourceTransaction
+from streamwire.cli import one_line
 
 
 TRUNCATING_SINK = 0
@@ -213,7 +216,7 @@ def source_partition(config: CdcConfig, index: int, _: Iterator[object]) -> Iter
     try:
         source.open()
         yield from _stream(config, source, probes)
-    except (PgOutputError, SourceSetupError, DurabilityStalled) as exc:
+    except (PgOutputError, SourceSetupError, DurabilityStalled, WalRetentionExceeded) as exc:
         for reader in range(config.readers):
             yield reader, StreamStopped(str(exc))
     finally:
@@ -226,17 +229,42 @@ def _stream(config: CdcConfig, source: SlotSource, probes: dict[str, SyncClient]
     """The open slot's transactions as routed records until ``until`` is durable (``probes``: the sync
     clients asking for each origin's durable number, closed by the caller)."""
     parts = PartsDurability()
+    policy = OutagePolicy(config.slot)
     asked = 0.0
 
     def durable_point() -> None:
-        """Probe the origins with parts not yet durable (one put each, so at most every IDLE_S)."""
+        """Probe the origins with parts not yet durable (one put each, so at most every IDLE_S); a sync server
+        that is away is asked again later (the stream is read meanwhile, so Postgres keeps it)."""
         nonlocal asked
         if time.monotonic() - asked < IDLE_S:
             return
         asked = time.monotonic()
         for origin in parts.origins - probes.keys():
-            probes[origin] = SyncClient(config.sync_location, origin, deadline_s=config.sync_deadline_s)
-        source.confirm(parts.update({o: probes[o].probe().durable_sequence_number for o in parts.origins}))
+            probes[origin] = SyncClient(config.sync_location, origin, deadline_s=policy.attempt_s)
+        try:
+            durable = {o: probes[o].probe().durable_sequence_number for o in parts.origins}
+        except SyncUnavailable as exc:
+            _warn(policy.failed(time.monotonic(), Away.SYNC_SERVER, config.sync_location, one_line(exc, typed=False),
+                                source.retained_wal()))
+            return
+        _recovered(policy)
+        source.confirm(parts.update(durable))
+
+    def next_transaction() -> SourceTransaction | None:
+        """The next committed transaction (None: none within IDLE_S); a Postgres that is away, or that ended
+        the stream (its wal_sender_timeout while the sinks were stalled), is waited for and streamed from
+        again: it resends from the confirmed position, and what was already sent is skipped."""
+        try:
+            tx = source.read(IDLE_S)
+            if tx is None:
+                durable_point()
+                source.ask_position()
+            return tx
+        except (PgConnectionError, PgServerError) as exc:
+            if not postgres_transient(exc.sqlstate if isinstance(exc, PgServerError) else None):
+                raise
+            _stream_again(source, policy, one_line(exc, typed=False, whole=True))
+            return None
 
     def settle() -> None:
         """Wait until every part sent is durable (around a transaction with a TRUNCATE)."""
@@ -250,10 +278,8 @@ def _stream(config: CdcConfig, source: SlotSource, probes: dict[str, SyncClient]
             time.sleep(IDLE_S / 4)
 
     while not source.feedback.done:
-        tx = source.read(IDLE_S)
+        tx = next_transaction()
         if tx is None:
-            durable_point()
-            source.ask_position()
             continue
         spill = source.take_changes(tx.commit_lsn)
         if not tx.row_count:
@@ -282,6 +308,36 @@ def _stream(config: CdcConfig, source: SlotSource, probes: dict[str, SyncClient]
         if truncated:
             settle()
         durable_point()
+
+
+def _stream_again(source: SlotSource, policy: OutagePolicy, reason: str) -> None:
+    """Wait for Postgres as ``policy`` says (its warnings on stderr) until the slot streams again."""
+    while True:
+        step = policy.failed(time.monotonic(), Away.POSTGRES, source.address.url(), reason, source.retained_wal())
+        _warn(step)
+        time.sleep(step.retry_in_s)
+        try:
+            source.reconnect()
+        except (PgConnectionError, PgServerError) as exc:
+            if not postgres_transient(exc.sqlstate if isinstance(exc, PgServerError) else None):
+                raise
+            reason = one_line(exc, typed=False, whole=True)
+            continue
+        _recovered(policy)
+        return
+
+
+def _warn(step: OutageStep) -> None:
+    """Carry out what the outage policy said besides waiting: stop, or print its warning."""
+    if step.stop is not None:
+        raise WalRetentionExceeded(step.stop)
+    if step.warning is not None:
+        print(f"cdc: {step.warning}", file=sys.stderr, flush=True)
+
+
+def _recovered(policy: OutagePolicy) -> None:
+    if (back := policy.recovered(time.monotonic())) is not None:
+        print(f"cdc: {back}", file=sys.stderr, flush=True)
 
 
 @dataclass

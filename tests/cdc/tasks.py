@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from reference.cdc.pgwire import PgConnection
 from reference.pipeline.postgres import CdcConfig, ShuffledRecord, sink_partition, source_partition
@@ -33,12 +33,16 @@ def _threaded(records: Iterator[tuple[int, ShuffledRecord]], readers: int) -> li
     return [drain(q) for q in queues]
 
 
-def run_pipeline(database: Database, server: SyncServerProcess, readers: int, **settings: int) -> list[str | None]:
+Records = Iterator[tuple[int, ShuffledRecord]]
+
+
+def run_pipeline(database: Database, server: SyncServerProcess, readers: int,
+                 tap: Callable[[Records], Records] = lambda records: records, **settings: int) -> list[str | None]:
     """The source task and ``readers`` sink tasks on threads, to the current WAL position; each sink's stop line
-    (``settings``: more of :class:`CdcConfig`)."""
+    (``tap``: what the shuffle sees of the source's records; ``settings``: more of :class:`CdcConfig`)."""
     config = CdcConfig(database.url(), database.name, database.name, False, "current", readers, server.location,
                        sync_deadline_s=30.0, **settings)
-    inputs = _threaded(source_partition(config, 0, iter(())), readers)
+    inputs = _threaded(tap(source_partition(config, 0, iter(()))), readers)
     results: list[str | None] = [None] * readers
     errors: list[BaseException] = []
 

@@ -6,7 +6,6 @@ the password file, a service file, and a host list whose first host is down."""
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,31 +14,12 @@ import pytest
 
 from conformance.loopback import free_port
 from conformance.pgoutput.postgres_server import PostgresServer
+from conformance.pgoutput.tls import serve_tls, signed, throwaway_ca
 from reference.cdc import workload
 from reference.cdc.__main__ import main
 from reference.cdc.pgwire import PgAddress, PgConnection, PgConnectionError
 from reference.pipeline.syncserver import SyncServerProcess
 from tests.cdc.conftest import Database
-
-
-def _ca(directory: Path, name: str) -> tuple[Path, Path]:
-    key, cert = directory / f"{name}.key", directory / f"{name}.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", f"/CN={name}",
-                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
-    return key, cert
-
-
-def _signed(directory: Path, name: str, ca: tuple[Path, Path], extensions: str = "") -> tuple[Path, Path]:
-    """A key and a certificate for CN=``name`` signed by ``ca`` (key, certificate)."""
-    key, csr, cert = directory / f"{name}.key", directory / f"{name}.csr", directory / f"{name}.pem"
-    (directory / f"{name}.cnf").write_text(extensions)
-    subprocess.run(["openssl", "req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={name}", "-keyout", str(key),
-                    "-out", str(csr)], check=True, capture_output=True)
-    subprocess.run(["openssl", "x509", "-req", "-in", str(csr), "-CA", str(ca[1]), "-CAkey", str(ca[0]),
-                    "-CAcreateserial", "-days", "2", "-extfile", str(directory / f"{name}.cnf"), "-out", str(cert)],
-                   check=True, capture_output=True)
-    key.chmod(0o600)
-    return key, cert
 
 
 @dataclass(frozen=True)
@@ -57,16 +37,11 @@ class TlsServer:
 @pytest.fixture(scope="module")
 def tls_server(postgres_required: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsServer]:
     tmp = tmp_path_factory.mktemp("tls")
-    ca = _ca(tmp, "ca")
-    _, other_ca = _ca(tmp, "other")
+    ca = throwaway_ca(tmp, "ca")
+    _, other_ca = throwaway_ca(tmp, "other")
     server = PostgresServer()
-    key, cert = _signed(server.directory, "localhost", ca, "subjectAltName=DNS:localhost,IP:127.0.0.1\n")
-    client_key, client_cert = _signed(tmp, "certified", ca)
-    clients_ca = server.directory / "clients-ca.pem"  # the server's user reads it (pytest's tmp is private)
-    clients_ca.write_bytes(ca[1].read_bytes())
-    for path in (key, cert, clients_ca):
-        server.own(path)
-    server.settings.update(ssl="on", ssl_cert_file=str(cert), ssl_key_file=str(key), ssl_ca_file=str(clients_ca))
+    serve_tls(server, ca)
+    client_key, client_cert = signed(tmp, "certified", ca)
     server.start()
     try:
         hba = server.data_dir / "pg_hba.conf"

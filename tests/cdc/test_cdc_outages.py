@@ -6,16 +6,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
 from reference.cdc import workload
 from reference.cdc.__main__ import main
 from reference.cdc.replicate import ReplicationCounts
+from reference.cdc.verify import verify
+from reference.pipeline.postgres import PartsEnd
 from conformance.loopback import free_port
 from reference.pipeline.syncserver import SyncServerProcess
 from spec.pgoutput.outage import OutagePolicy
 from tests.cdc.conftest import Database
+from tests.cdc.tasks import Records, run_pipeline
 from tests.cdc.test_cdc_exactly_once import assert_tables_equal, replicating, stop_at_current
 
 CLIENT_DEADLINE_S = 0.5
@@ -73,3 +77,22 @@ def test_max_retained_wal_stops_with_one_line(database: Database, capsys: pytest
     assert lines[0].startswith(f"cdc: slot {database.name} retains ")
     assert "more than --max-retained-wal 1.0 KiB: stopping before the database's disk fills" in lines[0]
     assert "while waiting for the sync server at grpc://127.0.0.1:" in lines[0]
+
+
+def test_the_pipelines_source_task_streams_again_after_postgres_ended_its_stream(
+        database: Database, sync_server: SyncServerProcess) -> None:
+    """Postgres ends the replication stream under the PySpark source task (as its wal_sender_timeout does
+    while stalled sinks hold the task in the shuffle): the task streams from the slot again, skips what it
+    already sent, and every table ends equal to Postgres (before: PgConnectionError failed the task)."""
+    workload.run_concurrently(database.address, 2, 10, seed=4)
+    ended: list[str | None] = []
+
+    def end_the_stream_after_the_first_transaction(records: Records) -> Records:
+        for item in records:
+            yield item
+            if not ended and isinstance(item[1], PartsEnd):
+                ended.append(database.query("SELECT pg_terminate_backend(active_pid)::text FROM pg_replication_slots "
+                                            f"WHERE slot_name = '{database.name}'")[0][0])
+    assert run_pipeline(database, sync_server, 2, tap=end_the_stream_after_the_first_transaction) == [None, None]
+    assert ended == ["true"]
+    assert verify(database.address, database.name, Path(sync_server.store)) == []
