@@ -19,7 +19,7 @@ def rewriting_outgoing(rewrite: Callable[[Message], Message]) -> Iterator[None]:
     """Every message the runtime writes is ``rewrite(message)`` while the block runs."""
     original = transport.encode_frame_parts
 
-    def encode(message: Message) -> tuple[bytes, Payload]:
+    def encode(message: Message) -> tuple[Payload, ...]:
         return original(rewrite(message))
 
     transport.encode_frame_parts = encode
@@ -34,7 +34,7 @@ def corrupt_next_data() -> None:
     writes, then write as before (a worker reused by a later task is not left broken)."""
     original = transport.encode_frame_parts
 
-    def encode(message: Message) -> tuple[bytes, Payload]:
+    def encode(message: Message) -> tuple[Payload, ...]:
         if isinstance(message, DataMessage) and message.data_size:
             transport.encode_frame_parts = original
             message = corrupt_payload(message)
@@ -46,7 +46,7 @@ def corrupt_next_data() -> None:
 def corrupt_payload(message: Message) -> Message:
     """Flip one payload bit of every DATA *after* its checksum was computed."""
     if isinstance(message, DataMessage) and message.data_size:
-        payload = bytearray(message.payload)
+        payload = bytearray(bytes(message.payload))
         payload[0] ^= 0x01
         return dataclasses.replace(message, payload=bytes(payload))
     return message

@@ -652,7 +652,7 @@ def corrupt(item: WireItem) -> WireItem:
     """Damage one message as a faulty link would: a payload bit, or a sequence number or id."""
     if isinstance(item, DataMessage):
         if item.payload:
-            payload = bytearray(item.payload)
+            payload = bytearray(bytes(item.payload))
             payload[0] ^= 0x01
             return DataMessage(seq=item.seq, writer_id=item.writer_id, reader_id=item.reader_id,
                                checksum=item.checksum, payload=bytes(payload))
