@@ -138,10 +138,12 @@ def fits_watermark(pending: int, size: int, high_watermark: int) -> bool:
     return pending + size <= high_watermark
 
 
-FLUSH_BYTES_PER_BYTE = 2
-"""What a flush holds beyond the pending data it writes, per byte of it (the squash, the sort order, the row
-index's new entries, the rows that replace a key written twice; measured at most 1.7 on the narrowest rows,
-three int64 columns, where per-row costs weigh most: docs/sync.md, "Memory")."""
+FLUSH_BYTES_PER_BYTE = 3
+"""What a flush holds beyond the pending data it writes, per byte of it: the keys it looks up (a sort of
+them), the squash of changes touching the same keys, the rows that replace them, the sort order.  Arrow's
+allocations peaked at 2.6 times the pending bytes on the narrowest rows (three int64 columns, the second
+put updating half the first's keys), 2.2 on rows of about 1 KiB, 1.7 on inserts (docs/sync.md, "Memory";
+``tests/sync/test_sync_flush_memory.py`` holds a flush to it)."""
 
 
 def flush_working_set(pending_bytes: int) -> int:

@@ -64,6 +64,32 @@ def test_measuring_row_groups_copies_no_value() -> None:
     assert counted.max_memory() < 2000 * 16  # the lengths and their order; the values are 2,000,000 bytes
 
 
+def _narrow_change(keys: range) -> SquashedChange:
+    batch = pa.table({"old_id": pa.nulls(len(keys), pa.int64()), "id": pa.array(keys, pa.int64()),
+                      "v": pa.array(keys, pa.int64())})
+    return SquashedChange.of_put(SyncSchema.validate(DESCS, batch.schema), [batch])
+
+
+def test_a_flush_allocates_no_more_than_its_reserved_working_set(tmp_path: Path) -> None:
+    """The reservation (``flush_working_set``) covers what a flush allocates from Arrow (counted exactly)
+    beyond its pending data, on the narrowest rows where per-row costs weigh most: a second flush whose
+    two changes update half the stored keys and half of each other's."""
+    store = DeltaStore(str(tmp_path))
+    uri = store.table_uri("t")
+    store.write(uri, [_narrow_change(range(0, 40_000))], {"o": 1}, {"o": 1})
+    changes = [_narrow_change(range(20_000, 60_000)), _narrow_change(range(40_000, 80_000))]
+    counted = pa.proxy_memory_pool(pa.system_memory_pool())
+    default = pa.default_memory_pool()
+    pa.set_memory_pool(counted)
+    try:
+        store.write(uri, changes, {"o": 3}, {"o": 3})
+    finally:
+        pa.set_memory_pool(default)
+    pending = sum(c.batch.nbytes for c in changes)
+    assert 2 * pending < counted.max_memory() <= flush_working_set(pending)  # the former reservation, 2x, fell short
+    assert len(read_delta(uri)) == 80_000
+
+
 def _change(rows: list[tuple[object, object, object]]) -> SquashedChange:
     batch = rows_batch(rows)
     return SquashedChange.of_put(SyncSchema.validate(DESCS, batch.schema), [batch])
@@ -138,12 +164,12 @@ def test_a_put_past_the_high_watermark_is_refused_and_lands_after_the_flush(serv
 
 def test_while_a_flush_runs_its_working_set_counts_against_the_high_watermark() -> None:
     budget = MemoryBudget(100)
-    budget.set_pending(30)
+    budget.set_pending(20)
     assert budget.reserve(10)
-    budget.set_flushing(flush_working_set(30))
-    assert budget.held == 30 + 10 + flush_working_set(30) and not budget.reserve(100 - budget.held + 1)
+    budget.set_flushing(flush_working_set(20))
+    assert budget.held == 20 + 10 + flush_working_set(20) and not budget.reserve(100 - budget.held + 1)
     budget.set_flushing(0)
-    assert budget.reserve(60) and budget.peak == 100
+    assert budget.reserve(70) and budget.peak == 100
 
 
 def test_a_flush_comes_first_and_puts_in_flight_get_nothing_more_past_the_high_watermark() -> None:
@@ -154,7 +180,7 @@ def test_a_flush_comes_first_and_puts_in_flight_get_nothing_more_past_the_high_w
     budget.set_pending(40)
     assert budget.reserve(30)  # a put in flight
     budget.set_flushing(flush_working_set(40))
-    assert budget.held == 40 + 30 + 80
+    assert budget.held == 40 + 30 + flush_working_set(40)
     assert not budget.reserve(1)
     assert budget.yields_to_flush(30) and not budget.yields_to_flush(0)
     budget.release(30)
