@@ -16,6 +16,11 @@ and the count of failed puts.
 ``--throughput`` measures instead, on one ``serve`` and in alternating rounds, puts through the front
 (the public address) and straight to gRPC (its private unix socket, found in ``/proc``): one-row puts
 back to back, and puts of ``--throughput-put-mb`` MiB; the figure to read is the ratio front/direct.
+
+``--connection-cost N`` measures instead what a held connection costs the server: its resident memory
+(``/proc/PID/status``) before and after ``N`` connections of each crowd (idle, then slow-loris, each
+on a fresh ``serve`` whose handshake and idle deadlines are set long, so none is closed meanwhile),
+in KiB per connection.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ import time
 
 import pyarrow as pa
 
-from benchmarks.sync_attacks import ConnectionCrowd, SilentStreams
+from benchmarks.sync_attacks import KINDS, ConnectionCrowd, SilentStreams
 from conformance.sync.suite import DESCS, rows_batch
 from reference.sync.client import SyncClient, SyncPut, SyncUnavailable
 
@@ -55,6 +60,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--throughput-puts", type=int, default=200, help="one-row puts per round")
     parser.add_argument("--throughput-put-mb", type=int, default=8, help="size of each large put")
     parser.add_argument("--throughput-large-puts", type=int, default=8, help="large puts per round")
+    parser.add_argument("--connection-cost", type=int, default=0, metavar="N",
+                        help="no attack: the server's resident memory per connection with N idle, then N slow-loris")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -242,12 +249,43 @@ def throughput(args: argparse.Namespace) -> dict[str, object]:
     return results
 
 
+def _rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status", encoding="ascii") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+
+
+def connection_cost(count: int) -> dict[str, object]:
+    """KiB of the server's resident memory per held connection, for each crowd."""
+    results: dict[str, object] = {"cost_connections": count}
+    for kind in KINDS:
+        with tempfile.TemporaryDirectory(prefix="sync-connection-cost-") as root:
+            proc = _serve(root, "--handshake-timeout-s", "600", "--idle-timeout-s", "600",
+                          "--max-connections", str(count + 16))
+            try:
+                assert proc.stdout is not None
+                port = int(proc.stdout.readline().split()[1])
+                time.sleep(1.0)
+                before = _rss_kib(proc.pid)
+                crowd = ConnectionCrowd("127.0.0.1", port, kind, count)
+                time.sleep(2.0)  # every handshake relayed and answered
+                after, held = _rss_kib(proc.pid), crowd.open
+                crowd.close()
+            finally:
+                proc.kill()
+                proc.wait()
+        results[f"{kind}_held"] = held
+        results[f"{kind}_kib_per_connection"] = round((after - before) / count, 2)
+    return results
+
+
 def main(args: argparse.Namespace) -> int:
     _raise_fd_limit()
     results: dict[str, object] = {"connections": args.connections, "streams": args.streams, "seconds": args.seconds,
                                   "pause_s": args.pause_s}
     if args.throughput:
         results = throughput(args)
+    elif args.connection_cost:
+        results = connection_cost(args.connection_cost)
     else:
         for kind in args.attack or ATTACKS:
             results.update(_attack(args, kind))

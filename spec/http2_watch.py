@@ -45,6 +45,8 @@ class DataBytes:
 class FrameReader:
     """The frame headers of one direction of an HTTP/2 connection, and its unpadded DATA payloads' pieces."""
 
+    __slots__ = ("_preface", "malformed", "_partial", "_skip", "_data_stream")
+
     def __init__(self, preface: bytes = b"") -> None:
         self._preface = preface
         """What is left to come of the preface; a byte that differs makes the stream ``malformed``."""
@@ -87,13 +89,15 @@ class FrameReader:
 
 
 class _Stream:
-    """A client stream: the first bytes of its data (up to a gRPC prefix) and how many came."""
+    """A client stream: the first bytes of its data (up to a gRPC prefix), how many came, and whether its
+    first message came whole (``busy``)."""
 
-    __slots__ = ("prefix", "received")
+    __slots__ = ("prefix", "received", "busy")
 
     def __init__(self) -> None:
         self.prefix = b""
         self.received = 0
+        self.busy = False
 
     def carries_request(self) -> bool:
         """Its first gRPC message came whole."""
@@ -106,14 +110,16 @@ class ConnectionWatch:
     """One connection's use, from the bytes relayed each way; at most ``max_streams`` open streams are watched
     (the server's SETTINGS_MAX_CONCURRENT_STREAMS: a client opening more gets them refused by the server)."""
 
+    __slots__ = ("max_streams", "_client", "_server", "_settings_acked", "_streams", "_busy")
+
     def __init__(self, max_streams: int) -> None:
         self.max_streams = max_streams
         self._client = FrameReader(PREFACE)
         self._server = FrameReader()
         self._settings_acked = False
         self._streams: dict[int, _Stream] = {}
-        self._busy: set[int] = set()
-        """Open streams whose first message came whole."""
+        self._busy = 0
+        """Open streams whose first message came whole (a count: an idle connection holds no set)."""
 
     def from_client(self, data: bytes) -> None:
         for event in self._client.feed(data):
@@ -129,12 +135,13 @@ class ConnectionWatch:
 
     def _client_data(self, data: DataBytes) -> None:
         stream = self._streams.get(data.stream)
-        if stream is None or data.stream in self._busy:
+        if stream is None or stream.busy:
             return
         stream.prefix += data.head[:GRPC_PREFIX_BYTES - len(stream.prefix)]
         stream.received += data.size
         if stream.carries_request():
-            self._busy.add(data.stream)
+            stream.busy = True
+            self._busy += 1
 
     def from_server(self, data: bytes) -> None:
         for event in self._server.feed(data):
@@ -142,9 +149,10 @@ class ConnectionWatch:
                     event.kind == RST_STREAM or (event.kind in (HEADERS, DATA) and event.flags & END_STREAM)):
                 self._end(event.stream)
 
-    def _end(self, stream: int) -> None:
-        self._streams.pop(stream, None)
-        self._busy.discard(stream)
+    def _end(self, stream_id: int) -> None:
+        stream = self._streams.pop(stream_id, None)
+        if stream is not None and stream.busy:
+            self._busy -= 1
 
     @property
     def use(self) -> ConnectionUse:

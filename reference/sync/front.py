@@ -45,6 +45,8 @@ _RESET = struct.pack("ii", 1, 0)
 class _Side(asyncio.BufferedProtocol):
     """One socket of a relay: the client's or gRPC's."""
 
+    __slots__ = ("relay", "transport", "other", "lost", "eof")
+
     def __init__(self, relay: _Relay) -> None:
         self.relay = relay
         self.transport: asyncio.Transport | None = None
@@ -116,6 +118,8 @@ class _Side(asyncio.BufferedProtocol):
 class _Tls:
     """TLS on the client's side of a relay, in memory: ciphertext in and out, plaintext to relay."""
 
+    __slots__ = ("_incoming", "_outgoing", "_tls", "handshaken", "closed_by_client")
+
     def __init__(self, context: ssl.SSLContext) -> None:
         self._incoming = ssl.MemoryBIO()
         self._outgoing = ssl.MemoryBIO()
@@ -162,6 +166,8 @@ class _Tls:
 class _Relay:
     """One client connection and its private connection to gRPC, relayed both ways."""
 
+    __slots__ = ("front", "client", "upstream", "watch", "use", "peer", "tls", "_connecting")
+
     def __init__(self, front: ConnectionFront) -> None:
         self.front = front
         self.client = _Side(self)
@@ -189,6 +195,10 @@ class _Relay:
     def may_read(self, side: _Side) -> bool:
         """Whether ``side`` may be read: gRPC's only once the client's TLS handshake is done."""
         return side is self.client or self.tls is None or self.tls.handshaken
+
+    def connecting_done(self) -> None:
+        """The connection to gRPC is made or failed: its task (and the frames it holds) may go."""
+        self._connecting = None
 
     def upstream_unreachable(self) -> None:
         log.warning("could not reach the gRPC server for a connection from %s; closed", self.peer)
@@ -256,6 +266,8 @@ class _Relay:
             self._connecting.cancel()
         if self.client.lost and (self.upstream.lost or self.upstream.transport is None):
             self.front.closed(self)
+        if self.client.lost and self.upstream.lost:  # no callback comes any more
+            del self.client.relay, self.upstream.relay  # no cycle left: freed now, not by the cycle collector
 
     def evict(self) -> None:
         """Close both sockets at once (the client sees its connection end, as at gRPC's idle timeout)."""
@@ -323,6 +335,8 @@ class ConnectionFront:
             await loop.create_unix_connection(lambda: relay.upstream, self.upstream)
         except OSError:
             relay.upstream_unreachable()
+        finally:
+            relay.connecting_done()
 
     def closed(self, relay: _Relay) -> None:
         """Both sockets of ``relay`` are closed: it holds nothing any more."""

@@ -1,17 +1,19 @@
 """The connection front as a relay (reference/sync/front.py), in front of a plain unix-socket server instead of
 gRPC: bytes arrive unchanged both ways, an end of stream and a reset are passed on, and a side that does
-not read makes the front stop reading the other instead of queueing more than its high-water mark."""
+not read makes the front stop reading the other instead of queueing more than its high-water mark, and a
+closed relay is freed at once (a crowd's churn leaves nothing for the cycle collector)."""
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import socket
 import struct
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from reference.sync.front import RELAY_HIGH_WATER_BYTES, ConnectionFront
+from reference.sync.front import RELAY_HIGH_WATER_BYTES, ConnectionFront, _Relay
 
 PATIENCE_S = 20.0
 """How long a step may take before the test fails (a bound for a hung relay, not a measured time)."""
@@ -97,3 +99,24 @@ def test_an_upstream_that_does_not_read_stops_the_front_reading_the_client(tmp_p
         release.set()
 
     _run(tmp_path, stall, client)
+
+
+def test_a_relay_closed_both_ways_is_freed_without_the_cycle_collector(tmp_path: Path) -> None:
+    async def close_at_once(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.close()
+
+    async def client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, front: ConnectionFront) -> None:
+        assert await reader.read() == b""  # the upstream's end of stream came through
+        writer.close()
+        while front._relays:
+            await asyncio.sleep(0.01)
+        for _ in range(3):
+            await asyncio.sleep(0)  # the sockets' last callbacks
+        assert not [o for o in gc.get_objects() if isinstance(o, _Relay)]  # cyclic garbage would still be listed
+
+    gc.collect()
+    gc.disable()
+    try:
+        _run(tmp_path, close_at_once, client)
+    finally:
+        gc.enable()
