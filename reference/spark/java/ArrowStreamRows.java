@@ -3,6 +3,7 @@ package streamwire.spark;
 import java.util.Iterator;
 import java.util.NoSuchElementException;
 
+import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.catalyst.InternalRow;
@@ -12,6 +13,7 @@ import org.apache.spark.sql.execution.arrow.ArrowConverters$;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CloseableIterator;
+import org.apache.spark.util.TaskCompletionListener;
 
 /**
  * A DataFrame of the rows held in an RDD of Arrow IPC streams, each partition converted in the JVM.
@@ -27,45 +29,62 @@ public final class ArrowStreamRows {
     /** The rows of every stream of {@code streams}, in order, as a DataFrame of {@code schemaJson}. */
     public static Dataset<Row> dataFrame(JavaRDD<byte[]> streams, String schemaJson, SparkSession session) {
         StructType schema = (StructType) DataType.fromJson(schemaJson);
-        JavaRDD<InternalRow> rows = streams.mapPartitions(ArrowStreamRows::rowsOf);
+        JavaRDD<InternalRow> rows = streams.mapPartitions(StreamRows::new);
         return session.internalCreateDataFrame(rows.rdd(), schema, false);
     }
 
-    /** The rows of each stream in turn; a stream's Arrow memory is released once its rows are read. */
-    private static Iterator<InternalRow> rowsOf(Iterator<byte[]> streams) {
-        return new Iterator<InternalRow>() {
-            private CloseableIterator<InternalRow> current;
+    /**
+     * The rows of each stream in turn. A stream's Arrow memory is released once its rows are read, or
+     * when the task ends first (a limit, a failure).
+     */
+    private static final class StreamRows implements Iterator<InternalRow>, TaskCompletionListener {
+        private final Iterator<byte[]> streams;
+        private CloseableIterator<InternalRow> current;
 
-            @Override
-            public boolean hasNext() {
-                while (current == null || !current.hasNext()) {
-                    if (current != null) {
-                        close(current);
-                        current = null;
-                    }
-                    if (!streams.hasNext()) {
-                        return false;
-                    }
-                    current = ArrowConverters$.MODULE$.fromIPCStream(streams.next())._1();
-                }
-                return true;
+        StreamRows(Iterator<byte[]> streams) {
+            this.streams = streams;
+            TaskContext context = TaskContext.get();
+            if (context != null) {
+                context.addTaskCompletionListener(this);
             }
+        }
 
-            @Override
-            public InternalRow next() {
-                if (!hasNext()) {
-                    throw new NoSuchElementException();
+        @Override
+        public boolean hasNext() {
+            while (current == null || !current.hasNext()) {
+                release();
+                if (!streams.hasNext()) {
+                    return false;
                 }
-                return current.next();
+                current = ArrowConverters$.MODULE$.fromIPCStream(streams.next())._1();
             }
-        };
-    }
+            return true;
+        }
 
-    private static void close(CloseableIterator<InternalRow> rows) {
-        try {
-            rows.close();
-        } catch (Exception error) {
-            throw new IllegalStateException("could not release an Arrow stream's memory", error);
+        @Override
+        public InternalRow next() {
+            if (!hasNext()) {
+                throw new NoSuchElementException();
+            }
+            return current.next();
+        }
+
+        @Override
+        public void onTaskCompletion(TaskContext context) {
+            release();
+        }
+
+        private void release() {
+            if (current == null) {
+                return;
+            }
+            CloseableIterator<InternalRow> rows = current;
+            current = null;
+            try {
+                rows.close();
+            } catch (Exception error) {
+                throw new IllegalStateException("could not release an Arrow stream's memory", error);
+            }
         }
     }
 }
