@@ -9,6 +9,9 @@ from streamwire.cli import dispatch
 BENCHMARKS = {
     "cdc": ("benchmarks.cdc", "Postgres change source against pg_recvlogical on the same backlogs (changes/s, ratio), commit-to-durable "
             "latency p50/p99 at a steady offered rate"),
+    "cdc-acceptance": ("benchmarks.cdc_acceptance", "issue 39's done criterion on PySpark: an existing, changing database "
+                       "(TOAST key changes across sinks, a 450,000-row transaction, TRUNCATE, ADD COLUMN) ends equal to "
+                       "its Delta tables across a kill -9 of the pipeline and a 90 s sync-server outage, over TLS"),
     "cluster": ("benchmarks.cluster", "cluster service over TCP grown to 16,384 members: join p50/p99 per "
                 "thousand, RSS per member, renewals/s held; churn at the default heartbeat: PFAIL/FAIL of renewing members"),
     "cluster-writes": ("benchmarks.cluster_writes", "cluster provider: CAS ops/s, CPU per write and fan-out p50/p99 "
