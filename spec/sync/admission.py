@@ -5,10 +5,11 @@ The server executes these rules; it decides none of them itself:
 - draining: a server shutting down refuses every put but probes (``admit_put``);
 - size limits: a message above ``max_message_bytes``, or a put larger than the high-watermark
   itself, is refused (``PutReading``, message by message, holding nothing of a refused put);
-- overload: pending bytes plus bytes of puts being read plus the working set of a flush running
-  stay under the high-watermark; a put that would pass it is answered ``accepted=false`` (retry
-  later) and nothing of it is kept (``MemoryBudget``, ``flush_working_set``, ``PutReading``,
-  ``fits_watermark``);
+- overload: pending bytes plus bytes of puts being read stay under the high-watermark, and so does
+  a flush's working set unless what puts held when it started leaves it no room (the flush comes
+  first: past the high-watermark puts get no more bytes); a put that would pass it is answered
+  ``accepted=false`` (retry later) and nothing of it is kept (``MemoryBudget``, ``flush_working_set``,
+  ``PutReading``, ``fits_watermark``);
 - names: table paths (``spec.sync.confinement.table_name``);
 - schemas and values: what no table can store is refused at put time (``admit_schema``,
   ``admit_rows``), so a put that is acknowledged can be flushed;
