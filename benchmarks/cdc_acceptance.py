@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from conformance.pgoutput.postgres_server import PostgresServer
+from benchmarks.procstat import descendants
 from conformance.pgoutput.tls import serve_tls, throwaway_ca
 from reference.cdc import workload
 from reference.cdc.pgwire import PgConnectionError, PgServerError
@@ -50,24 +51,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _say(line: str) -> None:
     print(f"cdc-acceptance: {line}", file=sys.stderr, flush=True)
-
-
-def _descendants(pid: int) -> list[int]:
-    """Every process below ``pid`` (the sync server leads a session of its own)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    out, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
 
 
 def _kill_9(pids: list[int]) -> None:
@@ -100,11 +83,11 @@ class Pipeline:
         raise RuntimeError(f"the pipeline printed no sync server location; see {self.log}")
 
     def sync_server_pids(self) -> list[int]:
-        return [pid for pid in _descendants(self.process.pid)
+        return [pid for pid in descendants(self.process.pid)
                 if b"reference.sync\0serve" in _cmdline(pid)]
 
     def kill_9(self) -> None:
-        _kill_9([self.process.pid, *_descendants(self.process.pid)])
+        _kill_9([self.process.pid, *descendants(self.process.pid)])
         self.process.wait(30)
         self._out.close()
 

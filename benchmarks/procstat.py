@@ -1,8 +1,9 @@
-"""What a process holds, read from /proc: threads, file descriptors, resident memory."""
+"""What a process holds, read from /proc: threads, file descriptors, resident memory; the processes below it."""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any, NamedTuple
 
 
@@ -65,3 +66,21 @@ def cpu_seconds(jvm_pid: int) -> CpuSeconds:
         grew = bool(below)
     python = sum(times[pid][1] + times[pid][2] for pid in tree - {jvm_pid})
     return CpuSeconds(times[jvm_pid][1], python)
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (the sync server leads a session of its own)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out

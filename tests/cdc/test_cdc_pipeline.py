@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.procstat import descendants
 from reference.cdc import workload
 from reference.cdc.pgwire import PgConnection
 from conformance.pgoutput.postgres_server import PostgresServer
@@ -23,26 +24,8 @@ pytestmark = pytest.mark.spark
 SESSIONS = 4
 
 
-def _descendants(pid: int) -> list[int]:
-    """Every process below ``pid`` (the sync server leads a session of its own, so a process group is not enough)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    out, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
-
-
 def _kill_9_with_everything_it_started(process: subprocess.Popen[bytes]) -> None:
-    for pid in [process.pid, *_descendants(process.pid)]:
+    for pid in [process.pid, *descendants(process.pid)]:
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
