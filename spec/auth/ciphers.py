@@ -221,7 +221,7 @@ class GcmCipher:
             self._pending = bytearray()
         while len(view) - position >= (unit := self._unit_length()):
             inner = min(len(view) - position, self._total - self._read - 1) // GCM_CIPHERTEXT_SEGMENT
-            if inner > 0:  # whole segments before the message's last (none between messages): the hot path
+            if inner > 1:  # several whole segments before the message's last (none between messages): the hot path
                 end = position + inner * GCM_CIPHERTEXT_SEGMENT
                 written = self._open_inner(view[position:end], out, written)
                 position = end
