@@ -11,7 +11,7 @@ not resend (unchanged TOAST values) are read back from the table at the new key 
 Memory is bounded whatever a transaction's size (spec/pgoutput/spill.py): the source task holds at
 most ``spill_bytes`` of the open transaction's pgoutput as changes, the rest in a spill file it
 reads back a piece at a time once the Commit arrived, and a sink holds at most ``spill_bytes`` of
-Arrow of its open parts, the rest written out, and sends each part as one put at its
+its open parts' changes (about their text bytes), the rest written out, and sends each part as one put at its
 transaction's end (:class:`PartsEnd`), read back from disk a piece at a time.
 
 A change the pipeline cannot apply (a value with no Arrow form, say) stops the stream: the source
@@ -55,7 +55,7 @@ from spec.pgoutput.errors import PgOutputError
 from spec.pgoutput.feedback import PartsDurability
 from spec.pgoutput.lookup import RowLookup, whole_row
 from spec.pgoutput.outage import Away, OutagePolicy, OutageStep, postgres_transient
-from spec.pgoutput.spill import SPILL_BYTES, SpillBudget
+from spec.pgoutput.spill import SPILL_BYTES, SpillBudget, change_weight
 from spec.sync.flight import MESSAGE_BYTES
 from spec.pgoutput.transactions import SourceTransaction
 from streamwire.cli import one_line
@@ -112,7 +112,7 @@ class CdcConfig:
     """How large each Arrow message of a put is made (under the sync server's message limit)."""
     spill_bytes: int = SPILL_BYTES
     """The source task's bound on the open transaction's pgoutput bytes held as changes, and each sink's on
-    the Arrow bytes of its open parts (spec/pgoutput/spill.py)."""
+    the changes of its open parts (spec/pgoutput/spill.py, ``change_weight``)."""
 
 
 SNAPSHOT_STATE = ".cdc-snapshot"
@@ -358,15 +358,13 @@ class _OpenPart:
     put: TablePut
     spill: PartSpill | None = None
     rows: int = 0
-    weighed: int = 0
-    """``put.sealed_bytes`` as last noted in the sink's budget."""
 
     def write_out(self) -> None:
         """Write what is held out (it comes before what follows)."""
         if self.put.image is not None:
             self.spill = self.spill or PartSpill()
             self.spill.write(self.put)
-        self.put, self.weighed = TablePut(), 0
+        self.put = TablePut()
 
     def sync_put(self) -> SyncPut:
         """The part as one put: what was written out (read back a piece at a time when sent), then what is held."""
@@ -412,8 +410,7 @@ def sink_partition(config: CdcConfig, reader: int, records: Iterator[tuple[int, 
                 part = open_parts.setdefault((commit_lsn, change.table.path), _OpenPart(TablePut()))
                 part.put.add(change)
                 part.rows += 1
-                grown, part.weighed = part.put.sealed_bytes - part.weighed, part.put.sealed_bytes
-                if budget.note(max(grown, 0)):
+                if budget.note(change_weight(change)):
                     for held in open_parts.values():
                         held.write_out()
                     budget.released()

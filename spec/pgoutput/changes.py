@@ -265,8 +265,6 @@ class TablePut:
     """Changes added, TRUNCATEs included."""
     truncate: bool = False
     image: TableImage | None = None
-    sealed_bytes: int = 0
-    """The Arrow bytes of what is held as Arrow (what a holder weighs against its spill budget)."""
     _batches: list[tuple[TableImage, pa.Table]] = field(default_factory=list)
     _pending: list[RowChange] = field(default_factory=list)
     _pending_runs: list[InsertRows] = field(default_factory=list)
@@ -286,7 +284,7 @@ class TablePut:
             self._seal()
         self.changes += 1
         if change.op is Op.TRUNCATE:
-            self.truncate, self._batches, self._pending, self.sealed_bytes = True, [], [], 0
+            self.truncate, self._batches, self._pending = True, [], []
         else:
             if self._pending and self._pending[0].table != change.table:
                 self._seal()
@@ -306,16 +304,12 @@ class TablePut:
     def _seal(self) -> None:
         if self._pending_runs:
             run = InsertRows.joined(self._pending_runs)
-            self._keep(run.table, run.batch())
+            self._batches.append((run.table, run.batch()))
             self._pending_runs = []
         if self._pending:
             image = self._pending[0].table
-            self._keep(image, image.batch(self._pending))
+            self._batches.append((image, image.batch(self._pending)))
             self._pending = []
-
-    def _keep(self, image: TableImage, batch: pa.Table) -> None:
-        self._batches.append((image, batch))
-        self.sealed_bytes += batch.nbytes
 
     def batch(self) -> pa.Table:
         """The put's batch, in the latest image."""

@@ -13,15 +13,18 @@ back one at a time.
 
 On PySpark the same bound holds twice: the source task spills the open transaction's changes as
 they are (it routes each to the sink that owns its key once the Commit arrived), and each sink
-weighs the Arrow bytes it holds of the parts it has not sent (``TablePut.sealed_bytes``) against
-its own budget, writing every open part out once it is reached; at the transaction's end each part
-goes as one put (one sync transaction), its pieces read back one at a time.
+weighs each change it holds of the parts it has not sent (:func:`change_weight`, about its text
+bytes, so a few wide rows count as much as many narrow ones) against its own budget, writing every
+open part out once it is reached; at the transaction's end each part goes as one put (one sync
+transaction), its pieces read back one at a time.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Final
+
+from spec.pgoutput.changes import RowChange
 
 SPILL_BYTES: Final = 8 * 1024 * 1024
 """The default bound: pgoutput bytes of an open transaction held as changes before they are written out
@@ -47,3 +50,14 @@ class SpillBudget:
     def released(self) -> None:
         """What was held was written out, or its transaction committed."""
         self.held = 0
+
+
+VALUE_BYTES: Final = 8
+"""What a value that is not text or bytes (a number, a date, a NULL) counts for in :func:`change_weight`."""
+
+
+def change_weight(change: RowChange) -> int:
+    """About the bytes a routed change holds: its text and bytes values by length, others as :data:`VALUE_BYTES`
+    (what a sink notes in its :class:`SpillBudget`; pgoutput sends text, so close to the source's count)."""
+    values = (*(change.old_key or ()), *(change.new_key or ()), *(change.values or ()))
+    return sum(len(v) if isinstance(v, (str, bytes)) else VALUE_BYTES for v in values)

@@ -12,7 +12,6 @@ from reference.cdc.spill import ChangeSpill, PartSpill
 from reference.cdc.verify import verify
 from reference.pipeline import postgres as postgres_module
 from reference.pipeline.syncserver import FlushSettings, SyncServerProcess
-from spec.pgoutput import changes as changes_module
 from spec.pgoutput.changes import TableChanges, TablePut
 from tests.cdc.conftest import Database
 from tests.cdc.test_cdc_spill import ABORTED, LARGE
@@ -69,7 +68,6 @@ def test_a_transaction_larger_than_the_spill_budgets_streams_through_the_pipelin
 
     monkeypatch.setattr(source_module, "ChangeSpill", CountedChanges)
     monkeypatch.setattr(postgres_module, "PartSpill", CountedPieces)
-    monkeypatch.setattr(changes_module, "CHUNK_ROWS", 100)  # what a sink holds is weighed as it becomes Arrow
     sql(database, "INSERT INTO items (id, name, big) SELECT g, 'toast', repeat(md5(g::text), 100) "
                   "FROM generate_series(90001, 90040) g")
     moves = "UPDATE items SET id = id + 1000 WHERE id BETWEEN 90001 AND 90040"
