@@ -17,8 +17,9 @@ BENCHMARKS = {
     "cluster-writes": ("benchmarks.cluster_writes", "cluster provider: CAS ops/s, CPU per write and fan-out p50/p99 "
                        "for 2..128 nodes, in-process and etcd, fitted exponents"),
     "codec": ("benchmarks.codec", "shuffle codec rates against a struct baseline and raw CRC32C"),
-    "nemesis": ("benchmarks.nemesis", "the Postgres change source, the sync server and Postgres in network namespaces "
-                "under seeded faults (partitions, kill -9, SIGSTOP, a slow link, a full disk, a Postgres crash), "
+    "nemesis": ("benchmarks.nemesis", "the Postgres change source (or, --pipeline spark, the pipeline on a Spark "
+                "standalone cluster with etcd), the sync server and Postgres in network namespaces "
+                "under seeded faults (partitions, kill -9, SIGSTOP, a slow link, a full disk, a Postgres crash, a clock jump), "
                 "judged by an independent checker; JSON history and HTML timeline per seed (root)"),
     "rtm": ("benchmarks.rtm", "Spark real-time mode (its own streaming shuffle) vs the Python runtime at the same "
             "offered rates: p50/p99 latency and sustainable rows/s"),

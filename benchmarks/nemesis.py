@@ -322,7 +322,7 @@ class Run:
                 self.clock_file(host).write_text("+0s\n")
                 clock = {**CLOCK_ENV, "FAKETIME_TIMESTAMP_FILE": str(self.clock_file(host))}
             return {"SPARK_HOME": str(spark_home), "SPARK_LOCAL_IP": ip_of(host), "SPARK_LOG_DIR": str(logs),
-                    "SPARK_WORKER_DIR": str(self.work / host), "PYSPARK_PYTHON": sys.executable,
+                    "SPARK_WORKER_DIR": str(logs / host), "PYSPARK_PYTHON": sys.executable,
                     "PYTHONPATH": str(REPO), **clock}
 
         spark_class = str(spark_home / "bin" / "spark-class")
@@ -333,7 +333,7 @@ class Run:
         for worker in ("worker1", "worker2"):
             self.procs[worker] = Proc(worker, [spark_class, "org.apache.spark.deploy.worker.Worker", master, "--host",
                                                ip_of(worker), "--cores", "2", "--memory", "1g", "--webui-port", "8081",
-                                               "--work-dir", str(self.work / worker)], logs / f"{worker}.log", env(worker))
+                                               "--work-dir", str(logs / worker)], logs / f"{worker}.log", env(worker))
         self.procs["driver"] = Proc("driver", [sys.executable, "-m", "reference.pipeline", "--source", source,
                                                "--publication", ORIGIN, "--slot", ORIGIN, "--store", str(self.lab.store),
                                                "--sync", f"grpc://{ip_of('sync')}:{SYNC_PORT}", "--master", master,

@@ -67,3 +67,32 @@ def test_a_rolled_back_value_a_durable_number_ahead_and_a_late_catch_up_fail_the
     assert failed == {"nothing uncommitted, every key in commit order, each change once",
                       "durable numbers never ahead of the table", "final table equals Postgres",
                       "caught up within 60 s of the last heal"}, verdict
+
+
+def _two_sinks(root: Path, middle_durable: dict[str, int]) -> Path:
+    """The history with tx 1 landing in two steps, as two sinks' parts: sink ``a``'s update, then sink ``b``'s
+    delete with tx 2; the middle commit records ``middle_durable``."""
+    store = DeltaStore(str(root), settings=StoreSettings(target_file_rows=8))
+    table = root / "t"
+    store.write(str(table), [_change([(None, k, f"t0k{k}") for k in range(30)])], {}, {"a": 10, "b": 10})
+    store.write(str(table), [_change([(3, 3, "t1")])], {}, middle_durable)
+    store.write(str(table), [_change([(4, None, None), (6, 40, "t2")])], {}, {"a": 30, "b": 30})
+    return table
+
+
+def test_with_several_origins_a_version_is_held_to_the_smallest_and_a_confirmed_slot_to_its_rows(tmp_path: Path) -> None:
+    history = {"origin": "a", "origins": ["a", "b"], "transactions": HISTORY}
+    good = _two_sinks(tmp_path / "good", {"a": 20, "b": 10})  # sink a ahead of sink b: no alarm
+    middle = read_versions(good, ("a", "b")).numbers[-2]
+    fine = [{"t": 1.0, "reported": {"a": 20, "b": 10}, "confirmed": 10, "version": middle}]
+    assert check(history | {"observations": fine}, good, FINAL, 1.0, 60.0)["passed"]
+
+    confirmed_early = [{"t": 1.0, "reported": {"a": 20, "b": 10}, "confirmed": 20, "version": middle}]
+    verdict = check(history | {"observations": confirmed_early}, good, FINAL, 1.0, 60.0)
+    assert verdict["properties"]["durable numbers never ahead of the table"]["problems"] == [
+        f"at 1.0 s the slot was confirmed at 20, but version {middle} lacks it: key 4 holds 't0k4', deleted by tx 1"]
+
+    bad = _two_sinks(tmp_path / "bad", {"a": 20, "b": 20})  # both claim tx 1, the delete is not there
+    verdict = check(history | {"observations": []}, bad, FINAL, 1.0, 60.0)
+    assert verdict["properties"]["durable numbers never ahead of the table"]["problems"] == [
+        f"version {middle} records durable 20 but key 4 holds 't0k4', deleted by tx 1"]
