@@ -69,6 +69,7 @@ CASE_SECTIONS: Final[Mapping[str, Mapping[str, str]]] = {
         "durability/": "docs/spec/cluster.md#op-update-shard-log",
         "wire/": "docs/spec/cluster.md#wire-frame",
         "wire/resume-repeats-nothing": "docs/spec/cluster.md#wire-kind-hello",
+        "wire/derived-hello-node-id-rules": "docs/spec/cluster.md#wire-kind-hello",
     },
 }
 """Per suite: case-id prefix -> section; the longest matching prefix wins."""

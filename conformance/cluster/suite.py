@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from contextlib import contextmanager
-from typing import Callable, Iterator
+from typing import Callable, Final, Iterator
 
 from conformance.cluster import batch_rules, linearizability, wire_cases
 from conformance.cluster.controls import Thresholds
@@ -412,6 +412,50 @@ def destroyed_with_last_member(target: ClusterTarget, ctx: CaseContext) -> Verdi
         return verdict("JoinShard by a shard's last member destroys that shard and its log", problems)
 
 
+MOVES: Final = ("JoinCluster again", "JoinShard into another shard", "RemoveFromShard by another member")
+"""Every way a member leaves its shard (docs/spec/cluster.md#operations)."""
+
+
+def _move(s: Session, node: Node, other: Node, how: str) -> None:
+    """``node`` leaves its shard by ``how``; ``other`` is a member of another shard (JoinShard's destination)."""
+    if how == MOVES[0]:
+        node.shard = node.provider.join_cluster(f"127.0.0.1:{7100 + len(node.core.snapshots) % 100}")
+    elif how == MOVES[1]:
+        assert other.shard is not None
+        node.provider.join_shard(other.shard)
+        node.shard = other.shard
+    else:
+        node.shard = other.provider.remove_from_shard(node.id)
+
+
+def every_move_leaves_the_old_shard(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    """For each of :data:`MOVES`: a node that left a shard with a member left in it is not told that
+    shard's later log writes (every commit before a write of its own reached it first); a node that left
+    a shard as its last member destroyed it (JoinShard into it raises UNKNOWN_SHARD)."""
+    problems: list[str] = []
+    with session(target, ctx) as s:
+        other = s.node("other")
+        for i, how in enumerate(MOVES):
+            a, b = s.shard_of(2, f"a{i}", f"b{i}")
+            old = a.shard
+            assert old is not None
+            _move(s, a, other, how)
+            b.provider.update_shard_log([op(f"after-{i}", b"v")])
+            barrier(s, a)
+            told = [e.key for sh, entries in a.core.shard_log if sh == old for e in entries if e.key == f"after-{i}"]
+            if told:
+                problems.append(f"after {how}, {a.id} was told its old shard's write {told}")
+            alone = s.node(f"alone{i}")
+            left = alone.shard
+            assert left is not None
+            alone.provider.update_shard_log([op("k", b"v")])
+            _move(s, alone, other, how)
+            problems += [f"{how} by a shard's last member: {p}"
+                         for p in raises(UnknownShard, lambda: other.provider.join_shard(left))]
+        return verdict(f"each of {len(MOVES)} moves: the node is not told its old shard's later writes; by the "
+                       "last member, the old shard is destroyed", problems[:4])
+
+
 def durable_across_restart(target: ClusterTarget, ctx: CaseContext) -> Verdict:
     assert target.restart is not None
     with session(target, ctx) as s:
@@ -672,8 +716,11 @@ def verdicts_at_their_instants(target: ClusterTarget, ctx: CaseContext) -> Verdi
                 advance(1)
                 at = threshold + 1
                 problems += seen_within(s, b, a, state)
+            if not limits.pfail_after_ms and NodeState.PFAIL in states_seen(b, a):
+                problems.append(f"{a.id} was PFAIL, though the target declares it never reports PFAIL")
         return verdict("a silent node is OK at exactly pfail_after, PFAIL 1 ms later, PFAIL at exactly fail_after "
-                       "and FAIL 1 ms later (thresholds as the target declares them)", problems)
+                       "and FAIL 1 ms later (thresholds as the target declares them; a target declaring no "
+                       "pfail_after never reports PFAIL)", problems)
 
 
 def renewal_clears(target: ClusterTarget, ctx: CaseContext) -> Verdict:
@@ -893,6 +940,9 @@ CASES = [
     case("shardlog/durable", "acknowledged writes survive a backend restart", durable_across_restart,
          frozenset({RESTART})),
     case("namespace/separate", "gossip and shard-log namespaces are separate", namespaces_separate),
+    case("membership/derived-every-move-leaves-the-old-shard", "every way of leaving a shard (JoinCluster "
+         "again, JoinShard, RemoveFromShard) stops the old shard's notifications; by its last member it destroys "
+         "the shard", every_move_leaves_the_old_shard),
     case("gossip/cas", "gossip writes are compare-and-swap", gossip_cas),
     case("gossip/convergence", "members converge on the same winning gossip value", gossip_convergence),
     case("gossip/no-silent-update", "the winning gossip value is always notified", gossip_no_silent_update),
@@ -924,6 +974,9 @@ CASES = [
          frozenset({SERVICE})),
     case("wire/size-bounds", "frames at the size bounds are served, one byte more is refused",
          wire_cases.size_bounds, frozenset({SERVICE})),
+    case("wire/derived-hello-node-id-rules", "each rule of HELLO's node id, at its smallest violating input, is "
+         "refused with INVALID_IDENTIFIER; the longest valid id is welcomed", wire_cases.hello_node_id_rules,
+         frozenset({SERVICE})),
     case("wire/resume-repeats-nothing", "a resumed session is not notified again of what it saw",
          wire_cases.resume_repeats_nothing, frozenset({SERVICE}), Level.SHOULD),
     case("failure/failover-race", "the failover race has exactly one winner that everyone learns", failover_race),

@@ -1,5 +1,6 @@
 """Cases on the cluster service's own wire (capability ``service``): frames at and around every size
-bound of spec/cluster/wire.py, one byte short and one byte long, and a resumed HELLO's catch-up.
+bound of spec/cluster/wire.py, one byte short and one byte long, each rule of HELLO's node id at its smallest
+violating input, and a resumed HELLO's catch-up.
 A provider client never sends these, so they are sent raw."""
 
 from __future__ import annotations
@@ -8,8 +9,8 @@ from conformance.cluster.harness import ClusterTarget, op, session, verdict
 from conformance.cluster.service_wire import RawConnection, ServiceAddress, refusal
 from conformance.framework import CaseContext, Verdict
 from spec.cluster import wire
-from spec.cluster.errors import FrameTooLarge, MalformedMessage
-from spec.cluster.types import MAX_BATCH_OPS, MAX_KEY_BYTES, MAX_VALUE_BYTES, Scope
+from spec.cluster.errors import FrameTooLarge, InvalidIdentifier, MalformedMessage
+from spec.cluster.types import MAX_BATCH_OPS, MAX_ID_BYTES, MAX_KEY_BYTES, MAX_VALUE_BYTES, Scope
 from spec.cluster.wire import ServiceKind
 
 
@@ -150,3 +151,39 @@ def _resumed(address: ServiceAddress, node: str, token: str, after: int) -> tupl
                     if m.kind in (ServiceKind.SHARD_LOG_UPDATE, ServiceKind.GOSSIP_UPDATE)
                     for e in m.payload["entries"] if e.revision <= after]
         return ([f"resuming after {after} repeated {repeated}"] if repeated else []), welcome.payload["session"]
+
+
+def node_id_rules(tag: str) -> list[tuple[str, str]]:
+    """HELLO's node id rule (``spec.cluster.types.check_id``: 1..MAX_ID_BYTES bytes of ``[A-Za-z0-9._:-]``),
+    each with its smallest violating id: empty, one byte over, a byte outside the set at the start, in the
+    middle and at the end (an id checked by a prefix match passes the last), a two-byte character."""
+    body = f"{tag}-"
+    longest = body + "k" * (MAX_ID_BYTES + 1 - len(body))
+    return [("an empty id", ""), (f"{MAX_ID_BYTES + 1} bytes", longest), ("'/' first", f"/{tag}"),
+            ("' ' in the middle", f"{tag} x"), ("'/' last", f"{tag}/"), ("a two-byte character", f"{tag}\u00e9")]
+
+
+def hello_node_id_rules(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    """Each rule of HELLO's node id at its smallest violating input, on a fresh connection: answered
+    INVALID_IDENTIFIER and closed; an id of exactly MAX_ID_BYTES bytes is welcomed."""
+    address = _address(target)
+    problems = []
+    with session(target, ctx) as s:
+        tag = s.id_of("ids")
+        for what, node_id in node_id_rules(tag):
+            with RawConnection(address) as raw:
+                raw.send(raw.hello(node_id))
+                reply = raw.read()
+                if reply is None or reply.kind is not ServiceKind.ERROR or reply.payload["code"] != InvalidIdentifier.code:
+                    problems.append(f"{what} ({node_id[:20]!r}): answered {reply and reply.kind.name} "
+                                    f"{reply and reply.payload}, not INVALID_IDENTIFIER")
+                elif raw.read() is not None:
+                    problems.append(f"{what}: the connection stayed open after the refusal")
+        with RawConnection(address) as raw:
+            longest = tag + "-" + "k" * (MAX_ID_BYTES - len(tag) - 1)
+            raw.send(raw.hello(longest))
+            welcome, _ = raw.until(ServiceKind.WELCOME, ServiceKind.ERROR)
+            if welcome is None or welcome.kind is not ServiceKind.WELCOME:
+                problems.append(f"an id of {MAX_ID_BYTES} bytes was answered {welcome}")
+    return verdict(f"{len(node_id_rules(''))} node ids each breaking one rule: INVALID_IDENTIFIER and closed; one "
+                   f"of {MAX_ID_BYTES} bytes: WELCOME", problems[:4])

@@ -10,6 +10,11 @@
   data came later, after a flush and after a failed flush was retried; a failed flush is retried at
   exactly the instant its wait (``spec.sync.flush_failures``) ends, after each of several failures.
 - **No-ops** (probes, replays, refused puts): they must leave the table's files as they were.
+- **Every rule at its smallest violating input, every shape of its input** (issue 43's second planted
+  round): the transaction timeout at its instant and the refusal it leaves (once); a zero-row closing put
+  on each kind of table; the descriptor count one off on both sides; a partly null key on each side and in
+  each column; a key inserted twice in one put, on each apply path; the size rule's table when the largest
+  is the older and when it is the newer; the durable number restored from tables read in either order.
 
 The checks reuse the suite's helpers (imported when they run: :mod:`conformance.sync.suite` lists
 these cases).
@@ -26,6 +31,8 @@ import pyarrow as pa
 
 from conformance.framework import CaseContext, Verdict
 from spec.sync.flush_failures import FlushFailures
+from spec.sync.messages import ColumnDescriptor
+from spec.sync.writer import SyncSettings
 
 if TYPE_CHECKING:
     from conformance.sync.suite import SyncTarget
@@ -390,3 +397,156 @@ def noops_write_nothing(t: SyncTarget, ctx: CaseContext) -> Verdict:
     return Verdict(not problems, f"{len(NOOPS)} no-ops and a probe of a missing table write nothing",
                    "; ".join(problems) or "nothing written")
 
+
+
+# -- every rule at its smallest violating input, every shape of a rule's input ----------------------------
+
+def transaction_timeout_at_its_instant(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    """Origin A opens a transaction and falls silent. One tick before ``transaction_timeout_s`` (the spec's
+    default, 300 s) another origin's put is still refused as interleaved; at exactly it A's transaction is
+    discarded and that put is taken; A's next put is refused once (TransactionDiscarded), and the replay
+    after that refusal is taken."""
+    from conformance.sync.suite import _cmd, _ids, _numbers
+
+    (a, path), (b, other) = _ids(), _ids()
+    t.put(ctx, _cmd(path, a, None), _batch([(None, 1, "a")]))
+    _advance(t, SyncSettings().transaction_timeout_s - TICK_S)
+    early = t.put(ctx, _cmd(other, b, 1), _batch([(None, 1, "b")]))
+    _advance(t, TICK_S)
+    steps = [
+        ("one tick before the timeout, B's put: refused (interleaved)",
+         early.error is not None and "started without finishing" in early.error_text, early),
+        ("at the timeout, B's put: accepted, memory=1", None, t.put(ctx, _cmd(other, b, 1), _batch([(None, 1, "b")]))),
+        ("A's next put: refused, its transaction was discarded", None, t.put(ctx, _cmd(path, a, 1), _batch([(None, 2, "a")]))),
+        ("A's replay after that: accepted, memory=1", None,
+         t.put(ctx, _cmd(path, a, 1), _batch([(None, 1, "a"), (None, 2, "a")]))),
+    ]
+    judged = [steps[0][1], _numbers(steps[1][2]).startswith("accepted=True memory=1 "),
+              steps[2][2].error is not None and "discarded" in steps[2][2].error_text,
+              _numbers(steps[3][2]).startswith("accepted=True memory=1 ")]
+    return Verdict(all(judged), "; ".join(what for what, _, _ in steps),
+                   "; ".join(f"{what.split(':')[0]}: {_numbers(out)}" for what, _, out in steps))
+
+
+CLOSED_ON: Final = ("the table its rows went to", "another table, with nothing pending", "a table that does not exist")
+
+
+def closing_put_on_each_table(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    """A transaction's rows go to table T (flushed after every put); its zero-row closing put names each of
+    :data:`CLOSED_ON` in turn: a put without rows touches no table, so each transaction is durable at once."""
+    from conformance.sync.suite import _cmd, _ids, _numbers
+
+    got, problems = [], []
+    for where in CLOSED_ON:
+        (origin, path), (filler, _) = _ids(), _ids()
+        closing = {CLOSED_ON[0]: path, CLOSED_ON[1]: f"{path}_other", CLOSED_ON[2]: f"{path}_absent"}[where]
+        if where == CLOSED_ON[1]:
+            t.put(ctx, _cmd(closing, filler, 1), _batch([(None, 1, "x")]))
+        t.put(ctx, _cmd(path, origin, None), _batch([(None, 1, "a")]))
+        answer = _numbers(t.put(ctx, _cmd(closing, origin, 7), _batch([])))
+        got.append(f"{where}: {answer}")
+        if not answer.startswith("accepted=True memory=7 durable=7 "):
+            problems.append(where)
+    return Verdict(not problems, "closed on each: accepted memory=7 durable=7", "; ".join(got))
+
+
+def descriptor_count_off_by_one(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    """One descriptor too few and one too many for a batch of three columns: each is refused with
+    Seafowl's text."""
+    from conformance.sync.suite import DESCS, VALUE, _cmd, _expect_error, _ids
+
+    verdicts = []
+    for descs in (DESCS[:-1], DESCS + (ColumnDescriptor(role=VALUE, name="extra"),)):
+        origin, path = _ids()
+        verdicts.append(_expect_error(t.put(ctx, _cmd(path, origin, 1, descs), _batch([(None, 1, "a")])),
+                                      "Invalid sync schema: Column descriptors do not match the schema"))
+    return Verdict(all(v.passed for v in verdicts), "2 and 4 descriptors: " + verdicts[0].expected,
+                   "; ".join(v.actual for v in verdicts))
+
+
+PARTLY_NULL_ROWS: Final = (
+    ("old key, first column null", (None, 1, 1, 1, "a")),
+    ("old key, second column null", (1, None, 1, 1, "a")),
+    ("new key, first column null", (None, None, None, 1, "a")),
+    ("new key, second column null", (None, None, 1, None, "a")),
+)
+"""``old_id, old_k, new_id, new_k, v``: each key side of a two-column key null in one column only."""
+
+
+def partly_null_key_each_side(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    """A two-column key null in one column only names no row, on either side and in either column: each
+    such put (one row) is INVALID_ARGUMENT."""
+    from conformance.sync.suite import DESCS_TWO_KEYS, _cmd, _expect_error, _ids, two_key_batch
+
+    got, problems = [], []
+    for what, row in PARTLY_NULL_ROWS:
+        origin, path = _ids()
+        verdict = _expect_error(t.put(ctx, _cmd(path, origin, 1, DESCS_TWO_KEYS), two_key_batch([row])), "")
+        got.append(f"{what}: {verdict.actual}")
+        if not verdict.passed:
+            problems.append(what)
+    return Verdict(not problems, f"{len(PARTLY_NULL_ROWS)} rows (each side, each column): INVALID_ARGUMENT",
+                   "; ".join(got))
+
+
+def duplicate_keys_last_wins(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    """A key inserted twice in one put (a replayed insert) holds the second insert's values: on an empty
+    table and on a stored row, without CHANGED columns (every row replaced whole) and with them."""
+    from conformance.sync.suite import DESCS, DESCS_CHANGED, _cmd, _ids, _numbers, rows_batch
+
+    shapes = (
+        ("empty table", None, rows_batch([(None, 1, "a"), (None, 1, "b")]), {"id": 1, "v": "b"}, DESCS),
+        ("stored row", rows_batch([(None, 1, "s")]), rows_batch([(None, 1, "a"), (None, 1, "b")]), {"id": 1, "v": "b"},
+         DESCS),
+        ("with CHANGED columns", None, rows_batch([(None, 1, "a", True, "x"), (None, 1, "b", True, "y")], changed=True),
+         {"id": 1, "v": "b", "w": "y"}, DESCS_CHANGED),
+    )
+    got, problems = [], []
+    for what, stored, twice, want, descs in shapes:
+        origin, path = _ids()
+        if stored is not None:
+            t.put(ctx, _cmd(path, origin, 1, descs), stored)
+        out = t.put(ctx, _cmd(path, origin, 2, descs), twice)
+        table = t.table(path) if out.error is None else _numbers(out)
+        got.append(f"{what}: {table}")
+        if table != [want]:
+            problems.append(what)
+    return Verdict(not problems, "; ".join(f"{what}: [{want}]" for what, _, _, want, _ in shapes), "; ".join(got))
+
+
+def size_rule_picks_largest(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    """Two tables, each one transaction of its own origin, reach the size threshold together: the largest is
+    flushed, whether it is the older or the newer, and the other waits (the bytes left are under the
+    threshold)."""
+    from conformance.sync.suite import HELD_S, _cmd, _ids, _pending_bytes, _policy, _probe
+
+    got, problems = [], []
+    for larger_first in (True, False):
+        (first, path), (second, _) = _ids(), _ids()
+        sizes = (8, 1) if larger_first else (1, 8)
+        with _policy(t):
+            for origin, rows, table in zip((first, second), sizes, (path, f"{path}_b")):
+                t.put(ctx, _cmd(table, origin, 1), _batch([(None, key, "v" * 8) for key in range(rows)]))
+            t.command(f"POLICY {HELD_S} 1000000 {_pending_bytes(t)}")
+            _advance(t, 0.0)
+            numbers = [_probe(t, ctx, first), _probe(t, ctx, second)]
+        larger, smaller = numbers if larger_first else numbers[::-1]
+        shape = "the older larger" if larger_first else "the newer larger"
+        got.append(f"{shape}: larger {larger.split(' first=')[0]}, smaller {smaller.split(' first=')[0]}")
+        if " durable=1 " not in larger or " durable=None " not in smaller:
+            problems.append(shape)
+    return Verdict(not problems, "the larger table durable=1, the smaller durable=None (each shape)", "; ".join(got))
+
+
+def restart_durable_from_newest_table(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    """Transaction 1 lands in table P/inner, transaction 2 in table P (so a store walking its directories
+    reads the older record last): after a restart the origin's durable number is 2, the largest its tables
+    record, whatever order they are read in."""
+    from conformance.sync.suite import _cmd, _ids, _numbers
+
+    origin, path = _ids()
+    t.put(ctx, _cmd(f"{path}/inner", origin, 1), _batch([(None, 1, "a")]))
+    t.put(ctx, _cmd(path, origin, 2), _batch([(None, 1, "b")]))
+    t.restart()
+    answer = _numbers(t.put(ctx, _cmd(path, origin, None, ())))
+    return Verdict(" durable=2 " in answer, "after a restart: durable=2", answer)

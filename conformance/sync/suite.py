@@ -918,6 +918,24 @@ SUITE = Suite(
         _c("flush/derived-retry-at-its-instants", SHOULD, "A table whose flush failed is retried at exactly the "
            "instant its wait ends (1 s, doubling up to 5 s), after one to four failures in a row",
            derived.retry_at_its_instants, "flush-control", "store"),
+        _c("transactions/derived-timeout-at-its-instant", SHOULD, "A silent open transaction is discarded at "
+           "exactly transaction_timeout_s (300 s), not a tick before; its origin's next put is refused once, the "
+           "replay after it is taken", derived.transaction_timeout_at_its_instant, "flush-control"),
+        _c("transactions/derived-closing-put-on-each-table", MUST, "A zero-row closing put touches no table: "
+           "closed on its own table, on another with nothing pending or on one that does not exist, the "
+           "transaction is durable once its rows are flushed", derived.closing_put_on_each_table, "store"),
+        _c("schema/derived-descriptor-count-off-by-one", MUST, "One descriptor too few and one too many are "
+           "each refused with Seafowl's text", derived.descriptor_count_off_by_one),
+        _c("schema/derived-partly-null-key-each-side", SHOULD, "A two-column key null in one column only is "
+           "INVALID_ARGUMENT on the old and the new side, in either column", derived.partly_null_key_each_side),
+        _c("apply/derived-duplicate-keys-last-wins", MUST, "A key inserted twice in one put holds the second "
+           "insert's values (empty table, stored row, with CHANGED columns)", derived.duplicate_keys_last_wins,
+           "store"),
+        _c("flush/derived-size-picks-largest", MUST, "At the size threshold the largest table is flushed, "
+           "whether it is the older or the newer", derived.size_rule_picks_largest, "flush-control"),
+        _c("restart/derived-durable-from-newest-table", SHOULD, "After a restart an origin's durable number is "
+           "the largest its tables record, also when the older record is read last",
+           derived.restart_durable_from_newest_table, "restart", "store"),
         _c("atomicity/derived-noops-write-nothing", MUST, "Probes, replays at or below durable and refused puts "
            "leave the table's files as they were", derived.noops_write_nothing, "store"),
     ),

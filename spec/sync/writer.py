@@ -309,6 +309,8 @@ class SyncWriter(Generic[P]):
                 q.items.append(item)
         if sequence is not None:
             self._memory[origin] = sequence
+            if not tx.locations:  # closed by a put without rows after its tables were flushed: durable now,
+                self._retire_complete()  # not at some later flush of another table (which may never come)
         return Received.RECORDED
 
     def _open_transaction(self) -> SyncTransaction | None:

@@ -1,6 +1,7 @@
 """Model check of the sync writer against a from-scratch model of its durability rule.
 
-The model keeps every put as a record and recomputes durability at each flush: a
+The model keeps every put as a record and recomputes durability at each flush and at each closing put
+(a put without rows may close a transaction whose tables were all flushed already): a
 transaction is durable when it is closed, every record it put is flushed, and every
 transaction of its origin before it is durable.  Invariants: numbers never go backwards and
 memory >= durable for every origin.
@@ -66,12 +67,16 @@ class SyncWriterModel(RuleBasedStateMachine):
             tx.seq = seq
             self.memory[origin] = seq
             self.next_seq += 1
+            self._model_retire()
 
     def _model_flush(self, table: str) -> None:
         for tx in self.txs:
             for rec in tx.records:
                 if rec[0] == table:
                     rec[1] = True
+        self._model_retire()
+
+    def _model_retire(self) -> None:
         waiting: set[str] = set()  # durability is per origin: an origin's transactions in order
         for tx in list(self.txs):
             if tx.origin in waiting or tx.seq is None or not all(r[1] for r in tx.records):

@@ -49,6 +49,18 @@ def test_a_replay_that_closes_an_open_transaction_drops_its_earlier_puts_at_once
     assert w.sequences("A") == (5, 5)
 
 
+@pytest.mark.parametrize("closing_table", ["t", "other", "absent"])
+def test_a_zero_row_closing_put_after_its_tables_were_flushed_makes_the_transaction_durable_at_once(
+        closing_table: str) -> None:
+    w: SyncWriter[int] = SyncWriter()
+    w.put(table="other", origin="B", sequence=1, rows=1, size=1, payload=1, now=0.0)
+    put(w, None)
+    for table in ("other", "t"):
+        w.complete_flush(w.plan_flush(table))
+    w.put(table=closing_table, origin="A", sequence=7, rows=0, size=0, payload=None, now=0.0)
+    assert w.sequences("A") == (7, 7) and w.open_transactions == 0
+
+
 def test_a_tables_replay_mark_never_moves_backwards() -> None:
     w: SyncWriter[int] = SyncWriter(durable={"A": 5})
     put(w, 6)
