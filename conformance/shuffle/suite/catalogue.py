@@ -67,6 +67,7 @@ from conformance.shuffle.suite.reader_cases import (
     r_split_and_coalesced,
     r_quota_boundaries,
     r_quota_per_writer,
+    r_ends_after_every_writer,
     r_trailing_bytes,
     r_writer_closes_early,
     raw_bytes,
@@ -203,6 +204,9 @@ CASES: Final = (
        f"{ACK_TIMEOUT_KEY} is set (Spark 4.3.0 waits forever)", w_ack_deadline, WORKLOAD),
     _c("termination/reader-acks-echo", MUST, R, "A reader answers TERMINATION_CONTROL with "
        "TERMINATION_ACK(writer, reader) echoing its seq", ack_echo(BATCHES[:2])),
+    _c("termination/reader-ends-after-every-writer", MUST, R, "A reader of two writers whose first writer "
+       "terminated first still credits and acknowledges the other's stream (it ends after every writer, not at "
+       "the first ack)", r_ends_after_every_writer),
     _c("termination/reader-acks-empty-stream", MUST, R, "A reader answers a TERMINATION_CONTROL with seq 0 (no "
        "data) with TERMINATION_ACK seq 0", ack_echo(())),
     # framing

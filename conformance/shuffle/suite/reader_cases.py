@@ -494,3 +494,24 @@ def r_quota_per_writer(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
         return Verdict(ok, f"readerMaxMemory {4 * SMALL_CHARGE + 1}, 2 writers: a quota of {2 * SMALL_CHARGE} B "
                        f"each (rounded down): writer {PEER_WRITER_ID}'s DATA a and b credited, c left unread until a "
                        "is taken", "; ".join(seen))
+
+
+def r_ends_after_every_writer(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
+    """A reader of two writers: the first writer's stream ends (a DATA, its terminator, the ack) before the
+    other writer sends anything; the reader still credits the other's DATA and acknowledges its terminator,
+    since a reader's stream ends once every writer terminated, not at the first ack."""
+    with ReaderSession(t, ctx, other_writers=1) as s:
+        for message in s.data([b"a"]):
+            s.send(message)
+        s.send(s.terminator())
+        first = [describe(m) if m is not None else "nothing" for m in (s.peer.hear(STREAM_S), s.peer.hear(STREAM_S))]
+        other = s.others[0]
+        made = [x.message for x in other.batch([b"b"]) + other.finish()]
+        for sent in made:
+            other.connected.send(sent)
+        heard = [other.hear(STREAM_S) for _ in made]
+        ok = isinstance(heard[0], CreditMessage) and isinstance(heard[-1], TerminationAckMessage) \
+            and heard[-1].seq == made[-1].seq
+        return Verdict(ok, f"writer {PEER_WRITER_ID}: CREDIT, ACK; then writer {other.writer_id}: a CREDIT for its "
+                       f"DATA and the ACK of its terminator", f"writer {PEER_WRITER_ID}: {', '.join(first)}; writer "
+                       f"{other.writer_id}: {', '.join(describe(m) if m is not None else 'nothing' for m in heard)}")
