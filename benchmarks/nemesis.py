@@ -156,6 +156,8 @@ class Workload:
         self.stopping = threading.Event()
         self.errors: list[str] = []
         self._present: set[int] = set()
+        self._in_doubt: tuple[dict[str, Any], set[int], int] | None = None
+        """A committing transaction until its COMMIT is answered: (its record, the keys then present, its xid)."""
 
     def run(self) -> None:
         conn = None
@@ -165,12 +167,28 @@ class Workload:
             try:
                 if conn is None:
                     conn = self.server.connect()
+                    self._resolve(conn)
                 self._one(conn, n)
-            except Exception as exc:  # noqa: BLE001 - Postgres crashed (a fault): reconnect, the tx did not commit
+            except Exception as exc:  # noqa: BLE001 - Postgres crashed (a fault): reconnect, resolve what was in doubt
                 self.errors.append(f"{time.monotonic() - self.start:.1f} s: {exc}"[:200])
                 conn = None
                 time.sleep(0.5)
             n += 1
+
+    def _resolve(self, conn: Any) -> None:
+        """A transaction whose COMMIT got no answer (Postgres crashed meanwhile) may have committed: ask Postgres
+        (``txid_status``) on the next session. Committed, it joins the history with the WAL position now as
+        its position after commit (a later bound: it only weakens what a durable number must cover)."""
+        if self._in_doubt is None:
+            return
+        tx, present, xid = self._in_doubt
+        self._in_doubt = None
+        if conn.query(f"SELECT txid_status({xid})").rows[0][0] != "committed":
+            return
+        tx["lsn_after"] = lsn(str(conn.query("SELECT pg_current_wal_insert_lsn()").rows[0][0]))
+        tx["in_doubt"] = True
+        self._present = present
+        self.transactions.append(tx)
 
     def _one(self, conn: Any, n: int) -> None:
         ops: list[tuple[str, int, int | None, str | None]] = []
@@ -202,13 +220,18 @@ class Workload:
                         "update": f"UPDATE {TABLE} SET v = '{v}' WHERE id = {k}",
                         "delete": f"DELETE FROM {TABLE} WHERE id = {k}",
                         "move": f"UPDATE {TABLE} SET id = {moved_to}, v = '{v}' WHERE id = {k}"}[op])
+        xid = int(conn.query("SELECT txid_current()").rows[0][0])
         before = lsn(str(conn.query("SELECT pg_current_wal_insert_lsn()").rows[0][0]))
+        tx = {"committed": commit, "ops": ops, "lsn_before": before, "lsn_after": before,
+              "t": round(time.monotonic() - self.start, 3)}
+        if commit:
+            self._in_doubt = (tx, present, xid)
         conn.query("COMMIT" if commit else "ROLLBACK")
-        after = lsn(str(conn.query("SELECT pg_current_wal_insert_lsn()").rows[0][0]))
+        tx["lsn_after"] = lsn(str(conn.query("SELECT pg_current_wal_insert_lsn()").rows[0][0]))
         if commit:
             self._present = present
-        self.transactions.append({"committed": commit, "ops": ops, "lsn_before": before, "lsn_after": after,
-                                  "t": round(time.monotonic() - self.start, 3)})
+        self.transactions.append(tx)
+        self._in_doubt = None
 
 
 def schedule(rng: random.Random, count: int, pipeline: str = "cdc") -> list[dict[str, Any]]:
