@@ -25,15 +25,17 @@ from tests.mutants.catalogue import ALL_MUTANTS, selection
 __all__ = ["ROOT", "PatchDoesNotApply", "patched", "check_catalogue", "run_all", "chosen", "Outcome"]
 
 FAILED_LINE = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.MULTILINE)
-PER_MUTANT_TIMEOUT = 300.0
+PER_MUTANT_TIMEOUT = 900.0
 """A hang guard only: a mutant that makes the suite loop forever (or a thread it left keeps pytest
-from exiting) counts as killed by timeout."""
+from exiting) counts as killed by timeout. Five selections' worth of a loaded machine, so a slow but
+healthy selection is never a false kill."""
 PYTEST_THEN_EXIT = ("import os, sys, pytest\ncode = int(pytest.main(sys.argv[1:]))\n"
                     "sys.stdout.flush(); sys.stderr.flush()\nos._exit(code)")
 """pytest, then an exit that does not wait for threads a mutant left hanging (a writer blocked for good)."""
-PER_TEST_TIMEOUT = 60
+PER_TEST_TIMEOUT = 180
 """pytest-timeout's bound on one test under a mutant (a runtime bug often hangs a test rather than
-failing it); that test then counts as the killer. The slowest selected test takes about 20 s."""
+failing it); that test then counts as the killer. The slowest selected test takes about 20 s on a
+quiet machine and took 58.7 s under a load of 30 (a 60 s bound failed its baseline there)."""
 
 
 class BaselineFails(Exception):
