@@ -16,9 +16,10 @@ keys, a tenth rolled back, each transaction's LSN read before and after its comm
 second the slot's ``confirmed_flush_lsn``, the durable numbers the server reports to a probe, and the
 table's latest version. Faults, one after another, each healed after 2-6 s: a partition between two hosts,
 kill -9 of a process (restarted when healed), SIGSTOP/SIGCONT of one, a slow link (tc tbf at 64 kbit/s: the
-kernel has no netem), a full disk under the store, a Postgres crash (``pg_ctl -m immediate``) and, in the
-Spark pipeline, a clock jump on the master's host: its JVM runs under libfaketime, whose offset file the jump moves
-forward (wall and monotonic clocks alike, see :data:`CLOCK_ENV` and :data:`CLOCKED` for why only there).
+kernel has no netem), a full disk under the store, a Postgres crash (``pg_ctl -m immediate``), SIGSTOP of
+Postgres (every process of the server, its postmaster alone, or the slot's walsender) and a clock jump: of the
+wall clock alone on a Python host (the sync server; the source or the driver), and in the Spark pipeline of
+every clock on the master's host (see :data:`WALL_CLOCKED` and :data:`CLOCKED` for how and why there).
 
 Per seed: ``<out>/seed-N.json`` (the schedule, every transaction, every observation, the verdict) and
 ``<out>/seed-N.html`` (a timeline of faults, durable numbers and lag). Exit 0 when every seed passed.
@@ -43,7 +44,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from benchmarks.nemesis_check import check, lsn, psql_rows, read_versions
-from benchmarks.nemesis_net import Lab, ip_of, netns
+from benchmarks.nemesis_net import Lab, ip_of, netns, unavailable
 from benchmarks.nemesis_timeline import timeline_html
 from conformance.pgoutput.postgres_server import PostgresServer
 from spec.sync.messages import SyncCommand
@@ -54,23 +55,31 @@ TABLE: Final = "items"
 KEYS: Final = 40
 SYNC_PORT: Final = 7000
 OBSERVE_EVERY_S: Final = 0.5
+PG_STOPS: Final = ("pg", "pg-postmaster", "walsender")
+"""SIGSTOP targets in Postgres: every process of the server (a paused host), the postmaster alone (sessions go
+on, new connections wait), the backend streaming the slot."""
 FAULTS: Final = ("partition cdc-pg", "partition cdc-sync", "kill sync", "kill cdc", "stop sync", "stop cdc",
-                 "slow cdc", "disk full", "crash pg")
+                 "slow cdc", "disk full", "crash pg", *(f"stop {t}" for t in PG_STOPS), "clock sync", "clock cdc")
 """The single-process pipeline's faults, drawn uniformly."""
 SPARK_HOSTS: Final = ("pg", "sync", "etcd", "master", "worker1", "worker2", "driver")
 SPARK_PROCESSES: Final = ("sync", "etcd", "master", "worker1", "worker2", "driver")
 CLOCKED: Final = ("master",)
-"""Hosts whose processes run under libfaketime: the master's JVM only. Python's timed waits do not survive
-libfaketime 0.9.10 (faking the monotonic clock, ``threading.Event().wait(0.25)`` never returns; leaving it
-alone, ``time.sleep`` fails with EINVAL), and it would reach a worker's Python processes through its
-executors' inherited environment; etcd, in Go, reads time without libc."""
+"""Hosts whose every clock (wall and monotonic) jumps forward, through libfaketime: the master's JVM only.
+Python's timed waits do not survive libfaketime 0.9.10 (faking the monotonic clock,
+``threading.Event().wait(0.25)`` never returns; leaving it alone, ``time.sleep`` fails with EINVAL), and it would
+reach a worker's Python processes through its executors' inherited environment; etcd, in Go, reads time
+without libc."""
+WALL_CLOCKED: Final = ("sync", "cdc", "driver")
+"""Hosts whose wall clock alone jumps, forward or back, as an NTP step moves it (benchmarks/nemesis_wallclock.c,
+preloaded; the driver's JVM too): their monotonic clocks and timed waits are untouched."""
 SPARK_FAULTS: Final = {
     "partition": [f"{a}-{b}" for i, a in enumerate(SPARK_HOSTS) for b in SPARK_HOSTS[i + 1:]],
-    "kill": list(SPARK_PROCESSES), "stop": list(SPARK_PROCESSES), "slow": list(SPARK_HOSTS),
-    "disk": ["full"], "crash": ["pg"], "clock": list(CLOCKED)}
+    "kill": list(SPARK_PROCESSES), "stop": [*SPARK_PROCESSES, *PG_STOPS], "slow": list(SPARK_HOSTS),
+    "disk": ["full"], "crash": ["pg"], "clock": [*CLOCKED, "sync", "driver"]}
 """The Spark pipeline's faults: a kind drawn uniformly, then its target (any two hosts, any process)."""
 CLOCK_LIB: Final = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 CLOCK_ENV: Final = {"LD_PRELOAD": CLOCK_LIB, "FAKETIME_CACHE_DURATION": "1"}
+WALL_CLOCK_SOURCE: Final = Path(__file__).resolve().parent / "nemesis_wallclock.c"
 """libfaketime re-reading its offset file (``FAKETIME_TIMESTAMP_FILE``, ``+Ns``) each second, so the running JVM
 sees the jump (``System.currentTimeMillis`` and ``System.nanoTime`` alike: a forward leap of every clock of the
 host, never backwards)."""
@@ -91,6 +100,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="nemesis-out", help="directory for seed-N.json and seed-N.html")
     parser.add_argument("--pipeline", choices=("cdc", "spark"), default="cdc",
                         help="the single-process source, or the pipeline on a Spark standalone cluster with etcd")
+    parser.add_argument("--fault", action="append", default=None, metavar="FAULT",
+                        help="these faults in this order instead of --faults drawn ones (repeatable, e.g. 'kill cdc')")
+    parser.add_argument("--lasting", type=float, nargs=2, default=(2.0, 6.0), metavar=("MIN", "MAX"),
+                        help="seconds a fault lasts before it heals (drawn between the two)")
+    parser.add_argument("--between", type=float, nargs=2, default=(1.0, 3.0), metavar=("MIN", "MAX"),
+                        help="seconds from a heal to the next fault (drawn between the two)")
 
 
 @dataclass
@@ -234,20 +249,25 @@ class Workload:
         self._in_doubt = None
 
 
-def schedule(rng: random.Random, count: int, pipeline: str = "cdc") -> list[dict[str, Any]]:
-    """``count`` faults one after another: each starts 1-3 s after the previous heal and lasts 2-6 s."""
+def schedule(rng: random.Random, count: int, pipeline: str = "cdc", chosen: list[str] | None = None,
+             lasting: tuple[float, float] = (2.0, 6.0), between: tuple[float, float] = (1.0, 3.0)
+             ) -> list[dict[str, Any]]:
+    """``count`` faults (or the ``chosen`` ones, in order) one after another, the first after 3 s of workload:
+    each starts ``between`` s after the previous heal and lasts ``lasting`` s."""
     at, out = 3.0, []
-    for _ in range(count):
-        at += rng.uniform(1, 3)
-        duration = rng.uniform(2, 6)
-        if pipeline == "spark":
+    for i in range(len(chosen) if chosen else count):
+        at += rng.uniform(*between)
+        duration = rng.uniform(*lasting)
+        if chosen:
+            fault = chosen[i]
+        elif pipeline == "spark":
             kind = rng.choice(sorted(SPARK_FAULTS))
             fault = f"{kind} {rng.choice(SPARK_FAULTS[kind])}"
         else:
             fault = rng.choice(FAULTS)
         step = {"fault": fault, "start": round(at, 2), "heal": round(at + duration, 2)}
-        if fault.startswith("clock"):
-            step["jump_s"] = rng.randint(10, 120)
+        if fault.startswith("clock"):  # every clock leaps forward only; a wall clock either way
+            step["jump_s"] = rng.randint(10, 120) * (1 if fault.split()[1] in CLOCKED else rng.choice((-1, 1)))
         out.append(step)
         at += duration
     return out
@@ -271,6 +291,8 @@ class Run:
         self.observations: list[dict[str, Any]] = []
         self.applied: list[dict[str, Any]] = []
         self.driver_exits: list[dict[str, Any]] = []
+        self.stopped: list[int] = []
+        """Postgres processes a fault holds stopped (SIGCONT at its heal)."""
         self.start = time.monotonic()
 
     def now(self) -> float:
@@ -281,6 +303,40 @@ class Run:
 
     def clock_file(self, host: str) -> Path:
         return self.work / f"clock-{host}"
+
+    def clock_env(self, host: str) -> dict[str, str]:
+        """The environment that lets a fault move ``host``'s clocks: its offset file starts at ``+0s``."""
+        if host not in CLOCKED and host not in WALL_CLOCKED:
+            return {}
+        self.clock_file(host).write_text("+0s\n")
+        if host in CLOCKED:
+            return {**CLOCK_ENV, "FAKETIME_TIMESTAMP_FILE": str(self.clock_file(host))}
+        library = self.work / "wallclock.so"
+        if not library.exists():
+            subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-o", str(library), str(WALL_CLOCK_SOURCE), "-ldl"],
+                           check=True, capture_output=True, timeout=60)
+        return {"LD_PRELOAD": str(library), "NEMESIS_WALL_OFFSET_FILE": str(self.clock_file(host))}
+
+    def pg_pids(self, target: str) -> list[int]:
+        """The Postgres processes a SIGSTOP of ``target`` (one of :data:`PG_STOPS`) hits, postmaster first."""
+        assert self.pg is not None
+        postmaster = int((self.pg.data_dir / "postmaster.pid").read_text().split()[0])
+        if target == "pg-postmaster":
+            return [postmaster]
+        if target == "walsender":
+            rows = psql_rows(str(self.pg.directory), self.pg.port, "postgres",
+                             f"SELECT active_pid FROM pg_replication_slots WHERE slot_name = '{ORIGIN}'")
+            return [int(rows[0][0])] if rows and rows[0][0] else []  # no source streaming: nothing to stop
+        listed = subprocess.run(["ip", "netns", "pids", netns("pg")], capture_output=True, text=True, timeout=30)
+        return [postmaster, *(int(p) for p in listed.stdout.split() if int(p) != postmaster)]
+
+    def resume_pg(self) -> None:
+        for pid in self.stopped:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        self.stopped = []
 
     def setup(self) -> None:
         self.lab.open()
@@ -298,14 +354,15 @@ class Run:
         self.procs["sync"] = Proc("sync", [py, "-m", "reference.sync", "serve", "--store", str(self.lab.store),
                                            "--host", ip_of("sync"), "--port", str(SYNC_PORT),
                                            "--max-replication-lag-s", "1", "--flush-task-interval-s", "0.5"],
-                                  self.out / f"seed-{self.seed}-sync.log")
+                                  self.out / f"seed-{self.seed}-sync.log", self.clock_env("sync"))
         source = f"postgresql://postgres:{self.pg.password}@{ip_of('pg')}:{self.pg.port}/postgres"
         if self.spark:
             self._spark_procs(source)
         else:
             self.procs["cdc"] = Proc("cdc", [py, "-m", "reference.cdc", "--source", source, "--publication", ORIGIN,
                                              "--slot", ORIGIN, "--sync", f"grpc://{ip_of('sync')}:{SYNC_PORT}",
-                                             "--state-dir", str(self.work)], self.out / f"seed-{self.seed}-cdc.log")
+                                             "--state-dir", str(self.work)], self.out / f"seed-{self.seed}-cdc.log",
+                                    self.clock_env("cdc"))
         for proc in self.procs.values():
             proc.start()
         conn = self.pg.connect()
@@ -340,10 +397,7 @@ class Run:
         spark_home = Path(str(pyspark.__file__)).parent
 
         def env(host: str) -> dict[str, str]:
-            clock = {}
-            if host in CLOCKED:
-                self.clock_file(host).write_text("+0s\n")
-                clock = {**CLOCK_ENV, "FAKETIME_TIMESTAMP_FILE": str(self.clock_file(host))}
+            clock = self.clock_env(host)
             return {"SPARK_HOME": str(spark_home), "SPARK_LOCAL_IP": ip_of(host), "SPARK_LOG_DIR": str(logs),
                     "SPARK_WORKER_DIR": str(logs / host), "PYSPARK_PYTHON": sys.executable,
                     "PYTHONPATH": str(REPO), **clock}
@@ -382,7 +436,8 @@ class Run:
         while not stop.wait(0.5):
             self._supervise_driver()
 
-    def fault(self, step: dict[str, Any], on: bool) -> None:
+    def fault(self, step: dict[str, Any], on: bool) -> dict[str, Any]:
+        """Apply or heal ``step``; what the history should note about it (the Postgres processes stopped)."""
         assert self.pg is not None
         kind, _, target = step["fault"].partition(" ")
         with self.lock:
@@ -396,6 +451,14 @@ class Run:
                 else:
                     self.held.discard(target)
                     self.procs[target].start()
+            elif kind == "stop" and target in PG_STOPS:
+                if not on:
+                    self.resume_pg()
+                    return {}
+                self.stopped = self.pg_pids(target)
+                for pid in self.stopped:
+                    os.kill(pid, signal.SIGSTOP)
+                return {"pids": len(self.stopped)}
             elif kind == "stop":
                 self.procs[target].signal(signal.SIGSTOP if on else signal.SIGCONT)
             elif kind == "slow":
@@ -406,7 +469,8 @@ class Run:
                 self.pg.stop(mode="immediate") if on else self.pg.start()
             elif kind == "clock" and on:  # a jump is not undone: clocks do not run back
                 offset = int(self.clock_file(target).read_text().strip().rstrip("s")) + step["jump_s"]
-                self.clock_file(target).write_text(f"+{offset}s\n")
+                self.clock_file(target).write_text(f"{offset:+d}s\n")
+        return {}
 
     def observe(self, stop: threading.Event) -> None:
         assert self.pg is not None
@@ -439,7 +503,8 @@ class Run:
         return versions.states[-1] if versions.states else None
 
     def execute(self) -> dict[str, Any]:
-        plan = schedule(self.rng, self.args.faults, self.args.pipeline)
+        plan = schedule(self.rng, self.args.faults, self.args.pipeline, self.args.fault, tuple(self.args.lasting),
+                        tuple(self.args.between))
         self.setup()
         assert self.pg is not None
         workload = Workload(self.pg, random.Random(self.seed * 7919), self.args.rate, self.start)
@@ -453,11 +518,11 @@ class Run:
         for step in plan:
             time.sleep(max(0.0, step["start"] - self.now()))
             started = self.now()
-            self.fault(step, True)
+            notes = self.fault(step, True)
             time.sleep(max(0.0, step["heal"] - self.now()))
             self.fault(step, False)
             self.applied.append({"fault": step["fault"], "start": round(started, 2), "heal": round(self.now(), 2)}
-                                | ({"jump_s": step["jump_s"]} if "jump_s" in step else {}))
+                                | ({"jump_s": step["jump_s"]} if "jump_s" in step else {}) | notes)
         time.sleep(2.0)
         workload.stopping.set()
         threads[0].join(30)
@@ -487,6 +552,7 @@ class Run:
             self.held.update(self.procs)
             for proc in self.procs.values():
                 proc.stop()
+            self.resume_pg()
         if self.pg is not None:
             self.pg.stop(mode="immediate")
             self.pg.remove()
@@ -494,12 +560,19 @@ class Run:
 
 
 def main(args: argparse.Namespace) -> int:
-    if os.geteuid() != 0:
-        print("nemesis: needs root (network namespaces, a tmpfs)", file=sys.stderr)
+    reason = unavailable()
+    if reason:
+        print(f"nemesis: {reason}", file=sys.stderr)
         return 2
     if args.pipeline == "spark" and not (Path(CLOCK_LIB).exists() and shutil.which("etcd") and shutil.which("java")):
         print(f"nemesis: the Spark pipeline needs etcd and java on PATH and {CLOCK_LIB} (apt: etcd-server, "
               "libfaketime)", file=sys.stderr)
+        return 2
+    menu = FAULTS if args.pipeline == "cdc" else [f"{k} {t}" for k, targets in SPARK_FAULTS.items() for t in targets]
+    unknown = [f for f in args.fault or [] if f not in menu]
+    if unknown:
+        print(f"nemesis: no fault {unknown[0]!r} in the {args.pipeline} pipeline's menu: {', '.join(menu)}",
+              file=sys.stderr)
         return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -9,6 +9,7 @@ sends at once with EINVAL instead of losing them): packets between the two vanis
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Final
@@ -25,6 +26,21 @@ def ip_of(host: str) -> str:
 
 def netns(host: str) -> str:
     return f"nemesis-{host}"
+
+
+def unavailable() -> str | None:
+    """Why the lab cannot be built here (one line), or None: it needs root, iproute2's ``ip`` and ``tc``, gcc
+    (the wall-clock jump) and namespaces the kernel lets it add."""
+    if os.geteuid() != 0:
+        return "needs root (network namespaces, a tmpfs)"
+    missing = [tool for tool in ("ip", "tc", "gcc", "psql") if shutil.which(tool) is None]
+    if missing:
+        return f"needs {', '.join(missing)} on PATH"
+    probe = subprocess.run(["ip", "netns", "add", "nemesis-probe"], capture_output=True, text=True, timeout=30)
+    if probe.returncode != 0:
+        return f"`ip netns add` is not permitted here: {probe.stderr.strip()}"
+    run("ip", "netns", "del", "nemesis-probe", check=False)
+    return None
 
 
 def run(*argv: str, check: bool = True) -> None:
