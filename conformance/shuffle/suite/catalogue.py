@@ -106,6 +106,7 @@ from conformance.shuffle.suite.writer_cases import (
     wrong_ack,
 )
 from conformance.shuffle.suite.deadline_cases import CONNECT_TIMEOUT, at_its_instant
+from conformance.shuffle.suite.derived_cases import DERIVED, derived
 from conformance.shuffle.vector_exec import TRACES
 from spec.shuffle import codec
 from spec.shuffle.messages import CreditMessage, DataMessage
@@ -289,6 +290,8 @@ CASES: Final = (
        "networkBufferMaxWaitTimeMs, not a millisecond before or after", at_its_instant("writer-periodic-flush"), TRACES),
     _c("failure/reader-connect-timeout-at-its-instant", SHOULD, R, "The reader's connect timeout fires at exactly "
        "its instant after the first failed attempt", at_its_instant("reader-connect-timeout"), TRACES, CONNECT_TIMEOUT),
+    # derived from the machines' comparisons, constants and bounds (docs/conformance.md, the shuffle checklist)
+    *(_c(d.case_id, d.level, d.role, d.requirement, derived(d.rows), TRACES, *d.requires) for d in DERIVED),
     # settings
     _c("settings/writer-refuses-int-overflow", MUST, W, "A writer refuses an int setting of 2^31 "
        "(INVALID_CONF_VALUE.TYPE_MISMATCH) and runs with 2^31-1", refuses(
