@@ -2,7 +2,7 @@
 durability and liveness counts from a target, never through the cluster service's own wire.
 
 A harness is a process that embeds a cluster service and prints, on stdout, an optional line
-``CAPABILITIES <cap> ...`` (of ``clock restart durable held``), then the service's port. Then it
+``CAPABILITIES <cap> ...`` (of ``clock restart durable held sessions``), then the service's port. Then it
 answers one line on stdout for each line the runner writes on its stdin, and exits when stdin
 closes:
 
@@ -12,7 +12,10 @@ runner writes          harness does                              harness answers
 ``CLOCK STOP <ms>``    stops its failure detector's clock (if     ``CLOCKED <pfail_after_ms> <fail_after_ms>``
                        running), moves it on by ``ms``, runs one  (``pfail_after_ms`` 0: it never reports
                        detector tick and commits and notifies     PFAIL)
-                       its verdicts
+                       its verdicts; the service judges its
+                       sessions' silence on the same clock, and
+                       has closed the silent ones before it
+                       answers
 ``CLOCK RUN``          lets the clock follow real time again      ``CLOCKED <pfail_after_ms> <fail_after_ms>``
 ``RESTART``            drops everything not durable and reloads,  ``OK``
                        as a process restart would; sessions stay
@@ -22,6 +25,9 @@ runner writes          harness does                              harness answers
 ``HELD``               counts the nodes it holds liveness state   ``HOLDING <count>``
                        for (once a tick ran after a node left,
                        none for it)
+``SESSIONS``           says how many nodes its service serves at  ``SERVES <max_sessions>``
+                       once (a HELLO beyond is refused
+                       PROVIDER_UNAVAILABLE)
 anything else          nothing                                    ``ERROR <one line>``
 =====================  ========================================  ==========================================
 
@@ -40,9 +46,11 @@ from typing import IO
 
 from conformance.cluster.clock import DetectorClock
 from reference.cluster.memory import InProcessCluster
+from reference.cluster.service import ClusterService
 from streamwire.cli import one_line
 
-CAPABILITIES = ("clock", "restart", "durable", "held")
+CAPABILITIES = ("clock", "restart", "durable", "held", "sessions")
+"""What this project's harness offers (``sessions``: only with a service)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,11 +63,13 @@ class Thresholds:
 
 
 class Controls:
-    """The controls carried out on an in-process cluster that was handed ``clock``."""
+    """The controls carried out on an in-process cluster that was handed ``clock``, and on the
+    cluster service embedding it, if any."""
 
-    def __init__(self, cluster: InProcessCluster, clock: DetectorClock) -> None:
+    def __init__(self, cluster: InProcessCluster, clock: DetectorClock, service: ClusterService | None = None) -> None:
         self.cluster = cluster
         self.clock = clock
+        self.service = service
 
     def set_clock(self, stopped: bool, advance_ms: int = 0) -> Thresholds:
         """``CLOCK STOP <ms>`` (``stopped``) or ``CLOCK RUN``."""
@@ -67,6 +77,8 @@ class Controls:
             self.clock.stop()
             self.clock.advance(advance_ms)
             self.cluster.judge()
+            if self.service is not None:
+                self.service.judge_silence()
         else:
             self.clock.run()
         policy = self.cluster.policy
@@ -80,6 +92,11 @@ class Controls:
 
     def held(self) -> int:
         return self.cluster.judged_nodes
+
+    def sessions(self) -> int:
+        if self.service is None:
+            raise ValueError("no cluster service here")
+        return self.service.limits.max_sessions
 
     def answer(self, line: str) -> str:
         """The one-line answer to one control line (``ERROR`` and the failure's one line when it fails)."""
@@ -101,6 +118,8 @@ class Controls:
             return f"WRITTEN {self.durable()}"
         if words == ["HELD"]:
             return f"HOLDING {self.held()}"
+        if words == ["SESSIONS"]:
+            return f"SERVES {self.sessions()}"
         return f"ERROR unknown control line {line.strip()[:80]!r}"
 
 
@@ -140,3 +159,6 @@ class ControlChannel:
 
     def held(self) -> int:
         return int(self.ask("HELD", "HOLDING")[0])
+
+    def sessions(self) -> int:
+        return int(self.ask("SESSIONS", "SERVES")[0])

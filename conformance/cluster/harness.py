@@ -1,9 +1,9 @@
 """What cluster cases stand on: targets (memory, etcd, etcd://, exec:, tcp://) and what each can do
 (capabilities ``restart``, ``clock``: the runner drives the failure detector's time, ``durable``: the
 target reports how many committed changes it has made durable, ``held``: how many nodes it holds
-liveness state for, all four offered by a target harness on its own channel, never on the service's
-wire (conformance/cluster/controls.py); ``service``: a cluster service whose own wire the runner may
-speak), a recording Core, and per-case sessions of fresh nodes on an isolated cluster."""
+liveness state for, ``sessions``: how many nodes its service serves at once, all five offered by a
+target harness on its own channel, never on the service's wire (conformance/cluster/controls.py);
+``service``: a cluster service whose own wire the runner may speak), a recording Core, and per-case sessions of fresh nodes on an isolated cluster."""
 
 from __future__ import annotations
 
@@ -38,6 +38,7 @@ RESTART = "restart"
 CLOCK = "clock"
 DURABLE = "durable"
 HELD = "held"
+SESSIONS = "sessions"
 SERVICE = "service"
 Clock = Callable[[ClusterBackend, bool, int], Thresholds]
 """``(cluster, stopped, advance_ms)``: see ``CLOCK`` in conformance/cluster/controls.py."""
@@ -49,7 +50,8 @@ class ClusterTarget:
     restarts the backend holding a cluster it made; ``clock`` (capability "clock") stops, moves or
     releases its failure detector's clock; ``durable`` (capability "durable") counts the committed
     changes the backend holding a cluster has made durable; ``held`` (capability "held") counts the
-    nodes it holds liveness state for; ``url`` (capability "service") is the cluster service."""
+    nodes it holds liveness state for; ``sessions`` (capability "sessions") says how many nodes the
+    service serves at once; ``url`` (capability "service") is the cluster service."""
 
     description: str
     capabilities: frozenset[str]
@@ -59,6 +61,7 @@ class ClusterTarget:
     durable: Callable[[ClusterBackend], int] | None = None
     held: Callable[[ClusterBackend], int] | None = None
     url: str | None = None
+    sessions: Callable[[], int] | None = None
 
 
 def verdict(expected: str, problems: list[str]) -> Verdict:
@@ -202,6 +205,24 @@ def session(target: ClusterTarget, ctx: CaseContext) -> Iterator[Session]:
         s.cluster.close()
 
 
+@contextmanager
+def stopped_clock(target: ClusterTarget, s: Session) -> Iterator[tuple[Thresholds, Callable[[int], None]]]:
+    """The target's detector clock stopped for the block (real time again after it); yields the
+    detector's thresholds and ``advance(ms)``, which moves the clock on and has the detector tick
+    once, its verdicts committed."""
+    clock = target.clock
+    assert clock is not None
+    limits = clock(s.cluster, True, 0)
+
+    def advance(ms: int) -> None:
+        clock(s.cluster, True, ms)
+
+    try:
+        yield limits, advance
+    finally:
+        clock(s.cluster, False, 0)
+
+
 # -- targets --------------------------------------------------------------------------------
 
 LOCAL_ETCD = {
@@ -214,7 +235,7 @@ TARGET_HELP = (f"{PROVIDER_SYNTAX[ProviderKind.MEMORY]} (in-process, journaled),
                f"certificates and a user), {PROVIDER_SYNTAX[ProviderKind.ETCD]} (each case in a namespace of its own), "
                f"{PROVIDER_SYNTAX[ProviderKind.SERVICE]} (a cluster service: its wire only), exec:CMD (CMD starts a cluster "
                "service or a harness embedding one and prints its port as its first line, after an optional line "
-               "CAPABILITIES clock restart durable held; a harness then answers control lines on stdin, "
+               "CAPABILITIES clock restart durable held sessions; a harness then answers control lines on stdin, "
                "docs/conformance.md)")
 
 
@@ -287,9 +308,14 @@ def _service_target(description: str, url: str, declared: frozenset[str],
         assert channel is not None
         return channel.held()
 
+    def sessions() -> int:
+        assert channel is not None
+        return channel.sessions()
+
     return ClusterTarget(description, offered | {SERVICE}, lambda: RemoteCluster(url),
                          restart if RESTART in offered else None, clock if CLOCK in offered else None,
-                         durable if DURABLE in offered else None, held if HELD in offered else None, url)
+                         durable if DURABLE in offered else None, held if HELD in offered else None, url,
+                         sessions if SESSIONS in offered else None)
 
 
 def _etcd_target(endpoint: EtcdEndpoint, description: str, restart: Callable[[], None] | None) -> ClusterTarget:

@@ -1,11 +1,12 @@
 """This project's cluster target harness: ``exec:python -m conformance.cluster.reference_target``.
 
 It embeds the cluster service (reference/cluster/service.py) on an in-process cluster journaled in a
-temporary directory and handed a clock the runner can stop (conformance/cluster/clock.py), prints
-``CAPABILITIES clock restart durable held`` and the service's port, then answers the runner's control
-lines on stdin (the contract: conformance/cluster/controls.py) until stdin closes. The service decides
-everything itself and its port speaks only the production wire; this only hands it the runner's
-clock and reports what it counts.
+temporary directory and handed a clock the runner can stop (conformance/cluster/clock.py; the
+service judges its sessions' silence on it too), serving at most ``--max-sessions`` nodes, prints
+``CAPABILITIES clock restart durable held sessions`` and the service's port, then answers the runner's
+control lines on stdin (the contract: conformance/cluster/controls.py) until stdin closes. The service
+decides everything itself and its port speaks only the production wire; this only hands it the
+runner's clock and reports what it counts and its bound.
 """
 
 from __future__ import annotations
@@ -18,8 +19,12 @@ from pathlib import Path
 from conformance.cluster.clock import DetectorClock
 from conformance.cluster.controls import CAPABILITIES, Controls
 from reference.cluster.memory import DEFAULT_POLICY, InProcessCluster
-from reference.cluster.service import ClusterService
+from reference.cluster.service import ClusterService, ServiceLimits
 from spec.cluster.detector import FailurePolicy
+
+HARNESS_SESSIONS = 32
+"""The harness's session bound (the service's default is 1024): a case fills it with raw HELLOs in
+milliseconds, and no other case holds more than a few nodes at once."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -27,17 +32,21 @@ def main(argv: list[str] | None = None) -> int:
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--heartbeat", type=float, default=DEFAULT_POLICY.heartbeat_interval)
     parser.add_argument("--fail-after", type=float, default=DEFAULT_POLICY.fail_after)
+    parser.add_argument("--max-sessions", type=int, default=HARNESS_SESSIONS,
+                        help="most nodes served at once (small, so a case can reach the bound)")
     args = parser.parse_args(argv)
     try:
         policy = FailurePolicy(heartbeat_interval=args.heartbeat, fail_after=args.fail_after)
+        if args.max_sessions < 1:
+            raise ValueError(f"--max-sessions must be at least 1, got {args.max_sessions}")
     except ValueError as refused:
         parser.exit(2, f"{parser.prog}: error: {refused}\n")
     sys.setswitchinterval(0.0005)  # as the service's own launcher does (reference/cluster/service.py)
     with tempfile.TemporaryDirectory(prefix="streamwire-cluster-harness-") as scratch:
         clock = DetectorClock()
         cluster = InProcessCluster(policy, data_dir=Path(scratch), clock=clock)
-        service = ClusterService(cluster)
-        controls = Controls(cluster, clock)
+        service = ClusterService(cluster, limits=ServiceLimits(max_sessions=args.max_sessions))
+        controls = Controls(cluster, clock, service)
         try:
             print("CAPABILITIES " + " ".join(CAPABILITIES), flush=True)
             print(service.port, flush=True)

@@ -5,6 +5,7 @@ resumed HELLO)."""
 from __future__ import annotations
 
 import socket
+import time
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -89,6 +90,21 @@ class RawConnection:
         while (message := self.read()) is not None and message.kind not in kinds:
             before.append(message)
         return message, before
+
+    def closed_within(self, seconds: float) -> bool:
+        """Whether the service closes the connection within ``seconds`` (what it sends meanwhile is read
+        and dropped)."""
+        end = time.monotonic() + seconds
+        try:
+            while (left := end - time.monotonic()) > 0:
+                self._sock.settimeout(left)
+                if self.read() is None:
+                    return True
+            return False
+        except CaseTimeout:
+            return False
+        finally:
+            self._sock.settimeout(self.timeout)
 
     def close(self) -> None:
         self._sock.close()

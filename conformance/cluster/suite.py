@@ -5,17 +5,16 @@ from __future__ import annotations
 
 import threading
 import time
-from contextlib import contextmanager
-from typing import Callable, Final, Iterator
+from typing import Callable, Final
 
 from conformance.cluster import batch_rules, linearizability, wire_cases
-from conformance.cluster.controls import Thresholds
 from conformance.cluster.harness import (
     CLOCK,
     DURABLE,
     HELD,
     RESTART,
     SERVICE,
+    SESSIONS,
     TARGET_HELP,
     ClusterTarget,
     Node,
@@ -24,6 +23,7 @@ from conformance.cluster.harness import (
     open_target,
     raises,
     session,
+    stopped_clock,
     verdict,
 )
 from conformance.framework import Case, CaseContext, CaseTimeout, Level, Suite, Verdict
@@ -659,24 +659,6 @@ def no_false_fail(target: ClusterTarget, ctx: CaseContext) -> Verdict:
         return verdict(expected, problems[:3])
 
 
-@contextmanager
-def stopped_clock(target: ClusterTarget, s: Session) -> Iterator[tuple[Thresholds, Callable[[int], None]]]:
-    """The target's detector clock stopped for the block (real time again after it); yields the
-    detector's thresholds and ``advance(ms)``, which moves the clock on and has the detector tick
-    once, its verdicts committed."""
-    clock = target.clock
-    assert clock is not None
-    limits = clock(s.cluster, True, 0)
-
-    def advance(ms: int) -> None:
-        clock(s.cluster, True, ms)
-
-    try:
-        yield limits, advance
-    finally:
-        clock(s.cluster, False, 0)
-
-
 def states_seen(observer: Node, node: Node) -> list[NodeState]:
     return [i.state for _, snap in observer.core.snapshots if (i := snap.nodes().get(node.id)) is not None]
 
@@ -977,6 +959,12 @@ CASES = [
     case("wire/derived-hello-node-id-rules", "each rule of HELLO's node id, at its smallest violating input, is "
          "refused with INVALID_IDENTIFIER; the longest valid id is welcomed", wire_cases.hello_node_id_rules,
          frozenset({SERVICE})),
+    case("wire/derived-silence-at-its-deadline", "a session silent for exactly fail_bound stays open, 1 ms more "
+         "and it is closed; every frame moves the deadline", wire_cases.silence_at_its_deadline,
+         frozenset({SERVICE, CLOCK})),
+    case("wire/derived-sessions-at-their-bound", "exactly the declared number of nodes is served; the next HELLO "
+         "is PROVIDER_UNAVAILABLE, and an ended session frees its slot", wire_cases.sessions_at_their_bound,
+         frozenset({SERVICE, SESSIONS})),
     case("wire/resume-repeats-nothing", "a resumed session is not notified again of what it saw",
          wire_cases.resume_repeats_nothing, frozenset({SERVICE}), Level.SHOULD),
     case("failure/failover-race", "the failover race has exactly one winner that everyone learns", failover_race),

@@ -5,13 +5,16 @@ A provider client never sends these, so they are sent raw."""
 
 from __future__ import annotations
 
-from conformance.cluster.harness import ClusterTarget, op, session, verdict
+import time
+from typing import cast
+
+from conformance.cluster.harness import ClusterTarget, op, session, stopped_clock, verdict
 from conformance.cluster.service_wire import RawConnection, ServiceAddress, refusal
 from conformance.framework import CaseContext, Verdict
 from spec.cluster import wire
-from spec.cluster.errors import FrameTooLarge, InvalidIdentifier, MalformedMessage
+from spec.cluster.errors import FrameTooLarge, InvalidIdentifier, MalformedMessage, ProviderUnavailable
 from spec.cluster.types import MAX_BATCH_OPS, MAX_ID_BYTES, MAX_KEY_BYTES, MAX_VALUE_BYTES, Scope
-from spec.cluster.wire import ServiceKind
+from spec.cluster.wire import ServiceKind, ServiceMessage
 
 
 def _address(target: ClusterTarget) -> ServiceAddress:
@@ -187,3 +190,101 @@ def hello_node_id_rules(target: ClusterTarget, ctx: CaseContext) -> Verdict:
                 problems.append(f"an id of {MAX_ID_BYTES} bytes was answered {welcome}")
     return verdict(f"{len(node_id_rules(''))} node ids each breaking one rule: INVALID_IDENTIFIER and closed; one "
                    f"of {MAX_ID_BYTES} bytes: WELCOME", problems[:4])
+
+
+def _welcomed(raw: RawConnection, node_id: str) -> ServiceMessage | str:
+    """HELLO for ``node_id``: the WELCOME, or what came instead."""
+    raw.send(raw.hello(node_id))
+    reply, _ = raw.until(ServiceKind.WELCOME, ServiceKind.ERROR)
+    if reply is None or reply.kind is not ServiceKind.WELCOME:
+        return f"a good HELLO was answered {reply and (reply.kind.name, reply.payload)}"
+    return reply
+
+
+def silence_at_its_deadline(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    """On a stopped clock two nodes say HELLO (their last frame at the same instant) and then nothing:
+    with the clock moved to exactly fail_bound later (as WELCOME declares it) both sessions stay open;
+    then one sends a RENEW and the clock moves 1 ms on: the silent one is closed, the other stays open
+    (a frame moves the deadline) until 1 ms before fail_bound after its RENEW, and is closed 1 ms past it.
+    (The exact instant is judged after HELLO only, at the stopped clock's whole second: there the
+    deadline and the clock's time are the same sum; after the RENEW they are two sums of decimal
+    milliseconds, which floating point need not make equal.)"""
+    address = _address(target)
+    problems: list[str] = []
+    with session(target, ctx) as s, stopped_clock(target, s) as (_, advance):
+        with RawConnection(address) as quiet, RawConnection(address) as renewing:
+            welcomes = [_welcomed(quiet, s.id_of("quiet")), _welcomed(renewing, s.id_of("renewing"))]
+            for welcome in welcomes:
+                if isinstance(welcome, str):
+                    return verdict("", [welcome])
+            bound = cast(ServiceMessage, welcomes[0]).payload["fail_bound_ms"]
+            advance(bound)
+            if quiet.closed_within(0.1) or renewing.closed_within(0.0):
+                problems.append(f"a session was closed exactly fail_bound ({bound} ms) after its last frame")
+            renewing.request(ServiceKind.RENEW, 2)
+            renewed, _ = renewing.until(ServiceKind.RENEWED, ServiceKind.ERROR)
+            if renewed is None or renewed.kind is not ServiceKind.RENEWED:
+                return verdict("", problems + [f"RENEW at fail_bound was answered {renewed}"])
+            advance(1)
+            if not quiet.closed_within(5.0):
+                problems.append(f"a session silent for fail_bound + 1 ms ({bound + 1} ms) was not closed")
+            if renewing.closed_within(0.1):
+                problems.append("a session that sent a RENEW 1 ms before was closed (its frame did not move "
+                                "the deadline)")
+            advance(bound - 2)
+            if renewing.closed_within(0.1):
+                problems.append(f"a session was closed fail_bound - 1 ms ({bound - 1} ms) after its RENEW")
+            advance(2)
+            if not renewing.closed_within(5.0):
+                problems.append(f"a session silent for fail_bound + 1 ms after its RENEW was not closed")
+    return verdict("a session silent for exactly fail_bound is open, 1 ms more and it is closed; a frame "
+                   "moves its deadline to fail_bound after it", problems)
+
+
+def sessions_at_their_bound(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    """HELLOs on fresh connections until one is refused: exactly as many nodes as the target declares
+    it serves are welcomed (the first one past is PROVIDER_UNAVAILABLE and closed; a refusal while some
+    sessions of earlier cases may still be ending is tried again), and once one of them ends a new HELLO
+    is welcomed again."""
+    assert target.sessions is not None
+    address = _address(target)
+    bound = target.sessions()
+    problems: list[str] = []
+    held: list[RawConnection] = []
+    with session(target, ctx) as s:
+        end = time.monotonic() + min(10.0, ctx.remaining())
+        try:
+            while not problems:
+                raw = RawConnection(address)
+                raw.send(raw.hello(s.id_of(f"seat-{len(held)}")))
+                reply = raw.read()
+                if reply is not None and reply.kind is ServiceKind.WELCOME:
+                    held.append(raw)
+                    if len(held) > bound:
+                        problems.append(f"a HELLO was welcomed with {bound} nodes served (the bound declared)")
+                    continue
+                raw.close()
+                if reply is None or reply.kind is not ServiceKind.ERROR or reply.payload["code"] != ProviderUnavailable.code:
+                    problems.append(f"HELLO with {len(held)} of this case's nodes served was answered "
+                                    f"{reply and (reply.kind.name, reply.payload)}, not WELCOME or PROVIDER_UNAVAILABLE")
+                elif len(held) == bound:
+                    break
+                elif time.monotonic() > end:
+                    problems.append(f"HELLO refused with only {len(held)} of {bound} nodes served by this case")
+                else:
+                    time.sleep(0.05)  # sessions of an earlier case may still be ending
+            if not problems:
+                held.pop().close()
+                while True:
+                    with RawConnection(address) as raw:
+                        if not isinstance(_welcomed(raw, s.id_of("again")), str):
+                            break
+                    if time.monotonic() > end:
+                        problems.append("no HELLO was welcomed after one of the nodes at the bound ended")
+                        break
+                    time.sleep(0.05)
+        finally:
+            for raw in held:
+                raw.close()
+    return verdict(f"the service welcomes exactly its declared bound of nodes ({bound}); the next HELLO is "
+                   "PROVIDER_UNAVAILABLE, and a slot is free again once a session ends", problems)

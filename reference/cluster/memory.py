@@ -125,6 +125,11 @@ class InProcessCluster:
         return self.policy.timing()
 
     @property
+    def clock(self) -> DetectorTime:
+        """The time this cluster's silences are judged on (its detector's; the cluster service's sessions')."""
+        return self._clock
+
+    @property
     def durable_writes(self) -> int:
         """How many committed operations this process has journaled (0 without a journal; a
         conformance harness reports it as its ``durable`` capability)."""

@@ -36,10 +36,9 @@ import argparse
 import logging
 import sys
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 from urllib.parse import quote
 
 from reference.cluster.memory import DEFAULT_POLICY, InProcessCluster, InProcessNode
@@ -215,16 +214,17 @@ class ClusterService:
     ``secret``: when set, HELLO must carry it (UNAUTHENTICATED otherwise); clients find it in
     :attr:`url` (``tcp://:SECRET@host:port``). None turns authentication off; an empty or
     whitespace-only secret raises EmptySecret before anything listens. ``ledger`` records the service's sockets and thread.
-    ``clock``: the service's time, on which a session's silence is judged. Every rule of a connection
-    (HELLO first, bounds, takeover, silence) is its :class:`ServiceSession`'s; the service carries them out.
+    A session's silence is judged on the cluster's clock, the one its failure detector reads (so a
+    conformance harness that stops that clock stops both, and :meth:`judge_silence` looks at its
+    instant). Every rule of a connection (HELLO first, bounds, takeover, silence) is its
+    :class:`ServiceSession`'s; the service carries them out.
     """
 
     def __init__(self, cluster: InProcessCluster, host: str = "127.0.0.1", port: int = 0, *,
                  secret: str | None = None, limits: ServiceLimits = ServiceLimits(),
-                 ledger: ResourceLedger | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 ledger: ResourceLedger | None = None) -> None:
         self.cluster = cluster
-        self._clock = clock
+        self._clock = cluster.clock
         self.limits = limits
         self._secret = configured_secret(secret, "the cluster service's secret")
         self._streams: dict[Stream, _Session] = {}
@@ -236,6 +236,9 @@ class ClusterService:
         self._paused: list[_Session] = []
         self._membership_frames = MembershipFrames()
         self._silence_checked = 0.0
+        self._silence = threading.Condition()
+        self._silence_asked = 0
+        self._silence_judged = 0
         self._reactor = Reactor(self, limits.connections, listen=(host, port), ledger=ledger)
         self.host, self.port = host, self._reactor.port
         cluster.add_reader(self, self._reactor.unread_for)
@@ -271,10 +274,15 @@ class ClusterService:
         try:
             while not self._stop.is_set():
                 self._reactor.poll(min(POLL_S, self.cluster.policy.check_interval / 2))
-                now = self._clock()
-                if now - self._silence_checked >= POLL_S:
+                now = self._clock.now()
+                with self._silence:
+                    asked = self._silence_asked
+                if asked > self._silence_judged or now - self._silence_checked >= POLL_S:
                     self._silence_checked = now
-                    self._end_silent_sessions(now - self._reactor.unread_for())
+                    self._end_silent_sessions(now if self._clock.stopped else now - self._reactor.unread_for())
+                    with self._silence:
+                        self._silence_judged = asked
+                        self._silence.notify_all()
                 if self._paused and self._buffered <= self.limits.max_buffered_bytes // 2:
                     for session in self._paused:
                         session.stream.resume()
@@ -289,6 +297,17 @@ class ClusterService:
             self._by_deadline.clear()
             self._nodes.clear()
             self._reactor.close()
+
+    def judge_silence(self, limit: float = 10.0) -> None:
+        """Look for silent sessions now and return once they are closed: what the poller does every
+        ``POLL_S`` while the clock runs, and what the owner of a stopped clock calls after each move
+        (as :meth:`InProcessCluster.judge` for the detector). A stopped clock is the owner's: no
+        unread time is subtracted."""
+        with self._silence:
+            self._silence_asked += 1
+            asked = self._silence_asked
+            self._reactor.wake()
+            self._silence.wait_for(lambda: self._silence_judged >= asked or not self._thread.is_alive(), limit)
 
     def _end_silent_sessions(self, read_through: float) -> None:
         """Close the sessions silent before ``read_through`` (the time up to which everything that
@@ -316,7 +335,7 @@ class ClusterService:
             return
         deadline = session.protocol.deadline
         try:
-            for asked in session.protocol.receive(data, self._clock(), len(self._nodes)):
+            for asked in session.protocol.receive(data, self._clock.now(), len(self._nodes)):
                 self._carry_out(session, asked)
                 if stream.ended:
                     return

@@ -69,6 +69,7 @@ def test_the_harness_answers_every_control_line_in_one_line(tmp_path: Path) -> N
     try:
         assert controls.answer("CLOCK STOP 0\n") == "CLOCKED 500 1000" and clock.stopped
         assert controls.answer("DURABLE") == "WRITTEN 0" and controls.answer("HELD") == "HOLDING 0"
+        assert controls.answer("SESSIONS") == "ERROR ValueError: no cluster service here"
         assert controls.answer("RESTART") == "OK"
         assert controls.answer("CLOCK RUN") == "CLOCKED 500 1000" and not clock.stopped
         for line in ("CLOCK STOP -1", "CLOCK", "HELLO", ""):

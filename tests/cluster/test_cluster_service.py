@@ -487,37 +487,41 @@ def test_a_refusal_queued_behind_a_large_event_reaches_a_node_before_the_close(p
 
 
 class SteppedClock:
-    """The service's time, moved by the test."""
+    """The cluster's time (its detector's and its service's sessions'), moved by the test; not stopped, so
+    the service looks for silence on its own."""
+
+    stopped = False
 
     def __init__(self) -> None:
-        self.now = 0.0
+        self.at = 0.0
 
-    def __call__(self) -> float:
-        return self.now
+    def now(self) -> float:
+        return self.at
 
 
-def test_silent_sessions_are_found_in_deadline_order_and_a_frame_moves_a_session_back(
-        patient: InProcessCluster) -> None:
+def test_silent_sessions_are_found_in_deadline_order_and_a_frame_moves_a_session_back() -> None:
     """a, b and c say HELLO at 0, 1 and 2; a sends a frame at 3: past b's deadline only b is closed
     (a's frame moved it behind c; the service looks at the earliest deadlines only)."""
     clock = SteppedClock()
-    service = ClusterService(patient, clock=clock)
+    patient = InProcessCluster(FailurePolicy(heartbeat_interval=1.0, fail_after=60.0), clock=clock)
+    service = ClusterService(patient)
     fail_bound = patient.timing.fail_bound
     socks = {}
     try:
         for at, node in enumerate("abc"):
-            clock.now = float(at)
+            clock.at = float(at)
             socks[node] = identified(service, node)
-        clock.now = 3.0
+        clock.at = 3.0
         socks["a"].sendall(wire.encode(wire.ServiceKind.RENEW, 2))
         assert read_message(socks["a"]) is not None
-        clock.now = 1.0 + fail_bound + 0.5
+        clock.at = 1.0 + fail_bound + 0.5
         assert closed_by_peer(socks["b"])
         wait_until(lambda: service.connection_count == 2, "b's session released")
-        clock.now = 2.0 + fail_bound + 0.5
+        clock.at = 2.0 + fail_bound + 0.5
         assert closed_by_peer(socks["c"])
         wait_until(lambda: service.connection_count == 1, "c's session released")
     finally:
         for sock in socks.values():
             sock.close()
         service.close()
+        patient.close()
