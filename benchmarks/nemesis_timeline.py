@@ -1,5 +1,6 @@
 """One self-contained HTML page per nemesis run: the faults as bars, then committed and durable
-transactions over time (their gap is the lag), then the checker's verdict. No scripts, no external files."""
+transactions over time (their gap is the lag) with the last heal and every restart of a Spark driver marked,
+then the checker's verdict. No scripts, no external files."""
 
 from __future__ import annotations
 
@@ -26,9 +27,13 @@ def timeline_html(history: dict[str, Any]) -> str:
         for f in history["faults"]:
             if f["fault"] == kind:
                 x0, x1 = _x(f["start"], end), _x(f["heal"], end)
+                what = f" ({f['jump_s']:+d} s)" if "jump_s" in f else ""
                 parts.append(f'<rect x="{x0:.1f}" y="{y}" width="{max(1.0, x1 - x0):.1f}" height="{ROW - 4}" '
-                             f'fill="#d9534f"><title>{html.escape(kind)}: {f["start"]} s to {f["heal"]} s</title></rect>')
-    top = 30 + len(kinds) * ROW
+                             f'fill="#d9534f"><title>{html.escape(kind)}{what}: {f["start"]} s to {f["heal"]} s'
+                             f'</title></rect>')
+                if what:
+                    parts.append(f'<text x="{x1 + 3:.1f}" y="{y + 12}" font-size="10">{what.strip()}</text>')
+    top = 45 + len(kinds) * ROW
     height = 200
     total = max(1, len(transactions))
 
@@ -48,6 +53,13 @@ def timeline_html(history: dict[str, Any]) -> str:
             path = " ".join(f"{_x(t, end):.1f},{y_of(c):.1f}" for t, c in points)
             parts.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2">'
                          f'<title>{label}</title></polyline>')
+    marks = [(history["last_heal_s"], "last heal + 2 s", "#333")] + [(e["t"], "driver exit", "#f0ad4e")
+                                                                 for e in history.get("driver_exits", [])]
+    for i, (t, label, colour) in enumerate(marks):  # labels one under another: marks may be close
+        x = _x(t, end)
+        parts.append(f'<line x1="{x:.1f}" y1="{top - 6}" x2="{x:.1f}" y2="{top + height}" stroke="{colour}" '
+                     f'stroke-dasharray="4 3"><title>{label} at {t:.1f} s</title></line>'
+                     f'<text x="{x + 2:.1f}" y="{top - 8 + 11 * i}" font-size="10" fill="{colour}">{label}</text>')
     parts.append(f'<text x="2" y="{top + 10}" font-size="11">transactions</text>')
     parts.append(f'<text x="{WIDTH - 300}" y="{top + height + 16}" font-size="11" fill="#337ab7">committed</text>'
                  f'<text x="{WIDTH - 220}" y="{top + height + 16}" font-size="11" fill="#5cb85c">durable (reported); '
