@@ -50,6 +50,7 @@ CASE_SECTIONS: Final[Mapping[str, Mapping[str, str]]] = {
         "confinement/": "docs/spec/sync.md#confinement",
         "atomicity/": "docs/spec/sync.md#atomicity",
         "sequence/": "docs/spec/sync.md#sequence-rule",
+        "admission/": "docs/spec/sync.md#departures-from-seafowl",
     },
     "cluster": {
         "membership/": "docs/spec/cluster.md#model",

@@ -95,14 +95,17 @@ def chains(max_length: int = MAX_CHAIN) -> list[Chain]:
     return out
 
 
-def final_state(chain: Chain, values: Callable[[int], str], stored_value: Callable[[int], str]) -> dict[int, str]:
-    """The model: the table after the chain, change ``i`` writing ``values(i)``."""
+def final_state(chain: Chain, values: Callable[[int], str], stored_value: Callable[[int], str],
+                keeps: Callable[[int], bool] = lambda step: False) -> dict[int, str]:
+    """The model: the table after the chain, change ``i`` writing ``values(i)``, or keeping the value of the
+    row it changes when ``keeps(i)`` (a CHANGED flag false on an update or a key change)."""
     table = {k: stored_value(k) for k in chain.stored}
     for i, change in enumerate(chain.changes):
+        kept = table.get(change.old) if change.old is not None else None
         if change.old is not None:
             del table[change.old]
         if change.new is not None:
-            table[change.new] = values(i)
+            table[change.new] = kept if kept is not None and keeps(i) else values(i)
     return table
 
 
@@ -120,66 +123,110 @@ def _stored_value(chain: int, key: int) -> str:
     return f"c{chain}k{key}"
 
 
+ChainRow = tuple[int | None, int | None, str | None, bool, str | None]
+"""``old_id, new_id, v, changed_v, w`` (the last two sent only with CHANGED columns)."""
+
+
 def _batch(rows: Sequence[tuple[int | None, int | None, str | None]]) -> pa.Table:
     return pa.table({"old_id": pa.array([r[0] for r in rows], pa.int64()),
                      "new_id": pa.array([r[1] for r in rows], pa.int64()),
                      "v": pa.array([r[2] for r in rows], pa.string())})
 
 
-def _stored_rows(all_chains: Sequence[Chain]) -> list[tuple[int | None, int | None, str | None]]:
-    return [(None, _key(i, k), _stored_value(i, k)) for i, c in enumerate(all_chains) for k in sorted(c.stored)]
+@dataclass(frozen=True)
+class ChainRun:
+    """The chains a case runs and how their rows look: without CHANGED columns (every row written whole, the
+    Arrow apply path), or with v's CHANGED flag false on every other update or key change (each shape twice,
+    once per parity) and a second value w always written (the row-by-row apply path)."""
+
+    chains: tuple[Chain, ...]
+    changed: bool = False
+
+    @classmethod
+    def of(cls, changed: bool) -> ChainRun:
+        every = chains()
+        return cls(tuple(c for c in every for _ in range(2)) if changed else tuple(every), changed)
+
+    def keeps(self, i: int, step: int) -> bool:
+        """Whether change ``step`` of chain ``i`` sends v's CHANGED flag false (only updates and key changes)."""
+        return self.changed and self.chains[i].changes[step].old is not None and (i + step) % 2 == 1
+
+    @property
+    def descs(self) -> tuple[ColumnDescriptor, ...]:
+        from conformance.sync.suite import DESCS, DESCS_CHANGED
+
+        return DESCS_CHANGED if self.changed else DESCS
+
+    def batch(self, rows: Sequence[ChainRow]) -> pa.Table:
+        table = _batch([r[:3] for r in rows])
+        if not self.changed:
+            return table
+        return table.append_column("changed_v", pa.array([r[3] for r in rows], pa.bool_())).append_column(
+            "w", pa.array([r[4] for r in rows], pa.string()))
+
+    def stored_rows(self) -> list[ChainRow]:
+        return [(None, _key(i, k), _stored_value(i, k), True, "w" + _stored_value(i, k))
+                for i, c in enumerate(self.chains) for k in sorted(c.stored)]
+
+    def step_rows(self, step: int) -> list[ChainRow]:
+        """Change ``step`` of every chain long enough, chains interleaved."""
+        rows: list[ChainRow] = []
+        for i, chain in enumerate(self.chains):
+            if step < len(chain.changes):
+                c = chain.changes[step]
+                keep = self.keeps(i, step)
+                value = None if c.new is None else "ignored" if keep else _value(i, step)
+                rows.append((None if c.old is None else _key(i, c.old), None if c.new is None else _key(i, c.new),
+                             value, not keep, None if c.new is None else "w" + _value(i, step)))
+        return rows
+
+    def step_batch(self, step: int) -> pa.Table:
+        return self.batch(self.step_rows(step))
+
+    def expected(self) -> dict[int, tuple[str, str | None]]:
+        """Each key's (v, w) by the model (w None without CHANGED columns)."""
+        out: dict[int, tuple[str, str | None]] = {}
+        for i, chain in enumerate(self.chains):
+            state = final_state(chain, lambda step: _value(i, step), lambda k: _stored_value(i, k),
+                                lambda step: self.keeps(i, step))
+            written = final_state(chain, lambda step: "w" + _value(i, step), lambda k: "w" + _stored_value(i, k))
+            out.update({_key(i, k): (v, written[k] if self.changed else None) for k, v in state.items()})
+        return out
 
 
-def _step_rows(all_chains: Sequence[Chain], step: int) -> list[tuple[int | None, int | None, str | None]]:
-    """Change ``step`` of every chain long enough, chains interleaved."""
-    rows: list[tuple[int | None, int | None, str | None]] = []
-    for i, chain in enumerate(all_chains):
-        if step < len(chain.changes):
-            c = chain.changes[step]
-            rows.append((None if c.old is None else _key(i, c.old), None if c.new is None else _key(i, c.new),
-                         None if c.new is None else _value(i, step)))
-    return rows
-
-
-def _expected(all_chains: Sequence[Chain]) -> dict[int, str]:
-    out: dict[int, str] = {}
-    for i, chain in enumerate(all_chains):
-        state = final_state(chain, lambda step: _value(i, step), lambda k: _stored_value(i, k))
-        out.update({_key(i, k): v for k, v in state.items()})
-    return out
-
-
-def _judge_chains(t: SyncTarget, path: str, all_chains: Sequence[Chain], errors: Sequence[str]) -> Verdict:
-    got = {int(r["id"]): r["v"] for r in t.table(path)}
-    want = _expected(all_chains)
+def _judge_chains(t: SyncTarget, path: str, run: ChainRun, errors: Sequence[str]) -> Verdict:
+    got = {int(r["id"]): (r["v"], r.get("w")) for r in t.table(path)}
+    want = run.expected()
     wrong = []
-    for i, chain in enumerate(all_chains):
+    for i, chain in enumerate(run.chains):
         keys = {_key(i, k) for k in KEYS}
         mine = {k: v for k, v in got.items() if k in keys}
         expected = {k: v for k, v in want.items() if k in keys}
         if mine != expected:
             wrong.append(f"chain #{i} ({chain}): table {mine}, model {expected}")
-    expected_text = f"{len(all_chains)} chains of up to {MAX_CHAIN} changes on keys {KEYS}: the table equals the model"
+    shape = "with v's CHANGED flag false on alternate updates" if run.changed else "without CHANGED columns"
+    expected_text = (f"{len(run.chains)} chains of up to {MAX_CHAIN} changes on keys {KEYS}, {shape}: the table "
+                     "equals the model")
     if errors:
         return Verdict(False, expected_text, "; ".join(errors[:2]))
     return Verdict(not wrong, expected_text, f"{len(wrong)} chains differ: " + "; ".join(wrong[:3]) if wrong
-                   else f"all {len(all_chains)} chains as modelled")
+                   else f"all {len(run.chains)} chains as modelled")
 
 
-Layout = Callable[["SyncTarget", CaseContext, str, str, Sequence[Chain]], list[str]]
+Layout = Callable[["SyncTarget", CaseContext, str, str, ChainRun], list[str]]
 
 
-def chain_case(layout: Layout) -> Callable[[SyncTarget, CaseContext], Verdict]:
+def chain_case(layout: Layout, changed: bool = False) -> Callable[[SyncTarget, CaseContext], Verdict]:
     """Store the chains' initial keys, run ``layout``'s puts of their changes, compare with the model."""
     def check(t: SyncTarget, ctx: CaseContext) -> Verdict:
         from conformance.sync.suite import _cmd, _ids, _numbers
 
         origin, path = _ids()
-        all_chains = chains()
-        stored = t.put(ctx, _cmd(path, origin, 1), _batch(_stored_rows(all_chains)))
+        run = ChainRun.of(changed)
+        stored = t.put(ctx, _cmd(path, origin, 1, run.descs), run.batch(run.stored_rows()))
         if stored.error is not None:
             return Verdict(False, "the stored keys are accepted", _numbers(stored))
-        return _judge_chains(t, path, all_chains, layout(t, ctx, path, origin, all_chains))
+        return _judge_chains(t, path, run, layout(t, ctx, path, origin, run))
 
     return check
 
@@ -188,30 +235,43 @@ def _failed(outcome_text: str, step: int) -> list[str]:
     return [] if outcome_text.startswith("accepted=True") else [f"the put of change {step + 1}: {outcome_text}"]
 
 
-def one_put(t: SyncTarget, ctx: CaseContext, path: str, origin: str, all_chains: Sequence[Chain]) -> list[str]:
+def one_put(t: SyncTarget, ctx: CaseContext, path: str, origin: str, run: ChainRun) -> list[str]:
     """Every change of every chain in one put (one transaction), flushed after it."""
     from conformance.sync.suite import _cmd, _numbers
 
-    rows = [r for step in range(MAX_CHAIN) for r in _step_rows(all_chains, step)]
-    return _failed(_numbers(t.put(ctx, _cmd(path, origin, 2), _batch(rows))), 0)
+    rows = [r for step in range(MAX_CHAIN) for r in run.step_rows(step)]
+    return _failed(_numbers(t.put(ctx, _cmd(path, origin, 2, run.descs), run.batch(rows))), 0)
 
 
-def put_per_change(t: SyncTarget, ctx: CaseContext, path: str, origin: str, all_chains: Sequence[Chain]) -> list[str]:
+def put_per_change(t: SyncTarget, ctx: CaseContext, path: str, origin: str, run: ChainRun) -> list[str]:
     """Change i of every chain in transaction i, each flushed after its put."""
     from conformance.sync.suite import _cmd, _numbers
 
     errors: list[str] = []
     for step in range(MAX_CHAIN):
-        errors += _failed(_numbers(t.put(ctx, _cmd(path, origin, 2 + step), _batch(_step_rows(all_chains, step)))), step)
+        errors += _failed(_numbers(t.put(ctx, _cmd(path, origin, 2 + step, run.descs), run.step_batch(step))), step)
     return errors
 
 
-def flushed_together(t: SyncTarget, ctx: CaseContext, path: str, origin: str, all_chains: Sequence[Chain]) -> list[str]:
+def one_transaction(t: SyncTarget, ctx: CaseContext, path: str, origin: str, run: ChainRun) -> list[str]:
+    """Change i of every chain in put i of one transaction (the last put closes it), held back and flushed
+    together: the puts of one transaction squash in order."""
+    from conformance.sync.suite import _cmd, _numbers, _policy
+
+    errors: list[str] = []
+    with _policy(t):
+        for step in range(MAX_CHAIN):
+            seq = 2 if step == MAX_CHAIN - 1 else None
+            errors += _failed(_numbers(t.put(ctx, _cmd(path, origin, seq, run.descs), run.step_batch(step))), step)
+    return errors
+
+
+def flushed_together(t: SyncTarget, ctx: CaseContext, path: str, origin: str, run: ChainRun) -> list[str]:
     """Change i of every chain in transaction i, all four held back and flushed in one flush."""
     from conformance.sync.suite import _policy
 
     with _policy(t):
-        return put_per_change(t, ctx, path, origin, all_chains)
+        return put_per_change(t, ctx, path, origin, run)
 
 
 # -- the lag deadline -------------------------------------------------------------------------
@@ -269,15 +329,25 @@ def lag_after_failed_flush(t: SyncTarget, ctx: CaseContext) -> Verdict:
             os.rmdir(blocker)
         _advance(t, 600.0)  # past any retry wait
         got.append(_probe(t, ctx, origin))
-        t.put(ctx, _cmd(path, origin, 2), _batch([(None, 2, "b")]))
-        _advance(t, LAG_S - TICK_S)
-        got.append(_probe(t, ctx, origin))
-        _advance(t, TICK_S)
-        got.append(_probe(t, ctx, origin))
+        got += new_data_lag(t, ctx, path, origin, 2)[1:]
     want = ["durable=1", "durable=1", "durable=2"]
     ok = all(f" {w} " in g for w, g in zip(want, got))
     return Verdict(ok, "after the retry: " + "; then one tick before the next lag ".join(want[:2]) + f"; at it {want[2]}",
                    "; ".join(got))
+
+
+def new_data_lag(t: SyncTarget, ctx: CaseContext, path: str, origin: str, seq: int) -> list[str]:
+    """Put transaction ``seq`` (one row) to ``path`` under a lag of ``LAG_S``: the numbers right after it, a
+    tick before its lag and at it."""
+    from conformance.sync.suite import _cmd, _probe
+
+    t.put(ctx, _cmd(path, origin, seq), _batch([(None, seq, "b")]))
+    got = [_probe(t, ctx, origin)]
+    _advance(t, LAG_S - TICK_S)
+    got.append(_probe(t, ctx, origin))
+    _advance(t, TICK_S)
+    got.append(_probe(t, ctx, origin))
+    return got
 
 
 def retry_waits(failures: int) -> list[float]:

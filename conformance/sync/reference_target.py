@@ -2,9 +2,9 @@
 
 ``python -m conformance.sync.reference_target --store DIR`` serves this project's sync server
 (``reference.sync.server``) on DIR, flushing after every put, on a clock that starts at 0 and
-moves only when the runner says so. It prints ``CAPABILITIES store restart flush-control`` and
-``LISTENING <port>``, then answers the runner's flush-control lines on stdin, one line each
-(the contract: :mod:`conformance.sync.suite`). The harness embeds the server's endpoint
+moves only when the runner says so, allowing clients the store location ``DIR/allowed``. It prints
+``CAPABILITIES store restart flush-control watermark store-locations`` and ``LISTENING <port>``, then
+answers the runner's flush-control lines on stdin, one line each (the contract: :mod:`conformance.sync.suite`). The harness embeds the server's endpoint
 (``spec.sync.server.SyncServerEndpoint``) and a clock that moves only when told
 (``conformance.sync.clock.ManualClock``): ``POLICY`` reconfigures the endpoint, ``ADVANCE``
 moves the clock and returns once the server has done what fell due.  The production server has
@@ -27,19 +27,22 @@ from reference.sync.store import DeltaStore  # noqa: E402
 from spec.sync.server import SyncServerEndpoint, recorded_durable  # noqa: E402
 from spec.sync.writer import SyncSettings  # noqa: E402
 
-CAPABILITIES = ("store", "restart", "flush-control")
+CAPABILITIES = ("store", "restart", "flush-control", "watermark", "store-locations")
+ALLOWED_LOCATION = "allowed"
+"""The store location a client may name (``store-locations``): ``{store}/allowed`` and what lies below it."""
 
 
 def answer(endpoint: SyncServerEndpoint, clock: ManualClock, line: str) -> str:
     """The one-line answer to one flush-control line."""
     words = line.split()
     try:
-        if words[:1] == ["POLICY"] and len(words) == 4:
+        if words[:1] == ["POLICY"] and len(words) in (4, 5):
             lag, count, size = float(words[1]), int(words[2]), int(words[3])
-            if lag < 0 or count < 1 or size < 1:
-                return "ERROR thresholds must be lag >= 0, count >= 1, bytes >= 1"
+            watermark = int(words[4]) if len(words) == 5 else None
+            if lag < 0 or count < 1 or size < 1 or (watermark is not None and watermark < 0):
+                return "ERROR thresholds must be lag >= 0, count >= 1, bytes >= 1, watermark >= 0"
             endpoint.reconfigure(replace(endpoint.settings, max_replication_lag_s=lag, max_syncs_per_url=count,
-                                         max_in_memory_bytes=size))
+                                         max_in_memory_bytes=size, high_watermark_bytes=watermark))
             return "OK"
         if words[:1] == ["ADVANCE"] and len(words) == 2:
             seconds = float(words[1])
@@ -62,7 +65,8 @@ def main() -> int:
     store = DeltaStore(args.store)
     store.check_writable()
     endpoint = SyncServerEndpoint(SyncSettings(max_replication_lag_s=0.0), recorded_durable(store.recorded_durable()))
-    server = SyncServer(store, endpoint=endpoint, clock=clock, maintenance_interval_s=0)
+    server = SyncServer(store, endpoint=endpoint, clock=clock, maintenance_interval_s=0,
+                        allowed_locations=[os.path.join(args.store, ALLOWED_LOCATION)])
     print("CAPABILITIES " + " ".join(CAPABILITIES), flush=True)
     print(f"LISTENING {server.port}", flush=True)
     try:

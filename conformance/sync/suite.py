@@ -27,6 +27,13 @@ with one line on stdout:
   answer ``OK`` once done.
 - ``PENDING``: answer ``PENDING <n>``, the pending bytes the size threshold is compared with.
 
+``watermark``: ``POLICY`` takes a fifth word, the memory high-watermark in bytes (pending bytes a
+put may bring pending data up to, not past: a put past it is answered ``accepted=false`` and nothing
+of it is kept); without it the target's own high-watermark holds again.
+
+``store-locations``: the target allows a client ``StorageLocation`` naming ``{store}/allowed`` or a
+place below it (at a ``/`` boundary, without ``..`` segments) and refuses every other one.
+
 Seafowl appends a put to a table's last pending item when their schemas agree, so the cases
 that count items alternate two column orders: every put is then an item of its own.
 """
@@ -43,7 +50,7 @@ import tempfile
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from urllib.parse import parse_qs, urlsplit
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,7 +58,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from conformance.framework import Case, CaseContext, Level, RunOptions, Suite, Verdict
-from conformance.sync import derived
+from conformance.sync import derived, derived_rules, derived_writer
 from reference.sync.credentials import ClientSecurity
 from streamwire.cli import read_secret
 from spec.sync.messages import (
@@ -456,6 +463,38 @@ def _table_case(
     return check
 
 
+DESCS_V_W = DESCS + (ColumnDescriptor(role=VALUE, name="w"),)
+
+
+def _vw(rows: Sequence[tuple[Any, ...]], *names: str) -> pa.Table:
+    """A change batch ``old_id, new_id`` and the value columns ``names`` (strings), one tuple per row."""
+    cols = {"old_id": pa.array([r[0] for r in rows], pa.int64()), "new_id": pa.array([r[1] for r in rows], pa.int64())}
+    return pa.table(cols | {n: pa.array([r[2 + i] for r in rows], pa.string()) for i, n in enumerate(names)})
+
+
+def _shaped_case(
+    puts: Sequence[tuple[Sequence[ColumnDescriptor], pa.Table]], want: list[dict[str, Any]], held: bool = False,
+) -> Callable[[SyncTarget, CaseContext], Verdict]:
+    """Puts of different column sets to one table, each its own transaction (after the first, ``held``: flushed
+    together); the table as ``want``."""
+    def check(t: SyncTarget, ctx: CaseContext) -> Verdict:
+        origin, path = _ids()
+        answers = [t.put(ctx, _cmd(path, origin, 1, puts[0][0]), puts[0][1])]
+        with _policy(t) if held else nullcontext():
+            answers += [t.put(ctx, _cmd(path, origin, seq, descs), batch)
+                        for seq, (descs, batch) in enumerate(puts[1:], 2)]
+        refused = [f"put {seq}: {_numbers(out)}" for seq, out in enumerate(answers, 1) if out.error is not None]
+        if refused:
+            return Verdict(False, str(want), "; ".join(refused))
+        got = t.table(path)
+        return Verdict(got == want, str(want), str(got))
+
+    return check
+
+
+_STORED_VW = (DESCS_V_W, _vw([(None, 1, "a", "x"), (None, 2, "b", "y")], "v", "w"))
+
+
 def partly_null_key_refused(t: SyncTarget, ctx: CaseContext) -> Verdict:
     origin, path = _ids()
     out = t.put(ctx, _cmd(path, origin, 1, DESCS_TWO_KEYS), two_key_batch([(None, None, 1, 1, "a"), (None, None, 2, None, "b")]))
@@ -473,6 +512,21 @@ def key_columns_must_match_table(t: SyncTarget, ctx: CaseContext) -> Verdict:
     out = t.put(ctx, _cmd(path, origin, 2, descs), batch)
     verdict = _expect_error(out, "")
     return Verdict(first.error is None and verdict.passed, verdict.expected, f"first: {_numbers(first)}; then {verdict.actual}")
+
+
+def value_type_must_match_table(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    """A table whose v is a string refuses a put whose v is an int64."""
+    origin, path = _ids()
+    first = t.put(ctx, _cmd(path, origin, 1), rows_batch([(None, 1, "a")]))
+    batch = pa.table({"old_id": pa.array([None], pa.int64()), "new_id": pa.array([2], pa.int64()),
+                      "v": pa.array([2], pa.int64())})
+    verdict = _expect_error(t.put(ctx, _cmd(path, origin, 2), batch), "")
+    return Verdict(first.error is None and verdict.passed, verdict.expected, f"first: {_numbers(first)}; then {verdict.actual}")
+
+
+def _float_keys(rows: Sequence[tuple[Any, ...]]) -> pa.Table:
+    return pa.table({"old_id": pa.array([r[0] for r in rows], pa.float64()),
+                     "new_id": pa.array([r[1] for r in rows], pa.float64()), "v": pa.array([r[2] for r in rows])})
 
 
 def _expect_status(out: PutOutcome, error: type[Exception], text: str) -> Verdict:
@@ -936,6 +990,69 @@ SUITE = Suite(
         _c("restart/derived-durable-from-newest-table", SHOULD, "After a restart an origin's durable number is "
            "the largest its tables record, also when the older record is read last",
            derived.restart_durable_from_newest_table, "restart", "store"),
+        _c("schema/derived-seafowl-rules-at-their-bounds", MUST, "Each of Seafowl's rules of a put (roles, key "
+           "columns, CHANGED, the command's type, uint64 sequence numbers) at its smallest violating input is "
+           "refused and at its nearest valid one accepted", derived_rules.rows_case(derived_rules.SEAFOWL_ROWS)),
+        _c("schema/derived-storable-rules-at-their-bounds", SHOULD, "Each rule of what a table can store (column "
+           "names, types, unsigned values, NaN keys) at its smallest violating input is INVALID_ARGUMENT and at its "
+           "nearest valid one accepted", derived_rules.rows_case(derived_rules.STORABLE_ROWS)),
+        _c("confinement/derived-names-at-their-bounds", MUST, "Each rule of a table name (characters, segments, "
+           "1,024 bytes) and of the format at its smallest violating input is refused and at its nearest valid one "
+           "accepted", derived_rules.rows_case(derived_rules.NAME_ROWS)),
+        _c("confinement/derived-store-location-boundary", SHOULD, "A store location is allowed at and below the "
+           "allowed one at a '/' boundary, refused beside it (a longer name with the same prefix) or through '..'",
+           derived_rules.rows_case(derived_rules.LOCATION_ROWS), "store-locations"),
+        _c("squash/derived-chains-one-transaction", MUST, "The same chains, change i of each in put i of one "
+           "transaction, held back and flushed together, land as the model says",
+           derived.chain_case(derived.one_transaction), "flush-control", "store"),
+        _c("squash/derived-chains-changed-one-put", MUST, "Every chain, twice, with v's CHANGED flag false on "
+           "alternate updates and key changes (the value of the row changed is kept) in one put, lands as the "
+           "model says", derived.chain_case(derived.one_put, changed=True), "store"),
+        _c("squash/derived-chains-changed-put-per-change", MUST, "The same chains with CHANGED flags, change i "
+           "of each in transaction i, each flushed after its put, land as the model says",
+           derived.chain_case(derived.put_per_change, changed=True), "store"),
+        _c("squash/derived-chains-changed-flushed-together", MUST, "The same chains with CHANGED flags, change "
+           "i of each in transaction i, held back and flushed together, land as the model says",
+           derived.chain_case(derived.flushed_together, changed=True), "flush-control", "store"),
+        _c("squash/derived-chains-changed-one-transaction", MUST, "The same chains with CHANGED flags, change i "
+           "of each in put i of one transaction, flushed together, land as the model says",
+           derived.chain_case(derived.one_transaction, changed=True), "flush-control", "store"),
+        _c("admission/derived-watermark-at-its-bound", SHOULD, "A put bringing pending data to exactly the "
+           "high-watermark is taken; one byte past it is accepted=false and keeps nothing; taken once it fits",
+           derived_writer.watermark_at_its_bound, "flush-control", "watermark"),
+        _c("transactions/derived-timeout-from-last-put", SHOULD, "The transaction timeout counts from the open "
+           "transaction's last put, not its first; what a discarded transaction put never lands",
+           derived_writer.timeout_from_last_put, "flush-control", "store"),
+        _c("transactions/derived-replay-closes-open", SHOULD, "A replay (at durable) closing an open transaction "
+           "closes it and drops what it put", derived_writer.replay_closes_open_transaction, "flush-control", "store"),
+        _c("flush/derived-backoff-restarts-after-success", SHOULD, "After a flush succeeded, the table's next "
+           "failure waits the first backoff (1 s) again", derived_writer.backoff_restarts_after_success,
+           "flush-control", "store"),
+        _c("flush/derived-failing-table-waits", MUST, "A table whose flush failed is not flushed by the policy "
+           "before its retry wait ends, and is at its end", derived_writer.failing_table_waits, "flush-control",
+           "store"),
+        _c("flush/derived-discarded-failing-table", SHOULD, "A failed table whose data was discarded keeps no "
+           "retry: new data to it waits its full lag", derived_writer.discarded_failing_table, "flush-control",
+           "store"),
+        _c("restart/derived-memory-with-durable", SHOULD, "After a restart the memory number is restored with the "
+           "durable one: a put at it is a replay, one above it is new", derived_writer.memory_restored_with_durable,
+           "restart", "store"),
+        _c("schema/value-type-matches-table", SHOULD, "A put whose value column has another type than the "
+           "table's is INVALID_ARGUMENT", value_type_must_match_table, "store"),
+        _c("squash/temporary-row-dropped", MUST, "A row with neither an old nor a new key is dropped",
+           _table_case([rows_batch([(None, None, "x"), (None, 1, "a")])], [{"id": 1, "v": "a"}]), "store"),
+        _c("apply/negative-zero-key-is-zero", SHOULD, "Keys -0.0 and 0.0 are one key: an update of 0.0 replaces "
+           "the row inserted as -0.0", _table_case([_float_keys([(None, -0.0, "a")]), _float_keys([(0.0, 0.0, "b")])],
+                                                   [{"id": 0.0, "v": "b"}]), "store"),
+        _c("apply/left-out-value-kept", SHOULD, "A put leaving a value column out keeps its stored value, on an "
+           "update and on a key change; a row it inserts has none (null)", _shaped_case(
+            [_STORED_VW, (DESCS, _vw([(1, 1, "a2"), (2, 3, "b2"), (None, 4, "c")], "v"))],
+            [{"id": 1, "v": "a2", "w": "x"}, {"id": 3, "v": "b2", "w": "y"}, {"id": 4, "v": "c", "w": None}]), "store"),
+        _c("apply/left-out-value-in-one-flush", SHOULD, "A put leaving a value column out, flushed together with "
+           "the put that wrote it, keeps that put's value", _shaped_case(
+            [_STORED_VW, (DESCS, _vw([(1, 1, "a2"), (2, 3, "b2")], "v")),
+             (DESCS_V_W, _vw([(3, 3, "b3", "z")], "v", "w")), (DESCS, _vw([(3, 2, "b4")], "v"))],
+            [{"id": 1, "v": "a2", "w": "x"}, {"id": 2, "v": "b4", "w": "z"}], held=True), "flush-control", "store"),
         _c("atomicity/derived-noops-write-nothing", MUST, "Probes, replays at or below durable and refused puts "
            "leave the table's files as they were", derived.noops_write_nothing, "store"),
     ),

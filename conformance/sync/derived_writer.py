@@ -1,0 +1,206 @@
+"""Sync cases derived from the writer's and the flush schedule's bounds and branches (``spec.sync.writer``,
+``spec.sync.flush_failures``, ``spec.sync.admission.fits_watermark``), each row of docs/conformance.md's
+"The sync checklist" that the cases of :mod:`conformance.sync.derived` did not already hold:
+
+- the high-watermark: a put bringing pending data exactly to it is taken, one byte past it is answered
+  ``accepted=false`` and keeps nothing, and the same put is taken once there is room;
+- the transaction timeout counts from the transaction's *last* put, and what a discarded transaction put
+  never lands;
+- a replay closing an open transaction closes it and drops what it put;
+- a failed table's backoff starts again after a success, and a failed table is not flushed by the policy
+  before its wait ends, also after its data was discarded meanwhile;
+- the memory number is restored with the durable one after a restart.
+
+All run on the target's clock (``flush-control``), so each takes a few puts and no waiting.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Iterator
+
+from conformance.framework import CaseContext, Verdict
+from conformance.sync.derived import LAG_S, TICK_S, _advance, _batch, new_data_lag, retry_waits
+from spec.sync.writer import SyncSettings
+
+if TYPE_CHECKING:
+    from conformance.sync.suite import SyncTarget
+
+
+def _held(t: SyncTarget, watermark: int | None = None, lag: float | None = None) -> None:
+    """Hold every flush back (no threshold reached), with this high-watermark (None: the target's own)."""
+    from conformance.sync.suite import HELD_S
+
+    t.command(f"POLICY {lag if lag is not None else HELD_S:g} 1000000 {2**62}" + (f" {watermark}" if watermark else ""))
+
+
+def watermark_at_its_bound(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    """Flushes held back, puts of one shape (so of one size s, measured as the growth of ``PENDING``): with
+    the high-watermark at exactly pending + s the put is taken; at pending + s - 1 it is answered
+    ``accepted=false``, its numbers and the pending bytes do not move; at pending + s again it is taken."""
+    from conformance.sync.suite import _cmd, _ids, _numbers, _pending_bytes, _policy
+
+    origin, path = _ids()
+    batch = _batch([(None, 1, "a"), (None, 2, "b")])
+    got, problems = [], []
+    with _policy(t):
+        t.put(ctx, _cmd(path, origin, 1), batch)
+        first = _pending_bytes(t)
+        t.put(ctx, _cmd(f"{path}_2", origin, 2), batch)
+        size = _pending_bytes(t) - first
+        steps = ((3, 0, True, "at exactly the watermark"), (4, -1, False, "one byte past it"),
+                 (4, 0, True, "the same put once it fits"))
+        for seq, off, taken, what in steps:
+            before = _pending_bytes(t)
+            _held(t, watermark=before + size + off)
+            answer = _numbers(t.put(ctx, _cmd(f"{path}_{seq}", origin, seq), batch))
+            after = _pending_bytes(t)
+            got.append(f"{what}: {answer.split(' first=')[0]}, pending +{after - before}")
+            want = f"accepted=True memory={seq} " if taken else f"accepted=False memory={seq - 1} "
+            if not answer.startswith(want) and not (not taken and answer.startswith("accepted=False memory=None ")):
+                problems.append(what)
+            if after - before != (size if taken else 0):
+                problems.append(f"{what}: pending moved by {after - before}")
+    return Verdict(not problems and size > 0, f"puts of {size} bytes: taken at exactly the watermark; one byte past "
+                   "it accepted=false, nothing kept; taken once it fits", "; ".join(got))
+
+
+def timeout_from_last_put(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    """A's transaction puts at 0 and again at 200 s, then falls silent: another origin is refused one tick
+    before 200 s + ``transaction_timeout_s`` and taken at exactly it; A's two puts never land."""
+    from conformance.sync.suite import _cmd, _ids, _numbers, _policy
+
+    (a, path), (b, other) = _ids(), _ids()
+    timeout = SyncSettings().transaction_timeout_s
+    with _policy(t):
+        t.put(ctx, _cmd(path, a, None), _batch([(None, 1, "a")]))
+        _advance(t, 200.0)
+        t.put(ctx, _cmd(path, a, None), _batch([(None, 2, "a")]))
+        _advance(t, timeout - TICK_S)
+        early = t.put(ctx, _cmd(other, b, 1), _batch([(None, 1, "b")]))
+        _advance(t, TICK_S)
+        at = t.put(ctx, _cmd(other, b, 1), _batch([(None, 1, "b")]))
+    landed = os.path.isdir(os.path.join(t.store, path, "_delta_log")) and t.table(path)
+    ok = early.error is not None and "started without finishing" in early.error_text \
+        and _numbers(at).startswith("accepted=True memory=1 ") and not landed
+    return Verdict(ok, "a tick before the timeout from A's last put: B refused (interleaved); at it: B taken "
+                   "(memory=1); A's rows never land",
+                   f"before: {_numbers(early)}; at: {_numbers(at)}; A's table: {landed or 'none'}")
+
+
+def replay_closes_open_transaction(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    """Transaction 1 of A is durable (key 1). A opens another (key 5, held back) and closes it at 1, a replay:
+    it is acknowledged (memory=1 durable=1), the transaction is closed (B's put is taken, not refused as
+    interleaved) and neither its rows nor the closing put's land."""
+    from conformance.sync.suite import _cmd, _ids, _numbers, _policy
+
+    (a, path), (b, other) = _ids(), _ids()
+    t.put(ctx, _cmd(path, a, 1), _batch([(None, 1, "a")]))
+    with _policy(t):
+        t.put(ctx, _cmd(path, a, None), _batch([(None, 5, "open")]))
+        replay = _numbers(t.put(ctx, _cmd(path, a, 1), _batch([(None, 6, "closing")])))
+        other_origin = _numbers(t.put(ctx, _cmd(other, b, 1), _batch([(None, 1, "b")])))
+    rows = t.table(path)
+    ok = replay.startswith("accepted=True memory=1 durable=1 ") and other_origin.startswith("accepted=True memory=1 ") \
+        and rows == [{"id": 1, "v": "a"}]
+    return Verdict(ok, "replay: accepted memory=1 durable=1; B's put taken; A's table [{'id': 1, 'v': 'a'}]",
+                   f"replay: {replay}; B: {other_origin}; A's table {rows}")
+
+
+@contextmanager
+def _blocked(t: SyncTarget, path: str) -> Iterator[None]:
+    """No Delta writer can commit the next version of the table at ``path`` while this lasts (a directory takes
+    the name of that commit file: commit files are put-if-absent)."""
+    log = os.path.join(t.store, path, "_delta_log")
+    versions = [int(n[:-5]) for n in os.listdir(log) if n.endswith(".json") and n[:-5].isdigit()] \
+        if os.path.isdir(log) else []
+    blocker = os.path.join(log, f"{max(versions, default=-1) + 1:020}.json")
+    os.makedirs(blocker)
+    try:
+        yield
+    finally:
+        os.rmdir(blocker)
+
+
+def backoff_restarts_after_success(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    """Table T fails once and lands at its first retry; later its next commit fails once: that retry comes after
+    the first wait again (1 s), not the second (a success ends the run of failures). Each failure comes from
+    the size rule, released by a smaller table's flush, so only the retry asks for T again."""
+    from conformance.sync.suite import HELD_S, _cmd, _ids, _pending_bytes, _policy, _probe
+
+    origin, path = _ids()
+    first_wait = retry_waits(1)[0]
+    got = []
+    with _policy(t):
+        for version, (big, small) in enumerate(((1, 2), (3, 4))):
+            t.put(ctx, _cmd(path, origin, big), _batch([(None, key, f"v{version}") for key in (1, 2, 3)]))
+            t.put(ctx, _cmd(f"{path}_b{version}", origin, small), _batch([(None, 1, "b")]))
+            with _blocked(t, path):
+                t.command(f"POLICY {HELD_S} 1000000 {_pending_bytes(t)}")
+                _advance(t, 0.0)
+                _advance(t, first_wait - TICK_S)
+                got.append(_probe(t, ctx, origin))
+            _advance(t, TICK_S)
+            got.append(_probe(t, ctx, origin))
+            _held(t)
+    want = ["durable=None", "durable=2", "durable=2", "durable=4"]
+    ok = all(f" {w} " in g for w, g in zip(want, got))
+    return Verdict(ok, "first failure: a tick before 1 s " + ", at it ".join(want[:2]) + "; the failure after the "
+                   "success: a tick before 1 s " + ", at it ".join(want[2:]), "; ".join(got))
+
+
+def failing_table_waits(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    """A flush at the lag fails; its cause gone at once, the table is still not written before its wait ends
+    (the lag rule, which still holds, skips a table waiting to retry), and is written at its end."""
+    from conformance.sync.suite import _cmd, _ids, _policy, _probe
+
+    origin, path = _ids()
+    wait = retry_waits(1)[0]
+    with _policy(t, lag=LAG_S):
+        t.put(ctx, _cmd(path, origin, 1), _batch([(None, 1, "a")]))
+        with _blocked(t, path):
+            _advance(t, LAG_S)
+        _advance(t, wait - TICK_S)
+        early = _probe(t, ctx, origin)
+        _advance(t, TICK_S)
+        at = _probe(t, ctx, origin)
+    ok = " durable=None " in early and " durable=1 " in at
+    return Verdict(ok, "a tick before the retry: durable=None; at it: durable=1", f"{early}; {at}")
+
+
+def discarded_failing_table(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    """A's open transaction is all table T holds; T's flush at the lag fails, then the transaction is discarded
+    at its timeout, so T has nothing to retry. B's later put to T waits its full lag like any new data (the old
+    failure does not flush it at once): durable=None a tick before the lag, durable=1 at it."""
+    from conformance.sync.suite import _cmd, _ids, _policy
+
+    (a, path), (b, _) = _ids(), _ids()
+    timeout = SyncSettings().transaction_timeout_s
+    with _policy(t, lag=LAG_S):
+        t.put(ctx, _cmd(path, a, None), _batch([(None, 1, "a")]))
+        with _blocked(t, path):
+            _advance(t, LAG_S)
+            _advance(t, timeout - LAG_S)
+        got = new_data_lag(t, ctx, path, b, 1)
+    want = ["durable=None", "durable=None", "durable=1"]
+    ok = all(f" {w} " in g for w, g in zip(want, got))
+    return Verdict(ok, f"B's put: {want[0]}; a tick before its lag: {want[1]}; at it: {want[2]}", "; ".join(got))
+
+
+def memory_restored_with_durable(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    """Transaction 5 is durable; after a restart the origin's memory number is 5 with its durable one, a put
+    closing at 5 is a replay (acknowledged, not applied) and one closing at 6 is new."""
+    from conformance.sync.suite import _cmd, _ids, _numbers
+
+    origin, path = _ids()
+    t.put(ctx, _cmd(path, origin, 5), _batch([(None, 1, "a")]))
+    t.restart()
+    probe = _numbers(t.put(ctx, _cmd(path, origin, None, ())))
+    replay = _numbers(t.put(ctx, _cmd(path, origin, 5), _batch([(None, 2, "replayed")])))
+    new = _numbers(t.put(ctx, _cmd(path, origin, 6), _batch([(None, 3, "c")])))
+    rows = t.table(path)
+    ok = probe.startswith("accepted=True memory=5 durable=5 ") and replay.startswith("accepted=True memory=5 durable=5 ") \
+        and new.startswith("accepted=True memory=6 ") and [r["id"] for r in rows] == [1, 3]
+    return Verdict(ok, "probe memory=5 durable=5; replay at 5 acknowledged, not applied; 6 taken; ids [1, 3]",
+                   f"probe {probe}; replay {replay}; new {new}; ids {[r['id'] for r in rows]}")
