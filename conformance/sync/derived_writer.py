@@ -8,8 +8,7 @@
   never lands;
 - a replay closing an open transaction closes it and drops what it put;
 - a failed table's backoff starts again after a success, and a failed table is not flushed by the policy
-  before its wait ends, also after its data was discarded meanwhile;
-- the memory number is restored with the durable one after a restart.
+  before its wait ends, also after its data was discarded meanwhile.
 
 All run on the target's clock (``flush-control``), so each takes a few puts and no waiting.
 """
@@ -186,21 +185,3 @@ def discarded_failing_table(t: SyncTarget, ctx: CaseContext) -> Verdict:
     want = ["durable=None", "durable=None", "durable=1"]
     ok = all(f" {w} " in g for w, g in zip(want, got))
     return Verdict(ok, f"B's put: {want[0]}; a tick before its lag: {want[1]}; at it: {want[2]}", "; ".join(got))
-
-
-def memory_restored_with_durable(t: SyncTarget, ctx: CaseContext) -> Verdict:
-    """Transaction 5 is durable; after a restart the origin's memory number is 5 with its durable one, a put
-    closing at 5 is a replay (acknowledged, not applied) and one closing at 6 is new."""
-    from conformance.sync.suite import _cmd, _ids, _numbers
-
-    origin, path = _ids()
-    t.put(ctx, _cmd(path, origin, 5), _batch([(None, 1, "a")]))
-    t.restart()
-    probe = _numbers(t.put(ctx, _cmd(path, origin, None, ())))
-    replay = _numbers(t.put(ctx, _cmd(path, origin, 5), _batch([(None, 2, "replayed")])))
-    new = _numbers(t.put(ctx, _cmd(path, origin, 6), _batch([(None, 3, "c")])))
-    rows = t.table(path)
-    ok = probe.startswith("accepted=True memory=5 durable=5 ") and replay.startswith("accepted=True memory=5 durable=5 ") \
-        and new.startswith("accepted=True memory=6 ") and [r["id"] for r in rows] == [1, 3]
-    return Verdict(ok, "probe memory=5 durable=5; replay at 5 acknowledged, not applied; 6 taken; ids [1, 3]",
-                   f"probe {probe}; replay {replay}; new {new}; ids {[r['id'] for r in rows]}")
