@@ -1,7 +1,7 @@
 """``python -m benchmarks nemesis``: the Postgres change pipeline under a seeded schedule of faults, judged by an
 independent checker (benchmarks/nemesis_check.py).
 
-Each host is a network namespace on a bridge (198.18.0.0/24, benchmarks/nemesis_net.py). Two pipelines:
+Each host is a network namespace on a bridge (lab N: 198.18.N.0/24, benchmarks/nemesis_net.py). Two pipelines:
 
 - ``--pipeline cdc``: Postgres (``pg``), the sync server with its store on a small tmpfs (``sync``), the
   single-process change source ``python -m reference.cdc`` (``cdc``).
@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from benchmarks.nemesis_check import check, lsn, psql_rows, read_versions
-from benchmarks.nemesis_net import Lab, ip_of, netns, unavailable
+from benchmarks.nemesis_net import Lab, ip_of, netns, unavailable, use_lab
 from benchmarks.nemesis_timeline import timeline_html
 from conformance.pgoutput.postgres_server import PostgresServer
 from spec.sync.messages import SyncCommand
@@ -100,6 +100,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="nemesis-out", help="directory for seed-N.json and seed-N.html")
     parser.add_argument("--pipeline", choices=("cdc", "spark"), default="cdc",
                         help="the single-process source, or the pipeline on a Spark standalone cluster with etcd")
+    parser.add_argument("--lab", type=int, choices=range(10), default=0,
+                        help="the lab's number: its namespaces, bridge and addresses (198.18.N.0/24) are its own")
     parser.add_argument("--fault", action="append", default=None, metavar="FAULT",
                         help="these faults in this order instead of --faults drawn ones (repeatable, e.g. 'kill cdc')")
     parser.add_argument("--lasting", type=float, nargs=2, default=(2.0, 6.0), metavar=("MIN", "MAX"),
@@ -144,7 +146,7 @@ class Proc:
         self.proc = None
 
 
-HBA_LINE: Final = "host all all 198.18.0.0/24 scram-sha-256"
+HBA_LINE: Final = "host all all 198.18.0.0/16 scram-sha-256"
 
 
 class NetnsPostgres(PostgresServer):
@@ -560,6 +562,7 @@ class Run:
 
 
 def main(args: argparse.Namespace) -> int:
+    use_lab(args.lab)
     reason = unavailable()
     if reason:
         print(f"nemesis: {reason}", file=sys.stderr)

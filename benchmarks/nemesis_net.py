@@ -1,5 +1,7 @@
-"""The nemesis's world: one network namespace per host on a bridge (198.18.0.0/24), the faults it can
-put on the network (a partition between two hosts, a slow link) and a small tmpfs a store can fill.
+"""The nemesis's world: one network namespace per host on a bridge (lab N: 198.18.N.0/24, bridge ``nmbrN``),
+the faults it can put on the network (a partition between two hosts, a slow link) and a small tmpfs a store
+can fill. Labs of different numbers never meet, so two runs (or a run and the suite's short nemesis) can share
+the machine.
 
 Every change is undone by :meth:`Lab.close` (namespaces, bridge, mounts), also after a failure.
 Partitions are ``tc`` classes of 8 bit/s on both hosts (no iptables here; a blackhole route would fail
@@ -14,18 +16,33 @@ import subprocess
 from pathlib import Path
 from typing import Final
 
-BRIDGE: Final = "nmbr0"
-PREFIX: Final = "198.18.0"
 HOSTS: Final = {"pg": 2, "sync": 3, "cdc": 4, "etcd": 5, "master": 6, "worker1": 7, "worker2": 8, "driver": 9}
 """Host name -> last byte of its address; the root namespace (workload, checker) is .1 on the bridge."""
 
 
+_lab = 0
+"""The lab this process runs (:func:`use_lab`)."""
+
+
+def use_lab(number: int) -> None:
+    global _lab
+    _lab = number
+
+
+def prefix() -> str:
+    return f"198.18.{_lab}"
+
+
+def bridge() -> str:
+    return f"nmbr{_lab}"
+
+
 def ip_of(host: str) -> str:
-    return f"{PREFIX}.{HOSTS[host]}"
+    return f"{prefix()}.{HOSTS[host]}"
 
 
 def netns(host: str) -> str:
-    return f"nemesis-{host}"
+    return f"nemesis{_lab or ''}-{host}"
 
 
 def unavailable() -> str | None:
@@ -36,10 +53,10 @@ def unavailable() -> str | None:
     missing = [tool for tool in ("ip", "tc", "gcc", "psql") if shutil.which(tool) is None]
     if missing:
         return f"needs {', '.join(missing)} on PATH"
-    probe = subprocess.run(["ip", "netns", "add", "nemesis-probe"], capture_output=True, text=True, timeout=30)
+    probe = subprocess.run(["ip", "netns", "add", netns("probe")], capture_output=True, text=True, timeout=30)
     if probe.returncode != 0:
         return f"`ip netns add` is not permitted here: {probe.stderr.strip()}"
-    run("ip", "netns", "del", "nemesis-probe", check=False)
+    run("ip", "netns", "del", netns("probe"), check=False)
     return None
 
 
@@ -59,15 +76,15 @@ class Lab:
 
     def open(self) -> None:
         self.close()  # what a killed earlier run may have left
-        run("ip", "link", "add", BRIDGE, "type", "bridge")
-        run("ip", "addr", "add", f"{PREFIX}.1/24", "dev", BRIDGE)
-        run("ip", "link", "set", BRIDGE, "up")
+        run("ip", "link", "add", bridge(), "type", "bridge")
+        run("ip", "addr", "add", f"{prefix()}.1/24", "dev", bridge())
+        run("ip", "link", "set", bridge(), "up")
         for host in self.hosts:
-            ns, veth, last = netns(host), f"nmv-{host}", HOSTS[host]
+            ns, veth, last = netns(host), f"nmv{_lab or ''}-{host}", HOSTS[host]
             run("ip", "netns", "add", ns)
             run("ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
-            run("ip", "link", "set", veth, "master", BRIDGE, "up")
-            run("ip", "-n", ns, "addr", "add", f"{PREFIX}.{last}/24", "dev", "eth0")
+            run("ip", "link", "set", veth, "master", bridge(), "up")
+            run("ip", "-n", ns, "addr", "add", f"{prefix()}.{last}/24", "dev", "eth0")
             run("ip", "-n", ns, "link", "set", "eth0", "up")
             run("ip", "-n", ns, "link", "set", "lo", "up")
         self.store.mkdir(parents=True, exist_ok=True)
@@ -81,7 +98,7 @@ class Lab:
         for host in HOSTS:
             self._kill_left(netns(host))
             run("ip", "netns", "del", netns(host), check=False)
-        run("ip", "link", "del", BRIDGE, check=False)
+        run("ip", "link", "del", bridge(), check=False)
 
     @staticmethod
     def _kill_left(ns: str) -> None:
