@@ -10,9 +10,15 @@ failure one fair schedule (the liveness drain) stands for all the others.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import io
 import pickle
 from collections import deque
+from functools import cache
+from enum import Enum
+from operator import attrgetter, methodcaller
+from typing import Any, Callable
 
 import pytest
 from shuffle_netsim import Action, Network
@@ -37,7 +43,7 @@ def explore(start: Network, limit: int, past_failure: bool = True) -> int:
     A state is its pickle: the bytes serve as its identity (hashed) and as the copy to expand. On a
     violation the action path from the start is attached, ready to become a trace vector.
     """
-    blob = pickle.dumps(start)
+    blob = dumps(start)
     root = fingerprint(start)
     parent: dict[bytes, tuple[bytes, Action] | None] = {root: None}
     frontier = deque([(blob, root)])
@@ -51,27 +57,81 @@ def explore(start: Network, limit: int, past_failure: bool = True) -> int:
                 continue
             if not actions:
                 net.check_final()
-            for action in actions:
-                nxt = pickle.loads(blob)
+            for i, action in enumerate(actions, 1):
+                nxt = net if i == len(actions) else pickle.loads(blob)  # the last action takes the state itself
                 nxt.apply(action)
                 nkey = fingerprint(nxt)
                 if nkey not in parent:
                     parent[nkey] = (key, action)
-                    frontier.append((pickle.dumps(nxt), nkey))
+                    frontier.append((dumps(nxt), nkey))
         except AssertionError as violation:
             raise AssertionError(f"{violation}\npath: {path_to(parent, key)}") from violation
         assert len(parent) <= limit, f"state space above {limit}: the scope is not small any more"
     return len(parent)
 
 
+PROTOCOL = pickle.HIGHEST_PROTOCOL
+
+
+class _Reducers(dict[type, Callable[[Any], object]]):
+    """The pickler's dispatch table, one reducer per type, made on first sight: slotted dataclasses
+    (messages, sends, channels, errors' faults) pickle as their class and field values, without the
+    ``fields()`` walk of their generated ``__getstate__`` and ``__setstate__`` on every object; enum members
+    by name; deques as lists (a deque's own reduce calls ``copyreg._slotnames`` every time). That was most
+    of the search's time. Other types pickle as they always do."""
+
+    def __missing__(self, cls: type) -> Callable[[Any], object]:
+        reducer: Callable[[Any], object]
+        if issubclass(cls, type):  # a class with a metaclass (an enum's, an ABC's): by name, as usual
+            reducer = attrgetter("__qualname__")
+        elif issubclass(cls, Enum):
+            reducer = lambda member: (getattr, (cls, member.name))  # noqa: E731
+        elif cls is deque:
+            reducer = lambda d: (deque, (list(d), d.maxlen))  # noqa: E731
+        elif dataclasses.is_dataclass(cls) and hasattr(cls, "__slots__"):
+            names = _field_names(cls)
+            values = attrgetter(*names) if len(names) > 1 else lambda obj: tuple(getattr(obj, n) for n in names)
+            reducer = lambda obj: (_rebuild, (cls, values(obj)))  # noqa: E731
+        else:
+            reducer = methodcaller("__reduce_ex__", PROTOCOL)
+        self[cls] = reducer
+        return reducer
+
+
+_REDUCERS = _Reducers()
+
+
+@cache
+def _field_names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls))
+
+
+def _rebuild(cls: type, values: tuple[object, ...]) -> object:
+    obj = object.__new__(cls)
+    for name, value in zip(_field_names(cls), values):
+        object.__setattr__(obj, name, value)
+    return obj
+
+
+def dumps(obj: object) -> bytes:
+    out = io.BytesIO()
+    pickler = pickle.Pickler(out, PROTOCOL)
+    pickler.dispatch_table = _REDUCERS
+    pickler.dump(obj)
+    return out.getvalue()
+
+
 def _flat(obj: object, skip: tuple[str, ...] = ()) -> tuple[object, ...]:
-    """An object's attributes with every dict and set put in a fixed order (their fill order is history, not state)."""
+    """An object's attributes with every dict and set put in a fixed order (their fill order is history, not state).
+
+    A dict's items are ordered by the text their repr starts with, ``(key, ``: the order of their whole
+    reprs, as keys are distinct ints, strings or tuples, without spelling out every value."""
     out: list[object] = []
     for name, value in sorted(vars(obj).items()):
         if name in skip:
             continue
         if isinstance(value, dict):
-            value = sorted(value.items(), key=repr)
+            value = sorted(value.items(), key=_item_order)
         elif isinstance(value, (set, frozenset)):
             value = sorted(value, key=repr)
         out.append((name, value))
@@ -82,7 +142,11 @@ def fingerprint(net: Network) -> bytes:
     """Equal for equal states, whatever order their dicts and sets were filled in."""
     parts = (_flat(net, skip=("writers", "readers", "pairs", "settings")), [_flat(m) for m in net.writers.values()], [_flat(m) for m in net.readers.values()],
              [_flat(p) for p in net.pairs.values()])
-    return hashlib.blake2b(pickle.dumps(parts), digest_size=16).digest()
+    return hashlib.blake2b(dumps(parts), digest_size=16).digest()
+
+
+def _item_order(item: tuple[object, object]) -> str:
+    return f"({item[0]!r}, "
 
 
 def path_to(parent: dict[bytes, tuple[bytes, Action] | None], key: bytes) -> list[Action]:
