@@ -5,7 +5,10 @@ wire for both batch operations (UPDATE_SHARD_LOG, UPDATE_GOSSIP in each scope).
 A provider client checks a batch before sending it, so a service that forgot a rule would pass every
 case sent through a client: these are sent raw (capability ``service``). A refused batch must be
 answered INVALID_BATCH and leave nothing behind: the batch's well-formed first key is still free (an
-insert of it afterwards is served). The revision 0 rule has no wire form (0 there means an insert).
+insert of it afterwards is served). The revision 0 rule has no wire form (0 there means an insert),
+nor has a revision past MAX_REVISION (the field is a u64): the least and the most expected revisions, 1
+and MAX_REVISION, are valid and, on a fresh key, a compare-and-swap that fails (CAS_ERROR), not an
+invalid batch.
 """
 
 from __future__ import annotations
@@ -17,14 +20,18 @@ from conformance.cluster.harness import ClusterTarget, session, verdict
 from conformance.cluster.service_wire import RawConnection, ServiceAddress
 from conformance.framework import CaseContext, Verdict
 from spec.cluster.errors import InvalidBatch
-from spec.cluster.types import MAX_BATCH_OPS, MAX_KEY_BYTES, MAX_VALUE_BYTES, Scope
+from spec.cluster.types import MAX_BATCH_OPS, MAX_KEY_BYTES, MAX_REVISION, MAX_VALUE_BYTES, Scope
 from spec.cluster.wire import ServiceKind
 
 Ops = list[dict[str, Any]]
 
 
-def _op(key: str, value: bytes = b"v") -> dict[str, Any]:
-    return {"key": key, "value": value, "expected": 0}
+def _op(key: str, value: bytes = b"v", expected: int = 0) -> dict[str, Any]:
+    return {"key": key, "value": value, "expected": expected}
+
+
+EXPECTED_BOUNDS: Final = (1, MAX_REVISION)
+"""The least and the most expected revision a batch may carry."""
 
 
 def _sized_key(tag: str, size: int, filler: str = "k") -> str:
@@ -113,6 +120,17 @@ def _judge(requests: _Requests, operation: str, kind: ServiceKind, payload: dict
     return problems
 
 
+def _judge_expected(requests: _Requests, operation: str, kind: ServiceKind, payload: dict[str, Any],
+                    tag: str) -> list[str]:
+    """Each bound of the expected revision, on a fresh key: a valid op whose compare-and-swap fails."""
+    problems = []
+    for expected in EXPECTED_BOUNDS:
+        answer = requests.send(kind, ops=[_op(f"{tag}-{expected}", expected=expected)], **payload)
+        if answer != "CAS_ERROR":
+            problems.append(f"{operation}, expected revision {expected} on a fresh key: answered {answer}, not CAS_ERROR")
+    return problems
+
+
 def batch_rules(target: ClusterTarget, ctx: CaseContext) -> Verdict:
     """Each rule x each batch operation: the smallest violating batch refused with INVALID_BATCH leaving
     nothing written, the largest valid one served."""
@@ -128,6 +146,8 @@ def batch_rules(target: ClusterTarget, ctx: CaseContext) -> Verdict:
             for o, (operation, kind, payload) in enumerate(OPERATIONS):
                 for r, rule in enumerate(RULES):
                     problems += _judge(requests, operation, kind, payload, rule, f"o{o}r{r}")
+                problems += _judge_expected(requests, operation, kind, payload, f"o{o}e")
     return verdict(f"{len(RULES)} rules x {len(OPERATIONS)} operations: the smallest violating batch is "
-                   "INVALID_BATCH and writes nothing, the largest valid one is served", problems[:4])
+                   "INVALID_BATCH and writes nothing, the largest valid one is served; an expected revision of "
+                   "1 or MAX_REVISION is valid (CAS_ERROR on a fresh key)", problems[:4])
 

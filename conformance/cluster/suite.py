@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import dataclass
 from typing import Callable, Final
 
-from conformance.cluster import batch_rules, linearizability, wire_cases
+from conformance.cluster import batch_rules, linearizability, message_rules, wire_cases
 from conformance.cluster.harness import (
     CLOCK,
     DURABLE,
@@ -36,9 +37,10 @@ from spec.cluster.errors import (
     ProviderClosed,
     ProviderUnavailable,
     RevisionMismatch,
+    UnknownNode,
     UnknownShard,
 )
-from spec.cluster.types import MAX_ADDRESS_BYTES, NodeState, Scope, ShardId
+from spec.cluster.types import MAX_ADDRESS_BYTES, NodeId, NodeState, Scope, ShardId
 
 ROLE = "provider"
 Check = Callable[[ClusterTarget, CaseContext], Verdict]
@@ -130,6 +132,9 @@ def address_bound(target: ClusterTarget, ctx: CaseContext) -> Verdict:
         longest = "h" * (MAX_ADDRESS_BYTES - 6) + ":65535"
         problems = [f"a {MAX_ADDRESS_BYTES + 1}-byte address: {p}"
                     for p in raises(InvalidAddress, lambda: b.provider.join_cluster(longest + "5"))]
+        wide = "\u00e9" * (MAX_ADDRESS_BYTES // 2 - 2) + ":6553"  # one byte over, in fewer characters
+        problems += [f"an address of {MAX_ADDRESS_BYTES + 1} bytes in {len(wide)} characters: {p}"
+                     for p in raises(InvalidAddress, lambda: b.provider.join_cluster(wide))]
         a.shard = a.provider.join_cluster(longest)
         a.core.wait(ctx, "a snapshot with a", lambda: (snap := a.core.last_snapshot()) is not None
                     and a.id in snap.nodes())
@@ -160,19 +165,94 @@ def not_a_member(target: ClusterTarget, ctx: CaseContext) -> Verdict:
         return verdict("UpdateShardLog and UpdateGossip by a node that never joined raise NOT_A_MEMBER", problems)
 
 
+@dataclass(frozen=True, slots=True)
+class Cast:
+    """Who a precondition is tried on: ``member`` and ``other`` are members of two shards, ``stranger``
+    opened a session and never joined, ``removed`` was removed from the cluster (by ``member``)."""
+
+    member: Node
+    other: Node
+    stranger: Node
+    removed: Node
+
+
+def _shard(node: Node) -> ShardId:
+    assert node.shard is not None
+    return node.shard
+
+
+PRECONDITIONS: Final[tuple[tuple[str, type[ClusterError], Callable[[Cast], object]], ...]] = (
+    ("JoinShard by a node that never joined", NotAMember, lambda c: c.stranger.provider.join_shard(_shard(c.member))),
+    ("JoinShard by a removed node", NotAMember, lambda c: c.removed.provider.join_shard(_shard(c.member))),
+    ("JoinShard into a prefix of a shard's id", UnknownShard,
+     lambda c: c.member.provider.join_shard(ShardId(_shard(c.other)[:-1]))),
+    ("JoinShard into a shard's id and one more character", UnknownShard,
+     lambda c: c.member.provider.join_shard(ShardId(_shard(c.other) + "0"))),
+    ("RemoveFromCluster by a node that never joined", NotAMember,
+     lambda c: c.stranger.provider.remove_from_cluster(c.member.id)),
+    ("RemoveFromCluster of a node that never joined", UnknownNode,
+     lambda c: c.member.provider.remove_from_cluster(c.stranger.id)),
+    ("RemoveFromCluster of a removed node", UnknownNode, lambda c: c.member.provider.remove_from_cluster(c.removed.id)),
+    ("RemoveFromCluster of a prefix of a member's id", UnknownNode,
+     lambda c: c.member.provider.remove_from_cluster(NodeId(c.other.id[:-1]))),
+    ("RemoveFromShard by a node that never joined", NotAMember,
+     lambda c: c.stranger.provider.remove_from_shard(c.member.id)),
+    ("RemoveFromShard by a removed node", NotAMember, lambda c: c.removed.provider.remove_from_shard(c.member.id)),
+    ("RemoveFromShard of a node that never joined", UnknownNode,
+     lambda c: c.member.provider.remove_from_shard(c.stranger.id)),
+    ("RemoveFromShard of a prefix of a member's id", UnknownNode,
+     lambda c: c.member.provider.remove_from_shard(NodeId(c.other.id[:-1]))),
+    ("UpdateShardLog by a removed node", NotAMember, lambda c: c.removed.provider.update_shard_log([op("k", b"v")])),
+    ("UpdateGossip by a removed node", NotAMember,
+     lambda c: c.removed.provider.update_gossip([op(f"{c.removed.id}:k", b"v")], Scope.GLOBAL)),
+)
+"""Each precondition of a membership or metadata operation (spec/cluster/model.py) at its smallest
+violating input: who asks is not a member (never was, or was removed), whom it names is not (an id one
+character short of a member's: ids match exactly, not by prefix), the shard does not exist (one
+character short of one, or one more)."""
+
+
+def every_precondition(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    """Each of :data:`PRECONDITIONS`: its error, and nothing committed (no member is notified a
+    membership that repeats the one before it, and the refused ones moved nobody)."""
+    with session(target, ctx) as s:
+        member, other = s.node("member"), s.node("other")
+        removed, stranger = s.node("removed"), s.node("stranger", join=False)
+        member.provider.remove_from_cluster(removed.id)
+        member.core.wait(ctx, "removed gone", lambda: (snap := member.core.last_snapshot()) is not None
+                         and removed.id not in snap.nodes())
+        since = len(member.core.snapshots)
+        cast = Cast(member, other, stranger, removed)
+        problems = [f"{what}: {p}" for what, error, action in PRECONDITIONS for p in raises(error, lambda: action(cast))]
+        barrier(s, member)
+        problems += repeated_snapshots(member, since)
+        final = member.core.last_snapshot()
+        assert final is not None
+        mine = {n: final.shard_of(n) for n in final.nodes() if n.startswith(s.tag)}
+        if mine != {member.id: member.shard, other.id: other.shard}:
+            problems.append(f"after the refused operations the members are {mine}")
+        return verdict(f"{len(PRECONDITIONS)} operations each breaking one precondition raise its error "
+                       "(NOT_A_MEMBER, UNKNOWN_NODE, UNKNOWN_SHARD) and commit nothing", problems[:4])
+
+
 def join_own_shard(target: ClusterTarget, ctx: CaseContext) -> Verdict:
     with session(target, ctx) as s:
         a = s.node("a")
         assert a.shard is not None
         r = a.provider.update_shard_log([op("k", b"1")])
         problems = []
+        barrier(s, a)
+        since = len(a.core.snapshots)
         try:
             a.provider.join_shard(a.shard)
             a.provider.update_shard_log([op("k", b"2", r)])
         except ClusterError as exc:
             problems.append(f"{type(exc).__name__}: {exc}")
+        barrier(s, a)
+        problems += repeated_snapshots(a, since)
         return verdict("JoinShard into the shard a node is already in changes nothing: the shard and its log "
-                       "stay (its only member's CAS at the key's revision succeeds)", problems)
+                       "stay (its only member's CAS at the key's revision succeeds) and no membership is "
+                       "committed", problems)
 
 
 def identity_claimed_once(target: ClusterTarget, ctx: CaseContext) -> Verdict:
@@ -705,6 +785,29 @@ def verdicts_at_their_instants(target: ClusterTarget, ctx: CaseContext) -> Verdi
                        "pfail_after never reports PFAIL)", problems)
 
 
+def declared_timing(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    """What the detector's controls declare agrees with what a node is told (WELCOME's timing) and with
+    the spec's failure policy (spec/cluster/detector.py FailurePolicy): fail_after is the TTL, PFAIL
+    comes at half of it (or never), fail_after covers two heartbeats, and fail_bound is fail_after and
+    one heartbeat (the decision, one more tick of half a heartbeat to commit it)."""
+    with session(target, ctx) as s:
+        with stopped_clock(target, s) as (limits, _):
+            timing = s.node("a").provider.timing
+    ttl_ms, heartbeat_ms, bound_ms = (round(x * 1000) for x in (timing.ttl, timing.heartbeat_interval, timing.fail_bound))
+    problems = []
+    if limits.fail_after_ms != ttl_ms:
+        problems.append(f"the detector declares fail_after {limits.fail_after_ms} ms, nodes are told a TTL of {ttl_ms} ms")
+    if limits.pfail_after_ms not in (0, limits.fail_after_ms / 2):
+        problems.append(f"pfail_after {limits.pfail_after_ms} ms is not half of fail_after {limits.fail_after_ms} ms")
+    if not 1 <= heartbeat_ms <= ttl_ms / 2:
+        problems.append(f"a heartbeat of {heartbeat_ms} ms with fail_after {ttl_ms} ms (at least 1 ms, two per fail_after)")
+    if bound_ms != ttl_ms + heartbeat_ms:
+        problems.append(f"fail_bound {bound_ms} ms is not fail_after + one heartbeat ({ttl_ms} + {heartbeat_ms} ms)")
+    return verdict("the declared thresholds and timing follow the failure policy: fail_after = TTL, pfail_after = "
+                   "fail_after / 2 (or no PFAIL), 1 ms <= heartbeat <= fail_after / 2, fail_bound = fail_after + "
+                   "heartbeat", problems)
+
+
 def renewal_clears(target: ClusterTarget, ctx: CaseContext) -> Verdict:
     """Both nodes are let go stale on a stopped clock; the next renewals must make them OK again."""
     with session(target, ctx) as s:
@@ -909,6 +1012,8 @@ CASES = [
     case("membership/id-claimed-once", "a live node id is claimed once: NODE_ID_IN_USE, takeover by token, "
          "free again when its session ends", identity_claimed_once),
     case("membership/not-a-member", "metadata writes by a non-member raise NOT_A_MEMBER", not_a_member),
+    case("membership/derived-every-precondition", "each precondition of a membership or metadata operation at "
+         "its smallest violating input raises its error and commits nothing", every_precondition),
     case("membership/join-own-shard", "JoinShard into the node's own shard is a no-op", join_own_shard),
     case("shardlog/cas", "insert and CAS semantics with revisions that grow", insert_then_cas),
     case("shardlog/linearizable", "concurrent per-key CAS chains are linearizable", linearizable_cas_chains),
@@ -941,6 +1046,9 @@ CASES = [
     case("failure/no-false-fail", "no FAIL in a fault-free run", no_false_fail),
     case("failure/at-their-instants", "PFAIL and FAIL are decided at their exact thresholds, not a tick early",
          verdicts_at_their_instants, frozenset({CLOCK})),
+    case("failure/derived-declared-timing", "the detector's declared thresholds and the timing told to nodes "
+         "follow the failure policy (fail_after = TTL, PFAIL at half, fail_bound = fail_after + heartbeat)",
+         declared_timing, frozenset({CLOCK})),
     case("failure/renewal-clears", "a renewal makes a stale node OK again", renewal_clears, frozenset({CLOCK})),
     case("failure/idle-commits-nothing", "a tick that changes no member's state commits and notifies nothing",
          idle_commits_nothing, frozenset({CLOCK}), Level.SHOULD),
@@ -965,6 +1073,10 @@ CASES = [
     case("wire/derived-sessions-at-their-bound", "exactly the declared number of nodes is served; the next HELLO "
          "is PROVIDER_UNAVAILABLE, and an ended session frees its slot", wire_cases.sessions_at_their_bound,
          frozenset({SERVICE, SESSIONS})),
+    case("wire/derived-every-message-rule", "each rule of the service's messages at its smallest violating input "
+         "(every request kind one byte long and short, unknown kinds, a request before HELLO, HELLO twice, a reply "
+         "kind, a key not UTF-8, an undefined scope) is refused with MALFORMED_MESSAGE",
+         message_rules.message_rules, frozenset({SERVICE})),
     case("wire/resume-repeats-nothing", "a resumed session is not notified again of what it saw",
          wire_cases.resume_repeats_nothing, frozenset({SERVICE}), Level.SHOULD),
     case("failure/failover-race", "the failover race has exactly one winner that everyone learns", failover_race),

@@ -124,9 +124,10 @@ def _refusal_after_events(raw: RawConnection, error: type[FrameTooLarge]) -> lis
 
 
 def resume_repeats_nothing(target: ClusterTarget, ctx: CaseContext) -> Verdict:
-    """HELLO with ``resume`` after revision R: the catch-up holds nothing at or below R. R is first
-    the revision that moved the node into its shard (the log written before it was delivered on the
-    move), then a batch's own revision."""
+    """HELLO with ``resume`` after revision R: the catch-up holds nothing at or below R, and everything
+    the node is owed above it. R is the revision that moved the node into its shard (the log and SHARD
+    gossip written before were delivered on the move), then, in turn, the revision of a shard-log batch,
+    of a GLOBAL gossip batch and of a SHARD gossip batch, each written after the move."""
     address = _address(target)
     with session(target, ctx) as s:
         b = s.node("b")
@@ -137,23 +138,34 @@ def resume_repeats_nothing(target: ClusterTarget, ctx: CaseContext) -> Verdict:
         a.provider.join_shard(b.shard)
         a.core.wait(ctx, "a notified of k1", lambda: "k1" in a.core.latest("log"))
         moved = min(snap.epoch for _, snap in a.core.snapshots if snap.shard_of(a.id) == b.shard)
-        problems, token = _resumed(address, a.id, a.provider.takeover_token, moved)
-        r2 = b.provider.update_shard_log([op("k2", b"2")])
-        more, _ = _resumed(address, a.id, token, r2)
-        return verdict("a resumed HELLO's catch-up notifies nothing at or below the revision it resumes after "
-                       "(the revision of the node's move into its shard, a batch's own revision)", problems + more)
+        written = [("k2", b.provider.update_shard_log([op("k2", b"2")])),
+                   (f"{s.tag}:global", b.provider.update_gossip([op(f"{s.tag}:global", b"1")], Scope.GLOBAL)),
+                   (f"{b.shard}:shard", b.provider.update_gossip([op(f"{b.shard}:shard", b"1")], Scope.SHARD))]
+        problems: list[str] = []
+        token = a.provider.takeover_token
+        for after in [moved] + [revision for _, revision in written]:
+            owed = {key for key, revision in written if revision > after}
+            more, token = _resumed(address, a.id, token, after, owed)
+            problems += more
+        return verdict("a resumed HELLO's catch-up notifies nothing at or below the revision it resumes after, and "
+                       "every shard-log and gossip batch above it (after the node's move into its shard, a shard-log "
+                       "batch, a GLOBAL and a SHARD gossip batch)", problems)
 
 
-def _resumed(address: ServiceAddress, node: str, token: str, after: int) -> tuple[list[str], str]:
+def _resumed(address: ServiceAddress, node: str, token: str, after: int, owed: set[str]) -> tuple[list[str], str]:
     with RawConnection(address) as raw:
         raw.send(raw.hello(node, takeover=token, resume_after=after))
         welcome, caught_up = raw.until(ServiceKind.WELCOME, ServiceKind.ERROR)
         if welcome is None or welcome.kind is not ServiceKind.WELCOME:
             return [f"HELLO resuming after {after} was answered {welcome}"], token
-        repeated = [(m.kind.name, e.key, e.revision) for m in caught_up
-                    if m.kind in (ServiceKind.SHARD_LOG_UPDATE, ServiceKind.GOSSIP_UPDATE)
-                    for e in m.payload["entries"] if e.revision <= after]
-        return ([f"resuming after {after} repeated {repeated}"] if repeated else []), welcome.payload["session"]
+        entries = [(m.kind.name, e.key, e.revision) for m in caught_up
+                   if m.kind in (ServiceKind.SHARD_LOG_UPDATE, ServiceKind.GOSSIP_UPDATE) for e in m.payload["entries"]]
+        problems = [f"resuming after {after} repeated {[e for e in entries if e[2] <= after]}"] \
+            if any(e[2] <= after for e in entries) else []
+        missed = owed - {key for _, key, _ in entries}
+        if missed:
+            problems.append(f"resuming after {after} did not deliver {sorted(missed)}")
+        return problems, welcome.payload["session"]
 
 
 def node_id_rules(tag: str) -> list[tuple[str, str]]:
@@ -182,14 +194,16 @@ def hello_node_id_rules(target: ClusterTarget, ctx: CaseContext) -> Verdict:
                                     f"{reply and reply.payload}, not INVALID_IDENTIFIER")
                 elif raw.read() is not None:
                     problems.append(f"{what}: the connection stayed open after the refusal")
-        with RawConnection(address) as raw:
-            longest = tag + "-" + "k" * (MAX_ID_BYTES - len(tag) - 1)
-            raw.send(raw.hello(longest))
-            welcome, _ = raw.until(ServiceKind.WELCOME, ServiceKind.ERROR)
-            if welcome is None or welcome.kind is not ServiceKind.WELCOME:
-                problems.append(f"an id of {MAX_ID_BYTES} bytes was answered {welcome}")
+        longest = tag + "-" + "k" * (MAX_ID_BYTES - len(tag) - 1)
+        for what, node_id in ((f"an id of {MAX_ID_BYTES} bytes", longest),
+                              ("an id of every character class", f"{tag}.AZ_az:09-")):
+            with RawConnection(address) as raw:
+                welcome = _welcomed(raw, node_id)
+                if isinstance(welcome, str):
+                    problems.append(f"{what}: {welcome}")
     return verdict(f"{len(node_id_rules(''))} node ids each breaking one rule: INVALID_IDENTIFIER and closed; one "
-                   f"of {MAX_ID_BYTES} bytes: WELCOME", problems[:4])
+                   f"of {MAX_ID_BYTES} bytes and one holding each allowed character class ([A-Za-z0-9._:-]): "
+                   "WELCOME", problems[:4])
 
 
 def _welcomed(raw: RawConnection, node_id: str) -> ServiceMessage | str:
@@ -255,7 +269,7 @@ def sessions_at_their_bound(target: ClusterTarget, ctx: CaseContext) -> Verdict:
         end = time.monotonic() + min(10.0, ctx.remaining())
         try:
             while not problems:
-                raw = RawConnection(address)
+                raw = RawConnection(address, timeout=max(1.0, ctx.remaining()))
                 raw.send(raw.hello(s.id_of(f"seat-{len(held)}")))
                 reply = raw.read()
                 if reply is not None and reply.kind is ServiceKind.WELCOME:
@@ -275,8 +289,9 @@ def sessions_at_their_bound(target: ClusterTarget, ctx: CaseContext) -> Verdict:
                     time.sleep(0.05)  # sessions of an earlier case may still be ending
             if not problems:
                 held.pop().close()
+                end = time.monotonic() + min(10.0, ctx.remaining())
                 while True:
-                    with RawConnection(address) as raw:
+                    with RawConnection(address, timeout=max(1.0, ctx.remaining())) as raw:
                         if not isinstance(_welcomed(raw, s.id_of("again")), str):
                             break
                     if time.monotonic() > end:

@@ -9,8 +9,10 @@ u64 with 0 meaning "none" (an insert's expected revision), since real revisions 
 HELLO names the node, carries the service's shared secret (empty when the client has none), the
 takeover token of a session it succeeds (empty: none) and, for a reconnecting client, the last
 revision it was notified of (``resume``); WELCOME returns the timing and the new session's
-takeover token. A connection-level error (a refused frame, a refused HELLO) is an ERROR with
-request id 0, sent just before the service closes the connection. A service configured with a
+takeover token. A connection-level error is an ERROR sent just before the service closes the
+connection: with request id 0 for a frame that breaks the wire (its request id is not to be trusted),
+with the frame's own request id for a well-formed frame refused before a session is open (a refused
+HELLO, a request before HELLO). A service configured with a
 secret admits a HELLO only if it carries that secret (:func:`check_hello_secret`); the configured
 secret is never empty (``spec.shared_secret``), so a HELLO without one is never admitted by it.
 
