@@ -1043,6 +1043,9 @@ SUITE = Suite(
         _c("flush/derived-discarded-failing-table", SHOULD, "A failed table whose data was discarded keeps no "
            "retry: new data to it waits its full lag", derived_writer.discarded_failing_table, "flush-control",
            "store"),
+        _c("apply/derived-row-group-bounds", MUST, "A flush of one row more than a row group holds lands every "
+           "row and reads kept values back on each side of the row-group boundary", derived_writer.row_group_bounds,
+           "store"),
         _c("atomicity/derived-noops-write-nothing", MUST, "Probes, replays at or below durable and refused puts "
            "leave the table's files as they were", derived.noops_write_nothing, "store"),
     ),
