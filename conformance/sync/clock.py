@@ -1,7 +1,8 @@
 """A clock that stands still until it is advanced, for harnesses and tests driving a sync server's time.
 
 ``advance`` moves the time, wakes every sleeping alarm (each thread looks at the new time, as at a
-periodic tick: a sleeper whose deadline is not reached only goes back to sleep), and returns
+periodic tick; or, with ``wakes_at_deadlines``, a sleeper whose deadline is not reached goes back to sleep
+without returning, as a real alarm does), and returns
 only once each is asleep again: what the server does by then is done when ``advance`` returns,
 with no wait on the wall clock and no race.  (``reference.sync.clock.Clock``.)
 """
@@ -24,21 +25,24 @@ class _ManualAlarm:
     def sleep_until(self, deadline: float) -> None:
         clock = self._clock
         with clock.changed:
-            if self.rung or clock.time >= deadline:
-                self.rung = False
-                return
-            self.asleep = True
-            clock.running -= 1
-            clock.changed.notify_all()
-            while self.asleep:
-                clock.changed.wait()
+            while True:
+                if self.rung or clock.time >= deadline:
+                    self.rung = False
+                    return
+                self.asleep = True
+                clock.running -= 1
+                clock.changed.notify_all()
+                while self.asleep:
+                    clock.changed.wait()
+                if not clock.wakes_at_deadlines:
+                    self.rung = False
+                    return
 
     def ring(self) -> None:
         with self._clock.changed:
+            self.rung = True
             if self.asleep:
                 self._clock.wake(self)
-            else:
-                self.rung = True
 
     def close(self) -> None:
         with self._clock.changed:
@@ -52,7 +56,11 @@ class _ManualAlarm:
 class ManualClock:
     """Time that moves only by ``advance`` (or ``sleep``, which advances it)."""
 
-    def __init__(self, start: float = 0.0) -> None:
+    def __init__(self, start: float = 0.0, wakes_at_deadlines: bool = False) -> None:
+        """``wakes_at_deadlines``: a sleeper woken by ``advance`` before its deadline goes back to sleep without
+        returning (as a real alarm: only its deadline or a ring ends its sleep), so a deadline computed late shows;
+        otherwise every ``advance`` ends every sleep, as a periodic tick would."""
+        self.wakes_at_deadlines = wakes_at_deadlines
         self.time = start
         self.changed = threading.Condition()
         self.alarms: list[_ManualAlarm] = []
@@ -94,6 +102,12 @@ class ManualClock:
             for alarm in self.alarms:
                 if alarm.asleep:
                     self.wake(alarm)
+        self.settle()
+
+    def ring_all(self) -> None:
+        """Ring every alarm (what a settings change does: each thread looks again), and return once they sleep again."""
+        for alarm in list(self.alarms):
+            alarm.ring()
         self.settle()
 
     def sleep(self, seconds: float) -> None:

@@ -6,8 +6,9 @@ moves only when the runner says so, allowing clients the store location ``DIR/al
 ``CAPABILITIES store restart flush-control watermark store-locations`` and ``LISTENING <port>``, then
 answers the runner's flush-control lines on stdin, one line each (the contract: :mod:`conformance.sync.suite`). The harness embeds the server's endpoint
 (``spec.sync.server.SyncServerEndpoint``) and a clock that moves only when told
-(``conformance.sync.clock.ManualClock``): ``POLICY`` reconfigures the endpoint, ``ADVANCE``
-moves the clock and returns once the server has done what fell due.  The production server has
+(``conformance.sync.clock.ManualClock``): ``POLICY`` reconfigures the endpoint and has the flusher
+look again, ``ADVANCE`` moves the clock and returns once the server has done what fell due by the
+deadlines it computed itself (``SyncServerEndpoint.next_deadline``), so a deadline computed late shows.  The production server has
 no back door for either.
 """
 
@@ -43,12 +44,13 @@ def answer(endpoint: SyncServerEndpoint, clock: ManualClock, line: str) -> str:
                 return "ERROR thresholds must be lag >= 0, count >= 1, bytes >= 1, watermark >= 0"
             endpoint.reconfigure(replace(endpoint.settings, max_replication_lag_s=lag, max_syncs_per_url=count,
                                          max_in_memory_bytes=size, high_watermark_bytes=watermark))
+            clock.ring_all()  # the flusher looks again under the new policy before the answer
             return "OK"
         if words[:1] == ["ADVANCE"] and len(words) == 2:
             seconds = float(words[1])
             if seconds < 0:
                 return "ERROR the clock does not go back"
-            clock.advance(seconds)  # the flusher always wakes: the policy runs as at its periodic tick
+            clock.advance(seconds)  # the flusher wakes only at the deadline the server itself computed
             return "OK"
         if words == ["PENDING"]:
             return f"PENDING {endpoint.pending_bytes}"
@@ -61,7 +63,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m conformance.sync.reference_target")
     parser.add_argument("--store", required=True)
     args = parser.parse_args()
-    clock = ManualClock()
+    clock = ManualClock(wakes_at_deadlines=True)
     store = DeltaStore(args.store)
     store.check_writable()
     endpoint = SyncServerEndpoint(SyncSettings(max_replication_lag_s=0.0), recorded_durable(store.recorded_durable()))

@@ -22,9 +22,10 @@ with one line on stdout:
 - ``POLICY <lag_s> <count> <bytes>``: from now on flush a table once its oldest pending data
   is ``lag_s`` old, once it has ``count`` pending items, or once pending data reaches
   ``bytes`` (Seafowl's ``max_replication_lag_s``, ``max_syncs_per_url``,
-  ``max_in_memory_bytes``); answer ``OK``. ``POLICY 0 ...`` is flushing after every put.
-- ``ADVANCE <seconds>``: move the clock, then run the policy as the periodic flush task would;
-  answer ``OK`` once done.
+  ``max_in_memory_bytes``), applying it at once; answer ``OK``. ``POLICY 0 ...`` is flushing after every put.
+- ``ADVANCE <seconds>``: move the clock, then do what falls due by then, as the server's own timers
+  say (the reference target wakes its flusher only at the deadline the server computed, so a
+  deadline computed late shows); answer ``OK`` once done.
 - ``PENDING``: answer ``PENDING <n>``, the pending bytes the size threshold is compared with.
 
 ``watermark``: ``POLICY`` takes a fifth word, the memory high-watermark in bytes (pending bytes a

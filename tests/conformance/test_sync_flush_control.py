@@ -25,3 +25,28 @@ def test_bad_lines_are_refused_in_one_line_and_change_nothing() -> None:
         reply = answer(endpoint, clock, line)
         assert reply.startswith("ERROR ") and "\n" not in reply, (line, reply)
     assert clock.now() == 0.0 and endpoint.settings == SyncSettings()
+
+
+def test_a_clock_waking_at_deadlines_ends_a_sleep_only_at_its_deadline_or_a_ring() -> None:
+    import threading
+
+    clock = ManualClock(wakes_at_deadlines=True)
+    alarm = clock.alarm()
+    woke: list[float] = []
+
+    def sleeper() -> None:
+        for deadline in (10.0, 100.0):
+            alarm.sleep_until(deadline)
+            woke.append(clock.now())
+        alarm.close()
+
+    thread = threading.Thread(target=sleeper)
+    thread.start()
+    clock.settle()
+    clock.advance(9.5)
+    assert woke == []  # woken before its deadline, it went back to sleep
+    clock.advance(0.5)
+    assert woke == [10.0]
+    clock.ring_all()  # a ring ends the sleep before its deadline
+    thread.join(timeout=30)
+    assert woke == [10.0, 10.0] and not thread.is_alive()
