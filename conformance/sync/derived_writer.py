@@ -212,3 +212,38 @@ def row_group_bounds(t: SyncTarget, ctx: CaseContext) -> Verdict:
                             f"{_numbers(second)}")
     return Verdict(not problems, f"every row lands and every kept value is read back (row groups of "
                    f"{limits.max_rows} rows)", "; ".join(problems) or "; ".join(got))
+
+
+def truncate_at_its_place(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    """The truncate extension (capability ``truncate``): a truncating put empties its table at its place in the
+    stream and applies its own rows; one without rows (never a probe) closes its transaction and empties the
+    table; held back with puts before and after it, only the rows from it on land."""
+    from dataclasses import replace
+
+    from conformance.sync.suite import _cmd, _ids, _numbers, _policy
+
+    origin, path = _ids()
+    got, problems = [], []
+
+    def put(seq: int, rows: list[int], truncate: bool = False) -> None:
+        out = t.put(ctx, replace(_cmd(path, origin, seq), truncate=truncate), _batch([(None, k, f"v{k}") for k in rows]))
+        if not _numbers(out).startswith(f"accepted=True memory={seq} "):
+            problems.append(f"put {seq}: {_numbers(out)}")
+
+    def expect(what: str, ids: list[int]) -> None:
+        have = sorted(r["id"] for r in t.table(path))
+        got.append(f"{what}: {have}")
+        if have != ids:
+            problems.append(f"{what}: ids {have}, want {ids}")
+
+    put(1, [1, 2])
+    put(2, [3], truncate=True)
+    expect("truncating put with a row", [3])
+    put(3, [], truncate=True)
+    expect("truncating put without rows", [])
+    with _policy(t):
+        put(4, [4])
+        put(5, [5], truncate=True)
+        put(6, [6])
+    expect("flushed with a put before and one after it", [5, 6])
+    return Verdict(not problems, "ids [3]; then []; then [5, 6]", "; ".join(problems) or "; ".join(got))

@@ -3,7 +3,7 @@
 ``python -m conformance.sync.reference_target --store DIR`` serves this project's sync server
 (``reference.sync.server``) on DIR, flushing after every put, on a clock that starts at 0 and
 moves only when the runner says so, allowing clients the store location ``DIR/allowed``. It prints
-``CAPABILITIES store restart flush-control watermark store-locations`` and ``LISTENING <port>``, then
+``CAPABILITIES store restart flush-control watermark store-locations truncate`` and ``LISTENING <port>``, then
 answers the runner's flush-control lines on stdin, one line each (the contract: :mod:`conformance.sync.suite`). The harness embeds the server's endpoint
 (``spec.sync.server.SyncServerEndpoint``) and a clock that moves only when told
 (``conformance.sync.clock.ManualClock``): ``POLICY`` reconfigures the endpoint and has the flusher
@@ -28,7 +28,7 @@ from reference.sync.store import DeltaStore  # noqa: E402
 from spec.sync.server import SyncServerEndpoint, recorded_durable  # noqa: E402
 from spec.sync.writer import SyncSettings  # noqa: E402
 
-CAPABILITIES = ("store", "restart", "flush-control", "watermark", "store-locations")
+CAPABILITIES = ("store", "restart", "flush-control", "watermark", "store-locations", "truncate")
 ALLOWED_LOCATION = "allowed"
 """The store location a client may name (``store-locations``): ``{store}/allowed`` and what lies below it."""
 

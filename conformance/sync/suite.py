@@ -32,6 +32,9 @@ with one line on stdout:
 put may bring pending data up to, not past: a put past it is answered ``accepted=false`` and nothing
 of it is kept); without it the target's own high-watermark holds again.
 
+``truncate``: the target implements streamwire's truncate extension (``DataSyncCommand.truncate``,
+docs/sync.md).
+
 ``store-locations``: the target allows a client ``StorageLocation`` naming ``{store}/allowed`` or a
 place below it (at a ``/`` boundary, without ``..`` segments) and refuses every other one.
 
@@ -1045,6 +1048,9 @@ SUITE = Suite(
         _c("apply/derived-row-group-bounds", MUST, "A flush of one row more than a row group holds lands every "
            "row and reads kept values back on each side of the row-group boundary", derived_writer.row_group_bounds,
            "store"),
+        _c("apply/truncate-at-its-place", SHOULD, "A truncating put (streamwire's extension) empties its table at "
+           "its place in the stream, with or without rows of its own, also flushed with puts around it",
+           derived_writer.truncate_at_its_place, "truncate", "flush-control", "store"),
         _c("atomicity/derived-noops-write-nothing", MUST, "Probes, replays at or below durable and refused puts "
            "leave the table's files as they were", derived.noops_write_nothing, "store"),
     ),
