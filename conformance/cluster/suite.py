@@ -328,10 +328,17 @@ def insert_then_cas(target: ClusterTarget, ctx: CaseContext) -> Verdict:
         except RevisionMismatch as exc:
             if exc.actual is None or (exc.actual.value, exc.actual.revision) != (b"1", r1):
                 problems.append(f"mismatch reported actual {exc.actual}, committed was 1@{r1}")
+            if exc.expected is not None:
+                problems.append(f"a failed insert reported it expected revision {exc.expected}, not none")
         r2 = b.provider.update_shard_log([op("k", b"2", r1)])
         if not r2 > r1:
             problems.append(f"CAS at {r1} returned revision {r2}, not greater")
-        problems += raises(RevisionMismatch, lambda: a.provider.update_shard_log([op("k", b"3", r1)]))
+        try:
+            a.provider.update_shard_log([op("k", b"3", r1)])
+            problems.append(f"a CAS at the stale revision {r1} succeeded")
+        except RevisionMismatch as exc:
+            if exc.expected != r1:
+                problems.append(f"a failed CAS at {r1} reported it expected {exc.expected}")
         problems += raises(RevisionMismatch, lambda: a.provider.update_shard_log([op("k", b"3", r2 + 1)]))
         wait_value(s, [a, b], "log", "k", r2)
         for node in (a, b):
@@ -472,13 +479,19 @@ def catch_up_on_join(target: ClusterTarget, ctx: CaseContext) -> Verdict:
     with session(target, ctx) as s:
         a = s.node("a")
         r = a.provider.update_shard_log([op("k1", b"1"), op("k2", b"2")])
-        b = s.node("b")
         assert a.shard is not None
+        scoped = f"{a.shard}:g"
+        rg = a.provider.update_gossip([op(scoped, b"g")], Scope.SHARD)
+        b = s.node("b")
         b.provider.join_shard(a.shard)
         wait_value(s, [b], "log", "k2", r)
         got = {k: e.value for k, e in b.core.latest("log").items()}
-        return verdict("a node joining a shard is notified of its whole log",
-                       [] if got == {"k1": b"1", "k2": b"2"} else [f"b learned {got}"])
+        problems = [] if got == {"k1": b"1", "k2": b"2"} else [f"b learned {got}"]
+        try:
+            wait_value(s, [b], "gossip", scoped, rg)
+        except CaseTimeout:
+            problems.append(f"b was not told the shard's SHARD gossip {scoped}")
+        return verdict("a node joining a shard is notified of its whole log and of the shard's SHARD gossip", problems)
 
 
 def destroyed_with_last_member(target: ClusterTarget, ctx: CaseContext) -> Verdict:
@@ -946,14 +959,23 @@ def fail_survives_restart(target: ClusterTarget, ctx: CaseContext) -> Verdict:
             problems = seen_within(s, b, a, NodeState.FAIL)
             if problems:
                 return verdict("", problems)
-            failed = len(b.core.snapshots)
+            failed, downs = len(b.core.snapshots), len(b.core.downs)
             target.restart(s.cluster)
             advance(0)
             barrier(s, b)
             after = [i.state.value for _, snap in b.core.snapshots[failed:]
                      if (i := snap.nodes().get(a.id)) is not None and i.state is not NodeState.FAIL]
-        return verdict("a FAIL node that never renewed stays FAIL across a backend restart",
-                       [f"after the restart {b.id} saw {a.id} {after}"] if after else [])
+            problems = [f"after the restart {b.id} saw {a.id} {after}"] if after else []
+            b.provider.remove_from_cluster(a.id)
+            try:
+                b.core.wait(ctx, f"{a.id} removed", lambda: (snap := b.core.last_snapshot()) is not None
+                            and a.id not in snap.nodes(), 5.0)
+            except CaseTimeout:
+                problems.append(f"{b.id} was not told of a removal after the restart")
+            if len(b.core.downs) != downs:
+                problems.append(f"{b.id}'s session was dropped (cluster_down) across a restart that keeps sessions")
+        return verdict("a FAIL node that never renewed stays FAIL across a backend restart; the sessions the "
+                       "restart keeps are not dropped and are told the next membership change", problems)
 
 
 def failover_race(target: ClusterTarget, ctx: CaseContext) -> Verdict:
@@ -1077,6 +1099,9 @@ CASES = [
          "(every request kind one byte long and short, unknown kinds, a request before HELLO, HELLO twice, a reply "
          "kind, a key not UTF-8, an undefined scope) is refused with MALFORMED_MESSAGE",
          message_rules.message_rules, frozenset({SERVICE})),
+    case("wire/derived-takeover-closes-the-old-session", "a takeover welcomes the successor and tells the old "
+         "session PROVIDER_CLOSED (request id 0) before closing it", wire_cases.takeover_closes_the_old_session,
+         frozenset({SERVICE})),
     case("wire/resume-repeats-nothing", "a resumed session is not notified again of what it saw",
          wire_cases.resume_repeats_nothing, frozenset({SERVICE}), Level.SHOULD),
     case("failure/failover-race", "the failover race has exactly one winner that everyone learns", failover_race),

@@ -12,7 +12,7 @@ from conformance.cluster.harness import ClusterTarget, op, session, stopped_cloc
 from conformance.cluster.service_wire import RawConnection, ServiceAddress, refusal
 from conformance.framework import CaseContext, Verdict
 from spec.cluster import wire
-from spec.cluster.errors import FrameTooLarge, InvalidIdentifier, MalformedMessage, ProviderUnavailable
+from spec.cluster.errors import FrameTooLarge, InvalidIdentifier, MalformedMessage, ProviderClosed, ProviderUnavailable
 from spec.cluster.types import MAX_BATCH_OPS, MAX_ID_BYTES, MAX_KEY_BYTES, MAX_VALUE_BYTES, Scope
 from spec.cluster.wire import ServiceKind, ServiceMessage
 
@@ -303,3 +303,26 @@ def sessions_at_their_bound(target: ClusterTarget, ctx: CaseContext) -> Verdict:
                 raw.close()
     return verdict(f"the service welcomes exactly its declared bound of nodes ({bound}); the next HELLO is "
                    "PROVIDER_UNAVAILABLE, and a slot is free again once a session ends", problems)
+
+
+def takeover_closes_the_old_session(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    """A node's HELLO on a second connection with the first session's takeover token: the second is
+    welcomed, the first is told PROVIDER_CLOSED as an event (request id 0) and closed."""
+    address = _address(target)
+    with session(target, ctx) as s, RawConnection(address) as first, RawConnection(address) as second:
+        node = s.id_of("taken")
+        welcome = _welcomed(first, node)
+        if isinstance(welcome, str):
+            return verdict("", [welcome])
+        second.send(second.hello(node, takeover=welcome.payload["session"]))
+        successor, _ = second.until(ServiceKind.WELCOME, ServiceKind.ERROR)
+        problems = [] if successor is not None and successor.kind is ServiceKind.WELCOME else \
+            [f"the HELLO with the takeover token was answered {successor}"]
+        told, _ = first.until(ServiceKind.ERROR)
+        if told is None or told.payload["code"] != ProviderClosed.code or told.request_id != 0:
+            problems.append(f"the old session was told {told and (told.request_id, told.payload)}, not PROVIDER_CLOSED "
+                            "with request id 0")
+        elif first.read() is not None:
+            problems.append("the old session's connection stayed open")
+    return verdict("a takeover welcomes the successor, tells the old session PROVIDER_CLOSED (request id 0) and "
+                   "closes it", problems)
