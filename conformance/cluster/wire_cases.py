@@ -271,7 +271,7 @@ def sessions_at_their_bound(target: ClusterTarget, ctx: CaseContext) -> Verdict:
             while not problems:
                 raw = RawConnection(address, timeout=max(1.0, ctx.remaining()))
                 raw.send(raw.hello(s.id_of(f"seat-{len(held)}")))
-                reply = raw.read()
+                reply, _ = raw.until(ServiceKind.WELCOME, ServiceKind.ERROR)  # events may come first
                 if reply is not None and reply.kind is ServiceKind.WELCOME:
                     held.append(raw)
                     if len(held) > bound:
