@@ -50,9 +50,10 @@ Random = Callable[[int], bytes]
 CTR_SLACK: Final = 15
 """``update_into`` wants room for a block beyond the input, even in CTR mode."""
 
-SMALL_PART: Final = 4096
-"""Parts shorter than this on average are joined before encrypting: a cipher call per part costs more than
-copying that many bytes (a DATA payload gathered from its records' own buffers)."""
+_CTR_ROOM: Final = bytes(CTR_SLACK)
+
+_TAG_ROOM: Final = bytes(GCM_TAG_LENGTH)
+"""Where a segment's tag goes, laid out behind its plaintext before the segment is sealed in place."""
 
 PREFIXES: Final = 1 << (8 * GCM_NONCE_PREFIX_LENGTH)
 """Distinct GCM nonce prefixes: the messages one direction seals before a prefix could repeat."""
@@ -105,14 +106,11 @@ class CtrCipher:
         """Reused by every :meth:`open`: a fresh buffer per read costs more than decrypting it."""
 
     def seal(self, parts: Sequence[Payload]) -> Payload:
-        total = sum(map(len, parts))
-        if total < SMALL_PART * len(parts):
-            return self._encryptor.update(b"".join(parts))
-        out = memoryview(bytearray(total + CTR_SLACK))
-        written = 0
-        for part in parts:
-            written += self._encryptor.update_into(part, out[written:])
-        return out[:written]
+        """Joins the batch into the one buffer sent and encrypts it there, in one call: cryptography lets the GIL
+        go at every call, which costs more per part than copying it."""
+        sealed = bytearray().join([*parts, _CTR_ROOM])
+        view = memoryview(sealed)
+        return view[:self._encryptor.update_into(view[:len(sealed) - CTR_SLACK], view)]
 
     def open(self, data: Payload) -> Payload:
         self._plain = _room(self._plain, len(data) + CTR_SLACK)
@@ -140,6 +138,32 @@ def _kept(keys: dict[bytes, AESGCM], key: bytes, head: bytes) -> AESGCM:
     return aead
 
 
+def _segmented(parts: Sequence[Payload], heads: list[bytes]) -> list[Payload]:
+    """``parts`` cut at the segment bounds, each segment followed by room for its tag and each message (every
+    ``GCM_MESSAGE_SEGMENTS`` segments) preceded by its head: the sealed layout, to be joined once."""
+    pieces: list[Payload] = [heads[0]]
+    room, segment = GCM_PLAINTEXT_SEGMENT, 0
+    for part in parts:
+        length = len(part)
+        if length < room:
+            pieces.append(part)
+            room -= length
+            continue
+        view, start = memoryview(part), 0
+        while length - start >= room:
+            pieces += (view[start:start + room], _TAG_ROOM)
+            start, room, segment = start + room, GCM_PLAINTEXT_SEGMENT, segment + 1
+            message, first = divmod(segment, GCM_MESSAGE_SEGMENTS)
+            if not first and message < len(heads):
+                pieces.append(heads[message])
+        if start < length:
+            pieces.append(view[start:])
+            room -= length - start
+    if room < GCM_PLAINTEXT_SEGMENT:
+        pieces.append(_TAG_ROOM)
+    return pieces
+
+
 class GcmCipher:
     """AES-GCM messages in Spark's segment layout; one session key serves both directions."""
 
@@ -165,46 +189,42 @@ class GcmCipher:
         """Reused by every :meth:`open`: a fresh buffer per read costs more than decrypting it."""
 
     def seal(self, parts: Sequence[Payload]) -> Payload:
-        """Encrypts every segment straight into the one buffer sent: one message per ``GCM_MESSAGE_SEGMENTS``
-        segments of plaintext, back to back."""
-        plaintext = memoryview(parts[0] if len(parts) == 1 else b"".join(parts))
-        size = len(plaintext)
+        """One join lays the batch out as its messages (each one's length and header, each segment's plaintext
+        followed by room for its tag), then every segment is sealed in place: the plaintext is copied once and
+        no buffer is zeroed. One message per ``GCM_MESSAGE_SEGMENTS`` segments of plaintext, back to back."""
+        size = sum(map(len, parts))
+        if not size:
+            return b""
+        if size <= GCM_PLAINTEXT_SEGMENT:  # one segment (a batch of CREDITs): sealed from their join
+            head, aead, prefix = self._start_sealing(size)
+            sealed = bytearray(len(head) + size + GCM_TAG_LENGTH)
+            sealed[:len(head)] = head
+            aead.encrypt_into(_nonce(prefix, 0, True), b"".join(parts), None, memoryview(sealed)[len(head):])
+            return sealed
         bound = GCM_MESSAGE_SEGMENTS * GCM_PLAINTEXT_SEGMENT
-        if size <= bound:  # most batches: one message or none
-            out = bytearray(self._message_length(size) if size else 0)
-            if size:
-                self._seal_message(plaintext, len(out), memoryview(out))
-            return out
-        out = bytearray(sum(self._message_length(min(bound, size - start)) for start in range(0, size, bound)))
-        target = memoryview(out)
+        messages = [self._start_sealing(min(bound, size - start)) for start in range(0, size, bound)]
+        sealed = bytearray().join(_segmented(parts, [head for head, _, _ in messages]))
+        target = memoryview(sealed)
         position = 0
-        for start in range(0, size, bound):
-            chunk = plaintext[start:start + bound]
-            total = self._message_length(len(chunk))
-            self._seal_message(chunk, total, target[position:position + total])
-            position += total
-        return out
+        for (head, aead, prefix), start in zip(messages, range(0, size, bound)):
+            position += len(head)
+            left = min(bound, size - start)
+            for segment, offset in enumerate(range(0, left, GCM_PLAINTEXT_SEGMENT)):
+                end = position + min(GCM_PLAINTEXT_SEGMENT, left - offset)
+                aead.encrypt_into(_nonce(prefix, segment, offset + GCM_PLAINTEXT_SEGMENT >= left),
+                                  target[position:end], None, target[position:end + GCM_TAG_LENGTH])
+                position = end + GCM_TAG_LENGTH
+        return sealed
 
-    def _message_length(self, plaintext: int) -> int:
-        """Bytes of a message holding ``plaintext`` bytes: its length, its header, a tag per segment."""
+    def _start_sealing(self, plaintext: int) -> tuple[bytes, AESGCM, bytes]:
+        """A new message holding ``plaintext`` bytes: its length and header, its key, its nonce prefix."""
         full, partial = divmod(plaintext, GCM_PLAINTEXT_SEGMENT)
-        return (GCM_LENGTH_BYTES + self._header_length + full * GCM_CIPHERTEXT_SEGMENT
-                + (partial + GCM_TAG_LENGTH if partial else 0))
-
-    def _seal_message(self, plaintext: memoryview, total: int, target: memoryview) -> None:
-        """One message of ``total`` bytes into ``target``: its length, header and segments."""
-        size = len(plaintext)
-        head = total.to_bytes(GCM_LENGTH_BYTES, "big") + self._salt
+        total = (GCM_LENGTH_BYTES + self._header_length + full * GCM_CIPHERTEXT_SEGMENT
+                 + (partial + GCM_TAG_LENGTH if partial else 0))
+        length = total.to_bytes(GCM_LENGTH_BYTES, "big")
         prefix = (next(self._prefixes) % PREFIXES).to_bytes(GCM_NONCE_PREFIX_LENGTH, "big")
-        aead = _kept(self._sealing, self._key, head)
-        position = GCM_LENGTH_BYTES + self._header_length
-        target[:position] = head[:GCM_LENGTH_BYTES] + bytes([self._header_length]) + self._salt + prefix
-        for segment, start in enumerate(range(0, size, GCM_PLAINTEXT_SEGMENT)):
-            end = start + GCM_PLAINTEXT_SEGMENT
-            chunk = plaintext[start:end]
-            sealed_end = position + len(chunk) + GCM_TAG_LENGTH
-            aead.encrypt_into(_nonce(prefix, segment, end >= size), chunk, None, target[position:sealed_end])
-            position = sealed_end
+        aead = _kept(self._sealing, self._key, length + self._salt)
+        return length + bytes([self._header_length]) + self._salt + prefix, aead, prefix
 
     def open(self, data: Payload) -> Payload:
         """Decrypts straight from ``data`` into the reused buffer; only an unfinished length, header or segment

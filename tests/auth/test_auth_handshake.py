@@ -12,7 +12,7 @@ import pytest
 from spec.auth import AuthConfig, CipherName, ClientHandshake, Established, GcmCipher, Rejected, ReplayGuard, \
     ServerHandshake
 from spec.auth import errors
-from spec.auth.ciphers import GCM_KEYS_KEPT, SMALL_PART, CtrCipher
+from spec.auth.ciphers import GCM_KEYS_KEPT, CtrCipher
 from spec.auth.layouts import AUTH_MESSAGE, GCM_MESSAGE_SEGMENTS, GCM_PLAINTEXT_SEGMENT, TransportType
 
 # AuthEngineSuite (apache/spark common/network-common/src/test/.../crypto/AuthEngineSuite.java)
@@ -143,9 +143,22 @@ def test_a_gcm_batch_longer_than_the_bound_is_sealed_as_messages_back_to_back_cu
     receiver.close()
 
 
-def test_ctr_seals_many_small_parts_joined_and_large_ones_part_by_part_into_one_stream() -> None:
+def test_a_gcm_batch_of_parts_cut_anywhere_seals_as_their_join_does() -> None:
+    """Parts are laid out across segment and message bounds without joining them first: the same messages."""
+    bound = GCM_MESSAGE_SEGMENTS * GCM_PLAINTEXT_SEGMENT
+    sizes = [36, 4, GCM_PLAINTEXT_SEGMENT - 40, 0, GCM_PLAINTEXT_SEGMENT, 1, bound - 3 * GCM_PLAINTEXT_SEGMENT, 70_000, 5]
+    parts = [memoryview(bytes([n % 251]) * size) if n % 2 else bytes([n % 251]) * size for n, size in enumerate(sizes)]
+    salts = itertools.count()
+    def random(n: int) -> bytes:
+        return bytes([next(salts) % 2]) * n  # the same salt and first nonce prefix for both ends
+    gathered, joined = GcmCipher(bytes(32), random), GcmCipher(bytes(32), random)
+    for _ in range(2):
+        assert bytes(gathered.seal(parts)) == bytes(joined.seal([b"".join(parts)]))
+
+
+def test_ctr_seals_batches_of_small_and_large_parts_into_one_stream() -> None:
     key, iv = bytes(32), bytes(range(16))
-    small, large = [b"r" * 10] * 50, [b"h" * 33, b"p" * (4 * SMALL_PART)]
+    small, large = [b"r" * 10] * 50, [b"h" * 33, memoryview(b"p" * 16384), bytearray(b"q" * 5000)]
     sender, whole = CtrCipher(key, iv, iv), CtrCipher(key, iv, iv)
     sealed = bytes(sender.seal(small)) + bytes(sender.seal(large)) + bytes(sender.seal(small))
     assert sealed == bytes(whole.seal([b"".join(small + large + small)]))
