@@ -235,6 +235,41 @@ def every_precondition(target: ClusterTarget, ctx: CaseContext) -> Verdict:
                        "(NOT_A_MEMBER, UNKNOWN_NODE, UNKNOWN_SHARD) and commit nothing", problems[:4])
 
 
+def rejoin(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    """Churn with the same ids: a member that joins again, and a node removed from the cluster that joins
+    again, each get a shard other than their old one and are OK members in it as the others see them; the
+    removed one, a joiner again, is shown the GLOBAL gossip written before (a member joining again knows it
+    already: the model shows it again, the etcd backend does not, and neither is wrong)."""
+    with session(target, ctx) as s:
+        watcher, again, removed = s.node("watcher"), s.node("again"), s.node("removed")
+        key = f"{s.tag}:rejoin"
+        revision = watcher.provider.update_gossip([op(key, b"g")], Scope.GLOBAL)
+        wait_value(s, [again, removed], "gossip", key, revision)
+        watcher.provider.remove_from_cluster(removed.id)
+        removed.core.wait(ctx, "removed told", lambda: (snap := removed.core.last_snapshot()) is not None
+                          and removed.id not in snap.nodes())
+        problems = []
+        for node in (again, removed):
+            old, told = node.shard, len(node.core.gossip)
+            node.shard = node.provider.join_cluster("127.0.0.1:7999")
+            if node.shard == old:
+                problems.append(f"{node.id} joined again into its old shard {old}")
+            try:
+                if node is removed:
+                    node.core.wait(ctx, f"{node.id} shown the GLOBAL gossip again", lambda: any(
+                        e.key == key for batch in node.core.gossip[told:] for e in batch), 5.0)
+            except CaseTimeout:
+                problems.append(f"{node.id}, removed, was not shown the GLOBAL gossip when it joined again")
+            try:
+                watcher.core.wait(ctx, f"{node.id} OK in its new shard", lambda: (snap := watcher.core.last_snapshot())
+                                  is not None and snap.shard_of(node.id) == node.shard
+                                  and snap.nodes()[node.id].state is NodeState.OK, 5.0)
+            except CaseTimeout:
+                problems.append(f"{watcher.id} does not see {node.id} OK in its new shard {node.shard}")
+        return verdict("a member joining again and a removed node joining again each get a new shard and are OK in "
+                       "it as the others see them; the removed one is shown the GLOBAL gossip again", problems)
+
+
 def join_own_shard(target: ClusterTarget, ctx: CaseContext) -> Verdict:
     with session(target, ctx) as s:
         a = s.node("a")
@@ -1034,6 +1069,8 @@ CASES = [
     case("membership/not-a-member", "metadata writes by a non-member raise NOT_A_MEMBER", not_a_member),
     case("membership/derived-every-precondition", "each precondition of a membership or metadata operation at "
          "its smallest violating input raises its error and commits nothing", every_precondition),
+    case("membership/derived-rejoin", "a member joining again and a removed node joining again get a new shard "
+         "and are OK in it; the removed one is shown the GLOBAL gossip again", rejoin),
     case("membership/join-own-shard", "JoinShard into the node's own shard is a no-op", join_own_shard),
     case("shardlog/cas", "insert and CAS semantics with revisions that grow", insert_then_cas),
     case("shardlog/linearizable", "concurrent per-key CAS chains are linearizable", linearizable_cas_chains),
