@@ -25,9 +25,8 @@ import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Final, Iterator, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Final, Iterator, Mapping, Protocol, Sequence
 
-from conformance.framework import CaseContext, RunOptions
 from conformance.external import (
     PEER_VARIABLE,
     ROLE_VARIABLE,
@@ -35,10 +34,12 @@ from conformance.external import (
     declared_capabilities,
     parse_tcp,
 )
-from conformance.shuffle.spark_jvm import Event, SparkJvm, SparkPeer
-from conformance.shuffle.spark_write_loop import SparkWriteLoop
 from spec.auth import AuthConfig, CipherName
 from spec.shuffle.settings import ShuffleSettings
+
+if TYPE_CHECKING:  # the spark-jvm target's modules load with it: an exec: target's program imports this module per case
+    from conformance.framework import CaseContext, RunOptions
+    from conformance.shuffle.spark_jvm import Event, SparkJvm, SparkPeer
 
 WRITER, READER, WORKLOAD, REPORTS, AUTH = "writer", "reader", "workload", "reports", "auth"
 SLOW_CONSUMER, SETTINGS = "slow-consumer", "settings"
@@ -347,6 +348,8 @@ class SparkTarget:
         peer = self.spark.writer(workload.writer_id, workload.num_readers, shuffle_id=workload.shuffle_id,
                                  connection_timeout_ms=settings.writer_connection_timeout_ms,
                                  checksum=settings.checksum_enabled, auth=self.auth)
+        from conformance.shuffle.spark_write_loop import SparkWriteLoop
+
         loop = SparkWriteLoop(peer, workload.records, workload.num_readers, settings).start()
 
         def stop() -> None:
@@ -392,6 +395,8 @@ def open_target(options: RunOptions) -> Iterator[ExecTarget | TcpTarget | SparkT
             raise ValueError("a tcp:// target cannot be told the secret: run it authenticated yourself, or use exec:")
         yield TcpTarget(spec)
     elif spec == "spark-jvm":
+        from conformance.shuffle.spark_jvm import SparkJvm
+
         with SparkJvm.open() as spark:
             yield SparkTarget(spark, options.auth)
     else:
