@@ -172,6 +172,8 @@ NAME_ROWS: Final[tuple[Row, ...]] = (
     Row("a path is not empty", "'/'-only", BASE_DESCS, _base(), INVALID, path=_named("//")),
     Row("a segment is letters, digits, '_' and '-'", "a '.' inside a segment", BASE_DESCS, _base(), INVALID,
         path=_below(".x")),
+    Row("a segment is letters, digits, '_' and '-'", "a space (not a control character)", BASE_DESCS, _base(),
+        INVALID, "may hold only", path=_below(" x")),
     Row("a segment is letters, digits, '_' and '-'", "a segment starting with '-'", BASE_DESCS, _base(), None,
         path=_below("/-x")),
     Row("a segment does not start with '_'", "second segment '_x'", BASE_DESCS, _base(), INVALID, path=_below("/_x")),

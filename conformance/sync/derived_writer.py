@@ -68,7 +68,7 @@ def watermark_at_its_bound(t: SyncTarget, ctx: CaseContext) -> Verdict:
 def timeout_from_last_put(t: SyncTarget, ctx: CaseContext) -> Verdict:
     """A's transaction puts at 0 and again at 200 s, then falls silent: another origin is refused one tick
     before 200 s + ``transaction_timeout_s`` and taken at exactly it; A's two puts never land."""
-    from conformance.sync.suite import _cmd, _ids, _numbers, _policy
+    from conformance.sync.suite import _cmd, _ids, _numbers, _pending_bytes, _policy
 
     (a, path), (b, other) = _ids(), _ids()
     timeout = SyncSettings().transaction_timeout_s
@@ -78,14 +78,17 @@ def timeout_from_last_put(t: SyncTarget, ctx: CaseContext) -> Verdict:
         t.put(ctx, _cmd(path, a, None), _batch([(None, 2, "a")]))
         _advance(t, timeout - TICK_S)
         early = t.put(ctx, _cmd(other, b, 1), _batch([(None, 1, "b")]))
+        held_early = _pending_bytes(t)
         _advance(t, TICK_S)
+        held_at = _pending_bytes(t)  # discarded at its instant by the server's own timer, before any put
         at = t.put(ctx, _cmd(other, b, 1), _batch([(None, 1, "b")]))
     landed = os.path.isdir(os.path.join(t.store, path, "_delta_log")) and t.table(path)
     ok = early.error is not None and "started without finishing" in early.error_text \
-        and _numbers(at).startswith("accepted=True memory=1 ") and not landed
-    return Verdict(ok, "a tick before the timeout from A's last put: B refused (interleaved); at it: B taken "
-                   "(memory=1); A's rows never land",
-                   f"before: {_numbers(early)}; at: {_numbers(at)}; A's table: {landed or 'none'}")
+        and _numbers(at).startswith("accepted=True memory=1 ") and not landed and held_early > 0 and held_at == 0
+    return Verdict(ok, "a tick before the timeout from A's last put: B refused (interleaved), A's rows pending; at "
+                   "it, before any put: nothing pending, then B taken (memory=1); A's rows never land",
+                   f"before: {_numbers(early)}, pending {held_early}; at: pending {held_at}, {_numbers(at)}; "
+                   f"A's table: {landed or 'none'}")
 
 
 def replay_closes_open_transaction(t: SyncTarget, ctx: CaseContext) -> Verdict:
@@ -147,6 +150,29 @@ def backoff_restarts_after_success(t: SyncTarget, ctx: CaseContext) -> Verdict:
     ok = all(f" {w} " in g for w, g in zip(want, got))
     return Verdict(ok, "first failure: a tick before 1 s " + ", at it ".join(want[:2]) + "; the failure after the "
                    "success: a tick before 1 s " + ", at it ".join(want[2:]), "; ".join(got))
+
+
+def two_failing_tables(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    """Tables A and C (origins of their own) fail at their lag, C half a second after A; A's cause gone, A is
+    retried at exactly its own instant (the earlier of the two retries), not at C's."""
+    from conformance.sync.suite import _cmd, _ids, _policy, _probe
+
+    (a, path), (c, other) = _ids(), _ids()
+    wait = retry_waits(1)[0]
+    with _policy(t, lag=LAG_S):
+        t.put(ctx, _cmd(path, a, 1), _batch([(None, 1, "a")]))
+        _advance(t, 0.5)
+        t.put(ctx, _cmd(other, c, 1), _batch([(None, 1, "c")]))
+        with _blocked(t, other):
+            with _blocked(t, path):
+                _advance(t, LAG_S - 0.5)
+                _advance(t, 0.5)
+            _advance(t, wait - 0.5 - TICK_S)
+            early = _probe(t, ctx, a)
+            _advance(t, TICK_S)
+            at = _probe(t, ctx, a)
+    ok = " durable=None " in early and " durable=1 " in at
+    return Verdict(ok, "A a tick before its retry: durable=None; at it: durable=1", f"{early}; {at}")
 
 
 def failing_table_waits(t: SyncTarget, ctx: CaseContext) -> Verdict:
@@ -246,4 +272,10 @@ def truncate_at_its_place(t: SyncTarget, ctx: CaseContext) -> Verdict:
         put(5, [5], truncate=True)
         put(6, [6])
     expect("flushed with a put before and one after it", [5, 6])
-    return Verdict(not problems, "ids [3]; then []; then [5, 6]", "; ".join(problems) or "; ".join(got))
+    with _policy(t):
+        put(7, [7], truncate=True)
+        put(8, [8])
+        put(9, [9], truncate=True)
+        put(10, [10])
+    expect("two truncations in one flush: the last one counts", [9, 10])
+    return Verdict(not problems, "ids [3]; then []; then [5, 6]; then [9, 10]", "; ".join(problems) or "; ".join(got))

@@ -1042,6 +1042,9 @@ SUITE = Suite(
         _c("flush/derived-failing-table-waits", MUST, "A table whose flush failed is not flushed by the policy "
            "before its retry wait ends, and is at its end", derived_writer.failing_table_waits, "flush-control",
            "store"),
+        _c("flush/derived-two-failing-tables", SHOULD, "Of two failing tables, each is retried at its own "
+           "instant: the earlier retry is not put off to the later", derived_writer.two_failing_tables,
+           "flush-control", "store"),
         _c("flush/derived-discarded-failing-table", SHOULD, "A failed table whose data was discarded keeps no "
            "retry: new data to it waits its full lag", derived_writer.discarded_failing_table, "flush-control",
            "store"),
