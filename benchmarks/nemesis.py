@@ -87,6 +87,9 @@ REPO: Final = Path(__file__).resolve().parent.parent
 MASTER_PORT: Final = 7077
 ETCD_PORT: Final = 2379
 READERS: Final = 2
+SETUP_S: Final = 480.0
+"""How long the source may take to start streaming before the first fault: a Spark driver's job registers and
+starts its executors in 1-2 minutes under a load average of 20, and took over 180 s in two seeds at 40-50."""
 DRIVER_RESTART_S: Final = 1.0
 """How long the supervisor waits before it starts a driver that exited."""
 
@@ -369,14 +372,14 @@ class Run:
             proc.start()
         conn = self.pg.connect()
         try:
-            for _ in range(720):  # bounded: 180 s for the source to start streaming (a Spark driver's job)
+            for _ in range(int(SETUP_S * 4)):  # bounded: SETUP_S for the source to start streaming
                 if conn.query(f"SELECT active FROM pg_replication_slots WHERE slot_name = '{ORIGIN}'").rows[0][0] == "t":
                     break
                 if self.spark:
                     self._supervise_driver()
                 time.sleep(0.25)
             else:
-                raise RuntimeError("the source did not start streaming within 180 s")
+                raise RuntimeError(f"the source did not start streaming within {SETUP_S:.0f} s")
         finally:
             conn.close()
         self.start = time.monotonic()  # the schedule's times count from here: faults hit a streaming source

@@ -64,7 +64,7 @@ def timeline_html(history: dict[str, Any]) -> str:
     parts.append(f'<text x="{WIDTH - 300}" y="{top + height + 16}" font-size="11" fill="#337ab7">committed</text>'
                  f'<text x="{WIDTH - 220}" y="{top + height + 16}" font-size="11" fill="#5cb85c">durable (reported); '
                  'the gap is the lag</text>')
-    for second in range(0, int(end) + 1, 10):
+    for second in range(0, int(end) + 1, 10 * (1 + int(end) // 150)):  # at most about 15 labels
         parts.append(f'<text x="{_x(second, end):.1f}" y="{top + height + 30}" font-size="10">{second} s</text>')
     verdict = history["verdict"]
     rows = "".join(f"<tr><td>{'PASS' if p['passed'] else 'FAIL'}</td><td>{html.escape(name)}</td>"
