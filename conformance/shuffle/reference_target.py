@@ -32,6 +32,7 @@ from typing import Any, Callable, Final, Iterable, Iterator
 from conformance.shuffle.targets import (
     ACK_TIMEOUT_KEY,
     CASE_VARIABLE,
+    MAX_RECORD_SIZE_KEY,
     OTHER_WRITERS_KEY,
     SLOW_CONSUMER_KEY,
     WORKLOAD_VARIABLE,
@@ -45,6 +46,7 @@ from reference.shuffle.task import TaskOptions, describe
 from reference.shuffle.writer_task import WriterTask
 from spec.shuffle import coordination
 from spec.errors import ProtocolError
+from spec.shuffle.framing import DEFAULT_MAX_RECORD_SIZE
 from spec.shuffle.settings import SettingsError, ShuffleSettings
 
 CAPABILITIES: Final = "CAPABILITIES writer reader workload reports slow-consumer settings traces connect-timeout"
@@ -153,8 +155,10 @@ def main() -> int:
         report(f"ERROR {refused.condition} {refused.message}")
         return 1
     ack_timeout_ms = int(workload.get("settings", {}).get(ACK_TIMEOUT_KEY, -1))
+    max_record_size = int(workload.get("settings", {}).get(MAX_RECORD_SIZE_KEY, DEFAULT_MAX_RECORD_SIZE))
     auth = workload.get("auth")
-    options = TaskOptions(ack_timeout_ms=ack_timeout_ms, auth=None if auth is None else auth_from_json(auth))
+    options = TaskOptions(ack_timeout_ms=ack_timeout_ms, auth=None if auth is None else auth_from_json(auth),
+                          max_record_size=max_record_size)
     print(f"conformance case {os.environ.get(CASE_VARIABLE, '?')} as {role}", file=sys.stderr)
     if role == "writer":
         return writer(workload, settings, options)

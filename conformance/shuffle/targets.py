@@ -54,6 +54,9 @@ WORKLOAD_VARIABLE: Final = "CONFORMANCE_WORKLOAD"
 STARTUP_TIMEOUT_S: Final = 60.0
 ACK_TIMEOUT_KEY: Final = "streamwire.shuffle.terminationAckTimeoutMs"
 """Not a Spark key (Spark waits for acks forever): this project's option, passed to any implementation."""
+MAX_RECORD_SIZE_KEY: Final = "streamwire.shuffle.maxRecordSize"
+"""Not a Spark key (Spark bounds no frame below 2 GiB): a reader's largest record, which with networkBufferSize
+bounds the DATA frames it accepts (docs/spec/shuffle.md#frame); passed to any implementation."""
 REFERENCE_COMMAND: Final = f"{shlex.quote(sys.executable)} -m conformance.shuffle.reference_target"
 TARGET_HELP: Final = ("reference | spark-jvm | exec:CMD (CMD reads CONFORMANCE_* variables; see "
                       "docs/conformance.md) | tcp://HOST:PORT (a listening writer, default workload)")
@@ -74,7 +77,8 @@ class Workload:
     records: Mapping[int, Sequence[bytes]] = field(default_factory=dict)
     """Writer role: the records written for each reader, in order; then the input ends."""
     settings: Mapping[str, str] = field(default_factory=dict)
-    """``spark.shuffle.streaming.*`` keys (Spark's spelling and defaults) and :data:`ACK_TIMEOUT_KEY`."""
+    """``spark.shuffle.streaming.*`` keys (Spark's spelling and defaults), :data:`ACK_TIMEOUT_KEY` and
+    :data:`MAX_RECORD_SIZE_KEY`."""
     slow_consumer: bool = False
     """Reader role: the consumer holds every DATA until :meth:`AbstractRunning.consume` (``slow-consumer``)."""
     other_writers: Mapping[int, str] = field(default_factory=dict)
@@ -376,7 +380,8 @@ class SparkTarget:
         return self._running(readers[0], peer, stop, readers[0].consume if workload.slow_consumer else None)
 
     def refusal(self, workload: Workload, ctx: CaseContext) -> Report | None:
-        answer = self.spark.settings({k: v for k, v in workload.settings.items() if k != ACK_TIMEOUT_KEY})
+        answer = self.spark.settings({k: v for k, v in workload.settings.items()
+                                      if k not in (ACK_TIMEOUT_KEY, MAX_RECORD_SIZE_KEY)})
         if "refused" not in answer:
             return None
         return Report("error", answer.get("condition"), f"{answer.get('exception')}: {answer.get('detail')}")

@@ -23,6 +23,7 @@ from typing import Final, Hashable, Iterable, NamedTuple, Sequence
 
 from spec.shuffle import errors
 from spec.shuffle.checksum import payload_checksum
+from spec.shuffle.clock import ms_after, periods_past
 from spec.shuffle.layouts import MessageType
 from spec.shuffle._machine import WRITER_SIDE, ChannelMachine, machine_input
 from spec.shuffle.messages import (
@@ -118,7 +119,8 @@ class WriterChannel:
     """The open buffer's earlier buffers, in order: copied runs, each ending in the length prefix of the
     record (a gathered one, sent from its own buffer) that follows it."""
     gathered_size: int = 0
-    buffer_created: float = 0.0
+    flush_due: float = 0.0
+    """When the open buffer is networkBufferMaxWaitTimeMs old: a record appended then flushes it."""
     last_seq: int = -1
     queued: deque[Message] = field(default_factory=deque)
     """Messages produced before the bind, in order."""
@@ -177,12 +179,11 @@ class WriterMachine(ChannelMachine[WriterChannelState, WriterChannelEvent]):
         self._held: tuple[int, Payload] | None = None
         self._in_flight: dict[tuple[int, int], int] = {}
         self._conns: dict[Hashable, int] = {}
-        self._wait_s = settings.network_buffer_max_wait_time_ms / 1000.0
         self._max_wait_ms = settings.network_buffer_max_wait_time_ms
         self._flush_at = flush_threshold(settings)
-        self._next_periodic = now + self._wait_s
+        self._next_periodic = ms_after(now, self._max_wait_ms)
         timeout = settings.writer_connection_timeout_ms
-        self._bind_deadline = None if timeout == -1 else now + timeout / 1000.0
+        self._bind_deadline = None if timeout == -1 else ms_after(now, timeout)
         self.ack_timeout_ms = ack_timeout_ms
         self._ack_deadline: float | None = None
         self.readers_may_leave = readers_may_leave
@@ -277,7 +278,7 @@ class WriterMachine(ChannelMachine[WriterChannelState, WriterChannelEvent]):
             raise UsageError(f"finish() while the writer is {'blocked' if self.blocked else self.state.value}")
         self.state = WriterState.FINISHING
         if self.ack_timeout_ms >= 0:
-            self._ack_deadline = now + self.ack_timeout_ms / 1000.0
+            self._ack_deadline = ms_after(now, self.ack_timeout_ms)
         for ch in self.channels:
             self._flush(ch)
             if not self._move(ch, WriterChannelEvent.FINISH):
@@ -416,7 +417,7 @@ class WriterMachine(ChannelMachine[WriterChannelState, WriterChannelEvent]):
         if self.state is WriterState.RUNNING and now >= self._next_periodic:
             for ch in self.channels:
                 self._flush(ch)
-            self._next_periodic = now + self._wait_s
+            self._next_periodic = ms_after(now, self._max_wait_ms)
 
     @machine_input
     def abort(self, error: errors.ShuffleError, now: float) -> None:
@@ -470,10 +471,10 @@ class WriterMachine(ChannelMachine[WriterChannelState, WriterChannelEvent]):
             return False
         self.permits_available -= n
         channel.buffer = bytearray()
-        channel.buffer_created = now
-        if self._next_periodic <= now and self._wait_s > 0:
-            periods = int((now - self._next_periodic) // self._wait_s) + 1
-            self._next_periodic += periods * self._wait_s
+        channel.flush_due = ms_after(now, self._max_wait_ms)
+        if self._next_periodic <= now and self._max_wait_ms > 0:
+            periods = periods_past(self._next_periodic, now, self._max_wait_ms)
+            self._next_periodic = ms_after(self._next_periodic, periods * self._max_wait_ms)
         return True
 
     def _append(self, channel: WriterChannel, record: Payload, now: float) -> bool:
@@ -490,7 +491,7 @@ class WriterMachine(ChannelMachine[WriterChannelState, WriterChannelEvent]):
             channel.gathered += (buffer, record)
             channel.gathered_size = size = channel.gathered_size + len(buffer) + length
             channel.buffer = bytearray()
-        if size >= self._flush_at or (now - channel.buffer_created) * 1000.0 >= self._max_wait_ms:
+        if size >= self._flush_at or now >= channel.flush_due:
             self._flush(channel)
             return True
         return False

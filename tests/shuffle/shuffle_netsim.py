@@ -18,6 +18,7 @@ from typing import Hashable, Iterator, Union
 
 from spec.shuffle import codec, errors
 from spec.shuffle.checksum import payload_checksum
+from spec.shuffle.clock import ms_after
 from spec.shuffle.messages import (
     CreditMessage,
     DataMessage,
@@ -370,7 +371,7 @@ class Network:
             return errors.WriterConnectionTimeout, dict(shuffleId=0, writerId=w, timeoutMs=timeout, readerId=unbound[0])
         unacked = [r for r in self.readers if not self.pairs[(w, r)].ack_counted]
         if unacked and self.ack_timeout_ms >= 0 and w in self.finish_time and \
-                self.now >= self.finish_time[w] + self.ack_timeout_ms / 1000.0:
+                self.now >= ms_after(self.finish_time[w], self.ack_timeout_ms):
             return errors.TerminationAckTimeout, dict(
                 shuffleId=0, writerId=w, timeoutMs=self.ack_timeout_ms, readerId=unacked[0])
         return None

@@ -90,6 +90,23 @@ def test_deadline_is_the_periodic_flush_while_a_buffer_is_open() -> None:
     assert len(step.sends) == 1 and step.deadline is None
 
 
+def test_every_timer_fires_at_its_whole_millisecond_however_floats_add_up() -> None:
+    """0.1 + 0.05 is 0.15000000000000002 and 0.12 - 0.07 is 0.04999999999999999 in floats: a timer a whole number
+    of milliseconds away must still fire at the instant a millisecond clock reads (issue 43)."""
+    settings = ShuffleSettings(network_buffer_size=1 << 20, network_buffer_max_wait_time_ms=50)
+    w = bound_writer(settings=settings)
+    for opened, period in ((0.0, 0.05), (0.06, 0.1), (0.11, 0.15)):
+        w.write(0, b"x", opened)
+        assert w.tick(period - 0.001).sends == () and len(w.tick(period).sends) == 1
+    aged = bound_writer(settings=settings)
+    aged.write(0, b"x", 0.07)
+    assert aged.write(0, b"x", 0.119).sends == () and len(aged.write(0, b"x", 0.12).sends) == 1
+    acked = WriterMachine(3, 0, 1, SMALL, 0.0, ack_timeout_ms=400)
+    acked.received("c0", CreditMessage(writer_id=0, reader_id=0, num_messages=1), 0.0)
+    acked.finish(0.2)
+    assert acked.tick(0.599).events == () and acked.tick(0.6).events
+
+
 def test_connection_timeout_names_the_first_unbound_reader() -> None:
     w = WriterMachine(3, 5, 3, SMALL, 10.0)
     w.received("c", CreditMessage(writer_id=5, reader_id=0, num_messages=1), 10.0)

@@ -59,6 +59,9 @@ from conformance.shuffle.suite.reader_cases import (
     missing_at_end,
     other_transport_type,
     OTHER_TRANSPORT_TYPE,
+    FRAME_BOUND_WORKLOAD,
+    one_past_the_bound,
+    r_accepts_largest_frame,
     r_credit_first,
     r_credits_each_data,
     r_later_job_ids,
@@ -101,6 +104,7 @@ from conformance.shuffle.suite.writer_cases import (
     w_waits_for_every_ack,
     w_whole_records,
     refuses,
+    refuses_each,
     w_flush_threshold,
     writer_fault,
     wrong_ack,
@@ -113,6 +117,12 @@ from spec.shuffle.messages import CreditMessage, DataMessage
 from spec.shuffle.settings import RequirementFailed, TypeMismatch
 
 REQUIREMENT, TYPE_MISMATCH = RequirementFailed.condition, TypeMismatch.condition
+SMALLEST_VIOLATIONS: Final = (
+    ("network_buffer_size", "32k", TYPE_MISMATCH), ("writer_max_memory", "-1", REQUIREMENT),
+    ("writer_connection_timeout_ms", "-1s", REQUIREMENT), ("writer_connection_timeout_ms", "1sec", TYPE_MISMATCH),
+    ("checksum_enabled", "yes", TYPE_MISMATCH), ("network_buffer_max_wait_time_ms", "50ms", TYPE_MISMATCH),
+)
+"""Per setting, the smallest values of the wrong type or against the requirement (docs/spec/shuffle.md#settings)."""
 
 
 def _c(case_id: str, level: Level, role: str, requirement: str, check: CheckFn, *requires: str,
@@ -243,6 +253,13 @@ CASES: Final = (
        "than the payload bytes present, even when those bytes end on a record", reader_fault(
            "DATA whose data_size covers one of its two records", None, size_short, is_credit, "CREDIT for it",
            UNCHECKED_READER_WORKLOAD)),
+    _c("framing/reader-accepts-largest-frame", MUST, R, "A reader accepts the longest DATA a writer can send: a "
+       "buffer one byte below the flush threshold plus one record of the largest size, with its length prefix",
+       r_accepts_largest_frame),
+    _c("framing/reader-rejects-frame-past-its-bound", SHOULD, R, "A reader rejects a DATA frame one byte longer "
+       "than the longest a writer can send, without crediting it (Spark 4.3.0 bounds no frame below 2 GiB)",
+       reader_fault("a DATA one byte past the frame bound", None, one_past_the_bound, is_credit, "CREDIT for it",
+                    FRAME_BOUND_WORKLOAD)),
     _c("framing/reader-trailing-bytes", INFO, R, "How a reader treats a TERMINATION_CONTROL body with trailing "
        "bytes (Spark ignores them)", r_trailing_bytes),
     # backpressure
@@ -302,6 +319,11 @@ CASES: Final = (
     _c("settings/writer-refuses-zero-timeout", MUST, W, "A writer refuses writerConnectionTimeout 0 "
        "(INVALID_CONF_VALUE.REQUIREMENT: positive or -1) and runs with -1", refuses(
            "writer_connection_timeout_ms", "0", REQUIREMENT, "-1"), SETTINGS),
+    _c("settings/writer-refuses-each-smallest-violation", MUST, W, "A writer refuses, as Spark does, the "
+       "smallest violation of each setting's type and requirement: a size suffix on an int, -1 where positive is "
+       "required, a time of -1s, an unknown time suffix, a boolean spelled otherwise, a suffix on "
+       "networkBufferMaxWaitTimeMs (a long)", refuses_each(SMALLEST_VIOLATIONS),
+       SETTINGS),
     # authentication (runs with --secret-file)
     _c("auth/writer-ignores-silent-stranger", MUST, W, "A writer sends nothing on a connection that never runs "
        "the handshake, and serves the real reader", w_silent_stranger, AUTH),

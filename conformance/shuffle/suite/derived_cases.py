@@ -19,8 +19,19 @@ from conformance.shuffle.suite.deadline_cases import CONNECT_TIMEOUT
 from conformance.shuffle.targets import ExecTarget, ShuffleTarget
 from conformance.shuffle.vector_exec import TraceDriverError, exec_answers
 from conformance.shuffle.vector_traces import ack, credit, data, run_trace, tc
-from spec.shuffle.errors import TerminationAckTimeout, UnknownPeer, WriterConnectionTimeout, WriterUnreachable
+from spec.shuffle.errors import (
+    MismatchedChannelIds,
+    TerminationAckTimeout,
+    TruncatedInput,
+    UnknownPeer,
+    WriterConnectionTimeout,
+    WriterUnreachable,
+)
+from spec.shuffle.checksum import payload_checksum
+from spec.shuffle.jsonform import to_json
+from spec.shuffle.messages import DataMessage
 from spec.shuffle.reader import DATA_HEADER_LENGTH
+from spec.shuffle.records import RECORD_LENGTH, encode_records
 from spec.shuffle.settings import ShuffleSettings, key_of
 from spec.shuffle.writer import TCP_RECEIVE_BUFFER, TCP_SEND_BUFFER
 
@@ -159,6 +170,17 @@ PERIODIC: Final = (
     Row("writer._open_buffer: a buffer opened after idle periods keeps the periodic flush's phase (0, 50, 100, ...)",
         _writer(), (*bind(0), write(170, 1), tick(199), tick(200)),
         ((3, nothing, "nothing a millisecond early"), (4, sends("DATA"), "a DATA at the period's instant"))),
+    Row("writer._open_buffer: a buffer opened exactly at a period's instant is flushed a period later",
+        _writer(), (*bind(0), write(WAIT_MS, 1), tick(2 * WAIT_MS - 1), tick(2 * WAIT_MS)),
+        ((3, nothing, "nothing a millisecond early"), (4, sends("DATA"), "a DATA at the next period"))),
+    Row("writer._append: a record appended exactly networkBufferMaxWaitTimeMs after its buffer opened (70 -> 120 ms, "
+        "where 0.12 - 0.07 is 49.99999999999999 ms in floats) flushes it",
+        _writer(), (*bind(0), write(70, 1), write(70 + WAIT_MS - 1, 1), write(70 + WAIT_MS, 1)),
+        ((3, nothing, "nothing a millisecond early"), (4, sends("DATA"), "a DATA at its age"))),
+    Row("writer._append: networkBufferMaxWaitTimeMs 0 flushes every record as it is written",
+        _writer(network_buffer_max_wait_time_ms="0"), (*bind(0), write(0, 1), write(0, 1), tick(1)),
+        ((2, sends("DATA"), "a DATA for the first record"), (3, sends("DATA"), "a DATA for the second"),
+         (4, nothing, "nothing left for the tick"))),
 )
 
 
@@ -166,6 +188,9 @@ def _full_buffers(count: int) -> tuple[dict[str, Any], ...]:
     """``count`` records, each filling one buffer to the flush threshold (queued: nobody is bound)."""
     return tuple(write(0, N * 9 // 10 - 4) for _ in range(count))
 
+
+_THIRD: Final = (32 * 1024 * 1024 - SOCKETS) // 3
+"""A networkBufferSize of which exactly three fit in the default writerMaxMemory beside one reader's sockets."""
 
 PERMITS: Final = (
     Row("writer.permit_capacity: writerMaxMemory less the socket buffers of every reader (R = 2): the 7th buffer "
@@ -178,6 +203,14 @@ PERMITS: Final = (
         _writer(peers=3, writer_max_memory=str(3 * SOCKETS)),
         _full_buffers(7),
         ((5, no_event("ProducerBlocked"), "the 6th buffer opens"), (6, event("ProducerBlocked"), "the 7th blocks"))),
+    Row("settings: by default (keys left out) checksums are on, the wait is 50 ms and writerMaxMemory 32 MiB: with "
+        f"networkBufferSize {_THIRD} three buffers fit beside one reader's socket buffers, the 4th blocks",
+        {"role": "writer", "peers": 1, "settings": {key_of("network_buffer_size"): str(_THIRD)}},
+        (*bind(0), write(0, 1), tick(WAIT_MS - 1), tick(WAIT_MS), write(60, 1), tick(2 * WAIT_MS), write(110, 1),
+         tick(3 * WAIT_MS), write(160, 1), at(160, {"input": "sendCompleted", "peer": 0, "seq": 0})),
+        ((3, nothing, "nothing a millisecond before 50 ms"), (4, data_checksum(nonzero=True), "a DATA with its CRC32C"),
+         (7, no_event("ProducerBlocked"), "the 3rd buffer opens"), (9, event("ProducerBlocked"), "the 4th blocks"),
+         (10, event("ProducerUnblocked"), "unblocked when a write completes"))),
 )
 
 _N_ODD = 1001
@@ -189,6 +222,12 @@ THRESHOLD: Final = (
         (*bind(0), write(0, 890), write(0, 1), write(0, 0), write(0, 891), write(0, 1)),
         ((3, nothing, "899 bytes: nothing"), (4, sends("DATA"), "903 bytes: a DATA"), (5, nothing, "895 bytes: nothing"),
          (6, sends("DATA"), "900 bytes: a DATA"))),
+    Row("writer._append: records of 4 KiB and more (sent from their own buffers) count the same: 8999 bytes wait, "
+        "9000 flush (networkBufferSize 10000)",
+        _writer(network_buffer_size="10000"),
+        (*bind(0), write(0, 4096), write(0, 4895), write(0, 0), write(0, 4096), write(0, 4896)),
+        ((3, nothing, "8999 bytes: nothing"), (4, sends("DATA"), "9003 bytes: a DATA"), (5, nothing, "4100 bytes"),
+         (6, sends("DATA"), "9000 bytes: a DATA"))),
 )
 
 _QUOTA = 4 * DATA_HEADER_LENGTH + 8
@@ -219,6 +258,13 @@ QUOTA: Final = (
          (4, event("PauseReading"), "exactly 0 left of writer 0's: paused"),
          (6, no_event("ResumeReading"), "a release back to exactly 0 left: still paused"),
          (7, event("ResumeReading"), "above 0 left: resumed"))),
+    Row("reader.per_writer_quota: at least 1 byte (readerMaxMemory -2147483648 is accepted, not validated): every "
+        "DATA pauses; 'FALSE' turns checksums off, so checksum 0 is accepted",
+        _reader(reader_max_memory="-2147483648", checksum_enabled="FALSE"),
+        (at(0, {"input": "connected", "peer": 0}), at(0, data(0, b"x", checksum=0)),
+         at(0, {"input": "release", "peer": 0, "seq": 0})),
+        ((1, sends("CREDIT"), "a CREDIT for the DATA"), (1, event("PauseReading"), "paused"),
+         (2, event("ResumeReading"), "resumed"))),
 )
 
 READER_IDS: Final = (
@@ -227,6 +273,57 @@ READER_IDS: Final = (
         ((1, event("Bound"), "reader R-1 binds"), (3, failed(UnknownPeer.condition), f"{UnknownPeer.condition} for R"))),
     Row("writer._channel_for_peer: a negative reader id is an unknown reader",
         _writer(peers=2), bind(0, reader=-1), ((1, failed(UnknownPeer.condition), f"{UnknownPeer.condition} for -1"),)),
+)
+
+
+_MAP_ID = 11
+"""A writer's directory id other than its partition id (3), as in a later job."""
+
+READER_ENDS: Final = (
+    Row("reader._ack_written: the stream ends after every writer's ack is written, not the first's",
+        _reader(peers=2),
+        (at(0, {"input": "connected", "peer": 0}), at(0, {"input": "connected", "peer": 1}), at(0, tc(0, writer=0)),
+         at(0, {"input": "sendCompleted", "peer": 0, "seq": 0}), at(0, data(0, b"x", writer=1)),
+         at(0, tc(1, writer=1)), at(0, {"input": "sendCompleted", "peer": 1, "seq": 1})),
+        ((3, no_event("Completed"), "writer 0 acked: not complete"), (4, sends("CREDIT"), "writer 1's DATA credited"),
+         (6, event("Completed"), "complete after writer 1's ack"))),
+    Row("reader._admitted: the partition id the first DATA names (3) is echoed in every CREDIT and the ack, the "
+        "directory id (11) only in the handshake",
+        {**_reader(), "writerIds": [_MAP_ID]},
+        (at(0, {"input": "connected", "peer": _MAP_ID}), at(0, data(0, b"x", writer=3, peer=_MAP_ID)),
+         at(0, tc(1, writer=3, peer=_MAP_ID))),
+        ((0, lambda a: a["sends"][0]["message"]["writer_id"] == _MAP_ID, "the handshake names 11"),
+         (1, lambda a: a["sends"][0]["message"]["writer_id"] == 3, "the CREDIT names 3"),
+         (2, lambda a: a["sends"][0]["message"]["writer_id"] == 3, "the ack names 3"))),
+)
+
+def _raw_data(seq: int, payload: bytes) -> dict[str, Any]:
+    """A DATA from writer 0 carrying ``payload`` as it is (its checksum right)."""
+    message = DataMessage(seq=seq, writer_id=0, reader_id=0, checksum=payload_checksum(payload), payload=payload)
+    return {"input": "received", "peer": 0, "t": 0, "message": to_json(message)}
+
+
+def _records_then(bad: bytes, what: str) -> Row:
+    """Records ending exactly at the payload's end (an empty one too) are delivered; then a payload ``bad``."""
+    good = encode_records([b"", b"xy"])
+    return Row(f"records.decode_records: a record ending exactly at the payload's end is delivered, {what} is "
+               "truncated input",
+               _reader(), (at(0, {"input": "connected", "peer": 0}), _raw_data(0, good), _raw_data(1, bad)),
+               ((1, event("Deliver"), "the records delivered"), (2, failed(TruncatedInput.condition), f"{what}: refused")))
+
+
+RECORD_BOUNDS: Final = (
+    _records_then(RECORD_LENGTH.pack(3) + b"xy", "a length one past the payload"),
+    _records_then(encode_records([b"x"]) + b"\0\0\0", "three bytes of a length"),
+    _records_then(RECORD_LENGTH.pack(-1), "a negative length"),
+)
+
+PINNED: Final = (
+    Row("reader._admitted: a later DATA naming another partition id than the first is refused",
+        {**_reader(), "writerIds": [_MAP_ID]},
+        (at(0, {"input": "connected", "peer": _MAP_ID}), at(0, data(0, b"x", writer=3, peer=_MAP_ID)),
+         at(0, data(1, b"x", writer=4, peer=_MAP_ID))),
+        ((2, failed(MismatchedChannelIds.condition), "mismatched ids"),)),
 )
 
 
@@ -252,8 +349,9 @@ SPELLINGS: Final = (
     _bind_timeout_at(TIMEOUT_MS, " 1000 "),
     _bind_timeout_at(60_000, "1Min"),
     _bind_timeout_at(3_600_000, None),
-    Row("settings: writerConnectionTimeout -1 waits forever", _writer(writer_connection_timeout_ms="-1"),
-        (tick(10**12),), ((0, nothing, "nothing after 10^12 ms"),)),
+    Row("settings: writerConnectionTimeout -1 waits forever; networkBufferMaxWaitTimeMs takes the largest long",
+        _writer(writer_connection_timeout_ms="-1", network_buffer_max_wait_time_ms=str(2**63 - 1)),
+        (*bind(0), write(0, 1), tick(10**12)), ((3, nothing, "nothing after 10^12 ms"),)),
 )
 
 
@@ -289,6 +387,15 @@ DERIVED: Final = (
             "buffer opens at exactly 0 left, the next blocks the producer until a write completes", PERMITS),
     Derived("backpressure/reader-derived-quota-per-writer", Level.MUST, "reader", "A reader's quota per writer is "
             "readerMaxMemory // M: reading pauses at exactly 0 left, per writer, and resumes only above 0", QUOTA),
+    Derived("termination/reader-derived-ends-and-ids", Level.MUST, "reader", "A reader ends after every writer's "
+            "ack, echoes the partition id its writer's first DATA names (not the directory id) in every CREDIT and "
+            "the ack", READER_ENDS),
+    Derived("data/reader-derived-partition-id-pinned", Level.SHOULD, "reader", "A reader refuses a later DATA "
+            "naming another partition id than its connection's first (MISMATCHED_CHANNEL_IDS; Spark 4.3.0 never "
+            "compares them)", PINNED),
+    Derived("framing/reader-derived-record-bounds", Level.SHOULD, "reader", "A reader delivers records that end "
+            "exactly at a DATA payload's end and refuses a record length one past it, cut short, or negative",
+            RECORD_BOUNDS),
     Derived("handshake/derived-reader-id-bounds", Level.MUST, "writer", "A writer binds reader ids 0..R-1 and refuses "
             "R and -1 as unknown", READER_IDS),
     Derived("settings/derived-accepted-spellings", Level.MUST, "writer", "Settings are read as Spark reads them: "

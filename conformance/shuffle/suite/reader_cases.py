@@ -10,6 +10,7 @@ from typing import Callable, Final, Sequence
 from conformance.framework import CaseContext, Verdict
 from conformance.shuffle.peer import Link, PeerWriter, describe
 from conformance.shuffle.targets import (
+    MAX_RECORD_SIZE_KEY,
     READER,
     AbstractRunning,
     ShuffleTarget,
@@ -204,6 +205,36 @@ def reader_fault(what: str, condition: str | None, script: Callable[[ReaderSessi
             return rejection(s.impl, [s.link], what, condition, forbidden, forbidden_text)
 
     return check
+
+
+BOUND_BUFFER_SIZE: Final = 100
+BOUND_RECORD_SIZE: Final = 50
+FRAME_BOUND_WORKLOAD: Final = replace(READER_WORKLOAD, settings={
+    key_of("network_buffer_size"): str(BOUND_BUFFER_SIZE), MAX_RECORD_SIZE_KEY: str(BOUND_RECORD_SIZE)})
+"""A reader whose largest DATA is a buffer one byte below the flush threshold (89 bytes of records) and one more
+record of maxRecordSize (50), with its length: 143 bytes of payload (docs/spec/shuffle.md#frame)."""
+
+
+def largest_data(extra: int) -> DataMessage:
+    """The largest DATA :data:`FRAME_BOUND_WORKLOAD` may receive, its last record ``extra`` bytes longer."""
+    below = BOUND_BUFFER_SIZE * 9 // 10 - 1
+    payload = encode_records([b"a" * (below - RECORD_LENGTH.size), b"b" * (BOUND_RECORD_SIZE + extra)])
+    return DataMessage(seq=0, writer_id=PEER_WRITER_ID, reader_id=READER_ID_UNDER_TEST,
+                       checksum=payload_checksum(payload), payload=payload)
+
+
+def r_accepts_largest_frame(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
+    with ReaderSession(t, ctx, FRAME_BOUND_WORKLOAD) as s:
+        data = largest_data(0)
+        s.send(data)
+        credit = s.expect(CreditMessage)
+        return Verdict(credit is not None, f"a CREDIT for a DATA of {len(data.payload)} payload bytes (networkBufferSize "
+                       f"{BOUND_BUFFER_SIZE}, {MAX_RECORD_SIZE_KEY} {BOUND_RECORD_SIZE})",
+                       s.heard() + (f"; {s.link.close_reason}" if credit is None else ""))
+
+
+def one_past_the_bound(s: ReaderSession) -> bool:
+    return s.send(largest_data(1))
 
 
 def data_for_another_writer(s: ReaderSession) -> bool:

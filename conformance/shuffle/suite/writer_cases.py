@@ -440,3 +440,18 @@ def refuses(field: str, refused: str, condition: str, accepted: str) -> CheckFn:
 
     return check
 
+
+def refuses_each(refusals: Sequence[tuple[str, str, str]]) -> CheckFn:
+    """For each ``(field, value, condition)``: a writer given ``field`` = ``value`` reports ``condition``
+    instead of listening (the smallest violations of each setting's type and requirement)."""
+    def check(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
+        wrong = []
+        for field, value, condition in refusals:
+            got = t.refusal(writer_workload({0: DEFAULT_RECORDS}, **{field: value}), ctx)
+            if got is None or got.kind != "error" or got.condition != condition:
+                wrong.append(f"{key_of(field)}={value!r}: {got or 'listened'}")
+        return Verdict(not wrong, "; ".join(f"{key_of(f)}={v!r}: ERROR {c}" for f, v, c in refusals)[:600],
+                       "; ".join(wrong) or "each refused as expected")
+
+    return check
+
