@@ -216,8 +216,7 @@ def discarded_failing_table(t: SyncTarget, ctx: CaseContext) -> Verdict:
 def row_group_bounds(t: SyncTarget, ctx: CaseContext) -> Verdict:
     """A flush writes row groups of at most ``RowGroupLimits.max_rows`` rows: a table of one row more lands
     whole, and an update keeping a stored value (CHANGED false) reads it back from the row group holding it,
-    on each side of the boundary. (The byte bound, 4 MiB, is left to the unit tests: a
-    case would move 4 MiB through Python rows.)"""
+    on each side of the boundary; a row over the byte bound is a row group of its own (never an empty one)."""
     from conformance.sync.suite import DESCS_CHANGED, _cmd, _ids, _numbers, rows_batch
 
     limits = RowGroupLimits()
@@ -236,8 +235,15 @@ def row_group_bounds(t: SyncTarget, ctx: CaseContext) -> Verdict:
             wrong = sorted(k for k in set(want) | set(have) if want.get(k) != have.get(k))
             problems.append(f"{count} rows: {len(have)} landed, keys differing {wrong[:4]}; {_numbers(first)}; "
                             f"{_numbers(second)}")
+    origin, path = _ids()
+    wide = t.put(ctx, _cmd(path, origin, 1), _batch([(None, 1, "v" * (limits.max_bytes + 1)), (None, 2, "v")]))
+    lengths = [len(r["v"]) for r in t.table(path)] if wide.error is None else []
+    got.append(f"a row over the byte bound: {lengths}")
+    if lengths != [limits.max_bytes + 1, 1]:
+        problems.append(f"a row of {limits.max_bytes + 1} B and one of 1 B: values of {lengths} B; {_numbers(wide)}")
     return Verdict(not problems, f"every row lands and every kept value is read back (row groups of "
-                   f"{limits.max_rows} rows)", "; ".join(problems) or "; ".join(got))
+                   f"{limits.max_rows} rows); a row over {limits.max_bytes} B is a row group of its own",
+                   "; ".join(problems) or "; ".join(got))
 
 
 def truncate_at_its_place(t: SyncTarget, ctx: CaseContext) -> Verdict:
