@@ -43,7 +43,11 @@ $(NODE_CLIENT)/node_modules: $(NODE_CLIENT)/package-lock.json
 typecheck: $(STAMP)
 	$(PY) -m mypy spec reference conformance benchmarks streamwire
 
+# Bytecode first: the suite starts hundreds of Python processes (targets, servers, Spark workers), and with
+# PYTHONDONTWRITEBYTECODE set each would compile the project again (scratch trees of the mutant and
+# sensitivity runs leave __pycache__ out, so a planted bug never runs stale bytecode).
 test: $(STAMP) java $(SPARK_HELPER) typecheck $(NODE_CLIENT)/node_modules
+	$(PY) -m compileall -q spec reference conformance benchmarks streamwire tests
 	$(PY) -m pytest tests
 
 demo: $(STAMP) java $(SPARK_HELPER)
