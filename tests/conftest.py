@@ -20,6 +20,11 @@ settings.register_profile(
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))
 
+os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
+"""Every Spark driver the suite starts (in process or in a user's script, which inherits this) compiles with C1
+only: a test's JVM lives seconds, and C2 compiling for a run that ends first took 15-20% of the Spark tests'
+time on 2 cores. Nothing a test checks depends on the JIT; benchmarks run Spark as users do."""
+
 
 @pytest.fixture(scope="session")
 def etcd_required() -> None:
