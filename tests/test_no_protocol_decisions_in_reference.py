@@ -114,7 +114,7 @@ REVIEWED: dict[str, dict[str, str]] = {
     },
     "reference/shuffle/writer_task.py": {"if self._deadline is not None and now >= self._deadline:": HONOURS_DEADLINE},
     "reference/shuffle/task.py": {"if now - self._last_failure_poll < FAILURE_POLL_S:": PACING},
-    "reference/cluster/service.py": {"if now - self._silence_checked >= POLL_S:": PACING},
+    "reference/cluster/service.py": {"if asked > self._silence_judged or now - self._silence_checked >= POLL_S:": PACING},
     "reference/pipeline/postgres.py": {
         "if time.monotonic() - asked < IDLE_S:": PACING,
         "if time.monotonic() > deadline:": LOCAL_WAIT,
