@@ -125,6 +125,21 @@ def _blocked(t: SyncTarget, path: str) -> Iterator[None]:
         os.rmdir(blocker)
 
 
+def _tick_before_and_at(t: SyncTarget, ctx: CaseContext, origin: str) -> tuple[str, str]:
+    """``origin``'s numbers a tick before the clock's next instant and at it."""
+    from conformance.sync.suite import _probe
+
+    early = _probe(t, ctx, origin)
+    _advance(t, TICK_S)
+    return early, _probe(t, ctx, origin)
+
+
+def _durable_at_the_retry(early: str, at: str, before: str) -> Verdict:
+    """Nothing durable a tick before the retry's instant, the one put durable at it."""
+    ok = " durable=None " in early and " durable=1 " in at
+    return Verdict(ok, f"{before}: durable=None; at it: durable=1", f"{early}; {at}")
+
+
 def backoff_restarts_after_success(t: SyncTarget, ctx: CaseContext) -> Verdict:
     """Table T fails once and lands at its first retry; later its next commit fails once: that retry comes after
     the first wait again (1 s), not the second (a success ends the run of failures). Each failure comes from
@@ -155,7 +170,7 @@ def backoff_restarts_after_success(t: SyncTarget, ctx: CaseContext) -> Verdict:
 def two_failing_tables(t: SyncTarget, ctx: CaseContext) -> Verdict:
     """Tables A and C (origins of their own) fail at their lag, C half a second after A; A's cause gone, A is
     retried at exactly its own instant (the earlier of the two retries), not at C's."""
-    from conformance.sync.suite import _cmd, _ids, _policy, _probe
+    from conformance.sync.suite import _cmd, _ids, _policy
 
     (a, path), (c, other) = _ids(), _ids()
     wait = retry_waits(1)[0]
@@ -168,17 +183,14 @@ def two_failing_tables(t: SyncTarget, ctx: CaseContext) -> Verdict:
                 _advance(t, LAG_S - 0.5)
                 _advance(t, 0.5)
             _advance(t, wait - 0.5 - TICK_S)
-            early = _probe(t, ctx, a)
-            _advance(t, TICK_S)
-            at = _probe(t, ctx, a)
-    ok = " durable=None " in early and " durable=1 " in at
-    return Verdict(ok, "A a tick before its retry: durable=None; at it: durable=1", f"{early}; {at}")
+            early, at = _tick_before_and_at(t, ctx, a)
+    return _durable_at_the_retry(early, at, "A a tick before its retry")
 
 
 def failing_table_waits(t: SyncTarget, ctx: CaseContext) -> Verdict:
     """A flush at the lag fails; its cause gone at once, the table is still not written before its wait ends
     (the lag rule, which still holds, skips a table waiting to retry), and is written at its end."""
-    from conformance.sync.suite import _cmd, _ids, _policy, _probe
+    from conformance.sync.suite import _cmd, _ids, _policy
 
     origin, path = _ids()
     wait = retry_waits(1)[0]
@@ -187,11 +199,8 @@ def failing_table_waits(t: SyncTarget, ctx: CaseContext) -> Verdict:
         with _blocked(t, path):
             _advance(t, LAG_S)
         _advance(t, wait - TICK_S)
-        early = _probe(t, ctx, origin)
-        _advance(t, TICK_S)
-        at = _probe(t, ctx, origin)
-    ok = " durable=None " in early and " durable=1 " in at
-    return Verdict(ok, "a tick before the retry: durable=None; at it: durable=1", f"{early}; {at}")
+        early, at = _tick_before_and_at(t, ctx, origin)
+    return _durable_at_the_retry(early, at, "a tick before the retry")
 
 
 def discarded_failing_table(t: SyncTarget, ctx: CaseContext) -> Verdict:
