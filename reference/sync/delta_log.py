@@ -52,19 +52,36 @@ def write_file(table_dir: Path, name: str, data: bytes) -> None:
     (table_dir / name).write_bytes(data)
 
 
-def write_commit(table_dir: Path, version: int, actions: Iterable[Mapping[str, Any] | str]) -> None:
-    """Create log version ``version`` holding ``actions`` (objects, or their JSON text); ``CommitConflict``
-    if it exists."""
+def write_commit(table_dir: Path, version: int, actions: Iterable[Mapping[str, Any] | str],
+                 stamped_ms: int | None = None) -> None:
+    """Create log version ``version`` holding ``actions`` (objects, or their JSON text), modified at
+    ``stamped_ms`` if given (the commit's timestamp, which readers without in-commit timestamps take
+    from the file); ``CommitConflict`` if it exists."""
     log = table_dir / LOG_DIR
     temp = log / f".{version:020d}.json.{uuid.uuid4()}.tmp"
     temp.write_text("".join((a if isinstance(a, str) else json.dumps(a, separators=(",", ":"))) + "\n"
                             for a in actions))
+    if stamped_ms is not None:
+        os.utime(temp, ns=(stamped_ms * 1_000_000, stamped_ms * 1_000_000))
     try:
         os.link(temp, log_entry(table_dir, version))
     except FileExistsError:
         raise CommitConflict(f"log version {version} was written by another writer") from None
     finally:
         temp.unlink()
+
+
+def commit_timestamp(table_dir: Path, version: int) -> int | None:
+    """The ``commitInfo.timestamp`` of log version ``version`` (None: no such entry, or it has none)."""
+    try:
+        with open(log_entry(table_dir, version), encoding="utf-8") as entry:
+            for line in entry:
+                if line.startswith('{"commitInfo"'):
+                    stamp = json.loads(line)["commitInfo"].get("timestamp")
+                    return stamp if isinstance(stamp, int) else None
+    except FileNotFoundError:
+        return None
+    return None
 
 
 def _checkpoint(log: Path, version: int) -> tuple[int, list[Path]]:

@@ -25,7 +25,7 @@ import pyroaring
 from deltalake import CommitProperties, DeltaTable, TableFeatures
 from deltalake.transaction import AddAction
 
-from reference.sync.delta_log import write_commit, write_file
+from reference.sync.delta_log import commit_timestamp, write_commit, write_file
 from reference.sync.row_index import FileInfo, Positions, RowIndex
 from spec.delta.deletion_vectors import (
     ENABLE_PROPERTY,
@@ -34,6 +34,7 @@ from spec.delta.deletion_vectors import (
     DeletionVectorDescriptor,
     dv_file,
 )
+from spec.sync.commit_time import commit_timestamp_ms
 
 MAGIC = MAGIC_NUMBER.to_bytes(4, "little")
 
@@ -158,7 +159,7 @@ class DvCommit:
 
     def commit(self, meta: Mapping[str, str], operation: str) -> DvChanges:
         """Write the DV file and create the next log version; then bring the index up to it."""
-        now = int(time.time() * 1000)
+        now = commit_timestamp_ms(int(time.time() * 1000), commit_timestamp(self.table_dir, self.version))
         dvs = {path: self.index.deleted_with(path, new) for path, new in self.marked.items()}
         bitmaps = [dv_bytes(p) for p in dvs.values()]
         file_id = uuid.uuid4()
@@ -182,7 +183,7 @@ class DvCommit:
             actions.append({"add": {"path": action.path, "partitionValues": {}, "size": action.size,
                                     "modificationTime": action.modification_time, "dataChange": True,
                                     "stats": action.stats}})
-        write_commit(self.table_dir, self.version + 1, actions)
+        write_commit(self.table_dir, self.version + 1, actions, now)
         for path, dv in descriptors.items():
             self.index.mark_deleted(path, self.marked[path], dvs[path], dv, texts[path])
         for path in self.removed:

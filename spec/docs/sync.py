@@ -23,7 +23,7 @@ from google.protobuf import descriptor_pb2, message_factory
 
 from spec.docs.markdown import anchor, cell, mermaid_states, table
 from spec.sync import confinement as confinement_rules
-from spec.sync import errors, flight, messages, squash, writer
+from spec.sync import commit_time, errors, flight, messages, squash, writer
 from spec.sync.messages import (
     ColumnDescriptor,
     ColumnRole,
@@ -590,6 +590,13 @@ def restart() -> str:
     )
 
 
+def _commit_stamp_example() -> str:
+    """The commit-timestamp rule on a clock stepped back by a minute after a commit stamped 1000."""
+    stamped = commit_time.commit_timestamp_ms(1000 - 60_000, 1000)
+    return f"`max(now, previous + {commit_time.COMMIT_STEP_MS} ms)`: after a commit stamped 1000 with the clock " \
+        f"a minute back, {stamped}"
+
+
 @dataclass(frozen=True)
 class _Departure:
     what: str
@@ -620,6 +627,12 @@ _DEPARTURES = (
                "(`high_watermark_bytes`)", SyncSettings),
     _Departure("a put whose stream breaks", "not specified",
                "dropped whole, nothing of it kept ([atomic puts](#atomicity))", errors.InterruptedPut),
+    _Departure("a Delta commit's timestamp", "the writer's wall clock, which an NTP step can move back",
+               f"{_commit_stamp_example()}: never before the previous commit's (Delta's in-commit-timestamp "
+               "rule), in `commitInfo.timestamp`, the removes' `deletionTimestamp` and the commit file's "
+               "modification time of every commit the store writes itself (its deletion-vector commits); "
+               "deltalake's own commits (creating a table, adding a column, a commit without rows, the "
+               "rewriting path) keep deltalake's clock, which a writer cannot set", commit_time.commit_timestamp_ms),
 )
 
 

@@ -248,3 +248,29 @@ def test_a_flush_with_nothing_to_write_still_records_its_numbers(tmp_path: Path)
     restarted = DeltaStore(str(tmp_path))
     assert restarted.read_state(str(table)).marks == {"o": 2} and recorded_durable(restarted.recorded_durable()) == {"o": 2}
     assert rows_of(table) == {1: "a"}
+
+
+def test_a_wall_clock_stepped_back_between_two_flushes_never_stamps_a_commit_before_the_last(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """spec.sync.commit_time: a commit is stamped max(now, previous + 1 ms), as Delta's in-commit timestamps
+    are; the nemesis saw version 8 stamped before version 3 after an NTP step back."""
+    from reference.sync import dv_commit
+
+    table = tmp_path / "t"
+    store = DeltaStore(str(tmp_path))
+    store.write(str(table), [change([(None, k, "a") for k in range(10)])], {"o": 1}, {"o": 1})
+    wall = {"s": 2_000_000_000.0}
+    monkeypatch.setattr(dv_commit, "time", type("Wall", (), {"time": staticmethod(lambda: wall["s"])}))
+    stamps = []
+    for seq, step_s in ((2, 0.0), (3, -60.0), (4, -60.0), (5, 3600.0)):
+        wall["s"] += step_s
+        store.write(str(table), [change([(seq, seq, "b")])], {"o": seq}, {"o": seq})
+        version = DeltaTable(str(table)).version()
+        commit = actions(table, version)
+        (info,) = [a["commitInfo"] for a in commit if "commitInfo" in a]
+        assert {a["remove"]["deletionTimestamp"] for a in commit if "remove" in a} == {info["timestamp"]}
+        entry = table / "_delta_log" / f"{version:020d}.json"
+        assert entry.stat().st_mtime_ns == info["timestamp"] * 1_000_000
+        stamps.append(info["timestamp"])
+    first = 2_000_000_000_000
+    assert stamps == [first, first + 1, first + 2, first + 3_600_000 - 120_000]
