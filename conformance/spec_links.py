@@ -73,6 +73,7 @@ CASE_SECTIONS: Final[Mapping[str, Mapping[str, str]]] = {
         "wire/derived-hello-node-id-rules": "docs/spec/cluster.md#wire-kind-hello",
         "wire/derived-silence-at-its-deadline": "docs/spec/cluster.md#the-services-end-servicesession",
         "wire/derived-sessions-at-their-bound": "docs/spec/cluster.md#the-services-end-servicesession",
+        "wire/derived-every-frame-moves-the-silence-deadline": "docs/spec/cluster.md#the-services-end-servicesession",
     },
 }
 """Per suite: case-id prefix -> section; the longest matching prefix wins."""

@@ -1127,6 +1127,9 @@ CASES = [
     case("wire/derived-silence-at-its-deadline", "a session silent for exactly fail_bound stays open, 1 ms more "
          "and it is closed; every frame moves the deadline", wire_cases.silence_at_its_deadline,
          frozenset({SERVICE, CLOCK})),
+    case("wire/derived-every-frame-moves-the-silence-deadline", "every frame a node sends (each request kind, "
+         "refused ones, HELLO twice, a reply kind) moves its session's silence deadline to fail_bound after it",
+         wire_cases.every_frame_moves_the_silence_deadline, frozenset({SERVICE, CLOCK})),
     case("wire/derived-sessions-at-their-bound", "exactly the declared number of nodes is served; the next HELLO "
          "is PROVIDER_UNAVAILABLE, and an ended session frees its slot", wire_cases.sessions_at_their_bound,
          frozenset({SERVICE, SESSIONS})),

@@ -326,3 +326,82 @@ def takeover_closes_the_old_session(target: ClusterTarget, ctx: CaseContext) -> 
             problems.append("the old session's connection stayed open")
     return verdict("a takeover welcomes the successor, tells the old session PROVIDER_CLOSED (request id 0) and "
                    "closes it", problems)
+
+
+def _frame_kinds(node: str, shard: str) -> list[tuple[str, bytes]]:
+    """One frame of every kind a node may send after HELLO (each request, one refused by the cluster, one
+    that breaks a batch rule) and of the kinds answered MALFORMED_MESSAGE on a session that goes on
+    (HELLO twice, a reply kind): every one of them is a sign of life."""
+    insert = [{"key": f"{node}:k", "value": b"", "expected": 0}]
+    return [
+        ("RENEW", wire.encode(ServiceKind.RENEW, 3)),
+        ("JOIN_CLUSTER again", wire.encode(ServiceKind.JOIN_CLUSTER, 3, address="127.0.0.1:7001")),
+        ("JOIN_SHARD into its own shard", wire.encode(ServiceKind.JOIN_SHARD, 3, shard_id=shard)),
+        ("REMOVE_FROM_SHARD of itself", wire.encode(ServiceKind.REMOVE_FROM_SHARD, 3, node_id=node)),
+        ("UPDATE_GOSSIP", wire.encode(ServiceKind.UPDATE_GOSSIP, 3, scope=Scope.SHARD.value, ops=insert)),
+        ("UPDATE_SHARD_LOG", wire.encode(ServiceKind.UPDATE_SHARD_LOG, 3, ops=insert)),
+        ("UPDATE_SHARD_LOG refused by CAS", wire.encode(ServiceKind.UPDATE_SHARD_LOG, 3,
+                                                        ops=[{**insert[0], "expected": 7}])),
+        ("UPDATE_GOSSIP refused as INVALID_BATCH", wire.encode(ServiceKind.UPDATE_GOSSIP, 3, scope=Scope.GLOBAL.value,
+                                                               ops=[]),),
+        ("REMOVE_FROM_CLUSTER of itself", wire.encode(ServiceKind.REMOVE_FROM_CLUSTER, 3, node_id=node)),
+        ("HELLO twice", wire.encode(ServiceKind.HELLO, 3, node_id=node, secret="", takeover="", resume=False,
+                                    resume_after=0)),
+        ("a reply kind (OK)", wire.encode(ServiceKind.OK, 3)),
+    ]
+
+
+REPLIES = (ServiceKind.OK, ServiceKind.SHARD, ServiceKind.REVISION, ServiceKind.RENEWED, ServiceKind.ERROR,
+           ServiceKind.CAS_ERROR)
+
+
+def every_frame_moves_the_silence_deadline(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    """On a stopped clock, nodes say HELLO and JOIN_CLUSTER at one instant; ``d`` ms later each sends one
+    frame of another kind (every request, refused ones, HELLO twice, a reply kind), and one sends
+    nothing. 1 ms past fail_bound after the first instant the silent one is closed and every other is
+    open; 1 ms before fail_bound after its frame it is still open, 1 ms past it closed."""
+    address = _address(target)
+    problems: list[str] = []
+    step = 100
+    with session(target, ctx) as s, stopped_clock(target, s) as (_, advance):
+        silent = RawConnection(address)
+        kinds = _frame_kinds(s.id_of("frame-0"), "")
+        sessions = [RawConnection(address) for _ in kinds]
+        shards: list[str] = []
+        try:
+            bound = 0
+            for i, raw in enumerate([silent, *sessions]):
+                node = s.id_of(f"frame-{i}")
+                raw.send(raw.hello(node))
+                welcome, _ = raw.until(ServiceKind.WELCOME, ServiceKind.ERROR)
+                if welcome is None or welcome.kind is not ServiceKind.WELCOME:
+                    return verdict("", [f"a good HELLO was answered {welcome}"])
+                bound = welcome.payload["fail_bound_ms"]
+                raw.request(ServiceKind.JOIN_CLUSTER, 2, address="127.0.0.1:7000")
+                joined, _ = raw.until(*REPLIES)
+                if joined is None or joined.kind is not ServiceKind.SHARD:
+                    return verdict("", [f"JOIN_CLUSTER was answered {joined}"])
+                shards.append(joined.payload["shard_id"])
+            advance(step)
+            for i, raw in enumerate(sessions, start=1):
+                label, frame = _frame_kinds(s.id_of(f"frame-{i}"), shards[i])[i - 1]
+                raw.send(frame)
+                reply, _ = raw.until(*REPLIES)
+                if reply is None:
+                    problems.append(f"{label} was answered by a close")
+            advance(bound - step + 1)
+            if not silent.closed_within(5.0):
+                problems.append(f"a session silent for fail_bound + 1 ms ({bound + 1} ms) was not closed")
+            problems += [f"a session whose last frame, {label}, was {bound - step + 1} ms old was closed"
+                         for (label, _), raw in zip(kinds, sessions) if raw.closed_within(0.05)]
+            advance(step - 2)
+            problems += [f"a session was closed fail_bound - 1 ms after its last frame, {label}"
+                         for (label, _), raw in zip(kinds, sessions) if raw.closed_within(0.05)]
+            advance(2)
+            problems += [f"a session silent for fail_bound + 1 ms after its last frame, {label}, was not closed"
+                         for (label, _), raw in zip(kinds, sessions) if not raw.closed_within(2.0)]
+        finally:
+            for raw in [silent, *sessions]:
+                raw.close()
+    return verdict(f"every frame a node sends ({', '.join(label for label, _ in kinds)}) moves its session's "
+                   "silence deadline to fail_bound after it (open 1 ms before, closed 1 ms past)", problems[:4])
