@@ -51,6 +51,7 @@ CASE_SECTIONS: Final[Mapping[str, Mapping[str, str]]] = {
         "atomicity/": "docs/spec/sync.md#atomicity",
         "sequence/": "docs/spec/sync.md#sequence-rule",
         "admission/": "docs/spec/sync.md#departures-from-seafowl",
+        "responses/": "docs/spec/sync.md#durable-rule",
     },
     "cluster": {
         "membership/": "docs/spec/cluster.md#model",

@@ -95,11 +95,11 @@ def chains(max_length: int = MAX_CHAIN) -> list[Chain]:
     return out
 
 
-def final_state(chain: Chain, values: Callable[[int], str], stored_value: Callable[[int], str],
-                keeps: Callable[[int], bool] = lambda step: False) -> dict[int, str]:
+def final_state(chain: Chain, values: Callable[[int], str | None], stored_value: Callable[[int], str],
+                keeps: Callable[[int], bool] = lambda step: False) -> dict[int, str | None]:
     """The model: the table after the chain, change ``i`` writing ``values(i)``, or keeping the value of the
     row it changes when ``keeps(i)`` (a CHANGED flag false on an update or a key change)."""
-    table = {k: stored_value(k) for k in chain.stored}
+    table: dict[int, str | None] = {k: stored_value(k) for k in chain.stored}
     for i, change in enumerate(chain.changes):
         kept = table.get(change.old) if change.old is not None else None
         if change.old is not None:
@@ -133,32 +133,60 @@ def _batch(rows: Sequence[tuple[int | None, int | None, str | None]]) -> pa.Tabl
                      "v": pa.array([r[2] for r in rows], pa.string())})
 
 
+SHAPES: Final = ("whole", "changed", "left-out", "reordered")
+"""How a chain run's puts look: every row written whole (the Arrow apply path); with v's CHANGED flag false on
+every other update or key change and a second value w (the row-by-row apply path); with the table's second
+value w left out of every change (a stored value kept, a new row without one); with the columns in another
+order (new key, value, old key) and a null value at every other step."""
+
+
 @dataclass(frozen=True)
 class ChainRun:
-    """The chains a case runs and how their rows look: without CHANGED columns (every row written whole, the
-    Arrow apply path), or with v's CHANGED flag false on every other update or key change (each shape twice,
-    once per parity) and a second value w always written (the row-by-row apply path)."""
+    """The chains a case runs and how their puts look (:data:`SHAPES`; ``changed`` runs each chain twice, once
+    per parity of its CHANGED flags)."""
 
     chains: tuple[Chain, ...]
-    changed: bool = False
+    shape: str = "whole"
 
     @classmethod
-    def of(cls, changed: bool) -> ChainRun:
+    def of(cls, shape: str) -> ChainRun:
         every = chains()
-        return cls(tuple(c for c in every for _ in range(2)) if changed else tuple(every), changed)
+        return cls(tuple(c for c in every for _ in range(2)) if shape == "changed" else tuple(every), shape)
+
+    @property
+    def changed(self) -> bool:
+        return self.shape == "changed"
 
     def keeps(self, i: int, step: int) -> bool:
         """Whether change ``step`` of chain ``i`` sends v's CHANGED flag false (only updates and key changes)."""
         return self.changed and self.chains[i].changes[step].old is not None and (i + step) % 2 == 1
 
+    def nulls(self, i: int, step: int) -> bool:
+        """Whether change ``step`` of chain ``i`` writes a null v (the reordered shape, every other step)."""
+        return self.shape == "reordered" and (i + step) % 2 == 1
+
     @property
     def descs(self) -> tuple[ColumnDescriptor, ...]:
-        from conformance.sync.suite import DESCS, DESCS_CHANGED
+        from conformance.sync.suite import DESCS, DESCS_CHANGED, NEW, OLD, VALUE
 
+        if self.shape == "reordered":
+            return (ColumnDescriptor(role=NEW, name="id"), ColumnDescriptor(role=VALUE, name="v"),
+                    ColumnDescriptor(role=OLD, name="id"))
         return DESCS_CHANGED if self.changed else DESCS
 
-    def batch(self, rows: Sequence[ChainRow]) -> pa.Table:
+    @property
+    def stored_descs(self) -> tuple[ColumnDescriptor, ...]:
+        """The stored rows' put: with w too when the changes leave it out."""
+        from conformance.sync.suite import DESCS_V_W
+
+        return DESCS_V_W if self.shape == "left-out" else self.descs
+
+    def batch(self, rows: Sequence[ChainRow], stored: bool = False) -> pa.Table:
         table = _batch([r[:3] for r in rows])
+        if self.shape == "reordered":
+            return table.select(["new_id", "v", "old_id"])
+        if self.shape == "left-out" and stored:
+            return table.append_column("w", pa.array([r[4] for r in rows], pa.string()))
         if not self.changed:
             return table
         return table.append_column("changed_v", pa.array([r[3] for r in rows], pa.bool_())).append_column(
@@ -168,6 +196,9 @@ class ChainRun:
         return [(None, _key(i, k), _stored_value(i, k), True, "w" + _stored_value(i, k))
                 for i, c in enumerate(self.chains) for k in sorted(c.stored)]
 
+    def stored_batch(self) -> pa.Table:
+        return self.batch(self.stored_rows(), stored=True)
+
     def step_rows(self, step: int) -> list[ChainRow]:
         """Change ``step`` of every chain long enough, chains interleaved."""
         rows: list[ChainRow] = []
@@ -175,7 +206,7 @@ class ChainRun:
             if step < len(chain.changes):
                 c = chain.changes[step]
                 keep = self.keeps(i, step)
-                value = None if c.new is None else "ignored" if keep else _value(i, step)
+                value = None if c.new is None or self.nulls(i, step) else "ignored" if keep else _value(i, step)
                 rows.append((None if c.old is None else _key(i, c.old), None if c.new is None else _key(i, c.new),
                              value, not keep, None if c.new is None else "w" + _value(i, step)))
         return rows
@@ -183,14 +214,20 @@ class ChainRun:
     def step_batch(self, step: int) -> pa.Table:
         return self.batch(self.step_rows(step))
 
-    def expected(self) -> dict[int, tuple[str, str | None]]:
-        """Each key's (v, w) by the model (w None without CHANGED columns)."""
-        out: dict[int, tuple[str, str | None]] = {}
+    def expected(self) -> dict[int, tuple[str | None, str | None]]:
+        """Each key's (v, w) by the model (w None where the table has no w)."""
+        out: dict[int, tuple[str | None, str | None]] = {}
         for i, chain in enumerate(self.chains):
-            state = final_state(chain, lambda step: _value(i, step), lambda k: _stored_value(i, k),
-                                lambda step: self.keeps(i, step))
-            written = final_state(chain, lambda step: "w" + _value(i, step), lambda k: "w" + _stored_value(i, k))
-            out.update({_key(i, k): (v, written[k] if self.changed else None) for k, v in state.items()})
+            state = final_state(chain, lambda step: None if self.nulls(i, step) else _value(i, step),
+                                lambda k: _stored_value(i, k), lambda step: self.keeps(i, step))
+            if self.changed:
+                w: dict[int, str | None] = dict(final_state(chain, lambda step: "w" + _value(i, step),
+                                                            lambda k: "w" + _stored_value(i, k)))
+            elif self.shape == "left-out":  # w rides with its row; a row the chain inserts has none
+                w = dict(final_state(chain, lambda step: None, lambda k: "w" + _stored_value(i, k), lambda step: True))
+            else:
+                w = {}
+            out.update({_key(i, k): (v, w.get(k)) for k, v in state.items()})
         return out
 
 
@@ -204,7 +241,9 @@ def _judge_chains(t: SyncTarget, path: str, run: ChainRun, errors: Sequence[str]
         expected = {k: v for k, v in want.items() if k in keys}
         if mine != expected:
             wrong.append(f"chain #{i} ({chain}): table {mine}, model {expected}")
-    shape = "with v's CHANGED flag false on alternate updates" if run.changed else "without CHANGED columns"
+    shape = {"whole": "without CHANGED columns", "changed": "with v's CHANGED flag false on alternate updates",
+             "left-out": "with the table's value w left out of every change",
+             "reordered": "with the columns in another order and null values"}[run.shape]
     expected_text = (f"{len(run.chains)} chains of up to {MAX_CHAIN} changes on keys {KEYS}, {shape}: the table "
                      "equals the model")
     if errors:
@@ -216,14 +255,14 @@ def _judge_chains(t: SyncTarget, path: str, run: ChainRun, errors: Sequence[str]
 Layout = Callable[["SyncTarget", CaseContext, str, str, ChainRun], list[str]]
 
 
-def chain_case(layout: Layout, changed: bool = False) -> Callable[[SyncTarget, CaseContext], Verdict]:
+def chain_case(layout: Layout, shape: str = "whole") -> Callable[[SyncTarget, CaseContext], Verdict]:
     """Store the chains' initial keys, run ``layout``'s puts of their changes, compare with the model."""
     def check(t: SyncTarget, ctx: CaseContext) -> Verdict:
         from conformance.sync.suite import _cmd, _ids, _numbers
 
         origin, path = _ids()
-        run = ChainRun.of(changed)
-        stored = t.put(ctx, _cmd(path, origin, 1, run.descs), run.batch(run.stored_rows()))
+        run = ChainRun.of(shape)
+        stored = t.put(ctx, _cmd(path, origin, 1, run.stored_descs), run.stored_batch())
         if stored.error is not None:
             return Verdict(False, "the stored keys are accepted", _numbers(stored))
         return _judge_chains(t, path, run, layout(t, ctx, path, origin, run))
@@ -435,11 +474,48 @@ def _noop_refused(t: SyncTarget, ctx: CaseContext, path: str, origin: str) -> st
     return _numbers(t.put(ctx, _cmd(path, origin, 11, DESCS[:2]), _batch([(1, None, None)])))
 
 
+def _noop_interleaved(t: SyncTarget, ctx: CaseContext, path: str, origin: str) -> str:
+    """Another origin's transaction is open on another table: this origin's put to the table is refused."""
+    from conformance.sync.suite import _cmd, _ids, _numbers
+
+    other, _ = _ids()
+    t.put(ctx, _cmd(f"{path}_other", other, None), _batch([(None, 1, "open")]))
+    answer = _numbers(t.put(ctx, _cmd(path, origin, 11), _batch([(None, 2, "interleaved")])))
+    t.put(ctx, _cmd(f"{path}_other", other, 1), _batch([]))
+    return answer
+
+
+def _noop_empty_transaction(t: SyncTarget, ctx: CaseContext, path: str, origin: str) -> str:
+    from conformance.sync.suite import _cmd, _numbers
+
+    return _numbers(t.put(ctx, _cmd(path, origin, 11), _batch([])))
+
+
+def _noop_mistyped(t: SyncTarget, ctx: CaseContext, path: str, origin: str) -> str:
+    from conformance.sync.suite import _cmd, _numbers
+
+    batch = pa.table({"old_id": pa.array([None], pa.int64()), "new_id": pa.array([2], pa.int64()),
+                      "v": pa.array([2], pa.int64())})
+    return _numbers(t.put(ctx, _cmd(path, origin, 11), batch))
+
+
+def _noop_closing_elsewhere(t: SyncTarget, ctx: CaseContext, path: str, origin: str) -> str:
+    """A transaction whose rows go to another table, closed by a put without rows naming this one."""
+    from conformance.sync.suite import _cmd, _numbers
+
+    t.put(ctx, _cmd(f"{path}_rows", origin, None), _batch([(None, 1, "elsewhere")]))
+    return _numbers(t.put(ctx, _cmd(path, origin, 11), _batch([])))
+
+
 NOOPS: Final[tuple[tuple[str, NoOp], ...]] = (
     ("a probe naming the table", _noop_probe),
     ("a replay below durable (a delete and an insert)", _noop_replay(5)),
     ("a replay at exactly durable", _noop_replay(10)),
     ("a put refused for its descriptors", _noop_refused),
+    ("a put refused as interleaved in another origin's transaction", _noop_interleaved),
+    ("a transaction opened with zero rows and a sequence (refused)", _noop_empty_transaction),
+    ("a put whose value type differs from the table's (refused)", _noop_mistyped),
+    ("a put without rows closing a transaction whose rows went to another table", _noop_closing_elsewhere),
 )
 
 

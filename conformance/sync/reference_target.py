@@ -3,7 +3,7 @@
 ``python -m conformance.sync.reference_target --store DIR`` serves this project's sync server
 (``reference.sync.server``) on DIR, flushing after every put, on a clock that starts at 0 and
 moves only when the runner says so, allowing clients the store location ``DIR/allowed``. It prints
-``CAPABILITIES store restart flush-control watermark store-locations truncate`` and ``LISTENING <port>``, then
+``CAPABILITIES store restart flush-control watermark store-locations truncate put-slots`` and ``LISTENING <port>``, then
 answers the runner's flush-control lines on stdin, one line each (the contract: :mod:`conformance.sync.suite`). The harness embeds the server's endpoint
 (``spec.sync.server.SyncServerEndpoint``) and a clock that moves only when told
 (``conformance.sync.clock.ManualClock``): ``POLICY`` reconfigures the endpoint and has the flusher
@@ -28,12 +28,14 @@ from reference.sync.store import DeltaStore  # noqa: E402
 from spec.sync.server import SyncServerEndpoint, recorded_durable  # noqa: E402
 from spec.sync.writer import SyncSettings  # noqa: E402
 
-CAPABILITIES = ("store", "restart", "flush-control", "watermark", "store-locations", "truncate")
+CAPABILITIES = ("store", "restart", "flush-control", "watermark", "store-locations", "truncate", "put-slots")
+PUT_SLOTS = 4
+"""The target's max_concurrent_puts (``put-slots``): few, so holding every slot costs a case little."""
 ALLOWED_LOCATION = "allowed"
 """The store location a client may name (``store-locations``): ``{store}/allowed`` and what lies below it."""
 
 
-def answer(endpoint: SyncServerEndpoint, clock: ManualClock, line: str) -> str:
+def answer(endpoint: SyncServerEndpoint, clock: ManualClock, line: str, server: SyncServer | None = None) -> str:
     """The one-line answer to one flush-control line."""
     words = line.split()
     try:
@@ -54,6 +56,8 @@ def answer(endpoint: SyncServerEndpoint, clock: ManualClock, line: str) -> str:
             return "OK"
         if words == ["PENDING"]:
             return f"PENDING {endpoint.pending_bytes}"
+        if words == ["SLOTS"] and server is not None:
+            return f"SLOTS {server.limits.max_concurrent_puts} {server.stats()['running_puts']}"
     except ValueError:
         pass
     return f"ERROR unknown line {line.strip()[:80]!r}"
@@ -67,13 +71,13 @@ def main() -> int:
     store = DeltaStore(args.store)
     store.check_writable()
     endpoint = SyncServerEndpoint(SyncSettings(max_replication_lag_s=0.0), recorded_durable(store.recorded_durable()))
-    server = SyncServer(store, endpoint=endpoint, clock=clock, maintenance_interval_s=0,
+    server = SyncServer(store, endpoint=endpoint, clock=clock, maintenance_interval_s=0, max_concurrent_puts=PUT_SLOTS,
                         allowed_locations=[os.path.join(args.store, ALLOWED_LOCATION)])
     print("CAPABILITIES " + " ".join(CAPABILITIES), flush=True)
     print(f"LISTENING {server.port}", flush=True)
     try:
         for line in sys.stdin:
-            print(answer(endpoint, clock, line), flush=True)
+            print(answer(endpoint, clock, line, server), flush=True)
     finally:
         server.shutdown(grace_s=0)
     return 0

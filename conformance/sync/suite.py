@@ -38,6 +38,10 @@ docs/sync.md).
 ``store-locations``: the target allows a client ``StorageLocation`` naming ``{store}/allowed`` or a
 place below it (at a ``/`` boundary, without ``..`` segments) and refuses every other one.
 
+``put-slots``: the target bounds the puts it serves at once (a put holds a slot from its first message to its
+end); the line ``SLOTS`` is answered ``SLOTS <max concurrent puts> <puts holding a slot now>``, and a put past
+the bound is refused busy (an error or ``accepted=false``).
+
 Seafowl appends a put to a table's last pending item when their schemas agree, so the cases
 that count items alternate two column orders: every put is then an item of its own.
 """
@@ -62,7 +66,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from conformance.framework import Case, CaseContext, Level, RunOptions, Suite, Verdict
-from conformance.sync import derived, derived_rules, derived_writer
+from conformance.sync import derived, derived_axes, derived_model, derived_rules, derived_writer
 from reference.sync.credentials import ClientSecurity
 from streamwire.cli import read_secret
 from spec.sync.messages import (
@@ -847,6 +851,29 @@ def _c(i: str, level: Level, req: str, check: Callable[[SyncTarget, CaseContext]
 
 
 MUST, SHOULD = Level.MUST, Level.SHOULD
+
+CHAIN_LAYOUTS = (
+    ("one-put", "in one put", derived.one_put, ()),
+    ("put-per-change", "change i of each in transaction i, each flushed after its put", derived.put_per_change, ()),
+    ("flushed-together", "change i of each in transaction i, flushed together", derived.flushed_together,
+     ("flush-control",)),
+    ("one-transaction", "change i of each in put i of one transaction, flushed together", derived.one_transaction,
+     ("flush-control",)),
+)
+CHAIN_SHAPES = (
+    ("left-out", "with the table's second value column left out of every change (kept on its row, none on a row "
+     "the chain inserts)"),
+    ("reordered", "with the columns in another order (new key, value, old key) and a null value at every other step"),
+)
+
+
+def _shaped_chain_cases() -> list[Case]:
+    """Every chain crossed with the put shapes of :data:`CHAIN_SHAPES`, in each layout of :data:`CHAIN_LAYOUTS`."""
+    return [_c(f"squash/derived-chains-{shape}-{layout}", MUST, f"Every chain of up to 4 changes {what}, {where}, "
+               "lands as the model says", derived.chain_case(run, shape), *requires, "store")
+            for shape, what in CHAIN_SHAPES for layout, where, run, requires in CHAIN_LAYOUTS]
+
+
 SUITE = Suite(
     name="sync",
     roles=("server",),
@@ -1018,16 +1045,17 @@ SUITE = Suite(
            derived.chain_case(derived.one_transaction), "flush-control", "store"),
         _c("squash/derived-chains-changed-one-put", MUST, "Every chain, twice, with v's CHANGED flag false on "
            "alternate updates and key changes (the value of the row changed is kept) in one put, lands as the "
-           "model says", derived.chain_case(derived.one_put, changed=True), "store"),
+           "model says", derived.chain_case(derived.one_put, "changed"), "store"),
         _c("squash/derived-chains-changed-put-per-change", MUST, "The same chains with CHANGED flags, change i "
            "of each in transaction i, each flushed after its put, land as the model says",
-           derived.chain_case(derived.put_per_change, changed=True), "store"),
+           derived.chain_case(derived.put_per_change, "changed"), "store"),
         _c("squash/derived-chains-changed-flushed-together", MUST, "The same chains with CHANGED flags, change "
            "i of each in transaction i, held back and flushed together, land as the model says",
-           derived.chain_case(derived.flushed_together, changed=True), "flush-control", "store"),
+           derived.chain_case(derived.flushed_together, "changed"), "flush-control", "store"),
         _c("squash/derived-chains-changed-one-transaction", MUST, "The same chains with CHANGED flags, change i "
            "of each in put i of one transaction, flushed together, land as the model says",
-           derived.chain_case(derived.one_transaction, changed=True), "flush-control", "store"),
+           derived.chain_case(derived.one_transaction, "changed"), "flush-control", "store"),
+        *_shaped_chain_cases(),
         _c("admission/derived-watermark-at-its-bound", SHOULD, "A put bringing pending data to exactly the "
            "high-watermark is taken; one byte past it is accepted=false and keeps nothing; taken once it fits",
            derived_writer.watermark_at_its_bound, "flush-control", "watermark"),
@@ -1054,6 +1082,30 @@ SUITE = Suite(
         _c("apply/truncate-at-its-place", SHOULD, "A truncating put (streamwire's extension) empties its table at "
            "its place in the stream, with or without rows of its own, also flushed with puts around it",
            derived_writer.truncate_at_its_place, "truncate", "flush-control", "store"),
+        _c("flush/derived-count-on-each-table", MUST, "The count rule flushes the table that reaches "
+           "max_syncs_per_url, also when it is not the oldest, and no other", derived_axes.count_on_each_table,
+           "flush-control"),
+        _c("flush/derived-lag-after-queue-emptied", MUST, "After a table's only pending data went away without a "
+           "flush (a replay closing its transaction, the transaction discarded at its timeout), new data to it "
+           "waits its own full lag", derived_axes.lag_after_queue_emptied, "flush-control"),
+        _c("flush/derived-policy-at-its-smallest-values", MUST, "max_syncs_per_url 1, max_replication_lag_s 0 "
+           "and max_in_memory_bytes 1 flush a put at once; a lag of one tick waits that tick",
+           derived_axes.policy_at_smallest_values, "flush-control"),
+        _c("admission/derived-put-slots-at-their-bound", SHOULD, "With every put slot but one held a put is "
+           "served; with every slot held it is refused busy; once one is freed a put is served again",
+           derived_axes.put_slots_at_their_bound, "put-slots"),
+        _c("apply/derived-equivalent-inputs-same-rows", MUST, "The same change with key or value columns in "
+           "another order, split over record batches, as puts of one transaction or as transactions, or to another "
+           "name of the grammar, is accepted and leaves the same rows", derived_axes.equivalent_inputs_same_rows,
+           "store"),
+        _c("schema/derived-rule-at-each-position", SHOULD, "A row breaking a rule (a partly null key, a NaN key, "
+           "an unsigned value past its signed type) is refused wherever it is: first, middle or last row, the "
+           "second record batch, the second put of a transaction; nothing of the put lands",
+           derived_axes.rule_at_each_position, "store"),
+        _c("responses/derived-numbers-against-the-model", SHOULD, "Seeded walks of puts (new, open, at memory, at "
+           "durable, another origin inside a transaction, closing without rows), probes, failing tables and the "
+           "clock moved to each deadline: every answer, the numbers after every move and the tables' rows equal "
+           "the spec endpoint's", derived_model.numbers_against_the_model, "flush-control", "store"),
         _c("atomicity/derived-noops-write-nothing", MUST, "Probes, replays at or below durable and refused puts "
            "leave the table's files as they were", derived.noops_write_nothing, "store"),
     ),

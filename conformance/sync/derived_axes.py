@@ -1,0 +1,375 @@
+"""Sync cases along the derivation's axes the third round left out (issue 43's fourth round, docs/conformance.md,
+"The sync checklist", rows 78 on):
+
+- a flush rule with several tables, the rule's table not the oldest (the count rule);
+- the lag window after every way a queue empties without a flush: a replay closing the open transaction, the
+  transaction discarded at its timeout;
+- a server limit at its bound on both sides: put slots (capability ``put-slots``);
+- equivalent inputs give the same rows: key or value columns in another order, interleaved columns, a put's
+  rows split over record batches, the same change as one put, several puts of one transaction or several
+  transactions, another table name of the grammar;
+- each validation rule of a row at each position: first, middle and last row of a batch, the second record
+  batch of a put, the second put of a transaction (refused whole, nothing of it lands);
+- every flush setting at the smallest value it allows (count 1, lag 0 and one tick, size 1 byte).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+import pyarrow as pa
+import pyarrow.flight as flight
+
+from conformance.framework import CaseContext, Verdict
+from conformance.sync.derived import LAG_S, TICK_S, _advance, _batch
+from spec.sync.messages import ColumnDescriptor, SyncCommand
+from spec.sync.writer import SyncSettings
+
+if TYPE_CHECKING:
+    from conformance.sync.suite import PutOutcome, SyncTarget
+
+
+# -- the count rule on each table ----------------------------------------------------------------------
+
+def count_on_each_table(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    """max_syncs_per_url 2: table A (older) holds one item, then table B (newer, another origin) reaches two: B
+    is flushed, A is not; then A's second item flushes A. Items alternate column orders, so each put is one."""
+    from conformance.sync.suite import _ids, _item_put, _policy, _probe
+
+    (a, path), (b, _) = _ids(), _ids()
+    other = f"{path}_b"
+    got = []
+    with _policy(t, count=2):
+        _item_put(t, ctx, path, a, 1, 2)
+        _item_put(t, ctx, other, b, 1, 1)
+        got.append(f"B at 1 item: {_probe(t, ctx, b)}")
+        _item_put(t, ctx, other, b, 2, 2)
+        got += [f"B at 2 items: {_probe(t, ctx, b)}", f"A at 1 item: {_probe(t, ctx, a)}"]
+        _item_put(t, ctx, path, a, 2, 3)
+        got.append(f"A at 2 items: {_probe(t, ctx, a)}")
+    want = ["durable=None", "durable=2", "durable=None", "durable=2"]
+    ok = all(f" {w} " in g for w, g in zip(want, got))
+    return Verdict(ok, "B (newer) at 1 item: durable=None, at 2: durable=2 while A (older, 1 item) stays durable=None; "
+                   "A at 2 items: durable=2", "; ".join(got))
+
+
+# -- the lag window after a queue emptied without a flush ----------------------------------------------
+
+QUEUE_EMPTIED: Final = ("a replay closing the open transaction", "the open transaction discarded at its timeout")
+
+
+def lag_after_queue_emptied(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    """Table X's only pending data is an open transaction of A, which goes away without a flush (each way of
+    :data:`QUEUE_EMPTIED`); later B puts to X: its data waits its own full lag, from its put, not from A's."""
+    from conformance.sync.derived import new_data_lag
+    from conformance.sync.suite import _cmd, _ids, _policy
+
+    problems, got = [], []
+    timeout = SyncSettings().transaction_timeout_s
+    for way in QUEUE_EMPTIED:
+        (a, path), (b, _) = _ids(), _ids()
+        if way == QUEUE_EMPTIED[0]:
+            t.put(ctx, _cmd(f"{path}_done", a, 1), _batch([(None, 1, "a")]))  # durable 1: a later close at 1 replays
+        with _policy(t, lag=LAG_S):
+            t.put(ctx, _cmd(path, a, None), _batch([(None, 1, "open")]))
+            _advance(t, LAG_S / 2)
+            if way == QUEUE_EMPTIED[0]:
+                t.put(ctx, _cmd(path, a, 1), _batch([]))
+            else:
+                _advance(t, timeout - LAG_S / 2)
+            _advance(t, LAG_S / 4)
+            steps = new_data_lag(t, ctx, path, b, 1)
+        want = ["durable=None", "durable=None", "durable=1"]
+        got.append(f"after {way}: " + ", ".join(s.split(" first=")[0] for s in steps))
+        if not all(f" {w} " in s for w, s in zip(want, steps)):
+            problems.append(way)
+    return Verdict(not problems, "after each way: B's put durable=None, a tick before its own lag durable=None, "
+                   "at it durable=1", "; ".join(got))
+
+
+# -- put slots at their bound --------------------------------------------------------------------------
+
+SLOT_WAIT_S: Final = 10.0
+"""How long a held stream may take to be counted as holding a slot (real time; a bounded wait, not a verdict)."""
+
+
+def _slots(t: SyncTarget) -> tuple[int, int]:
+    """The target's (max concurrent puts, puts holding a slot now) (``SLOTS``)."""
+    words = t.control("SLOTS").split()
+    if words[:1] != ["SLOTS"] or len(words) != 3 or not all(w.isdigit() for w in words[1:]):
+        raise RuntimeError(f"'SLOTS' answered {' '.join(words)!r}, not SLOTS <capacity> <in use>")
+    return int(words[1]), int(words[2])
+
+
+class _Held:
+    """A probe's stream opened and never ended: its first message holds a slot until :meth:`end`."""
+
+    def __init__(self, t: SyncTarget, cmd: SyncCommand) -> None:
+        self.client = t.security.connect(t.location)
+        options = flight.FlightCallOptions(timeout=60.0, headers=t.security.call_headers())
+        self.writer, self.reader = self.client.do_put(flight.FlightDescriptor.for_command(cmd.to_descriptor_cmd()),
+                                                      pa.schema([]), options=options)
+
+    def end(self) -> str:
+        """End the stream; what it was answered."""
+        from conformance.sync.suite import PutOutcome, _numbers
+        from spec.sync.messages import decode_response
+
+        try:
+            self.writer.done_writing()
+            buf = self.reader.read()
+            self.writer.close()
+            return _numbers(PutOutcome(decode_response(buf.to_pybytes()) if buf is not None else None, None))
+        except (flight.FlightError, pa.ArrowException) as exc:
+            return f"error {exc}"
+        finally:
+            self.client.close()
+
+
+def _until_in_use(t: SyncTarget, count: int) -> bool:
+    """Wait (bounded) until ``count`` puts hold a slot."""
+    deadline = time.monotonic() + SLOT_WAIT_S
+    while _slots(t)[1] != count:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
+
+
+def put_slots_at_their_bound(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    """With max_concurrent_puts - 1 streams holding a slot a probe is answered (it takes the last one); with
+    every slot held a probe is refused busy (an error or ``accepted=false``); once one held stream ends, a
+    probe is answered again, and the held streams are answered when they end."""
+    from conformance.sync.suite import _cmd, _ids, _numbers
+
+    capacity, in_use = _slots(t)
+    origin, path = _ids()
+    probe = _cmd(path, origin, None, ())
+    held: list[_Held] = []
+    got, problems = [f"{capacity} slots"], []
+    try:
+        if in_use != 0 or capacity < 1:
+            return Verdict(False, "no put holding a slot before the case", f"{in_use} of {capacity}")
+        for step, (holding, answered) in enumerate(((capacity - 1, True), (capacity, False), (capacity - 1, True))):
+            while len(held) < holding:
+                held.append(_Held(t, probe))
+            while len(held) > holding:
+                ended = held.pop().end()
+                if not ended.startswith("accepted=True"):
+                    problems.append(f"a held stream ended with {ended}")
+            if not _until_in_use(t, holding):
+                return Verdict(False, f"{holding} held streams hold a slot", f"SLOTS says {_slots(t)}")
+            answer = _numbers(t.put(ctx, probe))
+            got.append(f"{holding} held: {answer.split(' first=')[0]}")
+            if answer.startswith("accepted=True") != answered:
+                problems.append(f"with {holding} of {capacity} slots held the probe got {answer}")
+    finally:
+        for stream in held:
+            stream.end()
+    return Verdict(not problems, f"{capacity - 1} held: answered; {capacity} held: busy; {capacity - 1} again: "
+                   "answered", "; ".join(problems) or "; ".join(got))
+
+
+# -- equivalent inputs give the same rows ---------------------------------------------------------------
+
+_STORED: Final = ((1, 1, "a", "x"), (1, 2, "b", "y"), (2, 1, "c", "z"))
+"""(id, k, v, w) stored before the change."""
+_CHANGE: Final = ((1, 1, 1, 1, "A", "X"), (1, 2, 3, 3, "B", "Y"), (2, 1, None, None, None, None),
+                  (None, None, 4, 4, "D", "W"))
+"""(old id, old k, new id, new k, v, w): an update, a key change, a delete and an insert."""
+_RESULT: Final = {(1, 1): ("A", "X"), (3, 3): ("B", "Y"), (4, 4): ("D", "W")}
+
+_COLUMNS: Final = {"old_id": ("old", "id"), "old_k": ("old", "k"), "new_id": ("new", "id"), "new_k": ("new", "k"),
+                   "v": ("value", "v"), "w": ("value", "w")}
+CANONICAL: Final = ("old_id", "old_k", "new_id", "new_k", "v", "w")
+
+
+def _two_key_put(order: Sequence[str], rows: Sequence[tuple[Any, ...]]) -> tuple[tuple[ColumnDescriptor, ...], pa.Table]:
+    """Descriptors and a batch of ``rows`` (in :data:`CANONICAL` order) with the columns in ``order``."""
+    from conformance.sync.suite import NEW, OLD, VALUE
+
+    roles = {"old": OLD, "new": NEW, "value": VALUE}
+    types = {"old_id": pa.int64(), "old_k": pa.int64(), "new_id": pa.int64(), "new_k": pa.int64(), "v": pa.string(),
+             "w": pa.string()}
+    columns = {name: pa.array([r[CANONICAL.index(name)] for r in rows], types[name]) for name in order}
+    descs = tuple(ColumnDescriptor(role=roles[_COLUMNS[n][0]], name=_COLUMNS[n][1]) for n in order)
+    return descs, pa.table(columns)
+
+
+def _stored_rows() -> list[tuple[Any, ...]]:
+    return [(None, None, i, k, v, w) for i, k, v, w in _STORED]
+
+
+Form = Callable[["SyncTarget", CaseContext, str, str], list["PutOutcome"]]
+
+
+def _one_put(order: Sequence[str], stored_order: Sequence[str] = CANONICAL) -> Form:
+    def put(t: SyncTarget, ctx: CaseContext, path: str, origin: str) -> list[PutOutcome]:
+        from conformance.sync.suite import _cmd
+
+        outs = [t.put(ctx, _cmd(path, origin, 1, descs), batch)
+                for descs, batch in [_two_key_put(stored_order, _stored_rows())]]
+        descs, batch = _two_key_put(order, _CHANGE)
+        return outs + [t.put(ctx, _cmd(path, origin, 2, descs), batch)]
+
+    return put
+
+
+def _split_batches(t: SyncTarget, ctx: CaseContext, path: str, origin: str) -> list[PutOutcome]:
+    """The change as one put of two record batches (two rows each)."""
+    from conformance.sync.suite import _cmd, do_put
+
+    first = _one_put(CANONICAL)(t, ctx, path, origin)[:1]
+    descs, batch = _two_key_put(CANONICAL, _CHANGE)
+    payload = _cmd(path, origin, 2, descs).to_descriptor_cmd()
+    return first + [do_put(t.location, payload, [batch.slice(0, 2), batch.slice(2)], timeout=ctx.remaining(),
+                           security=t.security)]
+
+
+def _row_by_row(closing_each: bool) -> Form:
+    """The change one row a put: in puts of one transaction (the last closes it), or one transaction each."""
+    def put(t: SyncTarget, ctx: CaseContext, path: str, origin: str) -> list[PutOutcome]:
+        from conformance.sync.suite import _cmd
+
+        outs = _one_put(CANONICAL)(t, ctx, path, origin)[:1]
+        for i, row in enumerate(_CHANGE):
+            descs, batch = _two_key_put(CANONICAL, [row])
+            seq = 2 + i if closing_each else (2 if i == len(_CHANGE) - 1 else None)
+            outs.append(t.put(ctx, _cmd(path, origin, seq, descs), batch))
+        return outs
+
+    return put
+
+
+def _renamed(suffix: str, form: Form) -> Form:
+    def put(t: SyncTarget, ctx: CaseContext, path: str, origin: str) -> list[PutOutcome]:
+        return form(t, ctx, path + suffix, origin)
+
+    return put
+
+
+EQUIVALENT_FORMS: Final[tuple[tuple[str, str, Form], ...]] = (
+    ("the change in one put", "", _one_put(CANONICAL)),
+    ("key columns in another order than the table's", "", _one_put(("old_k", "old_id", "new_k", "new_id", "v", "w"))),
+    ("the table created with its key columns in another order", "",
+     _one_put(CANONICAL, ("old_k", "old_id", "new_k", "new_id", "v", "w"))),
+    ("value columns in another order", "", _one_put(("old_id", "old_k", "new_id", "new_k", "w", "v"))),
+    ("every column in another place", "", _one_put(("w", "new_k", "old_id", "v", "new_id", "old_k"))),
+    ("the put's rows in two record batches", "", _split_batches),
+    ("a put per row, one transaction", "", _row_by_row(False)),
+    ("a transaction per row", "", _row_by_row(True)),
+    ("a table named with digits, '-', '_' and nested segments", "/a-b_c/9-x", _one_put(CANONICAL)),
+)
+
+
+def equivalent_inputs_same_rows(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    """Rows stored in a table keyed on (id, k), then an update, a key change, a delete and an insert, in each
+    form of :data:`EQUIVALENT_FORMS` on a table of its own: every form is accepted and leaves the same rows."""
+    from conformance.sync.suite import _ids, _numbers
+
+    problems, got = [], []
+    for what, suffix, form in EQUIVALENT_FORMS:
+        origin, path = _ids()
+        outs = form(t, ctx, path + suffix, origin)
+        refused = [_numbers(o) for o in outs if o.error is not None or o.response is None or not o.response.accepted]
+        rows = {} if refused else {(r["id"], r["k"]): (r["v"], r["w"]) for r in t.table(path + suffix)}
+        got.append(f"{what}: {refused[0] if refused else rows}")
+        if refused or rows != _RESULT:
+            problems.append(got[-1])
+    return Verdict(not problems, f"{len(EQUIVALENT_FORMS)} forms, each accepted, each leaving {_RESULT}",
+                   "; ".join(problems) or f"all {len(EQUIVALENT_FORMS)} as expected")
+
+
+# -- a row's validation rule at each position -----------------------------------------------------------
+
+def _rule_rows() -> tuple[tuple[str, tuple[ColumnDescriptor, ...], Callable[[Sequence[int]], pa.Table],
+                                Callable[[int], pa.Table]], ...]:
+    """Each rule: its descriptors, a batch of valid rows for keys, and one violating row at a key."""
+    from conformance.sync.suite import DESCS, DESCS_TWO_KEYS, VALUE, two_key_batch
+
+    uint_descs = DESCS + (ColumnDescriptor(role=VALUE, name="u"),)
+
+    def floats(rows: Sequence[tuple[float | None, float | None, str]]) -> pa.Table:
+        return pa.table({"old_id": pa.array([r[0] for r in rows], pa.float64()),
+                         "new_id": pa.array([r[1] for r in rows], pa.float64()), "v": pa.array([r[2] for r in rows])})
+
+    def uints(rows: Sequence[tuple[int, int]]) -> pa.Table:
+        return _batch([(None, k, "a") for k, _ in rows]).append_column("u", pa.array([u for _, u in rows], pa.uint8()))
+
+    return (
+        ("a two-column key null in one column", DESCS_TWO_KEYS,
+         lambda keys: two_key_batch([(None, None, k, k, "a") for k in keys]),
+         lambda key: two_key_batch([(None, None, key, None, "a")])),
+        ("a NaN key", DESCS, lambda keys: floats([(None, float(k), "a") for k in keys]),
+         lambda key: floats([(None, float("nan"), "a")])),
+        ("an unsigned value past its signed type", uint_descs, lambda keys: uints([(k, 1) for k in keys]),
+         lambda key: uints([(key, 200)])),
+    )
+
+
+POSITIONS: Final = ("first row", "middle row", "last row", "second record batch", "second put of the transaction")
+
+
+def rule_at_each_position(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    """Each row rule's violating row, at each of :data:`POSITIONS` among valid rows: the put is INVALID_ARGUMENT
+    and nothing of it lands (in a transaction, its first put's rows land once the transaction is closed)."""
+    from conformance.sync.suite import _cmd, _ids, _numbers, do_put
+
+    problems, got = [], []
+    for rule, descs, valid, bad in _rule_rows():
+        for where in POSITIONS:
+            origin, path = _ids()
+            if where == POSITIONS[4]:
+                first = t.put(ctx, _cmd(path, origin, None, descs), valid([1, 2]))
+                out = t.put(ctx, _cmd(path, origin, None, descs), pa.concat_tables([valid([3]), bad(4)]))
+                closed = t.put(ctx, _cmd(path, origin, 1, descs), valid([]).slice(0, 0))
+                ids = sorted(int(r["id"]) for r in t.table(path)) if closed.error is None else []
+                landed_ok = first.error is None and ids == [1, 2]
+            else:
+                rows = {POSITIONS[0]: [bad(1), valid([2, 3])], POSITIONS[1]: [valid([1]), bad(2), valid([3])],
+                        POSITIONS[2]: [valid([1, 2]), bad(3)], POSITIONS[3]: [valid([1, 2]), bad(3)]}[where]
+                if where == POSITIONS[3]:
+                    out = do_put(t.location, _cmd(path, origin, 1, descs).to_descriptor_cmd(), rows,
+                                 timeout=ctx.remaining(), security=t.security)
+                else:
+                    out = t.put(ctx, _cmd(path, origin, 1, descs), pa.concat_tables(rows))
+                ids = []
+                landed_ok = not os.path.isdir(os.path.join(t.store, path, "_delta_log")) or not t.table(path)
+            refused = isinstance(out.error, pa.ArrowInvalid)
+            if not (refused and landed_ok):
+                problems.append(f"{rule}, {where}: {_numbers(out)}; landed ok {landed_ok} {ids}")
+        got.append(f"{rule}: refused at each position")
+    return Verdict(not problems, f"each rule at each of {len(POSITIONS)} positions: INVALID_ARGUMENT, nothing of the "
+                   "put lands", "; ".join(problems) or "; ".join(got))
+
+
+# -- flush settings at their smallest values ------------------------------------------------------------
+
+def policy_at_smallest_values(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    """max_syncs_per_url 1, max_replication_lag_s 0 and max_in_memory_bytes 1 each flush a put at once (durable
+    in its own answer); a lag of one tick waits that tick and not less."""
+    from conformance.sync.suite import HELD_S, _cmd, _ids, _numbers, _probe
+
+    got, problems = [], []
+    for what, policy in (("count 1", f"POLICY {HELD_S} 1 {2**62}"), ("lag 0", f"POLICY 0 1000000 {2**62}"),
+                         ("size 1 byte", f"POLICY {HELD_S} 1000000 1")):
+        origin, path = _ids()
+        t.command(policy)
+        answer = _numbers(t.put(ctx, _cmd(path, origin, 1), _batch([(None, 1, "a")])))
+        got.append(f"{what}: {answer.split(' first=')[0]}")
+        if not answer.startswith("accepted=True memory=1 durable=1 "):
+            problems.append(got[-1])
+    origin, path = _ids()
+    t.command(f"POLICY {TICK_S!r} 1000000 {2**62}")
+    answer = _numbers(t.put(ctx, _cmd(path, origin, 1), _batch([(None, 1, "a")])))
+    _advance(t, TICK_S)
+    after = _probe(t, ctx, origin)
+    t.command(f"POLICY 0 1000000 {2**62}")
+    got.append(f"lag of a tick: {answer.split(' first=')[0]}, a tick later {after.split(' first=')[0]}")
+    if " durable=None " not in answer or " durable=1 " not in after:
+        problems.append(got[-1])
+    return Verdict(not problems, "count 1, lag 0, size 1: durable=1 in the put's answer; lag of a tick: durable=None, "
+                   "then durable=1 a tick later", "; ".join(problems) or "; ".join(got))
