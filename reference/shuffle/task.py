@@ -88,6 +88,10 @@ class TaskOptions:
     """Writer: the low-latency flush: a buffer becomes a DATA as soon as the producer has handed over
     every record it had (WriterMachine's ``flush_when_idle``), instead of when it fills or at
     networkBufferMaxWaitTimeMs; a compatible reader sees only smaller DATA."""
+    writer_owns_input: bool = False
+    """Writer: the task thread iterates the input and drives the machine between records, and a standby thread
+    serves only while the input's ``next()`` blocks (reference/shuffle/ownership.py), instead of handing
+    the records to a serving thread that owns the machine."""
     clock: Callable[[], float] = time.monotonic
     """The only source of ``now`` for the task, its machine and its reactor (a test injects a fake one)."""
 

@@ -1,5 +1,11 @@
 """The writer task: a TCP server per task driving :class:`spec.shuffle.writer.WriterMachine`.
 
+Owning the input (``TaskOptions.writer_owns_input``), the task thread is the owner: it takes the input in
+rounds of up to HANDOVER_BUFFERS network buffers' worth and drives the machine, the reactor and every
+connection between them, and a standby thread (:mod:`reference.shuffle.ownership`) holds the machine only
+while the input's ``next()`` blocks: it gives the machine the records the round took, runs the flush timer
+and serves the sockets until the owner is back. Otherwise:
+
 Two threads, whatever the number of readers, and one owner: the **serving thread** owns the
 machine, the reactor and every connection. It takes the records the task thread handed over
 (:mod:`reference.shuffle.handover`) as one batch per round, gives them to the machine in one input,
@@ -22,11 +28,12 @@ only at its first CREDIT.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Collection, Iterable, Sequence
+from typing import Collection, Final, Iterable, Iterator, Sequence
 
 from reference.net import CloseReason, Stream
 from reference.shuffle.handover import Handover, Record
 from reference.shuffle.heap import retain_freed_heap
+from reference.shuffle.ownership import Ownership
 from reference.shuffle.task import AttemptRetired, TaskBase, TaskOptions, close_cause
 from reference.shuffle.transport import POLL_S, Connection
 from spec.auth import AuthError, ReplayGuard, ServerHandshake
@@ -41,7 +48,13 @@ from spec.shuffle.writer import WriterMachine
 
 
 HANDOVER_BUFFERS = 32
-"""Network buffers' worth of records the task thread may hand over ahead of the machine."""
+"""Network buffers' worth of records the task thread may hand over (or, owning the input, take) ahead of the
+machine."""
+
+STANDBY_S: Final = 0.002
+"""How often the standby of a writer that owns its input looks at it: a round of input (or one ``next()``)
+running since its last look is served by it (the owner's records given to the machine, the flush timer, the
+sockets), so a record pulled waits at most about two looks for the machine."""
 
 
 @dataclass
@@ -85,6 +98,14 @@ class WriterTask(TaskBase):
                 self.machine.reader_left(reader_id, self.clock())
         self.stats = WriterStats()
         self.handover = Handover(HANDOVER_BUFFERS * settings.network_buffer_size, self.wake, self.cancel)
+        self._round_limit = HANDOVER_BUFFERS * settings.network_buffer_size
+        self._ownership = Ownership(self.wake) if options.writer_owns_input else None
+        self._waiting: list[Record] = []
+        """(owning the input) Records taken from the input that the machine has not taken yet."""
+        self._rounds = 0
+        self._nudged = False
+        self._wrote = False
+        self._ended = self._finished = False
         self.connections: dict[Stream, Connection] = {}
         self._replays = ReplayGuard()
         self._held_bytes = 0
@@ -99,13 +120,17 @@ class WriterTask(TaskBase):
         """Serve, register, hand every record over, terminate, wait for every ack; always cleans up.
 
         Records are handed over one by one as the input yields them (the serving thread takes all
-        that wait at once), so a record is never kept waiting for the next one. A retired attempt returns at once, without
+        that wait at once), so a record is never kept waiting for the next one; owning the input
+        (``options.writer_owns_input``), this thread drives the machine itself between records and its
+        standby serves while the input blocks. A retired attempt returns at once, without
         raising and without taking the rest of ``records``.
         """
         try:
+            if self._ownership is not None:
+                self._own_input(iter(records), self._ownership)
+                return self.stats
             self.run_thread(self._serve, "shuffle-writer-io")
-            self.directory.register(self.key, coordination.WriterLocation(
-                self.machine.directory_id, self.options.executor_id, self.options.bind_host, self.port))
+            self._register()
             for reader_id, record in records:
                 if not self.handover.put(reader_id, record):
                     self._raise_failure()
@@ -132,9 +157,109 @@ class WriterTask(TaskBase):
             self._unregister()
             self.shutdown()
 
+    def _register(self) -> None:
+        self.directory.register(self.key, coordination.WriterLocation(
+            self.machine.directory_id, self.options.executor_id, self.options.bind_host, self.port))
+
     def _raise_failure(self) -> None:
         assert self.error is not None
         raise self.error
+
+    # -- owning the input: the task thread is the machine's owner -----------------------------------
+
+    def _own_input(self, records: Iterator[Record], ownership: Ownership) -> None:
+        """Rounds of: the timer, the records taken, the directory, one reactor poll, then a round of input;
+        after the input, until every reader acked. The standby serves while ``next()`` blocks."""
+        self.run_thread(self._stand_by, "shuffle-writer-standby")
+        self._register()
+        while not self._completed:
+            if self.error is not None:
+                self._raise_failure()
+            now = self.clock()
+            self._serve_round(now)
+            if self._ended and not self._finished and not self._waiting and not self._blocked:
+                self._finished = True
+                self.carry_out(self.machine.finish(now))
+            if self._blocked or self._ended:
+                ownership.not_taking_input()
+                self._poll_until_deadline()
+            else:
+                self.reactor.poll(0.0)
+                self._take_round(records, ownership)
+
+    def _take_round(self, records: Iterator[Record], ownership: Ownership) -> None:
+        """Take records until the round holds HANDOVER_BUFFERS network buffers' worth, the standby asks
+        for a new round, or the input ends; the machine is let go during every ``next()``."""
+        if not ownership.taking:
+            ownership.taking_input()
+        self._nudged = False
+        size = 0
+        while size < self._round_limit and not self._nudged:
+            ownership.let_go()
+            try:
+                record = next(records, None)
+            finally:
+                ownership.take_back()
+            if record is None:
+                self._ended = True
+                break
+            self._waiting.append(record)
+            size += len(record[1])
+        self._rounds += 1
+
+    def _serve_round(self, now: float) -> None:
+        """(whoever holds the machine) The flush timer when due, the records waiting, the directory."""
+        if self._deadline is not None and now >= self._deadline:
+            self.carry_out(self.machine.tick(now))
+        waiting = self._waiting
+        if waiting and not self._blocked:
+            step, taken = self.machine.write_batch(waiting, now)
+            self.stats.records += taken
+            self._waiting = waiting[taken:] if taken < len(waiting) else []
+            self._wrote = True
+            self.carry_out(step)
+        self.poll_peer_failure(now)
+
+    def _poll_until_deadline(self) -> None:
+        deadline = self._deadline
+        self.reactor.poll(POLL_S if deadline is None else max(0.0, min(POLL_S, deadline - self.clock())))
+
+    def _stand_by(self) -> None:
+        """(standby) Every STANDBY_S while the owner takes input: a round that was already running at the last
+        look, or a flush timer due, is served here if the owner is inside ``next()``, else the owner is asked
+        to end its round."""
+        ownership = self._ownership
+        assert ownership is not None
+        seen = -1
+        while not self.cancel.is_set():
+            deadline = self._deadline
+            ownership.watch(STANDBY_S if deadline is None else max(0.0, min(STANDBY_S, deadline - self.clock())),
+                            self.cancel)
+            now = self.clock()
+            stale, seen = self._rounds == seen, self._rounds
+            if self._deadline is not None and now >= self._deadline:
+                stale = True  # the flush timer is due: serve it now
+            if not stale or not ownership.taking:
+                continue
+            if not ownership.stand_in():
+                self._nudged = True
+                continue
+            try:
+                self._stand_in(ownership)
+            finally:
+                ownership.step_out()
+
+    def _stand_in(self, ownership: Ownership) -> None:
+        """(standby, holding the machine) The owner waits on its input: give the machine what it took, tell
+        it the input has nothing more for now, and serve until the owner is back."""
+        while not ownership.wanted_back and not self.cancel.is_set():
+            now = self.clock()
+            self._serve_round(now)
+            if self._wrote and not self._waiting:
+                self._wrote = False
+                self.carry_out(self.machine.producer_idle(now))
+            self._poll_until_deadline()
+        self._nudged = True
 
     # -- the serving thread: the machine's owner ----------------------------------------------------
 
@@ -246,6 +371,12 @@ class WriterTask(TaskBase):
         self.carry_out(failed or self.machine.connection_closed(conn, self.clock()))
 
     # -- shutdown ---------------------------------------------------------------------------------
+
+    def shutdown(self) -> None:
+        if self._ownership is not None:
+            self.cancel.set()
+            self._ownership.wake_watch()
+        super().shutdown()
 
     def _unregister(self) -> None:
         try:

@@ -15,6 +15,12 @@ from conformance.mutation import Mutant
 
 REACTOR = ("tests/net/test_reactor.py",)
 HANDOVER = ("tests/shuffle/test_handover.py",)
+OWNERSHIP = ("tests/shuffle/test_ownership.py",)
+OWNER_TASKS = (
+    "tests/shuffle/test_runtime.py::test_a_writer_owning_its_input_takes_at_most_one_round_of_records_ahead_of_its_machine",
+    "tests/shuffle/test_runtime.py::test_slow_consumer_bounds_writer_memory_and_loses_nothing",
+    "tests/shuffle/test_runtime.py::test_a_writer_whose_input_blocks_still_binds_its_reader_and_flushes_at_the_max_wait",
+)
 SHUFFLE_TASKS = (
     "tests/shuffle/test_runtime.py",
     "tests/shuffle/test_runtime_faults.py",
@@ -117,6 +123,33 @@ RUNTIME_CATALOGUE: tuple[Mutant, ...] = (
        "            wake, self._owner_asleep = self._owner_asleep, False\n",
        "            wake = False\n",
        "the end of the input does not wake the sleeping owner", HANDOVER),
+    # -- the single owner's machine (a writer owning its input) -----------------------------------
+    _r("ownership-take-back-no-wakeup", "shuffle/ownership.py",
+       "        self.wanted_back = True\n        self._wake()\n",
+       "        self.wanted_back = True\n",
+       "the owner back from its input does not wake the standby's poll (each record waits a whole poll)", OWNERSHIP),
+    _r("ownership-standby-keeps-machine", "shuffle/ownership.py",
+       "        \"\"\"(standby) Give the machine back (the owner may be waiting for it).\"\"\"\n        self._machine.release()",
+       "        \"\"\"(standby) Give the machine back (the owner may be waiting for it).\"\"\"",
+       "a standby that stood in keeps the machine, so the owner back from its input waits for good",
+       OWNERSHIP + OWNER_TASKS),
+    _r("ownership-parked-standby-not-woken", "shuffle/ownership.py",
+       "            if self._parked:\n                self._watch.notify()",
+       "            pass",
+       "a standby asleep while the machine was blocked is not woken when the owner takes input again",
+       OWNERSHIP),
+    _r("writer-owner-round-bound-doubled", "shuffle/writer_task.py",
+       "        while size < self._round_limit and not self._nudged:",
+       "        while size < 2 * self._round_limit and not self._nudged:",
+       "the owner takes twice the round's bound of records ahead of its machine", OWNER_TASKS),
+    _r("writer-owner-drops-untaken-records", "shuffle/writer_task.py",
+       "self._waiting = waiting[taken:] if taken < len(waiting) else []",
+       "self._waiting = []",
+       "records the blocked machine did not take are dropped instead of offered again", OWNER_TASKS),
+    _r("writer-standby-never-stands-in", "shuffle/writer_task.py",
+       "            try:\n                self._stand_in(ownership)\n            finally:\n                ownership.step_out()",
+       "            ownership.step_out()",
+       "nobody serves a writer whose input blocks: what it holds waits for the next record", OWNER_TASKS),
     # -- the shuffle tasks ------------------------------------------------------------------------
     _r("writer-task-drops-untaken-records", "shuffle/writer_task.py",
        "backlog = backlog[taken:] if taken < len(backlog) else ()",

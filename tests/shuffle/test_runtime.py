@@ -7,6 +7,7 @@ import json
 import os
 import random
 import sys
+import threading
 import time
 from collections import Counter
 from typing import Iterable, Iterator
@@ -16,13 +17,20 @@ from outgoing_faults import corrupt_payload, rewriting_outgoing
 
 from reference.net.ledger import ResourceLedger
 from reference.shuffle.local import LocalShuffleError, run_local_shuffle
+from reference.shuffle.reader_task import ReaderTask
+from reference.shuffle.standalone_directory import StandaloneDirectory
 from reference.shuffle.task import PeerTaskFailed, TaskOptions
+from reference.shuffle.writer_task import HANDOVER_BUFFERS, WriterTask
+from spec.shuffle import coordination
 from spec.shuffle import errors
 from spec.shuffle.codec import decode_frame
 from spec.shuffle.messages import CreditMessage, DataMessage, TerminationAckMessage, TerminationControlMessage
 from spec.shuffle.settings import ShuffleSettings
 
 SMALL = ShuffleSettings(network_buffer_size=1024, network_buffer_max_wait_time_ms=5)
+KEY = coordination.ShuffleKey(0, 0)
+HANG_GUARD_S = 20.0
+"""Only to end a broken run; nothing here asserts on time."""
 
 
 @pytest.fixture(autouse=True)
@@ -134,7 +142,8 @@ def test_corrupted_payload_fails_the_reader_with_checksum_verification_failed() 
     assert error.parameters["writerId"] == 0
 
 
-def test_slow_consumer_bounds_writer_memory_and_loses_nothing() -> None:
+@pytest.mark.parametrize("owns_input", [False, True], ids=["serving-thread", "single-owner"])
+def test_slow_consumer_bounds_writer_memory_and_loses_nothing(owns_input: bool) -> None:
     settings = ShuffleSettings(network_buffer_size=2048, network_buffer_max_wait_time_ms=5,
                                writer_max_memory=8192, reader_max_memory=4096)
     inputs = make_inputs(1, 2, 4000, seed=6, size=200)
@@ -147,7 +156,7 @@ def test_slow_consumer_bounds_writer_memory_and_loses_nothing() -> None:
             out.append(record)
         return out
 
-    outputs, stats = run_local_shuffle(inputs, 2, settings, consume=slow)
+    outputs, stats = run_local_shuffle(inputs, 2, settings, TaskOptions(writer_owns_input=owns_input), consume=slow)
     check_delivery(inputs, outputs)
     assert stats[0].blocked_count > 0, "the producer was never blocked: backpressure not exercised"
     assert 0 < stats[0].peak_held_bytes <= settings.writer_max_memory
@@ -169,3 +178,53 @@ def test_transcript_records_every_frame_in_both_directions(tmp_path: object) -> 
     assert kinds[("writer", "out")][TerminationControlMessage] == 1
     assert kinds[("reader", "out")] == Counter({CreditMessage: data + 1, TerminationAckMessage: 1})
     assert kinds[("writer", "in")] == kinds[("reader", "out")]
+
+
+@pytest.mark.parametrize("owns_input", [True, False], ids=["single-owner", "serving-thread"])
+def test_a_writer_whose_input_blocks_still_binds_its_reader_and_flushes_at_the_max_wait(owns_input: bool) -> None:
+    """A streaming source waits for data: what the writer holds must still reach the reader by the flush timer
+    (here the input waits until its reader has the first records, so a writer that serves nothing while its
+    input blocks never gets the rest)."""
+    delivered = threading.Event()
+    first = [(0, b"first %d" % i) for i in range(5)]
+    rest = [(0, b"rest %d" % i) for i in range(5)]
+
+    def source() -> Iterator[tuple[int, bytes]]:
+        yield from first
+        if not delivered.wait(HANG_GUARD_S):
+            raise AssertionError("the records written before the input blocked never reached the reader")
+        yield from rest
+
+    def consume(reader_id: int, records: Iterable[bytes]) -> list[bytes]:
+        out = []
+        for record in records:
+            out.append(record)
+            delivered.set()
+        return out
+
+    outputs, stats = run_local_shuffle([source()], 1, SMALL, TaskOptions(writer_owns_input=owns_input),
+                                       consume=consume, timeout_s=HANG_GUARD_S * 2)
+    assert outputs == [[record for _, record in first + rest]]
+    assert stats[0].records == len(first) + len(rest)
+
+
+def test_a_writer_owning_its_input_takes_at_most_one_round_of_records_ahead_of_its_machine() -> None:
+    """What the input can make the writer hold outside its machine is bounded, as the hand-over bounds it."""
+    settings = ShuffleSettings(network_buffer_size=1024, network_buffer_max_wait_time_ms=5)
+    record = bytes(100)
+    ahead_most = len(range(0, HANDOVER_BUFFERS * settings.network_buffer_size, len(record)))
+    directory = StandaloneDirectory()
+    task = WriterTask(KEY, 0, 1, settings, directory, TaskOptions(writer_owns_input=True))
+    ahead: list[int] = []
+
+    def source() -> Iterator[tuple[int, bytes]]:
+        for pulled in range(5000):
+            ahead.append(pulled - task.stats.records)
+            yield 0, record
+
+    writer = threading.Thread(target=task.run, args=(source(),), daemon=True)
+    writer.start()
+    received = list(ReaderTask(KEY, 0, [0], settings, directory).records())
+    writer.join(HANG_GUARD_S)
+    assert len(received) == 5000 and not writer.is_alive()
+    assert 0 < max(ahead) <= ahead_most

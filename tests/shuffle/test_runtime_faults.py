@@ -199,3 +199,40 @@ def test_an_error_on_the_serving_thread_fails_the_task_instead_of_vanishing() ->
     runner.join(DEADLINE_S)
     assert [type(error) for error in outcome] == [RuntimeError]  # not a writer waiting for ever
     check_released(ledger)
+
+
+class _BrokenForTheStandby(StandaloneDirectory):
+    """A directory with a bug that only the standby of a writer owning its input meets (its looks for failures
+    of other tasks while the input blocks)."""
+
+    def lookup(self, key: coordination.ShuffleKey) -> coordination.Writers:
+        if threading.current_thread().name.startswith("shuffle-writer-standby"):
+            raise RuntimeError("a bug in the directory")
+        return super().lookup(key)
+
+
+def test_an_error_on_the_standby_thread_fails_the_task_while_its_input_blocks() -> None:
+    ledger = ResourceLedger()
+    task = WriterTask(KEY, 0, 1, SETTINGS, _BrokenForTheStandby(), TaskOptions(ledger=ledger, writer_owns_input=True))
+    outcome: list[BaseException] = []
+
+    def waits_for_its_task_to_end() -> Iterator[tuple[int, bytes]]:
+        yield RECORDS[0]
+        task.cancel.wait(DEADLINE_S)  # a source waiting for data until the task ends
+
+    def run() -> None:
+        try:
+            task.run(waits_for_its_task_to_end())
+        except BaseException as error:  # noqa: BLE001 - the test judges it
+            outcome.append(error)
+
+    runner = threading.Thread(target=run, daemon=True)
+    runner.start()
+    try:
+        runner.join(DEADLINE_S * 2)
+        assert [type(error) for error in outcome] == [RuntimeError]  # not a writer waiting for ever
+    finally:
+        if runner.is_alive():
+            task.fail(errors.TaskAborted("test over"))
+            runner.join(DEADLINE_S)
+    check_released(ledger)
