@@ -1,9 +1,9 @@
 """``python -m conformance.shuffle.machines_target``: the spec's shuffle machines behind the ``exec:``
 trace contract, the reference any other implementation's trace driver is compared with.
 
-With ``CONFORMANCE_ROLE=capabilities`` it prints ``CAPABILITIES writer reader traces connect-timeout``. With
+With ``CONFORMANCE_ROLE=capabilities`` it prints ``CAPABILITIES writer reader traces connect-timeout deadlines``. With
 ``CONFORMANCE_ROLE=trace`` it reads the trace named by ``CONFORMANCE_TRACE`` (role, peers, settings, writerIds, directoryId,
-ackTimeoutMs), then answers each input line on stdin (one step of ``traces.json`` without its
+ackTimeoutMs, deadlines), then answers each input line on stdin (one step of ``traces.json`` without its
 ``sends``/``events``) with one line ``{"sends": [...], "events": [...]}`` on stdout (docs/conformance.md).
 """
 
@@ -18,7 +18,7 @@ from conformance.external import CAPABILITIES_ROLE, ROLE_VARIABLE
 
 TRACE_ROLE: Final = "trace"
 TRACE_VARIABLE: Final = "CONFORMANCE_TRACE"
-CAPABILITIES: Final = "CAPABILITIES writer reader traces connect-timeout"
+CAPABILITIES: Final = "CAPABILITIES writer reader traces connect-timeout deadlines"
 
 
 def main() -> int:
@@ -39,9 +39,9 @@ def play_trace() -> int:
 
     with open(os.environ[TRACE_VARIABLE]) as document:
         trace = json.load(document)
-    machine = new_machine(trace["role"], trace)
+    machine, deadlines = new_machine(trace["role"], trace), bool(trace.get("deadlines"))
     for line in sys.stdin:
-        print(json.dumps(answer_json(apply_input(machine, json.loads(line)))), flush=True)
+        print(json.dumps(answer_json(apply_input(machine, json.loads(line)), deadlines)), flush=True)
     return 0
 
 

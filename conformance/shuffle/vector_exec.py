@@ -16,10 +16,14 @@ from typing import Any, Final, Mapping, Sequence
 from conformance.external import ROLE_VARIABLE, ExecProcess, LaunchError
 
 TRACES: Final = "traces"
+DEADLINES: Final = "deadlines"
+"""Capability: with the trace header ``deadlines`` true, the program adds to each answer ``deadline``, the
+instant in milliseconds at which it next needs a ``tick`` (null: none), as the spec machines' steps say."""
 TRACE_ROLE: Final = "trace"
 TRACE_VARIABLE: Final = "CONFORMANCE_TRACE"
 ANSWER_TIMEOUT_S: Final = 10.0
-HEADER_KEYS: Final = ("role", "peers", "settings", "ackTimeoutMs", "writerIds", "directoryId", "connectTimeoutMs")
+HEADER_KEYS: Final = ("role", "peers", "settings", "ackTimeoutMs", "writerIds", "directoryId", "connectTimeoutMs",
+                       "deadlines")
 
 
 class TraceDriverError(Exception):

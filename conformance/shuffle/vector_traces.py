@@ -170,15 +170,19 @@ def event_json(event: Event) -> dict[str, Any]:
     return {"event": type(event).__name__}
 
 
-def answer_json(step: Step) -> dict[str, Any]:
-    return {"sends": [{"to": s.peer, "message": to_json(s.message)} for s in step.sends],
-            "events": [event_json(e) for e in step.events]}
+def answer_json(step: Step, deadline: bool = False) -> dict[str, Any]:
+    """A step as a trace answer; with ``deadline``, also the instant (ms) the machine next needs a tick."""
+    answer: dict[str, Any] = {"sends": [{"to": s.peer, "message": to_json(s.message)} for s in step.sends],
+                              "events": [event_json(e) for e in step.events]}
+    if deadline:
+        answer["deadline"] = None if step.deadline is None else round(step.deadline * 1000, 3)
+    return answer
 
 
 def run_trace(role: str, group: Json, steps: Sequence[Json]) -> list[dict[str, Any]]:
     """The answers of the reference machine to every step."""
     machine = new_machine(role, group)
-    return [answer_json(apply_input(machine, step)) for step in steps]
+    return [answer_json(apply_input(machine, step), bool(group.get("deadlines"))) for step in steps]
 
 
 # -- scenarios ------------------------------------------------------------------------------------

@@ -110,6 +110,7 @@ from conformance.shuffle.suite.writer_cases import (
     wrong_ack,
 )
 from conformance.shuffle.suite.deadline_cases import CONNECT_TIMEOUT, at_its_instant
+from conformance.shuffle.suite.derived_axes import DERIVED_AXES
 from conformance.shuffle.suite.derived_cases import DERIVED, derived
 from conformance.shuffle.vector_exec import TRACES
 from spec.shuffle import codec
@@ -123,6 +124,14 @@ SMALLEST_VIOLATIONS: Final = (
     ("checksum_enabled", "yes", TYPE_MISMATCH), ("network_buffer_max_wait_time_ms", "50ms", TYPE_MISMATCH),
 )
 """Per setting, the smallest values of the wrong type or against the requirement (docs/spec/shuffle.md#settings)."""
+ONE_PAST_EACH_EDGE: Final = (
+    ("reader_max_memory", str(-(2**31) - 1), TYPE_MISMATCH),
+    ("network_buffer_max_wait_time_ms", str(2**63), TYPE_MISMATCH),
+    ("network_buffer_max_wait_time_ms", str(-(2**63) - 1), TYPE_MISMATCH),
+    ("writer_connection_timeout_ms", "-2", REQUIREMENT), ("writer_connection_timeout_ms", str(2**63), TYPE_MISMATCH),
+)
+"""Per edge of a setting's domain not yet refused by another case, the value one past it (the int's and the
+long's low and high ends, the time's -1 and largest long)."""
 
 
 def _c(case_id: str, level: Level, role: str, requirement: str, check: CheckFn, *requires: str,
@@ -308,7 +317,7 @@ CASES: Final = (
     _c("failure/reader-connect-timeout-at-its-instant", SHOULD, R, "The reader's connect timeout fires at exactly "
        "its instant after the first failed attempt", at_its_instant("reader-connect-timeout"), TRACES, CONNECT_TIMEOUT),
     # derived from the machines' comparisons, constants and bounds (docs/conformance.md, the shuffle checklist)
-    *(_c(d.case_id, d.level, d.role, d.requirement, derived(d.rows), TRACES, *d.requires) for d in DERIVED),
+    *(_c(d.case_id, d.level, d.role, d.requirement, derived(d.rows), TRACES, *d.requires) for d in DERIVED + DERIVED_AXES),
     # settings
     _c("settings/writer-refuses-int-overflow", MUST, W, "A writer refuses an int setting of 2^31 "
        "(INVALID_CONF_VALUE.TYPE_MISMATCH) and runs with 2^31-1", refuses(
@@ -324,6 +333,9 @@ CASES: Final = (
        "required, a time of -1s, an unknown time suffix, a boolean spelled otherwise, a suffix on "
        "networkBufferMaxWaitTimeMs (a long)", refuses_each(SMALLEST_VIOLATIONS),
        SETTINGS),
+    _c("settings/writer-derived-refuses-one-past-each-edge", MUST, W, "A writer refuses, as Spark does, the value "
+       "one past each edge of a setting's domain: an int below -2^31, a long past either end, a time of -2 and one "
+       "past the largest long", refuses_each(ONE_PAST_EACH_EDGE), SETTINGS),
     # authentication (runs with --secret-file)
     _c("auth/writer-ignores-silent-stranger", MUST, W, "A writer sends nothing on a connection that never runs "
        "the handshake, and serves the real reader", w_silent_stranger, AUTH),

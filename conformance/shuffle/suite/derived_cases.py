@@ -17,7 +17,7 @@ from typing import Any, Callable, Final, Mapping, Sequence
 from conformance.framework import CaseContext, Level, Verdict
 from conformance.shuffle.suite.deadline_cases import CONNECT_TIMEOUT
 from conformance.shuffle.targets import ExecTarget, ShuffleTarget
-from conformance.shuffle.vector_exec import TraceDriverError, exec_answers
+from conformance.shuffle.vector_exec import DEADLINES, TraceDriverError, exec_answers
 from conformance.shuffle.vector_traces import ack, credit, data, run_trace, tc
 from spec.shuffle.errors import (
     MismatchedChannelIds,
@@ -66,14 +66,14 @@ def _settings(**raw: str | None) -> dict[str, str]:
     return {key: value for key, value in spelled.items() if value is not None}
 
 
-def _writer(peers: int = 1, ack_timeout_ms: int | None = None, **raw: str | None) -> dict[str, Any]:
+def writer_trace(peers: int = 1, ack_timeout_ms: int | None = None, **raw: str | None) -> dict[str, Any]:
     header: dict[str, Any] = {"role": "writer", "peers": peers, "settings": _settings(**raw)}
     if ack_timeout_ms is not None:
         header["ackTimeoutMs"] = ack_timeout_ms
     return header
 
 
-def _reader(peers: int = 1, connect_timeout_ms: int | None = None, **raw: str | None) -> dict[str, Any]:
+def reader_trace(peers: int = 1, connect_timeout_ms: int | None = None, **raw: str | None) -> dict[str, Any]:
     header: dict[str, Any] = {"role": "reader", "peers": peers, "settings": _settings(**raw)}
     if connect_timeout_ms is not None:
         header["connectTimeoutMs"] = connect_timeout_ms
@@ -125,20 +125,20 @@ def data_checksum(nonzero: bool) -> Expect:
 
 # -- the rows ---------------------------------------------------------------------------------------------
 
-_CONNECT_FAILED = {"input": "connectFailed", "cause": "refused"}
+CONNECT_FAILED = {"input": "connectFailed", "cause": "refused"}
 _UNREACHABLE = WriterUnreachable.condition
 _BIND_TIMEOUT = WriterConnectionTimeout.condition
 
 CONNECT_WINDOW: Final = (
     Row("reader.connect_failed: a later failed attempt does not restart the window (since = the first failure)",
-        _reader(connect_timeout_ms=TIMEOUT_MS),
-        (at(0, {**_CONNECT_FAILED, "peer": 0}), at(600, {**_CONNECT_FAILED, "peer": 0}), tick(TIMEOUT_MS - 1),
+        reader_trace(connect_timeout_ms=TIMEOUT_MS),
+        (at(0, {**CONNECT_FAILED, "peer": 0}), at(600, {**CONNECT_FAILED, "peer": 0}), tick(TIMEOUT_MS - 1),
          tick(TIMEOUT_MS)),
         ((1, nothing, "nothing at the second failure"), (2, nothing, "nothing a millisecond early"),
          (3, failed(_UNREACHABLE), f"{_UNREACHABLE} at the first failure + {TIMEOUT_MS} ms"))),
     Row("reader._check_reachable: each writer has its own window, and a connect clears it",
-        _reader(peers=2, connect_timeout_ms=TIMEOUT_MS),
-        (at(0, {**_CONNECT_FAILED, "peer": 0}), at(300, {**_CONNECT_FAILED, "peer": 1}),
+        reader_trace(peers=2, connect_timeout_ms=TIMEOUT_MS),
+        (at(0, {**CONNECT_FAILED, "peer": 0}), at(300, {**CONNECT_FAILED, "peer": 1}),
          at(500, {"input": "connected", "peer": 0}), tick(TIMEOUT_MS), tick(TIMEOUT_MS + 299), tick(TIMEOUT_MS + 300)),
         ((3, nothing, "writer 0 connected: no timeout at its instant"), (4, nothing, "nothing a millisecond early"),
          (5, failed(_UNREACHABLE, writerId="1"), f"{_UNREACHABLE} for writer 1 at its own instant"))),
@@ -146,17 +146,17 @@ CONNECT_WINDOW: Final = (
 
 BIND_WINDOW: Final = (
     Row("writer.tick: one bind does not restart writerConnectionTimeout for the readers still unbound",
-        _writer(peers=2), (*bind(500, reader=0), tick(TIMEOUT_MS - 1), tick(TIMEOUT_MS)),
+        writer_trace(peers=2), (*bind(500, reader=0), tick(TIMEOUT_MS - 1), tick(TIMEOUT_MS)),
         ((2, nothing, "nothing a millisecond early"),
          (3, failed(_BIND_TIMEOUT, readerId="1"), f"{_BIND_TIMEOUT} for reader 1 at its instant"))),
     Row("writer.tick: a reader bound a millisecond before the instant is no timeout, then or later",
-        _writer(), (*bind(TIMEOUT_MS - 1), tick(TIMEOUT_MS), tick(100 * TIMEOUT_MS)),
+        writer_trace(), (*bind(TIMEOUT_MS - 1), tick(TIMEOUT_MS), tick(100 * TIMEOUT_MS)),
         ((2, nothing, "nothing at the instant"), (3, nothing, "nothing long after"))),
 )
 
 ACK_WINDOW: Final = (
     Row("writer.tick: one reader's ack does not restart the termination-ack window of the others",
-        _writer(peers=2, ack_timeout_ms=400),
+        writer_trace(peers=2, ack_timeout_ms=400),
         (*bind(0, 0), *bind(0, 1), at(0, {"input": "finish"}), at(200, ack(0, reader=0)), tick(399), tick(400)),
         ((5, nothing, "nothing at the first ack"), (6, nothing, "nothing a millisecond early"),
          (7, failed(TerminationAckTimeout.condition, readerId="1"), "the ack timeout for reader 1 at its instant"))),
@@ -164,21 +164,21 @@ ACK_WINDOW: Final = (
 
 PERIODIC: Final = (
     Row("writer.tick: after a periodic flush the next one is a period later, not a period after the next record",
-        _writer(), (*bind(0), write(0, 1), tick(WAIT_MS), write(60, 1), tick(2 * WAIT_MS - 1), tick(2 * WAIT_MS)),
+        writer_trace(), (*bind(0), write(0, 1), tick(WAIT_MS), write(60, 1), tick(2 * WAIT_MS - 1), tick(2 * WAIT_MS)),
         ((3, sends("DATA"), "a DATA at the first period"), (5, nothing, "nothing a millisecond early"),
          (6, sends("DATA"), "a DATA at the second period"))),
     Row("writer._open_buffer: a buffer opened after idle periods keeps the periodic flush's phase (0, 50, 100, ...)",
-        _writer(), (*bind(0), write(170, 1), tick(199), tick(200)),
+        writer_trace(), (*bind(0), write(170, 1), tick(199), tick(200)),
         ((3, nothing, "nothing a millisecond early"), (4, sends("DATA"), "a DATA at the period's instant"))),
     Row("writer._open_buffer: a buffer opened exactly at a period's instant is flushed a period later",
-        _writer(), (*bind(0), write(WAIT_MS, 1), tick(2 * WAIT_MS - 1), tick(2 * WAIT_MS)),
+        writer_trace(), (*bind(0), write(WAIT_MS, 1), tick(2 * WAIT_MS - 1), tick(2 * WAIT_MS)),
         ((3, nothing, "nothing a millisecond early"), (4, sends("DATA"), "a DATA at the next period"))),
     Row("writer._append: a record appended exactly networkBufferMaxWaitTimeMs after its buffer opened (70 -> 120 ms, "
         "where 0.12 - 0.07 is 49.99999999999999 ms in floats) flushes it",
-        _writer(), (*bind(0), write(70, 1), write(70 + WAIT_MS - 1, 1), write(70 + WAIT_MS, 1)),
+        writer_trace(), (*bind(0), write(70, 1), write(70 + WAIT_MS - 1, 1), write(70 + WAIT_MS, 1)),
         ((3, nothing, "nothing a millisecond early"), (4, sends("DATA"), "a DATA at its age"))),
     Row("writer._append: networkBufferMaxWaitTimeMs 0 flushes every record as it is written",
-        _writer(network_buffer_max_wait_time_ms="0"), (*bind(0), write(0, 1), write(0, 1), tick(1)),
+        writer_trace(network_buffer_max_wait_time_ms="0"), (*bind(0), write(0, 1), write(0, 1), tick(1)),
         ((2, sends("DATA"), "a DATA for the first record"), (3, sends("DATA"), "a DATA for the second"),
          (4, nothing, "nothing left for the tick"))),
 )
@@ -195,12 +195,12 @@ _THIRD: Final = (32 * 1024 * 1024 - SOCKETS) // 3
 PERMITS: Final = (
     Row("writer.permit_capacity: writerMaxMemory less the socket buffers of every reader (R = 2): the 7th buffer "
         "opens at exactly 0 permits left, the 8th blocks; a completed write unblocks",
-        _writer(peers=2, writer_max_memory=str(2 * SOCKETS + 7 * N)),
+        writer_trace(peers=2, writer_max_memory=str(2 * SOCKETS + 7 * N)),
         (*_full_buffers(8), *bind(0), at(0, {"input": "sendCompleted", "peer": 0, "seq": 0})),
         ((6, no_event("ProducerBlocked"), "the 7th buffer opens"), (7, event("ProducerBlocked"), "the 8th blocks"),
          (-1, event("ProducerUnblocked"), "unblocked when a DATA's write completes"))),
     Row("writer.permit_capacity: the floor of 2 buffers per reader (R = 3): the 6th opens, the 7th blocks",
-        _writer(peers=3, writer_max_memory=str(3 * SOCKETS)),
+        writer_trace(peers=3, writer_max_memory=str(3 * SOCKETS)),
         _full_buffers(7),
         ((5, no_event("ProducerBlocked"), "the 6th buffer opens"), (6, event("ProducerBlocked"), "the 7th blocks"))),
     Row("settings: by default (keys left out) checksums are on, the wait is 50 ms and writerMaxMemory 32 MiB: with "
@@ -218,13 +218,13 @@ _N_ODD = 1001
 
 THRESHOLD: Final = (
     Row("writer.flush_threshold: 90% of networkBufferSize rounded down (1001 -> 900): 899 bytes wait, 900 flush",
-        _writer(network_buffer_size=str(_N_ODD)),
+        writer_trace(network_buffer_size=str(_N_ODD)),
         (*bind(0), write(0, 890), write(0, 1), write(0, 0), write(0, 891), write(0, 1)),
         ((3, nothing, "899 bytes: nothing"), (4, sends("DATA"), "903 bytes: a DATA"), (5, nothing, "895 bytes: nothing"),
          (6, sends("DATA"), "900 bytes: a DATA"))),
     Row("writer._append: records of 4 KiB and more (sent from their own buffers) count the same: 8999 bytes wait, "
         "9000 flush (networkBufferSize 10000)",
-        _writer(network_buffer_size="10000"),
+        writer_trace(network_buffer_size="10000"),
         (*bind(0), write(0, 4096), write(0, 4895), write(0, 0), write(0, 4096), write(0, 4896)),
         ((3, nothing, "8999 bytes: nothing"), (4, sends("DATA"), "9003 bytes: a DATA"), (5, nothing, "4100 bytes"),
          (6, sends("DATA"), "9000 bytes: a DATA"))),
@@ -245,7 +245,7 @@ QUOTA: Final = (
     Row("reader.per_writer_quota: readerMaxMemory // M per writer (M = 2, odd memory); reading pauses at exactly "
         "0 left, not at 1 left, and only the writer whose quota ran out; a release back to exactly 0 left does not "
         "resume, one above 0 does",
-        _reader(peers=2, reader_max_memory=str(2 * _QUOTA + 1)),
+        reader_trace(peers=2, reader_max_memory=str(2 * _QUOTA + 1)),
         (at(0, {"input": "connected", "peer": 0}), at(0, {"input": "connected", "peer": 1}),
          _data_charging(0, _MIN_CHARGE),
          _data_charging(0, _QUOTA - 1, writer=1),
@@ -260,7 +260,7 @@ QUOTA: Final = (
          (7, event("ResumeReading"), "above 0 left: resumed"))),
     Row("reader.per_writer_quota: at least 1 byte (readerMaxMemory -2147483648 is accepted, not validated): every "
         "DATA pauses; 'FALSE' turns checksums off, so checksum 0 is accepted",
-        _reader(reader_max_memory="-2147483648", checksum_enabled="FALSE"),
+        reader_trace(reader_max_memory="-2147483648", checksum_enabled="FALSE"),
         (at(0, {"input": "connected", "peer": 0}), at(0, data(0, b"x", checksum=0)),
          at(0, {"input": "release", "peer": 0, "seq": 0})),
         ((1, sends("CREDIT"), "a CREDIT for the DATA"), (1, event("PauseReading"), "paused"),
@@ -269,10 +269,10 @@ QUOTA: Final = (
 
 READER_IDS: Final = (
     Row("writer._channel_for_peer: reader ids 0..R-1: R-1 binds, R is an unknown reader",
-        _writer(peers=2), (*bind(0, reader=1), *bind(0, reader=2)),
+        writer_trace(peers=2), (*bind(0, reader=1), *bind(0, reader=2)),
         ((1, event("Bound"), "reader R-1 binds"), (3, failed(UnknownPeer.condition), f"{UnknownPeer.condition} for R"))),
     Row("writer._channel_for_peer: a negative reader id is an unknown reader",
-        _writer(peers=2), bind(0, reader=-1), ((1, failed(UnknownPeer.condition), f"{UnknownPeer.condition} for -1"),)),
+        writer_trace(peers=2), bind(0, reader=-1), ((1, failed(UnknownPeer.condition), f"{UnknownPeer.condition} for -1"),)),
 )
 
 
@@ -281,7 +281,7 @@ _MAP_ID = 11
 
 READER_ENDS: Final = (
     Row("reader._ack_written: the stream ends after every writer's ack is written, not the first's",
-        _reader(peers=2),
+        reader_trace(peers=2),
         (at(0, {"input": "connected", "peer": 0}), at(0, {"input": "connected", "peer": 1}), at(0, tc(0, writer=0)),
          at(0, {"input": "sendCompleted", "peer": 0, "seq": 0}), at(0, data(0, b"x", writer=1)),
          at(0, tc(1, writer=1)), at(0, {"input": "sendCompleted", "peer": 1, "seq": 1})),
@@ -289,7 +289,7 @@ READER_ENDS: Final = (
          (6, event("Completed"), "complete after writer 1's ack"))),
     Row("reader._admitted: the partition id the first DATA names (3) is echoed in every CREDIT and the ack, the "
         "directory id (11) only in the handshake",
-        {**_reader(), "writerIds": [_MAP_ID]},
+        {**reader_trace(), "writerIds": [_MAP_ID]},
         (at(0, {"input": "connected", "peer": _MAP_ID}), at(0, data(0, b"x", writer=3, peer=_MAP_ID)),
          at(0, tc(1, writer=3, peer=_MAP_ID))),
         ((0, lambda a: a["sends"][0]["message"]["writer_id"] == _MAP_ID, "the handshake names 11"),
@@ -308,7 +308,7 @@ def _records_then(bad: bytes, what: str) -> Row:
     good = encode_records([b"", b"xy"])
     return Row(f"records.decode_records: a record ending exactly at the payload's end is delivered, {what} is "
                "truncated input",
-               _reader(), (at(0, {"input": "connected", "peer": 0}), _raw_data(0, good), _raw_data(1, bad)),
+               reader_trace(), (at(0, {"input": "connected", "peer": 0}), _raw_data(0, good), _raw_data(1, bad)),
                ((1, event("Deliver"), "the records delivered"), (2, failed(TruncatedInput.condition), f"{what}: refused")))
 
 
@@ -320,7 +320,7 @@ RECORD_BOUNDS: Final = (
 
 PINNED: Final = (
     Row("reader._admitted: a later DATA naming another partition id than the first is refused",
-        {**_reader(), "writerIds": [_MAP_ID]},
+        {**reader_trace(), "writerIds": [_MAP_ID]},
         (at(0, {"input": "connected", "peer": _MAP_ID}), at(0, data(0, b"x", writer=3, peer=_MAP_ID)),
          at(0, data(1, b"x", writer=4, peer=_MAP_ID))),
         ((2, failed(MismatchedChannelIds.condition), "mismatched ids"),)),
@@ -331,18 +331,18 @@ def _bind_timeout_at(ms: int, spelled: str | None) -> Row:
     """writerConnectionTimeout spelled ``spelled`` (None: Spark's default, 1h) fires at ``ms``, not a millisecond
     before."""
     return Row(f"settings: writerConnectionTimeout {spelled!r} is {ms} ms",
-               _writer(writer_connection_timeout_ms=spelled), (tick(ms - 1), tick(ms)),
+               writer_trace(writer_connection_timeout_ms=spelled), (tick(ms - 1), tick(ms)),
                ((0, nothing, "nothing a millisecond early"), (1, failed(_BIND_TIMEOUT), f"{_BIND_TIMEOUT} at {ms} ms")))
 
 
 SPELLINGS: Final = (
     Row("settings: ' +1001 ' (trimmed, signed) is networkBufferSize 1001, 'TRUE' turns checksums on, '1S' is 1000 ms",
-        _writer(peers=2, network_buffer_size=" +1001 ", checksum_enabled="TRUE", writer_connection_timeout_ms="1S"),
+        writer_trace(peers=2, network_buffer_size=" +1001 ", checksum_enabled="TRUE", writer_connection_timeout_ms="1S"),
         (*bind(0), write(0, 891), write(0, 1), tick(TIMEOUT_MS - 1), tick(TIMEOUT_MS)),
         ((2, nothing, "895 bytes: nothing"), (3, data_checksum(nonzero=True), "900 bytes: a DATA with its CRC32C"),
          (4, nothing, "nothing a millisecond early"), (5, failed(_BIND_TIMEOUT), f"{_BIND_TIMEOUT} at 1000 ms"))),
     Row("settings: 'False' turns checksums off (checksum 0), '1000000US' is 1000 ms",
-        _writer(peers=2, checksum_enabled="False", writer_connection_timeout_ms="1000000US"),
+        writer_trace(peers=2, checksum_enabled="False", writer_connection_timeout_ms="1000000US"),
         (*bind(0), write(0, N * 9 // 10 - 4), tick(TIMEOUT_MS - 1), tick(TIMEOUT_MS)),
         ((2, data_checksum(nonzero=False), "a DATA with checksum 0"), (3, nothing, "nothing a millisecond early"),
          (4, failed(_BIND_TIMEOUT), f"{_BIND_TIMEOUT} at 1000 ms"))),
@@ -350,7 +350,7 @@ SPELLINGS: Final = (
     _bind_timeout_at(60_000, "1Min"),
     _bind_timeout_at(3_600_000, None),
     Row("settings: writerConnectionTimeout -1 waits forever; networkBufferMaxWaitTimeMs takes the largest long",
-        _writer(writer_connection_timeout_ms="-1", network_buffer_max_wait_time_ms=str(2**63 - 1)),
+        writer_trace(writer_connection_timeout_ms="-1", network_buffer_max_wait_time_ms=str(2**63 - 1)),
         (*bind(0), write(0, 1), tick(10**12)), ((3, nothing, "nothing after 10^12 ms"),)),
 )
 
@@ -405,26 +405,30 @@ DERIVED: Final = (
 """The derived cases, in catalogue order."""
 
 
-def _problems(command: str, row: Row) -> list[str]:
+def _problems(command: str, row: Row, deadlines: bool) -> list[str]:
+    """What the program's answers to ``row`` show against its rule and the spec machines' answers (with
+    ``deadlines``, the instant each answer says the next tick is due too)."""
+    header = {**row.header, "deadlines": True} if deadlines else row.header
     try:
-        answers = exec_answers(command, row.header, row.steps)
+        answers = exec_answers(command, header, row.steps)
     except TraceDriverError as exc:
         return [f"the trace driver: {exc}"]
     problems = [f"step {i % len(answers)}: not {text}: {answers[i]}" for i, ok, text in row.expect
                 if not ok(answers[i])]
-    spec = run_trace(str(row.header["role"]), row.header, row.steps)
+    spec = run_trace(str(row.header["role"]), header, row.steps)
     problems += [f"step {i} ({row.steps[i]['input']}): {got} where the spec answers {want}"
                  for i, (got, want) in enumerate(zip(answers, spec)) if got != want][:1]
     return problems
 
 
 def derived(rows: Sequence[Row]) -> Callable[[ShuffleTarget, CaseContext], Verdict]:
-    """The case of ``rows``: each row's deciding steps as its rule says, every answer as the spec's."""
+    """The case of ``rows``: each row's deciding steps as its rule says, every answer as the spec's (with its
+    deadline, when the target declares ``deadlines``)."""
 
     def check(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
         assert isinstance(t, ExecTarget)  # only a program can declare ``traces``
         for row in rows:
-            problems = _problems(t.command, row)
+            problems = _problems(t.command, row, DEADLINES in t.capabilities)
             if problems:
                 return Verdict(False, row.rule, "; ".join(problems)[:1200])
         return Verdict(True, "; ".join(r.rule for r in rows)[:600], f"{len(rows)} traces as the spec says")

@@ -1,0 +1,385 @@
+"""The shuffle checklist along the axes a rule-by-rule walk leaves out (docs/conformance.md, "The shuffle
+checklist"): every setting at each edge of its domain, every timer and flush with several peers whose
+instants differ, a buffer's age after every way its buffer empties, pairs of rules that meet (a deadline
+and a finish, credit and termination, a close and an ack), and equivalent valid inputs (other orders of
+independent messages, ids other than 0, a later job).
+
+Rows are traces on the ``exec:`` trace contract's virtual clock, as in :mod:`.derived_cases`: each row's
+deciding steps show what its rule says, and every answer must equal the spec machines' answer to the same
+input (with ``deadlines`` declared, the instant the target next needs a tick too).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final
+
+from conformance.framework import Level
+from conformance.shuffle.suite.deadline_cases import CONNECT_TIMEOUT
+from conformance.shuffle.suite.derived_cases import (
+    CONNECT_FAILED,
+    SOCKETS,
+    TIMEOUT_MS,
+    WAIT_MS,
+    Derived,
+    Expect,
+    Json,
+    Row,
+    at,
+    bind,
+    event,
+    failed,
+    no_event,
+    nothing,
+    reader_trace,
+    sends,
+    tick,
+    write,
+    writer_trace,
+)
+from conformance.shuffle.vector_traces import ack, credit, data, tc
+from spec.shuffle.errors import TerminationAckTimeout, WriterConnectionTimeout, WriterUnreachable
+from spec.shuffle.jsonform import to_json
+from spec.shuffle.messages import CreditMessage
+from spec.shuffle.reader import DATA_HEADER_LENGTH
+
+
+@dataclass(frozen=True, slots=True)
+class Then:
+    """A deciding step: the input and what its answer must show."""
+
+    step: Json
+    expect: Expect
+    text: str
+
+
+def script(*parts: Json | tuple[Json, ...] | Then) -> tuple[tuple[Json, ...], tuple[tuple[int, Expect, str], ...]]:
+    """A row's steps and deciding steps from inputs in order (a :class:`Then` is an input that decides)."""
+    steps: list[Json] = []
+    expect: list[tuple[int, Expect, str]] = []
+    for part in parts:
+        if isinstance(part, Then):
+            expect.append((len(steps), part.expect, part.text))
+            steps.append(part.step)
+        elif isinstance(part, tuple):
+            steps.extend(part)
+        else:
+            steps.append(part)
+    return tuple(steps), tuple(expect)
+
+
+def row(rule: str, header: Json, *parts: Json | tuple[Json, ...] | Then) -> Row:
+    return Row(rule, header, *script(*parts))
+
+
+def sends_to(peer: int, kind: str = "DATA") -> Expect:
+    """One message of ``kind`` to ``peer`` among the answer's sends, and none of that kind to another peer."""
+    return lambda answer: [s["to"] for s in answer["sends"] if s["message"]["type"].startswith(kind)] == [peer]
+
+
+def sends_in_order(*kinds: str) -> Expect:
+    return lambda answer: [s["message"]["type"].split("_")[0] for s in answer["sends"]] == list(kinds)
+
+
+def finish(t: int) -> dict[str, Any]:
+    return {"input": "finish", "t": t}
+
+
+def connected(t: int, peer: int = 0) -> dict[str, Any]:
+    return {"input": "connected", "peer": peer, "t": t}
+
+
+def written(t: int, peer: int, seq: int) -> dict[str, Any]:
+    return {"input": "sendCompleted", "peer": peer, "seq": seq, "t": t}
+
+
+_ACK_TIMEOUT = TerminationAckTimeout.condition
+_BIND_TIMEOUT = WriterConnectionTimeout.condition
+_FILL: Final = 1024 * 9 // 10 - 4
+"""A record filling a buffer of the rows' networkBufferSize (1024) to its flush threshold."""
+_LONG_MAX: Final = str(2**63 - 1)
+_MAP_ID: Final = 11
+"""A directory id other than the partition id (a later job)."""
+
+# -- every setting at each edge of its domain ----------------------------------------------------------------
+
+SETTING_EDGES: Final = (
+    row("settings: writerConnectionTimeout '1' (the smallest accepted) fires at 1 ms, not at 0, naming the lowest "
+        "of two readers unbound",
+        writer_trace(peers=2, writer_connection_timeout_ms="1"),
+        Then(tick(0), nothing, "nothing at 0 ms"),
+        Then(tick(1), failed(_BIND_TIMEOUT, readerId="0"), f"{_BIND_TIMEOUT} for reader 0 at 1 ms")),
+    row(f"settings: writerConnectionTimeout {_LONG_MAX} (the largest long, as milliseconds) is accepted and waits",
+        writer_trace(writer_connection_timeout_ms=_LONG_MAX),
+        Then(tick(10**12), nothing, "nothing after 10^12 ms")),
+    row(f"settings: writerConnectionTimeout '{_LONG_MAX}s' saturates at the largest long and waits",
+        writer_trace(writer_connection_timeout_ms=_LONG_MAX + "s"),
+        Then(tick(10**12), nothing, "nothing after 10^12 ms")),
+    row("settings: writerConnectionTimeout '1m' is 60000 ms",
+        writer_trace(writer_connection_timeout_ms="1m"),
+        Then(tick(59_999), nothing, "nothing a millisecond early"),
+        Then(tick(60_000), failed(_BIND_TIMEOUT), f"{_BIND_TIMEOUT} at 60000 ms")),
+    row("settings: writerConnectionTimeout '1d' is 86400000 ms",
+        writer_trace(writer_connection_timeout_ms="1d"),
+        Then(tick(86_399_999), nothing, "nothing a millisecond early"),
+        Then(tick(86_400_000), failed(_BIND_TIMEOUT), f"{_BIND_TIMEOUT} at 86400000 ms")),
+    row("settings: networkBufferMaxWaitTimeMs 1 (the smallest positive): a record a millisecond after its buffer "
+        "opened flushes it; the periodic flush a millisecond after a buffer opened",
+        writer_trace(network_buffer_max_wait_time_ms="1"),
+        *bind(0), write(0, 1), Then(write(0, 1), nothing, "nothing at the buffer's opening"),
+        Then(write(1, 1), sends("DATA"), "a DATA a millisecond later"), write(1, 1),
+        Then(tick(2), sends("DATA"), "the periodic flush at 2 ms")),
+    row("settings: networkBufferMaxWaitTimeMs -1 (a long Spark does not validate) flushes every record as written",
+        writer_trace(network_buffer_max_wait_time_ms="-1"),
+        *bind(0), Then(write(0, 1), sends("DATA"), "a DATA for the first record"),
+        Then(write(5, 1), sends("DATA"), "a DATA for the second"), Then(tick(10), nothing, "nothing left for a tick")),
+    row("settings: networkBufferSize 1 (the smallest): its flush threshold is 0, so every record, an empty one "
+        "too, is its own DATA",
+        writer_trace(network_buffer_size="1"),
+        *bind(0), Then(write(0, 0), sends("DATA"), "a DATA for an empty record"),
+        Then(write(0, 3), sends("DATA"), "a DATA for the next")),
+    row(f"writer.permit_capacity: networkBufferSize {2**30 - 1}, the largest whose two buffers fit the permits' "
+        "bound 2^31-1 (one reader): the second buffer opens at exactly 0 left, the third blocks",
+        writer_trace(network_buffer_size=str(2**30 - 1)),
+        *bind(0), write(0, 1), Then(tick(WAIT_MS), sends("DATA"), "the first buffer sent"),
+        Then(write(60, 1), no_event("ProducerBlocked"), "the second buffer opens"), tick(2 * WAIT_MS),
+        Then(write(110, 1), event("ProducerBlocked"), "the third blocks"),
+        Then(written(120, 0, 0), event("ProducerUnblocked"), "unblocked when a write completes")),
+    row("writer.permit_capacity: writerMaxMemory 2147483647 (the largest int) less one reader's socket buffers "
+        "holds exactly three buffers of 715816789: the third opens at 0 left, the fourth blocks",
+        writer_trace(writer_max_memory=str(2**31 - 1), network_buffer_size=str((2**31 - 1 - SOCKETS) // 3)),
+        *bind(0), write(0, 1), tick(WAIT_MS), write(60, 1), tick(2 * WAIT_MS),
+        Then(write(110, 1), no_event("ProducerBlocked"), "the third buffer opens"), tick(3 * WAIT_MS),
+        Then(write(160, 1), event("ProducerBlocked"), "the fourth blocks")),
+    row("writer.permit_capacity: writerMaxMemory 1 (the smallest): the floor of two buffers per reader holds",
+        writer_trace(writer_max_memory="1"),
+        Then(write(0, _FILL), no_event("ProducerBlocked"), "the first buffer opens"),
+        Then(write(0, _FILL), no_event("ProducerBlocked"), "the second opens"),
+        Then(write(0, _FILL), event("ProducerBlocked"), "the third blocks")),
+)
+
+QUOTA_EDGES: Final = (
+    row("reader.per_writer_quota: readerMaxMemory 1 with two writers (1 // 2 is 0): each writer's quota is the "
+        "floor of 1 byte, paused and resumed on its own",
+        reader_trace(peers=2, reader_max_memory="1"),
+        connected(0, 0), connected(0, 1),
+        Then(at(0, data(0, b"x", writer=1)), event("PauseReading"), "writer 1 paused by its first DATA"),
+        Then(at(0, data(0, b"x")), event("PauseReading"), "writer 0 paused by its first DATA"),
+        Then(at(0, {"input": "release", "peer": 1, "seq": 0}), event("ResumeReading"), "writer 1 resumed"),
+        Then(at(0, data(1, b"y", writer=1)), event("PauseReading"), "writer 1 paused again")),
+)
+
+# -- the opt-in termination-ack timeout at its edges, with several readers, and against the bind timeout -----
+
+ACK_EDGES: Final = (
+    row("writer.finish: a termination-ack timeout of 0 fires at the first tick at finish's own instant, naming the "
+        "lowest of two readers unacknowledged",
+        writer_trace(peers=2, ack_timeout_ms=0),
+        *bind(0, 0), *bind(0, 1), Then(finish(100), no_event("Failed"), "finish itself does not fail"),
+        Then(tick(100), failed(_ACK_TIMEOUT, readerId="0"), f"{_ACK_TIMEOUT} at finish's instant")),
+    row("writer.finish: a termination-ack timeout of 1 ms fires a millisecond after finish, not at it",
+        writer_trace(ack_timeout_ms=1),
+        *bind(0), finish(100), Then(tick(100), nothing, "nothing at finish's instant"),
+        Then(tick(101), failed(_ACK_TIMEOUT), f"{_ACK_TIMEOUT} a millisecond later")),
+    row("writer.tick: the ack timeout names the lowest reader still unacknowledged (reader 1 acked first)",
+        writer_trace(peers=2, ack_timeout_ms=400),
+        *bind(0, 0), *bind(0, 1), finish(0), Then(at(200, ack(0, reader=1)), nothing, "reader 1's ack"),
+        Then(tick(399), nothing, "nothing a millisecond early"),
+        Then(tick(400), failed(_ACK_TIMEOUT, readerId="0"), f"{_ACK_TIMEOUT} for reader 0")),
+    row("writer.tick: the ack timeout also covers a reader that never bound (its terminator queued)",
+        writer_trace(ack_timeout_ms=300),
+        finish(0), Then(tick(299), nothing, "nothing a millisecond early"),
+        Then(tick(300), failed(_ACK_TIMEOUT, readerId="0"), f"{_ACK_TIMEOUT} before writerConnectionTimeout")),
+    row("writer.tick: writerConnectionTimeout and the ack timeout due at one instant: the bind timeout is reported",
+        writer_trace(ack_timeout_ms=TIMEOUT_MS),
+        finish(0), Then(tick(TIMEOUT_MS), failed(_BIND_TIMEOUT, readerId="0"), f"{_BIND_TIMEOUT} first")),
+)
+
+# -- several peers whose instants differ -----------------------------------------------------------------------
+
+SEVERAL_READERS: Final = (
+    row("writer.tick: writerConnectionTimeout names the lowest reader still unbound (reader 1 bound, reader 0 not)",
+        writer_trace(peers=2),
+        *bind(0, reader=1), Then(tick(TIMEOUT_MS - 1), nothing, "nothing a millisecond early"),
+        Then(tick(TIMEOUT_MS), failed(_BIND_TIMEOUT, readerId="0"), f"{_BIND_TIMEOUT} for reader 0")),
+    row("writer.tick: the periodic flush sends every reader's open buffer, whenever each was opened",
+        writer_trace(peers=2),
+        *bind(0, 0), *bind(0, 1), write(10, 1, peer=0), write(40, 1, peer=1),
+        Then(tick(WAIT_MS - 1), nothing, "nothing a millisecond early"),
+        Then(tick(WAIT_MS), lambda a: sorted(s["to"] for s in a["sends"]) == [0, 1], "a DATA to each reader")),
+    row("writer._append: each reader's buffer has its own age (reader 0's opened at 0, reader 1's at 30)",
+        writer_trace(peers=2),
+        *bind(0, 0), *bind(0, 1), write(0, 1, peer=0), write(30, 1, peer=1),
+        Then(write(50, 1, peer=1), nothing, "reader 1's buffer is 20 ms old: nothing"),
+        Then(write(50, 1, peer=0), sends_to(0), "reader 0's is 50 ms old: its DATA"),
+        Then(write(79, 1, peer=1), nothing, "reader 1's is 49 ms old: nothing"),
+        Then(write(80, 1, peer=1), sends_to(1), "reader 1's is 50 ms old: its DATA")),
+    row("writer._bind: readers bind in another order than their ids; each gets its own queued data from seq 0",
+        writer_trace(peers=2),
+        write(0, _FILL, peer=0), write(0, _FILL, peer=1), write(0, _FILL, peer=1),
+        Then(at(0, {"input": "accepted", "peer": 1}), nothing, "nothing on an accept"),
+        Then(at(0, credit(reader=1)), lambda a: [(s["to"], s["message"]["seq"]) for s in a["sends"]]
+             in ([(1, 0), (1, 1)], [(1, "0"), (1, "1")]), "reader 1's DATA 0 and 1"),
+        at(0, {"input": "accepted", "peer": 0}),
+        Then(at(0, credit(reader=0)), sends_to(0), "reader 0's DATA 0")),
+    row("writer._complete_if_all_ended: acks in another order than the readers' ids; complete after both",
+        writer_trace(peers=2),
+        *bind(0, 0), *bind(0, 1), finish(0), Then(at(0, ack(0, reader=1)), no_event("Completed"), "reader 1's ack"),
+        Then(at(0, ack(0, reader=0)), event("Completed"), "complete after reader 0's")),
+)
+
+# -- a buffer's age after every way its buffer emptied ---------------------------------------------------------
+
+BUFFER_AGE: Final = (
+    row("writer._open_buffer: after a flush by the threshold, the next buffer is as old as its own opening",
+        writer_trace(),
+        *bind(0), Then(write(0, _FILL), sends("DATA"), "a DATA at the threshold"), write(30, 1),
+        Then(write(WAIT_MS, 1), nothing, "nothing at the first buffer's age"),
+        Then(write(79, 1), nothing, "nothing a millisecond early"), Then(write(80, 1), sends("DATA"), "a DATA at 80 ms")),
+    row("writer._open_buffer: after a flush by age, the next buffer is as old as its own opening",
+        writer_trace(),
+        *bind(0), write(0, 1), Then(write(WAIT_MS, 1), sends("DATA"), "a DATA at its age"), write(60, 1),
+        Then(write(109, 1), nothing, "nothing a millisecond early"), Then(write(110, 1), sends("DATA"), "a DATA")),
+    row("writer._open_buffer: after the periodic flush, the next buffer is as old as its own opening",
+        writer_trace(),
+        *bind(0), write(10, 1), Then(tick(WAIT_MS), sends("DATA"), "the periodic flush"), write(75, 1),
+        Then(write(124, 1), nothing, "nothing a millisecond early"), Then(write(125, 1), sends("DATA"), "a DATA")),
+    row("writer._resume_held: the held record's buffer is as old as the write completion that unblocked it",
+        writer_trace(writer_max_memory="1"),
+        *bind(0), write(0, _FILL), write(0, _FILL), Then(write(0, 1), event("ProducerBlocked"), "blocked"),
+        Then(written(30, 0, 0), event("ProducerUnblocked"), "unblocked at 30 ms"),
+        Then(write(79, 1), nothing, "nothing a millisecond early"), Then(write(80, 1), sends("DATA"), "a DATA")),
+)
+
+# -- rules that meet: a deadline and a finish, credit and termination, a close and an ack --------------------
+
+WRITER_CROSSINGS: Final = (
+    row("writer.finish before any bind: the queued DATA and TERMINATION_CONTROL go out in order on the bind, and "
+        "the ack completes the writer",
+        writer_trace(),
+        write(0, 1), Then(finish(10), nothing, "nothing sent before the bind"), at(20, {"input": "accepted", "peer": 0}),
+        Then(at(20, credit()), sends_in_order("DATA", "TERMINATION"), "DATA 0 then TERMINATION_CONTROL 1"),
+        Then(at(30, ack(1)), event("Completed"), "complete")),
+    row("writer.tick: writerConnectionTimeout still runs after finish for a reader never bound",
+        writer_trace(peers=2),
+        *bind(0, 0), finish(100), Then(at(200, ack(0, reader=0)), no_event("Completed"), "reader 0's ack"),
+        Then(tick(TIMEOUT_MS - 1), nothing, "nothing a millisecond early"),
+        Then(tick(TIMEOUT_MS), failed(_BIND_TIMEOUT, readerId="1"), f"{_BIND_TIMEOUT} for reader 1")),
+    row("writer: a later CREDIT after TERMINATION_CONTROL, and after the ack, changes nothing; an acknowledged "
+        "reader's connection may close while another's ack is awaited",
+        writer_trace(peers=2),
+        *bind(0, 0), *bind(0, 1), finish(0), Then(at(0, credit(reader=0)), nothing, "a CREDIT while terminating"),
+        at(0, ack(0, reader=0)), Then(at(0, credit(reader=0)), nothing, "a CREDIT after the ack"),
+        Then(at(0, {"input": "closed", "peer": 0}), nothing, "reader 0's connection closes"),
+        Then(at(0, ack(0, reader=1)), event("Completed"), "complete after reader 1's ack")),
+    row("writer: the periodic flush stops at finish (nothing is left to send)",
+        writer_trace(),
+        *bind(0), write(0, 1), Then(finish(10), sends_in_order("DATA", "TERMINATION"), "the last DATA, then the end"),
+        Then(tick(WAIT_MS), nothing, "nothing at the period")),
+)
+
+WRITER_EQUIVALENTS: Final = (
+    row("writer._receive: a handshake CREDIT granting 0 or 2147483647 messages, or carrying seq 7, binds as one "
+        "granting 1 (the count is advisory)",
+        {**writer_trace(peers=2), "directoryId": _MAP_ID},
+        at(0, {"input": "accepted", "peer": 0}),
+        Then(at(0, {"input": "received", "peer": 0, "message": to_json(
+            CreditMessage(writer_id=_MAP_ID, reader_id=0, num_messages=0, seq=7))}), event("Bound"), "reader 0 bound"),
+        at(0, {"input": "accepted", "peer": 1}),
+        Then(at(0, {"input": "received", "peer": 1, "message": to_json(
+            CreditMessage(writer_id=_MAP_ID, reader_id=1, num_messages=2**31 - 1))}), event("Bound"), "reader 1 bound")),
+    row(f"writer._receive: a later job (directory id {_MAP_ID}, partition 0): the handshake names {_MAP_ID}, a "
+        "later CREDIT and the ack name the partition",
+        {**writer_trace(), "directoryId": _MAP_ID},
+        at(0, {"input": "accepted", "peer": 0}),
+        Then(at(0, credit(writer=_MAP_ID)), event("Bound"), f"bound by a CREDIT naming {_MAP_ID}"),
+        write(0, _FILL), Then(at(0, credit()), nothing, "a later CREDIT naming 0"), finish(0),
+        Then(at(0, ack(1)), event("Completed"), "complete on the ack naming 0")),
+)
+
+READER_CROSSINGS: Final = (
+    row("reader: writers terminate in another order than their ids (writer 1 first); the stream ends after both",
+        reader_trace(peers=2),
+        connected(0, 0), connected(0, 1), at(0, tc(0, writer=1)), Then(written(0, 1, 0), no_event("Completed"),
+                                                                       "writer 1's ack written: not complete"),
+        Then(at(0, data(0, b"x")), sends("CREDIT"), "writer 0's DATA credited"), at(0, tc(1)),
+        Then(written(0, 0, 1), event("Completed"), "complete after writer 0's ack")),
+    row("reader: the writer's connection closes before the ack's write completes; the stream still ends",
+        reader_trace(),
+        connected(0), at(0, tc(0)), Then(at(0, {"input": "closed", "peer": 0}), nothing, "nothing at the close"),
+        Then(written(0, 0, 0), event("Completed"), "complete when the ack is written")),
+    row("reader: a paused reader still acknowledges TERMINATION_CONTROL, and a release after it resumes",
+        reader_trace(reader_max_memory="1"),
+        connected(0), Then(at(0, data(0, b"x")), event("PauseReading"), "paused"),
+        Then(at(0, tc(1)), sends("TERMINATION"), "the ack"),
+        Then(at(0, {"input": "release", "peer": 0, "seq": 0}), event("ResumeReading"), "resumed"),
+        Then(written(0, 0, 1), event("Completed"), "complete")),
+    row("reader.release: DATA released in another order than delivered (seq 1 first) returns that DATA's bytes",
+        reader_trace(reader_max_memory=str(2 * DATA_HEADER_LENGTH + 12)),
+        connected(0), at(0, data(0, b"x")), Then(at(0, data(1, b"yyy")), event("PauseReading"), "paused at 0 left"),
+        Then(at(0, {"input": "release", "peer": 0, "seq": 1}), event("ResumeReading"), "resumed by seq 1"),
+        Then(at(0, data(2, b"zz")), no_event("PauseReading"), "1 byte left: reading on"),
+        Then(at(0, {"input": "release", "peer": 0, "seq": 0}), nothing, "seq 0 released")),
+)
+
+READER_EQUIVALENTS: Final = (
+    row("reader: writers known by directory ids 7 and 2 (neither 0, nor in order); a DATA of no records is "
+        "delivered and credited",
+        {**reader_trace(), "writerIds": [7, 2]},
+        connected(0, 7), connected(0, 2),
+        Then(at(0, data(0, writer=2)), sends("CREDIT"), "writer 2's empty DATA credited"),
+        Then(at(0, data(0, b"x", writer=7)), sends("CREDIT"), "writer 7's DATA credited"),
+        at(0, tc(1, writer=7)), at(0, tc(1, writer=2)), written(0, 7, 1),
+        Then(written(0, 2, 1), event("Completed"), "complete after both acks")),
+    row(f"reader._admitted: an empty stream's TERMINATION_CONTROL sets the partition id (3) too: the ack echoes "
+        f"it, not the directory id {_MAP_ID}",
+        {**reader_trace(), "writerIds": [_MAP_ID]},
+        connected(0, _MAP_ID),
+        Then(at(0, tc(0, writer=3, peer=_MAP_ID)), lambda a: a["sends"][0]["message"]["writer_id"] == 3,
+             "the ack names 3"),
+        Then(written(0, _MAP_ID, 0), event("Completed"), "complete")),
+)
+
+# -- the reader's connect timeout with several writers ----------------------------------------------------------
+
+CONNECT_PEERS: Final = (
+    row("reader._check_reachable: two writers unreachable since different instants: the earlier one's window "
+        "fires first, at its own instant",
+        reader_trace(peers=2, connect_timeout_ms=TIMEOUT_MS),
+        at(300, {**CONNECT_FAILED, "peer": 0}), at(400, {**CONNECT_FAILED, "peer": 1}),
+        at(500, {**CONNECT_FAILED, "peer": 0}), Then(tick(TIMEOUT_MS + 299), nothing, "nothing a millisecond early"),
+        Then(tick(TIMEOUT_MS + 300), failed(WriterUnreachable.condition, writerId="0"), "writer 0 unreachable")),
+)
+
+DERIVED_AXES: Final = (
+    Derived("settings/derived-each-edge-of-its-domain", Level.MUST, "writer", "Each setting at the edges of its "
+            "domain: the smallest accepted value, the largest, and the permits' bound between networkBufferSize "
+            "and writerMaxMemory at exactly its limit", SETTING_EDGES),
+    Derived("backpressure/reader-derived-quota-floor-per-writer", Level.MUST, "reader", "A readerMaxMemory "
+            "smaller than its number of writers gives each writer the floor of 1 byte, paused and resumed on "
+            "its own", QUOTA_EDGES),
+    Derived("termination/derived-ack-timeout-edges", Level.SHOULD, "writer", "The opt-in termination-ack "
+            "timeout at 0 and 1 ms, with several readers, for a reader never bound, and against "
+            "writerConnectionTimeout due at the same instant", ACK_EDGES),
+    Derived("data/writer-derived-several-readers", Level.MUST, "writer", "With several readers: the bind "
+            "timeout names the reader still unbound, the periodic flush sends every open buffer, each buffer "
+            "has its own age, readers bind and acknowledge in any order", SEVERAL_READERS),
+    Derived("data/writer-derived-buffer-age-after-each-flush", Level.MUST, "writer", "A buffer's age counts "
+            "from its own opening after every way the previous one emptied: the threshold, its age, the periodic "
+            "flush, a producer unblocked", BUFFER_AGE),
+    Derived("termination/writer-derived-crossings", Level.MUST, "writer", "Where rules meet: a finish before "
+            "any bind, the bind timeout after a finish, credits and a close around the acks, the periodic flush "
+            "after finish", WRITER_CROSSINGS),
+    Derived("handshake/writer-derived-equivalent-credits", Level.MUST, "writer", "Inputs equivalent to the "
+            "usual ones are accepted: a handshake CREDIT granting any count, a later job's ids", WRITER_EQUIVALENTS),
+    Derived("termination/reader-derived-crossings", Level.MUST, "reader", "Where rules meet: writers ending in "
+            "any order, a close before the ack is written, a paused reader terminating, releases in any order",
+            READER_CROSSINGS),
+    Derived("handshake/reader-derived-equivalent-ids", Level.MUST, "reader", "Directory ids other than 0..M-1 "
+            "in any order, an empty DATA, and a partition id learned from an empty stream's terminator",
+            READER_EQUIVALENTS),
+    Derived("failure/derived-connect-window-several-writers", Level.SHOULD, "reader", "With several unreachable "
+            "writers, each one's connect timeout runs from its own first failure and the earliest fires first",
+            CONNECT_PEERS, (CONNECT_TIMEOUT,)),
+)
+"""The cases of these axes, in catalogue order."""
