@@ -47,6 +47,11 @@ class RawConnection:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def wait_at_most(self, seconds: float) -> None:
+        """From now on a read waits at most ``seconds`` for the next message."""
+        self.timeout = seconds
+        self._sock.settimeout(seconds)
+
     def send(self, data: bytes) -> None:
         self._sock.sendall(data)
 

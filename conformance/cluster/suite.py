@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Final
 
-from conformance.cluster import batch_rules, linearizability, message_rules, wire_cases
+from conformance.cluster import batch_rules, linearizability, message_rules, model_cases, wire_cases
 from conformance.cluster.harness import (
     CLOCK,
     DURABLE,
@@ -1140,6 +1140,10 @@ CASES = [
     case("wire/derived-takeover-closes-the-old-session", "a takeover welcomes the successor and tells the old "
          "session PROVIDER_CLOSED (request id 0) before closing it", wire_cases.takeover_closes_the_old_session,
          frozenset({SERVICE})),
+    case("membership/derived-every-operation-in-delivery-order", "every operation's notifications (joins, shard "
+         "moves, log and gossip writes with stale revisions, a FAIL member joining again with a new address, removals, "
+         "a resumed catch-up) reach every member, OK, PFAIL or FAIL, in the model's order",
+         model_cases.every_operation_in_delivery_order, frozenset({SERVICE, CLOCK})),
     case("wire/resume-repeats-nothing", "a resumed session is not notified again of what it saw",
          wire_cases.resume_repeats_nothing, frozenset({SERVICE}), Level.SHOULD),
     case("failure/failover-race", "the failover race has exactly one winner that everyone learns", failover_race),
