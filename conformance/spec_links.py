@@ -76,6 +76,7 @@ CASE_SECTIONS: Final[Mapping[str, Mapping[str, str]]] = {
         "wire/derived-sessions-at-their-bound": "docs/spec/cluster.md#the-services-end-servicesession",
         "wire/derived-every-frame-moves-the-silence-deadline": "docs/spec/cluster.md#the-services-end-servicesession",
         "membership/derived-every-operation-in-delivery-order": "docs/spec/cluster.md#notifications",
+        "wire/derived-every-setting-at-its-bound": "docs/spec/cluster.md#failure-policy",
     },
 }
 """Per suite: case-id prefix -> section; the longest matching prefix wins."""

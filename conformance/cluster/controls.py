@@ -2,7 +2,7 @@
 durability and liveness counts from a target, never through the cluster service's own wire.
 
 A harness is a process that embeds a cluster service and prints, on stdout, an optional line
-``CAPABILITIES <cap> ...`` (of ``clock restart durable held sessions``), then the service's port. Then it
+``CAPABILITIES <cap> ...`` (of ``clock restart durable held sessions configure``), then the service's port. Then it
 answers one line on stdout for each line the runner writes on its stdin, and exits when stdin
 closes:
 
@@ -28,6 +28,13 @@ runner writes          harness does                              harness answers
 ``SESSIONS``           says how many nodes its service serves at  ``SERVES <max_sessions>``
                        once (a HELLO beyond is refused
                        PROVIDER_UNAVAILABLE)
+``SERVE <hb_ms>         starts one more cluster service, on a      ``SERVING <port>``, or
+<fail_after_ms>        cluster of its own on real time, with       ``REFUSED <one line>`` when
+<max_sessions>         that heartbeat, fail_after, session bound   the service refuses that
+<secret>``             and secret (``-``: none; ``hex:`` and the   configuration; an earlier
+                       secret's UTF-8 bytes in hex, so ``hex:``    one is closed first
+                       is the empty secret, ``hex:20`` a space)
+``UNSERVE``            closes the service ``SERVE`` started        ``OK``
 anything else          nothing                                    ``ERROR <one line>``
 =====================  ========================================  ==========================================
 
@@ -46,11 +53,14 @@ from typing import IO
 
 from conformance.cluster.clock import DetectorClock
 from reference.cluster.memory import InProcessCluster
-from reference.cluster.service import ClusterService
+from reference.cluster.service import ClusterService, ServiceLimits
+from spec.cluster.detector import FailurePolicy
 from streamwire.cli import one_line
 
-CAPABILITIES = ("clock", "restart", "durable", "held", "sessions")
-"""What this project's harness offers (``sessions``: only with a service)."""
+CAPABILITIES = ("clock", "restart", "durable", "held", "sessions", "configure")
+"""What this project's harness offers (``sessions`` and ``configure``: only with a service)."""
+NO_SECRET = "-"
+"""``SERVE``'s secret word for "no authentication"."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +80,7 @@ class Controls:
         self.cluster = cluster
         self.clock = clock
         self.service = service
+        self.configured: ClusterService | None = None
 
     def set_clock(self, stopped: bool, advance_ms: int = 0) -> Thresholds:
         """``CLOCK STOP <ms>`` (``stopped``) or ``CLOCK RUN``."""
@@ -98,6 +109,26 @@ class Controls:
             raise ValueError("no cluster service here")
         return self.service.limits.max_sessions
 
+    def serve(self, heartbeat_ms: int, fail_after_ms: int, max_sessions: int, secret: str | None) -> int:
+        """``SERVE``: the port of a new service configured so (ValueError: it refuses the configuration)."""
+        self.unserve()
+        policy = FailurePolicy(heartbeat_interval=heartbeat_ms / 1000, fail_after=fail_after_ms / 1000)
+        if max_sessions < 1:
+            raise ValueError(f"the session bound must be at least 1, got {max_sessions}")
+        cluster = InProcessCluster(policy)
+        try:
+            self.configured = ClusterService(cluster, secret=secret, limits=ServiceLimits(max_sessions=max_sessions))
+        except BaseException:
+            cluster.close()
+            raise
+        return self.configured.port
+
+    def unserve(self) -> None:
+        if self.configured is not None:
+            self.configured.close()
+            self.configured.cluster.close()
+            self.configured = None
+
     def answer(self, line: str) -> str:
         """The one-line answer to one control line (``ERROR`` and the failure's one line when it fails)."""
         try:
@@ -120,6 +151,16 @@ class Controls:
             return f"HOLDING {self.held()}"
         if words == ["SESSIONS"]:
             return f"SERVES {self.sessions()}"
+        if words[:1] == ["SERVE"] and len(words) == 5 and all(w.isdigit() for w in words[1:4]) and (
+                words[4] == NO_SECRET or words[4].startswith("hex:")):
+            secret = None if words[4] == NO_SECRET else bytes.fromhex(words[4][4:]).decode()
+            try:
+                return f"SERVING {self.serve(int(words[1]), int(words[2]), int(words[3]), secret)}"
+            except ValueError as refused:
+                return f"REFUSED {one_line(refused)}"
+        if words == ["UNSERVE"]:
+            self.unserve()
+            return "OK"
         return f"ERROR unknown control line {line.strip()[:80]!r}"
 
 
@@ -138,14 +179,18 @@ class ControlChannel:
 
     def ask(self, line: str, answer: str) -> list[str]:
         """Send ``line``; the words of an answer that starts with ``answer`` (RuntimeError otherwise)."""
+        words = self._exchange(line).split()
+        if words[:1] != [answer]:
+            raise RuntimeError(f"the harness answered {line!r} with {' '.join(words)[:200]!r}, not {answer}")
+        return words[1:]
+
+    def _exchange(self, line: str) -> str:
+        """Send ``line``; the answer line ('' when none came within the timeout)."""
         with self._lock:
             self._stdin.write(line + "\n")
             self._stdin.flush()
             ready, _, _ = select.select([self._stdout], [], [], self._timeout)
-            words = self._stdout.readline().split() if ready else []
-        if words[:1] != [answer]:
-            raise RuntimeError(f"the harness answered {line!r} with {' '.join(words)[:200]!r}, not {answer}")
-        return words[1:]
+            return self._stdout.readline() if ready else ""
 
     def set_clock(self, stopped: bool, advance_ms: int = 0) -> Thresholds:
         words = self.ask(f"CLOCK STOP {advance_ms}" if stopped else "CLOCK RUN", "CLOCKED")
@@ -162,3 +207,17 @@ class ControlChannel:
 
     def sessions(self) -> int:
         return int(self.ask("SESSIONS", "SERVES")[0])
+
+    def serve(self, heartbeat_ms: int, fail_after_ms: int, max_sessions: int, secret: str | None) -> int | str:
+        """The port of a service configured so, or the one line refusing the configuration."""
+        word = NO_SECRET if secret is None else "hex:" + secret.encode().hex()
+        answer = self._exchange(f"SERVE {heartbeat_ms} {fail_after_ms} {max_sessions} {word}")
+        words = answer.split()
+        if words[:1] == ["SERVING"] and len(words) == 2 and words[1].isdigit():
+            return int(words[1])
+        if words[:1] == ["REFUSED"]:
+            return answer.strip()
+        raise RuntimeError(f"the harness answered SERVE with {answer.strip()[:200]!r}, not SERVING or REFUSED")
+
+    def unserve(self) -> None:
+        self.ask("UNSERVE", "OK")

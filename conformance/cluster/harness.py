@@ -40,6 +40,7 @@ DURABLE = "durable"
 HELD = "held"
 SESSIONS = "sessions"
 SERVICE = "service"
+CONFIGURE = "configure"
 Clock = Callable[[ClusterBackend, bool, int], Thresholds]
 """``(cluster, stopped, advance_ms)``: see ``CLOCK`` in conformance/cluster/controls.py."""
 
@@ -62,6 +63,8 @@ class ClusterTarget:
     held: Callable[[ClusterBackend], int] | None = None
     url: str | None = None
     sessions: Callable[[], int] | None = None
+    configure: Callable[[int, int, int, str | None], int | str] | None = None
+    unconfigure: Callable[[], None] | None = None
 
 
 def verdict(expected: str, problems: list[str]) -> Verdict:
@@ -235,7 +238,7 @@ TARGET_HELP = (f"{PROVIDER_SYNTAX[ProviderKind.MEMORY]} (in-process, journaled),
                f"certificates and a user), {PROVIDER_SYNTAX[ProviderKind.ETCD]} (each case in a namespace of its own), "
                f"{PROVIDER_SYNTAX[ProviderKind.SERVICE]} (a cluster service: its wire only), exec:CMD (CMD starts a cluster "
                "service or a harness embedding one and prints its port as its first line, after an optional line "
-               "CAPABILITIES clock restart durable held sessions; a harness then answers control lines on stdin, "
+               "CAPABILITIES clock restart durable held sessions configure; a harness then answers control lines on stdin, "
                "docs/conformance.md)")
 
 
@@ -312,10 +315,13 @@ def _service_target(description: str, url: str, declared: frozenset[str],
         assert channel is not None
         return channel.sessions()
 
+    configured = channel is not None and CONFIGURE in offered
     return ClusterTarget(description, offered | {SERVICE}, lambda: RemoteCluster(url),
                          restart if RESTART in offered else None, clock if CLOCK in offered else None,
                          durable if DURABLE in offered else None, held if HELD in offered else None, url,
-                         sessions if SESSIONS in offered else None)
+                         sessions if SESSIONS in offered else None,
+                         channel.serve if configured and channel is not None else None,
+                         channel.unserve if configured and channel is not None else None)
 
 
 def _etcd_target(endpoint: EtcdEndpoint, description: str, restart: Callable[[], None] | None) -> ClusterTarget:

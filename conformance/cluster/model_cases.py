@@ -15,8 +15,9 @@ delta).
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from conformance.cluster.harness import ClusterTarget, session, stopped_clock, verdict
 from conformance.cluster.service_wire import RawConnection, ServiceAddress
@@ -303,6 +304,19 @@ class Scenario:
             member.raw.close()
 
 
+@contextmanager
+def scenario(target: ClusterTarget, ctx: CaseContext) -> Iterator[Scenario]:
+    """A scenario on a fresh session of ``target``, its detector's clock stopped for the block."""
+    assert target.url is not None
+    address = ServiceAddress.parse(target.url)
+    with session(target, ctx) as s, stopped_clock(target, s) as (limits, advance):
+        run = Scenario(address, s.tag, (limits.pfail_after_ms, limits.fail_after_ms), advance)
+        try:
+            yield run
+        finally:
+            run.close()
+
+
 def _shown(seen: Seen, tag: str) -> str:
     (kind, shard, entries), view = seen
     keys = ",".join(f"{k[len(tag) + 1:]}={v.decode(errors='replace')}" for k, v in entries)
@@ -322,62 +336,79 @@ def every_operation_in_delivery_order(target: ClusterTarget, ctx: CaseContext) -
     joining again with a new address (a new shard, OK, the new address, the GLOBAL gossip shown again);
     RemoveFromShard, RemoveFromCluster (the removed one told); then a node resuming its session after a
     revision followed by interleaved log and gossip batches, caught up in revision order."""
-    assert target.url is not None
-    address = ServiceAddress.parse(target.url)
-    with session(target, ctx) as s, stopped_clock(target, s) as (limits, advance):
-        run = Scenario(address, s.tag, (limits.pfail_after_ms, limits.fail_after_ms), advance)
-        try:
-            a = run.join("a", "127.0.0.1:7101")
-            g1 = run.write(a, "g1", b"1", Scope.GLOBAL)
-            b = run.join("b", "127.0.0.1:7102")
-            k1 = run.write(a, "k1", b"1")
-            s1 = run.write(a, "s1", b"1", Scope.SHARD)
-            run.join_shard(b, a.shard)
-            c = run.join("c", "127.0.0.1:7103")
-            run.write(c, "c1", b"1")
-            run.write(c, "cs1", b"1", Scope.SHARD)
-            p = run.join("p", "127.0.0.1:7104")
-            f = run.join("f", "127.0.0.1:7105")
-            resume_after = run.write(a, "g2", b"1", Scope.GLOBAL)
-            for name, first, scope in (("k1", k1, None), ("g1", g1, Scope.GLOBAL), ("s1", s1, Scope.SHARD)):
-                run.write(b, name, b"2", scope, first)  # an update at the current revision
-                run.write(b, name, b"3", scope, first)  # a stale revision: refused
-                run.write(b, name, b"4", scope)  # a second insert: refused
-            # health: f silent since it joined, p renewed 400 ms in, a, b and c renewed after the tick
-            quiet = max(limits.pfail_after_ms, 1)
-            run.advance(min(400, quiet - 1))
-            run.renew(p)
-            run.advance(limits.fail_after_ms + 1 - run.now)
-            run.renew(a, b, c)
-            run.advance(0)
-            run.write(a, "g3", b"1", Scope.GLOBAL)
-            run.write(a, "s2", b"1", Scope.SHARD)
-            run.write(a, "k2", b"1")
-            run.join_shard(p, c.shard)
-            run.join_shard(f, a.shard)
-            run.write(a, "k3", b"1")
-            run.write(c, "cs2", b"1", Scope.SHARD)
-            run.write(f, "g4", b"1", Scope.GLOBAL)
-            run.join("f", "127.0.0.1:7999")
-            run.remove_from_shard(a, b)
-            run.remove_from_cluster(a, c)
-            run.write(a, "k4", b"1")
-            run.write(b, "g5", b"1", Scope.GLOBAL)
-            # a resumed session: the old one is judged up to here, the new one from its catch-up on
-            old = a
-            problems = run.judge(old)
-            a = run.members["a"] = Member(address, old.id, s.tag)
-            a.hello(takeover=old.token, resume_after=resume_after)
-            a.shard = old.shard
-            run.mirror.resumed(a.id, resume_after)
-            old.raw.close()
-            run.members.pop("c").raw.close()  # removed, judged above
-            run.problems = []
-            run.write(a, "k5", b"1")
-            problems += run.judge(a)
-        finally:
-            run.close()
+    with scenario(target, ctx) as run:
+        a = run.join("a", "127.0.0.1:7101")
+        g1 = run.write(a, "g1", b"1", Scope.GLOBAL)
+        b = run.join("b", "127.0.0.1:7102")
+        k1 = run.write(a, "k1", b"1")
+        s1 = run.write(a, "s1", b"1", Scope.SHARD)
+        run.join_shard(b, a.shard)
+        c = run.join("c", "127.0.0.1:7103")
+        run.write(c, "c1", b"1")
+        run.write(c, "cs1", b"1", Scope.SHARD)
+        p = run.join("p", "127.0.0.1:7104")
+        f = run.join("f", "127.0.0.1:7105")
+        resume_after = run.write(a, "g2", b"1", Scope.GLOBAL)
+        for name, first, scope in (("k1", k1, None), ("g1", g1, Scope.GLOBAL), ("s1", s1, Scope.SHARD)):
+            run.write(b, name, b"2", scope, first)  # an update at the current revision
+            run.write(b, name, b"3", scope, first)  # a stale revision: refused
+            run.write(b, name, b"4", scope)  # a second insert: refused
+        # health: f silent since it joined, p renewed 400 ms in, a, b and c renewed after the tick
+        quiet = max(run.pfail_ms, 1)
+        run.advance(min(400, quiet - 1))
+        run.renew(p)
+        run.advance(run.fail_ms + 1 - run.now)
+        run.renew(a, b, c)
+        run.advance(0)
+        run.write(a, "g3", b"1", Scope.GLOBAL)
+        run.write(a, "s2", b"1", Scope.SHARD)
+        run.write(a, "k2", b"1")
+        run.join_shard(p, c.shard)
+        run.join_shard(f, a.shard)
+        run.write(a, "k3", b"1")
+        run.write(c, "cs2", b"1", Scope.SHARD)
+        run.write(f, "g4", b"1", Scope.GLOBAL)
+        run.join("f", "127.0.0.1:7999")
+        run.remove_from_shard(a, b)
+        run.remove_from_cluster(a, c)
+        run.write(a, "k4", b"1")
+        run.write(b, "g5", b"1", Scope.GLOBAL)
+        # a resumed session: the old one is judged up to here, the new one from its catch-up on
+        old = a
+        problems = run.judge(old)
+        a = run.members["a"] = Member(run.address, old.id, run.tag)
+        a.hello(takeover=old.token, resume_after=resume_after)
+        a.shard = old.shard
+        run.mirror.resumed(a.id, resume_after)
+        old.raw.close()
+        run.members.pop("c").raw.close()  # removed, judged above
+        run.problems = []
+        run.write(a, "k5", b"1")
+        problems += run.judge(a)
     return verdict("each member's notifications, in delivery order, are the model's: joins, shard moves, log and "
                    "gossip writes (CAS at a stale revision refused in each namespace), to OK, PFAIL and FAIL members, "
                    "a FAIL member joining again with a new address, removals, and a resumed session's catch-up in "
                    "revision order", problems[:4])
+
+
+def verdicts_per_node_at_their_instants(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    """Two silent members whose last frames are ``d`` ms apart, and an observer renewing before every
+    step: the clock is moved to each one's PFAIL and FAIL instants (exactly at, then 1 ms past) in turn,
+    a GLOBAL batch after each step; the membership the observer held at each batch is judged against the
+    model fed the detector's verdicts (each node by its own last renewal, not the other's)."""
+    with scenario(target, ctx) as run:
+        observer = run.join("observer", "127.0.0.1:7201")
+        run.join("early", "127.0.0.1:7202")
+        late = run.join("late", "127.0.0.1:7203")
+        step = min(100, max(1, (run.pfail_ms or run.fail_ms) // 2))
+        run.advance(step)
+        run.renew(late)
+        instants = sorted({at + offset for threshold in (run.pfail_ms, run.fail_ms) if threshold
+                           for at in (threshold, threshold + step) for offset in (0, 1)})
+        for i, instant in enumerate(instants):
+            run.renew(observer)
+            run.advance(instant - run.now)
+            run.write(observer, f"at-{i}", str(instant).encode(), Scope.GLOBAL)
+        problems = run.judge(observer)
+    return verdict(f"two members silent since instants {step} ms apart are each OK, PFAIL and FAIL by their own last "
+                   "frame: unchanged exactly at each threshold, changed 1 ms past it", problems[:4])

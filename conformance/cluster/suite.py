@@ -8,9 +8,10 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Final
 
-from conformance.cluster import batch_rules, linearizability, message_rules, model_cases, wire_cases
+from conformance.cluster import batch_rules, linearizability, message_rules, model_cases, settings_cases, wire_cases
 from conformance.cluster.harness import (
     CLOCK,
+    CONFIGURE,
     DURABLE,
     HELD,
     RESTART,
@@ -1103,6 +1104,9 @@ CASES = [
     case("failure/no-false-fail", "no FAIL in a fault-free run", no_false_fail),
     case("failure/at-their-instants", "PFAIL and FAIL are decided at their exact thresholds, not a tick early",
          verdicts_at_their_instants, frozenset({CLOCK})),
+    case("failure/derived-verdicts-per-node-at-their-instants", "two members silent since different instants are "
+         "each PFAIL and FAIL by their own last renewal, exactly at each threshold unchanged, 1 ms past changed",
+         model_cases.verdicts_per_node_at_their_instants, frozenset({SERVICE, CLOCK})),
     case("failure/derived-declared-timing", "the detector's declared thresholds and the timing told to nodes "
          "follow the failure policy (fail_after = TTL, PFAIL at half, fail_bound = fail_after + heartbeat)",
          declared_timing, frozenset({CLOCK})),
@@ -1144,6 +1148,10 @@ CASES = [
          "moves, log and gossip writes with stale revisions, a FAIL member joining again with a new address, removals, "
          "a resumed catch-up) reach every member, OK, PFAIL or FAIL, in the model's order",
          model_cases.every_operation_in_delivery_order, frozenset({SERVICE, CLOCK})),
+    case("wire/derived-every-setting-at-its-bound", "each service setting at the edge of its domain, both sides "
+         "(heartbeat 1 ms and 0, fail_after exactly twice the heartbeat and 1 ms short, fail_bound at the wire's "
+         "u32 and past it, one session, no secret, a blank one, a set one): served as configured or refused",
+         settings_cases.every_setting_at_its_bound, frozenset({SERVICE, CONFIGURE})),
     case("wire/resume-repeats-nothing", "a resumed session is not notified again of what it saw",
          wire_cases.resume_repeats_nothing, frozenset({SERVICE}), Level.SHOULD),
     case("failure/failover-race", "the failover race has exactly one winner that everyone learns", failover_race),

@@ -72,8 +72,12 @@ def test_the_harness_answers_every_control_line_in_one_line(tmp_path: Path) -> N
         assert controls.answer("SESSIONS") == "ERROR ValueError: no cluster service here"
         assert controls.answer("RESTART") == "OK"
         assert controls.answer("CLOCK RUN") == "CLOCKED 500 1000" and not clock.stopped
-        for line in ("CLOCK STOP -1", "CLOCK", "HELLO", ""):
+        for line in ("CLOCK STOP -1", "CLOCK", "HELLO", "", "SERVE 1000 2000 4", "SERVE 1000 2000 4 secret"):
             assert controls.answer(line).startswith("ERROR unknown control line")
+        assert controls.answer("SERVE 1000 1999 4 -").startswith("REFUSED ValueError: fail_after")
+        assert controls.answer("SERVE 1000 2000 4 hex:20").startswith("REFUSED EmptySecret: ")
+        assert controls.answer("SERVE 1000 2000 4 hex:73") == f"SERVING {controls.configured and controls.configured.port}"
+        assert controls.answer("UNSERVE") == "OK" and controls.configured is None
         shutil.rmtree(tmp_path / "journal")
         (tmp_path / "journal").write_text("a file where the journal's directory was\n")  # the reload fails
         answer = controls.answer("RESTART")
