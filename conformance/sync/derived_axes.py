@@ -62,10 +62,11 @@ QUEUE_EMPTIED: Final = ("a replay closing the open transaction", "the open trans
 
 
 def lag_after_queue_emptied(t: SyncTarget, ctx: CaseContext) -> Verdict:
-    """Table X's only pending data is an open transaction of A, which goes away without a flush (each way of
-    :data:`QUEUE_EMPTIED`); later B puts to X: its data waits its own full lag, from its put, not from A's."""
+    """Tables X and Y hold nothing but an open transaction of A, which goes away without a flush (each way of
+    :data:`QUEUE_EMPTIED`): nothing is pending any more, and Y never gets A's rows; later B puts to X: its
+    data waits its own full lag, from its put, not from A's."""
     from conformance.sync.derived import new_data_lag
-    from conformance.sync.suite import _cmd, _ids, _policy
+    from conformance.sync.suite import _cmd, _ids, _pending_bytes, _policy
 
     problems, got = [], []
     timeout = SyncSettings().transaction_timeout_s
@@ -75,19 +76,23 @@ def lag_after_queue_emptied(t: SyncTarget, ctx: CaseContext) -> Verdict:
             t.put(ctx, _cmd(f"{path}_done", a, 1), _batch([(None, 1, "a")]))  # durable 1: a later close at 1 replays
         with _policy(t, lag=LAG_S):
             t.put(ctx, _cmd(path, a, None), _batch([(None, 1, "open")]))
+            t.put(ctx, _cmd(f"{path}_y", a, None), _batch([(None, 1, "open")]))
             _advance(t, LAG_S / 2)
             if way == QUEUE_EMPTIED[0]:
                 t.put(ctx, _cmd(path, a, 1), _batch([]))
             else:
                 _advance(t, timeout - LAG_S / 2)
+            pending = _pending_bytes(t)
             _advance(t, LAG_S / 4)
             steps = new_data_lag(t, ctx, path, b, 1)
+        landed = os.path.isdir(os.path.join(t.store, f"{path}_y", "_delta_log")) and t.table(f"{path}_y")
         want = ["durable=None", "durable=None", "durable=1"]
-        got.append(f"after {way}: " + ", ".join(s.split(" first=")[0] for s in steps))
-        if not all(f" {w} " in s for w, s in zip(want, steps)):
+        got.append(f"after {way}: pending {pending}; " + ", ".join(s.split(" first=")[0] for s in steps)
+                   + f"; Y {landed or 'none'}")
+        if not all(f" {w} " in s for w, s in zip(want, steps)) or pending or landed:
             problems.append(way)
-    return Verdict(not problems, "after each way: B's put durable=None, a tick before its own lag durable=None, "
-                   "at it durable=1", "; ".join(got))
+    return Verdict(not problems, "after each way: nothing pending; B's put durable=None, a tick before its own lag "
+                   "durable=None, at it durable=1; Y never gets A's rows", "; ".join(got))
 
 
 # -- put slots at their bound --------------------------------------------------------------------------
@@ -324,7 +329,7 @@ def rule_at_each_position(t: SyncTarget, ctx: CaseContext) -> Verdict:
             origin, path = _ids()
             if where == POSITIONS[4]:
                 first = t.put(ctx, _cmd(path, origin, None, descs), valid([1, 2]))
-                out = t.put(ctx, _cmd(path, origin, None, descs), pa.concat_tables([valid([3]), bad(4)]))
+                out = t.put(ctx, _cmd(path, origin, None, descs), pa.concat_tables([valid([3]), bad(4)]).combine_chunks())
                 closed = t.put(ctx, _cmd(path, origin, 1, descs), valid([]).slice(0, 0))
                 ids = sorted(int(r["id"]) for r in t.table(path)) if closed.error is None else []
                 landed_ok = first.error is None and ids == [1, 2]
@@ -335,7 +340,7 @@ def rule_at_each_position(t: SyncTarget, ctx: CaseContext) -> Verdict:
                     out = do_put(t.location, _cmd(path, origin, 1, descs).to_descriptor_cmd(), rows,
                                  timeout=ctx.remaining(), security=t.security)
                 else:
-                    out = t.put(ctx, _cmd(path, origin, 1, descs), pa.concat_tables(rows))
+                    out = t.put(ctx, _cmd(path, origin, 1, descs), pa.concat_tables(rows).combine_chunks())
                 ids = []
                 landed_ok = not os.path.isdir(os.path.join(t.store, path, "_delta_log")) or not t.table(path)
             refused = isinstance(out.error, pa.ArrowInvalid)

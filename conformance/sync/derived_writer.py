@@ -187,6 +187,27 @@ def two_failing_tables(t: SyncTarget, ctx: CaseContext) -> Verdict:
     return _durable_at_the_retry(early, at, "A a tick before its retry")
 
 
+def newer_failing_table_retried(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    """Tables A (older) and C (newer, origins of their own) each fail by the size rule, C half a second after A,
+    each released by a smaller table's flush (so no rule but the retry asks for either again); with C's cause
+    gone and A's not, C is retried at exactly its own instant, although the older A is still failing."""
+    from conformance.sync.suite import HELD_S, _cmd, _ids, _pending_bytes, _policy
+
+    (a, path), (c, other) = _ids(), _ids()
+    wait = retry_waits(1)[0]
+    with _policy(t), _blocked(t, path):
+        for origin, table in ((a, path), (c, other)):
+            _advance(t, 0.0 if table == path else 0.5)
+            t.put(ctx, _cmd(table, origin, 1), _batch([(None, key, "a") for key in (1, 2, 3)]))
+            t.put(ctx, _cmd(f"{table}_small", f"{origin}-small", 1), _batch([(None, 1, "b")]))
+            with _blocked(t, other):
+                t.command(f"POLICY {HELD_S} 1000000 {_pending_bytes(t)}")
+            t.command(f"POLICY {HELD_S} 1000000 {2**62}")
+        _advance(t, wait - TICK_S)
+        early, at = _tick_before_and_at(t, ctx, c)
+    return _durable_at_the_retry(early, at, "C a tick before its retry")
+
+
 def failing_table_waits(t: SyncTarget, ctx: CaseContext) -> Verdict:
     """A flush at the lag fails; its cause gone at once, the table is still not written before its wait ends
     (the lag rule, which still holds, skips a table waiting to retry), and is written at its end."""

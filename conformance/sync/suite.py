@@ -1073,6 +1073,9 @@ SUITE = Suite(
         _c("flush/derived-two-failing-tables", SHOULD, "Of two failing tables, each is retried at its own "
            "instant: the earlier retry is not put off to the later", derived_writer.two_failing_tables,
            "flush-control", "store"),
+        _c("flush/derived-newer-failing-table-retried", SHOULD, "Of two failing tables, the newer is retried at "
+           "its own instant while the older still fails", derived_writer.newer_failing_table_retried,
+           "flush-control", "store"),
         _c("flush/derived-discarded-failing-table", SHOULD, "A failed table whose data was discarded keeps no "
            "retry: new data to it waits its full lag", derived_writer.discarded_failing_table, "flush-control",
            "store"),
