@@ -33,6 +33,12 @@ $(SPARK_HELPER): $(SPARK_HELPER_SOURCES) $(STAMP)
 	  jar cf $@ -C build/spark-helper .; \
 	fi
 
+# What a Spark driver loads at start-up, as a class-data-sharing archive the suite's drivers map (tests/conftest.py):
+# a test's driver lives seconds, mostly loading classes. Without a JVM able to dump one, a note and no archive.
+SPARK_CLASSES := build/spark-driver-classes.jsa
+$(SPARK_CLASSES): tests/spark/driver_classes.py $(STAMP)
+	$(PY) tests/spark/driver_classes.py $@
+
 # A sync client without pyarrow (grpc-js and Arrow's JavaScript library), for tests/sync/test_sync_node_client.py.
 NODE_CLIENT := tests/sync/node_client
 $(NODE_CLIENT)/node_modules: $(NODE_CLIENT)/package-lock.json
@@ -46,7 +52,7 @@ typecheck: $(STAMP)
 # Bytecode first: the suite starts hundreds of Python processes (targets, servers, Spark workers), and with
 # PYTHONDONTWRITEBYTECODE set each would compile the project again (scratch trees of the mutant and
 # sensitivity runs leave __pycache__ out, so a planted bug never runs stale bytecode).
-test: $(STAMP) java $(SPARK_HELPER) typecheck $(NODE_CLIENT)/node_modules
+test: $(STAMP) java $(SPARK_HELPER) $(SPARK_CLASSES) typecheck $(NODE_CLIENT)/node_modules
 	$(PY) -m compileall -q spec reference conformance benchmarks streamwire tests
 	$(PY) -m pytest tests
 

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, settings
 
 from conformance.pgoutput.postgres_server import PostgresServer, postgres_bin_dir
 from conformance.cluster.etcd_server import EtcdServer, etcd_binary
+from tests.spark.driver_classes import driver_options
 
 settings.register_profile("dev", max_examples=50, stateful_step_count=30, deadline=None)
 settings.register_profile(
@@ -20,10 +21,14 @@ settings.register_profile(
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))
 
-os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
+DRIVER_CLASSES = Path(__file__).resolve().parents[1] / "build" / "spark-driver-classes.jsa"
+"""Spark's classes a driver loads, as a class-data-sharing archive (``make test`` builds it with
+tests/spark/driver_classes.py)."""
+os.environ.setdefault("SPARK_SUBMIT_OPTS", " ".join(["-XX:TieredStopAtLevel=1", *driver_options(DRIVER_CLASSES)]))
 """Every Spark driver the suite starts (in process or in a user's script, which inherits this) compiles with C1
 only: a test's JVM lives seconds, and C2 compiling for a run that ends first took 15-20% of the Spark tests'
-time on 2 cores. Nothing a test checks depends on the JIT; benchmarks run Spark as users do."""
+time on 2 cores. It maps the archive when there is one: start-up is mostly class loading. Nothing a test checks
+depends on the JIT or on where classes come from; benchmarks run Spark as users do."""
 
 
 @pytest.fixture(scope="session")
