@@ -77,6 +77,7 @@ CASE_SECTIONS: Final[Mapping[str, Mapping[str, str]]] = {
         "wire/derived-every-frame-moves-the-silence-deadline": "docs/spec/cluster.md#the-services-end-servicesession",
         "membership/derived-every-operation-in-delivery-order": "docs/spec/cluster.md#notifications",
         "wire/derived-every-setting-at-its-bound": "docs/spec/cluster.md#failure-policy",
+        "shardlog/derived-cas-writer-retries": "docs/spec/cluster.md#cas",
     },
 }
 """Per suite: case-id prefix -> section; the longest matching prefix wins."""

@@ -2,7 +2,7 @@
 durability and liveness counts from a target, never through the cluster service's own wire.
 
 A harness is a process that embeds a cluster service and prints, on stdout, an optional line
-``CAPABILITIES <cap> ...`` (of ``clock restart durable held sessions configure``), then the service's port. Then it
+``CAPABILITIES <cap> ...`` (of ``clock restart durable held sessions configure cas``), then the service's port. Then it
 answers one line on stdout for each line the runner writes on its stdin, and exits when stdin
 closes:
 
@@ -35,6 +35,12 @@ runner writes          harness does                              harness answers
                        secret's UTF-8 bytes in hex, so ``hex:``    one is closed first
                        is the empty secret, ``hex:20`` a space)
 ``UNSERVE``            closes the service ``SERVE`` started        ``OK``
+``CAS <conflicts>``     writes a fresh shard-log key with the       ``CAS_WRITTEN <sends>
+                       runtime's compare-and-swap writer (value:   <value_hex>``, or
+                       the entry it expects, or none, and ``+w``),  ``CAS_KEPT_CHANGING
+                       another node writing the key (``r1``,       <sends>`` when the writer
+                       ``r2``...) just before each of the          gave up
+                       writer's first ``conflicts`` sends
 anything else          nothing                                    ``ERROR <one line>``
 =====================  ========================================  ==========================================
 
@@ -46,18 +52,22 @@ and the in-process ``memory`` target), :class:`ControlChannel` the runner's.
 
 from __future__ import annotations
 
+import itertools
 import select
 import threading
 from dataclasses import dataclass
 from typing import IO
 
 from conformance.cluster.clock import DetectorClock
+from reference.cluster.cas import write_with_cas
 from reference.cluster.memory import InProcessCluster
 from reference.cluster.service import ClusterService, ServiceLimits
+from spec.cluster.cas import CasWrite, KeptChanging
 from spec.cluster.detector import FailurePolicy
+from spec.cluster.types import MetadataOp, NodeId, Revision
 from streamwire.cli import one_line
 
-CAPABILITIES = ("clock", "restart", "durable", "held", "sessions", "configure")
+CAPABILITIES = ("clock", "restart", "durable", "held", "sessions", "configure", "cas")
 """What this project's harness offers (``sessions`` and ``configure``: only with a service)."""
 NO_SECRET = "-"
 """``SERVE``'s secret word for "no authentication"."""
@@ -81,6 +91,7 @@ class Controls:
         self.clock = clock
         self.service = service
         self.configured: ClusterService | None = None
+        self._cas_runs = itertools.count(1)
 
     def set_clock(self, stopped: bool, advance_ms: int = 0) -> Thresholds:
         """``CLOCK STOP <ms>`` (``stopped``) or ``CLOCK RUN``."""
@@ -129,6 +140,40 @@ class Controls:
             self.configured.cluster.close()
             self.configured = None
 
+    def cas_write(self, conflicts: int) -> tuple[int, bytes | None]:
+        """``CAS``: how many ops the runtime's writer sent, and the value it wrote (None: it gave up)."""
+        from conformance.cluster.harness import Recorder  # the runner's Core (harness.py imports this module)
+
+        run = next(self._cas_runs)
+        key = f"cas-{run}"
+        ids = (NodeId(f"cas-{run}-writer"), NodeId(f"cas-{run}-rival"))
+        writer, rival = (self.cluster.open_node(node_id, Recorder()) for node_id in ids)
+        sends = 0
+        try:
+            shard = writer.join_cluster("127.0.0.1:1")
+            rival.join_cluster("127.0.0.1:2")
+            rival.join_shard(shard)
+            rival_revision: list[Revision | None] = [None]
+
+            def send(op: MetadataOp) -> Revision:
+                nonlocal sends
+                sends += 1
+                if sends <= conflicts:
+                    rival_revision[0] = rival.update_shard_log([MetadataOp(
+                        key=key, value=f"r{sends}".encode(), expected=rival_revision[0])])
+                return writer.update_shard_log([op])
+
+            change = CasWrite(key, None, lambda found: (b"" if found is None else found.value) + b"+w")
+            try:
+                written = write_with_cas(change, send)
+            except KeptChanging:
+                return sends, None
+            return sends, None if written is None else written.value
+        finally:
+            for node, node_id in zip((writer, rival), ids):
+                node.remove_from_cluster(node_id)
+                node.close()
+
     def answer(self, line: str) -> str:
         """The one-line answer to one control line (``ERROR`` and the failure's one line when it fails)."""
         try:
@@ -158,6 +203,9 @@ class Controls:
                 return f"SERVING {self.serve(int(words[1]), int(words[2]), int(words[3]), secret)}"
             except ValueError as refused:
                 return f"REFUSED {one_line(refused)}"
+        if words[:1] == ["CAS"] and len(words) == 2 and words[1].isdigit():
+            sends, value = self.cas_write(int(words[1]))
+            return f"CAS_KEPT_CHANGING {sends}" if value is None else f"CAS_WRITTEN {sends} {value.hex()}"
         if words == ["UNSERVE"]:
             self.unserve()
             return "OK"
@@ -221,3 +269,12 @@ class ControlChannel:
 
     def unserve(self) -> None:
         self.ask("UNSERVE", "OK")
+
+    def cas_write(self, conflicts: int) -> tuple[int, bytes | None]:
+        words = self._exchange(f"CAS {conflicts}").split()
+        if words[:1] == ["CAS_KEPT_CHANGING"] and len(words) == 2:
+            return int(words[1]), None
+        if words[:1] != ["CAS_WRITTEN"] or len(words) != 3:
+            raise RuntimeError(f"the harness answered CAS with {' '.join(words)[:200]!r}, not CAS_WRITTEN or "
+                               "CAS_KEPT_CHANGING")
+        return int(words[1]), bytes.fromhex(words[2])

@@ -41,6 +41,7 @@ HELD = "held"
 SESSIONS = "sessions"
 SERVICE = "service"
 CONFIGURE = "configure"
+CAS = "cas"
 Clock = Callable[[ClusterBackend, bool, int], Thresholds]
 """``(cluster, stopped, advance_ms)``: see ``CLOCK`` in conformance/cluster/controls.py."""
 
@@ -65,6 +66,7 @@ class ClusterTarget:
     sessions: Callable[[], int] | None = None
     configure: Callable[[int, int, int, str | None], int | str] | None = None
     unconfigure: Callable[[], None] | None = None
+    cas_write: Callable[[ClusterBackend, int], tuple[int, bytes | None]] | None = None
 
 
 def verdict(expected: str, problems: list[str]) -> Verdict:
@@ -238,7 +240,7 @@ TARGET_HELP = (f"{PROVIDER_SYNTAX[ProviderKind.MEMORY]} (in-process, journaled),
                f"certificates and a user), {PROVIDER_SYNTAX[ProviderKind.ETCD]} (each case in a namespace of its own), "
                f"{PROVIDER_SYNTAX[ProviderKind.SERVICE]} (a cluster service: its wire only), exec:CMD (CMD starts a cluster "
                "service or a harness embedding one and prints its port as its first line, after an optional line "
-               "CAPABILITIES clock restart durable held sessions configure; a harness then answers control lines on stdin, "
+               "CAPABILITIES clock restart durable held sessions configure cas; a harness then answers control lines on stdin, "
                "docs/conformance.md)")
 
 
@@ -284,10 +286,11 @@ def _memory_target(tmp: Path) -> ClusterTarget:
         controls[cluster] = Controls(cluster, clock)
         return cluster
 
-    return ClusterTarget("in-process cluster (journaled)", frozenset({RESTART, CLOCK, DURABLE, HELD}), new_cluster,
+    return ClusterTarget("in-process cluster (journaled)", frozenset({RESTART, CLOCK, DURABLE, HELD, CAS}), new_cluster,
                          lambda cluster: controls[cluster].restart(),
                          lambda cluster, stopped, advance_ms: controls[cluster].set_clock(stopped, advance_ms),
-                         lambda cluster: controls[cluster].durable(), lambda cluster: controls[cluster].held())
+                         lambda cluster: controls[cluster].durable(), lambda cluster: controls[cluster].held(),
+                         cas_write=lambda cluster, conflicts: controls[cluster].cas_write(conflicts))
 
 
 def _service_target(description: str, url: str, declared: frozenset[str],
@@ -315,13 +318,18 @@ def _service_target(description: str, url: str, declared: frozenset[str],
         assert channel is not None
         return channel.sessions()
 
+    def cas_write(_cluster: ClusterBackend, conflicts: int) -> tuple[int, bytes | None]:
+        assert channel is not None
+        return channel.cas_write(conflicts)
+
     configured = channel is not None and CONFIGURE in offered
     return ClusterTarget(description, offered | {SERVICE}, lambda: RemoteCluster(url),
                          restart if RESTART in offered else None, clock if CLOCK in offered else None,
                          durable if DURABLE in offered else None, held if HELD in offered else None, url,
                          sessions if SESSIONS in offered else None,
                          channel.serve if configured and channel is not None else None,
-                         channel.unserve if configured and channel is not None else None)
+                         channel.unserve if configured and channel is not None else None,
+                         cas_write if channel is not None and CAS in offered else None)
 
 
 def _etcd_target(endpoint: EtcdEndpoint, description: str, restart: Callable[[], None] | None) -> ClusterTarget:

@@ -10,6 +10,7 @@ from typing import Callable, Final
 
 from conformance.cluster import batch_rules, linearizability, message_rules, model_cases, settings_cases, wire_cases
 from conformance.cluster.harness import (
+    CAS,
     CLOCK,
     CONFIGURE,
     DURABLE,
@@ -29,6 +30,7 @@ from conformance.cluster.harness import (
     verdict,
 )
 from conformance.framework import Case, CaseContext, CaseTimeout, Level, Suite, Verdict
+from spec.cluster.cas import CAS_ATTEMPTS
 from spec.cluster.errors import (
     ClusterError,
     InvalidAddress,
@@ -1053,6 +1055,26 @@ def failover_race(target: ClusterTarget, ctx: CaseContext) -> Verdict:
                        problems)
 
 
+def cas_writer_retries(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    """The runtime's compare-and-swap writer (spec/cluster/cas.py ``CasWrite``) on a key another node writes
+    just before each of its first ``c`` sends: it retries on the entry it found, deciding its value from
+    that entry, and commits with send ``c + 1``, for c = 0, 1 and CAS_ATTEMPTS - 1; at c = CAS_ATTEMPTS it
+    gives up after exactly CAS_ATTEMPTS sends."""
+    assert target.cas_write is not None
+    problems: list[str] = []
+    with session(target, ctx) as s:
+        for conflicts in (0, 1, CAS_ATTEMPTS - 1, CAS_ATTEMPTS):
+            sends, value = target.cas_write(s.cluster, conflicts)
+            wanted = (CAS_ATTEMPTS, None) if conflicts == CAS_ATTEMPTS else \
+                (conflicts + 1, (f"r{conflicts}".encode() if conflicts else b"") + b"+w")
+            if (sends, value) != wanted:
+                problems.append(f"with {conflicts} conflicts: {sends} sends writing {value!r}, not {wanted[0]} "
+                                f"writing {wanted[1]!r}")
+    return verdict(f"the compare-and-swap writer retries on the entry it found, decides its value from it and "
+                   f"commits on send c + 1 (c = 0, 1, {CAS_ATTEMPTS - 1} conflicts); it gives up after exactly "
+                   f"{CAS_ATTEMPTS} sends", problems)
+
+
 def case(id: str, requirement: str, check: Check, requires: frozenset[str] = frozenset(),
          level: Level = Level.MUST) -> Case:
     return Case(id, level, ROLE, requirement, check, requires)
@@ -1074,6 +1096,9 @@ CASES = [
          "and are OK in it; the removed one is shown the GLOBAL gossip again", rejoin),
     case("membership/join-own-shard", "JoinShard into the node's own shard is a no-op", join_own_shard),
     case("shardlog/cas", "insert and CAS semantics with revisions that grow", insert_then_cas),
+    case("shardlog/derived-cas-writer-retries", "the runtime's compare-and-swap writer retries on the entry it "
+         "found and decides its value from it; it gives up after exactly CAS_ATTEMPTS conflicts",
+         cas_writer_retries, frozenset({CAS})),
     case("shardlog/linearizable", "concurrent per-key CAS chains are linearizable", linearizable_cas_chains),
     case("shardlog/batch-atomic", "a batch is all-or-nothing", batch_atomic),
     case("shardlog/one-batch-one-notify", "one committed batch is one notification per member", one_batch_one_notification),

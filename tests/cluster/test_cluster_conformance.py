@@ -47,9 +47,9 @@ def test_in_process_backend_passes_every_case_but_the_service_wire() -> None:
 def test_etcd_backend_passes_every_case_but_the_clock_and_the_service_wire(etcd_required: None, target: str) -> None:
     """Plain, with a user and password, and as deployed: TLS from a CA with client certificates
     plus a user (the CA made by openssl in the run's temporary directory). etcd's leases run on its
-    own clock, which the runner cannot stop."""
+    own clock, which the runner cannot stop; nothing carries out the runtime's CAS writer for it."""
     outcomes = run(target)
-    assert {c for c, o in outcomes.items() if o is CaseOutcome.UNSUPPORTED} == needing("clock", "service")
+    assert {c for c, o in outcomes.items() if o is CaseOutcome.UNSUPPORTED} == needing("clock", "service", "cas")
     assert set(outcomes.values()) == {CaseOutcome.PASS, CaseOutcome.UNSUPPORTED, CaseOutcome.INFO}
 
 
@@ -78,6 +78,8 @@ def test_the_harness_answers_every_control_line_in_one_line(tmp_path: Path) -> N
         assert controls.answer("SERVE 1000 2000 4 hex:20").startswith("REFUSED EmptySecret: ")
         assert controls.answer("SERVE 1000 2000 4 hex:73") == f"SERVING {controls.configured and controls.configured.port}"
         assert controls.answer("UNSERVE") == "OK" and controls.configured is None
+        assert controls.answer("CAS 1") == f"CAS_WRITTEN 2 {b'r1+w'.hex()}"
+        assert controls.answer("CAS 32") == "CAS_KEPT_CHANGING 32" and controls.answer("CAS x").startswith("ERROR")
         shutil.rmtree(tmp_path / "journal")
         (tmp_path / "journal").write_text("a file where the journal's directory was\n")  # the reload fails
         answer = controls.answer("RESTART")
