@@ -38,10 +38,17 @@ from conformance.shuffle.suite.derived_cases import (
     writer_trace,
 )
 from conformance.shuffle.vector_traces import ack, credit, data, tc
-from spec.shuffle.errors import TerminationAckTimeout, WriterConnectionTimeout, WriterUnreachable
+from spec.shuffle.checksum import payload_checksum
+from spec.shuffle.errors import (
+    ChecksumVerificationFailed,
+    TerminationAckTimeout,
+    WriterConnectionTimeout,
+    WriterUnreachable,
+)
 from spec.shuffle.jsonform import to_json
 from spec.shuffle.messages import CreditMessage
 from spec.shuffle.reader import DATA_HEADER_LENGTH
+from spec.shuffle.records import encode_records
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,12 +296,19 @@ WRITER_EQUIVALENTS: Final = (
         Then(at(0, {"input": "received", "peer": 1, "message": to_json(
             CreditMessage(writer_id=_MAP_ID, reader_id=1, num_messages=2**31 - 1))}), event("Bound"), "reader 1 bound")),
     row(f"writer._receive: a later job (directory id {_MAP_ID}, partition 0): the handshake names {_MAP_ID}, a "
-        "later CREDIT and the ack name the partition",
-        {**writer_trace(), "directoryId": _MAP_ID},
+        "later CREDIT and the ack name the partition; a setting no version reads is ignored, as a SparkConf does",
+        {**writer_trace(), "directoryId": _MAP_ID,
+         "settings": {**writer_trace()["settings"], "spark.shuffle.streaming.notASetting": "x"}},
         at(0, {"input": "accepted", "peer": 0}),
         Then(at(0, credit(writer=_MAP_ID)), event("Bound"), f"bound by a CREDIT naming {_MAP_ID}"),
         write(0, _FILL), Then(at(0, credit()), nothing, "a later CREDIT naming 0"), finish(0),
         Then(at(0, ack(1)), event("Completed"), "complete on the ack naming 0")),
+    row("writer.connection_closed: a connection that closes before its CREDIT is no failure; the reader may "
+        "connect again and bind",
+        writer_trace(),
+        at(0, {"input": "accepted", "peer": 0}), Then(at(0, {"input": "closed", "peer": 0}), nothing, "nothing"),
+        at(10, {"input": "accepted", "peer": 0}), Then(at(10, credit()), event("Bound"), "bound on the second"),
+        Then(write(10, _FILL), sends("DATA"), "a DATA to it")),
 )
 
 READER_CROSSINGS: Final = (
@@ -340,9 +354,35 @@ READER_EQUIVALENTS: Final = (
         Then(written(0, _MAP_ID, 0), event("Completed"), "complete")),
 )
 
-# -- the reader's connect timeout with several writers ----------------------------------------------------------
+_CRC_X: Final = payload_checksum(encode_records([b"x"]))
+
+CHECKSUM_EDGES: Final = (
+    row("reader._data: a checksum 2^32 above the payload's CRC32C (the int64 field's other bits) is refused, not "
+        "masked",
+        reader_trace(),
+        connected(0), Then(at(0, data(0, b"x", checksum=_CRC_X + 2**32)),
+                           failed(ChecksumVerificationFailed.condition), "refused")),
+    row("reader._data: the CRC32C sign-extended (negative) is refused",
+        reader_trace(),
+        connected(0), Then(at(0, data(0, b"x", checksum=_CRC_X - 2**32)),
+                           failed(ChecksumVerificationFailed.condition), "refused")),
+    row("reader._data: with checksums off ('false') any checksum is accepted, a wrong nonzero one and the largest "
+        "long too",
+        reader_trace(checksum_enabled="false"),
+        connected(0), Then(at(0, data(0, b"x", checksum=_CRC_X ^ 1)), event("Deliver"), "delivered"),
+        Then(at(0, data(1, b"y", checksum=2**63 - 1)), event("Deliver"), "delivered")),
+)
+
+# -- the reader's connect timeout at its edges and with several writers --------------------------------------------
 
 CONNECT_PEERS: Final = (
+    row("reader.connect_failed: a connect timeout of 0 fails the reader at its first failed attempt",
+        reader_trace(connect_timeout_ms=0),
+        Then(at(5, {**CONNECT_FAILED, "peer": 0}), failed(WriterUnreachable.condition, timeoutMs="0"), "unreachable")),
+    row("reader.connect_failed: a connect timeout of 1 ms: not at the first failure, at a second a millisecond later",
+        reader_trace(connect_timeout_ms=1),
+        Then(at(5, {**CONNECT_FAILED, "peer": 0}), nothing, "nothing at the first failure"),
+        Then(at(6, {**CONNECT_FAILED, "peer": 0}), failed(WriterUnreachable.condition), "unreachable")),
     row("reader._check_reachable: two writers unreachable since different instants: the earlier one's window "
         "fires first, at its own instant",
         reader_trace(peers=2, connect_timeout_ms=TIMEOUT_MS),
@@ -378,8 +418,11 @@ DERIVED_AXES: Final = (
     Derived("handshake/reader-derived-equivalent-ids", Level.MUST, "reader", "Directory ids other than 0..M-1 "
             "in any order, an empty DATA, and a partition id learned from an empty stream's terminator",
             READER_EQUIVALENTS),
-    Derived("failure/derived-connect-window-several-writers", Level.SHOULD, "reader", "With several unreachable "
-            "writers, each one's connect timeout runs from its own first failure and the earliest fires first",
-            CONNECT_PEERS, (CONNECT_TIMEOUT,)),
+    Derived("checksum/reader-derived-checksum-edges", Level.MUST, "reader", "A checksum is the whole int64: "
+            "the CRC32C plus 2^32, or sign-extended, is refused; with checksums off any value is accepted",
+            CHECKSUM_EDGES),
+    Derived("failure/derived-connect-timeout-edges", Level.SHOULD, "reader", "The reader's connect timeout at 0 "
+            "(the first failure is fatal) and 1 ms, and with several unreachable writers, each one's runs from its "
+            "own first failure and the earliest fires first", CONNECT_PEERS, (CONNECT_TIMEOUT,)),
 )
 """The cases of these axes, in catalogue order."""
