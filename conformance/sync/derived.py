@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from conformance.framework import CaseContext, Verdict
 from spec.sync.flush_failures import FlushFailures
@@ -133,11 +134,12 @@ def _batch(rows: Sequence[tuple[int | None, int | None, str | None]]) -> pa.Tabl
                      "v": pa.array([r[2] for r in rows], pa.string())})
 
 
-SHAPES: Final = ("whole", "changed", "left-out", "reordered")
+SHAPES: Final = ("whole", "changed", "left-out", "reordered", "two-key")
 """How a chain run's puts look: every row written whole (the Arrow apply path); with v's CHANGED flag false on
 every other update or key change and a second value w (the row-by-row apply path); with the table's second
 value w left out of every change (a stored value kept, a new row without one); with the columns in another
-order (new key, value, old key) and a null value at every other step."""
+order (new key, value, old key) and a null value at every other step; keyed on two columns (the chain's
+number and the key), so two keys of a chain share their first column."""
 
 
 @dataclass(frozen=True)
@@ -172,6 +174,10 @@ class ChainRun:
         if self.shape == "reordered":
             return (ColumnDescriptor(role=NEW, name="id"), ColumnDescriptor(role=VALUE, name="v"),
                     ColumnDescriptor(role=OLD, name="id"))
+        if self.shape == "two-key":
+            from conformance.sync.suite import DESCS_TWO_KEYS
+
+            return DESCS_TWO_KEYS
         return DESCS_CHANGED if self.changed else DESCS
 
     @property
@@ -183,6 +189,12 @@ class ChainRun:
 
     def batch(self, rows: Sequence[ChainRow], stored: bool = False) -> pa.Table:
         table = _batch([r[:3] for r in rows])
+        if self.shape == "two-key":  # key K of chain i as (i, K): _key(i, K) split back
+            def part(column: str, i: int) -> pa.Array:
+                return pc.divide(table[column], 10) if i == 0 else pc.subtract(table[column],
+                                                                              pc.multiply(pc.divide(table[column], 10), 10))
+            return pa.table({"old_id": part("old_id", 0), "old_k": part("old_id", 1), "new_id": part("new_id", 0),
+                             "new_k": part("new_id", 1), "v": table["v"]})
         if self.shape == "reordered":
             return table.select(["new_id", "v", "old_id"])
         if self.shape == "left-out" and stored:
@@ -232,7 +244,7 @@ class ChainRun:
 
 
 def _judge_chains(t: SyncTarget, path: str, run: ChainRun, errors: Sequence[str]) -> Verdict:
-    got = {int(r["id"]): (r["v"], r.get("w")) for r in t.table(path)}
+    got = {int(r["id"]) * (10 if "k" in r else 1) + int(r.get("k") or 0): (r["v"], r.get("w")) for r in t.table(path)}
     want = run.expected()
     wrong = []
     for i, chain in enumerate(run.chains):
@@ -243,7 +255,8 @@ def _judge_chains(t: SyncTarget, path: str, run: ChainRun, errors: Sequence[str]
             wrong.append(f"chain #{i} ({chain}): table {mine}, model {expected}")
     shape = {"whole": "without CHANGED columns", "changed": "with v's CHANGED flag false on alternate updates",
              "left-out": "with the table's value w left out of every change",
-             "reordered": "with the columns in another order and null values"}[run.shape]
+             "reordered": "with the columns in another order and null values",
+             "two-key": "keyed on two columns"}[run.shape]
     expected_text = (f"{len(run.chains)} chains of up to {MAX_CHAIN} changes on keys {KEYS}, {shape}: the table "
                      "equals the model")
     if errors:

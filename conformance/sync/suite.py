@@ -864,6 +864,7 @@ CHAIN_SHAPES = (
     ("left-out", "with the table's second value column left out of every change (kept on its row, none on a row "
      "the chain inserts)"),
     ("reordered", "with the columns in another order (new key, value, old key) and a null value at every other step"),
+    ("two-key", "keyed on two columns, the two keys of a chain sharing the first"),
 )
 
 
