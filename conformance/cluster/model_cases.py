@@ -146,8 +146,8 @@ class Mirror:
     model: ClusterModel = field(default_factory=ClusterModel)
     owed: dict[NodeId, list[Seen]] = field(default_factory=dict)
     views: dict[NodeId, View] = field(default_factory=dict)
-    revisions: dict[int, int] = field(default_factory=dict)
-    """The target's revision of each batch -> the model's."""
+    revisions: dict[int, int] = field(default_factory=lambda: {0: 0})
+    """The target's revision of each batch -> the model's (0: none, for either)."""
 
     def apply(self, operation: Operation) -> int:
         revision, owed = self.model.apply(operation)
@@ -186,6 +186,11 @@ class Scenario:
         self.renewed: dict[NodeId, int] = {}
         self.problems: list[str] = []
 
+    @property
+    def latest(self) -> int:
+        """The target's revision of the last batch written."""
+        return max(self.mirror.revisions)
+
     def key(self, name: str) -> str:
         return f"{self.tag}:{name}"
 
@@ -204,32 +209,36 @@ class Scenario:
 
     def write(self, writer: Member, name: str, value: bytes, scope: Scope | None = None,
               expected: int | None = None) -> int:
-        """A one-op batch (``scope`` None: the shard log); the target's revision, or 0 when refused by CAS
-        (then the model must refuse it too, and the reply must name the key's current entry)."""
-        key = self.key(name)
-        ops = [{"key": key, "value": value, "expected": expected or 0}]
-        reply = writer.call(ServiceKind.UPDATE_SHARD_LOG, ops=ops) if scope is None else \
-            writer.call(ServiceKind.UPDATE_GOSSIP, scope=scope.value, ops=ops)
-        op = self.mirror.expected_op(key, value, expected)
-        operation: Operation = UpdateShardLog(node_id=writer.id, ops=(op,)) if scope is None else \
-            UpdateGossip(node_id=writer.id, ops=(op,), scope=scope)
-        where = "the shard log" if scope is None else f"{scope.value} gossip"
+        """A one-op batch: :meth:`batch`."""
+        return self.batch(writer, [(name, value, expected)], scope)
+
+    def batch(self, writer: Member, ops: list[tuple[str, bytes, int | None]], scope: Scope | None = None) -> int:
+        """A batch of ``(name, value, expected target revision)`` ops, in the order given (``scope`` None:
+        the shard log); the target's revision, or 0 when refused by CAS (then the model must refuse it too,
+        and the reply must name the current entry of the key it names)."""
+        keys = [self.key(name) for name, _, _ in ops]
+        wired = [{"key": key, "value": value, "expected": expected or 0} for key, (_, value, expected) in zip(keys, ops)]
+        reply = writer.call(ServiceKind.UPDATE_SHARD_LOG, ops=wired) if scope is None else \
+            writer.call(ServiceKind.UPDATE_GOSSIP, scope=scope.value, ops=wired)
+        model_ops = tuple(self.mirror.expected_op(key, value, expected) for key, (_, value, expected) in zip(keys, ops))
+        operation: Operation = UpdateShardLog(node_id=writer.id, ops=model_ops) if scope is None else \
+            UpdateGossip(node_id=writer.id, ops=model_ops, scope=scope)
+        where = f"{'the shard log' if scope is None else f'{scope.value} gossip'}: {[n for n, _, _ in ops]}"
         try:
             revision = self.mirror.apply(operation)
         except RevisionMismatch as refused:
             if reply.kind is not ServiceKind.CAS_ERROR:
-                self.problems.append(f"{where}: {key} with expected {expected} was answered {reply.kind.name}, "
-                                     f"the model refuses it ({refused})")
+                self.problems.append(f"{where} was answered {reply.kind.name}, the model refuses it ({refused})")
                 return 0
             actual = wire.cas_actual_from_wire(reply.payload)
             found = None if actual is None else (self.mirror.revisions.get(actual.revision), actual.value)
             current = None if refused.actual is None else (refused.actual.revision, refused.actual.value)
-            if found != current:
-                self.problems.append(f"{where}: the CAS_ERROR for {key} names {actual}, not the current entry")
+            if reply.payload["key"] != refused.key or found != current:
+                self.problems.append(f"{where}: the CAS_ERROR names {reply.payload['key']} at {actual}, not "
+                                     f"{refused.key}'s current entry")
             return 0
         if reply.kind is not ServiceKind.REVISION:
-            self.problems.append(f"{where}: {key} with expected {expected} was answered {reply.kind.name} "
-                                 f"{reply.payload}, the model takes it")
+            self.problems.append(f"{where} was answered {reply.kind.name} {reply.payload}, the model takes it")
             return 0
         self.mirror.revisions[reply.payload["revision"]] = revision
         return int(reply.payload["revision"])
@@ -334,8 +343,10 @@ def every_operation_in_delivery_order(target: ClusterTarget, ctx: CaseContext) -
     SHARD gossip (inserts, updates, and a stale revision and a second insert refused in each), each
     notified to OK, PFAIL and FAIL members alike; a PFAIL and a FAIL member moving shards; a FAIL member
     joining again with a new address (a new shard, OK, the new address, the GLOBAL gossip shown again);
-    RemoveFromShard, RemoveFromCluster (the removed one told); then a node resuming its session after a
-    revision followed by interleaved log and gossip batches, caught up in revision order."""
+    RemoveFromShard, RemoveFromCluster (the removed one told); equivalent inputs (ops in descending key
+    order, a two-byte key, empty and binary values, an update among inserts; a batch with one stale op
+    refused whole); then a node resuming its session after a revision followed by interleaved log and
+    gossip batches, caught up in revision order, then after 0 and after the last batch."""
     with scenario(target, ctx) as run:
         a = run.join("a", "127.0.0.1:7101")
         g1 = run.write(a, "g1", b"1", Scope.GLOBAL)
@@ -353,6 +364,13 @@ def every_operation_in_delivery_order(target: ClusterTarget, ctx: CaseContext) -
             run.write(b, name, b"2", scope, first)  # an update at the current revision
             run.write(b, name, b"3", scope, first)  # a stale revision: refused
             run.write(b, name, b"4", scope)  # a second insert: refused
+        # equivalent inputs: ops in descending key order, a two-byte key, an empty and a binary value; an
+        # update and inserts in one batch; a batch one of whose ops is stale refused whole
+        run.batch(b, [("k9", b"", None), ("k8-\u00e9", bytes(range(256)), None), ("k6", b"6", None)])
+        run.batch(a, [("g7", b"7", None), ("g2", b"2", resume_after), ("g6", b"", None)], Scope.GLOBAL)
+        run.batch(a, [("s9", b"9", None), ("s1", b"5", s1)], Scope.SHARD)  # s1 was updated since: refused
+        run.batch(a, [("s9", b"9", None), ("s8", b"", None)], Scope.SHARD)
+        run.batch(b, [("k7", b"7", None), ("k6", b"stale", k1)])
         # health: f silent since it joined, p renewed 400 ms in, a, b and c renewed after the tick
         quiet = max(run.pfail_ms, 1)
         run.advance(min(400, quiet - 1))
@@ -368,6 +386,7 @@ def every_operation_in_delivery_order(target: ClusterTarget, ctx: CaseContext) -
         run.write(a, "k3", b"1")
         run.write(c, "cs2", b"1", Scope.SHARD)
         run.write(f, "g4", b"1", Scope.GLOBAL)
+        run.join_shard(p, p.shard)  # the own shard: nothing
         run.join("f", "127.0.0.1:7999")
         run.remove_from_shard(a, b)
         run.remove_from_cluster(a, c)
@@ -384,7 +403,17 @@ def every_operation_in_delivery_order(target: ClusterTarget, ctx: CaseContext) -
         run.members.pop("c").raw.close()  # removed, judged above
         run.problems = []
         run.write(a, "k5", b"1")
+        run.remove_from_cluster(b, p)  # a PFAIL member removed: told
         problems += run.judge(a)
+        for after in (0, run.latest):  # resumed after nothing and after everything
+            old = a
+            a = run.members["a"] = Member(run.address, old.id, run.tag)
+            a.hello(takeover=old.token, resume_after=after)
+            a.shard = old.shard
+            run.mirror.resumed(a.id, after)
+            old.raw.close()
+            run.write(b, f"after-{after}", b"1", Scope.SHARD)
+            problems += run.judge(a)
     return verdict("each member's notifications, in delivery order, are the model's: joins, shard moves, log and "
                    "gossip writes (CAS at a stale revision refused in each namespace), to OK, PFAIL and FAIL members, "
                    "a FAIL member joining again with a new address, removals, and a resumed session's catch-up in "
