@@ -176,8 +176,10 @@ class Mirror:
 class Scenario:
     """The case's members and the mirror, with each operation done on both."""
 
-    def __init__(self, address: ServiceAddress, tag: str, limits: tuple[int, int], advance: Callable[[int], None]):
+    def __init__(self, address: ServiceAddress, tag: str, limits: tuple[int, int], advance: Callable[[int], None],
+                 restart: Callable[[], None]):
         self.address, self.tag = address, tag
+        self._restart = restart
         self.mirror = Mirror(tag)
         self.members: dict[str, Member] = {}
         self.pfail_ms, self.fail_ms = limits
@@ -264,6 +266,14 @@ class Scenario:
             self._ok(member, member.call(ServiceKind.RENEW), "RENEW", ServiceKind.RENEWED)
             self.renewed[member.id] = self.now
 
+    def restart(self) -> None:
+        """The target restarted: what is durable stays (the model's state), the detector starts a fresh period
+        for every member not FAIL (a FAIL one stays FAIL until it renews)."""
+        self._restart()
+        for node, member in self.mirror.model.members.items():
+            if member.state is not NodeState.FAIL:
+                self.renewed[node] = self.now
+
     def advance(self, ms: int) -> None:
         """The clock moved on and the detector ticked: the model commits each verdict that changes."""
         self._advance(ms)
@@ -318,8 +328,10 @@ def scenario(target: ClusterTarget, ctx: CaseContext) -> Iterator[Scenario]:
     """A scenario on a fresh session of ``target``, its detector's clock stopped for the block."""
     assert target.url is not None
     address = ServiceAddress.parse(target.url)
+    restart = target.restart
     with session(target, ctx) as s, stopped_clock(target, s) as (limits, advance):
-        run = Scenario(address, s.tag, (limits.pfail_after_ms, limits.fail_after_ms), advance)
+        run = Scenario(address, s.tag, (limits.pfail_after_ms, limits.fail_after_ms), advance,
+                       lambda: restart(s.cluster) if restart is not None else None)
         try:
             yield run
         finally:
@@ -343,7 +355,8 @@ def every_operation_in_delivery_order(target: ClusterTarget, ctx: CaseContext) -
     SHARD gossip (inserts, updates, and a stale revision and a second insert refused in each), each
     notified to OK, PFAIL and FAIL members alike; a PFAIL and a FAIL member moving shards; a FAIL member
     joining again with a new address (a new shard, OK, the new address, the GLOBAL gossip shown again);
-    RemoveFromShard, RemoveFromCluster (the removed one told); equivalent inputs (ops in descending key
+    RemoveFromShard, RemoveFromCluster (the removed one told); a restart (a PFAIL member renewed by it, a
+    FAIL one not; the membership deltas after it on the epoch each node was told); equivalent inputs (ops in descending key
     order, a two-byte key, empty and binary values, an update among inserts; a batch with one stale op
     refused whole); then a node resuming its session after a revision followed by interleaved log and
     gossip batches, caught up in revision order, then after 0 and after the last batch."""
@@ -383,11 +396,16 @@ def every_operation_in_delivery_order(target: ClusterTarget, ctx: CaseContext) -
         run.write(a, "k2", b"1")
         run.join_shard(p, c.shard)
         run.join_shard(f, a.shard)
+        run.advance(0)  # a move renews nothing
         run.write(a, "k3", b"1")
         run.write(c, "cs2", b"1", Scope.SHARD)
         run.write(f, "g4", b"1", Scope.GLOBAL)
         run.join_shard(p, p.shard)  # the own shard: nothing
+        run.restart()  # the PFAIL member OK again at the next tick, the FAIL one still FAIL
+        run.advance(0)
+        run.write(a, "g8", b"1", Scope.GLOBAL)
         run.join("f", "127.0.0.1:7999")
+        run.advance(0)  # joining again renewed it
         run.remove_from_shard(a, b)
         run.remove_from_cluster(a, c)
         run.write(a, "k4", b"1")

@@ -1171,8 +1171,8 @@ CASES = [
          frozenset({SERVICE})),
     case("membership/derived-every-operation-in-delivery-order", "every operation's notifications (joins, shard "
          "moves, log and gossip writes with stale revisions, a FAIL member joining again with a new address, removals, "
-         "a resumed catch-up) reach every member, OK, PFAIL or FAIL, in the model's order",
-         model_cases.every_operation_in_delivery_order, frozenset({SERVICE, CLOCK})),
+         "a restart, a resumed catch-up) reach every member, OK, PFAIL or FAIL, in the model's order",
+         model_cases.every_operation_in_delivery_order, frozenset({SERVICE, CLOCK, RESTART})),
     case("wire/derived-every-setting-at-its-bound", "each service setting at the edge of its domain, both sides "
          "(heartbeat 1 ms and 0, fail_after exactly twice the heartbeat and 1 ms short, fail_bound at the wire's "
          "u32 and past it, one session, no secret, a blank one, a set one): served as configured or refused",
