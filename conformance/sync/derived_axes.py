@@ -378,3 +378,39 @@ def policy_at_smallest_values(t: SyncTarget, ctx: CaseContext) -> Verdict:
         problems.append(got[-1])
     return Verdict(not problems, "count 1, lag 0, size 1: durable=1 in the put's answer; lag of a tick: durable=None, "
                    "then durable=1 a tick later", "; ".join(problems) or "; ".join(got))
+
+
+# -- the numbers at the edges of their domain -----------------------------------------------------------
+
+def numbers_at_their_bounds(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    """Sequence numbers are uint64 and 0 is one: an origin whose first transaction closes at 0 is answered memory=0
+    durable=0 (in the put's answer and a probe's), a replay at 0 is acknowledged and not applied, 1 is new; one
+    closing at 2^64-1 is answered with it as memory and durable, and a replay at it is acknowledged, not applied."""
+    from conformance.sync.suite import _cmd, _ids, _numbers, _probe
+
+    top = 2**64 - 1
+    origin, path = _ids()
+    steps = [("closing at 0", 0, [(None, 1, "a")], "memory=0 durable=0"),
+             ("a replay at 0", 0, [(None, 2, "replayed")], "memory=0 durable=0"),
+             ("closing at 1", 1, [(None, 3, "c")], "memory=1 durable=1")]
+    got, problems = [], []
+    for what, seq, rows, want in steps:
+        answer = _numbers(t.put(ctx, _cmd(path, origin, seq), _batch(rows)))
+        probe = _probe(t, ctx, origin)
+        got.append(f"{what}: {answer.split(' first=')[0]}; probe {probe.split(' first=')[0]}")
+        if not (answer.startswith(f"accepted=True {want} ") and probe.startswith(f"accepted=True {want} ")):
+            problems.append(got[-1])
+    ids = sorted(int(r["id"]) for r in t.table(path))
+    if ids != [1, 3]:
+        problems.append(f"ids {ids}, want [1, 3] (the replay at 0 not applied)")
+    origin, path = _ids()
+    for what, rows in (("closing at 2^64-1", [(None, 1, "a")]), ("a replay at 2^64-1", [(None, 2, "replayed")])):
+        answer = _numbers(t.put(ctx, _cmd(path, origin, top), _batch(rows)))
+        got.append(f"{what}: {answer.split(' first=')[0]}")
+        if not answer.startswith(f"accepted=True memory={top} durable={top} "):
+            problems.append(got[-1])
+    ids = sorted(int(r["id"]) for r in t.table(path))
+    if ids != [1]:
+        problems.append(f"ids {ids} at 2^64-1, want [1]")
+    return Verdict(not problems, "memory and durable 0, then 1; 2^64-1 both; the replays at each acknowledged and "
+                   "not applied", "; ".join(problems) or "; ".join(got))

@@ -1106,6 +1106,9 @@ SUITE = Suite(
            "an unsigned value past its signed type) is refused wherever it is: first, middle or last row, the "
            "second record batch, the second put of a transaction; nothing of the put lands",
            derived_axes.rule_at_each_position, "store"),
+        _c("responses/derived-numbers-at-their-bounds", MUST, "Sequence numbers 0 and 2^64-1 are answered as memory "
+           "and durable numbers like any other, and a replay at each is acknowledged, not applied",
+           derived_axes.numbers_at_their_bounds, "store"),
         _c("responses/derived-numbers-against-the-model", SHOULD, "Seeded walks of puts (new, open, at memory, at "
            "durable, another origin inside a transaction, closing without rows), probes, failing tables and the "
            "clock moved to each deadline: every answer, the numbers after every move and the tables' rows equal "
