@@ -16,14 +16,16 @@ import shlex
 import socket
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 from spark_jvm_support import require_jdk
 
 from conformance.runner import EXIT_FAILED, EXIT_NO_CASE, EXIT_OK, EXIT_UNREACHABLE
+from conformance.shuffle.jvm_bridge import JdkNotFound, find_jdk
 from conformance.shuffle.suite import CASES
 from conformance.shuffle.targets import AUTH, SparkTarget
 
@@ -54,16 +56,39 @@ def secret_file(tmp_path: Path) -> str:
     return str(path)
 
 
+class Run:
+    """One ``conformance run`` started in the background; :meth:`result` waits for it (RUN_DEADLINE_S from its start).
+    Its stdout and stderr go to files: a pipe nobody reads yet would stall the run once full."""
+
+    def __init__(self, tmp_path: Path, target: str, *extra: str) -> None:
+        self.report = tmp_path / "report.json"
+        self.stdout, self.stderr = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
+        with open(self.stdout, "w") as stdout, open(self.stderr, "w") as stderr:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "conformance", "run", "--suite", "shuffle", "--target", target, "--timeout", "30",
+                 "--json-report", str(self.report), "--junit", str(tmp_path / "junit.xml"), *extra],
+                cwd=ROOT, stdout=stdout, stderr=stderr,
+            )
+        self.deadline = time.monotonic() + RUN_DEADLINE_S
+
+    def result(self) -> tuple[int, dict[str, Any], str]:
+        try:
+            self.process.wait(max(self.deadline - time.monotonic(), 0))
+        except subprocess.TimeoutExpired:
+            self.stop()
+            raise
+        document = json.loads(self.report.read_text()) if self.report.exists() else {}
+        return self.process.returncode, document, self.stdout.read_text() + self.stderr.read_text()
+
+    def stop(self) -> None:
+        """Kill it (this process only) if it still runs."""
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
 def run(tmp_path: Path, target: str, *extra: str) -> tuple[int, dict[str, Any], str]:
-    report = tmp_path / "report.json"
-    junit = tmp_path / "junit.xml"
-    done = subprocess.run(
-        [sys.executable, "-m", "conformance", "run", "--suite", "shuffle", "--target", target, "--timeout", "30",
-         "--json-report", str(report), "--junit", str(junit), *extra],
-        cwd=ROOT, capture_output=True, text=True, timeout=RUN_DEADLINE_S,
-    )
-    document = json.loads(report.read_text()) if report.exists() else {}
-    return done.returncode, document, done.stdout + done.stderr
+    return Run(tmp_path, target, *extra).result()
 
 
 def outcomes(document: dict[str, Any]) -> dict[str, str]:
@@ -77,6 +102,29 @@ def test_catalogue_covers_every_topic_and_role() -> None:
     assert len(CASES) >= 25 and len({case.id for case in CASES}) == len(CASES)
     for topic in topics - {"backpressure", "settings"}:  # a refused setting is refused before any role is played
         assert {c.role for c in CASES if c.id.split("/")[1] == topic} == {"writer", "reader"}, topic
+
+
+@pytest.fixture(scope="module", autouse=True)
+def spark_jvm_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run | None]:
+    """The whole suite against ``spark-jvm``, started with the module's first test when its test is selected and
+    a JDK is there (None otherwise: the test then skips or fails saying why). Both whole-suite runs mostly wait
+    on their cases' timers (this one used 5 s of CPU in 55 s), so it runs while the reference run does;
+    only :func:`test_spark_jvm_passes_every_must` reads it."""
+    if test_spark_jvm_passes_every_must.__name__ not in {item.name for item in request.session.items}:
+        yield None
+        return
+    try:
+        find_jdk()
+    except JdkNotFound:
+        yield None
+        return
+    tmp_path = tmp_path_factory.mktemp("spark-jvm")
+    started = Run(tmp_path, "spark-jvm", "--secret-file", secret_file(tmp_path), "--cipher", "gcm",
+                  "--auth-engine-version", "2")
+    try:
+        yield started
+    finally:
+        started.stop()
 
 
 @pytest.fixture(scope="module")
@@ -160,10 +208,10 @@ def test_an_unreachable_tcp_writer_fails_in_one_line_before_any_case() -> None:
 
 
 @pytest.mark.jvm
-def test_spark_jvm_passes_every_must(tmp_path: Path) -> None:
+def test_spark_jvm_passes_every_must(spark_jvm_run: Run | None) -> None:
     require_jdk()
-    code, document, output = run(tmp_path, "spark-jvm", "--secret-file", secret_file(tmp_path), "--cipher", "gcm",
-                                 "--auth-engine-version", "2")
+    assert spark_jvm_run is not None
+    code, document, output = spark_jvm_run.result()
     assert code == EXIT_OK, output
     unobserved = {case.id for case in CASES if not case.requires <= SparkTarget.CAPABILITIES | {AUTH}}
     assert {i for i, o in outcomes(document).items() if o == "UNSUPPORTED"} == unobserved, output
