@@ -25,9 +25,10 @@ from conformance.shuffle.suite import CASES
 ROOT = Path(__file__).resolve().parents[2]
 PEERS = Path(__file__).with_name("broken_shuffle_peers.py")
 RUN_DEADLINE_S = 300
-READER_SILENT_CASE_TIMEOUT_S = 8.0
+READER_SILENT_CASE_TIMEOUT_S = 4.0
 """A reader that never credits is judged when a case's deadline ends its wait: a short deadline keeps
-that test cheap; the case that passes (acks echoed) needs a small fraction of it."""
+that test cheap; the case that passes (acks echoed) needs a small fraction of it (0.4-0.6 s at load 10-13, where
+the failing cases began their wait 0.3-0.9 s after their start)."""
 
 
 def run(tmp_path: Path, fault: str, *cases: str, case_timeout_s: float = 30.0
