@@ -10,12 +10,15 @@
   transactions, another table name of the grammar;
 - each validation rule of a row at each position: first, middle and last row of a batch, the second record
   batch of a put, the second put of a transaction (refused whole, nothing of it lands);
-- every flush setting at the smallest value it allows (count 1, lag 0 and one tick, size 1 byte).
+- every flush setting at the smallest value it allows (count 1, lag 0 and one tick, size 1 byte);
+- sequence numbers at the edges of their domain (0, 2^64-1) in answers and in the replay rule;
+- client connections at their bound (capability ``connections``): who a newcomer at the cap evicts.
 """
 
 from __future__ import annotations
 
 import os
+import socket
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
@@ -134,14 +137,18 @@ class _Held:
             self.client.close()
 
 
-def _until_in_use(t: SyncTarget, count: int) -> bool:
-    """Wait (bounded) until ``count`` puts hold a slot."""
+def _until(count: int, read: Callable[[], int]) -> bool:
+    """Wait (bounded) until ``read()`` says ``count`` (puts holding a slot, connections held)."""
     deadline = time.monotonic() + SLOT_WAIT_S
-    while _slots(t)[1] != count:
+    while read() != count:
         if time.monotonic() > deadline:
             return False
         time.sleep(0.005)
     return True
+
+
+def _until_in_use(t: SyncTarget, count: int) -> bool:
+    return _until(count, lambda: _slots(t)[1])
 
 
 def put_slots_at_their_bound(t: SyncTarget, ctx: CaseContext) -> Verdict:
@@ -414,3 +421,90 @@ def numbers_at_their_bounds(t: SyncTarget, ctx: CaseContext) -> Verdict:
         problems.append(f"ids {ids} at 2^64-1, want [1]")
     return Verdict(not problems, "memory and durable 0, then 1; 2^64-1 both; the replays at each acknowledged and "
                    "not applied", "; ".join(problems) or "; ".join(got))
+
+
+# -- connections at their bound ---------------------------------------------------------------------------
+
+def _connections(t: SyncTarget) -> tuple[int, int]:
+    """The target's (max connections, client connections held now) (``CONNECTIONS``)."""
+    words = t.control("CONNECTIONS").split()
+    if words[:1] != ["CONNECTIONS"] or len(words) != 3 or not all(w.isdigit() for w in words[1:]):
+        raise RuntimeError(f"'CONNECTIONS' answered {' '.join(words)!r}, not CONNECTIONS <max> <held>")
+    return int(words[1]), int(words[2])
+
+
+def _until_held(t: SyncTarget, count: int) -> bool:
+    return _until(count, lambda: _connections(t)[1])
+
+
+EVICTED_WAIT_S: Final = 5.0
+"""How long an evicted connection may take to be seen closed (real time; a bounded wait, not a verdict)."""
+
+
+def _closed_by_peer(sock: socket.socket) -> bool:
+    """Whether the target closed ``sock``: its end of stream within the bounded wait (what it sent first, such as
+    an HTTP/2 server preface, is read past)."""
+    deadline = time.monotonic() + EVICTED_WAIT_S
+    try:
+        while time.monotonic() < deadline:
+            sock.settimeout(max(0.001, deadline - time.monotonic()))
+            if sock.recv(65536) == b"":
+                return True
+    except TimeoutError:
+        return False
+    except OSError:
+        return True
+    return False
+
+
+def _silent(t: SyncTarget) -> socket.socket | None:
+    """A connection that sends nothing, once the target has taken it (the first bytes it sends, such as an HTTP/2
+    server preface, arrive within the bounded wait); None if nothing came."""
+    host, port = t.location.split("://", 1)[1].rsplit(":", 1)
+    sock = socket.create_connection((host, int(port)), timeout=SLOT_WAIT_S)
+    try:
+        if sock.recv(65536):
+            return sock
+    except OSError:
+        pass
+    sock.close()
+    return None
+
+
+def connections_at_their_bound(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    """The cap filled with silent connections (no handshake; each newcomer at the cap evicts the oldest, so those of
+    earlier cases go first), the newest closed again: with max_connections - 1 held a probe is answered and evicts
+    none; with one more (the cap reached) a probe is answered and evicts the oldest silent one only."""
+    from conformance.sync.suite import _cmd, _ids, _numbers
+
+    limit = _connections(t)[0]
+    origin, path = _ids()
+    silent: list[socket.socket] = []
+    got, problems = [f"{limit} connections"], []
+    try:
+        while len(silent) < limit:
+            sock = _silent(t)
+            if sock is None:
+                return Verdict(False, f"{limit} silent connections taken", f"{len(silent)} taken, then none")
+            silent.append(sock)
+        silent.pop().close()
+        for holding in (limit - 1, limit):
+            while len(silent) < holding:
+                sock = _silent(t)
+                if sock is None:
+                    return Verdict(False, f"{holding} silent connections taken", f"{len(silent)} taken, then none")
+                silent.append(sock)
+            if not _until_held(t, holding):
+                return Verdict(False, f"{holding} silent connections held", f"{_connections(t)[1]} held")
+            answer = _numbers(t.put(ctx, _cmd(path, origin, None, ())))
+            after = _until_held(t, limit - 1)
+            got.append(f"{holding} held: {answer.split(' first=')[0]}, then {_connections(t)[1]} held")
+            if not answer.startswith("accepted=True") or not after:
+                problems.append(got[-1])
+        if not _closed_by_peer(silent[0]):
+            problems.append("the oldest silent connection was not the one evicted")
+    finally:
+        for sock in silent:
+            sock.close()
+    return Verdict(not problems, f"{limit - 1} held: answered, {limit - 1} still held; {limit} held: answered, the "
+                   f"oldest evicted, {limit - 1} held", "; ".join(problems) or "; ".join(got))

@@ -3,7 +3,7 @@
 ``python -m conformance.sync.reference_target --store DIR`` serves this project's sync server
 (``reference.sync.server``) on DIR, flushing after every put, on a clock that starts at 0 and
 moves only when the runner says so, allowing clients the store location ``DIR/allowed``. It prints
-``CAPABILITIES store restart flush-control watermark store-locations truncate put-slots`` and ``LISTENING <port>``, then
+``CAPABILITIES store restart flush-control watermark store-locations truncate put-slots connections`` and ``LISTENING <port>``, then
 answers the runner's flush-control lines on stdin, one line each (the contract: :mod:`conformance.sync.suite`). The harness embeds the server's endpoint
 (``spec.sync.server.SyncServerEndpoint``) and a clock that moves only when told
 (``conformance.sync.clock.ManualClock``): ``POLICY`` reconfigures the endpoint and has the flusher
@@ -28,9 +28,16 @@ from reference.sync.store import DeltaStore  # noqa: E402
 from spec.sync.server import SyncServerEndpoint, recorded_durable  # noqa: E402
 from spec.sync.writer import SyncSettings  # noqa: E402
 
-CAPABILITIES = ("store", "restart", "flush-control", "watermark", "store-locations", "truncate", "put-slots")
+CAPABILITIES = ("store", "restart", "flush-control", "watermark", "store-locations", "truncate", "put-slots",
+                "connections")
 PUT_SLOTS = 4
 """The target's max_concurrent_puts (``put-slots``): few, so holding every slot costs a case little."""
+MAX_CONNECTIONS = 8
+"""The target's max_connections (``connections``): above the put slots, so every slot can be held."""
+SILENCE_TIMEOUT_S = 60.0
+"""How long a connection may stay silent, before its handshake or without a stream: longer than any case, so the
+silent connections a case holds at the cap are closed by an eviction only, never by these deadlines (the
+server's defaults are 2 s each)."""
 ALLOWED_LOCATION = "allowed"
 """The store location a client may name (``store-locations``): ``{store}/allowed`` and what lies below it."""
 
@@ -58,6 +65,8 @@ def answer(endpoint: SyncServerEndpoint, clock: ManualClock, line: str, server: 
             return f"PENDING {endpoint.pending_bytes}"
         if words == ["SLOTS"] and server is not None:
             return f"SLOTS {server.limits.max_concurrent_puts} {server.stats()['running_puts']}"
+        if words == ["CONNECTIONS"] and server is not None:
+            return f"CONNECTIONS {server.limits.max_connections} {server.stats()['connections']}"
     except ValueError:
         pass
     return f"ERROR unknown line {line.strip()[:80]!r}"
@@ -72,6 +81,8 @@ def main() -> int:
     store.check_writable()
     endpoint = SyncServerEndpoint(SyncSettings(max_replication_lag_s=0.0), recorded_durable(store.recorded_durable()))
     server = SyncServer(store, endpoint=endpoint, clock=clock, maintenance_interval_s=0, max_concurrent_puts=PUT_SLOTS,
+                        max_connections=MAX_CONNECTIONS, handshake_timeout_s=SILENCE_TIMEOUT_S,
+                        idle_timeout_s=SILENCE_TIMEOUT_S,
                         allowed_locations=[os.path.join(args.store, ALLOWED_LOCATION)])
     print("CAPABILITIES " + " ".join(CAPABILITIES), flush=True)
     print(f"LISTENING {server.port}", flush=True)

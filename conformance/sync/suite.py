@@ -42,6 +42,10 @@ place below it (at a ``/`` boundary, without ``..`` segments) and refuses every 
 end); the line ``SLOTS`` is answered ``SLOTS <max concurrent puts> <puts holding a slot now>``, and a put past
 the bound is refused busy (an error or ``accepted=false``).
 
+``connections``: the target bounds the client connections it holds; the line ``CONNECTIONS`` is answered
+``CONNECTIONS <max connections> <connections held now>``, and a newcomer at the bound evicts the connection
+doing nothing for longest (a silent one, no handshake, oldest first) and is served.
+
 Seafowl appends a put to a table's last pending item when their schemas agree, so the cases
 that count items alternate two column orders: every put is then an item of its own.
 """
@@ -1098,6 +1102,9 @@ SUITE = Suite(
         _c("admission/derived-put-slots-at-their-bound", SHOULD, "With every put slot but one held a put is "
            "served; with every slot held it is refused busy; once one is freed a put is served again",
            derived_axes.put_slots_at_their_bound, "put-slots"),
+        _c("admission/derived-connections-at-their-bound", SHOULD, "With max_connections - 1 silent connections "
+           "held a put is served and evicts none; at the cap a put is served and evicts the oldest silent one",
+           derived_axes.connections_at_their_bound, "connections"),
         _c("apply/derived-equivalent-inputs-same-rows", MUST, "The same change with key or value columns in "
            "another order, split over record batches, as puts of one transaction or as transactions, or to another "
            "name of the grammar, is accepted and leaves the same rows", derived_axes.equivalent_inputs_same_rows,
