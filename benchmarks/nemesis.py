@@ -364,7 +364,7 @@ class Run:
         py = sys.executable
         self.procs["sync"] = Proc("sync", [py, "-m", "reference.sync", "serve", "--store", str(self.lab.store),
                                            "--host", ip_of("sync"), "--port", str(SYNC_PORT),
-                                           "--max-replication-lag-s", "1", "--flush-task-interval-s", "0.5"],
+                                           "--max-replication-lag-s", "1", "--flush-task-interval-s", "0.5", "--verbose"],
                                   self.out / f"seed-{self.seed}-sync.log", self.clock_env("sync"))
         source = f"postgresql://postgres:{self.pg.password}@{ip_of('pg')}:{self.pg.port}/postgres"
         if self.spark:

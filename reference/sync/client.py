@@ -259,7 +259,7 @@ class SyncClient:
                     raise _Restarted() from None
                 if then is Then.FAIL:
                     raise
-                if not keeps_connection(fault):
+                if then is Then.RECONNECT or not keeps_connection(fault):
                     self.close()
             if tries.warning_due(self._clock.now()):
                 log.warning("sync server %s has not accepted a put of origin %s for over %g s (retrying for up "
@@ -290,6 +290,7 @@ class SyncClient:
             column_descriptors=put.descriptors if put else (),
             sequence_number=sequence,
             truncate=put.truncate if put else False,
+            server_life=self._machine.life,
         )
         descriptor = flight.FlightDescriptor.for_command(cmd.to_descriptor_cmd())
         schema = put.batch.schema if put else pa.schema([])

@@ -20,6 +20,7 @@ go to the log only.
 from __future__ import annotations
 
 import logging
+import secrets
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -96,8 +97,8 @@ class SyncServer:
         self.scheme = "grpc+tls" if security.tls_cert is not None and security.tls_key is not None else "grpc"
         self.store = store
         self.allowed_locations = tuple(allowed_locations)
-        self._endpoint = endpoint or SyncServerEndpoint(
-            settings, recorded_durable(store.recorded_durable()))
+        self._endpoint = endpoint or SyncServerEndpoint(  # a life of its own, named in every response
+            settings, recorded_durable(store.recorded_durable()), life=secrets.randbits(63))
         self.limits = PutLimits(max_message_bytes, self._endpoint.settings.high_watermark, max_concurrent_puts,
                                 put_timeout_s, first_message_timeout_s, max_connections, handshake_timeout_s,
                                 idle_timeout_s, max_streams_per_connection)

@@ -586,7 +586,11 @@ def restart() -> str:
         "than duplicate. This server also restores durable numbers from the tables' commit metadata "
         f"(`SyncWriter(durable=...)`): restored with A's durable 40 it answers memory {memory}, durable "
         f"{durable} (memory = durable after a restart), and a flush skips replayed transactions a table "
-        "already holds (`plan_flush` table marks).\n"
+        "already holds (`plan_flush` table marks). A client learns of a restart from `first`, from a memory "
+        "number below the last it was told, or, with streamwire's server-life extension (field "
+        f"{messages.SERVER_LIFE_FIELD}, `server_life`, in both messages), from a response naming another server "
+        "life than the last; a put naming an earlier life is refused unrecorded (`SERVER_RESTARTED`), so the "
+        "client connects again and its probe shows the restart before anything of it is recorded.\n"
     )
 
 
@@ -633,6 +637,12 @@ _DEPARTURES = (
                "modification time of every commit the store writes itself (its deletion-vector commits); "
                "deltalake's own commits (creating a table, adding a column, a commit without rows, the "
                "rewriting path) keep deltalake's clock, which a writer cannot set", commit_time.commit_timestamp_ms),
+    _Departure("a restart behind a channel gRPC reconnected by itself",
+               "unseen by a client whose first call to the new server is a put (another client took `first`): "
+               "the put is recorded, the memory number moves on, and what the old server held is lost",
+               "every response names the server's life (`server_life`), every put the life its client last "
+               "heard; a put naming another is refused unrecorded (`SERVER_RESTARTED`) and the client's new "
+               "connection's probe shows the restart", errors.ServerRestarted),
 )
 
 

@@ -28,7 +28,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import Final, Generic, TypeVar
 
-from spec.sync.errors import InterleavedTransaction, PutSlotsBusy, ServerDraining, TransactionDiscarded, condition_in
+from spec.sync.errors import (InterleavedTransaction, PutSlotsBusy, ServerDraining, ServerRestarted,
+                              TransactionDiscarded, condition_in)
 from spec.sync.messages import SyncResponse
 from spec.sync.responses import shows_restart
 
@@ -89,6 +90,9 @@ class SyncClientMachine(Generic[T]):
     replayed_transactions: int = 0
     heard: bool = False
     """Whether any response reached this client yet."""
+    life: int | None = None
+    """The server life the last response named (the server-life extension): every put names it, so a
+    restarted server refuses the put rather than record it unseen."""
 
     def holding(self, sequence: int) -> Holding:
         """What the server holds of transaction ``sequence``, by the numbers it last reported."""
@@ -106,8 +110,10 @@ class SyncClientMachine(Generic[T]):
     def read(self, response: SyncResponse, *, check_restart: bool = True) -> Reading:
         """Take in a response. ``check_restart`` False: it answers a request sent right after this
         connection's probe was read, which already showed any restart."""
-        restarted = check_restart and shows_restart(response, self.memory)
+        restarted = check_restart and shows_restart(response, self.memory, self.life)
         heard_before, self.heard = self.heard, True
+        if response.server_life is not None:
+            self.life = response.server_life
         if response.accepted:
             self.memory, self.durable = response.memory_sequence_number, response.durable_sequence_number
             self.pending = [(s, t) for s, t in self.pending if self.holding(s) is not Holding.DURABLE]
@@ -143,6 +149,9 @@ class Then(enum.Enum):
     them again, from the first."""
     RETRY = "retry"
     """Not now (busy, unreachable, timed out): wait ``RequestTries.wait`` then try again."""
+    RECONNECT = "reconnect"
+    """The server is not the one this client last heard from (it refused the put, unrecorded): drop the
+    connection and try again at once; the new connection's probe shows the restart."""
     FAIL = "fail"
     """The server refused the request itself: the caller sees the refusal."""
 
@@ -165,12 +174,15 @@ BUSY_CONDITIONS = frozenset({PutSlotsBusy.condition, InterleavedTransaction.cond
 
 def after_failure(fault: Fault, text: str) -> Then:
     """What to do after a call failed with ``fault`` and the status text ``text``: RETRY, REPLAY (the
-    server discarded this origin's open transaction) or FAIL (sending it again would be refused again)."""
+    server discarded this origin's open transaction), RECONNECT (the server restarted since the client
+    last heard from it) or FAIL (sending it again would be refused again)."""
     if fault is not Fault.REFUSED:
         return Then.RETRY
     condition = condition_in(text)
     if condition == TransactionDiscarded.condition:
         return Then.REPLAY
+    if condition == ServerRestarted.condition:
+        return Then.RECONNECT
     return Then.RETRY if condition in BUSY_CONDITIONS else Then.FAIL
 
 
@@ -244,7 +256,7 @@ class RequestTries(Generic[T]):
     def failed(self, fault: Fault, text: str) -> Then:
         """A call failed with ``fault`` and the status text ``text`` (one line)."""
         then = after_failure(fault, text)
-        if then is Then.RETRY:
+        if then in (Then.RETRY, Then.RECONNECT):
             self.last_failure = text
         return then
 

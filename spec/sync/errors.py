@@ -246,6 +246,22 @@ class TransactionDiscarded(SyncError):
         self.origin = origin
 
 
+class ServerRestarted(SyncError):
+    """A put named a server life other than this server's (the server-life extension): the client last heard
+    from a server that has since stopped, so what that server held in memory may be lost. Nothing of the put is
+    recorded; the client connects again, and its probe shows the restart."""
+
+    condition = "SERVER_RESTARTED"
+    status = "FAILED_PRECONDITION"
+
+    def __init__(self, origin: str, told: int, life: int) -> None:
+        super().__init__(
+            f"The put of origin {origin} was sent to server life {told}, but this server's life is {life}: "
+            "probe, then replay what is not durable",
+            origin=origin, told=told, life=life,
+        )
+
+
 def one_line(text: str) -> str:
     """``text`` with line breaks and other control characters as spaces (what a status may carry)."""
     return "".join(" " if ord(ch) < 0x20 or ord(ch) == 0x7F else ch for ch in text)

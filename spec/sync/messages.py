@@ -36,6 +36,16 @@ with no rows and no sequence number. A server without the extension ignores the 
 take a truncating put without rows for a probe (or an empty put) and keep the rows, so a client
 sends one only to a server it knows has the extension (docs/sync.md, "Extension: truncate")."""
 
+SERVER_LIFE_FIELD = 101
+"""``DataSyncResponse.server_life`` and ``DataSyncCommand.server_life`` (uint64, optional): streamwire's
+extension. A server draws a number when it starts and puts it in every response of its life; a client puts
+the one it last heard in every put. A server refuses, unrecorded, a put naming another life
+(:class:`~spec.sync.errors.ServerRestarted`): the client's channel reached a restarted server without a
+failed call (gRPC reconnects by itself), so no probe showed the restart, and recording the put would move
+the origin's memory number past what the client was told, hiding that the old server's memory was lost.
+The client then connects again and its probe shows the restart (docs/sync.md, "Extension: server life").
+Either side without the extension leaves the field out and nothing changes."""
+
 
 class ColumnRole(enum.IntEnum):
     """Role of a batch column (``clade.sync.ColumnRole``)."""
@@ -113,11 +123,13 @@ def _sync_file() -> descriptor_pb2.FileDescriptorProto:
     proto_field(cmd, "sequence_number", 5, _F.TYPE_UINT64, proto3_optional=True)
     proto_field(cmd, "format", 6, _F.TYPE_ENUM, type_name=".clade.schema.TableFormat")
     proto_field(cmd, "truncate", TRUNCATE_FIELD, _F.TYPE_BOOL)  # streamwire's extension (not in Seafowl)
+    proto_field(cmd, "server_life", SERVER_LIFE_FIELD, _F.TYPE_UINT64, proto3_optional=True)  # likewise
     resp = fd.message_type.add(name="DataSyncResponse")
     proto_field(resp, "accepted", 1, _F.TYPE_BOOL)
     proto_field(resp, "memory_sequence_number", 2, _F.TYPE_UINT64, proto3_optional=True)
     proto_field(resp, "durable_sequence_number", 3, _F.TYPE_UINT64, proto3_optional=True)
     proto_field(resp, "first", 4, _F.TYPE_BOOL)
+    proto_field(resp, "server_life", SERVER_LIFE_FIELD, _F.TYPE_UINT64, proto3_optional=True)  # streamwire's
     return fd
 
 
@@ -166,6 +178,8 @@ class SyncCommand:
     format: int = TableFormat.DELTA
     truncate: bool = False
     """Empty the table before this put's rows (the truncate extension, :data:`TRUNCATE_FIELD`)."""
+    server_life: int | None = None
+    """The server life the client last heard (the server-life extension, :data:`SERVER_LIFE_FIELD`)."""
 
     def to_message(self) -> Message:
         """The protobuf message for this command."""
@@ -182,6 +196,8 @@ class SyncCommand:
             m.store.name = self.store.name
         m.format = self.format
         m.truncate = self.truncate
+        if self.server_life is not None:
+            m.server_life = self.server_life
         return cast(Message, m)
 
     def encode(self) -> bytes:
@@ -220,6 +236,7 @@ def decode_command(data: bytes) -> SyncCommand:
         store=store,
         format=int(m.format),
         truncate=bool(m.truncate),
+        server_life=_optional(m, "server_life"),
     )
 
 
@@ -239,6 +256,8 @@ class SyncResponse:
     memory_sequence_number: int | None
     durable_sequence_number: int | None
     first: bool
+    server_life: int | None = None
+    """The life of the server that answered (the server-life extension, :data:`SERVER_LIFE_FIELD`)."""
 
     def encode(self) -> bytes:
         """Encoded ``DataSyncResponse`` (the PutResult ``app_metadata``)."""
@@ -247,6 +266,8 @@ class SyncResponse:
             m.memory_sequence_number = self.memory_sequence_number
         if self.durable_sequence_number is not None:
             m.durable_sequence_number = self.durable_sequence_number
+        if self.server_life is not None:
+            m.server_life = self.server_life
         return cast(bytes, m.SerializeToString(deterministic=True))
 
 
@@ -258,4 +279,5 @@ def decode_response(data: bytes) -> SyncResponse:
         memory_sequence_number=_optional(m, "memory_sequence_number"),
         durable_sequence_number=_optional(m, "durable_sequence_number"),
         first=bool(m.first),
+        server_life=_optional(m, "server_life"),
     )

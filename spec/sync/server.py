@@ -32,7 +32,7 @@ import pyarrow as pa
 
 from spec.sync.admission import admit_put, admit_rows, admit_schema, fits_watermark
 from spec.sync.confinement import check_store_location, table_name
-from spec.sync.errors import InterruptedPut, SyncSchemaError, UnsupportedFormat
+from spec.sync.errors import InterruptedPut, ServerRestarted, SyncSchemaError, UnsupportedFormat
 from spec.sync.flush_failures import FlushFailures, TableFailure
 from spec.sync.messages import SyncCommand, SyncResponse, TableFormat
 from spec.sync.responses import ResponseFactory
@@ -74,10 +74,13 @@ class SyncServerEndpoint:
         settings: SyncSettings = SyncSettings(),
         durable: Mapping[str, int] | None = None,
         flush_failures: FlushFailures | None = None,
+        life: int | None = None,
     ) -> None:
+        """``life``: the number the server drew at its start, named in every response (the server-life
+        extension, ``spec.sync.messages.SERVER_LIFE_FIELD``; None: without it)."""
         self._writer: SyncWriter[SquashedChange] = SyncWriter(settings, durable)
         self._failures = flush_failures or FlushFailures()
-        self._responses = ResponseFactory()
+        self._responses = ResponseFactory(life)
         self.draining = False
         self.peak_pending_bytes = 0
 
@@ -123,9 +126,13 @@ class SyncServerEndpoint:
         return SyncSchema.validate(cmd.column_descriptors, arrow) if arrow is not None else None
 
     def admit(self, cmd: SyncCommand, rows: int) -> bool:
-        """A put arrived whole: True if it is a probe; raise ServerDraining for a put to a draining server."""
+        """A put arrived whole: True if it is a probe; raise ServerDraining for a put to a draining server,
+        ServerRestarted for a put sent to another life of this server (a probe is always answered)."""
         probe = is_probe(rows, cmd.sequence_number) and not cmd.truncate
         admit_put(self.draining, probe)
+        life = self._responses.life
+        if not probe and cmd.server_life is not None and life is not None and cmd.server_life != life:
+            raise ServerRestarted(cmd.origin, cmd.server_life, life)
         return probe
 
     def accepted(self, origin: str) -> SyncResponse:

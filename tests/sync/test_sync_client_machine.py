@@ -4,6 +4,7 @@ holds (skipped or waited for, never sent again) and what goes again after a rest
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -12,7 +13,8 @@ from spec.sync.client import (
     durable_wait, holding, keeps_connection,
 )
 from spec.sync.errors import (
-    InterleavedTransaction, InvalidTablePath, PutSlotsBusy, PutTooLarge, TransactionDiscarded, wire_text,
+    InterleavedTransaction, InvalidTablePath, PutSlotsBusy, PutTooLarge, ServerRestarted, TransactionDiscarded,
+    wire_text,
 )
 from spec.sync.messages import SyncResponse
 
@@ -161,3 +163,19 @@ def test_a_wait_for_durable_ends_when_durable_or_past_its_deadline() -> None:
     assert durable_wait(Holding.DURABLE, 11.0, 10.0) is DurableWait.DONE
     assert durable_wait(Holding.MEMORY, 10.0, 10.0) is DurableWait.POLL
     assert durable_wait(Holding.MEMORY, math.nextafter(10.0, 11.0), 10.0) is DurableWait.TIMED_OUT
+
+
+def test_a_response_from_another_server_life_shows_a_restart_though_its_memory_number_moved_on() -> None:
+    """A put that reached a restarted server through a channel gRPC reconnected by itself: the numbers moved
+    forward (the new server recorded it), only the life shows the restart (nemesis Spark seed 156)."""
+    machine: SyncClientMachine[str] = SyncClientMachine()
+    machine.add(1, "tx1")
+    assert machine.read(replace(told(1, None), server_life=7)) is Reading.ACCEPTED and machine.life == 7
+    machine.add(2, "tx2")
+    assert machine.read(replace(told(2, None), server_life=8)) is Reading.RESTARTED and machine.life == 8
+    assert machine.read(replace(told(2, None), server_life=8)) is Reading.ACCEPTED
+
+
+def test_a_put_refused_for_naming_another_server_life_is_sent_again_on_a_new_connection() -> None:
+    text = wire_text(ServerRestarted("o", 7, 8))
+    assert after_failure(Fault.REFUSED, text) is Then.RECONNECT

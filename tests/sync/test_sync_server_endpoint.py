@@ -14,8 +14,8 @@ import pytest
 
 from conformance.sync.suite import DESCS, _cmd, rows_batch
 from spec.sync.errors import (
-    InterruptedPut, InvalidTablePath, ServerDraining, StoreLocationRefused, TransactionDiscarded, UnsupportedFormat,
-    UnstorableSchema,
+    InterruptedPut, InvalidTablePath, ServerDraining, ServerRestarted, StoreLocationRefused, TransactionDiscarded,
+    UnsupportedFormat, UnstorableSchema,
 )
 from spec.sync.messages import ColumnDescriptor, ColumnRole, StorageLocation, TableFormat
 from spec.sync.schema import SyncSchema
@@ -190,3 +190,17 @@ def test_a_put_is_refused_for_the_first_thing_wrong_with_it_in_a_fixed_order() -
                                   lambda s: fits.append(s) or None)  # type: ignore[func-returns-value]
     assert fits == []
     assert SyncServerEndpoint.change("t", _cmd("t", "A", None), None, [], lambda s: None) == (None, None)  # type: ignore[arg-type, return-value]
+
+
+def test_a_put_naming_another_server_life_is_refused_and_a_probe_tells_this_one() -> None:
+    """The server-life extension: a put sent to an earlier life of the server is refused before anything of it
+    is recorded (recorded, it would hide the restart from its client); a put naming no life, or this one, is
+    admitted; every answer names the life."""
+    ep = SyncServerEndpoint(SETTINGS, life=8)
+    with pytest.raises(ServerRestarted, match="server life 7, but this server's life is 8"):
+        ep.admit(replace(_cmd("t", "A", 1), server_life=7), rows=1)
+    probe = replace(_cmd("", "A", None, ()), server_life=7)
+    assert ep.admit(probe, rows=0) is True and ep.accepted("A").server_life == 8
+    assert ep.admit(replace(_cmd("t", "A", 1), server_life=8), rows=1) is False
+    assert ep.admit(_cmd("t", "A", 1), rows=1) is False
+    assert ep.busy().server_life == 8
