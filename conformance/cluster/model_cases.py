@@ -113,8 +113,11 @@ class Member:
             self._event(message)
         return message
 
-    def hello(self, takeover: str = "", resume_after: int | None = None) -> None:
-        self.raw.send(self.raw.hello(self.id, takeover=takeover, resume_after=resume_after))
+    def hello(self, takeover: str = "", resume_after: int | None = None, ignored_after: int = 0) -> None:
+        """HELLO resuming after ``resume_after`` (None: not resuming, the frame's revision ``ignored_after``)."""
+        resume = resume_after is not None
+        self.raw.send(wire.encode(ServiceKind.HELLO, 1, node_id=self.id, secret=self.raw.address.secret,
+                                  takeover=takeover, resume=resume, resume_after=resume_after if resume else ignored_after))
         while (message := self._read()).request_id != 1:
             pass
         if message.kind is not ServiceKind.WELCOME:
@@ -158,6 +161,11 @@ class Mirror:
         """``node`` starts a new session resuming after the target's revision ``after``."""
         self.owed[node] = []
         self._deliver([(node, note) for note in self.model.catch_up(node, self.revisions[after])])
+
+    def taken_over(self, node: NodeId) -> None:
+        """``node`` starts a new session without resuming: nothing is owed it until the next change, and it
+        holds no membership until it is told one."""
+        self.owed[node], self.views[node] = [], ()
 
     def _deliver(self, deliveries: list[tuple[NodeId, Notification]]) -> None:
         for node, note in deliveries:
@@ -359,7 +367,8 @@ def every_operation_in_delivery_order(target: ClusterTarget, ctx: CaseContext) -
     FAIL one not; the membership deltas after it on the epoch each node was told); equivalent inputs (ops in descending key
     order, a two-byte key, empty and binary values, an update among inserts; a batch with one stale op
     refused whole); then a node resuming its session after a revision followed by interleaved log and
-    gossip batches, caught up in revision order, then after 0 and after the last batch."""
+    gossip batches, caught up in revision order, then after 0 and after the last batch; and a takeover
+    that does not resume (its HELLO's revision set but its resume flag not) owed nothing of the past."""
     with scenario(target, ctx) as run:
         a = run.join("a", "127.0.0.1:7101")
         g1 = run.write(a, "g1", b"1", Scope.GLOBAL)
@@ -423,12 +432,15 @@ def every_operation_in_delivery_order(target: ClusterTarget, ctx: CaseContext) -
         run.write(a, "k5", b"1")
         run.remove_from_cluster(b, p)  # a PFAIL member removed: told
         problems += run.judge(a)
-        for after in (0, run.latest):  # resumed after nothing and after everything
+        for after in (0, run.latest, None):  # resumed after nothing, after everything; not resumed
             old = a
             a = run.members["a"] = Member(run.address, old.id, run.tag)
-            a.hello(takeover=old.token, resume_after=after)
+            a.hello(takeover=old.token, resume_after=after, ignored_after=resume_after)
             a.shard = old.shard
-            run.mirror.resumed(a.id, after)
+            if after is None:
+                run.mirror.taken_over(a.id)
+            else:
+                run.mirror.resumed(a.id, after)
             old.raw.close()
             run.write(b, f"after-{after}", b"1", Scope.SHARD)
             problems += run.judge(a)
