@@ -25,9 +25,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Final, Protocol, Sequence
 
-from conformance.framework import RunOptions, TargetUnreachable
+from conformance.framework import CaseOutcome, RunOptions, TargetUnreachable
 from conformance.mutation import ROOT, Mutant, Planted, check_catalogue, copy_tree
 from conformance.runner import SUITES, is_failure, load_suite, run_case, select_cases
+from spec.auth import AuthConfig
 
 CASE_TIMEOUT_S: Final = 15.0
 """Per case: a planted bug that hangs an exchange is caught by the timeout, so keep it short."""
@@ -57,16 +58,33 @@ def load_catalogue(suite: str) -> Catalogue:
     return catalogue
 
 
-def first_failure(suite_name: str, target: str, timeout: float = CASE_TIMEOUT_S) -> str | None:
-    """Run the suite against ``target``, stopping at the first failing case; its id (None: all passed)."""
+def auth_runs(catalogue: Catalogue) -> tuple[AuthConfig, ...]:
+    """The authenticated runs a catalogue asks for (``AUTH_RUNS``; none by default)."""
+    runs: tuple[AuthConfig, ...] = getattr(catalogue, "AUTH_RUNS", ())
+    return runs
+
+
+def first_failure(suite_name: str, target: str, timeout: float = CASE_TIMEOUT_S,
+                  authenticated: Sequence[AuthConfig] = ()) -> str | None:
+    """Run the suite against ``target``, stopping at the first failing case; its id (None: all passed). Then,
+    once for each of ``authenticated``, the cases the first run left unobserved for want of a secret (a shuffle
+    suite's ``auth/`` cases), with that secret, cipher and engine version: a bug in the handshake or the
+    cipher fails them."""
     suite = load_suite(suite_name)
-    options = RunOptions(suite=suite_name, target=target, timeout=timeout)
+    runs = [RunOptions(suite=suite_name, target=target, timeout=timeout)]
+    runs += [RunOptions(suite=suite_name, target=target, timeout=timeout, auth=auth) for auth in authenticated]
     try:
-        with suite.open_target(options) as opened:
-            for case in select_cases(suite, options):
-                report = run_case(case, opened, options)
-                if is_failure(report, strict=True):
-                    return case.id
+        cases = select_cases(suite, runs[0])
+        for index, options in enumerate(runs):
+            unobserved = []
+            with suite.open_target(options) as opened:
+                for case in cases:
+                    report = run_case(case, opened, options)
+                    if is_failure(report, strict=True):
+                        return case.id
+                    if report.outcome is CaseOutcome.UNSUPPORTED:
+                        unobserved.append(case)
+            cases = unobserved if index == 0 else cases
     except TargetUnreachable as exc:
         return f"target-unreachable: {exc}"
     except Exception as exc:  # whatever stops the copy's implementation from starting
@@ -86,7 +104,7 @@ def measure(suite: str, bugs: Sequence[Mutant], workers: int = 2, baseline: bool
     with tempfile.TemporaryDirectory(prefix="streamwire-sensitivity-") as parent:
         copies = [copy_tree(Path(parent) / f"tree-{i}") for i in range(max(1, min(workers, len(bugs))))]
         if baseline:
-            failure = first_failure(suite, catalogue.target_for(copies[0]))
+            failure = first_failure(suite, catalogue.target_for(copies[0]), authenticated=auth_runs(catalogue))
             if failure is not None:
                 raise BaselineFails(f"the unmodified {suite} implementation fails {failure}")
         free, lock = list(copies), threading.Lock()
@@ -98,7 +116,7 @@ def measure(suite: str, bugs: Sequence[Mutant], workers: int = 2, baseline: bool
             started = time.monotonic()
             try:
                 with Planted(copy, bug):
-                    failure = first_failure(suite, catalogue.target_for(copy))
+                    failure = first_failure(suite, catalogue.target_for(copy), authenticated=auth_runs(catalogue))
             finally:
                 with lock:
                     free.append(copy)

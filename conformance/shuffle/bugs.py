@@ -12,11 +12,21 @@ from __future__ import annotations
 from pathlib import Path
 
 from conformance.mutation import Mutant, exec_target_in
+from conformance.runner import CONFORMANCE_APP_ID
+from spec.auth import AuthConfig, CipherName
 
 
 def target_for(copy: Path) -> str:
     """The copy's runtime as an ``exec:`` implementation."""
     return exec_target_in(copy, "-m conformance.shuffle.reference_target")
+
+
+AUTH_RUNS: tuple[AuthConfig, ...] = tuple(
+    AuthConfig(b"the sensitivity run's secret", CONFORMANCE_APP_ID, cipher, version)
+    for cipher, version in ((CipherName.CTR, 1), (CipherName.GCM, 2)))
+"""After the plain run, the ``auth/`` cases run again authenticated: with Spark's default cipher and engine
+version, then with the other ones, so a bug in ``spec/auth`` (the handshake, the keys, either cipher) is planted
+where a case can see it."""
 
 
 def _b(name: str, file: str, search: str, replace: str, description: str, equivalent: str = "") -> Mutant:
@@ -199,6 +209,19 @@ BUGS: tuple[Mutant, ...] = (
        "lambda v: v == -1 or v > 0,",
        "lambda v: v >= -1,",
        "a writerConnectionTimeout of 0 is accepted"),
+    # -- authentication (spec/auth; judged by the auth/ cases of the authenticated runs) --------------
+    Mutant("auth-ivs-swapped", "spec/auth/keys.py",
+           "    return SessionKeys(key, hkdf(shared, transcript, OUTPUT_IV_INFO, IV_LENGTH),\n"
+           "                       hkdf(shared, transcript, INPUT_IV_INFO, IV_LENGTH))",
+           "    return SessionKeys(key, hkdf(shared, transcript, INPUT_IV_INFO, IV_LENGTH),\n"
+           "                       hkdf(shared, transcript, OUTPUT_IV_INFO, IV_LENGTH))",
+           "the session's client and server IVs are swapped (HKDF infos outputIv and inputIv): AES-CTR streams "
+           "do not decrypt at the peer"),
+    Mutant("auth-gcm-last-segment-unmarked", "spec/auth/ciphers.py",
+           "    return _NONCE.pack(prefix, segment, last)",
+           "    return _NONCE.pack(prefix, segment, False)",
+           "an AES-GCM segment's nonce never marks the message's last segment: Spark's receiver (and the peer) "
+           "cannot open it"),
 )
 
 SMOKE: tuple[str, ...] = ("writer-termination-reuses-seq", "writer-checksum-inverted")

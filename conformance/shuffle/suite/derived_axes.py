@@ -7,6 +7,8 @@ independent messages, ids other than 0, a later job).
 Rows are traces on the ``exec:`` trace contract's virtual clock, as in :mod:`.derived_cases`: each row's
 deciding steps show what its rule says, and every answer must equal the spec machines' answer to the same
 input (with ``deadlines`` declared, the instant the target next needs a tick too).
+A case holds at most four rows (one trace-driver process each), so that it stays well inside the 15 s a
+case gets in ``conformance sensitivity`` on a loaded machine.
 """
 
 from __future__ import annotations
@@ -110,18 +112,12 @@ _MAP_ID: Final = 11
 
 # -- every setting at each edge of its domain ----------------------------------------------------------------
 
-SETTING_EDGES: Final = (
+TIMEOUT_EDGES: Final = (
     row("settings: writerConnectionTimeout '1' (the smallest accepted) fires at 1 ms, not at 0, naming the lowest "
         "of two readers unbound",
         writer_trace(peers=2, writer_connection_timeout_ms="1"),
         Then(tick(0), nothing, "nothing at 0 ms"),
         Then(tick(1), failed(_BIND_TIMEOUT, readerId="0"), f"{_BIND_TIMEOUT} for reader 0 at 1 ms")),
-    row(f"settings: writerConnectionTimeout {_LONG_MAX} (the largest long, as milliseconds) is accepted and waits",
-        writer_trace(writer_connection_timeout_ms=_LONG_MAX),
-        Then(tick(10**12), nothing, "nothing after 10^12 ms")),
-    row(f"settings: writerConnectionTimeout '{_LONG_MAX}s' saturates at the largest long and waits",
-        writer_trace(writer_connection_timeout_ms=_LONG_MAX + "s"),
-        Then(tick(10**12), nothing, "nothing after 10^12 ms")),
     row("settings: writerConnectionTimeout '1m' is 60000 ms",
         writer_trace(writer_connection_timeout_ms="1m"),
         Then(tick(59_999), nothing, "nothing a millisecond early"),
@@ -130,6 +126,18 @@ SETTING_EDGES: Final = (
         writer_trace(writer_connection_timeout_ms="1d"),
         Then(tick(86_399_999), nothing, "nothing a millisecond early"),
         Then(tick(86_400_000), failed(_BIND_TIMEOUT), f"{_BIND_TIMEOUT} at 86400000 ms")),
+)
+
+TIMEOUT_LARGEST: Final = (
+    row(f"settings: writerConnectionTimeout {_LONG_MAX} (the largest long, as milliseconds) is accepted and waits",
+        writer_trace(writer_connection_timeout_ms=_LONG_MAX),
+        Then(tick(10**12), nothing, "nothing after 10^12 ms")),
+    row(f"settings: writerConnectionTimeout '{_LONG_MAX}s' saturates at the largest long and waits",
+        writer_trace(writer_connection_timeout_ms=_LONG_MAX + "s"),
+        Then(tick(10**12), nothing, "nothing after 10^12 ms")),
+)
+
+WAIT_AND_SIZE_EDGES: Final = (
     row("settings: networkBufferMaxWaitTimeMs 1 (the smallest positive): a record a millisecond after its buffer "
         "opened flushes it; the periodic flush a millisecond after a buffer opened",
         writer_trace(network_buffer_max_wait_time_ms="1"),
@@ -145,6 +153,9 @@ SETTING_EDGES: Final = (
         writer_trace(network_buffer_size="1"),
         *bind(0), Then(write(0, 0), sends("DATA"), "a DATA for an empty record"),
         Then(write(0, 3), sends("DATA"), "a DATA for the next")),
+)
+
+PERMIT_EDGES: Final = (
     row(f"writer.permit_capacity: networkBufferSize {2**30 - 1}, the largest whose two buffers fit the permits' "
         "bound 2^31-1 (one reader): the second buffer opens at exactly 0 left, the third blocks",
         writer_trace(network_buffer_size=str(2**30 - 1)),
@@ -188,6 +199,9 @@ ACK_EDGES: Final = (
         writer_trace(ack_timeout_ms=1),
         *bind(0), finish(100), Then(tick(100), nothing, "nothing at finish's instant"),
         Then(tick(101), failed(_ACK_TIMEOUT), f"{_ACK_TIMEOUT} a millisecond later")),
+)
+
+ACK_CROSSINGS: Final = (
     row("writer.tick: the ack timeout names the lowest reader still unacknowledged (reader 1 acked first)",
         writer_trace(peers=2, ack_timeout_ms=400),
         *bind(0, 0), *bind(0, 1), finish(0), Then(at(200, ack(0, reader=1)), nothing, "reader 1's ack"),
@@ -221,6 +235,9 @@ SEVERAL_READERS: Final = (
         Then(write(50, 1, peer=0), sends_to(0), "reader 0's is 50 ms old: its DATA"),
         Then(write(79, 1, peer=1), nothing, "reader 1's is 49 ms old: nothing"),
         Then(write(80, 1, peer=1), sends_to(1), "reader 1's is 50 ms old: its DATA")),
+)
+
+WRITER_ANY_ORDER: Final = (
     row("writer._bind: readers bind in another order than their ids; each gets its own queued data from seq 0",
         writer_trace(peers=2),
         write(0, _FILL, peer=0), write(0, _FILL, peer=1), write(0, _FILL, peer=1),
@@ -229,10 +246,14 @@ SEVERAL_READERS: Final = (
              in ([(1, 0), (1, 1)], [(1, "0"), (1, "1")]), "reader 1's DATA 0 and 1"),
         at(0, {"input": "accepted", "peer": 0}),
         Then(at(0, credit(reader=0)), sends_to(0), "reader 0's DATA 0")),
-    row("writer._complete_if_all_ended: acks in another order than the readers' ids; complete after both",
+    row("writer.finish with two open buffers: each reader's last DATA, then its TERMINATION_CONTROL, reader by "
+        "reader; acks in another order than the readers' ids complete the writer after both",
         writer_trace(peers=2),
-        *bind(0, 0), *bind(0, 1), finish(0), Then(at(0, ack(0, reader=1)), no_event("Completed"), "reader 1's ack"),
-        Then(at(0, ack(0, reader=0)), event("Completed"), "complete after reader 0's")),
+        *bind(0, 0), *bind(0, 1), write(0, 1, peer=1), write(0, 1, peer=0),
+        Then(finish(0), lambda a: [(s["to"], s["message"]["type"].split("_")[0]) for s in a["sends"]]
+             == [(0, "DATA"), (0, "TERMINATION"), (1, "DATA"), (1, "TERMINATION")], "DATA, end to 0; DATA, end to 1"),
+        Then(at(0, ack(1, reader=1)), no_event("Completed"), "reader 1's ack"),
+        Then(at(0, ack(1, reader=0)), event("Completed"), "complete after reader 0's")),
 )
 
 # -- a buffer's age after every way its buffer emptied ---------------------------------------------------------
@@ -392,18 +413,30 @@ CONNECT_PEERS: Final = (
 )
 
 DERIVED_AXES: Final = (
-    Derived("settings/derived-each-edge-of-its-domain", Level.MUST, "writer", "Each setting at the edges of its "
-            "domain: the smallest accepted value, the largest, and the permits' bound between networkBufferSize "
-            "and writerMaxMemory at exactly its limit", SETTING_EDGES),
+    Derived("settings/derived-timeout-at-its-edges", Level.MUST, "writer", "writerConnectionTimeout at its "
+            "smallest accepted value (1 ms) and in minutes and days, naming the lowest reader unbound",
+            TIMEOUT_EDGES),
+    Derived("settings/derived-timeout-largest", Level.MUST, "writer", "writerConnectionTimeout at the largest "
+            "long, bare and saturated from seconds, is accepted and waits", TIMEOUT_LARGEST),
+    Derived("settings/derived-wait-and-size-edges", Level.MUST, "writer", "networkBufferMaxWaitTimeMs at 1 and "
+            "-1 (not validated: every record flushed) and networkBufferSize at 1 (threshold 0)",
+            WAIT_AND_SIZE_EDGES),
+    Derived("backpressure/writer-derived-permits-at-their-edges", Level.MUST, "writer", "The permits' bound "
+            "between networkBufferSize and writerMaxMemory at exactly its limit, writerMaxMemory at its largest "
+            "and smallest", PERMIT_EDGES),
     Derived("backpressure/reader-derived-quota-floor-per-writer", Level.MUST, "reader", "A readerMaxMemory "
             "smaller than its number of writers gives each writer the floor of 1 byte, paused and resumed on "
             "its own", QUOTA_EDGES),
     Derived("termination/derived-ack-timeout-edges", Level.SHOULD, "writer", "The opt-in termination-ack "
-            "timeout at 0 and 1 ms, with several readers, for a reader never bound, and against "
-            "writerConnectionTimeout due at the same instant", ACK_EDGES),
+            "timeout at 0 (the first tick at finish's instant) and 1 ms, naming the lowest reader", ACK_EDGES),
+    Derived("termination/derived-ack-timeout-crossings", Level.SHOULD, "writer", "The ack timeout with a reader "
+            "acknowledged first, for a reader never bound, and against writerConnectionTimeout due at the same "
+            "instant", ACK_CROSSINGS),
     Derived("data/writer-derived-several-readers", Level.MUST, "writer", "With several readers: the bind "
             "timeout names the reader still unbound, the periodic flush sends every open buffer, each buffer "
-            "has its own age, readers bind and acknowledge in any order", SEVERAL_READERS),
+            "has its own age", SEVERAL_READERS),
+    Derived("termination/writer-derived-any-order", Level.MUST, "writer", "Readers bind and acknowledge in any "
+            "order; finish sends each reader's last DATA then its terminator, reader by reader", WRITER_ANY_ORDER),
     Derived("data/writer-derived-buffer-age-after-each-flush", Level.MUST, "writer", "A buffer's age counts "
             "from its own opening after every way the previous one emptied: the threshold, its age, the periodic "
             "flush, a producer unblocked", BUFFER_AGE),
