@@ -508,3 +508,21 @@ def connections_at_their_bound(t: SyncTarget, ctx: CaseContext) -> Verdict:
             sock.close()
     return Verdict(not problems, f"{limit - 1} held: answered, {limit - 1} still held; {limit} held: answered, the "
                    f"oldest evicted, {limit - 1} held", "; ".join(problems) or "; ".join(got))
+
+
+def first_once_per_server(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    """``first`` belongs to one response in a server's life, not one per origin or per kind of answer: after a
+    probe that takes it if it is still to be had, two new origins' probes, a put and a replay all have
+    first=false."""
+    from conformance.sync.suite import _cmd, _ids, _probe
+
+    (a, path), (b, _), (spare, _) = _ids(), _ids(), _ids()
+    _probe(t, ctx, spare)
+    outs = [("a new origin's probe", t.put(ctx, _cmd(path, a, None, ()))),
+            ("another new origin's probe", t.put(ctx, _cmd(path, b, None, ()))),
+            ("a new origin's put", t.put(ctx, _cmd(path, b, 1), _batch([(None, 1, "a")]))),
+            ("a replay at durable", t.put(ctx, _cmd(path, b, 1), _batch([(None, 2, "b")])))]
+    got = [f"{what}: first={out.response.first if out.response is not None else 'n/a (error)'}" for what, out in outs]
+    ok = all(out.response is None or not out.response.first for _, out in outs) and all(
+        out.response is not None for _, out in outs[:3])
+    return Verdict(ok, "first=False on each", "; ".join(got))

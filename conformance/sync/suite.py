@@ -1113,6 +1113,8 @@ SUITE = Suite(
            "an unsigned value past its signed type) is refused wherever it is: first, middle or last row, the "
            "second record batch, the second put of a transaction; nothing of the put lands",
            derived_axes.rule_at_each_position, "store"),
+        _c("responses/derived-first-once-per-server", MUST, "first=true is one response in a server's life: new "
+           "origins' probes and puts after it have first=false", derived_axes.first_once_per_server),
         _c("responses/derived-numbers-at-their-bounds", MUST, "Sequence numbers 0 and 2^64-1 are answered as memory "
            "and durable numbers like any other, and a replay at each is acknowledged, not applied",
            derived_axes.numbers_at_their_bounds, "store"),
