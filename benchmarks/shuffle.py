@@ -7,6 +7,12 @@ Figures (the last stdout line is one JSON object with --json):
                         runtime_mb_s over connections authenticated with Spark's AuthEngine and
                         encrypted with AES-CTR / AES-GCM (spark.authenticate); encrypted_vs_plaintext
                         = each / runtime_mb_s
+  writer_owns_input_mb_s {plaintext, ctr, gcm}
+                        runtime_mb_s and encrypted_mb_s with a writer owning its input
+                        (TaskOptions.writer_owns_input: no producer thread; issue 41), each run right after
+                        the serving thread's; writer_owns_input_vs_serving_thread = each / the serving
+                        thread's figure (the default would change if it stayed above 1 encrypted and at
+                        1 or more in plaintext in three quiet runs)
   jvm_mb_s              the same through Spark 4.3.0's own handlers on Spark's transport (a JVM, warmed
                         up); runtime_vs_jvm = runtime_mb_s / jvm_mb_s
   records, pyspark_partitionby_s, streaming_shuffle_s, correct
@@ -42,6 +48,7 @@ import sys
 import threading
 import time
 import zlib
+from dataclasses import replace
 from typing import Any, Callable, Iterable, Iterator
 
 from benchmarks.procstat import cpu_seconds, jvm_pid
@@ -64,6 +71,8 @@ from spec.shuffle.writer import WriterMachine
 MB = 1 << 20
 CHUNK = 32 * 1024
 LOW_LATENCY = TaskOptions(flush_when_idle=True)
+OWNS_INPUT = TaskOptions(writer_owns_input=True)
+"""The writer's task thread drives its machine, a standby serves while the input blocks (issue 41)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -297,20 +306,32 @@ def main(args: argparse.Namespace) -> int:
     print(f"loopback        {figures['loopback_mb_s']:10.1f} MB/s", flush=True)
     figures["machine_us"] = machine_us(50_000 if quick else 200_000, 1_000 if quick else 5_000)
     print("machine µs      " + ", ".join(f"{k} {v}" for k, v in figures["machine_us"].items()), flush=True)
+    owned: dict[str, float] = {}
     figures["runtime_mb_s"] = round(runtime_mb_s(total), 1)
+    owned["plaintext"] = round(runtime_mb_s(total, OWNS_INPUT), 1)
     figures["runtime_vs_loopback"] = round(figures["runtime_mb_s"] / figures["loopback_mb_s"], 2)
     print(f"runtime         {figures['runtime_mb_s']:10.1f} MB/s  ({figures['runtime_vs_loopback']:.2f} of loopback)",
           flush=True)
     figures["runtime_low_latency_mb_s"] = round(runtime_mb_s(total, LOW_LATENCY), 1)
     print(f"runtime, low-latency flush {figures['runtime_low_latency_mb_s']:10.1f} MB/s  "
           f"({figures['runtime_low_latency_mb_s'] / figures['loopback_mb_s']:.2f} of loopback)", flush=True)
-    figures["encrypted_mb_s"] = {cipher.name.lower(): round(runtime_mb_s(total, TaskOptions(auth=AuthConfig(
-        os.urandom(32).hex().encode(), "benchmark", cipher))), 1) for cipher in CipherName}
+    figures["encrypted_mb_s"] = {}
+    for cipher in CipherName:
+        auth = AuthConfig(os.urandom(32).hex().encode(), "benchmark", cipher)
+        figures["encrypted_mb_s"][cipher.name.lower()] = round(runtime_mb_s(total, TaskOptions(auth=auth)), 1)
+        owned[cipher.name.lower()] = round(runtime_mb_s(total, replace(OWNS_INPUT, auth=auth)), 1)
     figures["encrypted_vs_plaintext"] = {name: round(mb_s / figures["runtime_mb_s"], 2)
                                          for name, mb_s in figures["encrypted_mb_s"].items()}
     for name, mb_s in figures["encrypted_mb_s"].items():
         print(f"encrypted {name}   {mb_s:10.1f} MB/s  ({figures['encrypted_vs_plaintext'][name]:.2f} of plaintext)",
               flush=True)
+    figures["writer_owns_input_mb_s"] = owned
+    serving_thread = {"plaintext": figures["runtime_mb_s"], **figures["encrypted_mb_s"]}
+    figures["writer_owns_input_vs_serving_thread"] = {
+        name: round(mb_s / serving_thread[name], 2) for name, mb_s in owned.items()}
+    print("writer owning its input " + ", ".join(
+        f"{name} {mb_s:.1f} MB/s ({figures['writer_owns_input_vs_serving_thread'][name]:.2f} of the serving thread's)"
+        for name, mb_s in owned.items()), flush=True)
     figures["jvm_mb_s"] = round(jvm_mb_s(total), 1)
     figures["runtime_vs_jvm"] = round(figures["runtime_mb_s"] / figures["jvm_mb_s"], 2)
     print(f"spark jvm       {figures['jvm_mb_s']:10.1f} MB/s  (runtime {figures['runtime_vs_jvm']:.2f}x of it)",

@@ -225,23 +225,24 @@ class WriterTask(TaskBase):
         self.reactor.poll(POLL_S if deadline is None else max(0.0, min(POLL_S, deadline - self.clock())))
 
     def _stand_by(self) -> None:
-        """(standby) Every STANDBY_S while the owner takes input: a round that was already running at the last
-        look, or a flush timer due, is served here if the owner is inside ``next()``, else the owner is asked
-        to end its round."""
+        """(standby) Every STANDBY_S while the owner takes input: if it took no record since the last look and
+        is inside ``next()``, serve here until it is back; if its round was already running at the last look,
+        or a flush timer is due, ask it to end its round (it serves the timer and the sockets between rounds)."""
         ownership = self._ownership
         assert ownership is not None
-        seen = -1
+        seen = (-1, 0)
         while not self.cancel.is_set():
             deadline = self._deadline
             ownership.watch(STANDBY_S if deadline is None else max(0.0, min(STANDBY_S, deadline - self.clock())),
                             self.cancel)
             now = self.clock()
-            stale, seen = self._rounds == seen, self._rounds
+            progress = (self._rounds, len(self._waiting))
+            stuck, stale, seen = progress == seen, progress[0] == seen[0], progress
             if self._deadline is not None and now >= self._deadline:
-                stale = True  # the flush timer is due: serve it now
-            if not stale or not ownership.taking:
+                stale = True  # the flush timer is due
+            if not (stuck or stale) or not ownership.taking:
                 continue
-            if not ownership.stand_in():
+            if not stuck or not ownership.stand_in():
                 self._nudged = True
                 continue
             try:
