@@ -151,7 +151,7 @@ class Then(enum.Enum):
     """Not now (busy, unreachable, timed out): wait ``RequestTries.wait`` then try again."""
     RECONNECT = "reconnect"
     """The server is not the one this client last heard from (it refused the put, unrecorded): drop the
-    connection and try again at once; the new connection's probe shows the restart."""
+    connection and try again after the backoff; the new connection's probe shows the restart."""
     FAIL = "fail"
     """The server refused the request itself: the caller sees the refusal."""
 

@@ -342,6 +342,11 @@ RUNTIME_CATALOGUE: tuple[Mutant, ...] = (
        "                self._machine.replay()\n",
        "after a restart the replay starts after the last transaction sent, losing what the server dropped",
        SYNC_CLIENT + SYNC_CRASH),
+    _r("sync-client-put-names-no-server-life", "sync/client.py",
+       "            server_life=self._machine.life,\n",
+       "",
+       "a put names no server life, so a server restarted behind a reconnected channel records it and the "
+       "transactions the old one held are lost", ("tests/sync/test_sync_restart_same_address.py",)),
     # -- the cluster service ----------------------------------------------------------------------
     _r("service-partials-unbounded", "cluster/service.py",
        "        if self._buffered > self.limits.max_buffered_bytes and session.buffered > self.limits.small_partial_bytes:",
