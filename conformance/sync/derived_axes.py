@@ -230,15 +230,19 @@ def _one_put(order: Sequence[str], stored_order: Sequence[str] = CANONICAL) -> F
     return put
 
 
-def _split_batches(t: SyncTarget, ctx: CaseContext, path: str, origin: str) -> list[PutOutcome]:
-    """The change as one put of two record batches (two rows each)."""
-    from conformance.sync.suite import _cmd, do_put
+def _split_batches(empty: bool) -> Form:
+    """The change as one put of two record batches (two rows each), with an empty one between them if ``empty``."""
+    def put(t: SyncTarget, ctx: CaseContext, path: str, origin: str) -> list[PutOutcome]:
+        from conformance.sync.suite import _cmd, do_put
 
-    first = _one_put(CANONICAL)(t, ctx, path, origin)[:1]
-    descs, batch = _two_key_put(CANONICAL, _CHANGE)
-    payload = _cmd(path, origin, 2, descs).to_descriptor_cmd()
-    return first + [do_put(t.location, payload, [batch.slice(0, 2), batch.slice(2)], timeout=ctx.remaining(),
-                           security=t.security)]
+        first = _one_put(CANONICAL)(t, ctx, path, origin)[:1]
+        descs, batch = _two_key_put(CANONICAL, _CHANGE)
+        whole = batch.combine_chunks().to_batches()[0]
+        parts = [whole.slice(0, 2), *([whole.slice(0, 0)] if empty else []), whole.slice(2)]
+        return first + [do_put(t.location, _cmd(path, origin, 2, descs).to_descriptor_cmd(), parts,
+                               timeout=ctx.remaining(), security=t.security)]
+
+    return put
 
 
 def _row_by_row(closing_each: bool) -> Form:
@@ -270,7 +274,8 @@ EQUIVALENT_FORMS: Final[tuple[tuple[str, str, Form], ...]] = (
      _one_put(CANONICAL, ("old_k", "old_id", "new_k", "new_id", "v", "w"))),
     ("value columns in another order", "", _one_put(("old_id", "old_k", "new_id", "new_k", "w", "v"))),
     ("every column in another place", "", _one_put(("w", "new_k", "old_id", "v", "new_id", "old_k"))),
-    ("the put's rows in two record batches", "", _split_batches),
+    ("the put's rows in two record batches", "", _split_batches(False)),
+    ("the put's rows in two record batches around an empty one", "", _split_batches(True)),
     ("a put per row, one transaction", "", _row_by_row(False)),
     ("a transaction per row", "", _row_by_row(True)),
     ("a table named with digits, '-', '_' and nested segments", "/a-b_c/9-x", _one_put(CANONICAL)),

@@ -133,18 +133,21 @@ class PutOutcome:
 
 
 def do_put(
-    location: str, payload: bytes, batches: Sequence[pa.Table], *, timeout: float,
+    location: str, payload: bytes, batches: Sequence[pa.Table | pa.RecordBatch], *, timeout: float,
     security: ClientSecurity = ClientSecurity(), done: bool = True,
 ) -> PutOutcome:
     """One DoPut of ``batches`` under the descriptor ``payload``; ``done=False`` never ends the stream
-    (the call then ends at its deadline, an interrupted put)."""
+    (the call then ends at its deadline, an interrupted put). A table's rows go as its record batches and an empty
+    table as none; a record batch goes as it is, also an empty one."""
     client = security.connect(location)
     try:
         options = flight.FlightCallOptions(timeout=timeout, headers=security.call_headers())
         schema = batches[0].schema if batches else pa.schema([])
         writer, reader = client.do_put(flight.FlightDescriptor.for_command(payload), schema, options=options)
         for batch in batches:
-            if batch.num_rows:
+            if isinstance(batch, pa.RecordBatch):
+                writer.write_batch(batch)
+            elif batch.num_rows:
                 writer.write_table(batch)
         if done:
             writer.done_writing()
