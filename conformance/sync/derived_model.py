@@ -14,7 +14,9 @@ fixed by their seeds, so a case is deterministic.
 
 Pending bytes are the target's own measure, so the size threshold stays out of reach here (its cases are
 in :mod:`conformance.sync.derived`); puts alternate two column orders per table, so every put is an item
-of its own whatever an implementation merges; a walk lasts well under the transaction timeout.
+of its own whatever an implementation merges; the clock never passes a deadline without stopping at it (a
+silent transaction is discarded at its timeout on both sides, and the model's next put is refused as the
+target's must be).
 """
 
 from __future__ import annotations
