@@ -531,3 +531,38 @@ def first_once_per_server(t: SyncTarget, ctx: CaseContext) -> Verdict:
     ok = all(out.response is None or not out.response.first for _, out in outs) and all(
         out.response is not None for _, out in outs[:3])
     return Verdict(ok, "first=False on each", "; ".join(got))
+
+
+def draining_answers_probes_only(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    """Transaction 1 of A is durable and B's transaction is open; once the target drains (``DRAIN``), probes of A,
+    of B and of a new origin are answered with the numbers held, and every other put is refused: B's next put, B's
+    closing put without rows, A's replay at 1, a new origin's put. Nothing of them lands; a restart ends it."""
+    from conformance.sync.suite import _cmd, _ids, _numbers, _probe
+
+    (a, path), (b, _), (c, _) = _ids(), _ids(), _ids()
+    t.put(ctx, _cmd(path, a, 1), _batch([(None, 1, "a")]))
+    t.put(ctx, _cmd(f"{path}_b", b, None), _batch([(None, 1, "b")]))
+    problems, got = [], []
+    try:
+        t.command("DRAIN")
+        for who, origin, want in (("A", a, "memory=1 durable=1"), ("B", b, "memory=None durable=None"),
+                                  ("a new origin", c, "memory=None durable=None")):
+            answer = _probe(t, ctx, origin)
+            got.append(f"probe of {who}: {answer.split(' first=')[0]}")
+            if not answer.startswith(f"accepted=True {want} "):
+                problems.append(got[-1])
+        for what, cmd, rows in (("B's next put", _cmd(f"{path}_b", b, None), [(None, 2, "b")]),
+                                ("B's closing put without rows", _cmd(f"{path}_b", b, 1), []),
+                                ("A's replay at 1", _cmd(path, a, 1), [(None, 2, "replayed")]),
+                                ("a new origin's put", _cmd(path, c, 1), [(None, 3, "c")])):
+            answer = _numbers(t.put(ctx, cmd, _batch(rows)))
+            got.append(f"{what}: {answer[:60]}")
+            if answer.startswith("accepted=True"):
+                problems.append(got[-1])
+        ids = sorted(int(r["id"]) for r in t.table(path))
+        if ids != [1]:
+            problems.append(f"A's table holds ids {ids}, want [1]")
+    finally:
+        t.restart()
+    return Verdict(not problems, "probes answered with the numbers held; each other put refused; A's table [1]",
+                   "; ".join(problems) or "; ".join(got))

@@ -3,7 +3,7 @@
 ``python -m conformance.sync.reference_target --store DIR`` serves this project's sync server
 (``reference.sync.server``) on DIR, flushing after every put, on a clock that starts at 0 and
 moves only when the runner says so, allowing clients the store location ``DIR/allowed``. It prints
-``CAPABILITIES store restart flush-control watermark store-locations truncate put-slots connections`` and ``LISTENING <port>``, then
+``CAPABILITIES store restart flush-control watermark store-locations truncate put-slots connections drain`` and ``LISTENING <port>``, then
 answers the runner's flush-control lines on stdin, one line each (the contract: :mod:`conformance.sync.suite`). The harness embeds the server's endpoint
 (``spec.sync.server.SyncServerEndpoint``) and a clock that moves only when told
 (``conformance.sync.clock.ManualClock``): ``POLICY`` reconfigures the endpoint and has the flusher
@@ -29,7 +29,7 @@ from spec.sync.server import SyncServerEndpoint, recorded_durable  # noqa: E402
 from spec.sync.writer import SyncSettings  # noqa: E402
 
 CAPABILITIES = ("store", "restart", "flush-control", "watermark", "store-locations", "truncate", "put-slots",
-                "connections")
+                "connections", "drain")
 PUT_SLOTS = 4
 """The target's max_concurrent_puts (``put-slots``): few, so holding every slot costs a case little."""
 MAX_CONNECTIONS = 8
@@ -63,6 +63,9 @@ def answer(endpoint: SyncServerEndpoint, clock: ManualClock, line: str, server: 
             return "OK"
         if words == ["PENDING"]:
             return f"PENDING {endpoint.pending_bytes}"
+        if words == ["DRAIN"]:
+            endpoint.start_draining()  # what a shutdown decides first; the transport keeps serving here
+            return "OK"
         if words == ["SLOTS"] and server is not None:
             return f"SLOTS {server.limits.max_concurrent_puts} {server.stats()['running_puts']}"
         if words == ["CONNECTIONS"] and server is not None:

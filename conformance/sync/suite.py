@@ -46,6 +46,9 @@ the bound is refused busy (an error or ``accepted=false``).
 ``CONNECTIONS <max connections> <connections held now>``, and a newcomer at the bound evicts the connection
 doing nothing for longest (a silent one, no handshake, oldest first) and is served.
 
+``drain``: the line ``DRAIN`` (answered ``OK``) makes the target drain as at a shutdown while it still serves
+puts: it answers probes and refuses every other put; only a restart ends it.
+
 Seafowl appends a put to a table's last pending item when their schemas agree, so the cases
 that count items alternate two column orders: every put is then an item of its own.
 """
@@ -1108,6 +1111,9 @@ SUITE = Suite(
         _c("admission/derived-connections-at-their-bound", SHOULD, "With max_connections - 1 silent connections "
            "held a put is served and evicts none; at the cap a put is served and evicts the oldest silent one",
            derived_axes.connections_at_their_bound, "connections"),
+        _c("admission/derived-draining-answers-probes-only", SHOULD, "A draining server answers probes with the "
+           "numbers it holds and refuses every other put (with rows, closing without rows, a replay)",
+           derived_axes.draining_answers_probes_only, "drain", "restart", "store"),
         _c("apply/derived-equivalent-inputs-same-rows", MUST, "The same change with key or value columns in "
            "another order, split over record batches, as puts of one transaction or as transactions, or to another "
            "name of the grammar, is accepted and leaves the same rows", derived_axes.equivalent_inputs_same_rows,
