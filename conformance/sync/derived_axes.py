@@ -566,3 +566,29 @@ def draining_answers_probes_only(t: SyncTarget, ctx: CaseContext) -> Verdict:
         t.restart()
     return Verdict(not problems, "probes answered with the numbers held; each other put refused; A's table [1]",
                    "; ".join(problems) or "; ".join(got))
+
+
+def squash_leaves_open_transaction(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    """Two closed transactions of A insert keys and delete them again in table T; A's third, open, puts to T too.
+    At the size threshold T is squashed: only the closed transactions' items are (the open one may yet be dropped),
+    so they squash to nothing and nothing is flushed. The open transaction is then discarded at its timeout: once
+    flushed, A's durable number is 2 and T holds none of the keys."""
+    from conformance.sync.suite import HELD_S, SQUASHED_AWAY_ROWS, _cmd, _ids, _pending_bytes, _policy, _probe
+
+    origin, path = _ids()
+    keys = range(SQUASHED_AWAY_ROWS)
+    with _policy(t):
+        t.put(ctx, _cmd(path, origin, 1), _batch([(None, k, "a") for k in keys]))
+        t.put(ctx, _cmd(path, origin, 2), _batch([(k, None, None) for k in keys]))
+        t.put(ctx, _cmd(path, origin, None), _batch([(None, SQUASHED_AWAY_ROWS, "open")]))
+        t.command(f"POLICY {HELD_S} 1000000 {max(1, _pending_bytes(t) // 4)}")
+        _advance(t, 0.0)
+        squashed = _probe(t, ctx, origin)
+        t.command(f"POLICY {HELD_S} 1000000 {2**62}")
+        _advance(t, SyncSettings().transaction_timeout_s)
+    after = _probe(t, ctx, origin)
+    rows = t.table(path) if os.path.isdir(os.path.join(t.store, path, "_delta_log")) else []
+    ok = squashed.startswith("accepted=True memory=2 durable=None ") and after.startswith(
+        "accepted=True memory=2 durable=2 ") and rows == []
+    return Verdict(ok, "after the squash: memory=2 durable=None; the open transaction discarded, then flushed: "
+                   "durable=2, T empty", f"{squashed.split(' first=')[0]}; {after.split(' first=')[0]}; T {rows[:3]}")

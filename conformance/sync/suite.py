@@ -1122,6 +1122,9 @@ SUITE = Suite(
            "an unsigned value past its signed type) is refused wherever it is: first, middle or last row, the "
            "second record batch, the second put of a transaction; nothing of the put lands",
            derived_axes.rule_at_each_position, "store"),
+        _c("flush/derived-squash-leaves-open-transaction", SHOULD, "At the size threshold only closed transactions "
+           "are squashed: an open one's put stays apart, and once it is discarded the closed ones still land",
+           derived_axes.squash_leaves_open_transaction, "flush-control", "store"),
         _c("responses/derived-first-once-per-server", MUST, "first=true is one response in a server's life: new "
            "origins' probes and puts after it have first=false", derived_axes.first_once_per_server),
         _c("responses/derived-numbers-at-their-bounds", MUST, "Sequence numbers 0 and 2^64-1 are answered as memory "
