@@ -20,6 +20,7 @@ from conformance.framework import Level
 from conformance.shuffle.suite.deadline_cases import CONNECT_TIMEOUT
 from conformance.shuffle.suite.derived_cases import (
     CONNECT_FAILED,
+    N,
     SOCKETS,
     TIMEOUT_MS,
     WAIT_MS,
@@ -104,8 +105,8 @@ def written(t: int, peer: int, seq: int) -> dict[str, Any]:
 
 _ACK_TIMEOUT = TerminationAckTimeout.condition
 _BIND_TIMEOUT = WriterConnectionTimeout.condition
-_FILL: Final = 1024 * 9 // 10 - 4
-"""A record filling a buffer of the rows' networkBufferSize (1024) to its flush threshold."""
+_FILL: Final = N * 9 // 10 - 4
+"""A record filling a buffer of the rows' networkBufferSize to its flush threshold."""
 _LONG_MAX: Final = str(2**63 - 1)
 _MAP_ID: Final = 11
 """A directory id other than the partition id (a later job)."""
@@ -330,6 +331,11 @@ WRITER_EQUIVALENTS: Final = (
         at(0, {"input": "accepted", "peer": 0}), Then(at(0, {"input": "closed", "peer": 0}), nothing, "nothing"),
         at(10, {"input": "accepted", "peer": 0}), Then(at(10, credit()), event("Bound"), "bound on the second"),
         Then(write(10, _FILL), sends("DATA"), "a DATA to it")),
+    row("writer.tick: neither an accepted connection nor its close before a CREDIT restarts writerConnectionTimeout",
+        writer_trace(),
+        at(500, {"input": "accepted", "peer": 0}), at(600, {"input": "closed", "peer": 0}),
+        at(700, {"input": "accepted", "peer": 0}), Then(tick(TIMEOUT_MS - 1), nothing, "nothing a millisecond early"),
+        Then(tick(TIMEOUT_MS), failed(_BIND_TIMEOUT, readerId="0"), f"{_BIND_TIMEOUT} from the start")),
 )
 
 READER_CROSSINGS: Final = (
