@@ -663,15 +663,18 @@ def departures() -> str:
                         ((d.what, d.seafowl, d.here, _code_name(d.code)) for d in _DEPARTURES)))
 
 
-def _placeholder(name: str, annotation: str) -> object:
-    """A stand-in argument named after its parameter: ``<origin>``, 7, None, ``[<problems>]``."""
-    return {"int": 7, "float": 7.5, "int | None": None, "list[str]": [f"<{name}>"]}.get(annotation, f"<{name}>")
+def _placeholder(name: str, annotation: str, position: int) -> object:
+    """A stand-in argument named after its parameter: ``<origin>``, 7, None, ``[<problems>]``; numbers differ by
+    ``position`` so two of them in one text are told apart."""
+    stand_ins = {"int": 7 + position, "float": 7.5 + position, "int | None": None, "list[str]": [f"<{name}>"]}
+    return stand_ins.get(annotation, f"<{name}>")
 
 
 def _error_example(cls: type[errors.SyncError]) -> errors.SyncError:
     """An instance with placeholder arguments, so its text shows where each value goes."""
     parameters = list(inspect.signature(cls.__init__).parameters.items())[1:]
-    arguments: dict[str, Any] = {name: _placeholder(name, str(p.annotation)) for name, p in parameters}
+    arguments: dict[str, Any] = {name: _placeholder(name, str(p.annotation), position)
+                                 for position, (name, p) in enumerate(parameters)}
     return cls(**arguments)
 
 
