@@ -52,6 +52,7 @@ CASE_SECTIONS: Final[Mapping[str, Mapping[str, str]]] = {
         "sequence/": "docs/spec/sync.md#sequence-rule",
         "admission/": "docs/spec/sync.md#departures-from-seafowl",
         "responses/": "docs/spec/sync.md#durable-rule",
+        "responses/derived-first-": "docs/spec/sync.md#probe",
     },
     "cluster": {
         "membership/": "docs/spec/cluster.md#model",

@@ -533,6 +533,35 @@ def first_once_per_server(t: SyncTarget, ctx: CaseContext) -> Verdict:
     return Verdict(ok, "first=False on each", "; ".join(got))
 
 
+FIRST_KINDS: Final = ("a busy answer (accepted=false)", "a new origin's put")
+"""The kinds of answer a server's life can start with beside a probe (``restart/first``, ``probe/first-after-start``)."""
+
+
+def first_on_any_kind_of_answer(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    """After each restart, the first answer carries first=true whatever its kind (:data:`FIRST_KINDS`; a busy one
+    under a high-watermark of 1 byte), and the answer after it first=false."""
+    from conformance.sync.derived_writer import _held
+    from conformance.sync.suite import _cmd, _ids, _numbers, _policy
+
+    got, problems = [], []
+    for kind in FIRST_KINDS:
+        origin, path = _ids()
+        t.restart()
+        with _policy(t):
+            if kind == FIRST_KINDS[0]:
+                _held(t, watermark=1)
+            first = t.put(ctx, _cmd(path, origin, 1), _batch([(None, 1, "a")]))
+            _held(t)
+            after = t.put(ctx, _cmd(path, origin, 2), _batch([(None, 2, "b")]))
+        busy = kind == FIRST_KINDS[0]
+        got.append(f"{kind}: {_numbers(first)}, then {_numbers(after)}")
+        if not (first.response is not None and first.response.first and first.response.accepted is not busy
+                and after.response is not None and not after.response.first):
+            problems.append(kind)
+    return Verdict(not problems, "after each restart: first=True on the first answer (busy; a put), first=False on "
+                   "the next", "; ".join(got))
+
+
 def draining_answers_probes_only(t: SyncTarget, ctx: CaseContext) -> Verdict:
     """Transaction 1 of A is durable and B's transaction is open; once the target drains (``DRAIN``), probes of A,
     of B and of a new origin are answered with the numbers held, and every other put is refused: B's next put, B's

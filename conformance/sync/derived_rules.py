@@ -62,6 +62,11 @@ class Row:
     """The put's sequence number, what ``memory`` must be once it is accepted."""
 
 
+def _wrapped(type_url: str) -> Callable[[SyncCommand], bytes]:
+    """The command in an ``Any`` naming ``type_url``."""
+    return lambda cmd: any_pb2.Any(type_url=type_url, value=cmd.encode()).SerializeToString()
+
+
 def _extra(name: str, array: pa.Array, role: int = VALUE) -> tuple[tuple[ColumnDescriptor, ...], dict[str, pa.Array]]:
     """The base put with one more column (batch name ``x_col``, descriptor ``name``)."""
     return BASE_DESCS + _descs((role, name)), {**_base(), "x_col": array}
@@ -102,8 +107,9 @@ SEAFOWL_ROWS: Final[tuple[Row, ...]] = (
         "Change requested but old and new PK columns are not the same"),
     Row("a CHANGED column is boolean and names a VALUE column", "CHANGED v (boolean) with VALUE v",
         BASE_DESCS + _descs((CHANGED, "v")), {**_base(), "changed_v": pa.array([True])}, None),
-    Row("the command names its type", "type_url DataSyncCommandX", BASE_DESCS, _base(), INVALID,
-        raw=lambda cmd: any_pb2.Any(type_url="DataSyncCommandX", value=cmd.encode()).SerializeToString()),
+    *(Row("the command names its type, compared exactly", f"type_url {url}", BASE_DESCS, _base(), INVALID,
+          raw=_wrapped(url))
+      for url in ("DataSyncCommandX", "XDataSyncCommand", "/DataSyncCommand", "type.googleapis.com/DataSyncCommand")),
     Row("sequence numbers are uint64", "sequence 2^64-1 closes a transaction", BASE_DESCS, _base(), None,
         sequence=2**64 - 1),
     Row("sequence numbers are uint64", "sequence 0 closes a transaction", BASE_DESCS, _base(), None, sequence=0),
@@ -157,6 +163,12 @@ def _name_of_bytes(total: int) -> Callable[[str], str]:
     return name
 
 
+def _sent_as(total: int, spelled: Callable[[str], str]) -> Callable[[str], str]:
+    """A name of exactly ``total`` bytes, sent spelled another way that normalizes to it (a bound applies to the
+    normalized name, not to the path as sent)."""
+    return lambda path: spelled(_name_of_bytes(total)(path))
+
+
 def _format(value: int) -> Callable[[SyncCommand, SyncTarget], SyncCommand]:
     return lambda cmd, t: SyncCommand(**{**vars(cmd), "format": value})
 
@@ -183,6 +195,12 @@ NAME_ROWS: Final[tuple[Row, ...]] = (
     Row("a name is at most 1,024 bytes", f"{MAX_NAME_BYTES + 1} bytes", BASE_DESCS, _base(), INVALID,
         path=_name_of_bytes(MAX_NAME_BYTES + 1)),
     Row("a name is normalized", "'a//b/' (empty segments dropped)", BASE_DESCS, _base(), None, path=_below("//b/")),
+    Row("a name is bounded once normalized", f"{MAX_NAME_BYTES} bytes and a trailing '/'", BASE_DESCS, _base(), None,
+        path=_sent_as(MAX_NAME_BYTES, lambda name: name + "/")),
+    Row("a name is bounded once normalized", f"{MAX_NAME_BYTES} bytes with one '/' doubled", BASE_DESCS, _base(),
+        None, path=_sent_as(MAX_NAME_BYTES, lambda name: name.replace("/", "//", 1))),
+    Row("a name is bounded once normalized", f"{MAX_NAME_BYTES + 1} bytes and a trailing '/'", BASE_DESCS, _base(),
+        INVALID, path=_sent_as(MAX_NAME_BYTES + 1, lambda name: name + "/")),
     Row("the format is Delta", "ICEBERG", BASE_DESCS, _base(), flight.FlightInternalError, command=_format(TableFormat.ICEBERG)),
     Row("the format is Delta", "format 2 (unknown)", BASE_DESCS, _base(), flight.FlightInternalError, command=_format(2)),
 )
@@ -243,3 +261,42 @@ def rows_case(rows: Sequence[Row]) -> Callable[[SyncTarget, CaseContext], Verdic
                        f"{len(rows) - refused} nearest valid ones accepted)",
                        f"{len(problems)} rows differ: " + "; ".join(problems[:3]) if problems else "every row as it says")
     return check
+
+
+EVOLVED_DESCS: Final = BASE_DESCS + _descs((VALUE, "w"))
+
+
+def _evolved(rows: Sequence[tuple[int, str | None, object]], w_type: pa.DataType = pa.int64()) -> pa.Table:
+    """Upserts of ``(id, v, w)`` (old key null), w of ``w_type``."""
+    return pa.table({"old_id": pa.array([None] * len(rows), pa.int64()),
+                     "new_id": pa.array([r[0] for r in rows], pa.int64()),
+                     "v": pa.array([r[1] for r in rows], pa.string()),
+                     "x_col": pa.array([r[2] for r in rows], w_type)})
+
+
+def schema_evolution_accepted(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    """Every valid evolution of a table (k, v) is taken: a put bringing a value column w the table lacks (the
+    table gains w, its earlier rows null), also with w first among the values, then a put leaving w out (w's
+    stored values kept); the nearest invalid one, w again of another type, is refused and writes nothing."""
+    from conformance.sync.suite import _cmd, _ids, _numbers
+
+    origin, path = _ids()
+    w_first = _descs((OLD, "id"), (NEW, "id"), (VALUE, "w"), (VALUE, "v"))
+    puts = [("the table (id, v)", BASE_DESCS, pa.table(_base()), True),
+            ("a new value column w", EVOLVED_DESCS, _evolved([(2, "b", 7)]), True),
+            ("w first among the values", w_first, _evolved([(3, "c", 8)]).select(["old_id", "new_id", "x_col", "v"]),
+             True),
+            ("w left out", BASE_DESCS, pa.table({**_base(), "new_id": pa.array([2], pa.int64()),
+                                                 "v": pa.array(["b2"])}), True),
+            ("w as a string (nearest invalid)", EVOLVED_DESCS, _evolved([(4, "d", "x")], pa.string()), False)]
+    got, problems = [], []
+    for seq, (what, descs, batch, taken) in enumerate(puts, start=1):
+        answer = _numbers(t.put(ctx, _cmd(path, origin, seq, descs), batch))
+        got.append(f"{what}: {answer.split(' durable=')[0]}")
+        if answer.startswith(f"accepted=True memory={seq} ") != taken or (
+                not taken and "TABLE_SCHEMA_MISMATCH" not in answer):
+            problems.append(what)
+    rows = t.table(path)
+    want = [{"id": 1, "v": "a", "w": None}, {"id": 2, "v": "b2", "w": 7}, {"id": 3, "v": "c", "w": 8}]
+    return Verdict(not problems and rows == want, f"the four valid puts taken, the string w refused; rows {want}",
+                   "; ".join(got) + f"; rows {rows}")

@@ -1048,6 +1048,10 @@ SUITE = Suite(
         _c("confinement/derived-names-at-their-bounds", MUST, "Each rule of a table name (characters, segments, "
            "1,024 bytes) and of the format at its smallest violating input is refused and at its nearest valid one "
            "accepted", derived_rules.rows_case(derived_rules.NAME_ROWS)),
+        _c("schema/derived-evolution-accepted", SHOULD, "Every valid evolution of a table is taken: a put "
+           "bringing a value column the table lacks (earlier rows null), also placed first among the values, then "
+           "a put leaving it out (its values kept); the same column of another type is refused",
+           derived_rules.schema_evolution_accepted, "store"),
         _c("confinement/derived-store-location-boundary", SHOULD, "A store location is allowed at and below the "
            "allowed one at a '/' boundary, refused beside it (a longer name with the same prefix) or through '..'",
            derived_rules.rows_case(derived_rules.LOCATION_ROWS), "store-locations"),
@@ -1127,6 +1131,9 @@ SUITE = Suite(
            derived_axes.squash_leaves_open_transaction, "flush-control", "store"),
         _c("responses/derived-first-once-per-server", MUST, "first=true is one response in a server's life: new "
            "origins' probes and puts after it have first=false", derived_axes.first_once_per_server),
+        _c("responses/derived-first-on-any-kind-of-answer", MUST, "first=true is on the first answer of a server's "
+           "life whatever its kind: a busy answer (accepted=false), a new origin's put; the next answer has "
+           "first=false", derived_axes.first_on_any_kind_of_answer, "restart", "flush-control", "watermark"),
         _c("responses/derived-numbers-at-their-bounds", MUST, "Sequence numbers 0 and 2^64-1 are answered as memory "
            "and durable numbers like any other, and a replay at each is acknowledged, not applied",
            derived_axes.numbers_at_their_bounds, "store"),
