@@ -4,7 +4,8 @@
 - a flush rule with several tables, the rule's table not the oldest (the count rule);
 - the lag window after every way a queue empties without a flush: a replay closing the open transaction, the
   transaction discarded at its timeout;
-- a server limit at its bound on both sides: put slots (capability ``put-slots``);
+- a server limit at its bound on both sides: put slots (capability ``put-slots``); a put's bytes summed over its
+  messages (capability ``put-bound``);
 - equivalent inputs give the same rows: key or value columns in another order, interleaved columns, a put's
   rows split over record batches, the same change as one put, several puts of one transaction or several
   transactions, another table name of the grammar;
@@ -96,6 +97,43 @@ def lag_after_queue_emptied(t: SyncTarget, ctx: CaseContext) -> Verdict:
             problems.append(way)
     return Verdict(not problems, "after each way: nothing pending; B's put durable=None, a tick before its own lag "
                    "durable=None, at it durable=1; Y never gets A's rows", "; ".join(got))
+
+
+# -- a put's bytes summed over its messages, at the bound ----------------------------------------------
+
+PUT_BOUND_MAX: Final = 64 * 1024 * 1024
+"""The largest ``PUTBOUND`` a case passes (the contract's cap: the case sends about twice it)."""
+
+
+def _messages(total: int, parts: int) -> pa.Table:
+    """One put's rows as ``parts`` record batches of one upsert each, ``total`` bytes of values in all."""
+    batches = [pa.record_batch({"old_id": pa.array([None], pa.int64()), "new_id": pa.array([i + 1], pa.int64()),
+                                "v": pa.array(["x" * (total // parts)])}) for i in range(parts)]
+    return pa.Table.from_batches(batches)
+
+
+def put_bound_over_messages(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    """A put's bytes are summed over its messages: a put of two (and of three) messages, each well under the
+    high-watermark, together a fifth over it, is refused for good (RESOURCE_EXHAUSTED, nothing kept), not answered
+    accepted=false; the nearest valid one, the same messages together a fifth under it, is taken."""
+    from conformance.sync.suite import _cmd, _ids, _numbers
+
+    words = t.control("PUTBOUND").split()
+    if words[:1] != ["PUTBOUND"] or len(words) != 2 or not words[1].isdigit() or int(words[1]) > PUT_BOUND_MAX:
+        raise RuntimeError(f"'PUTBOUND' answered {' '.join(words)!r}, not PUTBOUND <bytes> (at most {PUT_BOUND_MAX})")
+    bound = int(words[1])
+    got, problems = [], []
+    for parts in (2, 3):
+        origin, path = _ids()
+        over = t.put(ctx, _cmd(path, origin, 1), _messages(bound * 6 // 5, parts))
+        under = t.put(ctx, _cmd(path, origin, 1), _messages(bound * 4 // 5, parts))
+        got.append(f"{parts} messages a fifth over: {_numbers(over)[:160]}; a fifth under: {_numbers(under)}")
+        if not (over.error is not None and "PUT_TOO_LARGE" in over.error_text):
+            problems.append(f"{parts} over")
+        if not _numbers(under).startswith("accepted=True memory=1 "):
+            problems.append(f"{parts} under")
+    return Verdict(not problems, "two and three messages together a fifth over the bound: PUT_TOO_LARGE "
+                   "(RESOURCE_EXHAUSTED); a fifth under it: accepted memory=1", "; ".join(got))
 
 
 # -- put slots at their bound --------------------------------------------------------------------------

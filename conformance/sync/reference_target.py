@@ -3,7 +3,7 @@
 ``python -m conformance.sync.reference_target --store DIR`` serves this project's sync server
 (``reference.sync.server``) on DIR, flushing after every put, on a clock that starts at 0 and
 moves only when the runner says so, allowing clients the store location ``DIR/allowed``. It prints
-``CAPABILITIES store restart flush-control watermark store-locations truncate put-slots connections drain`` and ``LISTENING <port>``, then
+``CAPABILITIES store restart flush-control watermark store-locations truncate put-slots connections drain put-bound`` and ``LISTENING <port>``, then
 answers the runner's flush-control lines on stdin, one line each (the contract: :mod:`conformance.sync.suite`). The harness embeds the server's endpoint
 (``spec.sync.server.SyncServerEndpoint``) and a clock that moves only when told
 (``conformance.sync.clock.ManualClock``): ``POLICY`` reconfigures the endpoint and has the flusher
@@ -29,9 +29,12 @@ from spec.sync.server import SyncServerEndpoint, recorded_durable  # noqa: E402
 from spec.sync.writer import SyncSettings  # noqa: E402
 
 CAPABILITIES = ("store", "restart", "flush-control", "watermark", "store-locations", "truncate", "put-slots",
-                "connections", "drain")
+                "connections", "drain", "put-bound")
 PUT_SLOTS = 4
 """The target's max_concurrent_puts (``put-slots``): few, so holding every slot costs a case little."""
+HIGH_WATERMARK = 16 * 1024 * 1024
+"""The target's own high-watermark (``put-bound``: one put's bytes at most, what it holds at most): small, so a case
+passes it with two messages of a few MiB; above any other case's pending data."""
 MAX_CONNECTIONS = 8
 """The target's max_connections (``connections``): above the put slots, so every slot can be held."""
 SILENCE_TIMEOUT_S = 60.0
@@ -52,7 +55,8 @@ def answer(endpoint: SyncServerEndpoint, clock: ManualClock, line: str, server: 
             if lag < 0 or count < 1 or size < 1 or (watermark is not None and watermark < 0):
                 return "ERROR thresholds must be lag >= 0, count >= 1, bytes >= 1, watermark >= 0"
             endpoint.reconfigure(replace(endpoint.settings, max_replication_lag_s=lag, max_syncs_per_url=count,
-                                         max_in_memory_bytes=size, high_watermark_bytes=watermark))
+                                         max_in_memory_bytes=size,
+                                         high_watermark_bytes=HIGH_WATERMARK if watermark is None else watermark))
             clock.ring_all()  # the flusher looks again under the new policy before the answer
             return "OK"
         if words[:1] == ["ADVANCE"] and len(words) == 2:
@@ -68,6 +72,8 @@ def answer(endpoint: SyncServerEndpoint, clock: ManualClock, line: str, server: 
             return "OK"
         if words == ["SLOTS"] and server is not None:
             return f"SLOTS {server.limits.max_concurrent_puts} {server.stats()['running_puts']}"
+        if words == ["PUTBOUND"] and server is not None:
+            return f"PUTBOUND {server.limits.high_watermark}"
         if words == ["CONNECTIONS"] and server is not None:
             return f"CONNECTIONS {server.limits.max_connections} {server.stats()['connections']}"
     except ValueError:
@@ -82,7 +88,7 @@ def main() -> int:
     clock = ManualClock(wakes_at_deadlines=True)
     store = DeltaStore(args.store)
     store.check_writable()
-    endpoint = SyncServerEndpoint(SyncSettings(max_replication_lag_s=0.0), recorded_durable(store.recorded_durable()))
+    endpoint = SyncServerEndpoint(SyncSettings(max_replication_lag_s=0.0, high_watermark_bytes=HIGH_WATERMARK), recorded_durable(store.recorded_durable()))
     server = SyncServer(store, endpoint=endpoint, clock=clock, maintenance_interval_s=0, max_concurrent_puts=PUT_SLOTS,
                         max_connections=MAX_CONNECTIONS, handshake_timeout_s=SILENCE_TIMEOUT_S,
                         idle_timeout_s=SILENCE_TIMEOUT_S,

@@ -46,6 +46,10 @@ the bound is refused busy (an error or ``accepted=false``).
 ``CONNECTIONS <max connections> <connections held now>``, and a newcomer at the bound evicts the connection
 doing nothing for longest (a silent one, no handshake, oldest first) and is served.
 
+``put-bound``: the target refuses for good a put whose messages together pass its high-watermark (its bytes summed
+over every message, each under it), ``RESOURCE_EXHAUSTED``, not ``accepted=false``: such a put could never be taken;
+the line ``PUTBOUND`` is answered ``PUTBOUND <bytes>``, at most 64 MiB so that a case passes it cheaply.
+
 ``drain``: the line ``DRAIN`` (answered ``OK``) makes the target drain as at a shutdown while it still serves
 puts: it answers probes and refuses every other put; only a restart ends it.
 
@@ -1109,6 +1113,9 @@ SUITE = Suite(
         _c("flush/derived-policy-at-its-smallest-values", MUST, "max_syncs_per_url 1, max_replication_lag_s 0 "
            "and max_in_memory_bytes 1 flush a put at once; a lag of one tick waits that tick",
            derived_axes.policy_at_smallest_values, "flush-control"),
+        _c("admission/derived-put-bound-over-messages", SHOULD, "A put whose messages, each under the high-watermark, "
+           "together pass it is refused for good (RESOURCE_EXHAUSTED), not answered accepted=false; together under "
+           "it, it is taken", derived_axes.put_bound_over_messages, "put-bound"),
         _c("admission/derived-put-slots-at-their-bound", SHOULD, "With every put slot but one held a put is "
            "served; with every slot held it is refused busy; once one is freed a put is served again",
            derived_axes.put_slots_at_their_bound, "put-slots"),
