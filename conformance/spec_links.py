@@ -34,6 +34,8 @@ CASE_SECTIONS: Final[Mapping[str, Mapping[str, str]]] = {
         "shuffle/failure/": "docs/spec/shuffle.md#failures",
         "shuffle/auth/": "docs/spec/auth.md#handshake",
         "shuffle/settings/": "docs/spec/shuffle.md#settings",
+        "shuffle/framing/reader-derived-first-rule-of-two": "docs/spec/shuffle.md#message-data",
+        "shuffle/handshake/writer-derived-ids-against-binding": "docs/spec/shuffle.md#channel-ids",
     },
     "sync": {
         "probe/": "docs/spec/sync.md#probe",
@@ -78,6 +80,7 @@ CASE_SECTIONS: Final[Mapping[str, Mapping[str, str]]] = {
         "wire/derived-every-frame-moves-the-silence-deadline": "docs/spec/cluster.md#the-services-end-servicesession",
         "membership/derived-every-operation-in-delivery-order": "docs/spec/cluster.md#notifications",
         "wire/derived-every-setting-at-its-bound": "docs/spec/cluster.md#failure-policy",
+        "wire/derived-admission-checks-in-order": "docs/spec/cluster.md#the-services-end-servicesession",
         "shardlog/derived-cas-writer-retries": "docs/spec/cluster.md#cas",
     },
 }

@@ -9,13 +9,20 @@ listens."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 from conformance.cluster.harness import ClusterTarget, verdict
 from conformance.cluster.service_wire import RawConnection, ServiceAddress
 from conformance.framework import CaseContext, CaseTimeout, Verdict
 from spec.cluster import wire
 from spec.cluster.detector import MAX_TIMING_MS
-from spec.cluster.errors import ClusterError, ProviderUnavailable, Unauthenticated
+from spec.cluster.errors import (
+    ClusterError,
+    FrameTooLarge,
+    InvalidIdentifier,
+    ProviderUnavailable,
+    Unauthenticated,
+)
 from spec.cluster.wire import ServiceKind, ServiceMessage
 
 SECRET = "s3cret-\u00e9"
@@ -119,3 +126,78 @@ def every_setting_at_its_bound(target: ClusterTarget, ctx: CaseContext) -> Verdi
     return verdict(f"{sum(s.allowed for s in SETTINGS)} settings at the edge of their domain served as configured "
                    f"(timing told, session bound, secret admitting exactly its HELLOs), "
                    f"{sum(not s.allowed for s in SETTINGS)} just past it refused", problems[:4])
+
+
+BAD_ID: Final = "no spaces!"
+"""A node id outside the id grammar (spec/cluster/types.py ``check_id``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """A stranger's first frame breaking several admission rules, and the refusal of the one checked first."""
+
+    what: str
+    node: str
+    secret: str
+    refused: type[ClusterError]
+    oversized: bool = False
+
+
+ADMISSION_FREE: Final = (
+    Admission("a wrong secret and an invalid node id", BAD_ID, "wrong", Unauthenticated),
+    Admission("the secret and an invalid node id", BAD_ID, SECRET, InvalidIdentifier),
+    Admission("a frame past MAX_HELLO_BYTES from a stranger without the secret", BAD_ID, "wrong", FrameTooLarge,
+              oversized=True),
+)
+"""With a slot free: the frame bound, then the secret, then the node id."""
+ADMISSION_FULL: Final = (
+    Admission("a wrong secret at capacity", "newcomer", "wrong", Unauthenticated),
+    Admission("a wrong secret and an invalid node id at capacity", BAD_ID, "wrong", Unauthenticated),
+    Admission("a wrong secret and the id of the node served, at capacity", "holder", "wrong", Unauthenticated),
+    Admission("the secret and an invalid node id at capacity", BAD_ID, SECRET, ProviderUnavailable),
+    Admission("the secret and the id of the node served, at capacity", "holder", SECRET, ProviderUnavailable),
+    Admission("a frame past MAX_HELLO_BYTES at capacity", "newcomer", "wrong", FrameTooLarge, oversized=True),
+)
+"""With the one slot taken (by ``holder``): the frame bound, the secret, then the capacity, then the node id."""
+
+
+def _admission_problem(address: ServiceAddress, case: Admission) -> str | None:
+    with RawConnection(address) as raw:
+        if case.oversized:
+            raw.send(wire.FRAME_HEADER.build(wire.MAX_HELLO_BYTES + 1))  # the header alone decides
+        else:
+            raw.send(wire.encode(ServiceKind.HELLO, 1, node_id=case.node, secret=case.secret, takeover="",
+                                 resume=False, resume_after=0))
+        reply, _ = raw.until(ServiceKind.WELCOME, ServiceKind.ERROR)
+    if _refused(reply, case.refused):
+        return None
+    return f"{case.what}: answered {reply and (reply.kind.name, reply.payload)}, not {case.refused.__name__} " \
+           f"(code {case.refused.code})"
+
+
+def admission_checks_in_order(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    """A service with a secret serving one session: HELLOs breaking two or three of the admission rules (the
+    frame bound, the secret, the session bound, the node id's grammar and its use) are refused as the rule the
+    spec checks first (spec/cluster/session.py ``ServiceSession._read``), with a slot free and at capacity."""
+    assert target.configure is not None and target.unconfigure is not None and target.url is not None
+    host = ServiceAddress.parse(target.url).host
+    problems: list[str] = []
+    try:
+        served = target.configure(1000, 2000, 1, SECRET)
+        if isinstance(served, str):
+            return verdict("", [f"a service with a secret and one session was refused ({served[:120]})"])
+        address = ServiceAddress(host, served, "")
+        problems += filter(None, (_admission_problem(address, case) for case in ADMISSION_FREE))
+        with RawConnection(address) as holder:
+            holder.send(wire.encode(ServiceKind.HELLO, 1, node_id="holder", secret=SECRET, takeover="",
+                                    resume=False, resume_after=0))
+            welcome, _ = holder.until(ServiceKind.WELCOME, ServiceKind.ERROR)
+            if welcome is None or welcome.kind is not ServiceKind.WELCOME:
+                return verdict("", problems + [f"the one node's HELLO was answered {welcome and welcome.payload}"])
+            problems += filter(None, (_admission_problem(address, case) for case in ADMISSION_FULL))
+    except (CaseTimeout, OSError) as failed:
+        problems.append(str(failed))
+    finally:
+        target.unconfigure()
+    return verdict(f"{len(ADMISSION_FREE) + len(ADMISSION_FULL)} HELLOs each breaking two or more admission rules "
+                   "are refused as the first rule in order: frame bound, secret, session bound, node id", problems[:4])

@@ -1177,6 +1177,10 @@ CASES = [
          "(heartbeat 1 ms and 0, fail_after exactly twice the heartbeat and 1 ms short, fail_bound at the wire's "
          "u32 and past it, one session, no secret, a blank one, a set one): served as configured or refused",
          settings_cases.every_setting_at_its_bound, frozenset({SERVICE, CONFIGURE})),
+    case("wire/derived-admission-checks-in-order", "HELLOs breaking two or three admission rules at once (a wrong "
+         "secret, the one session taken, an invalid or a served node id, a frame past MAX_HELLO_BYTES), with a slot "
+         "free and at capacity: refused as the rule checked first (frame bound, secret, session bound, node id)",
+         settings_cases.admission_checks_in_order, frozenset({SERVICE, CONFIGURE})),
     case("wire/resume-repeats-nothing", "a resumed session is not notified again of what it saw",
          wire_cases.resume_repeats_nothing, frozenset({SERVICE}), Level.SHOULD),
     case("failure/failover-race", "the failover race has exactly one winner that everyone learns", failover_race),

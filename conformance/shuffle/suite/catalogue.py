@@ -75,6 +75,7 @@ from conformance.shuffle.suite.reader_cases import (
     r_writer_closes_early,
     raw_bytes,
     reader_fault,
+    r_first_rule_of_two,
     size_mismatch,
     size_short,
     zero_checksum,
@@ -262,6 +263,9 @@ CASES: Final = (
        "than the payload bytes present, even when those bytes end on a record", reader_fault(
            "DATA whose data_size covers one of its two records", None, size_short, is_credit, "CREDIT for it",
            UNCHECKED_READER_WORKLOAD)),
+    _c("framing/reader-derived-first-rule-of-two", MUST, R, "A reader rejects an input that breaks two rules as "
+       "the one checked first (a negative data_size before its mismatch, the size before the sequence and checksum, "
+       "the frame length before the transport type), and credits none of them", r_first_rule_of_two),
     _c("framing/reader-accepts-largest-frame", MUST, R, "A reader accepts the longest DATA a writer can send: a "
        "buffer one byte below the flush threshold plus one record of the largest size, with its length prefix",
        r_accepts_largest_frame),

@@ -44,6 +44,7 @@ from conformance.shuffle.vector_traces import ack, credit, data, tc
 from spec.shuffle.checksum import payload_checksum
 from spec.shuffle.errors import (
     ChecksumVerificationFailed,
+    MismatchedChannelIds,
     TerminationAckTimeout,
     WriterConnectionTimeout,
     WriterUnreachable,
@@ -418,6 +419,35 @@ CONNECT_PEERS: Final = (
         Then(tick(TIMEOUT_MS + 300), failed(WriterUnreachable.condition, writerId="0"), "writer 0 unreachable")),
 )
 
+# -- every id a message names against the one its connection is bound to, for each kind after binding ----------
+
+_MISMATCHED: Final = MismatchedChannelIds.condition
+
+
+def on_conn(conn: int, step: Json) -> dict[str, Any]:
+    """``step`` received on reader ``conn``'s connection, whatever reader its message names."""
+    return {**step, "conn": f"c{conn}"}
+
+
+ID_BINDING: Final = (
+    row("writer._receive: after reader 0 bound its connection, a CREDIT on it naming reader 1 (unbound) fails the "
+        "writer, and does not bind reader 1 there",
+        writer_trace(peers=2),
+        *bind(0, 0), Then(at(10, on_conn(0, credit(reader=1))), failed(_MISMATCHED), f"{_MISMATCHED}")),
+    row("writer._receive: a CREDIT naming reader 1 on reader 0's connection, reader 1 bound on its own, is "
+        "mismatched ids (not a second connection of reader 1)",
+        writer_trace(peers=2),
+        *bind(0, 0), *bind(0, 1), Then(at(10, on_conn(0, credit(reader=1))), failed(_MISMATCHED), f"{_MISMATCHED}")),
+    row("writer._receive: after finish, a TERMINATION_ACK naming reader 1 (bound on its own connection) on reader "
+        "0's connection is mismatched ids",
+        writer_trace(peers=2),
+        *bind(0, 0), *bind(0, 1), finish(0),
+        Then(at(10, on_conn(0, ack(0, reader=1))), failed(_MISMATCHED), f"{_MISMATCHED}")),
+    row("writer._receive: a TERMINATION_ACK naming reader 1 (never bound) on reader 0's connection is mismatched ids",
+        writer_trace(peers=2, writer_connection_timeout_ms="-1"),
+        *bind(0, 0), finish(0), Then(at(10, on_conn(0, ack(0, reader=1))), failed(_MISMATCHED), f"{_MISMATCHED}")),
+)
+
 DERIVED_AXES: Final = (
     Derived("settings/derived-timeout-at-its-edges", Level.MUST, "writer", "writerConnectionTimeout at its "
             "smallest accepted value (1 ms) and in minutes and days, naming the lowest reader unbound",
@@ -463,5 +493,9 @@ DERIVED_AXES: Final = (
     Derived("failure/derived-connect-timeout-edges", Level.SHOULD, "reader", "The reader's connect timeout at 0 "
             "(the first failure is fatal) and 1 ms, and with several unreachable writers, each one's runs from its "
             "own first failure and the earliest fires first", CONNECT_PEERS, (CONNECT_TIMEOUT,)),
+    Derived("handshake/writer-derived-ids-against-binding", Level.SHOULD, "writer", "After a bind, every CREDIT "
+            "and TERMINATION_ACK on the connection is checked against the reader it is bound to: one naming "
+            "another reader, bound elsewhere or not, is MISMATCHED_CHANNEL_IDS (Spark 4.3.0 never compares them)",
+            ID_BINDING),
 )
 """The cases of these axes, in catalogue order."""

@@ -17,6 +17,7 @@ from conformance.shuffle.targets import (
     Workload,
 )
 from conformance.shuffle.suite.helpers import (
+    OVERSIZED_HEADER,
     CheckFn,
     PEER_WRITER_ID,
     READER_ID_UNDER_TEST,
@@ -30,7 +31,7 @@ from conformance.shuffle.suite.helpers import (
     one_way_frame,
     rejection,
 )
-from spec.shuffle import codec
+from spec.shuffle import codec, errors
 from spec.shuffle.checksum import payload_checksum
 from spec.shuffle.messages import (
     CreditMessage,
@@ -338,12 +339,16 @@ def raw_bytes(data: bytes) -> Callable[[ReaderSession], bool]:
     return lambda s: s.link.send_raw(data)
 
 
+def sized_frame(m: DataMessage, data_size: int) -> bytes:
+    """``m``'s frame with its data_size field replaced by ``data_size`` (the payload as it is)."""
+    body = codec.encode_body(m)
+    return one_way_frame(body[:20] + struct.pack(">i", data_size) + body[24:])
+
+
 def size_mismatch(s: ReaderSession) -> bool:
     """A DATA whose data_size is one more than the payload bytes present."""
     m = s.data(BATCHES[0])[0]
-    body = codec.encode_body(m)
-    body = body[:20] + struct.pack(">i", m.data_size + 1) + body[24:]
-    return s.link.send_raw(one_way_frame(body))
+    return s.link.send_raw(sized_frame(m, m.data_size + 1))
 
 
 def size_short(s: ReaderSession) -> bool:
@@ -420,6 +425,57 @@ def r_frames(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
         return Verdict(len(s.peer.heard) == 3 and not problems, "CREDIT, CREDIT, TERMINATION_ACK in whole "
                        "OneWayMessage frames (frame_length = 13 + body, type 9, body_length = body)",
                        "; ".join(problems) or s.heard())
+
+
+def _negative_size(s: ReaderSession) -> bool:
+    """DATA seq 0 with data_size -1 before its payload: negative, and so differing from the bytes present."""
+    return s.link.send_raw(sized_frame(s.data(BATCHES[0])[0], -1))
+
+
+def _negative_size_out_of_order(s: ReaderSession) -> bool:
+    """DATA seq 5 (a gap), a wrong checksum and data_size -1: the body is refused before the stream judges it."""
+    m = s.data(BATCHES[0])[0]
+    return s.link.send_raw(sized_frame(_with_checksum(_with_seq(m, 5), m.checksum ^ 1), -1))
+
+
+def _size_mismatch_out_of_order(s: ReaderSession) -> bool:
+    """DATA seq 1 (a gap) whose data_size is one more than its payload: the size first, not the sequence."""
+    m = _with_seq(s.data(BATCHES[0])[0], 1)
+    return s.link.send_raw(sized_frame(m, m.data_size + 1))
+
+
+def _oversized_other_transport(s: ReaderSession) -> bool:
+    """A header announcing 2^31+100 bytes and transport type 99: the length is checked first."""
+    header = bytearray(OVERSIZED_HEADER)
+    header[8] = OTHER_TRANSPORT_TYPE
+    return s.link.send_raw(bytes(header))
+
+
+FIRST_RULE_OF_TWO: Final = (
+    ("DATA with data_size -1 and its payload after it", errors.NegativeDataSize.condition, _negative_size),
+    ("DATA seq 5 with a wrong checksum and data_size -1", errors.NegativeDataSize.condition,
+     _negative_size_out_of_order),
+    ("DATA seq 1 with data_size one past its payload", errors.DataSizeMismatch.condition, _size_mismatch_out_of_order),
+    ("a header of 2^31+100 bytes with transport type 99", errors.FrameLengthOutOfRange.condition,
+     _oversized_other_transport),
+)
+"""Inputs each breaking two rules, with the condition of the one the spec checks first (docs/spec/shuffle.md
+#message-data: the frame length, then the transport type; a DATA body's size sign, then its size, then the
+stream's sequence and checksum rules)."""
+
+
+def r_first_rule_of_two(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
+    """Each input of FIRST_RULE_OF_TWO is rejected, and an error it reports names the rule checked first."""
+    seen: list[str] = []
+    for what, condition, script in FIRST_RULE_OF_TWO:
+        with ReaderSession(t, ctx) as s:
+            if not isinstance(s.first, CreditMessage) or not script(s):
+                return Verdict(False, f"the stream up to the fault ({what})", s.heard() + "; " + s.link.close_reason)
+            judged = rejection(s.impl, [s.link], what, condition, is_credit, "CREDIT for it")
+            if not judged.passed:
+                return judged
+            seen.append(f"{what}: {judged.actual}")
+    return Verdict(True, "each input breaking two rules is rejected as the rule checked first", "; ".join(seen))
 
 
 def r_trailing_bytes(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
