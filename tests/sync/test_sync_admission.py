@@ -4,6 +4,7 @@ whatever the table's name; a silent origin's open transaction does not hold the 
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,8 @@ from conformance.sync.suite import DESCS, _cmd, rows_batch
 from reference.sync.client import SyncClient, SyncPut
 from reference.sync.server import SyncServer
 from reference.sync.store import DeltaStore, UnstorableColumn, storable_shape
+from spec.sync.admission import PutLimits, PutSlots, PutStream
+from spec.sync.errors import StreamDeadlineExceeded
 from spec.sync.messages import ColumnDescriptor, ColumnRole, SyncCommand
 from spec.sync.squash import SquashedChange
 from spec.sync.schema import SyncSchema
@@ -201,3 +204,29 @@ def test_a_name_delta_would_store_otherwise_is_unstorable() -> None:
     schema = SyncSchema.validate(descriptors, pa.schema([("o", pa.int64()), ("n", pa.int64()), ("a", pa.int64())]))
     with pytest.raises(UnstorableColumn, match="would be stored by Delta as 'a'"):
         storable_shape(schema)
+
+
+def _stream_limits(first_message_s: float, put_s: float) -> PutLimits:
+    return PutLimits(max_message_bytes=1 << 20, high_watermark=1 << 20, max_concurrent_puts=1, put_timeout_s=put_s,
+                     first_message_timeout_s=first_message_s, max_connections=1, handshake_timeout_s=1.0,
+                     idle_timeout_s=1.0, max_streams_per_connection=1)
+
+
+@pytest.mark.parametrize("first_at", [0.0, 4.0, math.nextafter(5.0, 0.0)])
+def test_each_stream_deadline_is_measured_from_its_own_event(first_at: float) -> None:
+    """The first message is due first_message_timeout_s after the stream opened (a tick before it still counts);
+    from that message on, the put has put_timeout_s: a tick before that instant it runs, at it it ends naming the
+    put timeout, whenever the first message came (the fourth blind round's p4-put-timeout-from-stream-open measured
+    the put timeout from the opening)."""
+    opened, stop = 100.0, math.inf
+    silent = PutStream.open(_stream_limits(5.0, 10.0), opened, authorized=True)
+    assert silent.ending(math.nextafter(opened + 5.0, 0.0), stop) is None
+    ended = silent.ending(opened + 5.0, stop)
+    assert isinstance(ended, StreamDeadlineExceeded) and "No message arrived" in str(ended)
+    stream = PutStream.open(_stream_limits(5.0, 10.0), opened, authorized=True)
+    stream.first_message(opened + first_at, PutSlots(1))
+    due = opened + first_at + 10.0
+    assert stream.remaining(opened + first_at) == 10.0
+    assert stream.ending(math.nextafter(due, 0.0), stop) is None
+    ended = stream.ending(due, stop)
+    assert isinstance(ended, StreamDeadlineExceeded) and "The put did not complete" in str(ended)
