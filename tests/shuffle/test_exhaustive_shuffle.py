@@ -13,7 +13,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import io
+import json
 import pickle
+import sys
 from collections import deque
 from functools import cache
 from enum import Enum
@@ -24,6 +26,8 @@ import pytest
 from shuffle_netsim import Action, Network
 
 from spec.shuffle.settings import ShuffleSettings
+from spec.shuffle.transitions import READER_TABLE, WRITER_TABLE, Table
+from tests.shuffle.table_lookups import observed
 
 SETTINGS = ShuffleSettings(
     network_buffer_size=8,  # a 3-byte record (7 framed bytes) fills 90% of it: one DATA per record
@@ -168,14 +172,35 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("name", list(CASES))
-def test_every_interleaving_ends_correctly(name: str, table_coverage: None, capsys: pytest.CaptureFixture[str]) -> None:
+def search(name: str) -> tuple[int, set[tuple[str, str, str]]]:
+    """Explore case ``name``: the distinct states, and the table pairs its machines looked up."""
+    exercised: set[tuple[str, str, str]] = set()
+
+    def record(table: Table[Any, Any], state: Any, event: Any) -> None:
+        exercised.add((table.name, state.value, event.value))
+
     writers, readers, records, one_pair, faults, eager = CASES[name]
     script = {(w, r): [bytes([w, r, i]) for i in range(records if (w, r) == (0, 0) or not one_pair else 0)]
               for w in range(writers) for r in range(readers)}
     net = Network(script, writers, readers, SETTINGS, wire_capacity=1, faults=faults,
                   ack_timeout_ms=2000, eager=eager)
-    states = explore(net, limit=100_000, past_failure=not eager)
+    with observed(WRITER_TABLE, record), observed(READER_TABLE, record):
+        states = explore(net, limit=100_000, past_failure=not eager)
+    return states, exercised
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_every_interleaving_ends_correctly(name: str, background_searches: dict[str, Any],
+                                           exercised_pairs: set[tuple[str, str, str]],
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    started = background_searches.get(name)
+    states, exercised = started.result() if started is not None else search(name)
+    exercised_pairs.update(exercised)
     with capsys.disabled():
         print(f"\nexhaustive {name}: {states} distinct states explored, no violation, no deadlock")
     assert states > 1
+
+
+if __name__ == "__main__":  # one search in a process of its own (tests/shuffle/conftest.py starts it)
+    found_states, found_pairs = search(sys.argv[1])
+    print(json.dumps({"states": found_states, "exercised": sorted(found_pairs)}))
