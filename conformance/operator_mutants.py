@@ -1,0 +1,340 @@
+"""First-order operator mutants of a spec module, to choose which seeded walks a vector corpus keeps.
+
+A walk corpus (``conformance/<suite>/vectors/walks.json``) is derived, not picked by hand: walks are
+generated from a seed, and a walk is kept only when it tells the spec apart from one of its
+first-order mutants (a comparison at its boundary, ``and``/``or``, a negated condition, a constant
+off by one, ``+``/``-``, ``min``/``max``, a statement dropped). The mutants are never shipped; they
+only decide which recorded walks are worth a reader's and a target's time. Mutants are planted in this
+process by serving the mutated source for one module while the walk runner is imported afresh, so a
+selection over hundreds of mutants costs an import each, not a process each.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import signal
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType, ModuleType
+from typing import Any, Final
+
+ROOT: Final = Path(__file__).resolve().parent.parent
+
+_BOUNDARY: Final[dict[type[ast.cmpop], type[ast.cmpop]]] = {
+    ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt,
+    ast.Eq: ast.NotEq, ast.NotEq: ast.Eq, ast.Is: ast.IsNot, ast.IsNot: ast.Is,
+    ast.In: ast.NotIn, ast.NotIn: ast.In,
+}
+_ARITHMETIC: Final[dict[type[ast.operator], type[ast.operator]]] = {
+    ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.FloorDiv, ast.FloorDiv: ast.Mult,
+}
+_SWAPPED_CALLS: Final = {"min": "max", "max": "min", "any": "all", "all": "any"}
+
+
+@dataclass(frozen=True, slots=True)
+class OperatorMutant:
+    """One change at one span of one module's source."""
+
+    module: str
+    """Dotted name, e.g. ``spec.shuffle.writer``."""
+    function: str
+    """The qualified name of the enclosing function: where a reader looks for the rule."""
+    operator: str
+    """What changed, e.g. ``>= -> >`` or ``drop self._age = None``."""
+    line: int
+    end_line: int
+    col: int
+    end_col: int
+    replacement: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.module}:{self.function}:{self.line}: {self.operator}"
+
+    def source(self, original: str) -> str:
+        lines = original.splitlines(keepends=True)
+        head = "".join(lines[: self.line - 1]) + lines[self.line - 1][: self.col]
+        tail = lines[self.end_line - 1][self.end_col :] + "".join(lines[self.end_line :])
+        return head + self.replacement + tail
+
+
+def module_path(module: str) -> Path:
+    return ROOT.joinpath(*module.split(".")).with_suffix(".py")
+
+
+def _short(node: ast.AST) -> str:
+    text = ast.unparse(node)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+class _Collector(ast.NodeVisitor):
+    """Walks one module; every mutable site inside a function body becomes one or more mutants."""
+
+    def __init__(self, module: str) -> None:
+        self.module = module
+        self.scope: list[str] = []
+        self.found: list[OperatorMutant] = []
+        self.in_function = 0
+
+    def _add(self, node: ast.expr | ast.stmt, replacement: str, operator: str) -> None:
+        if not self.in_function:
+            return
+        assert node.end_lineno is not None and node.end_col_offset is not None
+        self.found.append(OperatorMutant(
+            self.module, ".".join(self.scope), operator, node.lineno, node.end_lineno, node.col_offset,
+            node.end_col_offset, replacement))
+
+    def _expression(self, node: ast.expr, changed: ast.expr, operator: str) -> None:
+        self._add(node, f"({ast.unparse(changed)})", operator)
+
+    def _scoped(self, node: ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef, function: bool) -> None:
+        self.scope.append(node.name)
+        self.in_function += function
+        for child in node.body:  # decorators, defaults and annotations are not behaviour of the body
+            self.visit(child)
+        self.in_function -= function
+        self.scope.pop()
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        self._scoped(node, False)
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        self._scoped(node, True)
+
+    def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> None:
+        self._scoped(node, True)
+
+    def visit_JoinedStr(self, node: ast.JoinedStr) -> None:
+        """Messages are not rules; positions inside f-strings are not reliable either."""
+
+    def visit_Expr(self, node: ast.Expr) -> None:
+        if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            return  # a docstring
+        self._add(node, "pass", f"drop {_short(node)}")
+        self.generic_visit(node)
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        if any(isinstance(t, (ast.Attribute, ast.Subscript)) for t in node.targets):
+            self._add(node, "pass", f"drop {_short(node)}")
+        self.generic_visit(node)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        self._add(node, "pass", f"drop {_short(node)}")
+        self.generic_visit(node)
+
+    def visit_Compare(self, node: ast.Compare) -> None:
+        for index, op in enumerate(node.ops):
+            swapped = _BOUNDARY.get(type(op))
+            if swapped is None:
+                continue
+            ops = list(node.ops)
+            ops[index] = swapped()
+            changed = ast.Compare(node.left, ops, node.comparators)
+            self._expression(node, changed, f"{_short(node)}: {_op(op)} -> {_op(swapped())}")
+        self.generic_visit(node)
+
+    def visit_BoolOp(self, node: ast.BoolOp) -> None:
+        other: ast.boolop = ast.Or() if isinstance(node.op, ast.And) else ast.And()
+        self._expression(node, ast.BoolOp(other, node.values), f"{_short(node)}: {_op(node.op)} -> {_op(other)}")
+        self.generic_visit(node)
+
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> None:
+        if isinstance(node.op, ast.Not):
+            self._expression(node, node.operand, f"drop not in {_short(node)}")
+        self.generic_visit(node)
+
+    def visit_If(self, node: ast.If) -> None:
+        if not isinstance(node.test, ast.UnaryOp):
+            self._expression(node.test, ast.UnaryOp(ast.Not(), node.test), f"negate if {_short(node.test)}")
+        self.generic_visit(node)
+
+    def visit_BinOp(self, node: ast.BinOp) -> None:
+        swapped = _ARITHMETIC.get(type(node.op))
+        if swapped is not None:
+            changed = ast.BinOp(node.left, swapped(), node.right)
+            self._expression(node, changed, f"{_short(node)}: {_op(node.op)} -> {_op(swapped())}")
+        self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        if isinstance(node.func, ast.Name) and node.func.id in _SWAPPED_CALLS:
+            other = _SWAPPED_CALLS[node.func.id]
+            self._add(node.func, other, f"{_short(node)}: {node.func.id} -> {other}")
+        self.generic_visit(node)
+
+    def visit_Constant(self, node: ast.Constant) -> None:
+        value = node.value
+        if isinstance(value, bool) or not isinstance(value, int):
+            return
+        for changed in sorted({value + 1, value - 1}):
+            self._add(node, f"({changed})", f"{value} -> {changed}")
+
+
+def _op(op: ast.AST) -> str:
+    return {
+        ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!=",
+        ast.Is: "is", ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in", ast.And: "and", ast.Or: "or",
+        ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//",
+    }[type(op)]
+
+
+def mutants_of(module: str) -> list[OperatorMutant]:
+    """Every first-order mutant of the module's function bodies, in source order."""
+    collector = _Collector(module)
+    collector.visit(ast.parse(module_path(module).read_text()))
+    return collector.found
+
+
+class _MutatedSource(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def __init__(self, module: str, source: str) -> None:
+        self.module = module
+        self.text = source
+
+    def find_spec(self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+                  ) -> importlib.machinery.ModuleSpec | None:
+        if fullname != self.module:
+            return None
+        return importlib.util.spec_from_loader(fullname, self, origin=str(module_path(fullname)))
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+        return None
+
+    def exec_module(self, module: ModuleType) -> None:
+        module.__file__ = str(module_path(self.module))
+        exec(compile(self.text, module.__file__, "exec"), module.__dict__)
+
+
+@contextmanager
+def fresh_modules(prefixes: Sequence[str], mutant: OperatorMutant | None = None) -> Iterator[None]:
+    """Inside: every module under ``prefixes`` is imported anew (the mutant's module from its mutated
+    source); after: the process's own modules are back, untouched."""
+    kept = {name: module for name, module in sys.modules.items() if name.startswith(tuple(prefixes))}
+    for name in kept:
+        del sys.modules[name]
+    finder = None
+    if mutant is not None:
+        finder = _MutatedSource(mutant.module, mutant.source(module_path(mutant.module).read_text()))
+        sys.meta_path.insert(0, finder)
+    try:
+        yield
+    finally:
+        if finder is not None:
+            sys.meta_path.remove(finder)
+        for name in [n for n in sys.modules if n.startswith(tuple(prefixes))]:
+            del sys.modules[name]
+        sys.modules.update(kept)
+
+
+class WalkTimeout(Exception):
+    """A mutant that loops for ever is told apart by never answering."""
+
+
+@contextmanager
+def time_limit(seconds: float) -> Iterator[None]:
+    def expire(signum: int, frame: FrameType | None) -> None:
+        raise WalkTimeout(f"no answer within {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+Runner = Callable[[Any], Any]
+"""Runs one walk and returns its answers as plain JSON values (the same the vectors record)."""
+
+
+def lines_run(runner: Runner, walk: Any, files: set[str]) -> tuple[Any, set[tuple[str, int]]]:
+    """The walk's answers on the unmutated spec and the (file, line) pairs it ran in ``files``."""
+    seen: set[tuple[str, int]] = set()
+
+    def trace(frame: FrameType, event: str, arg: object) -> Any:
+        if frame.f_code.co_filename not in files:
+            return None
+        if event == "line":
+            seen.add((frame.f_code.co_filename, frame.f_lineno))
+        return trace
+
+    sys.settrace(trace)
+    try:
+        answers = runner(walk)
+    finally:
+        sys.settrace(None)
+    return answers, seen
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    kept: list[int]
+    """Indices of the walks kept, in the order they were first needed."""
+    killed_by: dict[str, int]
+    """Mutant name -> index of the walk that tells it apart."""
+    survivors: list[str]
+    """Mutants no candidate walk tells apart (equivalent, unreachable through the interface, or a gap)."""
+    broken: list[str]
+    """Mutants whose module does not even import: any walk tells them apart, none is kept for them."""
+
+
+def select(walks: Sequence[Any], load_runner: Callable[[], Runner], prefixes: Sequence[str],
+           mutants: Sequence[OperatorMutant], per_walk_s: float = 5.0,
+           progress: Callable[[str], None] = lambda _: None) -> Selection:
+    """Greedy: for each mutant, the walks already kept first, then the others that run its lines; the
+    first walk whose answers differ from the spec's kills it and is kept."""
+    runner = load_runner()
+    files = {str(module_path(m.module)) for m in mutants}
+    expected: list[Any] = []
+    covering: list[set[tuple[str, int]]] = []
+    for walk in walks:
+        answers, seen = lines_run(runner, walk, files)
+        expected.append(answers)
+        covering.append(seen)
+    kept: list[int] = []
+    killed_by: dict[str, int] = {}
+    survivors: list[str] = []
+    broken: list[str] = []
+    for number, mutant in enumerate(mutants, 1):
+        path = str(module_path(mutant.module))
+        span = {(path, line) for line in range(mutant.line, mutant.end_line + 1)}
+        candidates = [i for i in range(len(walks)) if covering[i] & span]
+        order = [i for i in kept if i in candidates] + [i for i in candidates if i not in kept]
+        with fresh_modules(prefixes, mutant):
+            try:
+                planted_runner = load_runner()
+            except Exception:  # noqa: BLE001 - a mutant that breaks the import is told apart by any walk
+                broken.append(mutant.name)
+                continue
+            for index in order:
+                try:
+                    with time_limit(per_walk_s):
+                        answers = planted_runner(walks[index])
+                except Exception as error:  # noqa: BLE001 - a crash is an answer the spec never gives
+                    answers = f"raised {type(error).__name__}"
+                if answers != expected[index]:
+                    killed_by[mutant.name] = index
+                    if index not in kept:
+                        kept.append(index)
+                    break
+            else:
+                survivors.append(mutant.name)
+        if number % 50 == 0:
+            progress(f"{number}/{len(mutants)} mutants, {len(killed_by)} told apart, {len(kept)} walks kept")
+    return Selection(kept, killed_by, survivors, broken)
+
+
+def import_runner(module: str, attribute: str) -> Callable[[], Runner]:
+    """A loader for ``select``: the runner is looked up afresh after every purge."""
+
+    def load() -> Runner:
+        runner: Runner = getattr(importlib.import_module(module), attribute)
+        return runner
+
+    return load
