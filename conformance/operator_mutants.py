@@ -3,7 +3,7 @@
 A walk corpus (``conformance/<suite>/vectors/walks.json``) is derived, not picked by hand: walks are
 generated from a seed, and a walk is kept only when it tells the spec apart from one of its
 first-order mutants (a comparison at its boundary, ``and``/``or``, a negated condition, a constant
-off by one, ``+``/``-``, ``min``/``max``, a statement dropped). The mutants are never shipped; they
+off by one, ``+``/``-``, ``min``/``max``, a statement dropped, two adjacent checks in the other order). The mutants are never shipped; they
 only decide which recorded walks are worth a reader's and a target's time. Mutants are planted in this
 process by serving the mutated source for one module while the walk runner is imported afresh, so a
 selection over hundreds of mutants costs an import each, not a process each.
@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType, ModuleType
-from typing import Any, Final
+from typing import Any, Final, TypeGuard
 
 ROOT: Final = Path(__file__).resolve().parent.parent
 
@@ -77,8 +77,9 @@ def _short(node: ast.AST) -> str:
 class _Collector(ast.NodeVisitor):
     """Walks one module; every mutable site inside a function body becomes one or more mutants."""
 
-    def __init__(self, module: str) -> None:
+    def __init__(self, module: str, source: str) -> None:
         self.module = module
+        self.text = source
         self.scope: list[str] = []
         self.found: list[OperatorMutant] = []
         self.in_function = 0
@@ -99,6 +100,7 @@ class _Collector(ast.NodeVisitor):
         self.in_function += function
         for child in node.body:  # decorators, defaults and annotations are not behaviour of the body
             self.visit(child)
+        self._checks_swapped(node.body)
         self.in_function -= function
         self.scope.pop()
 
@@ -110,6 +112,27 @@ class _Collector(ast.NodeVisitor):
 
     def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> None:
         self._scoped(node, True)
+
+    def _checks_swapped(self, body: list[ast.stmt]) -> None:
+        """Two adjacent checks that each end the step (raise or return) judged in the other order: which
+        error a message with two faults gets is part of the rule."""
+        for first, second in zip(body, body[1:]):
+            if not (_ends_step(first) and _ends_step(second) and first.col_offset == second.col_offset):
+                continue
+            assert second.end_lineno is not None and second.end_col_offset is not None
+            one, two = ast.get_source_segment(self.text, first), ast.get_source_segment(self.text, second)
+            assert one is not None and two is not None
+            self.found.append(OperatorMutant(
+                self.module, ".".join(self.scope), f"swap checks {_short(first.test)} / {_short(second.test)}",
+                first.lineno, second.end_lineno, first.col_offset, second.end_col_offset,
+                f"{two}\n{' ' * first.col_offset}{one}"))
+
+    def visit_If(self, node: ast.If) -> None:
+        if not isinstance(node.test, ast.UnaryOp):
+            self._expression(node.test, ast.UnaryOp(ast.Not(), node.test), f"negate if {_short(node.test)}")
+        self.generic_visit(node)
+        self._checks_swapped(node.body)
+        self._checks_swapped(node.orelse)
 
     def visit_JoinedStr(self, node: ast.JoinedStr) -> None:
         """Messages are not rules; positions inside f-strings are not reliable either."""
@@ -150,11 +173,6 @@ class _Collector(ast.NodeVisitor):
             self._expression(node, node.operand, f"drop not in {_short(node)}")
         self.generic_visit(node)
 
-    def visit_If(self, node: ast.If) -> None:
-        if not isinstance(node.test, ast.UnaryOp):
-            self._expression(node.test, ast.UnaryOp(ast.Not(), node.test), f"negate if {_short(node.test)}")
-        self.generic_visit(node)
-
     def visit_BinOp(self, node: ast.BinOp) -> None:
         swapped = _ARITHMETIC.get(type(node.op))
         if swapped is not None:
@@ -176,6 +194,11 @@ class _Collector(ast.NodeVisitor):
             self._add(node, f"({changed})", f"{value} -> {changed}")
 
 
+def _ends_step(statement: ast.stmt) -> TypeGuard[ast.If]:
+    return (isinstance(statement, ast.If) and not statement.orelse
+            and isinstance(statement.body[-1], (ast.Raise, ast.Return)))
+
+
 def _op(op: ast.AST) -> str:
     return {
         ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!=",
@@ -186,8 +209,9 @@ def _op(op: ast.AST) -> str:
 
 def mutants_of(module: str) -> list[OperatorMutant]:
     """Every first-order mutant of the module's function bodies, in source order."""
-    collector = _Collector(module)
-    collector.visit(ast.parse(module_path(module).read_text()))
+    text = module_path(module).read_text()
+    collector = _Collector(module, text)
+    collector.visit(ast.parse(text))
     return collector.found
 
 
