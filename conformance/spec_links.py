@@ -89,6 +89,7 @@ CASE_SECTIONS: Final[Mapping[str, Mapping[str, str]]] = {
 VECTOR_SECTIONS: Final[Mapping[str, str]] = {
     "shuffle/wire_messages.json": "docs/spec/shuffle.md#common-header",
     "shuffle/traces.json": "docs/spec/shuffle.md#state-machines",
+    "shuffle/walks.json": "docs/spec/shuffle.md#state-machines",
     "sync/messages.json": "docs/spec/sync.md#messages",
     "sync/schema.json": "docs/spec/sync.md#schema-rules",
     "sync/squash.json": "docs/spec/sync.md#squashing",

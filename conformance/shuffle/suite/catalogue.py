@@ -113,6 +113,7 @@ from conformance.shuffle.suite.writer_cases import (
 from conformance.shuffle.suite.deadline_cases import CONNECT_TIMEOUT, at_its_instant
 from conformance.shuffle.suite.derived_axes import DERIVED_AXES
 from conformance.shuffle.suite.derived_cases import DERIVED, derived
+from conformance.shuffle.suite.walk_cases import walk_corpus
 from conformance.shuffle.vector_exec import TRACES
 from spec.shuffle import codec
 from spec.shuffle.messages import CreditMessage, DataMessage
@@ -322,6 +323,17 @@ CASES: Final = (
        "its instant after the first failed attempt", at_its_instant("reader-connect-timeout"), TRACES, CONNECT_TIMEOUT),
     # derived from the machines' comparisons, constants and bounds (docs/conformance.md, the shuffle checklist)
     *(_c(d.case_id, d.level, d.role, d.requirement, derived(d.rows), TRACES, *d.requires) for d in DERIVED + DERIVED_AXES),
+    # the walk corpus (vectors/walks.json): seeded walks kept by the operator mutants they tell apart
+    _c("handshake/writer-walk-corpus", MUST, W, "A writer answers every recorded walk (seeded, kept by mutation; "
+       "docs/walks/shuffle.md) with the spec machines' sends, events and deadlines", walk_corpus(W, "MUST"), TRACES),
+    _c("handshake/reader-walk-corpus", MUST, R, "A reader answers every recorded walk (seeded, kept by mutation; "
+       "docs/walks/shuffle.md) with the spec machines' sends, events and deadlines", walk_corpus(R, "MUST"), TRACES),
+    _c("handshake/writer-walk-corpus-stricter", SHOULD, W, "A writer answers every recorded walk that ends where "
+       "the reference is stricter than Spark 4.3.0 (ids, bindings, early close, early ack) or uses the opt-in ack "
+       "timeout as the spec machines do", walk_corpus(W, "SHOULD"), TRACES),
+    _c("handshake/reader-walk-corpus-stricter", SHOULD, R, "A reader answers every recorded walk that ends where "
+       "the reference is stricter than Spark 4.3.0 (ids, DATA after the terminator) or uses the connect timeout as "
+       "the spec machines do", walk_corpus(R, "SHOULD"), TRACES),
     # settings
     _c("settings/writer-refuses-int-overflow", MUST, W, "A writer refuses an int setting of 2^31 "
        "(INVALID_CONF_VALUE.TYPE_MISMATCH) and runs with 2^31-1", refuses(

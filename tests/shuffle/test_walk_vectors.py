@@ -1,0 +1,42 @@
+"""The walk corpus: current with the spec (every recorded answer is the spec machines' answer now, so a change
+of behaviour forces a regeneration), valid against its schema, and replayed as the trace vectors are."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+
+import jsonschema
+
+from conformance.shuffle import walks
+from conformance.shuffle.suite.walk_cases import first_difference
+
+DOCUMENT = json.loads(walks.WALK_FILE.read_text())
+
+
+def test_walks_json_is_the_spec_s_answer_to_its_recorded_walks() -> None:
+    assert walks.main(["--check"]) == 0, "run: python -m conformance.shuffle.walks"
+
+
+def test_walks_follow_their_schema() -> None:
+    schema = json.loads((walks.WALK_FILE.parent / walks.SCHEMA_NAME).read_text())
+    jsonschema.validate(DOCUMENT, schema)
+    tests = DOCUMENT["tests"]
+    assert [t["tcId"] for t in tests] == list(range(1, len(tests) + 1))
+    assert DOCUMENT["numberOfTests"] == len(tests) and DOCUMENT["seed"] == walks.SEED
+    assert {t["role"] for t in tests} == {"writer", "reader"}
+    assert len({t["walk"] for t in tests}) == len(tests)
+
+
+MACHINES = f"{shlex.quote(sys.executable)} -m conformance.shuffle.machines_target"
+
+
+def test_the_replay_reports_a_changed_deadline_at_its_step() -> None:
+    walk = json.loads(json.dumps(DOCUMENT["tests"][0]))
+    assert first_difference(MACHINES, walk, deadlines=True) is None
+    last = len(walk["steps"]) - 1
+    walk["steps"][last]["deadline"] = 123456789
+    detail = first_difference(MACHINES, walk, deadlines=True)
+    assert detail is not None and f"step {last} " in detail and "123456789" in detail
+    assert first_difference(MACHINES, walk, deadlines=False) is None  # a target without deadlines is not asked
