@@ -1,10 +1,11 @@
 """``python -m conformance.shuffle.machines_target``: the spec's shuffle machines behind the ``exec:``
 trace contract, the reference any other implementation's trace driver is compared with.
 
-With ``CONFORMANCE_ROLE=capabilities`` it prints ``CAPABILITIES writer reader traces connect-timeout deadlines``. With
+With ``CONFORMANCE_ROLE=capabilities`` it prints ``CAPABILITIES writer reader traces connect-timeout deadlines trace-reset``. With
 ``CONFORMANCE_ROLE=trace`` it reads the trace named by ``CONFORMANCE_TRACE`` (role, peers, settings, writerIds, directoryId,
 ackTimeoutMs, deadlines), then answers each input line on stdin (one step of ``traces.json`` without its
-``sends``/``events``) with one line ``{"sends": [...], "events": [...]}`` on stdout (docs/conformance.md).
+``sends``/``events``) with one line ``{"sends": [...], "events": [...]}`` on stdout (docs/conformance.md); the line
+``{"input": "reset", "trace": HEADER}`` (``trace-reset``) starts the next trace in the same process, answered ``{}``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from conformance.external import CAPABILITIES_ROLE, ROLE_VARIABLE
 
 TRACE_ROLE: Final = "trace"
 TRACE_VARIABLE: Final = "CONFORMANCE_TRACE"
-CAPABILITIES: Final = "CAPABILITIES writer reader traces connect-timeout deadlines"
+CAPABILITIES: Final = "CAPABILITIES writer reader traces connect-timeout deadlines trace-reset"
 
 
 def main() -> int:
@@ -41,7 +42,13 @@ def play_trace() -> int:
         trace = json.load(document)
     machine, deadlines = new_machine(trace["role"], trace), bool(trace.get("deadlines"))
     for line in sys.stdin:
-        print(json.dumps(answer_json(apply_input(machine, json.loads(line)), deadlines)), flush=True)
+        step = json.loads(line)
+        if step.get("input") == "reset":  # trace-reset: the next trace, played by this process
+            trace = step["trace"]
+            machine, deadlines = new_machine(trace["role"], trace), bool(trace.get("deadlines"))
+            print("{}", flush=True)
+        else:
+            print(json.dumps(answer_json(apply_input(machine, step), deadlines)), flush=True)
     return 0
 
 

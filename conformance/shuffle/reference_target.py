@@ -10,7 +10,7 @@ It reports ``COMPLETED`` or ``ERROR <CONDITION> <message>`` on stdout and exits.
 ``auth`` object (an authenticated run) makes every connection run Spark's AuthEngine handshake.
 
 With ``CONFORMANCE_ROLE=trace`` it answers the trace contract as
-:mod:`conformance.shuffle.machines_target` does (``traces``, ``connect-timeout``, ``deadlines``): the runtime's timers and
+:mod:`conformance.shuffle.machines_target` does (``traces``, ``connect-timeout``, ``deadlines``, ``trace-reset``): the runtime's timers and
 protocol decisions are the spec machines'.
 
 Besides the roles it declares ``slow-consumer`` (a reader workload with ``slow_consumer`` takes a DATA's
@@ -50,7 +50,7 @@ from spec.shuffle.framing import DEFAULT_MAX_RECORD_SIZE
 from spec.shuffle.settings import SettingsError, ShuffleSettings
 
 CAPABILITIES: Final = ("CAPABILITIES writer reader workload reports slow-consumer settings traces connect-timeout "
-                       "deadlines")
+                       "deadlines trace-reset")
 
 
 def report(line: str) -> None:

@@ -19,6 +19,9 @@ TRACES: Final = "traces"
 DEADLINES: Final = "deadlines"
 """Capability: with the trace header ``deadlines`` true, the program adds to each answer ``deadline``, the
 instant in milliseconds at which it next needs a ``tick`` (null: none), as the spec machines' steps say."""
+RESET: Final = "trace-reset"
+"""Capability: the input line ``{"input": "reset", "trace": HEADER}`` starts a fresh side under test from that
+trace header (answered with one line, ``{}``), so that many traces are played by one process (the walk corpus)."""
 TRACE_ROLE: Final = "trace"
 TRACE_VARIABLE: Final = "CONFORMANCE_TRACE"
 ANSWER_TIMEOUT_S: Final = 10.0
@@ -38,26 +41,54 @@ def missing_capability(declared: frozenset[str], role: str) -> str | None:
 
 def exec_answers(command: str, test: Mapping[str, Any], inputs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The program's answer to every input of one trace."""
+    (answers,) = exec_traces(command, [(test, inputs)])
+    return answers
+
+
+def exec_traces(command: str, traces: Sequence[tuple[Mapping[str, Any], Sequence[Mapping[str, Any]]]]
+                ) -> list[list[dict[str, Any]]]:
+    """The program's answers to every input of each trace, all played by one process: the first trace's header
+    starts it, each later one is a ``reset`` line (capability ``trace-reset``)."""
+    if not traces:
+        return []
     with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="conformance-trace-") as header:
-        json.dump({k: test[k] for k in HEADER_KEYS if k in test}, header)
+        json.dump(_header(traces[0][0]), header)
         header.flush()
         try:
             process = ExecProcess(command, {ROLE_VARIABLE: TRACE_ROLE, TRACE_VARIABLE: header.name}, interactive=True)
         except LaunchError as exc:
             raise TraceDriverError(str(exc)) from None
         try:
-            answers = []
-            for index, step in enumerate(inputs):
-                if not process.send_line(json.dumps(step)):
-                    raise TraceDriverError(f"step {index} ({step['input']}): the program stopped reading stdin")
-                line = process.line(index, ANSWER_TIMEOUT_S)
-                if line is None:
-                    raise TraceDriverError(f"step {index} ({step['input']}): no answer line within "
-                                           f"{ANSWER_TIMEOUT_S:g} s\n{process.stderr_tail(500)}")
-                try:
-                    answers.append(json.loads(line))
-                except json.JSONDecodeError:
-                    raise TraceDriverError(f"step {index} ({step['input']}): answer is not JSON: {line[:200]!r}") from None
-            return answers
+            played: list[list[dict[str, Any]]] = []
+            lines = 0
+            for number, (test, inputs) in enumerate(traces):
+                if number:
+                    _answer(process, lines, {"input": "reset", "trace": _header(test)}, -1)
+                    lines += 1
+                answers = []
+                for index, step in enumerate(inputs):
+                    answers.append(_answer(process, lines, step, index))
+                    lines += 1
+                played.append(answers)
+            return played
         finally:
             process.stop()
+
+
+def _header(test: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: test[k] for k in HEADER_KEYS if k in test}
+
+
+def _answer(process: ExecProcess, line_number: int, step: Mapping[str, Any], index: int) -> dict[str, Any]:
+    """Send one input, read its answer line."""
+    where = f"step {index} ({step['input']})"
+    if not process.send_line(json.dumps(step)):
+        raise TraceDriverError(f"{where}: the program stopped reading stdin")
+    line = process.line(line_number, ANSWER_TIMEOUT_S)
+    if line is None:
+        raise TraceDriverError(f"{where}: no answer line within {ANSWER_TIMEOUT_S:g} s\n{process.stderr_tail(500)}")
+    try:
+        answer: dict[str, Any] = json.loads(line)
+    except json.JSONDecodeError:
+        raise TraceDriverError(f"{where}: answer is not JSON: {line[:200]!r}") from None
+    return answer

@@ -33,10 +33,13 @@ MACHINES = f"{shlex.quote(sys.executable)} -m conformance.shuffle.machines_targe
 
 
 def test_the_replay_reports_a_changed_deadline_at_its_step() -> None:
-    walk = json.loads(json.dumps(DOCUMENT["tests"][0]))
-    assert first_difference(MACHINES, walk, deadlines=True) is None
-    last = len(walk["steps"]) - 1
-    walk["steps"][last]["deadline"] = 123456789
-    detail = first_difference(MACHINES, walk, deadlines=True)
-    assert detail is not None and f"step {last} " in detail and "123456789" in detail
-    assert first_difference(MACHINES, walk, deadlines=False) is None  # a target without deadlines is not asked
+    walks = json.loads(json.dumps(DOCUMENT["tests"][:2]))
+    assert first_difference(MACHINES, walks, deadlines=True, reset=True) is None
+    last = len(walks[1]["steps"]) - 1
+    walks[1]["steps"][last]["deadline"] = 123456789
+    for reset in (True, False):  # one process for every walk, or one each
+        detail = first_difference(MACHINES, walks, deadlines=True, reset=reset)
+        assert detail is not None and detail.startswith(f"walk {walks[1]['tcId']} ") and f"step {last} " in detail
+        assert "123456789" in detail
+    # a target without deadlines is not asked for them
+    assert first_difference(MACHINES, walks, deadlines=False, reset=True) is None

@@ -4,8 +4,9 @@ machines (with ``deadlines`` declared, the instant the side next needs a tick to
 walk that differs, at its first differing step, expected against actual.
 
 Walks are split by the side under test and by level: a walk ending in a failure where the reference is
-stricter than Spark 4.3.0, or using an option Spark lacks, is a SHOULD (``walks.level_of``). Each walk costs one
-trace-driver process; two run at a time, so a case of forty walks stays well inside a case's 15 s.
+stricter than Spark 4.3.0, or using an option Spark lacks, is a SHOULD (``walks.level_of``). A program declaring
+``trace-reset`` plays a case's walks in one process; otherwise, or when that process breaks the contract (a crash
+in one walk), each walk gets a process of its own, two at a time, and the first walk that differs is named.
 """
 
 from __future__ import annotations
@@ -13,12 +14,12 @@ from __future__ import annotations
 import json
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
-from typing import Any, Callable, Final, Mapping
+from typing import Any, Callable, Final, Mapping, Sequence
 
 from conformance.framework import CaseContext, Verdict
 from conformance.shuffle.suite.deadline_cases import CONNECT_TIMEOUT
 from conformance.shuffle.targets import ExecTarget, ShuffleTarget
-from conformance.shuffle.vector_exec import DEADLINES, HEADER_KEYS, TraceDriverError, exec_answers
+from conformance.shuffle.vector_exec import DEADLINES, HEADER_KEYS, RESET, TraceDriverError, exec_traces
 from conformance.shuffle.walks import WALK_FILE
 
 Json = Mapping[str, Any]
@@ -35,15 +36,17 @@ def walks_of(role: str, level: str) -> list[Json]:
     return [w for w in recorded_walks() if w["role"] == role and w["level"] == level]
 
 
-def first_difference(command: str, walk: Json, deadlines: bool) -> str | None:
-    """Where the program's answers to ``walk`` first differ from the recorded ones, or None."""
-    header = {**{k: walk[k] for k in HEADER_KEYS if k in walk}, "deadlines": deadlines}
-    inputs = [{k: v for k, v in step.items() if k not in (*OBSERVED, "deadline")} for step in walk["steps"]]
+def _header(walk: Json, deadlines: bool) -> dict[str, Any]:
+    return {**{k: walk[k] for k in HEADER_KEYS if k in walk}, "deadlines": deadlines}
+
+
+def _inputs(walk: Json) -> list[dict[str, Any]]:
+    return [{k: v for k, v in step.items() if k not in (*OBSERVED, "deadline")} for step in walk["steps"]]
+
+
+def compare(walk: Json, answers: Sequence[Json], deadlines: bool) -> str | None:
+    """Where ``answers`` first differ from the walk's recorded ones, or None."""
     observed = (*OBSERVED, "deadline") if deadlines else OBSERVED
-    try:
-        answers = exec_answers(command, header, inputs)
-    except TraceDriverError as exc:
-        return f"walk {walk['tcId']}: the trace driver: {exc}"
     for index, (step, answer) in enumerate(zip(walk["steps"], answers)):
         expected = {k: step[k] for k in observed}
         actual = {k: answer.get(k) for k in observed}
@@ -51,6 +54,24 @@ def first_difference(command: str, walk: Json, deadlines: bool) -> str | None:
             return (f"walk {walk['tcId']} (kept for {walk['comment']}) step {index} ({step['input']}): expected "
                     f"{json.dumps(expected)[:400]}, got {json.dumps(actual)[:400]}")
     return None
+
+
+def first_difference(command: str, walks: Sequence[Json], deadlines: bool, reset: bool) -> str | None:
+    """Where the program's answers first differ from the recorded ones: the walks played by one process when it
+    declares ``trace-reset``, else by one process each, two at a time."""
+    def played(batch: Sequence[Json]) -> str | None:
+        try:
+            answers = exec_traces(command, [(_header(w, deadlines), _inputs(w)) for w in batch])
+        except TraceDriverError as exc:
+            return f"walks {batch[0]['tcId']}..{batch[-1]['tcId']}: the trace driver: {exc}"
+        return next((p for w, a in zip(batch, answers) if (p := compare(w, a, deadlines)) is not None), None)
+
+    if reset:
+        found = played(walks)
+        if found is None or "the trace driver" not in found:
+            return found
+    with ThreadPoolExecutor(WORKERS) as pool:  # a walk a process: a crash is pinned to its walk
+        return next((p for p in pool.map(lambda w: played([w]), walks) if p is not None), None)
 
 
 def walk_corpus(role: str, level: str) -> Callable[[ShuffleTarget, CaseContext], Verdict]:
@@ -62,12 +83,10 @@ def walk_corpus(role: str, level: str) -> Callable[[ShuffleTarget, CaseContext],
         if CONNECT_TIMEOUT not in t.capabilities:
             walks = [w for w in walks if "connectTimeoutMs" not in w]
         deadlines = DEADLINES in t.capabilities
-        with ThreadPoolExecutor(WORKERS) as pool:
-            found = list(pool.map(lambda w: first_difference(t.command, w, deadlines), walks))
-        problems = [p for p in found if p is not None]
+        problem = first_difference(t.command, walks, deadlines, RESET in t.capabilities)
         expected = f"the spec machines' answers to {len(walks)} {role} walks ({level})"
-        if problems:
-            return Verdict(False, expected, f"{len(problems)} differ; first: {problems[0]}"[:1200])
+        if problem is not None:
+            return Verdict(False, expected, problem[:1200])
         return Verdict(True, expected, f"{len(walks)} walks answered as the spec answers")
 
     return check
