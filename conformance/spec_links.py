@@ -82,6 +82,7 @@ CASE_SECTIONS: Final[Mapping[str, Mapping[str, str]]] = {
         "wire/derived-every-setting-at-its-bound": "docs/spec/cluster.md#failure-policy",
         "wire/derived-admission-checks-in-order": "docs/spec/cluster.md#the-services-end-servicesession",
         "shardlog/derived-cas-writer-retries": "docs/spec/cluster.md#cas",
+        "walks/": "docs/spec/cluster.md#model",
     },
 }
 """Per suite: case-id prefix -> section; the longest matching prefix wins."""

@@ -3,6 +3,7 @@ provider interface against the semantic model's rules (docs/cluster.md)."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from dataclasses import dataclass
@@ -29,6 +30,8 @@ from conformance.cluster.harness import (
     stopped_clock,
     verdict,
 )
+from conformance.cluster.vector_suite import replay_trace
+from conformance.cluster.walks import WALKS_FILE
 from conformance.framework import Case, CaseContext, CaseTimeout, Level, Suite, Verdict
 from spec.cluster.cas import CAS_ATTEMPTS
 from spec.cluster.errors import (
@@ -1075,6 +1078,19 @@ def cas_writer_retries(target: ClusterTarget, ctx: CaseContext) -> Verdict:
                    f"{CAS_ATTEMPTS} sends", problems)
 
 
+def every_walk(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    """The walk corpus (conformance/cluster/vectors/walks.json, derived by conformance/cluster/walks.py):
+    every model walk replayed through the target as traces.json's traces are, its results and what each
+    node is owed compared; the first walk that differs is named with what was expected and what came."""
+    walks = json.loads(WALKS_FILE.read_text())["testGroups"]
+    tests = next(group["tests"] for group in walks if group["type"] == "ModelTrace")
+    for test in tests:
+        result = replay_trace(target, ctx.options, test)
+        if not result.passed:
+            return verdict("", [f"{result.name}: {result.detail}"])
+    return verdict(f"all {len(tests)} model walks give the spec's results and notifications", [])
+
+
 def case(id: str, requirement: str, check: Check, requires: frozenset[str] = frozenset(),
          level: Level = Level.MUST) -> Case:
     return Case(id, level, ROLE, requirement, check, requires)
@@ -1184,6 +1200,9 @@ CASES = [
     case("wire/resume-repeats-nothing", "a resumed session is not notified again of what it saw",
          wire_cases.resume_repeats_nothing, frozenset({SERVICE}), Level.SHOULD),
     case("failure/failover-race", "the failover race has exactly one winner that everyone learns", failover_race),
+    case("walks/derived-every-model-walk", "every walk of the corpus kept by operator-mutant selection (joins, "
+         "removals, shard moves, log and gossip batches with current, stale and absent revisions, by members and "
+         "strangers) gives the spec's results and notifications", every_walk),
 ]
 
 SUITE = Suite(name="cluster", cases=CASES, open_target=open_target, roles=(ROLE,), target_help=TARGET_HELP)

@@ -21,9 +21,9 @@ from typing import Any, Final, Sequence
 from conformance.cluster.harness import Node, Recorder, Session, open_target, session
 from conformance.framework import CaseContext, CaseTimeout, RunOptions, VectorResult
 from conformance.cluster.vectorgen import MISSING_SHARD, TRACES_FILE
-from spec.cluster.detector import FailureDetector, FailurePolicy
+from conformance.cluster.walks import WALKS_FILE, run_detector_walk
 from spec.cluster.errors import ClusterError
-from spec.cluster.types import Entry, Membership, MetadataOp, NodeId, NodeState, Revision, Scope, ShardId
+from spec.cluster.types import Entry, Membership, MetadataOp, Revision, Scope, ShardId
 
 TRACE_DEADLINE_S: Final = 60.0
 NOTIFY_WAIT_S: Final = 5.0
@@ -188,26 +188,32 @@ def replay_trace(target: Any, options: RunOptions, test: dict[str, Any]) -> Vect
 
 
 def replay_detector(test: dict[str, Any]) -> VectorResult:
-    """A detector trace against the spec's FailureDetector."""
-    detector = FailureDetector(FailurePolicy(heartbeat_interval=test["heartbeatInterval"], fail_after=test["failAfter"]))
-    members: set[NodeId] = set()  # what a backend's model holds: a renewal makes a node a member here
+    """A detector trace against the spec's FailureDetector (a renewal makes its node a member, as a
+    backend's model holds it; ``remove`` ends that)."""
     name = f"tcId {test['tcId']}: {test['comment']}"
-    for event in test["events"]:
-        if event["event"] == "renew":
-            members.add(NodeId(event["node"]))
-            detector.renew(NodeId(event["node"]), event["t"])
-        elif event["event"] == "remove":
-            members.discard(NodeId(event["node"]))
-        else:
-            got = {n: s.value for n, s in detector.tick(event["t"], members).items()}
-            if got != event["verdicts"]:
-                return VectorResult("DetectorTrace", name, False,
-                                    f"tick at t={event['t']}: verdicts {got}, expected {event['verdicts']}")
+    ticks = [event for event in test["events"] if event["event"] == "tick"]
+    for event, got in zip(ticks, run_detector_walk(test)):
+        if got != event["verdicts"]:
+            return VectorResult("DetectorTrace", name, False,
+                                f"tick at t={event['t']}: verdicts {got}, expected {event['verdicts']}")
     return VectorResult("DetectorTrace", name, True)
 
 
+def replay_walks(target: Any, options: RunOptions) -> Iterator[VectorResult]:
+    """The walk corpus (vectors/walks.json): its model walks through ``target``, its detector walks against
+    the spec, each reported in its group with ``walks/`` before the group's name."""
+    groups = {group["type"]: group["tests"] for group in json.loads(WALKS_FILE.read_text())["testGroups"]}
+    for test in groups["DetectorTrace"]:
+        result = replay_detector(test)
+        yield VectorResult(f"walks/{result.group}", result.name, result.passed, result.detail)
+    for test in groups["ModelTrace"]:
+        result = replay_trace(target, options, test)
+        yield VectorResult(f"walks/{result.group}", result.name, result.passed, result.detail)
+
+
 def check_vectors(target: str) -> Iterator[VectorResult]:
-    """Every cluster vector: model traces against ``target``, detector traces against the spec."""
+    """Every cluster vector, traces.json's then the walk corpus's: model traces against ``target``,
+    detector traces against the spec."""
     document = json.loads(TRACES_FILE.read_text())
     groups = {group["type"]: group["tests"] for group in document["testGroups"]}
     for test in groups["DetectorTrace"]:
@@ -217,3 +223,4 @@ def check_vectors(target: str) -> Iterator[VectorResult]:
     with open_target(options) as opened:
         for test in groups["ModelTrace"]:
             yield replay_trace(opened, options, test)
+        yield from replay_walks(opened, options)

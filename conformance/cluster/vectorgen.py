@@ -164,7 +164,7 @@ SCENARIOS: Final = (
 # -- running a scenario through the model ----------------------------------------------------------
 
 @dataclass
-class _Symbols:
+class Symbols:
     """Concrete ids and revisions of the model, named in order of first appearance."""
 
     shards: dict[str, str] = field(default_factory=dict)
@@ -211,7 +211,7 @@ def _step_json(step: Step) -> dict[str, Any]:
 def run(scenario: Scenario) -> dict[str, Any]:
     """The scenario as a vector: steps with the model's results, and what every node is owed."""
     model = ClusterModel()
-    symbols = _Symbols()
+    symbols = Symbols()
     owed: dict[str, _Owed] = {}
     steps = []
     fresh = iter(f"s{n}" for n in range(1, 100))
@@ -251,11 +251,11 @@ def run(scenario: Scenario) -> dict[str, Any]:
             "owed": {node: o.to_json() for node, o in sorted(owed.items())}}
 
 
-def _entries(entries: Sequence[Any], symbols: _Symbols) -> list[dict[str, str]]:
+def _entries(entries: Sequence[Any], symbols: Symbols) -> list[dict[str, str]]:
     return [{"key": e.key, "value": e.value.hex(), "revision": symbols.revision(e.revision)} for e in entries]
 
 
-def _owe(owed: dict[str, _Owed], deliveries: list[Delivery], symbols: _Symbols) -> None:
+def _owe(owed: dict[str, _Owed], deliveries: list[Delivery], symbols: Symbols) -> None:
     for node, note in deliveries:
         target = owed.setdefault(node, _Owed())
         if isinstance(note, MembershipUpdate):

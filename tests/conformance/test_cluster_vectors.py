@@ -20,6 +20,7 @@ from conformance.cluster.harness import ClusterTarget, open_target
 from conformance.framework import RunOptions
 from conformance.cluster.vector_suite import check_vectors, replay_detector, replay_trace
 from conformance.cluster import vectorgen as generator
+from conformance.cluster.walks import WALKS_FILE
 
 ROOT = Path(__file__).resolve().parents[2]
 OPTIONS = RunOptions(suite="cluster", target="memory", timeout=60)
@@ -28,6 +29,12 @@ OPTIONS = RunOptions(suite="cluster", target="memory", timeout=60)
 def document() -> dict[str, Any]:
     loaded: dict[str, Any] = json.loads(generator.TRACES_FILE.read_text())
     return loaded
+
+
+def walk_count() -> int:
+    """The walk corpus's tests (vectors/walks.json), which ``check_vectors`` replays after traces.json's."""
+    count: int = json.loads(WALKS_FILE.read_text())["numberOfTests"]
+    return count
 
 
 def vector(comment: str) -> dict[str, Any]:
@@ -52,7 +59,7 @@ def test_committed_vectors_are_what_the_generator_makes_and_match_their_schema()
 def test_the_reference_backend_passes_every_vector() -> None:
     results = list(check_vectors("reference"))
     assert [r for r in results if not r.passed] == []
-    assert len(results) == document()["numberOfTests"]
+    assert len(results) == document()["numberOfTests"] + walk_count()
 
 
 def test_a_wrong_result_fails(memory: ClusterTarget) -> None:
@@ -94,4 +101,5 @@ def test_vectors_run_against_a_cluster_service_through_exec() -> None:
     done = subprocess.run([sys.executable, "-m", "conformance", "vectors", "--suite", "cluster", "--target", target],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert f"vectors: {document()['numberOfTests']} passed, 0 failed, 0 unsupported" in done.stdout
+    passed = document()["numberOfTests"] + walk_count()
+    assert f"vectors: {passed} passed, 0 failed, 0 unsupported" in done.stdout
