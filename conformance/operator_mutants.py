@@ -310,15 +310,19 @@ class Selection:
 
 def select(walks: Sequence[Any], load_runner: Callable[[], Runner], prefixes: Sequence[str],
            mutants: Sequence[OperatorMutant], per_walk_s: float = 5.0,
-           progress: Callable[[str], None] = lambda _: None) -> Selection:
+           progress: Callable[[str], None] = lambda _: None, max_tries: int | None = None,
+           traced: bool = True) -> Selection:
     """Greedy: for each mutant, the walks already kept first, then the others that run its lines; the
-    first walk whose answers differ from the spec's kills it and is kept."""
+    first walk whose answers differ from the spec's kills it and is kept. ``max_tries``: a mutant no walk
+    of that many tells apart is a survivor (walks that cost a server each cannot all be tried on every one).
+    ``traced=False``: every walk is a candidate for every mutant (for a runner whose spec code runs in threads
+    the line tracer does not see, such as a gRPC server's)."""
     runner = load_runner()
     files = {str(module_path(m.module)) for m in mutants}
     expected: list[Any] = []
     covering: list[set[tuple[str, int]]] = []
     for walk in walks:
-        answers, seen = lines_run(runner, walk, files)
+        answers, seen = lines_run(runner, walk, files) if traced else (runner(walk), set())
         expected.append(answers)
         covering.append(seen)
     kept: list[int] = []
@@ -328,8 +332,9 @@ def select(walks: Sequence[Any], load_runner: Callable[[], Runner], prefixes: Se
     for number, mutant in enumerate(mutants, 1):
         path = str(module_path(mutant.module))
         span = {(path, line) for line in range(mutant.line, mutant.end_line + 1)}
-        candidates = [i for i in range(len(walks)) if covering[i] & span]
+        candidates = [i for i in range(len(walks)) if covering[i] & span or not traced]
         order = [i for i in kept if i in candidates] + [i for i in candidates if i not in kept]
+        order = order[:max_tries] if max_tries is not None else order
         with fresh_modules(prefixes, mutant):
             try:
                 planted_runner = load_runner()

@@ -81,18 +81,24 @@ def answer(endpoint: SyncServerEndpoint, clock: ManualClock, line: str, server: 
     return f"ERROR unknown line {line.strip()[:80]!r}"
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(prog="python -m conformance.sync.reference_target")
-    parser.add_argument("--store", required=True)
-    args = parser.parse_args()
+def serve(store_dir: str) -> tuple[SyncServer, SyncServerEndpoint, ManualClock]:
+    """The target's server on ``store_dir``, with its endpoint and clock (also what the walk selection runs)."""
     clock = ManualClock(wakes_at_deadlines=True)
-    store = DeltaStore(args.store)
+    store = DeltaStore(store_dir)
     store.check_writable()
     endpoint = SyncServerEndpoint(SyncSettings(max_replication_lag_s=0.0, high_watermark_bytes=HIGH_WATERMARK), recorded_durable(store.recorded_durable()))
     server = SyncServer(store, endpoint=endpoint, clock=clock, maintenance_interval_s=0, max_concurrent_puts=PUT_SLOTS,
                         max_connections=MAX_CONNECTIONS, handshake_timeout_s=SILENCE_TIMEOUT_S,
                         idle_timeout_s=SILENCE_TIMEOUT_S,
-                        allowed_locations=[os.path.join(args.store, ALLOWED_LOCATION)])
+                        allowed_locations=[os.path.join(store_dir, ALLOWED_LOCATION)])
+    return server, endpoint, clock
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m conformance.sync.reference_target")
+    parser.add_argument("--store", required=True)
+    args = parser.parse_args()
+    server, endpoint, clock = serve(args.store)
     print("CAPABILITIES " + " ".join(CAPABILITIES), flush=True)
     print(f"LISTENING {server.port}", flush=True)
     try:

@@ -77,7 +77,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from conformance.framework import Case, CaseContext, Level, RunOptions, Suite, Verdict
-from conformance.sync import derived, derived_axes, derived_model, derived_rules, derived_writer
+from conformance.sync import derived, derived_axes, derived_model, derived_rules, derived_writer, walks
 from reference.sync.credentials import ClientSecurity
 from streamwire.cli import read_secret
 from spec.sync.messages import (
@@ -1148,6 +1148,9 @@ SUITE = Suite(
            "durable, another origin inside a transaction, closing without rows), probes, failing tables and the "
            "clock moved to each deadline: every answer, the numbers after every move and the tables' rows equal "
            "the spec endpoint's", derived_model.numbers_against_the_model, "flush-control", "store"),
+        *(_c(f"walks/{name}", MUST, f"The {len(ids)} {name.rsplit('-', 1)[0] if name[-1].isdigit() else name} walks "
+             "of the corpus kept by operator mutants (vectors/walks.json) answer every step as recorded",
+             walks.replay_case(ids), "flush-control", "store") for name, ids in walks.groups()),
         _c("atomicity/derived-noops-write-nothing", MUST, "Probes, replays at or below durable and refused puts "
            "leave the table's files as they were", derived.noops_write_nothing, "store"),
     ),

@@ -49,3 +49,12 @@ def test_select_keeps_the_walks_that_tell_mutants_apart_and_names_the_survivors(
     assert not selection.broken
     # Every mutant is either told apart or named as a survivor; none is lost.
     assert len(selection.killed_by) + len(selection.survivors) == len(mutants_of(MODULE))
+
+
+def test_untraced_selection_tries_every_walk_within_max_tries() -> None:
+    """``traced=False`` (a runner whose spec code runs in threads the tracer misses) makes every walk a candidate;
+    ``max_tries`` bounds how many are tried before a mutant is called a survivor."""
+    (swap,) = [m for m in mutants_of(MODULE) if m.operator.endswith("max -> min")]
+    walks = [[(7, None)], [(5, 10)]]  # the first never reaches max(...), the second tells min apart
+    assert select(walks, _runner, ["spec."], [swap], traced=False).killed_by == {swap.name: 1}
+    assert select(walks, _runner, ["spec."], [swap], traced=False, max_tries=1).survivors == [swap.name]

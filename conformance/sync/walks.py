@@ -1,0 +1,832 @@
+"""The sync walk corpus (issue 43): seeded walks over the live target's inputs, kept by the operator mutants they kill.
+
+A walk is a short list of steps an outside server can be driven with through the suite's ``exec:`` interface
+(:mod:`conformance.sync.suite`): a put over Flight (``put``: table, origin, sequence number, rows, column
+layout, store location, format, truncate), a flush-control line (``control``: ``POLICY``, ``ADVANCE``,
+``PENDING``), a table read from the store (``read``), a table made impossible to create and possible again
+(``block``/``unblock``: a directory named as its first commit file, the ``store`` capability) and a restart
+(``restart``). Every step has one plain-JSON answer: the put's numbers or its error (gRPC kind and message),
+the control line's answer, the table's rows. :func:`run_walk` is the one code path: the selection runs it on
+an in-process copy of the reference target (:func:`conformance.sync.reference_target.serve`), the suite's
+``walks/replay`` case runs it on the target under test. :func:`candidates` generates the walks from a seed,
+biased as a tester would (every threshold at its exact value and a tick either side, sequence numbers at
+memory, durable, one either side, 0 and the max, two faults at once, refusals followed by fresh traffic);
+``python -m conformance.sync.walks select`` keeps those that tell :data:`MODULES`' operator mutants apart
+(:func:`conformance.operator_mutants.select`) and writes ``vectors/walks.json`` and ``docs/walks/sync.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import random
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, Protocol
+
+import pyarrow as pa
+
+from conformance import vectorgen
+from conformance.framework import CaseContext, Verdict
+from reference.sync.credentials import ClientSecurity
+from reference.sync.store import read_delta
+from spec.sync.messages import ColumnDescriptor, ColumnRole, StorageLocation, SyncCommand
+from spec.sync.schema import SyncSchema
+from spec.sync.squash import SquashedChange
+
+if TYPE_CHECKING:
+    from conformance.sync.suite import SyncTarget
+
+SEED: Final = 43
+CANDIDATES: Final = 1200
+MODULES: Final = ("spec.sync.writer", "spec.sync.squash", "spec.sync.server", "spec.sync.admission",
+                  "spec.sync.confinement", "spec.sync.flush_failures", "spec.sync.responses",
+                  "spec.sync.messages", "spec.sync.schema", "spec.sync.commit_time", "spec.sync.flight",
+                  "spec.sync.errors")
+"""Every spec module the reference target's server reaches (``spec.sync.client`` is the client's only)."""
+PREFIXES: Final = ("spec.", "reference.sync", "conformance.sync")
+HELD: Final = 3600
+"""A lag no walk reaches."""
+FLUSH_NOW: Final = "POLICY 0 1000000 4611686018427387904"
+"""Flush after every put (what the target starts with): every pending table is flushed at once."""
+TICK: Final = 1 / 1024
+CLEAR_S: Final = 7200
+"""How far a walk moves the clock when it ends: past every retry wait and transaction timeout it started."""
+U64_MAX: Final = 2**64 - 1
+PUT_TIMEOUT_S: Final = 10.0
+
+Step = dict[str, Any]
+Walk = dict[str, Any]
+"""``{"steps": [...]}``; the answers are a list with one entry per step."""
+
+
+class WalkTarget(Protocol):
+    """What a walk drives: the live target (:class:`conformance.sync.suite.SyncTarget`) or the in-process one."""
+
+    location: str
+    security: ClientSecurity
+
+    @property
+    def store(self) -> str: ...
+
+    def control(self, line: str, timeout: float = ...) -> str: ...
+
+    def restart(self) -> None: ...
+
+
+# -- column layouts ---------------------------------------------------------------------------------------------
+
+OLD, NEW, CHANGED, VALUE = 0, 1, 2, 3
+"""``spec.sync.messages.ColumnRole`` by number: the walk vectors name roles as the wire does."""
+LAYOUTS: Final[dict[str, tuple[tuple[tuple[int, str], ...], tuple[tuple[str, str], ...]]]] = {
+    # name: (descriptors as (role, column), arrow columns as (name, type)); rows carry the columns in order
+    "plain": (((OLD, "id"), (NEW, "id"), (VALUE, "v")), (("old_id", "int64"), ("new_id", "int64"), ("v", "string"))),
+    "swapped": (((NEW, "id"), (OLD, "id"), (VALUE, "v")), (("new_id", "int64"), ("old_id", "int64"), ("v", "string"))),
+    "changed": (((OLD, "id"), (NEW, "id"), (VALUE, "v"), (CHANGED, "v"), (VALUE, "w")),
+                (("old_id", "int64"), ("new_id", "int64"), ("v", "string"), ("changed_v", "bool"), ("w", "string"))),
+    "two-key": (((OLD, "id"), (OLD, "k"), (NEW, "id"), (NEW, "k"), (VALUE, "v")),
+                (("old_id", "int64"), ("old_k", "int64"), ("new_id", "int64"), ("new_k", "int64"), ("v", "string"))),
+    "vw": (((OLD, "id"), (NEW, "id"), (VALUE, "v"), (VALUE, "w")),
+           (("old_id", "int64"), ("new_id", "int64"), ("v", "string"), ("w", "string"))),
+    # refused layouts, each at its smallest violation
+    "one-descriptor-short": (((OLD, "id"), (NEW, "id")), (("old_id", "int64"), ("new_id", "int64"), ("v", "string"))),
+    "one-descriptor-over": (((OLD, "id"), (NEW, "id"), (VALUE, "v"), (VALUE, "x")),
+                            (("old_id", "int64"), ("new_id", "int64"), ("v", "string"))),
+    "no-old-key": (((NEW, "id"), (VALUE, "v"), (VALUE, "u")), (("new_id", "int64"), ("v", "string"), ("u", "string"))),
+    "no-new-key": (((OLD, "id"), (VALUE, "v"), (VALUE, "u")), (("old_id", "int64"), ("v", "string"), ("u", "string"))),
+    "key-names-differ": (((OLD, "id"), (NEW, "jd"), (VALUE, "v")),
+                         (("old_id", "int64"), ("new_jd", "int64"), ("v", "string"))),
+    "key-types-differ": (((OLD, "id"), (NEW, "id"), (VALUE, "v")),
+                         (("old_id", "int64"), ("new_id", "int32"), ("v", "string"))),
+    "changed-not-bool": (((OLD, "id"), (NEW, "id"), (VALUE, "v"), (CHANGED, "v")),
+                         (("old_id", "int64"), ("new_id", "int64"), ("v", "string"), ("changed_v", "int64"))),
+    "changed-names-key": (((OLD, "id"), (NEW, "id"), (VALUE, "v"), (CHANGED, "id")),
+                          (("old_id", "int64"), ("new_id", "int64"), ("v", "string"), ("changed_id", "bool"))),
+    "changed-names-nothing": (((OLD, "id"), (NEW, "id"), (VALUE, "v"), (CHANGED, "z")),
+                              (("old_id", "int64"), ("new_id", "int64"), ("v", "string"), ("changed_z", "bool"))),
+    "value-twice": (((OLD, "id"), (NEW, "id"), (VALUE, "v"), (VALUE, "v")),
+                    (("old_id", "int64"), ("new_id", "int64"), ("v", "string"), ("v2", "string"))),
+    "struct-value": (((OLD, "id"), (NEW, "id"), (VALUE, "s")),
+                     (("old_id", "int64"), ("new_id", "int64"), ("s", "struct"))),
+}
+VALID_LAYOUTS: Final = ("plain", "swapped", "changed", "two-key", "vw")
+REFUSED_LAYOUTS: Final = tuple(name for name in LAYOUTS if name not in VALID_LAYOUTS)
+
+
+def _array(values: list[Any], kind: str) -> pa.Array:
+    if kind == "struct":
+        return pa.array([None if v is None else {"a": v, "b": v} for v in values],
+                        pa.struct([("a", pa.string()), ("b", pa.string())]))
+    return pa.array(values, {"int64": pa.int64(), "int32": pa.int32(), "string": pa.string(), "bool": pa.bool_()}[kind])
+
+
+def put_batch(put: Step) -> pa.Table:
+    """The put's rows as the Arrow table it sends (column values in the layout's order)."""
+    columns = LAYOUTS[put["layout"]][1]
+    rows: list[list[Any]] = put["rows"]
+    return pa.table({name: _array([r[i] if i < len(r) else None for r in rows], kind)
+                     for i, (name, kind) in enumerate(columns)})
+
+
+def put_command(put: Step) -> bytes:
+    store = put.get("store")
+    return SyncCommand(
+        path=put["table"], origin=put["origin"],
+        column_descriptors=tuple(ColumnDescriptor(role=ColumnRole(r), name=n) for r, n in LAYOUTS[put["layout"]][0]),
+        sequence_number=put["seq"], format=put.get("format", 0), truncate=put.get("truncate", False),
+        store=None if store is None else StorageLocation(location=store, options={}, name="walks"),
+    ).to_descriptor_cmd()
+
+
+# -- running a walk ---------------------------------------------------------------------------------------------
+
+def _flight_message(error: Exception) -> str:
+    """The server's own words of a Flight error, without the client library's context."""
+    text = str(error)
+    text = text.split("with message: ", 1)[-1]
+    return text.split(". gRPC client debug context", 1)[0].split(". Detail:", 1)[0]
+
+
+def _put(target: WalkTarget, put: Step, store_prefix: str, restarted: bool) -> Any:
+    """The put's answer; ``first`` only once the walk restarted the target (before, earlier traffic decides it)."""
+    from conformance.sync.suite import do_put  # the suite imports this module for its cases
+
+    if put.get("store") is not None:
+        put = dict(put, store=os.path.join(target.store, put["store"]) if put["store"].startswith(store_prefix)
+                   else put["store"])
+    outcome = do_put(target.location, put_command(put), [put_batch(put)], timeout=getattr(target, "put_timeout_s", PUT_TIMEOUT_S),
+                     security=target.security)
+    if outcome.response is None:
+        error = outcome.error
+        return {"error": f"{type(error).__name__}: {_flight_message(error) if error is not None else ''}"}
+    r = outcome.response
+    numbers = {"accepted": r.accepted, "memory": r.memory_sequence_number, "durable": r.durable_sequence_number}
+    return numbers | {"first": r.first} if restarted else numbers
+
+
+def _read(target: WalkTarget, table: str) -> Any:
+    path = os.path.join(target.store, table)
+    log = os.path.join(path, "_delta_log")
+    if not os.path.isdir(log) or not any(name.endswith(".json") and os.path.isfile(os.path.join(log, name))
+                                         for name in os.listdir(log)):
+        return None  # no table (a blocked one has a directory where its first commit would be)
+    rows = read_delta(path).to_pylist()
+    return sorted(([[k, row[k]] for k in sorted(row)] for row in rows), key=repr)
+
+
+def _blocker(target: WalkTarget, table: str) -> str:
+    return os.path.join(target.store, table, "_delta_log", f"{0:020}.json")
+
+
+def run_walk(target: WalkTarget, walk: Walk) -> list[Any]:
+    """Every step's answer on ``target``; a step the target fails to answer ends the walk with its error."""
+    answers: list[Any] = []
+    restarted = False
+    for step in walk["steps"]:
+        if "put" in step:
+            answers.append(_put(target, step["put"], "allowed", restarted))
+        elif "control" in step:
+            answers.append(target.control(step["control"]))
+        elif "read" in step:
+            answers.append(_read(target, step["read"]))
+        elif "block" in step:
+            os.makedirs(_blocker(target, step["block"]), exist_ok=True)
+            answers.append("OK")
+        elif "unblock" in step:
+            shutil.rmtree(_blocker(target, step["unblock"]), ignore_errors=True)
+            answers.append("OK")
+        elif "restart" in step:
+            target.restart()
+            restarted = True
+            answers.append("OK")
+        else:
+            raise ValueError(f"unknown step {step!r}")
+    return answers
+
+
+def requires(walk: Walk) -> frozenset[str]:
+    """The capabilities a walk needs beyond ``flush-control`` and ``store``."""
+    needed: set[str] = set()
+    for step in walk["steps"]:
+        put = step.get("put", {})
+        if put.get("truncate"):
+            needed.add("truncate")
+        if put.get("store") is not None:
+            needed.add("store-locations")
+        if "restart" in step:
+            needed.add("restart")
+        if len(step.get("control", "").split()) == 5:
+            needed.add("watermark")
+    return frozenset(needed)
+
+
+class InProcessTarget:
+    """The reference target in this process, on a store of its own (what the selection runs walks on)."""
+
+    security = ClientSecurity()
+    put_timeout_s = 3.0
+    """Under the selection's alarm per walk, so a mutant that never answers a put ends the walk."""
+
+    def __init__(self, store: str) -> None:
+        from conformance.sync.reference_target import serve
+
+        self._store = store
+        self._serve = serve
+        self.server, self.endpoint, self.clock = serve(store)
+        self.location = f"grpc://127.0.0.1:{self.server.port}"
+
+    @property
+    def store(self) -> str:
+        return self._store
+
+    def control(self, line: str, timeout: float = 0.0) -> str:
+        from conformance.sync.reference_target import answer
+
+        return answer(self.endpoint, self.clock, line, self.server)
+
+    def restart(self) -> None:
+        self.server.shutdown(grace_s=0)
+        self.server, self.endpoint, self.clock = self._serve(self._store)
+        self.location = f"grpc://127.0.0.1:{self.server.port}"
+
+    def close(self) -> None:
+        self.server.shutdown(grace_s=0)
+
+
+@contextmanager
+def in_process() -> Iterator[InProcessTarget]:
+    store = tempfile.mkdtemp(prefix="sync-walk-")
+    target = None
+    try:
+        target = InProcessTarget(store)
+        yield target
+    finally:
+        if target is not None:
+            target.close()
+        shutil.rmtree(store, ignore_errors=True)
+
+
+def run_in_process(walk: Walk) -> list[Any]:
+    """The selection's runner: the walk on a fresh in-process reference target."""
+    with in_process() as target:
+        return run_walk(target, walk)
+
+
+# -- generating walks -------------------------------------------------------------------------------------------
+
+class _Gen:
+    """One walk being generated: its names, the numbers a tester keeps in mind, its steps."""
+
+    def __init__(self, rng: random.Random, tag: str) -> None:
+        self.rng = rng
+        self.tag = tag
+        self.steps: list[Step] = []
+        self.last: dict[str, int] = {}
+
+    def table(self, name: str = "a") -> str:
+        return f"walks/{self.tag}/{name}"
+
+    def origin(self, name: str = "o1") -> str:
+        return f"{self.tag}-{name}"
+
+    def put(self, table: str = "a", origin: str = "o1", seq: int | None = None, rows: Sequence[Sequence[Any]] = (),
+            layout: str = "plain", **extra: Any) -> None:
+        self.steps.append({"put": {"table": self.table(table), "origin": self.origin(origin), "seq": seq,
+                                   "rows": [list(r) for r in rows], "layout": layout, **extra}})
+        if seq is not None:
+            self.last[origin] = max(self.last.get(origin, seq), seq)
+
+    def raw_put(self, table: str, **fields: Any) -> None:
+        put = {"table": table, "origin": self.origin(), "seq": 1, "rows": [[None, 1, "a"]], "layout": "plain"}
+        self.steps.append({"put": put | fields})
+
+    def control(self, line: str) -> None:
+        self.steps.append({"control": line})
+
+    def policy(self, lag: float = HELD, count: int = 1_000_000, size: int = 2**62, watermark: int | None = None) -> None:
+        self.control(f"POLICY {lag:g} {count} {size}" + (f" {watermark}" if watermark is not None else ""))
+
+    def advance(self, seconds: float) -> None:
+        self.control(f"ADVANCE {seconds!r}")
+
+    def read(self, table: str = "a") -> None:
+        self.steps.append({"read": self.table(table)})
+
+    def seq_near(self, origin: str = "o1") -> int | None:
+        """A sequence number a tester would try next for ``origin``: new, at, one below, 0, the max, none."""
+        last = self.last.get(origin)
+        if last is None:
+            return self.rng.choice([None, 0, 1, 1, 2, U64_MAX])
+        near = [None, last + 1, last + 1, last + 2, last, last - 1 if last else 0, 0, U64_MAX]
+        return self.rng.choice([n if n is None else min(n, U64_MAX) for n in near])
+
+    def rows(self, keys: Sequence[int] = (1, 2, 3), most: int = 3, value: str = "v") -> list[list[Any]]:
+        out: list[list[Any]] = []
+        for i in range(self.rng.randint(0, most)):
+            kind = self.rng.choice(["insert", "insert", "update", "delete", "move"])
+            k, j = self.rng.choice(keys), self.rng.choice(keys)
+            old, new = {"insert": (None, k), "update": (k, k), "delete": (k, None), "move": (k, j)}[kind]
+            out.append([old, new, None if new is None else f"{value}{i}"])
+        return out
+
+    def finish(self, tables: Sequence[str] = ("a",)) -> Walk:
+        for name in tables:
+            self.read(name)
+        self.control(FLUSH_NOW)  # nothing of this walk is left pending for the next one on a live target
+        self.advance(CLEAR_S)
+        return {"steps": self.steps}
+
+
+def _sequence_walk(g: _Gen) -> None:
+    """Puts of two origins to two tables with sequence numbers around memory and durable, flushed on the way."""
+    g.policy(g.rng.choice([HELD, 5]))
+    for _ in range(g.rng.randint(3, 7)):
+        move = g.rng.choice(["put", "put", "put", "other", "flush", "probe", "pending", "advance"])
+        if move == "put":
+            g.put(g.rng.choice("ab"), "o1", g.seq_near("o1"), g.rows(), g.rng.choice(["plain", "plain", "swapped"]))
+        elif move == "other":
+            g.put(g.rng.choice("ab"), "o2", g.seq_near("o2"), g.rows())
+        elif move == "flush":
+            g.control(FLUSH_NOW)
+            g.policy(g.rng.choice([HELD, 5]))
+        elif move == "probe":
+            g.put("a", g.rng.choice(["o1", "o2"]))
+        elif move == "pending":
+            g.control("PENDING")
+        else:
+            g.advance(g.rng.choice([5 - TICK, 5, 5 + TICK, 1]))
+    g.put("a", "o1")
+    g.put("a", "o2")
+    g.control(FLUSH_NOW)
+    g.put("a", "o1")
+
+
+def _lag_walk(g: _Gen) -> None:
+    """Pending data flushed at exactly the lag after the oldest of it arrived: a tick before, at, after."""
+    lag = g.rng.choice([1, 2, 10, 0.5])
+    g.policy(lag, g.rng.choice([1_000_000, 2, 3]))
+    g.put("a", "o1", 1, [[None, 1, "a"]])
+    if g.rng.random() < 0.5:
+        first = g.rng.choice([lag / 2, TICK, lag - TICK])
+        g.advance(first)
+        g.put(g.rng.choice("ab"), "o1", g.rng.choice([None, 2]), [[None, 2, "b"]], "swapped")
+        left = lag - first
+    else:
+        left = lag
+    for delta in (left - TICK, TICK, TICK):
+        g.advance(delta)
+        g.put("a", "o1")
+        g.control("PENDING")
+    if g.rng.random() < 0.5:  # fresh traffic after the flush waits its own lag
+        g.put("a", "o1", g.last.get("o1", 0) + 1, [[1, 1, "c"]])
+        g.advance(lag - TICK)
+        g.put("a", "o1")
+        g.advance(TICK)
+        g.put("a", "o1")
+
+
+def _count_walk(g: _Gen) -> None:
+    """A table flushed at exactly max_syncs_per_url pending items (puts alternate two column orders)."""
+    count = g.rng.choice([1, 2, 3, 4])
+    g.policy(HELD, count)
+    tables = "ab" if g.rng.random() < 0.3 else "a"
+    for i in range(count + g.rng.choice([-1, 0, 1])):
+        layout = "swapped" if i % 2 else "plain"
+        row = [None, i + 1, f"r{i}"] if layout == "plain" else [i + 1, None, f"r{i}"]
+        g.put(g.rng.choice(tables), "o1", g.rng.choice([i + 1, None]), [row], layout)
+        g.control("PENDING")
+    g.put("a", "o1")
+
+
+def put_bytes(rows: Sequence[Sequence[Any]], layout: str = "plain") -> int:
+    """The pending bytes one valid put adds (the size of its change as the spec queues it)."""
+    batch = put_batch({"rows": [list(r) for r in rows], "layout": layout})
+    schema = SyncSchema.validate([ColumnDescriptor(role=ColumnRole(r), name=n) for r, n in LAYOUTS[layout][0]],
+                                 batch.schema)
+    size: int = SquashedChange.of_put(schema, [batch], False).batch.nbytes
+    return size
+
+
+def _size_walk(g: _Gen) -> None:
+    """Pending bytes at the size threshold and the high-watermark: exactly, a byte under, a byte over."""
+    puts = [[[None, k, f"value-{k}" * g.rng.randint(1, 3)]] for k in range(1, g.rng.randint(2, 4))]
+    sizes = [put_bytes(rows) for rows in puts]
+    total = sum(sizes)
+    bound = total + g.rng.choice([-1, 0, 1, -sizes[-1], 1 - sizes[-1]])
+    if g.rng.random() < 0.5:
+        g.policy(HELD, 1_000_000, bound)
+    else:  # the watermark: a put past it is answered accepted=false and nothing of it is kept
+        g.policy(HELD, 1_000_000, 2**62, max(bound, 0))
+    for i, rows in enumerate(puts):
+        g.put(g.rng.choice("ab"), "o1", i + 1, rows)
+        g.control("PENDING")
+    g.put("a", "o1", len(puts) + 1, [[None, 9, "after"]])
+    g.control("PENDING")
+
+
+def _refusal_walk(g: _Gen) -> None:
+    """A refused put (one fault, or two at once) writes nothing; the same origin's fresh traffic is served."""
+    g.policy(g.rng.choice([HELD, 0]))
+    if g.rng.random() < 0.5:
+        g.put("a", "o1", 1, [[None, 1, "stored"]], "vw" if g.rng.random() < 0.3 else "plain")
+        g.control(FLUSH_NOW)
+        g.policy(HELD)
+    layout = g.rng.choice(REFUSED_LAYOUTS)
+    rows: list[list[Any]] = [[None, 2, "x"] + [None] * (len(LAYOUTS[layout][1]) - 3)]
+    if layout in ("changed-not-bool", "changed-names-key", "changed-names-nothing"):
+        rows = [[None, 2, "x", 1 if layout == "changed-not-bool" else True]]
+    if len(LAYOUTS[layout][1]) == 3 and layout.startswith("no-"):
+        rows = [[2, "x", "y"]]
+    faults: dict[str, Any] = {}
+    second = g.rng.choice(["none", "none", "path", "format", "seq-replay", "interleave", "partly-null", "store"])
+    if second == "path":
+        faults["table"] = g.rng.choice(["../x", "/abs", "", "a/_delta_log", "a\x01b", "x" * 256])
+    elif second == "format":
+        faults["format"] = 1
+    elif second == "store":
+        faults["store"] = g.rng.choice(["elsewhere", "allowed/../x"])
+    seq: int | None = g.rng.choice([2, None, 0])
+    if second == "seq-replay":
+        seq = 1
+    if second == "interleave":
+        g.put("a", "o2", None, [[None, 5, "open"]])
+    step = {"table": g.table("a"), "origin": g.origin("o1"), "seq": seq, "rows": rows, "layout": layout} | faults
+    g.steps.append({"put": step})
+    if second == "partly-null":
+        g.put("a", "o1", 2, [[None, None, 2, None, "x"]], "two-key")
+    g.control("PENDING")
+    g.control(FLUSH_NOW)
+    g.put("a", "o1")
+    g.put("a", "o1", 3, [[None, 3, "fresh"]])
+    if second == "interleave":
+        g.put("a", "o2", 6, [])
+
+
+def _schema_walk(g: _Gen) -> None:
+    """Rows and layouts each valid on its own, judged against the table as stored and against each other."""
+    g.policy(g.rng.choice([HELD, 0]))
+    first = g.rng.choice(VALID_LAYOUTS)
+    second = g.rng.choice(VALID_LAYOUTS)
+
+    def row(layout: str, key: int, value: str) -> list[Any]:
+        return {"plain": [None, key, value], "swapped": [key, None, value], "changed": [None, key, value, True, "w"],
+                "two-key": [None, None, key, key, value], "vw": [None, key, value, "w"]}[layout]
+
+    g.put("a", "o1", 1, [row(first, 1, "one")], first)
+    if g.rng.random() < 0.5:
+        g.control(FLUSH_NOW)
+        g.policy(HELD)
+    rows = [row(second, 2, "two")]
+    if g.rng.random() < 0.4:  # a key twice, a null key, a partly null key
+        rows.append(g.rng.choice([row(second, 2, "again"), row(second, 3, "x")]))
+        if second == "two-key" and g.rng.random() < 0.5:
+            rows[-1] = g.rng.choice([[None, None, 3, None, "half"], [3, None, 3, 3, "half-old"]])
+        elif second == "plain" and g.rng.random() < 0.5:
+            rows[-1] = [None, None, "no key"]
+    g.put("a", "o1", 2, rows, second)
+    g.control(FLUSH_NOW)
+    g.put("a", "o1")
+
+
+def _chain_walk(g: _Gen) -> None:
+    """A squash chain of up to four changes on two keys, in one put or several, flushed together or apart."""
+    stored = g.rng.choice([(), (1,), (1, 2)])
+    layout = g.rng.choice(["plain", "plain", "changed", "swapped"])
+
+    def row(old: int | None, new: int | None, value: str | None, changed: bool = True) -> list[Any]:
+        if layout == "changed":
+            return [old, new, value, changed, None if new is None else f"w{value}"]
+        if layout == "swapped":
+            return [new, old, value]
+        return [old, new, value]
+
+    g.policy(HELD)
+    if stored:
+        g.put("a", "o1", 1, [row(None, k, f"s{k}") for k in stored], layout)
+        g.control(FLUSH_NOW)
+        g.policy(HELD)
+    present = set(stored)
+    changes: list[list[Any]] = []
+    for i in range(g.rng.randint(1, 4)):
+        options: list[tuple[int | None, int | None]] = [(None, k) for k in (1, 2) if k not in present]
+        for k in sorted(present):
+            options += [(k, k), (k, None)] + [(k, j) for j in (1, 2) if j not in present]
+        old, new = g.rng.choice(options)
+        if old is not None:
+            present.discard(old)
+        if new is not None:
+            present.add(new)
+        changes.append(row(old, new, None if new is None else f"c{i}", changed=g.rng.random() < 0.6))
+    how = g.rng.choice(["one-put", "put-per-change", "flushed-apart"])
+    if how == "one-put":
+        g.put("a", "o1", 2, changes, layout)
+    else:
+        for i, change in enumerate(changes):
+            g.put("a", "o1", 2 + i, [change], layout)
+            if how == "flushed-apart":
+                g.control(FLUSH_NOW)
+                g.policy(HELD)
+    if g.rng.random() < 0.3:  # the replay of the whole chain after it landed
+        g.control(FLUSH_NOW)
+        g.put("a", "o1", 2, changes[:1], layout)
+
+
+def _timeout_walk(g: _Gen) -> None:
+    """A silent open transaction discarded at exactly its timeout (300 s), a tick before, a tick after."""
+    g.policy(HELD)
+    g.put("a", "o1", None, [[None, 1, "open"]])
+    if g.rng.random() < 0.5:
+        g.advance(100)
+        g.put("a", "o1", None, [[None, 2, "more"]], "swapped")
+        wait = 300.0
+    else:
+        wait = 300.0 + 0
+        if g.rng.random() < 0.5:
+            g.advance(100)
+            wait = 200.0
+    g.advance(wait + g.rng.choice([-TICK, 0, TICK]))
+    g.control("PENDING")
+    g.put("a", "o2", 7, [[None, 3, "other"]])
+    g.put("a", "o1", g.rng.choice([1, None, 2]), g.rng.choice([[], [[None, 4, "fresh"]]]))
+    g.put("a", "o1", 5, [[None, 5, "fresh"]])
+    g.control(FLUSH_NOW)
+
+
+def _failure_walk(g: _Gen) -> None:
+    """A table that cannot be created for a while: retried after each wait, nothing durable before it lands."""
+    g.policy(g.rng.choice([0, 2]))
+    g.steps.append({"block": g.table("a")})
+    g.put("a", "o1", 1, [[None, 1, "a"]])
+    if g.rng.random() < 0.5:
+        g.put("b", "o1", 2, [[None, 2, "b"]])
+    for _ in range(g.rng.randint(1, 3)):
+        g.advance(g.rng.choice([1, 2, 4, 8, 16, 1 - TICK, 2 - TICK, 60]))
+        g.put("a", "o1")
+    g.steps.append({"unblock": g.table("a")})
+    for wait in (g.rng.choice([1, 2, 4, 8, 30]), g.rng.choice([TICK, 60, 600])):
+        g.advance(wait)
+        g.put("a", "o1")
+    g.put("a", "o1", 3, [[1, 1, "after"]])
+    g.control(FLUSH_NOW)
+    g.put("a", "o1")
+
+
+def _confinement_walk(g: _Gen) -> None:
+    """Table paths and store locations at the confinement rules' bounds, then a put that must be served."""
+    segment = g.rng.choice([254, 255, 256])
+    path = g.rng.choice([
+        g.table("x" * segment), g.table("_change_data"), g.table("_delta_log"), g.table("a/../b"), g.table("a//b"),
+        g.table("a\x7fb"), g.table("a\tb"), "/" + g.table("a"), g.table("a/"), g.table(".") , g.table("a.b"),
+        g.table("-a"), g.table("é"), "walks/" + "y" * 255 + "/" + "z" * 255 + "/" + "w" * 255 + "/" + "v" * 250,
+        "walks/" + "y" * 255 + "/" + "z" * 255 + "/" + "w" * 255 + "/" + "v" * 255])
+    store = g.rng.choice([None, None, "allowed", "allowed/sub", "allowed/../x", "allowedx", "elsewhere", "allowed/"])
+    g.policy(0)
+    g.raw_put(path, store=store)
+    g.put("a", "o1", 2, [[None, 2, "ok"]])
+    g.put("a", "o1")
+
+
+def _truncate_walk(g: _Gen) -> None:
+    """The truncate extension: a table emptied before the put's rows, also with no rows, also held back."""
+    g.policy(0)
+    g.put("a", "o1", 1, [[None, 1, "a"], [None, 2, "b"]])
+    g.policy(g.rng.choice([0, HELD]))
+    if g.rng.random() < 0.5:
+        g.put("a", "o1", 2, [[1, 1, "before"]])
+    g.put("a", "o1", g.rng.choice([3, None]), g.rng.choice([[], [[None, 3, "c"]], [[2, 2, "d"]]]), truncate=True)
+    if g.rng.random() < 0.5:
+        g.put("a", "o1", 4, [[None, 4, "after"]])
+    g.control(FLUSH_NOW)
+    g.put("a", "o1")
+
+
+def _restart_walk(g: _Gen) -> None:
+    """A restart: the durable numbers the tables record come back; a replay is taken, fresh traffic served."""
+    g.policy(0)
+    g.put("a", "o1", 1, [[None, 1, "a"]])
+    g.put("b", "o1", 2, [[None, 2, "b"]])
+    if g.rng.random() < 0.5:
+        g.policy(HELD)
+        g.put("a", "o1", 3, [[None, 3, "lost"]])
+    g.steps.append({"restart": True})
+    g.control(FLUSH_NOW)
+    g.put("a", "o1")
+    g.put("a", "o1", g.rng.choice([1, 2, 3]), [[None, 1, "replay"]])
+    g.put("a", "o1", 4, [[1, 1, "fresh"]])
+
+
+SHAPES: Final = (_sequence_walk, _lag_walk, _count_walk, _size_walk, _refusal_walk, _schema_walk, _chain_walk,
+                 _timeout_walk, _failure_walk, _confinement_walk, _truncate_walk, _restart_walk)
+
+
+def candidates(seed: int = SEED, count: int = CANDIDATES) -> list[Walk]:
+    """The seeded candidate walks, shapes in turn; walk ``i`` names its tables and origins ``w<i>``."""
+    rng = random.Random(seed)
+    walks = []
+    for i in range(count):
+        g = _Gen(random.Random(rng.getrandbits(64)), f"w{i}")
+        shape = SHAPES[i % len(SHAPES)]
+        shape(g)
+        walk = g.finish(("a", "b"))
+        walk["shape"] = shape.__name__.strip("_")
+        walks.append(walk)
+    return walks
+
+
+# -- selecting, recording and reporting --------------------------------------------------------------------------
+
+VECTOR_FILE: Final = Path(__file__).resolve().parent / "vectors" / "walks.json"
+REPORT_FILE: Final = Path(__file__).resolve().parents[2] / "docs" / "walks" / "sync.md"
+MAX_TRIES: Final = 40
+"""Walks tried on one mutant before it is called a survivor: every walk starts a server, so not all are tried."""
+SERVER_PREFIXES: Final = ("spec.", "reference.sync", "conformance.sync.reference_target", "conformance.sync.clock")
+"""What a mutant's run imports afresh: the target's side only. This module, the suite's put and the Delta reader
+stay as first imported, so the judge of a mutant is the unmutated one, as with an ``exec:`` target."""
+
+
+def _rule(mutant_name: str) -> str:
+    """``function: operator`` of a mutant's name (``module:function:line: operator``), without the line."""
+    module, function, _, operator = mutant_name.split(":", 3)
+    return f"{module.rsplit('.', 1)[-1]}.{function}: {operator.strip()}"
+
+
+def select_part(modules: Sequence[str], seed: int, count: int, max_tries: int) -> dict[str, Any]:
+    """Run the selection over ``modules``' mutants; the figures and, per killed mutant, the walk that killed it."""
+    from conformance.operator_mutants import mutants_of, select
+
+    logging.disable(logging.CRITICAL)  # a planted mutant's server logs its failures; the answers say enough
+    walks = candidates(seed, count)
+    figures: dict[str, Any] = {}
+    killed: dict[str, int] = {}
+    for module in modules:
+        mutants = mutants_of(module)
+        result = select(walks, lambda: run_in_process, SERVER_PREFIXES, mutants, max_tries=max_tries, traced=False,
+                        progress=lambda line: print(f"{module}: {line}", file=sys.stderr, flush=True))
+        figures[module] = {"mutants": len(mutants), "toldApart": len(result.killed_by), "broken": len(result.broken),
+                           "survivors": sorted(_rule(n) for n in result.survivors)}
+        killed.update({name: index for name, index in result.killed_by.items()})
+        print(f"{module}: {figures[module]['toldApart']}/{len(mutants)} told apart", file=sys.stderr, flush=True)
+    return {"seed": seed, "candidates": count, "maxTries": max_tries, "modules": figures, "killedBy": killed}
+
+
+def document(selection: dict[str, Any]) -> dict[str, Any]:
+    """The vector file: each kept walk once, with the first rule it was kept for and its answers now."""
+    walks = candidates(selection["seed"], selection["candidates"])
+    rules: dict[int, list[str]] = {}
+    for name, index in sorted(selection["killedBy"].items()):
+        rules.setdefault(index, []).append(_rule(name))
+    tests = []
+    for n, index in enumerate(sorted(rules), 1):
+        walk = walks[index]
+        tests.append({"tcId": n, "comment": rules[index][0], "walk": index, "shape": walk["shape"],
+                      "killed": len(rules[index]), "requires": sorted(requires(walk)), "steps": walk["steps"],
+                      "expected": run_in_process(walk)})
+    return {
+        "algorithm": "seafowl-data-sync/walks",
+        "schema": "sync_walks_schema.json",
+        "numberOfTests": len(tests),
+        "header": [
+            "Seeded walks over the sync target's inputs, each kept because it tells the spec apart from one of its "
+            "first-order operator mutants (conformance/operator_mutants.py).",
+            "Regenerate: python -m conformance.sync.walks select (minutes), then python -m conformance.sync.walks.",
+        ],
+        "notes": {"comment": "module.function: operator of the first mutant the walk was kept for (of `killed`)"},
+        "selection": {k: selection[k] for k in ("seed", "candidates", "maxTries", "modules", "killedBy")},
+        "testGroups": [{"type": "SyncWalk", "tests": tests}],
+    }
+
+
+def report(doc: dict[str, Any]) -> str:
+    """``docs/walks/sync.md``: the figures per module and the survivors by function and operator."""
+    sel = doc["selection"]
+    lines = ["# Walk corpus: sync", "",
+             "Generated by `python -m conformance.sync.walks` from `conformance/sync/vectors/walks.json`; do not edit.",
+             "", f"Seed {sel['seed']}, {sel['candidates']} candidate walks, at most {sel['maxTries']} tried per mutant; "
+             f"{doc['numberOfTests']} walks kept.", "",
+             "| module | mutants | told apart | broken | survivors |", "|---|---:|---:|---:|---:|"]
+    total = [0, 0, 0, 0]
+    for module, f in sel["modules"].items():
+        row = [f["mutants"], f["toldApart"], f["broken"], len(f["survivors"])]
+        total = [a + b for a, b in zip(total, row)]
+        lines.append(f"| {module} | " + " | ".join(map(str, row)) + " |")
+    lines.append("| **all** | " + " | ".join(map(str, total)) + " |")
+    lines += ["", "## Survivors", ""]
+    for module, f in sel["modules"].items():
+        if f["survivors"]:
+            lines += [f"### {module}", ""] + [f"- `{s}`" for s in f["survivors"]] + [""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _merge(parts: Sequence[Path]) -> dict[str, Any]:
+    merged: dict[str, Any] = {}
+    for part in parts:
+        data = json.loads(part.read_text())
+        if merged and {k: merged[k] for k in ("seed", "candidates", "maxTries")} != {
+                k: data[k] for k in ("seed", "candidates", "maxTries")}:
+            raise ValueError(f"{part} was selected from other candidates")
+        merged.setdefault("modules", {}).update(data["modules"])
+        merged.setdefault("killedBy", {}).update(data["killedBy"])
+        merged.update({k: data[k] for k in ("seed", "candidates", "maxTries")})
+    merged["modules"] = {m: merged["modules"][m] for m in MODULES if m in merged["modules"]}
+    return merged
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``select [--modules M ...] --out PART``: run the selection (minutes, under nice); ``record PART ...``: write
+    the vectors and the report from selections; without a command: regenerate both from the recorded selection
+    (``--check``: exit 1 when either is stale)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["select"]:
+        parser = argparse.ArgumentParser(prog="python -m conformance.sync.walks select")
+        parser.add_argument("--modules", nargs="*", default=list(MODULES))
+        parser.add_argument("--candidates", type=int, default=CANDIDATES)
+        parser.add_argument("--max-tries", type=int, default=MAX_TRIES)
+        parser.add_argument("--out", type=Path, required=True)
+        opts = parser.parse_args(args[1:])
+        opts.out.write_text(json.dumps(select_part(opts.modules, SEED, opts.candidates, opts.max_tries)))
+        return 0
+    if args[:1] == ["record"]:
+        selection = _merge([Path(a) for a in args[1:]])
+    else:
+        selection = json.loads(VECTOR_FILE.read_text())["selection"]
+    doc = document(selection)
+    status = vectorgen.write_or_check("conformance.sync.walks", __doc__, VECTOR_FILE, lambda: vectorgen.render(doc),
+                                      [a for a in args if a == "--check"])
+    if "--check" in args:
+        stale = not REPORT_FILE.exists() or REPORT_FILE.read_text() != report(doc)
+        return status or (print(f"{REPORT_FILE} is stale", file=sys.stderr) or 1 if stale else 0)
+    REPORT_FILE.parent.mkdir(parents=True, exist_ok=True)
+    REPORT_FILE.write_text(report(doc))
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+
+# -- the suite's cases ------------------------------------------------------------------------------------------
+
+GROUP_COST: Final = 40
+"""A case replays walks of one shape costing at most this much (a walk 1, a restart 15 more): each case stays a
+few seconds on a loaded machine, under the per-case limit ``conformance sensitivity`` gives."""
+
+
+def _cost(test: dict[str, Any]) -> int:
+    return 1 + 15 * sum("restart" in step for step in test["steps"])
+
+
+def recorded() -> list[dict[str, Any]]:
+    """The recorded walks (none before the first selection)."""
+    if not VECTOR_FILE.exists():
+        return []
+    tests: list[dict[str, Any]] = json.loads(VECTOR_FILE.read_text())["testGroups"][0]["tests"]
+    return tests
+
+
+def groups() -> list[tuple[str, list[int]]]:
+    """``(case suffix, tcIds)``: the recorded walks by shape, each shape cut where its cost passes GROUP_COST."""
+    out: list[tuple[str, list[int]]] = []
+    by_shape: dict[str, list[dict[str, Any]]] = {}
+    for test in recorded():
+        by_shape.setdefault(test["shape"].removesuffix("_walk"), []).append(test)
+    for shape, tests in sorted(by_shape.items()):
+        part: list[int] = []
+        cost = 0
+        for test in tests:
+            if part and cost + _cost(test) > GROUP_COST:
+                out.append((shape, part))
+                part, cost = [], 0
+            part.append(test["tcId"])
+            cost += _cost(test)
+        out.append((shape, part))
+    numbered: list[tuple[str, list[int]]] = []
+    for shape, ids in out:
+        same = [i for s, i in out if s == shape]
+        numbered.append((shape if len(same) == 1 else f"{shape}-{same.index(ids) + 1}", ids))
+    return numbered
+
+
+def replay_case(ids: Sequence[int]) -> Callable[[SyncTarget, CaseContext], Verdict]:
+    """The check replaying walks ``ids`` on the target; the first answer that differs fails it."""
+
+    def check(t: SyncTarget, ctx: CaseContext) -> Verdict:
+        tests = [test for test in recorded() if test["tcId"] in ids]
+        ran = [test for test in tests if set(test["requires"]) <= t.capabilities]
+        for test in ran:
+            ctx.remaining()
+            got = run_walk(t, test)
+            if got != test["expected"]:
+                step = next((i for i, (a, b) in enumerate(zip(got, test["expected"])) if a != b), len(got))
+                return Verdict(False, f"walk tcId {test['tcId']} (kept for {test['comment']}), step {step} "
+                               f"{json.dumps(test['steps'][step])[:300]}: {json.dumps(test['expected'][step])}",
+                               json.dumps(got[step]) if step < len(got) else "no answer")
+        return Verdict(True, f"{len(ran)} walks answer as recorded", f"{len(ran)} of {len(tests)} replayed "
+                       f"({len(tests) - len(ran)} need a capability the target does not declare)")
+
+    return check
