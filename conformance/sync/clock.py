@@ -4,12 +4,16 @@
 periodic tick; or, with ``wakes_at_deadlines``, a sleeper whose deadline is not reached goes back to sleep
 without returning, as a real alarm does), and returns
 only once each is asleep again: what the server does by then is done when ``advance`` returns,
-with no wait on the wall clock and no race.  (``reference.sync.clock.Clock``.)
+with no wait on the wall clock and no race.  An alarm is a thread's (``alarm``: the flusher) or an asyncio
+task's (``loop_alarm``: a put stream waiting for its next event or its deadline); a task counts as running
+until it sleeps in its alarm again or closes it.  (``reference.sync.clock.Clock``.)
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
+from typing import Any
 
 SETTLE_S = 30.0
 """How long ``advance`` waits, in real seconds, for woken threads to sleep again before it gives up."""
@@ -44,13 +48,67 @@ class _ManualAlarm:
             if self.asleep:
                 self._clock.wake(self)
 
+    def woken(self) -> None:
+        """(Lock held.) The sleeping thread waits on the clock's condition: ``wake`` notified it."""
+
     def close(self) -> None:
-        with self._clock.changed:
-            if not self.closed and not self.asleep:
-                self._clock.running -= 1
-            self.closed = True
-            self._clock.alarms.remove(self)
-            self._clock.changed.notify_all()
+        _close(self._clock, self)
+
+
+def _close(clock: ManualClock, alarm: _ManualAlarm | _ManualLoopAlarm) -> None:
+    with clock.changed:
+        if not alarm.closed and not alarm.asleep:
+            clock.running -= 1
+        alarm.closed = True
+        clock.alarms.remove(alarm)
+        clock.changed.notify_all()
+
+
+def _wake_up(woken: asyncio.Future[None]) -> None:
+    if not woken.done():
+        woken.set_result(None)
+
+
+class _ManualLoopAlarm:
+    """A task's alarm: asleep while it awaits its deadline (or one of its ``wakes``), running otherwise."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        self._clock = clock
+        self.asleep = False
+        self.closed = False
+        self._woken: tuple[asyncio.AbstractEventLoop, asyncio.Future[None]] | None = None
+
+    async def sleep_until(self, deadline: float, *wakes: asyncio.Future[Any]) -> None:
+        clock = self._clock
+        loop = asyncio.get_running_loop()
+        while True:
+            with clock.changed:
+                if clock.time >= deadline or any(w.done() for w in wakes):
+                    return
+                woken = loop.create_future()
+                self._woken = (loop, woken)
+                self.asleep = True
+                clock.running -= 1
+                clock.changed.notify_all()
+            try:
+                await asyncio.wait((woken, *wakes), return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                with clock.changed:
+                    if self.asleep:  # woken by one of ``wakes`` (or cancelled), not by the clock
+                        self.asleep = False
+                        clock.running += 1
+                    self._woken = None
+            if not woken.done() or not clock.wakes_at_deadlines:
+                return
+
+    def woken(self) -> None:
+        """(Lock held.) ``wake`` marked the task running: resolve what it awaits, on its loop."""
+        if self._woken is not None:
+            loop, woken = self._woken
+            loop.call_soon_threadsafe(_wake_up, woken)
+
+    def close(self) -> None:
+        _close(self._clock, self)
 
 
 class ManualClock:
@@ -63,7 +121,7 @@ class ManualClock:
         self.wakes_at_deadlines = wakes_at_deadlines
         self.time = start
         self.changed = threading.Condition()
-        self.alarms: list[_ManualAlarm] = []
+        self.alarms: list[_ManualAlarm | _ManualLoopAlarm] = []
         self.running = 0
         """Threads owning an alarm that are not asleep in it."""
 
@@ -75,16 +133,27 @@ class ManualClock:
         return self.now()
 
     def alarm(self) -> _ManualAlarm:
+        alarm = _ManualAlarm(self)
+        self._own(alarm)
+        return alarm
+
+    def loop_alarm(self) -> _ManualLoopAlarm:
+        """An alarm for a task of the running asyncio loop, running from now until it sleeps in it."""
+        alarm = _ManualLoopAlarm(self)
+        self._own(alarm)
+        return alarm
+
+    def _own(self, alarm: _ManualAlarm | _ManualLoopAlarm) -> None:
+        """A new alarm, whose thread or task is running."""
         with self.changed:
-            alarm = _ManualAlarm(self)
             self.alarms.append(alarm)
             self.running += 1
-            return alarm
 
-    def wake(self, alarm: _ManualAlarm) -> None:
-        """(Lock held.) Wake a sleeping alarm: its thread counts as running until it sleeps again."""
+    def wake(self, alarm: _ManualAlarm | _ManualLoopAlarm) -> None:
+        """(Lock held.) Wake a sleeping alarm: its thread or task counts as running until it sleeps again."""
         alarm.asleep = False
         self.running += 1
+        alarm.woken()
         self.changed.notify_all()
 
     def settle(self) -> None:
@@ -105,9 +174,11 @@ class ManualClock:
         self.settle()
 
     def ring_all(self) -> None:
-        """Ring every alarm (what a settings change does: each thread looks again), and return once they sleep again."""
+        """Ring every thread's alarm (what a settings change does: each thread looks again), and return once they
+        sleep again."""
         for alarm in list(self.alarms):
-            alarm.ring()
+            if isinstance(alarm, _ManualAlarm):
+                alarm.ring()
         self.settle()
 
     def sleep(self, seconds: float) -> None:

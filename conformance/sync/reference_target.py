@@ -3,12 +3,14 @@
 ``python -m conformance.sync.reference_target --store DIR`` serves this project's sync server
 (``reference.sync.server``) on DIR, flushing after every put, on a clock that starts at 0 and
 moves only when the runner says so, allowing clients the store location ``DIR/allowed``. It prints
-``CAPABILITIES store restart flush-control watermark store-locations truncate put-slots connections drain put-bound`` and ``LISTENING <port>``, then
+``CAPABILITIES store restart flush-control watermark store-locations truncate put-slots connections drain put-bound
+stream-deadlines`` and ``LISTENING <port>``, then
 answers the runner's flush-control lines on stdin, one line each (the contract: :mod:`conformance.sync.suite`). The harness embeds the server's endpoint
 (``spec.sync.server.SyncServerEndpoint``) and a clock that moves only when told
 (``conformance.sync.clock.ManualClock``): ``POLICY`` reconfigures the endpoint and has the flusher
 look again, ``ADVANCE`` moves the clock and returns once the server has done what fell due by the
-deadlines it computed itself (``SyncServerEndpoint.next_deadline``), so a deadline computed late shows.  The production server has
+deadlines it computed itself (``SyncServerEndpoint.next_deadline``, each stream's ``PutStream`` deadline: the
+transport waits on the same clock), so a deadline computed late shows.  The production server has
 no back door for either.
 """
 
@@ -29,7 +31,7 @@ from spec.sync.server import SyncServerEndpoint, recorded_durable  # noqa: E402
 from spec.sync.writer import SyncSettings  # noqa: E402
 
 CAPABILITIES = ("store", "restart", "flush-control", "watermark", "store-locations", "truncate", "put-slots",
-                "connections", "drain", "put-bound")
+                "connections", "drain", "put-bound", "stream-deadlines")
 PUT_SLOTS = 4
 """The target's max_concurrent_puts (``put-slots``): few, so holding every slot costs a case little."""
 HIGH_WATERMARK = 16 * 1024 * 1024
@@ -74,6 +76,10 @@ def answer(endpoint: SyncServerEndpoint, clock: ManualClock, line: str, server: 
             return f"SLOTS {server.limits.max_concurrent_puts} {server.stats()['running_puts']}"
         if words == ["PUTBOUND"] and server is not None:
             return f"PUTBOUND {server.limits.high_watermark}"
+        if words == ["STREAMS"] and server is not None:
+            stats = server.stats()
+            return (f"STREAMS {server.limits.first_message_timeout_s!r} {server.limits.put_timeout_s!r} "
+                    f"{stats['silent_streams']} {stats['running_puts']}")
         if words == ["CONNECTIONS"] and server is not None:
             return f"CONNECTIONS {server.limits.max_connections} {server.stats()['connections']}"
     except ValueError:

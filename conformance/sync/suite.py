@@ -50,6 +50,12 @@ doing nothing for longest (a silent one, no handshake, oldest first) and is serv
 over every message, each under it), ``RESOURCE_EXHAUSTED``, not ``accepted=false``: such a put could never be taken;
 the line ``PUTBOUND`` is answered ``PUTBOUND <bytes>``, at most 64 MiB so that a case passes it cheaply.
 
+``stream-deadlines``: the target's put streams end at their deadlines on the clock ``ADVANCE`` moves: a stream
+without a message ``first_message_timeout_s`` after it opened, a put still running ``put_timeout_s`` after its
+first message, each ``DEADLINE_EXCEEDED`` naming its setting (``--first-message-timeout-s``, ``--put-timeout-s``);
+``ADVANCE`` answers once the streams due are ended.  The line ``STREAMS`` is answered ``STREAMS <first-message
+timeout s> <put timeout s> <streams open without a message> <puts running>``.
+
 ``drain``: the line ``DRAIN`` (answered ``OK``) makes the target drain as at a shutdown while it still serves
 puts: it answers probes and refuses every other put; only a restart ends it.
 
@@ -77,7 +83,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from conformance.framework import Case, CaseContext, Level, RunOptions, Suite, Verdict
-from conformance.sync import derived, derived_axes, derived_model, derived_rules, derived_writer, walks
+from conformance.sync import derived, derived_axes, derived_model, derived_rules, derived_streams, derived_writer, walks
 from reference.sync.credentials import ClientSecurity
 from streamwire.cli import read_secret
 from spec.sync.messages import (
@@ -1122,6 +1128,10 @@ SUITE = Suite(
         _c("admission/derived-connections-at-their-bound", SHOULD, "With max_connections - 1 silent connections "
            "held a put is served and evicts none; at the cap a put is served and evicts the oldest silent one",
            derived_axes.connections_at_their_bound, "connections"),
+        _c("admission/derived-stream-deadlines-at-their-bounds", SHOULD, "A stream's first message is taken a "
+           "tick before first_message_timeout_s from its opening and the stream ends DEADLINE_EXCEEDED at it; a put "
+           "completes a tick before put_timeout_s from its first message and ends DEADLINE_EXCEEDED at it",
+           derived_streams.stream_deadlines_at_their_bounds, "stream-deadlines"),
         _c("admission/derived-draining-answers-probes-only", SHOULD, "A draining server answers probes with the "
            "numbers it holds and refuses every other put (with rows, closing without rows, a replay)",
            derived_axes.draining_answers_probes_only, "drain", "restart", "store"),

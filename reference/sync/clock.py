@@ -1,16 +1,18 @@
 """The sync runtime's one source of time: what it reads ``now`` from, and how it sleeps until a deadline.
 
-The endpoints (``spec.sync.server``, ``spec.sync.client``) decide every deadline; a driver only asks
-its clock for ``now``, hands it to them, and sleeps until the deadline they return (or until it is
-woken: an ``Alarm`` rung by another thread).  Injecting the clock is what lets a harness run a
-server on a clock that moves only when told (``conformance.sync.clock.ManualClock``).
+The endpoints (``spec.sync.server``, ``spec.sync.client``, ``spec.sync.admission``) decide every deadline; a
+driver only asks its clock for ``now``, hands it to them, and sleeps until the deadline they return (or until it
+is woken: an ``Alarm`` rung by another thread; a ``LoopAlarm`` for a task of an asyncio loop, woken by what else
+it waits for).  Injecting the clock is what lets a harness run a server on a clock that moves only when told
+(``conformance.sync.clock.ManualClock``): its flusher and its streams' deadlines alike.
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
-from typing import Protocol
+from typing import Any, Protocol
 
 
 class Alarm(Protocol):
@@ -26,6 +28,16 @@ class Alarm(Protocol):
         """The sleeping thread is done with this alarm."""
 
 
+class LoopAlarm(Protocol):
+    """One asyncio task's wake-up: at a deadline, or once something else it waits for is done."""
+
+    async def sleep_until(self, deadline: float, *wakes: asyncio.Future[Any]) -> None:
+        """Return at ``deadline`` (by the clock's time) or once one of ``wakes`` is done (left running, not cancelled)."""
+
+    def close(self) -> None:
+        """The task is done with this alarm."""
+
+
 class Clock(Protocol):
     """Time as a driver reads it, and how it waits."""
 
@@ -37,6 +49,9 @@ class Clock(Protocol):
 
     def alarm(self) -> Alarm:
         """An alarm for one thread that sleeps until deadlines."""
+
+    def loop_alarm(self) -> LoopAlarm:
+        """An alarm for one task of the running asyncio loop that sleeps until deadlines."""
 
 
 class _EventAlarm:
@@ -55,6 +70,23 @@ class _EventAlarm:
         pass
 
 
+class _LoopTimer:
+    """The running loop's own timer: no thread, no polling, woken at the deadline as ``asyncio.wait`` is."""
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+
+    async def sleep_until(self, deadline: float, *wakes: asyncio.Future[Any]) -> None:
+        delay = max(0.0, deadline - self._clock.now())
+        if wakes:
+            await asyncio.wait(wakes, timeout=delay, return_when=asyncio.FIRST_COMPLETED)
+        else:
+            await asyncio.sleep(delay)
+
+    def close(self) -> None:
+        pass
+
+
 class MonotonicClock:
     """The process's monotonic clock."""
 
@@ -66,3 +98,6 @@ class MonotonicClock:
 
     def alarm(self) -> Alarm:
         return _EventAlarm(self)
+
+    def loop_alarm(self) -> LoopAlarm:
+        return _LoopTimer(self)

@@ -112,7 +112,7 @@ class SyncServer:
         self._alarm = clock.alarm()
         self._tables = set(store.tables())
         self._transport = FlightPutTransport(
-            self._on_put, host=host, port=port, security=security, limits=self.limits)
+            self._on_put, host=host, port=port, security=security, limits=self.limits, clock=clock)
         self.port = self._transport.port
         self._flusher = threading.Thread(target=self._flush_task, name="sync-flusher", daemon=True)
         self._flusher.start()
@@ -311,6 +311,7 @@ class SyncServer:
                 "pending_tables": len(self._endpoint.pending_tables),
                 "open_transactions": self._endpoint.open_transactions,
                 "running_puts": self._transport.running_puts,
+                "silent_streams": self._transport.silent_streams,
                 "connections": self._transport.connections,
                 "failing_tables": {t: f.failures for t, f in self._endpoint.failing_tables().items()},
             }

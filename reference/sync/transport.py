@@ -4,7 +4,9 @@ pyarrow's Flight server leaves gRPC's receive limit unlimited, gives every strea
 own with no cap and no deadline, and handles SIGTERM itself.  This transport serves the same
 method (``arrow.flight.protocol.FlightService/DoPut``, ``spec.sync.flight``) so Flight clients
 work unchanged, on a grpcio server whose limits are the sync server's.  Streams wait on one
-event-loop thread; the rules are the spec's (``spec.sync.admission``: ``PutStream``, ``PutSlots``):
+event-loop thread; the rules are the spec's (``spec.sync.admission``: ``PutStream``, ``PutSlots``), and their
+deadlines are read from and waited on the server's one clock (``reference.sync.clock``: the loop's own timer on
+the real clock; under a harness, its clock's alarm, so a stream ends when that clock reaches its deadline):
 
 - a stream whose first message does not arrive within ``first_message_timeout_s`` ends
   ``DEADLINE_EXCEEDED`` naming ``--first-message-timeout-s``; until then it holds no put slot
@@ -23,7 +25,7 @@ Connections reach gRPC through the front (``reference.sync.front``), which owns 
 address and relays each connection to gRPC's unix socket in a private directory: at
 ``max_connections`` a newcomer evicts the connection worth least (``spec.admission.ConnectionAdmission``),
 which gRPC's own cap could only refuse; TLS ends in the front. gRPC's handshake, idle and stream limits
-apply to each relayed connection as they did to the client's.
+apply to each relayed connection as they did to the client's (on gRPC's own timers, the real clock).
 
 Other Flight methods are ``UNIMPLEMENTED``.  Errors are ``SyncError`` s, sent as their status
 with their one-line text and condition (``spec.sync.errors.wire_text``).
@@ -45,6 +47,7 @@ from typing import Any, NoReturn, TypeVar
 import grpc
 import grpc.aio
 
+from reference.sync.clock import Clock, LoopAlarm
 from reference.sync.credentials import ServerSecurity, bearer_token_matches
 from reference.sync.front import ConnectionFront, tls_context
 from spec.sync.admission import PutLimits, PutSlots, PutStream
@@ -169,8 +172,9 @@ class FlightPutTransport:
     """A started grpcio asyncio server answering Flight ``DoPut`` with ``handler``."""
 
     def __init__(
-        self, handler: PutHandler, *, host: str, port: int, limits: PutLimits, security: ServerSecurity
+        self, handler: PutHandler, *, host: str, port: int, limits: PutLimits, security: ServerSecurity, clock: Clock,
     ) -> None:
+        """``clock``: what every stream's deadline is read from and waited on (the server's one clock)."""
         self._handler = handler
         self._limits = limits
         self._token = security.token
@@ -179,7 +183,9 @@ class FlightPutTransport:
         self._loop = asyncio.new_event_loop()
         self._loop_thread = threading.Thread(target=self._loop.run_forever, name="sync-transport", daemon=True)
         self._loop_thread.start()
-        self._stopping: asyncio.Event | None = None
+        self._clock = clock
+        self._silent_streams = 0
+        self._stopping: asyncio.Future[None] | None = None
         self._stop_deadline = float("inf")
         self._stopped = threading.Event()
         self._private = tempfile.mkdtemp(prefix="sync-grpc-")
@@ -195,7 +201,7 @@ class FlightPutTransport:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
 
     async def _start(self, host: str, port: int, security: ServerSecurity) -> tuple[grpc.aio.Server, ConnectionFront, int]:
-        self._stopping = asyncio.Event()
+        self._stopping = self._loop.create_future()
         server = grpc.aio.server(
             handlers=[grpc.method_handlers_generic_handler(FLIGHT_SERVICE, {
                 DO_PUT_METHOD: grpc.stream_stream_rpc_method_handler(self._do_put),
@@ -233,24 +239,39 @@ class FlightPutTransport:
 
     async def _do_put(self, requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext[bytes, bytes]) -> None:
         try:
-            stream = PutStream.open(self._limits, self._loop.time(), authorized=self._authorized(context))
+            stream = PutStream.open(self._limits, self._clock.now(), authorized=self._authorized(context))
         except SyncError as exc:
             await self._refuse(context, exc)
-        call = _Call(self._loop, requests.__aiter__(), context)
+        alarm = self._clock.loop_alarm()
+        self._silent_streams += 1
         try:
-            first = await asyncio.wait_for(call._next(), stream.remaining(self._loop.time()))
-        except asyncio.TimeoutError:
-            await self._refuse(context, stream.expired())
+            await self._serve(stream, alarm, _Call(self._loop, requests.__aiter__(), context), context)
+        finally:
+            alarm.close()
+
+    async def _serve(self, stream: PutStream, alarm: LoopAlarm, call: _Call,
+                     context: grpc.aio.ServicerContext[bytes, bytes]) -> None:
+        """Serve one authorized stream: its first message, then its put on a thread, each until the stream ends."""
+        arriving = asyncio.ensure_future(call._next())
+        try:
+            ending = await self._until_ending(arriving, stream, alarm)
+        finally:
+            self._silent_streams -= 1
+            arriving.cancel()
+        if ending is not None:
+            await self._refuse(context, ending)
+        try:
+            first = arriving.result()
         except InterruptedPut as exc:
             await self._refuse(context, exc)
         try:
-            stream.first_message(self._loop.time(), self._slots)
+            stream.first_message(self._clock.now(), self._slots)
         except PutSlotsBusy as exc:
             await self._refuse(context, exc)
         put = self._loop.run_in_executor(self._pool, _serve, self._handler, call, first)
         put.add_done_callback(lambda _: self._slots.give_back())  # once the put's thread is done with it
         try:
-            answer = await self._answer(put, call, stream)
+            answer = await self._answer(put, call, stream, alarm)
         except asyncio.CancelledError:  # the client went away
             call.end()
             put.add_done_callback(_nobody_waits)
@@ -262,25 +283,28 @@ class FlightPutTransport:
             await context.abort(grpc.StatusCode.INTERNAL, INTERNAL_ERROR_TEXT)
         await context.write(encode_put_result(answer))
 
-    async def _answer(self, put: asyncio.Future[bytes], call: _Call, stream: PutStream) -> bytes:
-        """The put's answer, or its refusal once past its deadline (or a stop's grace) and not being recorded."""
+    async def _until_ending(self, work: asyncio.Future[Any], stream: PutStream, alarm: LoopAlarm) -> SyncError | None:
+        """Wait for ``work`` on the clock until the stream ends: None once it is done, else why the stream ended
+        (``PutStream.ending``: its deadline, or a stop's grace)."""
         assert self._stopping is not None
-        while not put.done():
-            deadline = min(stream.deadline, self._stop_deadline)
-            waits: list[asyncio.Future[Any]] = [put]
-            if not self._stopping.is_set():  # a stop moves the deadline
-                waits.append(asyncio.ensure_future(self._stopping.wait()))
-            await asyncio.wait(waits, timeout=max(0.0, deadline - self._loop.time()), return_when=asyncio.FIRST_COMPLETED)
-            for waiting in waits[1:]:
-                waiting.cancel()
-            ending = None if put.done() else stream.ending(self._loop.time(), self._stop_deadline)
-            if ending is not None and call.end():
-                log.warning("a put ran past its deadline and was ended; nothing of it was kept")
-                put.add_done_callback(_nobody_waits)
-                raise ending
+        while not work.done():
+            wakes: list[asyncio.Future[Any]] = [work]
+            if not self._stopping.done():  # a stop moves the deadline
+                wakes.append(self._stopping)
+            await alarm.sleep_until(min(stream.deadline, self._stop_deadline), *wakes)
+            ending = None if work.done() else stream.ending(self._clock.now(), self._stop_deadline)
             if ending is not None:
-                return await put  # being recorded: it runs to its end
-        return put.result()
+                return ending
+        return None
+
+    async def _answer(self, put: asyncio.Future[bytes], call: _Call, stream: PutStream, alarm: LoopAlarm) -> bytes:
+        """The put's answer, or its refusal once past its deadline (or a stop's grace) and not being recorded."""
+        ending = await self._until_ending(put, stream, alarm)
+        if ending is not None and call.end():
+            log.warning("a put ran past its deadline and was ended; nothing of it was kept")
+            put.add_done_callback(_nobody_waits)
+            raise ending
+        return await put  # done, or being recorded: it runs to its end
 
     @staticmethod
     async def _refuse(context: grpc.aio.ServicerContext[bytes, bytes], error: SyncError) -> NoReturn:
@@ -292,6 +316,11 @@ class FlightPutTransport:
     def running_puts(self) -> int:
         """Puts holding a slot now (their first message arrived)."""
         return self._slots.in_use
+
+    @property
+    def silent_streams(self) -> int:
+        """Streams open with no message yet (they hold no put slot)."""
+        return self._silent_streams
 
     @property
     def connections(self) -> int:
@@ -317,8 +346,8 @@ class FlightPutTransport:
 
     async def _stop(self, grace_s: float | None) -> None:
         assert self._stopping is not None
-        self._stop_deadline = self._loop.time() + (grace_s or 0.0)
-        self._stopping.set()
+        self._stop_deadline = self._clock.now() + (grace_s or 0.0)
+        self._stopping.set_result(None)
         self._front.stop_listening()
         await self._server.stop(None if grace_s is None else grace_s + STOP_MARGIN_S)
         self._front.close_all()

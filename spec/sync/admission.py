@@ -108,9 +108,6 @@ class PutStream:
         self.started = True
         self.deadline = now + self.limits.put_timeout_s
 
-    def remaining(self, now: float) -> float:
-        return max(0.0, self.deadline - now)
-
     def ending(self, now: float, stop_deadline: float) -> SyncError | None:
         """Why the stream ends at ``now``, or None: past its own deadline (``expired``), or past a
         stop's grace (``ServerDraining``), whichever passed; its own deadline names its setting."""

@@ -271,7 +271,7 @@ RUNTIME_CATALOGUE: tuple[Mutant, ...] = (
                   "(sync-transport-broken-end-complete); only a put whose stream was complete can then be "
                   "recorded, which a client that left after its half-close may find either way"),
     _r("sync-watchdog-never-shortened", "sync/transport.py",
-       "        self._stop_deadline = self._loop.time() + (grace_s or 0.0)\n",
+       "        self._stop_deadline = self._clock.now() + (grace_s or 0.0)\n",
        "",
        "a stop's grace does not shorten running puts' deadlines: a stalled put is cut later, not told why",
        ("tests/sync/test_sync_transport.py",)),

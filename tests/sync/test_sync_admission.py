@@ -226,7 +226,7 @@ def test_each_stream_deadline_is_measured_from_its_own_event(first_at: float) ->
     stream = PutStream.open(_stream_limits(5.0, 10.0), opened, authorized=True)
     stream.first_message(opened + first_at, PutSlots(1))
     due = opened + first_at + 10.0
-    assert stream.remaining(opened + first_at) == 10.0
+    assert stream.deadline == due
     assert stream.ending(math.nextafter(due, 0.0), stop) is None
     ended = stream.ending(due, stop)
     assert isinstance(ended, StreamDeadlineExceeded) and "The put did not complete" in str(ended)

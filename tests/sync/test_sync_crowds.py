@@ -16,7 +16,7 @@ import pytest
 from benchmarks.sync_attacks import ConnectionCrowd, SilentStreams
 from conformance.sync.suite import DESCS, rows_batch
 from reference.sync.client import SyncClient, SyncPut
-from tests.sync.conftest import ServerFactory
+from tests.sync.conftest import ServerFactory, clock_of
 
 BOUND_S = 20.0
 """How long a legitimate client keeps trying (its deadline): far above the scaled-down timeouts."""
@@ -77,6 +77,11 @@ def test_a_silent_stream_ends_at_the_first_message_timeout_naming_it(server_fact
     server = server_factory(first_message_timeout_s=0.5)
     streams = SilentStreams(f"127.0.0.1:{server.port}", 3)
     try:
+        deadline = time.monotonic() + BOUND_S
+        while server.stats()["silent_streams"] != 3:
+            assert time.monotonic() < deadline, "the server never saw the three streams"
+            time.sleep(0.01)
+        clock_of(server).advance(0.5)
         for call in streams.calls:
             with pytest.raises(grpc.RpcError) as ended:
                 list(call)

@@ -213,7 +213,8 @@ def test_a_put_that_finished_reading_during_a_flush_past_the_watermark_is_busy_w
     server = SyncServer(store, settings=SyncSettings(
         high_watermark_bytes=small.nbytes * 3 // 2 + batch.nbytes, max_in_memory_bytes=10 * batch.nbytes,
         max_replication_lag_s=3600.0,
-        max_syncs_per_url=1000, write_lock_timeout_s=120.0), clock=ManualClock())
+        max_syncs_per_url=1000, write_lock_timeout_s=120.0), clock=ManualClock(), put_timeout_s=7200.0)
+    # (The put stays open while the clock jumps the lag: its timeout, on the same clock, is longer.)
     threading.Thread(target=server.serve, daemon=True).start()
     first = SyncClient(server.location, "first")
     client = flight.FlightClient(server.location)

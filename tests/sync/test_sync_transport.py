@@ -15,11 +15,15 @@ import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 
+from conformance.sync.derived_streams import OpenStream
 from conformance.sync.suite import _cmd, do_put, rows_batch
+from conformance.sync.clock import ManualClock
+from reference.sync.clock import MonotonicClock
+from reference.sync.server import SyncServer
 from reference.sync.transport import _Call
 from spec.sync.errors import InterruptedPut
 from spec.sync.flight import FlightDataMessage, FlightDescriptorMessage, decode_flight_data, descriptor_command
-from tests.sync.conftest import ServerFactory
+from tests.sync.conftest import ServerFactory, clock_of
 
 PATIENCE_S = 30.0
 
@@ -55,8 +59,9 @@ def test_puts_beyond_the_cap_are_resource_exhausted_and_stalled_ones_end_at_the_
         _wait_for(lambda: server.stats()["running_puts"] == 2)
         third = do_put(location, _cmd("u", "B", 1).to_descriptor_cmd(), [rows_batch([(None, 1, "b")])], timeout=60)
         assert third.response is None and "resource exhausted" in third.error_text.lower()
-        # Neither stalled put ever completes: each is ended by the server at the put timeout, not at
-        # the client's 60 s deadline, and nothing of it is kept.
+        # Neither stalled put ever completes: each is ended by the server at the put timeout on its clock,
+        # not at the client's 60 s deadline, and nothing of it is kept.
+        clock_of(server).advance(2.0)
         outcomes = [f.result() for f in held]
     # Issue 37, reproduction 4: DEADLINE_EXCEEDED naming the setting, not a bare CANCELLED.
     assert all(isinstance(o.error, flight.FlightTimedOutError) and "--put-timeout-s (2 s)" in o.error_text
@@ -67,12 +72,40 @@ def test_puts_beyond_the_cap_are_resource_exhausted_and_stalled_ones_end_at_the_
     assert after.response is not None and after.response.accepted
 
 
+class _LockWaitedByAPut:
+    """The server's write lock, telling when a put's thread waits for it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.waited = threading.Event()
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        if threading.current_thread().name.startswith("sync-put"):
+            self.waited.set()
+        return self._lock.acquire(blocking, timeout)
+
+    def release(self) -> None:
+        self._lock.release()
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
 def test_a_put_past_its_timeout_while_waiting_to_be_recorded_is_not_recorded(server_factory: ServerFactory) -> None:
     """The stream is complete but the write lock is held: the deadline ends the put, which must not be
-    recorded once the lock comes free (the client was told DEADLINE_EXCEEDED)."""
-    server = server_factory(put_timeout_s=0.5, write_lock_timeout_s=60)
-    with server._lock:
-        out = do_put(server.location, _cmd("t", "A", 1).to_descriptor_cmd(), [rows_batch([(None, 1, "a")])], timeout=60)
+    recorded once the lock comes free (the client was told DEADLINE_EXCEEDED).  (The flusher sleeps through the
+    clock's move: its deadline is far, and it would wait for the lock.)"""
+    server = server_factory(put_timeout_s=0.5, write_lock_timeout_s=60, clock=ManualClock(wakes_at_deadlines=True))
+    lock = server._lock = _LockWaitedByAPut()  # type: ignore[assignment]
+    with lock, ThreadPoolExecutor(1) as pool:
+        put = pool.submit(do_put, server.location, _cmd("t", "A", 1).to_descriptor_cmd(),
+                          [rows_batch([(None, 1, "a")])], timeout=60)
+        assert lock.waited.wait(PATIENCE_S), "the put never waited for the write lock"
+        clock_of(server).advance(0.5)
+        out = put.result()
         assert isinstance(out.error, flight.FlightTimedOutError) and "--put-timeout-s" in out.error_text, out
         assert server._transport.running_puts == 1  # waiting for the lock
     _wait_for(lambda: server.stats()["running_puts"] == 0)
@@ -82,7 +115,8 @@ def test_a_put_past_its_timeout_while_waiting_to_be_recorded_is_not_recorded(ser
 
 
 def test_a_trickling_put_is_ended_at_the_put_timeout_with_nothing_kept(server_factory: ServerFactory) -> None:
-    server = server_factory(put_timeout_s=1.0)
+    """On the real clock (production's loop timer): the put ends, whatever the client does, once its time is up."""
+    server = server_factory(put_timeout_s=1.0, clock=MonotonicClock())
     client = flight.FlightClient(server.location)
     batch = rows_batch([(None, 1, "a")])
     writer, reader = client.do_put(flight.FlightDescriptor.for_command(_cmd("t", "A", 1).to_descriptor_cmd()),
@@ -239,7 +273,7 @@ def test_a_put_whose_call_ended_is_not_recorded_and_a_claimed_one_is_not_ended()
 def test_a_stop_ends_a_stalled_put_at_its_grace_saying_why(server_factory: ServerFactory) -> None:
     """A stop's grace shorter than the put timeout ends the stalled put at the grace, UNAVAILABLE
     ("shutting down": retry against the successor), not cut later by gRPC's own stop."""
-    server = server_factory(put_timeout_s=120)
+    server = server_factory(put_timeout_s=120, clock=MonotonicClock())
     with ThreadPoolExecutor(1) as pool:
         stalled = pool.submit(do_put, server.location, _cmd("t", "A", None).to_descriptor_cmd(),
                               [rows_batch([(None, 1, "a")])], timeout=60, done=False)
@@ -247,3 +281,38 @@ def test_a_stop_ends_a_stalled_put_at_its_grace_saying_why(server_factory: Serve
         server.shutdown(grace_s=0.2)
         outcome = stalled.result()
     assert isinstance(outcome.error, flight.FlightUnavailableError) and "shutting down" in outcome.error_text, outcome
+
+
+def _counted(server: SyncServer, silent: int, running: int) -> None:
+    _wait_for(lambda: (server.stats()["silent_streams"], server.stats()["running_puts"]) == (silent, running))
+
+
+def test_stream_deadlines_run_on_the_servers_clock_each_from_its_own_event(server_factory: ServerFactory) -> None:
+    """Issue 43: a stream's deadlines are the server's clock's, not the event loop's: a tick before each the stream
+    is still served, at it it ends naming its setting; the first message is due from the opening, the put from the
+    first message (the fourth blind round's p4-put-timeout-from-stream-open counted it from the opening)."""
+    tick = 1 / 1024
+    server = server_factory(first_message_timeout_s=5.0, put_timeout_s=10.0, clock=ManualClock(wakes_at_deadlines=True))
+    clock, address, probe = clock_of(server), f"127.0.0.1:{server.port}", _cmd("", "A", None, ())
+    streams = [OpenStream(address, probe) for _ in range(3)]
+    silent, early, late = streams
+    try:
+        _counted(server, 3, 0)
+        clock.advance(4.0)
+        early.send_first()
+        late.send_first()
+        _counted(server, 1, 2)
+        clock.advance(1.0 - tick)
+        assert server.stats()["silent_streams"] == 1
+        clock.advance(tick)  # 5 s from the opening
+        assert server.stats()["silent_streams"] == 0
+        assert silent.outcome().startswith("error DEADLINE_EXCEEDED: No message arrived within "
+                                           "--first-message-timeout-s (5 s)")
+        clock.advance(9.0 - tick)  # a tick before 10 s from the first message (past 10 s from the opening)
+        early.finish()
+        assert early.outcome().startswith("accepted=True")
+        clock.advance(tick)
+        assert late.outcome().startswith("error DEADLINE_EXCEEDED: The put did not complete within --put-timeout-s")
+    finally:
+        for stream in streams:
+            stream.close()
