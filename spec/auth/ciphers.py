@@ -209,10 +209,11 @@ class GcmCipher:
         for (head, aead, prefix), start in zip(messages, range(0, size, bound)):
             position += len(head)
             left = min(bound, size - start)
-            for segment, offset in enumerate(range(0, left, GCM_PLAINTEXT_SEGMENT)):
-                end = position + min(GCM_PLAINTEXT_SEGMENT, left - offset)
-                aead.encrypt_into(_nonce(prefix, segment, offset + GCM_PLAINTEXT_SEGMENT >= left),
-                                  target[position:end], None, target[position:end + GCM_TAG_LENGTH])
+            encrypt, last = aead.encrypt_into, (left - 1) // GCM_PLAINTEXT_SEGMENT
+            for segment in range(last + 1):
+                end = position + (GCM_PLAINTEXT_SEGMENT if segment < last else left - last * GCM_PLAINTEXT_SEGMENT)
+                encrypt(_NONCE.pack(prefix, segment, segment == last), target[position:end], None,
+                        target[position:end + GCM_TAG_LENGTH])
                 position = end + GCM_TAG_LENGTH
         return sealed
 
