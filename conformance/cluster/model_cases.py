@@ -333,13 +333,13 @@ class Scenario:
 
 
 @contextmanager
-def scenario(target: ClusterTarget, ctx: CaseContext) -> Iterator[Scenario]:
-    """A scenario on a fresh session of ``target``, its detector's clock stopped for the block."""
+def scenario(target: ClusterTarget, ctx: CaseContext, kind: type[Scenario] = Scenario) -> Iterator[Scenario]:
+    """A scenario (of class ``kind``) on a fresh session of ``target``, its detector's clock stopped for the block."""
     assert target.url is not None
     address = ServiceAddress.parse(target.url)
     restart = target.restart
     with session(target, ctx) as s, stopped_clock(target, s) as (limits, advance):
-        run = Scenario(address, s.tag, (limits.pfail_after_ms, limits.fail_after_ms), advance,
+        run = kind(address, s.tag, (limits.pfail_after_ms, limits.fail_after_ms), advance,
                        lambda: restart(s.cluster) if restart is not None else None)
         try:
             yield run

@@ -31,7 +31,7 @@ from conformance.cluster.harness import (
     verdict,
 )
 from conformance.cluster.vector_suite import replay_trace
-from conformance.cluster.walks import WALKS_FILE
+from conformance.cluster.walks import WALKS_FILE, replay_session_walk
 from conformance.framework import Case, CaseContext, CaseTimeout, Level, Suite, Verdict
 from spec.cluster.cas import CAS_ATTEMPTS
 from spec.cluster.errors import (
@@ -1091,6 +1091,21 @@ def every_walk(target: ClusterTarget, ctx: CaseContext) -> Verdict:
     return verdict(f"all {len(tests)} model walks give the spec's results and notifications", [])
 
 
+def every_session_walk(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    """The walk corpus's session walks (conformance/cluster/walks.py ``SessionWalk``): members on raw
+    sessions of the service, the clock stopped and moved to each health threshold, sessions resumed,
+    taken over and intruded on; each walk's results and owed notifications against the recorded ones,
+    then every member's notifications in delivery order against the model; the first walk that differs
+    is named."""
+    walks = json.loads(WALKS_FILE.read_text())["testGroups"]
+    tests = next(group["tests"] for group in walks if group["type"] == "SessionWalk")
+    for test in tests:
+        problems = replay_session_walk(target, ctx, test)
+        if problems:
+            return verdict("", problems[:3])
+    return verdict(f"all {len(tests)} session walks give the spec's results and notifications", [])
+
+
 def case(id: str, requirement: str, check: Check, requires: frozenset[str] = frozenset(),
          level: Level = Level.MUST) -> Case:
     return Case(id, level, ROLE, requirement, check, requires)
@@ -1203,6 +1218,10 @@ CASES = [
     case("walks/derived-every-model-walk", "every walk of the corpus kept by operator-mutant selection (joins, "
          "removals, shard moves, log and gossip batches with current, stale and absent revisions, by members and "
          "strangers) gives the spec's results and notifications", every_walk),
+    case("walks/derived-every-session-walk", "every session walk of the corpus (members on the service's wire, "
+         "the clock moved to each health threshold and 1 ms either side, renewals, resumed, taken-over and "
+         "intruded sessions) gives the spec's results and each member the model's notifications in order",
+         every_session_walk, frozenset({SERVICE, CLOCK})),
 ]
 
 SUITE = Suite(name="cluster", cases=CASES, open_target=open_target, roles=(ROLE,), target_help=TARGET_HELP)

@@ -29,6 +29,7 @@ import random
 import sys
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Sequence
 
@@ -36,7 +37,27 @@ from conformance import vectorgen
 from conformance.cluster.vectorgen import MISSING_SHARD, NOTES, Symbols
 from spec.cluster.detector import FailureDetector, FailurePolicy
 from spec.cluster.errors import ClusterError
-from spec.cluster.model import ClusterModel, GossipUpdate, MembershipChange, MembershipView, ShardLogUpdate
+from conformance.cluster.harness import ClusterTarget
+from conformance.cluster.model_cases import Member, Mirror, Scenario, scenario
+from conformance.cluster.service_wire import RawConnection
+from conformance.framework import CaseContext, CaseTimeout
+from spec.cluster.errors import ERRORS_BY_CODE, NodeIdInUse, RevisionMismatch
+from spec.cluster.wire import ServiceKind
+from spec.cluster.model import (
+    ClusterModel,
+    GossipUpdate,
+    JoinCluster,
+    JoinShard,
+    MembershipChange,
+    MembershipView,
+    Operation,
+    RemoveFromCluster,
+    RemoveFromShard,
+    SetState,
+    ShardLogUpdate,
+    UpdateGossip,
+    UpdateShardLog,
+)
 from spec.cluster.types import MAX_BATCH_OPS, MetadataOp, NodeId, Scope, ShardId
 
 ROOT: Final = Path(__file__).resolve().parents[2]
@@ -47,10 +68,11 @@ GENERATOR_VERSION: Final = "1"
 SEED: Final = 43
 MODEL_WALKS: Final = 2400
 DETECTOR_WALKS: Final = 600
+SESSION_WALKS: Final = 1200
 MODULES: Final = ("spec.cluster.model", "spec.cluster.types", "spec.cluster.detector")
 """Every spec module a walk's runner reaches (errors.py holds no rule a mutant could change: its
 conditions are constants and its classes carry no logic the walks observe)."""
-PREFIXES: Final = ("spec.", "conformance.cluster.walks", "conformance.cluster.vectorgen")
+PREFIXES: Final = ("spec.", "conformance.cluster.walks", "conformance.cluster.vectorgen", "conformance.cluster.model_cases")
 ADDRESS: Final = "127.0.0.1:7000"
 """Every node's address (the replay gives its own; snapshots are compared by node and state)."""
 HEADER: Final = [
@@ -143,11 +165,221 @@ def run_detector_walk(walk: dict[str, Any]) -> list[dict[str, str]]:
     return out
 
 
+# -- session walks: the service's wire, a stopped clock, resumed and taken-over sessions --------------
+
+HARNESS_LIMITS: Final = (500, 1000)
+"""The reference harness's PFAIL and FAIL thresholds in ms (reference/cluster/memory.py DEFAULT_POLICY); a
+session walk names its instants relative to the target's thresholds, so any target replays it."""
+
+
+@dataclass
+class _Held:
+    """An in-process session walk's member: its id, its session's token, its shard."""
+
+    id: NodeId
+    token: str
+    shard: ShardId = ShardId("")
+
+
+class InProcess:
+    """A session walk on the model alone, the way :class:`model_cases.Scenario` drives a target and its
+    mirror: shard ids and revisions are the model's, health the spec detector's verdicts on the
+    harness's thresholds, sessions claimed and taken over as the in-process backend does."""
+
+    def __init__(self, tag: str) -> None:
+        self.tag = tag
+        self.mirror = Mirror(tag)
+        self.members: dict[str, _Held] = {}
+        self.now = 0
+        self.renewed: dict[NodeId, int] = {}
+        self.pfail_ms, self.fail_ms = HARNESS_LIMITS
+        self.detector = FailureDetector(FailurePolicy(heartbeat_interval=0.25, fail_after=self.fail_ms / 1000))
+        self._fresh = iter(range(1, 10_000))
+
+    def join(self, name: str, address: str) -> _Held:
+        member = self.members.get(name)
+        if member is None:
+            member = self.members[name] = _Held(NodeId(f"{self.tag}-{name}"), f"t{next(self._fresh)}")
+            self.mirror.model.claim(member.id, member.token)
+        member.shard = ShardId(f"s{next(self._fresh)}")
+        self.mirror.apply(JoinCluster(node_id=member.id, address=address, new_shard=member.shard))
+        self.renewed[member.id] = self.now
+        return member
+
+    def batch(self, writer: _Held, ops: list[tuple[str, bytes, int | None]], scope: Scope | None = None) -> int:
+        model_ops = tuple(self.mirror.expected_op(f"{self.tag}:{name}", value, expected) for name, value, expected in ops)
+        operation: Operation = UpdateShardLog(node_id=writer.id, ops=model_ops) if scope is None else \
+            UpdateGossip(node_id=writer.id, ops=model_ops, scope=scope)
+        try:
+            revision = self.mirror.apply(operation)
+        except RevisionMismatch:
+            return 0
+        self.mirror.revisions[revision] = revision
+        return revision
+
+    def join_shard(self, member: _Held, shard: ShardId) -> None:
+        self.mirror.apply(JoinShard(node_id=member.id, shard=shard))
+        member.shard = shard
+
+    def remove_from_shard(self, requester: _Held, member: _Held) -> None:
+        member.shard = ShardId(f"s{next(self._fresh)}")
+        self.mirror.apply(RemoveFromShard(requester=requester.id, node_id=member.id, new_shard=member.shard))
+
+    def remove_from_cluster(self, requester: _Held, member: _Held) -> None:
+        self.mirror.apply(RemoveFromCluster(requester=requester.id, node_id=member.id))
+        self.renewed.pop(member.id)
+
+    def renew(self, *members: _Held) -> None:
+        for member in members:
+            self.renewed[member.id] = self.now
+
+    def advance(self, ms: int) -> None:
+        self.now += ms
+        for node, last in self.renewed.items():
+            self.detector.renew(node, last / 1000)
+        for node, state in sorted(self.detector.tick(self.now / 1000, set(self.renewed)).items()):
+            self.mirror.apply(SetState(node_id=node, state=state))
+
+    def intrude(self, name: str) -> str | None:
+        """A session for ``name``'s id without its token (closed at once if it is welcomed)."""
+        member = self.members[name]
+        token = f"t{next(self._fresh)}"
+        try:
+            self.mirror.model.claim(member.id, token)
+        except NodeIdInUse as refused:
+            return refused.condition
+        self.mirror.model.release(member.id, token)
+        return None
+
+    def reopen(self, name: str, after: int | None) -> None:
+        """A new session of ``name`` presenting the old one's token (resuming after ``after``, or not)."""
+        member = self.members[name]
+        token = f"t{next(self._fresh)}"
+        self.mirror.model.claim(member.id, token, member.token)
+        self.mirror.model.release(member.id, member.token)
+        member.token = token
+        if after is None:
+            self.mirror.taken_over(member.id)
+        else:
+            self.mirror.resumed(member.id, after)
+
+
+class Through(Scenario):
+    """A session walk through a target (``model_cases.Scenario``), with sessions reopened and strangers'
+    HELLOs for a live node's id."""
+
+    def intrude(self, name: str) -> str | None:
+        """A HELLO for ``name``'s id without its token, on a connection of its own: the error it is refused
+        with (None: welcomed, then closed)."""
+        with RawConnection(self.address) as raw:
+            raw.send(raw.hello(self.members[name].id))
+            reply, _ = raw.until(ServiceKind.WELCOME, ServiceKind.ERROR)
+        if reply is None or reply.kind is ServiceKind.WELCOME:
+            return None
+        return ERRORS_BY_CODE[reply.payload["code"]].condition
+
+    def reopen(self, name: str, after: int | None) -> None:
+        old = self.members[name]
+        new = self.members[name] = Member(self.address, old.id, self.tag)
+        new.hello(takeover=old.token, resume_after=after)
+        new.shard = old.shard
+        if after is None:
+            self.mirror.taken_over(new.id)
+        else:
+            self.mirror.resumed(new.id, after)
+        old.raw.close()
+
+
+def _session_step(run: Any, step: dict[str, Any], revisions: dict[str, int]) -> dict[str, Any]:
+    """One step of a session walk on either driver: its result (raw shard ids and revisions)."""
+    op, name = step["op"], step["node"]
+    member = run.members.get(name)
+    other: Any = run.members[step["target"]] if "target" in step else None
+    if op == "join":
+        return {"shard": run.join(name, f"127.0.0.1:{7300 + NODES.index(name)}").shard}
+    if op == "write":
+        ops = [(o["key"], bytes.fromhex(o["value"]), None if o["expected"] is None else revisions[o["expected"]])
+               for o in step["ops"]]
+        revision = run.batch(member, ops, None if step["scope"] is None else Scope(step["scope"]))
+        return {"revision": revision} if revision else {"error": "CAS_REVISION_MISMATCH"}
+    if op == "join_shard":
+        run.join_shard(member, other.shard)
+    elif op == "remove_from_shard":
+        run.remove_from_shard(member, other)
+        return {"shard": other.shard}
+    elif op == "remove_from_cluster":
+        run.remove_from_cluster(member, other)
+    elif op == "renew":
+        run.renew(member)
+    elif op == "intrude":
+        refused = run.intrude(name)
+        return {} if refused is None else {"error": refused}
+    elif op == "advance":
+        threshold = {"pfail": run.pfail_ms, "fail": run.fail_ms}[step["to"]]
+        run.advance(max(0, run.renewed.get(member.id, run.now) + threshold + step["offset"] - run.now))
+    else:  # resume or takeover: a new session of the node presenting the old one's token
+        run.reopen(name, None if op == "takeover" else revisions.get(step["after"], 0))
+    return {}
+
+
+def run_session_steps(run: Any, steps: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """A session walk's results and what each member is owed, in delivery order, with the membership it
+    holds then and at the end; shard ids and revisions as symbols, ids and keys without the run's tag."""
+    symbols = Symbols()
+    revisions: dict[str, int] = {}
+    results = []
+    for step in steps:
+        result = _session_step(run, step, revisions)
+        if "shard" in result:
+            result["shard"] = symbols.shard(result["shard"])
+        if "revision" in result:
+            raw = result["revision"]
+            revisions[symbols.revision(raw)] = raw
+            result["revision"] = symbols.revision(raw)
+        results.append(result)
+    tag = run.tag
+
+    def view(members: Any) -> list[list[str]]:
+        return [[n.removeprefix(f"{tag}-"), symbols.shard(shard), state] for n, shard, _, state in members]
+
+    owed = {node.removeprefix(f"{tag}-"): [
+        [kind, symbols.shard(shard) if shard else "", [[k.removeprefix(f"{tag}:"), v.hex()] for k, v in entries], view(v)]
+        for (kind, shard, entries), v in seen] for node, seen in sorted(run.mirror.owed.items())}
+    views = {node.removeprefix(f"{tag}-"): view(v) for node, v in sorted(run.mirror.views.items())}
+    return {"results": results, "owed": owed, "views": views}
+
+
 def run_walk(walk: dict[str, Any]) -> Any:
     """One walk's answers as plain JSON: what the selection compares and the vectors record."""
     if walk["type"] == "ModelTrace":
         return run_model_walk(walk["steps"])
+    if walk["type"] == "SessionWalk":
+        return run_session_steps(InProcess("w"), walk["steps"])
     return run_detector_walk(walk)
+
+
+def replay_session_walk(target: ClusterTarget, ctx: CaseContext, test: dict[str, Any]) -> list[str]:
+    """A session walk through ``target``: its results and what the model fed the target's ids owes
+    each member against the recorded ones, then each member's notifications, in delivery order,
+    against that model (``Scenario.judge``); [] when all agree."""
+    name = f"tcId {test['tcId']} ({test['comment']})"
+    with scenario(target, ctx, Through) as run:
+        try:
+            got = run_session_steps(run, walk_of(test, "SessionWalk")["steps"])
+        except CaseTimeout as refused:
+            return [f"{name}: {refused}"]
+        want = answers_of(test, "SessionWalk")
+        for step, (wanted, came) in enumerate(zip(want["results"], got["results"]), 1):
+            if wanted != came:
+                return [f"{name}: step {step} answered {came}, expected {wanted}"]
+        for part in ("owed", "views"):
+            for node in sorted(set(want[part]) | set(got[part])):
+                if want[part].get(node) != got[part].get(node):
+                    return [f"{name}: the model fed the target's ids owes {node} {got[part].get(node)}, the walk "
+                            f"{want[part].get(node)}"]
+        last = next((m for m in run.members.values() if m.id in run.mirror.model.members), None)
+        problems = run.judge(last) if last is not None else run.problems
+        return [f"{name}: {problem}" for problem in problems]
 
 
 # -- the generator ----------------------------------------------------------------------------------
@@ -256,6 +488,56 @@ def model_walks(rng: random.Random, count: int) -> list[dict[str, Any]]:
     return out
 
 
+class _SessionWalker:
+    """Grows one session walk: only what a member may do (the driver refuses nothing else), with values
+    read from the spec's answers so far: current and stale revisions, every health threshold of a member
+    at its instant and 1 ms either side, resumes after nothing, a stale and the latest revision."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.steps: list[dict[str, Any]] = [{"node": "a", "op": "join"}, {"node": "b", "op": "join"}]
+        self.members = {"a", "b"}
+
+    def grow(self) -> None:
+        rng, members = self.rng, sorted(self.members)
+        revisions = [r["revision"] for r in run_walk({"type": "SessionWalk", "steps": self.steps})["results"]
+                     if "revision" in r]
+        node = rng.choice(members)
+        others = [m for m in members if m != node]
+        kind = rng.choices(("join", "write", "join_shard", "remove_from_shard", "remove_from_cluster", "renew",
+                            "advance", "resume", "takeover", "intrude"), weights=(1, 4, 1.5, 1, 0.7, 1.5, 2.5, 2, 0.7, 0.7))[0]
+        step: dict[str, Any] = {"node": node, "op": kind}
+        if kind == "join":
+            step["node"] = rng.choice(("c", "d", node))
+            self.members.add(step["node"])
+        elif kind == "write":
+            keys = rng.sample(KEYS, rng.choice((1, 1, 2)))
+            step["ops"] = [{"key": key, "value": rng.choice(("", "01", "02")),
+                            "expected": rng.choice([None, *revisions[-2:]]) if revisions else None} for key in keys]
+            step["scope"] = rng.choice((None, None, "GLOBAL", "SHARD"))
+        elif kind in ("join_shard", "remove_from_shard", "remove_from_cluster") and others:
+            step["target"] = rng.choice(others)
+            if kind == "remove_from_cluster":
+                self.members.discard(step["target"])
+        elif kind == "advance":
+            step |= {"to": rng.choice(("pfail", "fail")), "offset": rng.choice((-1, 0, 1))}
+        elif kind == "resume":
+            step["after"] = rng.choice([None, *revisions[-2:]])
+        elif kind not in ("renew", "takeover", "intrude"):
+            step = {"node": node, "op": "renew"}
+        self.steps.append(step)
+
+
+def session_walks(rng: random.Random, count: int) -> list[dict[str, Any]]:
+    out = []
+    for _ in range(count):
+        walker = _SessionWalker(rng)
+        for _ in range(rng.randint(2, 7)):
+            walker.grow()
+        out.append({"type": "SessionWalk", "steps": walker.steps})
+    return out
+
+
 TICK: Final = 1 / 64
 """The detector walks' time step: exact in binary, so 'at the threshold' is exactly at it."""
 
@@ -296,31 +578,28 @@ def detector_walks(rng: random.Random, count: int) -> list[dict[str, Any]]:
 
 def candidates(seed: int = SEED) -> list[dict[str, Any]]:
     rng = random.Random(seed)
-    return model_walks(rng, MODEL_WALKS) + detector_walks(rng, DETECTOR_WALKS)
+    return model_walks(rng, MODEL_WALKS) + detector_walks(rng, DETECTOR_WALKS) + session_walks(rng, SESSION_WALKS)
 
 
-_NO_RESUME = "unreachable", "catch-up after a resumed session: the trace vocabulary has no HELLO resuming after a revision"
-_NO_CLOCK = "unreachable", "health verdicts: the trace vocabulary has no stopped clock to move (DetectorTrace judges the detector alone)"
-_NO_SESSION = "unreachable", "session claims and takeovers: the trace vocabulary opens each node once"
+_NO_RESUME = ("unreachable", "a session resumed after exactly the revision of its move: walks name the revisions of "
+              "writes only")
+_FRESH_SHARD = ("equivalent", "a node moved into a fresh shard: every entry of that shard is newer than the move, "
+                "so a catch-up replays the same with or without the move's revision")
 _NO_POLICY = ("unreachable", "the failure policy's own checks and derived bounds: a target's policy is fixed when it "
               "starts (wire/derived-every-setting-at-its-bound holds them through SERVE)")
 _RUNNER_ONLY = "unreachable", "code only the runner's client runs (a snapshot's own checks and lookups)"
 _NO_IDS = ("unreachable", "ids, addresses and keys at their byte bounds: the replay prefixes node ids and keys with its "
            "session's tag and gives its own addresses (wire/derived-hello-node-id-rules and batch_rules hold them)")
 JUDGED: Final[dict[str, tuple[str, str]]] = {
-    "model.ClusterModel.catch_up:": _NO_RESUME,
-    "model._batches:": _NO_RESUME,
-    "model.ClusterModel.join_cluster: drop self.members[node_id].shard_since": _NO_RESUME,
-    "model.ClusterModel.join_shard: drop self.members[node_id].shard_since": _NO_RESUME,
-    "model.ClusterModel.remove_from_shard: drop self.members[node_id].shard_since": _NO_RESUME,
+    "model.ClusterModel.catch_up: member.shard_since > after: > -> >=": _NO_RESUME,
+    "model.ClusterModel.join_cluster: drop self.members[node_id].shard_since": _FRESH_SHARD,
+    "model.ClusterModel.remove_from_shard: drop self.members[node_id].shard_since": _FRESH_SHARD,
     "model.ClusterModel._commit_membership: drop self._next_revision()": (
         "unreachable", "a membership commit's own revision is seen only as a resumed session's catch-up bound "
         "(revisions are symbols: only their order and equality are observable)"),
     "model.ClusterModel._next_revision: 1 -> 2": (
         "equivalent", "revisions that grow by two are still distinct and increasing, all a backend owes"),
-    "model.ClusterModel.set_state:": _NO_CLOCK,
-    "model.ClusterModel.claim:": _NO_SESSION,
-    "model.ClusterModel.release:": _NO_SESSION,
+    "model.ClusterModel.claim: drop check_id": _NO_IDS,
     "model.ClusterModel.__post_init__:": (
         "unreachable", "a model built with members (a backend reloading its journal): a walk starts empty"),
     "model.ClusterModel.join_cluster: len(self.members) >= MAX_MEMBERS": (
@@ -330,7 +609,7 @@ JUDGED: Final[dict[str, tuple[str, str]]] = {
     "model.ClusterModel.join_shard: swap checks shard not in self.shard_logs / self.members[node_id].shard == shard": (
         "equivalent", "a member's own shard always has a log, so the two checks never both hold"),
     "model.MembershipView.__init__:": (
-        "unreachable", "the view is started from a snapshot only by a backend's restart, which a trace has no input for"),
+        "unreachable", "the view is started from a snapshot only by a backend's restart; walks have no restart"),
     "detector.FailurePolicy.": _NO_POLICY,
     "types.Membership.": _RUNNER_ONLY,
     "types.check_id:": _NO_IDS,
@@ -369,6 +648,10 @@ def as_vector(walk: dict[str, Any], answers: Any, comment: str) -> dict[str, Any
         shard_scoped = any(step.get("scope") == "SHARD" for step in steps)
         return {"comment": comment, "flags": ["WiderGossip"] if shard_scoped else [],
                 "specRef": "docs/spec/cluster.md#model", "steps": steps, "owed": answers["owed"]}
+    if walk["type"] == "SessionWalk":
+        steps = [step | {"result": result} for step, result in zip(walk["steps"], answers["results"])]
+        return {"comment": comment, "flags": [], "specRef": "docs/spec/cluster.md#notifications", "steps": steps,
+                "owed": answers["owed"], "views": answers["views"]}
     verdicts = iter(answers)
     events = [event | {"verdicts": next(verdicts)} if event["event"] == "tick" else event for event in walk["events"]]
     return {"comment": comment, "flags": [], "specRef": "docs/spec/cluster.md#failure-detector",
@@ -378,7 +661,7 @@ def as_vector(walk: dict[str, Any], answers: Any, comment: str) -> dict[str, Any
 
 def walk_of(test: dict[str, Any], kind: str) -> dict[str, Any]:
     """A recorded test's inputs: what :func:`run_walk` takes."""
-    if kind == "ModelTrace":
+    if kind in ("ModelTrace", "SessionWalk"):
         return {"type": kind, "steps": [{k: v for k, v in step.items() if k != "result"} for step in test["steps"]]}
     events = [{k: v for k, v in event.items() if k != "verdicts"} for event in test["events"]]
     return {"type": kind, "heartbeatInterval": test["heartbeatInterval"], "failAfter": test["failAfter"], "events": events}
@@ -388,6 +671,8 @@ def answers_of(test: dict[str, Any], kind: str) -> Any:
     """A recorded test's answers, as :func:`run_walk` gives them."""
     if kind == "ModelTrace":
         return {"results": [step["result"] for step in test["steps"]], "owed": test["owed"]}
+    if kind == "SessionWalk":
+        return {"results": [step["result"] for step in test["steps"]], "owed": test["owed"], "views": test["views"]}
     return [event["verdicts"] for event in test["events"] if event["event"] == "tick"]
 
 
@@ -404,13 +689,13 @@ def selected(progress: bool = False) -> tuple[dict[str, Any], str]:
     reasons: dict[int, list[str]] = {}
     for name, index in selection.killed_by.items():
         reasons.setdefault(index, []).append(_function_operator(name))
-    groups: dict[str, list[dict[str, Any]]] = {"ModelTrace": [], "DetectorTrace": []}
+    groups: dict[str, list[dict[str, Any]]] = {"ModelTrace": [], "DetectorTrace": [], "SessionWalk": []}
     for index in sorted(selection.kept):
         walk = walks[index]
         told = reasons[index]
         comment = told[0] + (f" (and {len(told) - 1} more)" if len(told) > 1 else "")
         groups[walk["type"]].append(as_vector(walk, run_walk(walk), comment))
-    for tc_id, test in enumerate(groups["ModelTrace"] + groups["DetectorTrace"], 1):
+    for tc_id, test in enumerate(groups["ModelTrace"] + groups["DetectorTrace"] + groups["SessionWalk"], 1):
         test["tcId"] = tc_id
     document = {
         "algorithm": "cluster-provider-walks", "schema": SCHEMA_NAME, "generatorVersion": GENERATOR_VERSION,
@@ -421,6 +706,7 @@ def selected(progress: bool = False) -> tuple[dict[str, Any], str]:
         "testGroups": [
             {"type": "ModelTrace", "specRef": "docs/spec/cluster.md#model", "tests": groups["ModelTrace"]},
             {"type": "DetectorTrace", "specRef": "docs/spec/cluster.md#failure-detector", "tests": groups["DetectorTrace"]},
+            {"type": "SessionWalk", "specRef": "docs/spec/cluster.md#notifications", "tests": groups["SessionWalk"]},
         ],
     }
     return document, report(mutants, selection, len(walks), elapsed)
@@ -431,8 +717,6 @@ def report(mutants: Sequence[Any], selection: Any, candidate_count: int, elapsed
     module_of = {m.name: m.module for m in mutants}
     for mutant in mutants:
         per_module[mutant.module]["mutants"] += 1
-    for name in selection.killed_by:
-        per_module[module_of[name]]["told apart"] += 1
     for name in selection.broken:
         per_module[module_of[name]]["broken"] += 1
     judged: Counter[str] = Counter()
@@ -444,7 +728,10 @@ def report(mutants: Sequence[Any], selection: Any, candidate_count: int, elapsed
         judged[verdict[0]] += 1
         per_module[module_of[name]][verdict[0]] += 1
         survivors.setdefault(f"{verdict[0]}: {verdict[1]}", []).append(short)
-    told, broken, equivalent = len(selection.killed_by), len(selection.broken), judged["equivalent"]
+    for counts in per_module.values():  # two mutants at one span may share a name: count what is left
+        counts["told apart"] = counts["mutants"] - counts["broken"] - counts["survivors"]
+    broken, equivalent = len(selection.broken), judged["equivalent"]
+    told = len(mutants) - broken - len(selection.survivors)
     lines = [
         "# Walk corpus: cluster",
         "",

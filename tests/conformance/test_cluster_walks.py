@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import copy
 import json
+import sys
+import time
 from typing import Any
 
 import jsonschema
@@ -13,7 +15,7 @@ import jsonschema
 from conformance.cluster import walks
 from conformance.cluster.harness import open_target
 from conformance.cluster.vector_suite import replay_detector, replay_trace
-from conformance.framework import RunOptions
+from conformance.framework import CaseContext, RunOptions
 
 
 def document() -> dict[str, Any]:
@@ -53,3 +55,18 @@ def test_a_walk_answered_otherwise_fails_its_replay() -> None:
     tick = next(e for e in detector["events"] if e["event"] == "tick")
     tick["verdicts"] = {"n9": "FAIL"}
     assert not replay_detector(detector).passed
+
+
+def test_a_session_walk_answered_otherwise_fails_through_the_harness() -> None:
+    """Session walks need the service's wire and a stopped clock: the harness through ``exec:``."""
+    groups = {g["type"]: g["tests"] for g in document()["testGroups"]}
+    walk = copy.deepcopy(next(t for t in groups["SessionWalk"] if any("revision" in s["result"] for s in t["steps"])))
+    step = next(s for s in walk["steps"] if "revision" in s["result"])
+    step["result"] = {"error": "CAS_REVISION_MISMATCH"}
+    options = RunOptions(suite="cluster", target=f"exec:{sys.executable} -m conformance.cluster.reference_target",
+                         timeout=60)
+    with open_target(options) as target:
+        ctx = CaseContext(options=options, deadline=time.monotonic() + 60)
+        assert walks.replay_session_walk(target, ctx, groups["SessionWalk"][0]) == []
+        problems = walks.replay_session_walk(target, ctx, walk)
+    assert problems and "expected {'error': 'CAS_REVISION_MISMATCH'}" in problems[0]
