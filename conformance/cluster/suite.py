@@ -31,7 +31,7 @@ from conformance.cluster.harness import (
     verdict,
 )
 from conformance.cluster.vector_suite import replay_trace
-from conformance.cluster.walks import WALKS_FILE, replay_session_walk
+from conformance.cluster.walks import WALKS_FILE, replay_policy_walk, replay_session_walk
 from conformance.framework import Case, CaseContext, CaseTimeout, Level, Suite, Verdict
 from spec.cluster.cas import CAS_ATTEMPTS
 from spec.cluster.errors import (
@@ -1106,6 +1106,19 @@ def every_session_walk(target: ClusterTarget, ctx: CaseContext) -> Verdict:
     return verdict(f"all {len(tests)} session walks give the spec's results and notifications", [])
 
 
+def every_policy_walk(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    """The walk corpus's policy walks: a service started (``SERVE``) with each heartbeat and fail_after at
+    the edges of the policy's domain refuses what the spec refuses and tells in WELCOME the timing the
+    spec derives; the first walk that differs is named."""
+    walks = json.loads(WALKS_FILE.read_text())["testGroups"]
+    tests = next(group["tests"] for group in walks if group["type"] == "PolicyWalk")
+    for test in tests:
+        problems = replay_policy_walk(target, test)
+        if problems:
+            return verdict("", problems[:3])
+    return verdict(f"all {len(tests)} policy walks refused or told as the spec says", [])
+
+
 def case(id: str, requirement: str, check: Check, requires: frozenset[str] = frozenset(),
          level: Level = Level.MUST) -> Case:
     return Case(id, level, ROLE, requirement, check, requires)
@@ -1222,6 +1235,9 @@ CASES = [
          "the clock moved to each health threshold and 1 ms either side, renewals, resumed, taken-over and "
          "intruded sessions) gives the spec's results and each member the model's notifications in order",
          every_session_walk, frozenset({SERVICE, CLOCK})),
+    case("walks/derived-every-policy-walk", "every policy walk of the corpus (a heartbeat and fail_after at each edge "
+         "of the failure policy's domain, both sides) is refused, or served with the timing the spec derives",
+         every_policy_walk, frozenset({SERVICE, CONFIGURE})),
 ]
 
 SUITE = Suite(name="cluster", cases=CASES, open_target=open_target, roles=(ROLE,), target_help=TARGET_HELP)

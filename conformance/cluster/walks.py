@@ -35,14 +35,14 @@ from typing import Any, Final, Sequence
 
 from conformance import vectorgen
 from conformance.cluster.vectorgen import MISSING_SHARD, NOTES, Symbols
-from spec.cluster.detector import FailureDetector, FailurePolicy
+from spec.cluster.detector import MAX_TIMING_MS, FailureDetector, FailurePolicy
 from spec.cluster.errors import ClusterError
 from conformance.cluster.harness import ClusterTarget
 from conformance.cluster.model_cases import Member, Mirror, Scenario, scenario
-from conformance.cluster.service_wire import RawConnection
+from conformance.cluster.service_wire import RawConnection, ServiceAddress
 from conformance.framework import CaseContext, CaseTimeout
 from spec.cluster.errors import ERRORS_BY_CODE, NodeIdInUse, RevisionMismatch
-from spec.cluster.wire import ServiceKind
+from spec.cluster.wire import ServiceKind, timing_to_wire
 from spec.cluster.model import (
     ClusterModel,
     GossipUpdate,
@@ -349,12 +349,43 @@ def run_session_steps(run: Any, steps: Sequence[dict[str, Any]]) -> dict[str, An
     return {"results": results, "owed": owed, "views": views}
 
 
+def run_policy_walk(walk: dict[str, Any]) -> dict[str, Any]:
+    """A service started with a heartbeat and fail_after (ms): refused, or the timing its WELCOME tells."""
+    try:
+        policy = FailurePolicy(heartbeat_interval=walk["heartbeatMs"] / 1000, fail_after=walk["failAfterMs"] / 1000)
+    except ValueError:
+        return {"refused": True}
+    return {"welcome": timing_to_wire(policy.timing())}
+
+
+def replay_policy_walk(target: ClusterTarget, test: dict[str, Any]) -> list[str]:
+    """A policy walk through a target that starts services on request (capability ``configure``): [] when
+    it refuses what the walk refuses and tells in WELCOME the timing the walk records."""
+    assert target.configure is not None and target.unconfigure is not None and target.url is not None
+    name = f"tcId {test['tcId']} ({test['comment']})"
+    try:
+        served = target.configure(test["heartbeatMs"], test["failAfterMs"], 4, None)
+        if isinstance(served, str):
+            got: dict[str, Any] = {"refused": True}
+        else:
+            with RawConnection(ServiceAddress(ServiceAddress.parse(target.url).host, served, "")) as raw:
+                raw.send(raw.hello(NodeId(f"policy-{test['tcId']}")))
+                reply, _ = raw.until(ServiceKind.WELCOME, ServiceKind.ERROR)
+            got = {"welcome": None if reply is None or reply.kind is not ServiceKind.WELCOME else
+                   {k: reply.payload[k] for k in ("heartbeat_ms", "ttl_ms", "fail_bound_ms")}}
+    finally:
+        target.unconfigure()
+    return [] if got == test["answer"] else [f"{name}: answered {got}, expected {test['answer']}"]
+
+
 def run_walk(walk: dict[str, Any]) -> Any:
     """One walk's answers as plain JSON: what the selection compares and the vectors record."""
     if walk["type"] == "ModelTrace":
         return run_model_walk(walk["steps"])
     if walk["type"] == "SessionWalk":
         return run_session_steps(InProcess("w"), walk["steps"])
+    if walk["type"] == "PolicyWalk":
+        return run_policy_walk(walk)
     return run_detector_walk(walk)
 
 
@@ -576,17 +607,28 @@ def detector_walks(rng: random.Random, count: int) -> list[dict[str, Any]]:
     return out
 
 
+def policy_walks() -> list[dict[str, Any]]:
+    """Every heartbeat and fail_after at the edges of the policy's domain, both sides: a heartbeat of 0, 1
+    and 2 ms and ordinary ones; fail_after 1 ms short of twice the heartbeat, exactly twice, 1 ms past, and
+    with fail_bound (fail_after plus a heartbeat) 1 ms short of the wire's u32, exactly at it and 1 ms past."""
+    out = []
+    for heartbeat in (0, 1, 2, 199, 200, 1000):
+        for fail_after in sorted({2 * heartbeat - 1, 2 * heartbeat, 2 * heartbeat + 1, 5 * heartbeat,
+                                  MAX_TIMING_MS - heartbeat - 1, MAX_TIMING_MS - heartbeat, MAX_TIMING_MS - heartbeat + 1}):
+            if fail_after >= 0:
+                out.append({"type": "PolicyWalk", "heartbeatMs": heartbeat, "failAfterMs": fail_after})
+    return out
+
+
 def candidates(seed: int = SEED) -> list[dict[str, Any]]:
     rng = random.Random(seed)
-    return model_walks(rng, MODEL_WALKS) + detector_walks(rng, DETECTOR_WALKS) + session_walks(rng, SESSION_WALKS)
+    return model_walks(rng, MODEL_WALKS) + detector_walks(rng, DETECTOR_WALKS) + session_walks(rng, SESSION_WALKS) + policy_walks()
 
 
 _NO_RESUME = ("unreachable", "a session resumed after exactly the revision of its move: walks name the revisions of "
               "writes only")
 _FRESH_SHARD = ("equivalent", "a node moved into a fresh shard: every entry of that shard is newer than the move, "
                 "so a catch-up replays the same with or without the move's revision")
-_NO_POLICY = ("unreachable", "the failure policy's own checks and derived bounds: a target's policy is fixed when it "
-              "starts (wire/derived-every-setting-at-its-bound holds them through SERVE)")
 _RUNNER_ONLY = "unreachable", "code only the runner's client runs (a snapshot's own checks and lookups)"
 _NO_IDS = ("unreachable", "ids, addresses and keys at their byte bounds: the replay prefixes node ids and keys with its "
            "session's tag and gives its own addresses (wire/derived-hello-node-id-rules and batch_rules hold them)")
@@ -610,7 +652,8 @@ JUDGED: Final[dict[str, tuple[str, str]]] = {
         "equivalent", "a member's own shard always has a log, so the two checks never both hold"),
     "model.MembershipView.__init__:": (
         "unreachable", "the view is started from a snapshot only by a backend's restart; walks have no restart"),
-    "detector.FailurePolicy.": _NO_POLICY,
+    "detector.FailurePolicy.__post_init__: swap checks": (
+        "equivalent", "which check refuses a policy breaking two is seen only in the refusal's text, which no rule fixes"),
     "types.Membership.": _RUNNER_ONLY,
     "types.check_id:": _NO_IDS,
     "types.check_address:": _NO_IDS,
@@ -652,6 +695,9 @@ def as_vector(walk: dict[str, Any], answers: Any, comment: str) -> dict[str, Any
         steps = [step | {"result": result} for step, result in zip(walk["steps"], answers["results"])]
         return {"comment": comment, "flags": [], "specRef": "docs/spec/cluster.md#notifications", "steps": steps,
                 "owed": answers["owed"], "views": answers["views"]}
+    if walk["type"] == "PolicyWalk":
+        return {"comment": comment, "flags": [], "specRef": "docs/spec/cluster.md#failure-policy",
+                "heartbeatMs": walk["heartbeatMs"], "failAfterMs": walk["failAfterMs"], "answer": answers}
     verdicts = iter(answers)
     events = [event | {"verdicts": next(verdicts)} if event["event"] == "tick" else event for event in walk["events"]]
     return {"comment": comment, "flags": [], "specRef": "docs/spec/cluster.md#failure-detector",
@@ -663,6 +709,8 @@ def walk_of(test: dict[str, Any], kind: str) -> dict[str, Any]:
     """A recorded test's inputs: what :func:`run_walk` takes."""
     if kind in ("ModelTrace", "SessionWalk"):
         return {"type": kind, "steps": [{k: v for k, v in step.items() if k != "result"} for step in test["steps"]]}
+    if kind == "PolicyWalk":
+        return {"type": kind, "heartbeatMs": test["heartbeatMs"], "failAfterMs": test["failAfterMs"]}
     events = [{k: v for k, v in event.items() if k != "verdicts"} for event in test["events"]]
     return {"type": kind, "heartbeatInterval": test["heartbeatInterval"], "failAfter": test["failAfter"], "events": events}
 
@@ -673,6 +721,8 @@ def answers_of(test: dict[str, Any], kind: str) -> Any:
         return {"results": [step["result"] for step in test["steps"]], "owed": test["owed"]}
     if kind == "SessionWalk":
         return {"results": [step["result"] for step in test["steps"]], "owed": test["owed"], "views": test["views"]}
+    if kind == "PolicyWalk":
+        return test["answer"]
     return [event["verdicts"] for event in test["events"] if event["event"] == "tick"]
 
 
@@ -689,13 +739,13 @@ def selected(progress: bool = False) -> tuple[dict[str, Any], str]:
     reasons: dict[int, list[str]] = {}
     for name, index in selection.killed_by.items():
         reasons.setdefault(index, []).append(_function_operator(name))
-    groups: dict[str, list[dict[str, Any]]] = {"ModelTrace": [], "DetectorTrace": [], "SessionWalk": []}
+    groups: dict[str, list[dict[str, Any]]] = {"ModelTrace": [], "DetectorTrace": [], "SessionWalk": [], "PolicyWalk": []}
     for index in sorted(selection.kept):
         walk = walks[index]
         told = reasons[index]
         comment = told[0] + (f" (and {len(told) - 1} more)" if len(told) > 1 else "")
         groups[walk["type"]].append(as_vector(walk, run_walk(walk), comment))
-    for tc_id, test in enumerate(groups["ModelTrace"] + groups["DetectorTrace"] + groups["SessionWalk"], 1):
+    for tc_id, test in enumerate(groups["ModelTrace"] + groups["DetectorTrace"] + groups["SessionWalk"] + groups["PolicyWalk"], 1):
         test["tcId"] = tc_id
     document = {
         "algorithm": "cluster-provider-walks", "schema": SCHEMA_NAME, "generatorVersion": GENERATOR_VERSION,
@@ -707,6 +757,7 @@ def selected(progress: bool = False) -> tuple[dict[str, Any], str]:
             {"type": "ModelTrace", "specRef": "docs/spec/cluster.md#model", "tests": groups["ModelTrace"]},
             {"type": "DetectorTrace", "specRef": "docs/spec/cluster.md#failure-detector", "tests": groups["DetectorTrace"]},
             {"type": "SessionWalk", "specRef": "docs/spec/cluster.md#notifications", "tests": groups["SessionWalk"]},
+            {"type": "PolicyWalk", "specRef": "docs/spec/cluster.md#failure-policy", "tests": groups["PolicyWalk"]},
         ],
     }
     return document, report(mutants, selection, len(walks), elapsed)

@@ -57,8 +57,9 @@ def test_a_walk_answered_otherwise_fails_its_replay() -> None:
     assert not replay_detector(detector).passed
 
 
-def test_a_session_walk_answered_otherwise_fails_through_the_harness() -> None:
-    """Session walks need the service's wire and a stopped clock: the harness through ``exec:``."""
+def test_session_and_policy_walks_answered_otherwise_fail_through_the_harness() -> None:
+    """Session walks need the service's wire and a stopped clock, policy walks a service started on
+    request: the harness through ``exec:``."""
     groups = {g["type"]: g["tests"] for g in document()["testGroups"]}
     walk = copy.deepcopy(next(t for t in groups["SessionWalk"] if any("revision" in s["result"] for s in t["steps"])))
     step = next(s for s in walk["steps"] if "revision" in s["result"])
@@ -69,4 +70,8 @@ def test_a_session_walk_answered_otherwise_fails_through_the_harness() -> None:
         ctx = CaseContext(options=options, deadline=time.monotonic() + 60)
         assert walks.replay_session_walk(target, ctx, groups["SessionWalk"][0]) == []
         problems = walks.replay_session_walk(target, ctx, walk)
+        policy = copy.deepcopy(groups["PolicyWalk"][0])
+        assert walks.replay_policy_walk(target, policy) == []
+        policy["answer"] = {"refused": True} if "welcome" in policy["answer"] else {"welcome": None}
+        assert walks.replay_policy_walk(target, policy) != []
     assert problems and "expected {'error': 'CAS_REVISION_MISMATCH'}" in problems[0]
