@@ -1,13 +1,15 @@
 """A put stream's deadlines at their exact boundaries, each measured from its own event (issue 43; docs/conformance.md,
 "The sync checklist", row 72): the first message is due ``first_message_timeout_s`` after the stream opened, the
-whole put ``put_timeout_s`` after its first message (``spec.sync.admission.PutStream``).  One tick before each a
-stream is still served; at it, it ends DEADLINE_EXCEEDED naming its setting.  The streams are opened on raw gRPC, so
+whole put ``put_timeout_s`` after its first message (``spec.sync.admission.PutStream``), and a stop's grace from the
+stop (``PutStream.ending``).  One tick before each a stream is still served; at it, it ends with the spec's error:
+DEADLINE_EXCEEDED naming its setting, or UNAVAILABLE (``ServerDraining``) at the grace's end.  The streams are opened on raw gRPC, so
 a stream can stay without a message, and the target's clock (capability ``stream-deadlines``) moves only when told.
 """
 
 from __future__ import annotations
 
 import queue
+import threading
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Final
@@ -24,7 +26,10 @@ if TYPE_CHECKING:
     from conformance.sync.suite import SyncTarget
 
 STREAM_WAIT_S: Final = 20.0
-"""How long a client waits, in real seconds, for an answer the target owes at once (a bound, not a verdict)."""
+"""How long the case waits, in real seconds, for the target to count the streams it opened (a bound, not a verdict)."""
+END_WAIT_S: Final = 10.0
+"""How long a stream's end may take, in real seconds, once it is owed: the answer to a completed put, or the error of
+a stream whose deadline ``ADVANCE`` reached (which ended it before answering). A bound, never reached when it works."""
 
 _END: Final = None
 
@@ -68,7 +73,15 @@ class OpenStream:
         self._sent.put(_END)
 
     def outcome(self) -> str:
-        """What the stream ended with: the answer's numbers or ``error <STATUS>: <details>`` (waits for it)."""
+        """What the stream ended with: the answer's numbers or ``error <STATUS>: <details>``, or ``still open`` after
+        ``END_WAIT_S``."""
+        ended: list[str] = []
+        reader = threading.Thread(target=lambda: ended.append(self._read_to_end()), daemon=True)
+        reader.start()
+        reader.join(END_WAIT_S)
+        return ended[0] if ended else f"still open {END_WAIT_S:g} s later"
+
+    def _read_to_end(self) -> str:
         try:
             answers = [_app_metadata(raw) for raw in self._call]
         except grpc.RpcError as exc:
@@ -160,6 +173,46 @@ def stream_deadlines_at_their_bounds(t: SyncTarget, ctx: CaseContext) -> Verdict
         for stream in streams:
             stream.close()
     return _verdict(got)
+
+
+STOP_GRACE_S: Final = 5.0
+"""The grace the case stops the target with (``STOP``): shorter than the put timeout, so the grace ends the put."""
+
+
+def stop_grace_at_its_bound(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    """Two puts running when the target stops with a grace: one completed a tick before the grace ends is answered,
+    the other, still running at its end, ends UNAVAILABLE (the server is shutting down); then the target restarts."""
+    from conformance.sync.suite import _cmd, _ids
+
+    first_s, put_s, silent, running = _counts(t)
+    if (silent, running) != (0, 0) and not _until_counted(t, 0, 0):
+        return Verdict(False, "no stream open before the case", f"STREAMS says {_counts(t)}")
+    if put_s <= STOP_GRACE_S + TICK_S:
+        raise RuntimeError(f"the target's put timeout ({put_s:g} s) must be longer than the case's grace")
+    origin, path = _ids()
+    address = t.location.split("://", 1)[1]
+    streams = [OpenStream(address, _cmd(path, origin, None, ())) for _ in range(2)]
+    served, ended = streams
+    got: list[str] = []
+    try:
+        for stream in streams:
+            stream.send_first()
+        if not _until_counted(t, 0, 2):
+            return Verdict(False, "two puts running", f"STREAMS says {_counts(t)}")
+        t.command(f"STOP {STOP_GRACE_S!r}")
+        _advance(t, STOP_GRACE_S - TICK_S)
+        served.finish()
+        got.append(f"completed a tick before the grace ends: {served.outcome()}")
+        _advance(t, TICK_S)
+        got.append(f"running at its end: {ended.outcome()}")
+    finally:
+        for stream in streams:
+            stream.close()
+        t.restart()
+    ok = len(got) == 2 and got[0].split(": ", 1)[1].startswith("accepted=True") and got[1].split(": ", 1)[1].startswith(
+        "error UNAVAILABLE")
+    return Verdict(ok, f"a stop with a grace of {STOP_GRACE_S:g} s: a put completed a tick before its end answered; "
+                   "one running at its end UNAVAILABLE", "; ".join(got))
 
 
 _EXPECTED: Final = (("accepted=True",), ("error DEADLINE_EXCEEDED", "--first-message-timeout-s"), ("accepted=True",),

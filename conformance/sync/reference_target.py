@@ -19,6 +19,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import threading
+import time
+from collections.abc import Callable
 
 os.environ.setdefault("GRPC_VERBOSITY", "NONE")
 
@@ -80,11 +83,30 @@ def answer(endpoint: SyncServerEndpoint, clock: ManualClock, line: str, server: 
             stats = server.stats()
             return (f"STREAMS {server.limits.first_message_timeout_s!r} {server.limits.put_timeout_s!r} "
                     f"{stats['silent_streams']} {stats['running_puts']}")
+        if words[:1] == ["STOP"] and len(words) == 2 and server is not None:
+            grace = float(words[1])
+            if grace < 0:
+                return "ERROR the grace is at least 0"
+            threading.Thread(target=server.shutdown, args=(grace,), name="sync-stop", daemon=True).start()
+            return "OK" if _until(lambda: server.stopping) else "ERROR the server did not begin to stop"
         if words == ["CONNECTIONS"] and server is not None:
             return f"CONNECTIONS {server.limits.max_connections} {server.stats()['connections']}"
     except ValueError:
         pass
     return f"ERROR unknown line {line.strip()[:80]!r}"
+
+
+STOP_WAIT_S = 30.0
+"""How long, in real seconds, ``STOP`` waits for the server to begin stopping (a bound, never reached when it works)."""
+
+
+def _until(condition: Callable[[], bool]) -> bool:
+    deadline = time.monotonic() + STOP_WAIT_S
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.001)
+    return True
 
 
 def serve(store_dir: str) -> tuple[SyncServer, SyncServerEndpoint, ManualClock]:

@@ -54,7 +54,9 @@ the line ``PUTBOUND`` is answered ``PUTBOUND <bytes>``, at most 64 MiB so that a
 without a message ``first_message_timeout_s`` after it opened, a put still running ``put_timeout_s`` after its
 first message, each ``DEADLINE_EXCEEDED`` naming its setting (``--first-message-timeout-s``, ``--put-timeout-s``);
 ``ADVANCE`` answers once the streams due are ended.  The line ``STREAMS`` is answered ``STREAMS <first-message
-timeout s> <put timeout s> <streams open without a message> <puts running>``.
+timeout s> <put timeout s> <streams open without a message> <puts running>``.  The line ``STOP <grace_s>`` starts
+a shutdown with that grace on the same clock (answered ``OK`` once it began): no new stream is taken, a put still
+running once the grace ended ends ``UNAVAILABLE``; only a restart brings the target back.
 
 ``drain``: the line ``DRAIN`` (answered ``OK``) makes the target drain as at a shutdown while it still serves
 puts: it answers probes and refuses every other put; only a restart ends it.
@@ -1132,6 +1134,9 @@ SUITE = Suite(
            "tick before first_message_timeout_s from its opening and the stream ends DEADLINE_EXCEEDED at it; a put "
            "completes a tick before put_timeout_s from its first message and ends DEADLINE_EXCEEDED at it",
            derived_streams.stream_deadlines_at_their_bounds, "stream-deadlines"),
+        _c("admission/derived-stop-grace-at-its-bound", SHOULD, "A put completed a tick before a stop's grace ends "
+           "is answered; one still running at its end ends UNAVAILABLE", derived_streams.stop_grace_at_its_bound,
+           "stream-deadlines", "restart"),
         _c("admission/derived-draining-answers-probes-only", SHOULD, "A draining server answers probes with the "
            "numbers it holds and refuses every other put (with rows, closing without rows, a replay)",
            derived_axes.draining_answers_probes_only, "drain", "restart", "store"),

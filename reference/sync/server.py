@@ -138,6 +138,11 @@ class SyncServer:
         """The URL clients connect to."""
         return f"{self.scheme}://127.0.0.1:{self.port}"
 
+    @property
+    def stopping(self) -> bool:
+        """Whether a shutdown (or a drain) began stopping the transport: running puts have until its grace ends."""
+        return self._transport.stopping
+
     def serve(self) -> None:
         """Block until the server is shut down (it serves from construction on)."""
         self._transport.wait()

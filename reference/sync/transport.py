@@ -318,6 +318,11 @@ class FlightPutTransport:
         return self._slots.in_use
 
     @property
+    def stopping(self) -> bool:
+        """Whether a stop began: no new call is taken, running ones have until its grace ends."""
+        return self._stopping is not None and self._stopping.done()
+
+    @property
     def silent_streams(self) -> int:
         """Streams open with no message yet (they hold no put slot)."""
         return self._silent_streams
