@@ -4,6 +4,7 @@ for the readers a run serves only."""
 
 from __future__ import annotations
 
+import functools
 import pickle
 from typing import Any, Callable, Final, Hashable, Iterable, Iterator
 
@@ -15,34 +16,55 @@ PARTITION_COLUMN: Final = "__streaming_shuffle_partition"
 """The column a DataFrame's rows carry their target partition in, until they are written."""
 
 
+KEYS_REMEMBERED: Final = 1 << 16
+"""Distinct keys whose partition a writer remembers before it starts afresh (a bound on its memory)."""
+
+
+class _PartitionOfKey(dict[Hashable, int]):
+    """The reader of each key, computed on the first lookup of a key and remembered (up to
+    :data:`KEYS_REMEMBERED` keys, then forgotten together): the lookup of a known key stays in C."""
+
+    def __init__(self, partition_func: Callable[[Any], int], num_partitions: int) -> None:
+        super().__init__()
+        self.partition_func = partition_func
+        self.num_partitions = num_partitions
+
+    def __missing__(self, key: Hashable) -> int:
+        if len(self) >= KEYS_REMEMBERED:
+            self.clear()
+        reader_id = self[key] = self.partition_func(key) % self.num_partitions
+        return reader_id
+
+
 def pair_records(partition_func: Callable[[Any], int], num_partitions: int, max_record_size: int,
                  pairs: Iterable[tuple[Hashable, Any]], served: frozenset[int]) -> Iterator[tuple[int, bytes]]:
     """Each wire record is a pickled list of pairs for one reader: the pairs that had arrived
     together, so pickling and the writer's per-record cost are paid per batch, never waiting for
     more. Pairs for readers the run does not serve are dropped.
 
-    PySpark's default ``portable_hash`` is called once per distinct key of a batch: it is a function
-    of the key's value (equal keys hash equally), and each call looks up ``PYTHONHASHSEED`` in the
-    environment (0.4 of its 0.45 µs); a caller's own function is called for every pair, as
-    ``partitionBy`` does."""
+    PySpark's default ``portable_hash`` is called once per distinct key (remembered across batches,
+    up to :data:`KEYS_REMEMBERED` keys): it is a function of the key's value (equal keys hash
+    equally), and each call looks up ``PYTHONHASHSEED`` in the environment (0.4 of its 0.45 µs); a
+    caller's own function is called for every pair, as ``partitionBy`` does."""
     from pyspark.rdd import portable_hash
 
-    by_key = partition_func is portable_hash
+    reader_of: Callable[[Hashable], int] = (
+        _PartitionOfKey(partition_func, num_partitions).__getitem__ if partition_func is portable_hash
+        else functools.partial(_reader_of, partition_func, num_partitions))
     for batch in arrived_batches(pairs):
         by_reader: list[list[tuple[Hashable, Any]]] = [[] for _ in range(num_partitions)]
-        known: dict[Hashable, int] = {}
+        append_to = [reader_pairs.append for reader_pairs in by_reader]
         for k, v in batch:
-            if by_key:
-                reader_id = known.get(k, -1)
-                if reader_id < 0:
-                    reader_id = known[k] = partition_func(k) % num_partitions
-            else:
-                reader_id = partition_func(k) % num_partitions
-            by_reader[reader_id].append((k, v))
+            append_to[reader_of(k)]((k, v))
         for reader_id, reader_pairs in enumerate(by_reader):
             if reader_pairs and reader_id in served:
                 for record in pickled_within(reader_pairs, max_record_size):
                     yield reader_id, record
+
+
+def _reader_of(partition_func: Callable[[Any], int], num_partitions: int, key: Hashable) -> int:
+    """The reader of ``key`` by a caller's own partition function (asked for every pair)."""
+    return partition_func(key) % num_partitions
 
 
 def pickled_within(pairs: list[tuple[Hashable, Any]], max_record_size: int) -> Iterator[bytes]:
