@@ -29,6 +29,15 @@ from pathlib import Path
 from typing import Any, Final, Mapping, Sequence
 
 from conformance import vectorgen
+from conformance.operator_mutants import (
+    OperatorMutant,
+    WalkTimeout,
+    fresh_modules,
+    import_runner,
+    mutants_of,
+    select,
+    time_limit,
+)
 from conformance.shuffle.vector_traces import answer_json, apply_input, new_machine, run_trace
 from spec.shuffle.checksum import payload_checksum
 from spec.shuffle.jsonform import to_json
@@ -52,8 +61,10 @@ REPORT_FILE: Final = ROOT / "docs" / "walks" / "shuffle.md"
 SCHEMA_NAME: Final = "walks.schema.json"
 GENERATOR_VERSION: Final = "1"
 SEED: Final = 43
-CANDIDATES: Final = 2400
+CANDIDATES: Final = 4000
 MAX_STEPS: Final = 14
+MAX_RECORD: Final = 12_000
+"""Records stay readable in a vector (a buffer past that is filled only by its flush timer)."""
 
 MODULES: Final = (
     "spec.shuffle.writer", "spec.shuffle.reader", "spec.shuffle._machine", "spec.shuffle.registry",
@@ -141,8 +152,22 @@ class _Draw:
         return True
 
 
+LONG_MAX: Final = 2**63 - 1
+INT_MAX: Final = 2**31 - 1
+EDGE_SPELLINGS: Final = {
+    "writer_connection_timeout_ms": ("9223372036854775807", "9223372036854775807s", "9223372036854775807us",
+                                     "-1000us", "-1ms", " -1 ", "1m", "1min", "1MIN", "60s", "1h", "1d", "1001us",
+                                     "999us", "1000us"),
+    "network_buffer_max_wait_time_ms": ("9223372036854775807", "-1", "-9223372036854775808", "0", " +50 "),
+    "reader_max_memory": ("2147483647", "-2147483648", "-1", "0", "1", "2"),
+}
+"""Values at the edges of a setting's domain, or spelled as only Spark's parser reads them, as Spark reads them
+(each a value Spark accepts: a refused one is the settings cases' matter, not a trace's)."""
+
+
 def _spelled(rng: random.Random, settings: ShuffleSettings) -> dict[str, str]:
-    """The settings as Spark keys, some left out (Spark's default) or spelled another way Spark reads."""
+    """The settings as Spark keys, some left out (Spark's default) or spelled another way Spark reads, now and
+    then one at an edge of its domain."""
     raw = settings.to_dict()
     defaults = ShuffleSettings().to_dict()
     for key, value in list(raw.items()):
@@ -158,13 +183,17 @@ def _spelled(rng: random.Random, settings: ShuffleSettings) -> dict[str, str]:
                                       (f"{ms // 1000}s", f"{ms // 1000}S", f"{ms * 1000}US", f"{ms}MS"))
             elif value.lstrip("-").isdigit() and not value.startswith("-"):
                 raw[key] = rng.choice((f" +{value} ", f"+{value}", f"{value} "))
+    if rng.random() < 0.25:
+        field = rng.choice(sorted(EDGE_SPELLINGS))
+        if field != "reader_max_memory" or settings.reader_max_memory != ShuffleSettings().reader_max_memory:
+            raw[key_of(field)] = rng.choice(EDGE_SPELLINGS[field])
     return raw
 
 
 def _writer_header(rng: random.Random) -> dict[str, Any]:
     peers = rng.choice((1, 1, 2, 2, 3))
-    n = rng.choice((16, 20, 21, 100, 1001, 1024, 10000))
-    memory = rng.choice((1, peers * SOCKETS + 2 * peers * n, peers * SOCKETS + 2 * peers * n + 1,
+    n = rng.choice((1, 16, 20, 21, 100, 1001, 1024, 10000, INT_MAX // (2 * peers), INT_MAX // (2 * peers) + 1))
+    memory = rng.choice((1, INT_MAX, peers * SOCKETS + 2 * peers * n, peers * SOCKETS + 2 * peers * n + 1,
                          peers * SOCKETS + (2 * peers + 1) * n, peers * SOCKETS + (2 * peers + 1) * n - 1,
                          peers * SOCKETS + 3 * peers * n, 32 * 1024 * 1024))
     settings = ShuffleSettings(
@@ -223,7 +252,7 @@ def _writer_step(d: _Draw) -> dict[str, Any]:
     if kind == "credit":
         if unbound and not fault:
             reader = conn = rng.choice(unbound)
-        named = rng.choice([directory, directory, partition, directory + 1, 5]) if fault else directory
+        named = rng.choice([directory, directory, partition, directory + 1, 5, INT_MAX, -INT_MAX - 1]) if fault else directory
         credit = CreditMessage(writer_id=named, reader_id=rng.choice([reader, reader, peers, -1]) if fault else reader,
                                num_messages=rng.choice((1, 0, -1)) if fault else 1)
         return {"input": "received", "peer": conn, "message": _m(credit), "t": t}
@@ -245,7 +274,7 @@ def _writer_step(d: _Draw) -> dict[str, Any]:
         if awaiting and not fault:
             reader = conn = rng.choice(awaiting)
             ch = m.channels[reader]
-        seq = ch.last_seq + (rng.choice((0, 1, -1)) if fault else 0)
+        seq = rng.choice((ch.last_seq, ch.last_seq + 1, ch.last_seq - 1, LONG_MAX, -LONG_MAX - 1)) if fault else ch.last_seq
         named = rng.choice((partition, directory, partition + 1)) if fault else partition
         ack = TerminationAckMessage(seq=seq, writer_id=named, reader_id=rng.choice((reader, peers)) if fault else reader)
         return {"input": "received", "peer": conn, "message": _m(ack), "t": t}
@@ -261,7 +290,7 @@ def _record_size(d: _Draw, buffered: int, m: WriterMachine) -> int:
     sizes = [0, 1, 2, to_threshold - 1, to_threshold, to_threshold, to_threshold + 1]
     if m.settings.network_buffer_size > GATHER_MIN:
         sizes += [GATHER_MIN - 1, GATHER_MIN]
-    return max(0, d.rng.choice(sizes))
+    return max(0, d.rng.choice([size for size in sizes if size <= MAX_RECORD] or [0, 1, 2]))
 
 
 def _reader_step(d: _Draw) -> dict[str, Any]:
@@ -285,9 +314,11 @@ def _reader_step(d: _Draw) -> dict[str, Any]:
     t = d.later()
     partition = ch.partition_id if ch.partition_id is not None else (
         peer if "writerIds" not in d.header else rng.choice((0, 1, 3)))
-    named = rng.choice((partition, partition + 1, peer if peer != partition else 6)) if fault else partition
-    reader = rng.choice((0, 0, 1)) if fault else 0
-    seq = ch.last_seq + (rng.choice((1, 0, 2, -ch.last_seq - 2)) if fault else 1)
+    named = rng.choice((partition, partition + 1, peer if peer != partition else 6, INT_MAX, -INT_MAX - 1)
+                       ) if fault else partition
+    reader = rng.choice((0, 0, 1, INT_MAX, -INT_MAX - 1)) if fault else 0
+    seq = rng.choice((ch.last_seq + 1, ch.last_seq, ch.last_seq + 2, -1, LONG_MAX, -LONG_MAX - 1)
+                     ) if fault else ch.last_seq + 1
     if kind == "connected":
         return {"input": "connected", "peer": peer, "t": t}
     if kind == "connectFailed":
@@ -321,7 +352,7 @@ def _payload(d: _Draw, remaining: int, fault: bool) -> bytes:
     """Records whose DATA leaves the writer's quota at exactly 0, one byte either side, or small; now and
     then a payload that is not a run of whole records."""
     rng = d.rng
-    if fault and rng.random() < 0.4:
+    if fault and rng.random() < 0.5:
         return rng.choice((RECORD_LENGTH.pack(3) + b"xy", encode_records([b"x"]) + b"\0\0\0", RECORD_LENGTH.pack(-1),
                            b"\0"))
     fill = remaining - DATA_HEADER_LENGTH - RECORD_LENGTH.size
@@ -336,11 +367,11 @@ def _payload(d: _Draw, remaining: int, fault: bool) -> bytes:
 
 def draw(rng: random.Random) -> Walk:
     """One candidate walk."""
-    header = _writer_header(rng) if rng.random() < 0.55 else _reader_header(rng)
     try:
+        header = _writer_header(rng) if rng.random() < 0.55 else _reader_header(rng)
         d = _Draw(rng, header)
     except (UsageError, ValueError):
-        return draw(rng)  # settings whose permit budget Spark refuses: not a trace
+        return draw(rng)  # settings Spark refuses (a budget, an int overflowed): not a trace
     target = rng.randint(3, MAX_STEPS)
     choose = _writer_step if header["role"] == "writer" else _reader_step
     tries = 0
@@ -354,10 +385,14 @@ def draw(rng: random.Random) -> Walk:
     return {**header, "steps": d.steps}
 
 
+def candidate(number: int, seed: int = SEED) -> Walk:
+    """Candidate walk ``number`` of ``seed``: each is drawn from its own generator, so one is rebuilt alone."""
+    return draw(random.Random(f"{seed}:{number}"))
+
+
 def candidates(count: int = CANDIDATES, seed: int = SEED) -> list[Walk]:
-    """The candidate walks of ``seed``, in order (walk ``i`` is the same for every count above ``i``)."""
-    rng = random.Random(seed)
-    return [draw(rng) for _ in range(count)]
+    """The first ``count`` candidate walks of ``seed``, in order."""
+    return [candidate(number, seed) for number in range(count)]
 
 
 # -- the corpus --------------------------------------------------------------------------------------------
@@ -404,8 +439,7 @@ def _test(tc_id: int, number: int, comment: str, walk: Walk) -> dict[str, Any]:
 
 def build(kept: Sequence[tuple[int, str]]) -> dict[str, Any]:
     """The vector file for the kept ``(candidate number, comment)`` pairs, answers from the spec now."""
-    walks = candidates(max((n for n, _ in kept), default=-1) + 1)
-    tests = [_test(i, n, comment, walks[n]) for i, (n, comment) in enumerate(kept, 1)]
+    tests = [_test(i, n, comment, candidate(n)) for i, (n, comment) in enumerate(kept, 1)]
     return {"algorithm": "streaming-shuffle-walks", "schema": SCHEMA_NAME, "sparkVersion": "4.3.0",
             "generatorVersion": GENERATOR_VERSION, "seed": SEED, "candidates": CANDIDATES,
             "numberOfTests": len(tests), "header": HEADER, "tests": tests}
@@ -430,46 +464,189 @@ def _rule(name: str) -> str:
     return f"{module.rsplit('.', 1)[-1]}.{function}: {operator.strip()}"
 
 
-def select_corpus(count: int, progress: bool) -> tuple[list[tuple[int, str]], str]:
-    """Run the selection; the kept walks with their comments, and the report's text."""
-    from conformance.operator_mutants import import_runner, mutants_of, select
+SELECTION_FILE: Final = ROOT / "docs" / "walks" / "shuffle-selection.json"
+"""The selection's raw outcome (every mutant: the walk that told it apart, or survived, or broke), from which the
+report is written again after a judgement changes (``--report``) without running the selection."""
+MAX_TRIES: Final = CANDIDATES
+"""Candidates tried on a mutant before it is called a survivor (the kept walks first, then in order): all of them,
+since the rarest shapes (a malformed payload, a setting at the edge of its domain) are the ones a mutant needs."""
 
+
+def select_corpus(count: int) -> dict[str, Any]:
+    """Run the selection over the first ``count`` candidates; its outcome as :data:`SELECTION_FILE` holds it."""
     walks = candidates(count)
     mutants = [m for module in MODULES for m in mutants_of(module)]
     selection = select(walks, import_runner("conformance.shuffle.walks", "run_walk"), PREFIXES, mutants,
-                       progress=(lambda line: print(line, file=sys.stderr, flush=True)) if progress else (lambda _: None))
+                       progress=lambda line: print(line, file=sys.stderr, flush=True), max_tries=MAX_TRIES)
     first: dict[int, str] = {}
     for name, index in selection.killed_by.items():
         first.setdefault(index, _rule(name))
-    kept = [(index, first[index]) for index in selection.kept]
-    return kept, report(mutants, selection.killed_by, selection.survivors, selection.broken, len(kept), count)
+    return {"seed": SEED, "candidates": count, "kept": [[index, first[index]] for index in selection.kept],
+            "mutants": [{"module": m.module, "name": m.name} for m in mutants],
+            "killedBy": selection.killed_by, "survivors": selection.survivors, "broken": selection.broken}
 
 
-def report(mutants: Sequence[Any], killed_by: Mapping[str, int], survivors: Sequence[str], broken: Sequence[str],
-           kept: int, count: int) -> str:
+_NO_LEAVE = ("readers leaving (reader_left, readers_may_leave) are a runtime option for partial runs; the trace "
+             "contract has no input for them (tests/shuffle hold them)")
+_BATCHED = "batched inputs (write_batch, received_all, sends_completed) are the runtime's; a trace sends one input a line"
+_REFUSED_SETTINGS = ("settings Spark refuses end a run before a machine exists: no trace has them "
+                     "(the settings/ cases judge them through workloads)")
+_JSON_REFUSED = ("a message the contract's JSON form refuses (a field missing, mistyped or out of range, hex spelled "
+                 "otherwise) is a broken trace, not an input; the codec CLI and the wire vectors judge them")
+_CALLER_BUG = ("the spec raises UsageError here (a caller's bug: an input the contract never sends, such as write "
+               "after finish or a message before connected); no walk holds one")
+_NOT_RUN = "not run by a trace: the codec, framing and runtime raise or read it (the wire vectors and workload cases)"
+_DONE = "the machine has failed: it ignores every later input, so what it keeps after failing is never observed"
+
+JUDGED: Final[tuple[tuple[str, str, str, str], ...]] = (
+    # (module-tail.function, a part of the operator ("" = every one), class, why)
+    *((f, "", "unreachable", _NO_LEAVE) for f in (
+        "writer.WriterMachine._leave", "writer.WriterMachine._left", "writer.WriterMachine.reader_left",
+        "writer.WriterChannel.drop_buffer", "writer.WriterMachine._data_written")),
+    ("writer.WriterMachine.send_failed", "", "unreachable", _NO_LEAVE),
+    ("writer.WriterMachine.connection_closed", "", "unreachable", _NO_LEAVE),
+    ("writer.WriterMachine.__init__", "flush_when_idle", "unreachable",
+     "the idle flush is a runtime option (producer_idle); the trace contract has no input for it"),
+    ("writer.WriterMachine.producer_idle", "", "unreachable",
+     "the idle flush is a runtime option (producer_idle); the trace contract has no input for it"),
+    *((f, "", "unreachable", _BATCHED) for f in (
+        "writer.WriterMachine.write_batch", "writer.WriterMachine.received_all", "writer.WriterMachine.sends_completed",
+        "reader.ReaderMachine.received_all", "reader.ReaderMachine.sends_completed")),
+    *((f, "", "unreachable", "a local abort (the task failed, a frame did not decode) is the runtime's input, not a "
+       "trace's") for f in ("writer.WriterMachine.abort", "reader.ReaderMachine.abort")),
+    *((f, "", "unreachable", _REFUSED_SETTINGS) for f in (
+        "settings.Setting.validate", "settings.SettingsError.__init__", "settings._positive",
+        "settings.ShuffleSettings.__post_init__")),
+    ("settings.network_timeout_s", "", "unreachable", "spark.network.timeout is read by the runtime, not the machines"),
+    ("settings.ShuffleSettings.to_dict", "", "unreachable", "writes settings out; a trace only reads them"),
+    ("settings.SparkConfLike.getAll", "", "equivalent", "a Protocol's body is never run"),
+    *((f, "", "unreachable", _JSON_REFUSED) for f in (
+        "jsonform.parse_hex", "jsonform.from_json", "jsonform._data_from_json", "jsonform._message_type",
+        "jsonform.InvalidMessageJson.__init__", "jsonform.InvalidHex.__init__")),
+    ("jsonform._int", "default is None", "unreachable", _JSON_REFUSED),
+    ("jsonform._int", "isinstance", "unreachable", _JSON_REFUSED),
+    *((f, "", "unreachable", _CALLER_BUG) for f in (
+        "writer.WriterMachine._channel_for_caller", "writer.WriterMachine._write_record", "writer.WriterMachine.finish",
+        "reader.ReaderMachine.connect_failed", "reader.ReaderMachine.__init__")),
+    ("reader.ReaderMachine._admitted", "swap checks ch.state is _CONNECTING", "unreachable", _CALLER_BUG),
+    *((f, "", "unreachable", _NOT_RUN) for f in (
+        "checksum.verify_payload", "registry.int_bits", "registry._check", "registry.sent_by",
+        "errors.DataSizeMismatch.__init__", "errors.FrameLengthOutOfRange.__init__", "errors.NegativeDataSize.__init__",
+        "errors.TrailingBytes.__init__", "errors.UnsupportedTransportMessage.__init__", "errors.TaskAborted.__init__",
+        "errors.UnexpectedMessageType.__init__", "messages.Gathered.__eq__", "writer.WriterChannel.buffered")),
+    ("errors.IncorrectSequenceNumber.__init__", "", "equivalent",
+     "the attributes are kept for the runtime; the error's JSON (what an answer shows) is built from its parameters"),
+    ("errors.WriterUnreachable.__init__", "", "equivalent",
+     "the attribute is kept for the runtime; the error's JSON is built from its parameters"),
+    ("errors.ConnectionClosedBeforeTermination.__init__", "", "equivalent",
+     "the role only picks Spark's wording of the message text, which answers leave out (errorParams only)"),
+    ("writer.WriterMachine.write", "", "equivalent",
+     "the fast path of write only skips to _append where _write_opening would append the same record (an open "
+     "buffer, running, unblocked, a valid id): the same step"),
+    ("writer.WriterMachine._append", "", "equivalent",
+     "a record of 4 KiB or more sent from its own buffer or copied into the open one: the same payload bytes"),
+    ("writer.WriterMachine._receive", "or kind_of", "equivalent",
+     "every message class is in the registry's fast map, so kind_of gives the same event"),
+    ("reader.ReaderMachine._receive", "or kind_of", "equivalent",
+     "every message class is in the registry's fast map, so kind_of gives the same event"),
+    ("writer.WriterMachine._receive", "0 <= reader_id", "equivalent",
+     "an unexpected message type fails the writer with the same error whether it is charged to a channel or not"),
+    ("writer.WriterMachine._receive", "0 -> ", "equivalent",
+     "an unexpected message type fails the writer with the same error whether it is charged to a channel or not"),
+    ("_machine.ChannelMachine._fail", "", "equivalent", _DONE),
+    ("_machine.ChannelMachine._move", "drop channel.state", "equivalent", _DONE),
+    ("writer.WriterMachine._stop", "", "equivalent", _DONE),
+    ("reader.per_writer_quota", "1 -> 2", "equivalent",
+     "every DATA is charged at least its 32-byte header, so a quota of 1 or 2 pauses at every DATA and resumes only "
+     "when nothing is held"),
+    ("reader.ReaderMachine._admitted", "names_the_pair and ch.partition_id is None", "equivalent",
+     "a CREDIT or ack at a reader fails it at once (UNEXPECTED), whatever partition id it would set"),
+    ("writer.permit_capacity", "n <= capacity", "equivalent",
+     "the capacity is at least 2 buffers per reader, so never below one buffer"),
+    *(("writer.permit_capacity", part, "unreachable", _REFUSED_SETTINGS + "; a wider bound only admits such budgets")
+      for part in ("2 ** 31 - 1: - -> +", "2 -> 3", "31 -> 32", "1 -> 0")),
+    ("writer.WriterMachine.__init__", "1 -> 0", "unreachable", _CALLER_BUG + " (a writer of 0 readers)"),
+    ("reader.ReaderMachine._receive", "drop self._data(writer_id, seq,", "unreachable",
+     "a DATA as the decoder's view (a tuple) comes only from the runtime's codec; a trace's DATA is a message"),
+    ("settings._time_ms", "or -> and", "unreachable", _REFUSED_SETTINGS + " (an unknown time unit)"),
+    ("settings._time_ms", "-2 ** 63 <= number < 2 ** 63", "unreachable",
+     _REFUSED_SETTINGS + " (the only time numbers at those bounds are refused anyway)"),
+    ("settings._time_ms", "2 -> 3", "unreachable", _REFUSED_SETTINGS + " (a wider bound only admits such numbers)"),
+    ("settings._time_ms", "63 -> 64", "unreachable", _REFUSED_SETTINGS + " (a wider bound only admits such numbers)"),
+    ("settings._time_ms", "* -> //", "equivalent", "the sign is 1 or -1: x * 1 == x // 1 and x * -1 == x // -1"),
+    ("settings._time_ms", "number < 0", "equivalent", "0 and -0 ms are the same value"),
+    ("settings._time_ms", "0 -> 1", "equivalent", "number < 1 differs from number < 0 only at 0, and -0 ms is 0 ms"),
+    ("settings._time_ms", "1 -> 2", "equivalent",
+     "a time capped at 2^63-2 instead of 2^63-1 ms: no walk reaches it, and a deadline (seconds, a float) cannot "
+     "show one millisecond at 2^63"),
+    ("jsonform._int", "bounds == INT32", "equivalent", "the width only names the bound in the refusal's text"),
+    ("writer.permit_capacity", "1 -> 2", "equivalent",
+     "no budget is exactly 2^31-1 (2 R N is even, writerMaxMemory - R x 33280 is less), so a bound of 2^31-2 refuses "
+     "the same ones"),
+    ("settings._time_ms", "63 -> 62", "unreachable",
+     _REFUSED_SETTINGS + " (the surviving one is the lower bound: only negative times other than -1 lie below "
+     "-2^62, refused anyway; walks with 2^63-1 ms tell the upper one apart)"),
+)
+"""The survivors judged by hand: equivalent (no input can tell them apart; why), or unreachable through the trace
+contract (which input it lacks). A survivor matched by no entry is a gap the generator should close."""
+
+
+def judged(name: str) -> tuple[str, str] | None:
+    """(class, why) of a surviving mutant, or None when it is a gap."""
+    function, operator = _rule(name).split(": ", 1)
+    for where, part, verdict, why in JUDGED:
+        if where == function and part in operator:
+            return verdict, why
+    return None
+
+
+def report(outcome: Mapping[str, Any]) -> str:
+    """docs/walks/shuffle.md from a selection's outcome."""
+    killed_by, survivors, broken = outcome["killedBy"], outcome["survivors"], outcome["broken"]
     per: dict[str, Counter[str]] = {}
-    for m in mutants:
-        c = per.setdefault(m.module, Counter())
+    for m in outcome["mutants"]:
+        c = per.setdefault(m["module"], Counter())
         c["mutants"] += 1
-        c["told apart"] += m.name in killed_by
-        c["broken"] += m.name in broken
-        c["survivors"] += m.name in survivors
+        c["told apart"] += m["name"] in killed_by
+        c["broken"] += m["name"] in broken
+        c["survivors"] += m["name"] in survivors
     lines = ["# Walk corpus: shuffle", "",
              "Generated by `python -m conformance.shuffle.walks --select` (do not edit): "
-             f"{count} candidate walks from seed {SEED}, {kept} kept in `conformance/shuffle/vectors/walks.json`.",
+             f"{outcome['candidates']} candidate walks from seed {outcome['seed']}, {len(outcome['kept'])} kept in "
+             "`conformance/shuffle/vectors/walks.json`; a mutant is tried on at most "
+             f"{MAX_TRIES} walks (those running its lines, the kept ones first).",
              "How the corpus is derived and how the survivors are judged: docs/conformance.md, "
-             "\"Walk corpus: shuffle\".", "",
+             "\"Walk corpus: shuffle\"; the judgements are `conformance.shuffle.walks.JUDGED`.", "",
              "| module | mutants | told apart | broken | survivors |", "|---|---:|---:|---:|---:|"]
     total: Counter[str] = Counter()
     for module, c in per.items():
         total.update(c)
         lines.append(f"| {module} | {c['mutants']} | {c['told apart']} | {c['broken']} | {c['survivors']} |")
     lines.append(f"| **all** | {total['mutants']} | {total['told apart']} | {total['broken']} | {total['survivors']} |")
-    lines += ["", "## Survivors by function", ""]
+    verdicts = {name: judged(name) for name in survivors}
+    equivalent = sum(1 for v in verdicts.values() if v is not None and v[0] == "equivalent")
+    unreachable = sum(1 for v in verdicts.values() if v is not None and v[0] == "unreachable")
+    gaps = [name for name, v in verdicts.items() if v is None]
+    told = total["told apart"]
+    judged_total = total["mutants"] - total["broken"] - equivalent
+    lines += ["", f"Survivors judged equivalent: {equivalent}; unreachable through the trace contract: {unreachable}; "
+              f"gaps (not judged): {len(gaps)}.",
+              f"Told apart / (mutants - broken - equivalent): {told} / {judged_total} = {told / judged_total:.1%}; "
+              f"leaving out the unreachable too: {told} / {judged_total - unreachable} = "
+              f"{told / (judged_total - unreachable):.1%}."]
+    for verdict in ("equivalent", "unreachable"):
+        lines += ["", f"## Survivors judged {verdict}", ""]
+        reasons: dict[str, list[str]] = {}
+        for name, v in verdicts.items():
+            if v is not None and v[0] == verdict:
+                reasons.setdefault(v[1], []).append(_rule(name))
+        for why, rules in reasons.items():
+            functions = Counter(r.split(": ", 1)[0] for r in rules)
+            lines.append(f"- {why}: " + ", ".join(f"`{f}` ({n})" for f, n in functions.items()))
+    lines += ["", "## Gaps: survivors not judged, by function", ""]
     grouped: dict[str, list[str]] = {}
-    for name in survivors:
-        rule = _rule(name)
-        function, operator = rule.split(": ", 1)
+    for name in gaps:
+        function, operator = _rule(name).split(": ", 1)
         grouped.setdefault(function, []).append(operator)
     for function in sorted(grouped, key=lambda f: (-len(grouped[f]), f)):
         lines.append(f"- `{function}` ({len(grouped[function])}):")
@@ -477,18 +654,62 @@ def report(mutants: Sequence[Any], killed_by: Mapping[str, int], survivors: Sequ
     return "\n".join(lines) + "\n"
 
 
+def _differs(run: Any, test: Json) -> bool:
+    """Whether ``run`` answers the recorded walk ``test`` otherwise than recorded (or crashes, or never answers)."""
+    try:
+        with time_limit(5.0):
+            answers = run(test)
+    except (Exception, WalkTimeout):  # noqa: BLE001 - a crash is an answer the spec never gives
+        return True
+    observed = ("sends", "events", "deadline")
+    return any({k: a.get(k) for k in observed} != {k: s[k] for k in observed} for a, s in zip(answers, test["steps"]))
+
+
+def catalogue_caught() -> tuple[list[str], list[str]]:
+    """The sensitivity catalogue's bugs in the spec (``conformance/shuffle/bugs.py``) the recorded walks tell
+    apart on their own, in process, and those they miss (bugs outside what a trace runs among them)."""
+    from conformance.shuffle.bugs import BUGS  # the catalogue imports spec.auth: only this report needs it
+
+    recorded_tests = json.loads(WALK_FILE.read_text())["tests"]
+    caught: list[str] = []
+    missed: list[str] = []
+    for bug in BUGS:
+        module = bug.file.removesuffix(".py").replace("/", ".")
+        text = (ROOT / bug.file).read_text()
+        lines = text.splitlines(keepends=True)
+        whole = OperatorMutant(module, "", bug.name, 1, len(lines), 0, len(lines[-1]), text.replace(bug.search,
+                                                                                                      bug.replace, 1))
+        with fresh_modules(PREFIXES, whole):
+            try:
+                run = import_runner("conformance.shuffle.walks", "run_walk")()
+            except Exception:  # noqa: BLE001 - a bug that breaks the import is told apart by any walk
+                caught.append(bug.name)
+                continue
+            told = any(_differs(run, test) for test in recorded_tests)
+        (caught if told else missed).append(bug.name)
+    return caught, missed
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    if "--select" in args:
-        parser = argparse.ArgumentParser(prog="python -m conformance.shuffle.walks --select")
-        parser.add_argument("--select", action="store_true")
+    if "--catalogue" in args:
+        caught, missed = catalogue_caught()
+        print(f"the walks alone tell apart {len(caught)} of {len(caught) + len(missed)} catalogue bugs; missed: "
+              + ", ".join(missed))
+        return 0
+    if "--select" in args or "--report" in args:
+        parser = argparse.ArgumentParser(prog="python -m conformance.shuffle.walks")
+        parser.add_argument("--select", action="store_true", help="run the selection (minutes; under nice)")
+        parser.add_argument("--report", action="store_true", help="rewrite the report from the last selection")
         parser.add_argument("--count", type=int, default=CANDIDATES)
         options = parser.parse_args(args)
-        kept, text = select_corpus(options.count, progress=True)
-        REPORT_FILE.parent.mkdir(parents=True, exist_ok=True)
-        REPORT_FILE.write_text(text)
-        WALK_FILE.write_text(vectorgen.render(build(kept)))
-        print(f"wrote {WALK_FILE} ({len(kept)} walks) and {REPORT_FILE}")
+        if options.select:
+            outcome = select_corpus(options.count)
+            SELECTION_FILE.parent.mkdir(parents=True, exist_ok=True)
+            SELECTION_FILE.write_text(json.dumps(outcome, indent=1) + "\n")
+            WALK_FILE.write_text(vectorgen.render(build([(n, c) for n, c in outcome["kept"]])))
+        REPORT_FILE.write_text(report(json.loads(SELECTION_FILE.read_text())))
+        print(f"wrote {REPORT_FILE}" + (f" and {WALK_FILE}" if options.select else ""))
         return 0
     return vectorgen.write_or_check("conformance.shuffle.walks", __doc__, WALK_FILE, render, args)
 

@@ -43,3 +43,12 @@ def test_the_replay_reports_a_changed_deadline_at_its_step() -> None:
         assert "123456789" in detail
     # a target without deadlines is not asked for them
     assert first_difference(MACHINES, walks, deadlines=False, reset=True) is None
+
+
+def test_the_report_is_written_from_the_recorded_selection() -> None:
+    outcome = json.loads(walks.SELECTION_FILE.read_text())
+    assert walks.REPORT_FILE.read_text() == walks.report(outcome), "run: python -m conformance.shuffle.walks --report"
+    assert [[t["walk"], t["comment"]] for t in DOCUMENT["tests"]] == outcome["kept"]
+    # every mutant is told apart, broken or a survivor, and every survivor is judged or listed as a gap
+    names = {m["name"] for m in outcome["mutants"]}
+    assert names == set(outcome["killedBy"]) | set(outcome["broken"]) | set(outcome["survivors"])
