@@ -7,7 +7,7 @@ import json
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, Final
+from typing import Any, Callable, Final
 
 from conformance.cluster import batch_rules, linearizability, message_rules, model_cases, settings_cases, wire_cases
 from conformance.cluster.harness import (
@@ -31,7 +31,7 @@ from conformance.cluster.harness import (
     verdict,
 )
 from conformance.cluster.vector_suite import replay_trace
-from conformance.cluster.walks import WALKS_FILE, replay_policy_walk, replay_session_walk
+from conformance.cluster.walks import WALKS_FILE, replay_cas_walk, replay_policy_walk, replay_session_walk
 from conformance.framework import Case, CaseContext, CaseTimeout, Level, Suite, Verdict
 from spec.cluster.cas import CAS_ATTEMPTS
 from spec.cluster.errors import (
@@ -1078,45 +1078,48 @@ def cas_writer_retries(target: ClusterTarget, ctx: CaseContext) -> Verdict:
                    f"{CAS_ATTEMPTS} sends", problems)
 
 
-def every_walk(target: ClusterTarget, ctx: CaseContext) -> Verdict:
-    """The walk corpus (conformance/cluster/vectors/walks.json, derived by conformance/cluster/walks.py):
-    every model walk replayed through the target as traces.json's traces are, its results and what each
-    node is owed compared; the first walk that differs is named with what was expected and what came."""
-    walks = json.loads(WALKS_FILE.read_text())["testGroups"]
-    tests = next(group["tests"] for group in walks if group["type"] == "ModelTrace")
+def _every_walk_of(group: str, replay: Callable[[dict[str, Any]], list[str]], told: str) -> Verdict:
+    """Each walk of one group of the walk corpus (conformance/cluster/vectors/walks.json, derived by
+    conformance/cluster/walks.py) replayed; the first that differs named with what was expected and what came."""
+    tests = next(g["tests"] for g in json.loads(WALKS_FILE.read_text())["testGroups"] if g["type"] == group)
     for test in tests:
+        problems = replay(test)
+        if problems:
+            return verdict("", problems[:3])
+    return verdict(f"all {len(tests)} {told}", [])
+
+
+def every_walk(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    """Model walks, replayed through the target as traces.json's traces are: results and what each node
+    is owed."""
+    def replay(test: dict[str, Any]) -> list[str]:
         result = replay_trace(target, ctx.options, test)
-        if not result.passed:
-            return verdict("", [f"{result.name}: {result.detail}"])
-    return verdict(f"all {len(tests)} model walks give the spec's results and notifications", [])
+        return [] if result.passed else [f"{result.name}: {result.detail}"]
+
+    return _every_walk_of("ModelTrace", replay, "model walks give the spec's results and notifications")
 
 
 def every_session_walk(target: ClusterTarget, ctx: CaseContext) -> Verdict:
-    """The walk corpus's session walks (conformance/cluster/walks.py ``SessionWalk``): members on raw
-    sessions of the service, the clock stopped and moved to each health threshold, sessions resumed,
-    taken over and intruded on; each walk's results and owed notifications against the recorded ones,
-    then every member's notifications in delivery order against the model; the first walk that differs
-    is named."""
-    walks = json.loads(WALKS_FILE.read_text())["testGroups"]
-    tests = next(group["tests"] for group in walks if group["type"] == "SessionWalk")
-    for test in tests:
-        problems = replay_session_walk(target, ctx, test)
-        if problems:
-            return verdict("", problems[:3])
-    return verdict(f"all {len(tests)} session walks give the spec's results and notifications", [])
+    """Session walks (``SessionWalk``): members on raw sessions of the service, the clock stopped and moved
+    to each health threshold, sessions resumed, taken over and intruded on; each walk's results and owed
+    notifications against the recorded ones, then every member's notifications in delivery order against
+    the model."""
+    return _every_walk_of("SessionWalk", lambda test: replay_session_walk(target, ctx, test),
+                          "session walks give the spec's results and notifications")
 
 
 def every_policy_walk(target: ClusterTarget, ctx: CaseContext) -> Verdict:
-    """The walk corpus's policy walks: a service started (``SERVE``) with each heartbeat and fail_after at
-    the edges of the policy's domain refuses what the spec refuses and tells in WELCOME the timing the
-    spec derives; the first walk that differs is named."""
-    walks = json.loads(WALKS_FILE.read_text())["testGroups"]
-    tests = next(group["tests"] for group in walks if group["type"] == "PolicyWalk")
-    for test in tests:
-        problems = replay_policy_walk(target, test)
-        if problems:
-            return verdict("", problems[:3])
-    return verdict(f"all {len(tests)} policy walks refused or told as the spec says", [])
+    """Policy walks: a service started (``SERVE``) with each heartbeat and fail_after at the edges of the
+    policy's domain refuses what the spec refuses and tells in WELCOME the timing the spec derives."""
+    return _every_walk_of("PolicyWalk", lambda test: replay_policy_walk(target, test),
+                          "policy walks refused or told as the spec says")
+
+
+def every_cas_walk(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    """CAS walks: the runtime's compare-and-swap writer met by each number of conflicts the corpus keeps
+    sends as many ops and writes the value the spec's writer does, or gives up as it does."""
+    return _every_walk_of("CasWalk", lambda test: replay_cas_walk(target, ctx, test),
+                          "CAS walks sent and wrote as the spec's writer does")
 
 
 def case(id: str, requirement: str, check: Check, requires: frozenset[str] = frozenset(),
@@ -1238,6 +1241,9 @@ CASES = [
     case("walks/derived-every-policy-walk", "every policy walk of the corpus (a heartbeat and fail_after at each edge "
          "of the failure policy's domain, both sides) is refused, or served with the timing the spec derives",
          every_policy_walk, frozenset({SERVICE, CONFIGURE})),
+    case("walks/derived-every-cas-walk", "every CAS walk of the corpus (the runtime's writer met by conflicts at "
+         "the writer's attempt bound and around it) sends and writes as the spec's writer does",
+         every_cas_walk, frozenset({CAS})),
 ]
 
 SUITE = Suite(name="cluster", cases=CASES, open_target=open_target, roles=(ROLE,), target_help=TARGET_HELP)

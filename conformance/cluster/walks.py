@@ -35,9 +35,11 @@ from typing import Any, Final, Sequence
 
 from conformance import vectorgen
 from conformance.cluster.vectorgen import MISSING_SHARD, NOTES, Symbols
+from reference.cluster.cas import write_with_cas
+from spec.cluster.cas import CAS_ATTEMPTS, CasWrite, KeptChanging
 from spec.cluster.detector import MAX_TIMING_MS, FailureDetector, FailurePolicy
 from spec.cluster.errors import ClusterError
-from conformance.cluster.harness import ClusterTarget
+from conformance.cluster.harness import ClusterTarget, session
 from conformance.cluster.model_cases import Member, Mirror, Scenario, scenario
 from conformance.cluster.service_wire import RawConnection, ServiceAddress
 from conformance.framework import CaseContext, CaseTimeout
@@ -58,7 +60,7 @@ from spec.cluster.model import (
     UpdateGossip,
     UpdateShardLog,
 )
-from spec.cluster.types import MAX_BATCH_OPS, MetadataOp, NodeId, Scope, ShardId
+from spec.cluster.types import MAX_BATCH_OPS, MetadataOp, NodeId, Revision, Scope, ShardId
 
 ROOT: Final = Path(__file__).resolve().parents[2]
 WALKS_FILE: Final = ROOT / "conformance" / "cluster" / "vectors" / "walks.json"
@@ -69,10 +71,11 @@ SEED: Final = 43
 MODEL_WALKS: Final = 2400
 DETECTOR_WALKS: Final = 600
 SESSION_WALKS: Final = 1200
-MODULES: Final = ("spec.cluster.model", "spec.cluster.types", "spec.cluster.detector")
+MODULES: Final = ("spec.cluster.model", "spec.cluster.types", "spec.cluster.detector", "spec.cluster.cas")
 """Every spec module a walk's runner reaches (errors.py holds no rule a mutant could change: its
 conditions are constants and its classes carry no logic the walks observe)."""
-PREFIXES: Final = ("spec.", "conformance.cluster.walks", "conformance.cluster.vectorgen", "conformance.cluster.model_cases")
+PREFIXES: Final = ("spec.", "conformance.cluster.walks", "conformance.cluster.vectorgen", "conformance.cluster.model_cases",
+                   "reference.cluster.cas")
 ADDRESS: Final = "127.0.0.1:7000"
 """Every node's address (the replay gives its own; snapshots are compared by node and state)."""
 HEADER: Final = [
@@ -378,6 +381,44 @@ def replay_policy_walk(target: ClusterTarget, test: dict[str, Any]) -> list[str]
     return [] if got == test["answer"] else [f"{name}: answered {got}, expected {test['answer']}"]
 
 
+def run_cas_walk(walk: dict[str, Any]) -> dict[str, Any]:
+    """The runtime's compare-and-swap writer on a fresh shard-log key that a rival in its shard writes
+    just before each of its first ``conflicts`` sends, as the harness's ``CAS`` control carries it out
+    (conformance/cluster/controls.py): how many ops it sent and the value it wrote (None: it gave up)."""
+    model = ClusterModel()
+    writer, rival = NodeId("writer"), NodeId("rival")
+    model.join_cluster(writer, ADDRESS, ShardId("s1"))
+    model.join_cluster(rival, ADDRESS, ShardId("s2"))
+    model.join_shard(rival, ShardId("s1"))
+    sends = 0
+    rival_revision: list[Revision | None] = [None]
+
+    def send(op: MetadataOp) -> Revision:
+        nonlocal sends
+        sends += 1
+        if sends <= walk["conflicts"]:
+            rival_revision[0] = model.update_shard_log(rival, [MetadataOp(
+                key="cas", value=f"r{sends}".encode(), expected=rival_revision[0])])[0]
+        return model.update_shard_log(writer, [op])[0]
+
+    change = CasWrite("cas", None, lambda found: (b"" if found is None else found.value) + b"+w")
+    try:
+        written = write_with_cas(change, send)
+    except KeptChanging:
+        return {"sends": sends, "value": None}
+    return {"sends": sends, "value": None if written is None else written.value.hex()}
+
+
+def replay_cas_walk(target: ClusterTarget, ctx: CaseContext, test: dict[str, Any]) -> list[str]:
+    """A CAS walk through a target that carries out the runtime's writer (capability ``cas``)."""
+    assert target.cas_write is not None
+    with session(target, ctx) as s:
+        sends, value = target.cas_write(s.cluster, test["conflicts"])
+    got = {"sends": sends, "value": None if value is None else value.hex()}
+    return [] if got == test["answer"] else [f"tcId {test['tcId']} ({test['comment']}): answered {got}, expected "
+                                             f"{test['answer']}"]
+
+
 def run_walk(walk: dict[str, Any]) -> Any:
     """One walk's answers as plain JSON: what the selection compares and the vectors record."""
     if walk["type"] == "ModelTrace":
@@ -386,6 +427,8 @@ def run_walk(walk: dict[str, Any]) -> Any:
         return run_session_steps(InProcess("w"), walk["steps"])
     if walk["type"] == "PolicyWalk":
         return run_policy_walk(walk)
+    if walk["type"] == "CasWalk":
+        return run_cas_walk(walk)
     return run_detector_walk(walk)
 
 
@@ -620,9 +663,14 @@ def policy_walks() -> list[dict[str, Any]]:
     return out
 
 
+def cas_walks() -> list[dict[str, Any]]:
+    """The writer met by 0, 1 and 2 conflicts, and by CAS_ATTEMPTS and one either side, and one more."""
+    return [{"type": "CasWalk", "conflicts": c} for c in (0, 1, 2, CAS_ATTEMPTS - 1, CAS_ATTEMPTS, CAS_ATTEMPTS + 1)]
+
+
 def candidates(seed: int = SEED) -> list[dict[str, Any]]:
     rng = random.Random(seed)
-    return model_walks(rng, MODEL_WALKS) + detector_walks(rng, DETECTOR_WALKS) + session_walks(rng, SESSION_WALKS) + policy_walks()
+    return model_walks(rng, MODEL_WALKS) + detector_walks(rng, DETECTOR_WALKS) + session_walks(rng, SESSION_WALKS) + policy_walks() + cas_walks()
 
 
 _NO_RESUME = ("unreachable", "a session resumed after exactly the revision of its move: walks name the revisions of "
@@ -654,6 +702,8 @@ JUDGED: Final[dict[str, tuple[str, str]]] = {
         "unreachable", "the view is started from a snapshot only by a backend's restart; walks have no restart"),
     "detector.FailurePolicy.__post_init__: swap checks": (
         "equivalent", "which check refuses a policy breaking two is seen only in the refusal's text, which no rule fixes"),
+    "cas.CasWrite.__init__: drop self._value": (
+        "equivalent", "written() is only ever called after next_op() set the value it reads"),
     "types.Membership.": _RUNNER_ONLY,
     "types.check_id:": _NO_IDS,
     "types.check_address:": _NO_IDS,
@@ -695,6 +745,9 @@ def as_vector(walk: dict[str, Any], answers: Any, comment: str) -> dict[str, Any
         steps = [step | {"result": result} for step, result in zip(walk["steps"], answers["results"])]
         return {"comment": comment, "flags": [], "specRef": "docs/spec/cluster.md#notifications", "steps": steps,
                 "owed": answers["owed"], "views": answers["views"]}
+    if walk["type"] == "CasWalk":
+        return {"comment": comment, "flags": [], "specRef": "docs/spec/cluster.md#cas", "conflicts": walk["conflicts"],
+                "answer": answers}
     if walk["type"] == "PolicyWalk":
         return {"comment": comment, "flags": [], "specRef": "docs/spec/cluster.md#failure-policy",
                 "heartbeatMs": walk["heartbeatMs"], "failAfterMs": walk["failAfterMs"], "answer": answers}
@@ -711,6 +764,8 @@ def walk_of(test: dict[str, Any], kind: str) -> dict[str, Any]:
         return {"type": kind, "steps": [{k: v for k, v in step.items() if k != "result"} for step in test["steps"]]}
     if kind == "PolicyWalk":
         return {"type": kind, "heartbeatMs": test["heartbeatMs"], "failAfterMs": test["failAfterMs"]}
+    if kind == "CasWalk":
+        return {"type": kind, "conflicts": test["conflicts"]}
     events = [{k: v for k, v in event.items() if k != "verdicts"} for event in test["events"]]
     return {"type": kind, "heartbeatInterval": test["heartbeatInterval"], "failAfter": test["failAfter"], "events": events}
 
@@ -721,7 +776,7 @@ def answers_of(test: dict[str, Any], kind: str) -> Any:
         return {"results": [step["result"] for step in test["steps"]], "owed": test["owed"]}
     if kind == "SessionWalk":
         return {"results": [step["result"] for step in test["steps"]], "owed": test["owed"], "views": test["views"]}
-    if kind == "PolicyWalk":
+    if kind in ("PolicyWalk", "CasWalk"):
         return test["answer"]
     return [event["verdicts"] for event in test["events"] if event["event"] == "tick"]
 
@@ -739,13 +794,13 @@ def selected(progress: bool = False) -> tuple[dict[str, Any], str]:
     reasons: dict[int, list[str]] = {}
     for name, index in selection.killed_by.items():
         reasons.setdefault(index, []).append(_function_operator(name))
-    groups: dict[str, list[dict[str, Any]]] = {"ModelTrace": [], "DetectorTrace": [], "SessionWalk": [], "PolicyWalk": []}
+    groups: dict[str, list[dict[str, Any]]] = {"ModelTrace": [], "DetectorTrace": [], "SessionWalk": [], "PolicyWalk": [], "CasWalk": []}
     for index in sorted(selection.kept):
         walk = walks[index]
         told = reasons[index]
         comment = told[0] + (f" (and {len(told) - 1} more)" if len(told) > 1 else "")
         groups[walk["type"]].append(as_vector(walk, run_walk(walk), comment))
-    for tc_id, test in enumerate(groups["ModelTrace"] + groups["DetectorTrace"] + groups["SessionWalk"] + groups["PolicyWalk"], 1):
+    for tc_id, test in enumerate(groups["ModelTrace"] + groups["DetectorTrace"] + groups["SessionWalk"] + groups["PolicyWalk"] + groups["CasWalk"], 1):
         test["tcId"] = tc_id
     document = {
         "algorithm": "cluster-provider-walks", "schema": SCHEMA_NAME, "generatorVersion": GENERATOR_VERSION,
@@ -758,6 +813,7 @@ def selected(progress: bool = False) -> tuple[dict[str, Any], str]:
             {"type": "DetectorTrace", "specRef": "docs/spec/cluster.md#failure-detector", "tests": groups["DetectorTrace"]},
             {"type": "SessionWalk", "specRef": "docs/spec/cluster.md#notifications", "tests": groups["SessionWalk"]},
             {"type": "PolicyWalk", "specRef": "docs/spec/cluster.md#failure-policy", "tests": groups["PolicyWalk"]},
+            {"type": "CasWalk", "specRef": "docs/spec/cluster.md#cas", "tests": groups["CasWalk"]},
         ],
     }
     return document, report(mutants, selection, len(walks), elapsed)

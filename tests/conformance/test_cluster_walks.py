@@ -57,9 +57,9 @@ def test_a_walk_answered_otherwise_fails_its_replay() -> None:
     assert not replay_detector(detector).passed
 
 
-def test_session_and_policy_walks_answered_otherwise_fail_through_the_harness() -> None:
+def test_session_policy_and_cas_walks_answered_otherwise_fail_through_the_harness() -> None:
     """Session walks need the service's wire and a stopped clock, policy walks a service started on
-    request: the harness through ``exec:``."""
+    request, CAS walks the runtime's writer carried out: the harness through ``exec:``."""
     groups = {g["type"]: g["tests"] for g in document()["testGroups"]}
     walk = copy.deepcopy(next(t for t in groups["SessionWalk"] if any("revision" in s["result"] for s in t["steps"])))
     step = next(s for s in walk["steps"] if "revision" in s["result"])
@@ -74,4 +74,8 @@ def test_session_and_policy_walks_answered_otherwise_fail_through_the_harness() 
         assert walks.replay_policy_walk(target, policy) == []
         policy["answer"] = {"refused": True} if "welcome" in policy["answer"] else {"welcome": None}
         assert walks.replay_policy_walk(target, policy) != []
+        cas = copy.deepcopy(groups["CasWalk"][0])
+        assert walks.replay_cas_walk(target, ctx, cas) == []
+        cas["answer"]["sends"] += 1
+        assert walks.replay_cas_walk(target, ctx, cas) != []
     assert problems and "expected {'error': 'CAS_REVISION_MISMATCH'}" in problems[0]
