@@ -270,6 +270,11 @@ RUNTIME_CATALOGUE: tuple[Mutant, ...] = (
        equivalent="a client gone mid-stream also ends grpc's request iterator, and that end is refused as broken "
                   "(sync-transport-broken-end-complete); only a put whose stream was complete can then be "
                   "recorded, which a client that left after its half-close may find either way"),
+    _r("sync-transport-deadline-waited-late", "sync/transport.py",
+       "            await alarm.sleep_until(min(stream.deadline, self._stop_deadline), *wakes)",
+       "            await alarm.sleep_until(min(stream.deadline, self._stop_deadline) + 0.001, *wakes)",
+       "a stream's deadline is waited a millisecond past its instant: a silent stream or a stalled put ends late",
+       ("tests/sync/test_sync_transport.py::test_stream_deadlines_run_on_the_servers_clock_each_from_its_own_event",)),
     _r("sync-watchdog-never-shortened", "sync/transport.py",
        "        self._stop_deadline = self._clock.now() + (grace_s or 0.0)\n",
        "",

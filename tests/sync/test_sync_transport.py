@@ -56,13 +56,16 @@ def test_puts_beyond_the_cap_are_resource_exhausted_and_stalled_ones_end_at_the_
     with ThreadPoolExecutor(2) as pool:
         held = [pool.submit(do_put, location, stalled, [rows_batch([(None, i, "x")])], timeout=60, done=False)
                 for i in range(2)]
-        _wait_for(lambda: server.stats()["running_puts"] == 2)
-        third = do_put(location, _cmd("u", "B", 1).to_descriptor_cmd(), [rows_batch([(None, 1, "b")])], timeout=60)
-        assert third.response is None and "resource exhausted" in third.error_text.lower()
-        # Neither stalled put ever completes: each is ended by the server at the put timeout on its clock,
-        # not at the client's 60 s deadline, and nothing of it is kept.
-        clock_of(server).advance(2.0)
-        outcomes = [f.result() for f in held]
+        try:
+            _wait_for(lambda: server.stats()["running_puts"] == 2)
+            # Refused at once; served, it would wait for a thread the stalled puts hold: its deadline is short.
+            third = do_put(location, _cmd("u", "B", 1).to_descriptor_cmd(), [rows_batch([(None, 1, "b")])], timeout=10)
+        finally:
+            # Neither stalled put ever completes: each is ended by the server at the put timeout on its clock,
+            # not at the client's 60 s deadline, and nothing of it is kept.
+            clock_of(server).advance(2.0)
+            outcomes = [f.result() for f in held]
+    assert third.response is None and "resource exhausted" in third.error_text.lower()
     # Issue 37, reproduction 4: DEADLINE_EXCEEDED naming the setting, not a bare CANCELLED.
     assert all(isinstance(o.error, flight.FlightTimedOutError) and "--put-timeout-s (2 s)" in o.error_text
                for o in outcomes), outcomes
