@@ -154,6 +154,19 @@ BUGS: tuple[Mutant, ...] = (
        'if len(segment) > MAX_SEGMENT_BYTES:',
        'if len(segment) >= MAX_SEGMENT_BYTES:',
        'a segment of exactly 255 bytes is refused'),
+    _b('stream-deadline-one-tick-late', 'admission.py',
+       '        if now >= self.deadline:\n            return self.expired()',
+       '        if now > self.deadline:\n            return self.expired()',
+       "a stream still running at its deadline (the first message's, the put's) is not ended until after it"),
+    _b('put-deadline-not-restarted', 'admission.py',
+       '        self.started = True\n        self.deadline = now + self.limits.put_timeout_s\n',
+       '        self.started = True\n',
+       "a put keeps its stream's first-message deadline: it ends first_message_timeout_s after the opening, "
+       "not put_timeout_s after its first message"),
+    _b('stop-grace-exclusive', 'admission.py',
+       '        if now >= stop_deadline:',
+       '        if now > stop_deadline:',
+       "a put still running when a stop's grace ends is not ended until after it"),
 )
 
 SMOKE: tuple[str, ...] = ("schema-changed-not-boolean", "schema-one-pk-side-enough")
