@@ -670,7 +670,11 @@ def cas_walks() -> list[dict[str, Any]]:
 
 def candidates(seed: int = SEED) -> list[dict[str, Any]]:
     rng = random.Random(seed)
-    return model_walks(rng, MODEL_WALKS) + detector_walks(rng, DETECTOR_WALKS) + session_walks(rng, SESSION_WALKS) + policy_walks() + cas_walks()
+    model, detector, sessions = model_walks(rng, MODEL_WALKS), detector_walks(rng, DETECTOR_WALKS), \
+        session_walks(rng, SESSION_WALKS)
+    # the walks replayed through a target first, the detector's (checked against the spec alone) last: the
+    # selection tries candidates in this order, so a mutant a target could show is kept with a walk it replays
+    return model + sessions + policy_walks() + cas_walks() + detector
 
 
 _NO_RESUME = ("unreachable", "a session resumed after exactly the revision of its move: walks name the revisions of "
