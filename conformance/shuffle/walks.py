@@ -20,9 +20,11 @@ the seed and the walks it records (their candidate numbers), answers taken from 
 from __future__ import annotations
 
 import argparse
+import ast
 import copy
 import json
 import random
+import re
 import sys
 from collections import Counter
 from pathlib import Path
@@ -34,6 +36,7 @@ from conformance.operator_mutants import (
     WalkTimeout,
     fresh_modules,
     import_runner,
+    module_path,
     mutants_of,
     select,
     time_limit,
@@ -472,18 +475,96 @@ MAX_TRIES: Final = CANDIDATES
 since the rarest shapes (a malformed payload, a setting at the edge of its domain) are the ones a mutant needs."""
 
 
+_ROW: Final = re.compile(r"^(\s*)\((\w+)\.(\w+), (\w+)\.(\w+)\): (\w+)\.(\w+),$")
+_ERROR_ROW: Final = re.compile(r"^(\s*)\((\w+)\.(\w+), (\w+)\.(\w+)\): errors\.(\w+),$")
+_SPLITS: Final[dict[type[ast.cmpop], tuple[type[ast.cmpop], ...]]] = {
+    ast.NotEq: (ast.Lt, ast.Gt), ast.Eq: (ast.LtE, ast.GtE)}
+_SYMBOL: Final = {ast.NotEq: "!=", ast.Eq: "==", ast.Lt: "<", ast.Gt: ">", ast.LtE: "<=", ast.GtE: ">="}
+
+
+def table_mutants(module: str = "spec.shuffle.transitions") -> list[OperatorMutant]:
+    """The channel tables are data, where the operator mutants find no site: each listed transition dropped (the
+    pair becomes a rejection), sent to FAILED, or kept in its state; each listed failure naming another error."""
+    out: list[OperatorMutant] = []
+    lines = module_path(module).read_text().splitlines()
+    errors_named = sorted({m.group(6) for line in lines if (m := _ERROR_ROW.match(line))})
+    for number, line in enumerate(lines, 1):
+        def mutant(operator: str, replacement: str) -> None:
+            out.append(OperatorMutant(module, "table", operator, number, number, 0, len(line), replacement))
+
+        row, failure = _ROW.match(line), _ERROR_ROW.match(line)
+        if row and row.group(6) != "errors":
+            indent, state_type, state, _, event, target_type, target = row.groups()
+            pair = f"({state}, {event})"
+            mutant(f"row {pair} -> {target}: dropped", "")
+            if target != "FAILED":
+                mutant(f"row {pair} -> {target}: -> FAILED", line.replace(f"{target_type}.{target},", f"{target_type}.FAILED,"))
+            if target != state:
+                mutant(f"row {pair} -> {target}: -> {state}", line.replace(f"{target_type}.{target},", f"{target_type}.{state},"))
+        elif failure:
+            pair, named = f"({failure.group(3)}, {failure.group(5)})", failure.group(6)
+            other = errors_named[(errors_named.index(named) + 1) % len(errors_named)]
+            if other != named:
+                mutant(f"row {pair}: errors.{named} -> errors.{other}", line.replace(f"errors.{named},", f"errors.{other},"))
+    return out
+
+
+def split_mutants(module: str) -> list[OperatorMutant]:
+    """Each == and != in a function body split in its two halves (!= -> < and >, == -> <= and >=): a rule that
+    accepts a skipped sequence number but not a repeated one is one of them, which no first-order swap is."""
+    text = module_path(module).read_text()
+    out: list[OperatorMutant] = []
+
+    def visit(node: ast.AST, scope: tuple[str, ...], in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                visit(child, (*scope, child.name), in_function or not isinstance(child, ast.ClassDef))
+                continue
+            if in_function and isinstance(child, ast.Compare):
+                for index, op in enumerate(child.ops):
+                    for half in _SPLITS.get(type(op), ()):
+                        ops = list(child.ops)
+                        ops[index] = half()
+                        changed = ast.Compare(child.left, ops, child.comparators)
+                        assert child.end_lineno is not None and child.end_col_offset is not None
+                        shown = ast.unparse(child)
+                        out.append(OperatorMutant(
+                            module, ".".join(scope), f"{shown[:57]}: {_SYMBOL[type(op)]} -> {_SYMBOL[half]}",
+                            child.lineno, child.end_lineno, child.col_offset, child.end_col_offset,
+                            f"({ast.unparse(changed)})"))
+            visit(child, scope, in_function)
+
+    visit(ast.parse(text), (), False)
+    return out
+
+
 def select_corpus(count: int) -> dict[str, Any]:
-    """Run the selection over the first ``count`` candidates; its outcome as :data:`SELECTION_FILE` holds it."""
+    """Run the selection over the first ``count`` candidates; its outcome as :data:`SELECTION_FILE` holds it.
+
+    The operator mutants of :data:`MODULES` and their ==/!= halves are tried on the walks that run their lines;
+    the table rows run only at import, so every walk is tried on them (the walks kept so far first)."""
     walks = candidates(count)
-    mutants = [m for module in MODULES for m in mutants_of(module)]
-    selection = select(walks, import_runner("conformance.shuffle.walks", "run_walk"), PREFIXES, mutants,
-                       progress=lambda line: print(line, file=sys.stderr, flush=True), max_tries=MAX_TRIES)
-    first: dict[int, str] = {}
-    for name, index in selection.killed_by.items():
-        first.setdefault(index, _rule(name))
-    return {"seed": SEED, "candidates": count, "kept": [[index, first[index]] for index in selection.kept],
-            "mutants": [{"module": m.module, "name": m.name} for m in mutants],
-            "killedBy": selection.killed_by, "survivors": selection.survivors, "broken": selection.broken}
+    load = import_runner("conformance.shuffle.walks", "run_walk")
+
+    def say(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    code = [m for module in MODULES for m in mutants_of(module)] + [m for module in MODULES for m in
+                                                                      split_mutants(module)]
+    rows = table_mutants()
+    first = select(walks, load, PREFIXES, code, progress=say, max_tries=MAX_TRIES)
+    order = first.kept + [i for i in range(len(walks)) if i not in first.kept]
+    second = select([walks[i] for i in order], load, PREFIXES, rows, progress=say, max_tries=MAX_TRIES,
+                    traced=False)
+    killed_by = {**first.killed_by, **{name: order[i] for name, i in second.killed_by.items()}}
+    kept = first.kept + [order[i] for i in second.kept if order[i] not in first.kept]
+    comment: dict[int, str] = {}
+    for name, index in killed_by.items():
+        comment.setdefault(index, _rule(name))
+    return {"seed": SEED, "candidates": count, "kept": [[index, comment[index]] for index in kept],
+            "mutants": [{"module": m.module, "name": m.name} for m in code + rows],
+            "killedBy": killed_by, "survivors": first.survivors + second.survivors,
+            "broken": first.broken + second.broken}
 
 
 _NO_LEAVE = ("readers leaving (reader_left, readers_may_leave) are a runtime option for partial runs; the trace "
@@ -545,14 +626,11 @@ JUDGED: Final[tuple[tuple[str, str, str, str], ...]] = (
      "buffer, running, unblocked, a valid id): the same step"),
     ("writer.WriterMachine._append", "", "equivalent",
      "a record of 4 KiB or more sent from its own buffer or copied into the open one: the same payload bytes"),
-    ("writer.WriterMachine._receive", "or kind_of", "equivalent",
-     "every message class is in the registry's fast map, so kind_of gives the same event"),
-    ("reader.ReaderMachine._receive", "or kind_of", "equivalent",
-     "every message class is in the registry's fast map, so kind_of gives the same event"),
-    ("writer.WriterMachine._receive", "0 <= reader_id", "equivalent",
-     "an unexpected message type fails the writer with the same error whether it is charged to a channel or not"),
-    ("writer.WriterMachine._receive", "0 -> ", "equivalent",
-     "an unexpected message type fails the writer with the same error whether it is charged to a channel or not"),
+    *((f"{side}._receive", "or kind_of", "equivalent",
+       "every message class is in the registry's fast map, so kind_of gives the same event")
+      for side in ("writer.WriterMachine", "reader.ReaderMachine")),
+    *(("writer.WriterMachine._receive", part, "equivalent", "an unexpected message type fails the writer with the "
+       "same error whether it is charged to a channel or not") for part in ("0 <= reader_id", "0 -> ")),
     ("_machine.ChannelMachine._fail", "", "equivalent", _DONE),
     ("_machine.ChannelMachine._move", "drop channel.state", "equivalent", _DONE),
     ("writer.WriterMachine._stop", "", "equivalent", _DONE),
@@ -580,6 +658,17 @@ JUDGED: Final[tuple[tuple[str, str, str, str], ...]] = (
      "a time capped at 2^63-2 instead of 2^63-1 ms: no walk reaches it, and a deadline (seconds, a float) cannot "
      "show one millisecond at 2^63"),
     ("jsonform._int", "bounds == INT32", "equivalent", "the width only names the bound in the refusal's text"),
+    ("transitions.table", "-> FAILED: -> ", "equivalent",
+     "a listed failure keeps its error: the machine fails with it whatever state the channel is left in"),
+    ("reader.ReaderMachine._ack_written", "seq != ch.last_seq", "unreachable", _CALLER_BUG),
+    ("reader.ReaderMachine.send_failed", "seq != ch.last_seq", "unreachable", _CALLER_BUG),
+    ("writer.WriterMachine.__init__", "timeout == -1", "unreachable", _REFUSED_SETTINGS + " (a timeout below -1)"),
+    ("settings.Setting.parse", "text.lower() == 'true'", "equivalent",
+     "the text is 'true' or 'false' here (anything else is refused first), and 'false' < 'true'"),
+    ("errors.Fault.peer_id", "self.peer_role == 'reader'", "equivalent",
+     "the role is 'reader' or 'writer', and 'writer' > 'reader'"),
+    ("transitions.table", "LEFT", "unreachable", _NO_LEAVE),
+    ("transitions.table", "LEAVE", "unreachable", _NO_LEAVE),
     ("writer.permit_capacity", "1 -> 2", "equivalent",
      "no budget is exactly 2^31-1 (2 R N is even, writerMaxMemory - R x 33280 is less), so a bound of 2^31-2 refuses "
      "the same ones"),
