@@ -243,19 +243,23 @@ def _writer_step(d: _Draw) -> dict[str, Any]:
     unaccepted = [r for r in range(peers) if r not in d.accepted]
     unbound = sorted(r for r in d.accepted if 0 <= r < peers and not m.channels[r].bound)
     awaiting = [c.reader_id for c in m.channels if c.bound and c.state is WriterChannelState.TERMINATING]
-    weights = {"accepted": 6 if unaccepted else int(fault), "credit": 6 if unbound else int(fault),
+    acked = [c.reader_id for c in m.channels if c.bound and c.state is WriterChannelState.TERMINATED]
+    bound = [c.reader_id for c in m.channels if c.bound]
+    weights = {"accepted": 6 if unaccepted else int(fault), "credit": 6 if unbound else 2 if bound else int(fault),
                "write": 8 if running else int(fault), "finish": 2 if running else int(fault),
-               "done": 5 if m._in_flight else 0, "closed": 2 * fault, "tick": 3, "ack": 8 if awaiting else int(fault),
+               "done": 5 if m._in_flight else 0, "closed": 3 if acked else 2 * fault, "tick": 3, "ack": 8 if awaiting else int(fault),
                "other": 2 * fault}
     kind = rng.choices(list(weights), list(weights.values()))[0]
     if kind == "accepted":
         chosen = rng.choice(unaccepted) if unaccepted and not fault else conn
         d.accepted.add(chosen)
         return {"input": "accepted", "peer": chosen, "t": t}
-    if kind == "credit":
-        if unbound and not fault:
-            reader = conn = rng.choice(unbound)
-        named = rng.choice([directory, directory, partition, directory + 1, 5, INT_MAX, -INT_MAX - 1]) if fault else directory
+    if kind == "credit":  # the handshake CREDIT names the directory id; a later one (after each DATA) the partition id
+        later = not unbound and bool(bound) and not fault
+        if not fault:
+            reader = conn = rng.choice(unbound or bound)
+        named = rng.choice([directory, directory, partition, directory + 1, 5, INT_MAX, -INT_MAX - 1]) if fault else (
+            partition if later else directory)
         credit = CreditMessage(writer_id=named, reader_id=rng.choice([reader, reader, peers, -1]) if fault else reader,
                                num_messages=rng.choice((1, 0, -1)) if fault else 1)
         return {"input": "received", "peer": conn, "message": _m(credit), "t": t}
@@ -269,8 +273,8 @@ def _writer_step(d: _Draw) -> dict[str, Any]:
         if fault:
             return {"input": "sendFailed", "peer": peer, "seq": str(seq), "cause": rng.choice(CAUSES), "t": t}
         return {"input": "sendCompleted", "peer": peer, "seq": str(seq), "t": t}
-    if kind == "closed":
-        return {"input": "closed", "peer": conn, "t": t}
+    if kind == "closed":  # a reader closes its connection once its ack is written; any other close is a fault
+        return {"input": "closed", "peer": rng.choice(acked) if acked and not fault else conn, "t": t}
     if kind == "tick":
         return {"input": "tick", "t": t}
     if kind == "ack":
@@ -305,13 +309,14 @@ def _reader_step(d: _Draw) -> dict[str, Any]:
     open_ = [w for w, c in m.channels.items() if c.state is ReaderChannelState.OPEN]
     acking = [w for w, c in m.channels.items() if c.state is ReaderChannelState.TERMINATED]
     held = [w for w, c in m.channels.items() if c.unreleased]
+    ended = [w for w, c in m.channels.items() if c.state is ReaderChannelState.ACKED]
     weights = {"connected": 6 if connecting else int(fault), "connectFailed": 2 if connecting else 0,
                "data": 10 if open_ else int(fault), "tc": 2 if open_ else int(fault),
-               "ackDone": 6 if acking else int(fault), "release": 4 if held else 0, "closed": 2 * fault, "tick": 2,
+               "ackDone": 6 if acking else int(fault), "release": 4 if held else 0, "closed": 3 if ended else 2 * fault, "tick": 2,
                "other": 2 * fault}
     kind = rng.choices(list(weights), list(weights.values()))[0]
     pool = {"connected": connecting, "connectFailed": connecting, "data": open_, "tc": open_, "ackDone": acking,
-            "release": held}.get(kind) or list(m.channels)
+            "release": held, "closed": ended}.get(kind) or list(m.channels)
     peer = rng.choice(pool if not fault else list(m.channels))
     ch = m.channels[peer]
     t = d.later()
