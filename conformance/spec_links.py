@@ -55,6 +55,7 @@ CASE_SECTIONS: Final[Mapping[str, Mapping[str, str]]] = {
         "admission/": "docs/spec/sync.md#departures-from-seafowl",
         "responses/": "docs/spec/sync.md#durable-rule",
         "responses/derived-first-": "docs/spec/sync.md#probe",
+        "walks/": "docs/spec/sync.md#transactions",
     },
     "cluster": {
         "membership/": "docs/spec/cluster.md#model",
@@ -95,6 +96,7 @@ VECTOR_SECTIONS: Final[Mapping[str, str]] = {
     "sync/schema.json": "docs/spec/sync.md#schema-rules",
     "sync/squash.json": "docs/spec/sync.md#squashing",
     "sync/traces.json": "docs/spec/sync.md#transactions",
+    "sync/walks.json": "docs/spec/sync.md#transactions",
 }
 """Vector files (under conformance/<protocol>/vectors/) that do not carry their own top-level ``specRef``."""
 

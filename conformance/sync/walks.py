@@ -643,7 +643,7 @@ def candidates(seed: int = SEED, count: int = CANDIDATES) -> list[Walk]:
 
 VECTOR_FILE: Final = Path(__file__).resolve().parent / "vectors" / "walks.json"
 REPORT_FILE: Final = Path(__file__).resolve().parents[2] / "docs" / "walks" / "sync.md"
-MAX_TRIES: Final = 40
+MAX_TRIES: Final = 8
 """Walks tried on one mutant before it is called a survivor: every walk starts a server, so not all are tried."""
 SERVER_PREFIXES: Final = ("spec.", "reference.sync", "conformance.sync.reference_target", "conformance.sync.clock")
 """What a mutant's run imports afresh: the target's side only. This module, the suite's put and the Delta reader
@@ -657,22 +657,23 @@ def _rule(mutant_name: str) -> str:
 
 
 def select_part(modules: Sequence[str], seed: int, count: int, max_tries: int) -> dict[str, Any]:
-    """Run the selection over ``modules``' mutants; the figures and, per killed mutant, the walk that killed it."""
+    """Run the selection over ``modules``' mutants at once (the spec's answers to every candidate are computed
+    once); the figures per module and, per killed mutant, the walk that killed it."""
     from conformance.operator_mutants import mutants_of, select
 
     logging.disable(logging.CRITICAL)  # a planted mutant's server logs its failures; the answers say enough
-    walks = candidates(seed, count)
+    mutants = {module: mutants_of(module) for module in modules}
+    result = select(candidates(seed, count), lambda: run_in_process, SERVER_PREFIXES,
+                    [m for found in mutants.values() for m in found], max_tries=max_tries, traced=False,
+                    progress=lambda line: print(line, file=sys.stderr, flush=True))
     figures: dict[str, Any] = {}
-    killed: dict[str, int] = {}
-    for module in modules:
-        mutants = mutants_of(module)
-        result = select(walks, lambda: run_in_process, SERVER_PREFIXES, mutants, max_tries=max_tries, traced=False,
-                        progress=lambda line: print(f"{module}: {line}", file=sys.stderr, flush=True))
-        figures[module] = {"mutants": len(mutants), "toldApart": len(result.killed_by), "broken": len(result.broken),
-                           "survivors": sorted(_rule(n) for n in result.survivors)}
-        killed.update({name: index for name, index in result.killed_by.items()})
-        print(f"{module}: {figures[module]['toldApart']}/{len(mutants)} told apart", file=sys.stderr, flush=True)
-    return {"seed": seed, "candidates": count, "maxTries": max_tries, "modules": figures, "killedBy": killed}
+    for module, found in mutants.items():
+        names = {m.name for m in found}
+        figures[module] = {"mutants": len(found), "toldApart": len(names & result.killed_by.keys()),
+                           "broken": len(names & set(result.broken)),
+                           "survivors": sorted(_rule(n) for n in result.survivors if n in names)}
+    return {"seed": seed, "candidates": count, "maxTries": max_tries, "modules": figures,
+            "killedBy": dict(result.killed_by)}
 
 
 def document(selection: dict[str, Any]) -> dict[str, Any]:
@@ -702,38 +703,100 @@ def document(selection: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+_CONCURRENT: Final = "puts in flight at once (a walk's puts are one at a time)"
+_STREAM: Final = "a put stream held open, slow or cut (a walk sends each put whole)"
+_WIRE: Final = "malformed Flight or IPC bytes (a walk's puts are sent by a conforming Flight client)"
+JUDGED: Final[dict[str, tuple[str, str]]] = {
+    "admission.PutSlots": ("unreachable", _CONCURRENT),
+    "admission.MemoryBudget": ("unreachable", _CONCURRENT),
+    "admission.flush_working_set": ("unreachable", _CONCURRENT + " while a flush holds its working set"),
+    "admission.PutStream": ("unreachable", _STREAM + "; its deadlines run on the transport's clock (row 72)"),
+    "admission.PutReading": ("unreachable", "a put of several messages summed past the put bound, or a message "
+                             "over 128 MiB (row 73)"),
+    "admission.PutLimits": ("unreachable", "limits of messages and streams: " + _STREAM),
+    "flight.decode_flight_data": ("unreachable", _WIRE),
+    "flight._varint": ("unreachable", _WIRE),
+    "flight.ipc_message": ("unreachable", _WIRE),
+    "flight.descriptor_command": ("unreachable", _WIRE),
+    "flight.message_batches": ("unreachable", "the client's splitting of a put into messages (spec.sync.client)"),
+    "flight._flight_file": ("unreachable", _WIRE),
+    "responses.shows_restart": ("unreachable", "a client's rule (spec.sync.client), never run by a server"),
+    "commit_time.commit_timestamp_ms": ("unreachable", "a Delta commit's timestamp: a walk reads rows, and the "
+                                        "contract does not move a target's wall clock (row 77)"),
+}
+"""Survivors judged by hand, by ``module.function`` (or ``module.function: operator`` prefix), the longest
+match wins: ``("equivalent", why)`` or ``("unreachable", the input the interface lacks)``; the rest are gaps."""
+
+
+def judgement(rule: str) -> tuple[str, str]:
+    """``(class, reason)`` of a survivor: equivalent, unreachable or gap."""
+    function = rule.split(":", 1)[0]
+    matches = [key for key in JUDGED if function == key or function.startswith(key + ".")
+               or (":" in key and rule.startswith(key))]
+    return JUDGED[max(matches, key=len)] if matches else ("gap", "")
+
+
 def report(doc: dict[str, Any]) -> str:
-    """``docs/walks/sync.md``: the figures per module and the survivors by function and operator."""
+    """``docs/walks/sync.md``: the figures per module and the survivors by function and operator, judged."""
     sel = doc["selection"]
     lines = ["# Walk corpus: sync", "",
              "Generated by `python -m conformance.sync.walks` from `conformance/sync/vectors/walks.json`; do not edit.",
-             "", f"Seed {sel['seed']}, {sel['candidates']} candidate walks, at most {sel['maxTries']} tried per mutant; "
-             f"{doc['numberOfTests']} walks kept.", "",
-             "| module | mutants | told apart | broken | survivors |", "|---|---:|---:|---:|---:|"]
-    total = [0, 0, 0, 0]
+             "", f"Seed {sel['seed']}, {sel['candidates']} candidate walks, at most the number in the second column tried "
+             f"per mutant (every walk starts a server: the walks kept so far first, then the others in turn); {doc['numberOfTests']} walks kept. Score: told apart / (mutants - broken "
+             "- equivalent).", "",
+             "| module | walks tried per mutant | mutants | told apart | broken | equivalent | unreachable | gap | score |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    total = [0] * 6
     for module, f in sel["modules"].items():
-        row = [f["mutants"], f["toldApart"], f["broken"], len(f["survivors"])]
+        classes = [judgement(s)[0] for s in f["survivors"]]
+        row = [f["mutants"], f["toldApart"], f["broken"], classes.count("equivalent"), classes.count("unreachable"),
+               classes.count("gap")]
         total = [a + b for a, b in zip(total, row)]
-        lines.append(f"| {module} | " + " | ".join(map(str, row)) + " |")
-    lines.append("| **all** | " + " | ".join(map(str, total)) + " |")
-    lines += ["", "## Survivors", ""]
+        lines.append(f"| {module} | {f['maxTries']} | " + " | ".join(map(str, row)) + f" | {_score(row)} |")
+    lines.append("| **all** | | " + " | ".join(map(str, total)) + f" | {_score(total)} |")
+    missing = [m for m in MODULES if m not in sel["modules"]]
+    if missing:
+        lines += ["", "Not selected in this run (their mutants are not counted above): "
+                  + ", ".join(f"`{m}`" for m in missing) + "."]
+    lines += ["", "## Survivors", "", "Each with its judgement: equivalent (why), unreachable through the walk "
+              "vocabulary (the input it lacks), or gap (no walk of the candidates tells it apart yet).", ""]
     for module, f in sel["modules"].items():
-        if f["survivors"]:
-            lines += [f"### {module}", ""] + [f"- `{s}`" for s in f["survivors"]] + [""]
+        if not f["survivors"]:
+            continue
+        lines += [f"### {module}", ""]
+        for survivor in f["survivors"]:
+            kind, why = judgement(survivor)
+            lines.append(f"- `{survivor}`: {kind}" + (f", {why}" if why else ""))
+        lines.append("")
     return "\n".join(lines).rstrip() + "\n"
 
 
+def _score(row: Sequence[int]) -> str:
+    mutants, told, broken, equivalent = row[:4]
+    judged = mutants - broken - equivalent
+    return f"{100 * told / judged:.0f}%" if judged else "-"
+
+
 def _merge(parts: Sequence[Path]) -> dict[str, Any]:
-    merged: dict[str, Any] = {}
+    """One selection from parts run side by side over the same candidates (a module selected in two parts keeps
+    the figures of the one that tried more walks per mutant)."""
+    merged: dict[str, Any] = {"modules": {}, "killedBy": {}}
     for part in parts:
         data = json.loads(part.read_text())
-        if merged and {k: merged[k] for k in ("seed", "candidates", "maxTries")} != {
-                k: data[k] for k in ("seed", "candidates", "maxTries")}:
+        if merged.get("seed", data["seed"]) != data["seed"] or merged.get("candidates", data["candidates"]) != data[
+                "candidates"]:
             raise ValueError(f"{part} was selected from other candidates")
-        merged.setdefault("modules", {}).update(data["modules"])
-        merged.setdefault("killedBy", {}).update(data["killedBy"])
-        merged.update({k: data[k] for k in ("seed", "candidates", "maxTries")})
+        merged.update(seed=data["seed"], candidates=data["candidates"])
+        for module, figures in data["modules"].items():
+            figures = {"maxTries": data["maxTries"]} | figures
+            if figures["maxTries"] >= merged["modules"].get(module, {}).get("maxTries", 0):
+                merged["modules"][module] = figures
+                merged["killedBy"] = {name: i for name, i in merged["killedBy"].items()
+                                      if not name.startswith(module + ":")}
+                merged["killedBy"].update({name: i for name, i in data["killedBy"].items()
+                                           if name.startswith(module + ":")})
     merged["modules"] = {m: merged["modules"][m] for m in MODULES if m in merged["modules"]}
+    merged["maxTries"] = max(f["maxTries"] for f in merged["modules"].values())
     return merged
 
 

@@ -1,0 +1,34 @@
+"""The walk corpus: the recorded walks are the seeded candidates they name, the file follows its schema, the
+report is the one the file renders, and a walk runs the same on the in-process target as recorded."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+
+from conformance.sync import walks
+from conformance.sync.vector_suite import VECTOR_DIR, load_vectors
+
+
+def test_walk_file_matches_its_schema_and_its_seed() -> None:
+    doc = load_vectors("walks.json")
+    jsonschema.validate(doc, json.loads((VECTOR_DIR / doc["schema"]).read_text()))
+    selection = doc["selection"]
+    generated = walks.candidates(selection["seed"], selection["candidates"])
+    for test in doc["testGroups"][0]["tests"]:
+        assert test["steps"] == generated[test["walk"]]["steps"], test["tcId"]
+        assert test["shape"] == generated[test["walk"]]["shape"]
+        assert test["killed"] == sum(i == test["walk"] for i in selection["killedBy"].values())
+    assert sorted(set(selection["killedBy"].values())) == [t["walk"] for t in doc["testGroups"][0]["tests"]]
+    assert walks.REPORT_FILE.read_text() == walks.report(doc), "run python -m conformance.sync.walks"
+
+
+def test_every_kept_walk_tells_its_cases_apart_in_groups_the_suite_runs() -> None:
+    ids = [i for _, group in walks.groups() for i in group]
+    assert sorted(ids) == list(range(1, load_vectors("walks.json")["numberOfTests"] + 1))
+
+
+def test_a_walk_answers_on_the_in_process_target_as_recorded() -> None:
+    test = next(t for t in walks.recorded() if "restart" not in t["requires"])
+    assert walks.run_in_process(test) == test["expected"]
