@@ -72,6 +72,9 @@ class EtcdSettings:
 class _Member:
     address: str
     shard: ShardId
+    joined: str = ""
+    """The fresh shard its latest JoinCluster made: a member joining again is owed the gossip store again
+    (spec.cluster.model's join_cluster), a member moving between shards is not."""
 
 
 Members = dict[NodeId, _Member]
@@ -199,7 +202,7 @@ class EtcdNode:
         return {"request_delete_range": request}
 
     def _put_member(self, node: NodeId, member: _Member) -> dict[str, Any]:
-        record = json.dumps({"address": member.address, "shard": member.shard}).encode()
+        record = json.dumps({"address": member.address, "shard": member.shard, "joined": member.joined}).encode()
         return self._put(self._key("members", node), record)
 
     # -- membership operations --------------------------------------------------------------
@@ -209,7 +212,8 @@ class EtcdNode:
         members = {}
         for kv in kvs:
             record = json.loads(kv.value)
-            members[NodeId(kv.key.rsplit("/", 1)[1])] = _Member(record["address"], ShardId(record["shard"]))
+            members[NodeId(kv.key.rsplit("/", 1)[1])] = _Member(record["address"], ShardId(record["shard"]),
+                                                                 record.get("joined", ""))
         return members, revision
 
     def _membership_txn(self, build: Callable[[Members], list[dict[str, Any]]]) -> None:
@@ -246,7 +250,7 @@ class EtcdNode:
             if self._node_id not in members and len(members) >= MAX_MEMBERS:
                 raise ClusterFull(f"the cluster has {MAX_MEMBERS} members, its bound")
             return self._leave_ops(members, self._node_id) + [
-                self._put_member(self._node_id, _Member(address, shard)),
+                self._put_member(self._node_id, _Member(address, shard, joined=shard)),
                 self._put(self._key("alive", self._node_id), b"", lease)]
         self._membership_txn(build)
         self.mailbox.post(Heartbeat(self.timing.ttl))
@@ -268,7 +272,7 @@ class EtcdNode:
             if me.shard == shard_id:
                 return []
             return self._leave_ops(members, self._node_id) + [
-                self._put_member(self._node_id, _Member(me.address, shard_id))]
+                self._put_member(self._node_id, _Member(me.address, shard_id, me.joined))]
         self._membership_txn(build)
 
     def remove_from_shard(self, node_id: NodeId) -> ShardId:
@@ -277,7 +281,7 @@ class EtcdNode:
         def build(members: Members) -> list[dict[str, Any]]:
             self._require(members, self._node_id, NotAMember)
             target = self._require(members, node_id, UnknownNode)
-            return self._leave_ops(members, node_id) + [self._put_member(node_id, _Member(target.address, shard))]
+            return self._leave_ops(members, node_id) + [self._put_member(node_id, _Member(target.address, shard, target.joined))]
         self._membership_txn(build)
         return shard
 
@@ -416,7 +420,7 @@ class EtcdNode:
                             for k, e in change.events if not e.deleted and k.startswith(log_base))
             if written:
                 out.append(ShardLogUpdate(shard=after.shard, entries=written))
-        if before is None:
+        if before is None or before.joined != after.joined:
             gossip = self._entries("gossip/", mirror)
         else:
             gossip = tuple(Entry(key=k[len("gossip/"):], value=e.kv.value, revision=Revision(e.kv.mod_revision))
@@ -449,4 +453,4 @@ def _decode_value(kv: dict[str, Any]) -> bytes:
 def _member_of(kv: KeyValue) -> _Member:
     """A member record decoded once, however many nodes read it."""
     record = json.loads(kv.value)
-    return _Member(record["address"], ShardId(record["shard"]))
+    return _Member(record["address"], ShardId(record["shard"]), record.get("joined", ""))
