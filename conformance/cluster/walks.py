@@ -31,7 +31,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, Sequence
+from typing import Any, Callable, Final, Protocol, Sequence
 
 from conformance import vectorgen
 from conformance.cluster.vectorgen import MISSING_SHARD, NOTES, Symbols
@@ -552,14 +552,26 @@ class _ModelWalker:
         self.steps.append(step)
 
 
-def model_walks(rng: random.Random, count: int) -> list[dict[str, Any]]:
+class _Walker(Protocol):
+    steps: list[dict[str, Any]]
+
+    def grow(self) -> None: ...
+
+
+def _grown(make: Callable[[random.Random], _Walker], kind: str, longest: int, rng: random.Random,
+           count: int) -> list[dict[str, Any]]:
+    """``count`` walks of ``kind``, each grown 2 to ``longest`` times (the seed's draws in this order)."""
     out = []
     for _ in range(count):
-        walker = _ModelWalker(rng)
-        for _ in range(rng.randint(2, 8)):
+        walker = make(rng)
+        for _ in range(rng.randint(2, longest)):
             walker.grow()
-        out.append({"type": "ModelTrace", "steps": walker.steps})
+        out.append({"type": kind, "steps": walker.steps})
     return out
+
+
+def model_walks(rng: random.Random, count: int) -> list[dict[str, Any]]:
+    return _grown(_ModelWalker, "ModelTrace", 8, rng, count)
 
 
 class _SessionWalker:
@@ -603,13 +615,7 @@ class _SessionWalker:
 
 
 def session_walks(rng: random.Random, count: int) -> list[dict[str, Any]]:
-    out = []
-    for _ in range(count):
-        walker = _SessionWalker(rng)
-        for _ in range(rng.randint(2, 7)):
-            walker.grow()
-        out.append({"type": "SessionWalk", "steps": walker.steps})
-    return out
+    return _grown(_SessionWalker, "SessionWalk", 7, rng, count)
 
 
 TICK: Final = 1 / 64

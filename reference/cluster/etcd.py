@@ -211,9 +211,7 @@ class EtcdNode:
         kvs, revision = self._gw.range(self._key("members", ""), prefix=True)
         members = {}
         for kv in kvs:
-            record = json.loads(kv.value)
-            members[NodeId(kv.key.rsplit("/", 1)[1])] = _Member(record["address"], ShardId(record["shard"]),
-                                                                 record.get("joined", ""))
+            members[NodeId(kv.key.rsplit("/", 1)[1])] = _member_of(kv)
         return members, revision
 
     def _membership_txn(self, build: Callable[[Members], list[dict[str, Any]]]) -> None:
