@@ -20,7 +20,7 @@ import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType, ModuleType
 from typing import Any, Final, TypeGuard
@@ -256,7 +256,7 @@ def fresh_modules(prefixes: Sequence[str], mutant: OperatorMutant | None = None)
 
 
 class WalkTimeout(Exception):
-    """A mutant that loops for ever is told apart by never answering."""
+    """A walk ran past its time limit: on a loaded machine that may be load, not the mutant, so it is no kill."""
 
 
 @contextmanager
@@ -306,6 +306,23 @@ class Selection:
     """Mutants no candidate walk tells apart (equivalent, unreachable through the interface, or a gap)."""
     broken: list[str]
     """Mutants whose module does not even import: any walk tells them apart, none is kept for them."""
+    timed_out: list[str] = field(default_factory=list)
+    """Mutants no walk tells apart but one ran past its time limit twice (the second time with the limit doubled):
+    a loaded machine fakes a hang, so a time limit is never a kill; neither told apart nor a survivor."""
+
+
+def _answers(runner: Runner, walk: Any, seconds: float) -> Any:
+    """The runner's answers to ``walk``, or what it raised; WalkTimeout only when it ran past ``seconds`` twice (the
+    second time with twice the limit)."""
+    for limit in (seconds, 2 * seconds):
+        try:
+            with time_limit(limit):
+                return runner(walk)
+        except WalkTimeout:
+            continue
+        except Exception as error:  # noqa: BLE001 - a crash is an answer the spec never gives
+            return f"raised {type(error).__name__}"
+    raise WalkTimeout(f"no answer within {seconds} s, nor within {2 * seconds} s")
 
 
 def select(walks: Sequence[Any], load_runner: Callable[[], Runner], prefixes: Sequence[str],
@@ -313,7 +330,9 @@ def select(walks: Sequence[Any], load_runner: Callable[[], Runner], prefixes: Se
            progress: Callable[[str], None] = lambda _: None, max_tries: int | None = None,
            traced: bool = True) -> Selection:
     """Greedy: for each mutant, the walks already kept first, then the others that run its lines; the
-    first walk whose answers differ from the spec's kills it and is kept. ``max_tries``: a mutant no walk
+    first walk whose answers differ from the spec's kills it and is kept (a walk past ``per_walk_s`` is run once more
+    with the limit doubled; past that too it tells nothing: a mutant no walk tells apart and one ran past is
+    ``timed_out``, never killed, as load fakes a hang). ``max_tries``: a mutant no walk
     of that many tells apart is a survivor (walks that cost a server each cannot all be tried on every one).
     ``traced=False``: every walk is a candidate for every mutant (for a runner whose spec code runs in threads
     the line tracer does not see, such as a gRPC server's)."""
@@ -329,6 +348,7 @@ def select(walks: Sequence[Any], load_runner: Callable[[], Runner], prefixes: Se
     killed_by: dict[str, int] = {}
     survivors: list[str] = []
     broken: list[str] = []
+    timed_out: list[str] = []
     for number, mutant in enumerate(mutants, 1):
         path = str(module_path(mutant.module))
         span = {(path, line) for line in range(mutant.line, mutant.end_line + 1)}
@@ -341,22 +361,23 @@ def select(walks: Sequence[Any], load_runner: Callable[[], Runner], prefixes: Se
             except Exception:  # noqa: BLE001 - a mutant that breaks the import is told apart by any walk
                 broken.append(mutant.name)
                 continue
+            hung = False
             for index in order:
                 try:
-                    with time_limit(per_walk_s):
-                        answers = planted_runner(walks[index])
-                except Exception as error:  # noqa: BLE001 - a crash is an answer the spec never gives
-                    answers = f"raised {type(error).__name__}"
+                    answers = _answers(planted_runner, walks[index], per_walk_s)
+                except WalkTimeout:
+                    hung = True  # not evidence: the next walk may still tell it apart
+                    continue
                 if answers != expected[index]:
                     killed_by[mutant.name] = index
                     if index not in kept:
                         kept.append(index)
                     break
             else:
-                survivors.append(mutant.name)
+                (timed_out if hung else survivors).append(mutant.name)
         if number % 50 == 0:
             progress(f"{number}/{len(mutants)} mutants, {len(killed_by)} told apart, {len(kept)} walks kept")
-    return Selection(kept, killed_by, survivors, broken)
+    return Selection(kept, killed_by, survivors, broken, timed_out)
 
 
 def import_runner(module: str, attribute: str) -> Callable[[], Runner]:

@@ -58,3 +58,31 @@ def test_untraced_selection_tries_every_walk_within_max_tries() -> None:
     walks = [[(7, None)], [(5, 10)]]  # the first never reaches max(...), the second tells min apart
     assert select(walks, _runner, ["spec."], [swap], traced=False).killed_by == {swap.name: 1}
     assert select(walks, _runner, ["spec."], [swap], traced=False, max_tries=1).survivors == [swap.name]
+
+
+def _hanging_runner(calls: list[int], hangs: int) -> Runner:
+    """Runs the mutant (min) to a hang for its first ``hangs`` calls, then answers; the spec (max) answers at once."""
+    rule = importlib.import_module(MODULE).commit_timestamp_ms
+
+    def run(walk: Any) -> Any:
+        answers = [rule(now, previous) for now, previous in walk]
+        if answers == [5]:  # only the max -> min mutant answers 5 to (5, 10)
+            calls.append(1)
+            while len(calls) <= hangs:
+                pass  # ended by the selection's time limit
+        return answers
+
+    return run
+
+
+def test_a_time_limit_is_never_a_kill() -> None:
+    """A walk past its limit is run once more with the limit doubled: answering then, it is judged by its answers; past
+    it again, the mutant is ``timed_out`` (neither told apart nor a survivor) unless another walk tells it apart."""
+    (swap,) = [m for m in mutants_of(MODULE) if m.operator.endswith("max -> min")]
+    hung_once: list[int] = []
+    once = select([[(5, 10)]], lambda: _hanging_runner(hung_once, 1), ["spec."], [swap], per_walk_s=0.05, traced=False)
+    assert once.killed_by == {swap.name: 0} and not once.timed_out and len(hung_once) == 2
+    for walks, killed_by in (([[(5, 10)]], {}), ([[(5, 10)], [(7, None)], [(6, 10)]], {swap.name: 2})):
+        hanging = select(walks, lambda: _hanging_runner([], 10**9), ["spec."], [swap], per_walk_s=0.05, traced=False)
+        assert hanging.killed_by == killed_by and not hanging.survivors
+        assert hanging.timed_out == ([] if killed_by else [swap.name])
