@@ -36,8 +36,8 @@ MAX_RECORD_SIZE_KEY: Final = RUNTIME_PREFIX + "maxRecordSize"
 """Largest serialized record a reader accepts (with networkBufferSize it bounds a DATA frame); default 64 MiB."""
 
 FLUSH_WHEN_IDLE_KEY: Final = RUNTIME_PREFIX + "flushWhenIdle"
-"""The writers' low-latency flush (``TaskOptions.flush_when_idle``): a buffer becomes a DATA as soon as the
-writer's input has nothing more to give, instead of at 90% full or networkBufferMaxWaitTimeMs; default false."""
+"""The writers' idle flush (``TaskOptions.flush_when_idle``): a buffer becomes a DATA as soon as the writer's
+input has nothing more to give; default true (false: Spark's flush, at 90% full or networkBufferMaxWaitTimeMs)."""
 
 START_TIMEOUT_KEY: Final = RUNTIME_PREFIX + "startTimeoutMs"
 """How long a run waits for the tasks of its stage to start before it fails with the numbers; default 120000."""
@@ -59,7 +59,7 @@ class Plan:
     driver_host: str = "127.0.0.1"
     limits: ConnectionLimits = ConnectionLimits()
     max_record_size: int = DEFAULT_MAX_RECORD_SIZE
-    flush_when_idle: bool = False
+    flush_when_idle: bool = TaskOptions.flush_when_idle
     start_bound_s: float = DEFAULT_START_TIMEOUT_MS / 1000.0
     auth: AuthConfig | None = None
     """The application's handshake (``spark.authenticate``); it travels in the task closure, which
@@ -145,9 +145,9 @@ def runtime_limits(runtime: Mapping[str, str]) -> tuple[ConnectionLimits, int]:
 
 
 def runtime_flush_when_idle(runtime: Mapping[str, str]) -> bool:
-    """Whether the writers use the low-latency flush (``spark.streamwire.shuffle.flushWhenIdle``, a boolean
-    read as Spark reads one); raises ValueError naming the key of any other value."""
-    return enabled(runtime, FLUSH_WHEN_IDLE_KEY)
+    """Whether the writers use the idle flush (``spark.streamwire.shuffle.flushWhenIdle``, a boolean read as
+    Spark reads one, by default ``TaskOptions``'); raises ValueError naming the key of any other value."""
+    return enabled(runtime, FLUSH_WHEN_IDLE_KEY, default=TaskOptions.flush_when_idle)
 
 
 def start_bound_s(runtime: Mapping[str, str]) -> float:

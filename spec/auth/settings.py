@@ -20,9 +20,9 @@ CIPHER_KEY: Final = "spark.network.crypto.cipher"
 ENGINE_VERSION_KEY: Final = "spark.network.crypto.authEngineVersion"
 
 
-def enabled(conf: Mapping[str, str], key: str) -> bool:
-    """A boolean setting as Scala's ``toBoolean`` reads it (trimmed, any case); absent is false."""
-    text = conf.get(key, "false").strip().lower()
+def enabled(conf: Mapping[str, str], key: str, default: bool = False) -> bool:
+    """A boolean setting as Scala's ``toBoolean`` reads it (trimmed, any case); absent is ``default``."""
+    text = conf.get(key, str(default)).strip().lower()
     if text not in ("true", "false"):
         raise ValueError(f"{key} should be boolean, but was {conf[key]!r}")
     return text == "true"

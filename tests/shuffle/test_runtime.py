@@ -184,7 +184,7 @@ def test_transcript_records_every_frame_in_both_directions(tmp_path: object) -> 
 def test_a_writer_whose_input_blocks_still_binds_its_reader_and_flushes_at_the_max_wait(owns_input: bool) -> None:
     """A streaming source waits for data: what the writer holds must still reach the reader by the flush timer
     (here the input waits until its reader has the first records, so a writer that serves nothing while its
-    input blocks never gets the rest)."""
+    input blocks never gets the rest). Spark's flush, so the timer, not the idle flush, sends them."""
     delivered = threading.Event()
     first = [(0, b"first %d" % i) for i in range(5)]
     rest = [(0, b"rest %d" % i) for i in range(5)]
@@ -202,8 +202,8 @@ def test_a_writer_whose_input_blocks_still_binds_its_reader_and_flushes_at_the_m
             delivered.set()
         return out
 
-    outputs, stats = run_local_shuffle([source()], 1, SMALL, TaskOptions(writer_owns_input=owns_input),
-                                       consume=consume, timeout_s=HANG_GUARD_S * 2)
+    options = TaskOptions(writer_owns_input=owns_input, flush_when_idle=False)
+    outputs, stats = run_local_shuffle([source()], 1, SMALL, options, consume=consume, timeout_s=HANG_GUARD_S * 2)
     assert outputs == [[record for _, record in first + rest]]
     assert stats[0].records == len(first) + len(rest)
 

@@ -140,12 +140,13 @@ def test_the_bind_timeout_defaults_to_spark_network_timeout() -> None:
         runtime_limits({"spark.network.timeout": "soon"})
 
 
-def test_the_low_latency_flush_is_a_boolean_key_that_reaches_the_writers_options() -> None:
-    assert not runtime_flush_when_idle({})
-    assert runtime_flush_when_idle({"spark.streamwire.shuffle.flushWhenIdle": " True "})
+def test_the_idle_flush_is_the_default_and_a_boolean_key_that_reaches_the_writers_options() -> None:
+    assert runtime_flush_when_idle({})  # the default since issue 41
+    assert not runtime_flush_when_idle({"spark.streamwire.shuffle.flushWhenIdle": " False "})  # Spark's flush
+    assert runtime_flush_when_idle({"spark.streamwire.shuffle.flushWhenIdle": "TRUE"})
     with pytest.raises(ValueError, match="flushWhenIdle should be boolean, but was 'yes'"):
         runtime_flush_when_idle({"spark.streamwire.shuffle.flushWhenIdle": "yes"})
-    plan = Plan(0, 1, ShuffleSettings(), cast(DirectoryAddress, None), "127.0.0.1", None, flush_when_idle=True)
+    plan = Plan(0, 1, ShuffleSettings(), cast(DirectoryAddress, None), "127.0.0.1", None)
     assert plan.options("writer", 0).flush_when_idle
     assert not replace(plan, flush_when_idle=False).options("writer", 0).flush_when_idle
 
