@@ -18,6 +18,7 @@ import importlib.machinery
 import importlib.util
 import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -289,9 +290,11 @@ def lines_run(runner: Runner, walk: Any, files: set[str]) -> tuple[Any, set[tupl
         return trace
 
     sys.settrace(trace)
+    threading.settrace(trace)  # and the threads the walk starts (a service's reactor, say)
     try:
         answers = runner(walk)
     finally:
+        threading.settrace(None)  # type: ignore[arg-type,unused-ignore]
         sys.settrace(None)
     return answers, seen
 

@@ -84,6 +84,7 @@ CASE_SECTIONS: Final[Mapping[str, Mapping[str, str]]] = {
         "wire/derived-admission-checks-in-order": "docs/spec/cluster.md#the-services-end-servicesession",
         "shardlog/derived-cas-writer-retries": "docs/spec/cluster.md#cas",
         "walks/": "docs/spec/cluster.md#model",
+        "walks/derived-every-wire-walk": "docs/spec/cluster.md#the-services-end-servicesession",
     },
 }
 """Per suite: case-id prefix -> section; the longest matching prefix wins."""

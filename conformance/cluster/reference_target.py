@@ -14,7 +14,9 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from conformance.cluster.clock import DetectorClock
 from conformance.cluster.controls import CAPABILITIES, Controls
@@ -25,6 +27,24 @@ from spec.cluster.detector import FailurePolicy
 HARNESS_SESSIONS = 32
 """The harness's session bound (the service's default is 1024): a case fills it with raw HELLOs in
 milliseconds, and no other case holds more than a few nodes at once."""
+
+
+@contextmanager
+def harness(policy: FailurePolicy = DEFAULT_POLICY, max_sessions: int = HARNESS_SESSIONS) -> Iterator[Controls]:
+    """The harness's cluster and service, journaled in a temporary directory, and the controls the
+    runner's lines are carried out with (``controls.service`` is the service). The wire walks run on
+    this in process (conformance/cluster/wire_walks.py), so what they select is what ``exec:`` serves."""
+    with tempfile.TemporaryDirectory(prefix="streamwire-cluster-harness-") as scratch:
+        clock = DetectorClock()
+        cluster = InProcessCluster(policy, data_dir=Path(scratch), clock=clock)
+        service = ClusterService(cluster, limits=ServiceLimits(max_sessions=max_sessions))
+        controls = Controls(cluster, clock, service)
+        try:
+            yield controls
+        finally:
+            controls.unserve()
+            service.close()
+            cluster.close()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,20 +62,12 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as refused:
         parser.exit(2, f"{parser.prog}: error: {refused}\n")
     sys.setswitchinterval(0.0005)  # as the service's own launcher does (reference/cluster/service.py)
-    with tempfile.TemporaryDirectory(prefix="streamwire-cluster-harness-") as scratch:
-        clock = DetectorClock()
-        cluster = InProcessCluster(policy, data_dir=Path(scratch), clock=clock)
-        service = ClusterService(cluster, limits=ServiceLimits(max_sessions=args.max_sessions))
-        controls = Controls(cluster, clock, service)
-        try:
-            print("CAPABILITIES " + " ".join(CAPABILITIES), flush=True)
-            print(service.port, flush=True)
-            for line in sys.stdin:
-                print(controls.answer(line), flush=True)
-        finally:
-            controls.unserve()
-            service.close()
-            cluster.close()
+    with harness(policy, args.max_sessions) as controls:
+        assert controls.service is not None
+        print("CAPABILITIES " + " ".join(CAPABILITIES), flush=True)
+        print(controls.service.port, flush=True)
+        for line in sys.stdin:
+            print(controls.answer(line), flush=True)
     return 0
 
 

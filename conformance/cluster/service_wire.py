@@ -111,6 +111,13 @@ class RawConnection:
         finally:
             self._sock.settimeout(self.timeout)
 
+    def finish_sending(self) -> None:
+        """Close the sending side (the service reads an end of stream); what it sends is still read."""
+        try:
+            self._sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass  # closed by the service already: reads say so
+
     def close(self) -> None:
         self._sock.close()
 

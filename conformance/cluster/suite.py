@@ -7,6 +7,7 @@ import json
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Final
 
 from conformance.cluster import batch_rules, linearizability, message_rules, model_cases, settings_cases, wire_cases
@@ -32,6 +33,7 @@ from conformance.cluster.harness import (
 )
 from conformance.cluster.vector_suite import replay_trace
 from conformance.cluster.walks import WALKS_FILE, replay_cas_walk, replay_policy_walk, replay_session_walk
+from conformance.cluster import wire_walks
 from conformance.framework import Case, CaseContext, CaseTimeout, Level, Suite, Verdict
 from spec.cluster.cas import CAS_ATTEMPTS
 from spec.cluster.errors import (
@@ -1078,10 +1080,12 @@ def cas_writer_retries(target: ClusterTarget, ctx: CaseContext) -> Verdict:
                    f"{CAS_ATTEMPTS} sends", problems)
 
 
-def _every_walk_of(group: str, replay: Callable[[dict[str, Any]], list[str]], told: str) -> Verdict:
-    """Each walk of one group of the walk corpus (conformance/cluster/vectors/walks.json, derived by
-    conformance/cluster/walks.py) replayed; the first that differs named with what was expected and what came."""
-    tests = next(g["tests"] for g in json.loads(WALKS_FILE.read_text())["testGroups"] if g["type"] == group)
+def _every_walk_of(group: str, replay: Callable[[dict[str, Any]], list[str]], told: str,
+                   corpus: Path = WALKS_FILE) -> Verdict:
+    """Each walk of one group of a walk corpus (conformance/cluster/vectors/walks.json, derived by
+    conformance/cluster/walks.py, or wire_walks.json by wire_walks.py) replayed; the first that differs named
+    with what was expected and what came."""
+    tests = next(g["tests"] for g in json.loads(corpus.read_text())["testGroups"] if g["type"] == group)
     for test in tests:
         problems = replay(test)
         if problems:
@@ -1120,6 +1124,14 @@ def every_cas_walk(target: ClusterTarget, ctx: CaseContext) -> Verdict:
     sends as many ops and writes the value the spec's writer does, or gives up as it does."""
     return _every_walk_of("CasWalk", lambda test: replay_cas_walk(target, ctx, test),
                           "CAS walks sent and wrote as the spec's writer does")
+
+
+def every_wire_walk(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    """Wire walks: frames sent to the service on raw connections (HELLOs at their edges, refused HELLOs
+    followed by more frames, frames cut short, grown, unknown or past a bound, second sessions for an id,
+    the clock at a session's silence deadline); every reply, in order, and each close as recorded."""
+    return _every_walk_of("WireWalk", lambda test: wire_walks.replay_through(target, ctx, test),
+                          "wire walks answered and closed as the spec's session does", wire_walks.WALKS_FILE)
 
 
 def case(id: str, requirement: str, check: Check, requires: frozenset[str] = frozenset(),
@@ -1244,6 +1256,10 @@ CASES = [
     case("walks/derived-every-cas-walk", "every CAS walk of the corpus (the runtime's writer met by conflicts at "
          "the writer's attempt bound and around it) sends and writes as the spec's writer does",
          every_cas_walk, frozenset({CAS})),
+    case("walks/derived-every-wire-walk", "every wire walk of the corpus (a stranger's frames at and past every "
+         "bound, refused HELLOs followed by more frames, an identified node's bad frames, second sessions with and "
+         "without the token, the clock at a session's silence deadline and 1 ms either side) is answered frame by "
+         "frame and closed as the spec's session does", every_wire_walk, frozenset({SERVICE, CLOCK})),
 ]
 
 SUITE = Suite(name="cluster", cases=CASES, open_target=open_target, roles=(ROLE,), target_help=TARGET_HELP)

@@ -738,7 +738,7 @@ JUDGED: Final[dict[str, tuple[str, str]]] = {
 
 # -- the vectors and the report ---------------------------------------------------------------------
 
-def _function_operator(name: str) -> str:
+def function_operator(name: str) -> str:
     """``module:function:line: operator`` -> ``module-tail.function: operator`` (no line number)."""
     module, function, _, operator = name.split(":", 3)
     return f"{module.rsplit('.', 1)[-1]}.{function}: {operator.strip()}"
@@ -803,7 +803,7 @@ def selected(progress: bool = False) -> tuple[dict[str, Any], str]:
     elapsed = time.monotonic() - started
     reasons: dict[int, list[str]] = {}
     for name, index in selection.killed_by.items():
-        reasons.setdefault(index, []).append(_function_operator(name))
+        reasons.setdefault(index, []).append(function_operator(name))
     groups: dict[str, list[dict[str, Any]]] = {"ModelTrace": [], "DetectorTrace": [], "SessionWalk": [], "PolicyWalk": [], "CasWalk": []}
     for index in sorted(selection.kept):
         walk = walks[index]
@@ -830,25 +830,7 @@ def selected(progress: bool = False) -> tuple[dict[str, Any], str]:
 
 
 def report(mutants: Sequence[Any], selection: Any, candidate_count: int, elapsed: float) -> str:
-    per_module: dict[str, Counter[str]] = {m: Counter() for m in MODULES}
-    module_of = {m.name: m.module for m in mutants}
-    for mutant in mutants:
-        per_module[mutant.module]["mutants"] += 1
-    for name in selection.broken:
-        per_module[module_of[name]]["broken"] += 1
-    judged: Counter[str] = Counter()
-    survivors: dict[str, list[str]] = {}
-    for name in selection.survivors:
-        per_module[module_of[name]]["survivors"] += 1
-        short = _function_operator(name)
-        verdict = next((v for pattern, v in JUDGED.items() if short.startswith(pattern)), ("gap", "not yet judged"))
-        judged[verdict[0]] += 1
-        per_module[module_of[name]][verdict[0]] += 1
-        survivors.setdefault(f"{verdict[0]}: {verdict[1]}", []).append(short)
-    for counts in per_module.values():  # two mutants at one span may share a name: count what is left
-        counts["told apart"] = counts["mutants"] - counts["broken"] - counts["survivors"]
-    broken, equivalent = len(selection.broken), judged["equivalent"]
-    told = len(mutants) - broken - len(selection.survivors)
+    figure, table = judged_figures(MODULES, JUDGED, mutants, selection)
     lines = [
         "# Walk corpus: cluster",
         "",
@@ -858,9 +840,45 @@ def report(mutants: Sequence[Any], selection: Any, candidate_count: int, elapsed
         "operator mutants of the modules below (`conformance/operator_mutants.py`). "
         f"{len(selection.kept)} walks kept.",
         "",
-        f"Told apart / (mutants - broken - equivalent): {told} / ({len(mutants)} - {broken} - {equivalent}) = "
-        f"{told / max(1, len(mutants) - broken - equivalent):.1%}.",
+        figure,
         "",
+    ] + table
+    del elapsed  # machine-dependent: printed by main, never written
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def judged_figures(modules: Sequence[str], judged_by_hand: dict[str, tuple[str, str]], mutants: Sequence[Any],
+                   selection: Any) -> tuple[str, list[str]]:
+    """A selection's figure line, and its per-module table with the survivors listed by judgement
+    (``judged_by_hand``: ``module.function: operator`` prefix -> (equivalent | unreachable | gap, why))."""
+    per_module: dict[str, Counter[str]] = {m: Counter() for m in modules}
+    module_of = {m.name: m.module for m in mutants}
+    for mutant in mutants:
+        per_module[mutant.module]["mutants"] += 1
+    for name in selection.broken:
+        per_module[module_of[name]]["broken"] += 1
+    judged: Counter[str] = Counter()
+    survivors: dict[str, list[str]] = {}
+    for name in selection.survivors:
+        per_module[module_of[name]]["survivors"] += 1
+        short = function_operator(name)
+        verdict = next((v for pattern, v in judged_by_hand.items() if short.startswith(pattern)), ("gap", "not yet judged"))
+        judged[verdict[0]] += 1
+        per_module[module_of[name]][verdict[0]] += 1
+        survivors.setdefault(f"{verdict[0]}: {verdict[1]}", []).append(short)
+    for name in selection.timed_out:
+        per_module[module_of[name]]["timed out"] += 1
+    for counts in per_module.values():  # two mutants at one span may share a name: count what is left
+        counts["told apart"] = counts["mutants"] - counts["broken"] - counts["survivors"] - counts["timed out"]
+    broken, equivalent, timed_out = len(selection.broken), judged["equivalent"], len(selection.timed_out)
+    told = len(mutants) - broken - len(selection.survivors) - timed_out
+    figure = (f"Told apart / (mutants - broken - equivalent): {told} / ({len(mutants)} - {broken} - {equivalent}) = "
+              f"{told / max(1, len(mutants) - broken - equivalent):.1%}.")
+    if timed_out:
+        figure += (f" {timed_out} mutants ran past the time limit twice on every walk that did not tell them apart "
+                   "(not counted as told apart: load fakes a hang): " +
+                   ", ".join(f"`{function_operator(n)}`" for n in sorted(selection.timed_out)) + ".")
+    lines = [
         "| module | mutants | told apart | broken | survivors | equivalent | unreachable | gap |",
         "|---|---|---|---|---|---|---|---|",
     ]
@@ -870,29 +888,36 @@ def report(mutants: Sequence[Any], selection: Any, candidate_count: int, elapsed
     lines += ["", "## Survivors, by judgement", ""]
     for heading, names in sorted(survivors.items()):
         lines += [f"### {heading} ({len(names)})", ""] + [f"- `{n}`" for n in sorted(names)] + [""]
-    del elapsed  # machine-dependent: printed by main, never written
-    return "\n".join(lines).rstrip() + "\n"
+    return figure, lines
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m conformance.cluster.walks", description=__doc__.splitlines()[0])
+def write_corpus(command: str, doc: str, selected_by: Callable[[], tuple[dict[str, Any], str]], walks_file: Path,
+                 report_file: Path, argv: Sequence[str] | None) -> int:
+    """A generator's command line: run the selection, then write the corpus and its report, or (``--check``)
+    exit 1 when either committed file is stale."""
+    parser = argparse.ArgumentParser(prog=f"python -m {command}", description=doc.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if the committed corpus or report is stale")
     args = parser.parse_args(argv)
     started = time.monotonic()
-    document, text = selected(progress=True)
+    document, text = selected_by()
     print(f"selection took {time.monotonic() - started:.0f} s", file=sys.stderr)
     rendered = vectorgen.render(document)
     if args.check:
-        stale = [str(p) for p, want in ((WALKS_FILE, rendered), (REPORT_FILE, text))
+        stale = [str(p) for p, want in ((walks_file, rendered), (report_file, text))
                  if not p.exists() or p.read_text() != want]
         for path in stale:
-            print(f"{path} is stale: run python -m conformance.cluster.walks", file=sys.stderr)
+            print(f"{path} is stale: run python -m {command}", file=sys.stderr)
         return 1 if stale else 0
-    WALKS_FILE.write_text(rendered)
-    REPORT_FILE.parent.mkdir(parents=True, exist_ok=True)
-    REPORT_FILE.write_text(text)
-    print(f"wrote {WALKS_FILE} ({document['numberOfTests']} tests) and {REPORT_FILE}")
+    walks_file.write_text(rendered)
+    report_file.parent.mkdir(parents=True, exist_ok=True)
+    report_file.write_text(text)
+    print(f"wrote {walks_file} ({document['numberOfTests']} tests) and {report_file}")
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return write_corpus("conformance.cluster.walks", __doc__, lambda: selected(progress=True), WALKS_FILE, REPORT_FILE,
+                        argv)
 
 
 if __name__ == "__main__":

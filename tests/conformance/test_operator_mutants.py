@@ -86,3 +86,21 @@ def test_a_time_limit_is_never_a_kill() -> None:
         hanging = select(walks, lambda: _hanging_runner([], 10**9), ["spec."], [swap], per_walk_s=0.05, traced=False)
         assert hanging.killed_by == killed_by and not hanging.survivors
         assert hanging.timed_out == ([] if killed_by else [swap.name])
+
+
+def test_the_lines_a_walk_runs_include_those_of_the_threads_it_starts() -> None:
+    """A runner that serves a walk from a thread of its own (the cluster service's reactor) is traced there too."""
+    import threading
+
+    from conformance.operator_mutants import lines_run, module_path
+    from spec.cluster import wire
+
+    def runner(walk: object) -> None:
+        worker = threading.Thread(target=wire.checked_length, args=(20,))
+        worker.start()
+        worker.join()
+
+    path = str(module_path("spec.cluster.wire"))
+    _, seen = lines_run(runner, None, {path})
+    first = wire.checked_length.__code__.co_firstlineno
+    assert {line for _, line in seen} & set(range(first, first + 12))
