@@ -195,6 +195,39 @@ class _Collector(ast.NodeVisitor):
             self._add(node, f"({changed})", f"{value} -> {changed}")
 
 
+_SPLITS: Final[dict[type[ast.cmpop], tuple[type[ast.cmpop], ...]]] = {
+    ast.NotEq: (ast.Lt, ast.Gt), ast.Eq: (ast.LtE, ast.GtE)}
+
+
+def split_mutants(module: str) -> list[OperatorMutant]:
+    """Each == and != in a function body split in its two halves (!= -> < and >, == -> <= and >=): a rule that
+    accepts a skipped sequence number but not a repeated one is one of them, which no first-order swap is."""
+    text = module_path(module).read_text()
+    out: list[OperatorMutant] = []
+
+    def visit(node: ast.AST, scope: tuple[str, ...], in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                visit(child, (*scope, child.name), in_function or not isinstance(child, ast.ClassDef))
+                continue
+            if in_function and isinstance(child, ast.Compare):
+                for index, op in enumerate(child.ops):
+                    for half in _SPLITS.get(type(op), ()):
+                        ops = list(child.ops)
+                        ops[index] = half()
+                        changed = ast.Compare(child.left, ops, child.comparators)
+                        assert child.end_lineno is not None and child.end_col_offset is not None
+                        shown = ast.unparse(child)
+                        out.append(OperatorMutant(
+                            module, ".".join(scope), f"{shown[:57]}: {_op(op)} -> {_op(half())}",
+                            child.lineno, child.end_lineno, child.col_offset, child.end_col_offset,
+                            f"({ast.unparse(changed)})"))
+            visit(child, scope, in_function)
+
+    visit(ast.parse(text), (), False)
+    return out
+
+
 def _ends_step(statement: ast.stmt) -> TypeGuard[ast.If]:
     return (isinstance(statement, ast.If) and not statement.orelse
             and isinstance(statement.body[-1], (ast.Raise, ast.Return)))
@@ -381,6 +414,13 @@ def select(walks: Sequence[Any], load_runner: Callable[[], Runner], prefixes: Se
         if number % 50 == 0:
             progress(f"{number}/{len(mutants)} mutants, {len(killed_by)} told apart, {len(kept)} walks kept")
     return Selection(kept, killed_by, survivors, broken, timed_out)
+
+
+def rule_of(name: str) -> str:
+    """``module:function:line: operator`` -> ``module-tail.function: operator`` (no line number): how a corpus
+    names the rule a kept input is for, stable when lines move."""
+    module, function, _line, operator = name.split(":", 3)
+    return f"{module.rsplit('.', 1)[-1]}.{function}: {operator.strip()}"
 
 
 def import_runner(module: str, attribute: str) -> Callable[[], Runner]:

@@ -93,6 +93,7 @@ VECTOR_SECTIONS: Final[Mapping[str, str]] = {
     "shuffle/wire_messages.json": "docs/spec/shuffle.md#common-header",
     "shuffle/traces.json": "docs/spec/shuffle.md#state-machines",
     "shuffle/walks.json": "docs/spec/shuffle.md#state-machines",
+    "shuffle/inputs.json": "docs/spec/shuffle.md#common-header",
     "sync/messages.json": "docs/spec/sync.md#messages",
     "sync/schema.json": "docs/spec/sync.md#schema-rules",
     "sync/squash.json": "docs/spec/sync.md#squashing",

@@ -30,3 +30,44 @@ def write_or_check(module: str, description: str | None, path: Path, text: Calla
     path.write_text(wanted)
     print(f"wrote {path} ({json.loads(wanted)['numberOfTests']} tests)")
     return 0
+
+
+def recorded_kept(path: Path, number_key: str) -> list[tuple[int, str]]:
+    """A corpus selected by mutation (walks, inputs): the ``(candidate number, comment)`` pairs its committed file
+    records under ``number_key``, so that it is rebuilt from the seed; empty before the first selection."""
+    if not path.exists():
+        return []
+    return [(int(t[number_key]), str(t["comment"])) for t in json.loads(path.read_text())["tests"]]
+
+
+def corpus_document(algorithm: str, schema: str, version: str, seed: int, candidates: int, header: Sequence[str],
+                    tests: list[dict[str, Any]]) -> dict[str, Any]:
+    """The vector file of a corpus selected by mutation: the seed and candidate count it was drawn from, its tests."""
+    return {"algorithm": algorithm, "schema": schema, "sparkVersion": "4.3.0", "generatorVersion": version,
+            "seed": seed, "candidates": candidates, "numberOfTests": len(tests), "header": list(header),
+            "tests": tests}
+
+
+def corpus_main(module: str, description: str | None, files: tuple[Path, Path, Path], candidates: int,
+                select: Callable[[int], dict[str, Any]], build: Callable[[Sequence[tuple[int, str]]], dict[str, Any]],
+                report: Callable[[dict[str, Any]], str], text: Callable[[], str], argv: Sequence[str]) -> int:
+    """``python -m <module> [--check | --select [--count N] | --report]`` for a corpus selected by mutation, whose
+    ``files`` are its vector file, the selection's raw outcome and the generated report: ``--select`` runs the
+    selection (minutes: under nice) and writes all three, ``--report`` rewrites the report from the last
+    selection, otherwise the vector file is rebuilt (or checked) from the seed and the candidates it records."""
+    vectors, selection, report_file = files
+    if "--select" not in argv and "--report" not in argv:
+        return write_or_check(module, description, vectors, text, argv)
+    parser = argparse.ArgumentParser(prog=f"python -m {module}")
+    parser.add_argument("--select", action="store_true", help="run the selection (minutes; under nice)")
+    parser.add_argument("--report", action="store_true", help="rewrite the report from the last selection")
+    parser.add_argument("--count", type=int, default=candidates)
+    options = parser.parse_args(argv)
+    if options.select:
+        outcome = select(options.count)
+        selection.parent.mkdir(parents=True, exist_ok=True)
+        selection.write_text(json.dumps(outcome, indent=1) + "\n")
+        vectors.write_text(render(build([(n, c) for n, c in outcome["kept"]])))
+    report_file.write_text(report(json.loads(selection.read_text())))
+    print(f"wrote {report_file}" + (f" and {vectors}" if options.select else ""))
+    return 0

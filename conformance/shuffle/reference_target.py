@@ -13,6 +13,10 @@ With ``CONFORMANCE_ROLE=trace`` it answers the trace contract as
 :mod:`conformance.shuffle.machines_target` does (``traces``, ``connect-timeout``, ``deadlines``, ``trace-reset``): the runtime's timers and
 protocol decisions are the spec machines'.
 
+With ``CONFORMANCE_ROLE=inputs`` (``inputs``) it answers each request line of ``vectors/inputs.json``'s contract
+(the codec, the JSON form of messages, settings parsing) with the spec functions' answer line
+(:func:`conformance.shuffle.inputs.serve`).
+
 Besides the roles it declares ``slow-consumer`` (a reader workload with ``slow_consumer`` takes a DATA's
 records only as ``CONSUME <n>`` lines on stdin allow, see :class:`Allowance`) and ``settings`` (settings
 Spark refuses are reported as ``ERROR INVALID_CONF_VALUE...`` before anything starts).
@@ -40,6 +44,7 @@ from conformance.shuffle.targets import (
 )
 from conformance.external import CAPABILITIES_ROLE, PEER_VARIABLE, ROLE_VARIABLE, parse_tcp
 from conformance.shuffle.machines_target import TRACE_ROLE, play_trace
+from conformance.shuffle.vector_exec import INPUTS
 from reference.shuffle.reader_task import ReaderTask
 from reference.shuffle.standalone_directory import StandaloneDirectory
 from reference.shuffle.task import TaskOptions, describe
@@ -50,7 +55,7 @@ from spec.shuffle.framing import DEFAULT_MAX_RECORD_SIZE
 from spec.shuffle.settings import SettingsError, ShuffleSettings
 
 CAPABILITIES: Final = ("CAPABILITIES writer reader workload reports slow-consumer settings traces connect-timeout "
-                       "deadlines trace-reset")
+                       "deadlines trace-reset inputs")
 
 
 def report(line: str) -> None:
@@ -148,6 +153,10 @@ def main() -> int:
         return 0
     if role == TRACE_ROLE:  # the runtime takes every protocol decision from the spec machines: they answer traces
         return play_trace()
+    if role == INPUTS:  # the runtime's codec, JSON form and settings parsing are the spec's functions
+        from conformance.shuffle.inputs import serve
+
+        return serve()
     with open(os.environ[WORKLOAD_VARIABLE]) as document:
         workload = json.load(document)
     try:

@@ -22,6 +22,9 @@ instant in milliseconds at which it next needs a ``tick`` (null: none), as the s
 RESET: Final = "trace-reset"
 """Capability: the input line ``{"input": "reset", "trace": HEADER}`` starts a fresh side under test from that
 trace header (answered with one line, ``{}``), so that many traces are played by one process (the walk corpus)."""
+INPUTS: Final = "inputs"
+"""Capability: with ``CONFORMANCE_ROLE=inputs`` the program answers each request line on stdin (a pure function of
+the codec, the JSON form or settings parsing: ``vectors/inputs.json``) with one answer line."""
 TRACE_ROLE: Final = "trace"
 TRACE_VARIABLE: Final = "CONFORMANCE_TRACE"
 ANSWER_TIMEOUT_S: Final = 10.0
@@ -63,11 +66,11 @@ def exec_traces(command: str, traces: Sequence[tuple[Mapping[str, Any], Sequence
             lines = 0
             for number, (test, inputs) in enumerate(traces):
                 if number:
-                    _answer(process, lines, {"input": "reset", "trace": _header(test)}, -1)
+                    _answer(process, lines, {"input": "reset", "trace": _header(test)}, "reset")
                     lines += 1
                 answers = []
                 for index, step in enumerate(inputs):
-                    answers.append(_answer(process, lines, step, index))
+                    answers.append(_answer(process, lines, step, f"step {index} ({step['input']})"))
                     lines += 1
                 played.append(answers)
             return played
@@ -79,9 +82,22 @@ def _header(test: Mapping[str, Any]) -> dict[str, Any]:
     return {k: test[k] for k in HEADER_KEYS if k in test}
 
 
-def _answer(process: ExecProcess, line_number: int, step: Mapping[str, Any], index: int) -> dict[str, Any]:
+def exec_inputs(command: str, requests: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The program's answer to every request of the inputs contract (capability ``inputs``), all sent to one
+    process started with ``CONFORMANCE_ROLE=inputs``."""
+    try:
+        process = ExecProcess(command, {ROLE_VARIABLE: INPUTS}, interactive=True)
+    except LaunchError as exc:
+        raise TraceDriverError(str(exc)) from None
+    try:
+        return [_answer(process, n, request, f"request {n} ({request['function']})")
+                for n, request in enumerate(requests)]
+    finally:
+        process.stop()
+
+
+def _answer(process: ExecProcess, line_number: int, step: Mapping[str, Any], where: str) -> dict[str, Any]:
     """Send one input, read its answer line."""
-    where = f"step {index} ({step['input']})"
     if not process.send_line(json.dumps(step)):
         raise TraceDriverError(f"{where}: the program stopped reading stdin")
     line = process.line(line_number, ANSWER_TIMEOUT_S)

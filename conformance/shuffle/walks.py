@@ -19,14 +19,11 @@ the seed and the walks it records (their candidate numbers), answers taken from 
 
 from __future__ import annotations
 
-import argparse
-import ast
 import copy
 import json
 import random
 import re
 import sys
-from collections import Counter
 from pathlib import Path
 from typing import Any, Final, Mapping, Sequence
 
@@ -38,9 +35,13 @@ from conformance.operator_mutants import (
     import_runner,
     module_path,
     mutants_of,
+    rule_of,
     select,
+    split_mutants,
     time_limit,
 )
+from conformance.mutant_report import Judgement, render_report
+from conformance.mutant_report import judged as judged_by
 from conformance.shuffle.vector_traces import answer_json, apply_input, new_machine, run_trace
 from spec.shuffle.checksum import payload_checksum
 from spec.shuffle.jsonform import to_json
@@ -448,16 +449,13 @@ def _test(tc_id: int, number: int, comment: str, walk: Walk) -> dict[str, Any]:
 def build(kept: Sequence[tuple[int, str]]) -> dict[str, Any]:
     """The vector file for the kept ``(candidate number, comment)`` pairs, answers from the spec now."""
     tests = [_test(i, n, comment, candidate(n)) for i, (n, comment) in enumerate(kept, 1)]
-    return {"algorithm": "streaming-shuffle-walks", "schema": SCHEMA_NAME, "sparkVersion": "4.3.0",
-            "generatorVersion": GENERATOR_VERSION, "seed": SEED, "candidates": CANDIDATES,
-            "numberOfTests": len(tests), "header": HEADER, "tests": tests}
+    return vectorgen.corpus_document("streaming-shuffle-walks", SCHEMA_NAME, GENERATOR_VERSION, SEED, CANDIDATES,
+                                     HEADER, tests)
 
 
 def recorded() -> list[tuple[int, str]]:
     """The kept walks the committed file records."""
-    if not WALK_FILE.exists():
-        return []
-    return [(int(t["walk"]), str(t["comment"])) for t in json.loads(WALK_FILE.read_text())["tests"]]
+    return vectorgen.recorded_kept(WALK_FILE, "walk")
 
 
 def render() -> str:
@@ -465,12 +463,6 @@ def render() -> str:
 
 
 # -- the selection -----------------------------------------------------------------------------------------
-
-def _rule(name: str) -> str:
-    """``module:function:line: operator`` -> ``module-tail.function: operator`` (no line number)."""
-    module, function, _line, operator = name.split(":", 3)
-    return f"{module.rsplit('.', 1)[-1]}.{function}: {operator.strip()}"
-
 
 SELECTION_FILE: Final = ROOT / "docs" / "walks" / "shuffle-selection.json"
 """The selection's raw outcome (every mutant: the walk that told it apart, or survived, or broke), from which the
@@ -482,9 +474,6 @@ since the rarest shapes (a malformed payload, a setting at the edge of its domai
 
 _ROW: Final = re.compile(r"^(\s*)\((\w+)\.(\w+), (\w+)\.(\w+)\): (\w+)\.(\w+),$")
 _ERROR_ROW: Final = re.compile(r"^(\s*)\((\w+)\.(\w+), (\w+)\.(\w+)\): errors\.(\w+),$")
-_SPLITS: Final[dict[type[ast.cmpop], tuple[type[ast.cmpop], ...]]] = {
-    ast.NotEq: (ast.Lt, ast.Gt), ast.Eq: (ast.LtE, ast.GtE)}
-_SYMBOL: Final = {ast.NotEq: "!=", ast.Eq: "==", ast.Lt: "<", ast.Gt: ">", ast.LtE: "<=", ast.GtE: ">="}
 
 
 def table_mutants(module: str = "spec.shuffle.transitions") -> list[OperatorMutant]:
@@ -514,35 +503,6 @@ def table_mutants(module: str = "spec.shuffle.transitions") -> list[OperatorMuta
     return out
 
 
-def split_mutants(module: str) -> list[OperatorMutant]:
-    """Each == and != in a function body split in its two halves (!= -> < and >, == -> <= and >=): a rule that
-    accepts a skipped sequence number but not a repeated one is one of them, which no first-order swap is."""
-    text = module_path(module).read_text()
-    out: list[OperatorMutant] = []
-
-    def visit(node: ast.AST, scope: tuple[str, ...], in_function: bool) -> None:
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                visit(child, (*scope, child.name), in_function or not isinstance(child, ast.ClassDef))
-                continue
-            if in_function and isinstance(child, ast.Compare):
-                for index, op in enumerate(child.ops):
-                    for half in _SPLITS.get(type(op), ()):
-                        ops = list(child.ops)
-                        ops[index] = half()
-                        changed = ast.Compare(child.left, ops, child.comparators)
-                        assert child.end_lineno is not None and child.end_col_offset is not None
-                        shown = ast.unparse(child)
-                        out.append(OperatorMutant(
-                            module, ".".join(scope), f"{shown[:57]}: {_SYMBOL[type(op)]} -> {_SYMBOL[half]}",
-                            child.lineno, child.end_lineno, child.col_offset, child.end_col_offset,
-                            f"({ast.unparse(changed)})"))
-            visit(child, scope, in_function)
-
-    visit(ast.parse(text), (), False)
-    return out
-
-
 def select_corpus(count: int) -> dict[str, Any]:
     """Run the selection over the first ``count`` candidates; its outcome as :data:`SELECTION_FILE` holds it.
 
@@ -565,7 +525,7 @@ def select_corpus(count: int) -> dict[str, Any]:
     kept = first.kept + [order[i] for i in second.kept if order[i] not in first.kept]
     comment: dict[int, str] = {}
     for name, index in killed_by.items():
-        comment.setdefault(index, _rule(name))
+        comment.setdefault(index, rule_of(name))
     return {"seed": SEED, "candidates": count, "kept": [[index, comment[index]] for index in kept],
             "mutants": [{"module": m.module, "name": m.name} for m in code + rows],
             "killedBy": killed_by, "survivors": first.survivors + second.survivors,
@@ -584,7 +544,7 @@ _CALLER_BUG = ("the spec raises UsageError here (a caller's bug: an input the co
 _NOT_RUN = "not run by a trace: the codec, framing and runtime raise or read it (the wire vectors and workload cases)"
 _DONE = "the machine has failed: it ignores every later input, so what it keeps after failing is never observed"
 
-JUDGED: Final[tuple[tuple[str, str, str, str], ...]] = (
+JUDGED: Final[tuple[Judgement, ...]] = (
     # (module-tail.function, a part of the operator ("" = every one), class, why)
     *((f, "", "unreachable", _NO_LEAVE) for f in (
         "writer.WriterMachine._leave", "writer.WriterMachine._left", "writer.WriterMachine.reader_left",
@@ -687,65 +647,19 @@ contract (which input it lacks). A survivor matched by no entry is a gap the gen
 
 def judged(name: str) -> tuple[str, str] | None:
     """(class, why) of a surviving mutant, or None when it is a gap."""
-    function, operator = _rule(name).split(": ", 1)
-    for where, part, verdict, why in JUDGED:
-        if where == function and part in operator:
-            return verdict, why
-    return None
+    return judged_by(name, JUDGED)
 
 
 def report(outcome: Mapping[str, Any]) -> str:
     """docs/walks/shuffle.md from a selection's outcome."""
-    killed_by, survivors, broken = outcome["killedBy"], outcome["survivors"], outcome["broken"]
-    per: dict[str, Counter[str]] = {}
-    for m in outcome["mutants"]:
-        c = per.setdefault(m["module"], Counter())
-        c["mutants"] += 1
-        c["told apart"] += m["name"] in killed_by
-        c["broken"] += m["name"] in broken
-        c["survivors"] += m["name"] in survivors
-    lines = ["# Walk corpus: shuffle", "",
+    intro = ["# Walk corpus: shuffle", "",
              "Generated by `python -m conformance.shuffle.walks --select` (do not edit): "
              f"{outcome['candidates']} candidate walks from seed {outcome['seed']}, {len(outcome['kept'])} kept in "
              "`conformance/shuffle/vectors/walks.json`; a mutant is tried on at most "
              f"{MAX_TRIES} walks (those running its lines, the kept ones first).",
              "How the corpus is derived and how the survivors are judged: docs/conformance.md, "
-             "\"Walk corpus: shuffle\"; the judgements are `conformance.shuffle.walks.JUDGED`.", "",
-             "| module | mutants | told apart | broken | survivors |", "|---|---:|---:|---:|---:|"]
-    total: Counter[str] = Counter()
-    for module, c in per.items():
-        total.update(c)
-        lines.append(f"| {module} | {c['mutants']} | {c['told apart']} | {c['broken']} | {c['survivors']} |")
-    lines.append(f"| **all** | {total['mutants']} | {total['told apart']} | {total['broken']} | {total['survivors']} |")
-    verdicts = {name: judged(name) for name in survivors}
-    equivalent = sum(1 for v in verdicts.values() if v is not None and v[0] == "equivalent")
-    unreachable = sum(1 for v in verdicts.values() if v is not None and v[0] == "unreachable")
-    gaps = [name for name, v in verdicts.items() if v is None]
-    told = total["told apart"]
-    judged_total = total["mutants"] - total["broken"] - equivalent
-    lines += ["", f"Survivors judged equivalent: {equivalent}; unreachable through the trace contract: {unreachable}; "
-              f"gaps (not judged): {len(gaps)}.",
-              f"Told apart / (mutants - broken - equivalent): {told} / {judged_total} = {told / judged_total:.1%}; "
-              f"leaving out the unreachable too: {told} / {judged_total - unreachable} = "
-              f"{told / (judged_total - unreachable):.1%}."]
-    for verdict in ("equivalent", "unreachable"):
-        lines += ["", f"## Survivors judged {verdict}", ""]
-        reasons: dict[str, list[str]] = {}
-        for name, v in verdicts.items():
-            if v is not None and v[0] == verdict:
-                reasons.setdefault(v[1], []).append(_rule(name))
-        for why, rules in reasons.items():
-            functions = Counter(r.split(": ", 1)[0] for r in rules)
-            lines.append(f"- {why}: " + ", ".join(f"`{f}` ({n})" for f, n in functions.items()))
-    lines += ["", "## Gaps: survivors not judged, by function", ""]
-    grouped: dict[str, list[str]] = {}
-    for name in gaps:
-        function, operator = _rule(name).split(": ", 1)
-        grouped.setdefault(function, []).append(operator)
-    for function in sorted(grouped, key=lambda f: (-len(grouped[f]), f)):
-        lines.append(f"- `{function}` ({len(grouped[function])}):")
-        lines += [f"  - `{op}`" for op in grouped[function]]
-    return "\n".join(lines) + "\n"
+             "\"Walk corpus: shuffle\"; the judgements are `conformance.shuffle.walks.JUDGED`.", ""]
+    return render_report(outcome, intro, JUDGED, "the trace contract")
 
 
 def _differs(run: Any, test: Json) -> bool:
@@ -791,21 +705,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"the walks alone tell apart {len(caught)} of {len(caught) + len(missed)} catalogue bugs; missed: "
               + ", ".join(missed))
         return 0
-    if "--select" in args or "--report" in args:
-        parser = argparse.ArgumentParser(prog="python -m conformance.shuffle.walks")
-        parser.add_argument("--select", action="store_true", help="run the selection (minutes; under nice)")
-        parser.add_argument("--report", action="store_true", help="rewrite the report from the last selection")
-        parser.add_argument("--count", type=int, default=CANDIDATES)
-        options = parser.parse_args(args)
-        if options.select:
-            outcome = select_corpus(options.count)
-            SELECTION_FILE.parent.mkdir(parents=True, exist_ok=True)
-            SELECTION_FILE.write_text(json.dumps(outcome, indent=1) + "\n")
-            WALK_FILE.write_text(vectorgen.render(build([(n, c) for n, c in outcome["kept"]])))
-        REPORT_FILE.write_text(report(json.loads(SELECTION_FILE.read_text())))
-        print(f"wrote {REPORT_FILE}" + (f" and {WALK_FILE}" if options.select else ""))
-        return 0
-    return vectorgen.write_or_check("conformance.shuffle.walks", __doc__, WALK_FILE, render, args)
+    return vectorgen.corpus_main("conformance.shuffle.walks", __doc__, (WALK_FILE, SELECTION_FILE, REPORT_FILE),
+                                 CANDIDATES, select_corpus, build, report, render, args)
 
 
 if __name__ == "__main__":

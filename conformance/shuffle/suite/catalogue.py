@@ -113,8 +113,9 @@ from conformance.shuffle.suite.writer_cases import (
 from conformance.shuffle.suite.deadline_cases import CONNECT_TIMEOUT, at_its_instant
 from conformance.shuffle.suite.derived_axes import DERIVED_AXES
 from conformance.shuffle.suite.derived_cases import DERIVED, derived
+from conformance.shuffle.suite.input_cases import CODEC_FUNCTIONS, SETTINGS_FUNCTIONS, input_corpus
 from conformance.shuffle.suite.walk_cases import walk_corpus
-from conformance.shuffle.vector_exec import TRACES
+from conformance.shuffle.vector_exec import INPUTS, TRACES
 from spec.shuffle import codec
 from spec.shuffle.messages import CreditMessage, DataMessage
 from spec.shuffle.settings import RequirementFailed, TypeMismatch
@@ -334,6 +335,14 @@ CASES: Final = (
     _c("handshake/reader-walk-corpus-stricter", SHOULD, R, "A reader answers every recorded walk that ends where "
        "the reference is stricter than Spark 4.3.0 (ids, DATA after the terminator) or uses the connect timeout as "
        "the spec machines do", walk_corpus(R, "SHOULD"), TRACES),
+    # the input corpus (vectors/inputs.json): seeded requests to the pure functions, kept by mutation
+    _c("framing/reader-input-corpus", MUST, R, "The codec answers every recorded request (frames, bodies and "
+       "streams decoded, messages encoded from their JSON form; seeded, kept by mutation; "
+       "docs/walks/shuffle-inputs.md) as the spec does: the message, or the error and its parameters",
+       input_corpus(CODEC_FUNCTIONS), INPUTS),
+    _c("settings/writer-input-corpus", MUST, W, "Settings parsing answers every recorded request (seeded, kept "
+       "by mutation; docs/walks/shuffle-inputs.md) as the spec does: each setting's value, or the refusal and "
+       "its parameters", input_corpus(SETTINGS_FUNCTIONS), INPUTS),
     # settings
     _c("settings/writer-refuses-int-overflow", MUST, W, "A writer refuses an int setting of 2^31 "
        "(INVALID_CONF_VALUE.TYPE_MISMATCH) and runs with 2^31-1", refuses(

@@ -1,0 +1,578 @@
+"""The shuffle input corpus (``vectors/inputs.json``): seeded inputs to the pure functions a trace cannot reach (the
+codec, the frame decoder, the JSON form of messages, settings parsing), kept only when they tell the spec apart
+from one of its first-order operator mutants (issue 43).
+
+An input is one request line of the ``exec:`` inputs contract (capability ``inputs``, role ``inputs``: each stdin
+line a request, each stdout line its answer), answered as plain JSON: ``{"value": ...}``, or the typed error
+``{"error": CONDITION, "errorParams": {...}}`` (a stream's answer keeps the messages it decoded before failing).
+:func:`candidates` draws them from :data:`SEED` as a tester would: every field at 0, 1, -1, its max and min and one
+past; every length and size off by one; a wrong type id, transport type and checksum; two faults at once (the
+answer records which check wins); frames fed in chunks split anywhere; every time unit in both cases, signs,
+blanks, overflow and a negative time in a finer unit; settings that fail two rules at once, in either order.
+
+``python -m conformance.shuffle.inputs --select`` (a minute or two; run it under ``nice``) runs the selection of
+:mod:`conformance.operator_mutants` over the mutants of :data:`MODULES` and writes ``inputs.json`` and
+``docs/walks/shuffle-inputs.md``; ``python -m conformance.shuffle.inputs [--check]`` rebuilds ``inputs.json`` from
+the seed and the candidate numbers it records, answers taken from the spec as it is now.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+from pathlib import Path
+from typing import Any, Callable, Final, Mapping, Sequence
+
+from conformance import vectorgen
+from conformance.mutant_report import Judgement, judged, render_report
+from conformance.operator_mutants import import_runner, mutants_of, rule_of, select, split_mutants
+from spec.errors import ProtocolError
+from spec.shuffle import codec
+from spec.shuffle.checksum import payload_checksum, verify_payload
+from spec.shuffle.framing import FrameDecoder, max_frame_from_reader, max_frame_from_writer
+from spec.shuffle.jsonform import from_json, to_json
+from spec.shuffle.layouts import ONE_WAY_MESSAGE, MessageType
+from spec.shuffle.messages import DataMessage, Message
+from spec.shuffle.settings import NETWORK_TIMEOUT_KEY, SETTINGS, ShuffleSettings, network_timeout_s
+
+ROOT: Final = Path(__file__).resolve().parents[2]
+INPUT_FILE: Final = Path(__file__).resolve().parent / "vectors" / "inputs.json"
+REPORT_FILE: Final = ROOT / "docs" / "walks" / "shuffle-inputs.md"
+SELECTION_FILE: Final = ROOT / "docs" / "walks" / "shuffle-inputs-selection.json"
+"""The selection's raw outcome, from which the report is written again (``--report``) without a selection."""
+SCHEMA_NAME: Final = "inputs.schema.json"
+GENERATOR_VERSION: Final = "1"
+SEED: Final = 43
+CANDIDATES: Final = 3000
+
+MODULES: Final = (
+    "spec.shuffle.codec", "spec.shuffle.framing", "spec.shuffle.jsonform", "spec.shuffle.settings",
+    "spec.shuffle.registry", "spec.shuffle.checksum", "spec.shuffle.messages", "spec.shuffle.errors",
+)
+"""The spec modules the inputs reach (the ones mutated)."""
+PREFIXES: Final = ("spec.", "conformance.shuffle.inputs")
+"""Imported afresh for each mutant: the spec and this module, which binds its names at import."""
+
+INT32: Final = (-(2**31), 2**31 - 1)
+INT64: Final = (-(2**63), 2**63 - 1)
+Json = Mapping[str, Any]
+Request = dict[str, Any]
+
+
+# -- the runner: exactly what the reference target answers for one request -------------------------------------
+
+def _error(error: ProtocolError) -> dict[str, Any]:
+    return {"error": error.condition,
+            "errorParams": {k: v for k, v in error.to_json().items() if k not in ("error", "message")}}
+
+
+def _decoded(message: Message, request: Json) -> dict[str, Any]:
+    if request.get("verifyChecksum") and isinstance(message, DataMessage):
+        verify_payload(message)
+    return to_json(message)
+
+
+def _decode_frame(request: Json) -> Any:
+    frame = bytes.fromhex(request["hex"])
+    return _decoded(codec.decode_frame(frame, int(request.get("maxFrameLength", codec.DEFAULT_MAX_FRAME_LENGTH))),
+                    request)
+
+
+def _decode_body(request: Json) -> Any:
+    return _decoded(codec.decode_body(bytes.fromhex(request["hex"])), request)
+
+
+def _encode(request: Json) -> Any:
+    message = from_json(request["message"])
+    return (codec.encode_frame(message) if request["layer"] == "frame" else codec.encode_body(message)).hex()
+
+
+def _settings(request: Json) -> Any:
+    return ShuffleSettings.from_dict(request["settings"]).to_dict()
+
+
+def _network_timeout(request: Json) -> Any:
+    return network_timeout_s(request["conf"])
+
+
+def _max_frame(request: Json) -> Any:
+    if request["from"] == "reader":
+        return max_frame_from_reader()
+    return max_frame_from_writer(ShuffleSettings.from_dict(request["settings"]), int(request["maxRecordSize"]))
+
+
+def _checksum(request: Json) -> Any:
+    return str(payload_checksum(bytes.fromhex(request["payload"])))
+
+
+FUNCTIONS: Final[dict[str, Callable[[Json], Any]]] = {
+    "decodeFrame": _decode_frame, "decodeBody": _decode_body, "encode": _encode, "settings": _settings,
+    "networkTimeout": _network_timeout, "maxFrame": _max_frame, "checksum": _checksum,
+}
+
+
+def _stream(request: Json) -> dict[str, Any]:
+    """Chunks fed in turn, then the end of the stream: the messages decoded, and the error that stopped it."""
+    decoder = FrameDecoder(int(request.get("maxFrameLength", codec.DEFAULT_MAX_FRAME_LENGTH)),
+                           lent=bool(request.get("lent")))
+    out: list[dict[str, Any]] = []
+    try:
+        for chunk in request["chunks"]:
+            if request.get("views"):
+                out += [to_json(codec.message_of(m)) for m in decoder.feed_views(bytes.fromhex(chunk))]
+            else:
+                out += [to_json(m) for m in decoder.feed(bytes.fromhex(chunk))]
+        decoder.close()
+    except ProtocolError as error:
+        return {"messages": out, **_error(error)}
+    return {"messages": out}
+
+
+def answer(request: Json) -> dict[str, Any]:
+    """The spec's answer to one request of the inputs contract."""
+    if request["function"] == "decodeStream":
+        return _stream(request)
+    try:
+        return {"value": FUNCTIONS[request["function"]](request)}
+    except ProtocolError as error:
+        return _error(error)
+
+
+def serve() -> int:
+    """The ``inputs`` role of an ``exec:`` target: one answer line per request line on stdin."""
+    for line in sys.stdin:
+        if line.strip():
+            print(json.dumps(answer(json.loads(line))), flush=True)
+    return 0
+
+
+# -- the generator ----------------------------------------------------------------------------------------------
+
+def _edge(rng: random.Random, bounds: tuple[int, int]) -> int:
+    low, high = bounds
+    return rng.choice((0, 0, 1, -1, 2, high, high - 1, low, low + 1, rng.randint(low, high)))
+
+
+def _payload(rng: random.Random) -> bytes:
+    return bytes(rng.getrandbits(8) for _ in range(rng.choice((0, 0, 1, 3, 4, 5, 8, 17))))
+
+
+def _message(rng: random.Random) -> dict[str, Any]:
+    """A valid message of any type, its fields at the edges of their ranges."""
+    kind = rng.choice(list(MessageType))
+    out: dict[str, Any] = {"type": kind.name, "seq": _edge(rng, INT64), "writer_id": _edge(rng, INT32),
+                           "reader_id": _edge(rng, INT32)}
+    if kind is MessageType.CREDIT_CONTROL_MESSAGE:
+        out["num_messages"] = _edge(rng, INT32)
+    if kind is MessageType.DATA_MESSAGE_UNSAFE_ROW:
+        payload = _payload(rng)
+        out["payload"] = payload.hex()
+        out["checksum"] = rng.choice((payload_checksum(payload),) * 3 + (_edge(rng, INT64),))
+    return out
+
+
+def _be(value: int, size: int) -> bytes:
+    wrapped: int = value % 2 ** (8 * size)
+    return wrapped.to_bytes(size, "big")
+
+
+_BODY_FAULTS: Final = ("type", "truncate", "trail", "data_size", "checksum", "empty")
+_FRAME_FAULTS: Final = ("frame_length", "transport", "body_length", "cut", "extra", "max")
+
+
+def _faulty_body(rng: random.Random, body: bytearray, faults: Sequence[str]) -> bytearray:
+    for fault in faults:
+        if fault == "type":
+            body[0:4] = _be(rng.choice((0, 5, -1, 255, 256 + rng.randint(1, 4), 2**31 - 1, -(2**31),
+                                        rng.randint(1, 4))), 4)
+        elif fault == "truncate":
+            body = body[:rng.choice((0, 1, 2, 3, 4, 5, 11, 12, 19, 20, 23, 24, 31, 32, max(len(body) - 1, 0)))]
+        elif fault == "trail":
+            body += bytes(rng.choice((1, 1, 2, 4)))
+        elif fault == "data_size" and len(body) >= 32:
+            size = int.from_bytes(body[20:24], "big", signed=True)
+            body[20:24] = _be(rng.choice((size + 1, size - 1, -1, -(2**31), 2**31 - 1, 0, -size)), 4)
+        elif fault == "checksum" and len(body) >= 32:
+            body[24:32] = _be(rng.choice((0, 1, -1, 2**32, int.from_bytes(body[24:32], "big") ^ 1)), 8)
+        elif fault == "empty":
+            body = bytearray()
+    return body
+
+
+def _frame_of(rng: random.Random, body: bytes, faults: Sequence[str]) -> tuple[bytearray, int]:
+    length = 13 + len(body)
+    max_length = rng.choice((codec.DEFAULT_MAX_FRAME_LENGTH, codec.SPARK_MAX_FRAME_LENGTH))
+    frame_length, transport, body_length = length, ONE_WAY_MESSAGE, len(body)
+    tail = b""
+    cut = 0
+    for fault in faults:
+        if fault == "frame_length":
+            frame_length = rng.choice((length + 1, length - 1, 0, 12, 13, 14, -1, -(2**63), 2**63 - 1,
+                                       codec.SPARK_MAX_FRAME_LENGTH, codec.SPARK_MAX_FRAME_LENGTH + 1))
+        elif fault == "transport":
+            transport = rng.choice((0, 1, 8, 10, -1, 127, -128, 4))
+        elif fault == "body_length":
+            body_length = rng.choice((0, -1, len(body) + 1, 2**31 - 1))
+        elif fault == "cut":
+            cut = rng.choice((1, 2, length - 13, length - 12, length - 1, length))
+        elif fault == "extra":
+            tail = bytes(rng.choice((1, 1, 5, 13)))
+        elif fault == "max":
+            max_length = rng.choice((length, length - 1, length + 1, 13, 12, 14))
+    frame = bytearray(_be(frame_length, 8) + _be(transport, 1) + _be(body_length, 4) + body + tail)
+    return (frame[:len(frame) - cut] if cut else frame), max_length
+
+
+def _faults(rng: random.Random, names: Sequence[str]) -> list[str]:
+    count = rng.choice((0, 1, 1, 2, 2))
+    return [rng.choice(names) for _ in range(count)]
+
+
+def _decode_request(rng: random.Random) -> Request:
+    body = bytearray(codec.encode_body(from_json(_message(rng))))
+    layer = rng.choice(("frame", "frame", "body"))
+    faults = _faults(rng, _BODY_FAULTS + (_FRAME_FAULTS if layer == "frame" else ()))
+    body = _faulty_body(rng, body, [f for f in faults if f in _BODY_FAULTS])
+    verify = rng.random() < 0.6
+    if layer == "body":
+        return {"function": "decodeBody", "hex": body.hex(), "verifyChecksum": verify}
+    frame, max_length = _frame_of(rng, bytes(body), [f for f in faults if f in _FRAME_FAULTS])
+    return {"function": "decodeFrame", "hex": frame.hex(), "maxFrameLength": max_length, "verifyChecksum": verify}
+
+
+def _stream_request(rng: random.Random) -> Request:
+    stream = bytearray()
+    max_length = codec.DEFAULT_MAX_FRAME_LENGTH
+    for _ in range(rng.choice((1, 2, 2, 3))):
+        body = bytearray(codec.encode_body(from_json(_message(rng))))
+        faults = [f for f in _faults(rng, _BODY_FAULTS + _FRAME_FAULTS) if f not in ("cut", "extra")]
+        frame, bound = _frame_of(rng, bytes(_faulty_body(rng, body, [f for f in faults if f in _BODY_FAULTS])),
+                                 [f for f in faults if f in _FRAME_FAULTS])
+        stream += frame
+        max_length = min(max_length, bound) if "max" in faults else max_length
+    if rng.random() < 0.2:
+        stream = stream[:len(stream) - rng.choice((1, 5, 13, 14))]
+    elif rng.random() < 0.1:
+        stream = stream[:rng.choice((12, 13, 14))]  # the stream ends in or right after the first frame's header
+    chunk = rng.choice((1, 7, 12, 13, 14, 20, len(stream) or 1, 0))
+    if chunk:
+        chunks = [stream[i:i + chunk].hex() for i in range(0, len(stream), chunk)]
+    else:  # split at random points
+        points = sorted(rng.sample(range(len(stream) + 1), min(3, len(stream) + 1)))
+        chunks = [stream[a:b].hex() for a, b in zip([0, *points], [*points, len(stream)])]
+    return {"function": "decodeStream", "chunks": chunks, "maxFrameLength": max_length,
+            "lent": rng.random() < 0.5, "views": rng.random() < 0.5}
+
+
+_JSON_FAULTS: Final = ("missing", "unknown", "string", "spaced", "bool", "float", "null", "over", "under",
+                       "type", "payload", "data_size", "checksum_over", "object")
+
+
+def _json_fault(rng: random.Random, message: dict[str, Any], fault: str) -> Any:
+    fields = [k for k in message if k != "type"]
+    name = rng.choice(fields)
+    wide = name in ("seq", "checksum")
+    if fault == "missing":
+        message.pop(rng.choice(list(message)))
+    elif fault == "unknown":
+        message[rng.choice(("extra", "Seq", "num_messages", "payload", "data_size"))] = 1
+    elif fault == "string":
+        message[name] = str(message[name]) if not isinstance(message[name], str) else message[name]
+    elif fault == "spaced":
+        message[name] = rng.choice((f" {message[name]} ", f"+{message[name]}", f"0x{message[name]}", ""))
+    elif fault == "bool":
+        message[name] = rng.choice((True, False))
+    elif fault == "float":
+        message[name] = rng.choice((1.0, 0.5, -0.0))
+    elif fault == "null":
+        message[name] = None
+    elif fault in ("over", "under"):
+        low, high = INT64 if wide else INT32
+        value = high + 1 if fault == "over" else low - 1
+        message[name] = rng.choice((value, str(value)))
+    elif fault == "type":
+        message["type"] = rng.choice((None, "DATA", "credit_control_message", 2, "", "TERMINATION_ACK_MESSAGE "))
+    elif fault == "payload":
+        message["payload"] = rng.choice(("0x00", "00 ff", "0", "zz", "0g", "00 0", 0, None, "AbCd", " "))
+    elif fault == "data_size":
+        size = len(bytes.fromhex(message["payload"])) if isinstance(message.get("payload"), str) and all(
+            c in "0123456789abcdef" for c in message["payload"]) and len(message["payload"]) % 2 == 0 else 0
+        message["data_size"] = rng.choice((size, size + 1, size - 1, str(size), -1, 2**31))
+    elif fault == "checksum_over":
+        message["checksum"] = rng.choice((2**63, -(2**63) - 1, 2**63 - 1, -(2**63), "-0", "007"))
+    elif fault == "object":
+        return rng.choice(([], "message", 1, None))
+    return message
+
+
+def _encode_request(rng: random.Random) -> Request:
+    message: Any = _message(rng)
+    if rng.random() < 0.3:
+        message = {k: (str(v) if isinstance(v, int) and rng.random() < 0.5 else v) for k, v in message.items()}
+    if message["type"] == MessageType.DATA_MESSAGE_UNSAFE_ROW.name and rng.random() < 0.4:
+        message.pop("checksum")
+    if message["type"] == MessageType.CREDIT_CONTROL_MESSAGE.name and rng.random() < 0.3:
+        message.pop("seq")
+    if message["type"] == MessageType.DATA_MESSAGE_UNSAFE_ROW.name and rng.random() < 0.25:
+        text = message["payload"]
+        message["payload"] = rng.choice((f"0x{text}", f"0X{text.upper()}", " ".join(text[i:i + 2] for i in range(
+            0, len(text), 2)), f"{text}0", f"{text}g0", f"x{text}", "0x", f"0x{text}0", f"\n{text}\t", "zz", "0g",
+            None, 7, [text]))
+        if message["payload"] is None:
+            del message["payload"]
+    for fault in _faults(rng, _JSON_FAULTS):
+        if isinstance(message, dict) and len(message) > 1:
+            message = _json_fault(rng, message, fault)
+    return {"function": "encode", "layer": rng.choice(("frame", "body")), "message": message}
+
+
+_BOOLEAN_SPELLINGS: Final = ("true", "false", "TRUE", "False", " true ", "yes", "1", "0", "", " ", "truee", "t")
+_INT_SPELLINGS: Final = ("0", "1", "-1", "2", "+1", " 7 ", "-0", "+0", "", " ", "1k", "32k", "1.0", "1e3", "0x10",
+                         "--1", "+-1", "1 000", "١", "007")
+_TIME_UNITS: Final = ("", "us", "ms", "s", "m", "min", "h", "d", "US", "Ms", "S", "MIN", "H", "D", "ns", "sec", "y",
+                      " ms", "ms ")
+_TIME_NUMBERS: Final = (0, 1, -1, 2, -2, 999, 1000, 1001, -999, -1000, -1001, -1999, 1999, 2**62, -(2**62),
+                        2**63 - 1, 2**63, -(2**63), -(2**63) - 1, 153722867280912, 153722867280913,
+                        2562047788015215, 2562047788015216, 106751991167300, 106751991167301)
+
+
+def _spelling(rng: random.Random, kind: str) -> str:
+    """One value of a setting of ``kind`` as a tester would spell it: at a bound, one past, blank, signed."""
+    if kind == "boolean":
+        return rng.choice(_BOOLEAN_SPELLINGS)
+    if kind == "time in MILLISECONDS":
+        number = rng.choice(_TIME_NUMBERS)
+        sign = rng.choice(("", "", "+")) if number >= 0 else ""
+        unit = rng.choice(_TIME_UNITS)
+        pad = rng.choice(("", "", "", " ", "\t"))
+        return f"{pad}{sign}{number}{unit}{pad}"
+    low, high = INT32 if kind == "int" else INT64
+    return rng.choice((*_INT_SPELLINGS, str(high), str(high + 1), str(low), str(low - 1), str(high - 1),
+                       str(rng.randint(low, high)), f" {high} ", f"+{high}", str(10**30)))
+
+
+def _settings_values(rng: random.Random) -> dict[str, str]:
+    chosen = rng.sample(SETTINGS, rng.choice((1, 1, 2, 2, 3, 6)))
+    out = {s.key: _spelling(rng, s.kind.value) for s in chosen}
+    if rng.random() < 0.1:
+        out[rng.choice(("spark.shuffle.streaming.unknown", "spark.network.timeout", "spark.shuffle.streaming."))] = "x"
+    return out
+
+
+def _network_timeout_request(rng: random.Random) -> Request:
+    if rng.random() < 0.1:
+        return {"function": "networkTimeout", "conf": {}}
+    value = _spelling(rng, "time in MILLISECONDS") if rng.random() < 0.7 else rng.choice(
+        ("120", "0", "-1", "1", " 5 ", "120s", "abc", "", "1.5s", "-0"))
+    return {"function": "networkTimeout", "conf": {NETWORK_TIMEOUT_KEY: value}}
+
+
+def _max_frame_request(rng: random.Random) -> Request:
+    if rng.random() < 0.2:
+        return {"function": "maxFrame", "from": "reader"}
+    size = rng.choice(("1", "2", "9", "10", "11", "12", "100", "32768", "2147483647", "0"))
+    return {"function": "maxFrame", "from": "writer",
+            "settings": {"spark.shuffle.streaming.networkBufferSize": size},
+            "maxRecordSize": rng.choice((0, 1, 4, 64 * 1024 * 1024, 2**31 - 1))}
+
+
+def _checksum_request(rng: random.Random) -> Request:
+    return {"function": "checksum", "payload": _payload(rng).hex()}
+
+
+_SHAPES: Final[tuple[tuple[Callable[[random.Random], Request], int], ...]] = (
+    (_decode_request, 30), (_stream_request, 15), (_encode_request, 25),
+    (lambda rng: {"function": "settings", "settings": _settings_values(rng)}, 22),
+    (_network_timeout_request, 5), (_max_frame_request, 2), (_checksum_request, 1),
+)
+"""Each request shape with its weight."""
+
+
+def candidate(number: int, seed: int = SEED) -> Request:
+    """Candidate ``number`` of ``seed``: each is drawn from its own generator, so one is rebuilt alone."""
+    rng = random.Random(f"{seed}:inputs:{number}")
+    shapes = [shape for shape, _ in _SHAPES]
+    draw: Callable[[random.Random], Request] = rng.choices(shapes, [weight for _, weight in _SHAPES])[0]
+    return draw(rng)
+
+
+def candidates(count: int = CANDIDATES, seed: int = SEED) -> list[Request]:
+    return [candidate(number, seed) for number in range(count)]
+
+
+# -- the corpus -------------------------------------------------------------------------------------------------
+
+HEADER: Final = [
+    "Requests of the inputs contract (exec: role 'inputs', one JSON line each) to the pure functions a trace does",
+    "not reach: decodeFrame / decodeBody (hex; maxFrameLength; verifyChecksum), decodeStream (chunks fed in turn,",
+    "then the end of the stream; 'lent' and 'views' pick the reference's decoding path and never change the",
+    "answer), encode (a message as the JSON form holds it; layer frame or body), settings (Spark keys and",
+    "strings; the answer is every setting's canonical string), networkTimeout (a conf; seconds), maxFrame (the",
+    "longest frame a side can legitimately receive) and checksum. 'answer' is {value} or {error, errorParams}.",
+    "Requests are drawn from the seed and kept only when they tell the spec apart from one of its first-order",
+    "operator mutants; 'candidate' is the request's number, 'comment' the mutant it was kept for as",
+    "'function: operator' (docs/walks/shuffle-inputs.md).",
+]
+
+
+def _test(tc_id: int, number: int, comment: str) -> dict[str, Any]:
+    request = candidate(number)
+    return {"tcId": tc_id, "candidate": number, "comment": comment, "request": request, "answer": answer(request)}
+
+
+def build(kept: Sequence[tuple[int, str]]) -> dict[str, Any]:
+    """The vector file for the kept ``(candidate number, comment)`` pairs, answers from the spec now."""
+    tests = [_test(i, n, comment) for i, (n, comment) in enumerate(kept, 1)]
+    return vectorgen.corpus_document("streaming-shuffle-inputs", SCHEMA_NAME, GENERATOR_VERSION, SEED, CANDIDATES,
+                                     HEADER, tests)
+
+
+def recorded() -> list[tuple[int, str]]:
+    """The kept requests the committed file records."""
+    return vectorgen.recorded_kept(INPUT_FILE, "candidate")
+
+
+def render() -> str:
+    return vectorgen.render(build(recorded()))
+
+
+# -- the selection ----------------------------------------------------------------------------------------------
+
+def select_corpus(count: int) -> dict[str, Any]:
+    """Run the selection over the first ``count`` candidates; its outcome as :data:`SELECTION_FILE` holds it.
+    The functions are fast, so every candidate is tried on every mutant (untraced: the codecs and tables the
+    modules derive at import are mutated too), the kept ones first."""
+    requests = candidates(count)
+    every = [m for module in MODULES for m in (*mutants_of(module), *split_mutants(module))]
+    mutants = list({m.name: m for m in reversed(every)}.values())[::-1]  # one per name (a name is a rule)
+    chosen = select(requests, import_runner("conformance.shuffle.inputs", "answer"), PREFIXES, mutants,
+                    progress=lambda line: print(line, file=sys.stderr, flush=True), traced=False)
+    comment: dict[int, str] = {}
+    for name, index in chosen.killed_by.items():
+        comment.setdefault(index, rule_of(name))
+    return {"seed": SEED, "candidates": count, "kept": [[index, comment[index]] for index in chosen.kept],
+            "mutants": [{"module": m.module, "name": m.name} for m in mutants],
+            "killedBy": chosen.killed_by, "survivors": chosen.survivors, "broken": chosen.broken,
+            "timedOut": chosen.timed_out}
+
+
+_MACHINES = ("raised by the machines, never by these functions: the walk corpus judges it through the trace contract "
+             "(docs/walks/shuffle.md)")
+_ATTRIBUTE = "the attribute is kept for the runtime; the error's JSON (what an answer shows) is built from its parameters"
+_GATHERED = ("a gathered payload (a DATA sent from several buffers without a join) is the runtime writer's; a request's "
+             "payload is one run of bytes")
+_PARSED = ("validate sees values parse made (an int or a bool, in range); only a Python caller building "
+           "ShuffleSettings itself hands it anything else")
+
+JUDGED: Final[tuple[Judgement, ...]] = (
+    # (module-tail.function, a part of the operator ("" = every one), class, why)
+    ("codec.decode_view_at", "", "equivalent", "the memo of decoded control bodies only saves work: decoding is a "
+     "function of the bytes, so with the memo or without, and on either path, a body decodes to the same answer"),
+    ("codec._decoded_at", "negate if owned", "equivalent", "owned picks a view or a copy of the same payload bytes"),
+    ("codec._decoded_at", "type_id == _DATA_ID: == -> <=", "equivalent",
+     "an id below 1 is refused by the lookup before (no type has it), so <= 1 is == 1"),
+    ("codec._struct_of", "drop not", "equivalent",
+     "a layout field's wrapper reads the same format string as the FormatField it wraps"),
+    ("codec.decode_frame", "swap checks available < length", "equivalent",
+     "fewer and more bytes than announced exclude each other: at most one of the two checks can fail"),
+    ("codec.body_length", "", "unreachable",
+     "the runtime sizes a send with it; no request asks for a body's length (encode answers the bytes themselves)"),
+    ("codec._codec.encode_body", "", "unreachable", _GATHERED),
+    ("messages.Gathered.__eq__", "", "unreachable", _GATHERED),
+    ("messages.Gathered.__init__", "", "unreachable", _GATHERED),
+    ("checksum.payload_checksum", "", "unreachable", _GATHERED),
+    ("framing.FrameDecoder._feed", "offset < end: < -> <=", "equivalent",
+     "at offset == end the bytes kept are none: the held partial frame is unchanged"),
+    ("framing.FrameDecoder._complete_pending", "take == missing: == -> >=", "equivalent",
+     "take is min(missing, ...), never more than missing"),
+    ("framing.FrameDecoder.at_boundary", "", "unreachable",
+     "read by the runtime when a connection ends; a request's stream ends with close(), which judges the same partial "
+     "frame"),
+    ("framing.max_frame_from_writer", "0 -> ", "equivalent",
+     "the term of a message without a payload: a control frame is shorter than DATA's whatever it is (0, 1 or -1)"),
+    ("framing.max_frame_from_reader", "any -> all", "equivalent",
+     "an assertion that holds either way (no message a reader sends carries a payload)"),
+    ("jsonform._message_type", "swap checks value is None", "equivalent",
+     "a missing type is not a string either: both refusals name the field 'type' (only the text differs)"),
+    ("jsonform.InvalidMessageJson.__init__", "drop self.field", "equivalent", _ATTRIBUTE),
+    ("registry._check", "", "equivalent",
+     "a consistency check of the registry at import that passes on the spec's tables: weakened, it still passes"),
+    ("registry.int_bits", "drop not", "equivalent",
+     "a layout field's wrapper has the same size as the FormatField it wraps"),
+    ("registry.int_bits", "sub.name == name: == -> <=", "equivalent",
+     "the first field whose name sorts at or before the one asked for has the same width (names in wire order)"),
+    ("registry.MessageKind.field_names", "!= -> <", "equivalent",
+     "the common header's fields are type_id and seq, and 'seq' < 'type_id'"),
+    ("settings.SettingsError.__init__", "drop self.", "equivalent", _ATTRIBUTE),
+    ("settings.Setting.validate", "or -> and", "unreachable", _PARSED),
+    ("settings.Setting.validate", "swap checks not low <= value <= high", "unreachable", _PARSED),
+    ("errors.UnexpectedMessageType.__init__", "drop self.", "equivalent", _ATTRIBUTE),
+    *((f"errors.{name}", "", "unreachable", _MACHINES) for name in (
+        "ConnectionClosedBeforeTermination.__init__", "Fault.peer_id", "IncorrectSequenceNumber.__init__",
+        "WriterUnreachable.__init__", "MismatchedChannelIds.__init__", "ReaderAlreadyBound.__init__",
+        "SendFailed.__init__", "TaskAborted.__init__", "UnexpectedMessage.__init__", "UnknownPeer.__init__",
+        "WriterWaitTimeout.__init__")),
+)
+"""The survivors judged by hand: equivalent (no input can tell them apart; why), or unreachable through the inputs
+contract (which input it lacks). A survivor matched by no entry is a gap the generator should close. The walk
+corpus's judgements of equivalence hold here too (:func:`judgements`): equivalence is the mutant's, not the corpus's."""
+
+
+def judgements() -> tuple[Judgement, ...]:
+    """:data:`JUDGED` and the walk corpus's equivalents in the modules both mutate."""
+    from conformance.shuffle.walks import JUDGED as WALK_JUDGED  # the walks import the machines: only reports need it
+
+    shared = {module.rsplit(".", 1)[-1] for module in MODULES}
+    return JUDGED + tuple(j for j in WALK_JUDGED if j[2] == "equivalent" and j[0].split(".", 1)[0] in shared)
+
+
+def report(outcome: Mapping[str, Any]) -> str:
+    """docs/walks/shuffle-inputs.md from a selection's outcome."""
+    intro = ["# Input corpus: shuffle", "",
+             "Generated by `python -m conformance.shuffle.inputs --select` (do not edit): "
+             f"{outcome['candidates']} candidate requests from seed {outcome['seed']}, {len(outcome['kept'])} kept in "
+             "`conformance/shuffle/vectors/inputs.json`; every candidate is tried on every mutant (the kept ones "
+             "first). What a trace cannot reach: the walk corpus (docs/walks/shuffle.md) judged these modules' "
+             "survivors unreachable through the trace contract.",
+             "How the corpus is derived: docs/conformance.md, \"Input corpus: shuffle\"; the judgements are "
+             "`conformance.shuffle.inputs.judgements()`.", ""]
+    table = judgements()
+    lines = _before_and_after(outcome, table)
+    return render_report(outcome, intro, table, "the inputs contract") + "\n".join(lines) + "\n"
+
+
+WALK_SELECTION_FILE: Final = ROOT / "docs" / "walks" / "shuffle-selection.json"
+
+
+def _before_and_after(outcome: Mapping[str, Any], table: Sequence[Judgement]) -> list[str]:
+    """Per module, the mutants told apart by the walk corpus alone (before) and by either corpus (after), over the
+    mutants not broken nor judged equivalent here; a module the walks did not mutate shows a dash."""
+    walks = json.loads(WALK_SELECTION_FILE.read_text())
+    by_walks, walked = set(walks["killedBy"]), {m["module"] for m in walks["mutants"]}
+    lines = ["", "## Before and after: told apart by the walks alone, and by the walks or the inputs", "",
+             "| module | mutants - broken - equivalent | walks alone | walks or inputs |", "|---|---:|---:|---:|"]
+    counted: dict[str, list[int]] = {}
+    for m in outcome["mutants"]:
+        name = m["name"]
+        verdict = judged(name, table) if name in outcome["survivors"] else None
+        if name in outcome["broken"] or (verdict is not None and verdict[0] == "equivalent"):
+            continue
+        row = counted.setdefault(m["module"], [0, 0, 0])
+        row[0] += 1
+        row[1] += name in by_walks
+        row[2] += name in by_walks or name in outcome["killedBy"]
+    for module, (total, before, after) in counted.items():
+        shown = f"{before} ({before / total:.0%})" if module in walked else "-"
+        lines.append(f"| {module} | {total} | {shown} | {after} ({after / total:.0%}) |")
+    return lines
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return vectorgen.corpus_main("conformance.shuffle.inputs", __doc__, (INPUT_FILE, SELECTION_FILE, REPORT_FILE),
+                                 CANDIDATES, select_corpus, build, report, render,
+                                 list(sys.argv[1:] if argv is None else argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

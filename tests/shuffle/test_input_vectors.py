@@ -1,0 +1,48 @@
+"""The input corpus: current with the spec (every recorded answer is the spec's answer now, so a change of behaviour
+forces a regeneration), valid against its schema, replayed through the exec: inputs contract, and its report
+written from the recorded selection."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+
+import jsonschema
+
+from conformance.shuffle import inputs
+from conformance.shuffle.suite.input_cases import first_difference
+
+DOCUMENT = json.loads(inputs.INPUT_FILE.read_text())
+REFERENCE = f"{shlex.quote(sys.executable)} -m conformance.shuffle.reference_target"
+
+
+def test_inputs_json_is_the_spec_s_answer_to_its_recorded_requests() -> None:
+    assert inputs.main(["--check"]) == 0, "run: python -m conformance.shuffle.inputs"
+
+
+def test_inputs_follow_their_schema() -> None:
+    schema = json.loads((inputs.INPUT_FILE.parent / inputs.SCHEMA_NAME).read_text())
+    jsonschema.validate(DOCUMENT, schema)
+    tests = DOCUMENT["tests"]
+    assert [t["tcId"] for t in tests] == list(range(1, len(tests) + 1))
+    assert DOCUMENT["numberOfTests"] == len(tests) and DOCUMENT["seed"] == inputs.SEED
+    assert len({t["candidate"] for t in tests}) == len(tests)
+
+
+def test_the_reference_target_answers_every_request_and_a_changed_answer_is_reported() -> None:
+    tests = tuple(DOCUMENT["tests"])
+    assert first_difference(REFERENCE, tests) is None
+    changed = json.loads(json.dumps(tests[:3]))
+    changed[2]["answer"] = {"value": "not the spec's"}
+    detail = first_difference(REFERENCE, tuple(changed))
+    assert detail is not None and detail.startswith(f"tcId {changed[2]['tcId']} ") and "not the spec's" in detail
+
+
+def test_the_report_is_written_from_the_recorded_selection() -> None:
+    outcome = json.loads(inputs.SELECTION_FILE.read_text())
+    assert inputs.REPORT_FILE.read_text() == inputs.report(outcome), "run: python -m conformance.shuffle.inputs --report"
+    assert [[t["candidate"], t["comment"]] for t in DOCUMENT["tests"]] == outcome["kept"]
+    names = {m["name"] for m in outcome["mutants"]}
+    assert names == set(outcome["killedBy"]) | set(outcome["broken"]) | set(outcome["survivors"]) | set(
+        outcome["timedOut"])
