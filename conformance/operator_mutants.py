@@ -19,7 +19,7 @@ import importlib.util
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -431,3 +431,19 @@ def import_runner(module: str, attribute: str) -> Callable[[], Runner]:
         return runner
 
     return load
+
+
+def judgement(rule: str, judged: Mapping[str, tuple[str, str]]) -> tuple[str, str]:
+    """``(class, reason)`` of a survivor ``module.function: operator`` in a report: ``judged`` maps a
+    ``module.function`` (also its methods) or a ``module.function: operator`` prefix to ``("equivalent", why)`` or
+    ``("unreachable", the input the interface lacks)``; the longest match wins; the rest are ``("gap", "")``."""
+    function = rule.split(":", 1)[0]
+    matches = [key for key in judged if function == key or function.startswith(key + ".")
+               or (":" in key and rule.startswith(key))]
+    return judged[max(matches, key=len)] if matches else ("gap", "")
+
+
+def score(mutants: int, told_apart: int, broken: int, equivalent: int) -> str:
+    """The figure a corpus drives up: told apart / (mutants - broken - equivalent), as a percentage."""
+    judged = mutants - broken - equivalent
+    return f"{100 * told_apart / judged:.0f}%" if judged else "-"

@@ -56,6 +56,7 @@ CASE_SECTIONS: Final[Mapping[str, Mapping[str, str]]] = {
         "responses/": "docs/spec/sync.md#durable-rule",
         "responses/derived-first-": "docs/spec/sync.md#probe",
         "walks/": "docs/spec/sync.md#transactions",
+        "inputs/": "docs/spec/sync.md#schema-rules",
     },
     "cluster": {
         "membership/": "docs/spec/cluster.md#model",
@@ -99,6 +100,7 @@ VECTOR_SECTIONS: Final[Mapping[str, str]] = {
     "sync/squash.json": "docs/spec/sync.md#squashing",
     "sync/traces.json": "docs/spec/sync.md#transactions",
     "sync/walks.json": "docs/spec/sync.md#transactions",
+    "sync/inputs.json": "docs/spec/sync.md#schema-rules",
 }
 """Vector files (under conformance/<protocol>/vectors/) that do not carry their own top-level ``specRef``."""
 

@@ -71,3 +71,18 @@ def corpus_main(module: str, description: str | None, files: tuple[Path, Path, P
     report_file.write_text(report(json.loads(selection.read_text())))
     print(f"wrote {report_file}" + (f" and {vectors}" if options.select else ""))
     return 0
+
+
+def write_or_check_with_report(module: str, description: str | None, path: Path, document: dict[str, Any],
+                               report_path: Path, report: str, argv: Sequence[str]) -> int:
+    """``write_or_check`` of a vector file and the generated report that renders it (``docs/walks/*.md``):
+    ``--check`` exits 1 when either is stale."""
+    status = write_or_check(module, description, path, lambda: render(document), [a for a in argv if a == "--check"])
+    if "--check" in argv:
+        stale = not report_path.exists() or report_path.read_text() != report
+        if stale:
+            print(f"{report_path} is stale: run python -m {module}", file=sys.stderr)
+        return status or int(stale)
+    report_path.parent.mkdir(parents=True, exist_ok=True)
+    report_path.write_text(report)
+    return status

@@ -85,7 +85,16 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from conformance.framework import Case, CaseContext, Level, RunOptions, Suite, Verdict
-from conformance.sync import derived, derived_axes, derived_model, derived_rules, derived_streams, derived_writer, walks
+from conformance.sync import (
+    derived,
+    derived_axes,
+    derived_model,
+    derived_rules,
+    derived_streams,
+    derived_writer,
+    inputs,
+    walks,
+)
 from reference.sync.credentials import ClientSecurity
 from streamwire.cli import read_secret
 from spec.sync.messages import (
@@ -1166,6 +1175,9 @@ SUITE = Suite(
         *(_c(f"walks/{name}", MUST, f"The {len(ids)} {name.rsplit('-', 1)[0] if name[-1].isdigit() else name} walks "
              "of the corpus kept by operator mutants (vectors/walks.json) answer every step as recorded",
              walks.replay_case(ids), "flush-control", "store") for name, ids in walks.groups()),
+        *(_c(f"inputs/{name}", MUST, f"The {len(ids)} single requests of the input corpus kept by operator mutants of "
+             "the decode and validate rules (vectors/inputs.json) are answered as recorded",
+             inputs.replay_case(ids), "store") for name, ids in inputs.groups()),
         _c("atomicity/derived-noops-write-nothing", MUST, "Probes, replays at or below durable and refused puts "
            "leave the table's files as they were", derived.noops_write_nothing, "store"),
     ),

@@ -1,7 +1,7 @@
 """Golden vectors of the data-sync protocol (``python -m conformance vectors --suite sync``).
 
-``--target reference`` checks all five files (traces, messages, sync schema, squash, walks)
-against the spec code (the walks on the reference target in this process).  ``--target exec:CMD`` checks trace vectors against another
+``--target reference`` checks all six files (traces, messages, sync schema, squash, walks, inputs)
+against the spec code (the walks on the reference target in this process, the inputs on the sans-IO runner).  ``--target exec:CMD`` checks trace vectors against another
 implementation: CMD is run with a trace file appended and must print the lines of
 ``python -m conformance sync-trace`` (the other files exercise library functions
 that have no command-line form, so an exec target is judged on traces alone).
@@ -120,6 +120,13 @@ def _walk_check(t: dict[str, Any]) -> tuple[bool, str]:
     return got == t["expected"], f"answers {got}"
 
 
+def _input_check(t: dict[str, Any]) -> tuple[bool, str]:
+    from conformance.sync.inputs import run_sans_io
+
+    got = run_sans_io(t["request"])
+    return got == t["expected"], f"answer {got}"
+
+
 def _exec_trace(command: str, ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
         json.dump({"ops": ops}, fh)
@@ -152,6 +159,7 @@ def check_vectors(target: str) -> Iterator[VectorResult]:
     checks.append(("sync/schema", _schema_check, load_vectors("schema.json")))
     checks.append(("sync/squash", _squash_checker(squash_doc), squash_doc))
     checks.append(("sync/walks", _walk_check, load_vectors("walks.json")))
+    checks.append(("sync/inputs", _input_check, load_vectors("inputs.json")))
     for group, check, doc in checks:
         for t in _tests(doc):
             try:

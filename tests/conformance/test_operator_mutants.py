@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from conformance.operator_mutants import Runner, fresh_modules, mutants_of, select
+from conformance.operator_mutants import Runner, fresh_modules, judgement, mutants_of, score, select
 
 MODULE = "spec.sync.commit_time"
 
@@ -104,3 +104,11 @@ def test_the_lines_a_walk_runs_include_those_of_the_threads_it_starts() -> None:
     _, seen = lines_run(runner, None, {path})
     first = wire.checked_length.__code__.co_firstlineno
     assert {line for _, line in seen} & set(range(first, first + 12))
+
+
+def test_a_report_judges_survivors_by_the_longest_match_and_scores_the_rest() -> None:
+    judged = {"m.f": ("unreachable", "no input"), "m.f.g: drop x": ("equivalent", "x is never read")}
+    assert judgement("m.f: 1 -> 2", judged) == ("unreachable", "no input")
+    assert judgement("m.f.g: drop x = 1", judged) == ("equivalent", "x is never read")
+    assert judgement("m.fg: 1 -> 2", judged) == ("gap", "")
+    assert (score(10, 6, 1, 1), score(2, 0, 1, 1)) == ("75%", "-")

@@ -1,0 +1,747 @@
+"""The sync input corpus (issue 43): single DoPut requests kept by the operator mutants of the decode and validate rules.
+
+A request is one put a Flight client can send the suite's target: its command's fields (table path, origin,
+sequence number, column descriptors, format, truncate, store location, the ``Any``'s type URL, or raw command
+bytes) and its columns (name, Arrow type, values; split over two record batches or not). Its answer is plain
+JSON: the response's numbers and, when a table was written, the table's rows after the flush the target makes
+at once; or the refusal's condition and one-line text. Store locations are written ``{root}/...`` and answered
+under ``{root}``, the target's store. Float values are written as text (``"NaN"``, ``"-0.0"``), so a key
+``-0.0`` and ``0.0`` stay two answers.
+
+:func:`candidates` generates the requests from a seed, biased as a tester would: every rule of the command,
+its table name, its store location, its column descriptors (``spec.sync.schema``) and what a table can store
+(``spec.sync.admission``'s ``admit_schema`` and ``admit_rows``) at its smallest violating input and its nearest
+valid one; every pair of them at once (which refusal wins); each against every kind of request (a probe, a
+closing put without rows, a put with rows, a truncating put with and without rows: a rule holds for the kinds
+it names and not the others); sizes at their bound, one past, 0 and the max; equal values in canonical and
+other forms. ``python -m conformance.sync.inputs select`` runs :func:`conformance.operator_mutants.select`
+over every candidate and :data:`MODULES`' mutants on the sans-IO runner (:mod:`conformance.sync.input_runner`,
+the reference server's steps for one put) and writes ``vectors/inputs.json`` and ``docs/walks/sync-inputs.md``;
+the suite's ``inputs/`` cases replay the kept requests through the target (:func:`live_answer`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import itertools
+import json
+import logging
+import math
+import random
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+import pyarrow as pa
+import pyarrow.flight as flight
+from google.protobuf import any_pb2
+
+from conformance import vectorgen
+from conformance.framework import CaseContext, Verdict
+from conformance.operator_mutants import judgement, rule_of, score
+from spec.sync.confinement import MAX_NAME_BYTES, MAX_SEGMENT_BYTES, table_name
+from spec.sync.errors import CONDITION_PATTERN, InvalidTablePath
+from spec.sync.messages import COMMAND_TYPE_URL, ColumnDescriptor, StorageLocation, SyncCommand, decode_response
+
+if TYPE_CHECKING:
+    from conformance.sync.suite import SyncTarget
+
+SEED: Final = 4343
+MODULES: Final = ("spec.sync.messages", "spec.sync.schema", "spec.sync.flight", "spec.sync.confinement",
+                  "spec.sync.admission")
+"""The spec modules whose rules one request reaches; of ``spec.sync.admission`` only :data:`FUNCTIONS`."""
+FUNCTIONS: Final = {"spec.sync.admission": ("name_problem", "admit_schema", "_type_problem", "_signed_max",
+                                            "admit_rows", "admit_put", "fits_watermark")}
+"""Where a module's mutants are limited to some functions: the rest (put slots, streams, the memory budget) are
+stateful, the sync walk corpus's (``conformance.sync.walks``)."""
+PREFIXES: Final = ("spec.", "reference.sync", "conformance.sync.reference_target", "conformance.sync.clock",
+                   "conformance.sync.input_runner")
+"""What a mutant's run imports afresh: the server's side. This module (the client: the request's bytes, the
+response's decoding) stays as first imported, so the judge of a mutant is unmutated, as with an ``exec:`` target."""
+VECTOR_FILE: Final = Path(__file__).resolve().parent / "vectors" / "inputs.json"
+REPORT_FILE: Final = Path(__file__).resolve().parents[2] / "docs" / "walks" / "sync-inputs.md"
+ROOT: Final = "{root}"
+U64_MAX: Final = 2**64 - 1
+
+Request = dict[str, Any]
+
+
+# -- the request on the wire (the client's side) ------------------------------------------------------------------
+
+def _arrow_type(kind: str) -> pa.DataType:
+    special = {"struct": pa.struct([("a", pa.int64()), ("b", pa.int64())]), "list": pa.list_(pa.int64()),
+               "map": pa.map_(pa.string(), pa.int64())}
+    return special[kind] if kind in special else pa.type_for_alias(kind)
+
+
+def batches(request: Request) -> list[pa.RecordBatch]:
+    """The request's record batches: none without rows, else one, or two split before row ``split``."""
+    columns: list[list[Any]] = _from_json(request).get("columns", [])
+    table = pa.table({name: pa.array(values, _arrow_type(kind)) for name, kind, values in columns})
+    if table.num_rows == 0:
+        return []
+    split = request.get("split")
+    parts = [table] if split is None else [table.slice(0, split), table.slice(split)]
+    return [pa.RecordBatch.from_struct_array(part.to_struct_array().combine_chunks()) if part.num_rows else
+            pa.RecordBatch.from_pylist([], schema=table.schema) for part in parts]
+
+
+def arrow_schema(request: Request) -> pa.Schema:
+    columns: list[list[Any]] = request.get("columns", [])
+    return pa.schema([pa.field(name, _arrow_type(kind)) for name, kind, _ in columns])
+
+
+def command_bytes(request: Request, root: str) -> bytes:
+    """The descriptor's ``cmd``: the command in an ``Any`` of the request's type URL, or the request's raw bytes."""
+    if "cmdHex" in request:
+        return bytes.fromhex(request["cmdHex"])
+    store = request.get("store")
+    command = SyncCommand(
+        path=request["path"], origin=request["origin"], sequence_number=request.get("seq"),
+        column_descriptors=tuple(ColumnDescriptor(role=r, name=n) for r, n in request.get("descriptors", [])),
+        format=request.get("format", 0), truncate=request.get("truncate", False),
+        store=None if store is None else StorageLocation(location=store.replace(ROOT, root), options={}, name="inputs"))
+    return any_pb2.Any(type_url=request.get("typeUrl", COMMAND_TYPE_URL),
+                       value=command.encode()).SerializeToString(deterministic=True)
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
+        n >>= 7
+        if not n:
+            return bytes(out)
+
+
+def _field(number: int, data: bytes) -> bytes:
+    return _varint(number << 3 | 2) + _varint(len(data)) + data if data else b""
+
+
+def flight_messages(request: Request, root: str) -> list[bytes]:
+    """The ``FlightData`` messages a Flight client sends for the request: the descriptor with the schema, then
+    each record batch (encoded here, apart from ``spec.sync.flight``, as a client's library does)."""
+    descriptor = b"\x08\x02" + _field(2, command_bytes(request, root))  # type CMD, cmd
+    schema = pa.ipc.read_message(arrow_schema(request).serialize())
+    out = [_field(1, descriptor) + _field(2, schema.metadata.to_pybytes())]
+    for batch in batches(request):
+        message = pa.ipc.read_message(batch.serialize())
+        out.append(_field(2, message.metadata.to_pybytes()) + _field(1000, message.body.to_pybytes()))
+    return out
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, float):
+        return repr(value)  # -0.0 and 0.0 are two answers; NaN is one
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, (datetime.date, datetime.datetime)):
+        return value.isoformat()
+    return value
+
+
+def rows_of(rows: list[dict[str, Any]]) -> list[list[list[Any]]]:
+    return sorted(([[k, _plain(row[k])] for k in sorted(row)] for row in rows), key=repr)
+
+
+def decoded(raw: dict[str, Any], root: str) -> dict[str, Any]:
+    """The plain answer of the runner's raw one: the response decoded by the client, tables under ``{root}``."""
+    if "error" in raw:
+        return {"error": raw["error"], "message": raw["message"].replace(root, ROOT)}
+    r = decode_response(bytes.fromhex(raw["response"]))
+    out: dict[str, Any] = {"accepted": r.accepted, "memory": r.memory_sequence_number,
+                           "durable": r.durable_sequence_number}
+    if "tables" in raw:
+        out["tables"] = {uri.replace(root, ROOT): rows_of(rows) for uri, rows in sorted(raw["tables"].items())}
+    return out
+
+
+def run_sans_io(request: Request) -> dict[str, Any]:
+    """The request's answer on the spec, as the selection computes it (:mod:`conformance.sync.input_runner`)."""
+    from conformance.sync.input_runner import STORE_ROOT, raw_answer
+
+    return decoded(raw_answer(flight_messages(request, STORE_ROOT)), STORE_ROOT)
+
+
+def _runner_loader() -> Callable[[], Callable[[Any], Any]]:
+    """``select``'s loader: the server's side imported afresh, the client's (this module's) as it is."""
+    import importlib
+
+    def load() -> Callable[[Any], Any]:
+        runner = importlib.import_module("conformance.sync.input_runner")
+        return lambda item: decoded(runner.raw_answer(item["wire"]), runner.STORE_ROOT)
+
+    return load
+
+
+# -- the request through a live target ---------------------------------------------------------------------------
+
+def _flight_error(error: Exception) -> tuple[str, str]:
+    """The condition and one-line text a Flight error carries (``spec.sync.errors.wire_text``)."""
+    text = str(error).split("with message: ", 1)[-1]
+    text = text.split(". gRPC client debug context", 1)[0].split(". Detail:", 1)[0]
+    found = CONDITION_PATTERN.findall(text)
+    message = CONDITION_PATTERN.sub("", text).rstrip()
+    internal = isinstance(error, flight.FlightInternalError)
+    return (found[-1] if found else "INTERNAL" if internal else type(error).__name__), message
+
+
+def requires(request: Request) -> frozenset[str]:
+    """The capabilities replaying the request needs beyond ``store`` (the rows of a table it wrote are read)."""
+    needed = {"store"}
+    if request.get("truncate"):
+        needed.add("truncate")
+    if request.get("store") is not None:
+        needed.add("store-locations")
+    return frozenset(needed)
+
+
+def _written(request: Request, root: str) -> str | None:
+    """Where the request's table lands if the put is taken (None: it writes no table)."""
+    if not (request.get("truncate") or any(values for _, _, values in request.get("columns", []))):
+        return None
+    try:
+        name = table_name(request["path"])
+    except InvalidTablePath:
+        return None
+    store = request.get("store")
+    location = store.replace(ROOT, root).rstrip("/") if store else root
+    return f"{location}/{name}"
+
+
+def live_answer(target: SyncTarget, request: Request, timeout: float) -> dict[str, Any]:
+    """The request's answer from a live target (flushing after every put, the suite's default policy)."""
+    from conformance.sync.suite import do_put
+    from reference.sync.store import read_delta
+
+    root = target.store
+    outcome = do_put(target.location, command_bytes(request, root), batches(request) or [arrow_schema(
+        request).empty_table()], timeout=timeout, security=target.security)
+    if outcome.response is None:
+        condition, message = _flight_error(outcome.error or RuntimeError("no answer"))
+        return {"error": condition, "message": message.replace(root, ROOT)}
+    r = outcome.response
+    out: dict[str, Any] = {"accepted": r.accepted, "memory": r.memory_sequence_number,
+                           "durable": r.durable_sequence_number}
+    uri = _written(request, root)
+    if r.accepted and uri is not None and request.get("seq") is None and "cmdHex" not in request:
+        close = SyncCommand(path="inputs/closing", origin=request["origin"], sequence_number=U64_MAX)
+        do_put(target.location, close.to_descriptor_cmd(), [], timeout=timeout, security=target.security)
+        # the transaction it opened is closed, so the next request starts from no open transaction, as on the spec
+    if r.accepted and uri is not None:
+        try:
+            rows: list[dict[str, Any]] | None = read_delta(uri).to_pylist()
+        except Exception:  # noqa: BLE001 - no table where the spec writes one is an answer
+            rows = None
+        out["tables"] = {uri.replace(root, ROOT): None if rows is None else rows_of(rows)}
+    return out
+
+
+# -- generating requests -----------------------------------------------------------------------------------------
+
+OLD, NEW, CHANGED, VALUE = 0, 1, 2, 3
+KINDS: Final = ("rows", "probe", "close", "truncate-empty", "truncate-rows")
+"""Every kind of request a rule may be tried on: a put with rows, a probe (no rows, no sequence number), a closing
+put (no rows, a sequence number), a truncating put without and with rows."""
+
+
+def _base(tag: str, kind: str) -> Request:
+    columns: list[list[Any]] = [["old_id", "int64", [None]], ["new_id", "int64", [1]], ["v", "string", ["a"]]]
+    request: Request = {"path": f"inputs/{tag}", "origin": f"o-{tag}", "seq": 1,
+                        "descriptors": [[OLD, "id"], [NEW, "id"], [VALUE, "v"]], "columns": columns}
+    if kind in ("probe", "close", "truncate-empty"):
+        request["columns"] = [[n, k, []] for n, k, _ in columns]
+    if kind == "probe":
+        request["seq"] = None
+    if kind.startswith("truncate"):
+        request["truncate"] = True
+    return request
+
+
+Fault = Callable[[Request], None]
+
+
+def _column(name: str, kind: str, values: list[Any], role: int = VALUE, logical: str | None = None) -> Fault:
+    """One more column (batch name ``name``, descriptor ``logical`` or ``name``)."""
+    def add(r: Request) -> None:
+        rows = len(r["columns"][0][2])
+        taken = {c[0] for c in r["columns"]}
+        batch_name = name + "_" * next(i for i in itertools.count() if name + "_" * i not in taken)
+        r["columns"].append([batch_name, kind, (values * rows)[:rows] if rows else []])
+        r["descriptors"].append([role, logical or name])
+    return add
+
+
+def _key_type(kind: str, old: Any, new: Any) -> Fault:
+    def change(r: Request) -> None:
+        rows = len(r["columns"][0][2])
+        r["columns"][0] = ["old_id", kind, [old] * rows]
+        r["columns"][1] = ["new_id", kind, [new] * rows]
+    return change
+
+
+def _set(**fields: Any) -> Fault:
+    def change(r: Request) -> None:
+        for key, value in fields.items():
+            if key == "path" and isinstance(value, str):
+                value = value.replace("TAG", r["path"].split("/", 1)[1])
+            r[key] = value
+    return change
+
+
+def _descriptor(index: int, role: int | None = None, name: str | None = None) -> Fault:
+    def change(r: Request) -> None:
+        d = r["descriptors"][index]
+        r["descriptors"][index] = [d[0] if role is None else role, d[1] if name is None else name]
+    return change
+
+
+def _drop_descriptor(r: Request) -> None:
+    r["descriptors"].pop()
+
+
+def _extra_descriptor(r: Request) -> None:
+    r["descriptors"].append([VALUE, "x"])
+
+
+def _long_path(segment: int, total: int) -> Fault:
+    """A path of ``total`` bytes whose last segment has ``segment`` bytes (after ``inputs/TAG/``)."""
+    def change(r: Request) -> None:
+        head = r["path"] + "/"
+        middle = total - len(head) - segment
+        parts = [head.rstrip("/")]
+        while middle > 0:
+            piece = min(MAX_SEGMENT_BYTES, middle - 1)
+            parts.append("m" * max(piece, 1))
+            middle -= max(piece, 1) + 1
+        parts.append("s" * segment)
+        r["path"] = "/".join(parts)
+    return change
+
+
+def _second_key(r: Request, old: Any = None, new: Any = 1, kind: str = "int64") -> None:
+    rows = len(r["columns"][0][2])
+    r["columns"][1:1] = [["old_k", kind, [old] * rows]]
+    r["columns"].append(["new_k", kind, [new] * rows])
+    r["descriptors"][1:1] = [[OLD, "k"]]
+    r["descriptors"].append([NEW, "k"])
+
+
+def _partly_null(side: str) -> Fault:
+    def change(r: Request) -> None:
+        _second_key(r, None if side == "old" else 1, None if side == "new" else 1)
+        if side == "old":
+            r["columns"][0][2] = [1] * len(r["columns"][0][2])
+    return change
+
+
+def _rows(*keys: Any, kind: str = "int64", values: Sequence[Any] | None = None, old: bool = False) -> Fault:
+    """The put's rows replaced: one per key (inserts, or updates with ``old``)."""
+    def change(r: Request) -> None:
+        if not r["columns"][0][2]:
+            return  # a kind without rows stays without rows
+        r["columns"][0] = ["old_id", kind, list(keys) if old else [None] * len(keys)]
+        r["columns"][1] = ["new_id", kind, list(keys)]
+        r["columns"][2] = ["v", "string", list(values) if values is not None else [f"v{i}" for i in range(len(keys))]]
+        for column in r["columns"][3:]:
+            column[2] = (column[2] * len(keys))[:len(keys)]
+    return change
+
+
+def _split(at: int) -> Fault:
+    def change(r: Request) -> None:
+        if len(r["columns"][0][2]) > at:
+            r["split"] = at
+    return change
+
+
+def _both(*faults: Fault) -> Fault:
+    def change(r: Request) -> None:
+        for fault in faults:
+            fault(r)
+    return change
+
+
+def _changed_before_value(r: Request) -> None:
+    r["columns"].insert(2, ["changed_v", "bool", [True] * len(r["columns"][0][2])])
+    r["descriptors"].insert(2, [CHANGED, "v"])
+
+
+def _second_row_partly_null(r: Request) -> None:
+    """Two rows, the second's new key null in its last column only (the first row is whole)."""
+    if r["columns"][0][2]:
+        for column in r["columns"][:-1]:
+            column[2] = (column[2] * 2)[:2]
+        r["columns"][-1][2] = [1, None]
+
+
+def faults() -> dict[str, Fault]:
+    """Every rule's smallest violating input, its nearest valid one, and equal values in other forms, by name."""
+    f: dict[str, Fault] = {
+        # the command's bytes and its Any
+        "cmd-not-protobuf": _set(cmdHex="ff"),
+        "cmd-empty": _set(cmdHex=""),
+        "cmd-any-garbage-value": _set(cmdHex=any_pb2.Any(type_url=COMMAND_TYPE_URL, value=b"\xff").SerializeToString().hex()),
+        "type-url-empty": _set(typeUrl=""),
+        "type-url-other-case": _set(typeUrl="datasynccommand"),
+        "type-url-prefixed": _set(typeUrl="type.googleapis.com/clade.sync.DataSyncCommand"),
+        "type-url-trailing-space": _set(typeUrl="DataSyncCommand "),
+        # the format
+        "format-iceberg": _set(format=1), "format-2": _set(format=2), "format-max": _set(format=2**31 - 1),
+        "format-negative": _set(format=-1),
+        # the sequence number
+        "seq-0": _set(seq=0), "seq-max": _set(seq=U64_MAX), "seq-none": _set(seq=None), "seq-2": _set(seq=2),
+        # table names
+        "path-empty": _set(path=""), "path-dot": _set(path="."), "path-slash": _set(path="/"),
+        "path-slashes": _set(path="//"), "path-doubled-slash": _set(path="inputs//TAG/"),
+        "path-dot-segment": _set(path="inputs/./TAG"), "path-dotdot": _set(path="inputs/../TAG"),
+        "path-dotdot-end": _set(path="inputs/TAG/.."), "path-leading-dotdot": _set(path="../TAG"),
+        "path-absolute": _set(path="/inputs/TAG"), "path-url": _set(path="file://inputs/TAG"),
+        "path-drive": _set(path="C:TAG"), "path-colon-second": _set(path="a:TAG"),
+        "path-colon-third": _set(path="ab:TAG"), "path-backslash": _set(path="inputs\\TAG"),
+        "path-nul": _set(path="inputs/TAG\x00"), "path-unit-separator": _set(path="inputs/TAG\x1f"),
+        "path-space": _set(path="inputs/TAG x"), "path-del": _set(path="inputs/TAG\x7f"),
+        "path-c1": _set(path="inputs/TAG\x85"), "path-tilde": _set(path="inputs/TAG~"),
+        "path-underscore": _set(path="inputs/_TAG"), "path-underscore-inner": _set(path="inputs/TAG_x"),
+        "path-dash": _set(path="inputs/-TAG"), "path-dot-start": _set(path="inputs/.TAG"),
+        "path-percent": _set(path="inputs/%2e%2e/TAG"), "path-unicode": _set(path="inputs/TAGé"),
+        "path-fullwidth": _set(path="inputs/TAGａ"), "path-delta-log": _set(path="inputs/TAG/_delta_log"),
+        "segment-at-bound": _long_path(MAX_SEGMENT_BYTES, 300), "segment-past-bound": _long_path(MAX_SEGMENT_BYTES + 1, 300),
+        "name-at-bound": _long_path(10, MAX_NAME_BYTES), "name-past-bound": _long_path(10, MAX_NAME_BYTES + 1),
+        "name-at-bound-trailing-slash": _both(_long_path(10, MAX_NAME_BYTES), lambda r: r.update(path=r["path"] + "/")),
+        "name-past-bound-by-slashes": _both(_long_path(10, MAX_NAME_BYTES - 1),
+                                            lambda r: r.update(path=r["path"].replace("/", "//", 1))),
+        # store locations (the target allows {root}/allowed)
+        "store-none-empty": _set(store=""), "store-allowed": _set(store=f"{ROOT}/allowed"),
+        "store-allowed-slash": _set(store=f"{ROOT}/allowed/"), "store-below": _set(store=f"{ROOT}/allowed/x"),
+        "store-beside": _set(store=f"{ROOT}/allowedx"), "store-dotdot": _set(store=f"{ROOT}/allowed/../x"),
+        "store-dotdot-end": _set(store=f"{ROOT}/allowed/x/.."), "store-parent": _set(store=ROOT),
+        "store-elsewhere": _set(store="/elsewhere"), "store-scheme": _set(store=f"file://{ROOT}/allowed"),
+        "store-doubled-slash": _set(store=f"{ROOT}/allowed//x"),
+        # descriptors against the batch (Seafowl's rules)
+        "descriptor-missing": _drop_descriptor, "descriptor-extra": _extra_descriptor,
+        "role-unknown-4": _descriptor(2, role=4), "role-unknown-max": _descriptor(2, role=2**31 - 1),
+        "role-negative": _descriptor(2, role=-1),
+        "no-old-key": _descriptor(0, role=VALUE, name="u"), "no-new-key": _descriptor(1, role=VALUE, name="u"),
+        "key-names-differ": _descriptor(1, name="jd"), "key-names-case": _descriptor(1, name="ID"),
+        "key-types-differ": lambda r: r["columns"].__setitem__(1, ["new_id", "int32", r["columns"][1][2]]),
+        "keys-both-int32": _key_type("int32", None, 1),
+        "changed-bool": _both(_column("w", "string", ["w"]), _column("changed_v", "bool", [True], CHANGED, "v")),
+        "changed-not-bool": _column("changed_v", "int64", [1], CHANGED, "v"),
+        "changed-names-key": _column("changed_id", "bool", [True], CHANGED, "id"),
+        "changed-names-nothing": _column("changed_z", "bool", [True], CHANGED, "z"),
+        "changed-names-changed": _both(_column("changed_v", "bool", [True], CHANGED, "v"),
+                                       _column("changed_c", "bool", [True], CHANGED, "c")),
+        "changed-before-value": _changed_before_value,
+        "struct-one-descriptor": _column("s", "struct", [{"a": 1, "b": 2}]),
+        "struct-three-descriptors": _both(_column("s", "struct", [{"a": 1, "b": 2}]), _extra_descriptor,
+                                          _extra_descriptor),
+        # what a table can store
+        "name-empty": _column("x", "string", ["x"], VALUE, ""),
+        "name-nul": _column("x", "string", ["x"], VALUE, "a\x00b"),
+        "name-unit-separator": _column("x", "string", ["x"], VALUE, "a\x1f"),
+        "name-del": _column("x", "string", ["x"], VALUE, "a\x7f"),
+        "name-c1": _column("x", "string", ["x"], VALUE, "a\x85"),
+        "name-space": _column("x", "string", ["x"], VALUE, "a b"),
+        "name-unicode": _column("x", "string", ["x"], VALUE, "é"),
+        "name-decomposed": _column("x", "string", ["x"], VALUE, "e\u0301"),
+        "value-same-case": _column("x", "string", ["x"], VALUE, "V"),
+        "value-same-name": _column("x", "string", ["x"], VALUE, "v"),
+        "value-like-key": _column("x", "string", ["x"], VALUE, "ID"),
+        "value-named-key": _column("x", "string", ["x"], VALUE, "id"),
+        "type-null": _column("x", "null", [None]), "type-list": _column("x", "list", [[1]]),
+        "type-map": _column("x", "map", [[("k", 1)]]), "type-binary": _column("x", "binary", [b"\x00"]),
+        "type-date": _column("x", "date32", [datetime.date(2026, 1, 1)]),
+        "type-large-string": _column("x", "large_string", ["x"]),
+        "type-halffloat": _column("x", "halffloat", [1.5]),
+        "uint8-at-bound": _column("x", "uint8", [127]), "uint8-past-bound": _column("x", "uint8", [128]),
+        "uint8-max": _column("x", "uint8", [255]), "uint8-zero": _column("x", "uint8", [0]),
+        "uint16-past-bound": _column("x", "uint16", [2**15]), "uint16-at-bound": _column("x", "uint16", [2**15 - 1]),
+        "uint32-past-bound": _column("x", "uint32", [2**31]), "uint64-at-bound": _column("x", "uint64", [2**63 - 1]),
+        "uint64-past-bound": _column("x", "uint64", [2**63]), "uint64-max": _column("x", "uint64", [U64_MAX]),
+        "uint8-null": _column("x", "uint8", [None]), "int8-min": _column("x", "int8", [-128]),
+        "uint-key-past-bound": _key_type("uint8", None, 200), "uint-key-at-bound": _key_type("uint8", None, 127),
+        "value-nan": _column("x", "double", ["nan"]), "value-minus-zero": _column("x", "double", ["-0.0"]),
+        "key-nan": _key_type("double", None, "nan"), "key-nan-old": _key_type("double", "nan", 1.0),
+        "key-minus-zero": _key_type("double", None, "-0.0"), "key-zero": _key_type("double", None, "0.0"),
+        "key-minus-zero-float32": _key_type("float", None, "-0.0"), "key-inf": _key_type("double", None, "inf"),
+        "key-minus-zero-old": _key_type("double", "-0.0", "-0.0"),
+        "partly-null-old": _partly_null("old"), "partly-null-new": _partly_null("new"),
+        "two-keys": lambda r: _second_key(r), "two-keys-all-null-old": lambda r: _second_key(r, None, 1),
+        # rows
+        "rows-many": _rows(1, 2, 3, 4), "rows-same-key": _rows(1, 1), "rows-update": _rows(1, 2, old=True),
+        "rows-null-key": _rows(None), "rows-split-first": _split(0), "rows-split-1": _split(1),
+        "rows-split-2": _both(_rows(1, 2, 3), _split(2)),
+        "rows-nan-last": _both(_rows(1.0, 2.0, "nan", kind="double")),
+        "rows-nan-second-batch": _both(_rows(1.0, "nan", kind="double"), _split(1)),
+        "rows-minus-zero-second-batch": _both(_rows(1.0, "-0.0", kind="double"), _split(1)),
+        "rows-uint-past-second-batch": _both(_rows(1, 2, kind="uint8"), _split(1),
+                                             lambda r: r["columns"][1].__setitem__(2, [1, 200]) if r["columns"][0][2] else None),
+        "rows-partly-null-last": _both(_partly_null("new"), _second_row_partly_null),
+    }
+    return f
+
+
+def _json_safe(request: Request) -> Request:
+    """Floats written as text (JSON has no NaN and keeps no -0.0 apart), dates as ISO text, bytes as hex."""
+    def plain(v: Any) -> Any:
+        if isinstance(v, float):
+            return repr(v) if not math.isfinite(v) or v == 0 else v
+        if isinstance(v, datetime.date):
+            return v.isoformat()
+        if isinstance(v, bytes):
+            return v.hex()
+        if isinstance(v, list):
+            return [plain(x) for x in v]
+        if isinstance(v, tuple):
+            return [plain(x) for x in v]
+        if isinstance(v, dict):
+            return {k: plain(x) for k, x in v.items()}
+        return v
+    return {k: plain(v) for k, v in request.items()}
+
+
+def candidates(seed: int) -> list[dict[str, Any]]:
+    """Every candidate, each ``{"label", "request"}``: the plain request of each kind, each fault on each kind, every
+    pair of the faults refused alone on a put with rows (on the spec as it is: which refusal wins), a sample of the
+    other pairs, and a sample of the refused pairs on each other kind."""
+    rng = random.Random(seed)
+    table = faults()
+    names = sorted(table)
+    singles = [(f"{kind}: {name}", kind, (name,)) for kind in KINDS for name in names]
+    refused = [name for name in names if "error" in run_sans_io(_built("rows", (name,), table, "c") or {})]
+    both_refused = list(itertools.combinations(refused, 2))
+    others = [pair for pair in itertools.combinations(names, 2) if not set(pair) <= set(refused)]
+    plans: list[tuple[str, str, tuple[str, ...]]] = [(kind, kind, ()) for kind in KINDS]
+    plans += singles
+    plans += [(f"rows: {a} + {b}", "rows", (a, b)) for a, b in both_refused + rng.sample(others, PAIR_SAMPLE)]
+    for kind in KINDS[1:]:
+        plans += [(f"{kind}: {a} + {b}", kind, (a, b)) for a, b in rng.sample(both_refused, PAIR_SAMPLE // 4)]
+    out = []
+    for number, (label, kind, chosen) in enumerate(plans):
+        built = _built(kind, chosen, table, f"c{number:05d}")
+        if built is not None:
+            out.append({"label": label, "request": built})
+    return out
+
+
+PAIR_SAMPLE: Final = 400
+
+
+def _built(kind: str, chosen: Sequence[str], table: dict[str, Fault], tag: str) -> Request | None:
+    """The request of ``kind`` with the faults ``chosen``; None where the first took away what the second changes or
+    left values the second's column type cannot hold."""
+    request = _base(tag, kind)
+    try:
+        for name in chosen:
+            table[name](request)
+        request = _json_safe(request)
+        flight_messages(request, ROOT)
+    except (IndexError, pa.ArrowException):
+        return None
+    return request
+
+
+def _from_json(request: Request) -> Request:
+    """The request with float columns' text values back as numbers (what :func:`batches` builds arrays from)."""
+    columns = [[n, k, [float(v) if isinstance(v, str) and k in ("double", "float", "halffloat") else
+                       datetime.date.fromisoformat(v) if k == "date32" and isinstance(v, str) else
+                       bytes.fromhex(v) if k == "binary" and isinstance(v, str) else
+                       [tuple(pair) for pair in v] if k == "map" and v is not None else v for v in values]]
+               for n, k, values in request.get("columns", [])]
+    return dict(request, columns=columns)
+
+
+# -- selection, vectors, report ------------------------------------------------------------------------------------
+
+def _mutants() -> list[Any]:
+    from conformance.operator_mutants import mutants_of
+
+    found = []
+    for module in MODULES:
+        only = FUNCTIONS.get(module)
+        found += [m for m in mutants_of(module) if only is None or m.function.split(".", 1)[0] in only]
+    return found
+
+
+def select(seed: int) -> dict[str, Any]:
+    """Every candidate against every mutant of :data:`MODULES` (coverage-filtered, no limit of tries)."""
+    from conformance.operator_mutants import Selection, select as run_selection
+
+    logging.disable(logging.CRITICAL)
+    found = _mutants()
+    items = [{"wire": flight_messages(c["request"], _store_root())} for c in candidates(seed)]
+    progress: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True)
+    traced = run_selection(items, _runner_loader(), PREFIXES, found, progress=progress)
+    # A mutant of what runs at import (the protobuf descriptors) is on no candidate's lines: try every candidate.
+    again = [m for m in found if m.name in set(traced.survivors)]
+    untraced = run_selection(items, _runner_loader(), PREFIXES, again, progress=progress, traced=False)
+    kept = traced.kept + [i for i in untraced.kept if i not in traced.kept]
+    result = Selection(kept, traced.killed_by | untraced.killed_by, untraced.survivors, traced.broken + untraced.broken,
+                       untraced.timed_out)
+    modules: dict[str, Any] = {}
+    for module in MODULES:
+        names = {m.name for m in found if m.module == module}
+        modules[module] = {"mutants": len(names), "toldApart": len(names & result.killed_by.keys()),
+                           "broken": len(names & set(result.broken)),
+                           "survivors": sorted(rule_of(n) for n in result.survivors if n in names),
+                           "timedOut": sorted(rule_of(n) for n in result.timed_out if n in names)}
+    return {"seed": seed, "modules": modules, "killedBy": dict(result.killed_by)}
+
+
+def _store_root() -> str:
+    from conformance.sync.input_runner import STORE_ROOT
+
+    return STORE_ROOT
+
+
+def document(selection: dict[str, Any]) -> dict[str, Any]:
+    """The vector file: each kept request once, with the first rule it was kept for and its answer now."""
+    pool = candidates(selection["seed"])
+    rules: dict[int, list[str]] = {}
+    for name, index in sorted(selection["killedBy"].items()):
+        rules.setdefault(index, []).append(rule_of(name))
+    tests = []
+    for n, index in enumerate(sorted(rules), 1):
+        request = pool[index]["request"]
+        tests.append({"tcId": n, "comment": rules[index][0], "label": pool[index]["label"], "candidate": index,
+                      "killed": len(rules[index]), "requires": sorted(requires(request)), "request": request,
+                      "expected": run_sans_io(request)})
+    return {
+        "algorithm": "seafowl-data-sync/inputs",
+        "schema": "sync_inputs_schema.json",
+        "numberOfTests": len(tests),
+        "header": [
+            "Single DoPut requests, each kept because it tells the spec apart from one of its first-order operator "
+            "mutants (conformance/operator_mutants.py) of the decode and validate rules.",
+            "Regenerate: nice -n 10 python -m conformance.sync.inputs select (minutes), then python -m "
+            "conformance.sync.inputs.",
+        ],
+        "notes": {"comment": "module.function: operator of the first mutant the request was kept for (of `killed`)",
+                  "{root}": "the target's store root"},
+        "selection": selection,
+        "testGroups": [{"type": "SyncInput", "tests": tests}],
+    }
+
+
+_CLIENT: Final = "the client's side: a server decodes commands and never encodes one (the request's bytes are made " \
+    "by the unmutated client, as a live target's are)"
+_STORED: Final = "a table stored by an earlier put (one request writes a table of its own; the sync walk corpus puts " \
+    "twice)"
+_WIRE: Final = "malformed FlightData or IPC bytes (a request is sent by a conforming Flight client)"
+JUDGED: Final[dict[str, tuple[str, str]]] = {
+    "messages.SyncCommand.to_message": ("unreachable", _CLIENT),
+    "messages.SyncCommand.encode": ("unreachable", _CLIENT),
+    "messages.SyncCommand.to_descriptor_cmd": ("unreachable", _CLIENT),
+    "messages.SyncResponse.encode: drop m.server_life": ("unreachable", "a server life: the reference target's "
+                                                         "endpoint is made without one, so no response carries it"),
+    "flight.message_batches": ("unreachable", "the client's splitting of a put into messages (spec.sync.client)"),
+    "schema.check_table_fit": ("unreachable", _STORED),
+    "admission.fits_watermark": ("unreachable", "pending data: one request on a server holding none stays under "
+                                 "the high-watermark (the sync walk corpus fills it)"),
+    "admission.admit_put": ("unreachable", "a draining server (the target drains on a flush-control line; the sync "
+                            "walk corpus)"),
+}
+"""Survivors judged by hand, by ``module.function`` (or a ``module.function: operator`` prefix), the longest match
+wins: ``("equivalent", why)`` or ``("unreachable", the input the interface lacks)``; the rest are gaps."""
+
+
+def report(doc: dict[str, Any]) -> str:
+    """``docs/walks/sync-inputs.md``: the figures per module and the survivors by function and operator, judged."""
+    sel = doc["selection"]
+    lines = ["# Input corpus: sync", "",
+             "Generated by `python -m conformance.sync.inputs` from `conformance/sync/vectors/inputs.json`; do not "
+             "edit.", "",
+             f"Seed {sel['seed']}, {sel['candidates']} candidate requests, every one tried on every mutant whose "
+             f"lines it runs (no limit of tries; the sans-IO runner `conformance/sync/input_runner.py`, one put as "
+             f"the reference server decides it); {doc['numberOfTests']} requests kept, each replayed through the "
+             "target by the suite's `inputs/` cases. Of `spec.sync.admission` only the functions one request reaches "
+             f"({', '.join(FUNCTIONS['spec.sync.admission'])}). Score: told apart / (mutants - broken - equivalent).",
+             "A mutant that only ran past the time limit (twice, the second time doubled) is neither told apart nor "
+             "a survivor: the last column counts them.", "",
+             "| module | mutants | told apart | broken | equivalent | unreachable | gap | score | timed out |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    total = [0] * 6
+    timed_total = 0
+    for module, f in sel["modules"].items():
+        classes = [judgement(s, JUDGED)[0] for s in f["survivors"]]
+        row = [f["mutants"], f["toldApart"], f["broken"], classes.count("equivalent"), classes.count("unreachable"),
+               classes.count("gap")]
+        total = [a + b for a, b in zip(total, row)]
+        timed_out = len(f.get("timedOut", []))
+        timed_total += timed_out
+        lines.append(f"| {module} | " + " | ".join(map(str, row)) + f" | {score(*row[:4])} | {timed_out} |")
+    lines.append("| **all** | " + " | ".join(map(str, total)) + f" | {score(*total[:4])} | {timed_total} |")
+    lines += ["", "## Survivors", "", "Each with its judgement: equivalent (why), unreachable through one request "
+              "(the input it lacks), or gap (no candidate tells it apart yet).", ""]
+    for module, f in sel["modules"].items():
+        if f["survivors"]:
+            lines += [f"### {module}", ""]
+            for survivor in f["survivors"]:
+                kind, why = judgement(survivor, JUDGED)
+                lines.append(f"- `{survivor}`: {kind}" + (f", {why}" if why else ""))
+            lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``select --out FILE``: run the selection (minutes, under nice); ``record FILE``: write the vectors and the
+    report from it; without a command: regenerate both from the recorded selection (``--check``: exit 1 if stale)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["select"]:
+        parser = argparse.ArgumentParser(prog="python -m conformance.sync.inputs select")
+        parser.add_argument("--out", type=Path, required=True)
+        opts = parser.parse_args(args[1:])
+        opts.out.write_text(json.dumps(select(SEED)))
+        return 0
+    if args[:1] == ["record"]:
+        selection = json.loads(Path(args[1]).read_text())
+        selection["candidates"] = len(candidates(selection["seed"]))
+        args = args[2:]
+    else:
+        selection = json.loads(VECTOR_FILE.read_text())["selection"]
+    doc = document(selection)
+    return vectorgen.write_or_check_with_report("conformance.sync.inputs", __doc__, VECTOR_FILE, doc, REPORT_FILE,
+                                                report(doc), args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+
+# -- the suite's cases --------------------------------------------------------------------------------------------
+
+GROUP_SIZE: Final = 60
+"""Requests one case replays: each case stays a few seconds (a request is a put, a taken one a flush and a read)."""
+
+
+def recorded() -> list[dict[str, Any]]:
+    """The recorded requests (none before the first selection)."""
+    from conformance.sync.vector_suite import load_vectors
+
+    return [t for g in load_vectors(VECTOR_FILE.name)["testGroups"] for t in g["tests"]] if VECTOR_FILE.exists() else []
+
+
+def groups() -> list[tuple[str, list[int]]]:
+    """``(case suffix, tcIds)``: the recorded requests in runs of :data:`GROUP_SIZE`."""
+    ids = [t["tcId"] for t in recorded()]
+    return [(f"requests-{n + 1}", ids[i:i + GROUP_SIZE]) for n, i in enumerate(range(0, len(ids), GROUP_SIZE))]
+
+
+def replay_case(ids: Sequence[int]) -> Callable[[SyncTarget, CaseContext], Verdict]:
+    """The check replaying requests ``ids`` on the target; the first answer that differs fails it."""
+
+    def check(t: SyncTarget, ctx: CaseContext) -> Verdict:
+        tests = [test for test in recorded() if test["tcId"] in ids]
+        ran = [test for test in tests if set(test["requires"]) <= t.capabilities]
+        for test in ran:
+            got = live_answer(t, test["request"], ctx.remaining())
+            if got != test["expected"]:
+                return Verdict(False, f"request tcId {test['tcId']} ({test['label']}, kept for {test['comment']}): "
+                               f"{json.dumps(test['expected'])}", json.dumps(got))
+        return Verdict(True, f"{len(ran)} requests answered as recorded", f"{len(ran)} of {len(tests)} replayed "
+                       f"({len(tests) - len(ran)} need a capability the target does not declare)")
+
+    return check

@@ -1,0 +1,50 @@
+"""The input corpus: the recorded requests are the seeded candidates they name, the file follows its schema, the
+report is the one the file renders, the suite's cases replay every request, and a request through the reference
+target answers as the sans-IO runner the selection used."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+
+from conformance.sync import inputs
+from conformance.sync.suite import REFERENCE_CMD, SyncTarget
+from conformance.sync.vector_suite import VECTOR_DIR, load_vectors
+
+
+def test_input_file_matches_its_schema_its_seed_and_its_report() -> None:
+    doc = load_vectors("inputs.json")
+    jsonschema.validate(doc, json.loads((VECTOR_DIR / doc["schema"]).read_text()))
+    selection = doc["selection"]
+    generated = inputs.candidates(selection["seed"])
+    assert len(generated) == selection["candidates"]
+    for test in doc["testGroups"][0]["tests"]:
+        assert test["request"] == generated[test["candidate"]]["request"], test["tcId"]
+        assert test["label"] == generated[test["candidate"]]["label"]
+        assert test["killed"] == sum(i == test["candidate"] for i in selection["killedBy"].values())
+    assert sorted(set(selection["killedBy"].values())) == [t["candidate"] for t in doc["testGroups"][0]["tests"]]
+    assert inputs.REPORT_FILE.read_text() == inputs.report(doc), "run python -m conformance.sync.inputs"
+
+
+def test_every_recorded_request_is_in_a_case_the_suite_runs() -> None:
+    ids = [i for _, group in inputs.groups() for i in group]
+    assert ids == list(range(1, load_vectors("inputs.json")["numberOfTests"] + 1))
+
+
+def test_requests_through_the_reference_target_answer_as_the_runner_does() -> None:
+    """The live path (a Flight put, the table read back) and the sans-IO runner agree on a refusal, a taken put whose
+    -0.0 key is stored as 0.0, a probe, and a put opening a transaction followed by another origin's put."""
+    plain = {"path": "inputs/t1", "origin": "o1", "seq": 1, "descriptors": [[0, "id"], [1, "id"], [3, "v"]],
+             "columns": [["old_id", "double", [None]], ["new_id", "double", ["-0.0"]], ["v", "string", ["a"]]]}
+    probe = dict(plain, origin="o4", columns=[[n, k, []] for n, k, _ in plain["columns"]], seq=None)
+    requests = [dict(plain, path="inputs/_t0", origin="o0"), plain, probe,
+                dict(plain, path="inputs/t2", origin="o2", seq=None), dict(plain, path="inputs/t3", origin="o3")]
+    target = SyncTarget("reference", frozenset(), REFERENCE_CMD, None)
+    target.start()
+    try:
+        got = [inputs.live_answer(target, request, 30.0) for request in requests]
+    finally:
+        target.close()
+    assert got == [inputs.run_sans_io(request) for request in requests]
+    assert got[0]["error"] == "INVALID_TABLE_PATH" and got[1]["tables"] == {"{root}/inputs/t1": [[["id", "0.0"], ["v", "a"]]]}
