@@ -221,6 +221,7 @@ LOCATION_ROWS: Final[tuple[Row, ...]] = tuple(
     for relative, ok in (
         (ALLOWED, True), (f"{ALLOWED}/", True), (f"{ALLOWED}/sub", True), (f"{ALLOWED}-evil", False),
         (f"{ALLOWED}x", False), (f"{ALLOWED}/../x", False), (f"{ALLOWED}/sub/../../x", False), (".", False),
+        (f"{ALLOWED}/../x://y", False),
     )
 )
 """Store locations against the allow-list (``spec.sync.confinement.check_store_location``; target capability

@@ -550,7 +550,7 @@ def sequence_rule() -> str:
 def confinement() -> str:
     paths = ["orders", "a//b/./c/", "../etc/passwd", "/var/lib/x", "s3://other/bucket", "", "a\\b", "tab\tname"]
     stores: list[tuple[str, list[str]]] = [("s3://lake/tenant-1", ["s3://lake"]), ("s3://lake/../other", ["s3://lake"]),
-              ("s3://other", ["s3://lake"]), ("s3://lake", [])]
+              ("s3://other", ["s3://lake"]), ("/srv/lake/../x://y", ["/srv/lake"]), ("s3://lake", [])]
     return (
         anchor("confinement") + "## Where a put may write\n\n"
         f"{_paragraph(confinement_rules, 'Seafowl joins')}\n\n"

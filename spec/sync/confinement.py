@@ -62,13 +62,13 @@ def check_store_location(store: StorageLocation | None, allowed: Sequence[str]) 
     """The root a command's own ``store`` names, if an allowed location covers it; None for no store.
 
     ``allowed`` holds location prefixes; a location is covered when it equals one or lies
-    below it (at a ``/`` boundary) without ``..`` segments.  Raises StoreLocationRefused.
+    below it (at a ``/`` boundary) without ``..`` segments anywhere (``/srv/allowed/../x://y``, a
+    local path, leaves the allowed one before its ``://``).  Raises StoreLocationRefused.
     """
     if store is None or not store.location:
         return None
     location = _prefix(store.location)
-    below = location.split("://", 1)[-1].split("/")
-    if ".." not in below and any(
+    if ".." not in location.split("/") and any(
         location == _prefix(a) or location.startswith(_prefix(a) + "/") for a in allowed if a
     ):
         return location

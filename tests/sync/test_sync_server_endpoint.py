@@ -17,6 +17,7 @@ from spec.sync.errors import (
     InterruptedPut, InvalidTablePath, ServerDraining, ServerRestarted, StoreLocationRefused, TransactionDiscarded,
     UnsupportedFormat, UnstorableSchema,
 )
+from spec.sync.confinement import check_store_location
 from spec.sync.messages import ColumnDescriptor, ColumnRole, StorageLocation, TableFormat
 from spec.sync.schema import SyncSchema
 from spec.sync.server import SyncServerEndpoint, TransactionExpired, recorded_durable
@@ -204,3 +205,14 @@ def test_a_put_naming_another_server_life_is_refused_and_a_probe_tells_this_one(
     assert ep.admit(replace(_cmd("t", "A", 1), server_life=8), rows=1) is False
     assert ep.admit(_cmd("t", "A", 1), rows=1) is False
     assert ep.busy().server_life == 8
+
+
+def test_a_store_location_with_dotdot_before_a_scheme_separator_is_refused() -> None:
+    """``..`` anywhere in a location leaves the allowed one, also before a ``://`` further on: the location
+    ``/srv/allowed/../../escaped://y`` is the local directory ``/srv/../escaped:/y`` (found by the sync input corpus:
+    the reference server wrote a table there)."""
+    allowed = ("/srv/allowed",)
+    for location in ("/srv/allowed/../../escaped://y", "/srv/allowed/../x://y", "file:///srv/allowed/../x"):
+        with pytest.raises(StoreLocationRefused):
+            check_store_location(StorageLocation(location=location), allowed)
+    assert check_store_location(StorageLocation(location="/srv/allowed/x://y"), allowed) == "/srv/allowed/x://y"
