@@ -21,6 +21,7 @@ OWNER_TASKS = (
     "tests/shuffle/test_runtime.py::test_slow_consumer_bounds_writer_memory_and_loses_nothing",
     "tests/shuffle/test_runtime.py::test_a_writer_whose_input_blocks_still_binds_its_reader_and_flushes_at_the_max_wait",
 )
+IDLE_FLUSH = ("tests/shuffle/test_runtime.py::test_by_default_a_writer_whose_input_pauses_sends_what_it_holds_at_once",)
 SHUFFLE_TASKS = (
     "tests/shuffle/test_runtime.py",
     "tests/shuffle/test_runtime_faults.py",
@@ -146,6 +147,11 @@ RUNTIME_CATALOGUE: tuple[Mutant, ...] = (
        "self._waiting = waiting[taken:] if taken < len(waiting) else []",
        "self._waiting = []",
        "records the blocked machine did not take are dropped instead of offered again", OWNER_TASKS),
+    _r("writer-standby-never-flushes-when-idle", "shuffle/writer_task.py",
+       "                self._wrote = False\n                self.carry_out(self.machine.producer_idle(now))",
+       "                self._wrote = False",
+       "a standby standing in for an owner whose input blocks never tells the machine the input is idle: the "
+       "default idle flush waits for the flush timer", IDLE_FLUSH),
     _r("writer-standby-never-stands-in", "shuffle/writer_task.py",
        "            try:\n                self._stand_in(ownership)\n            finally:\n                ownership.step_out()",
        "            ownership.step_out()",
@@ -155,6 +161,12 @@ RUNTIME_CATALOGUE: tuple[Mutant, ...] = (
        "backlog = backlog[taken:] if taken < len(backlog) else ()",
        "backlog = ()",
        "records the blocked machine did not take are dropped instead of offered again", SHUFFLE_TASKS),
+    _r("writer-task-never-flushes-when-idle", "shuffle/writer_task.py",
+       "                    wrote = False  # the producer has nothing more for now\n"
+       "                    self.carry_out(self.machine.producer_idle(now))",
+       "                    wrote = False  # the producer has nothing more for now",
+       "the serving thread never tells the machine the producer is idle: the default idle flush waits for the "
+       "flush timer", IDLE_FLUSH),
     _r("writer-task-reset-not-a-failed-write", "shuffle/writer_task.py",
        "        if reason is CloseReason.FAILED and unwritten:\n            failed = self.write_failed(",
        "        if reason is CloseReason.PEER_CLOSED and unwritten:\n            failed = self.write_failed(",

@@ -180,11 +180,12 @@ def test_transcript_records_every_frame_in_both_directions(tmp_path: object) -> 
     assert kinds[("writer", "in")] == kinds[("reader", "out")]
 
 
-@pytest.mark.parametrize("owns_input", [True, False], ids=["single-owner", "serving-thread"])
-def test_a_writer_whose_input_blocks_still_binds_its_reader_and_flushes_at_the_max_wait(owns_input: bool) -> None:
-    """A streaming source waits for data: what the writer holds must still reach the reader by the flush timer
-    (here the input waits until its reader has the first records, so a writer that serves nothing while its
-    input blocks never gets the rest). Spark's flush, so the timer, not the idle flush, sends them."""
+OWNS_INPUT = pytest.mark.parametrize("owns_input", [True, False], ids=["single-owner", "serving-thread"])
+
+
+def held_records_reach_the_reader_while_the_input_waits(settings: ShuffleSettings, options: TaskOptions) -> None:
+    """A streaming source that waits until its reader has its first records before it gives the rest: the writer
+    must send what it holds while its input blocks (a writer that does not never gets the rest)."""
     delivered = threading.Event()
     first = [(0, b"first %d" % i) for i in range(5)]
     rest = [(0, b"rest %d" % i) for i in range(5)]
@@ -202,10 +203,24 @@ def test_a_writer_whose_input_blocks_still_binds_its_reader_and_flushes_at_the_m
             delivered.set()
         return out
 
-    options = TaskOptions(writer_owns_input=owns_input, flush_when_idle=False)
-    outputs, stats = run_local_shuffle([source()], 1, SMALL, options, consume=consume, timeout_s=HANG_GUARD_S * 2)
+    outputs, stats = run_local_shuffle([source()], 1, settings, options, consume=consume, timeout_s=HANG_GUARD_S * 2)
     assert outputs == [[record for _, record in first + rest]]
     assert stats[0].records == len(first) + len(rest)
+
+
+@OWNS_INPUT
+def test_a_writer_whose_input_blocks_still_binds_its_reader_and_flushes_at_the_max_wait(owns_input: bool) -> None:
+    """Spark's flush: the flush timer (5 ms), not the idle flush, sends what the writer holds."""
+    held_records_reach_the_reader_while_the_input_waits(
+        SMALL, TaskOptions(writer_owns_input=owns_input, flush_when_idle=False))
+
+
+@OWNS_INPUT
+def test_by_default_a_writer_whose_input_pauses_sends_what_it_holds_at_once(owns_input: bool) -> None:
+    """The default idle flush sends the held records when the input has nothing more for now: the flush
+    timer (an hour here) never comes before the run's end."""
+    hour = ShuffleSettings(network_buffer_size=1024, network_buffer_max_wait_time_ms=3_600_000)
+    held_records_reach_the_reader_while_the_input_waits(hour, TaskOptions(writer_owns_input=owns_input))
 
 
 def test_a_writer_owning_its_input_takes_at_most_one_round_of_records_ahead_of_its_machine() -> None:
