@@ -1129,7 +1129,9 @@ def every_cas_walk(target: ClusterTarget, ctx: CaseContext) -> Verdict:
 def every_wire_walk(target: ClusterTarget, ctx: CaseContext) -> Verdict:
     """Wire walks: frames sent to the service on raw connections (HELLOs at their edges, refused HELLOs
     followed by more frames, frames cut short, grown, unknown or past a bound, second sessions for an id,
-    the clock at a session's silence deadline); every reply, in order, and each close as recorded."""
+    the clock at a session's silence deadline, writes and failed CAS, a resumed session's catch-up, services
+    started with a secret, a session bound and timings not whole in binary seconds); every reply, in order,
+    and each close as recorded."""
     return _every_walk_of("WireWalk", lambda test: wire_walks.replay_through(target, ctx, test),
                           "wire walks answered and closed as the spec's session does", wire_walks.WALKS_FILE)
 
@@ -1258,8 +1260,10 @@ CASES = [
          every_cas_walk, frozenset({CAS})),
     case("walks/derived-every-wire-walk", "every wire walk of the corpus (a stranger's frames at and past every "
          "bound, refused HELLOs followed by more frames, an identified node's bad frames, second sessions with and "
-         "without the token, the clock at a session's silence deadline and 1 ms either side) is answered frame by "
-         "frame and closed as the spec's session does", every_wire_walk, frozenset({SERVICE, CLOCK})),
+         "without the token, the clock at a session's silence deadline and 1 ms either side, failed CAS writes, a "
+         "resumed session's catch-up after a revision at and around its writes, services started with a secret, a "
+         "session bound of 1 or 2 and timings like 1001 ms) is answered frame by "
+         "frame and closed as the spec's session does", every_wire_walk, frozenset({SERVICE, CLOCK, CONFIGURE})),
 ]
 
 SUITE = Suite(name="cluster", cases=CASES, open_target=open_target, roles=(ROLE,), target_help=TARGET_HELP)

@@ -255,6 +255,11 @@ class ClusterService:
         return f"tcp://{auth}{self.host}:{self.port}"
 
     @property
+    def polling(self) -> bool:
+        """Whether the poller still serves (false once closed, or once it failed: then nothing answers)."""
+        return self._thread.is_alive()
+
+    @property
     def connection_count(self) -> int:
         return len(self._reactor.streams)
 
