@@ -124,12 +124,53 @@ def flight_messages(request: Request, root: str) -> list[bytes]:
     """The ``FlightData`` messages a Flight client sends for the request: the descriptor with the schema, then
     each record batch (encoded here, apart from ``spec.sync.flight``, as a client's library does)."""
     descriptor = b"\x08\x02" + _field(2, command_bytes(request, root))  # type CMD, cmd
-    schema = pa.ipc.read_message(arrow_schema(request).serialize())
+    sent = batches(request)  # the stream's schema is its first batch's, as a client's put (suite.do_put) sends it
+    schema = pa.ipc.read_message((sent[0].schema if sent else arrow_schema(request)).serialize())
     out = [_field(1, descriptor) + _field(2, schema.metadata.to_pybytes())]
-    for batch in batches(request):
+    for batch in sent:
         message = pa.ipc.read_message(batch.serialize())
         out.append(_field(2, message.metadata.to_pybytes()) + _field(1000, message.body.to_pybytes()))
     return out
+
+
+def client_wires(requests: Sequence[Request], root: str) -> list[list[bytes]]:
+    """The ``FlightData`` messages pyarrow's Flight client sends for each request, as a server receives them (its
+    headers are not those of :func:`flight_messages` in every byte: a schema's IPC header goes unpadded), caught by
+    the reference transport on a loopback port with a handler that keeps nothing."""
+    import reference.sync.transport as transport
+    from conformance.sync.suite import do_put
+    from reference.sync.clock import MonotonicClock
+    from reference.sync.credentials import ServerSecurity
+    from spec.sync.admission import PutLimits
+    from spec.sync.messages import MAX_MESSAGE_BYTES
+
+    caught: list[bytes] = []
+    decode: Callable[[bytes], Any] = getattr(transport, "decode_flight_data")  # noqa: B009 - patched below
+
+    def catch(raw: bytes) -> Any:
+        caught.append(bytes(raw))
+        return decode(raw)
+
+    def drain(messages: Any, claim: Callable[[], bool]) -> bytes:
+        for _ in messages:
+            pass
+        return b""
+
+    limits = PutLimits(MAX_MESSAGE_BYTES, MAX_MESSAGE_BYTES, 4, 60.0, 60.0, 8, 60.0, 60.0, 4)
+    server = transport.FlightPutTransport(drain, host="127.0.0.1", port=0, limits=limits, security=ServerSecurity(),
+                                          clock=MonotonicClock())
+    setattr(transport, "decode_flight_data", catch)  # noqa: B010 - the transport's decoder sees the raw bytes first
+    wires = []
+    try:
+        for request in requests:
+            caught.clear()
+            do_put(f"grpc://127.0.0.1:{server.port}", command_bytes(request, root),
+                   batches(request) or [arrow_schema(request).empty_table()], timeout=60.0)
+            wires.append(list(caught))
+    finally:
+        setattr(transport, "decode_flight_data", decode)  # noqa: B010
+        server.stop(0)
+    return wires
 
 
 def _plain(value: Any) -> Any:
@@ -408,6 +449,16 @@ def faults() -> dict[str, Fault]:
         "path-dash": _set(path="inputs/-TAG"), "path-dot-start": _set(path="inputs/.TAG"),
         "path-percent": _set(path="inputs/%2e%2e/TAG"), "path-unicode": _set(path="inputs/TAGé"),
         "path-fullwidth": _set(path="inputs/TAGａ"), "path-delta-log": _set(path="inputs/TAG/_delta_log"),
+        "path-drive-only": _set(path="C:"), "path-colon-only": _set(path=":"),
+        "path-every-character": _set(path="inputs/TAG/abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-"),
+        # one path with two faults: which of table_name's checks comes first
+        "path-control-backslash": _set(path="inputs\\TAG\x01"), "path-backslash-absolute": _set(path="/inputs\\TAG"),
+        "path-absolute-dotdot": _set(path="/inputs/../TAG"), "path-dotdot-character": _set(path="inputs/../TAG x"),
+        "path-dotdot-empty-rest": _set(path="../"), "path-character-underscore": _set(path="inputs/_TAG x"),
+        "path-underscore-long": _set(path="inputs/_" + "s" * MAX_SEGMENT_BYTES),
+        "path-character-long": _set(path="inputs/" + "s" * MAX_SEGMENT_BYTES + " "),
+        "path-long-segment-long-name": _long_path(MAX_SEGMENT_BYTES + 1, MAX_NAME_BYTES + 1),
+        "path-control-absolute": _set(path="/inputs/TAG\x00"), "path-url-dotdot": _set(path="s3://../TAG"),
         "segment-at-bound": _long_path(MAX_SEGMENT_BYTES, 300), "segment-past-bound": _long_path(MAX_SEGMENT_BYTES + 1, 300),
         "name-at-bound": _long_path(10, MAX_NAME_BYTES), "name-past-bound": _long_path(10, MAX_NAME_BYTES + 1),
         "name-at-bound-trailing-slash": _both(_long_path(10, MAX_NAME_BYTES), lambda r: r.update(path=r["path"] + "/")),
@@ -420,6 +471,10 @@ def faults() -> dict[str, Fault]:
         "store-dotdot-end": _set(store=f"{ROOT}/allowed/x/.."), "store-parent": _set(store=ROOT),
         "store-elsewhere": _set(store="/elsewhere"), "store-scheme": _set(store=f"file://{ROOT}/allowed"),
         "store-doubled-slash": _set(store=f"{ROOT}/allowed//x"),
+        "store-dotdot-before-scheme": _set(store=f"{ROOT}/allowed/../x://y"),
+        "store-scheme-below": _set(store=f"{ROOT}/allowed/x://y"),
+        "store-scheme-dotdot-after": _set(store=f"{ROOT}/allowed/x://../y"),
+        "store-dot": _set(store=f"{ROOT}/allowed/./x"),
         # descriptors against the batch (Seafowl's rules)
         "descriptor-missing": _drop_descriptor, "descriptor-extra": _extra_descriptor,
         "role-unknown-4": _descriptor(2, role=4), "role-unknown-max": _descriptor(2, role=2**31 - 1),
@@ -430,6 +485,7 @@ def faults() -> dict[str, Fault]:
         "keys-both-int32": _key_type("int32", None, 1),
         "changed-bool": _both(_column("w", "string", ["w"]), _column("changed_v", "bool", [True], CHANGED, "v")),
         "changed-not-bool": _column("changed_v", "int64", [1], CHANGED, "v"),
+        "changed-not-bool-names-nothing": _column("changed_z", "int64", [1], CHANGED, "z"),
         "changed-names-key": _column("changed_id", "bool", [True], CHANGED, "id"),
         "changed-names-nothing": _column("changed_z", "bool", [True], CHANGED, "z"),
         "changed-names-changed": _both(_column("changed_v", "bool", [True], CHANGED, "v"),
@@ -510,24 +566,30 @@ def candidates(seed: int) -> list[dict[str, Any]]:
     rng = random.Random(seed)
     table = faults()
     names = sorted(table)
-    singles = [(f"{kind}: {name}", kind, (name,)) for kind in KINDS for name in names]
-    refused = [name for name in names if "error" in run_sans_io(_built("rows", (name,), table, "c") or {})]
+    singles = [f"{kind}: {name}" for kind in KINDS for name in names]
+    refused = [name for name in names if "error" in run_sans_io(from_label(f"rows: {name}", "c", table) or {})]
     both_refused = list(itertools.combinations(refused, 2))
     others = [pair for pair in itertools.combinations(names, 2) if not set(pair) <= set(refused)]
-    plans: list[tuple[str, str, tuple[str, ...]]] = [(kind, kind, ()) for kind in KINDS]
-    plans += singles
-    plans += [(f"rows: {a} + {b}", "rows", (a, b)) for a, b in both_refused + rng.sample(others, PAIR_SAMPLE)]
+    plans = [*KINDS, *singles]
+    plans += [f"rows: {a} + {b}" for a, b in both_refused + rng.sample(others, PAIR_SAMPLE)]
     for kind in KINDS[1:]:
-        plans += [(f"{kind}: {a} + {b}", kind, (a, b)) for a, b in rng.sample(both_refused, PAIR_SAMPLE // 4)]
+        plans += [f"{kind}: {a} + {b}" for a, b in rng.sample(both_refused, PAIR_SAMPLE // 4)]
     out = []
-    for number, (label, kind, chosen) in enumerate(plans):
-        built = _built(kind, chosen, table, f"c{number:05d}")
+    for number, label in enumerate(plans):
+        built = from_label(label, f"c{number:05d}", table)
         if built is not None:
             out.append({"label": label, "request": built})
     return out
 
 
 PAIR_SAMPLE: Final = 400
+
+
+def from_label(label: str, tag: str, table: dict[str, Fault] | None = None) -> Request | None:
+    """The candidate of ``label`` (``kind``, or ``kind: fault[ + fault]``) whose table and origin are named ``tag``
+    (``c`` and its number among the labels drawn), built alone."""
+    kind, _, chosen = label.partition(": ")
+    return _built(kind, tuple(chosen.split(" + ")) if chosen else (), table or faults(), tag)
 
 
 def _built(kind: str, chosen: Sequence[str], table: dict[str, Fault], tag: str) -> Request | None:
@@ -538,7 +600,7 @@ def _built(kind: str, chosen: Sequence[str], table: dict[str, Fault], tag: str) 
         for name in chosen:
             table[name](request)
         request = _json_safe(request)
-        flight_messages(request, ROOT)
+        batches(request)
     except (IndexError, pa.ArrowException):
         return None
     return request
@@ -557,30 +619,39 @@ def _from_json(request: Request) -> Request:
 # -- selection, vectors, report ------------------------------------------------------------------------------------
 
 def _mutants() -> list[Any]:
-    from conformance.operator_mutants import mutants_of
+    from conformance.operator_mutants import mutants_of, split_mutants
 
     found = []
     for module in MODULES:
         only = FUNCTIONS.get(module)
-        found += [m for m in mutants_of(module) if only is None or m.function.split(".", 1)[0] in only]
+        found += [m for m in mutants_of(module) + split_mutants(module)
+                  if only is None or m.function.split(".", 1)[0] in only]
     return found
 
 
 def select(seed: int) -> dict[str, Any]:
-    """Every candidate against every mutant of :data:`MODULES` (coverage-filtered, no limit of tries)."""
-    from conformance.operator_mutants import Selection, select as run_selection
+    """Every candidate against every mutant of :data:`MODULES` (operator and split mutants) whose lines it runs, then
+    every candidate against the survivors no candidate runs the lines of; no limit of tries."""
+    from conformance.operator_mutants import Selection, lines_run, module_path, select as run_selection
 
     logging.disable(logging.CRITICAL)
     found = _mutants()
-    items = [{"wire": flight_messages(c["request"], _store_root())} for c in candidates(seed)]
+    items = [{"wire": wire} for wire in client_wires([c["request"] for c in candidates(seed)], _store_root())]
     progress: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True)
     traced = run_selection(items, _runner_loader(), PREFIXES, found, progress=progress)
-    # A mutant of what runs at import (the protobuf descriptors) is on no candidate's lines: try every candidate.
-    again = [m for m in found if m.name in set(traced.survivors)]
+    # What runs at import (the protobuf descriptors) is on no candidate's lines: its mutants are tried on every one.
+    ran: set[tuple[str, int]] = set()
+    runner = _runner_loader()()
+    for item in items:
+        ran |= lines_run(runner, item, {str(module_path(m)) for m in MODULES})[1]
+    again = [m for m in found if m.name in set(traced.survivors)
+             and not any((str(module_path(m.module)), line) in ran for line in range(m.line, m.end_line + 1))]
     untraced = run_selection(items, _runner_loader(), PREFIXES, again, progress=progress, traced=False)
-    kept = traced.kept + [i for i in untraced.kept if i not in traced.kept]
-    result = Selection(kept, traced.killed_by | untraced.killed_by, untraced.survivors, traced.broken + untraced.broken,
-                       untraced.timed_out)
+    retried = {m.name for m in again}
+    result = Selection(traced.kept + [i for i in untraced.kept if i not in traced.kept],
+                       traced.killed_by | untraced.killed_by,
+                       [n for n in traced.survivors if n not in retried] + untraced.survivors,
+                       traced.broken + untraced.broken, traced.timed_out + untraced.timed_out)
     modules: dict[str, Any] = {}
     for module in MODULES:
         names = {m.name for m in found if m.module == module}
@@ -643,6 +714,30 @@ JUDGED: Final[dict[str, tuple[str, str]]] = {
                                  "the high-watermark (the sync walk corpus fills it)"),
     "admission.admit_put": ("unreachable", "a draining server (the target drains on a flush-control line; the sync "
                             "walk corpus)"),
+    "confinement.table_name: swap checks '..' in segments / not segments": (
+        "equivalent", "no list of segments both holds '..' and is empty or ['.']"),
+    "admission._type_problem: swap checks": ("equivalent", "no Arrow type is both the null type and nested"),
+    "schema.SyncSchema.check_keys: 2 -> 1": ("equivalent", "a one-column key is never null in some key columns only"),
+    "schema.SyncSchema.check_keys: 1 -> 0": ("equivalent", "folding the first key column with itself again changes "
+                                             "neither 'some null' nor 'every null' (x or x, x and x)"),
+    "flight.decode_flight_data": ("unreachable", "FlightData fields other than length-delimited ones, or lengths "
+                                  "past the message: pyarrow's client sends neither"),
+    "flight._varint": ("unreachable", "a varint of ten bytes or one cut short (the client's lengths are short)"),
+    "flight._flight_file: drop proto_field(data,": ("unreachable", "the FlightData message class: the server decodes "
+                                                   "FlightData by hand (decode_flight_data)"),
+    "flight._flight_file: drop proto_field(desc, 'path'": ("unreachable", "a PATH descriptor (a request is sent with "
+                                                          "a CMD descriptor)"),
+    "flight._flight_file: drop proto_field(result,": ("unreachable", "the PutResult wrapping the response: the "
+                                                     "transport's (encode_put_result), which the runner leaves out"),
+    "flight.descriptor_command: message.type == DescriptorType.CMD": (
+        "unreachable", "a PATH or UNKNOWN descriptor, or a type past CMD (a request is sent with a CMD descriptor)"),
+    "messages._sync_file: drop proto_field(resp, 'server_life'": (
+        "unreachable", "a server life: the reference target's responses carry none"),
+    "confinement.table_name: s != '': != -> >": ("equivalent", "a string is greater than '' exactly when it is not ''"),
+    "admission.name_problem: unicodedata.category(ch) == 'Cc': == -> <=": (
+        "equivalent", "no Unicode general category sorts before 'Cc'"),
+    "confinement.check_store_location: any(": ("unreachable", "an allow-list of two locations (the target allows "
+                                               "one, where any and all agree)"),
 }
 """Survivors judged by hand, by ``module.function`` (or a ``module.function: operator`` prefix), the longest match
 wins: ``("equivalent", why)`` or ``("unreachable", the input the interface lacks)``; the rest are gaps."""
