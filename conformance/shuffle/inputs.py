@@ -26,6 +26,9 @@ from typing import Any, Callable, Final, Mapping, Sequence
 
 from conformance import vectorgen
 from conformance.mutant_report import Judgement, judged, render_report
+from conformance.shuffle.auth_inputs import FUNCTIONS as AUTH_FUNCTIONS
+from conformance.shuffle.auth_inputs import SHAPES as AUTH_SHAPES
+from conformance.shuffle.auth_inputs import answer_auth, refusal
 from conformance.operator_mutants import import_runner, mutants_of, rule_of, select, split_mutants
 from spec.errors import ProtocolError
 from spec.shuffle import codec
@@ -44,15 +47,17 @@ SELECTION_FILE: Final = ROOT / "docs" / "walks" / "shuffle-inputs-selection.json
 SCHEMA_NAME: Final = "inputs.schema.json"
 GENERATOR_VERSION: Final = "1"
 SEED: Final = 43
-CANDIDATES: Final = 3000
+CANDIDATES: Final = 4000
 
 MODULES: Final = (
     "spec.shuffle.codec", "spec.shuffle.framing", "spec.shuffle.jsonform", "spec.shuffle.settings",
     "spec.shuffle.registry", "spec.shuffle.checksum", "spec.shuffle.messages", "spec.shuffle.errors",
+    "spec.auth.handshake", "spec.auth.keys", "spec.auth.ciphers", "spec.auth.layouts", "spec.auth.settings",
+    "spec.auth.errors", "spec.shared_secret",
 )
 """The spec modules the inputs reach (the ones mutated)."""
-PREFIXES: Final = ("spec.", "conformance.shuffle.inputs")
-"""Imported afresh for each mutant: the spec and this module, which binds its names at import."""
+PREFIXES: Final = ("spec.", "conformance.shuffle.inputs", "conformance.shuffle.auth_inputs")
+"""Imported afresh for each mutant: the spec and the two modules that bind its names at import."""
 
 INT32: Final = (-(2**31), 2**31 - 1)
 INT64: Final = (-(2**63), 2**63 - 1)
@@ -61,11 +66,6 @@ Request = dict[str, Any]
 
 
 # -- the runner: exactly what the reference target answers for one request -------------------------------------
-
-def _error(error: ProtocolError) -> dict[str, Any]:
-    return {"error": error.condition,
-            "errorParams": {k: v for k, v in error.to_json().items() if k not in ("error", "message")}}
-
 
 def _decoded(message: Message, request: Json) -> dict[str, Any]:
     if request.get("verifyChecksum") and isinstance(message, DataMessage):
@@ -125,7 +125,7 @@ def _stream(request: Json) -> dict[str, Any]:
                 out += [to_json(m) for m in decoder.feed(bytes.fromhex(chunk))]
         decoder.close()
     except ProtocolError as error:
-        return {"messages": out, **_error(error)}
+        return {"messages": out, **refusal(error)}
     return {"messages": out}
 
 
@@ -133,10 +133,12 @@ def answer(request: Json) -> dict[str, Any]:
     """The spec's answer to one request of the inputs contract."""
     if request["function"] == "decodeStream":
         return _stream(request)
+    if request["function"] in AUTH_FUNCTIONS:
+        return answer_auth(request)
     try:
         return {"value": FUNCTIONS[request["function"]](request)}
     except ProtocolError as error:
-        return _error(error)
+        return refusal(error)
 
 
 def serve() -> int:
@@ -384,7 +386,7 @@ def _checksum_request(rng: random.Random) -> Request:
 _SHAPES: Final[tuple[tuple[Callable[[random.Random], Request], int], ...]] = (
     (_decode_request, 30), (_stream_request, 15), (_encode_request, 25),
     (lambda rng: {"function": "settings", "settings": _settings_values(rng)}, 22),
-    (_network_timeout_request, 5), (_max_frame_request, 2), (_checksum_request, 1),
+    (_network_timeout_request, 5), (_max_frame_request, 2), (_checksum_request, 1), *AUTH_SHAPES,
 )
 """Each request shape with its weight."""
 
@@ -410,6 +412,11 @@ HEADER: Final = [
     "answer), encode (a message as the JSON form holds it; layer frame or body), settings (Spark keys and",
     "strings; the answer is every setting's canonical string), networkTimeout (a conf; seconds), maxFrame (the",
     "longest frame a side can legitimately receive) and checksum. 'answer' is {value} or {error, errorParams}.",
+    "With capability inputs-auth: authServer / authClient (one end of the AuthEngine handshake under 'config';",
+    "its draws are the bytes of SHA-256(random || counter) blocks in the spec's order; 'received' the peer's bytes",
+    "fed in turn, then 'sealed' ciphertext; 'plaintexts' sealed back, an integer n meaning the bytes i % 251 for",
+    "i < n; sealed output past 512 bytes shown as its length and SHA-256) and authSettings (conf, appId, the",
+    "generated secret). Refusals without a typed condition (a ValueError) are named by their type.",
     "Requests are drawn from the seed and kept only when they tell the spec apart from one of its first-order",
     "operator mutants; 'candidate' is the request's number, 'comment' the mutant it was kept for as",
     "'function: operator' (docs/walks/shuffle-inputs.md).",
@@ -508,6 +515,14 @@ JUDGED: Final[tuple[Judgement, ...]] = (
     ("settings.Setting.validate", "or -> and", "unreachable", _PARSED),
     ("settings.Setting.validate", "swap checks not low <= value <= high", "unreachable", _PARSED),
     ("errors.UnexpectedMessageType.__init__", "drop self.", "equivalent", _ATTRIBUTE),
+    ("ciphers._kept", "", "equivalent", "the derived message keys kept only save work: a key derived again is the same"),
+    ("keys.hkdf", "0 < length <= 255 * HASH_LENGTH", "equivalent",
+     "an assertion on the lengths the spec asks for (12 to 32 bytes), far from either bound"),
+    ("keys.hkdf", "255 -> ", "equivalent", "an assertion on the lengths the spec asks for (12 to 32 bytes)"),
+    ("keys.seal_public_key", "len(iv) == GCM_IV_LENGTH", "equivalent",
+     "an assertion on the IV the spec draws (always 12 bytes)"),
+    ("handshake.ReplayGuard.first_time", "", "unreachable",
+     "forgetting the oldest of 4096 remembered salts needs 4097 answered challenges in one request"),
     *((f"errors.{name}", "", "unreachable", _MACHINES) for name in (
         "ConnectionClosedBeforeTermination.__init__", "Fault.peer_id", "IncorrectSequenceNumber.__init__",
         "WriterUnreachable.__init__", "MismatchedChannelIds.__init__", "ReaderAlreadyBound.__init__",

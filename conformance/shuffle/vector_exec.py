@@ -25,6 +25,9 @@ trace header (answered with one line, ``{}``), so that many traces are played by
 INPUTS: Final = "inputs"
 """Capability: with ``CONFORMANCE_ROLE=inputs`` the program answers each request line on stdin (a pure function of
 the codec, the JSON form or settings parsing: ``vectors/inputs.json``) with one answer line."""
+INPUTS_AUTH: Final = "inputs-auth"
+"""Capability: the inputs contract takes the authentication requests too (one end of the AuthEngine handshake with
+its randomness given, its session cipher, the settings that ask for it: ``conformance/shuffle/auth_inputs.py``)."""
 TRACE_ROLE: Final = "trace"
 TRACE_VARIABLE: Final = "CONFORMANCE_TRACE"
 ANSWER_TIMEOUT_S: Final = 10.0

@@ -113,9 +113,9 @@ from conformance.shuffle.suite.writer_cases import (
 from conformance.shuffle.suite.deadline_cases import CONNECT_TIMEOUT, at_its_instant
 from conformance.shuffle.suite.derived_axes import DERIVED_AXES
 from conformance.shuffle.suite.derived_cases import DERIVED, derived
-from conformance.shuffle.suite.input_cases import CODEC_FUNCTIONS, SETTINGS_FUNCTIONS, input_corpus
+from conformance.shuffle.suite.input_cases import AUTH_FUNCTIONS, CODEC_FUNCTIONS, SETTINGS_FUNCTIONS, input_corpus
 from conformance.shuffle.suite.walk_cases import walk_corpus
-from conformance.shuffle.vector_exec import INPUTS, TRACES
+from conformance.shuffle.vector_exec import INPUTS, INPUTS_AUTH, TRACES
 from spec.shuffle import codec
 from spec.shuffle.messages import CreditMessage, DataMessage
 from spec.shuffle.settings import RequirementFailed, TypeMismatch
@@ -343,6 +343,10 @@ CASES: Final = (
     _c("settings/writer-input-corpus", MUST, W, "Settings parsing answers every recorded request (seeded, kept "
        "by mutation; docs/walks/shuffle-inputs.md) as the spec does: each setting's value, or the refusal and "
        "its parameters", input_corpus(SETTINGS_FUNCTIONS), INPUTS),
+    _c("auth/reader-input-corpus", MUST, R, "The AuthEngine handshake, its session cipher and the settings that ask "
+       "for it answer every recorded request (one end, its randomness given; seeded, kept by mutation; "
+       "docs/walks/shuffle-inputs.md) as the spec does: the bytes sent, the outcome or the error, the plaintext",
+       input_corpus(AUTH_FUNCTIONS), INPUTS, INPUTS_AUTH),
     # settings
     _c("settings/writer-refuses-int-overflow", MUST, W, "A writer refuses an int setting of 2^31 "
        "(INVALID_CONF_VALUE.TYPE_MISMATCH) and runs with 2^31-1", refuses(

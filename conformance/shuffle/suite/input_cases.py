@@ -17,7 +17,8 @@ from conformance.shuffle.vector_exec import TraceDriverError, exec_inputs
 Json = Mapping[str, Any]
 CODEC_FUNCTIONS: Final = frozenset({"decodeFrame", "decodeBody", "decodeStream", "encode", "maxFrame", "checksum"})
 SETTINGS_FUNCTIONS: Final = frozenset({"settings", "networkTimeout"})
-"""The request families, one case each: the codec and the JSON form of messages; settings parsing."""
+AUTH_FUNCTIONS: Final = frozenset({"authServer", "authClient", "authSettings"})
+"""The request families, one case each: the codec and the JSON form of messages; settings parsing; authentication."""
 
 
 @cache

@@ -1,0 +1,254 @@
+"""The authentication requests of the shuffle input corpus (``vectors/inputs.json``, capability ``inputs-auth``):
+one end of Spark's AuthEngine handshake, its session keys and transport cipher, and the settings that ask for it.
+
+A side's randomness is part of the request, so its answer is fixed: ``random`` is a seed, and the side's draws
+(its X25519 private key, salts, IVs, request id, GCM salt and nonce prefix, in the order the spec draws them) are
+the consecutive bytes of SHA-256(seed || counter) blocks. ``authServer`` feeds ``received`` (the client's bytes:
+the challenge, then ciphertext) to a server under ``config`` (``replayed``: the same bytes were answered before);
+``authClient`` sends its challenge and feeds ``received`` (the server's answer, then ciphertext). Either answers
+the outcome (established: the reply and key id; rejected: the error and the reply; none yet: the error the end of
+the connection reports), the plaintext of the ciphertext after the handshake, and ``plaintexts`` sealed back.
+``authSettings`` reads ``spark.authenticate`` and its companions as Spark does. Requests are drawn by
+:func:`candidate_request` from two spec ends talking, with the faults a tester would put in the bytes between them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from typing import Any, Callable, Final, Mapping
+
+from spec.auth.ciphers import CipherName, Random
+from spec.auth.errors import AuthError
+from spec.auth.layouts import GCM_MESSAGE_SEGMENTS, GCM_PLAINTEXT_SEGMENT
+from spec.auth.handshake import AuthConfig, ClientHandshake, Established, Outcome, Rejected, ReplayGuard, \
+    ServerHandshake
+from spec.auth.settings import auth_from_conf
+from spec.errors import ProtocolError
+
+Json = Mapping[str, Any]
+FUNCTIONS: Final = ("authServer", "authClient", "authSettings")
+
+
+def seeded(seed: str) -> Random:
+    """The draws of a side whose randomness is ``seed``: consecutive bytes of SHA-256(seed || counter)."""
+    pool = bytearray()
+    counter = 0
+
+    def draw(n: int) -> bytes:
+        nonlocal counter
+        while len(pool) < n:
+            pool.extend(hashlib.sha256(bytes.fromhex(seed) + counter.to_bytes(8, "big")).digest())
+            counter += 1
+        out = bytes(pool[:n])
+        del pool[:n]
+        return out
+
+    return draw
+
+
+def refusal(error: Exception) -> dict[str, Any]:
+    """A typed error as answers record it; a plain ValueError (a setting refused) by its type alone."""
+    if isinstance(error, ProtocolError):
+        return {"error": error.condition,
+                "errorParams": {k: v for k, v in error.to_json().items() if k not in ("error", "message")}}
+    return {"error": type(error).__name__, "errorParams": {}}
+
+
+def config_of(obj: Json) -> AuthConfig:
+    return AuthConfig(obj["secret"].encode(), obj["appId"], CipherName.parse(obj["cipher"]), int(obj["engineVersion"]))
+
+
+def _settled(outcome: Outcome | None, side: ClientHandshake | ServerHandshake, request: Json) -> dict[str, Any]:
+    if outcome is None:
+        return {"outcome": None, **refusal(side.close())}
+    if isinstance(outcome, Rejected):
+        return {"outcome": "rejected", "reply": outcome.reply.hex(), **refusal(outcome.error)}
+    return {"outcome": "established", "reply": outcome.reply.hex(), "keyId": outcome.keys.key_id(),
+            **_session(outcome, request)}
+
+
+def _session(outcome: Established, request: Json) -> dict[str, Any]:
+    """The plaintext of what arrived after the handshake, then ``plaintexts`` sealed."""
+    opened: list[str] = []
+    out: dict[str, Any] = {"opened": opened}
+    try:
+        for chunk in [outcome.rest.hex(), *request.get("sealed", [])]:
+            opened.append(bytes(outcome.cipher.open(bytes.fromhex(chunk))).hex())
+        outcome.cipher.close()
+    except AuthError as error:
+        out.update(refusal(error))
+    out["sealedBack"] = [shown(bytes(outcome.cipher.seal([plaintext(p)]))) for p in request.get("plaintexts", [])]
+    return out
+
+
+SHOWN_IN_FULL: Final = 512
+
+
+def plaintext(item: str | int) -> bytes:
+    """A plaintext given as hex, or as its length n: the bytes 0, 1, ..., 250, 0, 1, ... (a GCM message of several
+    32 KiB segments without 64 KiB of hex in the vector)."""
+    return bytes.fromhex(item) if isinstance(item, str) else bytes(i % 251 for i in range(item))
+
+
+def shown(data: bytes) -> str | dict[str, Any]:
+    """Bytes as hex, or past :data:`SHOWN_IN_FULL` as their length and SHA-256."""
+    return data.hex() if len(data) <= SHOWN_IN_FULL else {"length": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def answer_auth(request: Json) -> dict[str, Any]:
+    """The spec's answer to one authentication request."""
+    function = request["function"]
+    try:
+        if function == "authSettings":
+            config = auth_from_conf(request["conf"], request["appId"], request.get("secret"))
+            return {"value": None if config is None else {
+                "secret": config.secret.decode(), "appId": config.app_id, "cipher": config.cipher.value,
+                "engineVersion": config.engine_version}}
+        config = config_of(request["config"])
+    except (ProtocolError, ValueError) as error:
+        return refusal(error)
+    draw = seeded(request["random"])
+    received = [bytes.fromhex(chunk) for chunk in request["received"]]
+    if function == "authClient":
+        client = ClientHandshake(config, draw)
+        challenge = client.challenge()
+        outcome = None
+        for chunk in received:
+            outcome = client.receive(chunk)
+        return {"challenge": challenge.hex(), **_settled(outcome, client, request)}
+    guard = ReplayGuard()
+    if request.get("replayed"):
+        first = ServerHandshake(config, guard, seeded(request["random"] + "00"))
+        for chunk in received:
+            first.receive(chunk)
+    server = ServerHandshake(config, guard, draw)
+    outcome = None
+    for chunk in received:
+        outcome = server.receive(chunk)
+    return _settled(outcome, server, request)
+
+
+# -- the generator ----------------------------------------------------------------------------------------------
+
+CIPHER_SPELLINGS: Final = ("AES/CTR/NoPadding", "AES/GCM/NoPadding", "aes/gcm/nopadding", " AES/CTR/NoPadding ",
+                           "CTR", "gcm", "AES/CBC/NoPadding", "", "AES/GCM")
+
+
+def _config(rng: random.Random) -> dict[str, Any]:
+    """Mostly a config both ends accept; now and then a blank secret, an unknown cipher or version."""
+    def one(good: tuple[Any, ...], bad: tuple[Any, ...]) -> Any:
+        return rng.choice(bad) if rng.random() < 0.08 else rng.choice(good)
+
+    return {"secret": one(("s3cret", "s3cret", "other", "é"), (" ", "")),
+            "appId": one(("app-1", "app-1", "app-2", "", "é"), ("app-1",)),
+            "cipher": one(CIPHER_SPELLINGS[:5], CIPHER_SPELLINGS[5:]), "engineVersion": one((1, 2), (0, 3))}
+
+
+def _faulted(rng: random.Random, data: bytes) -> bytes:
+    """The bytes between the two ends with a fault a tester would put there: a byte flipped (in the length, the
+    type, the request id, the message), one cut or added, a type or a length at its bound."""
+    out = bytearray(data)
+    fault = rng.choice(("flip", "flip", "cut", "extra", "type", "length", "tag", "none"))
+    if not out:
+        return bytes(out)
+    if fault == "flip":
+        at = rng.choice((0, 7, 8, 9, 16, 17, 21, 22, 25, 30, 40, 60, len(out) - 1, rng.randrange(len(out))))
+        out[min(at, len(out) - 1)] ^= rng.choice((1, 0x80, 0xFF))
+    elif fault == "cut":
+        out = out[:rng.choice((1, 8, 9, 20, 21, len(out) - 1))]
+    elif fault == "extra":
+        out += bytes(rng.choice((1, 4, 16)))
+    elif fault == "type" and len(out) > 8:
+        out[8] = rng.choice((3, 4, 5, 9, 0, 255))
+    elif fault == "length":
+        out[0:8] = rng.choice((0, 20, 21, 2048, 2049, 65536, 65537, len(out) + 1, len(out) - 1, -1)).to_bytes(
+            8, "big", signed=True)
+    elif fault == "tag" and len(out) > 25:
+        out[25] = rng.choice((0xFA, 0xFC, 0))
+    return bytes(out)
+
+
+def _chunks(rng: random.Random, data: bytes) -> list[str]:
+    if rng.random() < 0.7 or len(data) < 2:
+        return [data.hex()]
+    cut = rng.choice((1, 8, 9, len(data) // 2, len(data) - 1))
+    return [data[:cut].hex(), data[cut:].hex()]
+
+
+def _plaintexts(rng: random.Random) -> list[bytes]:
+    return [bytes(rng.getrandbits(8) for _ in range(rng.choice((0, 1, 15, 16, 17, 40))))
+            for _ in range(rng.choice((0, 1, 2)))]
+
+
+_SEGMENT: Final = GCM_PLAINTEXT_SEGMENT
+LONG_PLAINTEXTS: Final = (_SEGMENT - 1, _SEGMENT, _SEGMENT + 1, 2 * _SEGMENT, 2 * _SEGMENT + 1,
+                          GCM_MESSAGE_SEGMENTS * _SEGMENT, GCM_MESSAGE_SEGMENTS * _SEGMENT + 1)
+"""Plaintexts at a GCM segment's and a message's bounds and one byte either side (sealed back by the side)."""
+
+
+def _pieces(rng: random.Random, sealed: bytes) -> list[bytes]:
+    """Ciphertext as it may arrive: whole, or in pieces cut inside its length, its header or a segment."""
+    if rng.random() < 0.5 or len(sealed) < 3:
+        return [sealed]
+    cuts = sorted(set(rng.sample(range(1, len(sealed)), min(len(sealed) - 1, rng.choice((1, 2, 3))))))
+    return [sealed[a:b] for a, b in zip([0, *cuts], [*cuts, len(sealed)])]
+
+
+def _exchange(rng: random.Random) -> dict[str, Any]:
+    """Two spec ends talking under (nearly) the same config, the bytes of one end's side faulted now and then."""
+    client_config = _config(rng)
+    server_config = dict(client_config) if rng.random() < 0.6 else {**client_config, **{
+        k: v for k, v in _config(rng).items() if rng.random() < 0.5}}
+    seeds = [f"{rng.getrandbits(64):016x}" for _ in range(2)]
+    side = rng.choice(("authServer", "authClient"))
+    request: dict[str, Any] = {"function": side, "config": server_config if side == "authServer" else client_config,
+                               "random": seeds[0] if side == "authServer" else seeds[1]}
+    try:
+        client = ClientHandshake(config_of(client_config), seeded(seeds[1]))
+        server = ServerHandshake(config_of(server_config), ReplayGuard(), seeded(seeds[0]))
+    except (ProtocolError, ValueError):
+        request["received"] = [bytes(rng.getrandbits(8) for _ in range(rng.choice((0, 9, 30)))).hex()]
+        return request
+    challenge = client.challenge()
+    faulty = rng.random() < 0.5
+    sent = _faulted(rng, challenge) if faulty and side == "authServer" else challenge
+    answered = server.receive(sent)
+    reply = answered.reply if answered is not None else b""
+    got = _faulted(rng, reply) if faulty and side == "authClient" else reply
+    settled = client.receive(got) if got else None
+    plaintexts = _plaintexts(rng)
+    sealed: list[bytes] = []
+    if isinstance(answered, Established) and isinstance(settled, Established):
+        sender = settled.cipher if side == "authServer" else answered.cipher
+        sealed = [bytes(sender.seal([p])) for p in plaintexts]
+        if sealed and rng.random() < 0.3:
+            sealed[-1] = _faulted(rng, sealed[-1])
+        sealed = [piece for whole in sealed for piece in _pieces(rng, whole)]
+    if side == "authServer":
+        request["received"] = _chunks(rng, sent + (sealed[0] if sealed and rng.random() < 0.3 else b""))
+        request["replayed"] = rng.random() < 0.1
+    else:
+        request["received"] = _chunks(rng, got)
+    request["sealed"] = [s.hex() for s in sealed]
+    request["plaintexts"] = [p.hex() for p in _plaintexts(rng)] + (
+        [rng.choice(LONG_PLAINTEXTS)] if rng.random() < 0.15 else [])
+    return request
+
+
+def _settings(rng: random.Random) -> dict[str, Any]:
+    conf: dict[str, str] = {}
+    if rng.random() < 0.9:
+        conf["spark.authenticate"] = rng.choice(("true", "TRUE", " true ", "false", "yes", "", "True"))
+    if rng.random() < 0.5:
+        conf["spark.authenticate.secret"] = rng.choice(("s", " ", "", "\t", " s "))
+    if rng.random() < 0.4:
+        conf["spark.network.crypto.cipher"] = rng.choice(CIPHER_SPELLINGS)
+    if rng.random() < 0.4:
+        conf["spark.network.crypto.authEngineVersion"] = rng.choice(("1", "2", " 2 ", "0", "3", "", "02", "v2"))
+    return {"function": "authSettings", "conf": conf, "appId": "app-1",
+            "secret": rng.choice(("generated", None, "", " "))}
+
+
+SHAPES: Final[tuple[tuple[Callable[[random.Random], dict[str, Any]], int], ...]] = ((_exchange, 12), (_settings, 4))
+"""Each authentication request shape with its weight among all the inputs' shapes."""
