@@ -47,9 +47,11 @@ SCHEMA_NAME: Final = "wire_walks.schema.json"
 REPORT_FILE: Final = ROOT / "docs" / "walks" / "cluster-wire.md"
 GENERATOR_VERSION: Final = "1"
 SEED: Final = 43
-CANDIDATES: Final = 600
-MODULES: Final = ("spec.cluster.session", "spec.cluster.wire", "spec.cluster.errors", "spec.cluster.interface")
-"""The spec modules a wire walk's service reaches through its session (model and detector: the model walks)."""
+CANDIDATES: Final = 900
+MODULES: Final = ("spec.cluster.session", "spec.cluster.wire", "spec.cluster.errors", "spec.cluster.interface",
+                   "spec.cluster.model", "spec.cluster.detector")
+"""The spec modules a wire walk's service reaches: its session and wire, and through them the model (a HELLO's
+claim and takeover, writes, a catch-up) and the detector (a session's timing)."""
 PREFIXES: Final = ("spec.", "reference.", "conformance.cluster.reference_target", "conformance.cluster.controls")
 """Imported afresh for each mutant: the harness and all it runs. This module, the frames it builds and
 the replies it reads stay the unmutated spec's, as the runner of an ``exec:`` target does."""
@@ -508,6 +510,8 @@ _DEPARTS = ("equivalent", "the service stops reading a refused connection as wel
             "departing peer sends, and the frames after the refused one in the same read are not carried out)")
 _EVENTS = ("unreachable", "membership events after WELCOME, which wire walks leave out (their order across the "
            "fan-out thread is the model and session walks' business)")
+_MODEL = ("unreachable", "not by this corpus's frames (one node, no health verdicts, no moves): the model walks "
+          "(docs/walks/cluster.md) tell the model and the detector apart on their own vocabulary")
 _TEXT = ("equivalent", "an error's message text, which no rule fixes (a walk records the condition)")
 JUDGED: Final[dict[str, tuple[str, str]]] = {
     "session.ClientSession.": _CLIENT,
@@ -541,6 +545,8 @@ JUDGED: Final[dict[str, tuple[str, str]]] = {
     "wire.ops_to_wire:": _CLIENT,
     "wire.membership_changes_to_wire:": _EVENTS,
     "wire.membership_frame:": _EVENTS,
+    "model.": _MODEL,
+    "detector.": _MODEL,
     "wire.update_frames:": ("unreachable", "an update event past MAX_FRAME_BYTES (a catch-up of more than 16 MiB): no "
                             "short walk writes that much, and events are the model walks' business"),
 }
