@@ -289,8 +289,9 @@ def fresh_modules(prefixes: Sequence[str], mutant: OperatorMutant | None = None)
         sys.modules.update(kept)
 
 
-class WalkTimeout(Exception):
-    """A walk ran past its time limit: on a loaded machine that may be load, not the mutant, so it is no kill."""
+class WalkTimeout(BaseException):
+    """A walk ran past its time limit: on a loaded machine that may be load, not the mutant, so it is no kill. A
+    BaseException, as KeyboardInterrupt is: the code a walk runs may not catch it (``except Exception``) and go on."""
 
 
 @contextmanager
@@ -312,7 +313,7 @@ Runner = Callable[[Any], Any]
 
 
 def lines_run(runner: Runner, walk: Any, files: set[str]) -> tuple[Any, set[tuple[str, int]]]:
-    """The walk's answers on the unmutated spec and the (file, line) pairs it ran in ``files``."""
+    """The walk's answers on the unmutated spec and the (file, line) pairs it ran in ``files`` (on any thread it started)."""
     seen: set[tuple[str, int]] = set()
 
     def trace(frame: FrameType, event: str, arg: object) -> Any:
@@ -343,8 +344,8 @@ class Selection:
     broken: list[str]
     """Mutants whose module does not even import: any walk tells them apart, none is kept for them."""
     timed_out: list[str] = field(default_factory=list)
-    """Mutants no walk tells apart but one ran past its time limit twice (the second time with the limit doubled):
-    a loaded machine fakes a hang, so a time limit is never a kill; neither told apart nor a survivor."""
+    """Mutants on which a walk ran past its time limit twice (the second time with the limit doubled) before any walk
+    told them apart: a loaded machine fakes a hang, so a time limit is never a kill; neither told apart nor a survivor."""
 
 
 def _answers(runner: Runner, walk: Any, seconds: float) -> Any:
@@ -367,8 +368,8 @@ def select(walks: Sequence[Any], load_runner: Callable[[], Runner], prefixes: Se
            traced: bool = True) -> Selection:
     """Greedy: for each mutant, the walks already kept first, then the others that run its lines; the
     first walk whose answers differ from the spec's kills it and is kept (a walk past ``per_walk_s`` is run once more
-    with the limit doubled; past that too it tells nothing: a mutant no walk tells apart and one ran past is
-    ``timed_out``, never killed, as load fakes a hang). ``max_tries``: a mutant no walk
+    with the limit doubled; past that too, the mutant is ``timed_out`` and tried no further: never killed, as load
+    fakes a hang). ``max_tries``: a mutant no walk
     of that many tells apart is a survivor (walks that cost a server each cannot all be tried on every one).
     ``traced=False``: every walk is a candidate for every mutant (for a runner whose spec code runs in threads
     the line tracer does not see, such as a gRPC server's)."""
@@ -397,20 +398,19 @@ def select(walks: Sequence[Any], load_runner: Callable[[], Runner], prefixes: Se
             except Exception:  # noqa: BLE001 - a mutant that breaks the import is told apart by any walk
                 broken.append(mutant.name)
                 continue
-            hung = False
             for index in order:
                 try:
                     answers = _answers(planted_runner, walks[index], per_walk_s)
                 except WalkTimeout:
-                    hung = True  # not evidence: the next walk may still tell it apart
-                    continue
+                    timed_out.append(mutant.name)  # not evidence either way; its further walks would likely hang too
+                    break
                 if answers != expected[index]:
                     killed_by[mutant.name] = index
                     if index not in kept:
                         kept.append(index)
                     break
             else:
-                (timed_out if hung else survivors).append(mutant.name)
+                survivors.append(mutant.name)
         if number % 50 == 0:
             progress(f"{number}/{len(mutants)} mutants, {len(killed_by)} told apart, {len(kept)} walks kept")
     return Selection(kept, killed_by, survivors, broken, timed_out)

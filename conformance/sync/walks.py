@@ -18,6 +18,8 @@ memory, durable, one either side, 0 and the max, two faults at once, refusals fo
 from __future__ import annotations
 
 import argparse
+import ctypes
+import importlib
 import json
 import logging
 import os
@@ -25,18 +27,22 @@ import random
 import shutil
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import pyarrow as pa
+from pyarrow import flight
 
 from conformance import vectorgen
+from conformance.operator_mutants import ROOT, OperatorMutant, module_path, mutants_of, select
 from conformance.framework import CaseContext, Verdict
 from reference.sync.credentials import ClientSecurity
 from reference.sync.store import read_delta
-from spec.sync.messages import ColumnDescriptor, ColumnRole, StorageLocation, SyncCommand
+from spec.sync.flight import FlightData
+from spec.sync.messages import ColumnDescriptor, ColumnRole, StorageLocation, SyncCommand, SyncResponse, decode_response
 from spec.sync.schema import SyncSchema
 from spec.sync.squash import SquashedChange
 
@@ -44,12 +50,13 @@ if TYPE_CHECKING:
     from conformance.sync.suite import SyncTarget
 
 SEED: Final = 43
-CANDIDATES: Final = 1200
-MODULES: Final = ("spec.sync.writer", "spec.sync.squash", "spec.sync.server", "spec.sync.admission",
-                  "spec.sync.confinement", "spec.sync.flush_failures", "spec.sync.responses",
-                  "spec.sync.messages", "spec.sync.schema", "spec.sync.commit_time", "spec.sync.flight",
-                  "spec.sync.errors")
-"""Every spec module the reference target's server reaches (``spec.sync.client`` is the client's only)."""
+CANDIDATES: Final = 1500
+MODULES: Final = ("spec.sync.server", "spec.sync.writer", "spec.sync.squash", "spec.sync.admission",
+                  "spec.sync.responses", "spec.sync.client", "spec.sync.flush_failures", "spec.sync.errors",
+                  "spec.sync.commit_time")
+"""The stateful rules this corpus is selected for (``spec.sync.client`` is the client's only: no walk reaches it, it is
+counted to say so). The decode and validation rules (``messages``, ``schema``, ``flight``, ``confinement``) have an
+input corpus of their own (``conformance.sync.inputs``)."""
 PREFIXES: Final = ("spec.", "reference.sync", "conformance.sync")
 HELD: Final = 3600
 """A lag no walk reaches."""
@@ -60,6 +67,8 @@ CLEAR_S: Final = 7200
 """How far a walk moves the clock when it ends: past every retry wait and transaction timeout it started."""
 U64_MAX: Final = 2**64 - 1
 PUT_TIMEOUT_S: Final = 10.0
+SCRATCH: Final = "/dev/shm"
+"""Where an in-process target keeps its store when the machine has it: memory, as a walk's tables are small."""
 
 Step = dict[str, Any]
 Walk = dict[str, Any]
@@ -153,19 +162,32 @@ def _flight_message(error: Exception) -> str:
     return text.split(". gRPC client debug context", 1)[0].split(". Detail:", 1)[0]
 
 
-def _put(target: WalkTarget, put: Step, store_prefix: str, restarted: bool) -> Any:
-    """The put's answer; ``first`` only once the walk restarted the target (before, earlier traffic decides it)."""
+Answer = SyncResponse | str
+"""What a put got: the server's response, or its error as one line."""
+Sender = Callable[[WalkTarget, bytes, pa.Table], Answer]
+"""How a walk's put reaches the target: over Flight (:func:`flight_put`) or straight to the driver (:func:`direct_put`)."""
+
+
+def flight_put(target: WalkTarget, command: bytes, batch: pa.Table) -> Answer:
+    """The put over Flight, as any client sends it."""
     from conformance.sync.suite import do_put  # the suite imports this module for its cases
 
-    if put.get("store") is not None:
-        put = dict(put, store=os.path.join(target.store, put["store"]) if put["store"].startswith(store_prefix)
-                   else put["store"])
-    outcome = do_put(target.location, put_command(put), [put_batch(put)], timeout=getattr(target, "put_timeout_s", PUT_TIMEOUT_S),
+    outcome = do_put(target.location, command, [batch], timeout=getattr(target, "put_timeout_s", PUT_TIMEOUT_S),
                      security=target.security)
     if outcome.response is None:
         error = outcome.error
-        return {"error": f"{type(error).__name__}: {_flight_message(error) if error is not None else ''}"}
-    r = outcome.response
+        return f"{type(error).__name__}: {_flight_message(error) if error is not None else ''}"
+    return outcome.response
+
+
+def _put(target: WalkTarget, put: Step, store_prefix: str, restarted: bool, send: Sender) -> Any:
+    """The put's answer; ``first`` only once the walk restarted the target (before, earlier traffic decides it)."""
+    if put.get("store") is not None:
+        put = dict(put, store=os.path.join(target.store, put["store"]) if put["store"].startswith(store_prefix)
+                   else put["store"])
+    r = send(target, put_command(put), put_batch(put))
+    if isinstance(r, str):
+        return {"error": r}
     numbers = {"accepted": r.accepted, "memory": r.memory_sequence_number, "durable": r.durable_sequence_number}
     return numbers | {"first": r.first} if restarted else numbers
 
@@ -184,13 +206,13 @@ def _blocker(target: WalkTarget, table: str) -> str:
     return os.path.join(target.store, table, "_delta_log", f"{0:020}.json")
 
 
-def run_walk(target: WalkTarget, walk: Walk) -> list[Any]:
+def run_walk(target: WalkTarget, walk: Walk, send: Sender = flight_put) -> list[Any]:
     """Every step's answer on ``target``; a step the target fails to answer ends the walk with its error."""
     answers: list[Any] = []
     restarted = False
     for step in walk["steps"]:
         if "put" in step:
-            answers.append(_put(target, step["put"], "allowed", restarted))
+            answers.append(_put(target, step["put"], "allowed", restarted, send))
         elif "control" in step:
             answers.append(target.control(step["control"]))
         elif "read" in step:
@@ -223,6 +245,8 @@ def requires(walk: Walk) -> frozenset[str]:
             needed.add("restart")
         if len(step.get("control", "").split()) == 5:
             needed.add("watermark")
+        if step.get("control") == "DRAIN":
+            needed.add("drain")
     return frozenset(needed)
 
 
@@ -261,7 +285,7 @@ class InProcessTarget:
 
 @contextmanager
 def in_process() -> Iterator[InProcessTarget]:
-    store = tempfile.mkdtemp(prefix="sync-walk-")
+    store = tempfile.mkdtemp(prefix="sync-walk-", dir=SCRATCH if os.path.isdir(SCRATCH) else None)
     target = None
     try:
         target = InProcessTarget(store)
@@ -273,9 +297,52 @@ def in_process() -> Iterator[InProcessTarget]:
 
 
 def run_in_process(walk: Walk) -> list[Any]:
-    """The selection's runner: the walk on a fresh in-process reference target."""
+    """The walk on a fresh in-process reference target, its puts over Flight: the answers recorded."""
     with in_process() as target:
         return run_walk(target, walk)
+
+
+def flight_messages(command: bytes, batch: pa.Table) -> list[FlightData]:
+    """The messages a Flight client sends for one put: the descriptor with the schema, then each batch with rows
+    (:func:`conformance.sync.suite.do_put` sends an empty table as its schema alone)."""
+    descriptor = flight.FlightDescriptor.for_command(command).serialize()
+    encoded = [batch.schema.serialize()] + [b.serialize() for b in batch.to_batches() if b.num_rows]
+    messages = [pa.ipc.read_message(e) for e in encoded]
+    return [FlightData(descriptor if i == 0 else None, memoryview(m.metadata), memoryview(m.body))
+            for i, m in enumerate(messages)]
+
+
+def direct_put(target: WalkTarget, command: bytes, batch: pa.Table) -> Answer:
+    """The put handed straight to the reference driver (``SyncServer.on_put``), as its transport hands a whole,
+    claimable stream: every decision the same, without gRPC. An error is its status and one-line wire text."""
+    assert isinstance(target, InProcessTarget)
+    errors = importlib.import_module("spec.sync.errors")  # the server's own (a selection imports it afresh)
+    try:
+        return decode_response(target.server.on_put(iter(flight_messages(command, batch)), lambda: True))
+    except errors.SyncError as error:
+        return f"{error.status}: {errors.wire_text(error)}"
+    except Exception:  # noqa: BLE001 - what the transport answers INTERNAL
+        return "INTERNAL"
+
+
+def run_directly(walk: Walk) -> list[Any]:
+    """The selection's runner: the walk on a fresh in-process reference target, its puts straight to its driver
+    (fast enough to try every candidate that reaches a mutant; each kept walk is confirmed over Flight after)."""
+    before = set(threading.enumerate())
+    with in_process() as target:
+        try:
+            return run_walk(target, walk, direct_put)
+        except BaseException:
+            _end_flushers(before)
+            raise
+
+
+def _end_flushers(before: set[threading.Thread]) -> None:
+    """End the flusher threads the walk started: a mutant's flusher caught in a loop (the walk ran past its time limit)
+    would outlive the walk, holding its lock, and slow every later walk of the selection."""
+    for thread in set(threading.enumerate()) - before:
+        if thread.name == "sync-flusher" and thread.ident is not None:
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(SystemExit))
 
 
 # -- generating walks -------------------------------------------------------------------------------------------
@@ -566,7 +633,7 @@ def _failure_walk(g: _Gen) -> None:
     if g.rng.random() < 0.5:
         g.put("b", "o1", 2, [[None, 2, "b"]])
     for _ in range(g.rng.randint(1, 3)):
-        g.advance(g.rng.choice([1, 2, 4, 8, 16, 1 - TICK, 2 - TICK, 60]))
+        g.advance(g.rng.choice([1, 2, 4, 8, 16, 1 - TICK, 2 - TICK, 60, 4 - TICK, 5 - TICK, 5, 5 + TICK]))
         g.put("a", "o1")
     g.steps.append({"unblock": g.table("a")})
     for wait in (g.rng.choice([1, 2, 4, 8, 30]), g.rng.choice([TICK, 60, 600])):
@@ -621,8 +688,82 @@ def _restart_walk(g: _Gen) -> None:
     g.put("a", "o1", 4, [[1, 1, "fresh"]])
 
 
+def _probe_walk(g: _Gen) -> None:
+    """The probe rule (zero rows, no sequence number, no truncate) against every kind of request a step away from a
+    probe, each with a fault a probe is answered past (format, path, store, layout), and on a draining server."""
+    g.policy(g.rng.choice([HELD, 0]))
+    if g.rng.random() < 0.6:
+        g.put("a", "o1", g.rng.choice([0, 1, 2, U64_MAX - 1]), [[None, 1, "a"]])
+    for _ in range(g.rng.randint(2, 4)):
+        kind = g.rng.choice(["probe", "empty-at", "rows-open", "truncate-empty", "format", "path", "store", "layout",
+                             "other-origin", "seq-0", "seq-max"])
+        seq = None if kind in ("probe", "rows-open", "truncate-empty", "format", "path", "store", "layout",
+                               "other-origin") else {"seq-0": 0, "seq-max": U64_MAX}.get(kind, g.seq_near("o1"))
+        rows = [[None, 2, "b"]] if kind == "rows-open" or (kind == "truncate-empty" and g.rng.random() < 0.3) else []
+        extras: dict[str, dict[str, Any]] = {"truncate-empty": {"truncate": True}, "format": {"format": 1},
+                                             "store": {"store": g.rng.choice(["elsewhere", "allowed/../x"])}}
+        extra = extras.get(kind, {})
+        if kind == "path":
+            g.raw_put(g.rng.choice(["../x", "", g.table("_delta_log")]), rows=[], seq=None)
+        else:
+            g.put("a", "o2" if kind == "other-origin" else "o1", seq, rows,
+                  g.rng.choice(REFUSED_LAYOUTS) if kind == "layout" else "plain", **extra)
+    if g.rng.random() < 0.3:  # a draining server answers probes only; a restart ends the drain
+        g.control("DRAIN")
+        g.put("a", "o1")
+        g.put("a", "o1", min(g.last.get("o1", 0) + 1, U64_MAX), g.rng.choice([[], [[None, 3, "c"]]]))
+        g.steps.append({"restart": True})
+    g.put("a", "o1")
+    g.put("a", "o1", min(g.last.get("o1", 0) + 1, U64_MAX), [[None, 4, "fresh"]])
+
+
+def _order_walk(g: _Gen) -> None:
+    """Duplicate, reordered and late puts around 0 and the largest sequence number, flushed or not between, maybe
+    across a restart: a replay is answered, a step back refused, fresh traffic served."""
+    g.policy(g.rng.choice([HELD, 0, 5]))
+    base = g.rng.choice([0, 1, 2, U64_MAX - 3])
+    pattern = g.rng.choice([(1, 1), (2, 1), (1, None, 1), (1, 3, 2), (None, None, 1, 1), (0, 0), (1, 2, 2, 1)])
+    for i, offset in enumerate(pattern):
+        seq = None if offset is None else min(base + offset, U64_MAX)
+        g.put(g.rng.choice("aab"), "o1", seq, [[None, i + 1, f"p{i}"]] if g.rng.random() < 0.8 else [])
+        move = g.rng.choice(["none", "none", "flush", "advance", "pending"])
+        if move == "flush":
+            g.control(FLUSH_NOW)
+            g.policy(HELD)
+        elif move == "advance":
+            g.advance(g.rng.choice([5 - TICK, 5, 5 + TICK]))
+        elif move == "pending":
+            g.control("PENDING")
+    if g.rng.random() < 0.4:
+        g.steps.append({"restart": True})
+        g.put("a", "o1")
+    g.put("a", "o1", min(base + g.rng.choice([1, 2, 4]), U64_MAX), [[None, 9, "again"]])
+    g.put("a", "o1", min(base + 5, U64_MAX), [[None, 8, "fresh"]])
+
+
+def _defaults_walk(g: _Gen) -> None:
+    """No settings given (the target's own: every put flushed, the transaction timeout and retry backoff by default):
+    an open transaction at its timeout, a failing table retried at each backoff's exact tick, a tick either side."""
+    if g.rng.random() < 0.5:
+        g.steps.append({"block": g.table("a")})
+        g.put("a", "o1", 1, [[None, 1, "a"]])
+        for wait in (1, 2, 4, 5, 5)[:g.rng.randint(1, 5)]:
+            g.advance(wait + g.rng.choice([-TICK, 0, 0, TICK]))
+            g.put("a", "o1")
+        g.steps.append({"unblock": g.table("a")})
+        g.advance(g.rng.choice([TICK, 1, 5, 5 + TICK]))
+        g.put("a", "o1")
+    else:
+        g.put("a", "o1", None, [[None, 1, "open"]])
+        g.advance(300 + g.rng.choice([-TICK, 0, TICK]))
+        g.put("a", "o1", g.rng.choice([None, 1, 2]), g.rng.choice([[], [[None, 2, "late"]]]))
+    g.put("a", "o1", g.rng.choice([2, 3]), [[None, 3, "fresh"]])
+    g.read()
+
+
 SHAPES: Final = (_sequence_walk, _lag_walk, _count_walk, _size_walk, _refusal_walk, _schema_walk, _chain_walk,
-                 _timeout_walk, _failure_walk, _confinement_walk, _truncate_walk, _restart_walk)
+                 _timeout_walk, _failure_walk, _confinement_walk, _truncate_walk, _restart_walk, _probe_walk,
+                 _order_walk, _defaults_walk)
 
 
 def candidates(seed: int = SEED, count: int = CANDIDATES) -> list[Walk]:
@@ -643,11 +784,16 @@ def candidates(seed: int = SEED, count: int = CANDIDATES) -> list[Walk]:
 
 VECTOR_FILE: Final = Path(__file__).resolve().parent / "vectors" / "walks.json"
 REPORT_FILE: Final = Path(__file__).resolve().parents[2] / "docs" / "walks" / "sync.md"
-MAX_TRIES: Final = 8
-"""Walks tried on one mutant before it is called a survivor: every walk starts a server, so not all are tried."""
 SERVER_PREFIXES: Final = ("spec.", "reference.sync", "conformance.sync.reference_target", "conformance.sync.clock")
 """What a mutant's run imports afresh: the target's side only. This module, the suite's put and the Delta reader
 stay as first imported, so the judge of a mutant is the unmutated one, as with an ``exec:`` target."""
+MAX_TRIES: Final = 150
+"""Candidates that run a mutant's lines tried on it before it is called a survivor (the walks kept so far first, then
+in candidate order, which takes the shapes in turn): a survivor in code every walk runs costs this many walks."""
+PER_WALK_S: Final = 3.0
+"""A walk's time limit in the selection (doubled for its second try): a walk takes some 50 ms handed to the driver."""
+CONFIRM_WORKERS: Final = 2
+"""Planted ``exec:`` targets confirmed side by side, each on a copy of the tree of its own."""
 
 
 def _rule(mutant_name: str) -> str:
@@ -656,24 +802,76 @@ def _rule(mutant_name: str) -> str:
     return f"{module.rsplit('.', 1)[-1]}.{function}: {operator.strip()}"
 
 
-def select_part(modules: Sequence[str], seed: int, count: int, max_tries: int) -> dict[str, Any]:
-    """Run the selection over ``modules``' mutants at once (the spec's answers to every candidate are computed
-    once); the figures per module and, per killed mutant, the walk that killed it."""
-    from conformance.operator_mutants import mutants_of, select
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
+
+def confirm(walks: Sequence[Walk], killed_by: dict[str, int], mutants: Sequence[OperatorMutant],
+            workers: int = CONFIRM_WORKERS) -> list[str]:
+    """The mutants whose kill the real path does not reproduce: each planted in a copy of the tree, served by the
+    reference target as an ``exec:`` target (a process, gRPC and all), its walk replayed as the suite's walks case
+    does and compared with the answers recorded (:func:`run_in_process`)."""
+    from conformance.mutation import copy_tree, exec_target_in
+    from conformance.sync.suite import SyncTarget
+
+    by_name = {m.name: m for m in mutants}
+    recorded_answers = {i: run_in_process(walks[i]) for i in sorted(set(killed_by.values()))}
+    names = sorted(killed_by)
+    shares = [names[k::workers] for k in range(workers)]
+    unconfirmed: list[str] = []
+
+    def work(share: list[str]) -> None:
+        with tempfile.TemporaryDirectory(prefix="sync-walk-confirm-") as scratch:
+            copy = copy_tree(Path(scratch) / "tree")
+            command = exec_target_in(copy, "-m conformance.sync.reference_target --store {store}")[len("exec:"):]
+            for done, name in enumerate(share, 1):
+                mutant, index = by_name[name], killed_by[name]
+                path = copy / module_path(mutant.module).relative_to(ROOT)
+                original = path.read_text()
+                path.write_text(mutant.source(original))
+                target = SyncTarget("planted", frozenset(), command, None)
+                try:
+                    target.start()
+                    got: Any = run_walk(target, walks[index])
+                except Exception as error:  # noqa: BLE001 - a target that fails a walk is told apart
+                    got = f"raised {type(error).__name__}"
+                finally:
+                    target.close()
+                    path.write_text(original)
+                if got == recorded_answers[index]:
+                    unconfirmed.append(name)
+                if done % 50 == 0:
+                    _say(f"confirmed {done}/{len(share)} of a share, {len(unconfirmed)} not reproduced")
+
+    threads = [threading.Thread(target=work, args=(share,)) for share in shares]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return sorted(unconfirmed)
+
+
+def select_part(modules: Sequence[str], seed: int, count: int, max_tries: int | None = MAX_TRIES) -> dict[str, Any]:
+    """Run the selection over ``modules``' mutants at once, every candidate that runs a mutant's lines tried on it,
+    each put handed straight to the driver (:func:`run_directly`); then confirm every kill through the ``exec:``
+    target (:func:`confirm`). The figures per module and, per mutant told apart and confirmed, its walk."""
     logging.disable(logging.CRITICAL)  # a planted mutant's server logs its failures; the answers say enough
     mutants = {module: mutants_of(module) for module in modules}
-    result = select(candidates(seed, count), lambda: run_in_process, SERVER_PREFIXES,
-                    [m for found in mutants.values() for m in found], max_tries=max_tries, traced=False,
-                    progress=lambda line: print(line, file=sys.stderr, flush=True))
+    every = [m for found in mutants.values() for m in found]
+    walks = candidates(seed, count)
+    result = select(walks, lambda: run_directly, SERVER_PREFIXES, every, per_walk_s=PER_WALK_S, progress=_say,
+                    max_tries=max_tries)
+    unconfirmed = confirm(walks, result.killed_by, every)
     figures: dict[str, Any] = {}
     for module, found in mutants.items():
         names = {m.name for m in found}
-        figures[module] = {"mutants": len(found), "toldApart": len(names & result.killed_by.keys()),
+        figures[module] = {"mutants": len(found), "toldApart": len((names & result.killed_by.keys()) - set(unconfirmed)),
                            "broken": len(names & set(result.broken)),
+                           "timedOut": sorted(_rule(n) for n in result.timed_out if n in names),
+                           "unconfirmed": sorted(_rule(n) for n in unconfirmed if n in names),
                            "survivors": sorted(_rule(n) for n in result.survivors if n in names)}
     return {"seed": seed, "candidates": count, "maxTries": max_tries, "modules": figures,
-            "killedBy": dict(result.killed_by)}
+            "killedBy": {n: i for n, i in result.killed_by.items() if n not in unconfirmed}}
 
 
 def document(selection: dict[str, Any]) -> dict[str, Any]:
@@ -705,7 +903,6 @@ def document(selection: dict[str, Any]) -> dict[str, Any]:
 
 _CONCURRENT: Final = "puts in flight at once (a walk's puts are one at a time)"
 _STREAM: Final = "a put stream held open, slow or cut (a walk sends each put whole)"
-_WIRE: Final = "malformed Flight or IPC bytes (a walk's puts are sent by a conforming Flight client)"
 JUDGED: Final[dict[str, tuple[str, str]]] = {
     "admission.PutSlots": ("unreachable", _CONCURRENT),
     "admission.MemoryBudget": ("unreachable", _CONCURRENT),
@@ -714,12 +911,7 @@ JUDGED: Final[dict[str, tuple[str, str]]] = {
     "admission.PutReading": ("unreachable", "a put of several messages summed past the put bound, or a message "
                              "over 128 MiB (row 73)"),
     "admission.PutLimits": ("unreachable", "limits of messages and streams: " + _STREAM),
-    "flight.decode_flight_data": ("unreachable", _WIRE),
-    "flight._varint": ("unreachable", _WIRE),
-    "flight.ipc_message": ("unreachable", _WIRE),
-    "flight.descriptor_command": ("unreachable", _WIRE),
-    "flight.message_batches": ("unreachable", "the client's splitting of a put into messages (spec.sync.client)"),
-    "flight._flight_file": ("unreachable", _WIRE),
+    "client": ("unreachable", "a client's rule (spec.sync.client): the walks drive a server"),
     "responses.shows_restart": ("unreachable", "a client's rule (spec.sync.client), never run by a server"),
     "commit_time.commit_timestamp_ms": ("unreachable", "a Delta commit's timestamp: a walk reads rows, and the "
                                         "contract does not move a target's wall clock (row 77)"),
@@ -737,33 +929,39 @@ def judgement(rule: str) -> tuple[str, str]:
 
 
 def report(doc: dict[str, Any]) -> str:
-    """``docs/walks/sync.md``: the figures per module and the survivors by function and operator, judged."""
+    """``docs/walks/sync.md``: the figures per module and the survivors by function and operator, judged; the
+    mutants that only timed out, and those whose kill the ``exec:`` target did not reproduce, listed apart."""
     sel = doc["selection"]
     lines = ["# Walk corpus: sync", "",
              "Generated by `python -m conformance.sync.walks` from `conformance/sync/vectors/walks.json`; do not edit.",
-             "", f"Seed {sel['seed']}, {sel['candidates']} candidate walks, at most the number in the second column tried "
-             f"per mutant (every walk starts a server: the walks kept so far first, then the others in turn); {doc['numberOfTests']} walks kept. Score: told apart / (mutants - broken "
-             "- equivalent).", "",
-             "Caution: this run was made at load averages of 9 to 24 on two cores, where a walk could pass the "
-             "selection's time limit (5 s a walk, 3 s a put) and count as telling a mutant apart. Replayed "
-             "afterwards on a quieter machine, walk 1 no longer tells its recorded mutant "
-             "(`commit_time.commit_timestamp_ms: max -> min`) apart, so the told-apart figures below are upper "
-             "bounds; the six kept walks on their own catch 5 of the 35 bugs of `conformance/sync/bugs.py` "
-             "planted in process. Re-run the selection on a quiet machine before trusting them.", "",
-             "| module | walks tried per mutant | mutants | told apart | broken | equivalent | unreachable | gap | score |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    total = [0] * 6
+             "", f"Seed {sel['seed']}, {sel['candidates']} candidate walks; the candidates that run a mutant's lines "
+             f"were tried on it, the walks kept so far first, {_tries(sel['maxTries'])}, each put handed straight to "
+             "the reference driver "
+             "(`SyncServer.on_put`, no gRPC); every kill was then confirmed through the reference target as an `exec:` "
+             f"target with the mutant planted in a copy of the tree. {doc['numberOfTests']} walks kept. A walk past its "
+             f"time limit twice ({PER_WALK_S:g} s, then {2 * PER_WALK_S:g} s) tells nothing: a mutant on which one did "
+             "is listed apart, never told apart. Score: told apart / (mutants - broken - equivalent).", "",
+             "| module | mutants | told apart | broken | timed out | not confirmed | equivalent | unreachable | gap "
+             "| score |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    total = [0] * 8
     for module, f in sel["modules"].items():
         classes = [judgement(s)[0] for s in f["survivors"]]
-        row = [f["mutants"], f["toldApart"], f["broken"], classes.count("equivalent"), classes.count("unreachable"),
-               classes.count("gap")]
+        row = [f["mutants"], f["toldApart"], f["broken"], len(f["timedOut"]), len(f["unconfirmed"]),
+               classes.count("equivalent"), classes.count("unreachable"), classes.count("gap")]
         total = [a + b for a, b in zip(total, row)]
-        lines.append(f"| {module} | {f['maxTries']} | " + " | ".join(map(str, row)) + f" | {_score(row)} |")
-    lines.append("| **all** | | " + " | ".join(map(str, total)) + f" | {_score(total)} |")
+        lines.append(f"| {module} | " + " | ".join(map(str, row)) + f" | {_score(row)} |")
+    lines.append("| **all** | " + " | ".join(map(str, total)) + f" | {_score(total)} |")
     missing = [m for m in MODULES if m not in sel["modules"]]
     if missing:
         lines += ["", "Not selected in this run (their mutants are not counted above): "
                   + ", ".join(f"`{m}`" for m in missing) + "."]
+    for key, heading, text in (
+            ("timedOut", "Timed out", "No walk told these apart; at least one ran past its time limit twice."),
+            ("unconfirmed", "Not confirmed", "Told apart in process, but the `exec:` target answered the walk as "
+             "recorded: not counted as told apart, and the walk is not kept for them.")):
+        listed = [(module, rule) for module, f in sel["modules"].items() for rule in f[key]]
+        if listed:
+            lines += ["", f"## {heading}", "", text, ""] + [f"- `{rule}`" for _, rule in listed]
     lines += ["", "## Survivors", "", "Each with its judgement: equivalent (why), unreachable through the walk "
               "vocabulary (the input it lacks), or gap (no walk of the candidates tells it apart yet).", ""]
     for module, f in sel["modules"].items():
@@ -777,32 +975,36 @@ def report(doc: dict[str, Any]) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+def _tries(max_tries: int | None) -> str:
+    return "every one of them" if max_tries is None else f"at most {max_tries} of them (in candidate order, the shapes in turn)"
+
+
 def _score(row: Sequence[int]) -> str:
-    mutants, told, broken, equivalent = row[:4]
+    mutants, told, broken, equivalent = row[0], row[1], row[2], row[5]
     judged = mutants - broken - equivalent
     return f"{100 * told / judged:.0f}%" if judged else "-"
 
 
 def _merge(parts: Sequence[Path]) -> dict[str, Any]:
     """One selection from parts run side by side over the same candidates (a module selected in two parts keeps
-    the figures of the one that tried more walks per mutant)."""
+    the figures of the later)."""
     merged: dict[str, Any] = {"modules": {}, "killedBy": {}}
     for part in parts:
         data = json.loads(part.read_text())
         if merged.get("seed", data["seed"]) != data["seed"] or merged.get("candidates", data["candidates"]) != data[
                 "candidates"]:
             raise ValueError(f"{part} was selected from other candidates")
-        merged.update(seed=data["seed"], candidates=data["candidates"])
+        if merged.get("maxTries", data["maxTries"]) != data["maxTries"]:
+            raise ValueError(f"{part} tried another number of walks per mutant")
+        merged.update(seed=data["seed"], candidates=data["candidates"], maxTries=data["maxTries"])
         for module, figures in data["modules"].items():
-            figures = {"maxTries": data["maxTries"]} | figures
-            if figures["maxTries"] >= merged["modules"].get(module, {}).get("maxTries", 0):
-                merged["modules"][module] = figures
-                merged["killedBy"] = {name: i for name, i in merged["killedBy"].items()
-                                      if not name.startswith(module + ":")}
-                merged["killedBy"].update({name: i for name, i in data["killedBy"].items()
-                                           if name.startswith(module + ":")})
+            # counted per mutant: two mutants of one line with one operator (two constants ``0``) share a name
+            figures["toldApart"] = figures["mutants"] - figures["broken"] - sum(
+                len(figures[key]) for key in ("timedOut", "unconfirmed", "survivors"))
+            merged["modules"][module] = figures
+            merged["killedBy"] = {name: i for name, i in merged["killedBy"].items() if not name.startswith(module + ":")}
+            merged["killedBy"].update({name: i for name, i in data["killedBy"].items() if name.startswith(module + ":")})
     merged["modules"] = {m: merged["modules"][m] for m in MODULES if m in merged["modules"]}
-    merged["maxTries"] = max(f["maxTries"] for f in merged["modules"].values())
     return merged
 
 

@@ -112,7 +112,7 @@ class SyncServer:
         self._alarm = clock.alarm()
         self._tables = set(store.tables())
         self._transport = FlightPutTransport(
-            self._on_put, host=host, port=port, security=security, limits=self.limits, clock=clock)
+            self.on_put, host=host, port=port, security=security, limits=self.limits, clock=clock)
         self.port = self._transport.port
         self._flusher = threading.Thread(target=self._flush_task, name="sync-flusher", daemon=True)
         self._flusher.start()
@@ -148,7 +148,9 @@ class SyncServer:
         self._transport.wait()
 
     # -- Flight -----------------------------------------------------------
-    def _on_put(self, messages: Iterator[FlightData], claim: Callable[[], bool]) -> bytes:
+    def on_put(self, messages: Iterator[FlightData], claim: Callable[[], bool]) -> bytes:
+        """One put's messages as the transport hands them, and its ``claim``: the PutResult's ``app_metadata``; raise
+        SyncError for the client (the walk selection calls it without the transport, ``conformance.sync.walks``)."""
         read = self._read(messages)
         try:
             cmd = decode_descriptor_cmd(read.command)

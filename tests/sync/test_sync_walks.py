@@ -32,3 +32,17 @@ def test_every_kept_walk_tells_its_cases_apart_in_groups_the_suite_runs() -> Non
 def test_a_walk_answers_on_the_in_process_target_as_recorded() -> None:
     test = next(t for t in walks.recorded() if "restart" not in t["requires"])
     assert walks.run_in_process(test) == test["expected"]
+
+
+def test_the_selection_runs_a_walk_as_the_flight_path_does() -> None:
+    """The selection's runner hands each put straight to the reference driver (``SyncServer.on_put``): the same
+    answers as over Flight, an error as its gRPC status where Flight names the client's exception class."""
+    for walk in walks.candidates(walks.SEED, len(walks.SHAPES)):
+        direct, flight = walks.run_directly(walk), walks.run_in_process(walk)
+        assert [_words(a) for a in direct] == [_words(a) for a in flight], walk["shape"]
+
+
+def _words(answer: object) -> object:
+    if isinstance(answer, dict) and "error" in answer:
+        return answer["error"].split(": ", 1)[1]
+    return answer
