@@ -102,7 +102,8 @@ def command_bytes(request: Request, root: str) -> bytes:
         path=request["path"], origin=request["origin"], sequence_number=request.get("seq"),
         column_descriptors=tuple(ColumnDescriptor(role=r, name=n) for r, n in request.get("descriptors", [])),
         format=request.get("format", 0), truncate=request.get("truncate", False),
-        store=None if store is None else StorageLocation(location=store.replace(ROOT, root), options={}, name="inputs"))
+        store=None if store is None else StorageLocation(location=store.replace(ROOT, root),
+                                                         options=request.get("storeOptions", {}), name="inputs"))
     return any_pb2.Any(type_url=request.get("typeUrl", COMMAND_TYPE_URL),
                        value=command.encode()).SerializeToString(deterministic=True)
 
@@ -449,7 +450,7 @@ def faults() -> dict[str, Fault]:
         "path-dash": _set(path="inputs/-TAG"), "path-dot-start": _set(path="inputs/.TAG"),
         "path-percent": _set(path="inputs/%2e%2e/TAG"), "path-unicode": _set(path="inputs/TAGé"),
         "path-fullwidth": _set(path="inputs/TAGａ"), "path-delta-log": _set(path="inputs/TAG/_delta_log"),
-        "path-drive-only": _set(path="C:"), "path-colon-only": _set(path=":"),
+        "path-drive-only": _set(path="C:"), "path-colon-only": _set(path=":"), "path-dash-first": _set(path="-TAG"),
         "path-every-character": _set(path="inputs/TAG/abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-"),
         # one path with two faults: which of table_name's checks comes first
         "path-control-backslash": _set(path="inputs\\TAG\x01"), "path-backslash-absolute": _set(path="/inputs\\TAG"),
@@ -475,6 +476,7 @@ def faults() -> dict[str, Fault]:
         "store-scheme-below": _set(store=f"{ROOT}/allowed/x://y"),
         "store-scheme-dotdot-after": _set(store=f"{ROOT}/allowed/x://../y"),
         "store-dot": _set(store=f"{ROOT}/allowed/./x"),
+        "store-options": _set(store=f"{ROOT}/allowed", storeOptions={"region": "x", "": ""}),
         # descriptors against the batch (Seafowl's rules)
         "descriptor-missing": _drop_descriptor, "descriptor-extra": _extra_descriptor,
         "role-unknown-4": _descriptor(2, role=4), "role-unknown-max": _descriptor(2, role=2**31 - 1),
@@ -485,6 +487,8 @@ def faults() -> dict[str, Fault]:
         "keys-both-int32": _key_type("int32", None, 1),
         "changed-bool": _both(_column("w", "string", ["w"]), _column("changed_v", "bool", [True], CHANGED, "v")),
         "changed-not-bool": _column("changed_v", "int64", [1], CHANGED, "v"),
+        "changed-then-unknown-role": _both(_column("changed_z", "bool", [True], CHANGED, "z"),
+                                           _column("x", "string", ["x"], 4, "z")),
         "changed-not-bool-names-nothing": _column("changed_z", "int64", [1], CHANGED, "z"),
         "changed-names-key": _column("changed_id", "bool", [True], CHANGED, "id"),
         "changed-names-nothing": _column("changed_z", "bool", [True], CHANGED, "z"),
