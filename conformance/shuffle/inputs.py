@@ -416,16 +416,35 @@ HEADER: Final = [
     "its draws are the bytes of SHA-256(random || counter) blocks in the spec's order; 'received' the peer's bytes",
     "fed in turn, then 'sealed' ciphertext; 'plaintexts' sealed back, an integer n meaning the bytes i % 251 for",
     "i < n; sealed output past 512 bytes shown as its length and SHA-256) and authSettings (conf, appId, the",
-    "generated secret). Refusals without a typed condition (a ValueError) are named by their type.",
+    "generated secret). Refusals without a typed condition (a ValueError) are named by their type. 'level': MUST,",
+    "SHOULD (the reference's own bound or refusal) or INFO (Spark 4.3.0 answers otherwise; not judged).",
     "Requests are drawn from the seed and kept only when they tell the spec apart from one of its first-order",
     "operator mutants; 'candidate' is the request's number, 'comment' the mutant it was kept for as",
     "'function: operator' (docs/walks/shuffle-inputs.md).",
 ]
 
 
+def level_of(request: Json, response: Json) -> str:
+    """How binding a recorded answer is: INFO where Spark 4.3.0 answers otherwise and the wire vectors accept both
+    (bytes after a fixed-size body, which Spark ignores; a stream ending inside a frame, whose partial frame Spark
+    drops at the close), SHOULD where the answer is the reference's own bound or refusal (the longest frame a side
+    takes; a replayed challenge, which Spark answers), MUST otherwise."""
+    params = response.get("errorParams", {})
+    if response.get("error") == "TRAILING_BYTES" and params.get("what") != "frame":
+        return "INFO"
+    if request["function"] == "decodeStream" and response.get("error") == "TRUNCATED_INPUT" \
+            and params.get("what") == "frame":
+        return "INFO"
+    if request["function"] == "maxFrame" or request.get("replayed"):
+        return "SHOULD"
+    return "MUST"
+
+
 def _test(tc_id: int, number: int, comment: str) -> dict[str, Any]:
     request = candidate(number)
-    return {"tcId": tc_id, "candidate": number, "comment": comment, "request": request, "answer": answer(request)}
+    response = answer(request)
+    return {"tcId": tc_id, "candidate": number, "comment": comment, "level": level_of(request, response),
+            "request": request, "answer": response}
 
 
 def build(kept: Sequence[tuple[int, str]]) -> dict[str, Any]:

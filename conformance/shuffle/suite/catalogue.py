@@ -339,14 +339,19 @@ CASES: Final = (
     _c("framing/reader-input-corpus", MUST, R, "The codec answers every recorded request (frames, bodies and "
        "streams decoded, messages encoded from their JSON form; seeded, kept by mutation; "
        "docs/walks/shuffle-inputs.md) as the spec does: the message, or the error and its parameters",
-       input_corpus(CODEC_FUNCTIONS), INPUTS),
+       input_corpus(CODEC_FUNCTIONS, "MUST"), INPUTS),
     _c("settings/writer-input-corpus", MUST, W, "Settings parsing answers every recorded request (seeded, kept "
        "by mutation; docs/walks/shuffle-inputs.md) as the spec does: each setting's value, or the refusal and "
-       "its parameters", input_corpus(SETTINGS_FUNCTIONS), INPUTS),
+       "its parameters", input_corpus(SETTINGS_FUNCTIONS, "MUST"), INPUTS),
     _c("auth/reader-input-corpus", MUST, R, "The AuthEngine handshake, its session cipher and the settings that ask "
        "for it answer every recorded request (one end, its randomness given; seeded, kept by mutation; "
        "docs/walks/shuffle-inputs.md) as the spec does: the bytes sent, the outcome or the error, the plaintext",
-       input_corpus(AUTH_FUNCTIONS), INPUTS, INPUTS_AUTH),
+       input_corpus(AUTH_FUNCTIONS, "MUST"), INPUTS, INPUTS_AUTH),
+    _c("framing/reader-input-corpus-stricter", SHOULD, R, "The longest frame each side takes is the reference's "
+       "(Spark 4.3.0 sets no bound below 2 GiB) for every recorded request", input_corpus(CODEC_FUNCTIONS, "SHOULD"),
+       INPUTS),
+    _c("auth/writer-input-corpus-stricter", SHOULD, W, "A server refuses a replayed challenge (Spark 4.3.0 answers "
+       "it) for every recorded request", input_corpus(AUTH_FUNCTIONS, "SHOULD"), INPUTS, INPUTS_AUTH),
     # settings
     _c("settings/writer-refuses-int-overflow", MUST, W, "A writer refuses an int setting of 2^31 "
        "(INVALID_CONF_VALUE.TYPE_MISMATCH) and runs with 2^31-1", refuses(
