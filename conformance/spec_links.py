@@ -86,6 +86,7 @@ CASE_SECTIONS: Final[Mapping[str, Mapping[str, str]]] = {
         "shardlog/derived-cas-writer-retries": "docs/spec/cluster.md#cas",
         "walks/": "docs/spec/cluster.md#model",
         "walks/derived-every-wire-walk": "docs/spec/cluster.md#the-services-end-servicesession",
+        "walks/derived-every-client-walk": "docs/spec/cluster.md#the-clients-end-clientsession",
     },
 }
 """Per suite: case-id prefix -> section; the longest matching prefix wins."""

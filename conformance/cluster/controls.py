@@ -2,7 +2,7 @@
 durability and liveness counts from a target, never through the cluster service's own wire.
 
 A harness is a process that embeds a cluster service and prints, on stdout, an optional line
-``CAPABILITIES <cap> ...`` (of ``clock restart durable held sessions configure cas``), then the service's port. Then it
+``CAPABILITIES <cap> ...`` (of ``clock restart durable held sessions configure cas client``), then the service's port. Then it
 answers one line on stdout for each line the runner writes on its stdin, and exits when stdin
 closes:
 
@@ -41,6 +41,10 @@ runner writes          harness does                              harness answers
                        another node writing the key (``r1``,       <sends>`` when the writer
                        ``r2``...) just before each of the          gave up
                        writer's first ``conflicts`` sends
+``CLIENT <json>``       runs its own client session machine on     ``CLIENT_RAN <json>``: what
+                       the walk of inputs (sans-IO, the clock     each step produced
+                       the steps give;
+                       conformance/cluster/client_target.py)
 anything else          nothing                                    ``ERROR <one line>``
 =====================  ========================================  ==========================================
 
@@ -53,11 +57,13 @@ and the in-process ``memory`` target), :class:`ControlChannel` the runner's.
 from __future__ import annotations
 
 import itertools
+import json
 import select
 import threading
 from dataclasses import dataclass
-from typing import IO
+from typing import IO, Any
 
+from conformance.cluster import client_target
 from conformance.cluster.clock import DetectorClock
 from reference.cluster.cas import write_with_cas
 from reference.cluster.memory import InProcessCluster
@@ -67,7 +73,7 @@ from spec.cluster.detector import FailurePolicy
 from spec.cluster.types import MetadataOp, NodeId, Revision
 from streamwire.cli import one_line
 
-CAPABILITIES = ("clock", "restart", "durable", "held", "sessions", "configure", "cas")
+CAPABILITIES = ("clock", "restart", "durable", "held", "sessions", "configure", "cas", "client")
 """What this project's harness offers (``sessions`` and ``configure``: only with a service)."""
 NO_SECRET = "-"
 """``SERVE``'s secret word for "no authentication"."""
@@ -206,6 +212,8 @@ class Controls:
         if words[:1] == ["CAS"] and len(words) == 2 and words[1].isdigit():
             sends, value = self.cas_write(int(words[1]))
             return f"CAS_KEPT_CHANGING {sends}" if value is None else f"CAS_WRITTEN {sends} {value.hex()}"
+        if words[:1] == ["CLIENT"]:
+            return "CLIENT_RAN " + json.dumps(client_target.run(json.loads(line.split(None, 1)[1])))
         if words == ["UNSERVE"]:
             self.unserve()
             return "OK"
@@ -269,6 +277,14 @@ class ControlChannel:
 
     def unserve(self) -> None:
         self.ask("UNSERVE", "OK")
+
+    def client(self, walk: dict[str, Any]) -> list[dict[str, Any]]:
+        """What the harness's client session machine produced at each step of ``walk``."""
+        answer = self._exchange("CLIENT " + json.dumps(walk))
+        if not answer.startswith("CLIENT_RAN "):
+            raise RuntimeError(f"the harness answered CLIENT with {answer.strip()[:200]!r}, not CLIENT_RAN")
+        answers: list[dict[str, Any]] = json.loads(answer[len("CLIENT_RAN "):])
+        return answers
 
     def cas_write(self, conflicts: int) -> tuple[int, bytes | None]:
         words = self._exchange(f"CAS {conflicts}").split()

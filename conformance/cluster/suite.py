@@ -13,6 +13,7 @@ from typing import Any, Callable, Final
 from conformance.cluster import batch_rules, linearizability, message_rules, model_cases, settings_cases, wire_cases
 from conformance.cluster.harness import (
     CAS,
+    CLIENT,
     CLOCK,
     CONFIGURE,
     DURABLE,
@@ -33,7 +34,7 @@ from conformance.cluster.harness import (
 )
 from conformance.cluster.vector_suite import replay_trace
 from conformance.cluster.walks import WALKS_FILE, replay_cas_walk, replay_policy_walk, replay_session_walk
-from conformance.cluster import wire_walks
+from conformance.cluster import client_walks, wire_walks
 from conformance.framework import Case, CaseContext, CaseTimeout, Level, Suite, Verdict
 from spec.cluster.cas import CAS_ATTEMPTS
 from spec.cluster.errors import (
@@ -1136,6 +1137,15 @@ def every_wire_walk(target: ClusterTarget, ctx: CaseContext) -> Verdict:
                           "wire walks answered and closed as the spec's session does", wire_walks.WALKS_FILE)
 
 
+def every_client_walk(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    """Client walks: inputs for the target's own client session machine (capability ``client``: HELLO's token
+    and resume point, WELCOME and refusals of every code, replies to pending, unknown and late ids, events,
+    garbage, timers at each deadline and 1 ms either side, lost connections and the backoff); every step's
+    frames sent, notifications, failures, raised errors and deadline as recorded."""
+    return _every_walk_of("ClientWalk", lambda test: client_walks.replay_through(target, test),
+                          "client walks produced what the spec's client session does", client_walks.WALKS_FILE)
+
+
 def case(id: str, requirement: str, check: Check, requires: frozenset[str] = frozenset(),
          level: Level = Level.MUST) -> Case:
     return Case(id, level, ROLE, requirement, check, requires)
@@ -1264,6 +1274,11 @@ CASES = [
          "resumed session's catch-up after a revision at and around its writes, services started with a secret, a "
          "session bound of 1 or 2 and timings like 1001 ms) is answered frame by "
          "frame and closed as the spec's session does", every_wire_walk, frozenset({SERVICE, CLOCK, CONFIGURE})),
+    case("walks/derived-every-client-walk", "every client walk of the corpus (one client session machine given "
+         "WELCOME, refusals of every code, replies to pending, unknown and late request ids, events, garbage, timers "
+         "at each deadline and 1 ms either side, lost connections, the reconnect backoff and the handle closed) sends, "
+         "tells the Core, fails, raises and sets its deadline as the spec's client session does", every_client_walk,
+         frozenset({CLIENT})),
 ]
 
 SUITE = Suite(name="cluster", cases=CASES, open_target=open_target, roles=(ROLE,), target_help=TARGET_HELP)

@@ -744,6 +744,43 @@ def function_operator(name: str) -> str:
     return f"{module.rsplit('.', 1)[-1]}.{function}: {operator.strip()}"
 
 
+def kept_comments(selection: Any) -> dict[int, str]:
+    """Each kept walk's comment: the first rule it was kept for, as ``function: operator``, and how many more."""
+    reasons: dict[int, list[str]] = {}
+    for name, index in selection.killed_by.items():
+        reasons.setdefault(index, []).append(function_operator(name))
+    return {index: told[0] + (f" (and {len(told) - 1} more)" if len(told) > 1 else "") for index, told in reasons.items()}
+
+
+def bounded_hangs(run: Callable[[dict[str, Any]], Any], hung_walks: int) -> Callable[[dict[str, Any]], Any]:
+    """``run`` for ``select``, skipping every walk once ``hung_walks`` walks ran past the time limit with it (each
+    costs the limit, and a hang tells nothing: load fakes one)."""
+    from conformance.operator_mutants import WalkTimeout
+
+    hung: list[str] = []
+
+    def bounded(walk: dict[str, Any]) -> Any:
+        if len(hung) >= hung_walks:
+            raise WalkTimeout(hung[-1])
+        try:
+            return run(walk)
+        except WalkTimeout as silent:
+            hung.append(str(silent))
+            raise
+
+    return bounded
+
+
+def first_difference(test: dict[str, Any], got: Sequence[Any], what: str) -> list[str]:
+    """[] when ``got`` is a recorded walk's answer list, else the first ``what`` (step, read) that differs."""
+    for number, (wanted, came) in enumerate(zip(test["answer"], got), 1):
+        if wanted != came:
+            return [f"tcId {test['tcId']} ({test['comment']}): {what} {number} was {came}, expected {wanted}"]
+    if len(got) != len(test["answer"]):
+        return [f"tcId {test['tcId']} ({test['comment']}): {len(got)} {what}s, expected {len(test['answer'])}"]
+    return []
+
+
 def as_vector(walk: dict[str, Any], answers: Any, comment: str) -> dict[str, Any]:
     """A walk with the spec's answers, in traces.json's test format."""
     if walk["type"] == "ModelTrace":
@@ -801,15 +838,11 @@ def selected(progress: bool = False) -> tuple[dict[str, Any], str]:
     selection = select(walks, import_runner("conformance.cluster.walks", "run_walk"), PREFIXES, mutants,
                        progress=(lambda line: print(line, file=sys.stderr, flush=True)) if progress else lambda _: None)
     elapsed = time.monotonic() - started
-    reasons: dict[int, list[str]] = {}
-    for name, index in selection.killed_by.items():
-        reasons.setdefault(index, []).append(function_operator(name))
+    comments = kept_comments(selection)
     groups: dict[str, list[dict[str, Any]]] = {"ModelTrace": [], "DetectorTrace": [], "SessionWalk": [], "PolicyWalk": [], "CasWalk": []}
     for index in sorted(selection.kept):
         walk = walks[index]
-        told = reasons[index]
-        comment = told[0] + (f" (and {len(told) - 1} more)" if len(told) > 1 else "")
-        groups[walk["type"]].append(as_vector(walk, run_walk(walk), comment))
+        groups[walk["type"]].append(as_vector(walk, run_walk(walk), comments[index]))
     for tc_id, test in enumerate(groups["ModelTrace"] + groups["DetectorTrace"] + groups["SessionWalk"] + groups["PolicyWalk"] + groups["CasWalk"], 1):
         test["tcId"] = tc_id
     document = {

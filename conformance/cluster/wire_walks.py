@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Final, Sequence
 
-from conformance.cluster.walks import function_operator, judged_figures, write_corpus
+from conformance.cluster.walks import bounded_hangs, first_difference, judged_figures, kept_comments, write_corpus
 from conformance.cluster.service_wire import RawConnection, ServiceAddress
 from conformance.framework import CaseContext, CaseTimeout
 from spec.cluster import wire
@@ -284,20 +284,8 @@ def run_walk(walk: dict[str, Any]) -> list[Any]:
 def load_runner() -> Callable[[dict[str, Any]], list[Any]]:
     """For ``select``: the harness imported afresh (so with the mutant), this driver as it is. A mutant that left
     the service silent on ``HUNG_WALKS`` walks is not run again (each costs two reads' wait, and tells nothing)."""
-    from conformance.operator_mutants import WalkTimeout
-
     harness = importlib.import_module("conformance.cluster.reference_target").harness
-    hung: list[str] = []
-
-    def run(walk: dict[str, Any]) -> list[Any]:
-        if len(hung) >= HUNG_WALKS:
-            raise WalkTimeout(hung[-1])
-        try:
-            return _in_harness(harness, walk)
-        except WalkTimeout as silent:
-            hung.append(str(silent))
-            raise
-
+    run: Callable[[dict[str, Any]], list[Any]] = bounded_hangs(lambda walk: _in_harness(harness, walk), HUNG_WALKS)
     return run
 
 
@@ -339,12 +327,7 @@ def replay_through(target: Any, ctx: CaseContext, test: dict[str, Any]) -> list[
             target.clock(s.cluster, False, 0)
             if target.unconfigure is not None and any("serve" in step for step in test["steps"]):
                 target.unconfigure()
-    for number, (wanted, came) in enumerate(zip(test["answer"], got), 1):
-        if wanted != came:
-            return [f"tcId {test['tcId']} ({test['comment']}): read {number} was {came}, expected {wanted}"]
-    if len(got) != len(test["answer"]):
-        return [f"tcId {test['tcId']} ({test['comment']}): {len(got)} reads, expected {len(test['answer'])}"]
-    return []
+    return first_difference(test, got, "read")
 
 
 # -- the generator ------------------------------------------------------------------------------------
@@ -582,13 +565,10 @@ def selected(progress: bool = False) -> tuple[dict[str, Any], str]:
     mutants = [m for module in MODULES for m in mutants_of(module) + rounding_mutants(module)]
     selection = select(walks, load_runner, PREFIXES, mutants, per_walk_s=30.0,
                        progress=(lambda line: print(line, file=sys.stderr, flush=True)) if progress else lambda _: None)
-    reasons: dict[int, list[str]] = {}
-    for name, index in selection.killed_by.items():
-        reasons.setdefault(index, []).append(function_operator(name))
+    comments = kept_comments(selection)
     tests = []
     for tc_id, index in enumerate(sorted(selection.kept), 1):
-        told = reasons[index]
-        tests.append({"tcId": tc_id, "comment": told[0] + (f" (and {len(told) - 1} more)" if len(told) > 1 else ""),
+        tests.append({"tcId": tc_id, "comment": comments[index],
                       "flags": [], "specRef": "docs/spec/cluster.md#the-services-end-servicesession",
                       "steps": walks[index]["steps"], "answer": run_walk(walks[index])})
     document = {

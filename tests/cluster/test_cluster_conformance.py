@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -64,7 +65,7 @@ def test_etcd_backend_passes_every_case_but_the_clock_and_the_service_wire(
     plus a user (the CA made by openssl in the run's temporary directory). etcd's leases run on its
     own clock, which the runner cannot stop; nothing carries out the runtime's CAS writer for it."""
     outcomes = etcd_runs[target].result()
-    assert {c for c, o in outcomes.items() if o is CaseOutcome.UNSUPPORTED} == needing("clock", "service", "cas")
+    assert {c for c, o in outcomes.items() if o is CaseOutcome.UNSUPPORTED} == needing("clock", "service", "cas", "client")
     assert set(outcomes.values()) == {CaseOutcome.PASS, CaseOutcome.UNSUPPORTED, CaseOutcome.INFO}
 
 
@@ -95,6 +96,12 @@ def test_the_harness_answers_every_control_line_in_one_line(tmp_path: Path) -> N
         assert controls.answer("UNSERVE") == "OK" and controls.configured is None
         assert controls.answer("CAS 1") == f"CAS_WRITTEN 2 {b'r1+w'.hex()}"
         assert controls.answer("CAS 32") == "CAS_KEPT_CHANGING 32" and controls.answer("CAS x").startswith("ERROR")
+        walk = {"settings": {"node": "n1", "secret": "", "timeoutMs": 500, "backoffFirstMs": 50, "backoffLimitMs": 100},
+                "steps": [{"at": 0, "tick": True}, {"at": 0, "request": "RENEW"}]}
+        ran = controls.answer("CLIENT " + json.dumps(walk))
+        assert ran.startswith("CLIENT_RAN ") and json.loads(ran[len("CLIENT_RAN "):])[1] == {
+            "raised": "ProviderUnavailable", "deadline": 0.0}
+        assert controls.answer("CLIENT").startswith("ERROR ") and controls.answer("CLIENT {").startswith("ERROR ")
         shutil.rmtree(tmp_path / "journal")
         (tmp_path / "journal").write_text("a file where the journal's directory was\n")  # the reload fails
         answer = controls.answer("RESTART")
