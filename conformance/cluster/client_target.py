@@ -12,9 +12,9 @@ connection is up: send HELLO), ``dialFailed``, ``receive`` (hex bytes from the s
 kind's name, with ``payload``: fields as the wire names them, values of ops in hex), ``forget`` (a request
 id), ``tick``, ``lost`` (the connection ended) or ``close`` (the owner closed the handle). The answer, one
 per step: ``sent`` (the hex of what the machine sends), ``id`` (a request's id), ``raised`` (an error's
-class name), ``step`` (notifications for the Core, replies and failures by request id, whether the
-session was welcomed, whether the connection is to be closed, whether a dial is due) and ``deadline``
-(ms, or null).
+class name; a CAS failure's key, expected revision and entry too), ``step`` (notifications for the Core,
+replies and failures by request id, whether the session was welcomed and the timing WELCOME told, whether
+the connection is to be closed, whether a dial is due) and ``deadline`` (ms, or null).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import enum
 import itertools
 from typing import Any, Callable
 
-from spec.cluster.errors import ClusterError
+from spec.cluster.errors import ClusterError, RevisionMismatch
 from spec.cluster.session import Backoff, ClientSession, ClientStep
 from spec.cluster.types import NodeId
 from spec.cluster.wire import ServiceKind
@@ -47,11 +47,21 @@ def plain(value: Any) -> Any:
     return str(value)
 
 
-def _step(step: ClientStep) -> dict[str, Any]:
-    return {"notifications": [plain(n) for n in step.notifications],
-            "replies": {str(rid): {"kind": m.kind.name} | plain(m.payload) for rid, m in sorted(step.replies.items())},
-            "failed": {str(rid): type(e).__name__ for rid, e in sorted(step.failed.items())},
-            "welcomed": step.welcomed, "close": step.close is not None, "dial": step.dial}
+def error(raised: ClusterError | RuntimeError) -> Any:
+    """An error as the caller sees it: its class, and a CAS failure's key, expected revision and entry."""
+    if isinstance(raised, RevisionMismatch):
+        return {"type": "RevisionMismatch", "key": raised.key, "expected": raised.expected, "actual": plain(raised.actual)}
+    return type(raised).__name__
+
+
+def _step(step: ClientStep, session: ClientSession) -> dict[str, Any]:
+    out = {"notifications": [plain(n) for n in step.notifications],
+           "replies": {str(rid): {"kind": m.kind.name} | plain(m.payload) for rid, m in sorted(step.replies.items())},
+           "failed": {str(rid): error(e) for rid, e in sorted(step.failed.items())},
+           "welcomed": step.welcomed, "close": step.close is not None, "dial": step.dial}
+    if step.welcomed and session.timing is not None:  # what the runtime paces its heartbeats by
+        out["timing"] = plain(session.timing)
+    return out
 
 
 def _uniform(jitter: list[float]) -> Callable[[float, float], float]:
@@ -87,20 +97,20 @@ class ClientDriver:
             elif "dialFailed" in step:
                 session.dial_failed(now)
             elif "receive" in step:
-                out["step"] = _step(session.receive(bytes.fromhex(step["receive"]), now))
+                out["step"] = _step(session.receive(bytes.fromhex(step["receive"]), now), session)
             elif "request" in step:
                 rid, frame = session.request(ServiceKind[step["request"]], now, **_ops(step.get("payload", {})))
                 out |= {"id": rid, "sent": frame.hex()}
             elif "forget" in step:
                 session.forget(step["forget"])
             elif "tick" in step:
-                out["step"] = _step(session.tick(now))
+                out["step"] = _step(session.tick(now), session)
             elif "lost" in step:
-                out["step"] = _step(session.connection_lost(step["lost"], now))
+                out["step"] = _step(session.connection_lost(step["lost"], now), session)
             elif "close" in step:
                 session.close()
         except (ClusterError, RuntimeError) as raised:  # what the machine raises: an answer the runner compares
-            out["raised"] = type(raised).__name__
+            out["raised"] = error(raised)
         deadline = session.deadline
         out["deadline"] = None if deadline is None else round(deadline * 1000, 3)
         return out
