@@ -67,6 +67,8 @@ CLEAR_S: Final = 7200
 """How far a walk moves the clock when it ends: past every retry wait and transaction timeout it started."""
 U64_MAX: Final = 2**64 - 1
 PUT_TIMEOUT_S: Final = 10.0
+CLOSE_WAIT_S: Final = 10.0
+"""How long an in-process target's shutdown may take before it is left behind."""
 SCRATCH: Final = "/dev/shm"
 """Where an in-process target keeps its store when the machine has it: memory, as a walk's tables are small."""
 
@@ -187,7 +189,7 @@ def _put(target: WalkTarget, put: Step, store_prefix: str, restarted: bool, send
                    else put["store"])
     r = send(target, put_command(put), put_batch(put))
     if isinstance(r, str):
-        return {"error": r}
+        return {"error": r.replace(target.store, "{store}")}  # a refused location is named; the store is the run's
     numbers = {"accepted": r.accepted, "memory": r.memory_sequence_number, "durable": r.durable_sequence_number}
     return numbers | {"first": r.first} if restarted else numbers
 
@@ -280,7 +282,12 @@ class InProcessTarget:
         self.location = f"grpc://127.0.0.1:{self.server.port}"
 
     def close(self) -> None:
-        self.server.shutdown(grace_s=0)
+        """Shut the server down, waiting at most CLOSE_WAIT_S: a mutant's server that does not stop is left behind
+        rather than holding up the selection (the walk's time limit has already fired when this runs after it)."""
+        stopping = threading.Thread(target=self.server.shutdown, kwargs={"grace_s": 0}, name="sync-walk-close",
+                                    daemon=True)
+        stopping.start()
+        stopping.join(CLOSE_WAIT_S)
 
 
 @contextmanager
@@ -941,6 +948,13 @@ def report(doc: dict[str, Any]) -> str:
              f"target with the mutant planted in a copy of the tree. {doc['numberOfTests']} walks kept. A walk past its "
              f"time limit twice ({PER_WALK_S:g} s, then {2 * PER_WALK_S:g} s) tells nothing: a mutant on which one did "
              "is listed apart, never told apart. Score: told apart / (mutants - broken - equivalent).", "",
+             "What neither the walks nor the selection's runner express (the runner hands each put to the driver whole, "
+             "as the transport does once a stream ended; every walk step is expressible): a put split over several "
+             "messages, a stream held open, slow or cut, puts in flight at once, the put slots and the connection cap "
+             "(`spec.admission`), a put whose call ended before it was recorded; and of the settings, only the lag, "
+             "count, size and high-watermark can be set (`POLICY`): the transaction timeout, the retry backoff, the "
+             "write-lock timeout and the flush task's interval run at their defaults, and the default high-watermark "
+             "(threshold plus one message) is never in force, as the target always sets one.", "",
              "| module | mutants | told apart | broken | timed out | not confirmed | equivalent | unreachable | gap "
              "| score |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     total = [0] * 8
