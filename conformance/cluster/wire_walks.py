@@ -488,7 +488,7 @@ def candidates(seed: int = SEED) -> list[dict[str, Any]]:
 
 
 _CLIENT = ("unreachable", "the client's end (ClientSession, its backoff, the decoders only a client runs): a wire walk "
-           "drives the service's end; the remote client's tests hold the other")
+           "drives the service's end; the client walks hold the other (docs/walks/cluster-client.md)")
 _DEPARTS = ("equivalent", "the service stops reading a refused connection as well (its reactor discards what a "
             "departing peer sends, and the frames after the refused one in the same read are not carried out)")
 _EVENTS = ("unreachable", "membership events after WELCOME, which wire walks leave out (their order across the "
