@@ -416,6 +416,26 @@ def select(walks: Sequence[Any], load_runner: Callable[[], Runner], prefixes: Se
     return Selection(kept, killed_by, survivors, broken, timed_out)
 
 
+def select_all(walks: Sequence[Any], load_runner: Callable[[], Runner], prefixes: Sequence[str],
+               mutants: Sequence[OperatorMutant], progress: Callable[[str], None] = lambda _: None) -> Selection:
+    """``select`` traced, then untraced for the survivors on no walk's lines (what runs at import, such as protobuf
+    descriptors built by a module's top level, is on none: those are tried on every walk); no limit of tries."""
+    traced = select(walks, load_runner, prefixes, mutants, progress=progress)
+    runner = load_runner()
+    files = {str(module_path(m.module)) for m in mutants}
+    ran: set[tuple[str, int]] = set()
+    for walk in walks:
+        ran |= lines_run(runner, walk, files)[1]
+    again = [m for m in mutants if m.name in set(traced.survivors)
+             and not any((str(module_path(m.module)), line) in ran for line in range(m.line, m.end_line + 1))]
+    untraced = select(walks, load_runner, prefixes, again, progress=progress, traced=False)
+    retried = {m.name for m in again}
+    return Selection(traced.kept + [i for i in untraced.kept if i not in traced.kept],
+                     traced.killed_by | untraced.killed_by,
+                     [n for n in traced.survivors if n not in retried] + untraced.survivors,
+                     traced.broken + untraced.broken, traced.timed_out + untraced.timed_out)
+
+
 def rule_of(name: str) -> str:
     """``module:function:line: operator`` -> ``module-tail.function: operator`` (no line number): how a corpus
     names the rule a kept input is for, stable when lines move."""

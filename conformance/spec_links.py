@@ -102,6 +102,7 @@ VECTOR_SECTIONS: Final[Mapping[str, str]] = {
     "sync/traces.json": "docs/spec/sync.md#transactions",
     "sync/walks.json": "docs/spec/sync.md#transactions",
     "sync/inputs.json": "docs/spec/sync.md#schema-rules",
+    "sync/decode.json": "docs/spec/sync.md#messages",
 }
 """Vector files (under conformance/<protocol>/vectors/) that do not carry their own top-level ``specRef``."""
 

@@ -86,3 +86,14 @@ def write_or_check_with_report(module: str, description: str | None, path: Path,
     report_path.parent.mkdir(parents=True, exist_ok=True)
     report_path.write_text(report)
     return status
+
+
+def write_selected(module: str, description: str | None, paths: tuple[Path, Path], selection: dict[str, Any] | None,
+                   document: Callable[[dict[str, Any]], dict[str, Any]], report: Callable[[dict[str, Any]], str],
+                   argv: Sequence[str]) -> int:
+    """A corpus whose vector file records its ``selection``: the vector file and report ``paths`` written (or with
+    ``--check`` checked) from ``selection``, or from the one the vector file records when it is None."""
+    vectors, report_path = paths
+    chosen = selection if selection is not None else json.loads(vectors.read_text())["selection"]
+    doc = document(chosen)
+    return write_or_check_with_report(module, description, vectors, doc, report_path, report(doc), argv)

@@ -636,26 +636,13 @@ def _mutants() -> list[Any]:
 def select(seed: int) -> dict[str, Any]:
     """Every candidate against every mutant of :data:`MODULES` (operator and split mutants) whose lines it runs, then
     every candidate against the survivors no candidate runs the lines of; no limit of tries."""
-    from conformance.operator_mutants import Selection, lines_run, module_path, select as run_selection
+    from conformance.operator_mutants import select_all
 
     logging.disable(logging.CRITICAL)
     found = _mutants()
     items = [{"wire": wire} for wire in client_wires([c["request"] for c in candidates(seed)], _store_root())]
-    progress: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True)
-    traced = run_selection(items, _runner_loader(), PREFIXES, found, progress=progress)
-    # What runs at import (the protobuf descriptors) is on no candidate's lines: its mutants are tried on every one.
-    ran: set[tuple[str, int]] = set()
-    runner = _runner_loader()()
-    for item in items:
-        ran |= lines_run(runner, item, {str(module_path(m)) for m in MODULES})[1]
-    again = [m for m in found if m.name in set(traced.survivors)
-             and not any((str(module_path(m.module)), line) in ran for line in range(m.line, m.end_line + 1))]
-    untraced = run_selection(items, _runner_loader(), PREFIXES, again, progress=progress, traced=False)
-    retried = {m.name for m in again}
-    result = Selection(traced.kept + [i for i in untraced.kept if i not in traced.kept],
-                       traced.killed_by | untraced.killed_by,
-                       [n for n in traced.survivors if n not in retried] + untraced.survivors,
-                       traced.broken + untraced.broken, traced.timed_out + untraced.timed_out)
+    result = select_all(items, _runner_loader(), PREFIXES, found,
+                        progress=lambda line: print(line, file=sys.stderr, flush=True))
     modules: dict[str, Any] = {}
     for module in MODULES:
         names = {m.name for m in found if m.module == module}
@@ -822,15 +809,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         opts = parser.parse_args(args[1:])
         opts.out.write_text(json.dumps(select(SEED)))
         return 0
+    selection: dict[str, Any] | None
     if args[:1] == ["record"]:
         selection = json.loads(Path(args[1]).read_text())
         selection["candidates"] = len(candidates(selection["seed"]))
         args = args[2:]
     else:
-        selection = json.loads(VECTOR_FILE.read_text())["selection"]
-    doc = document(selection)
-    return vectorgen.write_or_check_with_report("conformance.sync.inputs", __doc__, VECTOR_FILE, doc, REPORT_FILE,
-                                                report(doc), args)
+        selection = None
+    return vectorgen.write_selected("conformance.sync.inputs", __doc__, (VECTOR_FILE, REPORT_FILE), selection, document,
+                                    report, args)
 
 
 if __name__ == "__main__":

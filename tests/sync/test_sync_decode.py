@@ -1,0 +1,35 @@
+"""The decode corpus: the file follows its schema, its inputs are the candidates of its seed, the recorded answers
+are the spec's answers now, and the report is the one the file renders."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+
+from conformance.sync import decode
+from conformance.sync.vector_suite import VECTOR_DIR, load_vectors
+
+
+def test_decode_file_matches_its_schema_its_seed_and_its_report() -> None:
+    doc = load_vectors("decode.json")
+    jsonschema.validate(doc, json.loads((VECTOR_DIR / doc["schema"]).read_text()))
+    selection = doc["selection"]
+    pool = decode.candidates(selection["seed"])
+    assert selection["candidates"] == len(pool)
+    for test in doc["testGroups"][0]["tests"]:
+        assert test["input"] == pool[test["candidate"]], test["tcId"]
+        assert test["killed"] == sum(i == test["candidate"] for i in selection["killedBy"].values())
+    assert decode.REPORT_FILE.read_text() == decode.report(doc), "run python -m conformance.sync.decode"
+
+
+def test_recorded_answers_are_the_spec_s_answers_now() -> None:
+    for test in load_vectors("decode.json")["testGroups"][0]["tests"]:
+        assert decode.answer(test["input"]) == test["expected"], test["tcId"]
+
+
+def test_an_untyped_error_is_recorded_as_raised_and_a_long_run_is_compact() -> None:
+    assert decode.answer({"decoder": "ipc", "header": "", "body": ""})["raised"] == "EOFError"
+    many = decode.answer({"decoder": "flight_data", "hex": {"repeat": "1a016d", "times": 1000}})
+    assert many == {"value": {"descriptor": None, "header": "", "body": ""}}
+    assert decode.varint(1, 3) == b"\x81\x80\x00" and decode.field(2, b"x") == b"\x12\x01x"
