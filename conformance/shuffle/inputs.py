@@ -29,6 +29,9 @@ from conformance.mutant_report import Judgement, judged, render_report
 from conformance.shuffle.auth_inputs import FUNCTIONS as AUTH_FUNCTIONS
 from conformance.shuffle.auth_inputs import SHAPES as AUTH_SHAPES
 from conformance.shuffle.auth_inputs import answer_auth, refusal
+from conformance.shuffle.task_inputs import FUNCTIONS as TASK_FUNCTIONS
+from conformance.shuffle.task_inputs import SHAPES as TASK_SHAPES
+from conformance.shuffle.task_inputs import answer_tasks
 from conformance.operator_mutants import import_runner, mutants_of, rule_of, select, split_mutants
 from spec.errors import ProtocolError
 from spec.shuffle import codec
@@ -53,11 +56,12 @@ MODULES: Final = (
     "spec.shuffle.codec", "spec.shuffle.framing", "spec.shuffle.jsonform", "spec.shuffle.settings",
     "spec.shuffle.registry", "spec.shuffle.checksum", "spec.shuffle.messages", "spec.shuffle.errors",
     "spec.auth.handshake", "spec.auth.keys", "spec.auth.ciphers", "spec.auth.layouts", "spec.auth.settings",
-    "spec.auth.errors", "spec.shared_secret",
+    "spec.auth.errors", "spec.shared_secret", "spec.shuffle.coordination", "spec.shuffle.root_cause", "spec.errors",
 )
 """The spec modules the inputs reach (the ones mutated)."""
-PREFIXES: Final = ("spec.", "conformance.shuffle.inputs", "conformance.shuffle.auth_inputs")
-"""Imported afresh for each mutant: the spec and the two modules that bind its names at import."""
+PREFIXES: Final = ("spec.", "conformance.shuffle.inputs", "conformance.shuffle.auth_inputs",
+                   "conformance.shuffle.task_inputs")
+"""Imported afresh for each mutant: the spec and the modules that bind its names at import."""
 
 INT32: Final = (-(2**31), 2**31 - 1)
 INT64: Final = (-(2**63), 2**63 - 1)
@@ -135,6 +139,8 @@ def answer(request: Json) -> dict[str, Any]:
         return _stream(request)
     if request["function"] in AUTH_FUNCTIONS:
         return answer_auth(request)
+    if request["function"] in TASK_FUNCTIONS:
+        return answer_tasks(request)
     try:
         return {"value": FUNCTIONS[request["function"]](request)}
     except ProtocolError as error:
@@ -386,7 +392,7 @@ def _checksum_request(rng: random.Random) -> Request:
 _SHAPES: Final[tuple[tuple[Callable[[random.Random], Request], int], ...]] = (
     (_decode_request, 30), (_stream_request, 15), (_encode_request, 25),
     (lambda rng: {"function": "settings", "settings": _settings_values(rng)}, 22),
-    (_network_timeout_request, 5), (_max_frame_request, 2), (_checksum_request, 1), *AUTH_SHAPES,
+    (_network_timeout_request, 5), (_max_frame_request, 2), (_checksum_request, 1), *AUTH_SHAPES, *TASK_SHAPES,
 )
 """Each request shape with its weight."""
 
@@ -416,7 +422,10 @@ HEADER: Final = [
     "its draws are the bytes of SHA-256(random || counter) blocks in the spec's order; 'received' the peer's bytes",
     "fed in turn, then 'sealed' ciphertext; 'plaintexts' sealed back, an integer n meaning the bytes i % 251 for",
     "i < n; sealed output past 512 bytes shown as its length and SHA-256) and authSettings (conf, appId, the",
-    "generated secret). Refusals without a typed condition (a ValueError) are named by their type. 'level': MUST,",
+    "generated secret). With capability inputs-tasks: failureText (role, task, description: a string or",
+    "{repeat: UTF-8 hex, times: n}; an answer past 512 bytes shown as its length and SHA-256), rootCause (a task's",
+    "error by type name, 'seen' the look at its attempt, 'waitedS') and errorReport (a typed shuffle error from",
+    "its arguments: its text, its JSON and a pickled copy's). Refusals without a typed condition (a ValueError) are named by their type. 'level': MUST,",
     "SHOULD (the reference's own bound or refusal) or INFO (Spark 4.3.0 answers otherwise; not judged).",
     "Requests are drawn from the seed and kept only when they tell the spec apart from one of its first-order",
     "operator mutants; 'candidate' is the request's number, 'comment' the mutant it was kept for as",
@@ -483,8 +492,6 @@ def select_corpus(count: int) -> dict[str, Any]:
             "timedOut": chosen.timed_out}
 
 
-_MACHINES = ("raised by the machines, never by these functions: the walk corpus judges it through the trace contract "
-             "(docs/walks/shuffle.md)")
 _ATTRIBUTE = "the attribute is kept for the runtime; the error's JSON (what an answer shows) is built from its parameters"
 _GATHERED = ("a gathered payload (a DATA sent from several buffers without a join) is the runtime writer's; a request's "
              "payload is one run of bytes")
@@ -542,11 +549,16 @@ JUDGED: Final[tuple[Judgement, ...]] = (
      "an assertion on the IV the spec draws (always 12 bytes)"),
     ("handshake.ReplayGuard.first_time", "", "unreachable",
      "forgetting the oldest of 4096 remembered salts needs 4097 answered challenges in one request"),
-    *((f"errors.{name}", "", "unreachable", _MACHINES) for name in (
-        "ConnectionClosedBeforeTermination.__init__", "Fault.peer_id", "IncorrectSequenceNumber.__init__",
-        "WriterUnreachable.__init__", "MismatchedChannelIds.__init__", "ReaderAlreadyBound.__init__",
-        "SendFailed.__init__", "TaskAborted.__init__", "UnexpectedMessage.__init__", "UnknownPeer.__init__",
-        "WriterWaitTimeout.__init__")),
+    ("errors.IncorrectSequenceNumber.__init__", "drop self.", "equivalent", _ATTRIBUTE),
+    ("errors.WriterUnreachable.__init__", "drop self.", "equivalent", _ATTRIBUTE),
+    ("errors.Fault.peer_id", "", "unreachable", "the record a machine fills when a channel fails, read by the channel "
+     "table; no request builds one (errorReport gives an error its own arguments; the walk corpus judges the tables)"),
+    ("errors.ProtocolError.to_json", "and -> or", "unreachable", "every parameter of the errors a request builds is an "
+     "int or a string, and str() of a string is itself: it takes an error with a bool, float or None parameter"),
+    *((f"coordination.ShuffleDirectory.{name}", "drop ...", "equivalent", "a Protocol's body is never run")
+      for name in ("register", "lookup", "unregister", "report_failure")),
+    ("root_cause.root_cause", "swap checks isinstance(seen.state, AttemptFailure)", "equivalent",
+     "an attempt's state is a failure or RETIRED, never both: the two checks exclude each other"),
 )
 """The survivors judged by hand: equivalent (no input can tell them apart; why), or unreachable through the inputs
 contract (which input it lacks). A survivor matched by no entry is a gap the generator should close. The walk

@@ -28,6 +28,10 @@ the codec, the JSON form or settings parsing: ``vectors/inputs.json``) with one 
 INPUTS_AUTH: Final = "inputs-auth"
 """Capability: the inputs contract takes the authentication requests too (one end of the AuthEngine handshake with
 its randomness given, its session cipher, the settings that ask for it: ``conformance/shuffle/auth_inputs.py``)."""
+INPUTS_TASKS: Final = "inputs-tasks"
+"""Capability: the inputs contract takes the task-failure requests too (an attempt's failure report, a task's root
+cause, a typed error's text and JSON: ``conformance/shuffle/task_inputs.py``); the reference's own decisions, which
+another implementation may make otherwise."""
 TRACE_ROLE: Final = "trace"
 TRACE_VARIABLE: Final = "CONFORMANCE_TRACE"
 ANSWER_TIMEOUT_S: Final = 10.0

@@ -113,9 +113,10 @@ from conformance.shuffle.suite.writer_cases import (
 from conformance.shuffle.suite.deadline_cases import CONNECT_TIMEOUT, at_its_instant
 from conformance.shuffle.suite.derived_axes import DERIVED_AXES
 from conformance.shuffle.suite.derived_cases import DERIVED, derived
-from conformance.shuffle.suite.input_cases import AUTH_FUNCTIONS, CODEC_FUNCTIONS, SETTINGS_FUNCTIONS, input_corpus
+from conformance.shuffle.suite.input_cases import AUTH_FUNCTIONS, CODEC_FUNCTIONS, SETTINGS_FUNCTIONS, TASK_FUNCTIONS, \
+    input_corpus
 from conformance.shuffle.suite.walk_cases import walk_corpus
-from conformance.shuffle.vector_exec import INPUTS, INPUTS_AUTH, TRACES
+from conformance.shuffle.vector_exec import INPUTS, INPUTS_AUTH, INPUTS_TASKS, TRACES
 from spec.shuffle import codec
 from spec.shuffle.messages import CreditMessage, DataMessage
 from spec.shuffle.settings import RequirementFailed, TypeMismatch
@@ -347,6 +348,10 @@ CASES: Final = (
        "for it answer every recorded request (one end, its randomness given; seeded, kept by mutation; "
        "docs/walks/shuffle-inputs.md) as the spec does: the bytes sent, the outcome or the error, the plaintext",
        input_corpus(AUTH_FUNCTIONS, "MUST"), INPUTS, INPUTS_AUTH),
+    _c("failure/writer-input-corpus", MUST, W, "An attempt's failure report (cut to 16 KiB of UTF-8), the root "
+       "cause a task hit by a peer's failure ends with, and a typed error's text and JSON answer every recorded "
+       "request (seeded, kept by mutation; docs/walks/shuffle-inputs.md) as the spec does",
+       input_corpus(TASK_FUNCTIONS, "MUST"), INPUTS, INPUTS_TASKS),
     _c("framing/reader-input-corpus-stricter", SHOULD, R, "The longest frame each side takes is the reference's "
        "(Spark 4.3.0 sets no bound below 2 GiB) for every recorded request", input_corpus(CODEC_FUNCTIONS, "SHOULD"),
        INPUTS),

@@ -18,7 +18,9 @@ Json = Mapping[str, Any]
 CODEC_FUNCTIONS: Final = frozenset({"decodeFrame", "decodeBody", "decodeStream", "encode", "maxFrame", "checksum"})
 SETTINGS_FUNCTIONS: Final = frozenset({"settings", "networkTimeout"})
 AUTH_FUNCTIONS: Final = frozenset({"authServer", "authClient", "authSettings"})
-"""The request families, one case each: the codec and the JSON form of messages; settings parsing; authentication."""
+TASK_FUNCTIONS: Final = frozenset({"failureText", "rootCause", "errorReport"})
+"""The request families, one case each: the codec and the JSON form of messages; settings parsing; authentication;
+task failures."""
 
 
 @cache
