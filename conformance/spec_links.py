@@ -57,6 +57,7 @@ CASE_SECTIONS: Final[Mapping[str, Mapping[str, str]]] = {
         "responses/derived-first-": "docs/spec/sync.md#probe",
         "walks/": "docs/spec/sync.md#transactions",
         "inputs/": "docs/spec/sync.md#schema-rules",
+        "machines/": "docs/spec/sync.md#the-durable-rule",
     },
     "cluster": {
         "membership/": "docs/spec/cluster.md#model",

@@ -31,7 +31,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Final, Protocol, Sequence
+from typing import Any, Callable, Final, Mapping, Protocol, Sequence
 
 from conformance import vectorgen
 from conformance.cluster.vectorgen import MISSING_SHARD, NOTES, Symbols
@@ -922,6 +922,27 @@ def judged_figures(modules: Sequence[str], judged_by_hand: dict[str, tuple[str, 
     for heading, names in sorted(survivors.items()):
         lines += [f"### {heading} ({len(names)})", ""] + [f"- `{n}`" for n in sorted(names)] + [""]
     return figure, lines
+
+
+def corpus_report(heading: str, intro: str, modules: Sequence[str], judged_by_hand: dict[str, tuple[str, str]],
+                  mutants: Sequence[Any], selection: Any) -> str:
+    """A walk corpus's generated report (``docs/walks/*.md``): ``heading``, ``intro`` (how it was generated), its
+    figure and its per-module table with the survivors by judgement (:func:`judged_figures`)."""
+    figure, table = judged_figures(modules, judged_by_hand, mutants, selection)
+    return "\n".join([heading, "", intro, "", figure, "", *table]).rstrip() + "\n"
+
+
+def scoped_mutants(code: Mapping[str, Sequence[str]]) -> list[Any]:
+    """The operator mutants of the functions (and classes' methods) ``code`` names by module ("": all of it)."""
+    from conformance.operator_mutants import mutants_of
+
+    return [m for module, scopes in code.items() for m in mutants_of(module)
+            if any(s == "" or m.function == s or m.function.startswith(s + ".") for s in scopes)]
+
+
+def progress_printer(progress: bool) -> Callable[[str], None]:
+    """``select``'s progress: printed to stderr, or dropped."""
+    return (lambda line: print(line, file=sys.stderr, flush=True)) if progress else lambda _: None
 
 
 def write_corpus(command: str, doc: str, selected_by: Callable[[], tuple[dict[str, Any], str]], walks_file: Path,

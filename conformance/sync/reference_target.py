@@ -4,7 +4,7 @@
 (``reference.sync.server``) on DIR, flushing after every put, on a clock that starts at 0 and
 moves only when the runner says so, allowing clients the store location ``DIR/allowed``. It prints
 ``CAPABILITIES store restart flush-control watermark store-locations truncate put-slots connections drain put-bound
-stream-deadlines`` and ``LISTENING <port>``, then
+stream-deadlines machines`` and ``LISTENING <port>``, then
 answers the runner's flush-control lines on stdin, one line each (the contract: :mod:`conformance.sync.suite`). The harness embeds the server's endpoint
 (``spec.sync.server.SyncServerEndpoint``) and a clock that moves only when told
 (``conformance.sync.clock.ManualClock``): ``POLICY`` reconfigures the endpoint and has the flusher
@@ -17,6 +17,7 @@ no back door for either.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import threading
@@ -27,6 +28,7 @@ os.environ.setdefault("GRPC_VERBOSITY", "NONE")
 
 from dataclasses import replace  # noqa: E402
 
+from conformance.sync import machines_target  # noqa: E402
 from conformance.sync.clock import ManualClock  # noqa: E402
 from reference.sync.server import SyncServer  # noqa: E402
 from reference.sync.store import DeltaStore  # noqa: E402
@@ -34,7 +36,7 @@ from spec.sync.server import SyncServerEndpoint, recorded_durable  # noqa: E402
 from spec.sync.writer import SyncSettings  # noqa: E402
 
 CAPABILITIES = ("store", "restart", "flush-control", "watermark", "store-locations", "truncate", "put-slots",
-                "connections", "drain", "put-bound", "stream-deadlines")
+                "connections", "drain", "put-bound", "stream-deadlines", "machines")
 PUT_SLOTS = 4
 """The target's max_concurrent_puts (``put-slots``): few, so holding every slot costs a case little."""
 HIGH_WATERMARK = 16 * 1024 * 1024
@@ -53,6 +55,11 @@ ALLOWED_LOCATION = "allowed"
 def answer(endpoint: SyncServerEndpoint, clock: ManualClock, line: str, server: SyncServer | None = None) -> str:
     """The one-line answer to one flush-control line."""
     words = line.split()
+    if words[:1] == ["MACHINES"]:  # a walk of calls on one of the spec's machines (conformance/sync/machines_target.py)
+        try:
+            return "MACHINES " + json.dumps(machines_target.run(json.loads(line.split(None, 1)[1])))
+        except (ValueError, KeyError, TypeError, IndexError):
+            return "ERROR a MACHINES line holds one walk as JSON"
     try:
         if words[:1] == ["POLICY"] and len(words) in (4, 5):
             lag, count, size = float(words[1]), int(words[2]), int(words[3])

@@ -61,6 +61,11 @@ running once the grace ended ends ``UNAVAILABLE``; only a restart brings the tar
 ``drain``: the line ``DRAIN`` (answered ``OK``) makes the target drain as at a shutdown while it still serves
 puts: it answers probes and refuses every other put; only a restart ends it.
 
+``machines``: the line ``MACHINES <walk>`` (one walk of ``vectors/machine_walks.json`` as JSON: a machine, its
+settings and the calls made on it) is answered ``MACHINES <answers>`` (a JSON list, one answer per call: what it
+returned or raised and what the machine shows after it), each walk on a fresh machine of the target's
+(conformance/sync/machines_target.py).
+
 Seafowl appends a put to a table's last pending item when their schemas agree, so the cases
 that count items alternate two column orders: every put is then an item of its own.
 """
@@ -93,6 +98,7 @@ from conformance.sync import (
     derived_streams,
     derived_writer,
     inputs,
+    machine_walks,
     walks,
 )
 from reference.sync.credentials import ClientSecurity
@@ -1178,6 +1184,10 @@ SUITE = Suite(
         *(_c(f"inputs/{name}", MUST, f"The {len(ids)} single requests of the input corpus kept by operator mutants of "
              "the decode and validate rules (vectors/inputs.json) are answered as recorded",
              inputs.replay_case(ids), "store") for name, ids in inputs.groups()),
+        _c("machines/every-walk", MUST, "The walks of calls on one sans-IO machine each (a client and its requests' "
+           "tries, the memory budget, put slots and puts in flight at once, commit stamps, responses, the settings) "
+           "kept by operator mutants (vectors/machine_walks.json) are answered as recorded",
+           machine_walks.replay_case, "machines"),
         _c("atomicity/derived-noops-write-nothing", MUST, "Probes, replays at or below durable and refused puts "
            "leave the table's files as they were", derived.noops_write_nothing, "store"),
     ),
