@@ -88,6 +88,7 @@ CASE_SECTIONS: Final[Mapping[str, Mapping[str, str]]] = {
         "walks/": "docs/spec/cluster.md#model",
         "walks/derived-every-wire-walk": "docs/spec/cluster.md#the-services-end-servicesession",
         "walks/derived-every-client-walk": "docs/spec/cluster.md#the-clients-end-clientsession",
+        "inputs/": "docs/spec/cluster.md#wire-layouts-of-the-cluster-service",
     },
 }
 """Per suite: case-id prefix -> section; the longest matching prefix wins."""

@@ -2,7 +2,7 @@
 durability and liveness counts from a target, never through the cluster service's own wire.
 
 A harness is a process that embeds a cluster service and prints, on stdout, an optional line
-``CAPABILITIES <cap> ...`` (of ``clock restart durable held sessions configure cas client``), then the service's port. Then it
+``CAPABILITIES <cap> ...`` (of ``clock restart durable held sessions configure cas client inputs``), then the service's port. Then it
 answers one line on stdout for each line the runner writes on its stdin, and exits when stdin
 closes:
 
@@ -45,6 +45,9 @@ runner writes          harness does                              harness answers
                        the walk of inputs (sans-IO, the clock     each step produced
                        the steps give;
                        conformance/cluster/client_target.py)
+``INPUTS <json>``       calls one of its cluster pure functions    ``INPUTS_RAN <json>``: the
+                       on the input (conformance/cluster/         call's answer
+                       inputs_target.py)
 anything else          nothing                                    ``ERROR <one line>``
 =====================  ========================================  ==========================================
 
@@ -63,7 +66,7 @@ import threading
 from dataclasses import dataclass
 from typing import IO, Any
 
-from conformance.cluster import client_target
+from conformance.cluster import client_target, inputs_target
 from conformance.cluster.clock import DetectorClock
 from reference.cluster.cas import write_with_cas
 from reference.cluster.memory import InProcessCluster
@@ -73,7 +76,7 @@ from spec.cluster.detector import FailurePolicy
 from spec.cluster.types import MetadataOp, NodeId, Revision
 from streamwire.cli import one_line
 
-CAPABILITIES = ("clock", "restart", "durable", "held", "sessions", "configure", "cas", "client")
+CAPABILITIES = ("clock", "restart", "durable", "held", "sessions", "configure", "cas", "client", "inputs")
 """What this project's harness offers (``sessions`` and ``configure``: only with a service)."""
 NO_SECRET = "-"
 """``SERVE``'s secret word for "no authentication"."""
@@ -214,6 +217,8 @@ class Controls:
             return f"CAS_KEPT_CHANGING {sends}" if value is None else f"CAS_WRITTEN {sends} {value.hex()}"
         if words[:1] == ["CLIENT"]:
             return "CLIENT_RAN " + json.dumps(client_target.run(json.loads(line.split(None, 1)[1])))
+        if words[:1] == ["INPUTS"]:
+            return "INPUTS_RAN " + json.dumps(inputs_target.run(json.loads(line.split(None, 1)[1])))
         if words == ["UNSERVE"]:
             self.unserve()
             return "OK"
@@ -285,6 +290,14 @@ class ControlChannel:
             raise RuntimeError(f"the harness answered CLIENT with {answer.strip()[:200]!r}, not CLIENT_RAN")
         answers: list[dict[str, Any]] = json.loads(answer[len("CLIENT_RAN "):])
         return answers
+
+    def inputs(self, call: dict[str, Any]) -> dict[str, Any]:
+        """The harness's answer to one call of its cluster pure functions."""
+        answer = self._exchange("INPUTS " + json.dumps(call))
+        if not answer.startswith("INPUTS_RAN "):
+            raise RuntimeError(f"the harness answered INPUTS with {answer.strip()[:200]!r}, not INPUTS_RAN")
+        ran: dict[str, Any] = json.loads(answer[len("INPUTS_RAN "):])
+        return ran
 
     def cas_write(self, conflicts: int) -> tuple[int, bytes | None]:
         words = self._exchange(f"CAS {conflicts}").split()

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from conformance.cluster import client_target
+from conformance.cluster import client_target, inputs_target
 from conformance.cluster.clock import DetectorClock
 from conformance.cluster.controls import ControlChannel, Controls, Thresholds
 from conformance.framework import CaseContext, CaseTimeout, RunOptions, Verdict
@@ -44,6 +44,7 @@ SERVICE = "service"
 CONFIGURE = "configure"
 CAS = "cas"
 CLIENT = "client"
+INPUTS = "inputs"
 Clock = Callable[[ClusterBackend, bool, int], Thresholds]
 """``(cluster, stopped, advance_ms)``: see ``CLOCK`` in conformance/cluster/controls.py."""
 
@@ -72,6 +73,9 @@ class ClusterTarget:
     client: Callable[[dict[str, Any]], list[dict[str, Any]]] | None = None
     """Capability "client": the target's own client session machine run on a walk of inputs
     (conformance/cluster/client_target.py)."""
+    inputs: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    """Capability "inputs": the target's own cluster pure functions called on one input
+    (conformance/cluster/inputs_target.py)."""
 
 
 def verdict(expected: str, problems: list[str]) -> Verdict:
@@ -245,7 +249,7 @@ TARGET_HELP = (f"{PROVIDER_SYNTAX[ProviderKind.MEMORY]} (in-process, journaled),
                f"certificates and a user), {PROVIDER_SYNTAX[ProviderKind.ETCD]} (each case in a namespace of its own), "
                f"{PROVIDER_SYNTAX[ProviderKind.SERVICE]} (a cluster service: its wire only), exec:CMD (CMD starts a cluster "
                "service or a harness embedding one and prints its port as its first line, after an optional line "
-               "CAPABILITIES clock restart durable held sessions configure cas client; a harness then answers control lines on stdin, "
+               "CAPABILITIES clock restart durable held sessions configure cas client inputs; a harness then answers control lines on stdin, "
                "docs/conformance.md)")
 
 
@@ -291,13 +295,13 @@ def _memory_target(tmp: Path) -> ClusterTarget:
         controls[cluster] = Controls(cluster, clock)
         return cluster
 
-    return ClusterTarget("in-process cluster (journaled)", frozenset({RESTART, CLOCK, DURABLE, HELD, CAS, CLIENT}),
+    return ClusterTarget("in-process cluster (journaled)", frozenset({RESTART, CLOCK, DURABLE, HELD, CAS, CLIENT, INPUTS}),
                          new_cluster,
                          lambda cluster: controls[cluster].restart(),
                          lambda cluster, stopped, advance_ms: controls[cluster].set_clock(stopped, advance_ms),
                          lambda cluster: controls[cluster].durable(), lambda cluster: controls[cluster].held(),
                          cas_write=lambda cluster, conflicts: controls[cluster].cas_write(conflicts),
-                         client=client_target.run)
+                         client=client_target.run, inputs=inputs_target.run)
 
 
 def _service_target(description: str, url: str, declared: frozenset[str],
@@ -337,7 +341,8 @@ def _service_target(description: str, url: str, declared: frozenset[str],
                          channel.serve if configured and channel is not None else None,
                          channel.unserve if configured and channel is not None else None,
                          cas_write if channel is not None and CAS in offered else None,
-                         channel.client if channel is not None and CLIENT in offered else None)
+                         channel.client if channel is not None and CLIENT in offered else None,
+                         channel.inputs if channel is not None and INPUTS in offered else None)
 
 
 def _etcd_target(endpoint: EtcdEndpoint, description: str, restart: Callable[[], None] | None) -> ClusterTarget:

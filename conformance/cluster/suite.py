@@ -18,6 +18,7 @@ from conformance.cluster.harness import (
     CONFIGURE,
     DURABLE,
     HELD,
+    INPUTS,
     RESTART,
     SERVICE,
     SESSIONS,
@@ -34,7 +35,7 @@ from conformance.cluster.harness import (
 )
 from conformance.cluster.vector_suite import replay_trace
 from conformance.cluster.walks import WALKS_FILE, replay_cas_walk, replay_policy_walk, replay_session_walk
-from conformance.cluster import client_walks, wire_walks
+from conformance.cluster import client_walks, inputs, wire_walks
 from conformance.framework import Case, CaseContext, CaseTimeout, Level, Suite, Verdict
 from spec.cluster.cas import CAS_ATTEMPTS
 from spec.cluster.errors import (
@@ -1146,6 +1147,15 @@ def every_client_walk(target: ClusterTarget, ctx: CaseContext) -> Verdict:
                           "client walks produced what the spec's client session does", client_walks.WALKS_FILE)
 
 
+def every_input(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    """Inputs: the target's own cluster pure functions called directly (capability ``inputs``: frames of every
+    kind encoded and decoded, an update split at MAX_FRAME_BYTES and one either side, a frame reader's partial
+    frames, ids, addresses, keys, values, expected revisions and batches at their byte bounds and one past);
+    every answer as recorded."""
+    return _every_walk_of("InputCall", lambda test: inputs.replay_through(target, test),
+                          "inputs answered as the spec's functions do", inputs.INPUTS_FILE)
+
+
 def case(id: str, requirement: str, check: Check, requires: frozenset[str] = frozenset(),
          level: Level = Level.MUST) -> Case:
     return Case(id, level, ROLE, requirement, check, requires)
@@ -1279,6 +1289,10 @@ CASES = [
          "at each deadline and 1 ms either side, lost connections, the reconnect backoff and the handle closed) sends, "
          "tells the Core, fails, raises and sets its deadline as the spec's client session does", every_client_walk,
          frozenset({CLIENT})),
+    case("inputs/derived-every-input", "every call of the inputs corpus (the wire's encode and decode of every "
+         "kind, an update event split at MAX_FRAME_BYTES and one either side, a frame reader fed partial frames at "
+         "its bound, ids, addresses, keys, values, expected revisions and batches at their byte bounds and one past) "
+         "answers, raises or refuses as the spec's pure functions do", every_input, frozenset({INPUTS})),
 ]
 
 SUITE = Suite(name="cluster", cases=CASES, open_target=open_target, roles=(ROLE,), target_help=TARGET_HELP)

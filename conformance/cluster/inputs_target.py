@@ -1,0 +1,139 @@
+"""The inputs role of the cluster target harness (capability ``inputs``): the cluster's pure functions called
+directly on one input each, answered in plain JSON. Through a service a case cannot reach them at their bounds (an
+update event past MAX_FRAME_BYTES needs a 16 MiB catch-up, a frame reader's held partial frame is never shown, ids,
+keys and values at their byte bounds are prefixed by the replay), so a harness offering this role runs its own
+functions on the runner's input: no socket, no clock.
+
+The control line ``INPUTS <json>`` (conformance/cluster/controls.py) carries one call: ``{"call": name, ...}``.
+Bytes are hex, or ``{"repeat": hex, "times": n}``, or a list of those joined; text is a string or
+``{"repeat": text, "times": n}`` (so a 16 MiB input is a short line). The calls:
+
+- ``encode`` ``{kind, id, payload}``: the frame of one message (payload fields as the wire names them).
+- ``decode`` ``{body}``: one frame body parsed.
+- ``updateFrames`` ``{kind, entries, limit?, fields?}``: the frames of one update event, split at ``limit``
+  (MAX_FRAME_BYTES when absent).
+- ``feed`` ``{bound, chunks}``: a frame reader of that bound fed the chunks in turn.
+- ``checkBatch`` ``{ops}``, ``checkId`` ``{kind, text}``, ``checkAddress`` ``{address}``.
+
+The answer: ``{"value": ...}``, or ``{"raised": class}`` (a ClusterError's class name), or ``{"refused": true}``
+when a value cannot be put on the wire at all (an integer past its field). Bytes in an answer are hex up to 64
+bytes, else ``{"bytes": length, "sha256": first 16 hex digits}``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Callable
+
+import construct as c
+
+from spec.cluster import wire
+from spec.cluster.errors import ClusterError
+from spec.cluster.types import Entry, MetadataOp, Revision, check_address, check_batch, check_id
+from spec.cluster.wire import ServiceKind
+
+Json = dict[str, Any]
+
+
+def blob(spec: Any) -> bytes:
+    """Bytes from their compact form: hex, ``{"repeat": hex, "times": n}``, or a list of those joined."""
+    if isinstance(spec, list):
+        return b"".join(blob(part) for part in spec)
+    if isinstance(spec, dict):
+        return bytes.fromhex(spec["repeat"]) * int(spec["times"])
+    return bytes.fromhex(spec)
+
+
+def text(spec: Any) -> str:
+    """Text from its compact form: a string or ``{"repeat": text, "times": n}``."""
+    return str(spec["repeat"]) * int(spec["times"]) if isinstance(spec, dict) else str(spec)
+
+
+def shown(value: Any) -> Any:
+    """A value as plain JSON, bytes short (hex) or long (length and digest)."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        data = bytes(value)
+        return data.hex() if len(data) <= 64 else {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()[:16]}
+    if isinstance(value, str) and len(value) > 64:
+        return {"chars": len(value), "sha256": hashlib.sha256(value.encode()).hexdigest()[:16]}
+    if isinstance(value, dict):
+        return {str(k): shown(v) for k, v in value.items() if not str(k).startswith("_")}
+    if isinstance(value, (list, tuple)):
+        return [shown(v) for v in value]
+    if hasattr(value, "items"):  # a parsed construct container
+        return shown(dict(value.items()))
+    return value if isinstance(value, (int, bool)) or value is None else str(value)
+
+
+def _record(item: Json) -> Json:
+    out = dict(item)
+    if "key" in out:
+        out["key"] = text(out["key"])
+    if "value" in out:
+        out["value"] = blob(out["value"])
+    return out
+
+
+def _payload(payload: Json) -> Json:
+    out: Json = {k: (text(v) if isinstance(v, (str, dict)) and k != "actual" else v) for k, v in payload.items()}
+    for name in ("ops", "entries"):
+        if name in out:
+            out[name] = [_record(item) for item in out[name]]
+    if out.get("actual"):
+        out["actual"] = _record(out["actual"])
+    return out
+
+
+def _encode(call: Json) -> Any:
+    return wire.encode(ServiceKind[call["kind"]], call["id"], **_payload(call.get("payload", {})))
+
+
+def _decode(call: Json) -> Any:
+    message = wire.decode(blob(call["body"]))
+    return {"kind": message.kind.name, "id": message.request_id, "payload": message.payload}
+
+
+def _update_frames(call: Json) -> Any:
+    entries = [Entry(key=text(e["key"]), value=blob(e["value"]), revision=Revision(e["revision"]))
+               for e in call["entries"]]
+    limit = call.get("limit", wire.MAX_FRAME_BYTES)
+    return wire.update_frames(ServiceKind[call["kind"]], entries, limit, **_payload(call.get("fields", {})))
+
+
+def _feed(call: Json) -> Any:
+    reader = wire.FrameReader(call["bound"])
+    out: list[Json] = []
+    for chunk in call["chunks"]:
+        try:
+            bodies = list(reader.feed(blob(chunk)))
+        except ClusterError as raised:
+            out.append({"raised": type(raised).__name__})
+            break
+        out.append({"bodies": bodies, "held": reader.held_bytes, "wanted": reader.wanted})
+    return out
+
+
+def _check_batch(call: Json) -> Any:
+    ops = [MetadataOp(key=text(o["key"]), value=blob(o["value"]), expected=o.get("expected")) for o in call["ops"]]
+    return len(check_batch(ops))
+
+
+CALLS: dict[str, Callable[[Json], Any]] = {
+    "encode": _encode,
+    "decode": _decode,
+    "updateFrames": _update_frames,
+    "feed": _feed,
+    "checkBatch": _check_batch,
+    "checkId": lambda call: check_id(call["kind"], text(call["text"])),
+    "checkAddress": lambda call: check_address(text(call["address"])),
+}
+
+
+def run(call: Json) -> Json:
+    """One call's answer."""
+    try:
+        return {"value": shown(CALLS[call["call"]](call))}
+    except ClusterError as raised:
+        return {"raised": type(raised).__name__}
+    except (c.ConstructError, ValueError, OverflowError):  # a value past its field, which no frame can carry
+        return {"refused": True}
