@@ -65,7 +65,7 @@ def test_etcd_backend_passes_every_case_but_the_clock_and_the_service_wire(
     plus a user (the CA made by openssl in the run's temporary directory). etcd's leases run on its
     own clock, which the runner cannot stop; nothing carries out the runtime's CAS writer for it."""
     outcomes = etcd_runs[target].result()
-    assert {c for c, o in outcomes.items() if o is CaseOutcome.UNSUPPORTED} == needing("clock", "service", "cas", "client")
+    assert {c for c, o in outcomes.items() if o is CaseOutcome.UNSUPPORTED} == needing("clock", "service", "cas", "client", "inputs")
     assert set(outcomes.values()) == {CaseOutcome.PASS, CaseOutcome.UNSUPPORTED, CaseOutcome.INFO}
 
 
@@ -102,6 +102,9 @@ def test_the_harness_answers_every_control_line_in_one_line(tmp_path: Path) -> N
         assert ran.startswith("CLIENT_RAN ") and json.loads(ran[len("CLIENT_RAN "):])[1] == {
             "raised": "ProviderUnavailable", "deadline": 0.0}
         assert controls.answer("CLIENT").startswith("ERROR ") and controls.answer("CLIENT {").startswith("ERROR ")
+        call = {"call": "checkId", "kind": "node", "text": {"repeat": "a", "times": 129}}
+        assert controls.answer("INPUTS " + json.dumps(call)) == 'INPUTS_RAN {"raised": "InvalidIdentifier"}'
+        assert controls.answer("INPUTS {").startswith("ERROR ") and controls.answer("INPUTS {}").startswith("ERROR ")
         shutil.rmtree(tmp_path / "journal")
         (tmp_path / "journal").write_text("a file where the journal's directory was\n")  # the reload fails
         answer = controls.answer("RESTART")
