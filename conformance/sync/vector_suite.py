@@ -1,6 +1,6 @@
 """Golden vectors of the data-sync protocol (``python -m conformance vectors --suite sync``).
 
-``--target reference`` checks all six files (traces, messages, sync schema, squash, walks, inputs)
+``--target reference`` checks all seven files (traces, messages, sync schema, squash, walks, inputs, machine walks)
 against the spec code (the walks on the reference target in this process, the inputs on the sans-IO runner).  ``--target exec:CMD`` checks trace vectors against another
 implementation: CMD is run with a trace file appended and must print the lines of
 ``python -m conformance sync-trace`` (the other files exercise library functions
@@ -127,6 +127,13 @@ def _input_check(t: dict[str, Any]) -> tuple[bool, str]:
     return got == t["expected"], f"answer {got}"
 
 
+def _machine_walk_check(t: dict[str, Any]) -> tuple[bool, str]:
+    from conformance.sync.machine_walks import run_walk, walk_of
+
+    got = run_walk(walk_of(t))
+    return got == t["answer"], f"answers {got}"
+
+
 def _exec_trace(command: str, ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
         json.dump({"ops": ops}, fh)
@@ -160,6 +167,7 @@ def check_vectors(target: str) -> Iterator[VectorResult]:
     checks.append(("sync/squash", _squash_checker(squash_doc), squash_doc))
     checks.append(("sync/walks", _walk_check, load_vectors("walks.json")))
     checks.append(("sync/inputs", _input_check, load_vectors("inputs.json")))
+    checks.append(("sync/machine-walks", _machine_walk_check, load_vectors("machine_walks.json")))
     for group, check, doc in checks:
         for t in _tests(doc):
             try:

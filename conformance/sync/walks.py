@@ -908,20 +908,22 @@ def document(selection: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-_CONCURRENT: Final = "puts in flight at once (a walk's puts are one at a time)"
+_HELD: Final = "; the machine walks drive it alone (docs/walks/sync-machines.md)"
+_CONCURRENT: Final = "puts in flight at once (a walk's puts are one at a time)" + _HELD
 _STREAM: Final = "a put stream held open, slow or cut (a walk sends each put whole)"
 JUDGED: Final[dict[str, tuple[str, str]]] = {
     "admission.PutSlots": ("unreachable", _CONCURRENT),
     "admission.MemoryBudget": ("unreachable", _CONCURRENT),
-    "admission.flush_working_set": ("unreachable", _CONCURRENT + " while a flush holds its working set"),
-    "admission.PutStream": ("unreachable", _STREAM + "; its deadlines run on the transport's clock (row 72)"),
+    "admission.flush_working_set": ("unreachable", "puts in flight at once (a walk's puts are one at a time) while a "
+                                    "flush holds its working set" + _HELD),
+    "admission.PutStream": ("unreachable", _STREAM + "; its deadlines run on the transport's clock (row 72)" + _HELD),
     "admission.PutReading": ("unreachable", "a put of several messages summed past the put bound, or a message "
-                             "over 128 MiB (row 73)"),
-    "admission.PutLimits": ("unreachable", "limits of messages and streams: " + _STREAM),
-    "client": ("unreachable", "a client's rule (spec.sync.client): the walks drive a server"),
-    "responses.shows_restart": ("unreachable", "a client's rule (spec.sync.client), never run by a server"),
+                             "over 128 MiB (row 73)" + _HELD),
+    "admission.PutLimits": ("unreachable", "limits of messages and streams: " + _STREAM + _HELD),
+    "client": ("unreachable", "a client's rule (spec.sync.client): the walks drive a server" + _HELD),
+    "responses.shows_restart": ("unreachable", "a client's rule (spec.sync.client), never run by a server" + _HELD),
     "commit_time.commit_timestamp_ms": ("unreachable", "a Delta commit's timestamp: a walk reads rows, and the "
-                                        "contract does not move a target's wall clock (row 77)"),
+                                        "contract does not move a target's wall clock (row 77)" + _HELD),
 }
 """Survivors judged by hand, by ``module.function`` (or ``module.function: operator`` prefix), the longest
 match wins: ``("equivalent", why)`` or ``("unreachable", the input the interface lacks)``; the rest are gaps."""

@@ -14,7 +14,7 @@ from conformance.sync.vector_suite import VECTOR_DIR, check_vectors, load_vector
 from spec.sync.errors import CommandDecodeError
 from spec.sync.messages import SyncCommand, decode_command, decode_descriptor_cmd
 
-FILES = ("traces.json", "messages.json", "schema.json", "squash.json", "walks.json", "inputs.json")
+FILES = ("traces.json", "messages.json", "schema.json", "squash.json", "walks.json", "inputs.json", "machine_walks.json")
 
 
 @pytest.mark.parametrize("name", FILES)
@@ -26,7 +26,7 @@ def test_vector_file_matches_its_schema(name: str) -> None:
 def test_every_vector_passes_against_the_reference() -> None:
     results = list(check_vectors("reference"))
     assert {r.group for r in results} == {"sync/traces", "sync/messages", "sync/schema", "sync/squash",
-                                          "sync/walks", "sync/inputs"}
+                                          "sync/walks", "sync/inputs", "sync/machine-walks"}
     assert [r for r in results if not r.passed] == []
 
 
