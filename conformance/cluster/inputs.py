@@ -22,6 +22,7 @@ from typing import Any, Callable, Final, Sequence
 
 from conformance.cluster.client_walks import JUDGED as CLIENT_JUDGED
 from conformance.cluster.walks import first_difference, judged_figures, kept_comments, write_corpus
+from spec.cluster.detector import MAX_TIMING_MS
 from spec.cluster.types import MAX_ADDRESS_BYTES, MAX_BATCH_OPS, MAX_ID_BYTES, MAX_KEY_BYTES, MAX_REVISION, MAX_VALUE_BYTES
 from spec.cluster.wire import MAX_FRAME_BYTES, MAX_HELLO_BYTES, PAYLOADS, ServiceKind
 
@@ -29,13 +30,15 @@ ROOT: Final = Path(__file__).resolve().parents[2]
 INPUTS_FILE: Final = ROOT / "conformance" / "cluster" / "vectors" / "inputs.json"
 SCHEMA_NAME: Final = "inputs.schema.json"
 REPORT_FILE: Final = ROOT / "docs" / "walks" / "cluster-inputs.md"
-GENERATOR_VERSION: Final = "1"
+GENERATOR_VERSION: Final = "2"
 SEED: Final = 4344
-CANDIDATES: Final = 1200
+CANDIDATES: Final = 1600
 SPEC_REF: Final = "docs/spec/cluster.md#wire-layouts-of-the-cluster-service"
 INPUTS_CODE: Final = {
     "spec.cluster.wire": ("encode", "update_frames", "checked_length", "body_length", "FrameReader", "decode"),
     "spec.cluster.types": ("check_id", "check_address", "check_batch"),
+    "spec.cluster.detector": ("FailurePolicy", "FailureDetector"),
+    "spec.cluster.model": ("MembershipView", "_snapshot"),
 }
 """The spec's code the calls reach, by module: the functions (and classes) whose mutants are selected against."""
 MODULES: Final = tuple(INPUTS_CODE)
@@ -237,8 +240,51 @@ def _check_address(rng: random.Random) -> dict[str, Any]:
                                                      fill)}
 
 
-MAKERS: Final = (_encode, _encode, _decode, _decode, _update_frames, _feed, _feed, _check_batch, _check_id,
-                 _check_address)
+def _durations(rng: random.Random) -> tuple[Any, Any]:
+    """A heartbeat and fail_after at each edge of the policy's domain: 1 ms and a hair under, half ms (rounding on
+    the wire), fail_after at twice the heartbeat and a hair under, a fail bound at the wire's u32 ms and past."""
+    heartbeat: Any = rng.choice((0.001, 0.0009999, 0.0005, 0.0015, 0.0025, 0.5, 1.0, 1.0005, 0.0, -1.0, "nan"))
+    hb = float(heartbeat)
+    limit = MAX_TIMING_MS / 1000
+    fail_after: Any = rng.choice((2 * hb, 2 * hb - 1e-9, 2 * hb + 0.0005, 3 * hb, limit - hb, limit - hb + 0.001,
+                                  limit - hb - 0.001, limit, "inf", "nan"))
+    return heartbeat, fail_after
+
+
+def _policy(rng: random.Random) -> dict[str, Any]:
+    heartbeat, fail_after = _durations(rng)
+    return {"call": "policy", "heartbeatS": heartbeat, "failAfterS": fail_after}
+
+
+def _detector(rng: random.Random) -> dict[str, Any]:
+    heartbeat = rng.choice((0.001, 0.5, 1.0))
+    fail_after = rng.choice((2 * heartbeat, 3 * heartbeat))
+    renewals = {n: rng.choice((0.0, 1.0)) for n in rng.sample(("n1", "n2", "n3"), rng.randint(1, 3))}
+    ticks = []
+    for _ in range(rng.randint(1, 3)):
+        node = rng.choice(sorted(renewals))
+        age = rng.choice((fail_after / 2, fail_after, 0.0)) + rng.choice((0.0, 0.0, 1e-6, -1e-6))
+        ticks.append({"now": renewals[node] + age + rng.choice((0.0, 0.0, fail_after)),
+                      "members": sorted(rng.sample(sorted(renewals) + ["n9"], rng.randint(0, len(renewals) + 1))),
+                      "unreadFor": rng.choice((0.0, 0.0, -1.0, fail_after, fail_after / 2))})
+    return {"call": "detector", "heartbeatS": heartbeat, "failAfterS": fail_after, "renewals": renewals, "ticks": ticks}
+
+
+def _view(rng: random.Random) -> dict[str, Any]:
+    nodes = [[n, f"127.0.0.1:{7000 + i}", rng.choice(("OK", "PFAIL", "FAIL"))] for i, n in enumerate(("n1", "n2", "n3"))]
+    cut = rng.randint(0, 3)
+    shards = {s: members for s, members in (("s1", nodes[:cut]), ("s2", nodes[cut:])) if members}
+    epoch = rng.choice((0, 1, 7, MAX_REVISION))
+    changes = [{"epoch": epoch + rng.choice((0, 1, 2)), "node": rng.choice(("n1", "n2", "n4")),
+                "record": rng.choice((None, ["s1", "a:1", "OK"], ["s3", "127.0.0.1:7000", "FAIL"]))}
+               for _ in range(rng.choice((0, 1, 1, 2)))]
+    snapshot = None if rng.random() < 0.2 else {"epoch": epoch, "shards": shards}
+    owed = [rng.choice(("n1", "n4")), rng.choice(([], ["n1"], ["n4"], ["n1", "n4"]))]
+    return {"call": "view", "snapshot": snapshot, "changes": changes, "owed": owed}
+
+
+MAKERS: Final = (_policy, _policy, _detector, _view, _encode, _encode, _decode, _decode, _update_frames, _update_frames,
+                 _feed, _feed, _check_batch, _check_batch, _check_id, _check_address)
 
 
 def _big(call: Any) -> bool:
@@ -257,6 +303,8 @@ def candidates(seed: int = SEED, count: int = CANDIDATES) -> list[dict[str, Any]
 
 JUDGED: Final[dict[str, tuple[str, str]]] = {
     rule: CLIENT_JUDGED[rule] for rule in ("wire.FrameReader.__init__:", "wire.decode: 9 -> 8")} | {
+    "detector.FailurePolicy.__post_init__: swap checks": ("equivalent", "both checks refuse with ValueError, so "
+                                                          "only the refusal's text changes, which no rule fixes"),
     "wire.update_frames: 0 -> 1": ("equivalent", "(the request id of the frame measured for the overhead) an id's value "
                                    "does not change the frame's size"),
 }

@@ -14,9 +14,16 @@ Bytes are hex, or ``{"repeat": hex, "times": n}``, or a list of those joined; te
   (MAX_FRAME_BYTES when absent).
 - ``feed`` ``{bound, chunks}``: a frame reader of that bound fed the chunks in turn.
 - ``checkBatch`` ``{ops}``, ``checkId`` ``{kind, text}``, ``checkAddress`` ``{address}``.
+- ``policy`` ``{heartbeatS, failAfterS}``: a failure policy built (seconds, fractional and sub-ms too; ``"nan"``
+  and ``"inf"`` as strings) and what it derives, with its timing as WELCOME carries it.
+- ``detector`` ``{heartbeatS, failAfterS, renewals: {node: s}, ticks: [{now, members, unreadFor}]}``: a detector
+  of that policy given the renewals, then each tick's verdicts.
+- ``view`` ``{snapshot: {epoch, shards: {shard: [[node, address, state]]}} | null, changes: [{epoch, node, record:
+  [shard, address, state] | null}], owed: [node, [changed...]]}``: a membership view started from a snapshot (or
+  empty), the changes applied; its snapshot, and whether the changes are owed to that node.
 
 The answer: ``{"value": ...}``, or ``{"raised": class}`` (a ClusterError's class name), or ``{"refused": true}``
-when a value cannot be put on the wire at all (an integer past its field). Bytes in an answer are hex up to 64
+when the value is outside the function's domain (ValueError: an integer past its wire field, a policy's rule). Bytes in an answer are hex up to 64
 bytes, else ``{"bytes": length, "sha256": first 16 hex digits}``.
 """
 
@@ -29,7 +36,10 @@ import construct as c
 
 from spec.cluster import wire
 from spec.cluster.errors import ClusterError
-from spec.cluster.types import Entry, MetadataOp, Revision, check_address, check_batch, check_id
+from spec.cluster.detector import FailureDetector, FailurePolicy
+from spec.cluster.model import MemberRecord, MembershipChange, MembershipView
+from spec.cluster.types import (Entry, Membership, MetadataOp, NodeId, NodeInfo, NodeState, Revision, ShardId,
+                                check_address, check_batch, check_id)
 from spec.cluster.wire import ServiceKind
 
 Json = dict[str, Any]
@@ -118,7 +128,44 @@ def _check_batch(call: Json) -> Any:
     return len(check_batch(ops))
 
 
+def _policy_of(call: Json) -> FailurePolicy:
+    return FailurePolicy(heartbeat_interval=float(call["heartbeatS"]), fail_after=float(call["failAfterS"]))
+
+
+def _policy(call: Json) -> Any:
+    policy = _policy_of(call)
+    return {"pfailAfter": policy.pfail_after, "checkInterval": policy.check_interval, "failBound": policy.fail_bound,
+            "welcome": wire.timing_to_wire(policy.timing())}
+
+
+def _detector(call: Json) -> Any:
+    detector = FailureDetector(_policy_of(call))
+    for node, at in call["renewals"].items():
+        detector.renew(NodeId(node), at)
+    return [{n: s.value for n, s in sorted(detector.tick(t["now"], set(t["members"]), t.get("unreadFor", 0.0)).items())}
+            for t in call["ticks"]]
+
+
+def _view(call: Json) -> Any:
+    snap = call["snapshot"]
+    view = MembershipView(None if snap is None else Membership(epoch=snap["epoch"], shards={
+        ShardId(shard): tuple(NodeInfo(node_id=NodeId(n), address=a, state=NodeState(st)) for n, a, st in nodes)
+        for shard, nodes in snap["shards"].items()}))
+    for change in call["changes"]:
+        record = change["record"]
+        view.apply(MembershipChange(epoch=change["epoch"], node_id=NodeId(change["node"]), record=None if record is None
+                                    else MemberRecord(ShardId(record[0]), record[1], NodeState(record[2]))))
+    out = view.snapshot()
+    node, changed = call["owed"]
+    return {"epoch": out.epoch, "shards": {s: [[n.node_id, n.address, n.state.value] for n in nodes]
+                                           for s, nodes in out.shards.items()},
+            "owed": view.owed(NodeId(node), set(changed))}
+
+
 CALLS: dict[str, Callable[[Json], Any]] = {
+    "policy": _policy,
+    "detector": _detector,
+    "view": _view,
     "encode": _encode,
     "decode": _decode,
     "updateFrames": _update_frames,
