@@ -58,6 +58,7 @@ CASE_SECTIONS: Final[Mapping[str, Mapping[str, str]]] = {
         "walks/": "docs/spec/sync.md#transactions",
         "inputs/": "docs/spec/sync.md#schema-rules",
         "machines/": "docs/spec/sync.md#the-durable-rule",
+        "decode/": "docs/spec/sync.md#messages",
     },
     "cluster": {
         "membership/": "docs/spec/cluster.md#model",

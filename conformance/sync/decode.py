@@ -5,22 +5,28 @@ client makes them, so their handling of bytes no client sends (overlong or cut v
 and wire types, absent, empty and repeated fields, truncated IPC messages) is tried by no request
 (docs/walks/sync-inputs.md). Here a target is handed the bytes for one decoder (or the value for one encoder)
 and answers the decoded value or the typed error as plain JSON: :func:`answer` is the spec's answer, sans-IO.
-Bytes are hex, or ``{"repeat": hex, "times": n}`` for a long run.
+Bytes are hex, ``{"repeat": hex, "times": n}`` for a long run, or a list of those one after another.
 """
 
 from __future__ import annotations
 
+import importlib
+import json
 import logging
 import random
 import struct
 import sys
 from pathlib import Path
-from typing import Any, Callable, Final, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Final, Sequence, cast
 
 import pyarrow as pa
 
 from conformance import vectorgen
+from conformance.framework import CaseContext, Verdict
 from conformance.mutant_report import Judgement, render_report
+
+if TYPE_CHECKING:
+    from conformance.sync.suite import SyncTarget
 
 Item = dict[str, Any]
 
@@ -37,7 +43,10 @@ DECODERS: Final = ("flight_data", "descriptor", "command", "response", "ipc", "s
 
 
 def raw(spec: Any) -> bytes:
-    """The bytes an item's field stands for: hex, or ``{"repeat": hex, "times": n}``."""
+    """The bytes an item's field stands for: hex, ``{"repeat": hex, "times": n}``, or a list of those one after
+    another."""
+    if isinstance(spec, list):
+        return b"".join(raw(part) for part in spec)
     if isinstance(spec, dict):
         return bytes.fromhex(spec["repeat"]) * int(spec["times"])
     return bytes.fromhex(spec)
@@ -177,6 +186,8 @@ def _flight_items(rng: random.Random) -> list[Item]:
         out.append({"decoder": "flight_data", "hex": (varint(2 << 3 | 2, width) + b"\x01x").hex()})
         out.append({"decoder": "flight_data", "hex": (b"\x08" + varint(5, width) + field(2, b"y")).hex()})
         out.append({"decoder": "flight_data", "hex": bytes([0x12] + [0x80] * width).hex()})
+    for length in (127, 128, 16383, 16384):  # a length whose varint's last byte is 0x7f, or that needs one more byte
+        out.append({"decoder": "flight_data", "hex": [(b"\x12" + varint(length)).hex(), {"repeat": "00", "times": length}]})
     for extra in (-1, 0, 1, 2):
         out.append({"decoder": "flight_data", "hex": (b"\x12" + varint(3 + extra) + b"abc").hex()})
     for cut in range(len(valid)):
@@ -272,6 +283,19 @@ def _schema_items(rng: random.Random) -> list[Item]:
         fields = [pa.field("o", kind), pa.field("n", kind), pa.field("c", pa.bool_()), pa.field("v", kind)]
         out.append({"decoder": "schema", "header": _schema_header(fields).hex(),
                     "descriptors": pk + [[2, "v"], [3, "v"]]})
+    mixed = [pa.field("o", pa.int64()), pa.field("n", pa.int64()), pa.field("c", pa.bool_()), pa.field("a", pa.int64()),
+             pa.field("b", pa.int64())]
+    for descriptors in (pk + [[2, "b"], [3, "a"], [3, "b"]], pk + [[2, "a"], [3, "b"], [3, "c"]],
+                        pk + [[2, "id"], [3, "a"], [3, "b"]], pk + [[2, "zz"], [3, "a"], [3, "b"]],
+                        pk + [[2, "b"], [0, "b"], [3, "a"]], pk + [[2, "a"], [3, "a"], [3, "b"], [3, "x"]],
+                        [[0, "id"], [0, "k"], [2, "a"], [3, "a"], [3, "b"]], [[1, "id"], [1, "k"], [2, "a"], [3, "a"],
+                                                                             [3, "b"]],
+                        [[0, "a"], [1, "b"], [2, "a"], [3, "a"], [3, "b"]], [[0, "a"], [1, "a"], [1, "b"], [3, "a"],
+                                                                             [3, "b"]],
+                        [[0, "a"], [0, "b"], [1, "a"], [3, "a"], [3, "b"]], pk + [[2, "a"], [3, "a"]]):
+        out.append({"decoder": "schema", "header": _schema_header(mixed).hex(), "descriptors": descriptors})
+    for descriptors in (pk + [[3, "c"], [2, "zz"], [3, "b"]], pk + [[2, "a"], [4, "a"], [3, "b"]]):
+        out.append({"decoder": "schema", "header": _schema_header(mixed).hex(), "descriptors": descriptors})
     two = [pa.field(n, pa.int64()) for n in ("o", "n", "a", "b", "c")]
     for descriptors in (pk + [[3, "b"], [3, "a"], [2, "a"]], pk + [[3, "a"], [3, "b"], [2, "b"]],
                         pk + [[3, "a"], [3, "a"], [3, "b"]], [[0, "a"], [1, "b"], [3, "a"], [3, "b"], [4, "c"]],
@@ -298,14 +322,22 @@ def _mutants() -> list[Any]:
     return [m for module in MODULES for m in mutants_of(module) + split_mutants(module)]
 
 
+def _load_answer() -> Callable[[Item], dict[str, Any]]:
+    """The runner of the selection, with :data:`MODULES` imported first: a mutant that breaks one's import is
+    counted broken, not told apart by every input."""
+    for module in MODULES:
+        importlib.import_module(module)
+    return cast(Callable[[Item], dict[str, Any]], importlib.import_module("conformance.sync.decode").answer)
+
+
 def select(seed: int) -> dict[str, Any]:
     """Every candidate on every mutant of :data:`MODULES` whose lines it runs (then on those it runs at import):
     the raw outcome, with each mutant's module so the report can count them."""
-    from conformance.operator_mutants import import_runner, select_all
+    from conformance.operator_mutants import select_all
 
     logging.disable(logging.CRITICAL)
     found = _mutants()
-    result = select_all(candidates(seed), import_runner("conformance.sync.decode", "answer"), PREFIXES, found,
+    result = select_all(candidates(seed), _load_answer, PREFIXES, found,
                         progress=lambda line: print(line, file=sys.stderr, flush=True))
     return {"seed": seed, "candidates": len(candidates(seed)),
             "mutants": [{"module": m.module, "name": m.name} for m in found],
@@ -334,7 +366,7 @@ def document(selection: dict[str, Any]) -> dict[str, Any]:
             "Regenerate: nice -n 10 python -m conformance.sync.decode select (a minute or two), then python -m "
             "conformance.sync.decode --check.",
         ],
-        "notes": {"input": "decoder and its bytes (hex, or {repeat: hex, times: n}) or an encoder and its value",
+        "notes": {"input": "decoder and its bytes (hex, {repeat: hex, times: n}, or a list of those) or an encoder and its value",
                   "raised": "an error the spec leaves untyped: recorded, not a contract"},
         "selection": selection,
         "testGroups": [{"type": "SyncDecode", "tests": tests}],
@@ -343,7 +375,23 @@ def document(selection: dict[str, Any]) -> dict[str, Any]:
 
 _CLIENT_ONLY: Final = "the client's splitting of a put into messages (spec.sync.client): a table, not bytes"
 _STORED: Final = "a table stored by an earlier put: the sync walk corpus's, not one decoder's"
+_RESIZED: Final = ("the frame's last assignment (frame[meta_end:] = body) sets its length, and the bytes a mutant "
+                   "shifts are the zero fill, so the frame is the same")
+_AFTER_LEN_AND_VARINT: Final = "a wire type is 0 to 7, and 0 and 2 are taken by the branches before"
 JUDGED: Final[tuple[Judgement, ...]] = (
+    ("flight.ipc_message", "", "equivalent", _RESIZED),
+    ("flight.decode_flight_data", "pos + length: + -> -", "equivalent", "a length past the end then takes pos past "
+     "it, and the loop's end refuses it with the same error"),
+    ("flight.decode_flight_data", "wire == _WIRE_VARINT: == -> <=", "equivalent", "no wire type is below 0"),
+    ("flight.decode_flight_data", "wire == _WIRE_I64: == -> <=", "equivalent", _AFTER_LEN_AND_VARINT),
+    ("flight.decode_flight_data", "pos != len(data): != -> >", "equivalent", "the loop ends with pos at or past the "
+     "end, never before it"),
+    ("messages._schema_file", "2 -> 3", "equivalent", "a map entry's key and value are fields 1 and 2 by the "
+     "map_entry rule: protobuf's runtime reads and writes them so whatever number the descriptor names"),
+    ("messages.proto_field", "drop f.proto3_optional", "equivalent", "the field keeps its one-field oneof "
+     "(oneof_index), so presence is tracked as by proto3 optional: the same bytes, the same HasField"),
+    ("flight._flight_file", "drop proto_field(data,", "unreachable", "the FlightData message class: the server "
+     "decodes FlightData by hand (decode_flight_data); only a test client encodes with it"),
     ("flight.message_batches", "", "unreachable", _CLIENT_ONLY),
     ("schema.check_table_fit", "", "unreachable", _STORED),
     ("schema.SyncSchema.check_keys", "", "unreachable", "a put's rows (admission's, after the schema): the sync "
@@ -376,3 +424,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+# -- the suite's case ----------------------------------------------------------------------------------------------
+
+def replay(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    """``decode/recorded``: every recorded input handed to the target's ``DECODE`` line; the first answer that differs
+    fails the case."""
+    from conformance.sync.vector_suite import load_vectors
+
+    tests = load_vectors(VECTOR_FILE.name)["testGroups"][0]["tests"]
+    for test in tests:
+        line = t.control("DECODE " + json.dumps(test["input"]), ctx.remaining())
+        got = json.loads(line.split(None, 1)[1]) if line.startswith("DECODE ") else line
+        if got != test["expected"]:
+            return Verdict(False, f"input tcId {test['tcId']} (kept for {test['comment']}): "
+                           f"{json.dumps(test['expected'])}", json.dumps(got))
+    return Verdict(True, f"{len(tests)} inputs decoded as recorded", f"{len(tests)} inputs decoded as recorded")

@@ -4,7 +4,7 @@
 (``reference.sync.server``) on DIR, flushing after every put, on a clock that starts at 0 and
 moves only when the runner says so, allowing clients the store location ``DIR/allowed``. It prints
 ``CAPABILITIES store restart flush-control watermark store-locations truncate put-slots connections drain put-bound
-stream-deadlines machines`` and ``LISTENING <port>``, then
+stream-deadlines machines decode`` and ``LISTENING <port>``, then
 answers the runner's flush-control lines on stdin, one line each (the contract: :mod:`conformance.sync.suite`). The harness embeds the server's endpoint
 (``spec.sync.server.SyncServerEndpoint``) and a clock that moves only when told
 (``conformance.sync.clock.ManualClock``): ``POLICY`` reconfigures the endpoint and has the flusher
@@ -28,7 +28,7 @@ os.environ.setdefault("GRPC_VERBOSITY", "NONE")
 
 from dataclasses import replace  # noqa: E402
 
-from conformance.sync import machines_target  # noqa: E402
+from conformance.sync import decode, machines_target  # noqa: E402
 from conformance.sync.clock import ManualClock  # noqa: E402
 from reference.sync.server import SyncServer  # noqa: E402
 from reference.sync.store import DeltaStore  # noqa: E402
@@ -36,7 +36,7 @@ from spec.sync.server import SyncServerEndpoint, recorded_durable  # noqa: E402
 from spec.sync.writer import SyncSettings  # noqa: E402
 
 CAPABILITIES = ("store", "restart", "flush-control", "watermark", "store-locations", "truncate", "put-slots",
-                "connections", "drain", "put-bound", "stream-deadlines", "machines")
+                "connections", "drain", "put-bound", "stream-deadlines", "machines", "decode")
 PUT_SLOTS = 4
 """The target's max_concurrent_puts (``put-slots``): few, so holding every slot costs a case little."""
 HIGH_WATERMARK = 16 * 1024 * 1024
@@ -60,6 +60,11 @@ def answer(endpoint: SyncServerEndpoint, clock: ManualClock, line: str, server: 
             return "MACHINES " + json.dumps(machines_target.run(json.loads(line.split(None, 1)[1])))
         except (ValueError, KeyError, TypeError, IndexError):
             return "ERROR a MACHINES line holds one walk as JSON"
+    if words[:1] == ["DECODE"]:  # bytes for one of the spec's decoders (conformance/sync/decode.py)
+        try:
+            return "DECODE " + json.dumps(decode.answer(json.loads(line.split(None, 1)[1])))
+        except (ValueError, KeyError, TypeError, IndexError):
+            return "ERROR a DECODE line holds one input as JSON"
     try:
         if words[:1] == ["POLICY"] and len(words) in (4, 5):
             lag, count, size = float(words[1]), int(words[2]), int(words[3])

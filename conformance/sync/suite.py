@@ -58,6 +58,12 @@ timeout s> <put timeout s> <streams open without a message> <puts running>``.  T
 a shutdown with that grace on the same clock (answered ``OK`` once it began): no new stream is taken, a put still
 running once the grace ended ends ``UNAVAILABLE``; only a restart brings the target back.
 
+``decode``: the target hands bytes to its own decoders (and values to its encoders) without a put: the line
+``DECODE <json input>`` (one of ``conformance/sync/vectors/decode.json``'s inputs: a decoder of ``FlightData``, a
+descriptor, a command, a response, an IPC message or a put's schema, with hex bytes or ``{"repeat": hex, "times":
+n}``, or an encoder with a value) is answered ``DECODE <json>``: ``{"value": ...}`` as the decoder returns it, or
+the typed error ``{"error": condition, "message": text}`` (``conformance.sync.decode.answer`` is the spec's).
+
 ``drain``: the line ``DRAIN`` (answered ``OK``) makes the target drain as at a shutdown while it still serves
 puts: it answers probes and refuses every other put; only a restart ends it.
 
@@ -91,6 +97,7 @@ import pyarrow.flight as flight
 
 from conformance.framework import Case, CaseContext, Level, RunOptions, Suite, Verdict
 from conformance.sync import (
+    decode,
     derived,
     derived_axes,
     derived_model,
@@ -1188,6 +1195,9 @@ SUITE = Suite(
            "tries, the memory budget, put slots and puts in flight at once, commit stamps, responses, the settings) "
            "kept by operator mutants (vectors/machine_walks.json) are answered as recorded",
            machine_walks.replay_case, "machines"),
+        _c("decode/recorded", MUST, "Bytes no Flight client sends (overlong and cut varints, unknown field numbers and "
+           "wire types, absent, empty and repeated fields, cut IPC headers, every Arrow type in a put's schema) are "
+           "decoded, or refused with the typed error, as recorded (vectors/decode.json)", decode.replay, "decode"),
         _c("atomicity/derived-noops-write-nothing", MUST, "Probes, replays at or below durable and refused puts "
            "leave the table's files as they were", derived.noops_write_nothing, "store"),
     ),
