@@ -17,7 +17,7 @@ from conformance.cluster.harness import open_target
 from conformance.framework import RunOptions
 
 
-def tests() -> list[dict[str, Any]]:
+def recorded_tests() -> list[dict[str, Any]]:
     corpus: dict[str, Any] = json.loads(client_walks.WALKS_FILE.read_text())
     return [t for g in corpus["testGroups"] for t in g["tests"]]
 
@@ -25,14 +25,14 @@ def tests() -> list[dict[str, Any]]:
 def test_the_corpus_matches_its_schema_and_counts() -> None:
     corpus = json.loads(client_walks.WALKS_FILE.read_text())
     jsonschema.validate(corpus, json.loads((client_walks.WALKS_FILE.parent / client_walks.SCHEMA_NAME).read_text()))
-    assert corpus["numberOfTests"] == len(tests()) and [t["tcId"] for t in tests()] == list(range(1, len(tests()) + 1))
+    assert corpus["numberOfTests"] == len(recorded_tests()) and [t["tcId"] for t in recorded_tests()] == list(range(1, len(recorded_tests()) + 1))
     assert corpus["seed"] == client_walks.SEED and corpus["generatorVersion"] == client_walks.GENERATOR_VERSION
 
 
 def test_every_recorded_answer_is_the_spec_s_answer_now() -> None:
     """Regenerate with ``nice -n 10 python -m conformance.cluster.client_walks`` when this fails."""
     modules = {m.rsplit(".", 1)[-1] for m in client_walks.MODULES}
-    for test in tests():
+    for test in recorded_tests():
         walk = {"settings": test["settings"], "steps": test["steps"]}
         assert client_walks.run_walk(walk) == test["answer"], f"tcId {test['tcId']} is stale"
         assert test["comment"].split(".", 1)[0] in modules and ": " in test["comment"]
@@ -41,9 +41,9 @@ def test_every_recorded_answer_is_the_spec_s_answer_now() -> None:
 def test_a_walk_answered_otherwise_fails_its_replay_through_exec() -> None:
     options = RunOptions(suite="cluster", target=f"exec:{sys.executable} -m conformance.cluster.reference_target",
                          timeout=60)
-    changed = copy.deepcopy(tests()[0])
+    changed = copy.deepcopy(recorded_tests()[0])
     changed["answer"][-1]["deadline"] = 123456.0
     with open_target(options) as target:
-        assert [p for t in tests() for p in client_walks.replay_through(target, t)] == []
+        assert [p for t in recorded_tests() for p in client_walks.replay_through(target, t)] == []
         problems = client_walks.replay_through(target, changed)
     assert problems and "expected" in problems[0] and "123456.0" in problems[0]
