@@ -759,6 +759,13 @@ JUDGED: Final[dict[str, tuple[str, str]]] = {
 wins: ``("equivalent", why)`` or ``("unreachable", the input the interface lacks)``; the rest are gaps."""
 
 
+def _told_apart_by_decode() -> set[str]:
+    """The rules (``module.function: operator``) the decode corpus's recorded selection tells apart."""
+    from conformance.sync.decode import VECTOR_FILE as DECODE_FILE
+
+    return {rule_of(name) for name in json.loads(DECODE_FILE.read_text())["selection"]["killedBy"]}
+
+
 def report(doc: dict[str, Any]) -> str:
     """``docs/walks/sync-inputs.md``: the figures per module and the survivors by function and operator, judged."""
     sel = doc["selection"]
@@ -787,14 +794,18 @@ def report(doc: dict[str, Any]) -> str:
         timed_total += timed_out
         lines.append(f"| {module} | " + " | ".join(map(str, row)) + f" | {score(*row[:4])} | {timed_out} |")
     lines.append("| **all** | " + " | ".join(map(str, total)) + f" | {score(*total[:4])} | {timed_total} |")
+    decoded = _told_apart_by_decode()
+    held = sum(s in decoded for f in sel["modules"].values() for s in f["survivors"])
     lines += ["", "## Survivors", "", "Each with its judgement: equivalent (why), unreachable through one request "
-              "(the input it lacks), or gap (no candidate tells it apart yet).", ""]
+              "(the input it lacks), or gap (no candidate tells it apart yet); marked *decode* where the decode corpus "
+              f"tells it apart with bytes handed to one decoder ({held} of them; docs/walks/sync-decode.md).", ""]
     for module, f in sel["modules"].items():
         if f["survivors"]:
             lines += [f"### {module}", ""]
             for survivor in f["survivors"]:
                 kind, why = judgement(survivor, JUDGED)
-                lines.append(f"- `{survivor}`: {kind}" + (f", {why}" if why else ""))
+                lines.append(f"- `{survivor}`: {kind}" + (f", {why}" if why else "")
+                             + ("; *decode*" if survivor in decoded else ""))
             lines.append("")
     return "\n".join(lines).rstrip() + "\n"
 
