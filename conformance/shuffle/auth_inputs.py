@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import hashlib
 import random
+import re
 from typing import Any, Callable, Final, Mapping
 
-from spec.auth.ciphers import CipherName, Random
+from spec.auth.ciphers import CipherName, GcmCipher, Random, TransportCipher
 from spec.auth.errors import AuthError
-from spec.auth.layouts import GCM_MESSAGE_SEGMENTS, GCM_PLAINTEXT_SEGMENT
+from spec.auth.layouts import GCM_CIPHERTEXT_SEGMENT, GCM_LENGTH_BYTES, GCM_MESSAGE_SEGMENTS, GCM_PLAINTEXT_SEGMENT, \
+    GCM_TAG_LENGTH
 from spec.auth.handshake import AuthConfig, ClientHandshake, Established, Outcome, Rejected, ReplayGuard, \
     ServerHandshake
 from spec.auth.settings import auth_from_conf
@@ -70,11 +72,11 @@ def _settled(outcome: Outcome | None, side: ClientHandshake | ServerHandshake, r
 
 def _session(outcome: Established, request: Json) -> dict[str, Any]:
     """The plaintext of what arrived after the handshake, then ``plaintexts`` sealed."""
-    opened: list[str] = []
+    opened: list[Any] = []
     out: dict[str, Any] = {"opened": opened}
     try:
-        for chunk in [outcome.rest.hex(), *request.get("sealed", [])]:
-            opened.append(bytes(outcome.cipher.open(bytes.fromhex(chunk))).hex())
+        for chunk in [outcome.rest, *map(expanded, request.get("sealed", []))]:
+            opened.append(shown(bytes(outcome.cipher.open(chunk))))
         outcome.cipher.close()
     except AuthError as error:
         out.update(refusal(error))
@@ -89,6 +91,32 @@ def plaintext(item: str | int) -> bytes:
     """A plaintext given as hex, or as its length n: the bytes 0, 1, ..., 250, 0, 1, ... (a GCM message of several
     32 KiB segments without 64 KiB of hex in the vector)."""
     return bytes.fromhex(item) if isinstance(item, str) else bytes(i % 251 for i in range(item))
+
+
+REPEATED: Final = 64
+"""A run of one byte at least this long is written compactly (:func:`compact`)."""
+
+
+def compact(data: bytes) -> str | list[Any]:
+    """Bytes as hex, or, when they hold a run of :data:`REPEATED` equal bytes or more (a GCM message of several 32 KiB
+    segments whose ciphertext is zeros), as parts: hex, or ``{"repeat": HEX, "times": n}``."""
+    parts: list[Any] = []
+    start = 0
+    for match in re.finditer(rb"(.)\1{%d,}" % (REPEATED - 1), data, re.DOTALL):
+        parts += [data[start:match.start()].hex()] if match.start() > start else []
+        parts.append({"repeat": match.group(1).hex(), "times": len(match.group())})
+        start = match.end()
+    if not parts:
+        return data.hex()
+    return parts + ([data[start:].hex()] if start < len(data) else [])
+
+
+def expanded(item: str | list[Any]) -> bytes:
+    """The bytes :func:`compact` wrote."""
+    if isinstance(item, str):
+        return bytes.fromhex(item)
+    return b"".join(bytes.fromhex(part) if isinstance(part, str) else bytes.fromhex(part["repeat"]) * int(part["times"])
+                    for part in item)
 
 
 def shown(data: bytes) -> str | dict[str, Any]:
@@ -195,6 +223,35 @@ def _pieces(rng: random.Random, sealed: bytes) -> list[bytes]:
     return [sealed[a:b] for a, b in zip([0, *cuts], [*cuts, len(sealed)])]
 
 
+ZERO_BODIED: Final = (_SEGMENT + 1, 2 * _SEGMENT, 2 * _SEGMENT + 1, 3 * _SEGMENT - 1, 5 * _SEGMENT,
+                       GCM_MESSAGE_SEGMENTS * _SEGMENT, GCM_MESSAGE_SEGMENTS * _SEGMENT + 1)
+"""Plaintexts of several segments (and of two messages) a side is sent, their ciphertext segments zeros."""
+
+
+def _keystream(sealed: bytes) -> bytes:
+    """The segments of sealed messages without their tags: for sealed zeros, the keystream."""
+    out = bytearray()
+    position = 0
+    while position < len(sealed):
+        end = position + int.from_bytes(sealed[position:position + GCM_LENGTH_BYTES], "big")
+        position += GCM_LENGTH_BYTES + sealed[position + GCM_LENGTH_BYTES]
+        for start in range(position, end, GCM_CIPHERTEXT_SEGMENT):
+            out += sealed[start:min(start + GCM_CIPHERTEXT_SEGMENT, end) - GCM_TAG_LENGTH]
+        position = end
+    return bytes(out)
+
+
+def _sender(configs: tuple[Json, Json], seeds: list[str], sent: bytes, got: bytes, side: str) -> TransportCipher:
+    """The cipher of the end that seals what ``side`` is sent, established again from the same bytes and seeds: a
+    twin of the first, in the same state."""
+    client = ClientHandshake(config_of(configs[0]), seeded(seeds[1]))
+    client.challenge()
+    answered = ServerHandshake(config_of(configs[1]), ReplayGuard(), seeded(seeds[0])).receive(sent)
+    settled = client.receive(got)
+    assert isinstance(answered, Established) and isinstance(settled, Established)
+    return settled.cipher if side == "authServer" else answered.cipher
+
+
 def _exchange(rng: random.Random) -> dict[str, Any]:
     """Two spec ends talking under (nearly) the same config, the bytes of one end's side faulted now and then."""
     client_config = _config(rng)
@@ -222,15 +279,21 @@ def _exchange(rng: random.Random) -> dict[str, Any]:
     if isinstance(answered, Established) and isinstance(settled, Established):
         sender = settled.cipher if side == "authServer" else answered.cipher
         sealed = [bytes(sender.seal([p])) for p in plaintexts]
+        if isinstance(sender, GcmCipher) and rng.random() < 0.7:  # several segments, ciphertext zeros
+            twin = _sender((client_config, server_config), seeds, sent, got, side)
+            for p in plaintexts:
+                twin.seal([p])
+            sealed.append(bytes(sender.seal([_keystream(bytes(twin.seal([bytes(rng.choice(ZERO_BODIED))])))])))
         if sealed and rng.random() < 0.3:
             sealed[-1] = _faulted(rng, sealed[-1])
         sealed = [piece for whole in sealed for piece in _pieces(rng, whole)]
     if side == "authServer":
-        request["received"] = _chunks(rng, sent + (sealed[0] if sealed and rng.random() < 0.3 else b""))
+        request["received"] = _chunks(rng, sent + (sealed[0] if sealed and len(sealed[0]) <= SHOWN_IN_FULL
+                                                    and rng.random() < 0.3 else b""))
         request["replayed"] = rng.random() < 0.1
     else:
         request["received"] = _chunks(rng, got)
-    request["sealed"] = [s.hex() for s in sealed]
+    request["sealed"] = [compact(s) for s in sealed]
     request["plaintexts"] = [p.hex() for p in _plaintexts(rng)] + (
         [rng.choice(LONG_PLAINTEXTS)] if rng.random() < 0.15 else [])
     return request

@@ -29,6 +29,9 @@ from conformance.mutant_report import Judgement, judged, render_report
 from conformance.shuffle.auth_inputs import FUNCTIONS as AUTH_FUNCTIONS
 from conformance.shuffle.auth_inputs import SHAPES as AUTH_SHAPES
 from conformance.shuffle.auth_inputs import answer_auth, refusal
+from conformance.shuffle.server_inputs import FUNCTIONS as SERVER_FUNCTIONS
+from conformance.shuffle.server_inputs import SHAPES as SERVER_SHAPES
+from conformance.shuffle.server_inputs import answer_server
 from conformance.shuffle.task_inputs import FUNCTIONS as TASK_FUNCTIONS
 from conformance.shuffle.task_inputs import SHAPES as TASK_SHAPES
 from conformance.shuffle.task_inputs import answer_tasks
@@ -57,10 +60,11 @@ MODULES: Final = (
     "spec.shuffle.registry", "spec.shuffle.checksum", "spec.shuffle.messages", "spec.shuffle.errors",
     "spec.auth.handshake", "spec.auth.keys", "spec.auth.ciphers", "spec.auth.layouts", "spec.auth.settings",
     "spec.auth.errors", "spec.shared_secret", "spec.shuffle.coordination", "spec.shuffle.root_cause", "spec.errors",
+    "spec.admission", "spec.departure",
 )
 """The spec modules the inputs reach (the ones mutated)."""
 PREFIXES: Final = ("spec.", "conformance.shuffle.inputs", "conformance.shuffle.auth_inputs",
-                   "conformance.shuffle.task_inputs")
+                   "conformance.shuffle.task_inputs", "conformance.shuffle.server_inputs")
 """Imported afresh for each mutant: the spec and the modules that bind its names at import."""
 
 INT32: Final = (-(2**31), 2**31 - 1)
@@ -141,6 +145,8 @@ def answer(request: Json) -> dict[str, Any]:
         return answer_auth(request)
     if request["function"] in TASK_FUNCTIONS:
         return answer_tasks(request)
+    if request["function"] in SERVER_FUNCTIONS:
+        return answer_server(request)
     try:
         return {"value": FUNCTIONS[request["function"]](request)}
     except ProtocolError as error:
@@ -392,7 +398,7 @@ def _checksum_request(rng: random.Random) -> Request:
 _SHAPES: Final[tuple[tuple[Callable[[random.Random], Request], int], ...]] = (
     (_decode_request, 30), (_stream_request, 15), (_encode_request, 25),
     (lambda rng: {"function": "settings", "settings": _settings_values(rng)}, 22),
-    (_network_timeout_request, 5), (_max_frame_request, 2), (_checksum_request, 1), *AUTH_SHAPES, *TASK_SHAPES,
+    (_network_timeout_request, 5), (_max_frame_request, 2), (_checksum_request, 1), *AUTH_SHAPES, *TASK_SHAPES, *SERVER_SHAPES,
 )
 """Each request shape with its weight."""
 
@@ -425,7 +431,11 @@ HEADER: Final = [
     "generated secret). With capability inputs-tasks: failureText (role, task, description: a string or",
     "{repeat: UTF-8 hex, times: n}; an answer past 512 bytes shown as its length and SHA-256), rootCause (a task's",
     "error by type name, 'seen' the look at its attempt, 'waitedS') and errorReport (a typed shuffle error from",
-    "its arguments: its text, its JSON and a pickled copy's). Refusals without a typed condition (a ValueError) are named by their type. 'level': MUST,",
+    "its arguments: its text, its JSON and a pickled copy's). With capability inputs-admission: strangers,",
+    "departures and connections (a server's bounds on connections: the policy's bounds, then 'steps', each",
+    "[method, args...] with integer peers and times in seconds; the answer each step's result). A GCM 'sealed'",
+    "chunk is hex or a list of parts, hex or {repeat: HEX, times: n}; what a side opens past 512 bytes is shown",
+    "as its length and SHA-256. Refusals without a typed condition (a ValueError) are named by their type. 'level': MUST,",
     "SHOULD (the reference's own bound or refusal) or INFO (Spark 4.3.0 answers otherwise; not judged).",
     "Requests are drawn from the seed and kept only when they tell the spec apart from one of its first-order",
     "operator mutants; 'candidate' is the request's number, 'comment' the mutant it was kept for as",
@@ -557,6 +567,8 @@ JUDGED: Final[tuple[Judgement, ...]] = (
      "int or a string, and str() of a string is itself: it takes an error with a bool, float or None parameter"),
     *((f"coordination.ShuffleDirectory.{name}", "drop ...", "equivalent", "a Protocol's body is never run")
       for name in ("register", "lookup", "unregister", "report_failure")),
+    ("departure.Departures.leaving", "queued_bytes == 0: == -> <=", "equivalent",
+     "a queue holds 0 bytes or more (the reactor counts them): <= 0 is == 0"),
     ("root_cause.root_cause", "swap checks isinstance(seen.state, AttemptFailure)", "equivalent",
      "an attempt's state is a failure or RETIRED, never both: the two checks exclude each other"),
 )

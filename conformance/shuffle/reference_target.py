@@ -55,7 +55,8 @@ from spec.shuffle.framing import DEFAULT_MAX_RECORD_SIZE
 from spec.shuffle.settings import SettingsError, ShuffleSettings
 
 CAPABILITIES: Final = ("CAPABILITIES writer reader workload reports slow-consumer settings traces connect-timeout "
-                       "deadlines trace-reset inputs inputs-auth inputs-tasks")
+                       "deadlines trace-reset inputs inputs-auth inputs-tasks "
+                       "inputs-admission")
 
 
 def report(line: str) -> None:

@@ -41,7 +41,7 @@ TASK_ERRORS: Final[dict[str, Callable[[], BaseException]]] = {
 
 REPORTED: Final = tuple(cls for cls in vars(errors).values()
                         if isinstance(cls, type) and issubclass(cls, errors.ShuffleError)
-                        and "__init__" in vars(cls) and cls is not errors.WriterWaitTimeout)
+                        and cls.__init__ is not errors.ShuffleError.__init__ and cls is not errors.WriterWaitTimeout)
 """The typed errors whose arguments an ``errorReport`` request gives (a writer's wait is named by its subclasses,
 which say what it waited for)."""
 
@@ -104,7 +104,8 @@ def _root_cause(rng: random.Random) -> dict[str, Any]:
         None, {"raised": "node 3 was declared FAIL"},
         {"state": rng.choice(["running", "running", AttemptState.RETIRED.value,
                               {"failed": "writer 0 failed: boom"}]), "writers": rng.choice((0, 1, 3))}))
-    waited = rng.choice((0.0, 0.001, ROOT_CAUSE_WAIT_S - 0.001, ROOT_CAUSE_WAIT_S, ROOT_CAUSE_WAIT_S + 0.001, 10.0))
+    waited = rng.choice((0.0, 0.001, ROOT_CAUSE_WAIT_S - 0.001, ROOT_CAUSE_WAIT_S, ROOT_CAUSE_WAIT_S, ROOT_CAUSE_WAIT_S + 0.001,
+                         10.0))
     return {"function": "rootCause", "error": rng.choice(list(TASK_ERRORS)), "seen": seen, "waitedS": waited}
 
 
@@ -122,5 +123,5 @@ def _error_report_request(rng: random.Random) -> dict[str, Any]:
 
 
 SHAPES: Final[tuple[tuple[Callable[[random.Random], dict[str, Any]], int], ...]] = (
-    (_failure_text, 2), (_root_cause, 2), (_error_report_request, 2))
+    (_failure_text, 2), (_root_cause, 4), (_error_report_request, 2))
 """Each task-failure request shape with its weight among all the inputs' shapes."""

@@ -32,6 +32,9 @@ INPUTS_TASKS: Final = "inputs-tasks"
 """Capability: the inputs contract takes the task-failure requests too (an attempt's failure report, a task's root
 cause, a typed error's text and JSON: ``conformance/shuffle/task_inputs.py``); the reference's own decisions, which
 another implementation may make otherwise."""
+INPUTS_ADMISSION: Final = "inputs-admission"
+"""Capability: the inputs contract takes the connection-bound requests too (a server's policies for strangers,
+departing connections and client connections, walked step by step: ``conformance/shuffle/server_inputs.py``)."""
 TRACE_ROLE: Final = "trace"
 TRACE_VARIABLE: Final = "CONFORMANCE_TRACE"
 ANSWER_TIMEOUT_S: Final = 10.0

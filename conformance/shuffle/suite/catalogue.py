@@ -113,10 +113,10 @@ from conformance.shuffle.suite.writer_cases import (
 from conformance.shuffle.suite.deadline_cases import CONNECT_TIMEOUT, at_its_instant
 from conformance.shuffle.suite.derived_axes import DERIVED_AXES
 from conformance.shuffle.suite.derived_cases import DERIVED, derived
-from conformance.shuffle.suite.input_cases import AUTH_FUNCTIONS, CODEC_FUNCTIONS, SETTINGS_FUNCTIONS, TASK_FUNCTIONS, \
-    input_corpus
+from conformance.shuffle.suite.input_cases import ADMISSION_FUNCTIONS, AUTH_FUNCTIONS, CODEC_FUNCTIONS, \
+    SETTINGS_FUNCTIONS, TASK_FUNCTIONS, input_corpus
 from conformance.shuffle.suite.walk_cases import walk_corpus
-from conformance.shuffle.vector_exec import INPUTS, INPUTS_AUTH, INPUTS_TASKS, TRACES
+from conformance.shuffle.vector_exec import INPUTS, INPUTS_ADMISSION, INPUTS_AUTH, INPUTS_TASKS, TRACES
 from spec.shuffle import codec
 from spec.shuffle.messages import CreditMessage, DataMessage
 from spec.shuffle.settings import RequirementFailed, TypeMismatch
@@ -352,6 +352,11 @@ CASES: Final = (
        "cause a task hit by a peer's failure ends with, and a typed error's text and JSON answer every recorded "
        "request (seeded, kept by mutation; docs/walks/shuffle-inputs.md) as the spec does",
        input_corpus(TASK_FUNCTIONS, "MUST"), INPUTS, INPUTS_TASKS),
+    _c("backpressure/writer-input-corpus", MUST, W, "A server's bounds on connections (strangers held until they "
+       "identify themselves, connections departing after their last bytes, client connections by use) answer every "
+       "recorded walk of steps (seeded, kept by mutation; docs/walks/shuffle-inputs.md) as the spec does",
+       input_corpus(ADMISSION_FUNCTIONS, "MUST"), INPUTS, INPUTS_ADMISSION,
+       spec_ref="docs/spec/shuffle.md#deadlines-on-a-connection"),
     _c("framing/reader-input-corpus-stricter", SHOULD, R, "The longest frame each side takes is the reference's "
        "(Spark 4.3.0 sets no bound below 2 GiB) for every recorded request", input_corpus(CODEC_FUNCTIONS, "SHOULD"),
        INPUTS),

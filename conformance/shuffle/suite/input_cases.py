@@ -19,8 +19,9 @@ CODEC_FUNCTIONS: Final = frozenset({"decodeFrame", "decodeBody", "decodeStream",
 SETTINGS_FUNCTIONS: Final = frozenset({"settings", "networkTimeout"})
 AUTH_FUNCTIONS: Final = frozenset({"authServer", "authClient", "authSettings"})
 TASK_FUNCTIONS: Final = frozenset({"failureText", "rootCause", "errorReport"})
+ADMISSION_FUNCTIONS: Final = frozenset({"strangers", "departures", "connections"})
 """The request families, one case each: the codec and the JSON form of messages; settings parsing; authentication;
-task failures."""
+task failures; a server's bounds on connections."""
 
 
 @cache
