@@ -23,22 +23,24 @@ from typing import Any, Callable, Final, Sequence
 from conformance.cluster.client_walks import JUDGED as CLIENT_JUDGED
 from conformance.cluster.walks import first_difference, judged_figures, kept_comments, write_corpus
 from spec.cluster.detector import MAX_TIMING_MS
-from spec.cluster.types import MAX_ADDRESS_BYTES, MAX_BATCH_OPS, MAX_ID_BYTES, MAX_KEY_BYTES, MAX_REVISION, MAX_VALUE_BYTES
+from spec.cluster.types import (MAX_ADDRESS_BYTES, MAX_BATCH_OPS, MAX_ID_BYTES, MAX_KEY_BYTES, MAX_MEMBERS, MAX_REVISION,
+                                MAX_VALUE_BYTES)
 from spec.cluster.wire import MAX_FRAME_BYTES, MAX_HELLO_BYTES, PAYLOADS, ServiceKind
 
 ROOT: Final = Path(__file__).resolve().parents[2]
 INPUTS_FILE: Final = ROOT / "conformance" / "cluster" / "vectors" / "inputs.json"
 SCHEMA_NAME: Final = "inputs.schema.json"
 REPORT_FILE: Final = ROOT / "docs" / "walks" / "cluster-inputs.md"
-GENERATOR_VERSION: Final = "2"
+GENERATOR_VERSION: Final = "3"
 SEED: Final = 4344
-CANDIDATES: Final = 1600
+CANDIDATES: Final = 1800
 SPEC_REF: Final = "docs/spec/cluster.md#wire-layouts-of-the-cluster-service"
 INPUTS_CODE: Final = {
     "spec.cluster.wire": ("encode", "update_frames", "checked_length", "body_length", "FrameReader", "decode"),
     "spec.cluster.types": ("check_id", "check_address", "check_batch"),
     "spec.cluster.detector": ("FailurePolicy", "FailureDetector"),
-    "spec.cluster.model": ("MembershipView", "_snapshot"),
+    "spec.cluster.model": ("MembershipView", "_snapshot", "ClusterModel.__post_init__", "ClusterModel.join_cluster",
+                           "ClusterModel.shard_members", "ClusterModel.apply"),
 }
 """The spec's code the calls reach, by module: the functions (and classes) whose mutants are selected against."""
 MODULES: Final = tuple(INPUTS_CODE)
@@ -283,7 +285,33 @@ def _view(rng: random.Random) -> dict[str, Any]:
     return {"call": "view", "snapshot": snapshot, "changes": changes, "owed": owed}
 
 
-MAKERS: Final = (_policy, _policy, _detector, _view, _encode, _encode, _decode, _decode, _update_frames, _update_frames,
+def _model(rng: random.Random) -> dict[str, Any]:
+    """A model built with members (a journal reloaded) then one operation: at MAX_MEMBERS and one under, shards of
+    one and two, states and shard_since at each side of the revision."""
+    revision = rng.choice((0, 1, 5, 2**63))
+    members = {n: [f"127.0.0.1:{7000 + i}", rng.choice(("s1", "s1", "s2")), rng.choice(("OK", "PFAIL", "FAIL")),
+                   rng.choice((0, revision, revision + 1))]
+               for i, n in enumerate(rng.sample(("n1", "n2", "n3"), rng.randint(0, 3)))}
+    filler = rng.choice((0, 0, 0, MAX_MEMBERS - len(members), MAX_MEMBERS - len(members) - 1))
+    node = rng.choice(("n1", "n2", "n4"))
+    op = rng.choice((
+        {"kind": "JoinCluster", "node_id": rng.choice((node, node, node, "a b", "x" * (MAX_ID_BYTES + 1))),
+         "address": rng.choice(("127.0.0.1:7009", "127.0.0.1:7009", "a" * (MAX_ADDRESS_BYTES + 1))),
+         "new_shard": rng.choice(("s3", "s1", "s3", "s/3"))},
+        {"kind": "JoinShard", "node_id": node, "shard": rng.choice(("s1", "s2", "s9"))},
+        {"kind": "RemoveFromShard", "requester": rng.choice(("n1", "n4")), "node_id": node, "new_shard": "s5"},
+        {"kind": "RemoveFromCluster", "requester": rng.choice(("n1", "n4")), "node_id": node},
+        {"kind": "SetState", "node_id": node, "state": rng.choice(("OK", "PFAIL", "FAIL"))},
+        {"kind": "UpdateShardLog", "node_id": node, "ops": [{"key": "k", "value": "01"}]},
+        {"kind": "UpdateGossip", "node_id": node, "ops": [{"key": "g", "value": "02"}],
+         "scope": rng.choice(("SHARD", "GLOBAL"))}))
+    gossip = [[f"g{i}", "0a", rng.choice((1, revision, revision + 1)), rng.choice(("GLOBAL", "SHARD")),
+               rng.choice(("s1", "s2"))] for i in range(rng.choice((0, 0, 1, 2)))]
+    return {"call": "model", "revision": revision, "members": members, "gossip": gossip, "filler": filler, "op": op,
+            "after": rng.choice((0, revision, revision + 1))}
+
+
+MAKERS: Final = (_model, _model, _policy, _policy, _detector, _view, _encode, _encode, _decode, _decode, _update_frames, _update_frames,
                  _feed, _feed, _check_batch, _check_batch, _check_id, _check_address)
 
 
@@ -305,6 +333,9 @@ JUDGED: Final[dict[str, tuple[str, str]]] = {
     rule: CLIENT_JUDGED[rule] for rule in ("wire.FrameReader.__init__:", "wire.decode: 9 -> 8")} | {
     "detector.FailurePolicy.__post_init__: swap checks": ("equivalent", "both checks refuse with ValueError, so "
                                                           "only the refusal's text changes, which no rule fixes"),
+    "model.ClusterModel.join_cluster: drop self.members[node_id].shard_since": (
+        "equivalent", "a joiner's shard is fresh (ClusterModel's contract: never one in use or used before), so its log "
+                      "and its shard's gossip are empty, and a catch-up that counts it moved or not gives the same"),
     "wire.update_frames: 0 -> 1": ("equivalent", "(the request id of the frame measured for the overhead) an id's value "
                                    "does not change the frame's size"),
 }

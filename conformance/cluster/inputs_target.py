@@ -21,6 +21,12 @@ Bytes are hex, or ``{"repeat": hex, "times": n}``, or a list of those joined; te
 - ``view`` ``{snapshot: {epoch, shards: {shard: [[node, address, state]]}} | null, changes: [{epoch, node, record:
   [shard, address, state] | null}], owed: [node, [changed...]]}``: a membership view started from a snapshot (or
   empty), the changes applied; its snapshot, and whether the changes are owed to that node.
+- ``model`` ``{revision, members: {node: [address, shard, state, shardSince]}, gossip: [[key, hex, revision, scope,
+  origin]], filler?: n, op: {kind, ...}, after}``: a
+  model built with those members and their shards' logs empty (a backend reloading its journal holds such a
+  model; ``filler`` more members ``f0``, ``f1``... each alone in a shard) and one operation applied (its fields as the model's operation names them, ops'
+  values in hex); the revision, who is told what, every shard's members, the member count, and what the op's node
+  needs to catch up after revision ``after``.
 
 The answer: ``{"value": ...}``, or ``{"raised": class}`` (a ClusterError's class name), or ``{"refused": true}``
 when the value is outside the function's domain (ValueError: an integer past its wire field, a policy's rule). Bytes in an answer are hex up to 64
@@ -37,9 +43,10 @@ import construct as c
 from spec.cluster import wire
 from spec.cluster.errors import ClusterError
 from spec.cluster.detector import FailureDetector, FailurePolicy
-from spec.cluster.model import MemberRecord, MembershipChange, MembershipView
-from spec.cluster.types import (Entry, Membership, MetadataOp, NodeId, NodeInfo, NodeState, Revision, ShardId,
-                                check_address, check_batch, check_id)
+from spec.cluster import model
+from spec.cluster.model import ClusterModel, GossipRecord, Member, MemberRecord, MembershipChange, MembershipView
+from spec.cluster.types import (Entry, Membership, MetadataOp, NodeId, NodeInfo, NodeState, Revision, Scope,
+                                ShardId, check_address, check_batch, check_id)
 from spec.cluster.wire import ServiceKind
 
 Json = dict[str, Any]
@@ -162,7 +169,41 @@ def _view(call: Json) -> Any:
             "owed": view.owed(NodeId(node), set(changed))}
 
 
+def _operation(op: Json) -> Any:
+    fields = {k: v for k, v in op.items() if k != "kind"}
+    if "ops" in fields:
+        fields["ops"] = tuple(MetadataOp(key=text(o["key"]), value=blob(o["value"]), expected=o.get("expected"))
+                              for o in fields["ops"])
+    if "state" in fields:
+        fields["state"] = NodeState(fields["state"])
+    if "scope" in fields:
+        fields["scope"] = Scope(fields["scope"])
+    return getattr(model, op["kind"])(**fields)
+
+
+def _model(call: Json) -> Any:
+    members = {NodeId(n): Member(a, ShardId(s), NodeState(st), since) for n, (a, s, st, since) in call["members"].items()}
+    members |= {NodeId(f"f{i}"): Member("a:1", ShardId(f"fs{i}")) for i in range(call.get("filler", 0))}
+    gossip = {key: GossipRecord(Entry(key=key, value=blob(value), revision=Revision(rev)), Scope(scope), ShardId(origin))
+              for key, value, rev, scope, origin in call.get("gossip", [])}
+    cluster = ClusterModel(revision=call["revision"], members=members, gossip=gossip,
+                           shard_logs={m.shard: {} for m in members.values()})  # each shard's log, empty
+    revision, owed = cluster.apply(_operation(call["op"]))
+    node = NodeId(call["op"]["node_id"])
+    told = [f"{n}:{_note(note)}" for n, note in cluster.told(owed)]
+    shards = ";".join(f"{s}={' '.join(cluster.shard_members(s))}" for s in sorted(cluster.shard_index))
+    return {"revision": revision, "told": ",".join(told), "shards": shards, "members": len(cluster.members),
+            "catchUp": [_note(note) for note in cluster.catch_up(node, call.get("after", 0))]}
+
+
+def _note(note: Any) -> str:
+    """A notification, short: its type and, for an update, its entries' keys and revisions."""
+    entries = getattr(note, "entries", None)
+    return type(note).__name__ + ("" if entries is None else "(" + " ".join(f"{e.key}@{e.revision}" for e in entries) + ")")
+
+
 CALLS: dict[str, Callable[[Json], Any]] = {
+    "model": _model,
     "policy": _policy,
     "detector": _detector,
     "view": _view,
