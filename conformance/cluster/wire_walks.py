@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import ast
 import importlib
+import itertools
 import random
-import secrets
 import sys
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -57,6 +57,10 @@ PREFIXES: Final = ("spec.", "reference.", "conformance.cluster.reference_target"
 the replies it reads stay the unmutated spec's, as the runner of an ``exec:`` target does."""
 TAG: Final = "~~~~"
 """Stands in node ids for a run's own four characters (ids keep their byte length, bounds included)."""
+_RUN_TAGS: Final = itertools.count()
+"""Each replay's own tag in place of ``TAG``, unique in this process: a target shared by every case holds the
+other replays' nodes and keys (a random tag could repeat, or occur inside another session's ids), and only ids
+that start with this replay's tag are its own."""
 READ_S: Final = 2.0
 """How long one read waits before the walk records that the service said nothing (the spec always answers, in
 milliseconds; in the selection a read that waits in vain tells nothing unless the service's poller failed)."""
@@ -153,7 +157,8 @@ def _frame(spec: dict[str, Any], tag: str, tokens: dict[int, str], secret: str, 
 
 def _entries(items: Sequence[Any], tag: str, symbols: Symbols) -> list[list[str]]:
     """A run's own entries (keys holding its tag), untagged, revisions as symbols."""
-    return [[e.key.replace(tag, TAG), bytes(e.value).hex(), symbols.name("r", e.revision)] for e in items if tag in e.key]
+    return [[e.key.replace(tag, TAG), bytes(e.value).hex(), symbols.name("r", e.revision)] for e in items
+            if e.key.startswith(tag)]
 
 
 def _told(message: ServiceMessage, symbols: Symbols, tag: str) -> dict[str, Any]:
@@ -177,7 +182,7 @@ def _told(message: ServiceMessage, symbols: Symbols, tag: str) -> dict[str, Any]
         told["entries"] = _entries(p["entries"], tag, symbols)
     elif message.kind is ServiceKind.MEMBERSHIP:
         told["members"] = sorted([n.node_id.replace(tag, TAG), symbols.name("s", s.shard_id), str(n.state)]
-                                 for s in p["shards"] for n in s.nodes if tag in n.node_id)
+                                 for s in p["shards"] for n in s.nodes if n.node_id.startswith(tag))
     return told
 
 
@@ -322,7 +327,7 @@ def replay_through(target: Any, ctx: CaseContext, test: dict[str, Any]) -> list[
         try:
             target.clock(s.cluster, True, 0)
             got = replay(Driver(ServiceAddress.parse(target.url), lambda ms: target.clock(s.cluster, True, ms),
-                                target.configure, lambda: "silent", secrets.token_hex(2)), test["steps"])
+                                target.configure, lambda: "silent", f"w{next(_RUN_TAGS) % 4096:03x}"), test["steps"])
         finally:
             target.clock(s.cluster, False, 0)
             if target.unconfigure is not None and any("serve" in step for step in test["steps"]):

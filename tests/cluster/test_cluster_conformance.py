@@ -25,7 +25,7 @@ def run(target: str) -> dict[str, CaseOutcome]:
     with SUITE.open_target(options) as opened:
         reports = [run_case(case, opened, options) for case in SUITE.cases]
     failed = {r.case.id: r.actual for r in reports if r.outcome in (CaseOutcome.FAIL, CaseOutcome.TIMEOUT)}
-    assert not failed, failed
+    assert not failed, "\n".join(f"{case}: {actual}" for case, actual in failed.items())  # in full: a dict is cut
     return {r.case.id: r.outcome for r in reports}
 
 
