@@ -567,6 +567,8 @@ JUDGED: Final[tuple[Judgement, ...]] = (
      "int or a string, and str() of a string is itself: it takes an error with a bool, float or None parameter"),
     *((f"coordination.ShuffleDirectory.{name}", "drop ...", "equivalent", "a Protocol's body is never run")
       for name in ("register", "lookup", "unregister", "report_failure")),
+    ("admission.ConnectionAdmission.__init__", "1 -> 2", "equivalent",
+     "one eviction rank more than the ranks used: it stays empty, and an empty rank is passed over"),
     ("departure.Departures.leaving", "queued_bytes == 0: == -> <=", "equivalent",
      "a queue holds 0 bytes or more (the reactor counts them): <= 0 is == 0"),
     ("root_cause.root_cause", "swap checks isinstance(seen.state, AttemptFailure)", "equivalent",

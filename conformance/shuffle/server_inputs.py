@@ -70,7 +70,7 @@ def _steps(rng: random.Random, function: str, timeout: float, size: int) -> list
     """Up to 14 steps on peers 0..3, time moving forward by 0, the timeout and a quarter either side."""
     now, steps = 0.0, []
     for _ in range(rng.randint(1, 14)):
-        name = rng.choice(STEPS[function] + STEPS[function][:1] * 3)  # a connection arriving or departing, most
+        name = rng.choice(STEPS[function] + STEPS[function][:1] * 3 + STEPS[function][1:2])  # arrivals, proofs
         peer = rng.randint(0, 3)
         now += rng.choice((0.0, 0.0, 0.25, timeout, max(timeout - 0.25, 0.0), timeout + 0.25))
         if name == "expired":

@@ -123,5 +123,5 @@ def _error_report_request(rng: random.Random) -> dict[str, Any]:
 
 
 SHAPES: Final[tuple[tuple[Callable[[random.Random], dict[str, Any]], int], ...]] = (
-    (_failure_text, 2), (_root_cause, 4), (_error_report_request, 2))
+    (_failure_text, 2), (_root_cause, 4), (_error_report_request, 4))
 """Each task-failure request shape with its weight among all the inputs' shapes."""
