@@ -25,20 +25,23 @@ from conformance.cluster.walks import first_difference, judged_figures, kept_com
 from spec.cluster.detector import MAX_TIMING_MS
 from spec.cluster.types import (MAX_ADDRESS_BYTES, MAX_BATCH_OPS, MAX_ID_BYTES, MAX_KEY_BYTES, MAX_MEMBERS, MAX_REVISION,
                                 MAX_VALUE_BYTES)
-from spec.cluster.wire import MAX_FRAME_BYTES, MAX_HELLO_BYTES, PAYLOADS, ServiceKind
+from spec.cluster.wire import MAX_FRAME_BYTES, MAX_HELLO_BYTES, PAYLOADS, ServiceKind, encode
 
 ROOT: Final = Path(__file__).resolve().parents[2]
 INPUTS_FILE: Final = ROOT / "conformance" / "cluster" / "vectors" / "inputs.json"
 SCHEMA_NAME: Final = "inputs.schema.json"
 REPORT_FILE: Final = ROOT / "docs" / "walks" / "cluster-inputs.md"
-GENERATOR_VERSION: Final = "3"
+GENERATOR_VERSION: Final = "4"
 SEED: Final = 4344
-CANDIDATES: Final = 1800
+CANDIDATES: Final = 2000
 SPEC_REF: Final = "docs/spec/cluster.md#wire-layouts-of-the-cluster-service"
 INPUTS_CODE: Final = {
     "spec.cluster.wire": ("encode", "update_frames", "checked_length", "body_length", "FrameReader", "decode"),
     "spec.cluster.types": ("check_id", "check_address", "check_batch"),
     "spec.cluster.detector": ("FailurePolicy", "FailureDetector"),
+    "spec.cluster.session": ("ServiceSession.__init__", "ServiceSession.receive", "ServiceSession._read",
+                             "ServiceSession.refuse", "ServiceSession.welcome", "ServiceSession.deadline",
+                             "ServiceSession.silent"),
     "spec.cluster.model": ("MembershipView", "_snapshot", "ClusterModel.__post_init__", "ClusterModel.join_cluster",
                            "ClusterModel.shard_members", "ClusterModel.apply"),
 }
@@ -307,11 +310,49 @@ def _model(rng: random.Random) -> dict[str, Any]:
          "scope": rng.choice(("SHARD", "GLOBAL"))}))
     gossip = [[f"g{i}", "0a", rng.choice((1, revision, revision + 1)), rng.choice(("GLOBAL", "SHARD")),
                rng.choice(("s1", "s2"))] for i in range(rng.choice((0, 0, 1, 2)))]
+    if filler and rng.random() < 0.5:  # a new node joining a cluster at its bound and one under
+        op = {"kind": "JoinCluster", "node_id": "n4", "address": "127.0.0.1:7009", "new_shard": "s3"}
     return {"call": "model", "revision": revision, "members": members, "gossip": gossip, "filler": filler, "op": op,
             "after": rng.choice((0, revision, revision + 1))}
 
 
-MAKERS: Final = (_model, _model, _policy, _policy, _detector, _view, _encode, _encode, _decode, _decode, _update_frames, _update_frames,
+def _service_session(rng: random.Random) -> dict[str, Any]:
+    """The service's end of one connection with a fractional or sub-ms fail bound: HELLOs at the secret and session
+    bounds, a welcome whose timing lands on .5 ms, frames at and around the silence deadline."""
+    from conformance.cluster.inputs_target import run, wire_fields
+
+    secret = rng.choice((None, "s3cret", ""))
+    bound = rng.choice((0.0005, 0.001, 0.0015, 1.0, 1.0005, 2.5e-4))
+    max_sessions = rng.choice((0, 1, 2))
+
+    def frame(kind: str, request_id: int, **payload: Any) -> str:
+        return encode(ServiceKind[kind], request_id, **wire_fields(payload)).hex()
+
+    hello = frame("HELLO", rng.choice((1, 2**56)), node_id=rng.choice(("n1", "a b")),
+                  secret=rng.choice(("s3cret", "", "x")), takeover=rng.choice(("", "t")), resume=rng.random() < 0.5,
+                  resume_after=rng.choice((0, 5)))
+    steps: list[dict[str, Any]] = [{"at": 0.0, "data": hello, "served": max_sessions + rng.choice((-1, -1, 0))}]
+    first = run({"call": "serviceSession", "secret": secret, "maxSessions": max_sessions, "failBoundS": bound,
+                 "steps": steps})
+    admitted = "hello" in str(first)
+    if admitted and rng.random() < 0.8:
+        timing = rng.choice(((0.0015, 0.003, 0.0045), (0.0025, 0.0005, 1.0005), (1.0, 2.0, 3.0)))
+        steps.append({"welcome": ["tok", *timing]})
+    at = 0.0
+    for _ in range(rng.randint(1, 4)):
+        at += bound * rng.choice((0.5, 1.0, 1.0, 1.5)) + rng.choice((0.0, 1e-6, -1e-6))
+        if rng.random() < 0.5:
+            steps.append({"silent": at})
+        else:
+            big = frame("UPDATE_SHARD_LOG", 6, ops=[{"key": "k", "value": "ab" * 5000, "expected": 0}])
+            data = rng.choice((frame("RENEW", 3), frame("OK", 4), hello, frame("JOIN_SHARD", 5, shard_id="s1"),
+                               "00000003010203", "ffffffff", big))
+            steps.append({"at": at, "data": data, "served": max_sessions})
+    return {"call": "serviceSession", "secret": secret, "maxSessions": max_sessions, "failBoundS": bound,
+            "steps": steps}
+
+
+MAKERS: Final = (_service_session, _service_session, _model, _model, _model, _policy, _policy, _detector, _view, _encode, _encode, _decode, _decode, _update_frames, _update_frames,
                  _feed, _feed, _check_batch, _check_batch, _check_id, _check_address)
 
 
@@ -333,9 +374,8 @@ JUDGED: Final[dict[str, tuple[str, str]]] = {
     rule: CLIENT_JUDGED[rule] for rule in ("wire.FrameReader.__init__:", "wire.decode: 9 -> 8")} | {
     "detector.FailurePolicy.__post_init__: swap checks": ("equivalent", "both checks refuse with ValueError, so "
                                                           "only the refusal's text changes, which no rule fixes"),
-    "model.ClusterModel.join_cluster: drop self.members[node_id].shard_since": (
-        "equivalent", "a joiner's shard is fresh (ClusterModel's contract: never one in use or used before), so its log "
-                      "and its shard's gossip are empty, and a catch-up that counts it moved or not gives the same"),
+    "session.ServiceSession.__init__: drop self.last_frame": ("equivalent", "the deadline reads it only once a node "
+                                                              "is welcomed, and receiving its HELLO set it first"),
     "wire.update_frames: 0 -> 1": ("equivalent", "(the request id of the frame measured for the overhead) an id's value "
                                    "does not change the frame's size"),
 }

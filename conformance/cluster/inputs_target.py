@@ -21,6 +21,11 @@ Bytes are hex, or ``{"repeat": hex, "times": n}``, or a list of those joined; te
 - ``view`` ``{snapshot: {epoch, shards: {shard: [[node, address, state]]}} | null, changes: [{epoch, node, record:
   [shard, address, state] | null}], owed: [node, [changed...]]}``: a membership view started from a snapshot (or
   empty), the changes applied; its snapshot, and whether the changes are owed to that node.
+- ``serviceSession`` ``{secret, maxSessions, failBoundS, steps}``: the service's end of one connection (secret
+  null: none; ``failBoundS`` fractional and sub-ms too), each step one of ``{at, data, served}`` (bytes received at
+  ``at`` s while the service serves ``served`` nodes: what they ask), ``{welcome: [token, heartbeatS, ttlS,
+  failBoundS]}`` (the last HELLO welcomed with that timing) or ``{silent: s}`` (whether the node is silent when
+  everything up to then was read); each step's answer with the session's deadline after it.
 - ``model`` ``{revision, members: {node: [address, shard, state, shardSince]}, gossip: [[key, hex, revision, scope,
   origin]], filler?: n, op: {kind, ...}, after}``: a
   model built with those members and their shards' logs empty (a backend reloading its journal holds such a
@@ -43,6 +48,8 @@ import construct as c
 from spec.cluster import wire
 from spec.cluster.errors import ClusterError
 from spec.cluster.detector import FailureDetector, FailurePolicy
+from spec.cluster.interface import FailureTiming
+from spec.cluster.session import Answer, Hello, Request, ServiceSession
 from spec.cluster import model
 from spec.cluster.model import ClusterModel, GossipRecord, Member, MemberRecord, MembershipChange, MembershipView
 from spec.cluster.types import (Entry, Membership, MetadataOp, NodeId, NodeInfo, NodeState, Revision, Scope,
@@ -91,7 +98,8 @@ def _record(item: Json) -> Json:
     return out
 
 
-def _payload(payload: Json) -> Json:
+def wire_fields(payload: Json) -> Json:
+    """A payload's fields from their JSON form (text and bytes compact) as the wire's layouts take them."""
     out: Json = {k: (text(v) if isinstance(v, (str, dict)) and k != "actual" else v) for k, v in payload.items()}
     for name in ("ops", "entries"):
         if name in out:
@@ -102,7 +110,7 @@ def _payload(payload: Json) -> Json:
 
 
 def _encode(call: Json) -> Any:
-    return wire.encode(ServiceKind[call["kind"]], call["id"], **_payload(call.get("payload", {})))
+    return wire.encode(ServiceKind[call["kind"]], call["id"], **wire_fields(call.get("payload", {})))
 
 
 def _decode(call: Json) -> Any:
@@ -114,7 +122,7 @@ def _update_frames(call: Json) -> Any:
     entries = [Entry(key=text(e["key"]), value=blob(e["value"]), revision=Revision(e["revision"]))
                for e in call["entries"]]
     limit = call.get("limit", wire.MAX_FRAME_BYTES)
-    return wire.update_frames(ServiceKind[call["kind"]], entries, limit, **_payload(call.get("fields", {})))
+    return wire.update_frames(ServiceKind[call["kind"]], entries, limit, **wire_fields(call.get("fields", {})))
 
 
 def _feed(call: Json) -> Any:
@@ -202,7 +210,43 @@ def _note(note: Any) -> str:
     return type(note).__name__ + ("" if entries is None else "(" + " ".join(f"{e.key}@{e.revision}" for e in entries) + ")")
 
 
+def _service_input(item: Any) -> Any:
+    if isinstance(item, Hello):
+        return {"hello": [item.request_id, item.node_id, item.takeover, item.resume_after]}
+    if isinstance(item, Request):
+        return {"request": item.message.kind.name, "id": item.message.request_id}
+    assert isinstance(item, Answer)
+    return {"answer": item.frame, "close": item.close}
+
+
+def _service_step(session: ServiceSession, step: Json, hellos: list[Hello]) -> Json:
+    out: Json = {}
+    try:
+        if "welcome" in step:
+            token, heartbeat, ttl, bound = step["welcome"]
+            out["sent"] = session.welcome(hellos[-1], token, FailureTiming(heartbeat_interval=heartbeat, ttl=ttl,
+                                                                           fail_bound=bound))
+        elif "silent" in step:
+            out["silent"] = session.silent(step["silent"])
+        else:
+            inputs = []
+            for item in session.receive(blob(step["data"]), step["at"], step["served"]):
+                hellos += [item] if isinstance(item, Hello) else []
+                inputs.append(_service_input(item))
+            out["inputs"] = inputs
+    except ClusterError as raised:
+        out["raised"] = type(raised).__name__
+    return out | {"deadline": session.deadline}
+
+
+def _service_session(call: Json) -> Any:
+    session = ServiceSession(secret=call["secret"], max_sessions=call["maxSessions"], fail_bound=call["failBoundS"])
+    hellos: list[Hello] = []
+    return [_service_step(session, step, hellos) for step in call["steps"]]
+
+
 CALLS: dict[str, Callable[[Json], Any]] = {
+    "serviceSession": _service_session,
     "model": _model,
     "policy": _policy,
     "detector": _detector,
