@@ -100,7 +100,20 @@ def _server_request(rng: random.Random) -> dict[str, Any]:
     else:
         request.update(maxConnections=size)
     request["steps"] = _steps(rng, function, timeout, size)
+    if function == "strangers" and 0 < size <= 3 and rng.random() < 0.6:
+        request["steps"][:0] = _full_house(rng, size)
     return request
+
+
+def _full_house(rng: random.Random, size: int) -> list[list[Any]]:
+    """Every place held, some strangers proven (one perhaps closed and back), then a newcomer: who is evicted."""
+    steps: list[list[Any]] = [["accepted", peer, 0.0] for peer in range(size)]
+    for peer in rng.sample(range(size), rng.randint(1, size)):
+        steps.append(["proven", peer])
+    if rng.random() < 0.4:
+        steps += [["closed", 0], ["accepted", 0, 0.0]]
+    steps.append(["accepted", rng.choice((size, size, 0, size - 1)), 0.0])
+    return steps
 
 
 SHAPES: Final[tuple[tuple[Callable[[random.Random], dict[str, Any]], int], ...]] = ((_server_request, 6),)
