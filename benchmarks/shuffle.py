@@ -7,16 +7,21 @@ runtime's default options, so the idle flush (default_flush: "idle" or "spark", 
   runtime_spark_flush_mb_s
                         the same with Spark's flush (flush_when_idle=False: a buffer is sent when it fills or
                         at networkBufferMaxWaitTimeMs), right after it
-  encrypted_mb_s {ctr, gcm}
-                        runtime_mb_s over connections authenticated with Spark's AuthEngine and
-                        encrypted with AES-CTR / AES-GCM (spark.authenticate); encrypted_vs_plaintext
-                        = each / runtime_mb_s
+  encrypted_rounds      [{plaintext, ctr, gcm}, ...] runtime_mb_s's run in plaintext and over connections
+                        authenticated with Spark's AuthEngine and encrypted with AES-CTR / AES-GCM
+                        (spark.authenticate), alternated: ENCRYPTED_ROUNDS rounds of the three, each round
+                        in a rotated order, so that drift over the process hits all three alike
+  encrypted_vs_plaintext_rounds {ctr, gcm}
+                        each round's cipher MB/s / the same round's plaintext MB/s
+  encrypted_mb_s {ctr, gcm}, encrypted_vs_plaintext {ctr, gcm}
+                        the medians over the rounds of each cipher's MB/s and of its per-round ratio (the
+                        ratio is never taken against runtime_mb_s, a run from earlier in the process)
   writer_owns_input_mb_s {plaintext, ctr, gcm}
                         runtime_mb_s and encrypted_mb_s with a writer owning its input
-                        (TaskOptions.writer_owns_input: no producer thread; issue 41), each run right after
-                        the serving thread's; writer_owns_input_vs_serving_thread = each / the serving
-                        thread's figure (the default would change if it stayed above 1 encrypted and at
-                        1 or more in plaintext in three quiet runs)
+                        (TaskOptions.writer_owns_input: no producer thread; issue 41), plaintext right after
+                        runtime_mb_s, the ciphers after the rounds; writer_owns_input_vs_serving_thread = each /
+                        runtime_mb_s or encrypted_mb_s (the default would change if it stayed above 1
+                        encrypted and at 1 or more in plaintext in three quiet runs)
   jvm_mb_s              the same through Spark 4.3.0's own handlers on Spark's transport (a JVM, warmed
                         up); runtime_vs_jvm = runtime_mb_s / jvm_mb_s
   records, pyspark_partitionby_s, streaming_shuffle_s, correct
@@ -171,6 +176,28 @@ def runtime_mb_s(total: int, options: TaskOptions = TaskOptions()) -> float:
     return (count - 1) * CHUNK / MB / elapsed
 
 
+ENCRYPTED_ROUNDS = 3
+"""Rounds of plaintext, CTR and GCM runs alternated for ``encrypted_vs_plaintext``."""
+
+
+def encrypted_rounds(total: int, ciphers: dict[str, AuthConfig], rounds: int = ENCRYPTED_ROUNDS) -> dict[str, Any]:
+    """Plaintext and each cipher's ``runtime_mb_s`` alternated for ``rounds`` rounds (round r starts r places
+    further into the order), each ratio taken within its round; the figures are the medians over the rounds."""
+    runs = [("plaintext", TaskOptions()), *((name, TaskOptions(auth=auth)) for name, auth in ciphers.items())]
+    table: list[dict[str, float]] = []
+    for index in range(rounds):
+        shift = index % len(runs)
+        measured = {name: round(runtime_mb_s(total, options), 1) for name, options in runs[shift:] + runs[:shift]}
+        table.append({name: measured[name] for name, _ in runs})
+        print("encrypted round " + ", ".join(f"{name} {mb_s:.1f}" for name, mb_s in table[-1].items()) + " MB/s "
+              "(" + ", ".join(f"{name} {table[-1][name] / table[-1]['plaintext']:.2f}" for name in ciphers)
+              + " of plaintext)", flush=True)
+    ratios = {name: [round(row[name] / row["plaintext"], 2) for row in table] for name in ciphers}
+    return {"encrypted_rounds": table, "encrypted_vs_plaintext_rounds": ratios,
+            "encrypted_mb_s": {name: round(statistics.median(row[name] for row in table), 1) for name in ciphers},
+            "encrypted_vs_plaintext": {name: round(statistics.median(values), 2) for name, values in ratios.items()}}
+
+
 def _timed_us(run: Callable[[], int], repeats: int = 3) -> float:
     """Best of ``repeats`` runs of ``run`` (which returns how many units it did), in µs per unit."""
     best = float("inf")
@@ -320,16 +347,11 @@ def main(args: argparse.Namespace) -> int:
     figures["runtime_spark_flush_mb_s"] = round(runtime_mb_s(total, SPARK_FLUSH), 1)
     print(f"runtime, Spark's flush {figures['runtime_spark_flush_mb_s']:10.1f} MB/s  "
           f"({figures['runtime_spark_flush_mb_s'] / figures['loopback_mb_s']:.2f} of loopback)", flush=True)
-    figures["encrypted_mb_s"] = {}
-    for cipher in CipherName:
-        auth = AuthConfig(os.urandom(32).hex().encode(), "benchmark", cipher)
-        figures["encrypted_mb_s"][cipher.name.lower()] = round(runtime_mb_s(total, TaskOptions(auth=auth)), 1)
-        owned[cipher.name.lower()] = round(runtime_mb_s(total, replace(OWNS_INPUT, auth=auth)), 1)
-    figures["encrypted_vs_plaintext"] = {name: round(mb_s / figures["runtime_mb_s"], 2)
-                                         for name, mb_s in figures["encrypted_mb_s"].items()}
-    for name, mb_s in figures["encrypted_mb_s"].items():
-        print(f"encrypted {name}   {mb_s:10.1f} MB/s  ({figures['encrypted_vs_plaintext'][name]:.2f} of plaintext)",
-              flush=True)
+    ciphers = {cipher.name.lower(): AuthConfig(os.urandom(32).hex().encode(), "benchmark", cipher)
+               for cipher in CipherName}
+    figures.update(encrypted_rounds(total, ciphers))
+    for name, auth in ciphers.items():
+        owned[name] = round(runtime_mb_s(total, replace(OWNS_INPUT, auth=auth)), 1)
     figures["writer_owns_input_mb_s"] = owned
     serving_thread = {"plaintext": figures["runtime_mb_s"], **figures["encrypted_mb_s"]}
     figures["writer_owns_input_vs_serving_thread"] = {
