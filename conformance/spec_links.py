@@ -75,6 +75,8 @@ CASE_SECTIONS: Final[Mapping[str, Mapping[str, str]]] = {
         "gossip/late-joiner": "docs/spec/cluster.md#op-join-cluster",
         "batch/": "docs/spec/cluster.md#values",
         "failure/": "docs/spec/cluster.md#failure-detector",
+        "failure/derived-every-timeout-at-its-edge": "docs/spec/cluster.md#failure-policy",
+        "failure/derived-unread-is-not-silence": "docs/spec/cluster.md#failure-policy",
         "durability/": "docs/spec/cluster.md#op-update-shard-log",
         "wire/": "docs/spec/cluster.md#wire-frame",
         "wire/resume-repeats-nothing": "docs/spec/cluster.md#wire-kind-hello",

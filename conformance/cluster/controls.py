@@ -2,7 +2,8 @@
 durability and liveness counts from a target, never through the cluster service's own wire.
 
 A harness is a process that embeds a cluster service and prints, on stdout, an optional line
-``CAPABILITIES <cap> ...`` (of ``clock restart durable held sessions configure cas client inputs``), then the service's port. Then it
+``CAPABILITIES <cap> ...`` (of ``clock restart durable held sessions configure cas client inputs pause``), then the service's
+port. Then it
 answers one line on stdout for each line the runner writes on its stdin, and exits when stdin
 closes:
 
@@ -48,6 +49,16 @@ runner writes          harness does                              harness answers
 ``INPUTS <json>``       calls one of its cluster pure functions    ``INPUTS_RAN <json>``: the
                        on the input (conformance/cluster/         call's answer
                        inputs_target.py)
+``PAUSE <node_id>``     its service stops reading the connection   ``PAUSED``
+                       serving that node (what the node sends
+                       waits unread, as behind a busy service);
+                       from then on that is unread time, never
+                       the node's silence, for its session and
+                       its failure detector
+``RESUME <node_id>``    its service reads that connection again;   ``RESUMED``
+                       answered once what waited was read and
+                       carried out (a RENEW waiting: renewed at
+                       the clock's instant then)
 anything else          nothing                                    ``ERROR <one line>``
 =====================  ========================================  ==========================================
 
@@ -76,8 +87,8 @@ from spec.cluster.detector import FailurePolicy
 from spec.cluster.types import MetadataOp, NodeId, Revision
 from streamwire.cli import one_line
 
-CAPABILITIES = ("clock", "restart", "durable", "held", "sessions", "configure", "cas", "client", "inputs")
-"""What this project's harness offers (``sessions`` and ``configure``: only with a service)."""
+CAPABILITIES = ("clock", "restart", "durable", "held", "sessions", "configure", "cas", "client", "inputs", "pause")
+"""What this project's harness offers (``sessions``, ``configure`` and ``pause``: only with a service)."""
 NO_SECRET = "-"
 """``SERVE``'s secret word for "no authentication"."""
 
@@ -128,6 +139,15 @@ class Controls:
         if self.service is None:
             raise ValueError("no cluster service here")
         return self.service.limits.max_sessions
+
+    def hold_reads(self, node_id: str, held: bool) -> None:
+        """``PAUSE`` (``held``) or ``RESUME``."""
+        if self.service is None:
+            raise ValueError("no cluster service here")
+        try:
+            self.service.hold_reads(NodeId(node_id), held)
+        except KeyError:
+            raise ValueError(f"no session serves node {node_id!r}") from None
 
     def serve(self, heartbeat_ms: int, fail_after_ms: int, max_sessions: int, secret: str | None) -> int:
         """``SERVE``: the port of a new service configured so (ValueError: it refuses the configuration)."""
@@ -222,6 +242,9 @@ class Controls:
         if words == ["UNSERVE"]:
             self.unserve()
             return "OK"
+        if words[:1] in (["PAUSE"], ["RESUME"]) and len(words) == 2:
+            self.hold_reads(words[1], words[0] == "PAUSE")
+            return "PAUSED" if words[0] == "PAUSE" else "RESUMED"
         return f"ERROR unknown control line {line.strip()[:80]!r}"
 
 
@@ -282,6 +305,12 @@ class ControlChannel:
 
     def unserve(self) -> None:
         self.ask("UNSERVE", "OK")
+
+    def hold_reads(self, node_id: str, held: bool) -> None:
+        if held:
+            self.ask(f"PAUSE {node_id}", "PAUSED")
+        else:
+            self.ask(f"RESUME {node_id}", "RESUMED")
 
     def client(self, walk: dict[str, Any]) -> list[dict[str, Any]]:
         """What the harness's client session machine produced at each step of ``walk``."""

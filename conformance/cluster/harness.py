@@ -45,6 +45,7 @@ CONFIGURE = "configure"
 CAS = "cas"
 CLIENT = "client"
 INPUTS = "inputs"
+PAUSE = "pause"
 Clock = Callable[[ClusterBackend, bool, int], Thresholds]
 """``(cluster, stopped, advance_ms)``: see ``CLOCK`` in conformance/cluster/controls.py."""
 
@@ -76,6 +77,10 @@ class ClusterTarget:
     inputs: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     """Capability "inputs": the target's own cluster pure functions called on one input
     (conformance/cluster/inputs_target.py)."""
+    hold_reads: Callable[[str, bool], None] | None = None
+    """Capability "pause": ``(node_id, held)`` stops (True) or resumes its service's reading of the
+    connection serving that node; held time is unread time, never silence (``PAUSE`` and ``RESUME``
+    in conformance/cluster/controls.py)."""
 
 
 def verdict(expected: str, problems: list[str]) -> Verdict:
@@ -249,7 +254,7 @@ TARGET_HELP = (f"{PROVIDER_SYNTAX[ProviderKind.MEMORY]} (in-process, journaled),
                f"certificates and a user), {PROVIDER_SYNTAX[ProviderKind.ETCD]} (each case in a namespace of its own), "
                f"{PROVIDER_SYNTAX[ProviderKind.SERVICE]} (a cluster service: its wire only), exec:CMD (CMD starts a cluster "
                "service or a harness embedding one and prints its port as its first line, after an optional line "
-               "CAPABILITIES clock restart durable held sessions configure cas client inputs; a harness then answers control lines on stdin, "
+               "CAPABILITIES clock restart durable held sessions configure cas client inputs pause; a harness then answers control lines on stdin, "
                "docs/conformance.md)")
 
 
@@ -342,7 +347,8 @@ def _service_target(description: str, url: str, declared: frozenset[str],
                          channel.unserve if configured and channel is not None else None,
                          cas_write if channel is not None and CAS in offered else None,
                          channel.client if channel is not None and CLIENT in offered else None,
-                         channel.inputs if channel is not None and INPUTS in offered else None)
+                         channel.inputs if channel is not None and INPUTS in offered else None,
+                         channel.hold_reads if channel is not None and PAUSE in offered else None)
 
 
 def _etcd_target(endpoint: EtcdEndpoint, description: str, restart: Callable[[], None] | None) -> ClusterTarget:

@@ -3,7 +3,7 @@
 It embeds the cluster service (reference/cluster/service.py) on an in-process cluster journaled in a
 temporary directory and handed a clock the runner can stop (conformance/cluster/clock.py; the
 service judges its sessions' silence on it too), serving at most ``--max-sessions`` nodes, prints
-``CAPABILITIES clock restart durable held sessions configure cas client inputs`` and the service's port, then answers the runner's
+``CAPABILITIES clock restart durable held sessions configure cas client inputs pause`` and the service's port, then answers the runner's
 control lines on stdin (the contract: conformance/cluster/controls.py) until stdin closes. The service
 decides everything itself and its port speaks only the production wire; this only hands it the
 runner's clock and reports what it counts and its bound.

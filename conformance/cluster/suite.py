@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Final
 
-from conformance.cluster import batch_rules, linearizability, message_rules, model_cases, settings_cases, wire_cases
+from conformance.cluster import batch_rules, linearizability, message_rules, model_cases, settings_cases, timeout_edges, wire_cases
 from conformance.cluster.harness import (
     CAS,
     CLIENT,
@@ -19,6 +19,7 @@ from conformance.cluster.harness import (
     DURABLE,
     HELD,
     INPUTS,
+    PAUSE,
     RESTART,
     SERVICE,
     SESSIONS,
@@ -1213,6 +1214,13 @@ CASES = [
     case("failure/derived-verdicts-per-node-at-their-instants", "two members silent since different instants are "
          "each PFAIL and FAIL by their own last renewal, exactly at each threshold unchanged, 1 ms past changed",
          model_cases.verdicts_per_node_at_their_instants, frozenset({SERVICE, CLOCK})),
+    case("failure/derived-every-timeout-at-its-edge", "a silent node is OK, PFAIL, FAIL and its session open "
+         "exactly as each timeout of the settings table (pfail_after, fail_after, fail_bound, ttl) says, 1 ms before "
+         "it, at it and 1 ms past it", timeout_edges.every_timeout_at_its_edge, frozenset({SERVICE, CLOCK})),
+    case("failure/derived-unread-is-not-silence", "a RENEW waiting unread while the service holds the node's reads "
+         "is not silence: past every timeout the node stays OK and its session open; once read it renews the node "
+         "then, and every timeout counts from that moment", timeout_edges.unread_is_not_silence,
+         frozenset({SERVICE, CLOCK, PAUSE})),
     case("failure/derived-declared-timing", "the detector's declared thresholds and the timing told to nodes "
          "follow the failure policy (fail_after = TTL, PFAIL at half, fail_bound = fail_after + heartbeat)",
          declared_timing, frozenset({CLOCK})),

@@ -67,8 +67,8 @@ DEFAULT_POLICY: Final = FailurePolicy(heartbeat_interval=0.2, fail_after=1.0)
 
 class DetectorTime(Protocol):
     """The failure detector's time. While ``stopped``, its owner moves it (a conformance harness): the
-    cluster's ticker leaves the ticks to :meth:`InProcessCluster.judge`, and no reader's unread time
-    is subtracted, since the owner's moves alone say what silence was observable."""
+    cluster's ticker leaves the ticks to :meth:`InProcessCluster.judge`, and the owner alone says what
+    silence was observable: by its moves, and by the reads it holds (a reader counts only those then)."""
 
     def now(self) -> float: ...
 
@@ -340,8 +340,8 @@ class InProcessCluster:
     def _tick(self) -> None:
         """Under the lock: one detector tick over the members, every verdict put to the model in the
         same hold (so none meets a member that rejoined or left since); those that change nothing
-        commit nothing. A stopped clock is the test's: it decides what was observable."""
-        unread_for = 0.0 if self._clock.stopped else max((r() for r in self._readers.values()), default=0.0)
+        commit nothing. A stopped clock is the test's: its moves and held reads decide what was observable."""
+        unread_for = max((r() for r in self._readers.values()), default=0.0)
         for node_id, state in self._detector.tick(self._clock.now(), self._model.members, unread_for).items():
             before = self._model.revision
             deliveries = self._model.set_state(node_id, state)

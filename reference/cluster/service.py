@@ -239,9 +239,13 @@ class ClusterService:
         self._silence = threading.Condition()
         self._silence_asked = 0
         self._silence_judged = 0
+        self._round = 0
+        self._round_done = 0
+        self._held: dict[_Session, float] = {}
+        """Sessions whose reading is held (:meth:`hold_reads`), each since that instant on the cluster's clock."""
         self._reactor = Reactor(self, limits.connections, listen=(host, port), ledger=ledger)
         self.host, self.port = host, self._reactor.port
-        cluster.add_reader(self, self._reactor.unread_for)
+        cluster.add_reader(self, self._unread_for)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="cluster-service", daemon=True)
         if ledger is not None:
@@ -278,6 +282,9 @@ class ClusterService:
     def _run(self) -> None:
         try:
             while not self._stop.is_set():
+                with self._silence:
+                    self._round += 1
+                    begun = self._round
                 self._reactor.poll(min(POLL_S, self.cluster.policy.check_interval / 2))
                 now = self._clock.now()
                 with self._silence:
@@ -292,6 +299,9 @@ class ClusterService:
                     for session in self._paused:
                         session.stream.resume()
                     self._paused.clear()
+                with self._silence:
+                    self._round_done = begun
+                    self._silence.notify_all()
         except Exception:
             log.exception("cluster service poller failed")
         finally:
@@ -314,14 +324,47 @@ class ClusterService:
             self._reactor.wake()
             self._silence.wait_for(lambda: self._silence_judged >= asked or not self._thread.is_alive(), limit)
 
+    def hold_reads(self, node_id: NodeId, held: bool) -> None:
+        """Stop reading the connection serving ``node_id`` (what it sends waits unread, as behind a busy
+        poller), or read it again; a conformance harness's ``PAUSE`` and ``RESUME``. Held time is unread
+        time, never the node's silence (for its session and the failure detector); resumed, this returns
+        once a round has read what waited and carried it out. KeyError: no session serves that node."""
+        session = self._nodes[node_id]
+        if held:
+            self._held.setdefault(session, self._clock.now())
+            session.stream.pause()
+            self._next_round()  # the poller no longer reads it
+            return
+        session.stream.resume()
+        self._next_round()
+        self._held.pop(session, None)
+
+    def _next_round(self, limit: float = 10.0) -> None:
+        """Return once a poller round that began after this call has ended."""
+        with self._silence:
+            wanted = self._round + 1
+            self._reactor.wake()
+            self._silence.wait_for(lambda: self._round_done >= wanted or not self._thread.is_alive(), limit)
+
+    def _unread_for(self) -> float:
+        """How long renewals may have waited unread here (the failure detector does not count it as
+        silence): the longest held connection's time, and on a running clock the reactor's rounds (a
+        stopped clock is a conformance harness's: it holds reads itself)."""
+        now = self._clock.now()
+        held = max((now - since for since in list(self._held.values())), default=0.0)
+        return held if self._clock.stopped else max(held, self._reactor.unread_for())
+
     def _end_silent_sessions(self, read_through: float) -> None:
         """Close the sessions silent before ``read_through`` (the time up to which everything that
-        arrived was read): the first ones in deadline order, up to the first that is not."""
+        arrived was read; for a held session, the instant its reading was held): the first ones in
+        deadline order, up to the first that is not and is read."""
         silent = []
         for session in self._by_deadline:
-            if not session.protocol.silent(read_through):
+            held_since = self._held.get(session)
+            if session.protocol.silent(read_through if held_since is None else min(read_through, held_since)):
+                silent.append(session)
+            elif held_since is None:
                 break
-            silent.append(session)
         for session in silent:
             log.info("cluster service: %s sent nothing for %.1f s; closed", session.stream.label,
                      session.protocol.fail_bound)
@@ -370,6 +413,7 @@ class ClusterService:
         if session is not None:
             self._buffered -= session.buffered
             self._by_deadline.pop(session, None)
+            self._held.pop(session, None)
         log.info("cluster service connection %s ended: %s%s", stream.label, reason.value,
                  f" ({error})" if error else "")
         if session is None or session.node is None:

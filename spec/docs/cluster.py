@@ -380,13 +380,19 @@ def failure_detector() -> str:
     )
 
 
+def policy_settings(policy: FailurePolicy) -> dict[str, float]:
+    """The failure policy's settings table: every duration it sets or derives, in seconds, by name (the
+    conformance suite derives its timeout edges from it: conformance/cluster/timeout_edges.py)."""
+    timing = policy.timing()
+    return {"heartbeat_interval": policy.heartbeat_interval, "fail_after": policy.fail_after,
+            "pfail_after": policy.pfail_after, "check_interval": policy.check_interval,
+            "fail_bound": timing.fail_bound, "ttl": timing.ttl}
+
+
 def _policy_example() -> str:
     """What one policy derives, for a heartbeat of 0.5 s and FAIL after 5 s."""
-    policy = FailurePolicy(heartbeat_interval=0.5, fail_after=5.0)
-    timing = policy.timing()
-    return table(("heartbeat_interval", "fail_after", "pfail_after", "check_interval", "fail_bound", "ttl"),
-                 [tuple(f"{v:g} s" for v in (policy.heartbeat_interval, policy.fail_after, policy.pfail_after,
-                                             policy.check_interval, timing.fail_bound, timing.ttl))])
+    settings = policy_settings(FailurePolicy(heartbeat_interval=0.5, fail_after=5.0))
+    return table(tuple(settings), [tuple(f"{v:g} s" for v in settings.values())])
 
 
 # -- the TCP service ---------------------------------------------------------------------------------

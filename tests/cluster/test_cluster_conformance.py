@@ -11,11 +11,12 @@ from typing import Iterator
 
 import pytest
 
+from conformance.cluster import timeout_edges
 from conformance.cluster.clock import DetectorClock
 from conformance.cluster.controls import Controls
 from conformance.framework import CaseOutcome, RunOptions
 from conformance.runner import load_suite, run_case
-from reference.cluster.memory import InProcessCluster
+from reference.cluster.memory import DEFAULT_POLICY, InProcessCluster
 
 SUITE = load_suite("cluster")
 
@@ -86,6 +87,8 @@ def test_the_harness_answers_every_control_line_in_one_line(tmp_path: Path) -> N
         assert controls.answer("CLOCK STOP 0\n") == "CLOCKED 500 1000" and clock.stopped
         assert controls.answer("DURABLE") == "WRITTEN 0" and controls.answer("HELD") == "HOLDING 0"
         assert controls.answer("SESSIONS") == "ERROR ValueError: no cluster service here"
+        assert controls.answer("PAUSE n1") == "ERROR ValueError: no cluster service here"
+        assert controls.answer("RESUME").startswith("ERROR unknown control line")
         assert controls.answer("RESTART") == "OK"
         assert controls.answer("CLOCK RUN") == "CLOCKED 500 1000" and not clock.stopped
         for line in ("CLOCK STOP -1", "CLOCK", "HELLO", "", "SERVE 1000 2000 4", "SERVE 1000 2000 4 secret"):
@@ -111,3 +114,20 @@ def test_the_harness_answers_every_control_line_in_one_line(tmp_path: Path) -> N
         assert answer.startswith("ERROR ") and "\n" not in answer
     finally:
         cluster.close()
+
+
+def test_every_timeout_of_the_settings_table_is_judged_at_its_edges(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The generator of conformance/cluster/timeout_edges.py: every timeout of the spec's settings table one
+    tick before, at and one tick past (ttl, a bound from below only: not past); a setting nobody judged
+    a period or a timeout stops it."""
+    timeouts = timeout_edges.timeout_ms(DEFAULT_POLICY)
+    assert timeouts == {"pfail_after": 500, "fail_after": 1000, "fail_bound": 1200, "ttl": 1000}
+    instants = timeout_edges.edge_instants(timeouts)
+    assert sorted(e for edges in instants.values() for e in edges) == sorted(
+        (name, offset) for name in timeouts for offset in (-1, 0, 1) if (name, offset) != ("ttl", 1))
+    assert all(at == timeouts[name] + offset for at, edges in instants.items() for name, offset in edges)
+    assert list(instants) == sorted(instants)
+    assert all(offset for edges in timeout_edges.edge_instants(timeouts, exact=False).values() for _, offset in edges)
+    monkeypatch.setattr(timeout_edges, "policy_settings", lambda policy: {"grace": 1.0, "fail_after": 1.0})
+    with pytest.raises(ValueError, match="grace"):
+        timeout_edges.timeout_ms(DEFAULT_POLICY)
