@@ -4,7 +4,7 @@
 (``reference.sync.server``) on DIR, flushing after every put, on a clock that starts at 0 and
 moves only when the runner says so, allowing clients the store location ``DIR/allowed``. It prints
 ``CAPABILITIES store restart flush-control watermark store-locations truncate put-slots connections drain put-bound
-stream-deadlines machines decode`` and ``LISTENING <port>``, then
+stream-deadlines machines decode settings`` and ``LISTENING <port>``, then
 answers the runner's flush-control lines on stdin, one line each (the contract: :mod:`conformance.sync.suite`). The harness embeds the server's endpoint
 (``spec.sync.server.SyncServerEndpoint``) and a clock that moves only when told
 (``conformance.sync.clock.ManualClock``): ``POLICY`` reconfigures the endpoint and has the flusher
@@ -23,20 +23,22 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 os.environ.setdefault("GRPC_VERBOSITY", "NONE")
 
-from dataclasses import replace  # noqa: E402
+from dataclasses import fields, replace  # noqa: E402
 
 from conformance.sync import decode, machines_target  # noqa: E402
 from conformance.sync.clock import ManualClock  # noqa: E402
 from reference.sync.server import SyncServer  # noqa: E402
 from reference.sync.store import DeltaStore  # noqa: E402
 from spec.sync.server import SyncServerEndpoint, recorded_durable  # noqa: E402
+from spec.sync.flush_failures import FlushFailures  # noqa: E402
 from spec.sync.writer import SyncSettings  # noqa: E402
 
 CAPABILITIES = ("store", "restart", "flush-control", "watermark", "store-locations", "truncate", "put-slots",
-                "connections", "drain", "put-bound", "stream-deadlines", "machines", "decode")
+                "connections", "drain", "put-bound", "stream-deadlines", "machines", "decode", "settings")
 PUT_SLOTS = 4
 """The target's max_concurrent_puts (``put-slots``): few, so holding every slot costs a case little."""
 HIGH_WATERMARK = 16 * 1024 * 1024
@@ -48,6 +50,12 @@ SILENCE_TIMEOUT_S = 60.0
 """How long a connection may stay silent, before its handshake or without a stream: longer than any case, so the
 silent connections a case holds at the cap are closed by an eviction only, never by these deadlines (the
 server's defaults are 2 s each)."""
+TARGET_SETTINGS = SyncSettings(max_replication_lag_s=0.0, high_watermark_bytes=HIGH_WATERMARK)
+"""The target's own settings: flush after every put, its own high-watermark, the rest the server's defaults."""
+BACKOFF_SETTINGS = ("initial_backoff_s", "max_backoff_s")
+"""The failing tables' waits (``spec.sync.flush_failures.FlushFailures``), settings of the ``SETTINGS`` line too."""
+SETTING_NAMES = tuple(f.name for f in fields(SyncSettings)) + BACKOFF_SETTINGS
+"""Every setting the ``SETTINGS`` line names (capability ``settings``): the sync settings and the retry backoff."""
 ALLOWED_LOCATION = "allowed"
 """The store location a client may name (``store-locations``): ``{store}/allowed`` and what lies below it."""
 
@@ -82,6 +90,8 @@ def answer(endpoint: SyncServerEndpoint, clock: ManualClock, line: str, server: 
                 return "ERROR the clock does not go back"
             clock.advance(seconds)  # the flusher wakes only at the deadline the server itself computed
             return "OK"
+        if words[:1] == ["SETTINGS"]:
+            return _configure(endpoint, clock, server, words[1:])
         if words == ["PENDING"]:
             return f"PENDING {endpoint.pending_bytes}"
         if words == ["DRAIN"]:
@@ -108,6 +118,30 @@ def answer(endpoint: SyncServerEndpoint, clock: ManualClock, line: str, server: 
     return f"ERROR unknown line {line.strip()[:80]!r}"
 
 
+def _configure(endpoint: SyncServerEndpoint, clock: ManualClock, server: SyncServer | None, words: list[str]) -> str:
+    """``SETTINGS name=value ...``: the target's own settings with those named replaced, from now on (what a server
+    started with them does; a ``POLICY`` set before is replaced too); ``SETTINGS`` alone: its own again."""
+    given: dict[str, Any] = {}
+    for word in words:
+        name, _, value = word.partition("=")
+        if name not in SETTING_NAMES or name in given:
+            return f"ERROR settings are name=value, each once, of {' '.join(SETTING_NAMES)}"
+        given[name] = int(value) if isinstance(getattr(TARGET_SETTINGS, name, 0.0), int) else float(value)
+        if not given[name] >= (1 if name == "max_syncs_per_url" else 0) or given[name] == float("inf"):
+            return f"ERROR {name} must be a finite number, at least {1 if name == 'max_syncs_per_url' else 0}"
+    settings = replace(TARGET_SETTINGS, **{n: v for n, v in given.items() if n not in BACKOFF_SETTINGS})
+    own = FlushFailures()
+    failures = endpoint.flush_failures
+    failures.initial_backoff_s = given.get("initial_backoff_s", own.initial_backoff_s)
+    failures.max_backoff_s = given.get("max_backoff_s", own.max_backoff_s)
+    if server is not None:
+        server.reconfigure(settings)
+    else:
+        endpoint.reconfigure(settings)
+    clock.ring_all()  # the flusher looks again under the new settings before the answer
+    return "OK"
+
+
 STOP_WAIT_S = 30.0
 """How long, in real seconds, ``STOP`` waits for the server to begin stopping (a bound, never reached when it works)."""
 
@@ -126,7 +160,7 @@ def serve(store_dir: str) -> tuple[SyncServer, SyncServerEndpoint, ManualClock]:
     clock = ManualClock(wakes_at_deadlines=True)
     store = DeltaStore(store_dir)
     store.check_writable()
-    endpoint = SyncServerEndpoint(SyncSettings(max_replication_lag_s=0.0, high_watermark_bytes=HIGH_WATERMARK), recorded_durable(store.recorded_durable()))
+    endpoint = SyncServerEndpoint(TARGET_SETTINGS, recorded_durable(store.recorded_durable()))
     server = SyncServer(store, endpoint=endpoint, clock=clock, maintenance_interval_s=0, max_concurrent_puts=PUT_SLOTS,
                         max_connections=MAX_CONNECTIONS, handshake_timeout_s=SILENCE_TIMEOUT_S,
                         idle_timeout_s=SILENCE_TIMEOUT_S,

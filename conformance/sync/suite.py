@@ -64,6 +64,13 @@ descriptor, a command, a response, an IPC message or a put's schema, with hex by
 n}``, or an encoder with a value) is answered ``DECODE <json>``: ``{"value": ...}`` as the decoder returns it, or
 the typed error ``{"error": condition, "message": text}`` (``conformance.sync.decode.answer`` is the spec's).
 
+``settings``: the line ``SETTINGS [name=value ...]`` (answered ``OK``) makes the target decide from now on by its
+own settings with those named replaced, as a server started with them would (a ``POLICY`` set before is replaced
+too; ``SETTINGS`` alone: its own again; a restart brings its own back): ``transaction_timeout_s``,
+``write_lock_timeout_s``, ``flush_task_interval_s``, ``high_watermark_bytes`` (what a put's bytes and the memory
+held are bounded by), ``max_replication_lag_s``, ``max_syncs_per_url``, ``max_in_memory_bytes``, and the failing
+tables' retry waits ``initial_backoff_s`` and ``max_backoff_s`` (the wait doubles from the first up to the most).
+
 ``drain``: the line ``DRAIN`` (answered ``OK``) makes the target drain as at a shutdown while it still serves
 puts: it answers probes and refuses every other put; only a restart ends it.
 

@@ -51,6 +51,8 @@ if TYPE_CHECKING:
 
 SEED: Final = 43
 CANDIDATES: Final = 1500
+SETTINGS_CANDIDATES: Final = 600
+"""Walks with settings off their defaults, after the others (:data:`SETTING_EDGES`)."""
 MODULES: Final = ("spec.sync.server", "spec.sync.writer", "spec.sync.squash", "spec.sync.admission",
                   "spec.sync.responses", "spec.sync.client", "spec.sync.flush_failures", "spec.sync.errors",
                   "spec.sync.commit_time")
@@ -249,6 +251,8 @@ def requires(walk: Walk) -> frozenset[str]:
             needed.add("watermark")
         if step.get("control") == "DRAIN":
             needed.add("drain")
+        if step.get("control", "").startswith("SETTINGS"):
+            needed.add("settings")
     return frozenset(needed)
 
 
@@ -768,18 +772,204 @@ def _defaults_walk(g: _Gen) -> None:
     g.read()
 
 
+Rows = list[list[list[Any]]]
+"""The rows of a walk's puts, one list per put."""
+SettingEdge = Callable[["_Gen", dict[str, float], int, Rows], None]
+"""Walk steps putting an event at a setting's edge: the settings given, the side (-1: a tick or byte before, 0: at
+the instant, 1: after), the puts a size was set from; the steps start once the target decides by those settings."""
+
+
+def _lag_edge(g: _Gen, given: dict[str, float], side: int, rows: Rows) -> None:
+    """Pending data flushed at exactly the lag after it arrived (the lag reached in one move or two)."""
+    lag = given["max_replication_lag_s"]
+    g.put("a", "o1", 1, [[None, 1, "held"]])
+    if g.rng.random() < 0.5:
+        g.advance(lag / 2)
+        g.put("b", "o1", None, [[None, 2, "later"]])
+        g.advance(lag / 2 + side * TICK)
+    else:
+        g.advance(lag + side * TICK)
+    g.control("PENDING")
+    g.read()
+
+
+def _count_edge(g: _Gen, given: dict[str, float], side: int, rows: Rows) -> None:
+    """A table flushed at exactly its count of pending items (puts alternate two column orders)."""
+    for i in range(int(given["max_syncs_per_url"]) + side):
+        layout = "swapped" if i % 2 else "plain"
+        g.put("a", "o1", i + 1, [[None, i + 1, f"r{i}"] if layout == "plain" else [i + 1, None, f"r{i}"]], layout)
+        g.control("PENDING")
+    g.read()
+
+
+def _sized(g: _Gen) -> Rows:
+    return [[[None, k, f"value-{k}" * g.rng.randint(1, 3)]] for k in range(1, g.rng.randint(2, 4))]
+
+
+def _size_edge(g: _Gen, given: dict[str, float], side: int, rows: Rows) -> None:
+    """Pending bytes at exactly the size threshold (set from the walk's own puts, so ``given`` has it last)."""
+    for i, put in enumerate(rows):
+        g.put("a", "o1", i + 1, put)
+        g.control("PENDING")
+    g.read()
+
+
+def _watermark_edge(g: _Gen, given: dict[str, float], side: int, rows: Rows) -> None:
+    """Puts against a high-watermark at exactly a put's bytes, pending bytes plus a put's message bytes (the memory
+    budget) or plus its change's bytes (the endpoint): the bound on what is received and held."""
+    for i, put in enumerate(rows):
+        g.put("a", "o1", i + 1, put)
+        g.control("PENDING")
+    g.put("a", "o1")
+    g.read()
+
+
+def _quiet_edge(g: _Gen, given: dict[str, float], side: int, rows: Rows) -> None:
+    """An open transaction discarded at exactly its timeout after its last put (a probe in between moves nothing)."""
+    timeout = given["transaction_timeout_s"]
+    g.put("a", "o1", None, [[None, 1, "open"]])
+    since = 0.0
+    if g.rng.random() < 0.5:
+        g.advance(timeout / 2)
+        if g.rng.random() < 0.5:
+            g.put("a", "o1", None, [[None, 2, "more"]], "swapped")
+        else:
+            g.put("a", "o1")
+            since = timeout / 2
+    g.advance(timeout - since + side * TICK)
+    g.control("PENDING")
+    g.put("a", "o1", 1, g.rng.choice([[], [[None, 3, "commit"]]]))
+    g.put("a", "o1", 2, [[None, 4, "fresh"]])
+    g.read()
+
+
+def _wake_edge(g: _Gen, given: dict[str, float], side: int, rows: Rows) -> None:
+    """The flusher's interval passed with data held (it flushes nothing), then the lag reached at its own instant."""
+    interval = given["flush_task_interval_s"]
+    g.put("a", "o1", 1, [[None, 1, "held"]])
+    g.advance(interval + side * TICK)
+    g.control("PENDING")
+    g.read()
+    lag = given.get("max_replication_lag_s", HELD)
+    if lag < HELD:
+        g.advance(lag - interval - side * TICK + g.rng.choice([-TICK, 0, TICK]))
+        g.control("PENDING")
+        g.read()
+
+
+def _retry_edge(g: _Gen, given: dict[str, float], side: int, rows: Rows) -> None:
+    """A table that cannot be created, retried at each wait's exact end (still failing) until, healed, a retry lands
+    at the chosen side of its instant."""
+    first, most = given.get("initial_backoff_s", 1.0), given.get("max_backoff_s", 5.0)
+    g.steps.append({"block": g.table("a")})
+    g.put("a", "o1", 1, [[None, 1, "a"]])
+    now, retry = 0.0, min(first, most)
+    heal = g.rng.randint(1, 4)
+    for failures in range(1, heal):
+        g.advance(retry - TICK - now)
+        g.put("a", "o1")
+        g.advance(TICK)
+        now, retry = retry, retry + min(first * 2 ** failures, most)
+    g.steps.append({"unblock": g.table("a")})
+    g.advance(retry + side * TICK - now)
+    g.put("a", "o1")
+    if side < 0:
+        g.advance(TICK)
+        g.put("a", "o1")
+    g.read()
+
+
+def _served_edge(g: _Gen, given: dict[str, float], side: int, rows: Rows) -> None:
+    """Puts served as ever: no put contends for the write lock one at a time (its edge is a wall-clock race)."""
+    del side, rows
+    g.put("a", "o1", 1, [[None, 1, "a"]])
+    g.put("a", "o1")
+    g.control("PENDING")
+    g.read()
+
+
+HELD_LAG: Final[dict[str, float]] = {"max_replication_lag_s": HELD}
+SETTING_EDGES: Final[dict[str, tuple[tuple[float, ...], SettingEdge, dict[str, float]]]] = {
+    # setting: (values off its default, the event at its edge, settings given with it)
+    "max_in_memory_bytes": ((), _size_edge, HELD_LAG),
+    "max_replication_lag_s": ((0.5, 7.0), _lag_edge, {}),
+    "max_syncs_per_url": ((1, 3), _count_edge, HELD_LAG),
+    "write_lock_timeout_s": ((0.25, 30.0), _served_edge, {}),
+    "flush_task_interval_s": ((0.5, 7.0), _wake_edge, HELD_LAG),
+    "high_watermark_bytes": ((), _watermark_edge, HELD_LAG),
+    "transaction_timeout_s": ((0.5, 7.0, 45.0), _quiet_edge, HELD_LAG),
+    "initial_backoff_s": ((0.5, 3.0), _retry_edge, {}),
+    "max_backoff_s": ((0.5, 3.0, 12.0), _retry_edge, {}),
+}
+"""Every setting of the sync server (``spec.sync.writer.SyncSettings`` and the retry backoff,
+``conformance.sync.reference_target.SETTING_NAMES``; a test holds the two equal) with the values off its default a
+walk sets it to (none: sized from the walk's puts), the event put at its edge and what is given with it."""
+
+
+def _noop(g: _Gen) -> None:
+    """What must write nothing: a probe, a replay of the last number taken (answered, not applied again), the
+    pending bytes and the table as read."""
+    g.put("a", "o1")
+    if "o1" in g.last:
+        g.put("a", "o1", g.last["o1"], [[None, 99, "replayed"]])
+    g.control("PENDING")
+    g.read()
+
+
+def _settings_walk(g: _Gen) -> None:
+    """One setting off its default (sometimes two), an event at its edge: a tick or byte before, at the instant,
+    after; a no-op that must write nothing; the target's own settings back."""
+    name = g.rng.choice(sorted(SETTING_EDGES))
+    values, edge, besides = SETTING_EDGES[name]
+    side = g.rng.choice([-1, 0, 1])
+    given: dict[str, float] = dict(besides)
+    if values:
+        given[name] = g.rng.choice(values)
+    if name == "flush_task_interval_s" and g.rng.random() < 0.5:
+        given["max_replication_lag_s"] = given[name] * 2.25  # the lag, between two wakes, at its own instant
+    if edge is _retry_edge and g.rng.random() < 0.4:  # both waits off their defaults
+        other = "max_backoff_s" if name == "initial_backoff_s" else "initial_backoff_s"
+        given[other] = g.rng.choice(SETTING_EDGES[other][0])
+    if edge is _served_edge and g.rng.random() < 0.5:
+        given["max_replication_lag_s"] = HELD
+    rows = _sized(g)
+    if not values:  # sized: at a byte of the puts' own measures
+        if name == "max_in_memory_bytes":
+            given[name] = max(sum(put_bytes(r) for r in rows) + side + g.rng.choice([0, -put_bytes(rows[-1])]), 1)
+        else:
+            pending = sum(put_bytes(r) for r in rows[:-1])
+            given[name] = max(g.rng.choice([message_bytes(rows[0]), pending + message_bytes(rows[-1]),
+                                            pending + put_bytes(rows[-1])]) + side, 0)
+    words = " ".join(f"{k}={v!r}" if isinstance(v, float) else f"{k}={v}" for k, v in given.items())
+    g.control(f"SETTINGS {words}")
+    if g.rng.random() < 0.3:
+        _noop(g)
+    edge(g, given, side, rows)
+    if g.rng.random() < 0.5:
+        _noop(g)
+    g.control("SETTINGS")
+
+
+def message_bytes(rows: Sequence[Sequence[Any]], layout: str = "plain") -> int:
+    """The message bytes one put's batches carry (what the high-watermark bounds as it receives them)."""
+    batch = put_batch({"rows": [list(r) for r in rows], "layout": layout})
+    return sum(len(m.body) for m in flight_messages(b"", batch))
+
+
 SHAPES: Final = (_sequence_walk, _lag_walk, _count_walk, _size_walk, _refusal_walk, _schema_walk, _chain_walk,
                  _timeout_walk, _failure_walk, _confinement_walk, _truncate_walk, _restart_walk, _probe_walk,
                  _order_walk, _defaults_walk)
 
 
-def candidates(seed: int = SEED, count: int = CANDIDATES) -> list[Walk]:
-    """The seeded candidate walks, shapes in turn; walk ``i`` names its tables and origins ``w<i>``."""
+def candidates(seed: int = SEED, count: int = CANDIDATES, settings: int = SETTINGS_CANDIDATES) -> list[Walk]:
+    """The seeded candidate walks: ``count`` of the shapes in turn, then ``settings`` with settings off their
+    defaults (:func:`_settings_walk`, drawn on from the same seed, so the first ``count`` stay what they were);
+    walk ``i`` names its tables and origins ``w<i>``."""
     rng = random.Random(seed)
     walks = []
-    for i in range(count):
+    for i in range(count + settings):
         g = _Gen(random.Random(rng.getrandbits(64)), f"w{i}")
-        shape = SHAPES[i % len(SHAPES)]
+        shape = SHAPES[i % len(SHAPES)] if i < count else _settings_walk
         shape(g)
         walk = g.finish(("a", "b"))
         walk["shape"] = shape.__name__.strip("_")
@@ -797,6 +987,8 @@ stay as first imported, so the judge of a mutant is the unmutated one, as with a
 MAX_TRIES: Final = 150
 """Candidates that run a mutant's lines tried on it before it is called a survivor (the walks kept so far first, then
 in candidate order, which takes the shapes in turn): a survivor in code every walk runs costs this many walks."""
+SETTINGS_TRIES: Final = 250
+"""Walks with settings off their defaults tried on a mutant the others did not tell apart (some 25 ms each)."""
 PER_WALK_S: Final = 3.0
 """A walk's time limit in the selection (doubled for its second try): a walk takes some 50 ms handed to the driver."""
 CONFIRM_WORKERS: Final = 2
@@ -881,9 +1073,47 @@ def select_part(modules: Sequence[str], seed: int, count: int, max_tries: int | 
             "killedBy": {n: i for n, i in result.killed_by.items() if n not in unconfirmed}}
 
 
+def select_more(recorded_selection: dict[str, Any], modules: Sequence[str], max_tries: int = SETTINGS_TRIES
+                ) -> dict[str, Any]:
+    """The recorded selection carried on over ``modules``: the mutants it did not tell apart tried again, those not
+    confirmed through the ``exec:`` target on the candidates it tried ``MAX_TRIES`` of, the others on up to
+    ``max_tries`` of the walks with settings off their defaults that run their lines (every candidate before them
+    was tried on them already, up to ``MAX_TRIES``); every new kill confirmed (:func:`confirm`). What it told apart
+    stays so (its mutants' lines have not moved: a mutant is named by its line)."""
+    logging.disable(logging.CRITICAL)
+    seed, count = recorded_selection["seed"], recorded_selection["candidates"]
+    walks = candidates(seed, count)
+    told = set(recorded_selection["killedBy"])
+    before = {rule for f in recorded_selection["modules"].values() for rule in f["unconfirmed"]}
+    mutants = {module: mutants_of(module) for module in modules}
+    fresh = [m for found in mutants.values() for m in found if m.name not in told]
+    again, rest = [m for m in fresh if _rule(m.name) in before], [m for m in fresh if _rule(m.name) not in before]
+    first = select(walks[:count], lambda: run_directly, SERVER_PREFIXES, again, per_walk_s=PER_WALK_S,
+                   progress=_say, max_tries=recorded_selection["maxTries"])
+    second = select(walks[count:], lambda: run_directly, SERVER_PREFIXES, rest, per_walk_s=PER_WALK_S,
+                    progress=_say, max_tries=max_tries)
+    killed = first.killed_by | {name: count + i for name, i in second.killed_by.items()}
+    unconfirmed = set(confirm(walks, killed, fresh))
+    timed_out, survivors = first.timed_out + second.timed_out, first.survivors + second.survivors
+    figures: dict[str, Any] = {}
+    for module, found in mutants.items():
+        names = {m.name for m in found}
+        figures[module] = {
+            "mutants": len(found),
+            "toldApart": len(names & told) + len((names & killed.keys()) - unconfirmed),
+            "broken": len(names & set(first.broken + second.broken)) + recorded_selection["modules"][module]["broken"],
+            "timedOut": sorted(_rule(n) for n in timed_out if n in names),
+            "unconfirmed": sorted(_rule(n) for n in unconfirmed if n in names),
+            "survivors": sorted(_rule(n) for n in survivors if n in names)}
+    return {"seed": seed, "candidates": count, "settingsCandidates": len(walks) - count,
+            "maxTries": recorded_selection["maxTries"], "settingsTries": max_tries, "modules": figures,
+            "killedBy": {n: i for n, i in recorded_selection["killedBy"].items() if n.split(":", 1)[0] in modules}
+            | {n: i for n, i in killed.items() if n not in unconfirmed}}
+
+
 def document(selection: dict[str, Any]) -> dict[str, Any]:
     """The vector file: each kept walk once, with the first rule it was kept for and its answers now."""
-    walks = candidates(selection["seed"], selection["candidates"])
+    walks = candidates(selection["seed"], selection["candidates"], selection.get("settingsCandidates", 0))
     rules: dict[int, list[str]] = {}
     for name, index in sorted(selection["killedBy"].items()):
         rules.setdefault(index, []).append(_rule(name))
@@ -903,7 +1133,8 @@ def document(selection: dict[str, Any]) -> dict[str, Any]:
             "Regenerate: python -m conformance.sync.walks select (minutes), then python -m conformance.sync.walks.",
         ],
         "notes": {"comment": "module.function: operator of the first mutant the walk was kept for (of `killed`)"},
-        "selection": {k: selection[k] for k in ("seed", "candidates", "maxTries", "modules", "killedBy")},
+        "selection": {k: selection[k] for k in ("seed", "candidates", "settingsCandidates", "maxTries", "settingsTries",
+                                                "modules", "killedBy") if k in selection},
         "testGroups": [{"type": "SyncWalk", "tests": tests}],
     }
 
@@ -944,8 +1175,8 @@ def report(doc: dict[str, Any]) -> str:
     lines = ["# Walk corpus: sync", "",
              "Generated by `python -m conformance.sync.walks` from `conformance/sync/vectors/walks.json`; do not edit.",
              "", f"Seed {sel['seed']}, {sel['candidates']} candidate walks; the candidates that run a mutant's lines "
-             f"were tried on it, the walks kept so far first, {_tries(sel['maxTries'])}, each put handed straight to "
-             "the reference driver "
+             f"were tried on it, the walks kept so far first, {_tries(sel['maxTries'])}"
+             + _settings_tries(sel) + ", each put handed straight to the reference driver "
              "(`SyncServer.on_put`, no gRPC); every kill was then confirmed through the reference target as an `exec:` "
              f"target with the mutant planted in a copy of the tree. {doc['numberOfTests']} walks kept. A walk past its "
              f"time limit twice ({PER_WALK_S:g} s, then {2 * PER_WALK_S:g} s) tells nothing: a mutant on which one did "
@@ -953,10 +1184,12 @@ def report(doc: dict[str, Any]) -> str:
              "What neither the walks nor the selection's runner express (the runner hands each put to the driver whole, "
              "as the transport does once a stream ended; every walk step is expressible): a put split over several "
              "messages, a stream held open, slow or cut, puts in flight at once, the put slots and the connection cap "
-             "(`spec.admission`), a put whose call ended before it was recorded; and of the settings, only the lag, "
-             "count, size and high-watermark can be set (`POLICY`): the transaction timeout, the retry backoff, the "
-             "write-lock timeout and the flush task's interval run at their defaults, and the default high-watermark "
-             "(threshold plus one message) is never in force, as the target always sets one.", "",
+             "(`spec.admission`), a put whose call ended before it was recorded; the write-lock timeout's edge (a "
+             "put waiting that long for a flush that holds the lock: a race on the wall clock; the settings walks "
+             "show puts served under a timeout off its default), and the default high-watermark (threshold plus one "
+             "message), as the target always sets one. Every other setting is walked off its default (`SETTINGS`, "
+             "capability `settings`, one generator over `SETTING_EDGES`): an event at its edge a tick or a byte "
+             "before, at the instant and after, and a no-op that must write nothing.", "",
              "| module | mutants | told apart | broken | timed out | not confirmed | equivalent | unreachable | gap "
              "| score |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     total = [0] * 8
@@ -995,6 +1228,14 @@ def _tries(max_tries: int | None) -> str:
     return "every one of them" if max_tries is None else f"at most {max_tries} of them (in candidate order, the shapes in turn)"
 
 
+def _settings_tries(sel: dict[str, Any]) -> str:
+    if not sel.get("settingsCandidates"):
+        return ""
+    return (f"; then {sel['settingsCandidates']} walks with settings off their defaults, tried on the mutants the "
+            f"others left, at most {sel['settingsTries']} each (those not confirmed before again on the first "
+            f"{sel['candidates']})")
+
+
 def _score(row: Sequence[int]) -> str:
     mutants, told, broken, equivalent = row[0], row[1], row[2], row[5]
     judged = mutants - broken - equivalent
@@ -1012,7 +1253,8 @@ def _merge(parts: Sequence[Path]) -> dict[str, Any]:
             raise ValueError(f"{part} was selected from other candidates")
         if merged.get("maxTries", data["maxTries"]) != data["maxTries"]:
             raise ValueError(f"{part} tried another number of walks per mutant")
-        merged.update(seed=data["seed"], candidates=data["candidates"], maxTries=data["maxTries"])
+        merged.update(seed=data["seed"], candidates=data["candidates"], maxTries=data["maxTries"],
+                      settingsCandidates=data.get("settingsCandidates", 0), settingsTries=data.get("settingsTries"))
         for module, figures in data["modules"].items():
             # counted per mutant: two mutants of one line with one operator (two constants ``0``) share a name
             figures["toldApart"] = figures["mutants"] - figures["broken"] - sum(
@@ -1037,6 +1279,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.add_argument("--out", type=Path, required=True)
         opts = parser.parse_args(args[1:])
         opts.out.write_text(json.dumps(select_part(opts.modules, SEED, opts.candidates, opts.max_tries)))
+        return 0
+    if args[:1] == ["select-more"]:
+        parser = argparse.ArgumentParser(prog="python -m conformance.sync.walks select-more")
+        parser.add_argument("--modules", nargs="*", default=list(MODULES))
+        parser.add_argument("--max-tries", type=int, default=SETTINGS_TRIES)
+        parser.add_argument("--out", type=Path, required=True)
+        opts = parser.parse_args(args[1:])
+        recorded_selection = json.loads(VECTOR_FILE.read_text())["selection"]
+        opts.out.write_text(json.dumps(select_more(recorded_selection, opts.modules, opts.max_tries)))
         return 0
     if args[:1] == ["record"]:
         selection = _merge([Path(a) for a in args[1:]])

@@ -23,7 +23,7 @@ import logging
 import secrets
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
@@ -132,6 +132,17 @@ class SyncServer:
     def clock(self) -> Clock:
         """The one clock this server reads time from and sleeps by."""
         return self._clock
+
+    def reconfigure(self, settings: SyncSettings) -> None:
+        """Decide by ``settings`` from now on, as a server started with them would: the endpoint's schedule and the
+        high-watermark a put and the memory budget are held to (a harness's knob, as ``endpoint`` is; gRPC's own
+        bound on a message stays as started, at or above it when the high-watermark only comes down)."""
+        with self._lock:
+            self._endpoint.reconfigure(settings)
+            self.limits = replace(self.limits, high_watermark=settings.high_watermark)
+        with self._budget_lock:
+            self._budget.limit = settings.high_watermark
+        self._alarm.ring()  # the flusher's next deadline may have moved
 
     @property
     def location(self) -> str:

@@ -238,3 +238,8 @@ class SyncServerEndpoint:
     def flush_failed(self, table: str, error: str, now: float) -> TableFailure:
         """A flush of ``table`` failed: its data stays pending; it is tried again after a backoff."""
         return self._failures.failed(table, error, now)
+
+    @property
+    def flush_failures(self) -> FlushFailures:
+        """The failing tables and their backoff (a harness changes its waits as it runs, as it does the settings)."""
+        return self._failures

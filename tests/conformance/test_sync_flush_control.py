@@ -50,3 +50,34 @@ def test_a_clock_waking_at_deadlines_ends_a_sleep_only_at_its_deadline_or_a_ring
     clock.ring_all()  # a ring ends the sleep before its deadline
     thread.join(timeout=30)
     assert woke == [10.0, 10.0] and not thread.is_alive()
+
+
+def test_settings_lines_set_any_setting_off_its_default_and_bare_brings_the_targets_own_back() -> None:
+    from conformance.sync.reference_target import TARGET_SETTINGS
+
+    endpoint, clock = SyncServerEndpoint(TARGET_SETTINGS), ManualClock()
+    line = ("SETTINGS transaction_timeout_s=0.5 flush_task_interval_s=7 write_lock_timeout_s=0.25 max_syncs_per_url=3 "
+            "high_watermark_bytes=48 initial_backoff_s=3 max_backoff_s=12")
+    assert answer(endpoint, clock, line) == "OK"
+    s, failures = endpoint.settings, endpoint.flush_failures
+    assert (s.transaction_timeout_s, s.flush_task_interval_s, s.write_lock_timeout_s, s.max_syncs_per_url,
+            s.high_watermark, s.max_replication_lag_s) == (0.5, 7.0, 0.25, 3, 48, TARGET_SETTINGS.max_replication_lag_s)
+    assert (failures.initial_backoff_s, failures.max_backoff_s) == (3.0, 12.0)
+    assert answer(endpoint, clock, "SETTINGS max_in_memory_bytes=500") == "OK"  # each line replaces the last
+    assert endpoint.settings == TARGET_SETTINGS.__class__(**{**vars(TARGET_SETTINGS), "max_in_memory_bytes": 500})
+    assert (failures.initial_backoff_s, failures.max_backoff_s) == (1.0, 5.0)
+    assert answer(endpoint, clock, "SETTINGS") == "OK" and endpoint.settings == TARGET_SETTINGS
+    for bad in ("SETTINGS colour=3", "SETTINGS max_syncs_per_url=0", "SETTINGS transaction_timeout_s=-1",
+                "SETTINGS transaction_timeout_s=nan", "SETTINGS max_backoff_s=inf", "SETTINGS high_watermark_bytes=x",
+                "SETTINGS max_syncs_per_url=2 max_syncs_per_url=3"):
+        reply = answer(endpoint, clock, bad)
+        assert reply.startswith("ERROR ") and "\n" not in reply, (bad, reply)
+    assert endpoint.settings == TARGET_SETTINGS
+
+
+def test_the_walks_put_an_event_at_the_edge_of_every_setting_the_target_takes() -> None:
+    """The settings table the walks are derived from holds every setting of the sync server, and no other."""
+    from conformance.sync.reference_target import SETTING_NAMES
+    from conformance.sync.walks import SETTING_EDGES
+
+    assert sorted(SETTING_EDGES) == sorted(SETTING_NAMES)

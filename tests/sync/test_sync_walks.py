@@ -37,7 +37,7 @@ def test_a_walk_answers_on_the_in_process_target_as_recorded() -> None:
 def test_the_selection_runs_a_walk_as_the_flight_path_does() -> None:
     """The selection's runner hands each put straight to the reference driver (``SyncServer.on_put``): the same
     answers as over Flight, an error as its gRPC status where Flight names the client's exception class."""
-    for walk in walks.candidates(walks.SEED, len(walks.SHAPES)):
+    for walk in walks.candidates(walks.SEED, len(walks.SHAPES), 3):
         direct, flight = walks.run_directly(walk), walks.run_in_process(walk)
         assert [_words(a) for a in direct] == [_words(a) for a in flight], walk["shape"]
 
