@@ -178,7 +178,7 @@ def _decode(rng: random.Random) -> dict[str, Any]:
         body: Any = [f"{int(kind):02x}", {"repeat": "00", "times": max(0, size - 1)}] if size else []
         return {"call": "decode", "body": body}
     if roll < 0.6 and isinstance(kind, ServiceKind):  # an encoded message, maybe cut or grown
-        from conformance.cluster.inputs_target import blob, run
+        from conformance.cluster.inputs_target import run
 
         request_id = rng.choice((7, 2**56, 2**64 - 1))
         frame = run({"call": "encode", "kind": kind.name, "id": request_id, "payload": _payload(rng, kind)})

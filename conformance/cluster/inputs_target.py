@@ -6,7 +6,7 @@ functions on the runner's input: no socket, no clock.
 
 The control line ``INPUTS <json>`` (conformance/cluster/controls.py) carries one call: ``{"call": name, ...}``.
 Bytes are hex, or ``{"repeat": hex, "times": n}``, or a list of those joined; text is a string or
-``{"repeat": text, "times": n}`` (so a 16 MiB input is a short line). The calls:
+``{"repeat": text, "times": n}`` (so a 16 MiB input is a short line; conformance/compact_bytes.py). The calls:
 
 - ``encode`` ``{kind, id, payload}``: the frame of one message (payload fields as the wire names them).
 - ``decode`` ``{body}``: one frame body parsed.
@@ -45,6 +45,8 @@ from typing import Any, Callable
 
 import construct as c
 
+from conformance.compact_bytes import expand_bytes, expand_text
+
 from spec.cluster import wire
 from spec.cluster.errors import ClusterError
 from spec.cluster.detector import FailureDetector, FailurePolicy
@@ -57,20 +59,6 @@ from spec.cluster.types import (Entry, Membership, MetadataOp, NodeId, NodeInfo,
 from spec.cluster.wire import ServiceKind
 
 Json = dict[str, Any]
-
-
-def blob(spec: Any) -> bytes:
-    """Bytes from their compact form: hex, ``{"repeat": hex, "times": n}``, or a list of those joined."""
-    if isinstance(spec, list):
-        return b"".join(blob(part) for part in spec)
-    if isinstance(spec, dict):
-        return bytes.fromhex(spec["repeat"]) * int(spec["times"])
-    return bytes.fromhex(spec)
-
-
-def text(spec: Any) -> str:
-    """Text from its compact form: a string or ``{"repeat": text, "times": n}``."""
-    return str(spec["repeat"]) * int(spec["times"]) if isinstance(spec, dict) else str(spec)
 
 
 def shown(value: Any) -> Any:
@@ -92,15 +80,15 @@ def shown(value: Any) -> Any:
 def _record(item: Json) -> Json:
     out = dict(item)
     if "key" in out:
-        out["key"] = text(out["key"])
+        out["key"] = expand_text(out["key"])
     if "value" in out:
-        out["value"] = blob(out["value"])
+        out["value"] = expand_bytes(out["value"])
     return out
 
 
 def wire_fields(payload: Json) -> Json:
     """A payload's fields from their JSON form (text and bytes compact) as the wire's layouts take them."""
-    out: Json = {k: (text(v) if isinstance(v, (str, dict)) and k != "actual" else v) for k, v in payload.items()}
+    out: Json = {k: (expand_text(v) if isinstance(v, (str, dict)) and k != "actual" else v) for k, v in payload.items()}
     for name in ("ops", "entries"):
         if name in out:
             out[name] = [_record(item) for item in out[name]]
@@ -114,12 +102,12 @@ def _encode(call: Json) -> Any:
 
 
 def _decode(call: Json) -> Any:
-    message = wire.decode(blob(call["body"]))
+    message = wire.decode(expand_bytes(call["body"]))
     return {"kind": message.kind.name, "id": message.request_id, "payload": message.payload}
 
 
 def _update_frames(call: Json) -> Any:
-    entries = [Entry(key=text(e["key"]), value=blob(e["value"]), revision=Revision(e["revision"]))
+    entries = [Entry(key=expand_text(e["key"]), value=expand_bytes(e["value"]), revision=Revision(e["revision"]))
                for e in call["entries"]]
     limit = call.get("limit", wire.MAX_FRAME_BYTES)
     return wire.update_frames(ServiceKind[call["kind"]], entries, limit, **wire_fields(call.get("fields", {})))
@@ -130,7 +118,7 @@ def _feed(call: Json) -> Any:
     out: list[Json] = []
     for chunk in call["chunks"]:
         try:
-            bodies = list(reader.feed(blob(chunk)))
+            bodies = list(reader.feed(expand_bytes(chunk)))
         except ClusterError as raised:
             out.append({"raised": type(raised).__name__})
             break
@@ -139,7 +127,7 @@ def _feed(call: Json) -> Any:
 
 
 def _check_batch(call: Json) -> Any:
-    ops = [MetadataOp(key=text(o["key"]), value=blob(o["value"]), expected=o.get("expected")) for o in call["ops"]]
+    ops = [MetadataOp(key=expand_text(o["key"]), value=expand_bytes(o["value"]), expected=o.get("expected")) for o in call["ops"]]
     return len(check_batch(ops))
 
 
@@ -180,7 +168,7 @@ def _view(call: Json) -> Any:
 def _operation(op: Json) -> Any:
     fields = {k: v for k, v in op.items() if k != "kind"}
     if "ops" in fields:
-        fields["ops"] = tuple(MetadataOp(key=text(o["key"]), value=blob(o["value"]), expected=o.get("expected"))
+        fields["ops"] = tuple(MetadataOp(key=expand_text(o["key"]), value=expand_bytes(o["value"]), expected=o.get("expected"))
                               for o in fields["ops"])
     if "state" in fields:
         fields["state"] = NodeState(fields["state"])
@@ -192,7 +180,7 @@ def _operation(op: Json) -> Any:
 def _model(call: Json) -> Any:
     members = {NodeId(n): Member(a, ShardId(s), NodeState(st), since) for n, (a, s, st, since) in call["members"].items()}
     members |= {NodeId(f"f{i}"): Member("a:1", ShardId(f"fs{i}")) for i in range(call.get("filler", 0))}
-    gossip = {key: GossipRecord(Entry(key=key, value=blob(value), revision=Revision(rev)), Scope(scope), ShardId(origin))
+    gossip = {key: GossipRecord(Entry(key=key, value=expand_bytes(value), revision=Revision(rev)), Scope(scope), ShardId(origin))
               for key, value, rev, scope, origin in call.get("gossip", [])}
     cluster = ClusterModel(revision=call["revision"], members=members, gossip=gossip,
                            shard_logs={m.shard: {} for m in members.values()})  # each shard's log, empty
@@ -230,7 +218,7 @@ def _service_step(session: ServiceSession, step: Json, hellos: list[Hello]) -> J
             out["silent"] = session.silent(step["silent"])
         else:
             inputs = []
-            for item in session.receive(blob(step["data"]), step["at"], step["served"]):
+            for item in session.receive(expand_bytes(step["data"]), step["at"], step["served"]):
                 hellos += [item] if isinstance(item, Hello) else []
                 inputs.append(_service_input(item))
             out["inputs"] = inputs
@@ -256,8 +244,8 @@ CALLS: dict[str, Callable[[Json], Any]] = {
     "updateFrames": _update_frames,
     "feed": _feed,
     "checkBatch": _check_batch,
-    "checkId": lambda call: check_id(call["kind"], text(call["text"])),
-    "checkAddress": lambda call: check_address(text(call["address"])),
+    "checkId": lambda call: check_id(call["kind"], expand_text(call["text"])),
+    "checkAddress": lambda call: check_address(expand_text(call["address"])),
 }
 
 

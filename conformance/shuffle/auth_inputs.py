@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import hashlib
 import random
-import re
 from typing import Any, Callable, Final, Mapping
 
+from conformance.compact_bytes import compact_bytes, expand_bytes
 from spec.auth.ciphers import CipherName, GcmCipher, Random, TransportCipher
 from spec.auth.errors import AuthError
 from spec.auth.layouts import GCM_CIPHERTEXT_SEGMENT, GCM_LENGTH_BYTES, GCM_MESSAGE_SEGMENTS, GCM_PLAINTEXT_SEGMENT, \
@@ -75,7 +75,7 @@ def _session(outcome: Established, request: Json) -> dict[str, Any]:
     opened: list[Any] = []
     out: dict[str, Any] = {"opened": opened}
     try:
-        for chunk in [outcome.rest, *map(expanded, request.get("sealed", []))]:
+        for chunk in [outcome.rest, *map(expand_bytes, request.get("sealed", []))]:
             opened.append(shown(bytes(outcome.cipher.open(chunk))))
         outcome.cipher.close()
     except AuthError as error:
@@ -91,32 +91,6 @@ def plaintext(item: str | int) -> bytes:
     """A plaintext given as hex, or as its length n: the bytes 0, 1, ..., 250, 0, 1, ... (a GCM message of several
     32 KiB segments without 64 KiB of hex in the vector)."""
     return bytes.fromhex(item) if isinstance(item, str) else bytes(i % 251 for i in range(item))
-
-
-REPEATED: Final = 64
-"""A run of one byte at least this long is written compactly (:func:`compact`)."""
-
-
-def compact(data: bytes) -> str | list[Any]:
-    """Bytes as hex, or, when they hold a run of :data:`REPEATED` equal bytes or more (a GCM message of several 32 KiB
-    segments whose ciphertext is zeros), as parts: hex, or ``{"repeat": HEX, "times": n}``."""
-    parts: list[Any] = []
-    start = 0
-    for match in re.finditer(rb"(.)\1{%d,}" % (REPEATED - 1), data, re.DOTALL):
-        parts += [data[start:match.start()].hex()] if match.start() > start else []
-        parts.append({"repeat": match.group(1).hex(), "times": len(match.group())})
-        start = match.end()
-    if not parts:
-        return data.hex()
-    return parts + ([data[start:].hex()] if start < len(data) else [])
-
-
-def expanded(item: str | list[Any]) -> bytes:
-    """The bytes :func:`compact` wrote."""
-    if isinstance(item, str):
-        return bytes.fromhex(item)
-    return b"".join(bytes.fromhex(part) if isinstance(part, str) else bytes.fromhex(part["repeat"]) * int(part["times"])
-                    for part in item)
 
 
 def shown(data: bytes) -> str | dict[str, Any]:
@@ -293,7 +267,7 @@ def _exchange(rng: random.Random) -> dict[str, Any]:
         request["replayed"] = rng.random() < 0.1
     else:
         request["received"] = _chunks(rng, got)
-    request["sealed"] = [compact(s) for s in sealed]
+    request["sealed"] = [compact_bytes(s) for s in sealed]
     request["plaintexts"] = [p.hex() for p in _plaintexts(rng)] + (
         [rng.choice(LONG_PLAINTEXTS)] if rng.random() < 0.15 else [])
     return request

@@ -18,6 +18,7 @@ import pickle
 import random
 from typing import Any, Callable, Final, Mapping
 
+from conformance.compact_bytes import expand_bytes
 from conformance.shuffle.auth_inputs import shown
 from spec.shuffle import errors
 from spec.shuffle.coordination import MAX_TEXT_BYTES, AttemptFailure, AttemptState, CoordinationError, Role, \
@@ -47,9 +48,7 @@ which say what it waited for)."""
 
 
 def _description(value: str | Json) -> str:
-    if isinstance(value, str):
-        return value
-    return bytes.fromhex(value["repeat"]).decode() * int(value["times"])
+    return value if isinstance(value, str) else expand_bytes(value).decode()
 
 
 def _seen(value: Json | None) -> Writers | errors.ShuffleError | None:

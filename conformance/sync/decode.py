@@ -5,7 +5,8 @@ client makes them, so their handling of bytes no client sends (overlong or cut v
 and wire types, absent, empty and repeated fields, truncated IPC messages) is tried by no request
 (docs/walks/sync-inputs.md). Here a target is handed the bytes for one decoder (or the value for one encoder)
 and answers the decoded value or the typed error as plain JSON: :func:`answer` is the spec's answer, sans-IO.
-Bytes are hex, ``{"repeat": hex, "times": n}`` for a long run, or a list of those one after another.
+Bytes are in the compact form of conformance/compact_bytes.py: hex, ``{"repeat": hex, "times": n}`` for a long run,
+or a list of those one after another.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, Final, Sequence, cast
 import pyarrow as pa
 
 from conformance import vectorgen
+from conformance.compact_bytes import expand_bytes
 from conformance.framework import CaseContext, Verdict
 from conformance.mutant_report import Judgement, render_report
 
@@ -40,16 +42,6 @@ REPORT_FILE: Final = Path(__file__).resolve().parents[2] / "docs" / "walks" / "s
 DECODERS: Final = ("flight_data", "descriptor", "command", "response", "ipc", "schema",
                    "encode_command", "encode_response", "put_result")
 """What an item names: a decoder of raw bytes, or an encoder of a plain value."""
-
-
-def raw(spec: Any) -> bytes:
-    """The bytes an item's field stands for: hex, ``{"repeat": hex, "times": n}``, or a list of those one after
-    another."""
-    if isinstance(spec, list):
-        return b"".join(raw(part) for part in spec)
-    if isinstance(spec, dict):
-        return bytes.fromhex(spec["repeat"]) * int(spec["times"])
-    return bytes.fromhex(spec)
 
 
 def _command_json(command: Any) -> dict[str, Any]:
@@ -78,7 +70,7 @@ def _schema(item: Item) -> dict[str, Any]:
     from spec.sync.messages import ColumnDescriptor, ColumnRole
     from spec.sync.schema import SyncSchema
 
-    schema = pa.ipc.read_schema(ipc_message(memoryview(raw(item["header"])), memoryview(b"")))
+    schema = pa.ipc.read_schema(ipc_message(memoryview(expand_bytes(item["header"])), memoryview(b"")))
     descriptors = [ColumnDescriptor(role=r, name=n) for r, n in item["descriptors"]]
     validated = SyncSchema.validate(descriptors, schema)
     lookups = [[name, int(role), None if (c := validated.column(name, role)) is None else c.field.name]
@@ -93,18 +85,18 @@ def _decode(item: Item) -> Any:
 
     kind = item["decoder"]
     if kind == "flight_data":
-        data = flight.decode_flight_data(raw(item["hex"]))
+        data = flight.decode_flight_data(expand_bytes(item["hex"]))
         return {"descriptor": None if data.descriptor is None else data.descriptor.hex(),
                 "header": bytes(data.header).hex(), "body": bytes(data.body).hex()}
     if kind == "descriptor":
-        return flight.descriptor_command(raw(item["hex"])).hex()
+        return flight.descriptor_command(expand_bytes(item["hex"])).hex()
     if kind == "command":
-        return _command_json(messages.decode_descriptor_cmd(raw(item["hex"])))
+        return _command_json(messages.decode_descriptor_cmd(expand_bytes(item["hex"])))
     if kind == "response":
-        r = messages.decode_response(raw(item["hex"]))
+        r = messages.decode_response(expand_bytes(item["hex"]))
         return [r.accepted, r.memory_sequence_number, r.durable_sequence_number, r.first, r.server_life]
     if kind == "ipc":
-        message = flight.ipc_message(memoryview(raw(item["header"])), memoryview(raw(item["body"])))
+        message = flight.ipc_message(memoryview(expand_bytes(item["header"])), memoryview(expand_bytes(item["body"])))
         return {"type": message.type, "metadata": message.metadata.to_pybytes().hex(),
                 "body": None if message.body is None else message.body.to_pybytes().hex()}
     if kind == "schema":
@@ -117,7 +109,7 @@ def _decode(item: Item) -> Any:
         return messages.SyncResponse(accepted=accepted, memory_sequence_number=memory,
                                      durable_sequence_number=durable, first=first, server_life=life).encode().hex()
     if kind == "put_result":
-        return flight.encode_put_result(raw(item["hex"])).hex()
+        return flight.encode_put_result(expand_bytes(item["hex"])).hex()
     raise ValueError(f"unknown decoder {kind!r}")
 
 
