@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import tempfile
-from typing import Any, Final, Mapping, Sequence
+from typing import Any, Final, Iterator, Mapping, Sequence
 
 from conformance.external import ROLE_VARIABLE, ExecProcess, LaunchError
 
@@ -86,6 +86,25 @@ def exec_traces(command: str, traces: Sequence[tuple[Mapping[str, Any], Sequence
             return played
         finally:
             process.stop()
+
+
+def exec_each(command: str, traces: Sequence[tuple[Mapping[str, Any], Sequence[Mapping[str, Any]]]], reset: bool
+              ) -> Iterator[list[dict[str, Any]] | TraceDriverError]:
+    """Each trace's answers, or the contract breach that stopped it, in order: all played by one process when the
+    program declares ``trace-reset`` (a process's start costs more than most traces), else (or when that one
+    process breaks the contract, to pin the breach to its trace) one process a trace, each started only when the
+    consumer asks for its trace."""
+    if reset and len(traces) > 1:
+        try:
+            yield from exec_traces(command, traces)
+            return
+        except TraceDriverError:
+            pass
+    for test, inputs in traces:
+        try:
+            yield exec_answers(command, test, inputs)
+        except TraceDriverError as exc:
+            yield exc
 
 
 def _header(test: Mapping[str, Any]) -> dict[str, Any]:

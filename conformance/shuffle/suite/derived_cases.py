@@ -17,7 +17,7 @@ from typing import Any, Callable, Final, Mapping, Sequence
 from conformance.framework import CaseContext, Level, Verdict
 from conformance.shuffle.suite.deadline_cases import CONNECT_TIMEOUT
 from conformance.shuffle.targets import ExecTarget, ShuffleTarget
-from conformance.shuffle.vector_exec import DEADLINES, TraceDriverError, exec_answers
+from conformance.shuffle.vector_exec import DEADLINES, RESET, TraceDriverError, exec_each
 from conformance.shuffle.vector_traces import ack, credit, data, run_trace, tc
 from spec.shuffle.errors import (
     MismatchedChannelIds,
@@ -405,14 +405,11 @@ DERIVED: Final = (
 """The derived cases, in catalogue order."""
 
 
-def _problems(command: str, row: Row, deadlines: bool) -> list[str]:
-    """What the program's answers to ``row`` show against its rule and the spec machines' answers (with
-    ``deadlines``, the instant each answer says the next tick is due too)."""
-    header = {**row.header, "deadlines": True} if deadlines else row.header
-    try:
-        answers = exec_answers(command, header, row.steps)
-    except TraceDriverError as exc:
-        return [f"the trace driver: {exc}"]
+def _problems(row: Row, header: Json, answers: Sequence[Answer] | TraceDriverError) -> list[str]:
+    """What the program's ``answers`` to ``row`` (played under ``header``) show against its rule and the spec
+    machines' answers (with ``deadlines`` in the header, the instant each answer says the next tick is due too)."""
+    if isinstance(answers, TraceDriverError):
+        return [f"the trace driver: {answers}"]
     problems = [f"step {i % len(answers)}: not {text}: {answers[i]}" for i, ok, text in row.expect
                 if not ok(answers[i])]
     spec = run_trace(str(row.header["role"]), header, row.steps)
@@ -423,12 +420,16 @@ def _problems(command: str, row: Row, deadlines: bool) -> list[str]:
 
 def derived(rows: Sequence[Row]) -> Callable[[ShuffleTarget, CaseContext], Verdict]:
     """The case of ``rows``: each row's deciding steps as its rule says, every answer as the spec's (with its
-    deadline, when the target declares ``deadlines``)."""
+    deadline, when the target declares ``deadlines``); the rows played by one process when it declares
+    ``trace-reset``."""
 
     def check(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
         assert isinstance(t, ExecTarget)  # only a program can declare ``traces``
-        for row in rows:
-            problems = _problems(t.command, row, DEADLINES in t.capabilities)
+        deadlines = DEADLINES in t.capabilities
+        headers = [{**row.header, "deadlines": True} if deadlines else row.header for row in rows]
+        played = exec_each(t.command, [(h, row.steps) for h, row in zip(headers, rows)], RESET in t.capabilities)
+        for row, header, answers in zip(rows, headers, played):
+            problems = _problems(row, header, answers)
             if problems:
                 return Verdict(False, row.rule, "; ".join(problems)[:1200])
         return Verdict(True, "; ".join(r.rule for r in rows)[:600], f"{len(rows)} traces as the spec says")
