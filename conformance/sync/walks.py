@@ -37,7 +37,7 @@ import pyarrow as pa
 from pyarrow import flight
 
 from conformance import vectorgen
-from conformance.operator_mutants import ROOT, OperatorMutant, module_path, mutants_of, select
+from conformance.operator_mutants import ROOT, OperatorMutant, Selection, module_path, mutants_of, select
 from conformance.framework import CaseContext, Verdict
 from reference.sync.credentials import ClientSecurity
 from reference.sync.store import read_delta
@@ -1089,7 +1089,7 @@ def select_more(recorded_selection: dict[str, Any], modules: Sequence[str], max_
     fresh = [m for found in mutants.values() for m in found if m.name not in told]
     again, rest = [m for m in fresh if _rule(m.name) in before], [m for m in fresh if _rule(m.name) not in before]
     first = select(walks[:count], lambda: run_directly, SERVER_PREFIXES, again, per_walk_s=PER_WALK_S,
-                   progress=_say, max_tries=recorded_selection["maxTries"])
+                   progress=_say, max_tries=recorded_selection["maxTries"]) if again else Selection([], {}, [], [], [])
     second = select(walks[count:], lambda: run_directly, SERVER_PREFIXES, rest, per_walk_s=PER_WALK_S,
                     progress=_say, max_tries=max_tries)
     killed = first.killed_by | {name: count + i for name, i in second.killed_by.items()}
@@ -1142,6 +1142,12 @@ def document(selection: dict[str, Any]) -> dict[str, Any]:
 _HELD: Final = "; the machine walks drive it alone (docs/walks/sync-machines.md)"
 _CONCURRENT: Final = "puts in flight at once (a walk's puts are one at a time)" + _HELD
 _STREAM: Final = "a put stream held open, slow or cut (a walk sends each put whole)"
+_ATTRIBUTE: Final = "an attribute no answer carries (a refusal is its text and condition, spec.sync.errors.wire_text)"
+_LIFE: Final = ("a put naming a server life (the server-life extension): the target's endpoint draws none, and no "
+                "walk's command names one")
+_PEAK: Final = "the peak of pending bytes: a server's statistics, not an answer"
+_EMPTY_BATCH: Final = ("a put whose record batches hold no rows: a walk's client sends a put without rows as its "
+                       "schema alone, and a put with no batch has no schema (put_schema)")
 JUDGED: Final[dict[str, tuple[str, str]]] = {
     "admission.PutSlots": ("unreachable", _CONCURRENT),
     "admission.MemoryBudget": ("unreachable", _CONCURRENT),
@@ -1155,6 +1161,36 @@ JUDGED: Final[dict[str, tuple[str, str]]] = {
     "responses.shows_restart": ("unreachable", "a client's rule (spec.sync.client), never run by a server" + _HELD),
     "commit_time.commit_timestamp_ms": ("unreachable", "a Delta commit's timestamp: a walk reads rows, and the "
                                         "contract does not move a target's wall clock (row 77)" + _HELD),
+    "writer.RunningTotals": ("equivalent", "a Protocol's body, never run"),
+    "writer.RowGroupLimits.__post_init__": ("unreachable", "row-group limits below one row or byte: the store builds "
+                                            "its limits at 4096 rows and 4 MiB, and no setting moves them"),
+    "writer.RowGroupLimits.cut": ("unreachable", "a flush of more than one row group (over 4096 rows or 4 MiB): a "
+                                  "walk's puts are a few rows, and a read shows a table's rows, not its row groups"),
+    "errors.SyncInvalidMessage.__init__: drop self.reason": ("equivalent", _ATTRIBUTE),
+    "errors.SyncSchemaError.__init__: drop self.reason": ("equivalent", _ATTRIBUTE),
+    "errors.StreamDeadlineExceeded.__init__: drop self.setting": ("equivalent", _ATTRIBUTE),
+    "errors.TransactionDiscarded.__init__: drop self.origin": ("equivalent", _ATTRIBUTE),
+    "errors.condition_in": ("unreachable", "a client's rule (spec.sync.client reads a refusal's condition)" + _HELD),
+    "errors.BearerTokenRequired": ("unreachable", "a bearer token: the target requires none of a walk"),
+    "errors.FlightDataError": ("unreachable", "Flight messages no Flight client sends (the decode corpus drives them, "
+                               "docs/walks/sync-decode.md)"),
+    "errors.InterruptedPut": ("unreachable", "a put whose call ended before it was recorded" + _HELD),
+    "errors.PutSlotsBusy": ("unreachable", _CONCURRENT),
+    "errors.StreamDeadlineExceeded": ("unreachable", _STREAM + _HELD),
+    "errors.ServerRestarted": ("unreachable", _LIFE),
+    "server.SyncServerEndpoint.admit: cmd.server_life": ("unreachable", _LIFE),
+    "server.SyncServerEndpoint.admit: life": ("unreachable", _LIFE),
+    "server.SyncServerEndpoint.admit: drop not in not probe": ("unreachable", _LIFE),
+    "server.SyncServerEndpoint.__init__": ("unreachable", _PEAK),
+    "server.SyncServerEndpoint.record: 0": ("unreachable", _PEAK),
+    "server.SyncServerEndpoint.record: drop self.peak_pending_bytes": ("unreachable", _PEAK),
+    "server.SyncServerEndpoint.record: max(self.peak_pending_bytes": ("unreachable", _PEAK),
+    "server.SyncServerEndpoint.record: swap checks": ("unreachable", "a put whose call ended before it was recorded "
+                                                      "(its claim refused): a walk's puts are each claimed"),
+    "server.SyncServerEndpoint.put_schema: 0 -> -1": ("equivalent", "every batch of one stream has the stream's schema"),
+    "server.SyncServerEndpoint.change: 0 -> -1": ("unreachable", _EMPTY_BATCH),
+    "server.SyncServerEndpoint.change: rows > 0": ("unreachable", _EMPTY_BATCH),
+    "server.SyncServerEndpoint.change: not (rows > 0 or cmd.truncate)": ("unreachable", _EMPTY_BATCH),
 }
 """Survivors judged by hand, by ``module.function`` (or ``module.function: operator`` prefix), the longest
 match wins: ``("equivalent", why)`` or ``("unreachable", the input the interface lacks)``; the rest are gaps."""
@@ -1254,7 +1290,8 @@ def _merge(parts: Sequence[Path]) -> dict[str, Any]:
         if merged.get("maxTries", data["maxTries"]) != data["maxTries"]:
             raise ValueError(f"{part} tried another number of walks per mutant")
         merged.update(seed=data["seed"], candidates=data["candidates"], maxTries=data["maxTries"],
-                      settingsCandidates=data.get("settingsCandidates", 0), settingsTries=data.get("settingsTries"))
+                      settingsCandidates=data.get("settingsCandidates", 0),
+                      settingsTries=max(merged.get("settingsTries") or 0, data.get("settingsTries") or 0) or None)
         for module, figures in data["modules"].items():
             # counted per mutant: two mutants of one line with one operator (two constants ``0``) share a name
             figures["toldApart"] = figures["mutants"] - figures["broken"] - sum(
