@@ -2,8 +2,10 @@
 
 The producer (the caller of ``WriterTask.run``) puts records as its input yields them (one lock,
 no system call while the owner is busy); the owning thread takes everything waiting in one call and gives it to the machine as one batch, so the two
-threads meet once per batch, not once per record or message. At most ``limit`` bytes wait (the
-record that crosses it is still taken): while the machine has no permits the owner takes nothing,
+threads meet once per batch, not once per record or message. At most ``limit`` bytes wait or are
+being carried out by the owner's round that took them (the record that crosses it is still taken;
+the owner makes room once its round is done, so a waiting producer does not contend for the GIL
+inside it): while the machine has no permits the owner takes nothing,
 the hand-over fills and the producer waits, so what the producer can make the task hold is the
 machine's permits plus ``limit``. The owner sleeps in its reactor's poll only after telling the
 hand-over (:meth:`Handover.sleep`), and only then does a producer's put wake it: a busy owner
@@ -35,6 +37,9 @@ class Handover:
         self._room = threading.Condition(self._lock)
         self._records: list[Record] = []
         self._bytes = 0
+        """Bytes waiting or taken and not yet made room for."""
+        self._taken = 0
+        """Of those, the bytes taken."""
         self._ended = False
         self._owner_asleep = False
         self._producer_waiting = False
@@ -70,13 +75,23 @@ class Handover:
             self._wake()
 
     def take(self) -> tuple[list[Record], bool]:
-        """(owner) Every record waiting, and whether the input ended after them."""
+        """(owner) Every record waiting, and whether the input ended after them; their bytes count against the
+        limit until :meth:`make_room`."""
         with self._lock:
             records, self._records = self._records, []
-            self._bytes = 0
+            self._taken = self._bytes
+            return records, self._ended
+
+    def make_room(self) -> None:
+        """(owner) Done with what it took (given to the machine, sent): those bytes stop counting against the
+        limit and a producer waiting for room goes on. Not at the take: woken there, the producer would want the
+        GIL at every call of the owner's round that lets it go (each cipher call, each send), and the owner would
+        wait for it back after each (issue 41: most of the GCM sealing's samples)."""
+        with self._lock:
+            self._bytes -= self._taken
+            self._taken = 0
             if self._producer_waiting:
                 self._room.notify()
-            return records, self._ended
 
     def sleep(self) -> bool:
         """(owner) About to wait in the poll for records: False when some are already waiting (take

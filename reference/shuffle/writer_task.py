@@ -282,6 +282,7 @@ class WriterTask(TaskBase):
                     backlog = backlog[taken:] if taken < len(backlog) else ()
                     wrote = True
                     self.carry_out(step)
+                    self.handover.make_room()
                 elif ended:
                     finished = True
                     self.carry_out(self.machine.finish(now))

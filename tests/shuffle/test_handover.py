@@ -38,7 +38,7 @@ def test_a_put_wakes_the_owner_only_when_it_said_it_sleeps() -> None:
     assert wakes == ["wake"]
 
 
-def test_a_full_hand_over_holds_the_producer_until_the_owner_takes() -> None:
+def test_a_full_hand_over_holds_the_producer_until_the_owner_is_done_with_what_it_took() -> None:
     h, _, _ = handover(limit=4)
     h.put(0, b"1234")  # at the limit: the next put waits
     done = threading.Event()
@@ -46,6 +46,8 @@ def test_a_full_hand_over_holds_the_producer_until_the_owner_takes() -> None:
     producer.start()
     assert not done.wait(0.05)
     assert h.take() == ([(0, b"1234")], False)
+    assert not done.wait(0.05)  # the owner's round (sealing, sending) runs without the producer wanting the GIL
+    h.make_room()
     producer.join(HANG_GUARD_S)
     assert done.is_set() and h.take() == ([(0, b"5")], False)
 
