@@ -22,7 +22,7 @@ from conformance.compact_bytes import compact_bytes, expand_bytes
 from spec.auth.ciphers import CipherName, GcmCipher, Random, TransportCipher
 from spec.auth.errors import AuthError
 from spec.auth.layouts import GCM_CIPHERTEXT_SEGMENT, GCM_LENGTH_BYTES, GCM_MESSAGE_SEGMENTS, GCM_PLAINTEXT_SEGMENT, \
-    GCM_TAG_LENGTH
+    GCM_TAG_LENGTH, RPC_HEADER_SIZE
 from spec.auth.handshake import AuthConfig, ClientHandshake, Established, Outcome, Rejected, ReplayGuard, \
     ServerHandshake
 from spec.auth.settings import auth_from_conf
@@ -164,7 +164,8 @@ def _faulted(rng: random.Random, data: bytes) -> bytes:
     elif fault == "type" and len(out) > 8:
         out[8] = rng.choice((3, 4, 5, 9, 0, 255))
     elif fault == "length":
-        out[0:8] = rng.choice((0, 20, 21, 2048, 2049, 65536, 65537, len(out) + 1, len(out) - 1, -1)).to_bytes(
+        out[0:8] = rng.choice((0, RPC_HEADER_SIZE - 1, RPC_HEADER_SIZE, RPC_HEADER_SIZE + 1, 20, 21, 2048, 2049,
+                               65536, 65537, len(out) + 1, len(out) - 1, -1)).to_bytes(
             8, "big", signed=True)
     elif fault == "tag" and len(out) > 25:
         out[25] = rng.choice((0xFA, 0xFC, 0))
@@ -226,6 +227,19 @@ def _sender(configs: tuple[Json, Json], seeds: list[str], sent: bytes, got: byte
     return settled.cipher if side == "authServer" else answered.cipher
 
 
+FOREIGN_APP_IDS: Final = ("app-0", "app-2", "app-10", "app-", "", "App-1", "app-1 ")
+"""Application ids either side of the configured ones ('app-1', 'app-2', '', 'é') in every order."""
+
+
+def _foreign_answer(rng: random.Random, configs: tuple[Json, Json], seeds: list[str]) -> Outcome | None:
+    """The server's answer to the same client (same draws, so the same request id) under another application id:
+    a response whose AuthMessage names an application the client is not."""
+    app_id = rng.choice([a for a in FOREIGN_APP_IDS if a != configs[0]["appId"]])
+    twin = ClientHandshake(config_of({**configs[0], "appId": app_id}), seeded(seeds[1]))
+    return ServerHandshake(config_of({**configs[1], "appId": app_id}), ReplayGuard(), seeded(seeds[0])).receive(
+        twin.challenge())
+
+
 def _exchange(rng: random.Random) -> dict[str, Any]:
     """Two spec ends talking under (nearly) the same config, the bytes of one end's side faulted now and then."""
     client_config = _config(rng)
@@ -245,6 +259,8 @@ def _exchange(rng: random.Random) -> dict[str, Any]:
     faulty = rng.random() < 0.5
     sent = _faulted(rng, challenge) if faulty and side == "authServer" else challenge
     answered = server.receive(sent)
+    if side == "authClient" and rng.random() < 0.15:
+        answered = _foreign_answer(rng, (client_config, server_config), seeds)
     reply = answered.reply if answered is not None else b""
     got = _faulted(rng, reply) if faulty and side == "authClient" else reply
     settled = client.receive(got) if got else None

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import random
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Final, Mapping, Sequence
 
@@ -42,8 +43,10 @@ from spec.shuffle.checksum import payload_checksum, verify_payload
 from spec.shuffle.framing import FrameDecoder, max_frame_from_reader, max_frame_from_writer
 from spec.shuffle.jsonform import from_json, to_json
 from spec.shuffle.layouts import ONE_WAY_MESSAGE, MessageType
-from spec.shuffle.messages import DataMessage, Message
+from spec.shuffle.messages import DataMessage, DataPayload, Gathered, Message
+from spec.shuffle.reader import per_writer_quota
 from spec.shuffle.settings import NETWORK_TIMEOUT_KEY, SETTINGS, ShuffleSettings, network_timeout_s
+from spec.shuffle.writer import TCP_RECEIVE_BUFFER, TCP_SEND_BUFFER, flush_threshold, permit_capacity
 
 ROOT: Final = Path(__file__).resolve().parents[2]
 INPUT_FILE: Final = Path(__file__).resolve().parent / "vectors" / "inputs.json"
@@ -60,9 +63,12 @@ MODULES: Final = (
     "spec.shuffle.registry", "spec.shuffle.checksum", "spec.shuffle.messages", "spec.shuffle.errors",
     "spec.auth.handshake", "spec.auth.keys", "spec.auth.ciphers", "spec.auth.layouts", "spec.auth.settings",
     "spec.auth.errors", "spec.shared_secret", "spec.shuffle.coordination", "spec.shuffle.root_cause", "spec.errors",
-    "spec.admission", "spec.departure",
+    "spec.admission", "spec.departure", "spec.http2_watch",
 )
 """The spec modules the inputs reach (the ones mutated)."""
+FUNCTIONS_OF: Final = {"spec.shuffle.writer": ("permit_capacity", "flush_threshold"),
+                       "spec.shuffle.reader": ("per_writer_quota",)}
+"""Modules of which only some functions are mutated here (the walk corpus mutates the rest through traces)."""
 PREFIXES: Final = ("spec.", "conformance.shuffle.inputs", "conformance.shuffle.auth_inputs",
                    "conformance.shuffle.task_inputs", "conformance.shuffle.server_inputs")
 """Imported afresh for each mutant: the spec and the modules that bind its names at import."""
@@ -114,9 +120,37 @@ def _checksum(request: Json) -> Any:
     return str(payload_checksum(bytes.fromhex(request["payload"])))
 
 
+def _budget(request: Json) -> Any:
+    """A writer's byte permits for ``readers`` (or the refusal of its budget), its flush threshold, and a reader's
+    quota per writer of ``writers``, under ``settings``."""
+    settings = ShuffleSettings.from_dict(request["settings"])
+    try:
+        capacity: Any = permit_capacity(settings, int(request["readers"]))
+    except ValueError as error:
+        capacity = refusal(error)
+    return {"permitCapacity": capacity, "flushThreshold": flush_threshold(settings),
+            "perWriterQuota": per_writer_quota(settings, int(request["writers"]))}
+
+
+def _payload_of(item: str | list[str]) -> DataPayload:
+    """A payload as hex (one buffer), or as a list of hex parts: gathered, as the writer sends it, never joined."""
+    return bytes.fromhex(item) if isinstance(item, str) else Gathered(tuple(bytes.fromhex(part) for part in item))
+
+
+def _gathered(request: Json) -> Any:
+    """A DATA whose payload is ``parts`` gathered: its size, CRC32C, body and frame as sent, and whether it equals
+    (either way round) the same DATA with the payload ``against`` (hex, or parts)."""
+    payload = _payload_of(request["parts"])
+    message = DataMessage(seq=1, writer_id=2, reader_id=3, checksum=payload_checksum(payload), payload=payload)
+    other = replace(message, payload=_payload_of(request["against"]))
+    return {"dataSize": message.data_size, "checksum": str(message.checksum), "body": codec.encode_body(message).hex(),
+            "frame": b"".join(codec.encode_frame_parts(message)).hex(), "equal": [message == other, other == message]}
+
+
 FUNCTIONS: Final[dict[str, Callable[[Json], Any]]] = {
     "decodeFrame": _decode_frame, "decodeBody": _decode_body, "encode": _encode, "settings": _settings,
-    "networkTimeout": _network_timeout, "maxFrame": _max_frame, "checksum": _checksum,
+    "networkTimeout": _network_timeout, "maxFrame": _max_frame, "checksum": _checksum, "budget": _budget,
+    "gathered": _gathered,
 }
 
 
@@ -395,10 +429,44 @@ def _checksum_request(rng: random.Random) -> Request:
     return {"function": "checksum", "payload": _payload(rng).hex()}
 
 
+_BUFFER_SIZES: Final = (1, 2, 10, 32768, 2**30 - 1, 2**30, 2**31 - 1)
+_READERS: Final = (0, 1, 1, 2, 3, 200, 64527, 2**16)
+
+
+def _budget_request(rng: random.Random) -> Request:
+    """The memory-budget settings at Java's int bounds (0, 1, 2^31-1, 2^31, negative, with units) and at the edges
+    of the writer's budget for its readers: the 2 R N floor, the TCP buffers' share, 2^31-1, one either side."""
+    readers, buffer = rng.choice(_READERS), rng.choice(_BUFFER_SIZES)
+    tcp = readers * (TCP_SEND_BUFFER + TCP_RECEIVE_BUFFER)
+    edge = rng.choice((2 * readers * buffer + tcp, buffer + tcp, 2**31 - 1 + tcp, buffer, 2**31 - 1))
+    memory = rng.choice((edge + rng.choice((-1, 0, 0, 1)), 0, 1, -1, 2**31 - 1, 2**31, -(2**31), 33554432))
+    settings = {"spark.shuffle.streaming.networkBufferSize": str(buffer),
+                "spark.shuffle.streaming.writerMaxMemory": rng.choice((str(memory),) * 14 + (
+                    f" {memory} ", f"+{memory}", "32m", "1k", "0x10", ""))}
+    if rng.random() < 0.5:
+        settings["spark.shuffle.streaming.readerMaxMemory"] = rng.choice(
+            ("0", "1", "-1", "2", "31", "32", "2147483647", "2147483648", "-2147483648", "33554432", "32m"))
+    writers = rng.choice((1, 1, 2, 3, 31, 32, 33, 2**31 - 1))
+    return {"function": "budget", "settings": settings, "readers": readers, "writers": writers}
+
+
+def _gathered_request(rng: random.Random) -> Request:
+    """A payload in parts (none, empty ones, one byte each), against the same bytes joined, in other parts, or
+    bytes one off (a byte changed, one more, one fewer)."""
+    parts = [_payload(rng) for _ in range(rng.choice((0, 1, 2, 2, 3, 5)))]
+    joined = b"".join(parts)
+    other = rng.choice((joined, joined, joined + b"\0", joined[:-1], bytes((joined[0] ^ 1,)) + joined[1:]
+                        if joined else b"\1"))
+    cut = rng.randint(0, len(other))
+    against: Any = rng.choice((other.hex(), [other[:cut].hex(), other[cut:].hex()], [other.hex()]))
+    return {"function": "gathered", "parts": [p.hex() for p in parts], "against": against}
+
+
 _SHAPES: Final[tuple[tuple[Callable[[random.Random], Request], int], ...]] = (
     (_decode_request, 30), (_stream_request, 15), (_encode_request, 25),
     (lambda rng: {"function": "settings", "settings": _settings_values(rng)}, 22),
-    (_network_timeout_request, 5), (_max_frame_request, 2), (_checksum_request, 1), *AUTH_SHAPES, *TASK_SHAPES, *SERVER_SHAPES,
+    (_network_timeout_request, 5), (_max_frame_request, 2), (_checksum_request, 1), (_budget_request, 4),
+    (_gathered_request, 2), *AUTH_SHAPES, *TASK_SHAPES, *SERVER_SHAPES,
 )
 """Each request shape with its weight."""
 
@@ -423,7 +491,10 @@ HEADER: Final = [
     "then the end of the stream; 'lent' and 'views' pick the reference's decoding path and never change the",
     "answer), encode (a message as the JSON form holds it; layer frame or body), settings (Spark keys and",
     "strings; the answer is every setting's canonical string), networkTimeout (a conf; seconds), maxFrame (the",
-    "longest frame a side can legitimately receive) and checksum. 'answer' is {value} or {error, errorParams}.",
+    "longest frame a side can legitimately receive), checksum, budget (settings, 'readers', 'writers': a writer's",
+    "byte permits or their refusal, its flush threshold, a reader's quota per writer) and gathered (a DATA whose",
+    "payload is 'parts', hex buffers never joined: its size, CRC32C, body and frame, and whether it equals the DATA",
+    "whose payload is 'against', hex or parts, either way round). 'answer' is {value} or {error, errorParams}.",
     "With capability inputs-auth: authServer / authClient (one end of the AuthEngine handshake under 'config';",
     "its draws are the bytes of SHA-256(random || counter) blocks in the spec's order; 'received' the peer's bytes",
     "fed in turn, then 'sealed' ciphertext; 'plaintexts' sealed back, an integer n meaning the bytes i % 251 for",
@@ -433,7 +504,9 @@ HEADER: Final = [
     "error by type name, 'seen' the look at its attempt, 'waitedS') and errorReport (a typed shuffle error from",
     "its arguments: its text, its JSON and a pickled copy's). With capability inputs-admission: strangers,",
     "departures and connections (a server's bounds on connections: the policy's bounds, then 'steps', each",
-    "[method, args...] with integer peers and times in seconds; the answer each step's result). A GCM 'sealed'",
+    "[method, args...] with integer peers and times in seconds; the answer each step's result) and watch (a",
+    "connection's use read from HTTP/2 frame headers: maxStreams, steps [from_client|from_server, HEX], the answer",
+    "the use after each). A GCM 'sealed'",
     "chunk is hex or a list of parts, hex or {repeat: HEX, times: n}; what a side opens past 512 bytes is shown",
     "as its length and SHA-256. Refusals without a typed condition (a ValueError) are named by their type. 'level': MUST,",
     "SHOULD (the reference's own bound or refusal) or INFO (Spark 4.3.0 answers otherwise; not judged).",
@@ -489,7 +562,9 @@ def select_corpus(count: int) -> dict[str, Any]:
     The functions are fast, so every candidate is tried on every mutant (untraced: the codecs and tables the
     modules derive at import are mutated too), the kept ones first."""
     requests = candidates(count)
-    every = [m for module in MODULES for m in (*mutants_of(module), *split_mutants(module))]
+    every = [m for module in MODULES for m in (*mutants_of(module), *split_mutants(module))] + [
+        m for module, functions in FUNCTIONS_OF.items() for m in (*mutants_of(module), *split_mutants(module))
+        if m.function in functions]
     mutants = list({m.name: m for m in reversed(every)}.values())[::-1]  # one per name (a name is a rule)
     chosen = select(requests, import_runner("conformance.shuffle.inputs", "answer"), PREFIXES, mutants,
                     progress=lambda line: print(line, file=sys.stderr, flush=True), traced=False)
@@ -503,8 +578,8 @@ def select_corpus(count: int) -> dict[str, Any]:
 
 
 _ATTRIBUTE = "the attribute is kept for the runtime; the error's JSON (what an answer shows) is built from its parameters"
-_GATHERED = ("a gathered payload (a DATA sent from several buffers without a join) is the runtime writer's; a request's "
-             "payload is one run of bytes")
+_RESPONSE_OR_FAILURE = ("the frame reader lets only an RpcResponse (4) or an RpcFailure (5) through: == 5 is >= 5, and "
+                        "after a failure returned, != 4 is as false as < 4 and > 4")
 _PARSED = ("validate sees values parse made (an int or a bool, in range); only a Python caller building "
            "ShuffleSettings itself hands it anything else")
 
@@ -521,10 +596,6 @@ JUDGED: Final[tuple[Judgement, ...]] = (
      "fewer and more bytes than announced exclude each other: at most one of the two checks can fail"),
     ("codec.body_length", "", "unreachable",
      "the runtime sizes a send with it; no request asks for a body's length (encode answers the bytes themselves)"),
-    ("codec._codec.encode_body", "", "unreachable", _GATHERED),
-    ("messages.Gathered.__eq__", "", "unreachable", _GATHERED),
-    ("messages.Gathered.__init__", "", "unreachable", _GATHERED),
-    ("checksum.payload_checksum", "", "unreachable", _GATHERED),
     ("framing.FrameDecoder._feed", "offset < end: < -> <=", "equivalent",
      "at offset == end the bytes kept are none: the held partial frame is unchanged"),
     ("framing.FrameDecoder._complete_pending", "take == missing: == -> >=", "equivalent",
@@ -571,6 +642,24 @@ JUDGED: Final[tuple[Judgement, ...]] = (
      "one eviction rank more than the ranks used: it stays empty, and an empty rank is passed over"),
     ("departure.Departures.leaving", "queued_bytes == 0: == -> <=", "equivalent",
      "a queue holds 0 bytes or more (the reactor counts them): <= 0 is == 0"),
+    ("handshake.ClientHandshake._complete", "frame[TYPE_OFFSET] ==", "equivalent", _RESPONSE_OR_FAILURE),
+    ("handshake.ClientHandshake._complete", "frame[TYPE_OFFSET] !=", "equivalent", _RESPONSE_OR_FAILURE),
+    ("handshake._FrameReader.feed", "drop self._buffer.clear()", "equivalent", "a handshake reads one frame: once "
+     "it is whole the outcome is fixed and the reader is never fed again"),
+    ("handshake.ClientHandshake.__init__", "drop self._challenge", "unreachable", "only receive() before challenge() "
+     "reads it (an assertion: a caller's bug); a request's client always sends its challenge first"),
+    ("keys.open_public_key", "len(sealed) != SEALED_KEY_LENGTH", "equivalent", "the AuthMessage layout reads "
+     "exactly 60 bytes of sealed key, so one of another length is refused as malformed before this check"),
+    ("keys._hmac_sha256", "len(key) > SHA256_BLOCK", "equivalent", "HMAC is keyed with a 16-byte salt, 32 zero "
+     "bytes, a 32-byte PRK, a GCM message's salt (the key's 16 or 32 bytes) or a transcript of two AuthMessages "
+     "(178 bytes or more): never exactly 64"),
+    ("keys.hkdf", "0 -> ", "equivalent", "the lower bound of an assertion on the lengths the spec asks for (12 to 32)"),
+    ("keys.session_keys", "engine_version == 1: == -> <=", "equivalent",
+     "the version is 1 or 2 (AuthConfig refuses any other): <= 1 is == 1"),
+    ("settings.enabled", "text == 'true': == -> >=", "equivalent",
+     "the text is 'true' or 'false' here (anything else is refused first), and 'false' < 'true'"),
+    ("shared_secret.secret_matches", "and -> or", "unreachable", "the cluster wire's HELLO check "
+     "(spec.cluster.wire); no shuffle request presents a secret to it (the cluster input corpus does)"),
     ("root_cause.root_cause", "swap checks isinstance(seen.state, AttemptFailure)", "equivalent",
      "an attempt's state is a failure or RETIRED, never both: the two checks exclude each other"),
 )

@@ -1,12 +1,15 @@
 """The connection-bound requests of the shuffle input corpus (``vectors/inputs.json``, capability
 ``inputs-admission``): the policies with which a server bounds what strangers make it hold (:mod:`spec.admission`,
-:mod:`spec.departure`), walked step by step; a trace is one channel and never fills a server.
+:mod:`spec.departure`) and what a relay reads of a connection's use from its HTTP/2 frame headers
+(:mod:`spec.http2_watch`), walked step by step; a trace is one channel and never fills a server.
 
 ``strangers`` (:class:`~spec.admission.StrangerAdmission`: ``maxPending``, ``bindTimeoutS``), ``departures``
 (:class:`~spec.departure.Departures`: ``maxBytes``, ``lingerS``) and ``connections``
 (:class:`~spec.admission.ConnectionAdmission`: ``maxConnections``) each run ``steps``, one ``[method, args...]``
 each (peers are integers, times seconds), and answer every step's result in order (``accepted`` on
-``connections``: ``{"admitted", "evicted"}``); a bound the policy refuses is answered as the refusal.
+``connections``: ``{"admitted", "evicted"}``); a bound the policy refuses is answered as the refusal. ``watch``
+(:class:`~spec.http2_watch.ConnectionWatch`: ``maxStreams``) feeds ``["from_client", HEX]`` and
+``["from_server", HEX]`` (the bytes relayed each way) and answers the connection's use after each.
 """
 
 from __future__ import annotations
@@ -16,12 +19,14 @@ from typing import Any, Callable, Final, Mapping
 
 from spec.admission import Admission, ConnectionAdmission, ConnectionUse, StrangerAdmission
 from spec.departure import Departures
+from spec.http2_watch import ACK, DATA, END_STREAM, HEADERS, PADDED, PREFACE, RST_STREAM, SETTINGS, ConnectionWatch
 
 Json = Mapping[str, Any]
 STEPS: Final[dict[str, tuple[str, ...]]] = {
     "strangers": ("accepted", "proven", "identified", "closed", "expired", "deadline", "len", "contains"),
     "departures": ("leaving", "closed", "expired", "deadline", "len"),
     "connections": ("accepted", "using", "closed", "len", "contains"),
+    "watch": ("from_client", "from_server"),
 }
 """Each request's policy and the methods its steps may call."""
 FUNCTIONS: Final = tuple(STEPS)
@@ -32,6 +37,8 @@ def _policy(request: Json) -> Any:
         return StrangerAdmission[int](int(request["maxPending"]), float(request["bindTimeoutS"]))
     if request["function"] == "departures":
         return Departures[int](int(request["maxBytes"]), float(request["lingerS"]))
+    if request["function"] == "watch":
+        return ConnectionWatch(int(request["maxStreams"]))
     return ConnectionAdmission[int](int(request["maxConnections"]))
 
 
@@ -47,13 +54,16 @@ def answer_server(request: Json) -> dict[str, Any]:
         policy = _policy(request)
     except ValueError as error:
         return {"error": type(error).__name__, "errorParams": {}}
-    results = []
+    results: list[Any] = []
     for name, *args in request["steps"]:
         assert name in STEPS[request["function"]], name
         if name == "len":
             results.append(len(policy))
         elif name == "contains":
             results.append(args[0] in policy)
+        elif isinstance(policy, ConnectionWatch):
+            getattr(policy, name)(bytes.fromhex(args[0]))
+            results.append(policy.use.name)
         else:
             call: Callable[..., object] = getattr(policy, name)
             results.append(_result(call(*(ConnectionUse[a] if isinstance(a, str) else a for a in args))))
@@ -90,7 +100,7 @@ def _steps(rng: random.Random, function: str, timeout: float, size: int) -> list
 
 
 def _server_request(rng: random.Random) -> dict[str, Any]:
-    function = rng.choice(FUNCTIONS)
+    function = rng.choice(FUNCTIONS[:3])  # the policies; the watch has its own shape
     size, timeout = rng.choice(_BOUNDS), rng.choice(_TIMES)
     request: dict[str, Any] = {"function": function}
     if function == "strangers":
@@ -116,5 +126,90 @@ def _full_house(rng: random.Random, size: int) -> list[list[Any]]:
     return steps
 
 
-SHAPES: Final[tuple[tuple[Callable[[random.Random], dict[str, Any]], int], ...]] = ((_server_request, 6),)
-"""The connection-bound request shape with its weight among all the inputs' shapes."""
+def _frame(kind: int, flags: int, stream: int, payload: bytes, length: int | None = None) -> bytes:
+    """An HTTP/2 frame: its 9-byte header (``length`` when it lies about its payload) and the payload."""
+    size = len(payload) if length is None else length
+    return size.to_bytes(3, "big") + bytes((kind, flags)) + stream.to_bytes(4, "big") + payload
+
+
+def _grpc_data(rng: random.Random, stream: int) -> list[bytes]:
+    """A stream's first gRPC message in one or two DATA frames: its 5-byte prefix, then as many bytes as it
+    announces, one fewer or one more; now and then padded, or cut inside the prefix."""
+    announced = rng.choice((0, 0, 1, 2, 3, 2**24 - 1, 2**32 - 1))
+    body = bytes(max(min(announced, 3) + rng.choice((0, 0, -1, 1)), 0))
+    message = bytes((rng.choice((0, 0, 1)),)) + announced.to_bytes(4, "big") + body
+    flags = PADDED if rng.random() < 0.1 else rng.choice((0, 0, END_STREAM))
+    if rng.random() < 0.4:
+        cut = rng.choice((1, 4, 5, 6, len(message) - 1, len(message)))
+        return [_frame(DATA, flags, stream, message[:cut]), _frame(DATA, 0, stream, message[cut:])]
+    return [_frame(DATA, flags, stream, message)]
+
+
+def _client_frames(rng: random.Random) -> list[bytes]:
+    """What a client sends after its preface: SETTINGS and its ack, HEADERS opening streams (0, odd ids, a
+    repeated one, the reserved bit set), their first messages, RST_STREAM, and other frames' payloads skipped."""
+    frames = [_frame(SETTINGS, 0, 0, bytes(rng.choice((0, 6))))]
+    frames += [_frame(SETTINGS, ACK, 0, b"")] if rng.random() < 0.7 else []
+    for _ in range(rng.randint(1, 6)):
+        stream = rng.choice((1, 1, 3, 3, 5, 0, 2**31 + 1))
+        shape = rng.choice(("ack", "open", "open", "open", "open", "data", "data", "data", "reset", "ping", "lying"))
+        if shape == "ack":
+            frames.append(_frame(SETTINGS, rng.choice((ACK, ACK, 0, 0xFF)), 0, b""))
+        elif shape == "open":
+            frames.append(_frame(HEADERS, rng.choice((4, 5)), stream, bytes(rng.choice((0, 3)))))
+            frames += _grpc_data(rng, stream & 0x7FFFFFFF) if rng.random() < 0.6 else []
+        elif shape == "data":
+            frames += _grpc_data(rng, stream & 0x7FFFFFFF)
+        elif shape == "reset":
+            frames.append(_frame(RST_STREAM, 0, stream, bytes(4)))
+        elif shape == "ping":
+            frames.append(_frame(6, rng.choice((0, ACK)), 0, bytes(8)))
+        else:  # a header announcing more payload than follows: the rest of the bytes are skipped
+            frames.append(_frame(rng.choice((DATA, HEADERS)), 0, stream, bytes(2), length=rng.choice((3, 9, 10))))
+    return frames
+
+
+def _server_frames(rng: random.Random) -> list[bytes]:
+    """What a server sends: SETTINGS, its ack, response HEADERS and DATA, trailers (END_STREAM), RST_STREAM."""
+    frames = [_frame(SETTINGS, 0, 0, b"")] if rng.random() < 0.7 else []
+    for _ in range(rng.randint(0, 4)):
+        stream = rng.choice((1, 1, 3, 5, 0))
+        kind = rng.choice((HEADERS, HEADERS, DATA, RST_STREAM, SETTINGS))
+        flags = rng.choice((END_STREAM, END_STREAM, 0, 4, END_STREAM | 4, PADDED | END_STREAM))
+        frames.append(_frame(kind, flags, stream, bytes(rng.choice((0, 4)))))
+    return frames
+
+
+def _preface(rng: random.Random) -> bytes:
+    """The client's preface: whole, cut short, or with one byte wrong (the connection is malformed)."""
+    shape = rng.choice(("whole", "whole", "whole", "whole", "cut", "wrong"))
+    if shape == "cut":
+        return PREFACE[:rng.choice((0, 1, len(PREFACE) - 1))]
+    if shape == "wrong":
+        at = rng.choice((0, 5, len(PREFACE) - 1))
+        return PREFACE[:at] + bytes((PREFACE[at] ^ 1,)) + PREFACE[at + 1:]
+    return PREFACE
+
+
+def _pieces(rng: random.Random, data: bytes) -> list[bytes]:
+    """Bytes as relayed: whole, frame by frame, or cut at random points (inside a header or a prefix)."""
+    if len(data) < 2 or rng.random() < 0.3:
+        return [data]
+    cuts = sorted(set(rng.sample(range(1, len(data)), min(len(data) - 1, rng.randint(1, 5)))))
+    return [data[a:b] for a, b in zip([0, *cuts], [*cuts, len(data)])]
+
+
+def _watch_request(rng: random.Random) -> dict[str, Any]:
+    """A gRPC connection as a relay sees it: the client's bytes and the server's interleaved, each cut anywhere."""
+    client = _pieces(rng, _preface(rng) + b"".join(_client_frames(rng)))
+    server = _pieces(rng, b"".join(_server_frames(rng)))
+    steps: list[list[Any]] = []
+    while client or server:
+        side = client if client and (not server or rng.random() < 0.6) else server
+        steps.append(["from_client" if side is client else "from_server", side.pop(0).hex()])
+    return {"function": "watch", "maxStreams": rng.choice((0, 1, 1, 2, 2, 3, 100)), "steps": steps}
+
+
+SHAPES: Final[tuple[tuple[Callable[[random.Random], dict[str, Any]], int], ...]] = (
+    (_server_request, 6), (_watch_request, 4))
+"""The connection-bound request shapes with their weights among all the inputs' shapes."""

@@ -338,12 +338,13 @@ CASES: Final = (
        "the spec machines do", walk_corpus(R, "SHOULD"), TRACES),
     # the input corpus (vectors/inputs.json): seeded requests to the pure functions, kept by mutation
     _c("framing/reader-input-corpus", MUST, R, "The codec answers every recorded request (frames, bodies and "
-       "streams decoded, messages encoded from their JSON form; seeded, kept by mutation; "
+       "streams decoded, messages encoded from their JSON form or from gathered buffers; seeded, kept by mutation; "
        "docs/walks/shuffle-inputs.md) as the spec does: the message, or the error and its parameters",
        input_corpus(CODEC_FUNCTIONS, "MUST"), INPUTS),
-    _c("settings/writer-input-corpus", MUST, W, "Settings parsing answers every recorded request (seeded, kept "
-       "by mutation; docs/walks/shuffle-inputs.md) as the spec does: each setting's value, or the refusal and "
-       "its parameters", input_corpus(SETTINGS_FUNCTIONS, "MUST"), INPUTS),
+    _c("settings/writer-input-corpus", MUST, W, "Settings parsing and the memory budgets the settings set (a "
+       "writer's permits, its flush threshold, a reader's quota per writer) answer every recorded request (seeded, "
+       "kept by mutation; docs/walks/shuffle-inputs.md) as the spec does: each value, or the refusal and its "
+       "parameters", input_corpus(SETTINGS_FUNCTIONS, "MUST"), INPUTS),
     _c("auth/reader-input-corpus", MUST, R, "The AuthEngine handshake, its session cipher and the settings that ask "
        "for it answer every recorded request (one end, its randomness given; seeded, kept by mutation; "
        "docs/walks/shuffle-inputs.md) as the spec does: the bytes sent, the outcome or the error, the plaintext",
@@ -353,8 +354,8 @@ CASES: Final = (
        "request (seeded, kept by mutation; docs/walks/shuffle-inputs.md) as the spec does",
        input_corpus(TASK_FUNCTIONS, "MUST"), INPUTS, INPUTS_TASKS),
     _c("backpressure/writer-input-corpus", MUST, W, "A server's bounds on connections (strangers held until they "
-       "identify themselves, connections departing after their last bytes, client connections by use) answer every "
-       "recorded walk of steps (seeded, kept by mutation; docs/walks/shuffle-inputs.md) as the spec does",
+       "identify themselves, connections departing after their last bytes, client connections by use) and a "
+       "connection's use read from its HTTP/2 frame headers answer every recorded walk of steps (seeded, kept by mutation; docs/walks/shuffle-inputs.md) as the spec does",
        input_corpus(ADMISSION_FUNCTIONS, "MUST"), INPUTS, INPUTS_ADMISSION,
        spec_ref="docs/spec/shuffle.md#deadlines-on-a-connection"),
     _c("framing/reader-input-corpus-stricter", SHOULD, R, "The longest frame each side takes is the reference's "

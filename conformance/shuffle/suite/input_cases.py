@@ -15,13 +15,14 @@ from conformance.shuffle.targets import ExecTarget, ShuffleTarget
 from conformance.shuffle.vector_exec import TraceDriverError, exec_inputs
 
 Json = Mapping[str, Any]
-CODEC_FUNCTIONS: Final = frozenset({"decodeFrame", "decodeBody", "decodeStream", "encode", "maxFrame", "checksum"})
-SETTINGS_FUNCTIONS: Final = frozenset({"settings", "networkTimeout"})
+CODEC_FUNCTIONS: Final = frozenset({"decodeFrame", "decodeBody", "decodeStream", "encode", "maxFrame", "checksum",
+                                   "gathered"})
+SETTINGS_FUNCTIONS: Final = frozenset({"settings", "networkTimeout", "budget"})
 AUTH_FUNCTIONS: Final = frozenset({"authServer", "authClient", "authSettings"})
 TASK_FUNCTIONS: Final = frozenset({"failureText", "rootCause", "errorReport"})
-ADMISSION_FUNCTIONS: Final = frozenset({"strangers", "departures", "connections"})
-"""The request families, one case each: the codec and the JSON form of messages; settings parsing; authentication;
-task failures; a server's bounds on connections."""
+ADMISSION_FUNCTIONS: Final = frozenset({"strangers", "departures", "connections", "watch"})
+"""The request families, one case each: the codec and the JSON form of messages; settings parsing and the memory
+budgets they set; authentication; task failures; a server's bounds on connections and a connection's use."""
 
 
 @cache
