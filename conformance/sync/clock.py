@@ -15,6 +15,10 @@ import asyncio
 import threading
 from typing import Any
 
+SPIN_LIMIT = 1000
+"""Sleeps a thread may ask at one time that are over at once (a deadline already reached, each time something fell
+due) before it is held asleep until the time moves: a thread doing what fell due asks a few, one whose deadline is
+computed at or before the time it is asked at (a deadline one tick late, one computed backwards) asks without end."""
 SETTLE_S = 30.0
 """How long ``advance`` waits, in real seconds, for woken threads to sleep again before it gives up."""
 
@@ -25,14 +29,19 @@ class _ManualAlarm:
         self.asleep = False
         self.rung = False
         self.closed = False
+        self.over_at: float | None = None
+        self.over = 0
+        """Sleeps asked at the time ``over_at`` that were over at once (their deadline already reached)."""
 
     def sleep_until(self, deadline: float) -> None:
         clock = self._clock
         with clock.changed:
             while True:
-                if self.rung or clock.time >= deadline:
+                past = clock.time >= deadline
+                if self.rung or past:
                     self.rung = False
-                    return
+                    if not (past and self._spinning(clock.time)):
+                        return
                 self.asleep = True
                 clock.running -= 1
                 clock.changed.notify_all()
@@ -41,6 +50,17 @@ class _ManualAlarm:
                 if not clock.wakes_at_deadlines:
                     self.rung = False
                     return
+
+    def _spinning(self, now: float) -> bool:
+        """(Lock held.) Whether this is past ``SPIN_LIMIT`` sleeps asked at ``now`` that were over at once: then the
+        clock notes it (``spun``) and the sleeper sleeps until the time moves or a ring."""
+        if now != self.over_at:
+            self.over_at, self.over = now, 0
+        self.over += 1
+        if self.over <= SPIN_LIMIT:
+            return False
+        self._clock.spun = True
+        return True
 
     def ring(self) -> None:
         with self._clock.changed:
@@ -124,6 +144,8 @@ class ManualClock:
         self.alarms: list[_ManualAlarm | _ManualLoopAlarm] = []
         self.running = 0
         """Threads owning an alarm that are not asleep in it."""
+        self.spun = False
+        """A thread asked past ``SPIN_LIMIT`` sleeps at one time that were over at once (``take_spun`` clears it)."""
 
     def now(self) -> float:
         with self.changed:
@@ -172,6 +194,12 @@ class ManualClock:
                 if alarm.asleep:
                     self.wake(alarm)
         self.settle()
+
+    def take_spun(self) -> bool:
+        """Whether a thread spun (asked to sleep until a time already reached, again and again) since last asked."""
+        with self.changed:
+            spun, self.spun = self.spun, False
+            return spun
 
     def ring_all(self) -> None:
         """Ring every thread's alarm (what a settings change does: each thread looks again), and return once they

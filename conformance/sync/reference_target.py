@@ -10,8 +10,10 @@ answers the runner's flush-control lines on stdin, one line each (the contract: 
 (``conformance.sync.clock.ManualClock``): ``POLICY`` reconfigures the endpoint and has the flusher
 look again, ``ADVANCE`` moves the clock and returns once the server has done what fell due by the
 deadlines it computed itself (``SyncServerEndpoint.next_deadline``, each stream's ``PutStream`` deadline: the
-transport waits on the same clock), so a deadline computed late shows.  The production server has
-no back door for either.
+transport waits on the same clock), so a deadline computed late shows; a server that asks again and again to be
+woken at a time already reached (a deadline computed at or before the time it falls due, so nothing is done at
+it) is held asleep and ``ADVANCE`` answers ``ERROR`` (``conformance.sync.clock.SPIN_LIMIT``) rather than never.
+The production server has no back door for either.
 """
 
 from __future__ import annotations
@@ -92,6 +94,8 @@ def answer(endpoint: SyncServerEndpoint, clock: ManualClock, line: str, server: 
             if seconds < 0:
                 return "ERROR the clock does not go back"
             clock.advance(seconds)  # the flusher wakes only at the deadline the server itself computed
+            if clock.take_spun():  # else it would never have settled: a deadline not ahead of the time it was due
+                return "ERROR the server asked again and again to be woken at a time already reached"
             return "OK"
         if words[:1] == ["SETTINGS"]:
             return _configure(endpoint, clock, server, words[1:])

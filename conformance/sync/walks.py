@@ -1073,25 +1073,27 @@ def select_part(modules: Sequence[str], seed: int, count: int, max_tries: int | 
             "killedBy": {n: i for n, i in result.killed_by.items() if n not in unconfirmed}}
 
 
-def select_more(recorded_selection: dict[str, Any], modules: Sequence[str], max_tries: int = SETTINGS_TRIES
-                ) -> dict[str, Any]:
+def select_more(recorded_selection: dict[str, Any], modules: Sequence[str], max_tries: int = SETTINGS_TRIES,
+                again_only: bool = False) -> dict[str, Any]:
     """The recorded selection carried on over ``modules``: the mutants it did not tell apart tried again, those not
-    confirmed through the ``exec:`` target on the candidates it tried ``MAX_TRIES`` of, the others on up to
-    ``max_tries`` of the walks with settings off their defaults that run their lines (every candidate before them
-    was tried on them already, up to ``MAX_TRIES``); every new kill confirmed (:func:`confirm`). What it told apart
-    stays so (its mutants' lines have not moved: a mutant is named by its line)."""
+    confirmed through the ``exec:`` target or timed out on the candidates it tried ``MAX_TRIES`` of, the others
+    (unless ``again_only``: they stay survivors) on up to ``max_tries`` of the walks with settings off their
+    defaults that run their lines (every candidate before them was tried on them already, up to ``MAX_TRIES``);
+    every new kill confirmed (:func:`confirm`). What it told apart stays so (its mutants' lines have not moved: a
+    mutant is named by its line)."""
     logging.disable(logging.CRITICAL)
     seed, count = recorded_selection["seed"], recorded_selection["candidates"]
     walks = candidates(seed, count)
     told = set(recorded_selection["killedBy"])
-    before = {rule for f in recorded_selection["modules"].values() for rule in f["unconfirmed"]}
+    before = {rule for f in recorded_selection["modules"].values() for rule in f["unconfirmed"] + f["timedOut"]}
     mutants = {module: mutants_of(module) for module in modules}
     fresh = [m for found in mutants.values() for m in found if m.name not in told]
     again, rest = [m for m in fresh if _rule(m.name) in before], [m for m in fresh if _rule(m.name) not in before]
     first = select(walks[:count], lambda: run_directly, SERVER_PREFIXES, again, per_walk_s=PER_WALK_S,
                    progress=_say, max_tries=recorded_selection["maxTries"]) if again else Selection([], {}, [], [], [])
     second = select(walks[count:], lambda: run_directly, SERVER_PREFIXES, rest, per_walk_s=PER_WALK_S,
-                    progress=_say, max_tries=max_tries)
+                    progress=_say, max_tries=max_tries) if not again_only else Selection([], {}, [m.name for m in rest],
+                                                                                        [], [])
     killed = first.killed_by | {name: count + i for name, i in second.killed_by.items()}
     unconfirmed = set(confirm(walks, killed, fresh))
     timed_out, survivors = first.timed_out + second.timed_out, first.survivors + second.survivors
@@ -1322,9 +1324,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.add_argument("--modules", nargs="*", default=list(MODULES))
         parser.add_argument("--max-tries", type=int, default=SETTINGS_TRIES)
         parser.add_argument("--out", type=Path, required=True)
+        parser.add_argument("--again-only", action="store_true")
         opts = parser.parse_args(args[1:])
         recorded_selection = json.loads(VECTOR_FILE.read_text())["selection"]
-        opts.out.write_text(json.dumps(select_more(recorded_selection, opts.modules, opts.max_tries)))
+        opts.out.write_text(json.dumps(select_more(recorded_selection, opts.modules, opts.max_tries, opts.again_only)))
         return 0
     if args[:1] == ["record"]:
         selection = _merge([Path(a) for a in args[1:]])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conformance.sync.clock import ManualClock
+from conformance.sync.clock import SPIN_LIMIT, ManualClock
 from conformance.sync.reference_target import answer
 from spec.sync.server import SyncServerEndpoint
 from spec.sync.writer import SyncSettings
@@ -81,3 +81,28 @@ def test_the_walks_put_an_event_at_the_edge_of_every_setting_the_target_takes() 
     from conformance.sync.walks import SETTING_EDGES
 
     assert sorted(SETTING_EDGES) == sorted(SETTING_NAMES)
+
+
+def test_a_sleeper_whose_deadline_is_never_ahead_is_held_asleep_and_advance_says_so() -> None:
+    """A deadline computed at the time it is asked (what a deadline one tick late makes of a flusher) would keep a
+    thread from ever sleeping: it is held asleep past SPIN_LIMIT sleeps at one time, and ADVANCE answers ERROR."""
+    import threading
+
+    clock = ManualClock(wakes_at_deadlines=True)
+    alarm = clock.alarm()
+    stop = threading.Event()
+    asked: list[float] = []
+
+    def spinner() -> None:
+        while not stop.is_set():
+            asked.append(clock.now())
+            alarm.sleep_until(clock.now())
+        alarm.close()
+
+    threading.Thread(target=spinner, daemon=True).start()
+    assert answer(SyncServerEndpoint(), clock, "ADVANCE 1").startswith("ERROR ")
+    assert not clock.take_spun() and asked.count(1.0) <= SPIN_LIMIT + 1
+    stop.set()
+    clock.advance(1)  # the spinner's sleep is over once the time moves; it ends
+    fair = ManualClock(wakes_at_deadlines=True)
+    assert answer(SyncServerEndpoint(), fair, "ADVANCE 1") == "OK" and not fair.take_spun()
