@@ -246,13 +246,15 @@ class ChainRun:
 def _judge_chains(t: SyncTarget, path: str, run: ChainRun, errors: Sequence[str]) -> Verdict:
     got = {int(r["id"]) * (10 if "k" in r else 1) + int(r.get("k") or 0): (r["v"], r.get("w")) for r in t.table(path)}
     want = run.expected()
-    wrong = []
-    for i, chain in enumerate(run.chains):
-        keys = {_key(i, k) for k in KEYS}
-        mine = {k: v for k, v in got.items() if k in keys}
-        expected = {k: v for k, v in want.items() if k in keys}
-        if mine != expected:
-            wrong.append(f"chain #{i} ({chain}): table {mine}, model {expected}")
+    chain_of = {_key(i, k): i for i in range(len(run.chains)) for k in KEYS}
+    mine: list[dict[int, tuple[str | None, str | None]]] = [{} for _ in run.chains]
+    expected: list[dict[int, tuple[str | None, str | None]]] = [{} for _ in run.chains]
+    for rows, by_chain in ((got, mine), (want, expected)):  # one pass each, not one per chain
+        for key, value in rows.items():
+            if key in chain_of:
+                by_chain[chain_of[key]][key] = value
+    wrong = [f"chain #{i} ({chain}): table {mine[i]}, model {expected[i]}"
+             for i, chain in enumerate(run.chains) if mine[i] != expected[i]]
     shape = {"whole": "without CHANGED columns", "changed": "with v's CHANGED flag false on alternate updates",
              "left-out": "with the table's value w left out of every change",
              "reordered": "with the columns in another order and null values",
