@@ -80,7 +80,7 @@ def _session(outcome: Established, request: Json) -> dict[str, Any]:
         outcome.cipher.close()
     except AuthError as error:
         out.update(refusal(error))
-    out["sealedBack"] = [shown(bytes(outcome.cipher.seal([plaintext(p)]))) for p in request.get("plaintexts", [])]
+    out["sealedBack"] = [shown(bytes(outcome.cipher.seal(parts_of(p)))) for p in request.get("plaintexts", [])]
     return out
 
 
@@ -90,7 +90,15 @@ SHOWN_IN_FULL: Final = 512
 def plaintext(item: str | int) -> bytes:
     """A plaintext given as hex, or as its length n: the bytes 0, 1, ..., 250, 0, 1, ... (a GCM message of several
     32 KiB segments without 64 KiB of hex in the vector)."""
-    return bytes.fromhex(item) if isinstance(item, str) else bytes(i % 251 for i in range(item))
+    return bytes.fromhex(item) if isinstance(item, str) else (_CYCLE * (item // len(_CYCLE) + 1))[:item]
+
+
+_CYCLE: Final = bytes(range(251))
+
+
+def parts_of(item: str | int | list[str | int]) -> list[bytes]:
+    """A batch sealed at once: one plaintext, or a list of them, the buffers a writer gathers (never joined)."""
+    return [plaintext(part) for part in item] if isinstance(item, list) else [plaintext(item)]
 
 
 def shown(data: bytes) -> str | dict[str, Any]:
@@ -151,7 +159,7 @@ def _faulted(rng: random.Random, data: bytes) -> bytes:
     """The bytes between the two ends with a fault a tester would put there: a byte flipped (in the length, the
     type, the request id, the message), one cut or added, a type or a length at its bound."""
     out = bytearray(data)
-    fault = rng.choice(("flip", "flip", "cut", "extra", "type", "length", "tag", "none"))
+    fault = rng.choice(("flip", "flip", "cut", "extra", "type", "length", "length", "tag", "request-id", "none"))
     if not out:
         return bytes(out)
     if fault == "flip":
@@ -167,6 +175,8 @@ def _faulted(rng: random.Random, data: bytes) -> bytes:
         out[0:8] = rng.choice((0, RPC_HEADER_SIZE - 1, RPC_HEADER_SIZE, RPC_HEADER_SIZE + 1, 20, 21, 2048, 2049,
                                65536, 65537, len(out) + 1, len(out) - 1, -1)).to_bytes(
             8, "big", signed=True)
+    elif fault == "request-id" and len(out) >= 17:  # the id one above or below the one asked
+        out[9:17] = ((int.from_bytes(out[9:17], "big") + rng.choice((1, -1))) % 2**64).to_bytes(8, "big")
     elif fault == "tag" and len(out) > 25:
         out[25] = rng.choice((0xFA, 0xFC, 0))
     return bytes(out)
@@ -289,6 +299,84 @@ def _exchange(rng: random.Random) -> dict[str, Any]:
     return request
 
 
+GCM_EDGES: Final = (1, _SEGMENT - 1, _SEGMENT, _SEGMENT + 1, 2 * _SEGMENT - 1, 2 * _SEGMENT, 2 * _SEGMENT + 1,
+                    3 * _SEGMENT, GCM_MESSAGE_SEGMENTS * _SEGMENT, GCM_MESSAGE_SEGMENTS * _SEGMENT + 1)
+"""Plaintexts ending at a GCM segment's or message's bound, one byte before and one past (one segment; two; three,
+so that whole segments precede the last; a full message; two messages back to back)."""
+GCM_PART_SIZES: Final = (0, 1, 2, _SEGMENT - 2, _SEGMENT - 1, _SEGMENT, _SEGMENT + 1, 2 * _SEGMENT,
+                         (GCM_MESSAGE_SEGMENTS - 1) * _SEGMENT, GCM_MESSAGE_SEGMENTS * _SEGMENT - 1)
+"""Buffers of a gathered batch, so that a buffer ends at a segment's or a message's bound, one byte before or past."""
+GCM_FAULTS: Final = ("none", "none", "none", "tag-first", "tag-last", "truncated", "length+1", "length-1",
+                     "header-byte", "short-last", "empty-first", "impossible")
+
+
+def _gcm_fault(rng: random.Random, message: bytearray, fault: str) -> bytearray:
+    """One fault in the first sealed message: a tag flipped in its first or its last segment, its length field one
+    off, its header length byte wrong, its last segment cut to 15, 16 or 17 bytes, an empty message (a header
+    alone) before it, an impossible length (shorter than the header)."""
+    total, head = int.from_bytes(message[:GCM_LENGTH_BYTES], "big"), GCM_LENGTH_BYTES + message[GCM_LENGTH_BYTES]
+    if fault == "tag-first":
+        message[head + min(GCM_CIPHERTEXT_SEGMENT, total - head) - 1] ^= 1
+    elif fault == "tag-last":
+        message[total - 1] ^= 1
+    elif fault in ("length+1", "length-1", "impossible"):
+        length = {"length+1": total + 1, "length-1": total - 1, "impossible": head - 1}[fault]
+        message[:GCM_LENGTH_BYTES] = length.to_bytes(GCM_LENGTH_BYTES, "big")
+    elif fault == "header-byte":
+        message[GCM_LENGTH_BYTES] ^= rng.choice((1, 0x30))
+    elif fault == "short-last":
+        whole = (total - head - 1) // GCM_CIPHERTEXT_SEGMENT
+        cut = min(head + whole * GCM_CIPHERTEXT_SEGMENT + rng.choice((GCM_TAG_LENGTH - 1, GCM_TAG_LENGTH,
+                                                                      GCM_TAG_LENGTH + 1)), total)
+        message = message[:cut] + message[total:]
+        message[:GCM_LENGTH_BYTES] = cut.to_bytes(GCM_LENGTH_BYTES, "big")
+    elif fault == "empty-first":
+        message = bytearray(head.to_bytes(GCM_LENGTH_BYTES, "big")) + message[GCM_LENGTH_BYTES:head] + message
+    return message
+
+
+def _gcm_cuts(rng: random.Random, stream: bytes) -> list[bytes]:
+    """The sealed bytes whole, or cut once or twice at a segment's bound, one byte before or past (a header's, the
+    first segments', the first message's end)."""
+    if rng.random() < 0.3:
+        return [stream]
+    head = GCM_LENGTH_BYTES + stream[GCM_LENGTH_BYTES]
+    first = int.from_bytes(stream[:GCM_LENGTH_BYTES], "big")
+    bounds = (1, GCM_LENGTH_BYTES, head, head + GCM_CIPHERTEXT_SEGMENT, head + 2 * GCM_CIPHERTEXT_SEGMENT, first)
+    cuts = sorted({min(max(rng.choice(bounds) + rng.choice((-1, 0, 1)), 1), len(stream) - 1)
+                   for _ in range(rng.choice((1, 1, 2)))})
+    return [stream[a:b] for a, b in zip([0, *cuts], [*cuts, len(stream)]) if b > a]
+
+
+def _gcm_edges(rng: random.Random) -> dict[str, Any]:
+    """Both ends under GCM; the side under test is sent messages at every segment and message bound (their
+    ciphertext segments zeros, so a vector stays short), with at most one fault, cut at a bound or a byte either
+    side; and seals back batches of buffers ending at such bounds."""
+    config = {"secret": "s3cret", "appId": "app-1", "cipher": rng.choice(("AES/GCM/NoPadding", "gcm")),
+              "engineVersion": rng.choice((1, 2))}
+    seeds = [f"{rng.getrandbits(64):016x}" for _ in range(2)]
+    side = rng.choice(("authServer", "authClient"))
+    client = ClientHandshake(config_of(config), seeded(seeds[1]))
+    sent = client.challenge()
+    answered = ServerHandshake(config_of(config), ReplayGuard(), seeded(seeds[0])).receive(sent)
+    assert isinstance(answered, Established)
+    settled = client.receive(answered.reply)
+    assert isinstance(settled, Established)
+    sender = settled.cipher if side == "authServer" else answered.cipher
+    twin = _sender((config, config), seeds, sent, answered.reply, side)
+    messages = [bytearray(sender.seal([_keystream(bytes(twin.seal([bytes(rng.choice(GCM_EDGES))])))]))
+                for _ in range(rng.choice((1, 1, 2)))]
+    messages[0] = _gcm_fault(rng, messages[0], rng.choice(GCM_FAULTS))
+    stream = b"".join(messages)
+    if rng.random() < 0.1:
+        stream = stream[:len(stream) - rng.choice((1, GCM_TAG_LENGTH, GCM_TAG_LENGTH + 1))]  # the last segment cut
+    batches: list[Any] = [[rng.choice(GCM_PART_SIZES) for _ in range(rng.choice((1, 2, 2, 3)))]
+                          for _ in range(rng.choice((0, 1, 1, 2)))]
+    return {"function": side, "config": config, "random": seeds[0] if side == "authServer" else seeds[1],
+            "received": [(sent if side == "authServer" else answered.reply).hex()],
+            "sealed": [compact_bytes(chunk) for chunk in _gcm_cuts(rng, stream)], "plaintexts": batches}
+
+
 def _settings(rng: random.Random) -> dict[str, Any]:
     conf: dict[str, str] = {}
     if rng.random() < 0.9:
@@ -303,5 +391,6 @@ def _settings(rng: random.Random) -> dict[str, Any]:
             "secret": rng.choice(("generated", None, "", " "))}
 
 
-SHAPES: Final[tuple[tuple[Callable[[random.Random], dict[str, Any]], int], ...]] = ((_exchange, 12), (_settings, 4))
+SHAPES: Final[tuple[tuple[Callable[[random.Random], dict[str, Any]], int], ...]] = (
+    (_exchange, 12), (_settings, 4), (_gcm_edges, 8))
 """Each authentication request shape with its weight among all the inputs' shapes."""

@@ -208,7 +208,11 @@ def _payload(rng: random.Random) -> bytes:
 
 def _message(rng: random.Random) -> dict[str, Any]:
     """A valid message of any type, its fields at the edges of their ranges."""
-    kind = rng.choice(list(MessageType))
+    return _message_of_type(rng, rng.choice(list(MessageType)))
+
+
+def _message_of_type(rng: random.Random, kind: MessageType) -> dict[str, Any]:
+    """A valid message of ``kind``, its fields at the edges of their ranges."""
     out: dict[str, Any] = {"type": kind.name, "seq": _edge(rng, INT64), "writer_id": _edge(rng, INT32),
                            "reader_id": _edge(rng, INT32)}
     if kind is MessageType.CREDIT_CONTROL_MESSAGE:
@@ -369,6 +373,11 @@ def _encode_request(rng: random.Random) -> Request:
             None, 7, [text]))
         if message["payload"] is None:
             del message["payload"]
+    if message.get("type") == MessageType.DATA_MESSAGE_UNSAFE_ROW.name and isinstance(message.get("payload"), str) \
+            and rng.random() < 0.15:  # data_size one off a payload that is well-formed hex, and no other fault
+        message = {**_message_of_type(rng, MessageType.DATA_MESSAGE_UNSAFE_ROW)}
+        message["data_size"] = len(bytes.fromhex(message["payload"])) + rng.choice((1, -1, 0))
+        return {"function": "encode", "layer": rng.choice(("frame", "body")), "message": message}
     for fault in _faults(rng, _JSON_FAULTS):
         if isinstance(message, dict) and len(message) > 1:
             message = _json_fault(rng, message, fault)
@@ -437,9 +446,12 @@ def _budget_request(rng: random.Random) -> Request:
     """The memory-budget settings at Java's int bounds (0, 1, 2^31-1, 2^31, negative, with units) and at the edges
     of the writer's budget for its readers: the 2 R N floor, the TCP buffers' share, 2^31-1, one either side."""
     readers, buffer = rng.choice(_READERS), rng.choice(_BUFFER_SIZES)
+    if rng.random() < 0.3:  # the floor of 2 buffers a reader at 2^31: R N = 2^30, a byte either side
+        readers = rng.choice((1, 2, 4))
+        buffer = 2**30 // readers + rng.choice((-1, 0, 0, 1))
     tcp = readers * (TCP_SEND_BUFFER + TCP_RECEIVE_BUFFER)
     edge = rng.choice((2 * readers * buffer + tcp, buffer + tcp, 2**31 - 1 + tcp, buffer, 2**31 - 1))
-    memory = rng.choice((edge + rng.choice((-1, 0, 0, 1)), 0, 1, -1, 2**31 - 1, 2**31, -(2**31), 33554432))
+    memory = rng.choice((edge + rng.choice((-1, 0, 0, 1)),) * 3 + (0, 1, -1, 2**31 - 1, 2**31, -(2**31), 33554432))
     settings = {"spark.shuffle.streaming.networkBufferSize": str(buffer),
                 "spark.shuffle.streaming.writerMaxMemory": rng.choice((str(memory),) * 14 + (
                     f" {memory} ", f"+{memory}", "32m", "1k", "0x10", ""))}
@@ -498,7 +510,8 @@ HEADER: Final = [
     "With capability inputs-auth: authServer / authClient (one end of the AuthEngine handshake under 'config';",
     "its draws are the bytes of SHA-256(random || counter) blocks in the spec's order; 'received' the peer's bytes",
     "fed in turn, then 'sealed' ciphertext; 'plaintexts' sealed back, an integer n meaning the bytes i % 251 for",
-    "i < n; sealed output past 512 bytes shown as its length and SHA-256) and authSettings (conf, appId, the",
+    "i < n, a list the buffers of one batch, sealed at once; sealed output past 512 bytes shown as its length and",
+    "SHA-256) and authSettings (conf, appId, the",
     "generated secret). With capability inputs-tasks: failureText (role, task, description: a string or",
     "{repeat: UTF-8 hex, times: n}; an answer past 512 bytes shown as its length and SHA-256), rootCause (a task's",
     "error by type name, 'seen' the look at its attempt, 'waitedS') and errorReport (a typed shuffle error from",
@@ -578,6 +591,10 @@ def select_corpus(count: int) -> dict[str, Any]:
 
 
 _ATTRIBUTE = "the attribute is kept for the runtime; the error's JSON (what an answer shows) is built from its parameters"
+_BETWEEN_MESSAGES = ("the receiver's message length is -1 between messages and at least a header's (8 + 1 + key + 7 "
+                     "bytes) within one: only its sign is read, so 0, 1 and -2 split it alike")
+_HOT_PATH = ("whole segments before a message's last are decrypted alike by the hot path and one at a time (the same "
+             "nonces, never the last's): the bound only moves work between the two")
 _RESPONSE_OR_FAILURE = ("the frame reader lets only an RpcResponse (4) or an RpcFailure (5) through: == 5 is >= 5, and "
                         "after a failure returned, != 4 is as false as < 4 and > 4")
 _PARSED = ("validate sees values parse made (an int or a bool, in range); only a Python caller building "
@@ -642,6 +659,38 @@ JUDGED: Final[tuple[Judgement, ...]] = (
      "one eviction rank more than the ranks used: it stays empty, and an empty rank is passed over"),
     ("departure.Departures.leaving", "queued_bytes == 0: == -> <=", "equivalent",
      "a queue holds 0 bytes or more (the reactor counts them): <= 0 is == 0"),
+    *((f"ciphers.GcmCipher.{function}", part, "equivalent", _BETWEEN_MESSAGES) for function, part in (
+        ("__init__", "1 -> 2"), ("_unit_length", "self._total < 0"), ("_unit_length", "0 -> 1"),
+        ("_open_unit", "self._total < 0"), ("_open_unit", "0 -> 1"), ("_open_unit", "1 -> 2"),
+        ("_start_message", "1 -> 2"), ("close", "self._total >= 0"), ("close", "0 -> 1"))),
+    *(("ciphers.GcmCipher.__init__", part, "equivalent", "set by _start_message before any segment is read (and "
+       "between messages only the sign of the length is read)") for part in (
+        "0 -> ", "drop self._segment", "drop self._prefix")),
+    *(("ciphers.GcmCipher.open", part, "equivalent", _HOT_PATH) for part in ("1 -> 2", "inner > 1", "1 -> 0")),
+    ("ciphers.GcmCipher.open", "drop self._pending = bytearray()", "equivalent", "the pending bytes are replaced at "
+     "the end of open; the loop between reads only the message's counters (and an error ends the session)"),
+    ("ciphers.GcmCipher._open_unit", "len(unit) == self._total - self._read: == -> >=", "equivalent",
+     "a unit is at most what is left of its message (min(left, a segment)): >= is =="),
+    ("ciphers.GcmCipher._start_message", "self._read == total: == -> >=", "equivalent",
+     "a length below the header's is refused above, so the header's length read is at most the total: >= is =="),
+    ("ciphers.GcmCipher.seal", "size <= GCM_PLAINTEXT_SEGMENT: <= -> <", "equivalent", "a batch of exactly one "
+     "segment is laid out and sealed alike by the join and by the segment loop: one message, its one segment last"),
+    ("ciphers.GcmCipher.seal", "segment == last: == -> >=", "equivalent", "the loop's segment is never past last"),
+    *(("ciphers._segmented", part, "equivalent", "a buffer that exactly fills a segment's room is laid out alike "
+       "either way: the room for its tag follows it at once, or ahead of the next buffer (and the next message's "
+       "head) or at the end; an empty piece joins to nothing") for part in (
+        "length < room: < -> <=", "length - start >= room: >= -> >", "start < length: < -> <=")),
+    ("ciphers._room", "len(buffer) >= size: >= -> >", "equivalent",
+     "a buffer of exactly the size asked, or a new one: an answer copies each plaintext before the next open"),
+    ("http2_watch.FrameReader.feed", "5 -> 4", "equivalent",
+     "the stream id read with the flags byte in front is masked to its 31 bits all the same"),
+    ("http2_watch.FrameReader.feed", "9 -> 10", "equivalent", "a frame header is 9 bytes: a slice to 10 ends at 9"),
+    ("http2_watch.FrameReader.feed", "frame.kind == DATA: == -> <=", "equivalent",
+     "DATA is type 0 and a type is a byte: <= 0 is == 0"),
+    ("http2_watch._Stream.carries_request", "5 -> 6", "equivalent",
+     "the prefix holds at most 5 bytes: a slice to 6 ends at 5"),
+    ("http2_watch.ConnectionWatch._client_data", "GRPC_PREFIX_BYTES - len(stream.prefix): - -> +", "equivalent",
+     "a piece's head is at most 5 bytes, so the prefix grows past 5 only by bytes carries_request never reads"),
     ("handshake.ClientHandshake._complete", "frame[TYPE_OFFSET] ==", "equivalent", _RESPONSE_OR_FAILURE),
     ("handshake.ClientHandshake._complete", "frame[TYPE_OFFSET] !=", "equivalent", _RESPONSE_OR_FAILURE),
     ("handshake._FrameReader.feed", "drop self._buffer.clear()", "equivalent", "a handshake reads one frame: once "

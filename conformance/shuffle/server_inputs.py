@@ -135,7 +135,7 @@ def _frame(kind: int, flags: int, stream: int, payload: bytes, length: int | Non
 def _grpc_data(rng: random.Random, stream: int) -> list[bytes]:
     """A stream's first gRPC message in one or two DATA frames: its 5-byte prefix, then as many bytes as it
     announces, one fewer or one more; now and then padded, or cut inside the prefix."""
-    announced = rng.choice((0, 0, 1, 2, 3, 2**24 - 1, 2**32 - 1))
+    announced = rng.choice((0, 0, 1, 2, 3, 2**24 - 1, 2**24, 2**32 - 1))
     body = bytes(max(min(announced, 3) + rng.choice((0, 0, -1, 1)), 0))
     message = bytes((rng.choice((0, 0, 1)),)) + announced.to_bytes(4, "big") + body
     flags = PADDED if rng.random() < 0.1 else rng.choice((0, 0, END_STREAM))
@@ -151,8 +151,9 @@ def _client_frames(rng: random.Random) -> list[bytes]:
     frames = [_frame(SETTINGS, 0, 0, bytes(rng.choice((0, 6))))]
     frames += [_frame(SETTINGS, ACK, 0, b"")] if rng.random() < 0.7 else []
     for _ in range(rng.randint(1, 6)):
-        stream = rng.choice((1, 1, 3, 3, 5, 0, 2**31 + 1))
-        shape = rng.choice(("ack", "open", "open", "open", "open", "data", "data", "data", "reset", "ping", "lying"))
+        stream = rng.choice((1, 1, 3, 3, 5, 0, 2**31 + 1, 2**24 + 1, 2**31 - 1))
+        shape = rng.choice(("ack", "open", "open", "open", "open", "data", "data", "data", "reset", "ping", "lying",
+                            "other"))
         if shape == "ack":
             frames.append(_frame(SETTINGS, rng.choice((ACK, ACK, 0, 0xFF)), 0, b""))
         elif shape == "open":
@@ -164,6 +165,8 @@ def _client_frames(rng: random.Random) -> list[bytes]:
             frames.append(_frame(RST_STREAM, 0, stream, bytes(4)))
         elif shape == "ping":
             frames.append(_frame(6, rng.choice((0, ACK)), 0, bytes(8)))
+        elif shape == "other":  # PRIORITY, PUSH_PROMISE, WINDOW_UPDATE, CONTINUATION on a stream: nothing changes
+            frames.append(_frame(rng.choice((2, 5, 8, 9)), 0, stream, bytes(4)))
         else:  # a header announcing more payload than follows: the rest of the bytes are skipped
             frames.append(_frame(rng.choice((DATA, HEADERS)), 0, stream, bytes(2), length=rng.choice((3, 9, 10))))
     return frames
