@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, Final, Sequence, cast
 import pyarrow as pa
 
 from conformance import vectorgen
-from conformance.compact_bytes import expand_bytes
+from conformance.compact_bytes import CompactFormError, expand_bytes
 from conformance.framework import CaseContext, Verdict
 from conformance.mutant_report import Judgement, render_report
 
@@ -122,6 +122,8 @@ def answer(item: Item) -> dict[str, Any]:
         return {"value": _decode(item)}
     except SyncError as error:
         return {"error": error.condition, "message": one_line(str(error))}
+    except CompactFormError:
+        raise  # a broken input, not an answer of the spec's
     except Exception as error:  # noqa: BLE001 - an error the spec does not type is an answer too, recorded as such
         return {"raised": type(error).__name__, "message": one_line(str(error))}
 

@@ -31,6 +31,7 @@ os.environ.setdefault("GRPC_VERBOSITY", "NONE")
 
 from dataclasses import fields, replace  # noqa: E402
 
+from conformance.compact_bytes import CompactFormError  # noqa: E402
 from conformance.sync.clock import ManualClock  # noqa: E402
 from reference.sync.server import SyncServer  # noqa: E402
 from reference.sync.store import DeltaStore  # noqa: E402
@@ -76,6 +77,8 @@ def answer(endpoint: SyncServerEndpoint, clock: ManualClock, line: str, server: 
             from conformance.sync import decode  # imported when asked, as MACHINES
 
             return "DECODE " + json.dumps(decode.answer(json.loads(line.split(None, 1)[1])))
+        except CompactFormError as broken:
+            return f"ERROR {broken}"
         except (ValueError, KeyError, TypeError, IndexError):
             return "ERROR a DECODE line holds one input as JSON"
     try:

@@ -61,3 +61,18 @@ def test_a_malformed_text_form_is_refused_with_one_typed_error(form: Any) -> Non
 def test_the_error_is_not_a_refused_input() -> None:
     """The targets answer a ValueError as an input outside a function's domain; a broken vector is not that."""
     assert not issubclass(CompactFormError, ValueError)
+
+
+def test_a_broken_form_reaches_no_function_under_test() -> None:
+    """The sync target answers one error line (not the spec's ``raised``); the cluster target's call raises it (its
+    control answers ``ERROR``), not ``refused``."""
+    from conformance.cluster.inputs_target import run
+    from conformance.sync.clock import ManualClock
+    from conformance.sync.reference_target import TARGET_SETTINGS, answer
+    from spec.sync.server import SyncServerEndpoint, recorded_durable
+
+    line = 'DECODE {"decoder": "response", "hex": {"repeat": "00", "times": 67108865}}'
+    got = answer(SyncServerEndpoint(TARGET_SETTINGS, recorded_durable([])), ManualClock(), line)
+    assert got == f"ERROR expands to 67108865 bytes, past the bound of {MAX_EXPANDED_BYTES}"
+    with pytest.raises(CompactFormError, match="not hex"):
+        run({"call": "decode", "body": "0"})
