@@ -1074,23 +1074,33 @@ def select_part(modules: Sequence[str], seed: int, count: int, max_tries: int | 
 
 
 def select_more(recorded_selection: dict[str, Any], modules: Sequence[str], max_tries: int = SETTINGS_TRIES,
-                again_only: bool = False) -> dict[str, Any]:
+                again_only: bool = False, settings_only: bool = False, again_pool: int | None = None,
+                retry: Sequence[str] = ()) -> dict[str, Any]:
     """The recorded selection carried on over ``modules``: the mutants it did not tell apart tried again, those not
     confirmed through the ``exec:`` target or timed out on the candidates it tried ``MAX_TRIES`` of, the others
     (unless ``again_only``: they stay survivors) on up to ``max_tries`` of the walks with settings off their
     defaults that run their lines (every candidate before them was tried on them already, up to ``MAX_TRIES``);
-    every new kill confirmed (:func:`confirm`). What it told apart stays so (its mutants' lines have not moved: a
-    mutant is named by its line)."""
+    every new kill confirmed (:func:`confirm`); ``settings_only``: every mutant left on the settings walks alone;
+    ``again_pool``: those retried are tried on every walk kept and the first ``again_pool`` candidates only;
+    ``retry``: rules retried besides (those an earlier selection timed out on).
+    What it told apart stays so (its mutants' lines have not moved: a mutant is named by its line)."""
     logging.disable(logging.CRITICAL)
     seed, count = recorded_selection["seed"], recorded_selection["candidates"]
     walks = candidates(seed, count)
     told = set(recorded_selection["killedBy"])
-    before = {rule for f in recorded_selection["modules"].values() for rule in f["unconfirmed"] + f["timedOut"]}
+    before = set(retry) | (set() if settings_only else {rule for f in recorded_selection["modules"].values()
+                                                        for rule in f["unconfirmed"] + f["timedOut"]})
     mutants = {module: mutants_of(module) for module in modules}
     fresh = [m for found in mutants.values() for m in found if m.name not in told]
     again, rest = [m for m in fresh if _rule(m.name) in before], [m for m in fresh if _rule(m.name) not in before]
-    first = select(walks[:count], lambda: run_directly, SERVER_PREFIXES, again, per_walk_s=PER_WALK_S,
-                   progress=_say, max_tries=recorded_selection["maxTries"]) if again else Selection([], {}, [], [], [])
+    pool = list(range(count))
+    if again_pool is not None:  # the kept walks and the first ``again_pool``, each tried (no tracing: a short pool)
+        pool = sorted(set(recorded_selection["killedBy"].values()) | set(range(again_pool)))
+    first = select([walks[i] for i in pool], lambda: run_directly, SERVER_PREFIXES, again, per_walk_s=PER_WALK_S,
+                   progress=_say, max_tries=recorded_selection["maxTries"] if again_pool is None else None,
+                   traced=again_pool is None) if again else Selection([], {}, [], [], [])
+    first = Selection([pool[i] for i in first.kept], {n: pool[i] for n, i in first.killed_by.items()},
+                      first.survivors, first.broken, first.timed_out)
     second = select(walks[count:], lambda: run_directly, SERVER_PREFIXES, rest, per_walk_s=PER_WALK_S,
                     progress=_say, max_tries=max_tries) if not again_only else Selection([], {}, [m.name for m in rest],
                                                                                         [], [])
@@ -1150,6 +1160,9 @@ _LIFE: Final = ("a put naming a server life (the server-life extension): the tar
 _PEAK: Final = "the peak of pending bytes: a server's statistics, not an answer"
 _EMPTY_BATCH: Final = ("a put whose record batches hold no rows: a walk's client sends a put without rows as its "
                        "schema alone, and a put with no batch has no schema (put_schema)")
+_IDS: Final = "a transaction's id is the writer's own: only that ids differ matters"
+_SQUASH: Final = ("the size threshold reached with two items or more of one table (puts alternating column orders, "
+                  "each an item): the walks' size puts share one layout, so a table holds one item")
 JUDGED: Final[dict[str, tuple[str, str]]] = {
     "admission.PutSlots": ("unreachable", _CONCURRENT),
     "admission.MemoryBudget": ("unreachable", _CONCURRENT),
@@ -1164,6 +1177,20 @@ JUDGED: Final[dict[str, tuple[str, str]]] = {
     "commit_time.commit_timestamp_ms": ("unreachable", "a Delta commit's timestamp: a walk reads rows, and the "
                                         "contract does not move a target's wall clock (row 77)" + _HELD),
     "writer.RunningTotals": ("equivalent", "a Protocol's body, never run"),
+    "admission._type_problem: swap checks": ("equivalent", "no Arrow type is both the null type and nested"),
+    "writer.SyncWriter.__init__: 0": ("equivalent", _IDS),
+    "writer.SyncWriter.put: 1 -> 2": ("equivalent", _IDS),
+    "writer.SyncWriter.put: drop self.expire(now)": ("unreachable", "a put after an open transaction's timeout that "
+                                                     "comes before the flusher woke: ADVANCE returns once the flusher "
+                                                     "has done what fell due, so it has discarded the transaction"),
+    "writer.SyncSettings.high_watermark": ("unreachable", "the default high-watermark (none given): the target always "
+                                           "sets one"),
+    "writer.SyncWriter.next_action: 1": ("gap", _SQUASH),
+    "writer.SyncWriter.next_action: len(self.squashable_items": ("gap", _SQUASH),
+    "writer.SyncWriter.next_action: not tables[table].squashed": ("gap", _SQUASH),
+    "writer.SyncWriter.next_action: drop not in not tables[table].squashed": ("gap", _SQUASH),
+    "writer.SyncWriter.squashable_items": ("gap", _SQUASH),
+    "writer.SyncWriter.squashed": ("gap", _SQUASH),
     "writer.RowGroupLimits.__post_init__": ("unreachable", "row-group limits below one row or byte: the store builds "
                                             "its limits at 4096 rows and 4 MiB, and no setting moves them"),
     "writer.RowGroupLimits.cut": ("unreachable", "a flush of more than one row group (over 4096 rows or 4 MiB): a "
@@ -1206,6 +1233,13 @@ def judgement(rule: str) -> tuple[str, str]:
     return JUDGED[max(matches, key=len)] if matches else ("gap", "")
 
 
+def _told_apart_by_inputs() -> set[str]:
+    """The rules (``module.function: operator``) the input corpus's recorded selection tells apart (one request each)."""
+    from conformance.sync.inputs import VECTOR_FILE as INPUTS_FILE
+
+    return {_rule(name) for name in json.loads(INPUTS_FILE.read_text())["selection"]["killedBy"]}
+
+
 def report(doc: dict[str, Any]) -> str:
     """``docs/walks/sync.md``: the figures per module and the survivors by function and operator, judged; the
     mutants that only timed out, and those whose kill the ``exec:`` target did not reproduce, listed apart."""
@@ -1218,7 +1252,10 @@ def report(doc: dict[str, Any]) -> str:
              "(`SyncServer.on_put`, no gRPC); every kill was then confirmed through the reference target as an `exec:` "
              f"target with the mutant planted in a copy of the tree. {doc['numberOfTests']} walks kept. A walk past its "
              f"time limit twice ({PER_WALK_S:g} s, then {2 * PER_WALK_S:g} s) tells nothing: a mutant on which one did "
-             "is listed apart, never told apart. Score: told apart / (mutants - broken - equivalent).", "",
+             "is listed apart, never told apart (a flusher asking again and again to be woken at a time already "
+             "reached is no such hang: the target answers that `ADVANCE` with an error, `conformance.sync.clock."
+             "SPIN_LIMIT`; what still times out loops within one call). Score: told apart / (mutants - broken - "
+             "equivalent).", "",
              "What neither the walks nor the selection's runner express (the runner hands each put to the driver whole, "
              "as the transport does once a stream ended; every walk step is expressible): a put split over several "
              "messages, a stream held open, slow or cut, puts in flight at once, the put slots and the connection cap "
@@ -1249,15 +1286,18 @@ def report(doc: dict[str, Any]) -> str:
         listed = [(module, rule) for module, f in sel["modules"].items() for rule in f[key]]
         if listed:
             lines += ["", f"## {heading}", "", text, ""] + [f"- `{rule}`" for _, rule in listed]
+    by_inputs = _told_apart_by_inputs()
     lines += ["", "## Survivors", "", "Each with its judgement: equivalent (why), unreachable through the walk "
-              "vocabulary (the input it lacks), or gap (no walk of the candidates tells it apart yet).", ""]
+              "vocabulary (the input it lacks), or gap (no walk of the candidates tells it apart yet); marked *inputs* "
+              "where the input corpus tells it apart with one request (docs/walks/sync-inputs.md).", ""]
     for module, f in sel["modules"].items():
         if not f["survivors"]:
             continue
         lines += [f"### {module}", ""]
         for survivor in f["survivors"]:
             kind, why = judgement(survivor)
-            lines.append(f"- `{survivor}`: {kind}" + (f", {why}" if why else ""))
+            lines.append(f"- `{survivor}`: {kind}" + (f", {why}" if why else "")
+                         + ("; *inputs*" if survivor in by_inputs else ""))
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
 
@@ -1325,9 +1365,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.add_argument("--max-tries", type=int, default=SETTINGS_TRIES)
         parser.add_argument("--out", type=Path, required=True)
         parser.add_argument("--again-only", action="store_true")
+        parser.add_argument("--settings-only", action="store_true")
+        parser.add_argument("--again-pool", type=int)
+        parser.add_argument("--retry-timed-out-in", type=Path, help="a selection whose timed-out mutants are retried")
         opts = parser.parse_args(args[1:])
         recorded_selection = json.loads(VECTOR_FILE.read_text())["selection"]
-        opts.out.write_text(json.dumps(select_more(recorded_selection, opts.modules, opts.max_tries, opts.again_only)))
+        retry = [] if opts.retry_timed_out_in is None else [
+            rule for f in json.loads(opts.retry_timed_out_in.read_text())["modules"].values() for rule in f["timedOut"]]
+        opts.out.write_text(json.dumps(select_more(recorded_selection, opts.modules, opts.max_tries, opts.again_only,
+                                                   opts.settings_only, opts.again_pool, retry)))
         return 0
     if args[:1] == ["record"]:
         selection = _merge([Path(a) for a in args[1:]])
