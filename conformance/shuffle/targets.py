@@ -159,8 +159,8 @@ class ShuffleTarget(Protocol):
 
     def reader(self, workload: Workload, peer: tuple[str, int], ctx: CaseContext) -> AbstractRunning: ...
 
-    def refusal(self, workload: Workload, ctx: CaseContext) -> Report | None:
-        """``settings``: the error a writer reports for the workload's settings instead of listening, or
+    def refusals(self, workloads: Sequence[Workload], ctx: CaseContext) -> list[Report | None]:
+        """``settings``: for each workload, the error a writer reports for its settings instead of listening, or
         None when it listens (it runs with them)."""
         ...
 
@@ -265,14 +265,18 @@ class ExecTarget:
 
         return self._running(process, document, peer, consume if workload.slow_consumer else None)
 
-    def refusal(self, workload: Workload, ctx: CaseContext) -> Report | None:
-        process, document = self._start(workload, ctx, {})
+    def refusals(self, workloads: Sequence[Workload], ctx: CaseContext) -> list[Report | None]:
+        """The writers are started together: a refusal costs a program's start, and the starts overlap."""
+        started: list[tuple[ExecProcess, Path]] = []
         try:
-            first = process.line(0, min(ctx.remaining(), STARTUP_TIMEOUT_S))
+            for workload in workloads:
+                started.append(self._start(workload, ctx, {}))
+            firsts = [process.line(0, min(ctx.remaining(), STARTUP_TIMEOUT_S)) for process, _ in started]
         finally:
-            process.stop()
-            document.unlink(missing_ok=True)
-        return None if first is None else parse_report_line(first)
+            for process, document in started:
+                process.stop()
+                document.unlink(missing_ok=True)
+        return [None if first is None else parse_report_line(first) for first in firsts]
 
 
 def auth_to_json(auth: AuthConfig) -> dict[str, Any]:
@@ -311,7 +315,7 @@ class TcpTarget:
     def reader(self, workload: Workload, peer: tuple[str, int], ctx: CaseContext) -> AbstractRunning:
         raise ValueError("a tcp:// target cannot connect as a reader")
 
-    def refusal(self, workload: Workload, ctx: CaseContext) -> Report | None:
+    def refusals(self, workloads: Sequence[Workload], ctx: CaseContext) -> list[Report | None]:
         raise ValueError("a tcp:// target cannot be given settings")
 
 
@@ -379,7 +383,10 @@ class SparkTarget:
 
         return self._running(readers[0], peer, stop, readers[0].consume if workload.slow_consumer else None)
 
-    def refusal(self, workload: Workload, ctx: CaseContext) -> Report | None:
+    def refusals(self, workloads: Sequence[Workload], ctx: CaseContext) -> list[Report | None]:
+        return [self._refusal(workload) for workload in workloads]
+
+    def _refusal(self, workload: Workload) -> Report | None:
         answer = self.spark.settings({k: v for k, v in workload.settings.items()
                                       if k not in (ACK_TIMEOUT_KEY, MAX_RECORD_SIZE_KEY)})
         if "refused" not in answer:

@@ -431,8 +431,7 @@ def refuses(field: str, refused: str, condition: str, accepted: str) -> CheckFn:
     value ``accepted`` next to it, it listens."""
     def check(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
         records = {0: DEFAULT_RECORDS}
-        bad = t.refusal(writer_workload(records, **{field: refused}), ctx)
-        good = t.refusal(writer_workload(records, **{field: accepted}), ctx)
+        bad, good = t.refusals([writer_workload(records, **{field: value}) for value in (refused, accepted)], ctx)
         ok = bad is not None and bad.kind == "error" and bad.condition == condition and good is None
         return Verdict(ok, f"{key_of(field)}={refused}: ERROR {condition} before listening; "
                        f"{key_of(field)}={accepted}: listens",
@@ -446,8 +445,8 @@ def refuses_each(refusals: Sequence[tuple[str, str, str]]) -> CheckFn:
     instead of listening (the smallest violations of each setting's type and requirement)."""
     def check(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
         wrong = []
-        for field, value, condition in refusals:
-            got = t.refusal(writer_workload({0: DEFAULT_RECORDS}, **{field: value}), ctx)
+        workloads = [writer_workload({0: DEFAULT_RECORDS}, **{field: value}) for field, value, _ in refusals]
+        for (field, value, condition), got in zip(refusals, t.refusals(workloads, ctx)):
             if got is None or got.kind != "error" or got.condition != condition:
                 wrong.append(f"{key_of(field)}={value!r}: {got or 'listened'}")
         return Verdict(not wrong, "; ".join(f"{key_of(f)}={v!r}: ERROR {c}" for f, v, c in refusals)[:600],
