@@ -202,8 +202,50 @@ def _pieces(rng: random.Random, data: bytes) -> list[bytes]:
     return [data[a:b] for a, b in zip([0, *cuts], [*cuts, len(data)])]
 
 
+def _call(rng: random.Random, stream: int) -> list[tuple[str, bytes]]:
+    """One gRPC call on ``stream`` as a relay sees it: HEADERS, the first message (whole, a byte short or past, in one
+    or two DATA), perhaps more DATA and frames of other kinds, the server's response headers, then its end: the
+    server's trailers or END_STREAM, a RST_STREAM from either side, or none (the call stays open)."""
+    events = [("from_client", _frame(HEADERS, 4, stream, bytes(3)))]
+    events += [("from_client", frame) for frame in _grpc_data(rng, stream)]
+    if rng.random() < 0.4:  # more data once the first message came
+        events.append(("from_client", _frame(DATA, 0, stream, bytes(rng.choice((1, 5, 9))))))
+    if rng.random() < 0.3:  # PRIORITY, PUSH_PROMISE, WINDOW_UPDATE, CONTINUATION: nothing changes
+        events.append(("from_client", _frame(rng.choice((2, 5, 8, 9)), 0, stream, bytes(4))))
+    if rng.random() < 0.6:  # response headers (or data, PRIORITY, WINDOW_UPDATE), without END_STREAM
+        events.append(("from_server", _frame(rng.choice((HEADERS, HEADERS, DATA, 2, 8)), 4, stream, bytes(2))))
+    end = rng.choice(("trailers", "trailers", "server-reset", "client-reset", "data-end", "open"))
+    if end == "trailers":
+        events.append(("from_server", _frame(HEADERS, END_STREAM | 4, stream, bytes(2))))
+    elif end == "data-end":
+        events.append(("from_server", _frame(DATA, END_STREAM, stream, bytes(1))))
+    elif end != "open":
+        events.append(("from_server" if end == "server-reset" else "from_client", _frame(RST_STREAM, 0, stream,
+                                                                                         bytes(4))))
+    return events
+
+
+def _calls(rng: random.Random) -> dict[str, Any]:
+    """A well-formed connection: the handshake, then one to three calls, the next often begun before the last ends,
+    each event relayed whole or cut."""
+    events = [("from_client", PREFACE + _frame(SETTINGS, 0, 0, b"")), ("from_server", _frame(SETTINGS, 0, 0, b""))]
+    events += [("from_client", _frame(SETTINGS, ACK, 0, b""))] if rng.random() < 0.9 else []
+    calls = [_call(rng, stream) for stream in rng.sample((1, 3, 5, 2**24 + 1), rng.randint(1, 3))]
+    while calls:
+        call = rng.choice(calls) if rng.random() < 0.4 else calls[0]
+        events.append(call.pop(0))
+        if not call:
+            calls.remove(call)
+    steps = [[side, piece.hex()] for side, data in events
+             for piece in (_pieces(rng, data) if rng.random() < 0.2 else [data])]
+    return {"function": "watch", "maxStreams": rng.choice((1, 2, 2, 3, 100)), "steps": steps}
+
+
 def _watch_request(rng: random.Random) -> dict[str, Any]:
-    """A gRPC connection as a relay sees it: the client's bytes and the server's interleaved, each cut anywhere."""
+    """A gRPC connection as a relay sees it: calls in order (:func:`_calls`), or the client's bytes and the
+    server's drawn apart and interleaved, each cut anywhere."""
+    if rng.random() < 0.5:
+        return _calls(rng)
     client = _pieces(rng, _preface(rng) + b"".join(_client_frames(rng)))
     server = _pieces(rng, b"".join(_server_frames(rng)))
     steps: list[list[Any]] = []
