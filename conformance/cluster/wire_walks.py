@@ -12,7 +12,7 @@ token are words no rule fixes), with whether it closed.
 Events pushed after WELCOME reach a connection from the cluster's fan-out thread while replies come from
 the poller, so where they fall among the replies is free, and so is how many consecutive membership changes
 one MEMBERSHIP_DELTA carries (docs/spec/cluster.md); what the RFC fixes is each connection's own sequence:
-shard-log and gossip notifications in commit order, membership deltas each on the epoch told before. So
+shard-log and gossip notifications in commit order, membership deltas each on the epoch told before (SHARD gossip is a minimum: its keys are left out). So
 they are recorded apart, per connection and order-insensitively towards the replies: before the ends, every
 member still open writes a GLOBAL gossip key of its own (a barrier: once its notification arrived, everything
 committed before reached it), and the walk's last answer lists, per such connection, the membership it was
@@ -105,7 +105,8 @@ HEADER: Final = [
     "delta carries are free): when any connection is a member still open at the end, the last answer holds one "
     "EVENTS item per such connection (id: the connection), after a barrier write of its own: 'members' the run's "
     "own nodes as it was last told them (node, shard, state), 'data' its shard-log and gossip notifications in "
-    "order, 'brokenBases' how many deltas did not apply on the epoch told before.",
+    "order (keys written as SHARD gossip left out: SHARD is a minimum, a provider may deliver them further), "
+    "'brokenBases' how many deltas did not apply on the epoch told before.",
 ]
 
 
@@ -300,6 +301,10 @@ class _Connection:
                     self.barrier_passed = 0
                     return
                 answered = True
+            elif self.unasked(message):
+                self.replies.append(message)
+                self.barrier_passed = 0
+                return
             elif message.request_id != 0 or message.kind is ServiceKind.ERROR:
                 self.replies.append(message)
             else:
@@ -314,9 +319,11 @@ class _Connection:
         read = [_told(m, symbols, driver.tag) for m in self.replies]
         return read + (["closed"] if self.closed else self.read_until(driver, symbols, lambda _: False))
 
-    def told_events(self, n: int, symbols: Symbols, tag: str) -> dict[str, Any]:
+    def told_events(self, n: int, symbols: Symbols, tag: str, shard_keys: set[str]) -> dict[str, Any]:
         """The events after WELCOME as the walk records them (one EVENTS item): the membership last told, the
-        data notifications in order, the deltas that did not apply on the epoch told before."""
+        data notifications in order (but the keys written as SHARD gossip: SHARD is a minimum, and a provider
+        may deliver them beyond the shard, docs/spec/cluster.md), the deltas that did not apply on the epoch
+        told before."""
         epoch: int | None = None
         records: dict[str, tuple[str, str]] = {}
         data: list[list[Any]] = []
@@ -335,7 +342,7 @@ class _Connection:
                     if change.present and change.node_id.startswith(tag):
                         records[change.node_id] = (change.record.shard_id, str(change.record.state))
             elif message.kind in (ServiceKind.GOSSIP_UPDATE, ServiceKind.SHARD_LOG_UPDATE):
-                own = [e for e in p["entries"] if BARRIER_KEY not in e.key]
+                own = [e for e in p["entries"] if BARRIER_KEY not in e.key and e.key not in shard_keys]
                 entries = _entries(own, tag, symbols)
                 if entries:
                     shard = symbols.name("s", p["shard_id"]) if message.kind is ServiceKind.SHARD_LOG_UPDATE else ""
@@ -361,6 +368,8 @@ def replay(driver: Driver, steps: Sequence[dict[str, Any]]) -> list[Any]:
     """Run a walk's steps on a service whose clock is stopped; the answers."""
     symbols = Symbols()
     connections: dict[int, _Connection] = {}
+    shard_keys: set[str] = set()
+    """Keys written as SHARD gossip: left out of the events recorded (a provider may deliver them further)."""
     address = driver.address
     now_ms = 0
     answers: list[Any] = []
@@ -386,6 +395,8 @@ def replay(driver: Driver, steps: Sequence[dict[str, Any]]) -> list[Any]:
                 connections[n] = _Connection(address, address.secret)
             conn = connections[n]
             if "send" in step:
+                shard_keys.update(o["key"].replace(TAG, driver.tag) for f in step["send"]
+                                  if f.get("kind") == "UPDATE_GOSSIP" and f.get("scope") == "SHARD" for o in f["ops"])
                 tokens = {i: c.token for i, c in connections.items()}
                 data = b"".join(_frame(f, driver.tag, tokens, conn.secret, symbols) for f in step["send"])
                 conn.sent += data
@@ -403,7 +414,8 @@ def replay(driver: Driver, steps: Sequence[dict[str, Any]]) -> list[Any]:
                 connections[n].barrier(driver, n)
         for n in sorted(connections):
             answers.append(connections[n].end(driver, symbols))
-        told = [c.told_events(n, symbols, driver.tag) for n, c in sorted(connections.items()) if c.barrier_passed]
+        told = [c.told_events(n, symbols, driver.tag, shard_keys) for n, c in sorted(connections.items())
+                if c.barrier_passed]
         if told:
             answers.append(told)
     finally:
