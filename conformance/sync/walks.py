@@ -1163,6 +1163,11 @@ _EMPTY_BATCH: Final = ("a put whose record batches hold no rows: a walk's client
 _IDS: Final = "a transaction's id is the writer's own: only that ids differ matters"
 _SQUASH: Final = ("the size threshold reached with two items or more of one table (puts alternating column orders, "
                   "each an item): the walks' size puts share one layout, so a table holds one item")
+_NOTHING_LEFT: Final = ("a failing table whose only pending data is an open transaction discarded at its timeout: "
+                        "the walks' failing tables hold closed ones")
+_HEALED: Final = ("the flush that heals a table is followed by the schedule's next step (the driver asks until "
+                  "nothing is due, under the lock), which finds it due with nothing pending and forgets its failure "
+                  "(nothing_left) before anything else can reach it")
 JUDGED: Final[dict[str, tuple[str, str]]] = {
     "admission.PutSlots": ("unreachable", _CONCURRENT),
     "admission.MemoryBudget": ("unreachable", _CONCURRENT),
@@ -1185,6 +1190,16 @@ JUDGED: Final[dict[str, tuple[str, str]]] = {
                                                      "has done what fell due, so it has discarded the transaction"),
     "writer.SyncSettings.high_watermark": ("unreachable", "the default high-watermark (none given): the target always "
                                            "sets one"),
+    "flush_failures.FlushFailures.waiting": ("equivalent", "at a table's retry instant `due` has it retried first "
+                                             "(next_action asks it before the policy), so whether `waiting` still "
+                                             "counts it then changes nothing"),
+    "flush_failures.FlushFailures.due": ("gap", "a failing table whose policy was raised while it waits (else the "
+                                         "policy flushes it at the instant anyway): the walks keep one policy"),
+    "flush_failures.FlushFailures.next_retry": ("gap", "two tables failing at once: the walks block one"),
+    "flush_failures.FlushFailures.nothing_left": ("gap", _NOTHING_LEFT),
+    "server.SyncServerEndpoint.next_action: drop self._failures.nothing_left": ("gap", _NOTHING_LEFT),
+    "flush_failures.FlushFailures.succeeded": ("equivalent", _HEALED),
+    "server.SyncServerEndpoint.flushed: drop self._failures.succeeded": ("equivalent", _HEALED),
     "writer.SyncWriter.next_action: 1": ("gap", _SQUASH),
     "writer.SyncWriter.next_action: len(self.squashable_items": ("gap", _SQUASH),
     "writer.SyncWriter.next_action: not tables[table].squashed": ("gap", _SQUASH),
