@@ -57,7 +57,8 @@ HEADER: Final = [
     "chunks}, checkBatch {ops}, checkId {kind, text}, checkAddress {address}. Bytes are hex, {repeat: hex, times: n} "
     "or a list of those joined; text a string or {repeat: text, times: n}.",
     "'answer': value (bytes up to 64 in hex, longer as {bytes, sha256: 16 hex digits}), raised (an error's class) or "
-    "refused (a value no frame can carry).",
+    "refused (a value no frame can carry). A model call's told and catchUp leave out gossip written SHARD-scoped by "
+    "another shard than the recipient's: SHARD is a minimum a provider may exceed (flag WiderGossip).",
 ]
 
 

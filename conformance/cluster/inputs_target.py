@@ -53,7 +53,8 @@ from spec.cluster.detector import FailureDetector, FailurePolicy
 from spec.cluster.interface import FailureTiming
 from spec.cluster.session import Answer, Hello, Request, ServiceSession
 from spec.cluster import model
-from spec.cluster.model import ClusterModel, GossipRecord, Member, MemberRecord, MembershipChange, MembershipView
+from spec.cluster.model import (ClusterModel, GossipRecord, GossipUpdate, Member, MemberRecord, MembershipChange,
+                                MembershipView)
 from spec.cluster.types import (Entry, Membership, MetadataOp, NodeId, NodeInfo, NodeState, Revision, Scope,
                                 ShardId, check_address, check_batch, check_id)
 from spec.cluster.wire import ServiceKind
@@ -186,16 +187,34 @@ def _model(call: Json) -> Any:
                            shard_logs={m.shard: {} for m in members.values()})  # each shard's log, empty
     revision, owed = cluster.apply(_operation(call["op"]))
     node = NodeId(call["op"]["node_id"])
-    told = [f"{n}:{_note(note)}" for n, note in cluster.told(owed)]
+    told = [f"{n}:{shown}" for n, note in cluster.told(owed) if (shown := _note(note, _owed_to(cluster, n)))]
     shards = ";".join(f"{s}={' '.join(cluster.shard_members(s))}" for s in sorted(cluster.shard_index))
+    catch_up = (_note(note, _owed_to(cluster, node)) for note in cluster.catch_up(node, call.get("after", 0)))
     return {"revision": revision, "told": ",".join(told), "shards": shards, "members": len(cluster.members),
-            "catchUp": [_note(note) for note in cluster.catch_up(node, call.get("after", 0))]}
+            "catchUp": [shown for shown in catch_up if shown]}
 
 
-def _note(note: Any) -> str:
-    """A notification, short: its type and, for an update, its entries' keys and revisions."""
+def _owed_to(cluster: ClusterModel, node: str) -> Callable[[Any], bool]:
+    """Whether the RFC requires ``node`` to be told an entry: SHARD-scoped gossip is a minimum, which a provider may
+    exceed by telling other shards too (flag WiderGossip), so gossip of another shard is left out of the answers."""
+    member = cluster.members.get(NodeId(node))
+
+    def owed(entry: Any) -> bool:
+        record = cluster.gossip.get(entry.key)
+        return member is None or record is None or record.scope is not Scope.SHARD or record.origin == member.shard
+    return owed
+
+
+def _note(note: Any, owed: Callable[[Any], bool]) -> str:
+    """A notification, short: its type and, for an update, its owed entries' keys and revisions ('' if none is owed)."""
     entries = getattr(note, "entries", None)
-    return type(note).__name__ + ("" if entries is None else "(" + " ".join(f"{e.key}@{e.revision}" for e in entries) + ")")
+    if entries is None:
+        return type(note).__name__
+    if isinstance(note, GossipUpdate):
+        entries = [e for e in entries if owed(e)]
+        if not entries:
+            return ""
+    return type(note).__name__ + "(" + " ".join(f"{e.key}@{e.revision}" for e in entries) + ")"
 
 
 def _service_input(item: Any) -> Any:

@@ -21,6 +21,7 @@ import pytest
 from conformance.cluster import client_walks, inputs, wire_walks
 from conformance.cluster.harness import open_target
 from conformance.framework import CaseContext, RunOptions
+from conformance.operator_mutants import OperatorMutant, fresh_modules, module_path
 
 Vector = dict[str, Any]
 
@@ -110,3 +111,30 @@ def test_a_test_answered_otherwise_fails_its_replay_through_exec(corpus: Corpus)
         assert [p for t in tests for p in corpus.replay(target, options, t)] == []
         problems = corpus.replay(target, options, changed)
     assert problems and "expected" in problems[0] and shown in problems[0]
+
+
+def _recipients_planted(replacement: str) -> OperatorMutant:
+    """The model's choice of who is told a gossip write, replaced."""
+    chosen = "recipients = self.shard_members(origin) if scope is Scope.SHARD else sorted(self.members)"
+    lines = module_path("spec.cluster.model").read_text().splitlines()
+    line = next(number for number, text in enumerate(lines, 1) if chosen in text)
+    col = lines[line - 1].index(chosen)
+    return OperatorMutant("spec.cluster.model", "ClusterModel.apply", "recipients", line, line, col, col + len(chosen),
+                          replacement)
+
+
+def _model_answers(mutant: OperatorMutant) -> list[tuple[Any, Any]]:
+    """Each recorded model call's answer under ``mutant`` beside the recorded one."""
+    tests = [t for t in recorded_tests(CORPORA["inputs"]) if t["call"] == "model"]
+    with fresh_modules(inputs.PREFIXES, mutant):
+        run = inputs.load_runner()
+        return [(run(inputs.call_of(t)), t["answer"]) for t in tests]
+
+
+def test_shard_gossip_told_beyond_its_shard_is_the_spec_s_answer_and_told_to_none_is_not() -> None:
+    """The RFC makes SHARD scope a minimum (flag WiderGossip; etcd tells every member): a model telling every member
+    answers every recorded call as the spec does, while one telling no member fails one."""
+    wider = _model_answers(_recipients_planted("recipients = sorted(self.members)"))
+    assert all(got == wanted for got, wanted in wider)
+    assert any(got != wanted for got, wanted in _model_answers(_recipients_planted(
+        "recipients = [] if scope is Scope.SHARD else sorted(self.members)")))
