@@ -38,15 +38,40 @@ def test_a_put_wakes_the_owner_only_when_it_said_it_sleeps() -> None:
     assert wakes == ["wake"]
 
 
+class LookedAt(threading.Event):
+    """A cancellation flag that counts how often a waiting producer looked at it: each look is one more turn of
+    its wait for room, so a test can wait for the producer to have run instead of waiting for time to pass."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._looks = 0
+        self._looked = threading.Condition()
+
+    def is_set(self) -> bool:
+        with self._looked:
+            self._looks += 1
+            self._looked.notify_all()
+        return super().is_set()
+
+    def looks_after(self, more: int) -> bool:
+        """Wait until the flag was looked at ``more`` times more than now; False past the hang guard."""
+        with self._looked:
+            target = self._looks + more
+            return self._looked.wait_for(lambda: self._looks >= target, HANG_GUARD_S)
+
+
 def test_a_full_hand_over_holds_the_producer_until_the_owner_is_done_with_what_it_took() -> None:
-    h, _, _ = handover(limit=4)
+    cancel = LookedAt()
+    h = Handover(4, lambda: None, cancel)
     h.put(0, b"1234")  # at the limit: the next put waits
     done = threading.Event()
     producer = threading.Thread(target=lambda: h.put(0, b"5") and done.set(), daemon=True)
     producer.start()
-    assert not done.wait(0.05)
+    assert cancel.looks_after(2) and not done.is_set()  # it went round its wait for room and still waits
     assert h.take() == ([(0, b"1234")], False)
-    assert not done.wait(0.05)  # the owner's round (sealing, sending) runs without the producer wanting the GIL
+    # The owner's round (sealing, sending) runs without the producer wanting the GIL: having looked again after
+    # the take, the producer found no room (released, it would have looked once more and returned).
+    assert cancel.looks_after(2) and not done.is_set()
     h.make_room()
     producer.join(HANG_GUARD_S)
     assert done.is_set() and h.take() == ([(0, b"5")], False)
