@@ -16,6 +16,7 @@ import importlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import json
 import signal
 import sys
 import threading
@@ -362,17 +363,43 @@ def _answers(runner: Runner, walk: Any, seconds: float) -> Any:
     raise WalkTimeout(f"no answer within {seconds} s, nor within {2 * seconds} s")
 
 
+Carried = tuple[Any, Any]
+"""A walk an earlier corpus kept and the answers it recorded for it (None: the corpus records none to compare)."""
+
+
+def _plain(value: Any) -> str:
+    """A JSON value's canonical text: tuples and lists alike, keys in order (how a walk read back from a file and one
+    generated anew are compared)."""
+    return json.dumps(value, sort_keys=True, default=repr)
+
+
+def carried_indices(walks: Sequence[Any], expected: Sequence[Any], carried: Sequence[Carried]) -> list[int]:
+    """The indices of the candidates an earlier corpus kept: equal to one of its walks, and answered as it recorded
+    (the spec still gives the same answers), in the earlier corpus's order, each once."""
+    index_of: dict[str, int] = {}
+    for index, walk in enumerate(walks):
+        index_of.setdefault(_plain(walk), index)
+    found: list[int] = []
+    for walk, answers in carried:
+        at = index_of.get(_plain(walk))
+        if at is not None and at not in found and (answers is None or _plain(answers) == _plain(expected[at])):
+            found.append(at)
+    return found
+
+
 def select(walks: Sequence[Any], load_runner: Callable[[], Runner], prefixes: Sequence[str],
            mutants: Sequence[OperatorMutant], per_walk_s: float = 5.0,
            progress: Callable[[str], None] = lambda _: None, max_tries: int | None = None,
-           traced: bool = True) -> Selection:
+           traced: bool = True, carried: Sequence[Carried] = ()) -> Selection:
     """Greedy: for each mutant, the walks already kept first, then the others that run its lines; the
     first walk whose answers differ from the spec's kills it and is kept (a walk past ``per_walk_s`` is run once more
     with the limit doubled; past that too, the mutant is ``timed_out`` and tried no further: never killed, as load
     fakes a hang). ``max_tries``: a mutant no walk
     of that many tells apart is a survivor (walks that cost a server each cannot all be tried on every one).
     ``traced=False``: every walk is a candidate for every mutant (for a runner whose spec code runs in threads
-    the line tracer does not see, such as a gRPC server's)."""
+    the line tracer does not see, such as a gRPC server's). ``carried``: the walks earlier corpora kept
+    (:func:`carried_indices`) are kept from the start and tried first, so a re-selection never loses one to a newer
+    candidate that tells the same mutant apart: it only adds."""
     runner = load_runner()
     files = {str(module_path(m.module)) for m in mutants}
     expected: list[Any] = []
@@ -381,7 +408,7 @@ def select(walks: Sequence[Any], load_runner: Callable[[], Runner], prefixes: Se
         answers, seen = lines_run(runner, walk, files) if traced else (runner(walk), set())
         expected.append(answers)
         covering.append(seen)
-    kept: list[int] = []
+    kept = carried_indices(walks, expected, carried)
     killed_by: dict[str, int] = {}
     survivors: list[str] = []
     broken: list[str] = []
@@ -417,10 +444,12 @@ def select(walks: Sequence[Any], load_runner: Callable[[], Runner], prefixes: Se
 
 
 def select_all(walks: Sequence[Any], load_runner: Callable[[], Runner], prefixes: Sequence[str],
-               mutants: Sequence[OperatorMutant], progress: Callable[[str], None] = lambda _: None) -> Selection:
+               mutants: Sequence[OperatorMutant], progress: Callable[[str], None] = lambda _: None,
+               carried: Sequence[Carried] = ()) -> Selection:
     """``select`` traced, then untraced for the survivors on no walk's lines (what runs at import, such as protobuf
-    descriptors built by a module's top level, is on none: those are tried on every walk); no limit of tries."""
-    traced = select(walks, load_runner, prefixes, mutants, progress=progress)
+    descriptors built by a module's top level, is on none: those are tried on every walk); no limit of tries; the
+    ``carried`` walks kept from the start of both."""
+    traced = select(walks, load_runner, prefixes, mutants, progress=progress, carried=carried)
     runner = load_runner()
     files = {str(module_path(m.module)) for m in mutants}
     ran: set[tuple[str, int]] = set()
@@ -428,7 +457,7 @@ def select_all(walks: Sequence[Any], load_runner: Callable[[], Runner], prefixes
         ran |= lines_run(runner, walk, files)[1]
     again = [m for m in mutants if m.name in set(traced.survivors)
              and not any((str(module_path(m.module)), line) in ran for line in range(m.line, m.end_line + 1))]
-    untraced = select(walks, load_runner, prefixes, again, progress=progress, traced=False)
+    untraced = select(walks, load_runner, prefixes, again, progress=progress, traced=False, carried=carried)
     retried = {m.name for m in again}
     return Selection(traced.kept + [i for i in untraced.kept if i not in traced.kept],
                      traced.killed_by | untraced.killed_by,

@@ -48,13 +48,26 @@ def corpus_document(algorithm: str, schema: str, version: str, seed: int, candid
             "tests": tests}
 
 
+def recorded_tests(paths: Sequence[Path]) -> list[dict[str, Any]]:
+    """The tests of the vector files that exist among ``paths`` (flat or in test groups), in order: what a
+    re-selection carries (``operator_mutants.select``'s ``carried``)."""
+    tests: list[dict[str, Any]] = []
+    for path in paths:
+        if path.exists():
+            document = json.loads(path.read_text())
+            tests += document.get("tests") or [t for group in document.get("testGroups", []) for t in group["tests"]]
+    return tests
+
+
 def corpus_main(module: str, description: str | None, files: tuple[Path, Path, Path], candidates: int,
-                select: Callable[[int], dict[str, Any]], build: Callable[[Sequence[tuple[int, str]]], dict[str, Any]],
+                select: Callable[[int, list[dict[str, Any]]], dict[str, Any]],
+                build: Callable[[Sequence[tuple[int, str]]], dict[str, Any]],
                 report: Callable[[dict[str, Any]], str], text: Callable[[], str], argv: Sequence[str]) -> int:
-    """``python -m <module> [--check | --select [--count N] | --report]`` for a corpus selected by mutation, whose
-    ``files`` are its vector file, the selection's raw outcome and the generated report: ``--select`` runs the
-    selection (minutes: under nice) and writes all three, ``--report`` rewrites the report from the last
-    selection, otherwise the vector file is rebuilt (or checked) from the seed and the candidates it records."""
+    """``python -m <module> [--check | --select [--count N] [--carry FILE]... | --report]`` for a corpus selected by
+    mutation, whose ``files`` are its vector file, the selection's raw outcome and the generated report: ``--select``
+    runs the selection (minutes: under nice), carrying the tests of the vector file and of every ``--carry`` file (an
+    earlier version of it), and writes all three, ``--report`` rewrites the report from the last selection,
+    otherwise the vector file is rebuilt (or checked) from the seed and the candidates it records."""
     vectors, selection, report_file = files
     if "--select" not in argv and "--report" not in argv:
         return write_or_check(module, description, vectors, text, argv)
@@ -62,9 +75,11 @@ def corpus_main(module: str, description: str | None, files: tuple[Path, Path, P
     parser.add_argument("--select", action="store_true", help="run the selection (minutes; under nice)")
     parser.add_argument("--report", action="store_true", help="rewrite the report from the last selection")
     parser.add_argument("--count", type=int, default=candidates)
+    parser.add_argument("--carry", type=Path, action="append", default=[],
+                        help="also carry the tests of this vector file (an earlier version of the corpus)")
     options = parser.parse_args(argv)
     if options.select:
-        outcome = select(options.count)
+        outcome = select(options.count, recorded_tests([vectors, *options.carry]))
         selection.parent.mkdir(parents=True, exist_ok=True)
         selection.write_text(json.dumps(outcome, indent=1) + "\n")
         vectors.write_text(render(build([(n, c) for n, c in outcome["kept"]])))

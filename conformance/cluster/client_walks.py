@@ -29,6 +29,7 @@ from typing import Any, Callable, Final, Sequence
 from conformance.cluster.client_target import ClientDriver, plain
 from conformance.cluster.walks import (bounded_hangs, corpus_report, first_difference, kept_comments, progress_printer,
                                        scoped_mutants, write_corpus)
+from conformance.vectorgen import recorded_tests
 from spec.cluster import wire
 from spec.cluster.errors import ERRORS_BY_CODE, ClusterError
 from spec.cluster.session import Phase
@@ -358,7 +359,9 @@ def selected(progress: bool = False) -> tuple[dict[str, Any], str]:
 
     walks = candidates()
     mutants = client_mutants()
-    selection = select(walks, load_runner, PREFIXES, mutants, per_walk_s=1.0, progress=progress_printer(progress))
+    selection = select(walks, load_runner, PREFIXES, mutants, per_walk_s=1.0, progress=progress_printer(progress),
+                       carried=[({"settings": t["settings"], "steps": t["steps"]}, t["answer"])
+                                for t in recorded_tests([WALKS_FILE])])
     comments = kept_comments(selection)
     tests = []
     for tc_id, index in enumerate(sorted(selection.kept), 1):

@@ -22,6 +22,7 @@ from typing import Any, Callable, Final, Sequence
 
 from conformance.cluster.client_walks import JUDGED as CLIENT_JUDGED
 from conformance.cluster.walks import first_difference, judged_figures, kept_comments, write_corpus
+from conformance.vectorgen import recorded_tests
 from spec.cluster.detector import MAX_TIMING_MS
 from spec.cluster.types import (MAX_ADDRESS_BYTES, MAX_BATCH_OPS, MAX_ID_BYTES, MAX_KEY_BYTES, MAX_MEMBERS, MAX_REVISION,
                                 MAX_VALUE_BYTES)
@@ -398,7 +399,8 @@ def selected(progress: bool = False) -> tuple[dict[str, Any], str]:
     calls = candidates()
     mutants = inputs_mutants()
     selection = select(calls, load_runner, PREFIXES, mutants, per_walk_s=5.0,
-                       progress=(lambda line: print(line, file=sys.stderr, flush=True)) if progress else lambda _: None)
+                       progress=(lambda line: print(line, file=sys.stderr, flush=True)) if progress else lambda _: None,
+                       carried=[(call_of(t), t["answer"]) for t in recorded_tests([INPUTS_FILE])])
     comments = kept_comments(selection)
     tests = [{"tcId": tc_id, "comment": comments[index], "flags": [], "specRef": SPEC_REF} | calls[index] |
              {"answer": run_call(calls[index])} for tc_id, index in enumerate(sorted(selection.kept), 1)]

@@ -817,6 +817,14 @@ def walk_of(test: dict[str, Any], kind: str) -> dict[str, Any]:
     return {"type": kind, "heartbeatInterval": test["heartbeatInterval"], "failAfter": test["failAfter"], "events": events}
 
 
+def recorded_walks() -> list[tuple[dict[str, Any], Any]]:
+    """The walks the committed corpus keeps, each with its recorded answers: what a re-selection carries."""
+    if not WALKS_FILE.exists():
+        return []
+    groups = json.loads(WALKS_FILE.read_text())["testGroups"]
+    return [(walk_of(t, g["type"]), answers_of(t, g["type"])) for g in groups for t in g["tests"]]
+
+
 def answers_of(test: dict[str, Any], kind: str) -> Any:
     """A recorded test's answers, as :func:`run_walk` gives them."""
     if kind == "ModelTrace":
@@ -836,7 +844,8 @@ def selected(progress: bool = False) -> tuple[dict[str, Any], str]:
     mutants = [m for module in MODULES for m in mutants_of(module)]
     started = time.monotonic()
     selection = select(walks, import_runner("conformance.cluster.walks", "run_walk"), PREFIXES, mutants,
-                       progress=(lambda line: print(line, file=sys.stderr, flush=True)) if progress else lambda _: None)
+                       progress=(lambda line: print(line, file=sys.stderr, flush=True)) if progress else lambda _: None,
+                       carried=recorded_walks())
     elapsed = time.monotonic() - started
     comments = kept_comments(selection)
     groups: dict[str, list[dict[str, Any]]] = {"ModelTrace": [], "DetectorTrace": [], "SessionWalk": [], "PolicyWalk": [], "CasWalk": []}

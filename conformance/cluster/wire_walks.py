@@ -45,6 +45,7 @@ from typing import Any, Callable, Final, Sequence
 from conformance.cluster.walks import bounded_hangs, first_difference, judged_figures, kept_comments, write_corpus
 from conformance.cluster.service_wire import RawConnection, ServiceAddress
 from conformance.framework import CaseContext, CaseTimeout
+from conformance.vectorgen import recorded_tests
 from spec.cluster import wire
 from spec.cluster.errors import ClusterError, FrameTooLarge, MalformedMessage
 from spec.cluster.types import MAX_ID_BYTES
@@ -760,7 +761,8 @@ def selected(progress: bool = False) -> tuple[dict[str, Any], str]:
     walks = candidates()
     mutants = [m for module in MODULES for m in mutants_of(module) + rounding_mutants(module)]
     selection = select(walks, load_runner, PREFIXES, mutants, per_walk_s=30.0,
-                       progress=(lambda line: print(line, file=sys.stderr, flush=True)) if progress else lambda _: None)
+                       progress=(lambda line: print(line, file=sys.stderr, flush=True)) if progress else lambda _: None,
+                       carried=[({"steps": t["steps"]}, t["answer"]) for t in recorded_tests([WALKS_FILE])])
     comments = kept_comments(selection)
     tests = []
     for tc_id, index in enumerate(sorted(selection.kept), 1):

@@ -570,17 +570,19 @@ def render() -> str:
 
 # -- the selection ----------------------------------------------------------------------------------------------
 
-def select_corpus(count: int) -> dict[str, Any]:
+def select_corpus(count: int, earlier: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Run the selection over the first ``count`` candidates; its outcome as :data:`SELECTION_FILE` holds it.
     The functions are fast, so every candidate is tried on every mutant (untraced: the codecs and tables the
-    modules derive at import are mutated too), the kept ones first."""
+    modules derive at import are mutated too), the kept ones first: the ``earlier`` corpora's requests (the spec
+    still answering them as they record) before any other."""
     requests = candidates(count)
     every = [m for module in MODULES for m in (*mutants_of(module), *split_mutants(module))] + [
         m for module, functions in FUNCTIONS_OF.items() for m in (*mutants_of(module), *split_mutants(module))
         if m.function in functions]
     mutants = list({m.name: m for m in reversed(every)}.values())[::-1]  # one per name (a name is a rule)
     chosen = select(requests, import_runner("conformance.shuffle.inputs", "answer"), PREFIXES, mutants,
-                    progress=lambda line: print(line, file=sys.stderr, flush=True), traced=False)
+                    progress=lambda line: print(line, file=sys.stderr, flush=True), traced=False,
+                    carried=[(t["request"], t["answer"]) for t in earlier])
     comment: dict[int, str] = {}
     for name, index in chosen.killed_by.items():
         comment.setdefault(index, rule_of(name))

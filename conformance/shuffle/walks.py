@@ -503,12 +503,24 @@ def table_mutants(module: str = "spec.shuffle.transitions") -> list[OperatorMuta
     return out
 
 
-def select_corpus(count: int) -> dict[str, Any]:
+def carried(earlier: Sequence[dict[str, Any]], count: int) -> list[tuple[Walk, None]]:
+    """The walks of ``earlier`` corpora's tests still among the first ``count`` candidates and recorded as the spec
+    runs them now (the walk's number regenerates the same walk, its steps answered alike)."""
+    def unnumbered(test: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in test.items() if k not in ("tcId", "comment")}
+
+    return [(candidate(t["walk"]), None) for t in earlier
+            if t["walk"] < count and unnumbered(_test(0, t["walk"], "", candidate(t["walk"]))) == unnumbered(t)]
+
+
+def select_corpus(count: int, earlier: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Run the selection over the first ``count`` candidates; its outcome as :data:`SELECTION_FILE` holds it.
 
     The operator mutants of :data:`MODULES` and their ==/!= halves are tried on the walks that run their lines;
-    the table rows run only at import, so every walk is tried on them (the walks kept so far first)."""
+    the table rows run only at import, so every walk is tried on them (the walks kept so far first); the walks the
+    ``earlier`` corpora kept are kept from the start (:func:`carried`)."""
     walks = candidates(count)
+    kept_before = carried(earlier, count)
     load = import_runner("conformance.shuffle.walks", "run_walk")
 
     def say(line: str) -> None:
@@ -517,10 +529,10 @@ def select_corpus(count: int) -> dict[str, Any]:
     code = [m for module in MODULES for m in mutants_of(module)] + [m for module in MODULES for m in
                                                                       split_mutants(module)]
     rows = table_mutants()
-    first = select(walks, load, PREFIXES, code, progress=say, max_tries=MAX_TRIES)
+    first = select(walks, load, PREFIXES, code, progress=say, max_tries=MAX_TRIES, carried=kept_before)
     order = first.kept + [i for i in range(len(walks)) if i not in first.kept]
     second = select([walks[i] for i in order], load, PREFIXES, rows, progress=say, max_tries=MAX_TRIES,
-                    traced=False)
+                    traced=False, carried=kept_before)
     killed_by = {**first.killed_by, **{name: order[i] for name, i in second.killed_by.items()}}
     kept = first.kept + [order[i] for i in second.kept if order[i] not in first.kept]
     comment: dict[int, str] = {}

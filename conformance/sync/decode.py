@@ -332,7 +332,8 @@ def select(seed: int) -> dict[str, Any]:
     logging.disable(logging.CRITICAL)
     found = _mutants()
     result = select_all(candidates(seed), _load_answer, PREFIXES, found,
-                        progress=lambda line: print(line, file=sys.stderr, flush=True))
+                        progress=lambda line: print(line, file=sys.stderr, flush=True),
+                        carried=[(t["input"], None) for t in vectorgen.recorded_tests([VECTOR_FILE])])
     return {"seed": seed, "candidates": len(candidates(seed)),
             "mutants": [{"module": m.module, "name": m.name} for m in found],
             "killedBy": dict(result.killed_by), "broken": result.broken, "survivors": result.survivors,

@@ -641,8 +641,10 @@ def select(seed: int) -> dict[str, Any]:
     logging.disable(logging.CRITICAL)
     found = _mutants()
     items = [{"wire": wire} for wire in client_wires([c["request"] for c in candidates(seed)], _store_root())]
+    earlier = client_wires([t["request"] for t in recorded()], _store_root())
     result = select_all(items, _runner_loader(), PREFIXES, found,
-                        progress=lambda line: print(line, file=sys.stderr, flush=True))
+                        progress=lambda line: print(line, file=sys.stderr, flush=True),
+                        carried=[({"wire": wire}, None) for wire in earlier])
     modules: dict[str, Any] = {}
     for module in MODULES:
         names = {m.name for m in found if m.module == module}

@@ -288,7 +288,8 @@ def selected(progress: bool = False) -> tuple[dict[str, Any], str]:
     walks = candidates()
     mutants = scoped_mutants(MACHINE_CODE)
     selection = select(walks, import_runner("conformance.sync.machines_target", "run"), PREFIXES, mutants,
-                       per_walk_s=1.0, progress=progress_printer(progress))
+                       per_walk_s=1.0, progress=progress_printer(progress),
+                       carried=[(walk_of(t), t["answer"]) for t in recorded()] if WALKS_FILE.exists() else [])
     comments = kept_comments(selection)
     tests = [{"tcId": tc_id, "comment": comments[index], "flags": [], "specRef": SPEC_REF} | walks[index]
              | {"answer": run_walk(walks[index])} for tc_id, index in enumerate(sorted(selection.kept), 1)]

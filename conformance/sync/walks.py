@@ -1059,7 +1059,7 @@ def select_part(modules: Sequence[str], seed: int, count: int, max_tries: int | 
     every = [m for found in mutants.values() for m in found]
     walks = candidates(seed, count)
     result = select(walks, lambda: run_directly, SERVER_PREFIXES, every, per_walk_s=PER_WALK_S, progress=_say,
-                    max_tries=max_tries)
+                    max_tries=max_tries, carried=[({"steps": t["steps"], "shape": t["shape"]}, None) for t in recorded()])
     unconfirmed = confirm(walks, result.killed_by, every)
     figures: dict[str, Any] = {}
     for module, found in mutants.items():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from conformance.operator_mutants import Runner, fresh_modules, judgement, mutants_of, score, select
+from conformance.operator_mutants import Runner, fresh_modules, judgement, mutants_of, score, select, select_all
 
 MODULE = "spec.sync.commit_time"
 
@@ -58,6 +58,22 @@ def test_untraced_selection_tries_every_walk_within_max_tries() -> None:
     walks = [[(7, None)], [(5, 10)]]  # the first never reaches max(...), the second tells min apart
     assert select(walks, _runner, ["spec."], [swap], traced=False).killed_by == {swap.name: 1}
     assert select(walks, _runner, ["spec."], [swap], traced=False, max_tries=1).survivors == [swap.name]
+
+
+def test_a_reselection_keeps_what_an_earlier_corpus_kept() -> None:
+    """A walk an earlier corpus kept stays kept, and tells its mutant apart before any newer candidate that tells the
+    same one apart (a re-selection only adds); one no longer among the candidates, or answered otherwise by the spec
+    now, is not carried."""
+    (swap,) = [m for m in mutants_of(MODULE) if m.operator.endswith("max -> min")]
+    new, old = [(5, 10)], [(6, 10)]  # both tell min apart (5 and 6, not 11)
+    assert select([new, old], _runner, ["spec."], [swap], traced=False).kept == [0]
+    for selected in (select, select_all):
+        again = selected([new, old], _runner, ["spec."], [swap], carried=[(old, [11])])
+        assert again.kept == [1] and again.killed_by == {swap.name: 1}
+    stale = [(old, [10]), ([(9, 1)], None)]  # answered otherwise now; not a candidate
+    assert select([new, old], _runner, ["spec."], [swap], carried=stale).kept == [0]
+    unrecorded = select([new, [(7, None)], old], _runner, ["spec."], mutants_of(MODULE), carried=[(old, None)])
+    assert unrecorded.kept[0] == 2 and unrecorded.killed_by[swap.name] == 2
 
 
 def _hanging_runner(calls: list[int], hangs: int) -> Runner:
