@@ -56,6 +56,12 @@ from streamwire.cli import read_secret
 
 log = logging.getLogger(__name__)
 
+
+class PollerStalled(RuntimeError):
+    """A caller waited for a round of the service's poller that did not end in time (or the poller
+    stopped): what it asked the poller to carry out may not have been."""
+
+
 POLL_S = 0.1
 """Longest poll (at most half the detector's check interval: an idle poller's reads are as old as its
 last round, and the detector counts that as unread); silent sessions are looked for at most once per
@@ -324,27 +330,32 @@ class ClusterService:
             self._reactor.wake()
             self._silence.wait_for(lambda: self._silence_judged >= asked or not self._thread.is_alive(), limit)
 
-    def hold_reads(self, node_id: NodeId, held: bool) -> None:
+    def hold_reads(self, node_id: NodeId, held: bool, limit: float = 10.0) -> None:
         """Stop reading the connection serving ``node_id`` (what it sends waits unread, as behind a busy
         poller), or read it again; a conformance harness's ``PAUSE`` and ``RESUME``. Held time is unread
         time, never the node's silence (for its session and the failure detector); resumed, this returns
-        once a round has read what waited and carried it out. KeyError: no session serves that node."""
+        once a round has read what waited and carried it out. KeyError: no session serves that node;
+        PollerStalled: no poller round ended within ``limit`` s (what waited may not have been carried out)."""
         session = self._nodes[node_id]
         if held:
             self._held.setdefault(session, self._clock.now())
             session.stream.pause()
-            self._next_round()  # the poller no longer reads it
+            self._next_round(limit)  # the poller no longer reads it
             return
         session.stream.resume()
-        self._next_round()
+        self._next_round(limit)
         self._held.pop(session, None)
 
-    def _next_round(self, limit: float = 10.0) -> None:
-        """Return once a poller round that began after this call has ended."""
+    def _next_round(self, limit: float) -> None:
+        """Return once a poller round that began after this call has ended; PollerStalled when none
+        ended within ``limit`` s, or the poller stopped first."""
         with self._silence:
             wanted = self._round + 1
             self._reactor.wake()
-            self._silence.wait_for(lambda: self._round_done >= wanted or not self._thread.is_alive(), limit)
+            if not self._silence.wait_for(lambda: self._round_done >= wanted or not self._thread.is_alive(), limit) \
+                    or self._round_done < wanted:
+                raise PollerStalled(f"no round of the cluster service's poller ended within {limit} s"
+                                    if self._thread.is_alive() else "the cluster service's poller stopped")
 
     def _unread_for(self) -> float:
         """How long renewals may have waited unread here (the failure detector does not count it as

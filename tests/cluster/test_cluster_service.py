@@ -7,6 +7,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import threading
 import time
 from typing import Callable, Iterator
 
@@ -17,7 +18,7 @@ from reference.cluster.config import (FAIL_AFTER_CONF_KEY, HEARTBEAT_CONF_KEY, J
                                       DriverCluster, failure_policy, open_backend, service_secret)
 from reference.cluster.memory import DEFAULT_POLICY, InProcessCluster
 from reference.cluster.remote import RemoteCluster, read_message
-from reference.cluster.service import ClusterService, ServiceLimits
+from reference.cluster.service import ClusterService, PollerStalled, ServiceLimits
 from reference.shuffle.cluster_directory import driver_directory_from_conf
 from reference.net.ledger import ResourceLedger
 from reference.net.reactor import ConnectionLimits
@@ -525,3 +526,33 @@ def test_silent_sessions_are_found_in_deadline_order_and_a_frame_moves_a_session
             sock.close()
         service.close()
         patient.close()
+
+
+def test_a_hold_of_reads_that_no_poller_round_carries_out_raises_instead_of_returning(
+        cluster: InProcessCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    """PAUSE and RESUME return once a poller round carried them out; a poller stuck in a round (here held inside
+    its poll) makes them raise when their limit passes, so a harness answers ERROR rather than PAUSED."""
+    service = ClusterService(cluster)
+    stuck, release = threading.Event(), threading.Event()
+    poll = service._reactor.poll
+
+    def stuck_poll(timeout: float) -> None:
+        stuck.set()
+        release.wait(HANG_GUARD)
+        poll(timeout)
+
+    sock = identified(service, "held")
+    try:
+        monkeypatch.setattr(service._reactor, "poll", stuck_poll)
+        assert stuck.wait(HANG_GUARD)
+        with pytest.raises(PollerStalled):
+            service.hold_reads(NodeId("held"), True, limit=0.2)
+        with pytest.raises(PollerStalled):
+            service.hold_reads(NodeId("held"), False, limit=0.2)
+        release.set()
+        service.hold_reads(NodeId("held"), True)
+        service.hold_reads(NodeId("held"), False)
+    finally:
+        release.set()
+        sock.close()
+        service.close()
