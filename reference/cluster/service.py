@@ -372,7 +372,7 @@ class ClusterService:
         silent = []
         for session in self._by_deadline:
             held_since = self._held.get(session)
-            if session.protocol.silent(read_through if held_since is None else min(read_through, held_since)):
+            if session.protocol.silent(read_through, held_since):
                 silent.append(session)
             elif held_since is None:
                 break

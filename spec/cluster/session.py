@@ -172,11 +172,14 @@ class ServiceSession:
         """The identified node's next frame is due by then (a stranger is bounded by the bind deadline)."""
         return None if self.node_id is None else self.last_frame + self.fail_bound
 
-    def silent(self, read_through: float) -> bool:
+    def silent(self, read_through: float, held_since: float | None = None) -> bool:
         """Whether the node sent no frame for longer than ``fail_bound`` before ``read_through`` (the
-        time up to which everything that arrived was read): past the deadline, not at it."""
+        time up to which everything that arrived was read): past the deadline, not at it. While the
+        service holds the connection's reads (``held_since``: from that instant), what the node sent
+        waits unread, so it was read only through the earlier of the two: held time is never silence."""
         deadline = self.deadline
-        return deadline is not None and read_through > deadline
+        observed = read_through if held_since is None else min(read_through, held_since)
+        return deadline is not None and observed > deadline
 
 
 # -- the client's end ----------------------------------------------------------------------------

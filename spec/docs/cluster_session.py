@@ -66,6 +66,10 @@ def service_end() -> list[tuple[str, str, str]]:
     for at in (1.0 + TIMING.fail_bound, 1.0 + TIMING.fail_bound + MS):
         rows.append((f"silence check at t = {at:.3f} s (last frame at 1.000 s)", "",
                      "silent: close" if session.silent(at) else "not silent"))
+    for held in (1.0 + TIMING.fail_bound, 1.0 + TIMING.fail_bound + MS):
+        at = held + 10.0
+        rows.append((f"silence check at t = {at:.3f} s, its reads held since {held:.3f} s", "",
+                     "silent: close" if session.silent(at, held_since=held) else "not silent (held time is unread)"))
     rows.append(("another connection opened n1 with token t2", "", _frame(session.taken_over()) + ", then close"))
     return rows
 

@@ -115,6 +115,20 @@ def test_a_session_is_silent_only_past_fail_bound_after_its_last_frame() -> None
     assert not service().silent(1e9), "a stranger is bounded by the bind deadline, not by silence"
 
 
+def test_a_session_whose_reads_are_held_is_judged_only_up_to_the_hold() -> None:
+    """Held reads are unread time: a session held before its deadline is never silent while held, one held past
+    it is (it was silent before the hold), and at the hold's exact instant the deadline rule is the same."""
+    session = service()
+    for asked in session.receive(hello(), 10.0, served=0):
+        session.welcome(asked, "token", TIMING)  # type: ignore[arg-type]
+    deadline = 10.0 + TIMING.fail_bound
+    assert not session.silent(deadline + 100.0, held_since=deadline - TICK)
+    assert not session.silent(deadline + 100.0, held_since=deadline)
+    assert session.silent(deadline + 100.0, held_since=deadline + TICK)
+    assert not session.silent(deadline, held_since=deadline + 100.0), "read through its deadline: not past it"
+    assert session.silent(deadline + TICK, held_since=deadline + 100.0)
+
+
 def test_a_session_taken_over_is_told_provider_closed_on_request_id_zero() -> None:
     session = service()
     for asked in session.receive(hello(), 0.0, served=0):
