@@ -37,6 +37,15 @@ class Mutant:
     tests: tuple[str, ...] = ()
     """The tests that should kill it (pytest node ids or files); empty: its catalogue's default selection."""
 
+    @property
+    def module(self) -> str:
+        """The dotted name of the module it plants in (``spec/cluster/model.py``: ``spec.cluster.model``)."""
+        return self.file.removesuffix(".py").replace("/", ".")
+
+    def source(self, original: str) -> str:
+        """``original`` with the bug planted (so :func:`conformance.operator_mutants.fresh_modules` imports it)."""
+        return patched(original, self)
+
 
 class PatchDoesNotApply(Exception):
     """The catalogue is out of step with the code: the anchored snippet is gone or ambiguous."""

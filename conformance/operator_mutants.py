@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType, ModuleType
-from typing import Any, Final, TypeGuard
+from typing import Any, Final, Protocol, TypeGuard
 
 ROOT: Final = Path(__file__).resolve().parent.parent
 
@@ -269,8 +269,18 @@ class _MutatedSource(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         exec(compile(self.text, module.__file__, "exec"), module.__dict__)
 
 
+class PlantedSource(Protocol):
+    """A change of one module's source: an :class:`OperatorMutant`, or a catalogue's realistic bug
+    (:class:`conformance.mutation.Mutant`)."""
+
+    @property
+    def module(self) -> str: ...
+
+    def source(self, original: str) -> str: ...
+
+
 @contextmanager
-def fresh_modules(prefixes: Sequence[str], mutant: OperatorMutant | None = None) -> Iterator[None]:
+def fresh_modules(prefixes: Sequence[str], mutant: PlantedSource | None = None) -> Iterator[None]:
     """Inside: every module under ``prefixes`` is imported anew (the mutant's module from its mutated
     source); after: the process's own modules are back, untouched."""
     kept = {name: module for name, module in sys.modules.items() if name.startswith(tuple(prefixes))}

@@ -10,7 +10,7 @@ import copy
 import json
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
@@ -21,7 +21,9 @@ import pytest
 from conformance.cluster import client_walks, inputs, wire_walks
 from conformance.cluster.harness import open_target
 from conformance.framework import CaseContext, RunOptions
-from conformance.operator_mutants import OperatorMutant, fresh_modules, module_path
+from conformance.cluster import bugs as cluster_bugs
+from conformance.mutation import Mutant
+from conformance.operator_mutants import fresh_modules
 
 Vector = dict[str, Any]
 
@@ -113,17 +115,11 @@ def test_a_test_answered_otherwise_fails_its_replay_through_exec(corpus: Corpus)
     assert problems and "expected" in problems[0] and shown in problems[0]
 
 
-def _recipients_planted(replacement: str) -> OperatorMutant:
-    """The model's choice of who is told a gossip write, replaced."""
-    chosen = "recipients = self.shard_members(origin) if scope is Scope.SHARD else sorted(self.members)"
-    lines = module_path("spec.cluster.model").read_text().splitlines()
-    line = next(number for number, text in enumerate(lines, 1) if chosen in text)
-    col = lines[line - 1].index(chosen)
-    return OperatorMutant("spec.cluster.model", "ClusterModel.apply", "recipients", line, line, col, col + len(chosen),
-                          replacement)
+GOSSIP_TO_ALL = next(bug for bug in cluster_bugs.BUGS if bug.name == "model-shard-gossip-to-all")
+"""The catalogue's own entry: SHARD gossip told to every member (argued equivalent: the RFC's minimum)."""
 
 
-def _model_answers(mutant: OperatorMutant) -> list[tuple[Any, Any]]:
+def _model_answers(mutant: Mutant) -> list[tuple[Any, Any]]:
     """Each recorded model call's answer under ``mutant`` beside the recorded one."""
     tests = [t for t in recorded_tests(CORPORA["inputs"]) if t["call"] == "model"]
     with fresh_modules(inputs.PREFIXES, mutant):
@@ -134,7 +130,7 @@ def _model_answers(mutant: OperatorMutant) -> list[tuple[Any, Any]]:
 def test_shard_gossip_told_beyond_its_shard_is_the_spec_s_answer_and_told_to_none_is_not() -> None:
     """The RFC makes SHARD scope a minimum (flag WiderGossip; etcd tells every member): a model telling every member
     answers every recorded call as the spec does, while one telling no member fails one."""
-    wider = _model_answers(_recipients_planted("recipients = sorted(self.members)"))
-    assert all(got == wanted for got, wanted in wider)
-    assert any(got != wanted for got, wanted in _model_answers(_recipients_planted(
-        "recipients = [] if scope is Scope.SHARD else sorted(self.members)")))
+    assert all(got == wanted for got, wanted in _model_answers(GOSSIP_TO_ALL))
+    to_none = replace(GOSSIP_TO_ALL, name="model-shard-gossip-to-none",
+                      replace="recipients = [] if scope is Scope.SHARD else sorted(self.members)")
+    assert any(got != wanted for got, wanted in _model_answers(to_none))
