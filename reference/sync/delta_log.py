@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ import pyarrow.parquet as pq
 from spec.delta.deletion_vectors import DeletionVectorDescriptor
 
 LOG_DIR = "_delta_log"
+_COMMIT_NAME = re.compile(r"[0-9]{20}\.json")
 
 
 class CommitConflict(Exception):
@@ -81,6 +83,24 @@ def commit_timestamp(table_dir: Path, version: int) -> int | None:
                     return stamp if isinstance(stamp, int) else None
     except FileNotFoundError:
         return None
+    return None
+
+
+def latest_commit_info(table_dir: Path) -> Mapping[str, Any] | None:
+    """The ``commitInfo`` of the table's latest log version (None: no log entry, or no commitInfo in it).
+
+    One directory listing and one small file, however long the log: every writer creates a log entry
+    whole (put-if-absent of a fully written file), so the newest entry listed is a complete commit."""
+    log = table_dir / LOG_DIR
+    try:
+        latest = max((name for name in os.listdir(log) if _COMMIT_NAME.fullmatch(name)), default=None)
+        text = None if latest is None else (log / latest).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    for line in (text or "").split("\n"):
+        info = json.loads(line).get("commitInfo") if line.startswith('{"commitInfo"') else None
+        if isinstance(info, dict):
+            return info
     return None
 
 

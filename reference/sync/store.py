@@ -26,6 +26,7 @@ import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, NamedTuple
 from urllib.parse import urlparse
 
@@ -39,7 +40,7 @@ from deltalake.fs import DeltaStorageHandler
 from deltalake.transaction import AddAction, RemoveAction
 
 from reference.sync import dv_commit
-from reference.sync.delta_log import local_dir
+from reference.sync.delta_log import latest_commit_info, local_dir
 from reference.sync.dv_writer import DvWriter
 from reference.sync.layout import DataFile, compaction_groups, cut, data_files, key_order, touched_files
 from reference.sync.parquet_files import conformed, write_data_file
@@ -217,6 +218,16 @@ def storable_shape(schema: SyncSchema) -> TableShape:
     return TableShape(columns, tuple(schema.pk_names))
 
 
+def _parsed_state(raw: str) -> TableState:
+    """The sync state a commit's ``streamwire.sync`` entry records."""
+    meta = json.loads(raw)
+    return TableState(
+        {o: int(s) for o, s in meta.get("marks", {}).items()},
+        {o: int(s) for o, s in meta.get("durable", {}).items()},
+        tuple(meta.get("keys", ())),
+    )
+
+
 class DeltaStore:
     """Tables under one root (a local path or ``file://`` URL; other URLs with ``storage_options``).
 
@@ -276,14 +287,7 @@ class DeltaStore:
             raw = next((c[META_KEY] for c in table.history(limit) if isinstance(c.get(META_KEY), str)), None)
             if raw is not None:
                 break
-        if raw is None:
-            return TableState({}, {})
-        meta = json.loads(raw)
-        return TableState(
-            {o: int(s) for o, s in meta.get("marks", {}).items()},
-            {o: int(s) for o, s in meta.get("durable", {}).items()},
-            tuple(meta.get("keys", ())),
-        )
+        return TableState({}, {}) if raw is None else _parsed_state(raw)
 
     @staticmethod
     def commit_metadata(state: TableState) -> dict[str, str]:
@@ -351,7 +355,10 @@ class DeltaStore:
         """The per-origin durable numbers each table under a local root records (what a restart
         makes of them: ``spec.sync.server.recorded_durable``)."""
         for uri in self.tables():
-            yield self.read_state(uri).durable
+            info = latest_commit_info(Path(uri))
+            raw = None if info is None else info.get(META_KEY)
+            # The latest commit is almost always the store's own; else the log is replayed to find the last one.
+            yield _parsed_state(raw).durable if isinstance(raw, str) else self.read_state(uri).durable
 
     def _files(self, table: DeltaTable) -> DeltaStorageHandler:
         """The table's directory in whatever object store deltalake reaches it."""

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from conformance.sync.suite import DESCS, rows_batch
 from reference.sync.delta_log import CommitConflict, write_commit
-from reference.sync.store import DeltaStore, StoreSettings, read_delta
+from reference.sync.store import DeltaStore, StoreSettings, TableState, read_delta
 from spec.delta.deletion_vectors import FEATURE, MIN_READER_VERSION, MIN_WRITER_VERSION
 from spec.sync.messages import ColumnDescriptor, ColumnRole
 from spec.sync.schema import SyncSchema
@@ -224,6 +224,23 @@ def test_the_sync_state_is_found_under_another_writers_commit(tmp_path: Path) ->
     write_commit(table, DeltaTable(str(table)).version() + 1, [{"commitInfo": {"timestamp": 1, "operation": "OTHER"}}])
     restarted = DeltaStore(str(tmp_path))
     assert restarted.read_state(str(table)).marks == {"o": 7} and recorded_durable(restarted.recorded_durable()) == {"o": 7}
+
+
+def test_a_restart_reads_the_latest_commit_and_never_a_commit_half_written(tmp_path: Path) -> None:
+    """A restart reads each table's latest log entry (the older ones cleaned up after a checkpoint); a commit a
+    killed writer left as its temporary file is no log entry, so its numbers are never reported durable."""
+    table = tmp_path / "t"
+    store = DeltaStore(str(tmp_path))
+    for seq in (1, 2):
+        store.write(str(table), [change([(None, seq, "a")])], {"o": seq}, {"o": seq})
+    DeltaTable(str(table)).create_checkpoint()
+    log, latest = table / "_delta_log", DeltaTable(str(table)).version()
+    for older in sorted(log.glob("*.json"))[:-1]:  # what a cleanup after the checkpoint removes
+        older.unlink()
+    meta = DeltaStore.commit_metadata(TableState({"o": 3}, {"o": 3}))
+    (log / f".{latest + 1:020d}.json.leftover.tmp").write_text(
+        json.dumps({"commitInfo": {"timestamp": 1, **meta}}) + "\n")
+    assert recorded_durable(DeltaStore(str(tmp_path)).recorded_durable()) == {"o": 2}
 
 
 def test_a_restart_reports_each_origins_highest_durable_number_over_its_tables(tmp_path: Path) -> None:
