@@ -4,7 +4,7 @@
 (``reference.sync.server``) on DIR, flushing after every put, on a clock that starts at 0 and
 moves only when the runner says so, allowing clients the store location ``DIR/allowed``. It prints
 ``CAPABILITIES store restart flush-control watermark store-locations truncate put-slots connections drain put-bound
-stream-deadlines machines decode settings`` and ``LISTENING <port>``, then
+stream-deadlines machines decode settings row-groups`` and ``LISTENING <port>``, then
 answers the runner's flush-control lines on stdin, one line each (the contract: :mod:`conformance.sync.suite`). The harness embeds the server's endpoint
 (``spec.sync.server.SyncServerEndpoint``) and a clock that moves only when told
 (``conformance.sync.clock.ManualClock``): ``POLICY`` reconfigures the endpoint and has the flusher
@@ -37,10 +37,10 @@ from reference.sync.server import SyncServer  # noqa: E402
 from reference.sync.store import DeltaStore  # noqa: E402
 from spec.sync.server import SyncServerEndpoint, recorded_durable  # noqa: E402
 from spec.sync.flush_failures import FlushFailures  # noqa: E402
-from spec.sync.writer import SyncSettings  # noqa: E402
+from spec.sync.writer import RowGroupLimits, SyncSettings  # noqa: E402
 
 CAPABILITIES = ("store", "restart", "flush-control", "watermark", "store-locations", "truncate", "put-slots",
-                "connections", "drain", "put-bound", "stream-deadlines", "machines", "decode", "settings")
+                "connections", "drain", "put-bound", "stream-deadlines", "machines", "decode", "settings", "row-groups")
 PUT_SLOTS = 4
 """The target's max_concurrent_puts (``put-slots``): few, so holding every slot costs a case little."""
 HIGH_WATERMARK = 16 * 1024 * 1024
@@ -58,6 +58,10 @@ BACKOFF_SETTINGS = ("initial_backoff_s", "max_backoff_s")
 """The failing tables' waits (``spec.sync.flush_failures.FlushFailures``), settings of the ``SETTINGS`` line too."""
 SETTING_NAMES = tuple(f.name for f in fields(SyncSettings)) + BACKOFF_SETTINGS
 """Every setting the ``SETTINGS`` line names (capability ``settings``): the sync settings and the retry backoff."""
+ROW_GROUP_SETTINGS = ("row_group_max_rows", "row_group_max_bytes")
+"""The store's row-group limits (``spec.sync.writer.RowGroupLimits``), settings of the ``SETTINGS`` line too (capability
+``row-groups``): what a reader of a flushed table sees of them is its files' row groups, which no walk reads, so the
+settings walks leave them to the suite's derived row-group cases."""
 ALLOWED_LOCATION = "allowed"
 """The store location a client may name (``store-locations``): ``{store}/allowed`` and what lies below it."""
 
@@ -134,18 +138,23 @@ def _configure(endpoint: SyncServerEndpoint, clock: ManualClock, server: SyncSer
     given: dict[str, Any] = {}
     for word in words:
         name, _, value = word.partition("=")
-        if name not in SETTING_NAMES or name in given:
-            return f"ERROR settings are name=value, each once, of {' '.join(SETTING_NAMES)}"
-        given[name] = int(value) if isinstance(getattr(TARGET_SETTINGS, name, 0.0), int) else float(value)
-        if not given[name] >= (1 if name == "max_syncs_per_url" else 0) or given[name] == float("inf"):
-            return f"ERROR {name} must be a finite number, at least {1 if name == 'max_syncs_per_url' else 0}"
+        if name not in SETTING_NAMES + ROW_GROUP_SETTINGS or name in given:
+            return f"ERROR settings are name=value, each once, of {' '.join(SETTING_NAMES + ROW_GROUP_SETTINGS)}"
+        counted = name in ROW_GROUP_SETTINGS or isinstance(getattr(TARGET_SETTINGS, name, 0.0), int)
+        given[name] = int(value) if counted else float(value)
+        least = 1 if name in ("max_syncs_per_url", *ROW_GROUP_SETTINGS) else 0
+        if not given[name] >= least or given[name] == float("inf"):
+            return f"ERROR {name} must be a finite number, at least {least}"
+    own_groups = RowGroupLimits()
+    row_groups = RowGroupLimits(given.pop("row_group_max_rows", own_groups.max_rows),
+                                given.pop("row_group_max_bytes", own_groups.max_bytes))
     settings = replace(TARGET_SETTINGS, **{n: v for n, v in given.items() if n not in BACKOFF_SETTINGS})
     own = FlushFailures()
     failures = endpoint.flush_failures
     failures.initial_backoff_s = given.get("initial_backoff_s", own.initial_backoff_s)
     failures.max_backoff_s = given.get("max_backoff_s", own.max_backoff_s)
     if server is not None:
-        server.reconfigure(settings)
+        server.reconfigure(settings, row_groups)
     else:
         endpoint.reconfigure(settings)
     clock.ring_all()  # the flusher looks again under the new settings before the answer

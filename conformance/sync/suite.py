@@ -71,6 +71,9 @@ too; ``SETTINGS`` alone: its own again; a restart brings its own back): ``transa
 held are bounded by), ``max_replication_lag_s``, ``max_syncs_per_url``, ``max_in_memory_bytes``, and the failing
 tables' retry waits ``initial_backoff_s`` and ``max_backoff_s`` (the wait doubles from the first up to the most).
 
+``row-groups``: the ``SETTINGS`` line also names the store's row-group limits ``row_group_max_rows`` and
+``row_group_max_bytes`` (``spec.sync.writer.RowGroupLimits``), which the files a flush writes from then on are cut by.
+
 ``drain``: the line ``DRAIN`` (answered ``OK``) makes the target drain as at a shutdown while it still serves
 puts: it answers probes and refuses every other put; only a restart ends it.
 
@@ -109,6 +112,7 @@ from conformance.sync import (
     derived_axes,
     derived_model,
     derived_rules,
+    derived_store,
     derived_streams,
     derived_writer,
     inputs,
@@ -1138,6 +1142,10 @@ SUITE = Suite(
         _c("apply/derived-row-group-bounds", MUST, "A flush of one row more than a row group holds lands every "
            "row and reads kept values back on each side of the row-group boundary", derived_writer.row_group_bounds,
            "store"),
+        _c("apply/derived-row-groups-at-their-limits", SHOULD, "A flush's rows, in key order, are cut into row groups "
+           "of at most max_rows rows and max_bytes bytes, never empty: each limit at its bound, a row under and "
+           "over, a row of max_bytes and one byte more, the limit reached first of the two",
+           derived_store.row_groups_at_their_limits, "row-groups", "store"),
         _c("apply/truncate-at-its-place", SHOULD, "A truncating put (streamwire's extension) empties its table at "
            "its place in the stream, with or without rows of its own, also flushed with puts around it",
            derived_writer.truncate_at_its_place, "truncate", "flush-control", "store"),

@@ -17,34 +17,12 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from deltalake.fs import DeltaStorageHandler
 from deltalake.transaction import AddAction
 
 from reference.sync.layout import FileStats
-from spec.sync.writer import RowGroupLimits
-
-
-def row_ends(rows: pa.Table, order: pa.Array) -> np.ndarray[Any, np.dtype[np.int64]]:
-    """The bytes of rows ``order[0..i]`` of ``rows`` for each i (what ``RowGroupLimits.cut`` reads): fixed-width
-    values by their width, strings and binaries by their length and offset."""
-    fixed = 0
-    sizes = np.zeros(len(order), np.int64)
-    for column in rows.columns:
-        kind = column.type
-        if pa.types.is_string(kind) or pa.types.is_binary(kind) or pa.types.is_large_string(kind) \
-                or pa.types.is_large_binary(kind):
-            # Lengths first, then their order: taking the column itself would copy every string.
-            lengths = pc.fill_null(pc.binary_length(column), 0).take(order) if len(order) else pa.array([], pa.int64())
-            sizes += lengths.to_numpy(zero_copy_only=False).astype(np.int64)
-            fixed += 8 if pa.types.is_large_string(kind) or pa.types.is_large_binary(kind) else 4
-        else:
-            try:
-                fixed += max(kind.bit_width // 8, 1)
-            except ValueError:  # no fixed width: its average
-                fixed += -(-column.nbytes // max(len(column), 1))
-    return np.cumsum(sizes + fixed)
+from spec.sync.writer import RowGroupLimits, row_ends
 
 
 def write_data_file(files: DeltaStorageHandler, rows: pa.Table, order: pa.Array | None = None,

@@ -40,7 +40,7 @@ from spec.sync.messages import (
 )
 from spec.sync.schema import SyncSchema, TableShape, check_table_fit
 from spec.sync.server import SyncServerEndpoint, TransactionExpired, recorded_durable
-from spec.sync.writer import FlushReason, Received, SyncSettings
+from spec.sync.writer import FlushReason, Received, RowGroupLimits, SyncSettings
 from reference.sync.credentials import ServerSecurity
 from reference.sync.clock import Clock, MonotonicClock
 from reference.sync.store import DeltaStore, MaintenanceReport, UnstorableColumn, storable_shape
@@ -133,12 +133,15 @@ class SyncServer:
         """The one clock this server reads time from and sleeps by."""
         return self._clock
 
-    def reconfigure(self, settings: SyncSettings) -> None:
+    def reconfigure(self, settings: SyncSettings, row_groups: RowGroupLimits | None = None) -> None:
         """Decide by ``settings`` from now on, as a server started with them would: the endpoint's schedule and the
         high-watermark a put and the memory budget are held to (a harness's knob, as ``endpoint`` is; gRPC's own
-        bound on a message stays as started, at or above it when the high-watermark only comes down)."""
+        bound on a message stays as started, at or above it when the high-watermark only comes down); with
+        ``row_groups``, the store's flushes cut their row groups by them (between flushes: under the write lock)."""
         with self._lock:
             self._endpoint.reconfigure(settings)
+            if row_groups is not None:
+                self.store.use_row_groups(row_groups)
             self.limits = replace(self.limits, high_watermark=settings.high_watermark)
         with self._budget_lock:
             self._budget.limit = settings.high_watermark

@@ -25,7 +25,7 @@ import logging
 import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 from urllib.parse import urlparse
@@ -248,6 +248,11 @@ class DeltaStore:
         self._states: dict[str, tuple[int, TableState]] = {}
         """Per table, the sync state of its latest version the store read or wrote, and that version."""
         self._dvs = DvWriter(settings.row_groups)
+
+    def use_row_groups(self, limits: RowGroupLimits) -> None:
+        """Cut the row groups of the files written from now on by ``limits``, as a store opened with them would."""
+        self.settings = replace(self.settings, row_groups=limits)
+        self._dvs.row_groups = limits
 
     def table_uri(self, path: str, store: StorageLocation | None = None) -> str:
         """Where the table at ``path`` lives (the command's own store root wins)."""

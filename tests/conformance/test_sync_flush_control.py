@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from conformance.sync.clock import SPIN_LIMIT, ManualClock
 from conformance.sync.reference_target import answer
 from spec.sync.server import SyncServerEndpoint
@@ -75,8 +77,27 @@ def test_settings_lines_set_any_setting_off_its_default_and_bare_brings_the_targ
     assert endpoint.settings == TARGET_SETTINGS
 
 
+def test_settings_lines_set_the_stores_row_groups_and_bare_brings_its_own_back(tmp_path: Path) -> None:
+    """``row-groups``: the store's row-group limits are settings of the line too, each at least 1."""
+    from conformance.sync.reference_target import serve
+    from spec.sync.writer import RowGroupLimits
+
+    server, endpoint, clock = serve(str(tmp_path))
+    try:
+        assert answer(endpoint, clock, "SETTINGS row_group_max_rows=3 row_group_max_bytes=40", server) == "OK"
+        assert server.store.settings.row_groups == RowGroupLimits(3, 40)
+        for bad in ("SETTINGS row_group_max_rows=0", "SETTINGS row_group_max_bytes=0", "SETTINGS row_group_max_rows=x"):
+            assert answer(endpoint, clock, bad, server).startswith("ERROR "), bad
+        assert server.store.settings.row_groups == RowGroupLimits(3, 40)
+        assert answer(endpoint, clock, "SETTINGS max_syncs_per_url=2", server) == "OK"
+        assert server.store.settings.row_groups == RowGroupLimits()
+    finally:
+        server.shutdown(grace_s=0)
+
+
 def test_the_walks_put_an_event_at_the_edge_of_every_setting_the_target_takes() -> None:
-    """The settings table the walks are derived from holds every setting of the sync server, and no other."""
+    """The settings table the walks are derived from holds every setting of the sync server, and no other (the
+    store's row groups aside: no walk reads them, the derived row-group case does)."""
     from conformance.sync.reference_target import SETTING_NAMES
     from conformance.sync.walks import SETTING_EDGES
 

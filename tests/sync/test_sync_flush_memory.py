@@ -25,13 +25,12 @@ from conformance.sync.suite import DESCS, _cmd, rows_batch
 from reference.sync.client import SyncClient, SyncPut
 from reference.sync.clock import MonotonicClock
 from reference.sync.server import SyncServer
-from reference.sync.parquet_files import row_ends
 from reference.sync.store import DeltaStore, StoreSettings, read_delta
 from spec.sync.admission import MemoryBudget, flush_working_set
 from spec.sync.schema import SyncSchema
 from spec.sync.squash import SquashedChange, apply_squashed
 from spec.sync.messages import decode_response
-from spec.sync.writer import RowGroupLimits, SyncSettings
+from spec.sync.writer import RowGroupLimits, SyncSettings, row_ends
 from tests.sync.conftest import ServerFactory, flush_pending
 
 
