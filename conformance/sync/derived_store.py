@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from conformance.framework import CaseContext, Verdict
+from spec.sync.messages import ColumnDescriptor, ColumnRole
 from spec.sync.writer import RowGroupLimits, row_ends
 
 if TYPE_CHECKING:
@@ -106,4 +107,133 @@ def row_groups_at_their_limits(t: SyncTarget, ctx: CaseContext) -> Verdict:
             got.append(f"{scenario.label}: {stored_row_groups(t, path) if out.error is None else _numbers(out)}")
     finally:
         t.command("SETTINGS")
+    return Verdict(want == got, "; ".join(want), "; ".join(got))
+
+
+Column = tuple[int, str, pa.Field]
+"""One column of a put: its role (``spec.sync.messages.ColumnRole`` by number), its descriptor name, its Arrow field."""
+
+
+OLD, NEW, VALUE = int(ColumnRole.OLD_PK), int(ColumnRole.NEW_PK), int(ColumnRole.VALUE)
+
+
+def _key(name: str, kind: pa.DataType = pa.int64()) -> tuple[Column, Column]:
+    return (OLD, name, pa.field(f"old_{name}", kind)), (NEW, name, pa.field(f"new_{name}", kind))
+
+
+def _value(name: str, kind: pa.DataType = pa.string(), nullable: bool = True) -> Column:
+    return VALUE, name, pa.field(name, kind, nullable)
+
+
+TABLE_COLUMNS: Final[tuple[Column, ...]] = (*_key("id"), _value("v"), _value("n", pa.int32()))
+"""The table every schema scenario writes first: key ``id``, values ``v`` (a string) and ``n`` (a 32-bit integer)."""
+TWO_KEY_TABLE: Final[tuple[Column, ...]] = (*_key("id"), *_key("k"), _value("v"))
+
+
+@dataclass(frozen=True)
+class SchemaScenario:
+    """A put's columns against the table written first by ``table``'s columns."""
+
+    label: str
+    put: tuple[Column, ...]
+    table: tuple[Column, ...] = TABLE_COLUMNS
+
+
+def _reordered(columns: Sequence[Column]) -> tuple[Column, ...]:
+    return tuple(reversed(columns))
+
+
+SCHEMA_SCENARIOS: Final = (
+    SchemaScenario("the same columns", TABLE_COLUMNS),
+    SchemaScenario("a value column added", (*TABLE_COLUMNS, _value("w"))),
+    SchemaScenario("two value columns added", (_value("x"), *TABLE_COLUMNS, _value("w"))),
+    SchemaScenario("a value column left out", (*_key("id"), _value("v"))),
+    SchemaScenario("every value column left out", _key("id")),
+    SchemaScenario("the columns in another order", _reordered(TABLE_COLUMNS)),
+    SchemaScenario("one left out, one added, in another order", (_value("w"), _value("n", pa.int32()), *_key("id"))),
+    SchemaScenario("a value column widened", (*_key("id"), _value("v"), _value("n", pa.int64()))),
+    SchemaScenario("a value column narrowed", (*_key("id"), _value("v"), _value("n", pa.int16()))),
+    SchemaScenario("a value column of another kind", (*_key("id"), _value("v", pa.int32()), _value("n", pa.int32()))),
+    SchemaScenario("two value columns of other types", (*_key("id"), _value("v", pa.int32()), _value("n", pa.string()))),
+    SchemaScenario("a value column renamed in case", (*_key("id"), _value("V"), _value("n", pa.int32()))),
+    SchemaScenario("a value column not nullable", (*_key("id"), _value("v", nullable=False), _value("n", pa.int32()))),
+    SchemaScenario("the key widened", (*_key("id", pa.int32()), _value("v"), _value("n", pa.int32()))),
+    SchemaScenario("a key column added", (*_key("id"), *_key("k"), _value("v"), _value("n", pa.int32()))),
+    SchemaScenario("the key renamed", (*_key("jd"), _value("v"), _value("n", pa.int32()))),
+    SchemaScenario("the key renamed and a value of another type", (*_key("jd"), _value("v", pa.int64()))),
+    SchemaScenario("two keys in another order", (*_key("k"), *_key("id"), _value("v")), TWO_KEY_TABLE),
+    SchemaScenario("a key column left out", (*_key("id"), _value("v")), TWO_KEY_TABLE),
+)
+
+
+def _put_parts(columns: Sequence[Column], rows: Sequence[dict[str, Any]]) -> tuple[tuple[Any, ...], pa.Table]:
+    """The descriptors and the batch of a put of ``rows`` (each: old and new key values, then value columns, by
+    descriptor name; ``old_``/``new_`` prefixed for keys)."""
+    descriptors = tuple(ColumnDescriptor(role=ColumnRole(role), name=name) for role, name, _ in columns)
+    arrays = []
+    for role, name, fld in columns:
+        prefix = "" if fld.name == name else ("old_" if role == OLD else "new_")
+        arrays.append(pa.array([row.get(prefix + name) for row in rows], fld.type))
+    return descriptors, pa.Table.from_arrays(arrays, schema=pa.schema([f for _, _, f in columns]))
+
+
+def _values(columns: Sequence[Column], key: int, tag: str) -> dict[str, Any]:
+    """A row's value of every value column: ``tag`` and the key as text, or the key as a number."""
+    return {name: (f"{tag}{key}" if pa.types.is_string(fld.type) else key)
+            for role, name, fld in columns if role == VALUE}
+
+
+def _keys(columns: Sequence[Column], key: int, old: bool) -> dict[str, Any]:
+    names = [name for role, name, _ in columns if role == NEW]
+    return ({f"old_{n}": key for n in names} if old else {}) | {f"new_{n}": key for n in names}
+
+
+def expected_fit(path: str, scenario: SchemaScenario) -> tuple[str | None, list[str], list[dict[str, Any]]]:
+    """The spec's answer to the scenario: the refusal's text (None: fits), the table's columns in order and its rows
+    (key 1 written first, then updated by the put, which also inserts key 2; a column a put leaves out keeps its
+    stored value, or none)."""
+    from reference.sync.store import storable_shape
+    from spec.sync.errors import TableSchemaMismatch
+    from spec.sync.schema import SyncSchema, check_table_fit
+
+    first_desc, first = _put_parts(scenario.table, [_keys(scenario.table, 1, False) | _values(scenario.table, 1, "a")])
+    put_desc, put = _put_parts(scenario.put, [])
+    existing = storable_shape(SyncSchema.validate(first_desc, first.schema))
+    stored = {name: value for name, value in first.to_pylist()[0].items()}
+    stored_row = {name: stored[f"new_{name}" if f"new_{name}" in stored else name] for name in existing.columns}
+    try:
+        shape = check_table_fit(path, storable_shape(SyncSchema.validate(put_desc, put.schema)), existing)
+    except TableSchemaMismatch as refusal:
+        return refusal.message, list(existing.columns), [stored_row]
+    written = _values(scenario.put, 1, "b"), _values(scenario.put, 2, "b")
+    keys = [name for role, name, _ in scenario.put if role == NEW]
+    rows = [{c: stored_row.get(c) for c in shape.columns} | written[0],
+            {c: None for c in shape.columns} | {k: 2 for k in keys} | written[1]]
+    return None, list(shape.columns), rows
+
+
+def table_schema_fit(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    """Each scenario: a table written (and flushed), then the put: refused with the spec's problems and the table as
+    it was, or the table's columns in the spec's order and its rows as the put leaves them."""
+    from deltalake import DeltaTable
+
+    from conformance.sync.suite import _cmd, _ids, _numbers
+
+    want, got = [], []
+    for scenario in SCHEMA_SCENARIOS:
+        origin, path = _ids()
+        refusal, columns, rows = expected_fit(path, scenario)
+        desc, batch = _put_parts(scenario.table, [_keys(scenario.table, 1, False) | _values(scenario.table, 1, "a")])
+        first = t.put(ctx, _cmd(path, origin, 1, desc), batch)
+        desc, batch = _put_parts(scenario.put, [_keys(scenario.put, 1, True) | _values(scenario.put, 1, "b"),
+                                                _keys(scenario.put, 2, False) | _values(scenario.put, 2, "b")])
+        second = t.put(ctx, _cmd(path, origin, 2, desc), batch)
+        answer = "taken" if second.error is None else _numbers(second)
+        if refusal is not None and second.error is not None and refusal in second.error_text:
+            answer = f"refused: {refusal}"
+        have = DeltaTable(f"{t.store}/{path}").schema().to_arrow().names if first.error is None else []
+        stored = sorted(t.table(path), key=lambda r: [r.get(c) for c in columns]) if first.error is None else []
+        want.append(f"{scenario.label}: {'taken' if refusal is None else f'refused: {refusal}'}, columns {columns}, "
+                    f"rows {rows}")
+        got.append(f"{scenario.label}: {answer}, columns {list(have)}, rows {stored}")
     return Verdict(want == got, "; ".join(want), "; ".join(got))

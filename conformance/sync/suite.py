@@ -1146,6 +1146,10 @@ SUITE = Suite(
            "of at most max_rows rows and max_bytes bytes, never empty: each limit at its bound, a row under and "
            "over, a row of max_bytes and one byte more, the limit reached first of the two",
            derived_store.row_groups_at_their_limits, "row-groups", "store"),
+        _c("apply/derived-table-schema-fit", MUST, "A put against a table written before: columns added (after the "
+           "table's own, null in its rows), left out (kept), in another order, of another type, renamed in case, "
+           "not nullable, keys added, renamed or in another order: refused with the spec's problems, or the table's "
+           "columns and rows as the spec's fit leaves them", derived_store.table_schema_fit, "store"),
         _c("apply/truncate-at-its-place", SHOULD, "A truncating put (streamwire's extension) empties its table at "
            "its place in the stream, with or without rows of its own, also flushed with puts around it",
            derived_writer.truncate_at_its_place, "truncate", "flush-control", "store"),

@@ -290,7 +290,9 @@ class SyncServer:
             with self._budget_lock:
                 self._budget.set_flushing(flush_working_set(sum(i.size for i in plan.apply)))
             try:
-                files = self.store.write(table, [i.payload for i in plan.apply], plan.table_marks, plan.durable_after)
+                shape = self._shapes.get(table)
+                files = self.store.write(table, [i.payload for i in plan.apply], plan.table_marks, plan.durable_after,
+                                         None if shape is None else list(shape.columns))
             finally:
                 with self._budget_lock:
                     self._budget.set_flushing(0)

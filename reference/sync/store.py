@@ -186,13 +186,14 @@ class _Commit:
         )
 
 
-def _columns_of(changes: Sequence[SquashedChange]) -> pa.Schema:
-    """The columns of a table the ``changes`` create: every column any of them writes, in order of appearance."""
+def _columns_of(changes: Sequence[SquashedChange], order: Sequence[str] | None = None) -> dict[str, pa.Field]:
+    """Every column any of ``changes`` writes, by name: in ``order`` (the table's columns as the spec's fit leaves
+    them, ``spec.sync.schema.check_table_fit``; a name no change writes left out), else in order of appearance."""
     fields: dict[str, pa.Field] = {}
     for change in changes:
         for f in change.schema.table_schema():
             fields.setdefault(f.name, f)
-    return pa.schema(list(fields.values()))
+    return fields if order is None else {name: fields[name] for name in order if name in fields}
 
 
 class UnstorableColumn(ValueError):
@@ -378,20 +379,23 @@ class DeltaStore:
         return pa.concat_tables(parts) if parts else schema.empty_table()
 
     def write(
-        self, uri: str, changes: Sequence[SquashedChange], marks: Mapping[str, int], durable: Mapping[str, int]
+        self, uri: str, changes: Sequence[SquashedChange], marks: Mapping[str, int], durable: Mapping[str, int],
+        columns: Sequence[str] | None = None,
     ) -> FileChanges:
         """Apply ``changes`` (in order) to the table in one commit carrying the sync metadata; a truncating
-        change (the truncate extension) removes every file first, and what came before it is not applied."""
+        change (the truncate extension) removes every file first, and what came before it is not applied.
+        ``columns``: the table's columns in the order the spec's fit gives them (None: the table's own, then
+        those the changes bring in order of appearance)."""
         truncated, changes = after_last_truncate(changes)
         table = self._open(uri)
         if table is not None:
-            self._add_columns(table, changes)
+            self._add_columns(table, changes, columns)
         if table is None:
             if not changes:
                 return FileChanges()
             dvs = self.settings.deletion_vectors and local_dir(uri) is not None
             table = self._loaded[uri] = DeltaTable.create(
-                uri, _columns_of(changes), storage_options=self._options(uri),
+                uri, pa.schema(list(_columns_of(changes, columns).values())), storage_options=self._options(uri),
                 configuration={ENABLE_PROPERTY: "true"} if dvs else None)
         pk_names = tuple(changes[0].schema.pk_names) if changes else self._state(table).keys
         state = TableState(dict(marks), dict(durable), pk_names)
@@ -424,11 +428,16 @@ class DeltaStore:
             commit.add_rows(result, order.slice(start, end - start), self.settings.row_groups)
         return commit.commit(props)
 
-    def _add_columns(self, table: DeltaTable, changes: Sequence[SquashedChange]) -> None:
-        """Add the value columns ``changes`` bring that the table lacks (a put may: ``check_table_fit``), in a
-        commit of their own before the changes', carrying the table's sync state as it is."""
-        names = set(pa.schema(table.schema().to_arrow()).names)
-        added = {f.name: f for c in changes for f in c.schema.table_schema() if f.name not in names}
+    def _add_columns(self, table: DeltaTable, changes: Sequence[SquashedChange], columns: Sequence[str] | None) -> None:
+        """Add the value columns ``changes`` bring that the table lacks (a put may: ``check_table_fit``), in the
+        order ``columns`` gives, in a commit of their own before the changes', carrying the table's sync state as
+        it is; UnstorableColumn if ``columns`` does not keep the table's own first, in order (Delta only appends)."""
+        names = pa.schema(table.schema().to_arrow()).names
+        known = [c for c in columns or () if c in names]
+        if columns is not None and (list(columns)[:len(known)] != known or known != [n for n in names if n in known]):
+            raise UnstorableColumn(f"the table's columns {names} cannot be ordered as {list(columns)}: "
+                                   "a Delta table only gains columns after its own")
+        added = {name: f for name, f in _columns_of(changes, columns).items() if name not in names}
         if not added:
             return
         self._dvs.read_back(table)

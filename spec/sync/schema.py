@@ -168,15 +168,21 @@ def check_table_fit(table: str, put: TableShape, existing: TableShape) -> TableS
     same type.  A put may leave value columns out (their stored values are kept), and it may
     bring value columns the table lacks (ours: Seafowl refuses them): the table gains them, after
     its own, and the rows it held have none (null), as a Postgres ``ADD COLUMN`` without a
-    default leaves the rows it held.
+    default leaves the rows it held.  A column named as one of the table's in another case is
+    neither: a Delta table's column names are case-insensitive, so it could never be added (a put
+    taken with it would never land).
     """
     problems: list[str] = []
     if existing.keys is not None and put.keys is not None and sorted(put.keys) != sorted(existing.keys):
         problems.append(f"key columns {list(put.keys)} differ from the table's {list(existing.keys)}")
+    lowered = {name.lower(): name for name in existing.columns}
     for name, kind in put.columns.items():
         stored = existing.columns.get(name)
         if stored is not None and stored != kind:
             problems.append(f"column {name} is {kind} in the put but {stored} in the table")
+        elif stored is None and name.lower() in lowered:
+            problems.append(f"column {name} is the table's {lowered[name.lower()]} in another case "
+                            "(a Delta table's column names are case-insensitive)")
     if problems:
         raise TableSchemaMismatch(table, problems)
     added = {name: kind for name, kind in put.columns.items() if name not in existing.columns}

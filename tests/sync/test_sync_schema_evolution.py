@@ -67,3 +67,21 @@ def test_a_table_created_by_changes_of_two_shapes_has_every_column(tmp_path: Pat
     store.write(str(tmp_path / "t"), [change(rows_batch([(None, 1, "a")]), DESCS),
                                       change(wider_batch([(None, 2, "b", 3)]), WIDER)], {"o": 1}, {"o": 1})
     assert rows_of(tmp_path / "t") == {1: ("a", None), 2: ("b", 3)}
+
+
+def test_a_column_named_as_the_tables_in_another_case_is_refused_not_taken_for_ever(
+        server_factory: ServerFactory, tmp_path: Path) -> None:
+    """Delta names columns case-insensitively: a put bringing ``V`` to a table with ``v`` could never be added, so it
+    is refused (it was acknowledged, and its flush failed for ever); the table is as it was, and takes the next put."""
+    from conformance.sync.suite import _cmd, do_put
+
+    server = server_factory(tmp_path / "store", max_replication_lag_s=0.0)
+    upper = (*DESCS[:2], ColumnDescriptor(role=int(ColumnRole.VALUE), name="V"))
+    first = do_put(server.location, _cmd("t", "A", 1).to_descriptor_cmd(), [rows_batch([(None, 1, "a")])], timeout=30)
+    renamed = do_put(server.location, _cmd("t", "A", 2, upper).to_descriptor_cmd(),
+                     [rows_batch([(None, 2, "b")]).rename_columns(["old_id", "new_id", "V"])], timeout=30)
+    after = do_put(server.location, _cmd("t", "A", 3).to_descriptor_cmd(), [rows_batch([(None, 3, "c")])], timeout=30)
+    assert first.response is not None and after.response is not None and after.response.durable_sequence_number == 3
+    assert renamed.response is None and "TABLE_SCHEMA_MISMATCH" in renamed.error_text
+    assert "column V is the table's v in another case" in renamed.error_text
+    assert rows_of(tmp_path / "store" / "t") == {1: ("a",), 3: ("c",)}
