@@ -200,32 +200,92 @@ _SPLITS: Final[dict[type[ast.cmpop], tuple[type[ast.cmpop], ...]]] = {
     ast.NotEq: (ast.Lt, ast.Gt), ast.Eq: (ast.LtE, ast.GtE)}
 
 
+def _in_functions(tree: ast.AST) -> Iterator[tuple[str, ast.AST]]:
+    """Every node inside a function body with the qualified name of its function, in source order (decorators,
+    defaults and annotations included: they hold no comparison, call or condition these mutants change)."""
+    def visit(node: ast.AST, scope: tuple[str, ...], in_function: bool) -> Iterator[tuple[str, ast.AST]]:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                yield from visit(child, (*scope, child.name), in_function or not isinstance(child, ast.ClassDef))
+                continue
+            if in_function:
+                yield ".".join(scope), child
+            yield from visit(child, scope, in_function)
+
+    return visit(tree, (), False)
+
+
+def _at(module: str, function: str, node: ast.AST, operator: str, replacement: str) -> OperatorMutant:
+    assert isinstance(node, (ast.expr, ast.stmt)) and node.end_lineno is not None and node.end_col_offset is not None
+    return OperatorMutant(module, function, operator, node.lineno, node.end_lineno, node.col_offset,
+                          node.end_col_offset, replacement)
+
+
 def split_mutants(module: str) -> list[OperatorMutant]:
     """Each == and != in a function body split in its two halves (!= -> < and >, == -> <= and >=): a rule that
     accepts a skipped sequence number but not a repeated one is one of them, which no first-order swap is."""
-    text = module_path(module).read_text()
     out: list[OperatorMutant] = []
+    for function, node in _in_functions(ast.parse(module_path(module).read_text())):
+        if isinstance(node, ast.Compare):
+            for index, op in enumerate(node.ops):
+                for half in _SPLITS.get(type(op), ()):
+                    ops = list(node.ops)
+                    ops[index] = half()
+                    changed = ast.Compare(node.left, ops, node.comparators)
+                    out.append(_at(module, function, node, f"{ast.unparse(node)[:57]}: {_op(op)} -> {_op(half())}",
+                                   f"({ast.unparse(changed)})"))
+    return out
 
-    def visit(node: ast.AST, scope: tuple[str, ...], in_function: bool) -> None:
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                visit(child, (*scope, child.name), in_function or not isinstance(child, ast.ClassDef))
-                continue
-            if in_function and isinstance(child, ast.Compare):
-                for index, op in enumerate(child.ops):
-                    for half in _SPLITS.get(type(op), ()):
-                        ops = list(child.ops)
-                        ops[index] = half()
-                        changed = ast.Compare(child.left, ops, child.comparators)
-                        assert child.end_lineno is not None and child.end_col_offset is not None
-                        shown = ast.unparse(child)
-                        out.append(OperatorMutant(
-                            module, ".".join(scope), f"{shown[:57]}: {_op(op)} -> {_op(half())}",
-                            child.lineno, child.end_lineno, child.col_offset, child.end_col_offset,
-                            f"({ast.unparse(changed)})"))
-            visit(child, scope, in_function)
 
-    visit(ast.parse(text), (), False)
+_OTHER_END: Final = {"popleft": "pop", "appendleft": "append"}
+"""A deque's ends swapped (an ``append`` is moved to the front with ``insert(0, ...)``, which lists and deques have)."""
+
+
+def _order_changes(node: ast.Call) -> Iterator[tuple[str, str]]:
+    """``(operator, replacement)`` for each way the call could take, forget, keep or place the other element."""
+    func, text = node.func, ast.unparse(node)
+    if isinstance(func, ast.Name) and func.id == "next" and node.args and isinstance(node.args[0], ast.Call) \
+            and isinstance(node.args[0].func, ast.Name) and node.args[0].func.id == "iter":
+        yield "first -> last", text.replace("iter(", "reversed(", 1)
+    if not isinstance(func, ast.Attribute):
+        return
+    owner = ast.unparse(func.value)
+    args = ", ".join(ast.unparse(a) for a in node.args)
+    if func.attr == "popitem":
+        last = next((k.value for k in node.keywords if k.arg == "last"), None)
+        oldest = isinstance(last, ast.Constant) and last.value is False
+        yield ("oldest -> newest", f"{owner}.popitem(last=True)") if oldest else \
+            ("newest -> oldest", f"{owner}.popitem(last=False)")
+    elif func.attr == "pop" and len(node.args) <= 1 and not node.keywords:
+        is_front = len(node.args) == 1 and isinstance(node.args[0], ast.Constant) and node.args[0].value == 0
+        if is_front or not node.args:
+            yield ("front -> back", f"{owner}.pop()") if is_front else ("back -> front", f"{owner}.pop(0)")
+    elif func.attr in ("popleft", "appendleft"):
+        yield f"{func.attr} -> {_OTHER_END[func.attr]}", f"{owner}.{_OTHER_END[func.attr]}({args})"
+    elif func.attr == "append" and len(node.args) == 1:
+        yield "append -> at the front", f"{owner}.insert(0, {args})"
+    elif func.attr == "setdefault" and len(node.args) == 2:
+        key, value = (ast.unparse(a) for a in node.args)
+        yield "setdefault -> the latest, last", f"({owner}.pop({key}, None), {owner}.setdefault({key}, {value}))[1]"
+
+
+def order_mutants(module: str) -> list[OperatorMutant]:
+    """The other element taken, forgotten, kept or placed: a bounded memory that forgets its newest instead of its
+    oldest (``popitem``), the last of an ordered table taken for its first (``next(iter(...))``), a queue's other
+    end, an element put in front instead of behind (``append``), a kept entry restarted and moved last
+    (``setdefault``); and each operand of an ``and``/``or`` dropped (a condition of a rule left out: a newcomer
+    that evicts itself). The first-order operators change none of these."""
+    out: list[OperatorMutant] = []
+    for function, node in _in_functions(ast.parse(module_path(module).read_text())):
+        if isinstance(node, ast.Call):
+            out += [_at(module, function, node, f"{_short(node)}: {operator}", f"({replacement})")
+                    for operator, replacement in _order_changes(node)]
+        elif isinstance(node, ast.BoolOp):
+            for index, dropped in enumerate(node.values):
+                rest = node.values[:index] + node.values[index + 1:]
+                kept = rest[0] if len(rest) == 1 else ast.BoolOp(node.op, rest)
+                out.append(_at(module, function, node, f"{_short(node)}: drop operand {_short(dropped)}",
+                               f"({ast.unparse(kept)})"))
     return out
 
 
@@ -377,7 +437,7 @@ Carried = tuple[Any, Any]
 """A walk an earlier corpus kept and the answers it recorded for it (None: the corpus records none to compare)."""
 
 
-def _plain(value: Any) -> str:
+def canonical(value: Any) -> str:
     """A JSON value's canonical text: tuples and lists alike, keys in order (how a walk read back from a file and one
     generated anew are compared)."""
     return json.dumps(value, sort_keys=True, default=repr)
@@ -388,11 +448,11 @@ def carried_indices(walks: Sequence[Any], expected: Sequence[Any], carried: Sequ
     (the spec still gives the same answers), in the earlier corpus's order, each once."""
     index_of: dict[str, int] = {}
     for index, walk in enumerate(walks):
-        index_of.setdefault(_plain(walk), index)
+        index_of.setdefault(canonical(walk), index)
     found: list[int] = []
     for walk, answers in carried:
-        at = index_of.get(_plain(walk))
-        if at is not None and at not in found and (answers is None or _plain(answers) == _plain(expected[at])):
+        at = index_of.get(canonical(walk))
+        if at is not None and at not in found and (answers is None or canonical(answers) == canonical(expected[at])):
             found.append(at)
     return found
 

@@ -36,7 +36,7 @@ from conformance.shuffle.server_inputs import answer_server
 from conformance.shuffle.task_inputs import FUNCTIONS as TASK_FUNCTIONS
 from conformance.shuffle.task_inputs import SHAPES as TASK_SHAPES
 from conformance.shuffle.task_inputs import answer_tasks
-from conformance.operator_mutants import import_runner, mutants_of, rule_of, select, split_mutants
+from conformance.operator_mutants import canonical, import_runner, mutants_of, rule_of, select, split_mutants
 from spec.errors import ProtocolError
 from spec.shuffle import codec
 from spec.shuffle.checksum import payload_checksum, verify_payload
@@ -545,16 +545,19 @@ def level_of(request: Json, response: Json) -> str:
     return "MUST"
 
 
-def _test(tc_id: int, number: int, comment: str) -> dict[str, Any]:
-    request = candidate(number)
+def _test(tc_id: int, number: int, comment: str, carried: Sequence[Request]) -> dict[str, Any]:
+    request = candidate(number) if number < CANDIDATES else carried[number - CANDIDATES]
     response = answer(request)
     return {"tcId": tc_id, "candidate": number, "comment": comment, "level": level_of(request, response),
             "request": request, "answer": response}
 
 
 def build(kept: Sequence[tuple[int, str]]) -> dict[str, Any]:
-    """The vector file for the kept ``(candidate number, comment)`` pairs, answers from the spec now."""
-    tests = [_test(i, n, comment) for i, (n, comment) in enumerate(kept, 1)]
+    """The vector file for the kept ``(candidate number, comment)`` pairs, answers from the spec now; a number past
+    :data:`CANDIDATES` is a request an earlier corpus kept that the seed no longer draws (the selection records
+    them, :func:`carried_requests`)."""
+    carried = carried_requests()
+    tests = [_test(i, n, comment, carried) for i, (n, comment) in enumerate(kept, 1)]
     return vectorgen.corpus_document("streaming-shuffle-inputs", SCHEMA_NAME, GENERATOR_VERSION, SEED, CANDIDATES,
                                      HEADER, tests)
 
@@ -570,12 +573,33 @@ def render() -> str:
 
 # -- the selection ----------------------------------------------------------------------------------------------
 
+def carried_requests() -> list[Request]:
+    """The requests earlier corpora kept that the seed no longer draws (its shapes changed since), kept on by the last
+    selection: candidate ``CANDIDATES + i`` is the i-th."""
+    return list(json.loads(SELECTION_FILE.read_text()).get("carried", [])) if SELECTION_FILE.exists() else []
+
+
+def _undrawn(earlier: Sequence[dict[str, Any]], drawn: Sequence[Request]) -> list[Request]:
+    """The ``earlier`` corpora's requests the seed does not draw and the spec still answers as they record, once each:
+    candidates too, so a re-selection keeps them (it only adds)."""
+    seen = {canonical(request) for request in drawn}
+    found: list[Request] = []
+    for test in earlier:
+        text = canonical(test["request"])
+        if text not in seen and canonical(answer(test["request"])) == canonical(test["answer"]):
+            seen.add(text)
+            found.append(test["request"])
+    return found
+
+
 def select_corpus(count: int, earlier: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Run the selection over the first ``count`` candidates; its outcome as :data:`SELECTION_FILE` holds it.
-    The functions are fast, so every candidate is tried on every mutant (untraced: the codecs and tables the
-    modules derive at import are mutated too), the kept ones first: the ``earlier`` corpora's requests (the spec
-    still answering them as they record) before any other."""
+    """Run the selection over the first ``count`` candidates and the ``earlier`` corpora's requests the seed no longer
+    draws; its outcome as :data:`SELECTION_FILE` holds it (those of the latter kept under ``carried``, numbered from
+    :data:`CANDIDATES` on). The functions are fast, so every candidate is tried on every mutant (untraced: the codecs
+    and tables the modules derive at import are mutated too), the kept ones first: the ``earlier`` corpora's requests
+    (the spec still answering them as they record) before any other."""
     requests = candidates(count)
+    requests += _undrawn(earlier, requests)
     every = [m for module in MODULES for m in (*mutants_of(module), *split_mutants(module))] + [
         m for module, functions in FUNCTIONS_OF.items() for m in (*mutants_of(module), *split_mutants(module))
         if m.function in functions]
@@ -583,13 +607,17 @@ def select_corpus(count: int, earlier: Sequence[dict[str, Any]]) -> dict[str, An
     chosen = select(requests, import_runner("conformance.shuffle.inputs", "answer"), PREFIXES, mutants,
                     progress=lambda line: print(line, file=sys.stderr, flush=True), traced=False,
                     carried=[(t["request"], t["answer"]) for t in earlier])
+    undrawn = [index for index in chosen.kept if index >= count]
+    number = {index: index for index in chosen.kept} | {index: CANDIDATES + i for i, index in enumerate(undrawn)}
     comment: dict[int, str] = {}
     for name, index in chosen.killed_by.items():
-        comment.setdefault(index, rule_of(name))
-    return {"seed": SEED, "candidates": count, "kept": [[index, comment[index]] for index in chosen.kept],
+        comment.setdefault(number[index], rule_of(name))
+    kept = [number[index] for index in chosen.kept]
+    return {"seed": SEED, "candidates": count, "kept": [[n, comment.get(n, "kept by an earlier selection")] for n in kept],
+            "carried": [requests[index] for index in undrawn],
             "mutants": [{"module": m.module, "name": m.name} for m in mutants],
-            "killedBy": chosen.killed_by, "survivors": chosen.survivors, "broken": chosen.broken,
-            "timedOut": chosen.timed_out}
+            "killedBy": {name: number[index] for name, index in chosen.killed_by.items()},
+            "survivors": chosen.survivors, "broken": chosen.broken, "timedOut": chosen.timed_out}
 
 
 _ATTRIBUTE = "the attribute is kept for the runtime; the error's JSON (what an answer shows) is built from its parameters"

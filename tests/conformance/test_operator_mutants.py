@@ -129,3 +129,30 @@ def test_a_report_judges_survivors_by_the_longest_match_and_scores_the_rest() ->
     assert judgement("m.f.g: drop x = 1", judged) == ("equivalent", "x is never read")
     assert judgement("m.fg: 1 -> 2", judged) == ("gap", "")
     assert (score(10, 6, 1, 1), score(2, 0, 1, 1)) == ("75%", "-")
+
+
+def test_order_mutants_take_the_other_element_and_drop_each_operand() -> None:
+    """A bounded memory that forgets its newest instead of its oldest, and a newcomer that evicts itself (a condition
+    of the rule dropped), are each one order mutant: planted, they answer otherwise than the spec."""
+    from conformance.operator_mutants import order_mutants
+
+    (newest,) = [m for m in order_mutants("spec.auth.handshake") if m.operator.endswith("oldest -> newest")]
+
+    def replays() -> list[bool]:
+        guard = importlib.import_module("spec.auth.handshake").ReplayGuard(2)
+        return [guard.first_time(salt) for salt in (b"a", b"b", b"c", b"c", b"a")]
+
+    assert replays() == [True, True, True, False, True]
+    with fresh_modules(["spec."], newest):
+        assert replays() == [True, True, True, True, False]
+    (itself,) = [m for m in order_mutants("spec.admission") if m.operator.endswith("drop operand p != peer")]
+
+    def evicted() -> list[int]:
+        strangers = importlib.import_module("spec.admission").StrangerAdmission[int](1, 1.0)
+        strangers.accepted(0, 0.0)
+        strangers.proven(0)  # the newcomer is the only stranger that has not proven the secret
+        return strangers.accepted(1, 0.0)
+
+    assert evicted() == [0]
+    with fresh_modules(["spec."], itself):
+        assert evicted() == [1]
