@@ -1,7 +1,7 @@
 """Bugs planted by ``python -m conformance sensitivity --suite sync``, one at a time.
 
-Realistic mistakes in this project's sync server (the spec modules its runtime drives, in a private
-copy), judged through the suite's own ``exec:`` target exactly as an outside implementation would be.
+Realistic mistakes in this project's sync server and client (the spec modules their runtimes drive, in a
+private copy; the client's through the target's ``MACHINES`` control), judged through the suite's own ``exec:`` target exactly as an outside implementation would be.
 Entries with ``equivalent`` set cannot be told from the correct code by any case; the reason is the
 argument (docs/conformance.md lists them).
 """
@@ -167,6 +167,23 @@ BUGS: tuple[Mutant, ...] = (
        '        if now >= stop_deadline:',
        '        if now > stop_deadline:',
        "a put still running when a stop's grace ends is not ended until after it"),
+    _b('client-slots-busy-final', 'client.py',
+       'BUSY_CONDITIONS = frozenset({PutSlotsBusy.condition, ',
+       'BUSY_CONDITIONS = frozenset({',
+       "a client gives up on a put refused because every put slot was taken, instead of trying it again later"),
+    _b('condition-from-first-mark', 'errors.py',
+       'return found[-1] if found else None',
+       'return found[0] if found else None',
+       "the condition is read from a status text's first mark: a quoted table name carrying a mark poses as the "
+       "server's"),
+    _b('one-line-breaks-only', 'errors.py',
+       'ord(ch) < 0x20 or ord(ch) == 0x7F',
+       'ch in "\\r\\n"',
+       "a status text made one line blanks line breaks but keeps tabs, other C0 controls and DEL"),
+    _b('split-halves-reordered', 'flight.py',
+       'pending += [batch.slice(half), batch.slice(0, half)]',
+       'pending += [batch.slice(0, half), batch.slice(half)]',
+       "a put split into messages sends the second half of its rows before the first"),
 )
 
 SMOKE: tuple[str, ...] = ("schema-changed-not-boolean", "schema-one-pk-side-enough")

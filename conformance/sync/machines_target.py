@@ -11,7 +11,12 @@ error it raised, by class and condition) and everything of the machine a caller 
   at once (``PutReading``) and their streams' deadlines (``PutStream``), with the rules around them;
 - ``commit``: commit stamps over a sequence of clock readings (``spec.sync.commit_time``);
 - ``responses``: a server's responses and what each tells a client (``spec.sync.responses``);
-- ``settings``: the sync settings with none given or each at its edge (``spec.sync.writer.SyncSettings``).
+- ``settings``: the sync settings with none given or each at its edge (``spec.sync.writer.SyncSettings``);
+- ``errors``: the refusal texts (``spec.sync.errors``): each error the spec defines built from its arguments and put
+  on the wire (``wire_text``), the condition a status text carries (``condition_in``), a text made one line
+  (``one_line``);
+- ``flight``: a put's rows split into the messages a client sends (``spec.sync.flight.message_batches``), answered
+  as the rows of each message in order (their ``id`` column).
 
 The reference target answers the control line ``MACHINES <walk as JSON>`` with ``MACHINES <answers as JSON>``
 (capability ``machines``) by :func:`run`; the selection imports this module afresh with each mutant planted.
@@ -23,13 +28,16 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+import pyarrow as pa
+
 from spec.sync import client as sync_client
 from spec.sync.admission import (PutLimits, PutReading, PutSlots, PutStream, admit_put, fits_watermark,
                                  flush_working_set)
 from spec.sync.admission import MemoryBudget
 from spec.sync.client import Fault, RequestTries, SyncClientMachine
 from spec.sync.commit_time import commit_timestamp_ms
-from spec.sync.errors import SyncError
+from spec.sync.errors import SyncError, condition_in, one_line, refusals, wire_text
+from spec.sync.flight import message_batches
 from spec.sync.messages import SyncResponse
 from spec.sync.responses import ResponseFactory, shows_restart
 from spec.sync.writer import SyncSettings
@@ -237,9 +245,55 @@ class SettingsDriver:
         return dataclasses.asdict(self.settings)
 
 
+class ErrorsDriver:
+    """The refusal texts: an error of the spec's built and put on the wire, a status text read, a text made one line."""
+
+    def __init__(self, settings: dict[str, Any]) -> None:
+        del settings  # the texts have none
+
+    def call(self, step: dict[str, Any]) -> Any:
+        call = step["call"]
+        if call == "wireText":
+            error = {cls.__name__: cls for cls in refusals()}[step["error"]](**step["arguments"])
+            return {"condition": error.condition, "status": error.status, "text": wire_text(error)}
+        if call == "conditionIn":
+            return condition_in(step["text"])
+        if call == "oneLine":
+            return one_line(step["text"])
+        raise ValueError(f"unknown errors call {call!r}")
+
+    def state(self) -> Answer:
+        return {}
+
+
+PUT_SCHEMA = pa.schema([("id", pa.int64()), ("text", pa.string())])
+
+
+def put_rows(chunks: list[list[list[Any]]]) -> pa.Table:
+    """A put's rows as a client holds them: each chunk a list of ``[id, text]`` rows, one piece of the table each."""
+    pieces = [pa.table({"id": [r[0] for r in chunk], "text": [r[1] for r in chunk]}, schema=PUT_SCHEMA)
+              for chunk in chunks]
+    return pa.concat_tables(pieces) if pieces else PUT_SCHEMA.empty_table()
+
+
+class FlightDriver:
+    """A put's rows (an ``id`` and a ``text`` column, in ``chunks`` as a client may hold them) split into messages."""
+
+    def __init__(self, settings: dict[str, Any]) -> None:
+        del settings  # the split has none
+
+    def call(self, step: dict[str, Any]) -> Any:
+        if step["call"] != "messageBatches":
+            raise ValueError(f"unknown flight call {step['call']!r}")
+        return [batch.column(0).to_pylist() for batch in message_batches(put_rows(step["chunks"]), step["maxBytes"])]
+
+    def state(self) -> Answer:
+        return {}
+
+
 MACHINES: dict[str, Callable[[dict[str, Any]], Any]] = {
     "client": ClientDriver, "admission": AdmissionDriver, "commit": CommitDriver, "responses": ResponsesDriver,
-    "settings": SettingsDriver,
+    "settings": SettingsDriver, "errors": ErrorsDriver, "flight": FlightDriver,
 }
 
 

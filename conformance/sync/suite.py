@@ -1211,7 +1211,8 @@ SUITE = Suite(
              "the decode and validate rules (vectors/inputs.json) are answered as recorded",
              inputs.replay_case(ids), "store") for name, ids in inputs.groups()),
         _c("machines/every-walk", MUST, "The walks of calls on one sans-IO machine each (a client and its requests' "
-           "tries, the memory budget, put slots and puts in flight at once, commit stamps, responses, the settings) "
+           "tries, the memory budget, put slots and puts in flight at once, commit stamps, responses, the settings, "
+           "the refusal texts, a put's split into messages) "
            "kept by operator mutants (vectors/machine_walks.json) are answered as recorded",
            machine_walks.replay_case, "machines"),
         _c("decode/recorded", MUST, "Bytes no Flight client sends (overlong and cut varints, unknown field numbers and "

@@ -678,16 +678,9 @@ def _error_example(cls: type[errors.SyncError]) -> errors.SyncError:
     return cls(**arguments)
 
 
-def _subclasses(base: type[errors.SyncError]) -> list[type[errors.SyncError]]:
-    out: list[type[errors.SyncError]] = []
-    for cls in base.__subclasses__():
-        out += [cls, *_subclasses(cls)]
-    return out
-
-
 def error_catalogue() -> str:
     rows = [(f"`{cls.condition}`", cls.status, _code(_error_example(cls).message), _doc(cls))
-            for cls in _subclasses(errors.SyncError)]
+            for cls in errors.refusals()]
     return (anchor("errors") + "## Errors\n\n"
             "Every error is a gRPC status with the exact text below (Seafowl's where Seafowl has it), then "
             "` [sync-condition: <condition>]`; `condition` is this project's stable name (`spec/sync/errors.py`), "

@@ -262,6 +262,18 @@ class ServerRestarted(SyncError):
         )
 
 
+def refusals() -> list[type[SyncError]]:
+    """Every sync error the spec defines (the subclasses of ``SyncError`` imported so far, depth first): the table
+    of conditions a refusal may carry."""
+    out: list[type[SyncError]] = []
+    pending = list(reversed(SyncError.__subclasses__()))
+    while pending:
+        cls = pending.pop()
+        out.append(cls)
+        pending += reversed(cls.__subclasses__())
+    return out
+
+
 def one_line(text: str) -> str:
     """``text`` with line breaks and other control characters as spaces (what a status may carry)."""
     return "".join(" " if ord(ch) < 0x20 or ord(ch) == 0x7F else ch for ch in text)

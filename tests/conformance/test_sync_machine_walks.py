@@ -13,6 +13,8 @@ import jsonschema
 
 from conformance.sync import machine_walks
 from conformance.sync.reference_target import answer
+from spec.sync.client import Fault
+from spec.sync.errors import condition_in, refusals
 
 
 def test_the_corpus_matches_its_schema_and_counts() -> None:
@@ -21,7 +23,8 @@ def test_the_corpus_matches_its_schema_and_counts() -> None:
     tests = machine_walks.recorded()
     assert corpus["numberOfTests"] == len(tests) and [t["tcId"] for t in tests] == list(range(1, len(tests) + 1))
     assert corpus["seed"] == machine_walks.SEED and corpus["generatorVersion"] == machine_walks.GENERATOR_VERSION
-    assert {t["machine"] for t in tests} == {"client", "admission", "commit", "responses", "settings"}
+    assert {t["machine"] for t in tests} == {"client", "admission", "commit", "responses", "settings", "errors",
+                                             "flight"}
 
 
 def test_every_recorded_answer_is_the_spec_s_answer_now() -> None:
@@ -48,3 +51,21 @@ def test_a_walk_answered_otherwise_fails_its_replay_through_the_control() -> Non
     problems = machine_walks.replay_through(run, changed)
     assert problems and "not the spec's" in problems[0]
     assert _Control().control("MACHINES {not json").startswith("ERROR")
+
+
+def _recorded_steps(machine: str, call: str) -> list[dict[str, Any]]:
+    return [s for t in machine_walks.recorded() if t["machine"] == machine for s in t["steps"] if s["call"] == call]
+
+
+def test_the_client_is_judged_on_every_refusal_the_spec_defines_under_every_fault() -> None:
+    """A re-selection that drops the derived walks (or a refusal added to the spec but not to them) fails here."""
+    machine_walks.derived()  # every error the target builds is imported
+    conditions = {cls.condition for cls in refusals()}
+    judged = {(s["fault"], condition_in(s["text"])) for s in _recorded_steps("client", "afterFailure")}
+    assert {("refused", c) for c in conditions} <= judged
+    assert {f.value for f in Fault} <= {fault for fault, _ in judged}
+
+
+def test_every_control_character_is_made_one_line_in_the_corpus() -> None:
+    texts = "".join(s["text"] for s in _recorded_steps("errors", "oneLine"))
+    assert {chr(c) for c in [*range(0x20), 0x7F]} <= set(texts)
