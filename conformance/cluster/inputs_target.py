@@ -13,7 +13,15 @@ Bytes are hex, or ``{"repeat": hex, "times": n}``, or a list of those joined; te
 - ``updateFrames`` ``{kind, entries, limit?, fields?}``: the frames of one update event, split at ``limit``
   (MAX_FRAME_BYTES when absent).
 - ``feed`` ``{bound, chunks}``: a frame reader of that bound fed the chunks in turn.
+- ``updateSplit``: ``updateFrames``'s call, answered as each frame's size in bytes and its entries' ``key@revision``
+  in order.
+- ``errorFrom`` ``{body}``: one ERROR or CAS_ERROR frame body decoded to the typed error a client raises: its class,
+  condition, code and message (a CAS failure's key, expected revision and entry too).
 - ``checkBatch`` ``{ops}``, ``checkId`` ``{kind, text}``, ``checkAddress`` ``{address}``.
+- ``strangers`` ``{maxPending, bindTimeoutS, steps}`` and ``departures`` ``{maxBytes, lingerS, steps}``: the
+  bounds the service's reactor holds connections to (spec/admission.py, spec/departure.py), each step
+  ``[method, args...]`` answered in order as the shuffle corpus's connection-bound requests are
+  (conformance/shuffle/server_inputs.py); bounds the policy refuses are refused.
 - ``policy`` ``{heartbeatS, failAfterS}``: a failure policy built (seconds, fractional and sub-ms too; ``"nan"``
   and ``"inf"`` as strings) and what it derives, with its timing as WELCOME carries it.
 - ``detector`` ``{heartbeatS, failAfterS, renewals: {node: s}, ticks: [{now, members, unreadFor}]}``: a detector
@@ -24,8 +32,9 @@ Bytes are hex, or ``{"repeat": hex, "times": n}``, or a list of those joined; te
 - ``serviceSession`` ``{secret, maxSessions, failBoundS, steps}``: the service's end of one connection (secret
   null: none; ``failBoundS`` fractional and sub-ms too), each step one of ``{at, data, served}`` (bytes received at
   ``at`` s while the service serves ``served`` nodes: what they ask), ``{welcome: [token, heartbeatS, ttlS,
-  failBoundS]}`` (the last HELLO welcomed with that timing) or ``{silent: s}`` (whether the node is silent when
-  everything up to then was read); each step's answer with the session's deadline after it.
+  failBoundS]}`` (the last HELLO welcomed with that timing) or ``{silent: s, heldSince?: s}`` (whether the node is
+  silent when everything up to then was read, its reads held since ``heldSince``); each step's answer with the
+  session's deadline after it.
 - ``model`` ``{revision, members: {node: [address, shard, state, shardSince]}, gossip: [[key, hex, revision, scope,
   origin]], filler?: n, op: {kind, ...}, after}``: a
   model built with those members and their shards' logs empty (a backend reloading its journal holds such a
@@ -46,12 +55,13 @@ from typing import Any, Callable
 import construct as c
 
 from conformance.compact_bytes import expand_bytes, expand_text
+from conformance.shuffle.server_inputs import answer_server
 
 from spec.cluster import wire
-from spec.cluster.errors import ClusterError
+from spec.cluster.errors import ClusterError, RevisionMismatch
 from spec.cluster.detector import FailureDetector, FailurePolicy
 from spec.cluster.interface import FailureTiming
-from spec.cluster.session import Answer, Hello, Request, ServiceSession
+from spec.cluster.session import Answer, Hello, Request, ServiceSession, error_from
 from spec.cluster import model
 from spec.cluster.model import (ClusterModel, GossipRecord, GossipUpdate, Member, MemberRecord, MembershipChange,
                                 MembershipView)
@@ -112,6 +122,32 @@ def _update_frames(call: Json) -> Any:
                for e in call["entries"]]
     limit = call.get("limit", wire.MAX_FRAME_BYTES)
     return wire.update_frames(ServiceKind[call["kind"]], entries, limit, **wire_fields(call.get("fields", {})))
+
+
+def _update_split(call: Json) -> Any:
+    """The frames of one update event by size and entries, in order."""
+    out = []
+    kind = ServiceKind[call["kind"]]
+    for frame in _update_frames(call):
+        entries = wire.PAYLOADS[kind].parse(frame[wire.FRAME_HEADER.sizeof() + wire.Header.sizeof():]).entries
+        out.append({"bytes": len(frame), "entries": [f"{e.key}@{e.revision}" for e in entries]})
+    return out
+
+
+def _error_from(call: Json) -> Any:
+    error = error_from(wire.decode(expand_bytes(call["body"])))
+    fields = {"key": error.key, "expected": error.expected, "actual": None if error.actual is None else
+              [error.actual.key, error.actual.value, error.actual.revision]} if isinstance(error, RevisionMismatch) else {}
+    return {"class": type(error).__name__, "condition": error.condition, "code": error.code,
+            "message": error.message} | fields
+
+
+def _policy_steps(call: Json) -> Any:
+    """A connection-bound policy's steps (``strangers`` or ``departures``); its bounds refused: ValueError."""
+    answer = answer_server({**call, "function": call["call"]})
+    if "error" in answer:
+        raise ValueError(f"{call['call']} refuses its bounds")
+    return answer["value"]
 
 
 def _feed(call: Json) -> Any:
@@ -234,7 +270,7 @@ def _service_step(session: ServiceSession, step: Json, hellos: list[Hello]) -> J
             out["sent"] = session.welcome(hellos[-1], token, FailureTiming(heartbeat_interval=heartbeat, ttl=ttl,
                                                                            fail_bound=bound))
         elif "silent" in step:
-            out["silent"] = session.silent(step["silent"])
+            out["silent"] = session.silent(step["silent"], step.get("heldSince"))
         else:
             inputs = []
             for item in session.receive(expand_bytes(step["data"]), step["at"], step["served"]):
@@ -261,6 +297,10 @@ CALLS: dict[str, Callable[[Json], Any]] = {
     "encode": _encode,
     "decode": _decode,
     "updateFrames": _update_frames,
+    "updateSplit": _update_split,
+    "errorFrom": _error_from,
+    "strangers": _policy_steps,
+    "departures": _policy_steps,
     "feed": _feed,
     "checkBatch": _check_batch,
     "checkId": lambda call: check_id(call["kind"], expand_text(call["text"])),

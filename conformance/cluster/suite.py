@@ -36,7 +36,7 @@ from conformance.cluster.harness import (
 )
 from conformance.cluster.vector_suite import replay_trace
 from conformance.cluster.walks import WALKS_FILE, replay_cas_walk, replay_policy_walk, replay_session_walk
-from conformance.cluster import client_walks, inputs, wire_walks
+from conformance.cluster import client_walks, input_edges, inputs, wire_walks
 from conformance.framework import Case, CaseContext, CaseTimeout, Level, Suite, Verdict
 from spec.cluster.cas import CAS_ATTEMPTS
 from spec.cluster.errors import (
@@ -1157,6 +1157,17 @@ def every_input(target: ClusterTarget, ctx: CaseContext) -> Verdict:
                           "inputs answered as the spec's functions do", inputs.INPUTS_FILE)
 
 
+def every_input_edge(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    """Edges: the target's own cluster pure functions (capability ``inputs``) at every edge derived from the spec's
+    tables (conformance/cluster/input_edges.py): every error code off the wire, every split of an update event,
+    every frame bound, the reactor's connection bounds, the detector's and the session's deadlines; each answer as
+    the spec gives it."""
+    assert target.inputs is not None
+    edges = input_edges.every_edge()
+    return verdict(f"all {len(edges)} edges answered as the spec's functions do",
+                   input_edges.differences(target.inputs, edges)[:4])
+
+
 def case(id: str, requirement: str, check: Check, requires: frozenset[str] = frozenset(),
          level: Level = Level.MUST) -> Case:
     return Case(id, level, ROLE, requirement, check, requires)
@@ -1303,6 +1314,11 @@ CASES = [
          "kind, an update event split at MAX_FRAME_BYTES and one either side, a frame reader fed partial frames at "
          "its bound, ids, addresses, keys, values, expected revisions and batches at their byte bounds and one past) "
          "answers, raises or refuses as the spec's pure functions do", every_input, frozenset({INPUTS})),
+    case("inputs/derived-every-edge", "every edge derived from the spec's tables (each error code decoded off the "
+         "wire and the codes next to them, an update event split at its limit with each frame's fixed part and one "
+         "byte either side, every frame bound and one byte either side, the reactor's stranger and departure bounds "
+         "and deadlines, the detector's and the session's deadlines at their instant and one tick either side, "
+         "read late and held) answers as the spec's pure functions do", every_input_edge, frozenset({INPUTS})),
 ]
 
 SUITE = Suite(name="cluster", cases=CASES, open_target=open_target, roles=(ROLE,), target_help=TARGET_HELP)

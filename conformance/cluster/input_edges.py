@@ -1,0 +1,293 @@
+"""Every edge of the cluster's pure functions, derived from the spec's own tables rather than selected by mutants
+(capability ``inputs``: the calls of conformance/cluster/inputs_target.py), so that a bug of a kind no operator
+mutant plants (an entry left out of a table, a count restarted at the wrong value, a time assigned where it is
+kept) is told apart too:
+
+- every condition code the spec defines (each class of the spec's error tree), decoded off the wire from an
+  ERROR frame to its typed error, every code next to them and the last that is not, and a CAS_ERROR with and
+  without its entry;
+- an update event split into frames (:func:`spec.cluster.wire.update_frames`): empty, whole at its limit and one
+  byte either side, a first and a later frame at the limit with its fixed part and one byte either side, an entry
+  bigger than a frame, a batch that does not fit the room left or a whole frame, entries out of revision order,
+  and the same at MAX_FRAME_BYTES;
+- every frame bound (a stranger's, a node's, any frame's) at its length and one byte either side, and a body at a
+  message header's length and one byte either side;
+- the connection bounds the service's reactor holds (spec/admission.py, spec/departure.py): each size bound at
+  its value and one either side, each deadline at its instant and one tick either side, a linger asked again,
+  who a newcomer evicts (never itself);
+- the failure detector's and the service session's deadlines at their instant and one tick either side, renewed,
+  read late and held.
+
+Each call's answer is what this process's spec gives (:func:`conformance.cluster.inputs.run_call`): nothing is
+typed by hand, and a change of the spec changes what is owed. Times are binary fractions (a tick is 2**-10 s),
+so an instant at its deadline is exactly equal to it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Final
+
+from conformance.cluster.inputs import run_call
+from conformance.cluster.wire_walks import CONDITIONS
+from spec.cluster import wire
+from spec.cluster.detector import MAX_TIMING_MS
+from spec.cluster.wire import ServiceKind
+
+TICK: Final = 2.0 ** -10
+"""One step of a clock either side of an instant (exact in binary, as are the instants it is added to)."""
+SIDES: Final = (-1, 0, 1)
+ROOM: Final = 100
+"""The bytes of entries a split frame holds beyond its fixed part (the limit: the fixed part plus this)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Edge:
+    """One call at one edge, and which edge (what a failure names)."""
+
+    label: str
+    call: dict[str, Any]
+
+
+def _side(offset: int | float, unit: str = "byte") -> str:
+    return "exactly" if not offset else f"{'one' if abs(offset) == 1 else abs(offset)} {unit} {'under' if offset < 0 else 'over'}"
+
+
+# -- errors off the wire ---------------------------------------------------------------------------------------
+
+def _error_body(code: int) -> str:
+    return wire.encode(ServiceKind.ERROR, 5, code=code, message=f"code {code}")[wire.FRAME_HEADER.sizeof():].hex()
+
+
+def error_codes() -> list[Edge]:
+    """Every code of the spec's error tree, each code next to one (0 and the one past the last included) and the
+    last a frame carries, each decoded off the wire; a CAS failure with its entry and without."""
+    defined = sorted(CONDITIONS)
+    codes = sorted(set(defined) | {c + d for c in defined for d in (-1, 1) if c + d >= 0} | {2**16 - 1})
+    edges = [Edge(f"ERROR code {code} ({CONDITIONS.get(code, 'not defined')})",
+                  {"call": "errorFrom", "body": _error_body(code)}) for code in codes]
+    for found in (False, True):
+        actual = {"key": "k", "value": b"\x0a", "revision": 4} if found else None
+        body = wire.encode(ServiceKind.CAS_ERROR, 6, key="k", expected=3 if found else 0, found=found,
+                           actual=actual)[wire.FRAME_HEADER.sizeof():]
+        edges.append(Edge(f"CAS_ERROR {'with' if found else 'without'} its entry",
+                          {"call": "errorFrom", "body": body.hex()}))
+    return edges
+
+
+# -- update events split into frames ----------------------------------------------------------------------------
+
+def _fields(kind: ServiceKind) -> dict[str, Any]:
+    return {"shard_id": "s1"} if kind is ServiceKind.SHARD_LOG_UPDATE else {}
+
+
+def _fixed_part(kind: ServiceKind) -> int:
+    """The body bytes of an event of ``kind`` holding no entry (each frame of a split event has it)."""
+    header: int = wire.FRAME_HEADER.sizeof()
+    return len(wire.encode(kind, 0, entries=[], **_fields(kind))) - header
+
+
+def _entry(number: int, revision: int, size: int) -> dict[str, Any]:
+    """An entry whose wire form is ``size`` bytes (its value fills what its key and revision leave)."""
+    key = f"k{number}"
+    bare: bytes = wire.EntryLayout.build({"key": key, "value": b"", "revision": revision})
+    value = max(0, size - len(bare))
+    return {"key": key, "value": "ab" * value if value <= 64 else {"repeat": "ab", "times": value},
+            "revision": revision}
+
+
+def _split(kind: ServiceKind, label: str, sized: list[tuple[int, int]], limit: int | None) -> Edge:
+    """An update of entries ``(revision, wire size)`` split at ``limit`` (None: MAX_FRAME_BYTES)."""
+    call: dict[str, Any] = {"call": "updateSplit", "kind": kind.name, "fields": _fields(kind),
+                            "entries": [_entry(n, revision, size) for n, (revision, size) in enumerate(sized)]}
+    if limit is not None:
+        call["limit"] = limit
+    return Edge(f"{kind.name}: {label}", call)
+
+
+def update_splits() -> list[Edge]:
+    """Each rule of the splitter at its edges, for both update kinds (their fixed parts differ)."""
+    edges = []
+    for kind in (ServiceKind.GOSSIP_UPDATE, ServiceKind.SHARD_LOG_UPDATE):
+        limit = _fixed_part(kind) + ROOM
+        edges.append(_split(kind, "an empty update", [], None))
+        for d in SIDES:
+            edges += [
+                _split(kind, f"the whole update {_side(d)} its limit", [(1, 40), (2, ROOM - 40 + d)], limit),
+                _split(kind, f"a first frame {_side(d)} its limit, then another", [(1, ROOM + d), (2, 20)], limit),
+                _split(kind, f"a later frame with its fixed part {_side(d)} the limit",
+                       [(1, ROOM), (2, 40), (3, ROOM - 40 + d)], limit),
+                _split(kind, f"a third frame with its fixed part {_side(d)} the limit",
+                       [(1, ROOM), (2, ROOM), (3, 30), (4, ROOM - 30 + d)], limit),
+                _split(kind, f"a batch {_side(d)} the room a frame leaves it",
+                       [(1, 40), (2, 30), (2, ROOM - 70 + d), (3, 20)], limit),
+            ]
+        edges += [
+            _split(kind, "a batch bigger than a frame, kept whole", [(1, 20), (2, 50), (2, 50), (2, 50), (3, 20)], limit),
+            _split(kind, "entries out of revision order", [(3, 40), (1, 40), (2, 40), (1, 30)], limit),
+            _split(kind, "entries out of revision order, in one frame", [(3, 10), (1, 10), (2, 10)], limit),
+        ]
+        room = wire.MAX_FRAME_BYTES - _fixed_part(kind)
+        edges += [_split(kind, f"a first frame {_side(d)} MAX_FRAME_BYTES, then another", [(1, room + d), (2, 20)],
+                         None) for d in (0, 1)]
+    return edges
+
+
+# -- frame bounds ---------------------------------------------------------------------------------------------
+
+def frame_bounds() -> list[Edge]:
+    """Each bound a frame reader holds (a stranger's, a node's, any frame's) and a message header's length, each
+    announced at its value and one byte either side; a body of a header's length and one either side decoded."""
+    edges = []
+    for name, bound in (("MAX_HELLO_BYTES", wire.MAX_HELLO_BYTES), ("MAX_REQUEST_BYTES", wire.MAX_REQUEST_BYTES),
+                        ("MAX_FRAME_BYTES", wire.MAX_FRAME_BYTES)):
+        edges += [Edge(f"a frame {_side(d)} {name}", {"call": "feed", "bound": bound, "chunks": [f"{bound + d:08x}21"]})
+                  for d in SIDES]
+    header = wire.Header.sizeof()
+    for d in SIDES:
+        renew = wire.encode(ServiceKind.RENEW, 7)[wire.FRAME_HEADER.sizeof():]
+        body = (renew + b"\0" * d if d >= 0 else renew[:d]).hex()
+        edges += [Edge(f"a frame {_side(d)} a message header", {"call": "feed", "bound": wire.MAX_FRAME_BYTES,
+                                                                "chunks": [f"{header + d:08x}" + body]}),
+                  Edge(f"a body {_side(d)} a message header", {"call": "decode", "body": body})]
+    return edges
+
+
+# -- the reactor's connection bounds --------------------------------------------------------------------------
+
+def departures() -> list[Edge]:
+    """A departure's byte bound at its value and one either side (and nothing queued), its linger at its instant
+    and one tick either side, a departure asked again (its linger is not restarted), two in order, one closed."""
+    bound, linger = 4, 1.0
+
+    def edge(label: str, steps: list[list[Any]], max_bytes: int = bound, linger_s: float = linger) -> Edge:
+        return Edge(f"departures: {label}", {"call": "departures", "maxBytes": max_bytes, "lingerS": linger_s,
+                                             "steps": steps})
+
+    edges = [edge(f"{queued} bytes queued", [["leaving", 0, queued, 0.0], ["len"], ["deadline"]])
+             for queued in (0, 1, bound - 1, bound, bound + 1)]
+    edges += [edge(f"expired {_side(d, 'tick')} its linger", [["leaving", 0, 1, 0.0], ["expired", linger + d * TICK],
+                                                              ["len"], ["deadline"]]) for d in SIDES]
+    edges += [edge(f"asked again with {queued} bytes queued one tick before its linger ends",
+                   [["leaving", 0, 1, 0.0], ["leaving", 0, queued, linger - TICK], ["deadline"], ["expired", linger],
+                    ["len"]]) for queued in (bound, bound + 1)]
+    edges += [edge("two departures in order, the older first", [["leaving", 1, 1, 0.0], ["leaving", 0, 1, TICK],
+                                                                ["deadline"], ["expired", linger], ["deadline"],
+                                                                ["expired", linger + TICK], ["len"]]),
+              edge("one closed before its linger ends", [["leaving", 0, 1, 0.0], ["closed", 0], ["deadline"],
+                                                         ["expired", linger], ["len"]])]
+    edges += [edge(f"bounds {max_bytes} bytes, {linger_s} s", [["len"]], max_bytes, linger_s)
+              for max_bytes, linger_s in ((-1, linger), (0, linger), (0, 0.0), (0, TICK), (0, -TICK))]
+    return edges
+
+
+def strangers() -> list[Edge]:
+    """Strangers at their bound and one past (who the newcomer evicts: the oldest unproven other, else the oldest,
+    never itself), their deadline at its instant and one tick either side, one identified or closed."""
+    pending, timeout = 2, 1.0
+
+    def edge(label: str, steps: list[list[Any]], max_pending: int = pending, bind_s: float = timeout) -> Edge:
+        return Edge(f"strangers: {label}", {"call": "strangers", "maxPending": max_pending, "bindTimeoutS": bind_s,
+                                            "steps": steps})
+
+    full = [["accepted", 0, 0.0], ["accepted", 1, TICK]]
+    edges = [edge(f"{count} accepted", [["accepted", n, 0.0] for n in range(count)] + [["len"], ["deadline"]])
+             for count in (pending - 1, pending, pending + 1)]
+    edges += [
+        edge("a newcomer at the bound, none proven", full + [["accepted", 2, TICK], ["contains", 0], ["len"]]),
+        edge("a newcomer at the bound, the oldest proven", full + [["proven", 0], ["accepted", 2, TICK], ["contains", 0]]),
+        edge("a newcomer at the bound, every other proven", full + [["proven", 0], ["proven", 1], ["accepted", 2, TICK],
+                                                                    ["contains", 2], ["len"]]),
+        edge("an evicted stranger back at the bound, every other proven",
+             full + [["proven", 1], ["accepted", 2, TICK], ["proven", 2], ["accepted", 0, 2 * TICK], ["contains", 0]]),
+        edge("one held stranger, a newcomer", [["accepted", 0, 0.0], ["accepted", 1, TICK], ["contains", 1]], 1),
+        edge("one identified, then a newcomer", full + [["identified", 0], ["accepted", 2, TICK], ["len"],
+                                                        ["deadline"]]),
+        edge("one closed, its proof forgotten", full + [["proven", 0], ["closed", 0], ["accepted", 0, TICK],
+                                                        ["accepted", 2, TICK], ["contains", 0]]),
+    ]
+    edges += [edge(f"expired {_side(d, 'tick')} its deadline", full + [["expired", timeout + d * TICK], ["len"],
+                                                                       ["deadline"]]) for d in SIDES]
+    edges += [edge(f"bounds {max_pending} strangers, {bind_s} s", [["len"]], max_pending, bind_s)
+              for max_pending, bind_s in ((0, timeout), (1, timeout), (1, 0.0), (1, TICK))]
+    return edges
+
+
+# -- the detector's and the session's deadlines ----------------------------------------------------------------
+
+def detector_deadlines() -> list[Edge]:
+    """Each verdict threshold at its instant and one tick either side, counted from a renewal and from a later one,
+    with renewals read late (unread time is not silence, a negative one is none), and a member gone; the policy's
+    own bounds at their value and one step either side."""
+    heartbeat, fail_after = 0.5, 2.0
+
+    def edge(label: str, renewals: dict[str, float], ticks: list[dict[str, Any]]) -> Edge:
+        return Edge(f"detector: {label}", {"call": "detector", "heartbeatS": heartbeat, "failAfterS": fail_after,
+                                           "renewals": renewals, "ticks": ticks})
+
+    edges = []
+    for name, threshold in (("pfail_after", fail_after / 2), ("fail_after", fail_after)):
+        for since in (0.0, 0.25):
+            edges.append(edge(f"{name} after a renewal at {since} s, one tick either side", {"n1": since, "n2": 0.0},
+                              [{"now": since + threshold + d * TICK, "members": ["n1", "n2"]} for d in SIDES]))
+        edges.append(edge(f"{name} one tick past, none, one and two ticks of it unread", {"n1": 0.0},
+                          [{"now": threshold + TICK, "members": ["n1"], "unreadFor": u} for u in (0.0, TICK, 2 * TICK)]))
+    edges.append(edge("a negative unread time is none, at each threshold", {"n1": 0.0},
+                      [{"now": at, "members": ["n1"], "unreadFor": -TICK} for at in (fail_after / 2, fail_after)]))
+    edges.append(edge("a member gone, then back", {"n1": 0.0, "n2": 0.0},
+                      [{"now": fail_after + TICK, "members": ["n2"]}, {"now": fail_after + TICK, "members": ["n1", "n2"]}]))
+    limit_s = MAX_TIMING_MS / 1000
+    for heartbeat_s, fail_s in ((0.001, 0.002), (0.001 - 2.0 ** -30, 0.002), (0.001, 0.002 - 2.0 ** -30),
+                                (1.0, limit_s - 1.0), (1.0, limit_s - 1.0 + 0.001)):
+        edges.append(Edge(f"policy: heartbeat {heartbeat_s} s, fail_after {fail_s} s",
+                          {"call": "policy", "heartbeatS": heartbeat_s, "failAfterS": fail_s}))
+    return edges
+
+
+def session_deadlines() -> list[Edge]:
+    """A welcomed session's silence at its deadline and one tick either side, after HELLO and after a later frame,
+    with its reads held before, at and after the deadline; HELLO at the session bound and one under."""
+    bound = 1.0
+
+    def frame(kind: ServiceKind, request_id: int, **payload: Any) -> str:
+        return wire.encode(kind, request_id, **payload).hex()
+
+    hello = frame(ServiceKind.HELLO, 1, node_id="n1", secret="", takeover="", resume=False, resume_after=0)
+    welcomed: list[dict[str, Any]] = [{"at": 0.0, "data": hello, "served": 0},
+                                      {"welcome": ["tok", 0.5, 2.0, bound]}]
+
+    def edge(label: str, steps: list[dict[str, Any]]) -> Edge:
+        return Edge(f"session: {label}", {"call": "serviceSession", "secret": None, "maxSessions": 2,
+                                          "failBoundS": bound, "steps": steps})
+
+    edges = [edge("silence after HELLO, one tick either side of the deadline",
+                  welcomed + [{"silent": bound + d * TICK} for d in SIDES]),
+             edge("silence after a later frame, one tick either side of the deadline",
+                  welcomed + [{"at": 0.5, "data": frame(ServiceKind.RENEW, 2), "served": 1}] +
+                  [{"silent": 0.5 + bound + d * TICK} for d in SIDES]),
+             edge("reads held one tick either side of the deadline, judged long after",
+                  welcomed + [{"silent": 10 * bound, "heldSince": bound + d * TICK} for d in SIDES]),
+             edge("reads held long after, judged one tick either side of the deadline",
+                  welcomed + [{"silent": bound + d * TICK, "heldSince": 10 * bound} for d in SIDES]),
+             edge("a stranger is never silent", [{"silent": 10 * bound}])]
+    edges += [edge(f"HELLO with {served} of 2 sessions served", [{"at": 0.0, "data": hello, "served": served}])
+              for served in (1, 2)]
+    return edges
+
+
+FAMILIES: Final[tuple[Callable[[], list[Edge]], ...]] = (
+    error_codes, update_splits, frame_bounds, departures, strangers, detector_deadlines, session_deadlines)
+
+
+def every_edge() -> list[Edge]:
+    return [edge for family in FAMILIES for edge in family()]
+
+
+def differences(answer: Callable[[dict[str, Any]], dict[str, Any]], edges: list[Edge] | None = None) -> list[str]:
+    """Each edge whose call ``answer`` answers otherwise than the spec does, with both answers."""
+    problems = []
+    for edge in every_edge() if edges is None else edges:
+        owed, got = run_call(edge.call), answer(edge.call)
+        if got != owed:
+            problems.append(f"{edge.label}: answered {str(got)[:300]}, expected {str(owed)[:300]}")
+    return problems
