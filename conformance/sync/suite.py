@@ -44,7 +44,9 @@ the bound is refused busy (an error or ``accepted=false``).
 
 ``connections``: the target bounds the client connections it holds; the line ``CONNECTIONS`` is answered
 ``CONNECTIONS <max connections> <connections held now>``, and a newcomer at the bound evicts the connection
-doing nothing for longest (a silent one, no handshake, oldest first) and is served.
+doing nothing for longest (a silent one, no handshake, oldest first) and is served: an unfinished handshake or an
+idle connection (no stream; oldest first by the time each entered its use) before one whose streams wait for their
+first message, never one carrying a request (``spec.admission.ConnectionAdmission``).
 
 ``put-bound``: the target refuses for good a put whose messages together pass its high-watermark (its bytes summed
 over every message, each under it), ``RESOURCE_EXHAUSTED``, not ``accepted=false``: such a put could never be taken;
@@ -110,6 +112,7 @@ from conformance.sync import (
     decode,
     derived,
     derived_axes,
+    derived_connections,
     derived_model,
     derived_rules,
     derived_store,
@@ -1171,6 +1174,10 @@ SUITE = Suite(
         _c("admission/derived-connections-at-their-bound", SHOULD, "With max_connections - 1 silent connections "
            "held a put is served and evicts none; at the cap a put is served and evicts the oldest silent one",
            derived_axes.connections_at_their_bound, "connections"),
+        _c("admission/derived-connection-ranks-at-their-bound", SHOULD, "At max_connections a newcomer evicts the "
+           "connection the spec's table names: an unfinished handshake or an idle one (oldest first, a use entered "
+           "anew the youngest) before one waiting for a first message, never one carrying a request; one under the "
+           "bound, none", derived_connections.connection_ranks_at_their_bound, "connections", "put-slots"),
         _c("admission/derived-stream-deadlines-at-their-bounds", SHOULD, "A stream's first message is taken a "
            "tick before first_message_timeout_s from its opening and the stream ends DEADLINE_EXCEEDED at it; a put "
            "completes a tick before put_timeout_s from its first message and ends DEADLINE_EXCEEDED at it",
