@@ -67,8 +67,8 @@ HEADER: Final = [
     "kept because it tells one of the spec's sync machines from one of its first-order operator mutants (its comment "
     "names which, as 'function: operator').",
     "machine: client | admission | commit | responses | settings | errors | flight, with its settings; steps: the "
-    "calls made on it in order (conformance/sync/machines_target.py names each). 'answer', one per step: the call's result (or "
-    "{raised, condition, message}) and what the machine shows after it.",
+    "calls made on it in order (conformance/sync/machines_target.py names each). 'answer', one per step: the call's "
+    "result (or {raised, condition, message}) and what the machine shows after it.",
 ]
 
 
@@ -284,12 +284,14 @@ USER_VALUES: Final = ("t", "t [sync-condition: PUT_SLOTS_BUSY] u", "[sync-condit
 with controls and characters beyond ASCII."""
 LONG_VALUES: Final = ("p" * InvalidTablePath.SHOWN_CHARACTERS, "p" * (InvalidTablePath.SHOWN_CHARACTERS + 1))
 """A quoted path at the length a text shows whole, and one longer."""
-FLIGHT_CLIENT: Final = ("FlightUnavailableError: Flight returned unavailable error, with message: {text}. gRPC client "
-                        "debug context: UNKNOWN:Error received from peer ipv4:127.0.0.1:5005 {{grpc_message:\"{text}\", "
-                        "grpc_status:14}}. Client context: IOError: Server never sent a data message. Detail: Internal")
+FLIGHT_CLIENT: Final = ("FlightUnavailableError: Flight returned unavailable error, with message: {text}. gRPC "
+                        "client debug context: UNKNOWN:Error received from peer ipv4:127.0.0.1:5005 "
+                        "{{grpc_message:\"{text}\", grpc_status:14}}. Client context: IOError: Server never sent a "
+                        "data message. Detail: Internal")
 """How a Flight client shows a refused call's status: its text after a prefix, again in the debug context."""
-NOT_MARKS: Final = ("", "boom", "[sync-condition: ]", "[sync-condition: put_slots_busy]", "[sync-condition:PUT_SLOTS_BUSY]",
-                    "[sync-condition:  PUT_SLOTS_BUSY]", "[sync-condition: PUT_SLOTS_BUSY", "sync-condition: PUT_SLOTS_BUSY]",
+NOT_MARKS: Final = ("", "boom", "[sync-condition: ]", "[sync-condition: put_slots_busy]",
+                    "[sync-condition:PUT_SLOTS_BUSY]", "[sync-condition:  PUT_SLOTS_BUSY]",
+                    "[sync-condition: PUT_SLOTS_BUSY", "sync-condition: PUT_SLOTS_BUSY]",
                     "[sync-condition: PUT\nSLOTS_BUSY]", "[sync-condition: PUT-SLOTS]", "[sync-condition: A1]")
 """Texts that carry no condition: nearly a mark, each one rule of the pattern broken."""
 CONTROLS: Final = (*map(chr, range(0x21)), "\x7e", "\x7f", "\x80", "\x85", "\xa0", "\u00e9", "\u2028", "\u20ac",
@@ -329,7 +331,7 @@ def _client_rules() -> list[dict[str, Any]]:
               (just_under, 0.0), (10.0, 0.0), (10.0 + 1e-9, 0.0))]
     warnings = [{"call": "warning", "now": now} for now in (5.0 - 1e-9, 5.0, 5.0, 10.0 - 1e-9, 10.0, 30.0, 30.0)]
     numbers = (None, 2, 3, 4)
-    return [
+    return [*_request_rules(), 
         {"machine": "client", "settings": {}, "steps": _text_steps("afterFailure", texts, ["refused"])
          + _text_steps("afterFailure", plain, faults) + [{"call": "keepsConnection", "fault": f} for f in faults]},
         {"machine": "client", "settings": {}, "steps": [start, *_text_steps("failed", plain, ["refused"]),
@@ -346,6 +348,29 @@ def _client_rules() -> list[dict[str, Any]]:
     ]
 
 
+def _request_rules() -> list[dict[str, Any]]:
+    """What one request does after each kind of answer: a response accepted, busy, or showing a restart (``first``,
+    another server life, a memory number lower or absent), read on a fresh connection and on an old one; a new
+    connection's probe showing the request's transaction not held, in memory, durable, or lost with a restart, the
+    request sent before or not."""
+    told = {"call": "read", "response": {"accepted": True, "memory": 5, "durable": 3, "life": 7}}
+    answers = ({"accepted": False, "life": 7}, {"accepted": True, "memory": 6, "durable": 3, "life": 7},
+               {"accepted": True, "memory": 6, "durable": 3, "life": 7, "first": True},
+               {"accepted": True, "memory": 6, "durable": 3, "life": 8}, {"accepted": True, "memory": 2, "life": 8},
+               {"accepted": True, "life": 8}, {"accepted": False, "life": 9})
+    answered = [step for fresh in (False, True) for response in answers for step in (
+        {"call": "start", "sequence": 6, "now": 0.0, "initialS": 1.0, "maxS": 4.0, "deadlineS": 10.0},
+        {"call": "answered", "response": response, "fresh": fresh})]
+    probes = [{"accepted": True, "memory": memory, "durable": durable, "life": life}
+              for memory, durable, life in ((5, 3, 7), (6, 3, 7), (6, 6, 7), (6, 6, 8))]
+    connected = [step for probe in probes for sent in (False, True) for sequence in (6, None) for step in (
+        {"call": "start", "sequence": sequence, "now": 0.0, "initialS": 1.0, "maxS": 4.0, "deadlineS": 10.0},
+        *([{"call": "sending"}] if sent else []), {"call": "connected", "response": probe})]
+    pending = [{"call": "add", "sequence": 6}, {"call": "add", "sequence": 7}]
+    return [{"machine": "client", "settings": {}, "steps": [told, *pending, *answered]},
+            {"machine": "client", "settings": {}, "steps": [told, *pending, *connected]}]
+
+
 def _flight_table(rows: int, chunks: int) -> list[list[list[Any]]]:
     """``rows`` rows of growing texts (so sizes differ row by row) in ``chunks`` pieces, as a client may hold them."""
     values = [[i, "x" * (3 * i % 7)] for i in range(rows)]
@@ -359,7 +384,8 @@ def _flight_rules() -> dict[str, Any]:
     steps = []
     for rows, chunks in ((0, 1), (1, 1), (2, 1), (3, 1), (5, 1), (7, 3)):
         table = _flight_table(rows, chunks)
-        batches = importlib.import_module("conformance.sync.machines_target").put_rows(table).combine_chunks().to_batches()
+        rows_held = importlib.import_module("conformance.sync.machines_target").put_rows(table)
+        batches = rows_held.combine_chunks().to_batches()
         sizes = {0, 1, 1024} | {batch.slice(a, b - a).nbytes + d for batch in batches for a in range(rows)
                                 for b in range(a + 1, rows + 1) for d in (-1, 0, 1)}
         steps += [{"call": "messageBatches", "chunks": table, "maxBytes": size} for size in sorted(sizes)]
