@@ -1153,6 +1153,9 @@ SUITE = Suite(
            "table's own, null in its rows), left out (kept), in another order, of another type, renamed in case, "
            "not nullable, keys added, renamed or in another order: refused with the spec's problems, or the table's "
            "columns and rows as the spec's fit leaves them", derived_store.table_schema_fit, "store"),
+        _c("apply/derived-pending-table-schema-fit", MUST, "The same puts against a table whose first put is still "
+           "pending: the same refusals, columns and rows once both are flushed", derived_store.pending_table_schema_fit,
+           "flush-control", "store"),
         _c("apply/truncate-at-its-place", SHOULD, "A truncating put (streamwire's extension) empties its table at "
            "its place in the stream, with or without rows of its own, also flushed with puts around it",
            derived_writer.truncate_at_its_place, "truncate", "flush-control", "store"),
