@@ -6,8 +6,8 @@ kept) is told apart too:
 - every condition code the spec defines (each class of the spec's error tree), decoded off the wire from an
   ERROR frame to its typed error, every code next to them and the last that is not, and a CAS_ERROR with and
   without its entry;
-- an update event split into frames (:func:`spec.cluster.wire.update_frames`): empty, whole at its limit and one
-  byte either side, a first and a later frame at the limit with its fixed part and one byte either side, an entry
+- an update event split into frames (:func:`spec.cluster.wire.update_frames`), each an event (request id 0):
+  empty, whole at its limit and one byte either side, a first and a later frame at the limit with its fixed part and one byte either side, an entry
   bigger than a frame, a batch that does not fit the room left or a whole frame, entries out of revision order,
   and the same at MAX_FRAME_BYTES;
 - every frame bound (a stranger's, a node's, any frame's) at its length and one byte either side, and a body at a
@@ -125,7 +125,6 @@ def update_splits() -> list[Edge]:
         edges += [
             _split(kind, "a batch bigger than a frame, kept whole", [(1, 20), (2, 50), (2, 50), (2, 50), (3, 20)], limit),
             _split(kind, "entries out of revision order", [(3, 40), (1, 40), (2, 40), (1, 30)], limit),
-            _split(kind, "entries out of revision order, in one frame", [(3, 10), (1, 10), (2, 10)], limit),
         ]
         room = wire.MAX_FRAME_BYTES - _fixed_part(kind)
         edges += [_split(kind, f"a first frame {_side(d)} MAX_FRAME_BYTES, then another", [(1, room + d), (2, 20)],
@@ -203,8 +202,11 @@ def strangers() -> list[Edge]:
         edge("one held stranger, a newcomer", [["accepted", 0, 0.0], ["accepted", 1, TICK], ["contains", 1]], 1),
         edge("one identified, then a newcomer", full + [["identified", 0], ["accepted", 2, TICK], ["len"],
                                                         ["deadline"]]),
-        edge("one closed, its proof forgotten", full + [["proven", 0], ["closed", 0], ["accepted", 0, TICK],
-                                                        ["accepted", 2, TICK], ["contains", 0]]),
+        edge("one closed, its proof forgotten", full + [["proven", 0], ["proven", 1], ["closed", 0], ["len"],
+                                                        ["contains", 0], ["accepted", 0, TICK], ["accepted", 2, TICK],
+                                                        ["contains", 0]]),
+        edge("a newcomer named lower than those held", [["accepted", 5, 0.0], ["accepted", 6, TICK], ["proven", 5],
+                                                        ["accepted", 1, TICK], ["contains", 1]]),
     ]
     edges += [edge(f"expired {_side(d, 'tick')} its deadline", full + [["expired", timeout + d * TICK], ["len"],
                                                                        ["deadline"]]) for d in SIDES]

@@ -13,8 +13,8 @@ Bytes are hex, or ``{"repeat": hex, "times": n}``, or a list of those joined; te
 - ``updateFrames`` ``{kind, entries, limit?, fields?}``: the frames of one update event, split at ``limit``
   (MAX_FRAME_BYTES when absent).
 - ``feed`` ``{bound, chunks}``: a frame reader of that bound fed the chunks in turn.
-- ``updateSplit``: ``updateFrames``'s call, answered as each frame's size in bytes and its entries' ``key@revision``
-  in order.
+- ``updateSplit``: ``updateFrames``'s call, answered as each frame's size in bytes, kind, request id and its
+  entries' ``key@revision`` in order.
 - ``errorFrom`` ``{body}``: one ERROR or CAS_ERROR frame body decoded to the typed error a client raises: its class,
   condition, code and message (a CAS failure's key, expected revision and entry too).
 - ``checkBatch`` ``{ops}``, ``checkId`` ``{kind, text}``, ``checkAddress`` ``{address}``.
@@ -129,8 +129,10 @@ def _update_split(call: Json) -> Any:
     out = []
     kind = ServiceKind[call["kind"]]
     for frame in _update_frames(call):
-        entries = wire.PAYLOADS[kind].parse(frame[wire.FRAME_HEADER.sizeof() + wire.Header.sizeof():]).entries
-        out.append({"bytes": len(frame), "entries": [f"{e.key}@{e.revision}" for e in entries]})
+        body = frame[wire.FRAME_HEADER.sizeof():]
+        entries = wire.PAYLOADS[kind].parse(body[wire.Header.sizeof():]).entries
+        out.append({"bytes": len(frame), "kind": body[0], "id": wire.Header.parse(body).request_id,
+                    "entries": [f"{e.key}@{e.revision}" for e in entries]})
     return out
 
 
