@@ -17,6 +17,7 @@ from spec.cluster.errors import (
     NodeIdInUse,
     ProviderClosed,
     ProviderUnavailable,
+    RevisionMismatch,
     Unauthenticated,
 )
 from spec.cluster.interface import FailureTiming
@@ -31,6 +32,7 @@ from spec.cluster.session import (
     Request,
     ServiceSession,
     error_frame,
+    error_from,
 )
 from spec.cluster.types import Entry, Membership, NodeId, NodeInfo, NodeState, Revision, ShardId
 from spec.cluster.wire import ServiceKind
@@ -283,3 +285,28 @@ def test_a_session_closed_while_a_dial_is_under_way_sends_no_hello() -> None:
     assert client.deadline is None
     with pytest.raises(ProviderClosed):
         client.hello(0.1)
+
+
+def _error_tree(cls: type[ClusterError] = ClusterError) -> list[type[ClusterError]]:
+    """Every class of the tree that defines a code of its own (a runtime's subclass inherits its parent's)."""
+    own = [cls] if "code" in vars(cls) else []
+    return own + [sub for child in cls.__subclasses__() for sub in _error_tree(child)]
+
+
+def test_every_error_of_the_spec_s_tree_comes_off_the_wire_as_itself_but_an_invalid_identifier() -> None:
+    """Each class's own code, decoded off the wire, is that class again (a class left out of the registry the
+    client rebuilds errors from shows here); INVALID_IDENTIFIER, whose constructor takes structured fields, comes
+    back as the base class with its message, and a CAS failure by its own layout."""
+    tree = _error_tree()
+    assert len({cls.code for cls in tree}) == len(tree), "two errors share a wire code"
+    for cls in tree:
+        error: ClusterError
+        if cls is RevisionMismatch:
+            error = RevisionMismatch("k", 3, Entry(key="k", value=b"v", revision=Revision(4)))
+        elif cls is InvalidIdentifier:
+            error = InvalidIdentifier("node", "a b")
+        else:
+            error = cls("refused")
+        came = error_from(decoded(error_frame(9, error)))
+        assert type(came) is (ClusterError if cls is InvalidIdentifier else cls), cls.__name__
+        assert came.message == error.message
