@@ -38,7 +38,7 @@ import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 from urllib.parse import quote
 
 from reference.cluster.memory import DEFAULT_POLICY, InProcessCluster, InProcessNode
@@ -323,12 +323,12 @@ class ClusterService:
         """Look for silent sessions now and return once they are closed: what the poller does every
         ``POLL_S`` while the clock runs, and what the owner of a stopped clock calls after each move
         (as :meth:`InProcessCluster.judge` for the detector). A stopped clock is the owner's: no
-        unread time is subtracted."""
+        unread time is subtracted. PollerStalled: not judged within ``limit`` s, or the poller stopped."""
         with self._silence:
             self._silence_asked += 1
             asked = self._silence_asked
             self._reactor.wake()
-            self._silence.wait_for(lambda: self._silence_judged >= asked or not self._thread.is_alive(), limit)
+            self._await_poller(lambda: self._silence_judged >= asked, limit)
 
     def hold_reads(self, node_id: NodeId, held: bool, limit: float = 10.0) -> None:
         """Stop reading the connection serving ``node_id`` (what it sends waits unread, as behind a busy
@@ -352,10 +352,14 @@ class ClusterService:
         with self._silence:
             wanted = self._round + 1
             self._reactor.wake()
-            if not self._silence.wait_for(lambda: self._round_done >= wanted or not self._thread.is_alive(), limit) \
-                    or self._round_done < wanted:
-                raise PollerStalled(f"no round of the cluster service's poller ended within {limit} s"
-                                    if self._thread.is_alive() else "the cluster service's poller stopped")
+            self._await_poller(lambda: self._round_done >= wanted, limit)
+
+    def _await_poller(self, done: Callable[[], bool], limit: float) -> None:
+        """Wait (holding ``_silence``) until the poller made ``done`` true; PollerStalled when ``limit`` s
+        passed first, or the poller stopped."""
+        if not self._silence.wait_for(lambda: done() or not self._thread.is_alive(), limit) or not done():
+            raise PollerStalled(f"the cluster service's poller did not get there within {limit} s"
+                                if self._thread.is_alive() else "the cluster service's poller stopped")
 
     def _unread_for(self) -> float:
         """How long renewals may have waited unread here (the failure detector does not count it as

@@ -530,8 +530,9 @@ def test_silent_sessions_are_found_in_deadline_order_and_a_frame_moves_a_session
 
 def test_a_hold_of_reads_that_no_poller_round_carries_out_raises_instead_of_returning(
         cluster: InProcessCluster, monkeypatch: pytest.MonkeyPatch) -> None:
-    """PAUSE and RESUME return once a poller round carried them out; a poller stuck in a round (here held inside
-    its poll) makes them raise when their limit passes, so a harness answers ERROR rather than PAUSED."""
+    """PAUSE and RESUME (and a stopped clock's silence judgement) return once a poller round carried them out; a
+    poller stuck in a round (here held inside its poll) makes them raise when their limit passes, so a harness answers
+    ERROR rather than PAUSED (or CLOCKED)."""
     service = ClusterService(cluster)
     stuck, release = threading.Event(), threading.Event()
     poll = service._reactor.poll
@@ -549,7 +550,10 @@ def test_a_hold_of_reads_that_no_poller_round_carries_out_raises_instead_of_retu
             service.hold_reads(NodeId("held"), True, limit=0.2)
         with pytest.raises(PollerStalled):
             service.hold_reads(NodeId("held"), False, limit=0.2)
+        with pytest.raises(PollerStalled):
+            service.judge_silence(limit=0.2)
         release.set()
+        service.judge_silence()
         service.hold_reads(NodeId("held"), True)
         service.hold_reads(NodeId("held"), False)
     finally:
