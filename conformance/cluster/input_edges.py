@@ -248,7 +248,8 @@ def detector_deadlines() -> list[Edge]:
 
 def session_deadlines() -> list[Edge]:
     """A welcomed session's silence at its deadline and one tick either side, after HELLO and after a later frame,
-    with its reads held before, at and after the deadline; HELLO at the session bound and one under."""
+    with its reads held before, at and after the deadline; HELLO at the session bound and one under; the frame
+    bound before HELLO and after WELCOME at its value and one byte either side."""
     bound = 1.0
 
     def frame(kind: ServiceKind, request_id: int, **payload: Any) -> str:
@@ -274,6 +275,11 @@ def session_deadlines() -> list[Edge]:
              edge("a stranger is never silent", [{"silent": 10 * bound}])]
     edges += [edge(f"HELLO with {served} of 2 sessions served", [{"at": 0.0, "data": hello, "served": served}])
               for served in (1, 2)]
+    for d in SIDES:  # the bounds the session gives its frame reader: a stranger's, then a welcomed node's
+        edges += [edge(f"a stranger's frame {_side(d)} MAX_HELLO_BYTES",
+                       [{"at": 0.0, "data": f"{wire.MAX_HELLO_BYTES + d:08x}01", "served": 0}]),
+                  edge(f"a welcomed node's frame {_side(d)} MAX_REQUEST_BYTES",
+                       welcomed + [{"at": 0.5, "data": f"{wire.MAX_REQUEST_BYTES + d:08x}07", "served": 1}])]
     return edges
 
 

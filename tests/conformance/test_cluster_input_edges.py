@@ -48,6 +48,8 @@ BUGS = [_unregistered(cls.__name__) for cls in ERRORS_BY_CODE.values() if cls.__
     Mutant("held-silence-from-read-through", "spec/cluster/session.py",
            "observed = read_through if held_since is None else min(read_through, held_since)",
            "observed = read_through", "a held session judged silent for the time its reads were held"),
+    Mutant("welcomed-node-keeps-hello-bound", "spec/cluster/session.py", "self.frames.bound = wire.MAX_REQUEST_BYTES",
+           "self.frames.bound = wire.MAX_HELLO_BYTES", "a welcomed node's frames bounded as a stranger's"),
     Mutant("detector-unread-added", "spec/cluster/detector.py", "observed = now - max(0.0, unread_for)",
            "observed = now - unread_for", "a negative unread time moves the detector's clock on"),
 ]
