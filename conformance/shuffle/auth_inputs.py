@@ -8,6 +8,9 @@ the challenge, then ciphertext) to a server under ``config`` (``replayed``: the 
 ``authClient`` sends its challenge and feeds ``received`` (the server's answer, then ciphertext). Either answers
 the outcome (established: the reply and key id; rejected: the error and the reply; none yet: the error the end of
 the connection reports), the plaintext of the ciphertext after the handshake, and ``plaintexts`` sealed back.
+``authReplays`` asks a server's memory of answered challenges (``capacity`` of them, the spec's when absent) about
+``salts``: ``[first, count]`` runs of salts (salt i is i as 16 bytes, big-endian), answering for each run how many it
+saw for the first time: at its capacity and one past, which salt it forgot.
 ``authSettings`` reads ``spark.authenticate`` and its companions as Spark does. Requests are drawn by
 :func:`candidate_request` from two spec ends talking, with the faults a tester would put in the bytes between them.
 """
@@ -23,13 +26,13 @@ from spec.auth.ciphers import CipherName, GcmCipher, Random, TransportCipher
 from spec.auth.errors import AuthError
 from spec.auth.layouts import GCM_CIPHERTEXT_SEGMENT, GCM_LENGTH_BYTES, GCM_MESSAGE_SEGMENTS, GCM_PLAINTEXT_SEGMENT, \
     GCM_TAG_LENGTH, RPC_HEADER_SIZE
-from spec.auth.handshake import AuthConfig, ClientHandshake, Established, Outcome, Rejected, ReplayGuard, \
-    ServerHandshake
+from spec.auth.handshake import REPLAY_MEMORY, AuthConfig, ClientHandshake, Established, Outcome, Rejected, \
+    ReplayGuard, ServerHandshake
 from spec.auth.settings import auth_from_conf
 from spec.errors import ProtocolError
 
 Json = Mapping[str, Any]
-FUNCTIONS: Final = ("authServer", "authClient", "authSettings")
+FUNCTIONS: Final = ("authServer", "authClient", "authSettings", "authReplays")
 
 
 def seeded(seed: str) -> Random:
@@ -106,9 +109,18 @@ def shown(data: bytes) -> str | dict[str, Any]:
     return data.hex() if len(data) <= SHOWN_IN_FULL else {"length": len(data), "sha256": hashlib.sha256(data).hexdigest()}
 
 
+def replays(request: Json) -> dict[str, Any]:
+    """How many salts of each run a server's replay memory saw for the first time."""
+    guard = ReplayGuard(int(request["capacity"])) if "capacity" in request else ReplayGuard()
+    return {"value": [sum(guard.first_time(salt.to_bytes(SALT_BYTES, "big")) for salt in range(first, first + count))
+                      for first, count in request["salts"]]}
+
+
 def answer_auth(request: Json) -> dict[str, Any]:
     """The spec's answer to one authentication request."""
     function = request["function"]
+    if function == "authReplays":
+        return replays(request)
     try:
         if function == "authSettings":
             config = auth_from_conf(request["conf"], request["appId"], request.get("secret"))
@@ -143,6 +155,23 @@ def answer_auth(request: Json) -> dict[str, Any]:
 
 CIPHER_SPELLINGS: Final = ("AES/CTR/NoPadding", "AES/GCM/NoPadding", "aes/gcm/nopadding", " AES/CTR/NoPadding ",
                            "CTR", "gcm", "AES/CBC/NoPadding", "", "AES/GCM")
+
+
+SALT_BYTES: Final = 16
+"""A salt's length in an AuthMessage (what a replayed challenge repeats)."""
+
+
+def _replays_request(rng: random.Random) -> dict[str, Any]:
+    """A replay memory filled to its capacity, a salt short of it or one or two past, then asked about the oldest, the
+    newest, the first forgotten and one never seen (a run repeated now and then): which salt a full memory forgets."""
+    capacity = rng.choice((None, None, 0, 1, 2, 2, 3, 3))
+    size = REPLAY_MEMORY if capacity is None else capacity
+    filled = max(size + rng.choice((-1, 0, 0, 1, 1, 2)), 0)
+    probes = [p for p in (0, 1, filled - 1, filled, size - 1, size) if p >= 0]
+    salts = [[0, filled]] + [[rng.choice(probes), 1] for _ in range(rng.randint(1, 4))]
+    if rng.random() < 0.2:
+        salts.append([0, filled])
+    return {"function": "authReplays", **({} if capacity is None else {"capacity": capacity}), "salts": salts}
 
 
 def _config(rng: random.Random) -> dict[str, Any]:
@@ -392,5 +421,5 @@ def _settings(rng: random.Random) -> dict[str, Any]:
 
 
 SHAPES: Final[tuple[tuple[Callable[[random.Random], dict[str, Any]], int], ...]] = (
-    (_exchange, 12), (_settings, 4), (_gcm_edges, 8))
+    (_exchange, 11), (_replays_request, 1), (_settings, 4), (_gcm_edges, 8))
 """Each authentication request shape with its weight among all the inputs' shapes."""

@@ -36,7 +36,8 @@ from conformance.shuffle.server_inputs import answer_server
 from conformance.shuffle.task_inputs import FUNCTIONS as TASK_FUNCTIONS
 from conformance.shuffle.task_inputs import SHAPES as TASK_SHAPES
 from conformance.shuffle.task_inputs import answer_tasks
-from conformance.operator_mutants import canonical, import_runner, mutants_of, rule_of, select, split_mutants
+from conformance.operator_mutants import (OperatorMutant, canonical, import_runner, mutants_of, order_mutants, rule_of,
+                                          select, split_mutants)
 from spec.errors import ProtocolError
 from spec.shuffle import codec
 from spec.shuffle.checksum import payload_checksum, verify_payload
@@ -344,7 +345,8 @@ def _json_fault(rng: random.Random, message: dict[str, Any], fault: str) -> Any:
         value = high + 1 if fault == "over" else low - 1
         message[name] = rng.choice((value, str(value)))
     elif fault == "type":
-        message["type"] = rng.choice((None, "DATA", "credit_control_message", 2, "", "TERMINATION_ACK_MESSAGE "))
+        message["type"] = rng.choice((None, "DATA", "credit_control_message", 2, "", "TERMINATION_ACK_MESSAGE ", [],
+                                      {"name": "DATA"}))
     elif fault == "payload":
         message["payload"] = rng.choice(("0x00", "00 ff", "0", "zz", "0g", "00 0", 0, None, "AbCd", " "))
     elif fault == "data_size":
@@ -511,8 +513,9 @@ HEADER: Final = [
     "its draws are the bytes of SHA-256(random || counter) blocks in the spec's order; 'received' the peer's bytes",
     "fed in turn, then 'sealed' ciphertext; 'plaintexts' sealed back, an integer n meaning the bytes i % 251 for",
     "i < n, a list the buffers of one batch, sealed at once; sealed output past 512 bytes shown as its length and",
-    "SHA-256) and authSettings (conf, appId, the",
-    "generated secret). With capability inputs-tasks: failureText (role, task, description: a string or",
+    "SHA-256), authSettings (conf, appId, the generated secret) and authReplays (a server's memory of answered",
+    "challenges, 'capacity' of them or the spec's when absent, asked about 'salts': [first, count] runs, salt i",
+    "being i as 16 big-endian bytes; the answer how many of each run it saw for the first time). With capability inputs-tasks: failureText (role, task, description: a string or",
     "{repeat: UTF-8 hex, times: n}; an answer past 512 bytes shown as its length and SHA-256), rootCause (a task's",
     "error by type name, 'seen' the look at its attempt, 'waitedS') and errorReport (a typed shuffle error from",
     "its arguments: its text, its JSON and a pickled copy's). With capability inputs-admission: strangers,",
@@ -592,6 +595,10 @@ def _undrawn(earlier: Sequence[dict[str, Any]], drawn: Sequence[Request]) -> lis
     return found
 
 
+def _all_mutants(module: str) -> list[OperatorMutant]:
+    return [*mutants_of(module), *split_mutants(module), *order_mutants(module)]
+
+
 def select_corpus(count: int, earlier: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Run the selection over the first ``count`` candidates and the ``earlier`` corpora's requests the seed no longer
     draws; its outcome as :data:`SELECTION_FILE` holds it (those of the latter kept under ``carried``, numbered from
@@ -600,9 +607,8 @@ def select_corpus(count: int, earlier: Sequence[dict[str, Any]]) -> dict[str, An
     (the spec still answering them as they record) before any other."""
     requests = candidates(count)
     requests += _undrawn(earlier, requests)
-    every = [m for module in MODULES for m in (*mutants_of(module), *split_mutants(module))] + [
-        m for module, functions in FUNCTIONS_OF.items() for m in (*mutants_of(module), *split_mutants(module))
-        if m.function in functions]
+    every = [m for module in MODULES for m in _all_mutants(module)] + [
+        m for module, functions in FUNCTIONS_OF.items() for m in _all_mutants(module) if m.function in functions]
     mutants = list({m.name: m for m in reversed(every)}.values())[::-1]  # one per name (a name is a rule)
     chosen = select(requests, import_runner("conformance.shuffle.inputs", "answer"), PREFIXES, mutants,
                     progress=lambda line: print(line, file=sys.stderr, flush=True), traced=False,
@@ -667,6 +673,7 @@ JUDGED: Final[tuple[Judgement, ...]] = (
      "the common header's fields are type_id and seq, and 'seq' < 'type_id'"),
     ("settings.SettingsError.__init__", "drop self.", "equivalent", _ATTRIBUTE),
     ("settings.Setting.validate", "or -> and", "unreachable", _PARSED),
+    ("settings.Setting.validate", "drop operand", "unreachable", _PARSED),
     ("settings.Setting.validate", "swap checks not low <= value <= high", "unreachable", _PARSED),
     ("errors.UnexpectedMessageType.__init__", "drop self.", "equivalent", _ATTRIBUTE),
     ("ciphers._kept", "", "equivalent", "the derived message keys kept only save work: a key derived again is the same"),
@@ -675,14 +682,27 @@ JUDGED: Final[tuple[Judgement, ...]] = (
     ("keys.hkdf", "255 -> ", "equivalent", "an assertion on the lengths the spec asks for (12 to 32 bytes)"),
     ("keys.seal_public_key", "len(iv) == GCM_IV_LENGTH", "equivalent",
      "an assertion on the IV the spec draws (always 12 bytes)"),
-    ("handshake.ReplayGuard.first_time", "", "unreachable",
-     "forgetting the oldest of 4096 remembered salts needs 4097 answered challenges in one request"),
     ("errors.IncorrectSequenceNumber.__init__", "drop self.", "equivalent", _ATTRIBUTE),
     ("errors.WriterUnreachable.__init__", "drop self.", "equivalent", _ATTRIBUTE),
     ("errors.Fault.peer_id", "", "unreachable", "the record a machine fills when a channel fails, read by the channel "
      "table; no request builds one (errorReport gives an error its own arguments; the walk corpus judges the tables)"),
-    ("errors.ProtocolError.to_json", "and -> or", "unreachable", "every parameter of the errors a request builds is an "
-     "int or a string, and str() of a string is itself: it takes an error with a bool, float or None parameter"),
+    *(("errors.ProtocolError.to_json", part, "unreachable", "every parameter of the errors a request builds is an int "
+       "or a string, and str() of a string is itself: it takes an error with a bool, float or None parameter")
+      for part in ("and -> or", "drop operand")),
+    ("admission.StrangerAdmission.accepted", "append -> at the front", "equivalent",
+     "one stranger arrives at a time, so the table is one past its bound at most: one eviction an arrival, in no order"),
+    ("framing.FrameDecoder._complete_pending", "append -> at the front", "equivalent",
+     "the held frame is completed first, on the empty list of what a feed returns: first either way"),
+    ("handshake.ServerHandshake._complete", "drop operand self._replays is not None", "unreachable",
+     "a server without a replay memory is a Python caller's option; every server a request runs (as the runtime's) has "
+     "one"),
+    ("http2_watch.ConnectionWatch.use", "drop operand self._client.malformed", "equivalent",
+     "only a wrong preface makes the client's bytes malformed, before any frame is read: its SETTINGS ack is never "
+     "seen, so the first operand holds already"),
+    ("keys.hkdf", "drop operand bytes(HASH_LENGTH)", "equivalent",
+     "HMAC pads a key shorter than its block with zero bytes (RFC 2104): an empty salt and 32 zero bytes key it alike"),
+    ("messages.Gathered.__eq__", "drop operand isinstance(", "equivalent",
+     "bytes compare unequal to anything that is not bytes-like: the check only spares the comparison"),
     *((f"coordination.ShuffleDirectory.{name}", "drop ...", "equivalent", "a Protocol's body is never run")
       for name in ("register", "lookup", "unregister", "report_failure")),
     ("admission.ConnectionAdmission.__init__", "1 -> 2", "equivalent",
@@ -737,8 +757,9 @@ JUDGED: Final[tuple[Judgement, ...]] = (
      "the version is 1 or 2 (AuthConfig refuses any other): <= 1 is == 1"),
     ("settings.enabled", "text == 'true': == -> >=", "equivalent",
      "the text is 'true' or 'false' here (anything else is refused first), and 'false' < 'true'"),
-    ("shared_secret.secret_matches", "and -> or", "unreachable", "the cluster wire's HELLO check "
-     "(spec.cluster.wire); no shuffle request presents a secret to it (the cluster input corpus does)"),
+    *(("shared_secret.secret_matches", part, "unreachable", "the cluster wire's HELLO check (spec.cluster.wire); no "
+       "shuffle request presents a secret to it (the cluster input corpus does)") for part in ("and -> or",
+                                                                                             "drop operand")),
     ("root_cause.root_cause", "swap checks isinstance(seen.state, AttemptFailure)", "equivalent",
      "an attempt's state is a failure or RETIRED, never both: the two checks exclude each other"),
 )

@@ -112,6 +112,8 @@ def _server_request(rng: random.Random) -> dict[str, Any]:
     request["steps"] = _steps(rng, function, timeout, size)
     if function == "strangers" and 0 < size <= 3 and rng.random() < 0.6:
         request["steps"][:0] = _full_house(rng, size)
+    elif function == "connections" and 0 < size <= 3 and rng.random() < 0.6:
+        request["steps"][:0] = _full_table(rng, size)
     return request
 
 
@@ -123,6 +125,16 @@ def _full_house(rng: random.Random, size: int) -> list[list[Any]]:
     if rng.random() < 0.4:
         steps += [["closed", 0], ["accepted", 0, 0.0]]
     steps.append(["accepted", rng.choice((size, size, 0, size - 1)), 0.0])
+    return steps
+
+
+def _full_table(rng: random.Random, size: int) -> list[list[Any]]:
+    """Every connection held, some entering a use (perhaps the one they are in: no younger for it), then a newcomer:
+    whom it evicts, in which rank, the oldest of it."""
+    steps: list[list[Any]] = [["accepted", peer] for peer in range(size)]
+    for peer in rng.sample(range(size), rng.randint(1, size)):
+        steps.append(["using", peer, rng.choice(("HANDSHAKE", "HANDSHAKE", "IDLE", "WAITING", "ENDING", "BUSY"))])
+    steps.append(["accepted", size])
     return steps
 
 
@@ -215,6 +227,10 @@ def _call(rng: random.Random, stream: int) -> list[tuple[str, bytes]]:
     if rng.random() < 0.6:  # response headers (or data, PRIORITY, WINDOW_UPDATE), without END_STREAM
         events.append(("from_server", _frame(rng.choice((HEADERS, HEADERS, DATA, 2, 8)), 4, stream, bytes(2))))
     end = rng.choice(("trailers", "trailers", "server-reset", "client-reset", "data-end", "open"))
+    if rng.random() < 0.2:  # the client's HEADERS again on the open stream (trailers): it stays the one stream
+        events.append(("from_client", _frame(HEADERS, rng.choice((4, END_STREAM | 4)), stream, bytes(2))))
+    if rng.random() < 0.2:  # the server's frame of another kind with the END_STREAM bit set: no end for it
+        events.append(("from_server", _frame(rng.choice((2, 6, 8, 9)), END_STREAM, stream, bytes(4))))
     if end == "trailers":
         events.append(("from_server", _frame(HEADERS, END_STREAM | 4, stream, bytes(2))))
     elif end == "data-end":

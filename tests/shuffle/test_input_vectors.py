@@ -46,3 +46,17 @@ def test_the_report_is_written_from_the_recorded_selection() -> None:
     names = {m["name"] for m in outcome["mutants"]}
     assert names == set(outcome["killedBy"]) | set(outcome["broken"]) | set(outcome["survivors"]) | set(
         outcome["timedOut"])
+
+
+def test_a_kept_request_the_seed_no_longer_draws_stays_a_candidate_while_the_spec_answers_it_alike() -> None:
+    """A re-selection only adds: an earlier corpus's request the seed no longer draws is a candidate again (numbered
+    past the seed's), unless the spec answers it otherwise now; one the seed draws is not added twice."""
+    drawn = inputs.candidate(0)
+    undrawn = {"function": "authReplays", "capacity": 1, "salts": [[0, 2], [0, 1]]}
+    earlier = [{"request": drawn, "answer": inputs.answer(drawn)},
+               {"request": undrawn, "answer": {"value": [2, 1]}},
+               {"request": undrawn, "answer": {"value": [2, 1]}},
+               {"request": {**undrawn, "capacity": 2}, "answer": {"value": [2, 1]}}]  # the spec says [2, 0]
+    assert inputs._undrawn(earlier, [drawn]) == [undrawn]
+    numbers = [t["candidate"] for t in DOCUMENT["tests"] if t["candidate"] >= inputs.CANDIDATES]
+    assert numbers == list(range(inputs.CANDIDATES, inputs.CANDIDATES + len(inputs.carried_requests())))

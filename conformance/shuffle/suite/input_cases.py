@@ -18,7 +18,7 @@ Json = Mapping[str, Any]
 CODEC_FUNCTIONS: Final = frozenset({"decodeFrame", "decodeBody", "decodeStream", "encode", "maxFrame", "checksum",
                                    "gathered"})
 SETTINGS_FUNCTIONS: Final = frozenset({"settings", "networkTimeout", "budget"})
-AUTH_FUNCTIONS: Final = frozenset({"authServer", "authClient", "authSettings"})
+AUTH_FUNCTIONS: Final = frozenset({"authServer", "authClient", "authSettings", "authReplays"})
 TASK_FUNCTIONS: Final = frozenset({"failureText", "rootCause", "errorReport"})
 ADMISSION_FUNCTIONS: Final = frozenset({"strangers", "departures", "connections", "watch"})
 """The request families, one case each: the codec and the JSON form of messages; settings parsing and the memory
