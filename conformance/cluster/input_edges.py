@@ -49,8 +49,9 @@ class Edge:
     call: dict[str, Any]
 
 
-def _side(offset: int | float, unit: str = "byte") -> str:
-    return "exactly" if not offset else f"{'one' if abs(offset) == 1 else abs(offset)} {unit} {'under' if offset < 0 else 'over'}"
+def _side(offset: int, unit: str = "byte") -> str:
+    """An edge's side in words: ``exactly``, ``one byte under``, ``one tick over``."""
+    return "exactly" if not offset else f"one {unit} {'under' if offset < 0 else 'over'}"
 
 
 # -- errors off the wire ---------------------------------------------------------------------------------------
