@@ -222,6 +222,18 @@ BUGS: tuple[Mutant, ...] = (
            "    return _NONCE.pack(prefix, segment, False)",
            "an AES-GCM segment's nonce never marks the message's last segment: Spark's receiver (and the peer) "
            "cannot open it"),
+    Mutant("auth-replay-memory-forgets-newest", "spec/auth/handshake.py",
+           "self._seen.popitem(last=False)", "self._seen.popitem(last=True)",
+           "a server's full memory of answered challenges forgets the salt it just recorded instead of its oldest: "
+           "that challenge can be replayed at once"),
+    # -- a server's bounds on connections (spec/admission.py, spec/departure.py) -----------------------
+    Mutant("admission-newcomer-evicts-itself", "spec/admission.py",
+           "p not in self._proven and p != peer", "p not in self._proven",
+           "a stranger arriving at a full table where every other stranger proved the secret evicts itself"),
+    Mutant("departure-linger-restarted", "spec/departure.py",
+           "self._due.setdefault(peer, now + self.linger_s)", "self._due[peer] = now + self.linger_s",
+           "a departing connection that asks to leave again restarts its linger: a peer that never reads holds "
+           "the server past linger_s"),
 )
 
 SMOKE: tuple[str, ...] = ("writer-termination-reuses-seq", "writer-checksum-inverted")
