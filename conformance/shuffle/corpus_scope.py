@@ -14,6 +14,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping
+from functools import cache
 from typing import Final
 
 from conformance.operator_mutants import module_path, mutants_of, order_mutants, split_mutants
@@ -46,12 +47,12 @@ print(json.dumps(sorted(name for name in sys.modules if name.startswith("spec.")
 """
 
 
-def runtime_modules() -> list[str]:
+@cache
+def runtime_modules() -> tuple[str, ...]:
     """The spec modules a process holds once it imported every module of ``reference/shuffle`` (a fresh one: what
     this process imported already does not count)."""
     done = subprocess.run([sys.executable, "-c", _IMPORTED], check=True, capture_output=True, text=True, timeout=300)
-    modules: list[str] = json.loads(done.stdout.splitlines()[-1])
-    return modules
+    return tuple(json.loads(done.stdout.splitlines()[-1]))
 
 
 def judged_functions(corpora: Iterable[str] = CORPORA) -> dict[str, set[str] | None]:
