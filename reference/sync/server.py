@@ -39,6 +39,7 @@ from spec.sync.messages import (
     decode_descriptor_cmd,
 )
 from spec.sync.schema import SyncSchema, TableShape, check_table_fit
+from spec.sync.squash import SquashedChange
 from spec.sync.server import SyncServerEndpoint, TransactionExpired, recorded_durable
 from spec.sync.writer import FlushReason, Received, RowGroupLimits, SyncSettings
 from reference.sync.credentials import ServerSecurity
@@ -262,6 +263,15 @@ class SyncServer:
         with self._budget_lock:
             self._budget.set_pending(self._endpoint.pending_bytes)
 
+    def _flushed_shape(self, uri: str, changes: list[SquashedChange]) -> TableShape | None:
+        """The table's shape once a flush's ``changes`` are in it, as the spec's fit orders its columns: folded over
+        the changes written, not the shape pending puts left (which keeps the columns of a discarded one)."""
+        shape = self.store.table_shape(uri)
+        for change in changes:
+            put = storable_shape(change.schema)
+            shape = put if shape is None else check_table_fit(uri, put, shape)
+        return shape
+
     def _fitting_shape(self, name: str, uri: str, schema: SyncSchema) -> TableShape:
         """The table's shape once this put is in it; raise TableSchemaMismatch if it cannot be applied."""
         try:
@@ -290,7 +300,7 @@ class SyncServer:
             with self._budget_lock:
                 self._budget.set_flushing(flush_working_set(sum(i.size for i in plan.apply)))
             try:
-                shape = self._shapes.get(table)
+                shape = self._flushed_shape(table, [i.payload for i in plan.apply])
                 files = self.store.write(table, [i.payload for i in plan.apply], plan.table_marks, plan.durable_after,
                                          None if shape is None else list(shape.columns))
             finally:

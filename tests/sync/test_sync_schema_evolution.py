@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
+from conformance.sync.clock import ManualClock
 from conformance.sync.suite import DESCS, rows_batch
 from reference.sync.clock import MonotonicClock
 from reference.sync.client import SyncClient, SyncPut
@@ -85,3 +86,33 @@ def test_a_column_named_as_the_tables_in_another_case_is_refused_not_taken_for_e
     assert renamed.response is None and "TABLE_SCHEMA_MISMATCH" in renamed.error_text
     assert "column V is the table's v in another case" in renamed.error_text
     assert rows_of(tmp_path / "store" / "t") == {1: ("a",), 3: ("c",)}
+
+
+def test_a_column_of_a_dropped_put_does_not_hold_up_the_columns_added_after_it(
+        server_factory: ServerFactory, tmp_path: Path) -> None:
+    """A flush orders the columns it adds by the spec's fit of the changes it writes: a put bringing ``w`` that a
+    replay dropped before any flush leaves the table without ``w``, so ``x`` added next comes first, and a later
+    put bringing ``w`` adds it after ``x`` (a shape kept from the dropped put, w before x, would fail that flush)."""
+    from conformance.sync.suite import _cmd, _vw, do_put
+
+    clock = ManualClock()
+    server = server_factory(tmp_path / "store", max_replication_lag_s=10.0, clock=clock)
+
+    def put(seq: int | None, key: int, *names: str) -> int | None:
+        descs = (*DESCS, *(ColumnDescriptor(role=int(ColumnRole.VALUE), name=n) for n in names))
+        batch = _vw([(None, key, "a", *("b" for _ in names))] if key else [], "v", *names)
+        out = do_put(server.location, _cmd("t", "A", seq, descs).to_descriptor_cmd(), [batch], timeout=30)
+        assert out.response is not None, out.error_text
+        return out.response.durable_sequence_number
+
+    put(1, 1)
+    clock.advance(10.0)  # flushed
+    put(None, 2, "w")  # an open transaction, held back
+    put(1, 3)  # a replay at durable closes it and drops its put
+    put(2, 4, "x")
+    clock.advance(10.0)
+    put(3, 5, "w")
+    clock.advance(10.0)
+    assert put(None, 0) == 3
+    assert DeltaTable(str(tmp_path / "store" / "t")).schema().to_arrow().names == ["id", "v", "x", "w"]
+    assert rows_of(tmp_path / "store" / "t") == {1: ("a", None, None), 4: ("a", "b", None), 5: ("a", None, "b")}
