@@ -369,7 +369,8 @@ def document(selection: dict[str, Any]) -> dict[str, Any]:
 
 
 _CLIENT_ONLY: Final = "the client's splitting of a put into messages (spec.sync.client): a table, not bytes"
-_STORED: Final = "a table stored by an earlier put: the sync walk corpus's, not one decoder's"
+_STORED: Final = ("a table stored by an earlier put: the sync walk corpus's and the suite's "
+                  "apply/derived-table-schema-fit, not one decoder's")
 _RESIZED: Final = ("the frame's last assignment (frame[meta_end:] = body) sets its length, and the bytes a mutant "
                    "shifts are the zero fill, so the frame is the same")
 _AFTER_LEN_AND_VARINT: Final = "a wire type is 0 to 7, and 0 and 2 are taken by the branches before"

@@ -718,7 +718,7 @@ def document(selection: dict[str, Any]) -> dict[str, Any]:
 _CLIENT: Final = "the client's side: a server decodes commands and never encodes one (the request's bytes are made " \
     "by the unmutated client, as a live target's are)"
 _STORED: Final = "a table stored by an earlier put (one request writes a table of its own; the sync walk corpus puts " \
-    "twice)"
+    "twice, and the suite's apply/derived-table-schema-fit puts every rule's smallest violation and nearest valid put)"
 _WIRE: Final = "malformed FlightData or IPC bytes (a request is sent by a conforming Flight client)"
 JUDGED: Final[dict[str, tuple[str, str]]] = {
     "messages.SyncCommand.to_message": ("unreachable", _CLIENT),

@@ -1206,10 +1206,12 @@ JUDGED: Final[dict[str, tuple[str, str]]] = {
     "writer.SyncWriter.next_action: drop not in not tables[table].squashed": ("gap", _SQUASH),
     "writer.SyncWriter.squashable_items": ("gap", _SQUASH),
     "writer.SyncWriter.squashed": ("gap", _SQUASH),
-    "writer.RowGroupLimits.__post_init__": ("unreachable", "row-group limits below one row or byte: the store builds "
-                                            "its limits at 4096 rows and 4 MiB, and no setting moves them"),
-    "writer.RowGroupLimits.cut": ("unreachable", "a flush of more than one row group (over 4096 rows or 4 MiB): a "
-                                  "walk's puts are a few rows, and a read shows a table's rows, not its row groups"),
+    "writer.RowGroupLimits.__post_init__": ("unreachable", "row-group limits below one row or byte: no walk sets "
+                                            "the store's row-group settings (capability row-groups); the suite's "
+                                            "apply/derived-row-groups-at-their-limits sets a limit of one row"),
+    "writer.RowGroupLimits.cut": ("unreachable", "a flush of more than one row group: a walk's puts are a few rows, and "
+                                  "a read shows a table's rows, not its row groups (the suite's "
+                                  "apply/derived-row-groups-at-their-limits reads them, each limit at its bound)"),
     "errors.SyncInvalidMessage.__init__: drop self.reason": ("equivalent", _ATTRIBUTE),
     "errors.SyncSchemaError.__init__: drop self.reason": ("equivalent", _ATTRIBUTE),
     "errors.StreamDeadlineExceeded.__init__: drop self.setting": ("equivalent", _ATTRIBUTE),
