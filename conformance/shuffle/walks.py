@@ -35,6 +35,7 @@ from conformance.operator_mutants import (
     import_runner,
     module_path,
     mutants_of,
+    order_mutants,
     rule_of,
     select,
     split_mutants,
@@ -516,7 +517,8 @@ def carried(earlier: Sequence[dict[str, Any]], count: int) -> list[tuple[Walk, N
 def select_corpus(count: int, earlier: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Run the selection over the first ``count`` candidates; its outcome as :data:`SELECTION_FILE` holds it.
 
-    The operator mutants of :data:`MODULES` and their ==/!= halves are tried on the walks that run their lines;
+    The operator mutants of :data:`MODULES`, their ==/!= halves and their order mutants (the other element taken,
+    a condition dropped) are tried on the walks that run their lines;
     the table rows run only at import, so every walk is tried on them (the walks kept so far first); the walks the
     ``earlier`` corpora kept are kept from the start (:func:`carried`)."""
     walks = candidates(count)
@@ -526,8 +528,7 @@ def select_corpus(count: int, earlier: Sequence[dict[str, Any]]) -> dict[str, An
     def say(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
-    code = [m for module in MODULES for m in mutants_of(module)] + [m for module in MODULES for m in
-                                                                      split_mutants(module)]
+    code = [m for family in (mutants_of, split_mutants, order_mutants) for module in MODULES for m in family(module)]
     rows = table_mutants()
     first = select(walks, load, PREFIXES, code, progress=say, max_tries=MAX_TRIES, carried=kept_before)
     order = first.kept + [i for i in range(len(walks)) if i not in first.kept]
@@ -562,6 +563,11 @@ JUDGED: Final[tuple[Judgement, ...]] = (
         "writer.WriterMachine._leave", "writer.WriterMachine._left", "writer.WriterMachine.reader_left",
         "writer.WriterChannel.drop_buffer", "writer.WriterMachine._data_written")),
     ("writer.WriterMachine.send_failed", "", "unreachable", _NO_LEAVE),
+    *((f, f"drop operand ch.state is {state}", "unreachable", _NO_LEAVE) for f, state in (
+        ("writer.WriterMachine._deadline", "WriterChannelState.LEFT"),
+        ("writer.WriterMachine.tick", "not WriterChannelState.LEFT"), ("writer.WriterMachine._receive", "not _LEFT"))),
+    ("writer.WriterMachine._deadline", "append -> at the front", "equivalent",
+     "the next deadline is the least of the candidates: the order they are listed in is moot"),
     ("writer.WriterMachine.connection_closed", "", "unreachable", _NO_LEAVE),
     ("writer.WriterMachine.__init__", "flush_when_idle", "unreachable",
      "the idle flush is a runtime option (producer_idle); the trace contract has no input for it"),
