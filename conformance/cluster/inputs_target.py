@@ -21,7 +21,7 @@ Bytes are hex, or ``{"repeat": hex, "times": n}``, or a list of those joined; te
 - ``strangers`` ``{maxPending, bindTimeoutS, steps}`` and ``departures`` ``{maxBytes, lingerS, steps}``: the
   bounds the service's reactor holds connections to (spec/admission.py, spec/departure.py), each step
   ``[method, args...]`` answered in order as the shuffle corpus's connection-bound requests are
-  (conformance/shuffle/server_inputs.py); bounds the policy refuses are refused.
+  (conformance/connection_policies.py); bounds the policy refuses are refused.
 - ``policy`` ``{heartbeatS, failAfterS}``: a failure policy built (seconds, fractional and sub-ms too; ``"nan"``
   and ``"inf"`` as strings) and what it derives, with its timing as WELCOME carries it.
 - ``detector`` ``{heartbeatS, failAfterS, renewals: {node: s}, ticks: [{now, members, unreadFor}]}``: a detector
@@ -55,7 +55,7 @@ from typing import Any, Callable
 import construct as c
 
 from conformance.compact_bytes import expand_bytes, expand_text
-from conformance.shuffle.server_inputs import answer_server
+from conformance.connection_policies import answer_policy
 
 from spec.cluster import wire
 from spec.cluster.errors import ClusterError, RevisionMismatch
@@ -146,7 +146,7 @@ def _error_from(call: Json) -> Any:
 
 def _policy_steps(call: Json) -> Any:
     """A connection-bound policy's steps (``strangers`` or ``departures``); its bounds refused: ValueError."""
-    answer = answer_server({**call, "function": call["call"]})
+    answer = answer_policy({**call, "function": call["call"]})
     if "error" in answer:
         raise ValueError(f"{call['call']} refuses its bounds")
     return answer["value"]

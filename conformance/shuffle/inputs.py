@@ -26,13 +26,13 @@ from pathlib import Path
 from typing import Any, Callable, Final, Mapping, Sequence
 
 from conformance import vectorgen
+from conformance.connection_policies import answer_policy
 from conformance.mutant_report import Judgement, judged, render_report
 from conformance.shuffle.auth_inputs import FUNCTIONS as AUTH_FUNCTIONS
 from conformance.shuffle.auth_inputs import SHAPES as AUTH_SHAPES
 from conformance.shuffle.auth_inputs import answer_auth, refusal
 from conformance.shuffle.server_inputs import FUNCTIONS as SERVER_FUNCTIONS
 from conformance.shuffle.server_inputs import SHAPES as SERVER_SHAPES
-from conformance.shuffle.server_inputs import answer_server
 from conformance.shuffle.task_inputs import FUNCTIONS as TASK_FUNCTIONS
 from conformance.shuffle.task_inputs import SHAPES as TASK_SHAPES
 from conformance.shuffle.task_inputs import answer_tasks
@@ -71,7 +71,8 @@ FUNCTIONS_OF: Final = {"spec.shuffle.writer": ("permit_capacity", "flush_thresho
                        "spec.shuffle.reader": ("per_writer_quota",)}
 """Modules of which only some functions are mutated here (the walk corpus mutates the rest through traces)."""
 PREFIXES: Final = ("spec.", "conformance.shuffle.inputs", "conformance.shuffle.auth_inputs",
-                   "conformance.shuffle.task_inputs", "conformance.shuffle.server_inputs")
+                   "conformance.shuffle.task_inputs", "conformance.shuffle.server_inputs",
+                   "conformance.connection_policies")
 """Imported afresh for each mutant: the spec and the modules that bind its names at import."""
 
 INT32: Final = (-(2**31), 2**31 - 1)
@@ -181,7 +182,7 @@ def answer(request: Json) -> dict[str, Any]:
     if request["function"] in TASK_FUNCTIONS:
         return answer_tasks(request)
     if request["function"] in SERVER_FUNCTIONS:
-        return answer_server(request)
+        return answer_policy(request)
     try:
         return {"value": FUNCTIONS[request["function"]](request)}
     except ProtocolError as error:

@@ -35,7 +35,7 @@ another implementation may make otherwise."""
 INPUTS_ADMISSION: Final = "inputs-admission"
 """Capability: the inputs contract takes the connection-bound requests too (a server's policies for strangers,
 departing connections and client connections, and a relay's reading of a connection's use from its HTTP/2 frame
-headers, walked step by step: ``conformance/shuffle/server_inputs.py``)."""
+headers, walked step by step: ``conformance/connection_policies.py``)."""
 TRACE_ROLE: Final = "trace"
 TRACE_VARIABLE: Final = "CONFORMANCE_TRACE"
 ANSWER_TIMEOUT_S: Final = 10.0

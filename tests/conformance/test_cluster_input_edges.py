@@ -19,7 +19,7 @@ from conformance.mutation import Mutant
 from conformance.operator_mutants import fresh_modules
 from spec.cluster.errors import ERRORS_BY_CODE
 
-PREFIXES = (*inputs.PREFIXES, "conformance.shuffle.server_inputs")
+PREFIXES = inputs.PREFIXES
 """Imported afresh with a bug planted: the spec, the target's calls and the connection-bound policies' steps."""
 REGISTERED = "cls.code: cls for cls in (ClusterError, NotAMember, UnknownNode, UnknownShard, InvalidBatch,\n" \
              "                              ProviderUnavailable, ProviderClosed, MalformedMembership,\n" \
