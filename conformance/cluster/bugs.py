@@ -159,6 +159,15 @@ BUGS: tuple[Mutant, ...] = (
        'self._file = open(path, "a", encoding="utf-8")',
        'self._file = open(path, "w", encoding="utf-8")',
        'a restart replays the journal, then truncates it: the next restart loses what came before'),
+    # -- survivors of a blind round (issue 43), with the cases derived for their class -----------------------------
+    _b('cas-absent-keeps-expected', 'cas.py',
+       '        self._current = found\n',
+       '        self._current = found if found is not None else self._current\n',
+       'a CAS write that found no entry keeps the revision it expected instead of retrying as an insert'),
+    _b('membership-empty-shard-accepted', 'types.py',
+       '            if not members:\n                raise MalformedMembership(f"shard {shard} has no member")\n',
+       '',
+       'a membership snapshot with a shard of no members is well formed'),
 )
 
 SMOKE: tuple[str, ...] = ("cas-presence-only", "model-cas-first-op-only")

@@ -42,6 +42,12 @@ runner writes          harness does                              harness answers
                        another node writing the key (``r1``,       <sends>`` when the writer
                        ``r2``...) just before each of the          gave up
                        writer's first ``conflicts`` sends
+``CAS <conflicts>       the same, the writer starting from an       the same
+STALE``                entry the key does not hold (``gone`` at
+                       MAX_REVISION, as one deleted since it was
+                       read), the other node writing just before
+                       each of its ``conflicts`` sends after the
+                       first
 ``CLIENT <json>``       runs its own client session machine on     ``CLIENT_RAN <json>``: what
                        the walk of inputs (sans-IO, the clock     each step produced
                        the steps give;
@@ -84,13 +90,26 @@ from reference.cluster.memory import InProcessCluster
 from reference.cluster.service import ClusterService, ServiceLimits
 from spec.cluster.cas import CasWrite, KeptChanging
 from spec.cluster.detector import FailurePolicy
-from spec.cluster.types import MetadataOp, NodeId, Revision
+from spec.cluster.types import MAX_REVISION, Entry, MetadataOp, NodeId, Revision
 from streamwire.cli import one_line
 
 CAPABILITIES = ("clock", "restart", "durable", "held", "sessions", "configure", "cas", "client", "inputs", "pause")
 """What this project's harness offers (``sessions``, ``configure`` and ``pause``: only with a service)."""
 NO_SECRET = "-"
 """``SERVE``'s secret word for "no authentication"."""
+
+
+def believed_entry(key: str, stale: bool) -> Entry | None:
+    """Where ``CAS``'s writer starts: nothing (a fresh key), or ``STALE`` an entry the key does not hold (one read
+    before it was deleted; MAX_REVISION, a revision no write of the key reaches here)."""
+    return Entry(key=key, value=b"gone", revision=Revision(MAX_REVISION)) if stale else None
+
+
+def rival_writes_before(send: int, conflicts: int, stale: bool) -> bool:
+    """Whether ``CAS``'s other node writes the key just before the writer's ``send`` (counted from 1): before each
+    of its first ``conflicts`` sends, or ``STALE`` each after the first (the first meets the key absent)."""
+    first = 2 if stale else 1
+    return first <= send < first + conflicts
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +188,7 @@ class Controls:
             self.configured.cluster.close()
             self.configured = None
 
-    def cas_write(self, conflicts: int) -> tuple[int, bytes | None]:
+    def cas_write(self, conflicts: int, stale: bool = False) -> tuple[int, bytes | None]:
         """``CAS``: how many ops the runtime's writer sent, and the value it wrote (None: it gave up)."""
         from conformance.cluster.harness import Recorder  # the runner's Core (harness.py imports this module)
 
@@ -187,12 +206,12 @@ class Controls:
             def send(op: MetadataOp) -> Revision:
                 nonlocal sends
                 sends += 1
-                if sends <= conflicts:
+                if rival_writes_before(sends, conflicts, stale):
                     rival_revision[0] = rival.update_shard_log([MetadataOp(
                         key=key, value=f"r{sends}".encode(), expected=rival_revision[0])])
                 return writer.update_shard_log([op])
 
-            change = CasWrite(key, None, lambda found: (b"" if found is None else found.value) + b"+w")
+            change = CasWrite(key, believed_entry(key, stale), lambda found: (b"" if found is None else found.value) + b"+w")
             try:
                 written = write_with_cas(change, send)
             except KeptChanging:
@@ -232,8 +251,8 @@ class Controls:
                 return f"SERVING {self.serve(int(words[1]), int(words[2]), int(words[3]), secret)}"
             except ValueError as refused:
                 return f"REFUSED {one_line(refused)}"
-        if words[:1] == ["CAS"] and len(words) == 2 and words[1].isdigit():
-            sends, value = self.cas_write(int(words[1]))
+        if words[:1] == ["CAS"] and len(words) in (2, 3) and words[1].isdigit() and words[2:] in ([], ["STALE"]):
+            sends, value = self.cas_write(int(words[1]), words[2:] == ["STALE"])
             return f"CAS_KEPT_CHANGING {sends}" if value is None else f"CAS_WRITTEN {sends} {value.hex()}"
         if words[:1] == ["CLIENT"]:
             return "CLIENT_RAN " + json.dumps(client_target.run(json.loads(line.split(None, 1)[1])))
@@ -328,8 +347,8 @@ class ControlChannel:
         ran: dict[str, Any] = json.loads(answer[len("INPUTS_RAN "):])
         return ran
 
-    def cas_write(self, conflicts: int) -> tuple[int, bytes | None]:
-        words = self._exchange(f"CAS {conflicts}").split()
+    def cas_write(self, conflicts: int, stale: bool = False) -> tuple[int, bytes | None]:
+        words = self._exchange(f"CAS {conflicts}{' STALE' if stale else ''}").split()
         if words[:1] == ["CAS_KEPT_CHANGING"] and len(words) == 2:
             return int(words[1]), None
         if words[:1] != ["CAS_WRITTEN"] or len(words) != 3:

@@ -70,7 +70,9 @@ class ClusterTarget:
     sessions: Callable[[], int] | None = None
     configure: Callable[[int, int, int, str | None], int | str] | None = None
     unconfigure: Callable[[], None] | None = None
-    cas_write: Callable[[ClusterBackend, int], tuple[int, bytes | None]] | None = None
+    cas_write: Callable[[ClusterBackend, int, bool], tuple[int, bytes | None]] | None = None
+    """Capability "cas": the runtime's compare-and-swap writer met by ``conflicts`` (``stale``: starting from an
+    entry the key does not hold); how many ops it sent and what it wrote (conformance/cluster/controls.py)."""
     client: Callable[[dict[str, Any]], list[dict[str, Any]]] | None = None
     """Capability "client": the target's own client session machine run on a walk of inputs
     (conformance/cluster/client_target.py)."""
@@ -305,7 +307,7 @@ def _memory_target(tmp: Path) -> ClusterTarget:
                          lambda cluster: controls[cluster].restart(),
                          lambda cluster, stopped, advance_ms: controls[cluster].set_clock(stopped, advance_ms),
                          lambda cluster: controls[cluster].durable(), lambda cluster: controls[cluster].held(),
-                         cas_write=lambda cluster, conflicts: controls[cluster].cas_write(conflicts),
+                         cas_write=lambda cluster, conflicts, stale: controls[cluster].cas_write(conflicts, stale),
                          client=client_target.run, inputs=inputs_target.run)
 
 
@@ -334,9 +336,9 @@ def _service_target(description: str, url: str, declared: frozenset[str],
         assert channel is not None
         return channel.sessions()
 
-    def cas_write(_cluster: ClusterBackend, conflicts: int) -> tuple[int, bytes | None]:
+    def cas_write(_cluster: ClusterBackend, conflicts: int, stale: bool) -> tuple[int, bytes | None]:
         assert channel is not None
-        return channel.cas_write(conflicts)
+        return channel.cas_write(conflicts, stale)
 
     configured = channel is not None and CONFIGURE in offered
     return ClusterTarget(description, offered | {SERVICE}, lambda: RemoteCluster(url),

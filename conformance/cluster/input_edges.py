@@ -16,7 +16,10 @@ kept) is told apart too:
   its value and one either side, each deadline at its instant and one tick either side, a linger asked again,
   who a newcomer evicts (never itself);
 - the failure detector's and the service session's deadlines at their instant and one tick either side, renewed,
-  read late and held.
+  read late and held;
+- every rule of every well-formedness check (spec/cluster/types.py: ``check_id``, ``check_address``,
+  ``check_batch``, ``Membership.check_well_formed``) at its smallest violating input and its nearest valid one,
+  byte bounds counted in bytes of UTF-8, each rule met after a first item that keeps it.
 
 Each call's answer is what this process's spec gives (:func:`conformance.cluster.inputs.run_call`): nothing is
 typed by hand, and a change of the spec changes what is owed. Times are binary fractions (a tick is 2**-10 s),
@@ -32,6 +35,7 @@ from conformance.cluster.inputs import run_call
 from conformance.cluster.wire_walks import CONDITIONS
 from spec.cluster import wire
 from spec.cluster.detector import MAX_TIMING_MS
+from spec.cluster.types import MAX_ADDRESS_BYTES, MAX_BATCH_OPS, MAX_ID_BYTES, MAX_KEY_BYTES, MAX_REVISION, MAX_VALUE_BYTES
 from spec.cluster.wire import ServiceKind
 
 TICK: Final = 2.0 ** -10
@@ -284,8 +288,85 @@ def session_deadlines() -> list[Edge]:
     return edges
 
 
+# -- well-formedness checks -------------------------------------------------------------------------------------
+
+def _repeat(text: str, times: int) -> dict[str, Any]:
+    return {"repeat": text, "times": times}
+
+
+def identifiers() -> list[Edge]:
+    """``check_id``: empty and one character, each character the pattern allows and ones next to it it refuses (a
+    trailing newline, a non-ASCII letter), MAX_ID_BYTES and one byte either side."""
+    texts: list[tuple[str, Any]] = [(repr(t), t) for t in ("", "a", "Z9", "a.", "a_", "a:", "a-", "a/", "a ", "a\n",
+                                                            "\u00e9", "a\x00")]
+    texts += [(f"{_side(d)} MAX_ID_BYTES", _repeat("a", MAX_ID_BYTES + d)) for d in SIDES]
+    return [Edge(f"id: {label}", {"call": "checkId", "kind": "node", "text": text}) for label, text in texts]
+
+
+def addresses() -> list[Edge]:
+    """``check_address``: empty, MAX_ADDRESS_BYTES and one byte either side, and in two-byte characters exactly and
+    one character over (still fewer characters than the bound)."""
+    edges = [Edge("address: empty", {"call": "checkAddress", "address": ""})]
+    edges += [Edge(f"address: {_side(d)} MAX_ADDRESS_BYTES", {"call": "checkAddress",
+                                                               "address": _repeat("a", MAX_ADDRESS_BYTES + d)})
+              for d in SIDES]
+    edges += [Edge(f"address: two-byte characters, {_side(d, 'character')} MAX_ADDRESS_BYTES",
+                   {"call": "checkAddress", "address": _repeat("\u00e9", MAX_ADDRESS_BYTES // 2 + d)}) for d in (0, 1)]
+    return edges
+
+
+def batches() -> list[Edge]:
+    """``check_batch``: each rule (op count, key bytes, NUL, value bytes, expected revision, a key twice) at its
+    bound and one past, the rule met by a later op after a first that keeps it."""
+    def op(key: Any = "k", value: Any = "", expected: int | None = None) -> dict[str, Any]:
+        return {"key": key, "value": value, "expected": expected}
+
+    def edge(label: str, ops: list[dict[str, Any]]) -> Edge:
+        return Edge(f"batch: {label}", {"call": "checkBatch", "ops": ops})
+
+    edges = [edge(f"{n} ops", [op(f"k{i}") for i in range(n)]) for n in (0, 1, MAX_BATCH_OPS, MAX_BATCH_OPS + 1)]
+    edges += [edge(f"a later key of {size} bytes", [op("a"), op(_repeat("k", size))])
+              for size in (0, 1, MAX_KEY_BYTES - 1, MAX_KEY_BYTES, MAX_KEY_BYTES + 1)]
+    edges += [edge(f"a key of two-byte characters, {_side(d, 'character')} MAX_KEY_BYTES",
+                   [op(_repeat("\u00e9", MAX_KEY_BYTES // 2 + d))]) for d in (0, 1)]
+    edges += [edge(f"a later key {key!r}", [op("a"), op(key)]) for key in ("k\x00", "\x00", "k\x01")]
+    edges += [edge(f"a later value {_side(d)} MAX_VALUE_BYTES", [op("a"), op("b", {"repeat": "00",
+                                                                                    "times": MAX_VALUE_BYTES + d})])
+              for d in SIDES]
+    edges += [edge(f"a later op expecting {expected}", [op("a"), op("b", expected=expected)])
+              for expected in (None, -1, 0, 1, MAX_REVISION, MAX_REVISION + 1)]
+    edges += [edge(label, ops) for label, ops in (
+        ("a key twice in a row", [op("a"), op("a")]), ("a key twice apart", [op("a"), op("b"), op("a")]),
+        ("two keys", [op("a"), op("b")]), ("keys that differ in case", [op("a"), op("A")]))]
+    return edges
+
+
+def memberships() -> list[Edge]:
+    """``Membership.check_well_formed``: no shard, a shard with no member and with one (first and after another),
+    a shard or node id refused and at MAX_ID_BYTES, a node twice in one shard, in two shards, and two nodes."""
+    def edge(label: str, shards: list[tuple[Any, list[Any]]]) -> Edge:
+        return Edge(f"membership: {label}", {"call": "checkMembership", "shards": [[s, n] for s, n in shards]})
+
+    return [
+        edge("no shard", []),
+        edge("a shard with no member", [("s1", [])]),
+        edge("a shard with one member", [("s1", ["n1"])]),
+        edge("a shard with no member after one with a member", [("s1", ["n1"]), ("s2", [])]),
+        edge("a shard id refused", [("s/1", ["n1"])]),
+        edge("an empty shard id", [("", ["n1"])]),
+        edge("a node id refused, after a valid one", [("s1", ["n1", "n/2"])]),
+        edge("a node twice in one shard", [("s1", ["n1", "n1"])]),
+        edge("a node in two shards", [("s1", ["n1"]), ("s2", ["n1"])]),
+        edge("two nodes in two shards", [("s1", ["n1"]), ("s2", ["n2"])]),
+        edge("a node named as a shard", [("s1", ["s1"])]),
+    ] + [edge(f"{what} id {_side(d)} MAX_ID_BYTES", [(_repeat("s", MAX_ID_BYTES + d) if what == "shard" else "s1",
+                                                      [_repeat("n", MAX_ID_BYTES + d) if what == "node" else "n1"])])
+         for what in ("shard", "node") for d in SIDES]
+
+
 FAMILIES: Final[tuple[Callable[[], list[Edge]], ...]] = (
-    error_codes, update_splits, frame_bounds, departures, strangers, detector_deadlines, session_deadlines)
+    error_codes, update_splits, frame_bounds, departures, strangers, detector_deadlines, session_deadlines,
+    identifiers, addresses, batches, memberships)
 
 
 def every_edge() -> list[Edge]:

@@ -18,6 +18,8 @@ Bytes are hex, or ``{"repeat": hex, "times": n}``, or a list of those joined; te
 - ``errorFrom`` ``{body}``: one ERROR or CAS_ERROR frame body decoded to the typed error a client raises: its class,
   condition, code and message (a CAS failure's key, expected revision and entry too).
 - ``checkBatch`` ``{ops}``, ``checkId`` ``{kind, text}``, ``checkAddress`` ``{address}``.
+- ``checkMembership`` ``{shards: [[shard, [node...]]...]}``: a snapshot of those shards (each member OK) judged well
+  formed: its member count.
 - ``strangers`` ``{maxPending, bindTimeoutS, steps}`` and ``departures`` ``{maxBytes, lingerS, steps}``: the
   bounds the service's reactor holds connections to (spec/admission.py, spec/departure.py), each step
   ``[method, args...]`` answered in order as the shuffle corpus's connection-bound requests are
@@ -170,6 +172,14 @@ def _check_batch(call: Json) -> Any:
     return len(check_batch(ops))
 
 
+def _check_membership(call: Json) -> Any:
+    snapshot = Membership(epoch=1, shards={
+        ShardId(expand_text(shard)): tuple(NodeInfo(node_id=NodeId(expand_text(n)), address="a", state=NodeState.OK)
+                                           for n in nodes) for shard, nodes in call["shards"]})
+    snapshot.check_well_formed()
+    return len(snapshot.nodes())
+
+
 def _policy_of(call: Json) -> FailurePolicy:
     return FailurePolicy(heartbeat_interval=float(call["heartbeatS"]), fail_after=float(call["failAfterS"]))
 
@@ -307,6 +317,7 @@ CALLS: dict[str, Callable[[Json], Any]] = {
     "checkBatch": _check_batch,
     "checkId": lambda call: check_id(call["kind"], expand_text(call["text"])),
     "checkAddress": lambda call: check_address(expand_text(call["address"])),
+    "checkMembership": _check_membership,
 }
 
 

@@ -35,7 +35,7 @@ from conformance.cluster.harness import (
     verdict,
 )
 from conformance.cluster.vector_suite import replay_trace
-from conformance.cluster.walks import WALKS_FILE, replay_cas_walk, replay_policy_walk, replay_session_walk
+from conformance.cluster.walks import WALKS_FILE, replay_cas_walk, run_cas_walk, replay_policy_walk, replay_session_walk
 from conformance.cluster import client_walks, input_edges, inputs, wire_walks
 from conformance.framework import Case, CaseContext, CaseTimeout, Level, Suite, Verdict
 from spec.cluster.cas import CAS_ATTEMPTS
@@ -1064,23 +1064,27 @@ def failover_race(target: ClusterTarget, ctx: CaseContext) -> Verdict:
 
 
 def cas_writer_retries(target: ClusterTarget, ctx: CaseContext) -> Verdict:
-    """The runtime's compare-and-swap writer (spec/cluster/cas.py ``CasWrite``) on a key another node writes
-    just before each of its first ``c`` sends: it retries on the entry it found, deciding its value from
-    that entry, and commits with send ``c + 1``, for c = 0, 1 and CAS_ATTEMPTS - 1; at c = CAS_ATTEMPTS it
-    gives up after exactly CAS_ATTEMPTS sends."""
+    """The runtime's compare-and-swap writer (spec/cluster/cas.py ``CasWrite``) through every outcome a write can
+    meet, each followed through the retry: the key as expected, at another revision (another node writes it just
+    before each of the writer's first ``c`` sends), absent (the writer starts from an entry the key no longer holds:
+    it must retry as an insert), absent then written by another; each at 0, 1 and enough conflicts that the write
+    commits on its last attempt, and one more (it gives up after exactly CAS_ATTEMPTS sends). What each owes is what
+    the spec's writer does against the spec's model (conformance/cluster/walks.py ``run_cas_walk``)."""
     assert target.cas_write is not None
     problems: list[str] = []
     with session(target, ctx) as s:
-        for conflicts in (0, 1, CAS_ATTEMPTS - 1, CAS_ATTEMPTS):
-            sends, value = target.cas_write(s.cluster, conflicts)
-            wanted = (CAS_ATTEMPTS, None) if conflicts == CAS_ATTEMPTS else \
-                (conflicts + 1, (f"r{conflicts}".encode() if conflicts else b"") + b"+w")
-            if (sends, value) != wanted:
-                problems.append(f"with {conflicts} conflicts: {sends} sends writing {value!r}, not {wanted[0]} "
-                                f"writing {wanted[1]!r}")
-    return verdict(f"the compare-and-swap writer retries on the entry it found, decides its value from it and "
-                   f"commits on send c + 1 (c = 0, 1, {CAS_ATTEMPTS - 1} conflicts); it gives up after exactly "
-                   f"{CAS_ATTEMPTS} sends", problems)
+        for stale in (False, True):
+            last = CAS_ATTEMPTS - (2 if stale else 1)
+            for conflicts in (0, 1, last, last + 1):
+                sends, value = target.cas_write(s.cluster, conflicts, stale)
+                got = {"sends": sends, "value": None if value is None else value.hex()}
+                wanted = run_cas_walk({"conflicts": conflicts, "stale": stale})
+                if got != wanted:
+                    problems.append(f"with {conflicts} conflicts{' from an entry gone' if stale else ''}: {got}, "
+                                    f"not {wanted}")
+    return verdict(f"the compare-and-swap writer retries on the entry it found (an insert when it found none) and "
+                   f"decides its value from it, committing on its last attempt at the bound and giving up after "
+                   f"exactly {CAS_ATTEMPTS} sends", problems)
 
 
 def _every_walk_of(group: str, replay: Callable[[dict[str, Any]], list[str]], told: str,
@@ -1190,7 +1194,8 @@ CASES = [
     case("membership/join-own-shard", "JoinShard into the node's own shard is a no-op", join_own_shard),
     case("shardlog/cas", "insert and CAS semantics with revisions that grow", insert_then_cas),
     case("shardlog/derived-cas-writer-retries", "the runtime's compare-and-swap writer retries on the entry it "
-         "found and decides its value from it; it gives up after exactly CAS_ATTEMPTS conflicts",
+         "found (an insert when it found none) and decides its value from it; it gives up after exactly "
+         "CAS_ATTEMPTS conflicts",
          cas_writer_retries, frozenset({CAS})),
     case("shardlog/linearizable", "concurrent per-key CAS chains are linearizable", linearizable_cas_chains),
     case("shardlog/batch-atomic", "a batch is all-or-nothing", batch_atomic),

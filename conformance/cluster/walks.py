@@ -39,6 +39,7 @@ from reference.cluster.cas import write_with_cas
 from spec.cluster.cas import CAS_ATTEMPTS, CasWrite, KeptChanging
 from spec.cluster.detector import MAX_TIMING_MS, FailureDetector, FailurePolicy
 from spec.cluster.errors import ClusterError
+from conformance.cluster.controls import believed_entry, rival_writes_before
 from conformance.cluster.harness import ClusterTarget, session
 from conformance.cluster.model_cases import Member, Mirror, Scenario, scenario
 from conformance.cluster.service_wire import RawConnection, ServiceAddress
@@ -383,7 +384,8 @@ def replay_policy_walk(target: ClusterTarget, test: dict[str, Any]) -> list[str]
 
 def run_cas_walk(walk: dict[str, Any]) -> dict[str, Any]:
     """The runtime's compare-and-swap writer on a fresh shard-log key that a rival in its shard writes
-    just before each of its first ``conflicts`` sends, as the harness's ``CAS`` control carries it out
+    just before each of its first ``conflicts`` sends (``stale``: starting from an entry the key does not hold, the
+    rival writing before each after the first), as the harness's ``CAS`` control carries it out
     (conformance/cluster/controls.py): how many ops it sent and the value it wrote (None: it gave up)."""
     model = ClusterModel()
     writer, rival = NodeId("writer"), NodeId("rival")
@@ -392,16 +394,17 @@ def run_cas_walk(walk: dict[str, Any]) -> dict[str, Any]:
     model.join_shard(rival, ShardId("s1"))
     sends = 0
     rival_revision: list[Revision | None] = [None]
+    stale = walk.get("stale", False)
 
     def send(op: MetadataOp) -> Revision:
         nonlocal sends
         sends += 1
-        if sends <= walk["conflicts"]:
+        if rival_writes_before(sends, walk["conflicts"], stale):
             rival_revision[0] = model.update_shard_log(rival, [MetadataOp(
                 key="cas", value=f"r{sends}".encode(), expected=rival_revision[0])])[0]
         return model.update_shard_log(writer, [op])[0]
 
-    change = CasWrite("cas", None, lambda found: (b"" if found is None else found.value) + b"+w")
+    change = CasWrite("cas", believed_entry("cas", stale), lambda found: (b"" if found is None else found.value) + b"+w")
     try:
         written = write_with_cas(change, send)
     except KeptChanging:
@@ -413,7 +416,7 @@ def replay_cas_walk(target: ClusterTarget, ctx: CaseContext, test: dict[str, Any
     """A CAS walk through a target that carries out the runtime's writer (capability ``cas``)."""
     assert target.cas_write is not None
     with session(target, ctx) as s:
-        sends, value = target.cas_write(s.cluster, test["conflicts"])
+        sends, value = target.cas_write(s.cluster, test["conflicts"], False)
     got = {"sends": sends, "value": None if value is None else value.hex()}
     return [] if got == test["answer"] else [f"tcId {test['tcId']} ({test['comment']}): answered {got}, expected "
                                              f"{test['answer']}"]

@@ -99,6 +99,9 @@ def test_the_harness_answers_every_control_line_in_one_line(tmp_path: Path) -> N
         assert controls.answer("UNSERVE") == "OK" and controls.configured is None
         assert controls.answer("CAS 1") == f"CAS_WRITTEN 2 {b'r1+w'.hex()}"
         assert controls.answer("CAS 32") == "CAS_KEPT_CHANGING 32" and controls.answer("CAS x").startswith("ERROR")
+        assert controls.answer("CAS 0 STALE") == f"CAS_WRITTEN 2 {b'+w'.hex()}"
+        assert controls.answer("CAS 31 STALE") == "CAS_KEPT_CHANGING 32"
+        assert controls.answer("CAS 0 GONE").startswith("ERROR unknown control line")
         walk = {"settings": {"node": "n1", "secret": "", "timeoutMs": 500, "backoffFirstMs": 50, "backoffLimitMs": 100},
                 "steps": [{"at": 0, "tick": True}, {"at": 0, "request": "RENEW"}]}
         ran = controls.answer("CLIENT " + json.dumps(walk))
