@@ -209,6 +209,22 @@ BUGS: tuple[Mutant, ...] = (
        "lambda v: v == -1 or v > 0,",
        "lambda v: v >= -1,",
        "a writerConnectionTimeout of 0 is accepted"),
+    _b("settings-negative-time-floored", "settings.py",
+       "    millis = abs(number) * multiplier // divisor\n    return min(millis, 2**63 - 1) * (-1 if number < 0 else 1)",
+       "    millis = number * multiplier // divisor\n    return max(min(millis, 2**63 - 1), -(2**63))",
+       "a negative time in a finer unit than milliseconds rounds down, not toward zero as TimeUnit does "
+       "(-1500us is -2 ms, not -1)"),
+    # -- the JSON form of messages ----------------------------------------------------------------
+    _b("jsonform-upper-hex-prefix-kept", "jsonform.py",
+       'if compact[:2].lower() == "0x":',
+       'if compact[:2] == "0x":',
+       "a hex text's upper-case 0X prefix is not stripped, so the payload is refused as not hex"),
+    # -- typed errors -------------------------------------------------------------------------------
+    _b("errors-closed-before-termination-sides-swapped", "errors.py",
+       '            if role == "writer"\n            else f"Connection from streaming shuffle reader',
+       '            if role == "reader"\n            else f"Connection from streaming shuffle reader',
+       "a connection closed before termination reads as the other side's: the writer's text for a reader and "
+       "the reader's for a writer"),
     # -- authentication (spec/auth; judged by the auth/ cases of the authenticated runs) --------------
     Mutant("auth-ivs-swapped", "spec/auth/keys.py",
            "    return SessionKeys(key, hkdf(shared, transcript, OUTPUT_IV_INFO, IV_LENGTH),\n"

@@ -339,19 +339,20 @@ CASES: Final = (
     # the input corpus (vectors/inputs.json): seeded requests to the pure functions, kept by mutation
     _c("framing/reader-input-corpus", MUST, R, "The codec answers every recorded request (frames, bodies and "
        "streams decoded, messages encoded from their JSON form or from gathered buffers; seeded, kept by mutation; "
-       "docs/walks/shuffle-inputs.md) as the spec does: the message, or the error and its parameters",
+       "docs/walks/shuffle-inputs.md) and every spelling of a payload's hex text as the spec does: the message, or the error and its parameters",
        input_corpus(CODEC_FUNCTIONS, "MUST"), INPUTS),
     _c("settings/writer-input-corpus", MUST, W, "Settings parsing and the memory budgets the settings set (a "
        "writer's permits, its flush threshold, a reader's quota per writer) answer every recorded request (seeded, "
-       "kept by mutation; docs/walks/shuffle-inputs.md) as the spec does: each value, or the refusal and its "
-       "parameters", input_corpus(SETTINGS_FUNCTIONS, "MUST"), INPUTS),
+       "kept by mutation; docs/walks/shuffle-inputs.md) and every time unit at its rounding bounds, either sign, as "
+       "the spec does: each value, or the refusal and its parameters", input_corpus(SETTINGS_FUNCTIONS, "MUST"), INPUTS),
     _c("auth/reader-input-corpus", MUST, R, "The AuthEngine handshake, its session cipher and the settings that ask "
        "for it answer every recorded request (one end, its randomness given; seeded, kept by mutation; "
        "docs/walks/shuffle-inputs.md) as the spec does: the bytes sent, the outcome or the error, the plaintext",
        input_corpus(AUTH_FUNCTIONS, "MUST"), INPUTS, INPUTS_AUTH),
     _c("failure/writer-input-corpus", MUST, W, "An attempt's failure report (cut to 16 KiB of UTF-8), the root "
        "cause a task hit by a peer's failure ends with, and a typed error's text and JSON answer every recorded "
-       "request (seeded, kept by mutation; docs/walks/shuffle-inputs.md) as the spec does",
+       "request (seeded, kept by mutation; docs/walks/shuffle-inputs.md) and every typed error at each value of "
+       "each parameter as the spec does",
        input_corpus(TASK_FUNCTIONS, "MUST"), INPUTS, INPUTS_TASKS),
     _c("backpressure/writer-input-corpus", MUST, W, "A server's bounds on connections (strangers held until they "
        "identify themselves, connections departing after their last bytes, client connections by use) and a "

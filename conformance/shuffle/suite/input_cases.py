@@ -1,6 +1,7 @@
 """The input corpus as cases (``vectors/inputs.json``, docs/conformance.md "Input corpus: shuffle"): every recorded
-request of a family is sent through the ``exec:`` inputs contract (capability ``inputs``, one process a case) and
-each answer must equal the one recorded from the spec's functions. A case reports the first request that differs,
+request of a family, then the requests derived from the spec's tables (conformance/shuffle/derived_inputs.py), is
+sent through the ``exec:`` inputs contract (capability ``inputs``, one process a case) and each answer must equal the
+spec's. A case reports the first request that differs,
 expected against actual."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from functools import cache
 from typing import Any, Callable, Final, Mapping
 
 from conformance.framework import CaseContext, Verdict
+from conformance.shuffle.derived_inputs import derived_tests
 from conformance.shuffle.inputs import INPUT_FILE
 from conformance.shuffle.targets import ExecTarget, ShuffleTarget
 from conformance.shuffle.vector_exec import TraceDriverError, exec_inputs
@@ -44,14 +46,14 @@ def first_difference(command: str, tests: tuple[Json, ...]) -> str | None:
 
 
 def input_corpus(functions: frozenset[str], level: str) -> Callable[[ShuffleTarget, CaseContext], Verdict]:
-    """The case sending every recorded request of ``functions`` of ``level`` (INFO requests, where Spark 4.3.0
+    """The case sending every recorded and derived request of ``functions`` of ``level`` (INFO requests, where Spark 4.3.0
     answers otherwise and the wire vectors accept both, are recorded for implementers, never judged)."""
 
     def check(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
         assert isinstance(t, ExecTarget)  # only a program can declare ``inputs``
-        tests = tuple(test for test in recorded_inputs()
+        tests = tuple(test for test in recorded_inputs() + derived_tests()
                       if test["request"]["function"] in functions and test["level"] == level)
-        expected = f"the spec's answers to {len(tests)} recorded requests ({', '.join(sorted(functions))}; {level})"
+        expected = f"the spec's answers to {len(tests)} recorded and derived requests ({', '.join(sorted(functions))}; {level})"
         problem = first_difference(t.command, tests)
         if problem is not None:
             return Verdict(False, expected, problem[:1200])

@@ -1,0 +1,80 @@
+"""Requests of the inputs contract derived from the spec's own tables rather than drawn and kept by mutation: every
+rule of a function at its smallest violating input and its nearest valid one, so a mistake the operator mutants do
+not model (a sign rounded the wrong way, a prefix in one case only, two texts swapped) is still seen. The input
+cases send them after the recorded requests, in the same process; their answers are the spec's
+(:func:`conformance.shuffle.inputs.answer`)."""
+
+from __future__ import annotations
+
+import inspect
+from functools import cache
+from typing import Any, Final
+
+from conformance.shuffle.inputs import answer, level_of
+from conformance.shuffle.task_inputs import REPORTED
+from spec.shuffle.layouts import MessageType
+from spec.shuffle.settings import _TIME_UNITS, NETWORK_TIMEOUT_KEY, SETTINGS, SettingKind
+
+Request = dict[str, Any]
+
+
+def _time_numbers(divisor: int) -> list[int]:
+    """Each side of zero and of the first two rounding boundaries of a unit (a whole millisecond of it)."""
+    magnitudes = sorted({m for k in (0, 1, 2) for m in (k * divisor - 1, k * divisor, k * divisor + 1,
+                                                        k * divisor + divisor // 2) if m >= 0})
+    return sorted({sign * m for m in magnitudes for sign in (1, -1)})
+
+
+def time_requests() -> list[Request]:
+    """Every time unit (:data:`spec.shuffle.settings._TIME_UNITS`), both cases, positive and negative, at and around
+    each rounding boundary, read by every time setting and by ``spark.network.timeout``."""
+    keys = [s.key for s in SETTINGS if s.kind is SettingKind.TIME_MS]
+    out: list[Request] = []
+    for unit, (_, divisor) in _TIME_UNITS.items():
+        for number in _time_numbers(divisor):
+            for spelling in {f"{number}{unit}", f"{number}{unit.upper()}"}:
+                out += [{"function": "settings", "settings": {key: spelling}} for key in keys]
+                out.append({"function": "networkTimeout", "conf": {NETWORK_TIMEOUT_KEY: spelling}})
+    return out
+
+
+_HEX_SPELLINGS: Final = ("", "ab", "AB", "aB", "0xab", "0Xab", "0XAB", "0x", "0X", "0x0xab", "x", "a", "abc",
+                         "0xabc", "0Xabc", "0xa", "ab cd", " 0Xab ", "0X ab", "0 xab", "a b", "ag", "0xg0", "xab")
+
+
+def hex_requests() -> list[Request]:
+    """Every spelling of the JSON form's hex text (prefix in either case or none, empty, odd lengths, spaces, a
+    non-hex digit) as a DATA's payload, in both layers."""
+    return [{"function": "encode", "layer": layer,
+             "message": {"type": MessageType.DATA_MESSAGE_UNSAFE_ROW.name, "seq": 1, "writer_id": 0, "reader_id": 0,
+                         "payload": spelling}}
+            for spelling in _HEX_SPELLINGS for layer in ("body", "frame")]
+
+
+_VALUES: Final = {int: (0, 1, -1), str: ("reader", "writer", "")}
+"""A typed error's parameters: an int at 0 and either side, a string as either role and empty."""
+
+
+def error_requests() -> list[Request]:
+    """Every typed error :mod:`spec.shuffle.errors` defines, each parameter in turn at each of its values (the
+    others at their first): its text and JSON for every role, side and parameter it takes."""
+    out: list[Request] = []
+    for cls in REPORTED:
+        parameters = list(inspect.signature(cls.__init__).parameters.values())[1:]
+        kinds = [int if p.annotation in (int, "int") else str for p in parameters]
+        base = [_VALUES[kind][0] for kind in kinds]
+        variants = {tuple(base[:i] + [value] + base[i + 1:]) for i, kind in enumerate(kinds) for value in _VALUES[kind]}
+        out += [{"function": "errorReport", "error": cls.__name__, "args": list(args)}
+                for args in sorted(variants, key=repr) or [()]]
+    return out
+
+
+@cache
+def derived_tests() -> tuple[dict[str, Any], ...]:
+    """The derived requests with the spec's answers and their level (as a recorded test holds them)."""
+    tests: list[dict[str, Any]] = []
+    for request in time_requests() + hex_requests() + error_requests():
+        response = answer(request)
+        tests.append({"tcId": f"derived {len(tests) + 1}", "comment": "a rule of the spec's tables (derived)",
+                      "level": level_of(request, response), "request": request, "answer": response})
+    return tuple(tests)
