@@ -32,7 +32,7 @@ def time_requests() -> list[Request]:
     out: list[Request] = []
     for unit, (_, divisor) in _TIME_UNITS.items():
         for number in _time_numbers(divisor):
-            for spelling in {f"{number}{unit}", f"{number}{unit.upper()}"}:
+            for spelling in dict.fromkeys((f"{number}{unit}", f"{number}{unit.upper()}")):
                 out += [{"function": "settings", "settings": {key: spelling}} for key in keys]
                 out.append({"function": "networkTimeout", "conf": {NETWORK_TIMEOUT_KEY: spelling}})
     return out
