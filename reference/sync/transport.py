@@ -37,7 +37,6 @@ import asyncio
 import concurrent.futures
 import logging
 import os
-import shutil
 import ssl
 import tempfile
 import threading
@@ -50,6 +49,7 @@ import grpc.aio
 from reference.sync.clock import Clock, LoopAlarm
 from reference.sync.credentials import ServerSecurity, bearer_token_matches
 from reference.sync.front import ConnectionFront, tls_context
+from reference.sync.private_dir import PrivateDirectory
 from spec.sync.admission import PutLimits, PutSlots, PutStream
 from spec.sync.errors import FlightDataError, InterruptedPut, PutSlotsBusy, SyncError, wire_text
 from spec.sync.flight import DO_PUT_METHOD, FLIGHT_SERVICE, FlightData, decode_flight_data, encode_put_result
@@ -188,13 +188,13 @@ class FlightPutTransport:
         self._stopping: asyncio.Future[None] | None = None
         self._stop_deadline = float("inf")
         self._stopped = threading.Event()
-        self._private = tempfile.mkdtemp(prefix="sync-grpc-")
-        """gRPC's unix socket, behind the front, and nobody else's (mode 0700)."""
+        self._private = PrivateDirectory()
+        """gRPC's unix socket, behind the front, and nobody else's (mode 0700); what killed servers left is removed."""
         try:
             self._server, self._front, self.port = self._run(self._start(host, port, security))
         except BindError:
             self._close_loop()
-            shutil.rmtree(self._private, ignore_errors=True)
+            self._private.remove()
             raise
 
     def _run(self, coroutine: Coroutine[Any, Any, T]) -> T:
@@ -215,14 +215,14 @@ class FlightPutTransport:
                 ("grpc.max_concurrent_streams", self._limits.max_streams_per_connection),
             ],
         )
-        upstream = os.path.join(self._private, "grpc.sock")
+        upstream = os.path.join(self._private.path, "grpc.sock")
         if server.add_insecure_port(f"unix:{upstream}") == 0:
             raise BindError(f"cannot listen on a unix socket in {tempfile.gettempdir()}")
         await server.start()
         try:
             tls = None
             if security.tls_cert is not None and security.tls_key is not None:
-                tls = tls_context(security.tls_cert, security.tls_key, self._private)
+                tls = tls_context(security.tls_cert, security.tls_key, self._private.path)
             front = ConnectionFront(upstream, max_connections=self._limits.max_connections,
                                     max_streams=self._limits.max_streams_per_connection, tls=tls)
             return server, front, await front.listen(host, port)
@@ -356,7 +356,7 @@ class FlightPutTransport:
         self._front.stop_listening()
         await self._server.stop(None if grace_s is None else grace_s + STOP_MARGIN_S)
         self._front.close_all()
-        shutil.rmtree(self._private, ignore_errors=True)
+        self._private.remove()
 
     def _close_loop(self) -> None:
         if self._loop.is_running():
