@@ -12,6 +12,8 @@ same events in the same order: the answer is never typed by hand.
 from __future__ import annotations
 
 import socket
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
@@ -27,7 +29,8 @@ if TYPE_CHECKING:
 PING: Final = 0x6
 END_HEADERS: Final = 0x4
 ANSWER_WAIT_S: Final = 5.0
-"""How long, in real seconds, a connection may take to answer a PING or show its end (a bound, not a verdict)."""
+"""How long, in real seconds, a connection may take to answer a PING or show its end, whatever other frames it sends
+meanwhile (a bound, not a verdict)."""
 H, I, W, B = ConnectionUse.HANDSHAKE, ConnectionUse.IDLE, ConnectionUse.WAITING, ConnectionUse.BUSY
 STEPS: Final = {H: (), I: (I,), W: (I, W), B: (I, W, B)}
 """The uses a connection goes through to reach its own (what the spec's table is told, in order)."""
@@ -45,9 +48,10 @@ def _literal(name: str, value: str) -> bytes:
 class RawConnection:
     """A client connection written frame by frame: it enters each use only when told."""
 
-    def __init__(self, address: tuple[str, int]) -> None:
+    def __init__(self, address: tuple[str, int], answer_wait_s: float = ANSWER_WAIT_S) -> None:
         self.address = address
-        self.sock = socket.create_connection(address, timeout=ANSWER_WAIT_S)
+        self.answer_wait_s = answer_wait_s
+        self.sock = socket.create_connection(address, timeout=answer_wait_s)
         self._pending = b""
         self.pinged = False
         self._read_frame()  # the server's SETTINGS: the target has taken the connection
@@ -79,30 +83,45 @@ class RawConnection:
         self.sock.sendall(_frame(DATA, END_STREAM if end else 0, stream,
                                  b"\x00" + len(message).to_bytes(4, "big") + message))
 
+    def _read_until(self, wanted: Callable[[int, int, int], bool], what: str) -> bool:
+        """Read frames until one is ``wanted`` (True) or the connection ends (False), all within one
+        ``answer_wait_s``: a target that keeps sending other frames fails the case with a ``TimeoutError`` naming
+        ``what``, instead of holding it until the runner's case timeout."""
+        deadline = time.monotonic() + self.answer_wait_s
+        others = 0
+        try:
+            while (left := deadline - time.monotonic()) > 0:
+                self.sock.settimeout(left)
+                if (frame := self._read_frame()) is None:
+                    return False
+                if wanted(*frame):
+                    return True
+                others += 1
+        except TimeoutError:
+            pass
+        raise TimeoutError(f"no {what} within {self.answer_wait_s:g} s ({others} other frames read meanwhile)")
+
     def until_stream_ended(self, stream: int) -> bool:
         """Read until the server ends ``stream`` (its trailers); False at the connection's end."""
-        while (frame := self._read_frame()) is not None:
-            kind, flags, at = frame
-            if at == stream and kind in (HEADERS, DATA) and flags & END_STREAM:
-                return True
-        return False
+        return self._read_until(
+            lambda kind, flags, at: at == stream and kind in (HEADERS, DATA) and bool(flags & END_STREAM),
+            f"end of stream {stream}")
 
     def round_trip(self) -> bool:
         """A PING answered: the target has seen every frame sent before it; False at the connection's end."""
         self.sock.sendall(_frame(PING, 0, 0, b"roundtrp"))
         self.pinged = True
-        while (frame := self._read_frame()) is not None:
-            kind, flags, _ = frame
-            if kind == PING and flags & ACK:
-                return True
-        return False
+        return self._read_until(lambda kind, flags, _: kind == PING and bool(flags & ACK), "PING ACK")
 
     def held(self) -> bool:
-        """Whether the target still holds the connection (a connection still in its handshake finishes it first)."""
+        """Whether the target still holds the connection (a connection still in its handshake finishes it first); a
+        connection neither answering nor ending within the wait raises ``TimeoutError`` (neither held nor closed)."""
         try:
             if not self.pinged:
                 self.handshake()
             return self.round_trip()
+        except TimeoutError:
+            raise
         except OSError:
             return False
 

@@ -1,0 +1,88 @@
+"""The raw HTTP/2 connection of the sync suite's connection-rank case: its reads until an answer have one deadline."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import pytest
+
+from conformance.sync.derived_connections import PING, RawConnection, _frame
+from spec.http2_watch import ACK, SETTINGS
+
+PING_FRAME_BYTES = 9 + 8
+
+
+@contextmanager
+def fake_peer(serve: Callable[[socket.socket], None]) -> Iterator[tuple[str, int]]:
+    """A server on a free local port: it sends its SETTINGS, then ``serve`` talks to the one client it accepts."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    done = threading.Event()
+
+    def run() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.settimeout(30)
+            try:
+                conn.sendall(_frame(SETTINGS, 0, 0))
+                serve(conn)
+            except OSError:
+                pass  # the client closed the connection: the peer's work is over
+            done.set()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        yield listener.getsockname()
+    finally:
+        listener.close()
+        thread.join(timeout=30)
+        assert done.is_set()
+
+
+def _after_ping(conn: socket.socket) -> None:
+    got = b""
+    while len(got) < PING_FRAME_BYTES:
+        chunk = conn.recv(PING_FRAME_BYTES - len(got))
+        if not chunk:
+            raise ConnectionError("the client left before its PING")
+        got += chunk
+
+
+def flood(conn: socket.socket) -> None:
+    """Other frames (SETTINGS), never the PING's ACK, for as long as the client reads them."""
+    _after_ping(conn)
+    while True:
+        conn.sendall(_frame(SETTINGS, 0, 0) * 64)
+
+
+def answer_late(conn: socket.socket) -> None:
+    """Some other frames, then the PING's ACK."""
+    _after_ping(conn)
+    conn.sendall(_frame(SETTINGS, 0, 0) * 3 + _frame(PING, ACK, 0, b"roundtrp"))
+    conn.recv(1)  # until the client closes
+
+
+@pytest.mark.timeout(60)
+def test_a_peer_that_keeps_sending_other_frames_fails_the_round_trip_at_its_one_deadline() -> None:
+    with fake_peer(flood) as address:
+        conn = RawConnection(address, answer_wait_s=0.5)
+        try:
+            with pytest.raises(TimeoutError, match=r"^no PING ACK within 0.5 s \(\d+ other frames read meanwhile\)$"):
+                conn.round_trip()
+            with pytest.raises(TimeoutError, match="PING ACK"):
+                conn.held()  # neither held nor closed: the reason reaches the case, not a False
+        finally:
+            conn.close()
+
+
+@pytest.mark.timeout(60)
+def test_a_ping_answered_after_other_frames_is_a_round_trip() -> None:
+    with fake_peer(answer_late) as address:
+        conn = RawConnection(address, answer_wait_s=30)
+        try:
+            assert conn.round_trip()
+        finally:
+            conn.close()
