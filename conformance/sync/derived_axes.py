@@ -195,14 +195,15 @@ def put_slots_at_their_bound(t: SyncTarget, ctx: CaseContext) -> Verdict:
     probe is answered again, and the held streams are answered when they end."""
     from conformance.sync.suite import _cmd, _ids, _numbers
 
-    capacity, in_use = _slots(t)
+    capacity = _slots(t)[0]
     origin, path = _ids()
     probe = _cmd(path, origin, None, ())
     held: list[_Held] = []
     got, problems = [f"{capacity} slots"], []
     try:
-        if in_use != 0 or capacity < 1:
-            return Verdict(False, "no put holding a slot before the case", f"{in_use} of {capacity}")
+        # A put of an earlier case whose client went away gives its slot back once its thread ends, maybe later.
+        if not _until_in_use(t, 0) or capacity < 1:
+            return Verdict(False, "no put holding a slot before the case", f"{_slots(t)[1]} of {capacity}")
         for step, (holding, answered) in enumerate(((capacity - 1, True), (capacity, False), (capacity - 1, True))):
             while len(held) < holding:
                 held.append(_Held(t, probe))

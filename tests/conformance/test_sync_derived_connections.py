@@ -1,15 +1,22 @@
-"""The raw HTTP/2 connection of the sync suite's connection-rank case: its reads until an answer have one deadline."""
+"""The sync suite's connection-rank case: its raw HTTP/2 connection's reads until an answer have one deadline, and
+each scenario starts once the last one's connections and put slots are all given back."""
 
 from __future__ import annotations
 
+import shlex
 import socket
+import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
-from conformance.sync.derived_connections import PING, RawConnection, _frame
+from conformance.framework import CaseContext, RunOptions
+from conformance.sync.derived_connections import PING, RawConnection, _frame, connection_ranks_at_their_bound
+from conformance.sync.suite import SyncTarget
 from spec.http2_watch import ACK, SETTINGS
 
 PING_FRAME_BYTES = 9 + 8
@@ -86,3 +93,21 @@ def test_a_ping_answered_after_other_frames_is_a_round_trip() -> None:
             assert conn.round_trip()
         finally:
             conn.close()
+
+
+SLOW_PUT_THREADS = (f"{shlex.quote(sys.executable)} "
+                    f"{shlex.quote(str(Path(__file__).with_name('sync_slow_put_threads.py')))} --store {{store}}")
+
+
+@pytest.mark.timeout(120)
+def test_each_scenario_waits_for_the_slots_the_last_ones_puts_held() -> None:
+    """The last scenario's busy connections are closed; their puts give their slots back only once their threads end,
+    after the connections are gone: the next scenario's puts must not meet them busy."""
+    target = SyncTarget(f"exec:{SLOW_PUT_THREADS}", frozenset(), SLOW_PUT_THREADS, None)
+    target.start()
+    try:
+        options = RunOptions(suite="sync", target=target.description)
+        verdict = connection_ranks_at_their_bound(target, CaseContext(options, time.monotonic() + 90))
+    finally:
+        target.close()
+    assert verdict.passed, verdict.actual
