@@ -3,7 +3,9 @@
 A walk corpus (``conformance/<suite>/vectors/walks.json``) is derived, not picked by hand: walks are
 generated from a seed, and a walk is kept only when it tells the spec apart from one of its
 first-order mutants (a comparison at its boundary, ``and``/``or``, a negated condition, a constant
-off by one, ``+``/``-``, ``min``/``max``, a statement dropped, two adjacent checks in the other order). The mutants are never shipped; they
+off by one, ``+``/``-``, ``min``/``max``, a statement dropped, two adjacent checks in the other order), or of one of
+the families of bug the blind rounds planted that no operator plants (a check removed, two values swapped, a string's
+case, a number rounded the other way, a variable not brought up to date: :func:`every_mutant`). The mutants are never shipped; they
 only decide which recorded walks are worth a reader's and a target's time. Mutants are planted in this
 process by serving the mutated source for one module while the walk runner is imported afresh, so a
 selection over hundreds of mutants costs an import each, not a process each.
@@ -23,6 +25,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from types import FrameType, ModuleType
 from typing import Any, Final, Protocol, TypeGuard
@@ -308,6 +311,341 @@ def mutants_of(module: str) -> list[OperatorMutant]:
     collector = _Collector(module, text)
     collector.visit(ast.parse(text))
     return collector.found
+
+
+# -- the classes of bug the blind rounds planted that no operator above plants (issue 43) -----------------------------
+
+def _column(text: str, line: int, offset: int) -> int:
+    """The character column of a node's UTF-8 byte ``offset`` on ``line`` (they differ after a non-ASCII character)."""
+    return len(_lines(text)[line - 1].encode()[:offset].decode())
+
+
+@cache
+def _lines(text: str) -> list[str]:
+    return text.splitlines()
+
+
+def _span(module: str, function: str, text: str, first: ast.AST, operator: str, replacement: str,
+          last: ast.AST | None = None) -> OperatorMutant:
+    """A change from the start of ``first`` to the end of ``last`` (or of ``first``)."""
+    last = first if last is None else last
+    assert isinstance(first, (ast.expr, ast.stmt)) and isinstance(last, (ast.expr, ast.stmt))
+    assert last.end_lineno is not None and last.end_col_offset is not None
+    return OperatorMutant(module, function, operator, first.lineno, last.end_lineno,
+                          _column(text, first.lineno, first.col_offset),
+                          _column(text, last.end_lineno, last.end_col_offset), replacement)
+
+
+def _segment(text: str, node: ast.AST) -> str:
+    found = ast.get_source_segment(text, node)
+    assert found is not None
+    return found
+
+
+def _between(text: str, first: ast.AST, second: ast.AST) -> str:
+    """The source after ``first`` and before ``second`` (a comma, a key, parentheses, a line break)."""
+    assert isinstance(first, (ast.expr, ast.stmt)) and isinstance(second, (ast.expr, ast.stmt))
+    assert first.end_lineno is not None and first.end_col_offset is not None
+    lines = text.splitlines(keepends=True)
+    end, start = _column(text, first.end_lineno, first.end_col_offset), _column(text, second.lineno, second.col_offset)
+    if first.end_lineno == second.lineno:
+        return lines[second.lineno - 1][end:start]
+    return lines[first.end_lineno - 1][end:] + "".join(lines[first.end_lineno:second.lineno - 1]) \
+        + lines[second.lineno - 1][:start]
+
+
+def _functions(tree: ast.AST, scope: tuple[str, ...] = ()
+               ) -> Iterator[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    """Every function, method and nested function with its qualified name, in source order."""
+    for child in ast.iter_child_nodes(tree):
+        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if not isinstance(child, ast.ClassDef):
+                yield ".".join((*scope, child.name)), child
+            yield from _functions(child, (*scope, child.name))
+        else:
+            yield from _functions(child, scope)
+
+
+def _own(node: ast.AST) -> Iterator[ast.AST]:
+    """The nodes below ``node`` that are its function's own, in source order: not a nested function's or class's (each
+    is visited as its own function), not inside an f-string (a message; its inner positions are not reliable either),
+    not an annotation (no behaviour)."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.JoinedStr)):
+            continue
+        yield child
+        if isinstance(child, ast.AnnAssign):
+            yield from (n for part in (child.target, child.value) if part is not None for n in (part, *_own(part)))
+            continue
+        if isinstance(child, ast.arg):
+            continue
+        yield from _own(child)
+
+
+def _body_nodes(tree: ast.AST) -> Iterator[tuple[str, ast.AST]]:
+    """``(function, node)`` for each node of each function body (its own: see :func:`_own`)."""
+    for function, definition in _functions(tree):
+        for statement in definition.body:
+            yield function, statement
+            yield from ((function, node) for node in _own(statement))
+
+
+def _tables(tree: ast.Module) -> Iterator[tuple[str, ast.expr]]:
+    """``(name, value)`` of each data table outside functions: a name (not a dunder) bound at module or class level to
+    a string or to a tuple, list, set or dict display (perhaps in ``frozenset(...)`` or ``MappingProxyType(...)``):
+    accepted prefixes, error conditions, unit names. A rule that lives in a table is a rule."""
+    def visit(body: list[ast.stmt], scope: tuple[str, ...]) -> Iterator[tuple[str, ast.expr]]:
+        for statement in body:
+            if isinstance(statement, ast.ClassDef):
+                yield from visit(statement.body, (*scope, statement.name))
+            target = statement.targets[0] if isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
+                else statement.target if isinstance(statement, ast.AnnAssign) else None
+            value = statement.value if isinstance(statement, (ast.Assign, ast.AnnAssign)) else None
+            if isinstance(target, ast.Name) and value is not None and not target.id.startswith("__"):
+                yield ".".join((*scope, target.id)), value
+
+    return visit(tree.body, ())
+
+
+_TABLE_CALLS: Final = frozenset({"frozenset", "MappingProxyType", "tuple", "set", "dict"})
+
+
+def _table_nodes(value: ast.expr) -> Iterator[ast.expr]:
+    """The displays and string constants of a table, outermost first; nothing of any other expression."""
+    if isinstance(value, ast.Constant) and isinstance(value.value, str):
+        yield value
+    elif isinstance(value, (ast.Tuple, ast.List, ast.Set, ast.Dict)):
+        yield value
+        for child in ast.iter_child_nodes(value):
+            if isinstance(child, ast.expr):
+                yield from _table_nodes(child)
+    elif isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in _TABLE_CALLS:
+        for argument in value.args:
+            yield from _table_nodes(argument)
+
+
+def _data_nodes(tree: ast.Module) -> Iterator[tuple[str, ast.AST]]:
+    """``(where, node)``: every function body's nodes, then every table's (``where`` is the function or the table)."""
+    yield from _body_nodes(tree)
+    for name, value in _tables(tree):
+        yield from ((name, node) for node in _table_nodes(value))
+
+
+def _is_text(node: ast.AST) -> TypeGuard[ast.Constant]:
+    return isinstance(node, ast.Constant) and isinstance(node.value, str)
+
+
+def _quoted(value: str) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _records_problem(statement: ast.stmt) -> bool:
+    """How spec modules report a problem and go on: ``problems.append(...)`` (any list's) or ``yield ...``."""
+    if not isinstance(statement, ast.Expr):
+        return False
+    value = statement.value
+    return isinstance(value, (ast.Yield, ast.YieldFrom)) or (
+        isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in ("append", "add"))
+
+
+def check_removal_mutants(module: str) -> list[OperatorMutant]:
+    """A check removed: each ``if`` in a function body whose body ends the step (``raise``, ``return``, ``continue``)
+    or records a problem, gone (replaced by ``pass``; one with an ``else`` or ``elif`` has its test made ``False``, so
+    the rest still runs). Unlike a negated check, only an input that violates the rule sees it: a shard with no
+    members accepted. An ``if`` whose whole body is one recorded problem is left out: dropping that statement is a
+    first-order mutant already."""
+    text = module_path(module).read_text()
+    out: list[OperatorMutant] = []
+    for function, node in _body_nodes(ast.parse(text)):
+        if not isinstance(node, ast.If):
+            continue
+        last = node.body[-1]
+        ends = isinstance(last, (ast.Raise, ast.Return, ast.Continue))
+        if not (ends or (_records_problem(last) and (len(node.body) > 1 or node.orelse))):
+            continue
+        operator = f"remove check if {_short(node.test)}"
+        out.append(_span(module, function, text, node.test, operator, "False") if node.orelse
+                   else _span(module, function, text, node, operator, "pass"))
+    return out
+
+
+_NOT_ONE_KIND: Final = frozenset({"isinstance", "issubclass", "getattr", "setattr", "hasattr", "min", "max"})
+"""Calls whose adjacent arguments are never of one kind (an object and a type or a name), or whose order does not
+matter (min, max)."""
+
+
+def _swapped(module: str, function: str, text: str, first: ast.expr, second: ast.expr, what: str
+             ) -> OperatorMutant | None:
+    one, two = _segment(text, first), _segment(text, second)
+    if one == two:
+        return None
+    return _span(module, function, text, first, f"swap {what} {_short(first)} / {_short(second)}",
+                 f"{two}{_between(text, first, second)}{one}", second)
+
+
+def swap_mutants(module: str) -> list[OperatorMutant]:
+    """Two values of one kind swapped: a call's adjacent positional arguments, a conditional expression's two
+    branches (the writer's and the reader's texts of one error), and two adjacent string constants of a tuple or list
+    display, or the string values of two adjacent dict entries (names, error texts), in a function body or a table
+    (:func:`_tables`). Arguments of two constants of different types are never one kind, nor those of
+    ``isinstance``-like calls; those of ``min`` and ``max`` commute."""
+    text = module_path(module).read_text()
+    out: list[OperatorMutant | None] = []
+    for where, node in _data_nodes(ast.parse(text)):
+        if isinstance(node, ast.Call) and not (isinstance(node.func, ast.Name) and node.func.id in _NOT_ONE_KIND):
+            for first, second in zip(node.args, node.args[1:]):
+                if isinstance(first, ast.Starred) or isinstance(second, ast.Starred) or (
+                        isinstance(first, ast.Constant) and isinstance(second, ast.Constant)
+                        and type(first.value) is not type(second.value)):
+                    continue
+                out.append(_swapped(module, where, text, first, second, "arguments"))
+        elif isinstance(node, ast.IfExp) and _segment(text, node.body) != _segment(text, node.orelse):
+            out.append(_span(module, where, text, node, f"swap branches of {_short(node.test)}",
+                           f"({_segment(text, node.orelse)} if {_segment(text, node.test)} else "
+                           f"{_segment(text, node.body)})"))
+        elif isinstance(node, (ast.Tuple, ast.List, ast.Dict)):
+            items = node.values if isinstance(node, ast.Dict) else node.elts
+            spread = {i for i, key in enumerate(node.keys) if key is None} if isinstance(node, ast.Dict) else set()
+            for index, (first, second) in enumerate(zip(items, items[1:])):
+                if _is_text(first) and _is_text(second) and not {index, index + 1} & spread:
+                    out.append(_swapped(module, where, text, first, second,
+                                        "values" if isinstance(node, ast.Dict) else "elements"))
+    return [m for m in out if m is not None]
+
+
+def spelling_mutants(module: str) -> list[OperatorMutant]:
+    """A string constant's spelling: each string constant with a letter, in a function body or a table
+    (:func:`_tables`), with its case changed (all lower case -> upper, otherwise -> lower): an upper-case ``0X``
+    prefix refused, a condition name or a key spelled otherwise. Docstrings, f-strings and annotations are not
+    rules."""
+    text = module_path(module).read_text()
+    out: list[OperatorMutant] = []
+    tree = ast.parse(text)
+    docstrings = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr) and _is_text(node.value)}
+    for where, node in _data_nodes(tree):
+        value = node.value if _is_text(node) and id(node) not in docstrings else None
+        if not isinstance(value, str) or not any(c.isalpha() for c in value):
+            continue
+        changed = value.upper() if value == value.lower() else value.lower()
+        if changed != value:
+            out.append(_span(module, where, text, node, f"{_quoted(value)} -> {_quoted(changed)}", repr(changed)))
+    return out
+
+
+def _round_to_int(module: str) -> list[OperatorMutant]:
+    """``round -> int`` at each call in a function or class body (the cluster wire walks' family, its names kept)."""
+    found: list[OperatorMutant] = []
+
+    def visit(node: ast.AST, scope: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            inner = f"{scope}.{child.name}".lstrip(".") if isinstance(child, (ast.FunctionDef, ast.ClassDef)) else scope
+            if isinstance(child, ast.Call) and isinstance(child.func, ast.Name) and child.func.id == "round" and scope:
+                found.append(_at(module, scope, child.func, f"round({ast.unparse(child.args[0])[:40]}) -> int", "int"))
+            visit(child, inner)
+
+    visit(ast.parse(module_path(module).read_text()), "")
+    return found
+
+
+_OTHER_ROUNDING: Final = {"floor": "ceil", "ceil": "floor"}
+
+
+def rounding_mutants(module: str) -> list[OperatorMutant]:
+    """A number rounded the other way: ``round(x) -> int(x)`` (a duration truncated instead of rounded: WELCOME's
+    ttl), ``a // b`` truncated (``int(a / b)``) or rounded up (``-(-a // b)``: a negative sub-millisecond time
+    rounded away from zero), ``math.floor`` <-> ``math.ceil``, ``int(x)`` of arithmetic rounded (``round(x)``), and
+    ``divmod`` truncating (a negative quotient towards zero, its remainder the dividend's sign)."""
+    text = module_path(module).read_text()
+    out = _round_to_int(module)
+    for function, node in _body_nodes(ast.parse(text)):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.FloorDiv):
+            left, right = _segment(text, node.left), _segment(text, node.right)
+            out.append(_span(module, function, text, node, f"{_short(node)}: floor -> truncation",
+                           f"int(({left}) / ({right}))"))
+            out.append(_span(module, function, text, node, f"{_short(node)}: floor -> ceiling", f"(-(-({left}) // ({right})))"))
+        elif not isinstance(node, ast.Call) or node.keywords:
+            continue
+        elif isinstance(node.func, (ast.Name, ast.Attribute)) and _rounding_name(node.func) in _OTHER_ROUNDING:
+            other = _OTHER_ROUNDING[_rounding_name(node.func)]
+            out.append(_span(module, function, text, node.func, f"{_short(node)}: {_rounding_name(node.func)} -> {other}",
+                           _segment(text, node.func).rsplit(_rounding_name(node.func), 1)[0] + other))
+        elif isinstance(node.func, ast.Name) and node.func.id == "int" and len(node.args) == 1 \
+                and isinstance(node.args[0], ast.BinOp):
+            out.append(_span(module, function, text, node.func, f"{_short(node)}: int -> round", "round"))
+        elif isinstance(node.func, ast.Name) and node.func.id == "divmod" and len(node.args) == 2:
+            out.append(_span(module, function, text, node.func, f"{_short(node)}: divmod -> truncating",
+                           "(lambda a, b: (int(a / b), a - b * int(a / b)))"))
+    return out
+
+
+def _rounding_name(func: ast.Name | ast.Attribute) -> str:
+    """``floor`` for ``floor`` and ``math.floor``; a name that is no rounding otherwise."""
+    if isinstance(func, ast.Name):
+        return func.id
+    return func.attr if isinstance(func.value, ast.Name) and func.value.id == "math" else ""
+
+
+def _statements(body: list[ast.stmt], in_loop: bool) -> Iterator[tuple[ast.stmt, bool]]:
+    """Each statement of a function's own body, nested ones included, and whether a loop of it runs it again."""
+    for statement in body:
+        yield statement, in_loop
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        loop = in_loop or isinstance(statement, (ast.For, ast.AsyncFor, ast.While))
+        yield from _statements(getattr(statement, "body", []), loop)
+        yield from _statements(getattr(statement, "orelse", []), in_loop)
+        yield from _statements(getattr(statement, "finalbody", []), in_loop)
+        for part in (*getattr(statement, "handlers", []), *getattr(statement, "cases", [])):
+            yield from _statements(part.body, in_loop)
+
+
+def stale_mutants(module: str) -> list[OperatorMutant]:
+    """A variable not brought up to date: each assignment to a plain name that binds it again (a parameter, or a
+    name bound earlier in the function, or an assignment inside a loop) dropped, so the old value is used on: a retry
+    with the stale expected revision, a prefix never stripped. (An attribute's assignment and ``+=`` are dropped by
+    the first-order mutants already.)"""
+    text = module_path(module).read_text()
+    out: list[OperatorMutant] = []
+    for function, definition in _functions(ast.parse(text)):
+        arguments = definition.args
+        parameters = {a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs,
+                                      arguments.vararg, arguments.kwarg) if a is not None}
+        stores = [(n.lineno, n.col_offset, n.id) for n in _own(definition)
+                  if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)]
+        for statement, in_loop in _statements(definition.body, False):
+            targets = statement.targets if isinstance(statement, ast.Assign) else \
+                [statement.target] if isinstance(statement, ast.AnnAssign) and statement.value is not None else []
+            if len(targets) != 1 or not isinstance(targets[0], ast.Name):
+                continue
+            name = targets[0].id
+            again = name in parameters or any(n == name and (line, col) < (statement.lineno, statement.col_offset)
+                                              for line, col, n in stores)
+            if again or in_loop:
+                out.append(_span(module, function, text, statement, f"stale {name}: drop {_short(statement)}", "pass"))
+    return out
+
+
+FAMILIES: Final[tuple[Callable[[str], list[OperatorMutant]], ...]] = (
+    mutants_of, split_mutants, order_mutants, rounding_mutants,
+    check_removal_mutants, swap_mutants, spelling_mutants, stale_mutants)
+"""Every family, in the order :func:`every_mutant` plants them: the first-order operators and the older families as
+the corpora called them before, then the classes of bug the blind rounds planted."""
+
+
+def every_mutant(module: str) -> list[OperatorMutant]:
+    """Every family's mutants of ``module`` (:data:`FAMILIES`, in order), each resulting source once: a mutant that
+    plants the same text as an earlier one is the same bug, which the selection need not try twice."""
+    original = module_path(module).read_text()
+    seen: set[str] = set()
+    out: list[OperatorMutant] = []
+    for family in FAMILIES:
+        for mutant in family(module):
+            planted = mutant.source(original)
+            if planted not in seen:
+                seen.add(planted)
+                out.append(mutant)
+    return out
 
 
 class _MutatedSource(importlib.abc.MetaPathFinder, importlib.abc.Loader):

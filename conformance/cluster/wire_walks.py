@@ -32,7 +32,6 @@ writes ``vectors/wire_walks.json`` and ``docs/walks/cluster-wire.md``; ``--check
 
 from __future__ import annotations
 
-import ast
 import importlib
 import itertools
 import random
@@ -735,28 +734,8 @@ JUDGED: Final[dict[str, tuple[str, str]]] = {
 
 # -- the vectors and the report -----------------------------------------------------------------------
 
-def rounding_mutants(module: str) -> list[Any]:
-    """``round -> int`` at each call in a function of ``module``: a duration truncated instead of rounded (WELCOME's
-    ttl, say), which the first-order operators do not plant."""
-    from conformance.operator_mutants import OperatorMutant, module_path
-
-    found: list[Any] = []
-
-    def visit(node: ast.AST, scope: str) -> None:
-        for child in ast.iter_child_nodes(node):
-            inner = f"{scope}.{child.name}".lstrip(".") if isinstance(child, (ast.FunctionDef, ast.ClassDef)) else scope
-            if isinstance(child, ast.Call) and isinstance(child.func, ast.Name) and child.func.id == "round" and scope:
-                f = child.func
-                found.append(OperatorMutant(module, scope, f"round({ast.unparse(child.args[0])[:40]}) -> int", f.lineno, f.end_lineno or f.lineno,
-                                            f.col_offset, f.end_col_offset or f.col_offset, "int"))
-            visit(child, inner)
-
-    visit(ast.parse(module_path(module).read_text()), "")
-    return found
-
-
 def selected(progress: bool = False) -> tuple[dict[str, Any], str]:
-    from conformance.operator_mutants import mutants_of, select
+    from conformance.operator_mutants import mutants_of, rounding_mutants, select
 
     walks = candidates()
     mutants = [m for module in MODULES for m in mutants_of(module) + rounding_mutants(module)]

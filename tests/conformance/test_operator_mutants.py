@@ -4,9 +4,15 @@ selection keeps exactly the walks that tell the spec apart from them."""
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from typing import Any
 
-from conformance.operator_mutants import Runner, fresh_modules, judgement, mutants_of, score, select, select_all
+import pytest
+
+from conformance import operator_mutants
+from conformance.operator_mutants import (FAMILIES, ROOT, OperatorMutant, Runner, check_removal_mutants, every_mutant,
+                                          fresh_modules, judgement, module_path, mutants_of, rounding_mutants, score,
+                                          select, select_all, spelling_mutants, stale_mutants, swap_mutants)
 
 MODULE = "spec.sync.commit_time"
 
@@ -156,3 +162,109 @@ def test_order_mutants_take_the_other_element_and_drop_each_operand() -> None:
     assert evicted() == [0]
     with fresh_modules(["spec."], itself):
         assert evicted() == [1]
+
+
+def _planted(family: Callable[[str], list[OperatorMutant]], module: str, operator: str) -> OperatorMutant:
+    (mutant,) = [m for m in family(module) if m.operator == operator]
+    return mutant
+
+
+def test_the_rounding_family_rounds_a_negative_sub_millisecond_time_the_other_way() -> None:
+    """The blind round's ``settings._time_ms`` bug: -1us is 0 ms in Spark (truncation); rounded down it is -1."""
+    def time_ms(text: str) -> int | None:
+        return importlib.import_module("spec.shuffle.settings")._time_ms(text)  # type: ignore[no-any-return]
+
+    line = "abs(number) * multiplier // divisor"
+    assert {f"{line}: floor -> truncation", f"{line}: floor -> ceiling"} <= \
+        {m.operator for m in rounding_mutants("spec.shuffle.settings")}
+    assert time_ms("-1us") == 0
+    with fresh_modules(["spec."], _planted(rounding_mutants, "spec.shuffle.settings", f"{line}: floor -> ceiling")):
+        assert time_ms("-1us") == -1
+    with fresh_modules(["spec."], _planted(rounding_mutants, "spec.shuffle.settings", f"{line}: floor -> truncation")):
+        assert time_ms(f"{2**53 + 1}ms") != 2**53 + 1  # truncating through a float
+    (ttl,) = [m for m in rounding_mutants("spec.cluster.wire") if m.operator == "round(timing.ttl * 1000) -> int"]
+    assert ttl.replacement == "int"  # the cluster wire walks' family, its names kept
+
+
+def _parse_hex(text: str) -> object:
+    """``jsonform.parse_hex``'s bytes, or the name of the error it raised."""
+    try:
+        return importlib.import_module("spec.shuffle.jsonform").parse_hex(text)
+    except Exception as error:  # noqa: BLE001 - the answer is which error
+        return type(error).__name__
+
+
+def test_the_spelling_family_refuses_an_upper_case_hex_prefix() -> None:
+    """The blind round's ``jsonform.parse_hex`` bug: a ``0X`` prefix refused; and a unit of a table spelled otherwise."""
+    assert _parse_hex("0X00") == b"\x00"
+    with fresh_modules(["spec."], _planted(spelling_mutants, "spec.shuffle.jsonform", "'0x' -> '0X'")):
+        assert _parse_hex("0X00") == "InvalidHex"
+    units = [m for m in spelling_mutants("spec.shuffle.settings") if m.function == "_TIME_UNITS"]
+    assert "'us' -> 'US'" in {m.operator for m in units}  # a module-level table is in scope
+
+
+def test_the_check_removal_family_accepts_a_shard_with_no_members() -> None:
+    """The blind round's ``Membership.check_well_formed`` bug: only the violating input sees it."""
+    def well_formed(shards: dict[str, tuple[object, ...]]) -> str:
+        types = importlib.import_module("spec.cluster.types")
+        try:
+            types.Membership(epoch=1, shards=shards).check_well_formed()
+        except Exception as error:  # noqa: BLE001 - the answer is which error
+            return type(error).__name__
+        return "ok"
+
+    removed = _planted(check_removal_mutants, "spec.cluster.types", "remove check if not members")
+    types = importlib.import_module("spec.cluster.types")
+    node = types.NodeInfo(node_id="n1", address="127.0.0.1:1", state=types.NodeState.OK)
+    assert (well_formed({"s1": ()}), well_formed({"s1": (node,)})) == ("MalformedMembership", "ok")
+    with fresh_modules(["spec."], removed):
+        assert (well_formed({"s1": ()}), well_formed({"s1": (node,)})) == ("ok", "ok")
+
+
+def test_the_swap_family_swaps_the_writer_s_and_reader_s_texts_of_one_error() -> None:
+    """The blind round's ``ConnectionClosedBeforeTermination`` bug; and a call's two adjacent arguments."""
+    def text() -> str:
+        return str(importlib.import_module("spec.shuffle.errors").ConnectionClosedBeforeTermination("writer", 3))
+
+    assert "streaming shuffle writer 3" in text()
+    with fresh_modules(["spec."], _planted(swap_mutants, "spec.shuffle.errors", "swap branches of role == 'writer'")):
+        assert "streaming shuffle reader 3" in text()
+    assert "swap arguments fault.expected / fault.actual" in {m.operator for m in swap_mutants("spec.shuffle.errors")}
+
+
+def test_the_stale_family_keeps_a_variable_s_old_value() -> None:
+    """A re-assignment dropped: the prefix ``parse_hex`` strips is read on; the name's first binding is no update."""
+    stale = _planted(stale_mutants, "spec.shuffle.jsonform", "stale compact: drop compact = compact[2:]")
+    with fresh_modules(["spec."], stale):
+        assert (_parse_hex("0x00"), _parse_hex("00")) == ("InvalidHex", b"\x00")
+    assert [m.operator for m in stale_mutants("spec.shuffle.jsonform") if m.function == "parse_hex"] == [stale.operator]
+
+
+def _protocol_modules() -> list[str]:
+    """Every spec module but the renderers of the generated docs (spec/docs: no corpus judges them) and packages."""
+    spec = ROOT / "spec"
+    return sorted(".".join(p.relative_to(ROOT).with_suffix("").parts) for p in spec.rglob("*.py")
+                  if p.name not in ("__init__.py", "__main__.py") and "docs" not in p.relative_to(spec).parts)
+
+
+def test_every_family_plants_compilable_source_in_every_spec_module() -> None:
+    for module in _protocol_modules():
+        original = module_path(module).read_text()
+        for family in FAMILIES:
+            for mutant in family(module):
+                changed = mutant.source(original)
+                assert changed != original, mutant.name
+                compile(changed, mutant.name, "exec")
+
+
+def test_every_mutant_is_every_family_in_order_each_planted_text_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    module = "spec.shuffle.jsonform"
+    every = every_mutant(module)
+    original = module_path(module).read_text()
+    assert len({m.source(original) for m in every}) == len(every)
+    family_of = {m: index for index, family in reversed(list(enumerate(FAMILIES))) for m in family(module)}
+    assert [family_of[m] for m in every] == sorted(family_of[m] for m in every)  # the families in order
+    assert every[:len(mutants_of(module))] == mutants_of(module)  # the first-order ones first, as the corpora call them
+    assert set(every) == set(family_of)
+    monkeypatch.setattr(operator_mutants, "FAMILIES", (mutants_of, mutants_of))
+    assert every_mutant(module) == mutants_of(module)  # a text two families plant counts once
