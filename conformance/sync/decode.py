@@ -418,10 +418,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                                     document, report, [a for a in args if a != "select"])
 
 
-if __name__ == "__main__":
-    sys.exit(main())
-
-
 # -- the suite's case ----------------------------------------------------------------------------------------------
 
 def replay(t: SyncTarget, ctx: CaseContext) -> Verdict:
@@ -437,3 +433,7 @@ def replay(t: SyncTarget, ctx: CaseContext) -> Verdict:
             return Verdict(False, f"input tcId {test['tcId']} (kept for {test['comment']}): "
                            f"{json.dumps(test['expected'])}", json.dumps(got))
     return Verdict(True, f"{len(tests)} inputs decoded as recorded", f"{len(tests)} inputs decoded as recorded")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -833,10 +833,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                                     report, args)
 
 
-if __name__ == "__main__":
-    sys.exit(main())
-
-
 # -- the suite's cases --------------------------------------------------------------------------------------------
 
 GROUP_SIZE: Final = 60
@@ -871,3 +867,7 @@ def replay_case(ids: Sequence[int]) -> Callable[[SyncTarget, CaseContext], Verdi
                        f"({len(tests) - len(ran)} need a capability the target does not declare)")
 
     return check
+
+
+if __name__ == "__main__":
+    sys.exit(main())

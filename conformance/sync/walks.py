@@ -1407,10 +1407,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     return status
 
 
-if __name__ == "__main__":
-    sys.exit(main())
-
-
 # -- the suite's cases ------------------------------------------------------------------------------------------
 
 GROUP_COST: Final = 40
@@ -1471,3 +1467,7 @@ def replay_case(ids: Sequence[int]) -> Callable[[SyncTarget, CaseContext], Verdi
                        f"({len(tests) - len(ran)} need a capability the target does not declare)")
 
     return check
+
+
+if __name__ == "__main__":
+    sys.exit(main())
