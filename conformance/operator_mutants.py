@@ -390,10 +390,28 @@ def _body_nodes(tree: ast.AST) -> Iterator[tuple[str, ast.AST]]:
             yield from ((function, node) for node in _own(statement))
 
 
+@cache
+def _read_by_functions() -> frozenset[str]:
+    """Every name a function of a spec module reads (the renderers of the generated docs left out: what only they read
+    is documentation, not a rule), by itself or as an attribute (``settings._TIME_UNITS``)."""
+    spec = ROOT / "spec"
+    read: set[str] = set()
+    for path in spec.rglob("*.py"):
+        if "docs" not in path.relative_to(spec).parts:
+            for _, node in _body_nodes(ast.parse(path.read_text())):
+                if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                    read.add(node.id)
+                elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+                    read.add(node.attr)
+    return frozenset(read)
+
+
 def _tables(tree: ast.Module) -> Iterator[tuple[str, ast.expr]]:
     """``(name, value)`` of each data table outside functions: a name (not a dunder) bound at module or class level to
     a string or to a tuple, list, set or dict display (perhaps in ``frozenset(...)`` or ``MappingProxyType(...)``):
-    accepted prefixes, error conditions, unit names. A rule that lives in a table is a rule."""
+    at class level always (an enum member's value, an error's condition: read through the class), at module level when
+    a spec function reads the name. Accepted prefixes, error conditions, unit names: a rule that lives in a table is a
+    rule; a table of prose only the docs read is not."""
     def visit(body: list[ast.stmt], scope: tuple[str, ...]) -> Iterator[tuple[str, ast.expr]]:
         for statement in body:
             if isinstance(statement, ast.ClassDef):
@@ -401,7 +419,8 @@ def _tables(tree: ast.Module) -> Iterator[tuple[str, ast.expr]]:
             target = statement.targets[0] if isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
                 else statement.target if isinstance(statement, ast.AnnAssign) else None
             value = statement.value if isinstance(statement, (ast.Assign, ast.AnnAssign)) else None
-            if isinstance(target, ast.Name) and value is not None and not target.id.startswith("__"):
+            if isinstance(target, ast.Name) and value is not None and not target.id.startswith("__") \
+                    and (scope or target.id in _read_by_functions()):
                 yield ".".join((*scope, target.id)), value
 
     return visit(tree.body, ())
