@@ -3,8 +3,8 @@ apart from one of its first-order operator mutants (``conformance/operator_mutan
 
 ``python -m conformance.cluster.walks`` generates the candidates from ``SEED``, runs the selection over
 every mutant of ``MODULES`` (minutes: run it under ``nice``), and writes the kept walks with the spec's
-answers to ``vectors/walks.json`` and the selection's figures to ``docs/walks/cluster.md``; ``--check``
-exits 1 when either is stale.
+answers to ``vectors/walks.json``, what the selection found to ``docs/walks/cluster-selection.json`` and its
+report to ``docs/walks/cluster.md``; ``--check`` exits 1 when any is stale (``conformance/cluster/corpus_record.py``).
 
 A walk is a test of the suite's existing vector groups, so it is replayed the way those are
 (``conformance/cluster/vector_suite.py``): a ``ModelTrace`` walk is a sequence of provider operations by
@@ -23,17 +23,14 @@ for exactly the gap; every failure followed by fresh traffic.
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import sys
-import time
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Final, Mapping, Protocol, Sequence
 
-from conformance import vectorgen
+from conformance.cluster.corpus_record import CorpusFiles, Record, corpus_report, record_of, write_corpus
 from conformance.cluster.vectorgen import MISSING_SHARD, NOTES, Symbols
 from reference.cluster.cas import write_with_cas
 from spec.cluster.cas import CAS_ATTEMPTS, CasWrite, KeptChanging
@@ -44,6 +41,7 @@ from conformance.cluster.harness import ClusterTarget, session
 from conformance.cluster.model_cases import Member, Mirror, Scenario, scenario
 from conformance.cluster.service_wire import RawConnection, ServiceAddress
 from conformance.framework import CaseContext, CaseTimeout
+from conformance.operator_mutants import OperatorMutant, canonical
 from spec.cluster.errors import ERRORS_BY_CODE, NodeIdInUse, RevisionMismatch
 from spec.cluster.wire import ServiceKind, timing_to_wire
 from spec.cluster.model import (
@@ -67,6 +65,7 @@ ROOT: Final = Path(__file__).resolve().parents[2]
 WALKS_FILE: Final = ROOT / "conformance" / "cluster" / "vectors" / "walks.json"
 SCHEMA_NAME: Final = "walks.schema.json"
 REPORT_FILE: Final = ROOT / "docs" / "walks" / "cluster.md"
+FILES: Final = CorpusFiles(WALKS_FILE, ROOT / "docs" / "walks" / "cluster-selection.json", REPORT_FILE)
 GENERATOR_VERSION: Final = "1"
 SEED: Final = 43
 MODEL_WALKS: Final = 2400
@@ -747,12 +746,18 @@ def function_operator(name: str) -> str:
     return f"{module.rsplit('.', 1)[-1]}.{function}: {operator.strip()}"
 
 
-def kept_comments(selection: Any) -> dict[int, str]:
-    """Each kept walk's comment: the first rule it was kept for, as ``function: operator``, and how many more."""
+def kept_comments(selection: Any, walks: Sequence[Any] = (), earlier: Sequence[tuple[Any, str]] = ()
+                  ) -> dict[int, str]:
+    """Each kept walk's comment: the first rule it was kept for, as ``function: operator``, and how many more; a walk
+    an earlier corpus kept (``earlier``: each walk with its comment, found among ``walks``) that tells no mutant apart
+    first any more (another carried walk does) keeps the comment it had."""
     reasons: dict[int, list[str]] = {}
     for name, index in selection.killed_by.items():
         reasons.setdefault(index, []).append(function_operator(name))
-    return {index: told[0] + (f" (and {len(told) - 1} more)" if len(told) > 1 else "") for index, told in reasons.items()}
+    index_of = {canonical(walk): index for index, walk in enumerate(walks)}
+    had = {index_of[canonical(walk)]: comment for walk, comment in earlier if canonical(walk) in index_of}
+    return {index: had[index] for index in selection.kept if index in had} | {
+        index: told[0] + (f" (and {len(told) - 1} more)" if len(told) > 1 else "") for index, told in reasons.items()}
 
 
 def bounded_hangs(run: Callable[[dict[str, Any]], Any], hung_walks: int) -> Callable[[dict[str, Any]], Any]:
@@ -820,12 +825,13 @@ def walk_of(test: dict[str, Any], kind: str) -> dict[str, Any]:
     return {"type": kind, "heartbeatInterval": test["heartbeatInterval"], "failAfter": test["failAfter"], "events": events}
 
 
-def recorded_walks() -> list[tuple[dict[str, Any], Any]]:
-    """The walks the committed corpus keeps, each with its recorded answers: what a re-selection carries."""
+def recorded_walks() -> list[tuple[dict[str, Any], Any, str]]:
+    """The walks the committed corpus keeps, each with its recorded answers and comment: what a re-selection
+    carries."""
     if not WALKS_FILE.exists():
         return []
     groups = json.loads(WALKS_FILE.read_text())["testGroups"]
-    return [(walk_of(t, g["type"]), answers_of(t, g["type"])) for g in groups for t in g["tests"]]
+    return [(walk_of(t, g["type"]), answers_of(t, g["type"]), t["comment"]) for g in groups for t in g["tests"]]
 
 
 def answers_of(test: dict[str, Any], kind: str) -> Any:
@@ -839,18 +845,23 @@ def answers_of(test: dict[str, Any], kind: str) -> Any:
     return [event["verdicts"] for event in test["events"] if event["event"] == "tick"]
 
 
-def selected(progress: bool = False) -> tuple[dict[str, Any], str]:
-    """Run the selection: the vector document and the report."""
-    from conformance.operator_mutants import import_runner, mutants_of, select
+def walk_mutants() -> list[OperatorMutant]:
+    """The mutants the walks are selected by: every one of :data:`MODULES`."""
+    from conformance.operator_mutants import mutants_of
+
+    return [m for module in MODULES for m in mutants_of(module)]
+
+
+def selected(progress: bool = False) -> tuple[dict[str, Any], Record]:
+    """Run the selection: the vector document and the record of what it found."""
+    from conformance.operator_mutants import import_runner, select
 
     walks = candidates()
-    mutants = [m for module in MODULES for m in mutants_of(module)]
-    started = time.monotonic()
+    recorded = recorded_walks()
+    mutants = walk_mutants()
     selection = select(walks, import_runner("conformance.cluster.walks", "run_walk"), PREFIXES, mutants,
-                       progress=(lambda line: print(line, file=sys.stderr, flush=True)) if progress else lambda _: None,
-                       carried=recorded_walks())
-    elapsed = time.monotonic() - started
-    comments = kept_comments(selection)
+                       progress=progress_printer(progress), carried=[(w, a) for w, a, _ in recorded])
+    comments = kept_comments(selection, walks, [(w, c) for w, _, c in recorded])
     groups: dict[str, list[dict[str, Any]]] = {"ModelTrace": [], "DetectorTrace": [], "SessionWalk": [], "PolicyWalk": [], "CasWalk": []}
     for index in sorted(selection.kept):
         walk = walks[index]
@@ -871,80 +882,22 @@ def selected(progress: bool = False) -> tuple[dict[str, Any], str]:
             {"type": "CasWalk", "specRef": "docs/spec/cluster.md#cas", "tests": groups["CasWalk"]},
         ],
     }
-    return document, report(mutants, selection, len(walks), elapsed)
+    return document, record_of(mutants, selection, len(walks))
 
 
-def report(mutants: Sequence[Any], selection: Any, candidate_count: int, elapsed: float) -> str:
-    figure, table = judged_figures(MODULES, JUDGED, mutants, selection)
-    lines = [
+def report(record: Record) -> str:
+    """``docs/walks/cluster.md``, from the recorded selection."""
+    return corpus_report(
         "# Walk corpus: cluster",
-        "",
         "Generated by `python -m conformance.cluster.walks` (do not edit): "
-        f"{candidate_count} candidate walks from seed {SEED}, each kept in "
+        f"{record['candidates']} candidate walks from seed {SEED}, each kept in "
         "`conformance/cluster/vectors/walks.json` only when it tells the spec apart from one of the first-order "
         "operator mutants of the modules below (`conformance/operator_mutants.py`). "
-        f"{len(selection.kept)} walks kept.",
-        "",
-        figure,
-        "",
-    ] + table
-    del elapsed  # machine-dependent: printed by main, never written
-    return "\n".join(lines).rstrip() + "\n"
+        f"{record['kept']} walks kept.",
+        MODULES, JUDGED, record)
 
 
-def judged_figures(modules: Sequence[str], judged_by_hand: dict[str, tuple[str, str]], mutants: Sequence[Any],
-                   selection: Any) -> tuple[str, list[str]]:
-    """A selection's figure line, and its per-module table with the survivors listed by judgement
-    (``judged_by_hand``: ``module.function: operator`` prefix -> (equivalent | unreachable | gap, why))."""
-    per_module: dict[str, Counter[str]] = {m: Counter() for m in modules}
-    module_of = {m.name: m.module for m in mutants}
-    for mutant in mutants:
-        per_module[mutant.module]["mutants"] += 1
-    for name in selection.broken:
-        per_module[module_of[name]]["broken"] += 1
-    judged: Counter[str] = Counter()
-    survivors: dict[str, list[str]] = {}
-    for name in selection.survivors:
-        per_module[module_of[name]]["survivors"] += 1
-        short = function_operator(name)
-        verdict = next((v for pattern, v in judged_by_hand.items() if short.startswith(pattern)), ("gap", "not yet judged"))
-        judged[verdict[0]] += 1
-        per_module[module_of[name]][verdict[0]] += 1
-        survivors.setdefault(f"{verdict[0]}: {verdict[1]}", []).append(short)
-    for name in selection.timed_out:
-        per_module[module_of[name]]["timed out"] += 1
-    for counts in per_module.values():  # two mutants at one span may share a name: count what is left
-        counts["told apart"] = counts["mutants"] - counts["broken"] - counts["survivors"] - counts["timed out"]
-    broken, equivalent, timed_out = len(selection.broken), judged["equivalent"], len(selection.timed_out)
-    told = len(mutants) - broken - len(selection.survivors) - timed_out
-    figure = (f"Told apart / (mutants - broken - equivalent): {told} / ({len(mutants)} - {broken} - {equivalent}) = "
-              f"{told / max(1, len(mutants) - broken - equivalent):.1%}.")
-    if timed_out:
-        figure += (f" {timed_out} mutants ran past the time limit twice on every walk that did not tell them apart "
-                   "(not counted as told apart: load fakes a hang): " +
-                   ", ".join(f"`{function_operator(n)}`" for n in sorted(selection.timed_out)) + ".")
-    lines = [
-        "| module | mutants | told apart | broken | survivors | equivalent | unreachable | gap |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for module, c in per_module.items():
-        lines.append(f"| {module} | {c['mutants']} | {c['told apart']} | {c['broken']} | {c['survivors']} | "
-                     f"{c['equivalent']} | {c['unreachable']} | {c['gap']} |")
-    lines += ["", "## Survivors, by judgement", ""]
-    for heading, names in sorted(survivors.items()):
-        lines += [f"### {heading} ({len(names)})", ""] + [f"- `{n}`" for n in sorted(names)] + [""]
-    return figure, lines
-
-
-def corpus_report(heading: str, intro: str, modules: Sequence[str], judged_by_hand: dict[str, tuple[str, str]],
-                  mutants: Sequence[Any], selection: Any) -> str:
-    """A walk corpus's generated report (``docs/walks/*.md``): ``heading``, ``intro`` (how it was generated), its
-    figure and its per-module table with the survivors by judgement (:func:`judged_figures`)."""
-    figure, table = judged_figures(modules, judged_by_hand, mutants, selection)
-    return "\n".join([heading, "", intro, "", figure, "", *table]).rstrip() + "\n"
-
-
-def scoped_mutants(code: Mapping[str, Sequence[str]]) -> list[Any]:
+def scoped_mutants(code: Mapping[str, Sequence[str]]) -> list[OperatorMutant]:
     """The operator mutants of the functions (and classes' methods) ``code`` names by module ("": all of it)."""
     from conformance.operator_mutants import mutants_of
 
@@ -957,33 +910,9 @@ def progress_printer(progress: bool) -> Callable[[str], None]:
     return (lambda line: print(line, file=sys.stderr, flush=True)) if progress else lambda _: None
 
 
-def write_corpus(command: str, doc: str, selected_by: Callable[[], tuple[dict[str, Any], str]], walks_file: Path,
-                 report_file: Path, argv: Sequence[str] | None) -> int:
-    """A generator's command line: run the selection, then write the corpus and its report, or (``--check``)
-    exit 1 when either committed file is stale."""
-    parser = argparse.ArgumentParser(prog=f"python -m {command}", description=doc.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if the committed corpus or report is stale")
-    args = parser.parse_args(argv)
-    started = time.monotonic()
-    document, text = selected_by()
-    print(f"selection took {time.monotonic() - started:.0f} s", file=sys.stderr)
-    rendered = vectorgen.render(document)
-    if args.check:
-        stale = [str(p) for p, want in ((walks_file, rendered), (report_file, text))
-                 if not p.exists() or p.read_text() != want]
-        for path in stale:
-            print(f"{path} is stale: run python -m {command}", file=sys.stderr)
-        return 1 if stale else 0
-    walks_file.write_text(rendered)
-    report_file.parent.mkdir(parents=True, exist_ok=True)
-    report_file.write_text(text)
-    print(f"wrote {walks_file} ({document['numberOfTests']} tests) and {report_file}")
-    return 0
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    return write_corpus("conformance.cluster.walks", __doc__, lambda: selected(progress=True), WALKS_FILE, REPORT_FILE,
-                        argv)
+    return write_corpus("conformance.cluster.walks", __doc__, FILES, lambda: selected(progress=True), walk_mutants,
+                        report, argv)
 
 
 if __name__ == "__main__":

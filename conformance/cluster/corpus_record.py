@@ -1,0 +1,150 @@
+"""What a cluster corpus's selection found, its generated report, and its command line (issue 43).
+
+A selection runs every mutant on the candidates (minutes), so no test can run it. Its outcome per mutant is recorded
+instead (``docs/walks/cluster-*-selection.json``), and the report (``docs/walks/cluster-*.md``) is rendered from that
+record, so a test can say cheaply that either is stale: the spec's mutants now are not the ones the record judged (a
+rule added, removed or changed: select again), or the report is not the record's (render it again). A rule is named
+without its line (``module-tail.function: operator``), so code that only moves keeps its record.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Final, Mapping, Sequence
+
+from conformance import vectorgen
+from conformance.operator_mutants import OperatorMutant, Selection, rule_of
+
+Record = dict[str, Any]
+"""``{"candidates": n, "kept": n, "mutants": [{"module", "rule", "outcome"}, ...]}``, the mutants in selection order."""
+
+TOLD_APART: Final = "told apart"
+OUTCOMES: Final = (TOLD_APART, "broken", "survivor", "timed out")
+
+
+def record_of(mutants: Sequence[OperatorMutant], selection: Selection, candidates: int) -> Record:
+    """Each mutant's outcome in ``selection`` (two mutants of one name share its outcomes, one each)."""
+    left = {"survivor": Counter(selection.survivors), "broken": Counter(selection.broken),
+            "timed out": Counter(selection.timed_out)}
+    entries = []
+    for mutant in mutants:
+        outcome = next((o for o, names in left.items() if names[mutant.name] > 0), TOLD_APART)
+        if outcome != TOLD_APART:
+            left[outcome][mutant.name] -= 1
+        entries.append({"module": mutant.module, "rule": rule_of(mutant.name), "outcome": outcome})
+    return {"candidates": candidates, "kept": len(selection.kept), "mutants": entries}
+
+
+def rules(mutants: Sequence[OperatorMutant]) -> list[list[str]]:
+    """``[module, rule]`` of each mutant, in order: what a record must have judged to be current."""
+    return [[m.module, rule_of(m.name)] for m in mutants]
+
+
+def figures(modules: Sequence[str], judged_by_hand: Mapping[str, tuple[str, str]], record: Record
+            ) -> tuple[str, list[str]]:
+    """A selection's figure line, and its per-module table with the survivors listed by judgement
+    (``judged_by_hand``: ``module.function: operator`` prefix -> (equivalent | unreachable | gap, why))."""
+    per_module: dict[str, Counter[str]] = {m: Counter() for m in modules}
+    judged: Counter[str] = Counter()
+    survivors: dict[str, list[str]] = {}
+    timed_out: list[str] = []
+    for entry in record["mutants"]:
+        counts, rule, outcome = per_module[entry["module"]], entry["rule"], entry["outcome"]
+        counts["mutants"] += 1
+        counts[outcome] += 1
+        if outcome == "survivor":
+            verdict = next((v for pattern, v in judged_by_hand.items() if rule.startswith(pattern)),
+                           ("gap", "not yet judged"))
+            judged[verdict[0]] += 1
+            counts[verdict[0]] += 1
+            survivors.setdefault(f"{verdict[0]}: {verdict[1]}", []).append(rule)
+        elif outcome == "timed out":
+            timed_out.append(rule)
+    total = sum(per_module.values(), Counter())
+    told, broken, equivalent = total[TOLD_APART], total["broken"], judged["equivalent"]
+    figure = (f"Told apart / (mutants - broken - equivalent): {told} / ({total['mutants']} - {broken} - {equivalent}) "
+              f"= {told / max(1, total['mutants'] - broken - equivalent):.1%}.")
+    if timed_out:
+        figure += (f" {len(timed_out)} mutants ran past the time limit twice on every walk that did not tell them "
+                   "apart (not counted as told apart: load fakes a hang): " +
+                   ", ".join(f"`{r}`" for r in sorted(timed_out)) + ".")
+    lines = [
+        "| module | mutants | told apart | broken | survivors | equivalent | unreachable | gap |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for module, c in per_module.items():
+        lines.append(f"| {module} | {c['mutants']} | {c[TOLD_APART]} | {c['broken']} | {c['survivor']} | "
+                     f"{c['equivalent']} | {c['unreachable']} | {c['gap']} |")
+    lines += ["", "## Survivors, by judgement", ""]
+    for heading, names in sorted(survivors.items()):
+        lines += [f"### {heading} ({len(names)})", ""] + [f"- `{n}`" for n in sorted(names)] + [""]
+    return figure, lines
+
+
+def corpus_report(heading: str, intro: str, modules: Sequence[str], judged_by_hand: Mapping[str, tuple[str, str]],
+                  record: Record) -> str:
+    """A corpus's generated report: ``heading``, ``intro`` (how it was generated), its figure and its per-module
+    table with the survivors by judgement (:func:`figures`)."""
+    figure, table = figures(modules, judged_by_hand, record)
+    return "\n".join([heading, "", intro, "", figure, "", *table]).rstrip() + "\n"
+
+
+@dataclass(frozen=True)
+class CorpusFiles:
+    """Where a corpus is written: its vector file, the record of its selection and its report."""
+
+    vectors: Path
+    record: Path
+    report: Path
+
+
+def stale(files: CorpusFiles, mutants: Sequence[OperatorMutant], render: Callable[[Record], str]) -> list[str]:
+    """What is stale, each with how to bring it up to date ([] when nothing is)."""
+    if not files.record.exists():
+        return [f"{files.record} is missing: select again"]
+    record = json.loads(files.record.read_text())
+    problems = []
+    if [[e["module"], e["rule"]] for e in record["mutants"]] != rules(mutants):
+        problems.append(f"{files.record} judged other mutants than the spec's now: select again")
+    if json.loads(files.vectors.read_text())["numberOfTests"] != record["kept"]:
+        problems.append(f"{files.vectors} is not the selection {files.record} records: select again")
+    if not files.report.exists() or files.report.read_text() != render(record):
+        problems.append(f"{files.report} is not the report of {files.record}: rewrite it with --report")
+    return problems
+
+
+def write_corpus(command: str, doc: str, files: CorpusFiles, select: Callable[[], tuple[dict[str, Any], Record]],
+                 mutants: Callable[[], Sequence[OperatorMutant]], render: Callable[[Record], str],
+                 argv: Sequence[str] | None) -> int:
+    """A generator's command line: run the selection (minutes: under nice) and write the corpus, the record and the
+    report; ``--report``: rewrite the report from the record; ``--check``: exit 1 when any of the three is stale
+    (:func:`stale`: no selection runs)."""
+    parser = argparse.ArgumentParser(prog=f"python -m {command}", description=doc.splitlines()[0])
+    action = parser.add_mutually_exclusive_group()
+    action.add_argument("--check", action="store_true",
+                        help="exit 1 if the record judged other mutants than the spec's, or the corpus or report is "
+                             "not the record's")
+    action.add_argument("--report", action="store_true", help="rewrite the report from the recorded selection")
+    args = parser.parse_args(argv)
+    if args.check:
+        problems = stale(files, mutants(), render)
+        for problem in problems:
+            print(f"{problem} (python -m {command})", file=sys.stderr)
+        return 1 if problems else 0
+    if not args.report:
+        started = time.monotonic()
+        document, record = select()
+        print(f"selection took {time.monotonic() - started:.0f} s", file=sys.stderr)
+        files.vectors.write_text(vectorgen.render(document))
+        files.record.parent.mkdir(parents=True, exist_ok=True)
+        files.record.write_text(json.dumps(record, indent=1) + "\n")
+        print(f"wrote {files.vectors} ({document['numberOfTests']} tests) and {files.record}")
+    files.report.write_text(render(json.loads(files.record.read_text())))
+    print(f"wrote {files.report}")
+    return 0
