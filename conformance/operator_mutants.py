@@ -393,7 +393,7 @@ def _body_nodes(tree: ast.AST) -> Iterator[tuple[str, ast.AST]]:
 @cache
 def _read_by_functions() -> frozenset[str]:
     """Every name a function of a spec module reads (the renderers of the generated docs left out: what only they read
-    is documentation, not a rule), by itself or as an attribute (``settings._TIME_UNITS``)."""
+    is documentation, not a rule), by itself or as an attribute (``settings.TIME_UNITS``)."""
     spec = ROOT / "spec"
     read: set[str] = set()
     for path in spec.rglob("*.py"):

@@ -34,10 +34,12 @@ def write_or_check(module: str, description: str | None, path: Path, text: Calla
 
 def recorded_kept(path: Path, number_key: str) -> list[tuple[int, str]]:
     """A corpus selected by mutation (walks, inputs): the ``(candidate number, comment)`` pairs its committed file
-    records under ``number_key``, so that it is rebuilt from the seed; empty before the first selection."""
+    records under ``number_key``, so that it is rebuilt from the seed; empty before the first selection. A test
+    without ``number_key`` (one derived from the spec's tables, not selected) is not the selection's."""
     if not path.exists():
         return []
-    return [(int(t[number_key]), str(t["comment"])) for t in json.loads(path.read_text())["tests"]]
+    return [(int(t[number_key]), str(t["comment"])) for t in json.loads(path.read_text())["tests"]
+            if number_key in t]
 
 
 def corpus_document(algorithm: str, schema: str, version: str, seed: int, candidates: int, header: Sequence[str],

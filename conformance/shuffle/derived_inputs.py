@@ -1,19 +1,17 @@
 """Requests of the inputs contract derived from the spec's own tables rather than drawn and kept by mutation: every
 rule of a function at its smallest violating input and its nearest valid one, so a mistake the operator mutants do
 not model (a sign rounded the wrong way, a prefix in one case only, two texts swapped) is still seen. The input
-cases send them after the recorded requests, in the same process; their answers are the spec's
-(:func:`conformance.shuffle.inputs.answer`)."""
+corpus (:func:`conformance.shuffle.inputs.build`) records them in ``vectors/inputs.json`` after the selected
+requests, as tests of source ``derived`` with the spec's answers."""
 
 from __future__ import annotations
 
 import inspect
-from functools import cache
 from typing import Any, Final
 
-from conformance.shuffle.inputs import answer, level_of
 from conformance.shuffle.task_inputs import REPORTED
 from spec.shuffle.layouts import MessageType
-from spec.shuffle.settings import _TIME_UNITS, NETWORK_TIMEOUT_KEY, SETTINGS, SettingKind
+from spec.shuffle.settings import NETWORK_TIMEOUT_KEY, SETTINGS, TIME_UNITS, SettingKind
 
 Request = dict[str, Any]
 
@@ -26,11 +24,11 @@ def _time_numbers(divisor: int) -> list[int]:
 
 
 def time_requests() -> list[Request]:
-    """Every time unit (:data:`spec.shuffle.settings._TIME_UNITS`), both cases, positive and negative, at and around
+    """Every time unit (:data:`spec.shuffle.settings.TIME_UNITS`), both cases, positive and negative, at and around
     each rounding boundary, read by every time setting and by ``spark.network.timeout``."""
     keys = [s.key for s in SETTINGS if s.kind is SettingKind.TIME_MS]
     out: list[Request] = []
-    for unit, (_, divisor) in _TIME_UNITS.items():
+    for unit, (_, divisor) in TIME_UNITS.items():
         for number in _time_numbers(divisor):
             for spelling in dict.fromkeys((f"{number}{unit}", f"{number}{unit.upper()}")):
                 out += [{"function": "settings", "settings": {key: spelling}} for key in keys]
@@ -69,12 +67,14 @@ def error_requests() -> list[Request]:
     return out
 
 
-@cache
-def derived_tests() -> tuple[dict[str, Any], ...]:
-    """The derived requests with the spec's answers and their level (as a recorded test holds them)."""
-    tests: list[dict[str, Any]] = []
-    for request in time_requests() + hex_requests() + error_requests():
-        response = answer(request)
-        tests.append({"tcId": f"derived {len(tests) + 1}", "comment": "a rule of the spec's tables (derived)",
-                      "level": level_of(request, response), "request": request, "answer": response})
-    return tuple(tests)
+DERIVED: Final = (
+    ("every time unit at its rounding bounds, both cases and signs (derived)", time_requests),
+    ("every hex spelling of a DATA's payload (derived)", hex_requests),
+    ("every typed error at each value of each parameter (derived)", error_requests),
+)
+"""Each family of derived requests with the comment its tests carry."""
+
+
+def derived_requests() -> list[tuple[str, Request]]:
+    """Every derived request with its family's comment, in a fixed order (a test's tcId follows it)."""
+    return [(comment, request) for comment, requests in DERIVED for request in requests()]

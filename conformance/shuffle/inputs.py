@@ -31,6 +31,7 @@ from conformance.mutant_report import Judgement, judged, render_report
 from conformance.shuffle.auth_inputs import FUNCTIONS as AUTH_FUNCTIONS
 from conformance.shuffle.auth_inputs import SHAPES as AUTH_SHAPES
 from conformance.shuffle.auth_inputs import answer_auth, refusal
+from conformance.shuffle.derived_inputs import derived_requests
 from conformance.shuffle.server_inputs import FUNCTIONS as SERVER_FUNCTIONS
 from conformance.shuffle.server_inputs import SHAPES as SERVER_SHAPES
 from conformance.shuffle.task_inputs import FUNCTIONS as TASK_FUNCTIONS
@@ -527,9 +528,12 @@ HEADER: Final = [
     "chunk is hex or a list of parts, hex or {repeat: HEX, times: n}; what a side opens past 512 bytes is shown",
     "as its length and SHA-256. Refusals without a typed condition (a ValueError) are named by their type. 'level': MUST,",
     "SHOULD (the reference's own bound or refusal) or INFO (Spark 4.3.0 answers otherwise; not judged).",
-    "Requests are drawn from the seed and kept only when they tell the spec apart from one of its first-order",
-    "operator mutants; 'candidate' is the request's number, 'comment' the mutant it was kept for as",
-    "'function: operator' (docs/walks/shuffle-inputs.md).",
+    "A test's 'source' is 'selected' or 'derived'. Selected requests are drawn from the seed and kept only when",
+    "they tell the spec apart from one of its first-order operator mutants; 'candidate' is the request's number,",
+    "'comment' the mutant it was kept for as 'function: operator' (docs/walks/shuffle-inputs.md). Derived requests",
+    "follow them: every rule of the spec's tables at its edges (every time unit in both cases and signs around each",
+    "rounding bound; every hex spelling of a payload; every typed error at each value of each parameter), 'comment'",
+    "their family. An implementation answers both alike.",
 ]
 
 
@@ -549,25 +553,28 @@ def level_of(request: Json, response: Json) -> str:
     return "MUST"
 
 
-def _test(tc_id: int, number: int, comment: str, carried: Sequence[Request]) -> dict[str, Any]:
-    request = candidate(number) if number < CANDIDATES else carried[number - CANDIDATES]
+def _test(tc_id: int, request: Request, source: dict[str, Any]) -> dict[str, Any]:
+    """A test as the vector file holds it: ``source`` says where the request comes from, the answer is the spec's."""
     response = answer(request)
-    return {"tcId": tc_id, "candidate": number, "comment": comment, "level": level_of(request, response),
-            "request": request, "answer": response}
+    return {"tcId": tc_id, **source, "level": level_of(request, response), "request": request, "answer": response}
 
 
 def build(kept: Sequence[tuple[int, str]]) -> dict[str, Any]:
-    """The vector file for the kept ``(candidate number, comment)`` pairs, answers from the spec now; a number past
-    :data:`CANDIDATES` is a request an earlier corpus kept that the seed no longer draws (the selection records
-    them, :func:`carried_requests`)."""
+    """The vector file for the kept ``(candidate number, comment)`` pairs, then the derived requests
+    (:mod:`conformance.shuffle.derived_inputs`), answers from the spec now; a number past :data:`CANDIDATES` is a
+    request an earlier corpus kept that the seed no longer draws (the selection records them,
+    :func:`carried_requests`)."""
     carried = carried_requests()
-    tests = [_test(i, n, comment, carried) for i, (n, comment) in enumerate(kept, 1)]
+    tests = [_test(i, candidate(n) if n < CANDIDATES else carried[n - CANDIDATES],
+                   {"source": "selected", "candidate": n, "comment": comment}) for i, (n, comment) in enumerate(kept, 1)]
+    tests += [_test(i, request, {"source": "derived", "comment": comment})
+              for i, (comment, request) in enumerate(derived_requests(), len(tests) + 1)]
     return vectorgen.corpus_document("streaming-shuffle-inputs", SCHEMA_NAME, GENERATOR_VERSION, SEED, CANDIDATES,
                                      HEADER, tests)
 
 
 def recorded() -> list[tuple[int, str]]:
-    """The kept requests the committed file records."""
+    """The kept requests the committed file records (its selected tests)."""
     return vectorgen.recorded_kept(INPUT_FILE, "candidate")
 
 
@@ -605,22 +612,29 @@ def select_corpus(count: int, earlier: Sequence[dict[str, Any]]) -> dict[str, An
     draws; its outcome as :data:`SELECTION_FILE` holds it (those of the latter kept under ``carried``, numbered from
     :data:`CANDIDATES` on). The functions are fast, so every candidate is tried on every mutant (untraced: the codecs
     and tables the modules derive at import are mutated too), the kept ones first: the ``earlier`` corpora's requests
-    (the spec still answering them as they record) before any other."""
+    (the spec still answering them as they record), then the derived requests (which the vector file holds in any
+    case: a mutant one of them tells apart is ``killedBy`` ``derived N``, the N-th of them), before any other."""
+    earlier = [test for test in earlier if test.get("source") != "derived"]
     requests = candidates(count)
     requests += _undrawn(earlier, requests)
+    derived = [request for _, request in derived_requests()]
+    derived_name = {len(requests) + i: f"derived {i + 1}" for i in range(len(derived))}
+    requests += derived
     every = [m for module in MODULES for m in _all_mutants(module)] + [
         m for module, functions in FUNCTIONS_OF.items() for m in _all_mutants(module) if m.function in functions]
     mutants = list({m.name: m for m in reversed(every)}.values())[::-1]  # one per name (a name is a rule)
     chosen = select(requests, import_runner("conformance.shuffle.inputs", "answer"), PREFIXES, mutants,
                     progress=lambda line: print(line, file=sys.stderr, flush=True), traced=False,
-                    carried=[(t["request"], t["answer"]) for t in earlier])
-    undrawn = [index for index in chosen.kept if index >= count]
-    number = {index: index for index in chosen.kept} | {index: CANDIDATES + i for i, index in enumerate(undrawn)}
-    comment: dict[int, str] = {}
+                    carried=[(t["request"], t["answer"]) for t in earlier] + [(request, None) for request in derived])
+    selected = [index for index in chosen.kept if index not in derived_name]
+    undrawn = [index for index in selected if index >= count]
+    number: dict[int, int | str] = {index: index for index in selected} | derived_name | {
+        index: CANDIDATES + i for i, index in enumerate(undrawn)}
+    comment: dict[int | str, str] = {}
     for name, index in chosen.killed_by.items():
         comment.setdefault(number[index], rule_of(name))
-    kept = [number[index] for index in chosen.kept]
-    return {"seed": SEED, "candidates": count, "kept": [[n, comment.get(n, "kept by an earlier selection")] for n in kept],
+    return {"seed": SEED, "candidates": count,
+            "kept": [[number[index], comment.get(number[index], "kept by an earlier selection")] for index in selected],
             "carried": [requests[index] for index in undrawn],
             "mutants": [{"module": m.module, "name": m.name} for m in mutants],
             "killedBy": {name: number[index] for name, index in chosen.killed_by.items()},
@@ -782,8 +796,10 @@ def report(outcome: Mapping[str, Any]) -> str:
     intro = ["# Input corpus: shuffle", "",
              "Generated by `python -m conformance.shuffle.inputs --select` (do not edit): "
              f"{outcome['candidates']} candidate requests from seed {outcome['seed']}, {len(outcome['kept'])} kept in "
-             "`conformance/shuffle/vectors/inputs.json`; every candidate is tried on every mutant (the kept ones "
-             "first). What a trace cannot reach: the walk corpus (docs/walks/shuffle.md) judged these modules' "
+             "`conformance/shuffle/vectors/inputs.json`, which then holds the requests derived from the spec's tables "
+             "(`conformance/shuffle/derived_inputs.py`, source `derived`); every candidate is tried on every mutant (the "
+             "kept and the derived ones first: a mutant a derived request tells apart is killed by `derived N`). "
+             "What a trace cannot reach: the walk corpus (docs/walks/shuffle.md) judged these modules' "
              "survivors unreachable through the trace contract.",
              "How the corpus is derived: docs/conformance.md, \"Input corpus: shuffle\"; the judgements are "
              "`conformance.shuffle.inputs.judgements()`.", ""]

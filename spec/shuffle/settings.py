@@ -32,9 +32,10 @@ _INT_RANGE: Final = {SettingKind.INT: (-(2**31), 2**31 - 1), SettingKind.LONG: (
                      SettingKind.TIME_MS: (-(2**63), 2**63 - 1)}
 _JAVA_INTEGER: Final = re.compile(r"[+-]?[0-9]+")
 _TIME_STRING: Final = re.compile(r"(-?[0-9]+)([a-z]+)?")
-# JavaUtils.timeSuffixes, as (multiplier, divisor) to milliseconds; TimeUnit truncates toward zero.
-_TIME_UNITS: Final = {"us": (1, 1000), "ms": (1, 1), "s": (1000, 1), "m": (60_000, 1),
-                      "min": (60_000, 1), "h": (3_600_000, 1), "d": (86_400_000, 1)}
+TIME_UNITS: Final = {"us": (1, 1000), "ms": (1, 1), "s": (1000, 1), "m": (60_000, 1),
+                     "min": (60_000, 1), "h": (3_600_000, 1), "d": (86_400_000, 1)}
+"""Spark's ``JavaUtils.timeSuffixes`` (matched in lower case), as (multiplier, divisor) to milliseconds; TimeUnit
+truncates toward zero. Public: the conformance suite derives its time requests from it."""
 
 
 class SettingsError(ProtocolError, ValueError):
@@ -114,12 +115,12 @@ class Setting:
 def _time_ms(text: str) -> int | None:
     """``JavaUtils.timeStringAs(text, MILLISECONDS)``; None where Spark throws."""
     match = _TIME_STRING.fullmatch(text.lower())
-    if match is None or (match.group(2) or "ms") not in _TIME_UNITS:
+    if match is None or (match.group(2) or "ms") not in TIME_UNITS:
         return None
     number = int(match.group(1))
     if not -(2**63) <= number < 2**63:
         return None
-    multiplier, divisor = _TIME_UNITS[match.group(2) or "ms"]
+    multiplier, divisor = TIME_UNITS[match.group(2) or "ms"]
     millis = abs(number) * multiplier // divisor
     return min(millis, 2**63 - 1) * (-1 if number < 0 else 1)
 

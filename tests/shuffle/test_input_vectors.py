@@ -11,9 +11,11 @@ import sys
 import jsonschema
 
 from conformance.shuffle import inputs
+from conformance.shuffle.derived_inputs import derived_requests
 from conformance.shuffle.suite.input_cases import first_difference
 
 DOCUMENT = json.loads(inputs.INPUT_FILE.read_text())
+SELECTED = [t for t in DOCUMENT["tests"] if t["source"] == "selected"]
 REFERENCE = f"{shlex.quote(sys.executable)} -m conformance.shuffle.reference_target"
 
 
@@ -27,7 +29,17 @@ def test_inputs_follow_their_schema() -> None:
     tests = DOCUMENT["tests"]
     assert [t["tcId"] for t in tests] == list(range(1, len(tests) + 1))
     assert DOCUMENT["numberOfTests"] == len(tests) and DOCUMENT["seed"] == inputs.SEED
-    assert len({t["candidate"] for t in tests}) == len(tests)
+    assert len({t["candidate"] for t in SELECTED}) == len(SELECTED)
+
+
+def test_the_derived_requests_follow_the_selected_ones_with_the_spec_s_answers() -> None:
+    """An implementer reading only the vector file gets the requests derived from the spec's tables too (the live
+    cases send nothing else), each answered as the spec answers it now."""
+    derived = DOCUMENT["tests"][len(SELECTED):]
+    assert [t["source"] for t in derived] == ["derived"] * len(derived_requests())
+    assert [(t["comment"], t["request"]) for t in derived] == derived_requests()
+    assert all(t["answer"] == inputs.answer(t["request"]) for t in derived)
+    assert {"-500us", "-500US"} <= {value for t in derived for value in t["request"].get("settings", {}).values()}
 
 
 def test_the_reference_target_answers_every_request_and_a_changed_answer_is_reported() -> None:
@@ -42,7 +54,7 @@ def test_the_reference_target_answers_every_request_and_a_changed_answer_is_repo
 def test_the_report_is_written_from_the_recorded_selection() -> None:
     outcome = json.loads(inputs.SELECTION_FILE.read_text())
     assert inputs.REPORT_FILE.read_text() == inputs.report(outcome), "run: python -m conformance.shuffle.inputs --report"
-    assert [[t["candidate"], t["comment"]] for t in DOCUMENT["tests"]] == outcome["kept"]
+    assert [[t["candidate"], t["comment"]] for t in SELECTED] == outcome["kept"]
     names = {m["name"] for m in outcome["mutants"]}
     assert names == set(outcome["killedBy"]) | set(outcome["broken"]) | set(outcome["survivors"]) | set(
         outcome["timedOut"])
@@ -58,5 +70,5 @@ def test_a_kept_request_the_seed_no_longer_draws_stays_a_candidate_while_the_spe
                {"request": undrawn, "answer": {"value": [2, 1]}},
                {"request": {**undrawn, "capacity": 2}, "answer": {"value": [2, 1]}}]  # the spec says [2, 0]
     assert inputs._undrawn(earlier, [drawn]) == [undrawn]
-    numbers = [t["candidate"] for t in DOCUMENT["tests"] if t["candidate"] >= inputs.CANDIDATES]
+    numbers = [t["candidate"] for t in SELECTED if t["candidate"] >= inputs.CANDIDATES]
     assert numbers == list(range(inputs.CANDIDATES, inputs.CANDIDATES + len(inputs.carried_requests())))

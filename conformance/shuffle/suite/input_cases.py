@@ -1,8 +1,7 @@
 """The input corpus as cases (``vectors/inputs.json``, docs/conformance.md "Input corpus: shuffle"): every recorded
-request of a family, then the requests derived from the spec's tables (conformance/shuffle/derived_inputs.py), is
-sent through the ``exec:`` inputs contract (capability ``inputs``, one process a case) and each answer must equal the
-spec's. A case reports the first request that differs,
-expected against actual."""
+request of a family (the selected ones, then those derived from the spec's tables) is sent through the ``exec:``
+inputs contract (capability ``inputs``, one process a case) and each answer must equal the one recorded. A case
+reports the first request that differs, expected against actual."""
 
 from __future__ import annotations
 
@@ -11,7 +10,6 @@ from functools import cache
 from typing import Any, Callable, Final, Mapping
 
 from conformance.framework import CaseContext, Verdict
-from conformance.shuffle.derived_inputs import derived_tests
 from conformance.shuffle.inputs import INPUT_FILE
 from conformance.shuffle.targets import ExecTarget, ShuffleTarget
 from conformance.shuffle.vector_exec import TraceDriverError, exec_inputs
@@ -40,20 +38,22 @@ def first_difference(command: str, tests: tuple[Json, ...]) -> str | None:
         return f"the inputs driver: {exc}"
     for test, actual in zip(tests, answers):
         if actual != test["answer"]:
-            return (f"tcId {test['tcId']} (kept for {test['comment']}) {json.dumps(test['request'])[:400]}: expected "
+            why = f"kept for {test['comment']}" if test["source"] == "selected" else test["comment"]
+            return (f"tcId {test['tcId']} ({why}) {json.dumps(test['request'])[:400]}: expected "
                     f"{json.dumps(test['answer'])[:300]}, got {json.dumps(actual)[:300]}")
     return None
 
 
 def input_corpus(functions: frozenset[str], level: str) -> Callable[[ShuffleTarget, CaseContext], Verdict]:
-    """The case sending every recorded and derived request of ``functions`` of ``level`` (INFO requests, where Spark 4.3.0
-    answers otherwise and the wire vectors accept both, are recorded for implementers, never judged)."""
+    """The case sending every recorded request (selected and derived) of ``functions`` of ``level`` (INFO requests,
+    where Spark 4.3.0 answers otherwise and the wire vectors accept both, are recorded for implementers, never
+    judged)."""
 
     def check(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
         assert isinstance(t, ExecTarget)  # only a program can declare ``inputs``
-        tests = tuple(test for test in recorded_inputs() + derived_tests()
+        tests = tuple(test for test in recorded_inputs()
                       if test["request"]["function"] in functions and test["level"] == level)
-        expected = f"the spec's answers to {len(tests)} recorded and derived requests ({', '.join(sorted(functions))}; {level})"
+        expected = f"the spec's answers to {len(tests)} recorded requests ({', '.join(sorted(functions))}; {level})"
         problem = first_difference(t.command, tests)
         if problem is not None:
             return Verdict(False, expected, problem[:1200])
