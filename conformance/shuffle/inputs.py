@@ -684,8 +684,6 @@ JUDGED: Final[tuple[Judgement, ...]] = (
      "a layout field's wrapper has the same size as the FormatField it wraps"),
     ("registry.int_bits", "sub.name == name: == -> <=", "equivalent",
      "the first field whose name sorts at or before the one asked for has the same width (names in wire order)"),
-    ("registry.MessageKind.field_names", "!= -> <", "equivalent",
-     "the common header's fields are type_id and seq, and 'seq' < 'type_id'"),
     ("settings.SettingsError.__init__", "drop self.", "equivalent", _ATTRIBUTE),
     ("settings.Setting.validate", "or -> and", "unreachable", _PARSED),
     ("settings.Setting.validate", "drop operand", "unreachable", _PARSED),

@@ -395,8 +395,100 @@ def draw(rng: random.Random) -> Walk:
     return {**header, "steps": d.steps}
 
 
+# -- derived walks: each pairing of a rule's inputs that the draws reach only through several faults at once ------
+
+_MALFORMED_PAYLOADS: Final = (b"\0", b"\0\0\0", RECORD_LENGTH.pack(-1), RECORD_LENGTH.pack(-2), RECORD_LENGTH.pack(0),
+                              RECORD_LENGTH.pack(3) + b"xy", RECORD_LENGTH.pack(INT_MAX),
+                              *(encode_records([b"x"]) + tail for tail in (b"\0", b"\0\0\0", RECORD_LENGTH.pack(-1),
+                                                                            RECORD_LENGTH.pack(2) + b"y")))
+"""Payloads that are not a run of whole records: a length cut short, negative, zero, past the end, after a record."""
+
+
+def _steps(*inputs: dict[str, Any]) -> list[dict[str, Any]]:
+    """Inputs one millisecond apart."""
+    return [{**step, "t": t} for t, step in enumerate(inputs)]
+
+
+def _received(peer: int, message: Message) -> dict[str, Any]:
+    return {"input": "received", "peer": peer, "message": _m(message)}
+
+
+def _walk(role: str, peers: int, settings: dict[str, str], *inputs: dict[str, Any]) -> Walk:
+    return {"role": role, "peers": peers, "settings": settings, "deadlines": True, "steps": _steps(*inputs)}
+
+
+def _payload_walks() -> list[Walk]:
+    """Every malformed payload as the first DATA of a reader, otherwise right (its seq, ids and CRC32C), with
+    checksums on and off: the record decoder's each bound judged alone."""
+    return [_walk("reader", 1, {key_of("checksum_enabled"): enabled}, {"input": "connected", "peer": 0},
+                  _received(0, DataMessage(seq=0, writer_id=0, reader_id=0, checksum=payload_checksum(payload),
+                                           payload=payload)))
+            for payload in _MALFORMED_PAYLOADS for enabled in ("true", "false")]
+
+
+def _reader_late_walks() -> list[Walk]:
+    """A reader of two writers, the second connected and silent (so the reader does not complete), the first's
+    channel in each state it can be in once connected (OPEN, TERMINATED, ACKED) given every message kind with the
+    right ids and the next seq: DATA with its CRC32C right and wrong, TERMINATION_CONTROL, CREDIT and
+    TERMINATION_ACK (which a reader never receives)."""
+    record = encode_records([b"r"])
+    right = payload_checksum(record)
+    opened = [{"input": "connected", "peer": 1}, {"input": "connected", "peer": 0},
+              _received(0, DataMessage(seq=0, writer_id=0, reader_id=0, checksum=right, payload=record))]
+    ended = [*opened, _received(0, TerminationControlMessage(seq=1, writer_id=0, reader_id=0))]
+    acked = [*ended, {"input": "sendCompleted", "peer": 0, "seq": "1"}]
+
+    def every_kind(seq: int) -> tuple[Message, ...]:
+        return (DataMessage(seq=seq, writer_id=0, reader_id=0, checksum=right, payload=record),
+                DataMessage(seq=seq, writer_id=0, reader_id=0, checksum=right ^ 1, payload=record),
+                TerminationControlMessage(seq=seq, writer_id=0, reader_id=0),
+                CreditMessage(seq=seq, writer_id=0, reader_id=0), TerminationAckMessage(seq=seq, writer_id=0, reader_id=0))
+
+    return [_walk("reader", 2, {}, *before, _received(0, message))
+            for before, seq in ((opened, 1), (ended, 2), (acked, 2)) for message in every_kind(seq)]
+
+
+def _writer_late_walks() -> list[Walk]:
+    """A writer of two readers, both bound (so the writer does not complete while the second has not acknowledged),
+    the first's channel in each state a reader's messages can find it in (AWAITING_CREDIT, OPEN, TERMINATING,
+    TERMINATED) given every message kind with the right ids: CREDIT, TERMINATION_ACK at the channel's last seq and
+    one either side, and DATA and TERMINATION_CONTROL (which a writer never receives)."""
+    accepted = [{"input": "accepted", "peer": 1}, _received(1, CreditMessage(writer_id=0, reader_id=1)),
+                {"input": "accepted", "peer": 0}]
+    opened = [*accepted, _received(0, CreditMessage(writer_id=0, reader_id=0))]
+    finishing = [*opened, {"input": "finish"}]
+    acked = [*finishing, _received(0, TerminationAckMessage(seq=0, writer_id=0, reader_id=0))]
+
+    def every_kind(last: int) -> tuple[Message, ...]:
+        return (CreditMessage(writer_id=0, reader_id=0),
+                *(TerminationAckMessage(seq=seq, writer_id=0, reader_id=0) for seq in (last - 1, last, last + 1)),
+                DataMessage(seq=last + 1, writer_id=0, reader_id=0, checksum=0, payload=b""),
+                TerminationControlMessage(seq=last + 1, writer_id=0, reader_id=0))
+
+    return [_walk("writer", 2, {}, *before, _received(0, message))
+            for before, last in ((accepted, -1), (opened, -1), (finishing, 0), (acked, 0)) for message in every_kind(last)]
+
+
+def _connection_walks() -> list[Walk]:
+    """A writer of three readers, each connection accepted and the middle reader's bound: a CREDIT from every
+    connection naming every reader (a bound connection naming a reader below or above its own, an unbound one
+    naming the bound reader), so each order of the ids a connection rule compares is judged."""
+    bound = [*({"input": "accepted", "peer": peer} for peer in range(3)),
+             _received(1, CreditMessage(writer_id=0, reader_id=1))]
+    return [_walk("writer", 3, {}, *bound, _received(conn, CreditMessage(writer_id=0, reader_id=reader)))
+            for conn in range(3) for reader in range(3)]
+
+
+def derived_walks() -> list[Walk]:
+    """The derived walks, candidates :data:`CANDIDATES` on (after the drawn ones), in a fixed order."""
+    return _payload_walks() + _reader_late_walks() + _writer_late_walks() + _connection_walks()
+
+
 def candidate(number: int, seed: int = SEED) -> Walk:
-    """Candidate walk ``number`` of ``seed``: each is drawn from its own generator, so one is rebuilt alone."""
+    """Candidate walk ``number`` of ``seed``: each is drawn from its own generator, so one is rebuilt alone; from
+    :data:`CANDIDATES` on, the derived walks (:func:`derived_walks`)."""
+    if number >= CANDIDATES:
+        return derived_walks()[number - CANDIDATES]
     return draw(random.Random(f"{seed}:{number}"))
 
 
@@ -413,6 +505,8 @@ HEADER: Final = [
     "'deadline', the instant in ms the side next needs a tick (null: none). Walks are drawn from the seed and",
     "kept only when they tell the spec apart from one of its first-order operator mutants; 'walk' is the",
     "candidate's number, 'comment' the mutant it was kept for as 'function: operator' (docs/walks/shuffle.md).",
+    f"Candidates from {CANDIDATES} on are derived, not drawn: every malformed payload as a reader's first DATA, every",
+    "message kind at a channel in each state, every connection naming every reader.",
 ]
 
 
@@ -468,10 +562,6 @@ def render() -> str:
 SELECTION_FILE: Final = ROOT / "docs" / "walks" / "shuffle-selection.json"
 """The selection's raw outcome (every mutant: the walk that told it apart, or survived, or broke), from which the
 report is written again after a judgement changes (``--report``) without running the selection."""
-MAX_TRIES: Final = CANDIDATES
-"""Candidates tried on a mutant before it is called a survivor (the kept walks first, then in order): all of them,
-since the rarest shapes (a malformed payload, a setting at the edge of its domain) are the ones a mutant needs."""
-
 
 _ROW: Final = re.compile(r"^(\s*)\((\w+)\.(\w+), (\w+)\.(\w+)\): (\w+)\.(\w+),$")
 _ERROR_ROW: Final = re.compile(r"^(\s*)\((\w+)\.(\w+), (\w+)\.(\w+)\): errors\.(\w+),$")
@@ -510,8 +600,15 @@ def carried(earlier: Sequence[dict[str, Any]], count: int) -> list[tuple[Walk, N
     def unnumbered(test: dict[str, Any]) -> dict[str, Any]:
         return {k: v for k, v in test.items() if k not in ("tcId", "comment")}
 
+    numbers = set(candidate_numbers(count))
     return [(candidate(t["walk"]), None) for t in earlier
-            if t["walk"] < count and unnumbered(_test(0, t["walk"], "", candidate(t["walk"]))) == unnumbered(t)]
+            if t["walk"] in numbers and unnumbered(_test(0, t["walk"], "", candidate(t["walk"]))) == unnumbered(t)]
+
+
+def candidate_numbers(count: int) -> list[int]:
+    """The numbers of the candidates a selection over ``count`` draws tries: the first ``count`` drawn, then every
+    derived walk."""
+    return [*range(count), *range(CANDIDATES, CANDIDATES + len(derived_walks()))]
 
 
 def select_corpus(count: int, earlier: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -520,8 +617,10 @@ def select_corpus(count: int, earlier: Sequence[dict[str, Any]]) -> dict[str, An
     The operator mutants of :data:`MODULES`, their ==/!= halves and their order mutants (the other element taken,
     a condition dropped) are tried on the walks that run their lines;
     the table rows run only at import, so every walk is tried on them (the walks kept so far first); the walks the
-    ``earlier`` corpora kept are kept from the start (:func:`carried`)."""
-    walks = candidates(count)
+    ``earlier`` corpora kept are kept from the start (:func:`carried`). The derived walks are candidates after the
+    drawn ones."""
+    numbers = candidate_numbers(count)
+    walks = [candidate(number) for number in numbers]
     kept_before = carried(earlier, count)
     load = import_runner("conformance.shuffle.walks", "run_walk")
 
@@ -530,16 +629,17 @@ def select_corpus(count: int, earlier: Sequence[dict[str, Any]]) -> dict[str, An
 
     code = [m for family in (mutants_of, split_mutants, order_mutants) for module in MODULES for m in family(module)]
     rows = table_mutants()
-    first = select(walks, load, PREFIXES, code, progress=say, max_tries=MAX_TRIES, carried=kept_before)
+    first = select(walks, load, PREFIXES, code, progress=say, carried=kept_before)
     order = first.kept + [i for i in range(len(walks)) if i not in first.kept]
-    second = select([walks[i] for i in order], load, PREFIXES, rows, progress=say, max_tries=MAX_TRIES,
+    second = select([walks[i] for i in order], load, PREFIXES, rows, progress=say,
                     traced=False, carried=kept_before)
-    killed_by = {**first.killed_by, **{name: order[i] for name, i in second.killed_by.items()}}
-    kept = first.kept + [order[i] for i in second.kept if order[i] not in first.kept]
+    killed_by = {**{name: numbers[i] for name, i in first.killed_by.items()},
+                 **{name: numbers[order[i]] for name, i in second.killed_by.items()}}
+    kept = [numbers[i] for i in first.kept + [order[i] for i in second.kept if order[i] not in first.kept]]
     comment: dict[int, str] = {}
-    for name, index in killed_by.items():
-        comment.setdefault(index, rule_of(name))
-    return {"seed": SEED, "candidates": count, "kept": [[index, comment[index]] for index in kept],
+    for name, number in killed_by.items():
+        comment.setdefault(number, rule_of(name))
+    return {"seed": SEED, "candidates": count, "kept": [[number, comment[number]] for number in kept],
             "mutants": [{"module": m.module, "name": m.name} for m in code + rows],
             "killedBy": killed_by, "survivors": first.survivors + second.survivors,
             "broken": first.broken + second.broken}
@@ -556,6 +656,9 @@ _CALLER_BUG = ("the spec raises UsageError here (a caller's bug: an input the co
                "after finish or a message before connected); no walk holds one")
 _NOT_RUN = "not run by a trace: the codec, framing and runtime raise or read it (the wire vectors and workload cases)"
 _DONE = "the machine has failed: it ignores every later input, so what it keeps after failing is never observed"
+_BUFFERS_WHILE_RUNNING = ("a channel holds a buffer only while the writer runs, in AWAITING_CREDIT or OPEN (where FLUSH "
+                          "is listed and keeps the state): finish flushes every buffer and write is refused after it, "
+                          "and the next periodic flush is read only while running")
 
 JUDGED: Final[tuple[Judgement, ...]] = (
     # (module-tail.function, a part of the operator ("" = every one), class, why)
@@ -655,6 +758,22 @@ JUDGED: Final[tuple[Judgement, ...]] = (
     ("writer.permit_capacity", "1 -> 2", "equivalent",
      "no budget is exactly 2^31-1 (2 R N is even, writerMaxMemory - R x 33280 is less), so a bound of 2^31-2 refuses "
      "the same ones"),
+    *(("settings._time_ms", part, "unreachable", _REFUSED_SETTINGS + " (a time that is not a number and a unit, or a "
+       "unit Spark lacks: refused, or raised on, a walk has neither)") for part in (
+        "drop operand match is None", "drop operand (match.group(2) or 'ms') not in TIME_UNITS",
+        "match.group(2) or 'ms': drop operand match.group(2)")),
+    *(("writer.WriterMachine." + function, part, "equivalent", _BUFFERS_WHILE_RUNNING) for function, part in (
+        ("tick", "drop operand self.state is WriterState.RUNNING"),
+        ("_deadline", "drop operand self.state is WriterState.RUNNING"),
+        ("_flush", "drop operand not self._move(channel, _FLUSH)"))),
+    ("writer.WriterMachine._resume_held", "drop operand channel.buffer is not None", "equivalent",
+     "a record is held only when its channel has no buffer and none could be opened; every buffer is then flushed, "
+     "and while it is held the producer is blocked (write and finish refused), so its channel still has none"),
+    ("writer.WriterMachine._complete_if_all_ended", "drop operand self.state is WriterState.FINISHING", "unreachable",
+     "a channel ends by its ack, which follows TERMINATION_CONTROL, which only finish sends, or by leaving: every "
+     "channel ended while the writer runs needs readers leaving, " + _NO_LEAVE),
+    ("registry.MessageKind.field_names", "!= -> <", "equivalent",
+     "the common header's fields are type_id and seq, and 'seq' < 'type_id'"),
     ("settings._time_ms", "63 -> 62", "unreachable",
      _REFUSED_SETTINGS + " (the surviving one is the lower bound: only negative times other than -1 lie below "
      "-2^62, refused anyway; walks with 2^63-1 ms tell the upper one apart)"),
@@ -673,8 +792,9 @@ def report(outcome: Mapping[str, Any]) -> str:
     intro = ["# Walk corpus: shuffle", "",
              "Generated by `python -m conformance.shuffle.walks --select` (do not edit): "
              f"{outcome['candidates']} candidate walks from seed {outcome['seed']}, {len(outcome['kept'])} kept in "
-             "`conformance/shuffle/vectors/walks.json`; a mutant is tried on at most "
-             f"{MAX_TRIES} walks (those running its lines, the kept ones first).",
+             "`conformance/shuffle/vectors/walks.json`, and the derived walks (candidates from "
+             f"{CANDIDATES} on); a mutant is tried on every walk running its lines (the kept ones first): the rarest "
+             "shapes (a malformed payload, a setting at the edge of its domain) are the ones a mutant needs.",
              "How the corpus is derived and how the survivors are judged: docs/conformance.md, "
              "\"Walk corpus: shuffle\"; the judgements are `conformance.shuffle.walks.JUDGED`.", ""]
     return render_report(outcome, intro, JUDGED, "the trace contract")
