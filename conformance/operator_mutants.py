@@ -23,7 +23,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -814,10 +814,21 @@ def carried_indices(walks: Sequence[Any], expected: Sequence[Any], carried: Sequ
     return found
 
 
+@dataclass(frozen=True, slots=True)
+class Outcomes:
+    """What planting each mutant showed, shared by the passes of one selection, so a pass that tries the same mutant
+    on the same walk again reuses the answer (and a walk that ran past its limit is not run again)."""
+
+    told_apart: dict[tuple[OperatorMutant, int], bool | None] = field(default_factory=dict)
+    """(mutant, walk index) -> whether the walk tells it apart (None: past its time limit twice)."""
+    planted: set[OperatorMutant] = field(default_factory=set)
+    broken: set[OperatorMutant] = field(default_factory=set)
+
+
 def select(walks: Sequence[Any], load_runner: Callable[[], Runner], prefixes: Sequence[str],
            mutants: Sequence[OperatorMutant], per_walk_s: float = 5.0,
            progress: Callable[[str], None] = lambda _: None, max_tries: int | None = None,
-           traced: bool = True, carried: Sequence[Carried] = ()) -> Selection:
+           traced: bool = True, carried: Sequence[Carried] = (), outcomes: Outcomes | None = None) -> Selection:
     """Greedy: for each mutant, the walks already kept first, then the others that run its lines; the
     first walk whose answers differ from the spec's kills it and is kept (a walk past ``per_walk_s`` is run once more
     with the limit doubled; past that too, the mutant is ``timed_out`` and tried no further: never killed, as load
@@ -826,7 +837,13 @@ def select(walks: Sequence[Any], load_runner: Callable[[], Runner], prefixes: Se
     ``traced=False``: every walk is a candidate for every mutant (for a runner whose spec code runs in threads
     the line tracer does not see, such as a gRPC server's). ``carried``: the walks earlier corpora kept
     (:func:`carried_indices`) are kept from the start and tried first, so a re-selection never loses one to a newer
-    candidate that tells the same mutant apart: it only adds."""
+    candidate that tells the same mutant apart: it only adds.
+
+    One selection is a fixed point: when a pass keeps new walks, it is run again with every walk it kept carried, in
+    the order of their candidates (as a corpus records them), until a pass adds none, so a selection carrying what
+    this one kept gives this one's answer (an earlier mutant is not credited the second time with a walk a later one
+    added). ``outcomes`` (shared by the passes, and with a caller's further selections over the same walks) keeps a
+    pass from planting a mutant again for walks it was tried on."""
     runner = load_runner()
     files = {str(module_path(m.module)) for m in mutants}
     expected: list[Any] = []
@@ -835,39 +852,69 @@ def select(walks: Sequence[Any], load_runner: Callable[[], Runner], prefixes: Se
         answers, seen = lines_run(runner, walk, files) if traced else (runner(walk), set())
         expected.append(answers)
         covering.append(seen)
-    kept = carried_indices(walks, expected, carried)
-    killed_by: dict[str, int] = {}
-    survivors: list[str] = []
-    broken: list[str] = []
-    timed_out: list[str] = []
-    for number, mutant in enumerate(mutants, 1):
-        path = str(module_path(mutant.module))
-        span = {(path, line) for line in range(mutant.line, mutant.end_line + 1)}
-        candidates = [i for i in range(len(walks)) if covering[i] & span or not traced]
-        order = [i for i in kept if i in candidates] + [i for i in candidates if i not in kept]
-        order = order[:max_tries] if max_tries is not None else order
-        with fresh_modules(prefixes, mutant):
-            try:
-                planted_runner = load_runner()
-            except Exception:  # noqa: BLE001 - a mutant that breaks the import is told apart by any walk
-                broken.append(mutant.name)
-                continue
-            for index in order:
+    known = Outcomes() if outcomes is None else outcomes
+
+    def told_apart_by(mutant: OperatorMutant, order: Sequence[int]) -> int | str | None:
+        """The first walk of ``order`` that tells ``mutant`` apart, "broken", "timed out" or None (a survivor)."""
+        with ExitStack() as planted:
+            planted_runner: list[Runner] = []
+
+            def plant() -> bool:
+                known.planted.add(mutant)
+                planted.enter_context(fresh_modules(prefixes, mutant))
                 try:
-                    answers = _answers(planted_runner, walks[index], per_walk_s)
-                except WalkTimeout:
-                    timed_out.append(mutant.name)  # not evidence either way; its further walks would likely hang too
-                    break
-                if answers != expected[index]:
-                    killed_by[mutant.name] = index
-                    if index not in kept:
-                        kept.append(index)
-                    break
-            else:
+                    planted_runner.append(load_runner())
+                except Exception:  # noqa: BLE001 - a mutant that breaks the import is told apart by any walk
+                    known.broken.add(mutant)
+                return mutant not in known.broken
+
+            if mutant in known.broken or (mutant not in known.planted and not plant()):
+                return "broken"
+            for index in order:
+                if (mutant, index) not in known.told_apart:
+                    if not planted_runner and not plant():
+                        return "broken"
+                    try:
+                        answers = _answers(planted_runner[0], walks[index], per_walk_s)
+                        known.told_apart[(mutant, index)] = answers != expected[index]
+                    except WalkTimeout:
+                        known.told_apart[(mutant, index)] = None
+                told = known.told_apart[(mutant, index)]
+                if told is None:
+                    return "timed out"  # not evidence either way; its further walks would likely hang too
+                if told:
+                    return index
+        return None
+
+    def one_pass(kept: list[int]) -> Selection:
+        killed_by: dict[str, int] = {}
+        survivors: list[str] = []
+        broken: list[str] = []
+        timed_out: list[str] = []
+        for number, mutant in enumerate(mutants, 1):
+            path = str(module_path(mutant.module))
+            span = {(path, line) for line in range(mutant.line, mutant.end_line + 1)}
+            candidates = [i for i in range(len(walks)) if covering[i] & span or not traced]
+            order = [i for i in kept if i in candidates] + [i for i in candidates if i not in kept]
+            found = told_apart_by(mutant, order[:max_tries] if max_tries is not None else order)
+            if found is None:
                 survivors.append(mutant.name)
-        if number % 50 == 0:
-            progress(f"{number}/{len(mutants)} mutants, {len(killed_by)} told apart, {len(kept)} walks kept")
-    return Selection(kept, killed_by, survivors, broken, timed_out)
+            elif isinstance(found, str):
+                (broken if found == "broken" else timed_out).append(mutant.name)
+            else:
+                killed_by[mutant.name] = found
+                if found not in kept:
+                    kept.append(found)
+            if number % 50 == 0:
+                progress(f"{number}/{len(mutants)} mutants, {len(killed_by)} told apart, {len(kept)} walks kept")
+        return Selection(kept, killed_by, survivors, broken, timed_out)
+
+    start = carried_indices(walks, expected, carried)
+    while True:
+        chosen = one_pass(list(start))
+        if set(chosen.kept) <= set(start):
+            return chosen
+        start = sorted(chosen.kept)
 
 
 def select_all(walks: Sequence[Any], load_runner: Callable[[], Runner], prefixes: Sequence[str],
@@ -875,21 +922,28 @@ def select_all(walks: Sequence[Any], load_runner: Callable[[], Runner], prefixes
                carried: Sequence[Carried] = ()) -> Selection:
     """``select`` traced, then untraced for the survivors on no walk's lines (what runs at import, such as protobuf
     descriptors built by a module's top level, is on none: those are tried on every walk); no limit of tries; the
-    ``carried`` walks kept from the start of both."""
-    traced = select(walks, load_runner, prefixes, mutants, progress=progress, carried=carried)
+    ``carried`` walks kept from the start of both. A fixed point as ``select`` is: while the two keep a walk not
+    carried, both are run again carrying every walk they kept, in the order of their candidates."""
     runner = load_runner()
     files = {str(module_path(m.module)) for m in mutants}
     ran: set[tuple[str, int]] = set()
     for walk in walks:
         ran |= lines_run(runner, walk, files)[1]
-    again = [m for m in mutants if m.name in set(traced.survivors)
-             and not any((str(module_path(m.module)), line) in ran for line in range(m.line, m.end_line + 1))]
-    untraced = select(walks, load_runner, prefixes, again, progress=progress, traced=False, carried=carried)
-    retried = {m.name for m in again}
-    return Selection(traced.kept + [i for i in untraced.kept if i not in traced.kept],
-                     traced.killed_by | untraced.killed_by,
-                     [n for n in traced.survivors if n not in retried] + untraced.survivors,
-                     traced.broken + untraced.broken, traced.timed_out + untraced.timed_out)
+    known = Outcomes()
+    while True:
+        traced = select(walks, load_runner, prefixes, mutants, progress=progress, carried=carried, outcomes=known)
+        again = [m for m in mutants if m.name in set(traced.survivors)
+                 and not any((str(module_path(m.module)), line) in ran for line in range(m.line, m.end_line + 1))]
+        untraced = select(walks, load_runner, prefixes, again, progress=progress, traced=False, carried=carried,
+                          outcomes=known)
+        retried = {m.name for m in again}
+        chosen = Selection(traced.kept + [i for i in untraced.kept if i not in traced.kept],
+                           traced.killed_by | untraced.killed_by,
+                           [n for n in traced.survivors if n not in retried] + untraced.survivors,
+                           traced.broken + untraced.broken, traced.timed_out + untraced.timed_out)
+        if {canonical(walks[i]) for i in chosen.kept} <= {canonical(walk) for walk, _ in carried}:
+            return chosen
+        carried = [(walks[i], None) for i in sorted(chosen.kept)]
 
 
 def rule_of(name: str) -> str:

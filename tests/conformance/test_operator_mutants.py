@@ -82,6 +82,18 @@ def test_a_reselection_keeps_what_an_earlier_corpus_kept() -> None:
     assert unrecorded.kept[0] == 2 and unrecorded.killed_by[swap.name] == 2
 
 
+def test_one_selection_is_a_fixed_point() -> None:
+    """Selecting again, carrying what the first selection kept in the order a corpus records it (by candidate), gives the
+    same answer: the carried walk first credited with ``is -> is not`` (a crash on no previous stamp) is not credited
+    the second time with a walk a later mutant added, which tells it apart too and comes first."""
+    walks = [[(5, 10)], [(20, 10)], [(7, None)]]
+    for selected in (select, select_all):
+        first = selected(walks, _runner, ["spec."], mutants_of(MODULE), carried=[(walks[2], [7])])
+        again = selected(walks, _runner, ["spec."], mutants_of(MODULE),
+                         carried=[(walks[index], None) for index in sorted(first.kept)])
+        assert sorted(first.kept) == [0, 2] and (first.kept, first.killed_by) == (again.kept, again.killed_by)
+
+
 def _hanging_runner(calls: list[int], hangs: int) -> Runner:
     """Runs the mutant (min) to a hang for its first ``hangs`` calls, then answers; the spec (max) answers at once."""
     rule = importlib.import_module(MODULE).commit_timestamp_ms
