@@ -27,12 +27,18 @@ runtime's default options, so the idle flush (default_flush: "idle" or "spark", 
   records, pyspark_partitionby_s, streaming_shuffle_s, correct
                         the same (key, value) records shuffled by partitionBy and by streaming_shuffle
                         on local[4], both fully consumed; correct = identical partitions (as multisets)
+  streaming_flush_rounds [{idle, spark}, ...]
+                        after the other two, streaming_shuffle with the idle flush and with Spark's flush
+                        (flushWhenIdle=true / false) alternated: FLUSH_ROUNDS rounds, each in a rotated order, seconds
+  idle_vs_spark_flush_streaming_rounds
+                        each round's Spark's-flush seconds / its idle-flush seconds (the idle flush's throughput
+                        over Spark's flush's, side by side)
   streaming_shuffle_spark_flush_s
-                        streaming_shuffle with Spark's flush (flushWhenIdle=false), after the other two
+                        the median of the rounds' Spark's-flush seconds
   idle_vs_spark_flush {runtime, streaming}
-                        the idle flush's throughput over Spark's flush's (runtime MB/s; streaming_shuffle
-                        seconds inverted): below 0.95, the default idle flush costs more than 5% (issue 41's rule
-                        for making it the default, met in six quiet runs)
+                        the idle flush's throughput over Spark's flush's: runtime MB/s of two runs one after the
+                        other; streaming the median of idle_vs_spark_flush_streaming_rounds. Below 0.95, the default
+                        idle flush costs more than 5% (issue 41's rule for keeping it the default)
   pyspark_partitionby_cpu_s, streaming_shuffle_cpu_s {jvm, python}
                         CPU seconds of Spark's JVM and of its Python workers during each of the two
   latency_ms {p50, p99} write-to-read latency of records written at a steady moderate rate (500/s), with the
@@ -61,6 +67,7 @@ from dataclasses import replace
 from typing import Any, Callable, Iterable, Iterator
 
 from benchmarks.procstat import cpu_seconds, jvm_pid
+from benchmarks.rounds import alternated
 from reference.shuffle.cluster_directory import DriverDirectory, DirectoryAddress
 from reference.shuffle.local import run_local_shuffle
 from reference.shuffle.reader_task import ReaderTask
@@ -179,19 +186,24 @@ def runtime_mb_s(total: int, options: TaskOptions = TaskOptions()) -> float:
 ENCRYPTED_ROUNDS = 3
 """Rounds of plaintext, CTR and GCM runs alternated for ``encrypted_vs_plaintext``."""
 
+FLUSH_ROUNDS = 4
+"""Rounds of streaming_shuffle with the idle flush and with Spark's flush, alternated for ``idle_vs_spark_flush``."""
+
 
 def encrypted_rounds(total: int, ciphers: dict[str, AuthConfig], rounds: int = ENCRYPTED_ROUNDS) -> dict[str, Any]:
-    """Plaintext and each cipher's ``runtime_mb_s`` alternated for ``rounds`` rounds (round r starts r places
-    further into the order), each ratio taken within its round; the figures are the medians over the rounds."""
-    runs = [("plaintext", TaskOptions()), *((name, TaskOptions(auth=auth)) for name, auth in ciphers.items())]
-    table: list[dict[str, float]] = []
-    for index in range(rounds):
-        shift = index % len(runs)
-        measured = {name: round(runtime_mb_s(total, options), 1) for name, options in runs[shift:] + runs[:shift]}
-        table.append({name: measured[name] for name, _ in runs})
-        print("encrypted round " + ", ".join(f"{name} {mb_s:.1f}" for name, mb_s in table[-1].items()) + " MB/s "
-              "(" + ", ".join(f"{name} {table[-1][name] / table[-1]['plaintext']:.2f}" for name in ciphers)
+    """Plaintext and each cipher's ``runtime_mb_s`` alternated for ``rounds`` rounds, each ratio taken within
+    its round; the figures are the medians over the rounds."""
+    options = {"plaintext": TaskOptions(), **{name: TaskOptions(auth=auth) for name, auth in ciphers.items()}}
+
+    def run(variant: TaskOptions) -> Callable[[], float]:
+        return lambda: round(runtime_mb_s(total, variant), 1)
+
+    def show(row: dict[str, float]) -> None:
+        print("encrypted round " + ", ".join(f"{name} {mb_s:.1f}" for name, mb_s in row.items()) + " MB/s "
+              "(" + ", ".join(f"{name} {row[name] / row['plaintext']:.2f}" for name in ciphers)
               + " of plaintext)", flush=True)
+
+    table = alternated({name: run(variant) for name, variant in options.items()}, rounds, show)
     ratios = {name: [round(row[name] / row["plaintext"], 2) for row in table] for name in ciphers}
     return {"encrypted_rounds": table, "encrypted_vs_plaintext_rounds": ratios,
             "encrypted_mb_s": {name: round(statistics.median(row[name] for row in table), 1) for name in ciphers},
@@ -316,13 +328,27 @@ def spark_comparison(records: int) -> dict[str, Any]:
             cpu, start = cpu_seconds(jvm), time.perf_counter()
             mine = shuffle.shuffle(rdd, 2).mapPartitions(_fingerprint).collect()
             streaming_s, streaming_cpu = time.perf_counter() - start, cpu_seconds(jvm) - cpu
-            start = time.perf_counter()
-            spark_flush = shuffle.shuffle(rdd, 2, conf={FLUSH_WHEN_IDLE_KEY: "false"}).mapPartitions(
-                _fingerprint).collect()
-            spark_flush_s = time.perf_counter() - start
+            results: list[list[tuple[int, int]]] = []
+
+            def flushed(when_idle: str) -> Callable[[], float]:
+                def run() -> float:
+                    start = time.perf_counter()
+                    results.append(shuffle.shuffle(rdd, 2, conf={FLUSH_WHEN_IDLE_KEY: when_idle}).mapPartitions(
+                        _fingerprint).collect())
+                    return round(time.perf_counter() - start, 3)
+                return run
+
+            flush_rounds = alternated(
+                {"idle": flushed("true"), "spark": flushed("false")}, FLUSH_ROUNDS,
+                lambda row: print(f"flush round     idle {row['idle']:.3f} s, Spark's {row['spark']:.3f} s",
+                                  flush=True))
+        ratios = [round(row["spark"] / row["idle"], 2) for row in flush_rounds]
         return {"records": records, "pyspark_partitionby_s": round(partition_by_s, 3),
-                "streaming_shuffle_s": round(streaming_s, 3), "correct": mine == theirs == spark_flush,
-                "streaming_shuffle_spark_flush_s": round(spark_flush_s, 3),
+                "streaming_shuffle_s": round(streaming_s, 3),
+                "correct": all(result == theirs for result in [mine, *results]),
+                "streaming_flush_rounds": flush_rounds, "idle_vs_spark_flush_streaming_rounds": ratios,
+                "streaming_shuffle_spark_flush_s": round(statistics.median(row["spark"] for row in flush_rounds), 3),
+                "idle_vs_spark_flush_streaming": round(statistics.median(ratios), 2),
                 "pyspark_partitionby_cpu_s": partition_by_cpu._asdict(),
                 "streaming_shuffle_cpu_s": streaming_cpu._asdict()}
     finally:
@@ -374,10 +400,11 @@ def main(args: argparse.Namespace) -> int:
           f"(CPU s: {figures['pyspark_partitionby_cpu_s']})", flush=True)
     print(f"streaming       {figures['streaming_shuffle_s']:10.3f} s (CPU s: {figures['streaming_shuffle_cpu_s']}; "
           f"correct: {figures['correct']})", flush=True)
-    print(f"streaming, Spark's flush {figures['streaming_shuffle_spark_flush_s']:10.3f} s", flush=True)
+    print(f"streaming, Spark's flush {figures['streaming_shuffle_spark_flush_s']:10.3f} s (median of the flush rounds)",
+          flush=True)
     figures["idle_vs_spark_flush"] = {
         "runtime": round(figures["runtime_mb_s"] / figures["runtime_spark_flush_mb_s"], 2),
-        "streaming": round(figures["streaming_shuffle_spark_flush_s"] / figures["streaming_shuffle_s"], 2)}
+        "streaming": figures.pop("idle_vs_spark_flush_streaming")}
     figures["goals"] = {
         "runtime_at_least_half_loopback": figures["runtime_mb_s"] >= figures["loopback_mb_s"] / 2,
         "runtime_at_least_three_times_jvm": figures["runtime_vs_jvm"] >= 3,
