@@ -790,6 +790,10 @@ def _answers(runner: Runner, walk: Any, seconds: float) -> Any:
     raise WalkTimeout(f"no answer within {seconds} s, nor within {2 * seconds} s")
 
 
+IMPORT_LIMIT_S: Final = 30.0
+"""How long planting a mutant (importing the runner afresh) may take: a mutant that loops at import (a variable a
+``while`` at module level no longer moves on) would hold a selection for ever."""
+
 Carried = tuple[Any, Any]
 """A walk an earlier corpus kept and the answers it recorded for it (None: the corpus records none to compare)."""
 
@@ -823,6 +827,8 @@ class Outcomes:
     """(mutant, walk index) -> whether the walk tells it apart (None: past its time limit twice)."""
     planted: set[OperatorMutant] = field(default_factory=set)
     broken: set[OperatorMutant] = field(default_factory=set)
+    hung: set[OperatorMutant] = field(default_factory=set)
+    """Mutants whose import ran past :data:`IMPORT_LIMIT_S`."""
 
 
 def select(walks: Sequence[Any], load_runner: Callable[[], Runner], prefixes: Sequence[str],
@@ -859,21 +865,30 @@ def select(walks: Sequence[Any], load_runner: Callable[[], Runner], prefixes: Se
         with ExitStack() as planted:
             planted_runner: list[Runner] = []
 
-            def plant() -> bool:
+            def plant() -> str | None:
+                """Plant the mutant: None, or why no walk can be tried on it ("broken", or "timed out": its import
+                ran past the time limit, as a loop at import that never ends does; never a kill)."""
                 known.planted.add(mutant)
                 planted.enter_context(fresh_modules(prefixes, mutant))
                 try:
-                    planted_runner.append(load_runner())
+                    with time_limit(IMPORT_LIMIT_S):
+                        planted_runner.append(load_runner())
+                except WalkTimeout:
+                    known.hung.add(mutant)
                 except Exception:  # noqa: BLE001 - a mutant that breaks the import is told apart by any walk
                     known.broken.add(mutant)
-                return mutant not in known.broken
+                return "broken" if mutant in known.broken else "timed out" if mutant in known.hung else None
 
-            if mutant in known.broken or (mutant not in known.planted and not plant()):
-                return "broken"
+            if mutant in known.broken or mutant in known.hung:
+                return "broken" if mutant in known.broken else "timed out"
+            unplanted = None if mutant in known.planted else plant()
+            if unplanted is not None:
+                return unplanted
             for index in order:
                 if (mutant, index) not in known.told_apart:
-                    if not planted_runner and not plant():
-                        return "broken"
+                    unplanted = None if planted_runner else plant()
+                    if unplanted is not None:
+                        return unplanted
                     try:
                         answers = _answers(planted_runner[0], walks[index], per_walk_s)
                         known.told_apart[(mutant, index)] = answers != expected[index]

@@ -123,6 +123,24 @@ def test_a_time_limit_is_never_a_kill() -> None:
         assert hanging.timed_out == ([] if killed_by else [swap.name])
 
 
+def _runner_of(module: str) -> Callable[[], Runner]:
+    """A loader importing ``module`` (planted or not) before the commit-time rule's runner."""
+    def load() -> Runner:
+        importlib.import_module(module)
+        return _runner()
+
+    return load
+
+
+def test_a_mutant_that_loops_at_import_is_timed_out_not_waited_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The codec builds its struct formats at import in a ``while`` that a stale ``field`` never ends: planting it
+    runs past the import limit, so the mutant is ``timed_out`` (never a kill) and the selection goes on."""
+    stale = _planted(stale_mutants, "spec.shuffle.codec", "stale field: drop field = field.subcon")
+    monkeypatch.setattr(operator_mutants, "IMPORT_LIMIT_S", 0.5)
+    chosen = select([[(5, 10)]], _runner_of("spec.shuffle.codec"), ["spec."], [stale], traced=False)
+    assert chosen.timed_out == [stale.name] and not chosen.killed_by and not chosen.survivors and not chosen.broken
+
+
 def test_the_lines_a_walk_runs_include_those_of_the_threads_it_starts() -> None:
     """A runner that serves a walk from a thread of its own (the cluster service's reactor) is traced there too."""
     import threading
