@@ -934,9 +934,10 @@ def select(walks: Sequence[Any], load_runner: Callable[[], Runner], prefixes: Se
 
 def select_all(walks: Sequence[Any], load_runner: Callable[[], Runner], prefixes: Sequence[str],
                mutants: Sequence[OperatorMutant], progress: Callable[[str], None] = lambda _: None,
-               carried: Sequence[Carried] = ()) -> Selection:
+               carried: Sequence[Carried] = (), per_walk_s: float = 5.0) -> Selection:
     """``select`` traced, then untraced for the survivors on no walk's lines (what runs at import, such as protobuf
-    descriptors built by a module's top level, is on none: those are tried on every walk); no limit of tries; the
+    descriptors built by a module's top level, or a class's constants, is on none: those are tried on every walk); no
+    limit of tries; the
     ``carried`` walks kept from the start of both. A fixed point as ``select`` is: while the two keep a walk not
     carried, both are run again carrying every walk they kept, in the order of their candidates."""
     runner = load_runner()
@@ -946,11 +947,12 @@ def select_all(walks: Sequence[Any], load_runner: Callable[[], Runner], prefixes
         ran |= lines_run(runner, walk, files)[1]
     known = Outcomes()
     while True:
-        traced = select(walks, load_runner, prefixes, mutants, progress=progress, carried=carried, outcomes=known)
+        traced = select(walks, load_runner, prefixes, mutants, per_walk_s, progress=progress, carried=carried,
+                        outcomes=known)
         again = [m for m in mutants if m.name in set(traced.survivors)
                  and not any((str(module_path(m.module)), line) in ran for line in range(m.line, m.end_line + 1))]
-        untraced = select(walks, load_runner, prefixes, again, progress=progress, traced=False, carried=carried,
-                          outcomes=known)
+        untraced = select(walks, load_runner, prefixes, again, per_walk_s, progress=progress, traced=False,
+                          carried=carried, outcomes=known)
         retried = {m.name for m in again}
         chosen = Selection(traced.kept + [i for i in untraced.kept if i not in traced.kept],
                            traced.killed_by | untraced.killed_by,

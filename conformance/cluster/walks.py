@@ -897,11 +897,13 @@ def report(record: Record) -> str:
         MODULES, JUDGED, record)
 
 
-def scoped_mutants(code: Mapping[str, Sequence[str]]) -> list[OperatorMutant]:
-    """The operator mutants of the functions (and classes' methods) ``code`` names by module ("": all of it)."""
+def scoped_mutants(code: Mapping[str, Sequence[str]],
+                   family: Callable[[str], list[OperatorMutant]] | None = None) -> list[OperatorMutant]:
+    """The mutants of ``family`` (None: the first-order operators, ``mutants_of``) in the functions (and classes'
+    methods) ``code`` names by module ("": all of it)."""
     from conformance.operator_mutants import mutants_of
 
-    return [m for module, scopes in code.items() for m in mutants_of(module)
+    return [m for module, scopes in code.items() for m in (family or mutants_of)(module)
             if any(s == "" or m.function == s or m.function.startswith(s + ".") for s in scopes)]
 
 
