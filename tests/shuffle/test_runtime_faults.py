@@ -26,7 +26,7 @@ from spec.shuffle import coordination
 from spec.shuffle import errors
 from spec.shuffle.checksum import payload_checksum
 from spec.shuffle.codec import encode_frame
-from spec.shuffle.framing import FrameDecoder, max_frame_from_reader
+from spec.shuffle.framing import FrameDecoder, max_frame_from_reader, max_frame_from_writer
 from spec.shuffle.messages import CreditMessage, DataMessage
 from spec.shuffle.records import encode_record
 from spec.shuffle.settings import ShuffleSettings
@@ -79,6 +79,52 @@ def test_a_reader_reset_mid_stream_fails_the_writer_with_send_failed() -> None:
     assert error.condition == "STREAMING_SHUFFLE_SEND_FAILED"
     assert "reader 0" in str(error) and "the connection failed" in str(error)
     assert "ConnectionResetError" in str(error) or "BrokenPipeError" in str(error)
+    check_released(ledger)
+
+
+def test_a_write_the_kernel_refuses_at_once_fails_the_writer_with_send_failed() -> None:
+    """A DATA whose write fails in the call itself (EPIPE: the writer's own side already shut for writing, as after
+    a reset it has not yet read) fails the task with the machine's SendFailed; the failed send is never dropped to
+    leave the writer waiting on permits that cannot come back."""
+    ledger = ResourceLedger()
+    task = WriterTask(KEY, 0, 1, TIGHT, StandaloneDirectory(), TaskOptions(ledger=ledger))
+    outcome: list[BaseException] = []
+    gate = threading.Event()
+
+    def gated() -> Iterator[tuple[int, bytes]]:
+        yield 0, b"first"
+        gate.wait(DEADLINE_S)
+        while True:  # ends when the task fails
+            yield 0, b"x" * 200
+
+    def run() -> None:
+        try:
+            task.run(gated())
+        except BaseException as error:  # noqa: BLE001 - the test judges it
+            outcome.append(error)
+
+    thread = threading.Thread(target=run, name="test-writer")
+    thread.start()
+    reader = socket.create_connection(("127.0.0.1", task.port))
+    try:
+        reader.sendall(encode_frame(CreditMessage(writer_id=0, reader_id=0)))
+        decoder = FrameDecoder(max_frame_from_writer(TIGHT))
+        reader.settimeout(DEADLINE_S)
+        while not any(isinstance(m, DataMessage) for m in decoder.feed(reader.recv(65536))):
+            pass  # the first record's DATA arrived: the connection is bound and served
+        (stream,) = [s for s in task.reactor.streams if s.bound]
+        stream.sock.shutdown(socket.SHUT_WR)  # every later sendmsg on it raises BrokenPipeError
+        gate.set()
+        wait_until(lambda: bool(outcome), "the writer's end")
+    finally:
+        gate.set()
+        if thread.is_alive():
+            task.fail(errors.TaskAborted("test over"))
+        thread.join(30)
+        reader.close()
+    error = outcome[0]
+    assert isinstance(error, errors.SendFailed), repr(error)
+    assert "reader 0" in str(error) and "BrokenPipeError" in str(error)
     check_released(ledger)
 
 
