@@ -46,6 +46,20 @@ def check_released(ledger: ResourceLedger) -> None:
     assert ledger.open_sockets() == []
 
 
+def started_writer(task: WriterTask, records: Iterator[tuple[int, bytes]], outcome: list[BaseException]
+                   ) -> threading.Thread:
+    """The task run on its own thread; the error it ends with goes to ``outcome``."""
+    def run() -> None:
+        try:
+            task.run(records)
+        except BaseException as error:  # noqa: BLE001 - the test judges it
+            outcome.append(error)
+
+    thread = threading.Thread(target=run, name="test-writer")
+    thread.start()
+    return thread
+
+
 def test_a_reader_reset_mid_stream_fails_the_writer_with_send_failed() -> None:
     ledger = ResourceLedger()
     task = WriterTask(KEY, 0, 1, TIGHT, StandaloneDirectory(), TaskOptions(ledger=ledger))
@@ -55,14 +69,7 @@ def test_a_reader_reset_mid_stream_fails_the_writer_with_send_failed() -> None:
         while True:  # ends when the task fails
             yield 0, b"x" * 200
 
-    def run() -> None:
-        try:
-            task.run(endless())
-        except BaseException as error:  # noqa: BLE001 - the test judges it
-            outcome.append(error)
-
-    thread = threading.Thread(target=run, name="test-writer")
-    thread.start()
+    thread = started_writer(task, endless(), outcome)
     try:
         reader = socket.create_connection(("127.0.0.1", task.port))
         reader.sendall(encode_frame(CreditMessage(writer_id=0, reader_id=0)))  # bind, then read nothing
@@ -97,14 +104,7 @@ def test_a_write_the_kernel_refuses_at_once_fails_the_writer_with_send_failed() 
         while True:  # ends when the task fails
             yield 0, b"x" * 200
 
-    def run() -> None:
-        try:
-            task.run(gated())
-        except BaseException as error:  # noqa: BLE001 - the test judges it
-            outcome.append(error)
-
-    thread = threading.Thread(target=run, name="test-writer")
-    thread.start()
+    thread = started_writer(task, gated(), outcome)
     reader = socket.create_connection(("127.0.0.1", task.port))
     try:
         reader.sendall(encode_frame(CreditMessage(writer_id=0, reader_id=0)))
