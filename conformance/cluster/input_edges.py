@@ -31,15 +31,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Final
 
-from conformance.cluster.inputs import run_call
+from conformance.cluster.inputs import TICK, run_call
 from conformance.cluster.wire_walks import CONDITIONS
 from spec.cluster import wire
 from spec.cluster.detector import MAX_TIMING_MS
 from spec.cluster.types import MAX_ADDRESS_BYTES, MAX_BATCH_OPS, MAX_ID_BYTES, MAX_KEY_BYTES, MAX_REVISION, MAX_VALUE_BYTES
 from spec.cluster.wire import ServiceKind
 
-TICK: Final = 2.0 ** -10
-"""One step of a clock either side of an instant (exact in binary, as are the instants it is added to)."""
 SIDES: Final = (-1, 0, 1)
 ROOM: Final = 100
 """The bytes of entries a split frame holds beyond its fixed part (the limit: the fixed part plus this)."""

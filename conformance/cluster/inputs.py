@@ -24,7 +24,7 @@ from typing import Any, Callable, Final, Sequence
 from conformance.cluster.client_walks import JUDGED as CLIENT_JUDGED
 from conformance.cluster.corpus_record import CorpusFiles, Record, corpus_report, record_of, write_corpus
 from conformance.cluster.walks import first_difference, kept_comments, progress_printer, scoped_mutants
-from conformance.operator_mutants import OperatorMutant
+from conformance.operator_mutants import OperatorMutant, every_mutant
 from conformance.vectorgen import recorded_tests
 from spec.cluster.detector import MAX_TIMING_MS
 from spec.cluster.types import (MAX_ADDRESS_BYTES, MAX_BATCH_OPS, MAX_ID_BYTES, MAX_KEY_BYTES, MAX_MEMBERS, MAX_REVISION,
@@ -36,9 +36,11 @@ INPUTS_FILE: Final = ROOT / "conformance" / "cluster" / "vectors" / "inputs.json
 SCHEMA_NAME: Final = "inputs.schema.json"
 REPORT_FILE: Final = ROOT / "docs" / "walks" / "cluster-inputs.md"
 FILES: Final = CorpusFiles(INPUTS_FILE, ROOT / "docs" / "walks" / "cluster-inputs-selection.json", REPORT_FILE)
-GENERATOR_VERSION: Final = "4"
+GENERATOR_VERSION: Final = "5"
 SEED: Final = 4344
-CANDIDATES: Final = 2000
+CANDIDATES: Final = 2600
+TICK: Final = 2.0 ** -10
+"""One step of a clock either side of an instant (exact in binary, as are the instants it is added to)."""
 SPEC_REF: Final = "docs/spec/cluster.md#wire-layouts-of-the-cluster-service"
 INPUTS_CODE: Final = {
     "spec.cluster.wire": ("encode", "update_frames", "checked_length", "body_length", "FrameReader", "decode"),
@@ -49,9 +51,15 @@ INPUTS_CODE: Final = {
                              "ServiceSession.silent"),
     "spec.cluster.model": ("MembershipView", "_snapshot", "ClusterModel.__post_init__", "ClusterModel.join_cluster",
                            "ClusterModel.shard_members", "ClusterModel.apply"),
+    "spec.admission": ("due_by", "StrangerAdmission"),
+    "spec.departure": ("Departures",),
+    "spec.shared_secret": ("EmptySecret", "required_secret", "configured_secret", "secret_matches"),
 }
-"""The spec's code the calls reach, by module: the functions (and classes) whose mutants are selected against."""
+"""The spec's code the calls reach, by module: the functions (and classes) whose mutants are selected against (of
+the connection policies, those the service's reactor runs)."""
 MODULES: Final = tuple(INPUTS_CODE)
+FUNCTIONS_OF: Final = INPUTS_CODE
+"""For the corpus scope (conformance/corpus_scope.py): only these functions of the modules are mutated."""
 PREFIXES: Final = ("spec.", "conformance.cluster.inputs_target", "conformance.connection_policies")
 """Imported afresh for each mutant: the target's functions and all they run."""
 HEADER: Final = [
@@ -59,8 +67,10 @@ HEADER: Final = [
     "because it tells the cluster's pure functions (spec/cluster/wire.py, spec/cluster/types.py) from one of their "
     "first-order operator mutants (its comment names which, as 'function: operator').",
     "A call: encode {kind, id, payload}, decode {body}, updateFrames {kind, entries, limit?, fields?}, feed {bound, "
-    "chunks}, checkBatch {ops}, checkId {kind, text}, checkAddress {address}. Bytes are hex, {repeat: hex, times: n} "
-    "or a list of those joined; text a string or {repeat: text, times: n}.",
+    "chunks}, checkBatch {ops}, checkId {kind, text}, checkAddress {address}, policy, detector, view, model, "
+    "serviceSession, strangers {maxPending, bindTimeoutS, steps}, departures {maxBytes, lingerS, steps}, "
+    "configuredSecret {secret, setting} (conformance/cluster/inputs_target.py). Bytes are hex, {repeat: hex, times: "
+    "n} or a list of those joined; text a string or {repeat: text, times: n}.",
     "'answer': value (bytes up to 64 in hex, longer as {bytes, sha256: 16 hex digits}), raised (an error's class) or "
     "refused (a value no frame can carry). A model call's told and catchUp leave out gossip written SHARD-scoped by "
     "another shard than the recipient's: SHARD is a minimum a provider may exceed (flag WiderGossip).",
@@ -327,7 +337,7 @@ def _service_session(rng: random.Random) -> dict[str, Any]:
     bounds, a welcome whose timing lands on .5 ms, frames at and around the silence deadline."""
     from conformance.cluster.inputs_target import run, wire_fields
 
-    secret = rng.choice((None, "s3cret", ""))
+    secret = rng.choice((None, "s3cret", "", " "))
     bound = rng.choice((0.0005, 0.001, 0.0015, 1.0, 1.0005, 2.5e-4))
     max_sessions = rng.choice((0, 1, 2))
 
@@ -335,7 +345,7 @@ def _service_session(rng: random.Random) -> dict[str, Any]:
         return encode(ServiceKind[kind], request_id, **wire_fields(payload)).hex()
 
     hello = frame("HELLO", rng.choice((1, 2**56)), node_id=rng.choice(("n1", "a b")),
-                  secret=rng.choice(("s3cret", "", "x")), takeover=rng.choice(("", "t")), resume=rng.random() < 0.5,
+                  secret=rng.choice(("s3cret", "", "x", " ", "s3cret ")), takeover=rng.choice(("", "t")), resume=rng.random() < 0.5,
                   resume_after=rng.choice((0, 5)))
     steps: list[dict[str, Any]] = [{"at": 0.0, "data": hello, "served": max_sessions + rng.choice((-1, -1, 0))}]
     first = run({"call": "serviceSession", "secret": secret, "maxSessions": max_sessions, "failBoundS": bound,
@@ -347,8 +357,9 @@ def _service_session(rng: random.Random) -> dict[str, Any]:
     at = 0.0
     for _ in range(rng.randint(1, 4)):
         at += bound * rng.choice((0.5, 1.0, 1.0, 1.5)) + rng.choice((0.0, 1e-6, -1e-6))
-        if rng.random() < 0.5:
-            steps.append({"silent": at})
+        if rng.random() < 0.5:  # read through ``at``, perhaps with its reads held since a moment around the deadline
+            held = {"heldSince": at - bound * rng.choice((0.5, 1.0, 1.5)) + rng.choice((0.0, TICK))}
+            steps.append({"silent": at} | (held if rng.random() < 0.5 else {}))
         else:
             big = frame("UPDATE_SHARD_LOG", 6, ops=[{"key": "k", "value": "ab" * 5000, "expected": 0}])
             data = rng.choice((frame("RENEW", 3), frame("OK", 4), hello, frame("JOIN_SHARD", 5, shard_id="s1"),
@@ -358,7 +369,65 @@ def _service_session(rng: random.Random) -> dict[str, Any]:
             "steps": steps}
 
 
-MAKERS: Final = (_service_session, _service_session, _model, _model, _model, _policy, _policy, _detector, _view, _encode, _encode, _decode, _decode, _update_frames, _update_frames,
+def _later(rng: random.Random, times: list[float]) -> float:
+    """The next of ``times`` (appended): at the last one or a tick after it."""
+    times.append(max(times, default=0.0) + rng.choice((0.0, TICK)))
+    return times[-1]
+
+
+def _instant(rng: random.Random, since: Sequence[float], wait: float) -> float:
+    """An instant ``wait`` after one of ``since`` (or 0), exactly or a tick either side."""
+    return rng.choice((0.0, *since)) + wait + rng.choice((-TICK, 0.0, 0.0, TICK))
+
+
+def _strangers(rng: random.Random) -> dict[str, Any]:
+    """The strangers the service's reactor holds (spec/admission.py): a bound of none to three and a timeout at its
+    domain's edge; peers accepted (often past the bound), proven, identified or closed, asked after, and expired at
+    a deadline and a tick either side."""
+    timeout = rng.choice((1.0, 1.0, 1.0, 1.0, TICK, 0.0, -TICK))
+    steps: list[list[Any]] = []
+    accepted: list[float] = []
+    for _ in range(rng.randint(1, 9)):
+        roll, peer = rng.random(), rng.randrange(5)
+        if roll < 0.45:
+            steps.append(["accepted", peer, _later(rng, accepted)])
+        elif roll < 0.7:
+            steps.append([rng.choice(("proven", "identified", "closed", "contains")), peer])
+        elif roll < 0.85:
+            steps.append(["expired", _instant(rng, accepted, timeout)])
+        else:
+            steps.append([rng.choice(("deadline", "len"))])
+    return {"call": "strangers", "maxPending": rng.choice((0, 1, 2, 2, 2, 3, 3)), "bindTimeoutS": timeout, "steps": steps}
+
+
+def _departures(rng: random.Random) -> dict[str, Any]:
+    """The connections the service's reactor lets linger to write their last output (spec/departure.py): a byte
+    bound and a linger at their domain's edges; departures with nothing, the bound and a byte either side queued,
+    asked again, closed, expired at a deadline and a tick either side."""
+    bound, linger = rng.choice((-1, 0, 1, 4, 4, 4)), rng.choice((1.0, 1.0, 1.0, 1.0, TICK, 0.0, -TICK))
+    steps: list[list[Any]] = []
+    left: list[float] = []
+    for _ in range(rng.randint(1, 8)):
+        roll, peer = rng.random(), rng.randrange(3)
+        if roll < 0.45:
+            at = _later(rng, left)
+            steps.append(["leaving", peer, max(0, rng.choice((0, 1, bound - 1, bound, bound + 1))), at])
+        elif roll < 0.6:
+            steps.append(["closed", peer])
+        elif roll < 0.8:
+            steps.append(["expired", _instant(rng, left, linger)])
+        else:
+            steps.append([rng.choice(("deadline", "len"))])
+    return {"call": "departures", "maxBytes": bound, "lingerS": linger, "steps": steps}
+
+
+def _configured_secret(rng: random.Random) -> dict[str, Any]:
+    """A service's secret as given: none, blank in every way, or one with blanks around it."""
+    return {"call": "configuredSecret", "secret": rng.choice((None, "", " ", "\t\n", "s", " s ", "s3cret")),
+            "setting": rng.choice(("the cluster service's secret", "spark.authenticate.secret"))}
+
+
+MAKERS: Final = (_strangers, _strangers, _departures, _departures, _configured_secret, _service_session, _service_session, _model, _model, _model, _policy, _policy, _detector, _view, _encode, _encode, _decode, _decode, _update_frames, _update_frames,
                  _feed, _feed, _check_batch, _check_batch, _check_id, _check_address)
 
 
@@ -376,14 +445,36 @@ def candidates(seed: int = SEED, count: int = CANDIDATES) -> list[dict[str, Any]
     return [c for c in calls if not _big(c)] + [c for c in calls if _big(c)]
 
 
+_EVERY_OTHER_PROVEN: Final = ("unreachable", "a newcomer at the bound with every other stranger proven: no seeded "
+                                              "call; inputs/derived-every-edge tells it apart")
+_KIND_IN_TEXT: Final = ("unreachable", "the kind only names the id in the refusal's message; a call answers a "
+                                       "refusal by its class")
 JUDGED: Final[dict[str, tuple[str, str]]] = {
-    rule: CLIENT_JUDGED[rule] for rule in ("wire.FrameReader.__init__:", "wire.decode: 9 -> 8")} | {
+    rule: CLIENT_JUDGED[rule] for rule in (
+        "wire.FrameReader.__init__:", "wire.decode: 9 -> 8", "wire.decode: len(body) == 9: == -> <=",
+        "wire.decode: remove check if kind in _EMPTY", "wire.FrameReader.feed: len(self._body) == self._size: == -> >=")
+} | {
     "detector.FailurePolicy.__post_init__: swap checks": ("equivalent", "both checks refuse with ValueError, so "
                                                           "only the refusal's text changes, which no rule fixes"),
     "session.ServiceSession.__init__: drop self.last_frame": ("equivalent", "the deadline reads it only once a node "
                                                               "is welcomed, and receiving its HELLO set it first"),
     "wire.update_frames: 0 -> 1": ("equivalent", "(the request id of the frame measured for the overhead) an id's value "
                                    "does not change the frame's size"),
+    "admission.StrangerAdmission._forget: drop self._proven.discard": (
+        "unreachable", "a stranger proven, closed and accepted anew while the table is full: no seeded call; "
+                       "inputs/derived-every-edge ('one closed, its proof forgotten') tells it apart"),
+    "admission.StrangerAdmission.accepted: next(iter(self._due)): first -> last": _EVERY_OTHER_PROVEN,
+    "admission.StrangerAdmission.accepted: p not in self._proven and p != peer: drop operand": _EVERY_OTHER_PROVEN,
+    "admission.StrangerAdmission.accepted: evicted.append(oldest): append -> at the front": (
+        "equivalent", "one arrival puts the table at most one past its bound: one stranger is evicted at a time"),
+    "departure.Departures.leaving: queued_bytes == 0: == -> <=": ("equivalent", "a count of queued bytes is never "
+                                                                  "below 0"),
+    "model.ClusterModel.join_cluster: 'node' ->": _KIND_IN_TEXT,
+    "model.ClusterModel.join_cluster: 'shard' ->": _KIND_IN_TEXT,
+    "shared_secret.EmptySecret.condition": (
+        "gap", "a class attribute runs at import, on no call's traced lines, so the selection never tries it; the "
+               "recorded configuredSecret call of a blank secret tells it apart"),
+    "shared_secret.secret_matches: swap arguments": ("equivalent", "hmac.compare_digest is symmetric"),
 }
 """Survivors judged by hand, by ``module.function: operator`` prefix -> (equivalent | unreachable | gap, why)."""
 
@@ -391,18 +482,22 @@ JUDGED: Final[dict[str, tuple[str, str]]] = {
 # -- the vectors and the report -----------------------------------------------------------------------
 
 def inputs_mutants() -> list[OperatorMutant]:
-    """The mutants the calls are selected by: those of the functions :data:`INPUTS_CODE` names."""
-    return scoped_mutants(INPUTS_CODE)
+    """The mutants the calls are selected by: every family's of the functions :data:`INPUTS_CODE` names."""
+    return scoped_mutants(INPUTS_CODE, every_mutant)
 
 
 def selected(progress: bool = False) -> tuple[dict[str, Any], Record]:
-    from conformance.operator_mutants import select
+    from conformance.operator_mutants import canonical, select
 
+    recorded = recorded_tests([INPUTS_FILE])
+    carried = [(call_of(t), t["answer"]) for t in recorded]
     calls = candidates()
+    drawn = {canonical(call) for call in calls}
+    calls += [call for call, _ in carried if canonical(call) not in drawn]  # kept before, no longer drawn: kept on
     mutants = inputs_mutants()
     selection = select(calls, load_runner, PREFIXES, mutants, per_walk_s=5.0, progress=progress_printer(progress),
-                       carried=[(call_of(t), t["answer"]) for t in recorded_tests([INPUTS_FILE])])
-    comments = kept_comments(selection)
+                       carried=carried)
+    comments = kept_comments(selection, calls, [(call_of(t), t["comment"]) for t in recorded])
     tests = [{"tcId": tc_id, "comment": comments[index], "flags": [], "specRef": SPEC_REF} | calls[index] |
              {"answer": run_call(calls[index])} for tc_id, index in enumerate(sorted(selection.kept), 1)]
     document = {
@@ -418,10 +513,11 @@ def report(record: Record) -> str:
     return corpus_report(
         "# Input corpus: cluster pure functions",
         "Generated by `python -m conformance.cluster.inputs` (do not edit): "
-        f"{record['candidates']} candidate calls from seed {SEED} (one call of the wire's or the types' pure "
-        "functions each, biased at every bound and one either side), each kept in "
-        "`conformance/cluster/vectors/inputs.json` only when it tells the spec apart from one of the first-order "
-        "operator mutants of the functions below, run on the functions the `exec:` target's `INPUTS` control runs. "
+        f"{record['candidates']} candidate calls from seed {SEED} and those kept before (one call of the cluster's "
+        "pure functions or the service reactor's connection bounds each, biased at every bound and one either side), "
+        "each kept in `conformance/cluster/vectors/inputs.json` only when it tells the spec apart from one of the "
+        "mutants of every family (`operator_mutants.every_mutant`) of the functions below, run on the functions the "
+        "`exec:` target's `INPUTS` control runs. "
         f"{record['kept']} calls kept.",
         MODULES, JUDGED, record)
 

@@ -24,6 +24,8 @@ Bytes are hex, or ``{"repeat": hex, "times": n}``, or a list of those joined; te
   bounds the service's reactor holds connections to (spec/admission.py, spec/departure.py), each step
   ``[method, args...]`` answered in order as the shuffle corpus's connection-bound requests are
   (conformance/connection_policies.py); bounds the policy refuses are refused.
+- ``configuredSecret`` ``{secret, setting}``: the secret a service given ``secret`` (null: none) as its ``setting``
+  requires of every HELLO (``{"secret": ...}``), or why it refuses to start (``EMPTY_SECRET``: the error's JSON).
 - ``policy`` ``{heartbeatS, failAfterS}``: a failure policy built (seconds, fractional and sub-ms too; ``"nan"``
   and ``"inf"`` as strings) and what it derives, with its timing as WELCOME carries it.
 - ``detector`` ``{heartbeatS, failAfterS, renewals: {node: s}, ticks: [{now, members, unreadFor}]}``: a detector
@@ -70,6 +72,7 @@ from spec.cluster.model import (ClusterModel, GossipRecord, GossipUpdate, Member
 from spec.cluster.types import (Entry, Membership, MetadataOp, NodeId, NodeInfo, NodeState, Revision, Scope,
                                 ShardId, check_address, check_batch, check_id)
 from spec.cluster.wire import ServiceKind
+from spec.shared_secret import EmptySecret, configured_secret
 
 Json = dict[str, Any]
 
@@ -152,6 +155,13 @@ def _policy_steps(call: Json) -> Any:
     if "error" in answer:
         raise ValueError(f"{call['call']} refuses its bounds")
     return answer["value"]
+
+
+def _configured_secret(call: Json) -> Any:
+    try:
+        return {"secret": configured_secret(call["secret"], call["setting"])}
+    except EmptySecret as refused:
+        return refused.to_json()
 
 
 def _feed(call: Json) -> Any:
@@ -313,6 +323,7 @@ CALLS: dict[str, Callable[[Json], Any]] = {
     "errorFrom": _error_from,
     "strangers": _policy_steps,
     "departures": _policy_steps,
+    "configuredSecret": _configured_secret,
     "feed": _feed,
     "checkBatch": _check_batch,
     "checkId": lambda call: check_id(call["kind"], expand_text(call["text"])),

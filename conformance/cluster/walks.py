@@ -41,7 +41,7 @@ from conformance.cluster.harness import ClusterTarget, session
 from conformance.cluster.model_cases import Member, Mirror, Scenario, scenario
 from conformance.cluster.service_wire import RawConnection, ServiceAddress
 from conformance.framework import CaseContext, CaseTimeout
-from conformance.operator_mutants import OperatorMutant, canonical
+from conformance.operator_mutants import OperatorMutant, canonical, every_mutant
 from spec.cluster.errors import ERRORS_BY_CODE, NodeIdInUse, RevisionMismatch
 from spec.cluster.wire import ServiceKind, timing_to_wire
 from spec.cluster.model import (
@@ -846,10 +846,8 @@ def answers_of(test: dict[str, Any], kind: str) -> Any:
 
 
 def walk_mutants() -> list[OperatorMutant]:
-    """The mutants the walks are selected by: every one of :data:`MODULES`."""
-    from conformance.operator_mutants import mutants_of
-
-    return [m for module in MODULES for m in mutants_of(module)]
+    """The mutants the walks are selected by: every family's of :data:`MODULES`."""
+    return [m for module in MODULES for m in every_mutant(module)]
 
 
 def selected(progress: bool = False) -> tuple[dict[str, Any], Record]:

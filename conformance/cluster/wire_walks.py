@@ -44,7 +44,7 @@ from typing import Any, Callable, Final, Sequence
 
 from conformance.cluster.corpus_record import CorpusFiles, Record, corpus_report, record_of, write_corpus
 from conformance.cluster.walks import bounded_hangs, first_difference, kept_comments, progress_printer
-from conformance.operator_mutants import OperatorMutant
+from conformance.operator_mutants import OperatorMutant, every_mutant
 from conformance.cluster.service_wire import RawConnection, ServiceAddress
 from conformance.framework import CaseContext, CaseTimeout
 from conformance.vectorgen import recorded_tests
@@ -739,10 +739,8 @@ JUDGED: Final[dict[str, tuple[str, str]]] = {
 # -- the vectors and the report -----------------------------------------------------------------------
 
 def wire_mutants() -> list[OperatorMutant]:
-    """The mutants the walks are selected by: every first-order and rounding one of :data:`MODULES`."""
-    from conformance.operator_mutants import mutants_of, rounding_mutants
-
-    return [m for module in MODULES for m in mutants_of(module) + rounding_mutants(module)]
+    """The mutants the walks are selected by: every family's of :data:`MODULES`."""
+    return [m for module in MODULES for m in every_mutant(module)]
 
 
 def selected(progress: bool = False) -> tuple[dict[str, Any], Record]:
