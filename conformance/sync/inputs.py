@@ -752,6 +752,12 @@ JUDGED: Final[dict[str, tuple[str, str]]] = {
     "messages._sync_file: drop proto_field(resp, 'server_life'": (
         "unreachable", "a server life: the reference target's responses carry none"),
     "confinement.table_name: s != '': != -> >": ("equivalent", "a string is greater than '' exactly when it is not ''"),
+    "admission._signed_max: int(2 ** (t.bit_width - 1) - 1): int -> round": (
+        "equivalent", "2 ** (w - 1) - 1 of an int width is an int already: int and round return it unchanged"),
+    "admission.admit_rows: pa.types.is_unsigned_integer(kind) and len(column) and (c...: drop operand len(column)": (
+        "equivalent", "an empty column has no nulls: null_count < len is false whenever len is 0"),
+    "admission.admit_rows: swap arguments column / pa.scalar(0.0, kind)": (
+        "equivalent", "the addition commutes: 0.0 + -0.0 is 0.0 as -0.0 + 0.0 is, and every other value is kept"),
     "admission.name_problem: unicodedata.category(ch) == 'Cc': == -> <=": (
         "equivalent", "no Unicode general category sorts before 'Cc'"),
     "confinement.check_store_location: any(": ("unreachable", "an allow-list of two locations (the target allows "
