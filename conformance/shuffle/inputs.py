@@ -37,8 +37,7 @@ from conformance.shuffle.server_inputs import SHAPES as SERVER_SHAPES
 from conformance.shuffle.task_inputs import FUNCTIONS as TASK_FUNCTIONS
 from conformance.shuffle.task_inputs import SHAPES as TASK_SHAPES
 from conformance.shuffle.task_inputs import answer_tasks
-from conformance.operator_mutants import (OperatorMutant, canonical, import_runner, mutants_of, order_mutants, rule_of,
-                                          select, split_mutants)
+from conformance.operator_mutants import OperatorMutant, canonical, every_mutant, import_runner, rule_of, select
 from spec.errors import ProtocolError
 from spec.shuffle import codec
 from spec.shuffle.checksum import payload_checksum, verify_payload
@@ -603,10 +602,6 @@ def _undrawn(earlier: Sequence[dict[str, Any]], drawn: Sequence[Request]) -> lis
     return found
 
 
-def _all_mutants(module: str) -> list[OperatorMutant]:
-    return [*mutants_of(module), *split_mutants(module), *order_mutants(module)]
-
-
 def select_corpus(count: int, earlier: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Run the selection over the first ``count`` candidates and the ``earlier`` corpora's requests the seed no longer
     draws; its outcome as :data:`SELECTION_FILE` holds it (those of the latter kept under ``carried``, numbered from
@@ -620,8 +615,8 @@ def select_corpus(count: int, earlier: Sequence[dict[str, Any]]) -> dict[str, An
     derived = [request for _, request in derived_requests()]
     derived_name = {len(requests) + i: f"derived {i + 1}" for i in range(len(derived))}
     requests += derived
-    every = [m for module in MODULES for m in _all_mutants(module)] + [
-        m for module, functions in FUNCTIONS_OF.items() for m in _all_mutants(module) if m.function in functions]
+    every = [m for module in MODULES for m in every_mutant(module)] + [
+        m for module, functions in FUNCTIONS_OF.items() for m in every_mutant(module) if m.function in functions]
     mutants = list({m.name: m for m in reversed(every)}.values())[::-1]  # one per name (a name is a rule)
     chosen = select(requests, import_runner("conformance.shuffle.inputs", "answer"), PREFIXES, mutants,
                     progress=lambda line: print(line, file=sys.stderr, flush=True), traced=False,
