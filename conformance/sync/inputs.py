@@ -307,13 +307,13 @@ Fault = Callable[[Request], None]
 
 
 def _column(name: str, kind: str, values: list[Any], role: int = VALUE, logical: str | None = None) -> Fault:
-    """One more column (batch name ``name``, descriptor ``logical`` or ``name``)."""
+    """One more column (batch name ``name``, descriptor ``logical``, even empty, else ``name``)."""
     def add(r: Request) -> None:
         rows = len(r["columns"][0][2])
         taken = {c[0] for c in r["columns"]}
         batch_name = name + "_" * next(i for i in itertools.count() if name + "_" * i not in taken)
         r["columns"].append([batch_name, kind, (values * rows)[:rows] if rows else []])
-        r["descriptors"].append([role, logical or name])
+        r["descriptors"].append([role, name if logical is None else logical])
     return add
 
 
