@@ -19,6 +19,7 @@ the seed and the walks it records (their candidate numbers), answers taken from 
 
 from __future__ import annotations
 
+import ast
 import copy
 import json
 import random
@@ -31,14 +32,12 @@ from conformance import vectorgen
 from conformance.operator_mutants import (
     OperatorMutant,
     WalkTimeout,
+    every_mutant,
     fresh_modules,
     import_runner,
     module_path,
-    mutants_of,
-    order_mutants,
     rule_of,
     select,
-    split_mutants,
     time_limit,
 )
 from conformance.mutant_report import Judgement, render_report
@@ -594,6 +593,16 @@ def table_mutants(module: str = "spec.shuffle.transitions") -> list[OperatorMuta
     return out
 
 
+def at_import(mutants: Sequence[OperatorMutant]) -> list[OperatorMutant]:
+    """The mutants outside every function body (a module's or a class's table, a condition's name): run only at
+    import, so on no walk's traced lines."""
+    spans: dict[str, list[tuple[int, int]]] = {}
+    for module in {m.module for m in mutants}:
+        spans[module] = [(node.lineno, node.end_lineno or node.lineno) for node in ast.walk(ast.parse(
+            module_path(module).read_text())) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    return [m for m in mutants if not any(first <= m.line <= last for first, last in spans[m.module])]
+
+
 def carried(earlier: Sequence[dict[str, Any]], count: int) -> list[tuple[Walk, None]]:
     """The walks of ``earlier`` corpora's tests still among the first ``count`` candidates and recorded as the spec
     runs them now (the walk's number regenerates the same walk, its steps answered alike)."""
@@ -614,9 +623,10 @@ def candidate_numbers(count: int) -> list[int]:
 def select_corpus(count: int, earlier: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Run the selection over the first ``count`` candidates; its outcome as :data:`SELECTION_FILE` holds it.
 
-    The operator mutants of :data:`MODULES`, their ==/!= halves and their order mutants (the other element taken,
-    a condition dropped) are tried on the walks that run their lines;
-    the table rows run only at import, so every walk is tried on them (the walks kept so far first); the walks the
+    Every mutant family of :data:`MODULES` (:func:`conformance.operator_mutants.every_mutant`: the operators, ==/!=
+    halves, order mutants, and the classes of bug no operator plants) is tried on the walks that run its lines;
+    the table rows and the mutants outside function bodies (:func:`at_import`) run only at import, so every walk is
+    tried on them (the walks kept so far first); the walks the
     ``earlier`` corpora kept are kept from the start (:func:`carried`). The derived walks are candidates after the
     drawn ones."""
     numbers = candidate_numbers(count)
@@ -627,8 +637,10 @@ def select_corpus(count: int, earlier: Sequence[dict[str, Any]]) -> dict[str, An
     def say(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
-    code = [m for family in (mutants_of, split_mutants, order_mutants) for module in MODULES for m in family(module)]
-    rows = table_mutants()
+    every = [m for module in MODULES for m in every_mutant(module)]
+    imported = at_import(every)
+    code = [m for m in every if m not in imported]
+    rows = table_mutants() + imported
     first = select(walks, load, PREFIXES, code, progress=say, carried=kept_before)
     order = first.kept + [i for i in range(len(walks)) if i not in first.kept]
     second = select([walks[i] for i in order], load, PREFIXES, rows, progress=say,
@@ -639,10 +651,13 @@ def select_corpus(count: int, earlier: Sequence[dict[str, Any]]) -> dict[str, An
     comment: dict[int, str] = {}
     for name, number in killed_by.items():
         comment.setdefault(number, rule_of(name))
-    return {"seed": SEED, "candidates": count, "kept": [[number, comment[number]] for number in kept],
+    for test in earlier:  # a carried walk no longer the first to tell a mutant apart keeps its comment
+        comment.setdefault(test["walk"], test["comment"])
+    return {"seed": SEED, "candidates": count,
+            "kept": [[number, comment.get(number, "kept by an earlier pass")] for number in kept],
             "mutants": [{"module": m.module, "name": m.name} for m in code + rows],
             "killedBy": killed_by, "survivors": first.survivors + second.survivors,
-            "broken": first.broken + second.broken}
+            "broken": first.broken + second.broken, "timedOut": first.timed_out + second.timed_out}
 
 
 _NO_LEAVE = ("readers leaving (reader_left, readers_may_leave) are a runtime option for partial runs; the trace "

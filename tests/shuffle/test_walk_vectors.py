@@ -51,4 +51,5 @@ def test_the_report_is_written_from_the_recorded_selection() -> None:
     assert [[t["walk"], t["comment"]] for t in DOCUMENT["tests"]] == outcome["kept"]
     # every mutant is told apart, broken or a survivor, and every survivor is judged or listed as a gap
     names = {m["name"] for m in outcome["mutants"]}
-    assert names == set(outcome["killedBy"]) | set(outcome["broken"]) | set(outcome["survivors"])
+    assert names == set(outcome["killedBy"]) | set(outcome["broken"]) | set(outcome["survivors"]) | set(
+        outcome["timedOut"])
