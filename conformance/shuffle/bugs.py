@@ -225,6 +225,12 @@ BUGS: tuple[Mutant, ...] = (
        '            if role == "reader"\n            else f"Connection from streaming shuffle reader',
        "a connection closed before termination reads as the other side's: the writer's text for a reader and "
        "the reader's for a writer"),
+    # -- a failed attempt's root cause ------------------------------------------------------------------
+    _b("root-cause-writer-unreachable-own", "root_cause.py",
+       "errors.SendFailed, errors.WriterUnreachable,\n",
+       "errors.SendFailed,\n",
+       "a reader task that failed with WriterUnreachable is not taken for a peer's symptom: it ends with its own "
+       "error even when another task's reported failure is seen (the ninth blind round's survivor)"),
     # -- authentication (spec/auth; judged by the auth/ cases of the authenticated runs) --------------
     Mutant("auth-ivs-swapped", "spec/auth/keys.py",
            "    return SessionKeys(key, hkdf(shared, transcript, OUTPUT_IV_INFO, IV_LENGTH),\n"

@@ -9,8 +9,9 @@ from __future__ import annotations
 import inspect
 from typing import Any, Final
 
-from conformance.shuffle.task_inputs import REPORTED
+from conformance.shuffle.task_inputs import REPORTED, TASK_ERRORS
 from spec.shuffle.layouts import MessageType
+from spec.shuffle.root_cause import PEER_SYMPTOMS, ROOT_CAUSE_WAIT_S
 from spec.shuffle.settings import NETWORK_TIMEOUT_KEY, SETTINGS, TIME_UNITS, SettingKind
 
 Request = dict[str, Any]
@@ -67,10 +68,26 @@ def error_requests() -> list[Request]:
     return out
 
 
+_LOOKS: Final = (({"state": {"failed": "writer 0 failed: boom"}, "writers": 1}, ROOT_CAUSE_WAIT_S),
+                 ({"state": "running", "writers": 1}, ROOT_CAUSE_WAIT_S),
+                 ({"state": "running", "writers": 1}, ROOT_CAUSE_WAIT_S - 0.001))
+"""One look at the attempt: a peer's failure seen at the wait's bound, none seen at it, none seen just before it."""
+
+
+def root_cause_requests() -> list[Request]:
+    """Every error class the shuffle defines (the typed errors, the symptoms the root-cause rule's table names and
+    the task errors the requests name) as a task's error, after each look of :data:`_LOOKS`: a class dropped from
+    or added to the table of symptoms changes an answer."""
+    names = dict.fromkeys([*(cls.__name__ for cls in PEER_SYMPTOMS), *TASK_ERRORS, *(cls.__name__ for cls in REPORTED)])
+    return [{"function": "rootCause", "error": name, "seen": seen, "waitedS": waited}
+            for name in names for seen, waited in _LOOKS]
+
+
 DERIVED: Final = (
     ("every time unit at its rounding bounds, both cases and signs (derived)", time_requests),
     ("every hex spelling of a DATA's payload (derived)", hex_requests),
     ("every typed error at each value of each parameter (derived)", error_requests),
+    ("every error class as a task's error, with and without a peer's failure seen (derived)", root_cause_requests),
 )
 """Each family of derived requests with the comment its tests carry."""
 

@@ -38,13 +38,25 @@ TASK_ERRORS: Final[dict[str, Callable[[], BaseException]]] = {
     "ChecksumVerificationFailed": lambda: errors.ChecksumVerificationFailed(0, 1, 2, 3),
     "CoordinationError": lambda: CoordinationError("the directory is lost"),
 }
-"""A task's own error, by its type's name (symptoms of a peer's failure and errors of its own)."""
+"""A task's own error, by its type's name (symptoms of a peer's failure and errors of its own); any other typed error
+of :mod:`spec.shuffle.errors` is named too (:func:`task_error`)."""
 
 REPORTED: Final = tuple(cls for cls in vars(errors).values()
                         if isinstance(cls, type) and issubclass(cls, errors.ShuffleError)
                         and cls.__init__ is not errors.ShuffleError.__init__ and cls is not errors.WriterWaitTimeout)
 """The typed errors whose arguments an ``errorReport`` request gives (a writer's wait is named by its subclasses,
 which say what it waited for)."""
+
+
+def task_error(name: str) -> BaseException:
+    """The task's error a ``rootCause`` request names: one of :data:`TASK_ERRORS`, else the typed error of that name
+    with each int parameter 0 and each string "reader" (the derived requests name every one)."""
+    if name in TASK_ERRORS:
+        return TASK_ERRORS[name]()
+    cls = next(c for c in REPORTED if c.__name__ == name)
+    args: list[Any] = [0 if p.annotation in (int, "int") else "reader"
+                       for p in list(inspect.signature(cls.__init__).parameters.values())[1:]]
+    return cls(*args)
 
 
 def _description(value: str | Json) -> str:
@@ -75,7 +87,7 @@ def answer_tasks(request: Json) -> dict[str, Any]:
         text = failure_text(Role[request["role"]], int(request["task"]), _description(request["description"]))
         return {"value": text if len(text.encode()) <= 512 else shown(text.encode())}
     if function == "rootCause":
-        cause = root_cause(TASK_ERRORS[request["error"]](), _seen(request["seen"]), float(request["waitedS"]))
+        cause = root_cause(task_error(request["error"]), _seen(request["seen"]), float(request["waitedS"]))
         return {"value": cause.name}
     return {"value": _error_report(request)}
 
