@@ -124,6 +124,11 @@ CATALOGUE: tuple[Mutant, ...] = (
        "self.permits_available += permits",
        "self.permits_available += permits // 2",
        "a completed socket write returns only part of its permits"),
+    _m("writer-leave-keeps-open-buffer-permits", "shuffle/writer.py",
+       "            channel.drop_buffer()\n            self.permits_available += self.settings.network_buffer_size\n",
+       "            channel.drop_buffer()\n",
+       "a reader that leaves with an open buffer: the buffer is dropped but its networkBufferSize permits never "
+       "return to the writer's memory (the ninth blind round's survivor; no trace input makes a reader leave)"),
     _m("writer-permit-boundary", "shuffle/writer.py",
        "if self.permits_available < n:",
        "if self.permits_available <= n:",

@@ -235,6 +235,21 @@ def test_a_reader_closing_before_its_ack_leaves_when_readers_may_leave(table_cov
     assert w.state is WriterState.COMPLETED and step.events == (Completed(),)
 
 
+def test_a_reader_leaving_with_an_open_buffer_gives_back_its_permits(table_coverage: None) -> None:
+    """The open buffer is dropped and its networkBufferSize permits return: the writer's memory is all free again,
+    and the other reader can use all of it."""
+    w = bound_writer(readers=2)
+    assert w.write(0, b"x", 0.0).sends == ()  # a record shorter than the flush threshold: the buffer stays open
+    assert w.channels[0].buffer is not None
+    assert w.permits_available == w.permit_capacity - SMALL.network_buffer_size
+    w.reader_left(0, 0.0)
+    assert w.channels[0].state is WriterChannelState.LEFT and w.permits_available == w.permit_capacity
+    opened = 0
+    while not w.blocked:  # every buffer reader 1 opens takes networkBufferSize permits until its write completes
+        opened += len(w.write(1, bytes(15), 0.0).sends)
+    assert opened == w.permit_capacity // SMALL.network_buffer_size
+
+
 def test_without_readers_may_leave_an_early_close_still_fails_the_writer() -> None:
     w = bound_writer(readers=2)
     step = w.connection_closed("c0", 0.0)
