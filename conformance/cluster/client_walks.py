@@ -16,7 +16,7 @@ mutant), the recorded answers and ``walks/derived-every-client-walk``'s replay t
 
 ``python -m conformance.cluster.client_walks`` runs the selection (a minute or two: run it under ``nice``) and
 writes ``vectors/client_walks.json``, ``docs/walks/cluster-client-selection.json`` (what it found) and
-``docs/walks/cluster-client.md``; ``--check`` exits 1 when any is stale (``conformance/cluster/corpus_record.py``).
+``docs/walks/cluster-client.md``; ``--check`` exits 1 when any is stale (``conformance/corpus_record.py``).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Callable, Final, Sequence
 
 from conformance.cluster.client_target import ClientDriver, plain
-from conformance.cluster.corpus_record import CorpusFiles, Record, corpus_report, record_of, write_corpus
+from conformance.corpus_record import CorpusFiles, Record, corpus_report, record_of, write_corpus
 from conformance.cluster.walks import bounded_hangs, first_difference, kept_comments, progress_printer, scoped_mutants
 from conformance.operator_mutants import OperatorMutant, every_mutant
 from conformance.vectorgen import recorded_tests

@@ -10,7 +10,7 @@ through ``exec:``. Big inputs are compact (``{"repeat": hex, "times": n}``), so 
 
 ``python -m conformance.cluster.inputs`` runs the selection (under ``nice``) and writes ``vectors/inputs.json``,
 ``docs/walks/cluster-inputs-selection.json`` (what it found) and ``docs/walks/cluster-inputs.md``; ``--check`` exits 1
-when any is stale (``conformance/cluster/corpus_record.py``).
+when any is stale (``conformance/corpus_record.py``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Final, Sequence
 
 from conformance.cluster.client_walks import JUDGED as CLIENT_JUDGED
-from conformance.cluster.corpus_record import CorpusFiles, Record, corpus_report, record_of, write_corpus
+from conformance.corpus_record import CorpusFiles, Record, corpus_report, record_of, write_corpus
 from conformance.cluster.walks import first_difference, kept_comments, progress_printer, scoped_mutants
 from conformance.operator_mutants import OperatorMutant, every_mutant
 from conformance.vectorgen import recorded_tests

@@ -4,7 +4,7 @@ apart from one of its first-order operator mutants (``conformance/operator_mutan
 ``python -m conformance.cluster.walks`` generates the candidates from ``SEED``, runs the selection over
 every mutant of ``MODULES`` (minutes: run it under ``nice``), and writes the kept walks with the spec's
 answers to ``vectors/walks.json``, what the selection found to ``docs/walks/cluster-selection.json`` and its
-report to ``docs/walks/cluster.md``; ``--check`` exits 1 when any is stale (``conformance/cluster/corpus_record.py``).
+report to ``docs/walks/cluster.md``; ``--check`` exits 1 when any is stale (``conformance/corpus_record.py``).
 
 A walk is a test of the suite's existing vector groups, so it is replayed the way those are
 (``conformance/cluster/vector_suite.py``): a ``ModelTrace`` walk is a sequence of provider operations by
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Final, Mapping, Protocol, Sequence
 
-from conformance.cluster.corpus_record import CorpusFiles, Record, corpus_report, record_of, write_corpus
+from conformance.corpus_record import CorpusFiles, Record, corpus_report, record_of, write_corpus
 from conformance.cluster.vectorgen import MISSING_SHARD, NOTES, Symbols
 from reference.cluster.cas import write_with_cas
 from spec.cluster.cas import CAS_ATTEMPTS, CasWrite, KeptChanging

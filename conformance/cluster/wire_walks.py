@@ -28,7 +28,7 @@ to the service's close.
 
 ``python -m conformance.cluster.wire_walks`` runs the selection (minutes: run it under ``nice``) and
 writes ``vectors/wire_walks.json``, ``docs/walks/cluster-wire-selection.json`` (what it found) and
-``docs/walks/cluster-wire.md``; ``--check`` exits 1 when any is stale (``conformance/cluster/corpus_record.py``).
+``docs/walks/cluster-wire.md``; ``--check`` exits 1 when any is stale (``conformance/corpus_record.py``).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Final, Sequence
 
-from conformance.cluster.corpus_record import CorpusFiles, Record, corpus_report, record_of, write_corpus
+from conformance.corpus_record import CorpusFiles, Record, corpus_report, record_of, write_corpus
 from conformance.cluster.walks import bounded_hangs, first_difference, kept_comments, progress_printer
 from conformance.operator_mutants import OperatorMutant, every_mutant
 from conformance.cluster.service_wire import RawConnection, ServiceAddress

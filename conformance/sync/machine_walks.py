@@ -17,7 +17,7 @@ and one past, a budget held by several puts at once, deadlines and one either si
 
 ``python -m conformance.sync.machine_walks`` runs the selection (under a minute: run it under ``nice``) and writes
 ``vectors/machine_walks.json``, ``docs/walks/sync-machines-selection.json`` (what it found) and
-``docs/walks/sync-machines.md``; ``--check`` exits 1 when any is stale (``conformance/cluster/corpus_record.py``).
+``docs/walks/sync-machines.md``; ``--check`` exits 1 when any is stale (``conformance/corpus_record.py``).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Final, Sequence
 
-from conformance.cluster.corpus_record import CorpusFiles, Record, corpus_report, record_of, write_corpus
+from conformance.corpus_record import CorpusFiles, Record, corpus_report, record_of, write_corpus
 from conformance.cluster.walks import first_difference, kept_comments, progress_printer, scoped_mutants
 from conformance.framework import CaseContext, Verdict
 from conformance.operator_mutants import OperatorMutant, every_mutant

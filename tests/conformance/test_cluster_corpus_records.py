@@ -12,7 +12,7 @@ from types import ModuleType
 import pytest
 
 from conformance.cluster import client_walks, inputs, walks
-from conformance.cluster.corpus_record import CorpusFiles, Record, corpus_report, record_of, stale
+from conformance.corpus_record import CorpusFiles, Record, corpus_report, record_of, stale
 from conformance.operator_mutants import OperatorMutant, Selection
 
 

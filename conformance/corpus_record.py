@@ -1,7 +1,7 @@
-"""What a cluster corpus's selection found, its generated report, and its command line (issue 43).
+"""What a corpus's selection found, its generated report, and its command line (issue 43).
 
 A selection runs every mutant on the candidates (minutes), so no test can run it. Its outcome per mutant is recorded
-instead (``docs/walks/cluster-*-selection.json``), and the report (``docs/walks/cluster-*.md``) is rendered from that
+instead (``docs/walks/*-selection.json``), and the report (``docs/walks/*.md``) is rendered from that
 record, so a test can say cheaply that either is stale: the spec's mutants now are not the ones the record judged (a
 rule added, removed or changed: select again), or the report is not the record's (render it again). A rule is named
 without its line (``module-tail.function: operator``), so code that only moves keeps its record.
