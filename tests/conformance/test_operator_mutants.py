@@ -3,6 +3,7 @@ selection keeps exactly the walks that tell the spec apart from them."""
 
 from __future__ import annotations
 
+import ast
 import importlib
 from collections.abc import Callable
 from typing import Any
@@ -277,14 +278,29 @@ def _protocol_modules() -> list[str]:
                   if p.name not in ("__init__.py", "__main__.py") and "docs" not in p.relative_to(spec).parts)
 
 
+def _top_level_spans(original: str) -> list[tuple[int, int]]:
+    """``(first, last)`` line of each top-level statement, decorators included."""
+    return [(min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))]), node.end_lineno or node.lineno)
+            for node in ast.parse(original).body]
+
+
+def _planted_statements(original: str, spans: list[tuple[int, int]], mutant: OperatorMutant) -> str:
+    """The top-level statements the mutant's span touches, as planted: a splice's syntax is decided there alone."""
+    touched = [span for span in spans if span[0] <= mutant.end_line and mutant.line <= span[1]]
+    first, last = touched[0][0], touched[-1][1]
+    changed = mutant.source(original)
+    assert changed != original, mutant.name
+    grown = changed.count("\n") - original.count("\n")
+    return "".join(changed.splitlines(keepends=True)[first - 1:last + grown])
+
+
 def test_every_family_plants_compilable_source_in_every_spec_module() -> None:
     for module in _protocol_modules():
         original = module_path(module).read_text()
+        spans = _top_level_spans(original)
         for family in FAMILIES:
             for mutant in family(module):
-                changed = mutant.source(original)
-                assert changed != original, mutant.name
-                compile(changed, mutant.name, "exec")
+                compile(_planted_statements(original, spans, mutant), mutant.name, "exec")
 
 
 def test_every_mutant_is_every_family_in_order_each_planted_text_once(monkeypatch: pytest.MonkeyPatch) -> None:
