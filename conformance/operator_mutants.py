@@ -20,11 +20,13 @@ import importlib.machinery
 import importlib.util
 import json
 import signal
+import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from types import FrameType, ModuleType
@@ -961,6 +963,114 @@ def select_all(walks: Sequence[Any], load_runner: Callable[[], Runner], prefixes
         if {canonical(walks[i]) for i in chosen.kept} <= {canonical(walk) for walk, _ in carried}:
             return chosen
         carried = [(walks[i], None) for i in sorted(chosen.kept)]
+
+
+# -- a selection of what a record has not judged yet (issue 43) -------------------------------------------------------
+
+def _planted_lines(mutant: OperatorMutant, text: str) -> str | None:
+    """The lines ``mutant`` changes in ``text``, changed (None: ``text`` has no such lines)."""
+    lines = text.splitlines(keepends=True)
+    if mutant.end_line > len(lines):
+        return None
+    return lines[mutant.line - 1][:mutant.col] + mutant.replacement + lines[mutant.end_line - 1][mutant.end_col:]
+
+
+def judged_by(mutants: Sequence[OperatorMutant], names: Sequence[str],
+              earlier: Callable[[str], str | None] = lambda _: None) -> dict[OperatorMutant, str]:
+    """Which of ``mutants`` a record's ``names`` judge, each with the name that judges it (a name judges one mutant; one
+    listed twice, two). A mutant is judged by its own name; else by the name it had before its module's lines moved
+    (the same module, function and operator at another line) when it plants the same text at that line of
+    ``earlier(module)``, the source the record judged (None: unknown, so no moved name judges it); else by its rule
+    (:func:`rule_of`: a name without its line, as records list what they did not tell apart)."""
+    left = Counter(names)
+    found: dict[OperatorMutant, str] = {}
+    for mutant in mutants:
+        if left[mutant.name] > 0:
+            found[mutant] = mutant.name
+            left[mutant.name] -= 1
+    moved: dict[tuple[str, str, str], list[tuple[str, int]]] = {}
+    for name in left.elements():
+        parts = name.split(":", 3)
+        if len(parts) == 4 and parts[2].isdigit():
+            moved.setdefault((parts[0], parts[1], parts[3][1:]), []).append((name, int(parts[2])))
+    now = {m.module: module_path(m.module).read_text() for m in mutants}
+    sources = {module: earlier(module) for module in now}
+    for mutant in mutants:
+        before = sources[mutant.module]
+        if mutant in found or before is None:
+            continue
+        for name, line in moved.get((mutant.module, mutant.function, mutant.operator), []):
+            at = replace(mutant, line=line, end_line=line + mutant.end_line - mutant.line)
+            if left[name] > 0 and _planted_lines(at, before) == _planted_lines(mutant, now[mutant.module]):
+                found[mutant] = name
+                left[name] -= 1
+                break
+    for mutant in mutants:
+        if mutant not in found and left[rule_of(mutant.name)] > 0:
+            found[mutant] = rule_of(mutant.name)
+            left[found[mutant]] -= 1
+    return found
+
+
+def record_problems(mutants: Sequence[OperatorMutant], told_apart: Collection[str], listed: Sequence[str],
+                    unnamed: int = 0) -> list[str]:
+    """What makes a corpus's record of a selection stale, by rule (:func:`rule_of`: no line, so code that only moves
+    keeps its record): a mutant of ``mutants`` (the spec's now) the record does not judge, beyond the ``unnamed`` ones it
+    counts without naming (the broken, say), or a rule it names that no mutant has now. A record judges a mutant by a
+    name it tells apart (``told_apart``, keyed as :attr:`Selection.killed_by` is: one name for every mutant of that
+    name, two constants of one line say), or by a rule it ``listed`` (survivors, say: one mutant each)."""
+    per_name = Counter(m.name for m in mutants)
+    one_line: dict[str, int] = {}  # a name whose line moved: as many as its rule has on one line now
+    for (rule, _), count in Counter((rule_of(m.name), m.line) for m in mutants).items():
+        one_line[rule] = max(one_line.get(rule, 1), count)
+    now = Counter(rule_of(m.name) for m in mutants)
+    named = Counter(rule_of(name) for name in told_apart
+                    for _ in range(per_name[name] or one_line.get(rule_of(name), 1))) + Counter(listed)
+    missing, gone = now - named, sorted(set(named) - set(now))
+    problems = [f"names {len(gone)} rules no mutant has now (e.g. `{gone[0]}`)"] if gone else []
+    if missing.total() > unnamed:
+        problems.append(f"leaves {missing.total() - unnamed} of the spec's mutants now unjudged "
+                        f"(e.g. `{next(iter(missing))}`)")
+    return problems
+
+
+def committed_source(record: Path) -> Callable[[str], str | None]:
+    """A module's source as of the last commit that wrote ``record`` (None where git has none): what the record's names
+    were judged on, if only a selection writes it."""
+    commit = subprocess.run(["git", "-C", str(ROOT), "log", "-1", "--format=%H", "--", str(record)],
+                            capture_output=True, text=True, check=True).stdout.strip()
+
+    def source(module: str) -> str | None:
+        shown = subprocess.run(["git", "-C", str(ROOT), "show", f"{commit}:{module_path(module).relative_to(ROOT)}"],
+                               capture_output=True, text=True)
+        return shown.stdout if commit and shown.returncode == 0 else None
+
+    return source
+
+
+def merged(earlier: Selection, judged: Mapping[OperatorMutant, str], later: Selection) -> Selection:
+    """``earlier``'s verdicts of the ``judged`` mutants, under their names now, and ``later``'s of the others; the walks
+    ``earlier`` kept, then those ``later`` adds."""
+    def named(listed: Sequence[str]) -> list[str]:
+        names = set(listed)
+        return [mutant.name for mutant, name in judged.items() if name in names and name not in earlier.killed_by]
+
+    return Selection(list(earlier.kept) + [i for i in later.kept if i not in earlier.kept],
+                     {m.name: earlier.killed_by[name] for m, name in judged.items() if name in earlier.killed_by}
+                     | later.killed_by,
+                     named(earlier.survivors) + later.survivors, named(earlier.broken) + later.broken,
+                     named(earlier.timed_out) + later.timed_out)
+
+
+def select_unjudged(walks: Sequence[Any], load_runner: Callable[[], Runner], prefixes: Sequence[str],
+                    mutants: Sequence[OperatorMutant], earlier: Selection, judged: Mapping[OperatorMutant, str],
+                    **options: Any) -> Selection:
+    """:func:`select` over the ``mutants`` an ``earlier`` selection (a corpus's record) did not judge (``judged``:
+    :func:`judged_by` of its names), every walk it kept carried first: a new family, or lines that moved, cost only
+    what is new, and no walk is lost (it only adds). ``options``: :func:`select`'s. The result is :func:`merged`."""
+    fresh = [m for m in mutants if m not in judged]
+    later = select(walks, load_runner, prefixes, fresh, carried=[(walks[i], None) for i in earlier.kept], **options)
+    return merged(earlier, judged, later)
 
 
 def rule_of(name: str) -> str:

@@ -6,14 +6,16 @@ from __future__ import annotations
 import ast
 import importlib
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from conformance import operator_mutants
-from conformance.operator_mutants import (FAMILIES, ROOT, OperatorMutant, Runner, check_removal_mutants, every_mutant,
-                                          fresh_modules, judgement, module_path, mutants_of, rounding_mutants, score,
-                                          select, select_all, spelling_mutants, stale_mutants, swap_mutants)
+from conformance.operator_mutants import (FAMILIES, ROOT, OperatorMutant, Runner, Selection, check_removal_mutants,
+                                          every_mutant, fresh_modules, judged_by, judgement, module_path, mutants_of,
+                                          record_problems, rounding_mutants, rule_of, score, select, select_all, select_unjudged,
+                                          spelling_mutants, stale_mutants, swap_mutants)
 
 MODULE = "spec.sync.commit_time"
 
@@ -93,6 +95,44 @@ def test_one_selection_is_a_fixed_point() -> None:
         again = selected(walks, _runner, ["spec."], mutants_of(MODULE),
                          carried=[(walks[index], None) for index in sorted(first.kept)])
         assert sorted(first.kept) == [0, 2] and (first.kept, first.killed_by) == (again.kept, again.killed_by)
+
+
+def test_a_selection_of_what_a_record_did_not_judge_keeps_its_verdicts_under_the_names_now() -> None:
+    """A mutant the record judged is not tried again: under its own name, under the name it had before the module's
+    lines moved (planting the same text there), or by its rule (a name without its line); the others are selected with
+    the record's walks first, and every mutant has one verdict under its name now."""
+    mutants = mutants_of(MODULE)
+    (swap,) = [m for m in mutants if m.operator.endswith("max -> min")]
+    (minus,) = [m for m in mutants if m.operator.endswith("+ -> -")]
+    before = "\n\n" + module_path(MODULE).read_text()  # the source the record judged: every line two further down
+    moved = replace(swap, line=swap.line + 2, end_line=swap.end_line + 2).name
+    judged = judged_by(mutants, [moved, rule_of(minus.name)], lambda module: before)
+    assert judged == {swap: moved, minus: rule_of(minus.name)}
+    walks = [[(7, None)], [(5, 10)], [(20, 10)]]
+    record = Selection([0], {moved: 0}, [rule_of(minus.name)], [])
+    chosen = select_unjudged(walks, _runner, ["spec."], mutants, record, judged)
+    assert chosen.killed_by[swap.name] == 0  # the record's verdict: tried again, walk 1 would have told it apart first
+    assert minus.name in chosen.survivors and chosen.kept[0] == 0 and len(chosen.killed_by) > 1  # the others tried
+    assert sorted([*chosen.killed_by, *chosen.survivors, *chosen.broken, *chosen.timed_out]) == sorted(
+        m.name for m in mutants)
+    changed = before.replace("max(now_ms, previous_ms + COMMIT_STEP_MS)", "max(now_ms, previous_ms + 1)")
+    assert judged_by(mutants, [moved], lambda module: changed) == {}  # another text there: not the same mutant
+    assert judged_by(mutants, [moved]) == {}  # the source the record judged unknown
+
+
+def test_a_record_is_stale_when_the_mutants_change_not_when_they_move() -> None:
+    """By rule: a record naming the mutants told apart (one name for both of one line) and listing the others' rules
+    is current when lines move, stale when a mutant is added beyond those it counts unnamed, or a rule is gone."""
+    def at(line: int, operator: str = "0 -> 1") -> OperatorMutant:
+        return OperatorMutant(MODULE, "f", operator, line, line, 0, 1, "x")
+
+    told, listed = [at(3).name], [rule_of(at(5, "< -> <=").name)]
+    assert record_problems([at(3), at(3), at(5, "< -> <=")], told, listed) == []
+    assert record_problems([at(30), at(30), at(50, "< -> <=")], told, listed) == []  # moved
+    assert "1 of the spec's mutants now unjudged" in record_problems([at(3), at(5, "< -> <="), at(7, "- -> +")],
+                                                                      told, listed)[0]
+    assert record_problems([at(3), at(5, "< -> <="), at(7, "- -> +")], told, listed, unnamed=1) == []  # broken, say
+    assert "no mutant has now" in record_problems([at(3)], told, listed)[0]
 
 
 def _hanging_runner(calls: list[int], hangs: int) -> Runner:
