@@ -345,6 +345,15 @@ def select(seed: int) -> dict[str, Any]:
             "timedOut": result.timed_out}
 
 
+def record_problems(selection: dict[str, Any]) -> list[str]:
+    """What makes a recorded selection stale (:func:`conformance.operator_mutants.record_problems`): it judges every
+    mutant of :data:`MODULES` now, each by rule."""
+    from conformance.operator_mutants import record_problems as problems, rule_of
+
+    return problems(_mutants(), selection["killedBy"].keys(),
+                    [rule_of(name) for key in ("survivors", "broken", "timedOut") for name in selection[key]])
+
+
 def document(selection: dict[str, Any]) -> dict[str, Any]:
     """The vector file: each kept input once, with the first mutant it was kept for and the spec's answer now."""
     from conformance.operator_mutants import rule_of
@@ -433,8 +442,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     command: rebuild both from the recorded selection (``--check``: exit 1 if stale)."""
     args = list(sys.argv[1:] if argv is None else argv)
     selection = select(SEED) if args[:1] == ["select"] else None
+    problems = record_problems(json.loads(VECTOR_FILE.read_text())["selection"]) if "--check" in args else []
+    for problem in problems:
+        print(f"{VECTOR_FILE}'s selection {problem}: select again (python -m conformance.sync.decode select)",
+              file=sys.stderr)
     return vectorgen.write_selected("conformance.sync.decode", __doc__, (VECTOR_FILE, REPORT_FILE), selection,
-                                    document, report, [a for a in args if a != "select"])
+                                    document, report, [a for a in args if a != "select"]) or (1 if problems else 0)
 
 
 # -- the suite's case ----------------------------------------------------------------------------------------------

@@ -655,6 +655,17 @@ def select(seed: int) -> dict[str, Any]:
     return {"seed": seed, "modules": modules, "killedBy": dict(result.killed_by)}
 
 
+def record_problems(selection: dict[str, Any]) -> list[str]:
+    """What makes a recorded selection stale (:func:`conformance.operator_mutants.record_problems`): it judges every
+    mutant the corpus is selected for now (:func:`_mutants`), each by rule, the broken ones counted without their
+    names."""
+    from conformance.operator_mutants import record_problems as problems
+
+    return problems(_mutants(), selection["killedBy"].keys(),
+                    [rule for f in selection["modules"].values() for key in ("survivors", "timedOut") for rule in f[key]],
+                    sum(f["broken"] for f in selection["modules"].values()))
+
+
 def _store_root() -> str:
     from conformance.sync.input_runner import STORE_ROOT
 
@@ -855,8 +866,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = args[2:]
     else:
         selection = None
+    problems = record_problems(json.loads(VECTOR_FILE.read_text())["selection"]) if "--check" in args else []
+    for problem in problems:
+        print(f"{VECTOR_FILE}'s selection {problem}: select again (python -m conformance.sync.inputs select)",
+              file=sys.stderr)
     return vectorgen.write_selected("conformance.sync.inputs", __doc__, (VECTOR_FILE, REPORT_FILE), selection, document,
-                                    report, args)
+                                    report, args) or (1 if problems else 0)
 
 
 # -- the suite's cases --------------------------------------------------------------------------------------------

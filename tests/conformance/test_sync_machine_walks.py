@@ -11,6 +11,7 @@ from typing import Any
 
 import jsonschema
 
+from conformance.corpus_record import stale
 from conformance.sync import machine_walks
 from conformance.sync.reference_target import answer
 from spec.sync.client import Fault
@@ -25,6 +26,13 @@ def test_the_corpus_matches_its_schema_and_counts() -> None:
     assert corpus["seed"] == machine_walks.SEED and corpus["generatorVersion"] == machine_walks.GENERATOR_VERSION
     assert {t["machine"] for t in tests} == {"client", "admission", "commit", "responses", "settings", "errors",
                                              "flight"}
+
+
+def test_the_record_and_report_are_a_selection_over_the_spec_s_mutants_now() -> None:
+    """Stale when a rule of the machines' code is added, changed or removed (not when code only moves), or when the
+    report or corpus is not the record's."""
+    assert stale(machine_walks.FILES, machine_walks.machine_mutants(), machine_walks.report) == [], \
+        "run: nice -n 10 python -m conformance.sync.machine_walks"
 
 
 def test_every_recorded_answer_is_the_spec_s_answer_now() -> None:

@@ -26,6 +26,12 @@ def test_decode_file_matches_its_schema_its_seed_and_its_report() -> None:
     assert decode.REPORT_FILE.read_text() == decode.report(doc), "run python -m conformance.sync.decode"
 
 
+def test_the_recorded_selection_judges_every_mutant_of_the_spec_now() -> None:
+    """Stale when a rule is added, changed or removed, not when code only moves (by rule, without lines)."""
+    assert decode.record_problems(load_vectors("decode.json")["selection"]) == [], \
+        "select again: nice -n 10 python -m conformance.sync.decode select"
+
+
 def test_recorded_answers_are_the_spec_s_answers_now() -> None:
     for test in load_vectors("decode.json")["testGroups"][0]["tests"]:
         assert decode.answer(test["input"]) == test["expected"], test["tcId"]

@@ -26,6 +26,12 @@ def test_input_file_matches_its_schema_its_seed_and_its_report() -> None:
     assert inputs.REPORT_FILE.read_text() == inputs.report(doc), "run python -m conformance.sync.inputs"
 
 
+def test_the_recorded_selection_judges_every_mutant_of_the_spec_now() -> None:
+    """Stale when a rule is added, changed or removed, not when code only moves (by rule, without lines)."""
+    assert inputs.record_problems(load_vectors("inputs.json")["selection"]) == [], \
+        "select again: nice -n 10 python -m conformance.sync.inputs select --out PART, then record PART"
+
+
 def test_every_recorded_request_is_in_a_case_the_suite_runs() -> None:
     ids = [i for _, group in inputs.groups() for i in group]
     assert ids == list(range(1, load_vectors("inputs.json")["numberOfTests"] + 1))
