@@ -14,6 +14,7 @@ selection over hundreds of mutants costs an import each, not a process each.
 from __future__ import annotations
 
 import ast
+import ctypes
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -23,6 +24,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
@@ -792,6 +794,38 @@ def _answers(runner: Runner, walk: Any, seconds: float) -> Any:
     raise WalkTimeout(f"no answer within {seconds} s, nor within {2 * seconds} s")
 
 
+class LeftoverThreadStopped(SystemExit):
+    """Raised inside a thread a planted mutant left running (:func:`stop_leftover_threads`); a SystemExit, so the
+    thread ends without a traceback unless its own code reports it."""
+
+
+THREAD_GRACE_S: Final = 1.0
+"""How long a thread a planted mutant started may take to end on its own, and then once stopped, before it is left."""
+
+
+def stop_leftover_threads(before: Collection[threading.Thread], grace_s: float = THREAD_GRACE_S) -> list[str]:
+    """End every thread started since ``before`` that still runs, and name those that would not end.
+
+    A mutant's runner closes what it started, but a thread spinning in a mutated loop (a service's poller in a frame
+    reader that never consumes its bytes) outlives any close: left running, each such thread takes its share of the
+    interpreter from every later walk, until walks run past their limits and a selection stalls. So after a mutant's
+    walks, a thread still running is given :data:`grace_s` to end, then has :class:`LeftoverThreadStopped` raised in
+    it (``PyThreadState_SetAsyncExc``: delivered at its next bytecode, which a spinning loop reaches at once)."""
+    left = [t for t in threading.enumerate() if t not in before and not isinstance(t, threading._DummyThread)
+            and t is not threading.current_thread()]
+    deadline = time.monotonic() + grace_s
+    for thread in left:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    running = [t for t in left if t.is_alive() and t.ident is not None]
+    for thread in running:
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident or 0),
+                                                   ctypes.py_object(LeftoverThreadStopped))
+    deadline = time.monotonic() + grace_s
+    for thread in running:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    return [t.name for t in running if t.is_alive()]
+
+
 IMPORT_LIMIT_S: Final = 30.0
 """How long planting a mutant (importing the runner afresh) may take: a mutant that loops at import (a variable a
 ``while`` at module level no longer moves on) would hold a selection for ever."""
@@ -830,7 +864,8 @@ class Outcomes:
     planted: set[OperatorMutant] = field(default_factory=set)
     broken: set[OperatorMutant] = field(default_factory=set)
     hung: set[OperatorMutant] = field(default_factory=set)
-    """Mutants whose import ran past :data:`IMPORT_LIMIT_S`."""
+    """Mutants whose import ran past :data:`IMPORT_LIMIT_S`, or a walk past its limit twice: timed out once, tried on
+    no other walk in any pass (a mutant that hangs one walk likely hangs the rest, each at the cost of the limit)."""
 
 
 def select(walks: Sequence[Any], load_runner: Callable[[], Runner], prefixes: Sequence[str],
@@ -839,8 +874,9 @@ def select(walks: Sequence[Any], load_runner: Callable[[], Runner], prefixes: Se
            traced: bool = True, carried: Sequence[Carried] = (), outcomes: Outcomes | None = None) -> Selection:
     """Greedy: for each mutant, the walks already kept first, then the others that run its lines; the
     first walk whose answers differ from the spec's kills it and is kept (a walk past ``per_walk_s`` is run once more
-    with the limit doubled; past that too, the mutant is ``timed_out`` and tried no further: never killed, as load
-    fakes a hang). ``max_tries``: a mutant no walk
+    with the limit doubled; past that too, the mutant is ``timed_out`` and tried on no other walk, in no later pass:
+    never killed, as load fakes a hang; the threads a mutant's walks left running are stopped after them,
+    :func:`stop_leftover_threads`). ``max_tries``: a mutant no walk
     of that many tells apart is a survivor (walks that cost a server each cannot all be tried on every one).
     ``traced=False``: every walk is a candidate for every mutant (for a runner whose spec code runs in threads
     the line tracer does not see, such as a gRPC server's). ``carried``: the walks earlier corpora kept
@@ -866,6 +902,13 @@ def select(walks: Sequence[Any], load_runner: Callable[[], Runner], prefixes: Se
         """The first walk of ``order`` that tells ``mutant`` apart, "broken", "timed out" or None (a survivor)."""
         with ExitStack() as planted:
             planted_runner: list[Runner] = []
+            before = set(threading.enumerate())
+
+            @planted.callback  # the first pushed, so the last run: once the mutated modules are gone
+            def stop_its_threads() -> None:
+                left = stop_leftover_threads(before, THREAD_GRACE_S)
+                if left:
+                    progress(f"{mutant.name}: {len(left)} threads it started would not stop: {', '.join(left)}")
 
             def plant() -> str | None:
                 """Plant the mutant: None, or why no walk can be tried on it ("broken", or "timed out": its import
@@ -898,7 +941,8 @@ def select(walks: Sequence[Any], load_runner: Callable[[], Runner], prefixes: Se
                         known.told_apart[(mutant, index)] = None
                 told = known.told_apart[(mutant, index)]
                 if told is None:
-                    return "timed out"  # not evidence either way; its further walks would likely hang too
+                    known.hung.add(mutant)  # not evidence either way; its further walks would likely hang too
+                    return "timed out"
                 if told:
                     return index
         return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import threading
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -162,6 +163,78 @@ def test_a_time_limit_is_never_a_kill() -> None:
         hanging = select(walks, lambda: _hanging_runner([], 10**9), ["spec."], [swap], per_walk_s=0.05, traced=False)
         assert hanging.killed_by == killed_by and not hanging.survivors
         assert hanging.timed_out == ([] if killed_by else [swap.name])
+
+
+def _mutated(rule: Callable[[int, int | None], int]) -> bool:
+    """Whether ``rule`` is the max -> min mutant: a stamp behind the previous one, and the clock's when there is none
+    (the ``is -> is not`` mutant stamps the clock's too, but fails on no previous stamp)."""
+    try:
+        return rule(0, 10) == 0 and rule(7, None) == 7
+    except TypeError:
+        return False
+
+
+def test_a_mutant_timed_out_on_its_first_walk_is_tried_on_no_other_walk() -> None:
+    """The max -> min mutant hangs every walk: timed out on the first (run twice, the second time with the limit
+    doubled), it is tried on no other, not even in the second pass the ``is -> is not`` mutant's walk 2 starts (kept
+    first there): each further try would cost the limit again, and tell nothing."""
+    rule = importlib.import_module(MODULE).commit_timestamp_ms
+    walks = [[(20, 10)], [(30, 10)], [(7, None)]]  # only the last tells is -> is not apart (it fails on None)
+    hung_on: list[int] = []
+
+    def load() -> Runner:
+        planted = importlib.import_module(MODULE).commit_timestamp_ms
+
+        def run(walk: Any) -> Any:
+            if _mutated(planted):
+                hung_on.append(walks.index(walk))
+                while True:
+                    pass  # ended by the selection's time limit
+            return [planted(now, previous) for now, previous in walk]
+
+        return run
+
+    (swap,) = [m for m in mutants_of(MODULE) if m.operator.endswith("max -> min")]
+    (is_not,) = [m for m in mutants_of(MODULE) if m.operator.endswith("is -> is not")]
+    chosen = select(walks, load, ["spec."], [swap, is_not], per_walk_s=0.05, traced=False)
+    assert chosen.timed_out == [swap.name] and chosen.killed_by == {is_not.name: 2} and chosen.kept == [2]
+    assert hung_on == [0, 0] and _mutated(rule) is False
+
+
+def test_a_thread_a_mutant_left_spinning_is_stopped_after_its_walks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A mutant's walk leaves a thread spinning (as a service's poller in a mutated frame reader does): after the
+    mutant's walks it is stopped, so it takes no share of the interpreter from later walks; a thread that ran before
+    the mutant was planted is left alone."""
+    monkeypatch.setattr(operator_mutants, "THREAD_GRACE_S", 0.05)
+    spinning: list[threading.Thread] = []
+    older = threading.Event()
+    waiting = threading.Thread(target=older.wait, name="started before the mutant")
+    waiting.start()
+
+    def spin() -> None:
+        while True:
+            pass
+
+    def load() -> Runner:
+        planted = importlib.import_module(MODULE).commit_timestamp_ms
+
+        def run(walk: Any) -> Any:
+            if _mutated(planted):
+                spinning.append(threading.Thread(target=spin, name="left spinning", daemon=True))
+                spinning[-1].start()
+            return [planted(now, previous) for now, previous in walk]
+
+        return run
+
+    (swap,) = [m for m in mutants_of(MODULE) if m.operator.endswith("max -> min")]
+    try:
+        chosen = select([[(5, 10)]], load, ["spec."], [swap], traced=False)
+        assert chosen.killed_by == {swap.name: 0} and len(spinning) == 1
+        spinning[0].join(5.0)  # ended already: the join returns at once
+        assert not spinning[0].is_alive() and waiting.is_alive()
+    finally:
+        older.set()
+        waiting.join()
 
 
 def _runner_of(module: str) -> Callable[[], Runner]:
