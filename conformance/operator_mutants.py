@@ -83,6 +83,26 @@ def _short(node: ast.AST) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def _column(text: str, line: int, offset: int) -> int:
+    """The character column of a node's UTF-8 byte ``offset`` on ``line`` (they differ after a non-ASCII character)."""
+    found = _lines(text)[line - 1]
+    return offset if found.isascii() else len(found.encode()[:offset].decode())
+
+
+@cache
+def _lines(text: str) -> list[str]:
+    return text.splitlines()
+
+
+def _span(module: str, function: str, text: str, first: ast.AST, operator: str, replacement: str,
+          last: ast.AST | None = None) -> OperatorMutant:
+    """A change from the start of ``first`` to the end of ``last`` (or of ``first``)."""
+    last = first if last is None else last
+    assert isinstance(first, (ast.expr, ast.stmt)) and isinstance(last, (ast.expr, ast.stmt))
+    (line, col), (end_line, end_col) = _start(text, first), _end(text, last)
+    return OperatorMutant(module, function, operator, line, end_line, col, end_col, replacement)
+
+
 class _Collector(ast.NodeVisitor):
     """Walks one module; every mutable site inside a function body becomes one or more mutants."""
 
@@ -94,12 +114,8 @@ class _Collector(ast.NodeVisitor):
         self.in_function = 0
 
     def _add(self, node: ast.expr | ast.stmt, replacement: str, operator: str) -> None:
-        if not self.in_function:
-            return
-        assert node.end_lineno is not None and node.end_col_offset is not None
-        self.found.append(OperatorMutant(
-            self.module, ".".join(self.scope), operator, node.lineno, node.end_lineno, node.col_offset,
-            node.end_col_offset, replacement))
+        if self.in_function:
+            self.found.append(_span(self.module, ".".join(self.scope), self.text, node, operator, replacement))
 
     def _expression(self, node: ast.expr, changed: ast.expr, operator: str) -> None:
         self._add(node, f"({ast.unparse(changed)})", operator)
@@ -128,13 +144,11 @@ class _Collector(ast.NodeVisitor):
         for first, second in zip(body, body[1:]):
             if not (_ends_step(first) and _ends_step(second) and first.col_offset == second.col_offset):
                 continue
-            assert second.end_lineno is not None and second.end_col_offset is not None
-            one, two = ast.get_source_segment(self.text, first), ast.get_source_segment(self.text, second)
-            assert one is not None and two is not None
-            self.found.append(OperatorMutant(
-                self.module, ".".join(self.scope), f"swap checks {_short(first.test)} / {_short(second.test)}",
-                first.lineno, second.end_lineno, first.col_offset, second.end_col_offset,
-                f"{two}\n{' ' * first.col_offset}{one}"))
+            one, two = _segment(self.text, first), _segment(self.text, second)
+            self.found.append(_span(
+                self.module, ".".join(self.scope), self.text, first,
+                f"swap checks {_short(first.test)} / {_short(second.test)}", f"{two}\n{' ' * first.col_offset}{one}",
+                second))
 
     def visit_If(self, node: ast.If) -> None:
         if not isinstance(node.test, ast.UnaryOp):
@@ -222,25 +236,21 @@ def _in_functions(tree: ast.AST) -> Iterator[tuple[str, ast.AST]]:
     return visit(tree, (), False)
 
 
-def _at(module: str, function: str, node: ast.AST, operator: str, replacement: str) -> OperatorMutant:
-    assert isinstance(node, (ast.expr, ast.stmt)) and node.end_lineno is not None and node.end_col_offset is not None
-    return OperatorMutant(module, function, operator, node.lineno, node.end_lineno, node.col_offset,
-                          node.end_col_offset, replacement)
-
-
 def split_mutants(module: str) -> list[OperatorMutant]:
     """Each == and != in a function body split in its two halves (!= -> < and >, == -> <= and >=): a rule that
     accepts a skipped sequence number but not a repeated one is one of them, which no first-order swap is."""
+    text = module_path(module).read_text()
     out: list[OperatorMutant] = []
-    for function, node in _in_functions(ast.parse(module_path(module).read_text())):
+    for function, node in _in_functions(ast.parse(text)):
         if isinstance(node, ast.Compare):
             for index, op in enumerate(node.ops):
                 for half in _SPLITS.get(type(op), ()):
                     ops = list(node.ops)
                     ops[index] = half()
                     changed = ast.Compare(node.left, ops, node.comparators)
-                    out.append(_at(module, function, node, f"{ast.unparse(node)[:57]}: {_op(op)} -> {_op(half())}",
-                                   f"({ast.unparse(changed)})"))
+                    out.append(_span(module, function, text, node,
+                                     f"{ast.unparse(node)[:57]}: {_op(op)} -> {_op(half())}",
+                                     f"({ast.unparse(changed)})"))
     return out
 
 
@@ -282,17 +292,18 @@ def order_mutants(module: str) -> list[OperatorMutant]:
     end, an element put in front instead of behind (``append``), a kept entry restarted and moved last
     (``setdefault``); and each operand of an ``and``/``or`` dropped (a condition of a rule left out: a newcomer
     that evicts itself). The first-order operators change none of these."""
+    text = module_path(module).read_text()
     out: list[OperatorMutant] = []
-    for function, node in _in_functions(ast.parse(module_path(module).read_text())):
+    for function, node in _in_functions(ast.parse(text)):
         if isinstance(node, ast.Call):
-            out += [_at(module, function, node, f"{_short(node)}: {operator}", f"({replacement})")
+            out += [_span(module, function, text, node, f"{_short(node)}: {operator}", f"({replacement})")
                     for operator, replacement in _order_changes(node)]
         elif isinstance(node, ast.BoolOp):
             for index, dropped in enumerate(node.values):
-                rest = node.values[:index] + node.values[index + 1:]
-                kept = rest[0] if len(rest) == 1 else ast.BoolOp(node.op, rest)
-                out.append(_at(module, function, node, f"{_short(node)}: drop operand {_short(dropped)}",
-                               f"({ast.unparse(kept)})"))
+                rest = [_segment(text, v) for v in node.values if v is not dropped]
+                kept = f" {_op(node.op)} ".join(f"({v})" for v in rest) if len(rest) > 1 else rest[0]
+                out.append(_span(module, function, text, node, f"{_short(node)}: drop operand {_short(dropped)}",
+                                 f"({kept})"))  # its own text: unparsed, a string in an f-string may take its quotes
     return out
 
 
@@ -319,43 +330,34 @@ def mutants_of(module: str) -> list[OperatorMutant]:
 
 # -- the classes of bug the blind rounds planted that no operator above plants (issue 43) -----------------------------
 
-def _column(text: str, line: int, offset: int) -> int:
-    """The character column of a node's UTF-8 byte ``offset`` on ``line`` (they differ after a non-ASCII character)."""
-    return len(_lines(text)[line - 1].encode()[:offset].decode())
-
-
-@cache
-def _lines(text: str) -> list[str]:
-    return text.splitlines()
-
-
-def _span(module: str, function: str, text: str, first: ast.AST, operator: str, replacement: str,
-          last: ast.AST | None = None) -> OperatorMutant:
-    """A change from the start of ``first`` to the end of ``last`` (or of ``first``)."""
-    last = first if last is None else last
-    assert isinstance(first, (ast.expr, ast.stmt)) and isinstance(last, (ast.expr, ast.stmt))
-    assert last.end_lineno is not None and last.end_col_offset is not None
-    return OperatorMutant(module, function, operator, first.lineno, last.end_lineno,
-                          _column(text, first.lineno, first.col_offset),
-                          _column(text, last.end_lineno, last.end_col_offset), replacement)
-
-
 def _segment(text: str, node: ast.AST) -> str:
-    found = ast.get_source_segment(text, node)
-    assert found is not None
-    return found
+    """``ast.get_source_segment``, from the lines split once (it splits the whole text at each call)."""
+    assert isinstance(node, (ast.expr, ast.stmt))
+    return _text_between(text, _start(text, node), _end(text, node))
+
+
+def _text_between(text: str, start: tuple[int, int], end: tuple[int, int]) -> str:
+    """The source from ``start`` to ``end``, each a (line, character column)."""
+    lines = _lines(text)
+    (line, col), (end_line, end_col) = start, end
+    if line == end_line:
+        return lines[line - 1][col:end_col]
+    return "\n".join((lines[line - 1][col:], *lines[line:end_line - 1], lines[end_line - 1][:end_col]))
 
 
 def _between(text: str, first: ast.AST, second: ast.AST) -> str:
     """The source after ``first`` and before ``second`` (a comma, a key, parentheses, a line break)."""
     assert isinstance(first, (ast.expr, ast.stmt)) and isinstance(second, (ast.expr, ast.stmt))
-    assert first.end_lineno is not None and first.end_col_offset is not None
-    lines = text.splitlines(keepends=True)
-    end, start = _column(text, first.end_lineno, first.end_col_offset), _column(text, second.lineno, second.col_offset)
-    if first.end_lineno == second.lineno:
-        return lines[second.lineno - 1][end:start]
-    return lines[first.end_lineno - 1][end:] + "".join(lines[first.end_lineno:second.lineno - 1]) \
-        + lines[second.lineno - 1][:start]
+    return _text_between(text, _end(text, first), _start(text, second))
+
+
+def _start(text: str, node: ast.expr | ast.stmt) -> tuple[int, int]:
+    return node.lineno, _column(text, node.lineno, node.col_offset)
+
+
+def _end(text: str, node: ast.expr | ast.stmt) -> tuple[int, int]:
+    assert node.end_lineno is not None and node.end_col_offset is not None
+    return node.end_lineno, _column(text, node.end_lineno, node.end_col_offset)
 
 
 def _functions(tree: ast.AST, scope: tuple[str, ...] = ()
@@ -558,16 +560,18 @@ def spelling_mutants(module: str) -> list[OperatorMutant]:
 
 def _round_to_int(module: str) -> list[OperatorMutant]:
     """``round -> int`` at each call in a function or class body (the cluster wire walks' family, its names kept)."""
+    text = module_path(module).read_text()
     found: list[OperatorMutant] = []
 
     def visit(node: ast.AST, scope: str) -> None:
         for child in ast.iter_child_nodes(node):
             inner = f"{scope}.{child.name}".lstrip(".") if isinstance(child, (ast.FunctionDef, ast.ClassDef)) else scope
             if isinstance(child, ast.Call) and isinstance(child.func, ast.Name) and child.func.id == "round" and scope:
-                found.append(_at(module, scope, child.func, f"round({ast.unparse(child.args[0])[:40]}) -> int", "int"))
+                found.append(_span(module, scope, text, child.func, f"round({ast.unparse(child.args[0])[:40]}) -> int",
+                                   "int"))
             visit(child, inner)
 
-    visit(ast.parse(module_path(module).read_text()), "")
+    visit(ast.parse(text), "")
     return found
 
 

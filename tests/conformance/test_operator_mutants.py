@@ -416,6 +416,17 @@ def test_every_family_plants_compilable_source_in_every_spec_module() -> None:
                 compile(_planted_statements(original, spans, mutant), mutant.name, "exec")
 
 
+def test_a_mutant_after_a_non_ascii_character_or_in_an_f_string_compiles() -> None:
+    """Columns are characters, not UTF-8 bytes (the ``×`` of ``spec.docs.pgoutput``), and an operand dropped inside an
+    f-string keeps its own quotes (``spec.docs.shuffle_dissector``): every mutant of both renderers compiles."""
+    for module in ("spec.docs.pgoutput", "spec.docs.shuffle_dissector"):
+        original = module_path(module).read_text()
+        spans = _top_level_spans(original)
+        for family in FAMILIES:
+            for mutant in family(module):
+                compile(_planted_statements(original, spans, mutant), mutant.name, "exec")
+
+
 def test_every_mutant_is_every_family_in_order_each_planted_text_once(monkeypatch: pytest.MonkeyPatch) -> None:
     module = "spec.shuffle.jsonform"
     every = every_mutant(module)
