@@ -10,10 +10,11 @@ fed in 10 ms ticks at each offered rate of a ramp (each row stamped with the wal
           the same query without repartition (source to sink in one stage): what Spark's figures owe to
           the source, the query engine and the sink rather than to its shuffle
   python  the runtime (reference/shuffle/local.py): 2 writer tasks to 2 reader tasks, default settings and
-          options (so the default idle flush, TaskOptions.flush_when_idle), the reader's consumer stamping arrival
-  python_spark_flush
-          the same with Spark's flush (TaskOptions(flush_when_idle=False): a buffer waits to fill or for
-          networkBufferMaxWaitTimeMs)
+          options (so Spark's flush: a buffer waits to fill or for networkBufferMaxWaitTimeMs), the reader's
+          consumer stamping arrival
+  python_idle_flush
+          the same with the idle flush (TaskOptions(flush_when_idle=True): a buffer is sent as soon as the
+          producer has handed over everything it had), the option for real-time work
 
 Each step (a window) offers its rate for --step-s seconds, then waits for every row; a step is sustained when
 every row arrived, the last one within a second of the step's end, and at least 90% of the offered rate came
@@ -359,15 +360,15 @@ def main(args: argparse.Namespace) -> int:
     _print_side("spark, no shuffle", unshuffled)
     python = python_side(rates, seconds, windows, TaskOptions())
     _print_side("python", python)
-    spark_flush = python_side(rates, seconds, windows, TaskOptions(flush_when_idle=False))
-    _print_side("python, spark flush", spark_flush)
+    idle_flush = python_side(rates, seconds, windows, TaskOptions(flush_when_idle=True))
+    _print_side("python, idle flush", idle_flush)
     figures: dict[str, Any] = {"rates": list(rates), "step_s": seconds, "windows": windows, "keys": KEYS, "partitions": PARTITIONS,
                "real_time_batch": args.batch, "spark": spark.summary(), "spark_without_shuffle": unshuffled.summary(),
-                               "python": python.summary(), "python_spark_flush": spark_flush.summary()}
-    figures.update(shuffle_share(spark, unshuffled, {"python": python, "python_spark_flush": spark_flush}, windows))
+                               "python": python.summary(), "python_idle_flush": idle_flush.summary()}
+    figures.update(shuffle_share(spark, unshuffled, {"python": python, "python_idle_flush": idle_flush}, windows))
     if args.json:
         print(json.dumps(figures))
-    delivered = figures["python"]["every_row_delivered"] and figures["python_spark_flush"]["every_row_delivered"]
+    delivered = figures["python"]["every_row_delivered"] and figures["python_idle_flush"]["every_row_delivered"]
     return 0 if delivered else 1
 
 

@@ -84,11 +84,11 @@ class TaskOptions:
     readers_may_leave: bool = False
     """Writer: a reader closing before its ack has stopped early (a partial read), not failed: its
     data is dropped and the other readers are still served (WriterMachine's ``readers_may_leave``)."""
-    flush_when_idle: bool = True
+    flush_when_idle: bool = False
     """Writer: the idle (low-latency) flush: a buffer becomes a DATA as soon as the producer has handed over
     every record it had (WriterMachine's ``flush_when_idle``); False is Spark's flush, when a buffer fills or
-    at networkBufferMaxWaitTimeMs. A compatible reader sees only smaller DATA. The default since issue 41: it
-    cost under 5% of throughput in six quiet runs (docs/shuffle-runtime.md)."""
+    at networkBufferMaxWaitTimeMs. A compatible reader sees only smaller DATA. Opt-in: side by side on the
+    streaming path it cost more than 5% of throughput in most runs (issue 41's rule; docs/shuffle-runtime.md)."""
     writer_owns_input: bool = False
     """Writer: the task thread iterates the input and drives the machine between records, and a standby thread
     serves only while the input's ``next()`` blocks (reference/shuffle/ownership.py), instead of handing

@@ -37,7 +37,7 @@ MAX_RECORD_SIZE_KEY: Final = RUNTIME_PREFIX + "maxRecordSize"
 
 FLUSH_WHEN_IDLE_KEY: Final = RUNTIME_PREFIX + "flushWhenIdle"
 """The writers' idle flush (``TaskOptions.flush_when_idle``): a buffer becomes a DATA as soon as the writer's
-input has nothing more to give; default true (false: Spark's flush, at 90% full or networkBufferMaxWaitTimeMs)."""
+input has nothing more to give (low latency); default false: Spark's flush, at 90% full or networkBufferMaxWaitTimeMs."""
 
 START_TIMEOUT_KEY: Final = RUNTIME_PREFIX + "startTimeoutMs"
 """How long a run waits for the tasks of its stage to start before it fails with the numbers; default 120000."""

@@ -157,7 +157,7 @@ class WriterMachine(ChannelMachine[WriterChannelState, WriterChannelEvent]):
 
     def __init__(
         self, shuffle_id: int, writer_id: int, num_readers: int, settings: ShuffleSettings, now: float,
-        ack_timeout_ms: int = -1, readers_may_leave: bool = False, flush_when_idle: bool = True,
+        ack_timeout_ms: int = -1, readers_may_leave: bool = False, flush_when_idle: bool = False,
         directory_id: int | None = None,
     ) -> None:
         """``writer_id`` is the partition id every DATA and TERMINATION_CONTROL names; ``directory_id`` the
@@ -165,7 +165,7 @@ class WriterMachine(ChannelMachine[WriterChannelState, WriterChannelEvent]):
         handshake CREDIT names (None: the partition id, as in an application's first job);
         ``ack_timeout_ms`` >= 0 bounds the wait for termination acks (an option; -1 is Spark's wait forever);
         ``readers_may_leave``: a reader's connection closing or failing before its ack is LEAVE, not a failure;
-        ``flush_when_idle``: :meth:`producer_idle` flushes every open buffer (the idle flush; False: Spark's flush)."""
+        ``flush_when_idle``: :meth:`producer_idle` flushes every open buffer (the idle flush, an option; False: Spark's flush)."""
         if num_readers < 1:
             raise UsageError(f"a writer needs at least one reader, got {num_readers}")
         super().__init__(shuffle_id)

@@ -30,7 +30,7 @@ def run_quick() -> dict[str, Any]:
 def test_rtm_quick_reports_every_side_with_every_row_delivered() -> None:
     figures = run_quick()
     assert figures["rates"] == [500, 5000]
-    for side in ("spark", "spark_without_shuffle", "python", "python_spark_flush"):
+    for side in ("spark", "spark_without_shuffle", "python", "python_idle_flush"):
         summary = figures[side]
         assert summary["available"], f"{side}: {summary['reason']}"
         assert summary["every_row_delivered"], summary

@@ -19,9 +19,9 @@ OWNERSHIP = ("tests/shuffle/test_ownership.py",)
 OWNER_TASKS = (
     "tests/shuffle/test_runtime.py::test_a_writer_owning_its_input_takes_at_most_one_round_of_records_ahead_of_its_machine",
     "tests/shuffle/test_runtime.py::test_slow_consumer_bounds_writer_memory_and_loses_nothing",
-    "tests/shuffle/test_runtime.py::test_a_writer_whose_input_blocks_still_binds_its_reader_and_flushes_at_the_max_wait",
+    "tests/shuffle/test_runtime.py::test_by_default_a_writer_whose_input_blocks_still_binds_its_reader_and_flushes_at_the_max_wait",
 )
-IDLE_FLUSH = ("tests/shuffle/test_runtime.py::test_by_default_a_writer_whose_input_pauses_sends_what_it_holds_at_once",)
+IDLE_FLUSH = ("tests/shuffle/test_runtime.py::test_with_the_idle_flush_a_writer_whose_input_pauses_sends_what_it_holds_at_once",)
 SHUFFLE_TASKS = (
     "tests/shuffle/test_runtime.py",
     "tests/shuffle/test_runtime_faults.py",
@@ -152,7 +152,7 @@ RUNTIME_CATALOGUE: tuple[Mutant, ...] = (
        "                self._wrote = False\n                self.carry_out(self.machine.producer_idle(now))",
        "                self._wrote = False",
        "a standby standing in for an owner whose input blocks never tells the machine the input is idle: the "
-       "default idle flush waits for the flush timer", IDLE_FLUSH),
+       "idle flush waits for the flush timer", IDLE_FLUSH),
     _r("writer-standby-never-stands-in", "shuffle/writer_task.py",
        "            try:\n                self._stand_in(ownership)\n            finally:\n                ownership.step_out()",
        "            ownership.step_out()",
@@ -166,7 +166,7 @@ RUNTIME_CATALOGUE: tuple[Mutant, ...] = (
        "                    wrote = False  # the producer has nothing more for now\n"
        "                    self.carry_out(self.machine.producer_idle(now))",
        "                    wrote = False  # the producer has nothing more for now",
-       "the serving thread never tells the machine the producer is idle: the default idle flush waits for the "
+       "the serving thread never tells the machine the producer is idle: the idle flush waits for the "
        "flush timer", IDLE_FLUSH),
     _r("writer-task-reset-not-a-failed-write", "shuffle/writer_task.py",
        "        if reason is CloseReason.FAILED and unwritten:\n            failed = self.write_failed(",

@@ -209,18 +209,19 @@ def held_records_reach_the_reader_while_the_input_waits(settings: ShuffleSetting
 
 
 @OWNS_INPUT
-def test_a_writer_whose_input_blocks_still_binds_its_reader_and_flushes_at_the_max_wait(owns_input: bool) -> None:
-    """Spark's flush: the flush timer (5 ms), not the idle flush, sends what the writer holds."""
-    held_records_reach_the_reader_while_the_input_waits(
-        SMALL, TaskOptions(writer_owns_input=owns_input, flush_when_idle=False))
+def test_by_default_a_writer_whose_input_blocks_still_binds_its_reader_and_flushes_at_the_max_wait(
+        owns_input: bool) -> None:
+    """Spark's flush, the default: the flush timer (5 ms) sends what the writer holds."""
+    held_records_reach_the_reader_while_the_input_waits(SMALL, TaskOptions(writer_owns_input=owns_input))
 
 
 @OWNS_INPUT
-def test_by_default_a_writer_whose_input_pauses_sends_what_it_holds_at_once(owns_input: bool) -> None:
-    """The default idle flush sends the held records when the input has nothing more for now: the flush
-    timer (an hour here) never comes before the run's end."""
+def test_with_the_idle_flush_a_writer_whose_input_pauses_sends_what_it_holds_at_once(owns_input: bool) -> None:
+    """The idle flush sends the held records when the input has nothing more for now: the flush timer (an hour
+    here) never comes before the run's end."""
     hour = ShuffleSettings(network_buffer_size=1024, network_buffer_max_wait_time_ms=3_600_000)
-    held_records_reach_the_reader_while_the_input_waits(hour, TaskOptions(writer_owns_input=owns_input))
+    held_records_reach_the_reader_while_the_input_waits(
+        hour, TaskOptions(writer_owns_input=owns_input, flush_when_idle=True))
 
 
 def test_a_writer_owning_its_input_takes_at_most_one_round_of_records_ahead_of_its_machine() -> None:

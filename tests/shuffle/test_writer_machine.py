@@ -178,12 +178,13 @@ def test_the_credits_of_one_read_are_one_input() -> None:
     assert isinstance(failed, Failed) and isinstance(failed.error, errors.MismatchedChannelIds) and w.done
 
 
-def test_the_default_idle_flush_sends_open_buffers_when_the_producer_is_idle_and_sparks_flush_does_not() -> None:
+def test_the_idle_flush_sends_open_buffers_when_the_producer_is_idle_and_sparks_flush_the_default_does_not() -> None:
     settings = ShuffleSettings(network_buffer_size=1024, network_buffer_max_wait_time_ms=50, writer_max_memory=1)
-    spark_like = bound_writer(2, settings, flush_when_idle=False)
+    spark_like = WriterMachine(3, 0, 2, settings, 0.0)
+    spark_like.received("c0", CreditMessage(writer_id=0, reader_id=0), 0.0)
     spark_like.write_batch([(0, b"a"), (1, b"b")], 0.0)
     assert spark_like.producer_idle(0.0).sends == ()
-    eager = WriterMachine(3, 0, 2, settings, 0.0)
+    eager = WriterMachine(3, 0, 2, settings, 0.0, flush_when_idle=True)
     eager.received("c0", CreditMessage(writer_id=0, reader_id=0), 0.0)
     eager.write_batch([(0, b"a"), (1, b"b"), (0, b"c")], 0.0)
     (data,) = eager.producer_idle(0.0).sends

@@ -140,15 +140,15 @@ def test_the_bind_timeout_defaults_to_spark_network_timeout() -> None:
         runtime_limits({"spark.network.timeout": "soon"})
 
 
-def test_the_idle_flush_is_the_default_and_a_boolean_key_that_reaches_the_writers_options() -> None:
-    assert runtime_flush_when_idle({})  # the default since issue 41
-    assert not runtime_flush_when_idle({"spark.streamwire.shuffle.flushWhenIdle": " False "})  # Spark's flush
-    assert runtime_flush_when_idle({"spark.streamwire.shuffle.flushWhenIdle": "TRUE"})
+def test_the_idle_flush_is_opt_in_by_a_boolean_key_that_reaches_the_writers_options() -> None:
+    assert not runtime_flush_when_idle({})  # Spark's flush by default (issue 41's 5% rule)
+    assert not runtime_flush_when_idle({"spark.streamwire.shuffle.flushWhenIdle": " False "})
+    assert runtime_flush_when_idle({"spark.streamwire.shuffle.flushWhenIdle": "TRUE"})  # the idle flush
     with pytest.raises(ValueError, match="flushWhenIdle should be boolean, but was 'yes'"):
         runtime_flush_when_idle({"spark.streamwire.shuffle.flushWhenIdle": "yes"})
     plan = Plan(0, 1, ShuffleSettings(), cast(DirectoryAddress, None), "127.0.0.1", None)
-    assert plan.options("writer", 0).flush_when_idle
-    assert not replace(plan, flush_when_idle=False).options("writer", 0).flush_when_idle
+    assert not plan.options("writer", 0).flush_when_idle
+    assert replace(plan, flush_when_idle=True).options("writer", 0).flush_when_idle
 
 
 def test_more_partitions_than_slots_fall_back_to_sparks_shuffle_or_fail_with_the_numbers(
