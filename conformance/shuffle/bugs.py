@@ -124,6 +124,11 @@ BUGS: tuple[Mutant, ...] = (
        "self.permits_available += permits",
        "self.permits_available += permits // 2",
        "a completed socket write returns only part of its permits"),
+    _b("writer-leave-keeps-open-buffer-permits", "writer.py",
+       "            channel.drop_buffer()\n            self.permits_available += self.settings.network_buffer_size\n",
+       "            channel.drop_buffer()\n",
+       "a reader that leaves with an open buffer: the buffer is dropped but its networkBufferSize permits never "
+       "return (the ninth blind round's survivor; the walks of the trace input readerLeft judge it)"),
     _b("writer-capacity-floor", "writer.py",
        "capacity = max(num_readers * n * 2,",
        "capacity = max(num_readers * n,",

@@ -1,9 +1,9 @@
 """``python -m conformance.shuffle.machines_target``: the spec's shuffle machines behind the ``exec:``
 trace contract, the reference any other implementation's trace driver is compared with.
 
-With ``CONFORMANCE_ROLE=capabilities`` it prints ``CAPABILITIES writer reader traces connect-timeout deadlines trace-reset``. With
+With ``CONFORMANCE_ROLE=capabilities`` it prints ``CAPABILITIES writer reader traces connect-timeout reader-left deadlines trace-reset``. With
 ``CONFORMANCE_ROLE=trace`` it reads the trace named by ``CONFORMANCE_TRACE`` (role, peers, settings, writerIds, directoryId,
-ackTimeoutMs, deadlines), then answers each input line on stdin (one step of ``traces.json`` without its
+ackTimeoutMs, readersMayLeave, deadlines), then answers each input line on stdin (one step of ``traces.json`` without its
 ``sends``/``events``) with one line ``{"sends": [...], "events": [...]}`` on stdout (docs/conformance.md); the line
 ``{"input": "reset", "trace": HEADER}`` (``trace-reset``) starts the next trace in the same process, answered ``{}``.
 """
@@ -19,7 +19,7 @@ from conformance.external import CAPABILITIES_ROLE, ROLE_VARIABLE
 
 TRACE_ROLE: Final = "trace"
 TRACE_VARIABLE: Final = "CONFORMANCE_TRACE"
-CAPABILITIES: Final = "CAPABILITIES writer reader traces connect-timeout deadlines trace-reset"
+CAPABILITIES: Final = "CAPABILITIES writer reader traces connect-timeout reader-left deadlines trace-reset"
 
 
 def main() -> int:

@@ -10,7 +10,7 @@ It reports ``COMPLETED`` or ``ERROR <CONDITION> <message>`` on stdout and exits.
 ``auth`` object (an authenticated run) makes every connection run Spark's AuthEngine handshake.
 
 With ``CONFORMANCE_ROLE=trace`` it answers the trace contract as
-:mod:`conformance.shuffle.machines_target` does (``traces``, ``connect-timeout``, ``deadlines``, ``trace-reset``): the runtime's timers and
+:mod:`conformance.shuffle.machines_target` does (``traces``, ``connect-timeout``, ``reader-left``, ``deadlines``, ``trace-reset``): the runtime's timers and
 protocol decisions are the spec machines'.
 
 With ``CONFORMANCE_ROLE=inputs`` (``inputs``) it answers each request line of ``vectors/inputs.json``'s contract
@@ -55,7 +55,7 @@ from spec.shuffle.framing import DEFAULT_MAX_RECORD_SIZE
 from spec.shuffle.settings import SettingsError, ShuffleSettings
 
 CAPABILITIES: Final = ("CAPABILITIES writer reader workload reports slow-consumer settings traces connect-timeout "
-                       "deadlines trace-reset inputs inputs-auth inputs-tasks "
+                       "reader-left deadlines trace-reset inputs inputs-auth inputs-tasks "
                        "inputs-admission")
 
 

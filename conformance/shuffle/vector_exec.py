@@ -39,8 +39,14 @@ headers, walked step by step: ``conformance/connection_policies.py``)."""
 TRACE_ROLE: Final = "trace"
 TRACE_VARIABLE: Final = "CONFORMANCE_TRACE"
 ANSWER_TIMEOUT_S: Final = 10.0
+READER_LEFT: Final = "reader-left"
+"""Capability: the program takes the writer input ``readerLeft`` (the run no longer serves that reader: its open
+buffer, queued and unwritten DATA are dropped and their permits return; no ack is awaited from it) and the writer
+header ``readersMayLeave`` (a reader's connection closing, or a write to it failing, before its ack is such a leave
+instead of a failure): the spec's ``WriterMachine.reader_left`` and ``readers_may_leave``, an extension Spark 4.3.0
+lacks (docs/spec/shuffle.md, the LEAVE rows)."""
 HEADER_KEYS: Final = ("role", "peers", "settings", "ackTimeoutMs", "writerIds", "directoryId", "connectTimeoutMs",
-                       "deadlines")
+                       "readersMayLeave", "deadlines")
 
 
 class TraceDriverError(Exception):

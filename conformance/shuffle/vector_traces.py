@@ -105,7 +105,7 @@ def new_machine(role: str, group: Json) -> WriterMachine | ReaderMachine:
     settings = ShuffleSettings.from_dict(group["settings"])
     if role == "writer":
         return WriterMachine(0, 0, int(group["peers"]), settings, 0.0, int(group.get("ackTimeoutMs", -1)),
-                             directory_id=group.get("directoryId"))
+                             readers_may_leave=bool(group.get("readersMayLeave")), directory_id=group.get("directoryId"))
     connect_ms = group.get("connectTimeoutMs")
     return ReaderMachine(0, 0, group.get("writerIds", list(range(int(group["peers"])))), settings, 0.0,
                          connect_timeout=None if connect_ms is None else int(connect_ms) / 1000.0)
@@ -132,6 +132,8 @@ def apply_input(machine: WriterMachine | ReaderMachine, step: Json) -> Step:
             return machine.send_failed(peer, int(step["seq"]), step["cause"], now)
         if kind == "closed":
             return machine.connection_closed(step.get("conn", conn), now)
+        if kind == "readerLeft":
+            return machine.reader_left(peer, now)
         if kind == "tick":
             return machine.tick(now)
     else:

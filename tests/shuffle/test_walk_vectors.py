@@ -10,7 +10,8 @@ import sys
 import jsonschema
 
 from conformance.shuffle import walks
-from conformance.shuffle.suite.walk_cases import first_difference
+from conformance.shuffle.suite.walk_cases import first_difference, playable
+from conformance.shuffle.vector_exec import READER_LEFT
 
 DOCUMENT = json.loads(walks.WALK_FILE.read_text())
 
@@ -53,3 +54,22 @@ def test_the_report_is_written_from_the_recorded_selection() -> None:
     names = {m["name"] for m in outcome["mutants"]}
     assert names == set(outcome["killedBy"]) | set(outcome["broken"]) | set(outcome["survivors"]) | set(
         outcome["timedOut"])
+
+
+LEAVING = [t for t in DOCUMENT["tests"] if walks.leaves(t)]
+
+
+def test_readers_leave_through_the_trace_contract() -> None:
+    # the driver takes readerLeft and readersMayLeave (capability reader-left) and answers as the spec
+    assert LEAVING and all(t["role"] == "writer" and t["level"] == "SHOULD" for t in LEAVING)
+    assert first_difference(MACHINES, LEAVING, deadlines=True, reset=True) is None
+    # a program that does not declare reader-left is never sent them; one that does is sent every one
+    declared = frozenset({"traces", "writer", "connect-timeout"})
+    assert not any(walks.leaves(w) for w in playable(DOCUMENT["tests"], declared))
+    assert playable(DOCUMENT["tests"], declared | {READER_LEFT}) == DOCUMENT["tests"]
+
+
+def test_the_walks_tell_a_leave_that_keeps_an_open_buffer_s_permits_apart() -> None:
+    # the ninth blind round's writer survivor, caught by the walk corpus alone (the walk-corpus cases replay it)
+    bug = "writer-leave-keeps-open-buffer-permits"
+    assert walks.catalogue_caught([bug]) == ([bug], [])

@@ -4,7 +4,9 @@ machines (with ``deadlines`` declared, the instant the side next needs a tick to
 walk that differs, at its first differing step, expected against actual.
 
 Walks are split by the side under test and by level: a walk ending in a failure where the reference is
-stricter than Spark 4.3.0, or using an option Spark lacks, is a SHOULD (``walks.level_of``). A program declaring
+stricter than Spark 4.3.0, or using an option Spark lacks, is a SHOULD (``walks.level_of``); a walk making a reader
+leave is played only by a program declaring ``reader-left``, one with ``connectTimeoutMs`` only by one declaring
+``connect-timeout``. A program declaring
 ``trace-reset`` plays a case's walks in one process; otherwise, or when that process breaks the contract (a crash
 in one walk), each walk gets a process of its own, two at a time, and the first walk that differs is named.
 """
@@ -19,8 +21,8 @@ from typing import Any, Callable, Final, Mapping, Sequence
 from conformance.framework import CaseContext, Verdict
 from conformance.shuffle.suite.deadline_cases import CONNECT_TIMEOUT
 from conformance.shuffle.targets import ExecTarget, ShuffleTarget
-from conformance.shuffle.vector_exec import DEADLINES, HEADER_KEYS, RESET, TraceDriverError, exec_traces
-from conformance.shuffle.walks import WALK_FILE
+from conformance.shuffle.vector_exec import DEADLINES, HEADER_KEYS, READER_LEFT, RESET, TraceDriverError, exec_traces
+from conformance.shuffle.walks import WALK_FILE, leaves
 
 Json = Mapping[str, Any]
 OBSERVED: Final = ("sends", "events")
@@ -74,14 +76,19 @@ def first_difference(command: str, walks: Sequence[Json], deadlines: bool, reset
         return next((p for p in pool.map(lambda w: played([w]), walks) if p is not None), None)
 
 
+def playable(walks: Sequence[Json], capabilities: frozenset[str]) -> list[Json]:
+    """The ``walks`` a program declaring ``capabilities`` plays: one with ``connectTimeoutMs`` needs
+    ``connect-timeout``, one making a reader leave needs ``reader-left``."""
+    return [w for w in walks if (CONNECT_TIMEOUT in capabilities or "connectTimeoutMs" not in w)
+            and (READER_LEFT in capabilities or not leaves(w))]
+
+
 def walk_corpus(role: str, level: str) -> Callable[[ShuffleTarget, CaseContext], Verdict]:
     """The case replaying the ``role`` walks of ``level``."""
 
     def check(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
         assert isinstance(t, ExecTarget)  # only a program can declare ``traces``
-        walks = walks_of(role, level)
-        if CONNECT_TIMEOUT not in t.capabilities:
-            walks = [w for w in walks if "connectTimeoutMs" not in w]
+        walks = playable(walks_of(role, level), t.capabilities)
         deadlines = DEADLINES in t.capabilities
         problem = first_difference(t.command, walks, deadlines, RESET in t.capabilities)
         expected = f"the spec machines' answers to {len(walks)} {role} walks ({level})"
