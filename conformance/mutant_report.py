@@ -34,10 +34,13 @@ def per_module(outcome: Mapping[str, Any]) -> dict[str, Counter[str]]:
     return per
 
 
-def render_report(outcome: Mapping[str, Any], intro: Sequence[str], table: Sequence[Judgement], contract: str) -> str:
+def render_report(outcome: Mapping[str, Any], intro: Sequence[str], table: Sequence[Judgement], contract: str,
+                  elsewhere: tuple[str, frozenset[str]] = ("", frozenset())) -> str:
     """The report: ``intro`` (its heading and how it was generated), the table of modules, the figure
     told apart / (mutants - broken - equivalent), and the survivors by judgement; ``contract`` names the interface
-    the inputs go through (for "unreachable through ...")."""
+    the inputs go through (for "unreachable through ..."). ``elsewhere`` names another corpus of the same suite and
+    the mutants its recorded selection tells apart: a survivor judged by no entry that it tells apart is caught by
+    the suite all the same, so it is listed apart, not as a gap."""
     lines = [*intro, "| module | mutants | told apart | broken | survivors |", "|---|---:|---:|---:|---:|"]
     total: Counter[str] = Counter()
     for module, c in per_module(outcome).items():
@@ -47,11 +50,14 @@ def render_report(outcome: Mapping[str, Any], intro: Sequence[str], table: Seque
     verdicts = {name: judged(name, table) for name in outcome["survivors"]}
     equivalent = sum(1 for v in verdicts.values() if v is not None and v[0] == "equivalent")
     unreachable = sum(1 for v in verdicts.values() if v is not None and v[0] == "unreachable")
-    gaps = [name for name, v in verdicts.items() if v is None]
+    other, other_told = elsewhere
+    caught_there = [name for name, v in verdicts.items() if v is None and name in other_told]
+    gaps = [name for name, v in verdicts.items() if v is None and name not in other_told]
     told = total["told apart"]
     judged_total = total["mutants"] - total["broken"] - equivalent
     lines += ["", f"Survivors judged equivalent: {equivalent}; unreachable through {contract}: {unreachable}; "
-              f"gaps (not judged): {len(gaps)}.",
+              + (f"told apart by {other} instead: {len(caught_there)}; " if other else "")
+              + f"gaps (not judged): {len(gaps)}.",
               f"Told apart / (mutants - broken - equivalent): {told} / {judged_total} = {told / judged_total:.1%}; "
               f"leaving out the unreachable too: {told} / {judged_total - unreachable} = "
               f"{told / (judged_total - unreachable):.1%}."]
@@ -68,6 +74,9 @@ def render_report(outcome: Mapping[str, Any], intro: Sequence[str], table: Seque
         for why, rules in reasons.items():
             functions = Counter(r.split(": ", 1)[0] for r in rules)
             lines.append(f"- {why}: " + ", ".join(f"`{f}` ({n})" for f, n in functions.items()))
+    if other:
+        lines += ["", f"## Survivors told apart by {other}", ""]
+        lines += [f"- `{function}` ({n})" for function, n in _by_function(caught_there).items()]
     lines += ["", "## Gaps: survivors not judged, by function", ""]
     grouped: dict[str, list[str]] = {}
     for name in gaps:
@@ -77,3 +86,9 @@ def render_report(outcome: Mapping[str, Any], intro: Sequence[str], table: Seque
         lines.append(f"- `{function}` ({len(grouped[function])}):")
         lines += [f"  - `{op}`" for op in grouped[function]]
     return "\n".join(lines) + "\n"
+
+
+def _by_function(names: Sequence[str]) -> dict[str, int]:
+    """How many of ``names`` each function has, most first."""
+    counted = Counter(rule_of(name).split(": ", 1)[0] for name in names)
+    return dict(sorted(counted.items(), key=lambda item: (-item[1], item[0])))

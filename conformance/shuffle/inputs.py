@@ -646,8 +646,59 @@ _RESPONSE_OR_FAILURE = ("the frame reader lets only an RpcResponse (4) or an Rpc
 _PARSED = ("validate sees values parse made (an int or a bool, in range); only a Python caller building "
            "ShuffleSettings itself hands it anything else")
 
+_TEXT_ONLY = ("only words a refusal's text (its message), which answers leave out (the condition and errorParams "
+              "only)")
+_MEMBERSHIP = "a test of membership in a tuple does not depend on the order of its elements"
+_BASE_CONDITION = ("the condition of a base class no error a request raises inherits: every raised subclass names its "
+                   "own (a ClusterCoordinationError, not a CoordinationError, leaves the runtime)")
+
 JUDGED: Final[tuple[Judgement, ...]] = (
     # (module-tail.function, a part of the operator ("" = every one), class, why)
+    ("layouts.gcm_message_header", "", "unreachable",
+     "only the generated spec renders this layout (spec/docs/auth.py); the session cipher lays out and reads a "
+     "message's header itself (ciphers.GcmCipher._start_sealing and open), which the auth requests judge"),
+    ("jsonform._data_from_json", "'missing (hex string", "equivalent", "the reason " + _TEXT_ONLY),
+    ("jsonform._message_type", "remove check if value is None", "equivalent",
+     "a missing type is not a string either: the refusal that follows names the same field 'type' (" + _TEXT_ONLY + ")"),
+    ("framing.max_frame_from_reader", "a reader's frames are bounded", "equivalent",
+     "an assertion's text; the assertion holds (no message a reader sends carries a payload)"),
+    ("handshake.ClientHandshake.receive", "'challenge() first'", "unreachable",
+     "the text of a caller's bug (receive() before challenge()); a request's client always sends its challenge first"),
+    ("handshake.AuthConfig.__post_init__", "'utf-8' -> 'UTF-8'", "equivalent", "codec names are read in any case"),
+    ("handshake.AuthConfig.__post_init__", "'replace' -> 'REPLACE'", "unreachable",
+     "a request's secret is JSON text encoded as UTF-8, so it always decodes and the error handler is never looked up"),
+    ("settings.Setting.validate", "remove check", "unreachable", _PARSED),
+    ("settings.enabled", "swap elements 'true' / 'false'", "equivalent", _MEMBERSHIP),
+    ("settings.auth_from_conf", "swap elements '1' / '2'", "equivalent", _MEMBERSHIP),
+    ("settings.network_timeout_s", "'s' -> 'S'", "equivalent", "a time's unit is read lower-cased (settings._time_ms)"),
+    *((f"{module}.condition", "", "equivalent", _BASE_CONDITION) for module in (
+        "errors.ProtocolError", "errors.RuntimeFailure", "errors.AuthError", "coordination.CoordinationError")),
+    *((f"root_cause.RootCause.{member}", "", "equivalent",
+       "a rootCause answer names the cause by its member's name; the value is its description")
+      for member in ("OWN", "NODE_FAILED", "PEER_FAILED", "RETIRED", "LOOK_AGAIN")),
+    ("shared_secret.secret_matches", "swap arguments presented.encode() / configured.encode()", "equivalent",
+     "hmac.compare_digest is symmetric"),
+    ("registry.kind_of", "remove check if kind is None", "unreachable",
+     "an unregistered message class is a caller's bug (UsageError); a request's message is one of the registered "
+     "four (from its JSON form or its bytes)"),
+    ("errors.WriterWaitTimeout.from_fault", "fault.shuffle_id / fault.writer_id", "unreachable",
+     "a fault is the record a machine fills when a channel fails; no request builds one (errorReport gives an error "
+     "its own arguments), and the walk corpus's writer is partition 0 of shuffle 0"),
+    ("ciphers._segmented", "divmod -> truncating", "equivalent", "divmod of non-negative numbers truncates alike"),
+    ("ciphers.GcmCipher._start_sealing", "divmod -> truncating", "equivalent",
+     "divmod of non-negative numbers truncates alike"),
+    ("codec._decoded_at", "swap branches of isinstance(buf, bytes)", "equivalent",
+     "a bytes copy of the payload or a slice of the buffer holding it: the same payload bytes"),
+    ("ciphers.GcmCipher.seal", "remove check if size <= GCM_PLAINTEXT_SEGMENT", "equivalent",
+     "a batch of one segment is laid out and sealed alike by the join and by the segment loop: one message, its one "
+     "segment last"),
+    ("ciphers.GcmCipher.seal", "(left - 1) // GCM_PLAINTEXT_SEGMENT: floor -> truncation", "equivalent",
+     "a message holds at least one byte (left >= 1), so the quotient's operands are non-negative"),
+    ("ciphers.GcmCipher.open", "floor -> truncation", "equivalent",
+     "the operand is negative only between messages (the length is then -1), where floor gives -1 and truncation 0: "
+     "neither is above 1, so the hot path is passed over alike"),
+    ("ciphers._segmented", "remove check if length < room", "equivalent",
+     "a part shorter than the room left is appended whole by the loop's tail as well (an empty one joins to nothing)"),
     ("codec.decode_view_at", "", "equivalent", "the memo of decoded control bodies only saves work: decoding is a "
      "function of the bytes, so with the memo or without, and on either path, a body decodes to the same answer"),
     ("codec._decoded_at", "negate if owned", "equivalent", "owned picks a view or a copy of the same payload bytes"),
@@ -780,7 +831,7 @@ def judgements() -> tuple[Judgement, ...]:
     """:data:`JUDGED` and the walk corpus's equivalents in the modules both mutate."""
     from conformance.shuffle.walks import JUDGED as WALK_JUDGED  # the walks import the machines: only reports need it
 
-    shared = {module.rsplit(".", 1)[-1] for module in MODULES}
+    shared = {module.rsplit(".", 1)[-1] for module in (*MODULES, *FUNCTIONS_OF)}
     return JUDGED + tuple(j for j in WALK_JUDGED if j[2] == "equivalent" and j[0].split(".", 1)[0] in shared)
 
 
@@ -798,7 +849,10 @@ def report(outcome: Mapping[str, Any]) -> str:
              "`conformance.shuffle.inputs.judgements()`.", ""]
     table = judgements()
     lines = _before_and_after(outcome, table)
-    return render_report(outcome, intro, table, "the inputs contract") + "\n".join(lines) + "\n"
+    walked = frozenset(json.loads(WALK_SELECTION_FILE.read_text())["killedBy"])
+    return render_report(outcome, intro, table, "the inputs contract",
+                         ("the walk corpus (docs/walks/shuffle.md), which the suite's `*-walk-corpus` cases replay",
+                          walked)) + "\n".join(lines) + "\n"
 
 
 WALK_SELECTION_FILE: Final = ROOT / "docs" / "walks" / "shuffle-selection.json"

@@ -1030,7 +1030,10 @@ def report(outcome: Mapping[str, Any]) -> str:
              "shapes (a malformed payload, a setting at the edge of its domain) are the ones a mutant needs.",
              "How the corpus is derived and how the survivors are judged: docs/conformance.md, "
              "\"Walk corpus: shuffle\"; the judgements are `conformance.shuffle.walks.JUDGED`.", ""]
-    return render_report(outcome, intro, JUDGED, "the trace contract")
+    inputs = json.loads((ROOT / "docs" / "walks" / "shuffle-inputs-selection.json").read_text())
+    return render_report(outcome, intro, JUDGED, "the trace contract",
+                         ("the input corpus (docs/walks/shuffle-inputs.md), which the suite's `*-input-corpus` "
+                          "cases replay", frozenset(inputs["killedBy"])))
 
 
 def _differs(run: Any, test: Json) -> bool:
