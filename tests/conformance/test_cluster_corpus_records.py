@@ -11,12 +11,12 @@ from types import ModuleType
 
 import pytest
 
-from conformance.cluster import client_walks, inputs, walks
+from conformance.cluster import client_walks, inputs, walks, wire_walks
 from conformance.corpus_record import CorpusFiles, Record, corpus_report, record_of, stale
 from conformance.operator_mutants import OperatorMutant, Selection
 
 
-@pytest.mark.parametrize("corpus", [inputs, walks, client_walks], ids=lambda m: m.__name__)
+@pytest.mark.parametrize("corpus", [inputs, walks, client_walks, wire_walks], ids=lambda m: m.__name__)
 def test_the_report_is_the_record_of_a_selection_over_the_spec_s_mutants_now(corpus: ModuleType) -> None:
     assert corpus.main(["--check"]) == 0, f"run: nice -n 10 python -m {corpus.__name__}"
 
