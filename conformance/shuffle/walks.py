@@ -639,10 +639,19 @@ def _inexact_timeout_walks() -> list[Walk]:
     return walks
 
 
+def _left_elsewhere_walk() -> Walk:
+    """A writer of two readers, both bound, whose reader 0 left, then a CREDIT naming reader 0 from another connection:
+    the reader that left holds no connection any more (the CREDIT keeps it LEFT, and is no foreign connection)."""
+    return _walk("writer", 2, dict(LEAVE_SETTINGS), {"input": "accepted", "peer": 1},
+                 _received(1, CreditMessage(writer_id=0, reader_id=1)), {"input": "accepted", "peer": 0},
+                 _received(0, CreditMessage(writer_id=0, reader_id=0)), {"input": "readerLeft", "peer": 0},
+                 _received(9, CreditMessage(writer_id=0, reader_id=0)))
+
+
 def derived_walks() -> list[Walk]:
     """The derived walks, candidates :data:`CANDIDATES` on (after the drawn ones), in a fixed order."""
     return (_payload_walks() + _reader_late_walks() + _writer_late_walks() + _connection_walks() + _leave_walks()
-            + _inexact_timeout_walks())
+            + _inexact_timeout_walks() + [_left_elsewhere_walk()])
 
 
 def candidate(number: int, seed: int = SEED) -> Walk:
