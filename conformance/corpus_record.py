@@ -41,6 +41,32 @@ def record_of(mutants: Sequence[OperatorMutant], selection: Selection, candidate
     return {"candidates": candidates, "kept": len(selection.kept), "mutants": entries}
 
 
+def unjudged_mutants(record: Record, mutants: Sequence[OperatorMutant]) -> list[OperatorMutant]:
+    """The ``mutants`` a ``record`` does not judge: each entry judges one mutant of its module and rule."""
+    left = Counter((entry["module"], entry["rule"]) for entry in record["mutants"])
+    fresh = []
+    for mutant in mutants:
+        key = (mutant.module, rule_of(mutant.name))
+        if left[key] > 0:
+            left[key] -= 1
+        else:
+            fresh.append(mutant)
+    return fresh
+
+
+def record_with(record: Record, mutants: Sequence[OperatorMutant], fresh: Sequence[OperatorMutant],
+                selection: Selection) -> Record:
+    """``record`` and the outcomes ``selection`` gave the ``fresh`` mutants (:func:`unjudged_mutants`), every entry in the order
+    of ``mutants`` (the spec's now); the kept walks ``selection``'s (it carried the record's)."""
+    earlier: dict[tuple[str, str], list[str]] = {}
+    for entry in record["mutants"]:
+        earlier.setdefault((entry["module"], entry["rule"]), []).append(entry["outcome"])
+    new = {id(m): entry for m, entry in zip(fresh, record_of(fresh, selection, record["candidates"])["mutants"])}
+    entries = [new.get(id(m)) or {"module": m.module, "rule": rule_of(m.name),
+                                  "outcome": earlier[(m.module, rule_of(m.name))].pop(0)} for m in mutants]
+    return {"candidates": record["candidates"], "kept": len(selection.kept), "mutants": entries}
+
+
 def rules(mutants: Sequence[OperatorMutant]) -> list[list[str]]:
     """``[module, rule]`` of each mutant, in order: what a record must have judged to be current."""
     return [[m.module, rule_of(m.name)] for m in mutants]
@@ -121,16 +147,21 @@ def stale(files: CorpusFiles, mutants: Sequence[OperatorMutant], render: Callabl
 
 def write_corpus(command: str, doc: str, files: CorpusFiles, select: Callable[[], tuple[dict[str, Any], Record]],
                  mutants: Callable[[], Sequence[OperatorMutant]], render: Callable[[Record], str],
-                 argv: Sequence[str] | None) -> int:
+                 argv: Sequence[str] | None,
+                 select_unjudged: Callable[[Record], tuple[dict[str, Any], Record]] | None = None) -> int:
     """A generator's command line: run the selection (minutes: under nice) and write the corpus, the record and the
     report; ``--report``: rewrite the report from the record; ``--check``: exit 1 when any of the three is stale
-    (:func:`stale`: no selection runs)."""
+    (:func:`stale`: no selection runs); ``--unjudged`` (a corpus with ``select_unjudged``): select for only the mutants
+    the record does not judge (a new family's), carrying every walk it kept, and add their outcomes to it."""
     parser = argparse.ArgumentParser(prog=f"python -m {command}", description=doc.splitlines()[0])
     action = parser.add_mutually_exclusive_group()
     action.add_argument("--check", action="store_true",
                         help="exit 1 if the record judged other mutants than the spec's, or the corpus or report is "
                              "not the record's")
     action.add_argument("--report", action="store_true", help="rewrite the report from the recorded selection")
+    if select_unjudged is not None:
+        action.add_argument("--unjudged", action="store_true",
+                            help="select for only the mutants the record does not judge, carrying its walks")
     args = parser.parse_args(argv)
     if args.check:
         problems = stale(files, mutants(), render)
@@ -139,7 +170,10 @@ def write_corpus(command: str, doc: str, files: CorpusFiles, select: Callable[[]
         return 1 if problems else 0
     if not args.report:
         started = time.monotonic()
-        document, record = select()
+        if select_unjudged is not None and args.unjudged:
+            document, record = select_unjudged(json.loads(files.record.read_text()))
+        else:
+            document, record = select()
         print(f"selection took {time.monotonic() - started:.0f} s", file=sys.stderr)
         files.vectors.write_text(vectorgen.render(document))
         files.record.parent.mkdir(parents=True, exist_ok=True)

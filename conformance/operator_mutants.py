@@ -653,9 +653,92 @@ def stale_mutants(module: str) -> list[OperatorMutant]:
     return out
 
 
+def _display(value: ast.expr) -> ast.Tuple | ast.List | ast.Set | ast.Dict | None:
+    """The display a table's value is: itself, or the one argument of ``frozenset(...)``, ``tuple(...)``, ..."""
+    if isinstance(value, (ast.Tuple, ast.List, ast.Set, ast.Dict)):
+        return value
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in _TABLE_CALLS \
+            and len(value.args) == 1 and not value.keywords:
+        return _display(value.args[0])
+    return None
+
+
+def table_entry_mutants(module: str) -> list[OperatorMutant]:
+    """A table entry left out: each element of a table's tuple, list or set display, and each entry of its dict display
+    (named by its key), removed with its comma, in each table (:func:`_tables`) of two entries or more: an error class
+    left out of the peer symptoms (the ninth blind round's ``root_cause.PEER_SYMPTOMS``), a unit a parser no longer
+    knows, a transition missing. A table whose dict display spreads another (``**``) is left out."""
+    text = module_path(module).read_text()
+    out: list[OperatorMutant] = []
+    for name, value in _tables(ast.parse(text)):
+        display = _display(value)
+        if display is None or isinstance(display, ast.Dict) and None in display.keys:
+            continue
+        entries: list[tuple[ast.expr, ast.expr]] = [(key, item) for key, item in zip(display.keys, display.values)
+                                                    if key is not None] if isinstance(display, ast.Dict) \
+            else [(element, element) for element in display.elts]
+        if len(entries) < 2:
+            continue
+        for index, (key, last) in enumerate(entries):
+            (line, col), replacement = _start(text, key), ""
+            if index + 1 < len(entries):  # up to the next entry
+                end_line, end_col = _start(text, entries[index + 1][0])
+            else:  # to its end, and its trailing comma
+                end_line, end_col = _end(text, last)
+                after = _lines(text)[end_line - 1][end_col:]
+                end_col += len(after) - len(after.lstrip()) + 1 if after.lstrip().startswith(",") else 0
+            if isinstance(display, ast.Tuple) and len(entries) == 2 and index == 0:  # (b) is no tuple: (b,)
+                (end_line, end_col), rest = _end(text, entries[1][1]), _segment(text, entries[1][1])
+                replacement = rest if _lines(text)[end_line - 1][end_col:].lstrip().startswith(",") else rest + ","
+            out.append(OperatorMutant(module, name, f"drop entry {_short(key)} of {name}", line, end_line, col,
+                                      end_col, replacement))
+    return out
+
+
+_RELEASES: Final = frozenset({"pop", "popitem", "popleft", "discard", "remove", "clear", "drop_buffer", "release",
+                              "give_back", "forget"})
+"""Calls that give back what a machine holds, as spec/ names them: an entry taken out of a table of what is held
+(``pop``, ``discard``, ``clear``, ...), a buffer dropped, and the give-back methods the machines define (``release``,
+``give_back``, ``forget``; the runtime calls them now). No ``close``: a sans-IO machine holds no handle to close."""
+
+
+def _is_release(statement: ast.stmt) -> bool:
+    """A statement that gives something back: a release call (:data:`_RELEASES`) on its own, or an amount added back
+    to an attribute (``self.permits_available += permits``; not a constant step, as a sequence number's ``+= 1``, nor
+    a display, as elements gathered)."""
+    if isinstance(statement, ast.AugAssign):
+        return isinstance(statement.target, ast.Attribute) and isinstance(statement.op, ast.Add) \
+            and not isinstance(statement.value, (ast.Constant, ast.Tuple, ast.List))
+    return isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call) \
+        and isinstance(statement.value.func, ast.Attribute) and statement.value.func.attr in _RELEASES
+
+
+def release_mutants(module: str) -> list[OperatorMutant]:
+    """A release forgotten: in a function body, each statement that gives something back (:func:`_is_release`)
+    replaced by ``pass`` (a reader leaving with an open buffer whose permits never return: the ninth blind round's
+    ``WriterMachine._leave``; the first-order family drops the same statements, so :func:`every_mutant` credits it),
+    and each ``pop`` of a key whose value is used kept instead (``X.pop(k)`` -> ``X[k]``, ``X.pop(k, d)`` ->
+    ``X.get(k, d)``): what was given back is still held, so it is given back again (permits of one written DATA
+    returned twice), or what was released is still found (a request answered twice)."""
+    text = module_path(module).read_text()
+    out: list[OperatorMutant] = []
+    unused: set[int] = set()  # the calls that are a statement of their own: their value is not used
+    for function, node in _body_nodes(ast.parse(text)):
+        if isinstance(node, ast.Expr):
+            unused.add(id(node.value))
+        if isinstance(node, ast.stmt) and _is_release(node):
+            out.append(_span(module, function, text, node, f"forget release {_short(node)}", "pass"))
+        elif isinstance(node, ast.Call) and id(node) not in unused and isinstance(node.func, ast.Attribute) \
+                and node.func.attr == "pop" and 1 <= len(node.args) <= 2 and not node.keywords:
+            owner, arguments = _segment(text, node.func.value), [_segment(text, a) for a in node.args]
+            kept = f"{owner}[{arguments[0]}]" if len(arguments) == 1 else f"{owner}.get({', '.join(arguments)})"
+            out.append(_span(module, function, text, node, f"forget release, keep {_short(node)}", f"({kept})"))
+    return out
+
+
 FAMILIES: Final[tuple[Callable[[str], list[OperatorMutant]], ...]] = (
     mutants_of, split_mutants, order_mutants, rounding_mutants,
-    check_removal_mutants, swap_mutants, spelling_mutants, stale_mutants)
+    check_removal_mutants, swap_mutants, spelling_mutants, stale_mutants, table_entry_mutants, release_mutants)
 """Every family, in the order :func:`every_mutant` plants them: the first-order operators and the older families as
 the corpora called them before, then the classes of bug the blind rounds planted."""
 

@@ -42,9 +42,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Final, Sequence
 
-from conformance.corpus_record import CorpusFiles, Record, corpus_report, record_of, write_corpus
+from conformance.corpus_record import CorpusFiles, Record, corpus_report, record_of, record_with, unjudged_mutants, write_corpus
 from conformance.cluster.walks import bounded_hangs, first_difference, kept_comments, progress_printer
-from conformance.operator_mutants import OperatorMutant, every_mutant
+from conformance.operator_mutants import OperatorMutant, Selection, canonical, every_mutant
 from conformance.cluster.service_wire import RawConnection, ServiceAddress
 from conformance.framework import CaseContext, CaseTimeout
 from conformance.vectorgen import recorded_tests
@@ -784,19 +784,45 @@ def selected(progress: bool = False) -> tuple[dict[str, Any], Record]:
     selection = select(walks, load_runner, PREFIXES, mutants, per_walk_s=30.0, progress=progress_printer(progress),
                        carried=[({"steps": t["steps"]}, t["answer"]) for t in recorded])
     comments = kept_comments(selection, walks, [({"steps": t["steps"]}, t["comment"]) for t in recorded])
+    return _document(walks, selection, comments), record_of(mutants, selection, len(walks))
+
+
+UNJUDGED_TRIES: Final = 200
+"""How many walks ``--unjudged`` tries on a mutant, the recorded ones first, every candidate run on it (untraced: a
+new family's table entries run at import, on no walk's lines): its cost is bounded where none tells one apart."""
+
+
+def selected_unjudged(record: Record, progress: bool = False) -> tuple[dict[str, Any], Record]:
+    """The corpus and ``record`` with only the mutants it does not judge selected for (:func:`corpus_record.unjudged_mutants`),
+    every recorded walk carried and keeping its comment."""
+    from conformance.operator_mutants import select
+
+    walks = candidates()
+    recorded = recorded_tests([WALKS_FILE])
+    mutants = wire_mutants()
+    fresh = unjudged_mutants(record, mutants)
+    selection = select(walks, load_runner, PREFIXES, fresh, per_walk_s=30.0, progress=progress_printer(progress),
+                       carried=[({"steps": t["steps"]}, t["answer"]) for t in recorded], traced=False,
+                       max_tries=UNJUDGED_TRIES)
+    had = {canonical({"steps": t["steps"]}): t["comment"] for t in recorded}
+    comments = kept_comments(selection, walks) | {
+        index: had[canonical(walks[index])] for index in selection.kept if canonical(walks[index]) in had}
+    return _document(walks, selection, comments), record_with(record, mutants, fresh, selection)
+
+
+def _document(walks: Sequence[dict[str, Any]], selection: Selection, comments: dict[int, str]) -> dict[str, Any]:
     tests = []
     for tc_id, index in enumerate(sorted(selection.kept), 1):
         tests.append({"tcId": tc_id, "comment": comments[index],
                       "flags": [], "specRef": "docs/spec/cluster.md#the-services-end-servicesession",
                       "steps": walks[index]["steps"], "answer": run_walk(walks[index])})
-    document = {
+    return {
         "algorithm": "cluster-service-wire-walks", "schema": SCHEMA_NAME, "generatorVersion": GENERATOR_VERSION,
         "seed": SEED, "candidates": len(walks), "numberOfTests": len(tests), "header": HEADER, "notes": {},
         "specRef": "docs/spec/cluster.md#the-services-end-servicesession",
         "testGroups": [{"type": "WireWalk", "specRef": "docs/spec/cluster.md#the-services-end-servicesession",
                         "tests": tests}],
     }
-    return document, record_of(mutants, selection, len(walks))
 
 
 def report(record: Record) -> str:
@@ -814,7 +840,7 @@ def report(record: Record) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     return write_corpus("conformance.cluster.wire_walks", __doc__, FILES, lambda: selected(progress=True),
-                        wire_mutants, report, argv)
+                        wire_mutants, report, argv, lambda record: selected_unjudged(record, progress=True))
 
 
 if __name__ == "__main__":

@@ -408,8 +408,9 @@ JUDGED: Final[tuple[Judgement, ...]] = (
     ("flight._flight_file", "' -> '", "equivalent", _UNREAD_NAME),
     ("messages._schema_file", "' -> '", "equivalent", _UNREAD_NAME),
     ("messages._sync_file", "' -> '", "equivalent", _UNREAD_NAME),
-    ("schema._RUST_TYPE_NAMES", "'Boolean' -> ", "equivalent", "a CHANGED column of type boolean is taken: no refusal "
-     "names the type Boolean"),
+    *(("schema._RUST_TYPE_NAMES", part, "equivalent", "a CHANGED column of type boolean is taken: no refusal "
+       "names the type Boolean (nor bool, its name without the table's entry)")
+      for part in ("'Boolean' -> ", "drop entry pa.bool_()")),
     ("schema.rust_type_name", "swap arguments t / str(t)", "equivalent", "pyarrow's types hash and compare equal to "
      "their names (pa.int8() == 'int8'): looked up by its name a type finds its own entry, and one not in the table "
      "prints as its name either way"),

@@ -12,7 +12,7 @@ from types import ModuleType
 import pytest
 
 from conformance.cluster import client_walks, inputs, walks, wire_walks
-from conformance.corpus_record import CorpusFiles, Record, corpus_report, record_of, stale
+from conformance.corpus_record import CorpusFiles, Record, corpus_report, record_of, record_with, stale, unjudged_mutants
 from conformance.operator_mutants import OperatorMutant, Selection
 
 
@@ -59,3 +59,21 @@ def test_two_mutants_of_one_name_get_one_outcome_each_and_the_report_counts_both
     report = _render(record)
     assert "2 / (3 - 0 - 1) = 100.0%" in report and "| spec.cluster.wire | 3 | 2 | 0 | 1 | 1 | 0 | 0 |" in report
     assert "- `wire.decode: 1 -> 2`" in report
+
+
+def test_a_record_judged_again_for_its_unjudged_mutants_keeps_every_outcome_it_had(tmp_path: Path) -> None:
+    """``--unjudged``: only a mutant beyond the record's entries of its rule is selected for; the record keeps its
+    outcomes (two of one rule included, each its own) in the order of the spec's mutants now, the new one's added."""
+    mutants = [_mutant(3), _mutant(5, "1 -> 2"), _mutant(5, "1 -> 2")]
+    record = record_of(mutants, Selection(kept=[4], killed_by={mutants[0].name: 4, mutants[1].name: 4},
+                                          survivors=[mutants[1].name], broken=[]), 10)
+    new = _mutant(4, "> -> >=")
+    now = [_mutant(30), new, _mutant(50, "1 -> 2"), _mutant(50, "1 -> 2")]
+    assert unjudged_mutants(record, now) == [new]
+    again = record_with(record, now, [new], Selection(kept=[4, 7], killed_by={new.name: 7}, survivors=[], broken=[]))
+    assert [e["outcome"] for e in again["mutants"]] == ["told apart", "told apart", "survivor", "told apart"]
+    files = CorpusFiles(tmp_path / "v.json", tmp_path / "r.json", tmp_path / "r.md")
+    files.vectors.write_text(json.dumps({"numberOfTests": 2}))
+    files.record.write_text(json.dumps(again))
+    files.report.write_text(_render(again))
+    assert again["kept"] == 2 and stale(files, now, _render) == []

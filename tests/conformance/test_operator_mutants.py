@@ -15,8 +15,9 @@ import pytest
 from conformance import operator_mutants
 from conformance.operator_mutants import (FAMILIES, ROOT, OperatorMutant, Runner, Selection, check_removal_mutants,
                                           every_mutant, fresh_modules, judged_by, judgement, module_path, mutants_of,
-                                          record_problems, rounding_mutants, rule_of, score, select, select_all, select_unjudged,
-                                          spelling_mutants, stale_mutants, swap_mutants)
+                                          record_problems, release_mutants, rounding_mutants, rule_of, score, select,
+                                          select_all, select_unjudged, spelling_mutants, stale_mutants, swap_mutants,
+                                          table_entry_mutants)
 
 MODULE = "spec.sync.commit_time"
 
@@ -382,6 +383,59 @@ def test_the_stale_family_keeps_a_variable_s_old_value() -> None:
     with fresh_modules(["spec."], stale):
         assert (_parse_hex("0x00"), _parse_hex("00")) == ("InvalidHex", b"\x00")
     assert [m.operator for m in stale_mutants("spec.shuffle.jsonform") if m.function == "parse_hex"] == [stale.operator]
+
+
+def test_the_table_family_leaves_an_error_class_out_of_the_peer_symptoms() -> None:
+    """The ninth blind round's ``root_cause.PEER_SYMPTOMS`` bug: a reader that failed with WriterUnreachable no longer
+    looks for a peer's failure; and a pair left with one entry is still a tuple."""
+    def symptoms() -> tuple[bool, object]:
+        errors = importlib.import_module("spec.shuffle.errors")
+        unreachable = errors.WriterUnreachable(1, 2, 3, 1000, "refused")
+        return importlib.import_module("spec.shuffle.root_cause").is_symptom(unreachable), \
+            importlib.import_module("spec.shuffle.jsonform").INT32
+
+    dropped = _planted(table_entry_mutants, "spec.shuffle.root_cause", "drop entry errors.WriterUnreachable of PEER_SYMPTOMS")
+    assert len(table_entry_mutants("spec.shuffle.root_cause")) == 4  # one per entry
+    assert symptoms() == (True, (-(2**31), 2**31 - 1))
+    with fresh_modules(["spec."], dropped):
+        assert symptoms()[0] is False
+    with fresh_modules(["spec."], _planted(table_entry_mutants, "spec.shuffle.jsonform", "drop entry -2 ** 31 of INT32")):
+        assert symptoms()[1] == (2**31 - 1,)
+
+
+def test_the_release_family_keeps_the_permits_of_a_leaving_reader_s_open_buffer() -> None:
+    """The ninth blind round's ``WriterMachine._leave`` bug: the open buffer is dropped, its permits never return (the
+    first-order family drops the same statement: one planted text, which :func:`every_mutant` credits to it); and a
+    pop kept: one DATA's write reported twice returns its permits twice, where the spec refuses the second report."""
+    def permits() -> tuple[int, object]:
+        writer = importlib.import_module("spec.shuffle.writer")
+        credit = importlib.import_module("spec.shuffle.messages").CreditMessage(writer_id=0, reader_id=0, num_messages=1)
+        settings = importlib.import_module("spec.shuffle.settings").ShuffleSettings(
+            network_buffer_size=16, network_buffer_max_wait_time_ms=50, writer_max_memory=1)
+        left = writer.WriterMachine(3, 0, 1, settings, 0.0, readers_may_leave=True)
+        left.received("c0", credit, 0.0)
+        left.write(0, b"x", 0.0)  # shorter than the flush threshold: the buffer stays open
+        left.reader_left(0, 0.0)
+        written = writer.WriterMachine(3, 0, 1, settings, 0.0)
+        written.received("c0", credit, 0.0)
+        (send,) = written.write(0, bytes(15), 0.0).sends  # a full buffer: one DATA
+        written.send_completed(0, send.message.seq, 0.0)
+        try:
+            written.send_completed(0, send.message.seq, 0.0)
+        except Exception as error:  # noqa: BLE001 - the answer is which error
+            return left.permit_capacity - left.permits_available, type(error).__name__
+        return left.permit_capacity - left.permits_available, written.permits_available - written.permit_capacity
+
+    writer_text = module_path("spec.shuffle.writer").read_text()
+    forgotten = _planted(release_mutants, "spec.shuffle.writer",
+                         "forget release self.permits_available += self.settings.network_buffer_size")
+    assert forgotten.source(writer_text) in {m.source(writer_text) for m in mutants_of("spec.shuffle.writer")}
+    assert permits() == (0, "UsageError")
+    with fresh_modules(["spec."], forgotten):
+        assert permits()[0] == 16  # one networkBufferSize never returned
+    with fresh_modules(["spec."], _planted(release_mutants, "spec.shuffle.writer",
+                                           "forget release, keep self._in_flight.pop((reader_id, seq), None)")):
+        assert permits()[1] == 16  # returned twice
 
 
 def _protocol_modules() -> list[str]:
