@@ -1,9 +1,10 @@
 """Which spec modules a suite's corpora judge, against what its runtime runs (issue 43).
 
 A corpus is selected by the mutants of the modules it names: a rule in a module no corpus names is a rule no case is
-chosen for. So every function of every spec module a runtime package imports (transitively) in which a mutant can
-change something is mutated by one of the suite's corpora, or is named (its module, or the module's class or
-function) with the corpus of another suite that mutates it and why the suite's own need not. Each suite says which:
+chosen for. So every function or table of every spec module a runtime package imports (transitively) in which a mutant
+of any family (:func:`conformance.operator_mutants.every_mutant`) can change something is mutated by one of the suite's
+corpora, or is named (its module, or the module's class, function or table) with the corpus of another suite that
+mutates it and why the suite's own need not, or with why no corpus need judge it. Each suite says which:
 conformance/shuffle/corpus_scope.py, conformance/cluster/corpus_scope.py.
 """
 
@@ -17,7 +18,7 @@ import sys
 from collections.abc import Iterable, Mapping
 from functools import cache
 
-from conformance.operator_mutants import module_path, mutants_of, order_mutants, split_mutants
+from conformance.operator_mutants import every_mutant, module_path
 
 _IMPORTED = """
 import json, pkgutil, importlib, sys
@@ -60,9 +61,9 @@ def _covered(function: str, named: Iterable[str]) -> bool:
 
 def unjudged(modules: Iterable[str], scope: Mapping[str, set[str] | None], elsewhere: Mapping[str, object]
              ) -> list[str]:
-    """``module.function`` for each function of ``modules`` with a mutant that neither ``scope`` nor ``elsewhere``
-    (a module, or ``module.name`` of its class or function) covers; a method or a nested function is named by its
-    outermost."""
+    """``module.function`` for each function (or table) of ``modules`` with a mutant of any family that neither
+    ``scope`` nor ``elsewhere`` (a module, or ``module.name`` of its class, function or table) covers; a method or a
+    nested function is named by its outermost."""
     missing: list[str] = []
     for module in modules:
         if module in elsewhere or scope.get(module, set()) is None:
@@ -73,7 +74,6 @@ def unjudged(modules: Iterable[str], scope: Mapping[str, set[str] | None], elsew
             if any(isinstance(node, ast.FunctionDef) for node in ast.walk(ast.parse(package.read_text()))):
                 missing.append(f"{module} (a package's own functions, which no corpus mutates)")
             continue
-        mutants = [*mutants_of(module), *split_mutants(module), *order_mutants(module)]
-        missing += sorted({f"{module}.{m.function.split('.')[0]}" for m in mutants
+        missing += sorted({f"{module}.{m.function.split('.')[0]}" for m in every_mutant(module)
                            if not _covered(m.function, named)} - set(elsewhere))
     return missing

@@ -1,9 +1,9 @@
 """Which spec modules the cluster suite's corpora judge, against what the cluster runtime runs (issue 43).
 
-The same check as the shuffle's (conformance/corpus_scope.py): every function of every spec module
+The same check as the shuffle's (conformance/corpus_scope.py): every function (or table) of every spec module
 ``reference/cluster`` imports (transitively) in which a mutant can change something is mutated by a cluster corpus
 (:data:`CORPORA`), or is listed in :data:`JUDGED_ELSEWHERE` with the corpus of another suite that mutates it and why
-the cluster's need not.
+the cluster's need not, or in :data:`OUT_OF_SCOPE` with why no corpus need judge it.
 """
 
 from __future__ import annotations
@@ -32,9 +32,13 @@ JUDGED_ELSEWHERE: Final[Mapping[str, tuple[str, str]]] = {
     "spec.errors": ("conformance.shuffle.inputs", (
         "the one base of every protocol's errors (message, parameters, pickling, JSON); the cluster's errors add "
         "only their conditions and codes (spec/cluster/errors.py, judged by the wire walks)")),
-    "spec.admission.ConnectionAdmission": ("conformance.shuffle.inputs", (
+    **{f"spec.admission.{name}": ("conformance.shuffle.inputs", (
         "the cluster service's reactor bounds strangers and departures only (reference/net/reactor.py); a connection "
-        "table is the shuffle's and the sync server's")),
+        "table (and the rank it evicts by) is the shuffle's and the sync server's"))
+       for name in ("ConnectionAdmission", "_EVICTION_RANK")},
 }
 """Spec modules (or a module's class or function) the cluster runtime imports that another suite's corpus mutates:
 name -> (that corpus, why)."""
+
+OUT_OF_SCOPE: Final[Mapping[str, str]] = {}
+"""Functions or tables (``module.name``) the cluster runtime imports that no corpus need judge: name -> why."""
