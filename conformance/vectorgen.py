@@ -64,13 +64,23 @@ def recorded_tests(paths: Sequence[Path]) -> list[dict[str, Any]]:
 def corpus_main(module: str, description: str | None, files: tuple[Path, Path, Path], candidates: int,
                 select: Callable[[int, list[dict[str, Any]]], dict[str, Any]],
                 build: Callable[[Sequence[tuple[int, str]]], dict[str, Any]],
-                report: Callable[[dict[str, Any]], str], text: Callable[[], str], argv: Sequence[str]) -> int:
-    """``python -m <module> [--check | --select [--count N] [--carry FILE]... | --report]`` for a corpus selected by
-    mutation, whose ``files`` are its vector file, the selection's raw outcome and the generated report: ``--select``
-    runs the selection (minutes: under nice), carrying the tests of the vector file and of every ``--carry`` file (an
-    earlier version of it), and writes all three, ``--report`` rewrites the report from the last selection,
-    otherwise the vector file is rebuilt (or checked) from the seed and the candidates it records."""
+                report: Callable[[dict[str, Any]], str], text: Callable[[], str], argv: Sequence[str],
+                unjudged: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> int:
+    """``python -m <module> [--check | --select [--count N] [--carry FILE]... | --report | --unjudged]`` for a corpus
+    selected by mutation, whose ``files`` are its vector file, the selection's raw outcome and the generated report:
+    ``--select`` runs the selection (minutes: under nice), carrying the tests of the vector file and of every
+    ``--carry`` file (an earlier version of it), and writes all three, ``--report`` rewrites the report from the last
+    selection, ``--unjudged`` (a corpus with ``unjudged``) selects for only the mutants the last selection does not
+    judge (a new family, say) and writes all three; otherwise the vector file is rebuilt (or checked) from the seed and
+    the candidates it records."""
     vectors, selection, report_file = files
+    if unjudged is not None and "--unjudged" in argv:
+        outcome = unjudged(json.loads(selection.read_text()))
+        selection.write_text(json.dumps(outcome, indent=1) + "\n")
+        vectors.write_text(render(build([(n, c) for n, c in outcome["kept"]])))
+        report_file.write_text(report(outcome))
+        print(f"wrote {selection}, {vectors} and {report_file}")
+        return 0
     if "--select" not in argv and "--report" not in argv:
         return write_or_check(module, description, vectors, text, argv)
     parser = argparse.ArgumentParser(prog=f"python -m {module}")

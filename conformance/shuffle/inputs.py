@@ -37,7 +37,18 @@ from conformance.shuffle.server_inputs import SHAPES as SERVER_SHAPES
 from conformance.shuffle.task_inputs import FUNCTIONS as TASK_FUNCTIONS
 from conformance.shuffle.task_inputs import SHAPES as TASK_SHAPES
 from conformance.shuffle.task_inputs import answer_tasks
-from conformance.operator_mutants import OperatorMutant, canonical, every_mutant, import_runner, rule_of, select
+from conformance.operator_mutants import (
+    OperatorMutant,
+    Selection,
+    canonical,
+    committed_source,
+    every_mutant,
+    import_runner,
+    judged_by,
+    rule_of,
+    select,
+    select_unjudged,
+)
 from spec.errors import ProtocolError
 from spec.shuffle import codec
 from spec.shuffle.checksum import payload_checksum, verify_payload
@@ -602,6 +613,41 @@ def _undrawn(earlier: Sequence[dict[str, Any]], drawn: Sequence[Request]) -> lis
     return found
 
 
+def mutants_now() -> list[OperatorMutant]:
+    """Every family's mutants of :data:`MODULES` and of the :data:`FUNCTIONS_OF` functions, one per name (a name is a
+    rule)."""
+    every = [m for module in MODULES for m in every_mutant(module)] + [
+        m for module, functions in FUNCTIONS_OF.items() for m in every_mutant(module) if m.function in functions]
+    return list({m.name: m for m in reversed(every)}.values())[::-1]
+
+
+def select_unjudged_corpus(outcome: dict[str, Any]) -> dict[str, Any]:
+    """``--unjudged``: the last selection's ``outcome`` with the mutants it does not judge (a new family, say) selected
+    alone (:func:`conformance.operator_mutants.select_unjudged`), on the recorded requests first (kept and derived),
+    then every drawn candidate; a request kept for one of them is added after the kept ones."""
+    mutants = mutants_now()
+    named = [*outcome["killedBy"], *outcome["survivors"], *outcome["broken"], *outcome.get("timedOut", [])]
+    judged_now = judged_by(mutants, named, committed_source(SELECTION_FILE))
+    tests = json.loads(INPUT_FILE.read_text())["tests"]
+    derived = iter(range(1, len(tests) + 1))
+    number: list[int | str] = [t["candidate"] if t["source"] == "selected" else f"derived {next(derived)}"
+                               for t in tests]
+    requests = [t["request"] for t in tests] + candidates(int(outcome["candidates"]))
+    number += list(range(int(outcome["candidates"])))
+    earlier = Selection(list(range(len(tests))), dict(outcome["killedBy"]), list(outcome["survivors"]), list(outcome["broken"]),
+                        list(outcome.get("timedOut", [])))
+    later = select_unjudged(requests, import_runner("conformance.shuffle.inputs", "answer"), PREFIXES, mutants, earlier,
+                            judged_now, progress=lambda line: print(line, file=sys.stderr, flush=True), traced=False)
+    fresh = {m.name for m in mutants if m not in judged_now}
+    told = {name: (number[index] if name in fresh else index) for name, index in later.killed_by.items()}
+    recorded = {n for n, _ in outcome["kept"]}
+    added = [[number[i], next((rule_of(n) for n, j in later.killed_by.items() if j == i and n in fresh),
+                              "kept by the unjudged selection")]
+             for i in later.kept if i >= len(tests) and number[i] not in recorded]
+    return {**outcome, "kept": outcome["kept"] + added, "mutants": [{"module": m.module, "name": m.name} for m in mutants],
+            "killedBy": told, "survivors": later.survivors, "broken": later.broken, "timedOut": later.timed_out}
+
+
 def select_corpus(count: int, earlier: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Run the selection over the first ``count`` candidates and the ``earlier`` corpora's requests the seed no longer
     draws; its outcome as :data:`SELECTION_FILE` holds it (those of the latter kept under ``carried``, numbered from
@@ -615,9 +661,7 @@ def select_corpus(count: int, earlier: Sequence[dict[str, Any]]) -> dict[str, An
     derived = [request for _, request in derived_requests()]
     derived_name = {len(requests) + i: f"derived {i + 1}" for i in range(len(derived))}
     requests += derived
-    every = [m for module in MODULES for m in every_mutant(module)] + [
-        m for module, functions in FUNCTIONS_OF.items() for m in every_mutant(module) if m.function in functions]
-    mutants = list({m.name: m for m in reversed(every)}.values())[::-1]  # one per name (a name is a rule)
+    mutants = mutants_now()
     chosen = select(requests, import_runner("conformance.shuffle.inputs", "answer"), PREFIXES, mutants,
                     progress=lambda line: print(line, file=sys.stderr, flush=True), traced=False,
                     carried=[(t["request"], t["answer"]) for t in earlier] + [(request, None) for request in derived])
@@ -884,7 +928,7 @@ def _before_and_after(outcome: Mapping[str, Any], table: Sequence[Judgement]) ->
 def main(argv: Sequence[str] | None = None) -> int:
     return vectorgen.corpus_main("conformance.shuffle.inputs", __doc__, (INPUT_FILE, SELECTION_FILE, REPORT_FILE),
                                  CANDIDATES, select_corpus, build, report, render,
-                                 list(sys.argv[1:] if argv is None else argv))
+                                 list(sys.argv[1:] if argv is None else argv), select_unjudged_corpus)
 
 
 if __name__ == "__main__":

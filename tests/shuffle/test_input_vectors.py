@@ -72,3 +72,12 @@ def test_a_kept_request_the_seed_no_longer_draws_stays_a_candidate_while_the_spe
     assert inputs._undrawn(earlier, [drawn]) == [undrawn]
     numbers = [t["candidate"] for t in SELECTED if t["candidate"] >= inputs.CANDIDATES]
     assert numbers == list(range(inputs.CANDIDATES, inputs.CANDIDATES + len(inputs.carried_requests())))
+
+
+def test_the_record_judges_every_mutant_of_every_family_now() -> None:
+    # a new family (or a rule changed) leaves mutants unjudged: python -m conformance.shuffle.inputs --unjudged
+    from conformance.operator_mutants import record_problems, rule_of
+
+    outcome = json.loads(inputs.SELECTION_FILE.read_text())
+    listed = [rule_of(name) for key in ("survivors", "broken", "timedOut") for name in outcome[key]]
+    assert record_problems(inputs.mutants_now(), outcome["killedBy"].keys(), listed) == []
