@@ -10,6 +10,7 @@ import inspect
 from typing import Any, Final
 
 from conformance.shuffle.task_inputs import REPORTED, TASK_ERRORS
+from spec.admission import ConnectionUse
 from spec.shuffle.layouts import MessageType
 from spec.shuffle.root_cause import PEER_SYMPTOMS, ROOT_CAUSE_WAIT_S
 from spec.shuffle.settings import NETWORK_TIMEOUT_KEY, SETTINGS, TIME_UNITS, SettingKind
@@ -83,11 +84,19 @@ def root_cause_requests() -> list[Request]:
             for name in names for seen, waited in _LOOKS]
 
 
+def eviction_requests() -> list[Request]:
+    """Every use of a connection alone at the cap (one connection, doing it): a newcomer evicts it, or is refused while
+    a request is in flight; a use left out of the eviction ranks, or added to them, changes an answer."""
+    return [{"function": "connections", "maxConnections": 1,
+             "steps": [["accepted", 0], ["using", 0, use.name], ["accepted", 1]]} for use in ConnectionUse]
+
+
 DERIVED: Final = (
     ("every time unit at its rounding bounds, both cases and signs (derived)", time_requests),
     ("every hex spelling of a DATA's payload (derived)", hex_requests),
     ("every typed error at each value of each parameter (derived)", error_requests),
     ("every error class as a task's error, with and without a peer's failure seen (derived)", root_cause_requests),
+    ("every use of a connection alone at the cap: evicted by a newcomer, or not (derived)", eviction_requests),
 )
 """Each family of derived requests with the comment its tests carry."""
 
