@@ -886,6 +886,8 @@ JUDGED: Final[tuple[Judgement, ...]] = (
     ("writer.WriterMachine.send_failed", "drop operand channel.state in _ACK_AWAITED", "unreachable",
      "outside OPEN and TERMINATING a failed write is a caller's bug the spec raises on (no DATA of an unbound or "
      "acknowledged reader is being written), but in LEFT, where LEAVE and SEND_FAILED both keep LEFT"),
+    ("reader.ReaderMachine.release", "forget release", "unreachable",
+     "the released DATA stays listed as held: only a second release of the same seq reads it, " + _CALLER_BUG),
     ("jsonform.InvalidHex.condition", "", "equivalent", _HEX_REFUSAL),
     *(("jsonform.parse_hex", part, "equivalent", _HEX_REFUSAL + " (or names the first character that is not hex)")
       for part in ("swap arguments what / ", "'0123456789abcdefABCDEF' -> ")),

@@ -73,3 +73,13 @@ def test_the_walks_tell_a_leave_that_keeps_an_open_buffer_s_permits_apart() -> N
     # the ninth blind round's writer survivor, caught by the walk corpus alone (the walk-corpus cases replay it)
     bug = "writer-leave-keeps-open-buffer-permits"
     assert walks.catalogue_caught([bug]) == ([bug], [])
+
+
+def test_the_record_judges_every_mutant_of_every_family_now() -> None:
+    # a new family (or a rule changed) leaves mutants unjudged: python -m conformance.shuffle.walks --select
+    from conformance.operator_mutants import every_mutant, record_problems, rule_of
+
+    outcome = json.loads(walks.SELECTION_FILE.read_text())
+    now = [m for module in walks.MODULES for m in every_mutant(module)] + walks.table_mutants()
+    listed = [rule_of(name) for key in ("survivors", "broken", "timedOut") for name in outcome[key]]
+    assert record_problems(now, outcome["killedBy"].keys(), listed) == []
