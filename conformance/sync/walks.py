@@ -12,12 +12,15 @@ an in-process copy of the reference target (:func:`conformance.sync.reference_ta
 biased as a tester would (every threshold at its exact value and a tick either side, sequence numbers at
 memory, durable, one either side, 0 and the max, two faults at once, refusals followed by fresh traffic);
 ``python -m conformance.sync.walks select`` keeps those that tell :data:`MODULES`' operator mutants apart
-(:func:`conformance.operator_mutants.select`) and writes ``vectors/walks.json`` and ``docs/walks/sync.md``.
+(:func:`conformance.operator_mutants.select`), ``select-unjudged`` those that tell apart the mutants of every family the
+recorded selection does not judge yet (:func:`conformance.operator_mutants.select_unjudged`), and ``record`` writes
+``vectors/walks.json`` and ``docs/walks/sync.md``.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import ctypes
 import importlib
 import json
@@ -36,8 +39,9 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 import pyarrow as pa
 from pyarrow import flight
 
-from conformance import vectorgen
-from conformance.operator_mutants import ROOT, OperatorMutant, Selection, module_path, mutants_of, select
+from conformance import operator_mutants, vectorgen
+from conformance.operator_mutants import (ROOT, OperatorMutant, Selection, committed_source, every_mutant, judged_by,
+                                          module_path, mutants_of, select, select_unjudged)
 from conformance.framework import CaseContext, Verdict
 from reference.sync.credentials import ClientSecurity
 from reference.sync.store import read_delta
@@ -1061,6 +1065,14 @@ def select_part(modules: Sequence[str], seed: int, count: int, max_tries: int | 
     result = select(walks, lambda: run_directly, SERVER_PREFIXES, every, per_walk_s=PER_WALK_S, progress=_say,
                     max_tries=max_tries, carried=[({"steps": t["steps"], "shape": t["shape"]}, None) for t in recorded()])
     unconfirmed = confirm(walks, result.killed_by, every)
+    return {"seed": seed, "candidates": count, "maxTries": max_tries, "modules": _figures(mutants, result, unconfirmed),
+            "killedBy": {n: i for n, i in result.killed_by.items() if n not in unconfirmed}}
+
+
+def _figures(mutants: dict[str, list[OperatorMutant]], result: Selection, unconfirmed: Sequence[str]
+             ) -> dict[str, Any]:
+    """A selection's figures per module, its kills not reproduced through the ``exec:`` target (``unconfirmed``) left
+    out of those told apart and listed apart."""
     figures: dict[str, Any] = {}
     for module, found in mutants.items():
         names = {m.name for m in found}
@@ -1069,7 +1081,71 @@ def select_part(modules: Sequence[str], seed: int, count: int, max_tries: int | 
                            "timedOut": sorted(_rule(n) for n in result.timed_out if n in names),
                            "unconfirmed": sorted(_rule(n) for n in unconfirmed if n in names),
                            "survivors": sorted(_rule(n) for n in result.survivors if n in names)}
-    return {"seed": seed, "candidates": count, "maxTries": max_tries, "modules": figures,
+    return figures
+
+
+def record_problems(selection: dict[str, Any]) -> list[str]:
+    """What makes a recorded selection stale (:func:`conformance.operator_mutants.record_problems`): it judges every
+    family's mutants of :data:`MODULES` now, each by rule, the broken ones counted without their names."""
+    return operator_mutants.record_problems(
+        [m for module in MODULES for m in every_mutant(module)],
+        selection["killedBy"].keys(), [rule for f in selection["modules"].values()
+                                       for key in ("survivors", "timedOut", "unconfirmed") for rule in f[key]],
+        sum(f["broken"] for f in selection["modules"].values()))
+
+
+UNJUDGED_TRIES: Final = 40
+"""Walks (the kept ones first) tried on a mutant the recorded selection had not judged, of the candidates and again of
+the settings walks: ``select-unjudged`` tries some 600 mutants in the time ``MAX_TRIES`` gives 150."""
+UNJUDGED_WALK_S: Final = 1.0
+"""A walk's time limit in ``select-unjudged`` (doubled for its second try): a hang costs 3 s, not 9."""
+
+
+def select_unjudged_part(recorded_selection: dict[str, Any], modules: Sequence[str] = MODULES,
+                         tries: int = UNJUDGED_TRIES) -> dict[str, Any]:
+    """The recorded selection carried on over the mutants of every family it did not judge
+    (:func:`conformance.operator_mutants.select_unjudged`: by name, or under the name it judged before the module's
+    lines moved, on the source of the commit that last wrote the record; those it did not confirm are tried again),
+    every walk it kept tried first, at most ``tries`` walks each: the candidates that run a mutant's lines; for one
+    outside every function (a class's constants, run at import: on no walk's lines) any candidate; then, for one
+    inside a function none of those told apart, the walks with settings off their defaults that run its lines. Every
+    new kill confirmed through the ``exec:`` target (:func:`confirm`). The merged selection, every mutant named as it
+    is now."""
+    logging.disable(logging.CRITICAL)
+    seed, count = recorded_selection["seed"], recorded_selection["candidates"]
+    walks = candidates(seed, count, recorded_selection["settingsCandidates"])
+    mutants = {module: every_mutant(module) for module in modules}
+    every = [m for found in mutants.values() for m in found]
+    figures = [recorded_selection["modules"][module] for module in modules if module in recorded_selection["modules"]]
+    listed = {key: [rule for f in figures for rule in f[key]] for key in ("survivors", "timedOut")}
+    killed_before = {n: i for n, i in recorded_selection["killedBy"].items() if n.split(":", 1)[0] in modules}
+    judged = judged_by(every, [*killed_before, *listed["survivors"], *listed["timedOut"]], committed_source(VECTOR_FILE))
+    earlier = Selection(sorted(set(killed_before.values())), killed_before, listed["survivors"], [], listed["timedOut"])
+    _say(f"{len(every)} mutants, {len(judged)} judged by the record, {len(every) - len(judged)} to try")
+    first = select_unjudged(walks, lambda: run_directly, SERVER_PREFIXES, every, earlier, judged,
+                            per_walk_s=UNJUDGED_WALK_S, progress=_say, max_tries=tries)
+    bodies = {module: [(f.lineno, f.end_lineno or f.lineno) for f in ast.walk(ast.parse(module_path(module).read_text()))
+                       if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))] for module in modules}
+    left = [m for m in every if m not in judged and m.name in set(first.survivors)]
+    at_import = [m for m in left if not any(start <= m.line <= end for start, end in bodies[m.module])]
+    second = select(walks, lambda: run_directly, SERVER_PREFIXES, at_import, per_walk_s=UNJUDGED_WALK_S,
+                    progress=_say, max_tries=tries, traced=False, carried=[(walks[i], None) for i in first.kept])
+    on_lines = [m for m in left if m not in at_import]
+    third = select(walks[count:], lambda: run_directly, SERVER_PREFIXES, on_lines, per_walk_s=UNJUDGED_WALK_S,
+                   progress=_say, max_tries=tries, carried=[(walks[i], None) for i in first.kept if i >= count])
+    fresh_kills = second.killed_by | {name: count + i for name, i in third.killed_by.items()}
+    retried = {m.name for m in left}
+    result = Selection(first.kept + [i for i in fresh_kills.values() if i not in first.kept],
+                       first.killed_by | fresh_kills,
+                       [n for n in first.survivors if n not in retried] + second.survivors + third.survivors,
+                       first.broken + second.broken + third.broken,
+                       first.timed_out + second.timed_out + third.timed_out)
+    new_kills = {name: index for name, index in result.killed_by.items() if name not in {m.name for m in judged}}
+    unconfirmed = confirm(walks, new_kills, every)
+    return {"seed": seed, "candidates": count, "settingsCandidates": len(walks) - count,
+            "maxTries": recorded_selection["maxTries"],
+            "settingsTries": recorded_selection["settingsTries"], "families": "every", "unjudgedTries": tries,
+            "modules": _figures(mutants, result, unconfirmed),
             "killedBy": {n: i for n, i in result.killed_by.items() if n not in unconfirmed}}
 
 
@@ -1141,12 +1217,13 @@ def document(selection: dict[str, Any]) -> dict[str, Any]:
         "numberOfTests": len(tests),
         "header": [
             "Seeded walks over the sync target's inputs, each kept because it tells the spec apart from one of its "
-            "first-order operator mutants (conformance/operator_mutants.py).",
+            "operator mutants (conformance/operator_mutants.py).",
             "Regenerate: python -m conformance.sync.walks select (minutes), then python -m conformance.sync.walks.",
         ],
         "notes": {"comment": "module.function: operator of the first mutant the walk was kept for (of `killed`)"},
         "selection": {k: selection[k] for k in ("seed", "candidates", "settingsCandidates", "maxTries", "settingsTries",
-                                                "modules", "killedBy") if k in selection},
+                                                "families", "unjudgedTries", "modules", "killedBy")
+                      if k in selection},
         "testGroups": [{"type": "SyncWalk", "tests": tests}],
     }
 
@@ -1272,7 +1349,7 @@ def report(doc: dict[str, Any]) -> str:
              "is listed apart, never told apart (a flusher asking again and again to be woken at a time already "
              "reached is no such hang: the target answers that `ADVANCE` with an error, `conformance.sync.clock."
              "SPIN_LIMIT`; what still times out loops within one call). Score: told apart / (mutants - broken - "
-             "equivalent).", "",
+             "equivalent). " + _families(sel), "",
              "What neither the walks nor the selection's runner express (the runner hands each put to the driver whole, "
              "as the transport does once a stream ended; every walk step is expressible): a put split over several "
              "messages, a stream held open, slow or cut, puts in flight at once, the put slots and the connection cap "
@@ -1331,6 +1408,21 @@ def _settings_tries(sel: dict[str, Any]) -> str:
             f"{sel['candidates']})")
 
 
+def _families(sel: dict[str, Any]) -> str:
+    """How the mutants of the families after the first-order ones were selected (none: the first-order alone)."""
+    if sel.get("families") != "every":
+        return "The mutants are the first-order operators' (`operator_mutants.mutants_of`)."
+    return ("The mutants are every family's (`operator_mutants.every_mutant`: the first-order operators, then the "
+            "classes of bug the blind rounds planted). Those the first-order selection had not judged were selected "
+            "after it (`select-unjudged`, `operator_mutants.select_unjudged`): a mutant it judged kept its verdict, "
+            "under its own name or under the name it had before its module's lines moved when it plants the same text "
+            "there (the source of the commit that last wrote the record); the others were tried with every walk kept "
+            f"first, at most {sel['unjudgedTries']} walks each (a walk's limit {UNJUDGED_WALK_S:g} s, then "
+            f"{2 * UNJUDGED_WALK_S:g} s): the candidates that run its lines, or any candidate for one outside every "
+            "function (a class's constants, run at import, on no walk's lines), then the settings walks that run "
+            "its lines.")
+
+
 def _score(row: Sequence[int]) -> str:
     mutants, told, broken, equivalent = row[0], row[1], row[2], row[5]
     judged = mutants - broken - equivalent
@@ -1350,7 +1442,8 @@ def _merge(parts: Sequence[Path]) -> dict[str, Any]:
             raise ValueError(f"{part} tried another number of walks per mutant")
         merged.update(seed=data["seed"], candidates=data["candidates"], maxTries=data["maxTries"],
                       settingsCandidates=data.get("settingsCandidates", 0),
-                      settingsTries=max(merged.get("settingsTries") or 0, data.get("settingsTries") or 0) or None)
+                      settingsTries=max(merged.get("settingsTries") or 0, data.get("settingsTries") or 0) or None,
+                      **{key: data[key] for key in ("families", "unjudgedTries") if key in data})
         for module, figures in data["modules"].items():
             # counted per mutant: two mutants of one line with one operator (two constants ``0``) share a name
             figures["toldApart"] = figures["mutants"] - figures["broken"] - sum(
@@ -1363,9 +1456,11 @@ def _merge(parts: Sequence[Path]) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``select [--modules M ...] --out PART``: run the selection (minutes, under nice); ``record PART ...``: write
-    the vectors and the report from selections; without a command: regenerate both from the recorded selection
-    (``--check``: exit 1 when either is stale)."""
+    """``select [--modules M ...] --out PART``: run the selection (minutes, under nice); ``select-unjudged --out
+    PART``: carry the recorded selection on over the mutants it does not judge (:func:`select_unjudged_part`);
+    ``record PART ...``: write the vectors and the report from selections; without a command: regenerate both from the
+    recorded selection (``--check``: exit 1 when either is stale, or the selection no longer judges the spec's
+    mutants, :func:`record_problems`)."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["select"]:
         parser = argparse.ArgumentParser(prog="python -m conformance.sync.walks select")
@@ -1392,6 +1487,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         opts.out.write_text(json.dumps(select_more(recorded_selection, opts.modules, opts.max_tries, opts.again_only,
                                                    opts.settings_only, opts.again_pool, retry)))
         return 0
+    if args[:1] == ["select-unjudged"]:
+        parser = argparse.ArgumentParser(prog="python -m conformance.sync.walks select-unjudged")
+        parser.add_argument("--modules", nargs="*", default=list(MODULES))
+        parser.add_argument("--tries", type=int, default=UNJUDGED_TRIES)
+        parser.add_argument("--out", type=Path, required=True)
+        opts = parser.parse_args(args[1:])
+        opts.out.write_text(json.dumps(select_unjudged_part(json.loads(VECTOR_FILE.read_text())["selection"],
+                                                            opts.modules, opts.tries)))
+        return 0
     if args[:1] == ["record"]:
         selection = _merge([Path(a) for a in args[1:]])
     else:
@@ -1401,6 +1505,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                                       [a for a in args if a == "--check"])
     if "--check" in args:
         stale = not REPORT_FILE.exists() or REPORT_FILE.read_text() != report(doc)
+        for problem in record_problems(selection):
+            print(f"{VECTOR_FILE}'s selection {problem}: python -m conformance.sync.walks select-unjudged --out PART, "
+                  "then record PART", file=sys.stderr)
+            stale = True
         return status or (print(f"{REPORT_FILE} is stale", file=sys.stderr) or 1 if stale else 0)
     REPORT_FILE.parent.mkdir(parents=True, exist_ok=True)
     REPORT_FILE.write_text(report(doc))

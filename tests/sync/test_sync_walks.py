@@ -24,6 +24,13 @@ def test_walk_file_matches_its_schema_and_its_seed() -> None:
     assert walks.REPORT_FILE.read_text() == walks.report(doc), "run python -m conformance.sync.walks"
 
 
+def test_the_recorded_selection_judges_every_mutant_of_the_spec_now() -> None:
+    """Stale when a rule is added, changed or removed, not when code only moves (by rule, without lines); some 1.5 s:
+    it plants nothing but lists every family's mutants of the nine modules."""
+    problems = walks.record_problems(load_vectors("walks.json")["selection"])
+    assert not problems, "python -m conformance.sync.walks select-unjudged --out PART, then record PART"
+
+
 def test_every_kept_walk_tells_its_cases_apart_in_groups_the_suite_runs() -> None:
     ids = [i for _, group in walks.groups() for i in group]
     assert sorted(ids) == list(range(1, load_vectors("walks.json")["numberOfTests"] + 1))
