@@ -226,13 +226,14 @@ def run(options: Options, out: TextIO = sys.stdout, err: TextIO = sys.stderr) ->
         _report(figures, timings, services, out)
         kept = not ok or options.keep
         if kept:
-            print(f"kept {'as asked' if ok else 'for inspection'}: {setup.workdir} (store and sync server log); "
+            held = "store and sync server log" if options.store is None else "sync server log"
+            print(f"kept {'as asked' if ok else 'for inspection'}: {setup.workdir} ({held}); "
                   f"table {setup.table_uri}", file=out)
         print(line, file=out, flush=True)
         return Outcome(ok, line, figures, diff, figures.problems)
     finally:
         services.close()
-        if options.store is None and not kept:
+        if not kept:  # a --store lives elsewhere: the work dir then holds only the server's log
             shutil.rmtree(setup.workdir, ignore_errors=True)
 
 

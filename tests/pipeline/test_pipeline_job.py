@@ -78,12 +78,14 @@ than 5 s on a loaded machine): what the console holds besides the driver's fault
 
 def test_chaos_kills_server_and_a_task_and_says_each_in_one_line(tmp_path: Path) -> None:
     """As a user runs it: the table still matches, and the console holds one line per fault (no
-    Spark ERROR trace, no 'unknown' root cause), the counters those that happened."""
-    store, report = tmp_path / "store", tmp_path / "report"
+    Spark ERROR trace, no 'unknown' root cause), the counters those that happened, and no temp dir is left."""
+    store, report, temp = tmp_path / "store", tmp_path / "report", tmp_path / "tmp"
+    temp.mkdir()
     try:
         done = subprocess.run([sys.executable, "-m", "reference.pipeline", "--chaos", "--changes", "12000", "--keys",
                                "1500", "--store", str(store), "--report", str(report)], cwd=tmp_path,
-                              env=dict(os.environ, PYTHONPATH=str(REPO)), capture_output=True, text=True, timeout=280)
+                              env=dict(os.environ, PYTHONPATH=str(REPO), TMPDIR=str(temp)), capture_output=True,
+                              text=True, timeout=280)
     finally:
         leaked = _reap_sync_servers(store)
     assert leaked == [], "sync servers outlived the run"
@@ -97,6 +99,8 @@ def test_chaos_kills_server_and_a_task_and_says_each_in_one_line(tmp_path: Path)
     assert figures["sync_server_generations"] == 2 and figures["chaos_task_killed"]["reader"] == 0
     # The killed sink was re-run (by re-running the streaming job) and resumed.
     assert figures["job_attempts"] == 2
+    # A passing run with --store leaves no work dir of its own (its server log went with it).
+    assert not [p for p in temp.iterdir() if p.name.startswith("streamwire-pipeline-")]
 
 
 def test_existing_table_is_refused_with_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
