@@ -359,6 +359,10 @@ class FlightPutTransport:
         self._private.remove()
 
     def _close_loop(self) -> None:
+        """Stop the loop and close it (its selector and self-pipe), not left to the garbage collector: a process that
+        starts and stops servers one after another (a test run, a walk selection) holds no descriptor of a stopped one."""
         if self._loop.is_running():
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._loop_thread.join(timeout=5)
+        if not self._loop_thread.is_alive():
+            self._loop.close()

@@ -4,8 +4,11 @@ report is the one the file renders, and a walk runs the same on the in-process t
 from __future__ import annotations
 
 import json
+import os
+import threading
 
 import jsonschema
+import pytest
 
 from conformance.sync import walks
 from conformance.sync.vector_suite import VECTOR_DIR, load_vectors
@@ -53,3 +56,25 @@ def _words(answer: object) -> object:
     if isinstance(answer, dict) and "error" in answer:
         return answer["error"].split(": ", 1)[1]
     return answer
+
+
+def test_a_walk_target_holds_no_descriptor_once_stopped_even_when_its_server_never_stops(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A selection plants hundreds of mutants in one process, a target or two each: what a target opened must be closed
+    when its walk ends, even when its server's shutdown never ends (a mutant's flusher caught in a loop), or the
+    process runs out of descriptors (each stopped server kept its event loop's selector and self-pipe)."""
+    from reference.sync.server import SyncServer
+
+    stuck = threading.Event()
+    monkeypatch.setattr(SyncServer, "_flush_task", lambda self: stuck.wait())  # a flusher that never returns
+    monkeypatch.setattr(walks, "CLOSE_WAIT_S", 0.0)  # the target leaves its server behind at once
+    counts = []
+    try:
+        for _ in range(3):
+            with walks.in_process() as target:
+                server = target.server
+            server.serve()  # returns once its transport stopped: the shutdown waits on the flusher after that
+            counts.append(len(os.listdir("/proc/self/fd")))
+    finally:
+        stuck.set()
+    assert counts[2] == counts[1], counts  # the first may start what the process keeps (gRPC's poller)
