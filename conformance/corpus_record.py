@@ -16,7 +16,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Final, Mapping, Sequence
+from typing import Any, Callable, Final, Iterable, Mapping, Sequence
 
 from conformance import vectorgen
 from conformance.operator_mutants import OperatorMutant, Selection, rule_of
@@ -65,6 +65,41 @@ def record_with(record: Record, mutants: Sequence[OperatorMutant], fresh: Sequen
     entries = [new.get(id(m)) or {"module": m.module, "rule": rule_of(m.name),
                                   "outcome": earlier[(m.module, rule_of(m.name))].pop(0)} for m in mutants]
     return {"candidates": record["candidates"], "kept": len(selection.kept), "mutants": entries}
+
+
+Rule = tuple[str, str]
+"""``(module, rule)`` of a mutant (:func:`conformance.operator_mutants.rule_of`: no line), as records name it."""
+
+
+def told_apart_in_record(record: Record) -> Counter[Rule]:
+    """How many mutants of each rule a record (:func:`record_of`) tells apart."""
+    return Counter((e["module"], e["rule"]) for e in record["mutants"] if e["outcome"] == TOLD_APART)
+
+
+def told_apart_in_names(names: Iterable[str]) -> Counter[Rule]:
+    """How many mutants of each rule a selection's told-apart names (``module:function:line: operator``, its
+    ``killedBy``) tell apart: one each (two mutants sharing a name count once: the count errs low)."""
+    return Counter((name.split(":", 1)[0], rule_of(name)) for name in names)
+
+
+def told_apart_elsewhere(left: Sequence[Rule], mutants: Sequence[OperatorMutant], others: Mapping[str, Counter[Rule]]
+                         ) -> list[str | None]:
+    """For each mutant a corpus ``left`` (its survivors, by rule; one entry each), the name of another corpus of the
+    suite that tells it apart (``others``: name -> :func:`told_apart_in_record` or :func:`told_apart_in_names`), or
+    None: what the whole suite still misses is the Nones. Records name rules, not mutants, so where a rule has several
+    mutants (``mutants``: the spec's now) the count is the fewest another corpus must tell apart among those left:
+    its told-apart count less the rule's mutants this corpus did not leave."""
+    of_rule = Counter((m.module, rule_of(m.name)) for m in mutants)
+    count = Counter(left)
+    covered = {rule: max(((told[rule] - max(0, of_rule[rule] - n), name) for name, told in others.items()),
+                         default=(0, ""))
+               for rule, n in count.items()}
+    out: list[str | None] = []
+    for rule in left:
+        many, name = covered[rule]
+        out.append(name if many > 0 else None)
+        covered[rule] = (many - 1, name)
+    return out
 
 
 def rules(mutants: Sequence[OperatorMutant]) -> list[list[str]]:

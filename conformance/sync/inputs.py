@@ -40,6 +40,7 @@ import pyarrow.flight as flight
 from google.protobuf import any_pb2
 
 from conformance import vectorgen
+from conformance.corpus_record import told_apart_in_names
 from conformance.framework import CaseContext, Verdict
 from conformance.operator_mutants import judgement, rule_of, score
 from spec.sync.confinement import MAX_NAME_BYTES, MAX_SEGMENT_BYTES, table_name
@@ -801,7 +802,7 @@ def _told_apart_by_decode() -> set[str]:
     """The rules (``module.function: operator``) the decode corpus's recorded selection tells apart."""
     from conformance.sync.decode import VECTOR_FILE as DECODE_FILE
 
-    return {rule_of(name) for name in json.loads(DECODE_FILE.read_text())["selection"]["killedBy"]}
+    return {rule for _, rule in told_apart_in_names(json.loads(DECODE_FILE.read_text())["selection"]["killedBy"])}
 
 
 def report(doc: dict[str, Any]) -> str:

@@ -31,6 +31,7 @@ import shutil
 import sys
 import tempfile
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -40,6 +41,7 @@ import pyarrow as pa
 from pyarrow import flight
 
 from conformance import operator_mutants, vectorgen
+from conformance.corpus_record import Rule, told_apart_elsewhere, told_apart_in_names, told_apart_in_record
 from conformance.operator_mutants import (ROOT, OperatorMutant, Selection, committed_source, every_mutant, judged_by,
                                           module_path, mutants_of, select, select_unjudged)
 from conformance.framework import CaseContext, Verdict
@@ -1327,11 +1329,16 @@ def judgement(rule: str) -> tuple[str, str]:
     return JUDGED[max(matches, key=len)] if matches else ("gap", "")
 
 
-def _told_apart_by_inputs() -> set[str]:
-    """The rules (``module.function: operator``) the input corpus's recorded selection tells apart (one request each)."""
-    from conformance.sync.inputs import VECTOR_FILE as INPUTS_FILE
+def told_apart_by_others() -> dict[str, Counter[Rule]]:
+    """What each other corpus of the sync suite tells apart, by rule, as recorded: the input corpus (one request), the
+    machine walks (calls on one machine), the decode corpus (bytes handed to one decoder)."""
+    from conformance.sync import decode, inputs, machine_walks
 
-    return {_rule(name) for name in json.loads(INPUTS_FILE.read_text())["selection"]["killedBy"]}
+    def names(vectors: Path) -> Counter[Rule]:
+        return told_apart_in_names(json.loads(vectors.read_text())["selection"]["killedBy"])
+
+    return {"inputs": names(inputs.VECTOR_FILE), "decode": names(decode.VECTOR_FILE),
+            "machine walks": told_apart_in_record(json.loads(machine_walks.FILES.record.read_text()))}
 
 
 def report(doc: dict[str, Any]) -> str:
@@ -1360,15 +1367,25 @@ def report(doc: dict[str, Any]) -> str:
              "capability `settings`, one generator over `SETTING_EDGES`): an event at its edge a tick or a byte "
              "before, at the instant and after, and a no-op that must write nothing.", "",
              "| module | mutants | told apart | broken | timed out | not confirmed | equivalent | unreachable | gap "
-             "| score |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    total = [0] * 8
+             "| score | gap told apart elsewhere | true gap |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    survivors = [(module, rule) for module, f in sel["modules"].items() for rule in f["survivors"]]
+    elsewhere = dict(zip(survivors, told_apart_elsewhere(survivors, [m for module in sel["modules"]
+                                                                     for m in every_mutant(module)], told_apart_by_others())))
+    total = [0] * 10
     for module, f in sel["modules"].items():
         classes = [judgement(s)[0] for s in f["survivors"]]
+        gaps_elsewhere = sum(judgement(s)[0] == "gap" and elsewhere[(module, s)] is not None for s in f["survivors"])
         row = [f["mutants"], f["toldApart"], f["broken"], len(f["timedOut"]), len(f["unconfirmed"]),
-               classes.count("equivalent"), classes.count("unreachable"), classes.count("gap")]
+               classes.count("equivalent"), classes.count("unreachable"), classes.count("gap"), gaps_elsewhere,
+               classes.count("gap") - gaps_elsewhere]
         total = [a + b for a, b in zip(total, row)]
-        lines.append(f"| {module} | " + " | ".join(map(str, row)) + f" | {_score(row)} |")
-    lines.append("| **all** | " + " | ".join(map(str, total)) + f" | {_score(total)} |")
+        lines.append(f"| {module} | " + " | ".join(map(str, row[:8])) + f" | {_score(row)} | {row[8]} | {row[9]} |")
+    lines.append("| **all** | " + " | ".join(map(str, total[:8])) + f" | {_score(total)} | {total[8]} | {total[9]} |")
+    by_corpus = Counter(elsewhere[(m, s)] for m, s in survivors if judgement(s)[0] == "gap" and elsewhere[(m, s)])
+    lines += ["", f"Of the {total[7]} gaps, {total[8]} are told apart by another corpus of the sync suite ("
+              + ", ".join(f"{name} {n}" for name, n in sorted(by_corpus.items())) + "; "
+              "`corpus_record.told_apart_elsewhere`, by rule): the suite's true gaps are the other "
+              f"{total[9]}, unmarked below."]
     missing = [m for m in MODULES if m not in sel["modules"]]
     if missing:
         lines += ["", "Not selected in this run (their mutants are not counted above): "
@@ -1380,18 +1397,19 @@ def report(doc: dict[str, Any]) -> str:
         listed = [(module, rule) for module, f in sel["modules"].items() for rule in f[key]]
         if listed:
             lines += ["", f"## {heading}", "", text, ""] + [f"- `{rule}`" for _, rule in listed]
-    by_inputs = _told_apart_by_inputs()
     lines += ["", "## Survivors", "", "Each with its judgement: equivalent (why), unreachable through the walk "
-              "vocabulary (the input it lacks), or gap (no walk of the candidates tells it apart yet); marked *inputs* "
-              "where the input corpus tells it apart with one request (docs/walks/sync-inputs.md).", ""]
+              "vocabulary (the input it lacks), or gap (no walk of the candidates tells it apart yet); marked with the "
+              "other corpus of the sync suite that tells it apart, if one does: *inputs* (one request, "
+              "docs/walks/sync-inputs.md), *machine walks* (calls on one machine, docs/walks/sync-machines.md), "
+              "*decode* (bytes handed to one decoder, docs/walks/sync-decode.md).", ""]
     for module, f in sel["modules"].items():
         if not f["survivors"]:
             continue
         lines += [f"### {module}", ""]
         for survivor in f["survivors"]:
             kind, why = judgement(survivor)
-            lines.append(f"- `{survivor}`: {kind}" + (f", {why}" if why else "")
-                         + ("; *inputs*" if survivor in by_inputs else ""))
+            other = elsewhere[(module, survivor)]
+            lines.append(f"- `{survivor}`: {kind}" + (f", {why}" if why else "") + (f"; *{other}*" if other else ""))
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
 
