@@ -9,8 +9,11 @@ from __future__ import annotations
 import inspect
 from typing import Any, Final
 
+from conformance.shuffle.auth_inputs import config_of, seeded
 from conformance.shuffle.task_inputs import REPORTED, TASK_ERRORS
 from spec.admission import ConnectionUse
+from spec.auth.handshake import ClientHandshake
+from spec.auth.layouts import GCM_MESSAGE_SEGMENTS, GCM_PLAINTEXT_SEGMENT
 from spec.shuffle.layouts import MessageType
 from spec.shuffle.root_cause import PEER_SYMPTOMS, ROOT_CAUSE_WAIT_S
 from spec.shuffle.settings import NETWORK_TIMEOUT_KEY, SETTINGS, TIME_UNITS, SettingKind
@@ -91,12 +94,28 @@ def eviction_requests() -> list[Request]:
              "steps": [["accepted", 0], ["using", 0, use.name], ["accepted", 1]]} for use in ConnectionUse]
 
 
+GCM_CONFIG: Final = {"secret": "s3cret", "appId": "app-1", "cipher": "AES/GCM/NoPadding", "engineVersion": 2}
+CLIENT_SEED, SERVER_SEED = "c1" * 8, "5e" * 8
+
+
+def sealed_batch_requests() -> list[Request]:
+    """A GCM server sealing back one batch one byte past two messages' plaintext (``GCM_MESSAGE_SEGMENTS`` segments
+    of ``GCM_PLAINTEXT_SEGMENT`` bytes each): three messages, the third one's head after the 64th segment; a head
+    placed at another segment bound changes the sealed bytes' digest (a batch of at most two messages cannot tell
+    which message a head opens at a bound: the first head leads the batch). One request of 2 MiB sealed, answered
+    by its length and SHA-256."""
+    challenge = ClientHandshake(config_of(GCM_CONFIG), seeded(CLIENT_SEED)).challenge()
+    return [{"function": "authServer", "config": GCM_CONFIG, "random": SERVER_SEED, "received": [challenge.hex()],
+             "plaintexts": [2 * GCM_MESSAGE_SEGMENTS * GCM_PLAINTEXT_SEGMENT + 1]}]
+
+
 DERIVED: Final = (
     ("every time unit at its rounding bounds, both cases and signs (derived)", time_requests),
     ("every hex spelling of a DATA's payload (derived)", hex_requests),
     ("every typed error at each value of each parameter (derived)", error_requests),
     ("every error class as a task's error, with and without a peer's failure seen (derived)", root_cause_requests),
     ("every use of a connection alone at the cap: evicted by a newcomer, or not (derived)", eviction_requests),
+    ("a GCM batch sealed as three messages: each message's head at its bound (derived)", sealed_batch_requests),
 )
 """Each family of derived requests with the comment its tests carry."""
 

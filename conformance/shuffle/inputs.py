@@ -622,11 +622,14 @@ def mutants_now() -> list[OperatorMutant]:
 
 
 def select_unjudged_corpus(outcome: dict[str, Any]) -> dict[str, Any]:
-    """``--unjudged``: the last selection's ``outcome`` with the mutants it does not judge (a new family, say) selected
-    alone (:func:`conformance.operator_mutants.select_unjudged`), on the recorded requests first (kept and derived),
-    then every drawn candidate; a request kept for one of them is added after the kept ones."""
+    """``--unjudged``: the last selection's ``outcome`` with the mutants it does not judge (a new family, say, and the
+    survivors no judgement covers, its gaps: a request derived since may tell them apart) selected alone
+    (:func:`conformance.operator_mutants.select_unjudged`), on the recorded requests first (kept and derived), then
+    every drawn candidate; a request kept for one of them is added after the kept ones."""
     mutants = mutants_now()
-    named = [*outcome["killedBy"], *outcome["survivors"], *outcome["broken"], *outcome.get("timedOut", [])]
+    table = judgements()
+    named = [*outcome["killedBy"], *(name for name in outcome["survivors"] if judged(name, table) is not None),
+             *outcome["broken"], *outcome.get("timedOut", [])]
     judged_now = judged_by(mutants, named, committed_source(SELECTION_FILE))
     tests = json.loads(INPUT_FILE.read_text())["tests"]
     derived = iter(range(1, len(tests) + 1))
@@ -842,6 +845,10 @@ JUDGED: Final[tuple[Judgement, ...]] = (
      "DATA is type 0 and a type is a byte: <= 0 is == 0"),
     ("http2_watch._Stream.carries_request", "5 -> 6", "equivalent",
      "the prefix holds at most 5 bytes: a slice to 6 ends at 5"),
+    ("http2_watch._Stream.carries_request", "remove check if len(self.prefix) < GRPC_PREFIX_BYTES", "equivalent",
+     "a stream's prefix holds the first min(5, received) bytes of its data (each DataBytes piece adds its first "
+     "min(size, 5) bytes, up to 5, and its size to received): while it is shorter than 5, received is below 5 and "
+     "the length test fails alike"),
     ("http2_watch.ConnectionWatch._client_data", "GRPC_PREFIX_BYTES - len(stream.prefix): - -> +", "equivalent",
      "a piece's head is at most 5 bytes, so the prefix grows past 5 only by bytes carries_request never reads"),
     ("handshake.ClientHandshake._complete", "frame[TYPE_OFFSET] ==", "equivalent", _RESPONSE_OR_FAILURE),
