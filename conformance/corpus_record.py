@@ -107,21 +107,41 @@ def rules(mutants: Sequence[OperatorMutant]) -> list[list[str]]:
     return [[m.module, rule_of(m.name)] for m in mutants]
 
 
-def figures(modules: Sequence[str], judged_by_hand: Mapping[str, tuple[str, str]], record: Record
-            ) -> tuple[str, list[str]]:
+@dataclass(frozen=True)
+class Elsewhere:
+    """What the other corpora of a suite tell apart (name -> :func:`told_apart_in_record`), and the spec's mutants now
+    (for rules with several mutants: :func:`told_apart_elsewhere`)."""
+
+    others: Mapping[str, Counter[Rule]]
+    mutants: Sequence[OperatorMutant]
+
+
+ELSEWHERE: Final = "elsewhere"
+"""A survivor the suite tells apart all the same: another corpus tells it apart (:func:`told_apart_elsewhere`, the
+``elsewhere`` of :func:`figures`), or a hand judgement names the case that does."""
+
+
+def figures(modules: Sequence[str], judged_by_hand: Mapping[str, tuple[str, str]], record: Record,
+            elsewhere: Elsewhere | None = None) -> tuple[str, list[str]]:
     """A selection's figure line, and its per-module table with the survivors listed by judgement
-    (``judged_by_hand``: ``module.function: operator`` prefix -> (equivalent | unreachable | gap, why))."""
+    (``judged_by_hand``: ``module.function: operator`` prefix -> (equivalent | unreachable | gap | elsewhere, why)).
+    ``elsewhere`` (what the suite's other corpora tell apart, and the spec's mutants now: :func:`told_apart_elsewhere`)
+    comes before any hand judgement: a survivor another corpus tells apart is no equivalent; the table gets its column."""
     per_module: dict[str, Counter[str]] = {m: Counter() for m in modules}
     judged: Counter[str] = Counter()
     survivors: dict[str, list[str]] = {}
     timed_out: list[str] = []
+    left = [(e["module"], e["rule"]) for e in record["mutants"] if e["outcome"] == "survivor"]
+    other = iter(told_apart_elsewhere(left, elsewhere.mutants, elsewhere.others) if elsewhere else [None] * len(left))
     for entry in record["mutants"]:
         counts, rule, outcome = per_module[entry["module"]], entry["rule"], entry["outcome"]
         counts["mutants"] += 1
         counts[outcome] += 1
         if outcome == "survivor":
-            verdict = next((v for pattern, v in judged_by_hand.items() if rule.startswith(pattern)),
-                           ("gap", "not yet judged"))
+            corpus = next(other)
+            verdict = ((ELSEWHERE, f"told apart by the {corpus}") if corpus is not None else
+                       next((v for pattern, v in judged_by_hand.items() if rule.startswith(pattern)),
+                            ("gap", "not yet judged")))
             judged[verdict[0]] += 1
             counts[verdict[0]] += 1
             survivors.setdefault(f"{verdict[0]}: {verdict[1]}", []).append(rule)
@@ -131,17 +151,23 @@ def figures(modules: Sequence[str], judged_by_hand: Mapping[str, tuple[str, str]
     told, broken, equivalent = total[TOLD_APART], total["broken"], judged["equivalent"]
     figure = (f"Told apart / (mutants - broken - equivalent): {told} / ({total['mutants']} - {broken} - {equivalent}) "
               f"= {told / max(1, total['mutants'] - broken - equivalent):.1%}.")
+    if elsewhere is not None:
+        figure += (f" With the survivors the suite tells apart elsewhere ({judged[ELSEWHERE]}): "
+                   f"{told + judged[ELSEWHERE]} / {total['mutants'] - broken - equivalent} = "
+                   f"{(told + judged[ELSEWHERE]) / max(1, total['mutants'] - broken - equivalent):.1%}.")
     if timed_out:
         figure += (f" {len(timed_out)} mutants ran past the time limit twice on every walk that did not tell them "
                    "apart (not counted as told apart: load fakes a hang): " +
                    ", ".join(f"`{r}`" for r in sorted(timed_out)) + ".")
+    columns = ["equivalent", "unreachable", "gap"] + ([ELSEWHERE] if elsewhere is not None else [])
     lines = [
-        "| module | mutants | told apart | broken | survivors | equivalent | unreachable | gap |",
-        "|---|---|---|---|---|---|---|---|",
+        "| module | mutants | told apart | broken | survivors | " + " | ".join(
+            "told apart elsewhere" if c == ELSEWHERE else c for c in columns) + " |",
+        "|---|---|---|---|---|" + "---|" * len(columns),
     ]
     for module, c in per_module.items():
         lines.append(f"| {module} | {c['mutants']} | {c[TOLD_APART]} | {c['broken']} | {c['survivor']} | "
-                     f"{c['equivalent']} | {c['unreachable']} | {c['gap']} |")
+                     + " | ".join(str(c[column]) for column in columns) + " |")
     lines += ["", "## Survivors, by judgement", ""]
     for heading, names in sorted(survivors.items()):
         lines += [f"### {heading} ({len(names)})", ""] + [f"- `{n}`" for n in sorted(names)] + [""]
@@ -149,10 +175,10 @@ def figures(modules: Sequence[str], judged_by_hand: Mapping[str, tuple[str, str]
 
 
 def corpus_report(heading: str, intro: str, modules: Sequence[str], judged_by_hand: Mapping[str, tuple[str, str]],
-                  record: Record) -> str:
+                  record: Record, elsewhere: Elsewhere | None = None) -> str:
     """A corpus's generated report: ``heading``, ``intro`` (how it was generated), its figure and its per-module
     table with the survivors by judgement (:func:`figures`)."""
-    figure, table = figures(modules, judged_by_hand, record)
+    figure, table = figures(modules, judged_by_hand, record, elsewhere)
     return "\n".join([heading, "", intro, "", figure, "", *table]).rstrip() + "\n"
 
 

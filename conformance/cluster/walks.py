@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Final, Mapping, Protocol, Sequence
 
-from conformance.corpus_record import CorpusFiles, Record, corpus_report, record_of, write_corpus
+from conformance.corpus_record import (CorpusFiles, Elsewhere, Record, corpus_report, record_of, told_apart_in_record,
+                                       write_corpus)
 from conformance.cluster.vectorgen import MISSING_SHARD, NOTES, Symbols
 from reference.cluster.cas import write_with_cas
 from spec.cluster.cas import CAS_ATTEMPTS, CasWrite, KeptChanging
@@ -921,6 +922,17 @@ def scoped_mutants(code: Mapping[str, Sequence[str]],
 
     return [m for module, scopes in code.items() for m in (family or mutants_of)(module)
             if any(s == "" or m.function == s or m.function.startswith(s + ".") for s in scopes)]
+
+
+def suite_elsewhere(besides: CorpusFiles, mutants: Sequence[OperatorMutant]) -> Elsewhere:
+    """What each corpus of the cluster suite but ``besides`` tells apart, as its record says, by the name a report gives
+    it, with ``besides``'s mutants: a survivor another one tells apart is caught by the suite all the same."""
+    from conformance.cluster import client_walks, inputs, wire_walks  # each imports this module
+
+    corpora = {"cluster walk corpus": FILES, "cluster inputs corpus": inputs.FILES,
+               "cluster client walk corpus": client_walks.FILES, "cluster wire walk corpus": wire_walks.FILES}
+    return Elsewhere({f"{name} ({files.record.relative_to(ROOT)})": told_apart_in_record(json.loads(
+        files.record.read_text())) for name, files in corpora.items() if files != besides}, mutants)
 
 
 def progress_printer(progress: bool) -> Callable[[str], None]:

@@ -8,12 +8,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from types import ModuleType
+from typing import Callable
 
 import pytest
 
-from conformance.cluster import client_walks, inputs, walks, wire_walks
-from conformance.corpus_record import CorpusFiles, Record, corpus_report, record_of, record_with, stale, unjudged_mutants
+from conformance.cluster import client_walks, input_edges, inputs, walks, wire_walks
+from conformance.corpus_record import (CorpusFiles, Elsewhere, Record, corpus_report, record_of, record_with, stale,
+                                      told_apart_elsewhere, told_apart_in_record, unjudged_mutants)
 from conformance.operator_mutants import OperatorMutant, Selection
+from spec.cluster import wire
+from spec.cluster.errors import ERRORS_BY_CODE, ClusterError, InvalidIdentifier, RevisionMismatch
+from spec.cluster.wire import ServiceKind
 
 
 @pytest.mark.parametrize("corpus", [inputs, walks, client_walks, wire_walks], ids=lambda m: m.__name__)
@@ -77,3 +82,49 @@ def test_a_record_judged_again_for_its_unjudged_mutants_keeps_every_outcome_it_h
     files.record.write_text(json.dumps(again))
     files.report.write_text(_render(again))
     assert again["kept"] == 2 and stale(files, now, _render) == []
+
+
+def test_a_survivor_another_corpus_tells_apart_is_listed_as_its_before_any_hand_judgement() -> None:
+    """A survivor another corpus's record tells apart (``Elsewhere``) is caught by the suite all the same, so the report
+    lists it under that corpus (even when argued equivalent by hand: the argument is wrong)."""
+    mutants = [_mutant(3), _mutant(5, "1 -> 2")]
+    record = record_of(mutants, Selection(kept=[], killed_by={}, survivors=[m.name for m in mutants], broken=[]), 10)
+    other = told_apart_in_record({"mutants": [{"module": "spec.cluster.wire", "rule": "wire.decode: 1 -> 2",
+                                               "outcome": "told apart"}]})
+    report = corpus_report("# r", "intro", ["spec.cluster.wire"], {"wire.decode: 1 -> 2": ("equivalent", "why")},
+                           record, Elsewhere({"other corpus": other}, mutants))
+    assert "| spec.cluster.wire | 2 | 0 | 0 | 2 | 0 | 0 | 1 | 1 |" in report
+    assert "### elsewhere: told apart by the other corpus (1)" in report and "equivalent: why" not in report
+    assert "(1): 1 / 2 = 50.0%" in report
+
+
+def test_an_error_s_condition_and_a_cas_failure_s_text_reach_the_suite_through_errorfrom_not_the_wire() -> None:
+    """What makes the wire walks' judgement of these survivors true (wire_walks.JUDGED, "elsewhere"): ERROR carries
+    the code and the message, CAS_ERROR no message at all, and a message never holds the condition; the case
+    inputs/derived-every-edge decodes every code of the error tree and both CAS_ERRORs with the target's errorFrom,
+    whose answers name the condition and carry RevisionMismatch's message. INVALID_IDENTIFIER's code decodes to no class
+    of its own (a ClusterError: ERRORS_BY_CODE leaves it out), so its condition reaches no target role (equivalent)."""
+    assert [s.name for s in wire.PAYLOADS[ServiceKind.ERROR].subcons] == ["code", "message"]
+    assert "message" not in [s.name for s in wire.PAYLOADS[ServiceKind.CAS_ERROR].subcons]
+    assert all(cls.condition not in ClusterError("text").message for cls in ERRORS_BY_CODE.values())
+    calls = [edge.call for edge in input_edges.error_codes()]
+    answers = [inputs.run_call(call)["value"] for call in calls]
+    by_code = {wire.decode(bytes.fromhex(call["body"])).payload.get("code"): answer["condition"]
+               for call, answer in zip(calls, answers)}
+    assert {cls.code: cls.condition for cls in ERRORS_BY_CODE.values()}.items() <= by_code.items()
+    assert by_code[InvalidIdentifier.code] == ClusterError.condition
+    assert {answer["message"] for answer in answers if answer["condition"] == RevisionMismatch.condition} == {
+        "key 'k': expected absent, found absent", "key 'k': expected revision 3, found revision 4"}
+
+
+@pytest.mark.parametrize("corpus, mutants", [(wire_walks, wire_walks.wire_mutants)], ids=["wire_walks"])
+def test_every_hand_judgement_judges_a_survivor_no_other_corpus_tells_apart(
+        corpus: ModuleType, mutants: Callable[[], list[OperatorMutant]]) -> None:
+    """An argument by hand that another corpus's record contradicts (it tells the mutant apart), or that judges nothing
+    any more, is dropped: the report lists such a survivor as the other corpus's, so the argument would be dead."""
+    record = json.loads(corpus.FILES.record.read_text())
+    survivors = [(e["module"], e["rule"]) for e in record["mutants"] if e["outcome"] == "survivor"]
+    elsewhere = walks.suite_elsewhere(corpus.FILES, mutants())
+    caught = told_apart_elsewhere(survivors, elsewhere.mutants, elsewhere.others)
+    left = [rule for (_, rule), other in zip(survivors, caught) if other is None]
+    assert [key for key in corpus.JUDGED if not any(rule.startswith(key) for rule in left)] == []
