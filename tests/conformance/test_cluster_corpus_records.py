@@ -117,7 +117,8 @@ def test_an_error_s_condition_and_a_cas_failure_s_text_reach_the_suite_through_e
         "key 'k': expected absent, found absent", "key 'k': expected revision 3, found revision 4"}
 
 
-@pytest.mark.parametrize("corpus, mutants", [(wire_walks, wire_walks.wire_mutants)], ids=["wire_walks"])
+@pytest.mark.parametrize("corpus, mutants", [(walks, walks.walk_mutants), (wire_walks, wire_walks.wire_mutants)],
+                         ids=["walks", "wire_walks"])
 def test_every_hand_judgement_judges_a_survivor_no_other_corpus_tells_apart(
         corpus: ModuleType, mutants: Callable[[], list[OperatorMutant]]) -> None:
     """An argument by hand that another corpus's record contradicts (it tells the mutant apart), or that judges nothing
