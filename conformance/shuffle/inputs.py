@@ -701,9 +701,11 @@ _BASE_CONDITION = ("the condition of a base class no error a request raises inhe
 
 JUDGED: Final[tuple[Judgement, ...]] = (
     # (module-tail.function, a part of the operator ("" = every one), class, why)
-    ("layouts.gcm_message_header", "", "unreachable",
-     "only the generated spec renders this layout (spec/docs/auth.py); the session cipher lays out and reads a "
-     "message's header itself (ciphers.GcmCipher._start_sealing and open), which the auth requests judge"),
+    *(("layouts.gcm_message_header", part, "unreachable", "a field's documentation: only the generated spec shows it "
+       "(docs/spec/auth.md, which tests/shuffle/test_shuffle_docs.py holds current); the cipher packs and reads the "
+       "header's bytes by the layout's fields (ciphers.GcmHeader)")
+      for part in ("'bytes of the whole message, these 8 ... -> ", "'1 + key length + 7' -> ",
+                   "\"HKDF salt of this message's segment ... -> ", "\"first 7 bytes of every segment's non... -> ")),
     ("jsonform._data_from_json", "'missing (hex string", "equivalent", "the reason " + _TEXT_ONLY),
     ("jsonform._message_type", "remove check if value is None", "equivalent",
      "a missing type is not a string either: the refusal that follows names the same field 'type' (" + _TEXT_ONLY + ")"),

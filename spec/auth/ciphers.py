@@ -11,7 +11,8 @@
   decoder as a stream, so a message may carry several frames and pieces of frames (proven against
   Spark's classes both ways). This runtime seals each send batch as messages of at most
   ``GCM_MESSAGE_SEGMENTS`` segments back to back, in one buffer (Spark's receiver mishandles a message with
-  2 GiB or more left: it casts the rest to an int).
+  2 GiB or more left: it casts the rest to an int). A message's length and header are packed and read as
+  ``spec.auth.layouts.gcm_message_header`` lays them out (:class:`GcmHeader`).
 
 Spark's sender draws a fresh salt and nonce prefix per message, so it derives a key per message. The
 receiver only reads them from each header, so this sender draws its salt once per connection direction
@@ -26,8 +27,10 @@ import itertools
 import os
 import struct
 from enum import Enum
-from typing import Callable, Final, Protocol, Sequence
+from operator import itemgetter
+from typing import Any, Callable, Final, Protocol, Sequence
 
+from construct import Bytes, Const, FormatField
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -41,7 +44,7 @@ from spec.auth.layouts import (
     GCM_NONCE_PREFIX_LENGTH,
     GCM_PLAINTEXT_SEGMENT,
     GCM_TAG_LENGTH,
-    gcm_header_length,
+    gcm_message_header,
 )
 
 Payload = bytes | bytearray | memoryview
@@ -131,6 +134,52 @@ def _nonce(prefix: bytes, segment: int, last: bool) -> bytes:
     return _NONCE.pack(prefix, segment, last)
 
 
+HEADER_FIELDS: Final = ("total_length", "header_length", "salt", "nonce_prefix")
+"""The fields of :func:`spec.auth.layouts.gcm_message_header`, in the order :class:`GcmHeader` hands them over."""
+
+
+def _innermost(field: Any, kind: type | tuple[type, ...]) -> Any:
+    """The construct ``kind`` a layout field wraps (its name and documentation are wrappers)."""
+    while not isinstance(field, kind):
+        field = field.subcon
+    return field
+
+
+class GcmHeader:
+    """A message's length and Tink header as :func:`spec.auth.layouts.gcm_message_header` lays them out (the one source
+    of their bytes), packed and read by a ``struct`` derived from the layout's fields in their order: construct's own
+    build and parse cost more per message than sealing a small one."""
+
+    __slots__ = ("size", "header_length", "_struct", "_in_layout", "_by_name", "_length_bytes")
+
+    def __init__(self, key_length: int) -> None:
+        fields = gcm_message_header(key_length).subcons
+        names = [field.name for field in fields]
+        codes = [_innermost(field, (FormatField, Bytes)) for field in fields]
+        self._struct = struct.Struct(">" + "".join(
+            code.fmtstr.lstrip("<>=!") if isinstance(code, FormatField) else f"{code.sizeof()}s" for code in codes))
+        self.size = self._struct.size
+        self.header_length: int = _innermost(fields[names.index("header_length")], Const).value
+        """The header's own length, the layout's constant."""
+        self._in_layout = itemgetter(*(HEADER_FIELDS.index(name) for name in names))
+        self._by_name = itemgetter(*(names.index(name) for name in HEADER_FIELDS))
+        at = names.index("total_length")
+        offset = sum(code.sizeof() for code in codes[:at])
+        self._length_bytes = slice(offset, offset + codes[at].sizeof())
+
+    def pack(self, total: int, salt: bytes, prefix: bytes) -> bytes:
+        return self._struct.pack(*self._in_layout((total, self.header_length, salt, prefix)))
+
+    def unpack(self, head: Payload) -> tuple[int, int, bytes, bytes]:
+        """``(total_length, header_length, salt, nonce_prefix)`` of a header's :attr:`size` bytes."""
+        found: tuple[int, int, bytes, bytes] = self._by_name(self._struct.unpack(head))
+        return found
+
+    def length_bytes(self, head: Payload) -> bytes:
+        """The total length as the header holds it: the HKDF info of the message's key."""
+        return bytes(head[self._length_bytes])
+
+
 def _kept(keys: dict[bytes, AESGCM], key: bytes, head: bytes) -> AESGCM:
     """The AES-GCM key of the message whose header starts with ``head`` (its length bytes, then its salt)."""
     aead = keys.get(head)
@@ -172,7 +221,7 @@ class GcmCipher:
 
     def __init__(self, key: bytes, random: Random = os.urandom) -> None:
         self._key = key
-        self._header_length = gcm_header_length(len(key))
+        self._header = GcmHeader(len(key))
         self._salt = random(len(key))
         """This direction's salt, in every message it seals."""
         self._prefixes = itertools.count(int.from_bytes(random(GCM_NONCE_PREFIX_LENGTH), "big"))
@@ -223,12 +272,11 @@ class GcmCipher:
     def _start_sealing(self, plaintext: int) -> tuple[bytes, AESGCM, bytes]:
         """A new message holding ``plaintext`` bytes: its length and header, its key, its nonce prefix."""
         full, partial = divmod(plaintext, GCM_PLAINTEXT_SEGMENT)
-        total = (GCM_LENGTH_BYTES + self._header_length + full * GCM_CIPHERTEXT_SEGMENT
-                 + (partial + GCM_TAG_LENGTH if partial else 0))
-        length = total.to_bytes(GCM_LENGTH_BYTES, "big")
+        total = self._header.size + full * GCM_CIPHERTEXT_SEGMENT + (partial + GCM_TAG_LENGTH if partial else 0)
         prefix = (next(self._prefixes) % PREFIXES).to_bytes(GCM_NONCE_PREFIX_LENGTH, "big")
-        aead = _kept(self._sealing, self._key, length + self._salt)
-        return length + bytes([self._header_length]) + self._salt + prefix, aead, prefix
+        head = self._header.pack(total, self._salt, prefix)
+        aead = _kept(self._sealing, self._key, self._header.length_bytes(head) + self._salt)
+        return head, aead, prefix
 
     def open(self, data: Payload) -> Payload:
         """Decrypts straight from ``data`` into the reused buffer; only an unfinished length, header or segment
@@ -276,7 +324,7 @@ class GcmCipher:
     def _unit_length(self) -> int:
         """Bytes of the next length-and-header or segment."""
         if self._total < 0:
-            return GCM_LENGTH_BYTES + self._header_length
+            return self._header.size
         return min(self._total - self._read, GCM_CIPHERTEXT_SEGMENT)
 
     def _open_unit(self, unit: memoryview, out: bytearray, written: int) -> int:
@@ -301,17 +349,15 @@ class GcmCipher:
         return plain
 
     def _start_message(self, head: memoryview) -> None:
-        total = int.from_bytes(head[:GCM_LENGTH_BYTES], "big", signed=True)
-        if total < GCM_LENGTH_BYTES + self._header_length:
+        total, header_length, salt, prefix = self._header.unpack(head)
+        if total < self._header.size:
             raise TagMismatch(f"impossible message length {total}")
-        if head[GCM_LENGTH_BYTES] != self._header_length:
-            raise TagMismatch(f"header length byte {head[GCM_LENGTH_BYTES]}, expected {self._header_length}")
-        salt_end = GCM_LENGTH_BYTES + 1 + len(self._key)
-        self._aead = _kept(self._opening, self._key,
-                           bytes(head[:GCM_LENGTH_BYTES]) + bytes(head[GCM_LENGTH_BYTES + 1:salt_end]))
-        self._prefix = bytes(head[salt_end:])
+        if header_length != self._header.header_length:
+            raise TagMismatch(f"header length byte {header_length}, expected {self._header.header_length}")
+        self._aead = _kept(self._opening, self._key, self._header.length_bytes(head) + salt)
+        self._prefix = prefix
         self._total = total
-        self._read = GCM_LENGTH_BYTES + self._header_length
+        self._read = self._header.size
         self._segment = 0
         if self._read == total:
             self._total = -1  # an empty message: Spark's receiver accepts it

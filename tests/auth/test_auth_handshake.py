@@ -12,8 +12,9 @@ import pytest
 from spec.auth import AuthConfig, CipherName, ClientHandshake, Established, GcmCipher, Rejected, ReplayGuard, \
     ServerHandshake
 from spec.auth import errors
-from spec.auth.ciphers import GCM_KEYS_KEPT, CtrCipher
-from spec.auth.layouts import AUTH_MESSAGE, GCM_MESSAGE_SEGMENTS, GCM_PLAINTEXT_SEGMENT, TransportType
+from spec.auth.ciphers import GCM_KEYS_KEPT, CtrCipher, GcmHeader
+from spec.auth.layouts import AUTH_MESSAGE, GCM_MESSAGE_SEGMENTS, GCM_PLAINTEXT_SEGMENT, TransportType, \
+    gcm_message_header
 
 # AuthEngineSuite (apache/spark common/network-common/src/test/.../crypto/AuthEngineSuite.java)
 CLIENT_PRIVATE = bytes.fromhex("efe6b68b3fce92158e3637f6ef9d937e75558928dd4b401de04b43d300a73186")
@@ -127,6 +128,24 @@ def test_gcm_messages_have_spark_segment_layout_at_every_boundary(size: int) -> 
     assert struct.unpack(">q", sealed[:8])[0] == len(sealed) == 8 + 24 + full * 32768 + (partial + 16 if partial else 0)
     assert sealed[8] == 24
     assert GcmCipher(key).open(sealed) == b"x" * size
+
+
+@pytest.mark.parametrize("key_length", [16, 32])
+def test_every_gcm_header_is_the_layout_s_bytes_both_ways(key_length: int) -> None:
+    """The cipher packs and reads a message's header by a struct derived from gcm_message_header: the layout builds
+    the same bytes and parses them to the same fields, for the messages it seals and at the length's extremes."""
+    layout, header = gcm_message_header(key_length), GcmHeader(key_length)
+    sealed = bytes(GcmCipher(bytes(key_length)).seal([b"x" * (2 * GCM_PLAINTEXT_SEGMENT + 1)]))
+    parsed = layout.parse(sealed[:header.size])
+    assert header.size == layout.sizeof() and parsed.total_length == len(sealed)
+    assert header.unpack(sealed[:header.size]) == (parsed.total_length, parsed.header_length, parsed.salt,
+                                                    parsed.nonce_prefix)
+    for total in (0, header.size, -1, 2**63 - 1, -(2**63)):
+        salt, prefix = bytes(range(key_length)), bytes(range(7, 0, -1))
+        built = layout.build({"total_length": total, "salt": salt, "nonce_prefix": prefix})
+        assert header.pack(total, salt, prefix) == built
+        assert header.unpack(built) == (total, header.header_length, salt, prefix)
+        assert header.length_bytes(built) == built[:8]
 
 
 def test_a_gcm_batch_longer_than_the_bound_is_sealed_as_messages_back_to_back_cut_inside_a_frame() -> None:
