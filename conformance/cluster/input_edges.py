@@ -17,6 +17,9 @@ kept) is told apart too:
   who a newcomer evicts (never itself);
 - the failure detector's and the service session's deadlines at their instant and one tick either side, renewed,
   read late and held;
+- each refusal of a HELLO answered with its ERROR frame, message included (the wire carries it; a wire walk records
+  an ERROR by its condition): the secret one character short and none, an id refused as long as the part of it the
+  refusal repeats and one character either side;
 - every rule of every well-formedness check (spec/cluster/types.py: ``check_id``, ``check_address``,
   ``check_batch``, ``Membership.check_well_formed``) at its smallest violating input and its nearest valid one,
   byte bounds counted in bytes of UTF-8, each rule met after a first item that keeps it.
@@ -286,6 +289,32 @@ def session_deadlines() -> list[Edge]:
     return edges
 
 
+HELLO_SECRET: Final = "s3cret"
+ECHOED_ID_CHARS: Final = 60
+"""How much of a refused id InvalidIdentifier's message repeats (spec/cluster/errors.py): the refusal's text, which the
+ERROR frame carries, is answered byte for byte."""
+
+
+def hello_refusals() -> list[Edge]:
+    """Each refusal of a HELLO by the service's session, answered with its ERROR frame, message included (the wire
+    carries it): a service with a secret given a HELLO with it, one character short and none; an id refused that is
+    as long as the part of it the refusal repeats and one character either side."""
+    def hello(secret: str, node_id: str) -> str:
+        return wire.encode(ServiceKind.HELLO, 1, node_id=node_id, secret=secret, takeover="", resume=False,
+                           resume_after=0).hex()
+
+    def edge(label: str, secret: str | None, data: str) -> Edge:
+        return Edge(f"HELLO refused: {label}", {"call": "serviceSession", "secret": secret, "maxSessions": 2,
+                                                "failBoundS": 1.0, "steps": [{"at": 0.0, "data": data, "served": 0}]})
+
+    edges = [edge(f"the secret {label}", HELLO_SECRET, hello(presented, "n1"))
+             for label, presented in (("carried", HELLO_SECRET), ("one character short", HELLO_SECRET[:-1]),
+                                      ("none", ""))]
+    edges += [edge(f"an id refused {_side(d, 'character')} the {ECHOED_ID_CHARS} its refusal repeats", None,
+                   hello("", "n" * (ECHOED_ID_CHARS + d - 1) + "/")) for d in SIDES]
+    return edges
+
+
 # -- well-formedness checks -------------------------------------------------------------------------------------
 
 def _repeat(text: str, times: int) -> dict[str, Any]:
@@ -364,7 +393,7 @@ def memberships() -> list[Edge]:
 
 FAMILIES: Final[tuple[Callable[[], list[Edge]], ...]] = (
     error_codes, update_splits, frame_bounds, departures, strangers, detector_deadlines, session_deadlines,
-    identifiers, addresses, batches, memberships)
+    identifiers, addresses, batches, memberships, hello_refusals)
 
 
 def every_edge() -> list[Edge]:

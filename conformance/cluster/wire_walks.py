@@ -742,9 +742,11 @@ _CONDITION = ("elsewhere", "by the MUST case inputs/derived-every-edge (input_ed
               "tree decoded by the target's errorFrom, its condition compared); not on the wire: ERROR carries the code "
               "and the message (session.error_frame), and a message never holds the condition (spec/errors.py: only "
               "str() prefixes it)")
-_SHOWN_TEXT = ("gap", "an ERROR's message text, which the wire carries (session.error_frame) but no rule fixes (\"the "
-               "message is for people\", spec/cluster/errors.py): a walk records the condition, and no corpus judges "
-               "errors.py's or wire.py's words")
+_SHOWN_TEXT = ("elsewhere", "by the MUST case inputs/derived-every-edge (input_edges.hello_refusals: each refusal of a "
+               "HELLO answered with its ERROR frame, message text included); a walk records an ERROR by its condition")
+_KEPT_ID = ("equivalent", "the id a refusal keeps in its parameters (text=text[:60]: the message's own cut is another 60, "
+            "inside the f-string, which no family plants): parameters reach no frame (session.error_frame sends the "
+            "code and the message) and no target role")
 JUDGED: Final[dict[str, tuple[str, str]]] = {
     "session.ClientSession.": _CLIENT,
     "session.Phase.": ("equivalent", "a client phase's value, read only by ClientSession._require's RuntimeError (the "
@@ -766,7 +768,7 @@ JUDGED: Final[dict[str, tuple[str, str]]] = {
         "elsewhere", "by the MUST case inputs/derived-every-edge (input_edges.error_codes: a CAS_ERROR with its entry and "
         "without, decoded by the target's errorFrom, whose message RevisionMismatch builds); not on the wire: CAS_ERROR "
         "carries the key, the expected revision and the entry, no message (session.error_frame)"),
-    "errors.InvalidIdentifier.__init__: 60": _SHOWN_TEXT,
+    "errors.InvalidIdentifier.__init__: 60": _KEPT_ID,
     "wire.check_hello_secret: \"HELLO does not carry": _SHOWN_TEXT,
     "wire.check_hello_secret: swap arguments presented / required": (
         "equivalent", "secret_matches(presented, required) and (required, presented) differ only when required is "

@@ -15,7 +15,7 @@ import pytest
 from conformance.cluster import client_walks, input_edges, inputs, walks, wire_walks
 from conformance.corpus_record import (CorpusFiles, Elsewhere, Record, corpus_report, record_of, record_with, stale,
                                       told_apart_elsewhere, told_apart_in_record, unjudged_mutants)
-from conformance.operator_mutants import OperatorMutant, Selection
+from conformance.operator_mutants import OperatorMutant, Selection, fresh_modules, rule_of
 from spec.cluster import wire
 from spec.cluster.errors import ERRORS_BY_CODE, ClusterError, InvalidIdentifier, RevisionMismatch
 from spec.cluster.wire import ServiceKind
@@ -129,3 +129,21 @@ def test_every_hand_judgement_judges_a_survivor_no_other_corpus_tells_apart(
     caught = told_apart_elsewhere(survivors, elsewhere.mutants, elsewhere.others)
     left = [rule for (_, rule), other in zip(survivors, caught) if other is None]
     assert [key for key in corpus.JUDGED if not any(rule.startswith(key) for rule in left)] == []
+
+
+def test_a_hello_refusal_s_text_is_held_by_the_input_edges_and_the_id_it_keeps_reaches_no_frame() -> None:
+    """What wire_walks.JUDGED says of these survivors, planted: the refusal's text, which the wire carries but a wire walk
+    records by its condition, is told apart by inputs/derived-every-edge (input_edges.hello_refusals); the cut of the id
+    a refusal keeps in its parameters changes no refusal's frame."""
+    def judged(mutant: OperatorMutant) -> tuple[str, str] | None:
+        return next((v for key, v in wire_walks.JUDGED.items() if rule_of(mutant.name).startswith(key)), None)
+
+    planted = [m for m in wire_walks.wire_mutants() if judged(m) in (wire_walks._SHOWN_TEXT, wire_walks._KEPT_ID)]
+    edges = input_edges.hello_refusals()
+    owed = [inputs.run_call(edge.call) for edge in edges]
+    assert sorted(judged(m) == wire_walks._SHOWN_TEXT for m in planted) == [False, False, True]
+    for mutant in planted:
+        with fresh_modules(inputs.PREFIXES, mutant):
+            run = inputs.load_runner()
+            told_apart = [run(edge.call) for edge in edges] != owed
+        assert told_apart == (judged(mutant) == wire_walks._SHOWN_TEXT), mutant.name
