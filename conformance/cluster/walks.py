@@ -23,6 +23,7 @@ for exactly the gap; every failure followed by fresh traffic.
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import sys
@@ -844,6 +845,7 @@ def answers_of(test: dict[str, Any], kind: str) -> Any:
     return [event["verdicts"] for event in test["events"] if event["event"] == "tick"]
 
 
+@functools.cache  # the spec's sources do not change within a run; --check and the report both ask
 def walk_mutants() -> list[OperatorMutant]:
     """The mutants the walks are selected by: every family's of :data:`MODULES`."""
     return [m for module in MODULES for m in every_mutant(module)]

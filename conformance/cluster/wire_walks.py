@@ -36,6 +36,7 @@ report lists a survivor another cluster corpus's record tells apart as that corp
 
 from __future__ import annotations
 
+import functools
 import importlib
 import itertools
 import json
@@ -811,6 +812,7 @@ these."""
 
 # -- the vectors and the report -----------------------------------------------------------------------
 
+@functools.cache  # the spec's sources do not change within a run; --check and the report both ask
 def wire_mutants() -> list[OperatorMutant]:
     """The mutants the walks are selected by: every family's of :data:`MODULES`."""
     return [m for module in MODULES for m in every_mutant(module)]
