@@ -687,15 +687,12 @@ def candidates(seed: int = SEED) -> list[dict[str, Any]]:
     return model + sessions + policy_walks() + cas_walks() + detector
 
 
-_NO_RESUME = ("unreachable", "a session resumed after exactly the revision of its move: walks name the revisions of "
-              "writes only")
 _FRESH_SHARD = ("equivalent", "a node moved into a fresh shard: every entry of that shard is newer than the move, "
                 "so a catch-up replays the same with or without the move's revision")
 _RUNNER_ONLY = "unreachable", "code only the runner's client runs (a snapshot's own checks and lookups)"
 _NO_IDS = ("unreachable", "ids, addresses and keys at their byte bounds: the replay prefixes node ids and keys with its "
            "session's tag and gives its own addresses (wire/derived-hello-node-id-rules and batch_rules hold them)")
 JUDGED: Final[dict[str, tuple[str, str]]] = {
-    "model.ClusterModel.catch_up: member.shard_since > after: > -> >=": _NO_RESUME,
     "model.ClusterModel.remove_from_shard: drop self.members[node_id].shard_since": _FRESH_SHARD,
     "model.ClusterModel.claim: drop check_id": _NO_IDS,
     "model.ClusterModel.remove_from_shard: drop check_id": _NO_IDS,
