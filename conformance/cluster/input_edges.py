@@ -20,6 +20,7 @@ kept) is told apart too:
 - each refusal of a HELLO answered with its ERROR frame, message included (the wire carries it; a wire walk records
   an ERROR by its condition): the secret one character short and none, an id refused as long as the part of it the
   refusal repeats and one character either side;
+- a client's request built from typed ops (``wire.ops_to_wire``): an insert and updates;
 - every rule of every well-formedness check (spec/cluster/types.py: ``check_id``, ``check_address``,
   ``check_batch``, ``Membership.check_well_formed``) at its smallest violating input and its nearest valid one,
   byte bounds counted in bytes of UTF-8, each rule met after a first item that keeps it.
@@ -368,6 +369,19 @@ def batches() -> list[Edge]:
     return edges
 
 
+def update_requests() -> list[Edge]:
+    """A client's UPDATE_SHARD_LOG request built from typed ops (``wire.ops_to_wire``, which only a client runs, so no
+    wire walk reaches it): an insert (no expected revision), an update expecting revision 1 after an insert, and one
+    expecting MAX_REVISION."""
+    def op(key: str, value: str, expected: int | None) -> dict[str, Any]:
+        return {"key": key, "value": value, "expected": expected}
+
+    return [Edge(f"request: {label}", {"call": "updateRequest", "id": 2, "ops": ops}) for label, ops in (
+        ("an insert", [op("k", "01", None)]), ("an update of revision 1 after an insert", [op("a", "", None),
+                                                                                          op("k", "01", 1)]),
+        (f"an update of revision {MAX_REVISION}", [op("k", "", MAX_REVISION)]))]
+
+
 def memberships() -> list[Edge]:
     """``Membership.check_well_formed``: no shard, a shard with no member and with one (first and after another),
     a shard or node id refused and at MAX_ID_BYTES, a node twice in one shard, in two shards, and two nodes."""
@@ -393,7 +407,7 @@ def memberships() -> list[Edge]:
 
 FAMILIES: Final[tuple[Callable[[], list[Edge]], ...]] = (
     error_codes, update_splits, frame_bounds, departures, strangers, detector_deadlines, session_deadlines,
-    identifiers, addresses, batches, memberships, hello_refusals)
+    identifiers, addresses, batches, memberships, hello_refusals, update_requests)
 
 
 def every_edge() -> list[Edge]:

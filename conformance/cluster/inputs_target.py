@@ -18,6 +18,8 @@ Bytes are hex, or ``{"repeat": hex, "times": n}``, or a list of those joined; te
 - ``errorFrom`` ``{body}``: one ERROR or CAS_ERROR frame body decoded to the typed error a client raises: its class,
   condition, code and message (a CAS failure's key, expected revision and entry too).
 - ``checkBatch`` ``{ops}``, ``checkId`` ``{kind, text}``, ``checkAddress`` ``{address}``.
+- ``updateRequest`` ``{id, ops}``: the frame of a client's UPDATE_SHARD_LOG request of those ops (``expected`` null:
+  an insert), as a client builds it from typed ops.
 - ``checkMembership`` ``{shards: [[shard, [node...]]...]}``: a snapshot of those shards (each member OK) judged well
   formed: its member count.
 - ``strangers`` ``{maxPending, bindTimeoutS, steps}`` and ``departures`` ``{maxBytes, lingerS, steps}``: the
@@ -177,9 +179,18 @@ def _feed(call: Json) -> Any:
     return out
 
 
+def _ops(call: Json) -> list[MetadataOp]:
+    return [MetadataOp(key=expand_text(o["key"]), value=expand_bytes(o["value"]), expected=o.get("expected"))
+            for o in call["ops"]]
+
+
 def _check_batch(call: Json) -> Any:
-    ops = [MetadataOp(key=expand_text(o["key"]), value=expand_bytes(o["value"]), expected=o.get("expected")) for o in call["ops"]]
-    return len(check_batch(ops))
+    return len(check_batch(_ops(call)))
+
+
+def _update_request(call: Json) -> Any:
+    """A client's UPDATE_SHARD_LOG request of typed ops, as its frame (``wire.ops_to_wire``: what only a client runs)."""
+    return wire.encode(ServiceKind.UPDATE_SHARD_LOG, call["id"], ops=wire.ops_to_wire(_ops(call)))
 
 
 def _check_membership(call: Json) -> Any:
@@ -326,6 +337,7 @@ CALLS: dict[str, Callable[[Json], Any]] = {
     "configuredSecret": _configured_secret,
     "feed": _feed,
     "checkBatch": _check_batch,
+    "updateRequest": _update_request,
     "checkId": lambda call: check_id(call["kind"], expand_text(call["text"])),
     "checkAddress": lambda call: check_address(expand_text(call["address"])),
     "checkMembership": _check_membership,

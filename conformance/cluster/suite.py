@@ -1323,7 +1323,8 @@ CASES = [
          "wire and the codes next to them, an update event split at its limit with each frame's fixed part and one "
          "byte either side, every frame bound and one byte either side, the reactor's stranger and departure bounds "
          "and deadlines, the detector's and the session's deadlines at their instant and one tick either side, "
-         "read late and held, each refusal of a HELLO with its ERROR frame) answers as the spec's pure functions do",
+         "read late and held, each refusal of a HELLO with its ERROR frame, a client's request of typed ops) answers "
+         "as the spec's pure functions do",
          every_input_edge, frozenset({INPUTS})),
 ]
 

@@ -745,6 +745,9 @@ _CONDITION = ("elsewhere", "by the MUST case inputs/derived-every-edge (input_ed
               "str() prefixes it)")
 _SHOWN_TEXT = ("elsewhere", "by the MUST case inputs/derived-every-edge (input_edges.hello_refusals: each refusal of a "
                "HELLO answered with its ERROR frame, message text included); a walk records an ERROR by its condition")
+_CLIENT_REQUEST = ("elsewhere", "by the MUST case inputs/derived-every-edge (input_edges.update_requests: a client's "
+                   "UPDATE_SHARD_LOG request built from typed ops, as its frame); a wire walk sends the service frames "
+                   "it builds itself")
 _KEPT_ID = ("equivalent", "the id a refusal keeps in its parameters (text=text[:60]: the message's own cut is another 60, "
             "inside the f-string, which no family plants): parameters reach no frame (session.error_frame sends the "
             "code and the message) and no target role")
@@ -752,9 +755,7 @@ JUDGED: Final[dict[str, tuple[str, str]]] = {
     "session.ClientSession.": _CLIENT,
     "session.Phase.": ("equivalent", "a client phase's value, read only by ClientSession._require's RuntimeError (the "
                        "caller's misuse of the machine): phases are compared by identity, and none reaches a frame"),
-    "wire.ops_to_wire:": ("unreachable", "the requests of the reference's blocking client (reference/cluster/remote.py), "
-                          "which no target role runs: the client role's requests are the runner's "
-                          "(conformance/cluster/client_target.py)"),
+    "wire.ops_to_wire:": _CLIENT_REQUEST,
     "interface.": ("equivalent", "a Protocol member's body (``...``) never runs: ClusterProvider, ClusterBackend and "
                    "ClusterCore are typing.Protocol classes no provider subclasses"),
     **{f"errors.{name}.condition:": _CONDITION for name in (
