@@ -689,7 +689,7 @@ def candidates(seed: int = SEED) -> list[dict[str, Any]]:
 
 _FRESH_SHARD = ("equivalent", "a node moved into a fresh shard: every entry of that shard is newer than the move, "
                 "so a catch-up replays the same with or without the move's revision")
-_RUNNER_ONLY = "unreachable", "code only the runner's client runs (a snapshot's own checks and lookups)"
+_RUNNER_ONLY = "unreachable", "code only the runner's client runs (a snapshot's lookups: no target's)"
 _NO_IDS = ("unreachable", "ids, addresses and keys at their byte bounds: the replay prefixes node ids and keys with its "
            "session's tag and gives its own addresses (wire/derived-hello-node-id-rules and batch_rules hold them)")
 JUDGED: Final[dict[str, tuple[str, str]]] = {
@@ -702,7 +702,11 @@ JUDGED: Final[dict[str, tuple[str, str]]] = {
         "equivalent", "which check refuses a policy breaking two is seen only in the refusal's text, which no rule fixes"),
     "cas.CasWrite.__init__: drop self._value": (
         "equivalent", "written() is only ever called after next_op() set the value it reads"),
-    "types.Membership.": _RUNNER_ONLY,
+    "types.Membership.shard_of:": _RUNNER_ONLY,
+    "types.Membership.check_well_formed:": (
+        "unreachable", "a snapshot's own checks, which no walk's runner asks of a target (the MUST case "
+        "inputs/derived-every-edge does: input_edges.memberships, each rule at its smallest violating input, answered "
+        "by the class raised)"),
     "model.ClusterModel.told:": (
         "unreachable", "no backend calls ClusterModel.told (the suite's own judges and the generated docs do)"),
     "model.ClusterModel.claim: 'node' ->": _NO_IDS,  # the kind a refusal of an id names, or the id checked
