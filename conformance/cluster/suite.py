@@ -1306,7 +1306,8 @@ CASES = [
          "bound, refused HELLOs followed by more frames, an identified node's bad frames, second sessions with and "
          "without the token, the clock at a session's silence deadline and 1 ms either side, failed CAS writes, a "
          "resumed session's catch-up after a revision at and around its writes, services started with a secret, a "
-         "session bound of 1 or 2 and timings like 1001 ms, members moving, writing, removed and gone silent) is "
+         "session bound of 1 or 2 and timings like 1001 ms, members moving, writing, removed and gone silent, every "
+         "payload-less kind from a stranger and a welcomed node, a successor resuming around its node's move) is "
          "answered frame by frame and closed as the spec's session does, and each member is told, after WELCOME, "
          "the membership and the notifications the spec owes it (in its own order, wherever they fall among the "
          "replies)", every_wire_walk, frozenset({SERVICE, CLOCK, CONFIGURE})),
