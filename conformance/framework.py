@@ -120,6 +120,8 @@ class CaseContext:
 
     options: RunOptions
     deadline: float
+    level: Level | None = None
+    """The requirement level of the case running (None: a check run outside the runner)."""
     wirelog: WireLog = field(default_factory=WireLog)
     waits: list[Wait] = field(default_factory=list)
     blames: list[Blame] = field(default_factory=list)

@@ -83,7 +83,7 @@ def run_case(case: Case, target: Target, options: RunOptions, codec: FrameCodec 
     if not case.requires <= target.capabilities:
         missing = ", ".join(sorted(case.requires - target.capabilities))
         return CaseReport(case, CaseOutcome.UNSUPPORTED, case.requirement, f"target does not declare: {missing}", 0.0)
-    ctx = CaseContext(options=options, deadline=time.monotonic() + options.timeout)
+    ctx = CaseContext(options=options, deadline=time.monotonic() + options.timeout, level=case.level)
     result: list[Verdict | BaseException] = []
 
     def work() -> None:

@@ -24,9 +24,11 @@ from typing import Any, Iterator
 import pytest
 from spark_jvm_support import require_jdk
 
+from conformance.framework import CaseContext, Level, RunOptions
 from conformance.runner import EXIT_FAILED, EXIT_NO_CASE, EXIT_OK, EXIT_UNREACHABLE
 from conformance.shuffle.jvm_bridge import JdkNotFound, find_jdk
 from conformance.shuffle.suite import CASES
+from conformance.shuffle.suite.helpers import DEADLINE_MARGIN_S, MUST_REJECT_WINDOW_S, REJECT_WINDOW_S, reject_window
 from conformance.shuffle.targets import AUTH, SparkTarget
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -161,6 +163,19 @@ def test_report_files_as_specified(reference_run: tuple[int, dict[str, Any], str
         assert {t.get("name") for t in suite} == {c.id for c in CASES if c.topic == suite.get("name")}
     passed = document["summary"]["PASS"]
     assert output.rstrip().splitlines()[-1].startswith(f"PASS={passed} ")  # the summary is printed last
+
+
+def test_a_must_rejection_is_watched_longer_than_a_should_one_and_within_the_case_deadline() -> None:
+    """A loaded JVM that rejects after 3 s still passes a MUST (a passing implementation ends the wait when it
+    rejects); a SHOULD keeps the short window its non-strict implementations wait out; near the case's deadline the
+    window shrinks so a missed rejection is a FAIL, never a TIMEOUT."""
+    options = RunOptions(suite="shuffle", target="reference")
+    def window(level: Level, left_s: float) -> float:
+        return reject_window(CaseContext(options, time.monotonic() + left_s, level=level))
+    assert window(Level.MUST, 60) == MUST_REJECT_WINDOW_S > REJECT_WINDOW_S
+    assert window(Level.SHOULD, 60) == window(Level.INFO, 60) == REJECT_WINDOW_S
+    assert REJECT_WINDOW_S < window(Level.MUST, 8) <= 8 - DEADLINE_MARGIN_S
+    assert window(Level.MUST, 4) == REJECT_WINDOW_S
 
 
 def test_no_matching_case_has_its_own_exit_code(tmp_path: Path) -> None:

@@ -6,8 +6,9 @@ the wire and from connections closing, never from an exit status. Where the wire
 a rejection from a success, a case keeps a second connection waiting: a writer that rejected a fault
 abandons it, one that accepted the fault keeps waiting for it.
 
-What counts as **rejecting** a fault (used by every ``rejects-`` case): within
-:data:`REJECT_WINDOW_S` the implementation closes the connection, or (targets with ``reports``)
+What counts as **rejecting** a fault (used by every ``rejects-`` case): within its window
+(:func:`.helpers.reject_window`: :data:`REJECT_WINDOW_S` where the rejection is a SHOULD, a wider one where it is a
+MUST, which only an implementation failing the case waits out) the implementation closes the connection, or (targets with ``reports``)
 reports an error whose condition is the one the case names (a report without a condition is
 accepted, one naming another condition is not); and it sends nothing the case forbids, such as a
 CREDIT for the faulty DATA, including for :data:`SETTLE_S` after the rejection.

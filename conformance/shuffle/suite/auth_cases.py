@@ -14,10 +14,10 @@ from conformance.shuffle.peer import Link, PeerReader, PeerWriter, connect
 from conformance.shuffle.suite.helpers import (
     PEER_WRITER_ID,
     READER_ID_UNDER_TEST,
-    REJECT_WINDOW_S,
     SETTLE_S,
     STREAM_S,
     observe,
+    reject_window,
 )
 from conformance.shuffle.suite.reader_cases import READER_WORKLOAD
 from conformance.shuffle.suite.writer_cases import stream_verdict
@@ -60,7 +60,7 @@ def w_credit_in_clear(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
     with t.writer(DEFAULT_WRITER_WORKLOAD, ctx) as impl:
         stranger = connect(ctx, impl.address, "stranger", authenticate=False)
         stranger.write_unsealed(codec.encode_frame(CreditMessage(writer_id=0, reader_id=0, num_messages=1)))
-        seen = observe(impl, [stranger], REJECT_WINDOW_S, lambda o: bool(o.closed))
+        seen = observe(impl, [stranger], reject_window(ctx), lambda o: bool(o.closed))
         got = bytes(stranger.raw)
         real = PeerReader.open(ctx, impl.address, 0, 0)
         real.until_terminated(STREAM_S)
@@ -136,7 +136,7 @@ def _reader_answered_with(t: ShuffleTarget, ctx: CaseContext, answer: str) -> Ve
             wrong = AuthConfig(WRONG_SECRET, auth.app_id, auth.cipher, auth.engine_version)
             link.authenticate(ServerHandshake(wrong))
             what = "an answer sealed under another secret"
-        seen = observe(impl, [link], REJECT_WINDOW_S, lambda o: bool(o.closed or o.errors))
+        seen = observe(impl, [link], reject_window(ctx), lambda o: bool(o.closed or o.errors))
         passed = bool(seen.closed or seen.errors) and not seen.completed
         peer.close()
         return Verdict(passed, f"rejects {what}: closes the connection or reports an error, never completes",

@@ -21,7 +21,6 @@ from conformance.shuffle.suite.helpers import (
     CheckFn,
     PEER_WRITER_ID,
     READER_ID_UNDER_TEST,
-    REJECT_WINDOW_S,
     SETTLE_S,
     STREAM_S,
     frame_problems,
@@ -29,6 +28,7 @@ from conformance.shuffle.suite.helpers import (
     numbered_records,
     observe,
     one_way_frame,
+    reject_window,
     rejection,
 )
 from spec.shuffle import codec, errors
@@ -203,7 +203,7 @@ def reader_fault(what: str, condition: str | None, script: Callable[[ReaderSessi
         with ReaderSession(t, ctx, workload) as s:
             if not isinstance(s.first, CreditMessage) or not script(s):
                 return Verdict(False, f"the stream up to the fault ({what})", s.heard() + "; " + s.link.close_reason)
-            return rejection(s.impl, [s.link], what, condition, forbidden, forbidden_text)
+            return rejection(ctx, s.impl, [s.link], what, condition, forbidden, forbidden_text)
 
     return check
 
@@ -371,7 +371,7 @@ def r_writer_closes_early(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
     with ReaderSession(t, ctx) as s:
         if not isinstance(s.first, CreditMessage) or not _writer_closes(s):
             return Verdict(False, "DATA 0 credited before the close", s.heard())
-        seen = observe(s.impl, [], REJECT_WINDOW_S, lambda o: bool(o.errors))
+        seen = observe(s.impl, [], reject_window(ctx), lambda o: bool(o.errors))
         return Verdict(bool(seen.errors), "reports an error (the writer closed before TERMINATION_CONTROL)",
                        seen.text())
 
@@ -471,7 +471,7 @@ def r_first_rule_of_two(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
         with ReaderSession(t, ctx) as s:
             if not isinstance(s.first, CreditMessage) or not script(s):
                 return Verdict(False, f"the stream up to the fault ({what})", s.heard() + "; " + s.link.close_reason)
-            judged = rejection(s.impl, [s.link], what, condition, is_credit, "CREDIT for it")
+            judged = rejection(ctx, s.impl, [s.link], what, condition, is_credit, "CREDIT for it")
             if not judged.passed:
                 return judged
             seen.append(f"{what}: {judged.actual}")

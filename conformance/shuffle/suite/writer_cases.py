@@ -91,7 +91,7 @@ def w_unknown_reader(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
     with t.writer(DEFAULT_WRITER_WORKLOAD, ctx) as impl:
         peer = PeerReader.open(ctx, impl.address, 0, 0, handshake=False)
         peer.link.send(CreditMessage(writer_id=0, reader_id=7, num_messages=1))
-        return rejection(impl, [peer.link], "a CREDIT for reader 7 of a 1-reader shuffle", None,
+        return rejection(ctx, impl, [peer.link], "a CREDIT for reader 7 of a 1-reader shuffle", None,
                          lambda m: isinstance(m, DataMessage), "DATA")
 
 
@@ -102,8 +102,8 @@ def w_second_binding(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
         if not bound.until_terminated(STREAM_S):
             return Verdict(False, "the whole stream to the bound reader", bound.outcome())
         impostor = PeerReader.open(ctx, impl.address, 0, 0)
-        return rejection(impl, [bound.link, impostor.link], "a CREDIT for reader 0 from a second connection while "
-                         "the first is bound", ALREADY_BOUND, lambda m: isinstance(m, DataMessage), "DATA")
+        return rejection(ctx, impl, [bound.link, impostor.link], "a CREDIT for reader 0 from a second connection "
+                         "while the first is bound", ALREADY_BOUND, lambda m: isinstance(m, DataMessage), "DATA")
 
 
 def _default_stream(t: ShuffleTarget, ctx: CaseContext, judge: Callable[[PeerReader], Verdict]) -> Verdict:
@@ -283,7 +283,7 @@ def wrong_ack(delta: int) -> CheckFn:
                 return Verdict(False, "TERMINATION_CONTROL to reader 0", zero.outcome())
             seq = zero.held_ack.seq + delta
             zero.send_held_ack(seq)
-            verdict = rejection(impl, [zero.link, one.link],
+            verdict = rejection(ctx, impl, [zero.link, one.link],
                                 f"TERMINATION_ACK seq={seq} for TERMINATION_CONTROL seq={seq - delta}", SEQUENCE)
             one.send_held_ack()
             return verdict
@@ -296,8 +296,8 @@ def w_ack_deadline(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
     with t.writer(workload, ctx) as impl:
         peer = PeerReader.open(ctx, impl.address, MULTI_WRITER_ID, 0, hold_ack=True)
         peer.until_terminated(STREAM_S)
-        return rejection(impl, [peer.link], f"a reader that never acks ({ACK_TIMEOUT_KEY}={ACK_TIMEOUT_MS})",
-                         ACK_TIMEOUT, window=ACK_TIMEOUT_MS / 1000 + REJECT_WINDOW_S)
+        return rejection(ctx, impl, [peer.link], f"a reader that never acks ({ACK_TIMEOUT_KEY}={ACK_TIMEOUT_MS})",
+                         ACK_TIMEOUT, after=ACK_TIMEOUT_MS / 1000)
 
 
 def w_frames(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
@@ -317,7 +317,7 @@ def writer_fault(what: str, data: Callable[[PeerReader], bytes], condition: str 
             if not peer.until_terminated(STREAM_S):
                 return Verdict(False, "the whole stream before the fault", peer.outcome())
             peer.link.send_raw(data(peer))
-            return rejection(impl, [peer.link], what, condition)
+            return rejection(ctx, impl, [peer.link], what, condition)
 
     return check
 
@@ -412,7 +412,7 @@ def w_reader_closes_early(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
     with t.writer(writer_workload(TWO_READERS), ctx) as impl:
         zero, one = _two_terminated(t, ctx, impl)
         zero.link.close()
-        verdict = rejection(impl, [one.link], "reader 0's connection closing before its ack", None)
+        verdict = rejection(ctx, impl, [one.link], "reader 0's connection closing before its ack", None)
         one.send_held_ack()
         return verdict
 
@@ -421,9 +421,9 @@ def w_connection_timeout(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
     workload = writer_workload(TWO_READERS, writer_connection_timeout_ms=f"{CONNECTION_TIMEOUT_MS}ms")
     with t.writer(workload, ctx) as impl:
         zero = PeerReader.open(ctx, impl.address, MULTI_WRITER_ID, 0, hold_ack=True)
-        return rejection(impl, [zero.link], f"reader 1 never connecting (writerConnectionTimeout="
+        return rejection(ctx, impl, [zero.link], f"reader 1 never connecting (writerConnectionTimeout="
                          f"{CONNECTION_TIMEOUT_MS}ms; reader 0 connects and never acks)", CONNECTION_TIMEOUT,
-                         window=CONNECTION_TIMEOUT_MS / 1000 + 2 * REJECT_WINDOW_S)
+                         after=CONNECTION_TIMEOUT_MS / 1000 + REJECT_WINDOW_S)
 
 
 def refuses(field: str, refused: str, condition: str, accepted: str) -> CheckFn:
