@@ -10,10 +10,12 @@ the control line's answer, the table's rows. :func:`run_walk` is the one code pa
 an in-process copy of the reference target (:func:`conformance.sync.reference_target.serve`), the suite's
 ``walks/replay`` case runs it on the target under test. :func:`candidates` generates the walks from a seed,
 biased as a tester would (every threshold at its exact value and a tick either side, sequence numbers at
-memory, durable, one either side, 0 and the max, two faults at once, refusals followed by fresh traffic);
-``python -m conformance.sync.walks select`` keeps those that tell :data:`MODULES`' operator mutants apart
+memory, durable, one either side, 0 and the max, two faults at once, refusals followed by fresh traffic), then walks
+derived from the spec's tables after them (every squash chain shape at the size threshold, a value of every nested
+type, two tables failing at once); ``python -m conformance.sync.walks select`` keeps those that tell :data:`MODULES`' operator mutants apart
 (:func:`conformance.operator_mutants.select`), ``select-unjudged`` those that tell apart the mutants of every family the
-recorded selection does not judge yet (:func:`conformance.operator_mutants.select_unjudged`), and ``record`` writes
+recorded selection does not judge yet (:func:`conformance.operator_mutants.select_unjudged`), ``select-derived`` those
+of its gaps the derived walks tell apart (:func:`select_derived_part`), and ``record`` writes
 ``vectors/walks.json`` and ``docs/walks/sync.md``.
 """
 
@@ -34,6 +36,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
@@ -133,15 +136,30 @@ LAYOUTS: Final[dict[str, tuple[tuple[tuple[int, str], ...], tuple[tuple[str, str
                     (("old_id", "int64"), ("new_id", "int64"), ("v", "string"), ("v2", "string"))),
     "struct-value": (((OLD, "id"), (NEW, "id"), (VALUE, "s")),
                      (("old_id", "int64"), ("new_id", "int64"), ("s", "struct"))),
+    # a value of every other nested type (``spec.sync.admission._NESTED``), the derived walks' (nested_type_walks)
+    **{f"{kind}-value": (((OLD, "id"), (NEW, "id"), (VALUE, "s")), (("old_id", "int64"), ("new_id", "int64"), ("s", kind)))
+       for kind in ("list", "large_list", "fixed_size_list", "map", "union")},
 }
 VALID_LAYOUTS: Final = ("plain", "swapped", "changed", "two-key", "vw")
-REFUSED_LAYOUTS: Final = tuple(name for name in LAYOUTS if name not in VALID_LAYOUTS)
+NESTED_LAYOUTS: Final = tuple(name for name, (_, columns) in LAYOUTS.items() if columns[-1][1] != "string"
+                              and name.endswith("-value"))
+REFUSED_LAYOUTS: Final = tuple(name for name in LAYOUTS if name not in VALID_LAYOUTS
+                               and (name == "struct-value" or name not in NESTED_LAYOUTS))
+"""The refused layouts the seeded walks draw from (the nested ones but the struct value are the derived walks')."""
 
 
 def _array(values: list[Any], kind: str) -> pa.Array:
     if kind == "struct":
         return pa.array([None if v is None else {"a": v, "b": v} for v in values],
                         pa.struct([("a", pa.string()), ("b", pa.string())]))
+    listed = {"list": pa.list_(pa.string()), "large_list": pa.large_list(pa.string()),
+              "fixed_size_list": pa.list_(pa.string(), 1)}
+    if kind in listed:
+        return pa.array([None if v is None else [v] for v in values], listed[kind])
+    if kind == "map":
+        return pa.array([None if v is None else [(v, v)] for v in values], pa.map_(pa.string(), pa.string()))
+    if kind == "union":
+        return pa.UnionArray.from_sparse(pa.array([0] * len(values), pa.int8()), [pa.array(values, pa.string())])
     return pa.array(values, {"int64": pa.int64(), "int32": pa.int32(), "string": pa.string(), "bool": pa.bool_()}[kind])
 
 
@@ -962,6 +980,133 @@ def message_bytes(rows: Sequence[Sequence[Any]], layout: str = "plain") -> int:
     return sum(len(m.body) for m in flight_messages(b"", batch))
 
 
+Change = tuple[int | None, int | None]
+"""A change of a chain as ``(old key, new key)``: an insert, an update, a delete or a move."""
+CHAIN_KEYS: Final = (1, 2)
+CHAIN_LENGTH: Final = 3
+CHAIN_STORED: Final = ((), (1,), (1, 2))
+CHAIN_DELIVERIES: Final = ("plain", "changed", "alternating", "truncating")
+"""How a derived chain's puts are laid out: every put ``plain``; ``changed`` (its CHANGED flag off on every second
+change: a value kept from the chain's earlier row or the stored one); for chains of two, ``alternating`` (the second
+put ``swapped``: two runs of one schema each, merged apart) and ``truncating`` (the second put empties the table first:
+a run starts there)."""
+
+
+def chains(stored: Sequence[int], length: int = CHAIN_LENGTH) -> Iterator[list[Change]]:
+    """Every chain of 1 to ``length`` changes on :data:`CHAIN_KEYS` from the keys ``stored``: each an insert of an absent
+    key, an update or a delete of a present one, or a move of a present key to an absent one."""
+
+    def grow(present: frozenset[int], chain: list[Change]) -> Iterator[list[Change]]:
+        if chain:
+            yield chain
+        if len(chain) == length:
+            return
+        options: list[Change] = [(None, k) for k in CHAIN_KEYS if k not in present]
+        for k in sorted(present):
+            options += [(k, k), (k, None)] + [(k, j) for j in CHAIN_KEYS if j not in present]
+        for old, new in options:
+            yield from grow((present - {old}) | ({new} if new is not None else set()), [*chain, (old, new)])
+
+    yield from grow(frozenset(stored), [])
+
+
+def _chain_put(change: Change, i: int, delivery: str) -> tuple[list[Any], str, bool]:
+    """The row, layout and truncate flag of a derived chain's ``i``-th put."""
+    old, new = change
+    value = None if new is None else f"c{i}"
+    if delivery == "changed":
+        return [old, new, value, i % 2 == 0, None if new is None else f"w{i}"], "changed", False
+    if delivery == "alternating" and i == 1:
+        return [new, old, value], "swapped", False
+    return [old, new, value], "plain", delivery == "truncating" and i == 1
+
+
+@cache
+def _row_bytes(row: tuple[Any, ...], layout: str) -> int:
+    return put_bytes([row], layout)
+
+
+def squash_edge_walks() -> list[Walk]:
+    """Derived walks (after the seeded ones): every chain (:func:`chains`) from every stored state
+    (:data:`CHAIN_STORED`), each change its own put (a pending item), in every delivery (:data:`CHAIN_DELIVERIES`),
+    the size threshold at the chain's pending bytes, reached by its last put or by the one before: at the threshold the
+    server squashes the table's items first (``SyncWriter.next_action``: ``SquashTable``), and flushes only when the
+    squashed items are still at or over it (the bytes a squash saves show in ``PENDING``, the flush in a read)."""
+    walks: list[Walk] = []
+    for stored in CHAIN_STORED:
+        for chain in chains(stored):
+            for delivery in CHAIN_DELIVERIES:
+                if delivery in ("alternating", "truncating") and len(chain) != 2:
+                    continue
+                puts = [_chain_put(change, i, delivery) for i, change in enumerate(chain)]
+                sizes = [_row_bytes(tuple(row), layout) for row, layout, _ in puts]
+                for reached_by in ("last", "before-last"):
+                    g = _Gen(random.Random(0), f"d{len(walks)}")
+                    threshold = sum(sizes) - (sizes[-1] if reached_by == "before-last" else 0)
+                    g.policy(HELD, 1_000_000, max(threshold, 1))
+                    if stored:
+                        g.put("a", "o1", 1, [[None, k, f"s{k}"] for k in stored])
+                        g.control(FLUSH_NOW)
+                        g.policy(HELD, 1_000_000, max(threshold, 1))
+                    for i, (row, layout, truncate) in enumerate(puts):
+                        g.put("a", "o1", 2 + i, [row], layout, **({"truncate": True} if truncate else {}))
+                        g.control("PENDING")
+                    g.read()  # what the threshold flushed, if it did
+                    g.control(FLUSH_NOW)
+                    walk = g.finish(("a",))  # and the rest
+                    walk["shape"] = "squash_edge"
+                    walks.append(walk)
+    return walks
+
+
+def nested_type_walks() -> list[Walk]:
+    """Derived walks (after the squash chains): a put of a value of each nested type but the struct (a struct's
+    children count as columns: the schema refuses it first) at its smallest, one row, refused by its type
+    (``spec.sync.admission._NESTED``), then the same table with a plain put, which nothing of the refused one precedes.
+    A dictionary-encoded column is refused as Flight data before (``spec.sync.flight``)."""
+    walks: list[Walk] = []
+    for layout in NESTED_LAYOUTS:
+        if layout == "struct-value":
+            continue
+        g = _Gen(random.Random(0), f"n{len(walks)}")
+        g.control(FLUSH_NOW)
+        g.put("a", "o1", 1, [[None, 1, "a"]], layout)
+        g.put("a", "o1", 1, [[None, 1, "a"]])
+        walk = g.finish(("a",))
+        walk["shape"] = "nested_type"
+        walks.append(walk)
+    return walks
+
+
+def two_failing_walks() -> list[Walk]:
+    """Derived walks (after the nested types): two tables that cannot be created, their retries a quarter second apart
+    (the default waits: 1 s, then 2 s); the first healed before its retry, which lands at its instant (the flusher
+    wakes at the earlier of the two, ``FlushFailures.next_retry``), the second still failing at its own and landing
+    at the next; either table first."""
+    walks: list[Walk] = []
+    for first, second in (("a", "b"), ("b", "a")):
+        g = _Gen(random.Random(0), f"f{len(walks)}")
+        g.control(FLUSH_NOW)
+        for table in (first, second):
+            g.steps.append({"block": g.table(table)})
+        g.put(first, "o1", 1, [[None, 1, first]])
+        g.advance(0.25)
+        g.put(second, "o1", 2, [[None, 2, second]])
+        g.steps.append({"unblock": g.table(first)})
+        g.advance(0.75)  # the first's retry instant
+        g.read(first)
+        g.put(first, "o1")
+        g.advance(0.25)  # the second's, still failing: its next wait is 2 s
+        g.steps.append({"unblock": g.table(second)})
+        g.advance(2 - TICK)
+        g.read(second)
+        g.advance(TICK)
+        walk = g.finish((first, second))
+        walk["shape"] = "two_failing"
+        walks.append(walk)
+    return walks
+
+
 SHAPES: Final = (_sequence_walk, _lag_walk, _count_walk, _size_walk, _refusal_walk, _schema_walk, _chain_walk,
                  _timeout_walk, _failure_walk, _confinement_walk, _truncate_walk, _restart_walk, _probe_walk,
                  _order_walk, _defaults_walk)
@@ -970,7 +1115,8 @@ SHAPES: Final = (_sequence_walk, _lag_walk, _count_walk, _size_walk, _refusal_wa
 def candidates(seed: int = SEED, count: int = CANDIDATES, settings: int = SETTINGS_CANDIDATES) -> list[Walk]:
     """The seeded candidate walks: ``count`` of the shapes in turn, then ``settings`` with settings off their
     defaults (:func:`_settings_walk`, drawn on from the same seed, so the first ``count`` stay what they were);
-    walk ``i`` names its tables and origins ``w<i>``."""
+    walk ``i`` names its tables and origins ``w<i>``; then the derived ones (:func:`squash_edge_walks`, ``d<i>``;
+    :func:`nested_type_walks`, ``n<i>``; :func:`two_failing_walks`, ``f<i>``)."""
     rng = random.Random(seed)
     walks = []
     for i in range(count + settings):
@@ -980,7 +1126,7 @@ def candidates(seed: int = SEED, count: int = CANDIDATES, settings: int = SETTIN
         walk = g.finish(("a", "b"))
         walk["shape"] = shape.__name__.strip("_")
         walks.append(walk)
-    return walks
+    return walks + squash_edge_walks() + nested_type_walks() + two_failing_walks()
 
 
 # -- selecting, recording and reporting --------------------------------------------------------------------------
@@ -1144,11 +1290,57 @@ def select_unjudged_part(recorded_selection: dict[str, Any], modules: Sequence[s
                        first.timed_out + second.timed_out + third.timed_out)
     new_kills = {name: index for name, index in result.killed_by.items() if name not in {m.name for m in judged}}
     unconfirmed = confirm(walks, new_kills, every)
-    return {"seed": seed, "candidates": count, "settingsCandidates": len(walks) - count,
+    return {"seed": seed, "candidates": count, "settingsCandidates": recorded_selection["settingsCandidates"],
             "maxTries": recorded_selection["maxTries"],
             "settingsTries": recorded_selection["settingsTries"], "families": "every", "unjudgedTries": tries,
+            **{key: recorded_selection[key] for key in ("derivedCandidates", "derivedTries") if key in recorded_selection},
             "modules": _figures(mutants, result, unconfirmed),
             "killedBy": {n: i for n, i in result.killed_by.items() if n not in unconfirmed}}
+
+
+DERIVED_TRIES: Final = 150
+"""Derived walks (the squash chains at the size threshold) tried on a gap, among those that run its lines."""
+
+
+def select_derived_part(recorded_selection: dict[str, Any], modules: Sequence[str] = MODULES,
+                        tries: int = DERIVED_TRIES) -> dict[str, Any]:
+    """The recorded selection carried on over the derived walks (:func:`squash_edge_walks`, :func:`nested_type_walks`,
+    after the seeded ones): each mutant it left a gap (a survivor :data:`JUDGED` does not judge) tried on at most
+    ``tries`` of those that run its lines, one of a table's entries (run at import) on every nested-type walk; every new
+    kill confirmed through the ``exec:`` target (:func:`confirm`). What it told apart, and every walk it kept, stays:
+    it only adds. A part of a selection, of ``modules`` only (``record`` merges parts)."""
+    logging.disable(logging.CRITICAL)
+    seed, count, settings = (recorded_selection[k] for k in ("seed", "candidates", "settingsCandidates"))
+    walks = candidates(seed, count, settings)
+    first = count + settings
+    gaps = {(module, rule) for module in modules for rule in recorded_selection["modules"][module]["survivors"]
+            if judgement(rule)[0] == "gap"}
+    tried = [m for module in modules for m in every_mutant(module)
+             if (module, _rule(m.name)) in gaps and m.name not in recorded_selection["killedBy"]]
+    _say(f"{len(tried)} mutants left gaps, tried on {len(walks) - first} derived walks")
+    bodies = {module: [(f.lineno, f.end_lineno or f.lineno) for f in ast.walk(ast.parse(module_path(module).read_text()))
+                       if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))] for module in modules}
+    at_import = [m for m in tried if not any(start <= m.line <= end for start, end in bodies[m.module])]
+    few = len(walks) - len(nested_type_walks()) - len(two_failing_walks())
+    order = [*range(few, len(walks)), *range(first, few)]  # the few walks of a rule each first, then the chains
+    result = select([walks[i] for i in order], lambda: run_directly, SERVER_PREFIXES,
+                    [m for m in tried if m not in at_import], per_walk_s=UNJUDGED_WALK_S, progress=_say,
+                    max_tries=tries)
+    tables = range(few, few + len(nested_type_walks()))  # a table's entries, run at import, on no walk's lines
+    of_tables = select([walks[i] for i in tables], lambda: run_directly, SERVER_PREFIXES, at_import,
+                       per_walk_s=UNJUDGED_WALK_S, progress=_say, traced=False)
+    kills = {name: order[index] for name, index in result.killed_by.items()} | {
+        name: tables[index] for name, index in of_tables.killed_by.items()}
+    unconfirmed = set(confirm(walks, kills, tried))
+    selection: dict[str, Any] = json.loads(json.dumps(recorded_selection))
+    for name in sorted(kills.keys() - unconfirmed):
+        figures = selection["modules"][name.split(":", 1)[0]]
+        figures["survivors"].remove(_rule(name))
+        figures["toldApart"] += 1
+        selection["killedBy"][name] = kills[name]
+    return selection | {"derivedCandidates": len(walks) - first, "derivedTries": tries,
+                        "modules": {m: f for m, f in selection["modules"].items() if m in modules},
+                        "killedBy": {n: i for n, i in selection["killedBy"].items() if n.split(":", 1)[0] in modules}}
 
 
 def select_more(recorded_selection: dict[str, Any], modules: Sequence[str], max_tries: int = SETTINGS_TRIES,
@@ -1195,7 +1387,7 @@ def select_more(recorded_selection: dict[str, Any], modules: Sequence[str], max_
             "timedOut": sorted(_rule(n) for n in timed_out if n in names),
             "unconfirmed": sorted(_rule(n) for n in unconfirmed if n in names),
             "survivors": sorted(_rule(n) for n in survivors if n in names)}
-    return {"seed": seed, "candidates": count, "settingsCandidates": len(walks) - count,
+    return {"seed": seed, "candidates": count, "settingsCandidates": SETTINGS_CANDIDATES,
             "maxTries": recorded_selection["maxTries"], "settingsTries": max_tries, "modules": figures,
             "killedBy": {n: i for n, i in recorded_selection["killedBy"].items() if n.split(":", 1)[0] in modules}
             | {n: i for n, i in killed.items() if n not in unconfirmed}}
@@ -1224,7 +1416,8 @@ def document(selection: dict[str, Any]) -> dict[str, Any]:
         ],
         "notes": {"comment": "module.function: operator of the first mutant the walk was kept for (of `killed`)"},
         "selection": {k: selection[k] for k in ("seed", "candidates", "settingsCandidates", "maxTries", "settingsTries",
-                                                "families", "unjudgedTries", "modules", "killedBy")
+                                                "families", "unjudgedTries", "derivedCandidates", "derivedTries",
+                                                "modules", "killedBy")
                       if k in selection},
         "testGroups": [{"type": "SyncWalk", "tests": tests}],
     }
@@ -1247,6 +1440,13 @@ _NOTHING_LEFT: Final = ("a failing table whose only pending data is an open tran
 _HEALED: Final = ("the flush that heals a table is followed by the schedule's next step (the driver asks until "
                   "nothing is due, under the lock), which finds it due with nothing pending and forgets its failure "
                   "(nothing_left) before anything else can reach it")
+_BASE: Final = ("the base class's: every refusal a server sends is of a class naming its own condition and status "
+                "(StaleFlushPlan, naming no status, never leaves the server)")
+_CALLER: Final = ("a ValueError for a caller's bug: the server endpoint answers a probe itself (admit), gives every "
+                  "put with rows its change, and squashes a table's items keeping their transactions in order "
+                  "(squash_pending)")
+_SAME_TRANSACTIONS: Final = ("the check of a caller's bug that never fails: squash_pending keeps every transaction of "
+                              "the items it squashes, in order (equal lists are neither < nor >)")
 JUDGED: Final[dict[str, tuple[str, str]]] = {
     "admission.PutSlots": ("unreachable", _CONCURRENT),
     "admission.MemoryBudget": ("unreachable", _CONCURRENT),
@@ -1292,6 +1492,37 @@ JUDGED: Final[dict[str, tuple[str, str]]] = {
                                   "a read shows a table's rows, not its row groups (the suite's "
                                   "apply/derived-row-groups-at-their-limits reads them, each limit at its bound)"),
     "errors.SyncInvalidMessage.__init__: drop self.reason": ("equivalent", _ATTRIBUTE),
+    "errors.SyncError.condition": ("unreachable", _BASE),
+    "errors.SyncError.status": ("unreachable", _BASE),
+    "errors.SyncInvalidMessage.condition": ("unreachable", _BASE),
+    "admission._NESTED: drop entry pa.types.is_struct": ("equivalent", "a struct's children count as columns: the "
+                                                          "schema refuses it first (struct-value)"),
+    "admission._NESTED: drop entry pa.types.is_dictionary": ("unreachable", "a dictionary-encoded column: its "
+                                                              "dictionary messages are refused as Flight data first"),
+    "writer.StaleFlushPlan": ("unreachable", "a flush plan completed after its table received more data: the server "
+                              "completes a plan under the write lock it made it under (reference/sync/server.py), and "
+                              "the refusal never leaves the server"),
+    "writer.FlushReason": ("equivalent", "a flush's reason is compared by identity; its value is only named in the "
+                           "server's log line and the generated spec's text"),
+    "writer.Received": ("equivalent", "what a put did is compared by identity; no code reads its value"),
+    "writer.row_ends": ("unreachable", "the bytes a flush's rows are cut into row groups by (what "
+                        "RowGroupLimits.cut reads): a walk's flush is a few rows, under any limit the store is given "
+                        "by default, and a read shows a table's rows, not its row groups (the suite's "
+                        "apply/derived-row-groups-at-their-limits cuts at each limit's bound)"),
+    "writer.SyncWriter.put: 'a probe is answered": ("unreachable", _CALLER),
+    "writer.SyncWriter.put: 'a put with rows needs": ("unreachable", _CALLER),
+    "writer.SyncWriter.put: remove check if is_probe(rows, sequence)": ("unreachable", _CALLER),
+    "writer.SyncWriter.put: remove check if payload is None": ("unreachable", _CALLER),
+    "writer.SyncWriter.squashed: 'squashed items must cover": ("unreachable", _CALLER),
+    "writer.SyncWriter.squashed: [t for i in new_items": ("equivalent", _SAME_TRANSACTIONS),
+    "writer.SyncWriter.squashed: remove check if [t for i in new_items": ("equivalent", _SAME_TRANSACTIONS),
+    "server.SyncServerEndpoint.put_schema: \"a truncating put": ("unreachable", _EMPTY_BATCH),
+    "server.SyncServerEndpoint.put_schema: remove check if cmd.truncate and arrow is None": ("unreachable", _EMPTY_BATCH),
+    "server.SyncServerEndpoint.record: remove check if not claim()": ("unreachable", "a put whose call ended before "
+                                                                      "it was recorded (its claim refused): a walk's "
+                                                                      "puts are each claimed"),
+    "server.SyncServerEndpoint.record: swap arguments self._writer.in_memory_bytes / size": (
+        "equivalent", "fits_watermark sums its first two arguments"),
     "errors.SyncSchemaError.__init__: drop self.reason": ("equivalent", _ATTRIBUTE),
     "errors.StreamDeadlineExceeded.__init__: drop self.setting": ("equivalent", _ATTRIBUTE),
     "errors.TransactionDiscarded.__init__: drop self.origin": ("equivalent", _ATTRIBUTE),
@@ -1304,6 +1535,9 @@ JUDGED: Final[dict[str, tuple[str, str]]] = {
     "errors.StreamDeadlineExceeded": ("unreachable", _STREAM + _HELD),
     "errors.ServerRestarted": ("unreachable", _LIFE),
     "server.SyncServerEndpoint.admit: cmd.server_life": ("unreachable", _LIFE),
+    "server.SyncServerEndpoint.admit: not probe and cmd.server_life": ("unreachable", _LIFE),
+    "server.SyncServerEndpoint.admit: remove check if not probe and cmd.server_life": ("unreachable", _LIFE),
+    "server.SyncServerEndpoint.admit: swap arguments cmd.": ("unreachable", _LIFE + " (the refusal's arguments)"),
     "server.SyncServerEndpoint.admit: life": ("unreachable", _LIFE),
     "server.SyncServerEndpoint.admit: drop not in not probe": ("unreachable", _LIFE),
     "server.SyncServerEndpoint.__init__": ("unreachable", _PEAK),
@@ -1322,11 +1556,16 @@ match wins: ``("equivalent", why)`` or ``("unreachable", the input the interface
 
 
 def judgement(rule: str) -> tuple[str, str]:
-    """``(class, reason)`` of a survivor: equivalent, unreachable or gap."""
-    function = rule.split(":", 1)[0]
-    matches = [key for key in JUDGED if function == key or function.startswith(key + ".")
-               or (":" in key and rule.startswith(key))]
-    return JUDGED[max(matches, key=len)] if matches else ("gap", "")
+    """``(class, reason)`` of a survivor: equivalent, unreachable or gap; a mutant the machine walks judge equivalent
+    (docs/walks/sync-machines.md) is equivalent here too (the same code, whoever calls it)."""
+    from conformance.sync.machine_walks import JUDGED as MACHINES_JUDGED
+
+    kind, why = operator_mutants.judgement(rule, JUDGED)
+    if kind == "gap":
+        elsewhere, reason = operator_mutants.judgement(rule, MACHINES_JUDGED)
+        if elsewhere == "equivalent":
+            return elsewhere, f"{reason} (judged in docs/walks/sync-machines.md)"
+    return kind, why
 
 
 def told_apart_by_others() -> dict[str, Counter[Rule]]:
@@ -1356,7 +1595,7 @@ def report(doc: dict[str, Any]) -> str:
              "is listed apart, never told apart (a flusher asking again and again to be woken at a time already "
              "reached is no such hang: the target answers that `ADVANCE` with an error, `conformance.sync.clock."
              "SPIN_LIMIT`; what still times out loops within one call). Score: told apart / (mutants - broken - "
-             "equivalent). " + _families(sel), "",
+             "equivalent). " + _families(sel) + _derived(sel), "",
              "What neither the walks nor the selection's runner express (the runner hands each put to the driver whole, "
              "as the transport does once a stream ended; every walk step is expressible): a put split over several "
              "messages, a stream held open, slow or cut, puts in flight at once, the put slots and the connection cap "
@@ -1441,6 +1680,19 @@ def _families(sel: dict[str, Any]) -> str:
             "its lines.")
 
 
+def _derived(sel: dict[str, Any]) -> str:
+    """How the derived walks were selected (none: not yet)."""
+    if not sel.get("derivedCandidates"):
+        return ""
+    return (f" Then {sel['derivedCandidates']} derived walks (`squash_edge_walks`: every squash chain of up to "
+            f"{CHAIN_LENGTH} changes on keys {', '.join(map(str, CHAIN_KEYS))} from every stored state, each change its "
+            "own put, laid out plain, with CHANGED flags, alternating column orders or truncating, the size threshold "
+            "reached by its last put or the one before; `nested_type_walks`: a put of a value of each nested type; "
+            "`two_failing_walks`: two tables failing at once, retried a quarter second apart) "
+            "were tried on the gaps the seeded walks left, at most "
+            f"{sel['derivedTries']} each (`select-derived`), every kill confirmed as above.")
+
+
 def _score(row: Sequence[int]) -> str:
     mutants, told, broken, equivalent = row[0], row[1], row[2], row[5]
     judged = mutants - broken - equivalent
@@ -1461,7 +1713,8 @@ def _merge(parts: Sequence[Path]) -> dict[str, Any]:
         merged.update(seed=data["seed"], candidates=data["candidates"], maxTries=data["maxTries"],
                       settingsCandidates=data.get("settingsCandidates", 0),
                       settingsTries=max(merged.get("settingsTries") or 0, data.get("settingsTries") or 0) or None,
-                      **{key: data[key] for key in ("families", "unjudgedTries") if key in data})
+                      **{key: data[key] for key in ("families", "unjudgedTries", "derivedCandidates", "derivedTries")
+                         if key in data})
         for module, figures in data["modules"].items():
             # counted per mutant: two mutants of one line with one operator (two constants ``0``) share a name
             figures["toldApart"] = figures["mutants"] - figures["broken"] - sum(
@@ -1476,6 +1729,7 @@ def _merge(parts: Sequence[Path]) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     """``select [--modules M ...] --out PART``: run the selection (minutes, under nice); ``select-unjudged --out
     PART``: carry the recorded selection on over the mutants it does not judge (:func:`select_unjudged_part`);
+    ``select-derived --out PART``: over the gaps it left, with the derived walks (:func:`select_derived_part`);
     ``record PART ...``: write the vectors and the report from selections; without a command: regenerate both from the
     recorded selection (``--check``: exit 1 when either is stale, or the selection no longer judges the spec's
     mutants, :func:`record_problems`)."""
@@ -1505,14 +1759,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         opts.out.write_text(json.dumps(select_more(recorded_selection, opts.modules, opts.max_tries, opts.again_only,
                                                    opts.settings_only, opts.again_pool, retry)))
         return 0
-    if args[:1] == ["select-unjudged"]:
-        parser = argparse.ArgumentParser(prog="python -m conformance.sync.walks select-unjudged")
+    carried_on = {"select-unjudged": (select_unjudged_part, UNJUDGED_TRIES),
+                  "select-derived": (select_derived_part, DERIVED_TRIES)}
+    if args[:1] and args[0] in carried_on:
+        carry_on, tries = carried_on[args[0]]
+        parser = argparse.ArgumentParser(prog=f"python -m conformance.sync.walks {args[0]}")
         parser.add_argument("--modules", nargs="*", default=list(MODULES))
-        parser.add_argument("--tries", type=int, default=UNJUDGED_TRIES)
+        parser.add_argument("--tries", type=int, default=tries)
         parser.add_argument("--out", type=Path, required=True)
         opts = parser.parse_args(args[1:])
-        opts.out.write_text(json.dumps(select_unjudged_part(json.loads(VECTOR_FILE.read_text())["selection"],
-                                                            opts.modules, opts.tries)))
+        opts.out.write_text(json.dumps(carry_on(json.loads(VECTOR_FILE.read_text())["selection"], opts.modules,
+                                                opts.tries)))
         return 0
     if args[:1] == ["record"]:
         selection = _merge([Path(a) for a in args[1:]])
