@@ -4,6 +4,7 @@ a loopback etcd (cluster and shuffle tests) and a throwaway Postgres (CDC tests)
 from __future__ import annotations
 
 import os
+import shlex
 from pathlib import Path
 from typing import Iterator
 
@@ -33,6 +34,13 @@ if DRIVER_CLASSES_MAPPED := driver_options(DRIVER_CLASSES):
     os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", " ".join(DRIVER_CLASSES_MAPPED))
     """The standalone masters and workers the Spark tests start map it too (same class path): their start-up
     took 3.2-3.4 s of CPU without it, 1.8-2.0 s with it."""
+EXECUTOR_OPTIONS = ["-XX:TieredStopAtLevel=1", *DRIVER_CLASSES_MAPPED]
+os.environ.setdefault("PYSPARK_SUBMIT_ARGS", shlex.join(
+    ["--conf", f"spark.executor.defaultJavaOptions={' '.join(EXECUTOR_OPTIONS)}", "pyspark-shell"]))
+"""The executors a standalone master launches for a driver the suite starts (tests/spark/test_standalone_cluster.py,
+test_multihost.py) start as the drivers do: C1 only, the archive mapped (their class path is the driver's). Without
+it each executor's start loaded every class from the jars with C2 compiling. ``defaultJavaOptions``: a job's own
+``extraJavaOptions`` add to them."""
 
 
 @pytest.fixture(scope="session")
