@@ -12,7 +12,8 @@ an in-process copy of the reference target (:func:`conformance.sync.reference_ta
 biased as a tester would (every threshold at its exact value and a tick either side, sequence numbers at
 memory, durable, one either side, 0 and the max, two faults at once, refusals followed by fresh traffic), then walks
 derived from the spec's tables after them (every squash chain shape at the size threshold, a value of every nested
-type, two tables failing at once); ``python -m conformance.sync.walks select`` keeps those that tell :data:`MODULES`' operator mutants apart
+type, two tables failing at once, runs of items to squash starting at a truncate);
+``python -m conformance.sync.walks select`` keeps those that tell :data:`MODULES`' operator mutants apart
 (:func:`conformance.operator_mutants.select`), ``select-unjudged`` those that tell apart the mutants of every family the
 recorded selection does not judge yet (:func:`conformance.operator_mutants.select_unjudged`), ``select-derived`` those
 of its gaps the derived walks tell apart (:func:`select_derived_part`), and ``record`` writes
@@ -137,7 +138,8 @@ LAYOUTS: Final[dict[str, tuple[tuple[tuple[int, str], ...], tuple[tuple[str, str
     "struct-value": (((OLD, "id"), (NEW, "id"), (VALUE, "s")),
                      (("old_id", "int64"), ("new_id", "int64"), ("s", "struct"))),
     # a value of every other nested type (``spec.sync.admission._NESTED``), the derived walks' (nested_type_walks)
-    **{f"{kind}-value": (((OLD, "id"), (NEW, "id"), (VALUE, "s")), (("old_id", "int64"), ("new_id", "int64"), ("s", kind)))
+    **{f"{kind}-value": (((OLD, "id"), (NEW, "id"), (VALUE, "s")),
+                         (("old_id", "int64"), ("new_id", "int64"), ("s", kind)))
        for kind in ("list", "large_list", "fixed_size_list", "map", "union")},
 }
 VALID_LAYOUTS: Final = ("plain", "swapped", "changed", "two-key", "vw")
@@ -993,8 +995,8 @@ a run starts there)."""
 
 
 def chains(stored: Sequence[int], length: int = CHAIN_LENGTH) -> Iterator[list[Change]]:
-    """Every chain of 1 to ``length`` changes on :data:`CHAIN_KEYS` from the keys ``stored``: each an insert of an absent
-    key, an update or a delete of a present one, or a move of a present key to an absent one."""
+    """Every chain of 1 to ``length`` changes on :data:`CHAIN_KEYS` from the keys ``stored``: each an insert of an
+    absent key, an update or a delete of a present one, or a move of a present key to an absent one."""
 
     def grow(present: frozenset[int], chain: list[Change]) -> Iterator[list[Change]]:
         if chain:
@@ -1018,12 +1020,36 @@ def _chain_put(change: Change, i: int, delivery: str) -> tuple[list[Any], str, b
         return [old, new, value, i % 2 == 0, None if new is None else f"w{i}"], "changed", False
     if delivery == "alternating" and i == 1:
         return [new, old, value], "swapped", False
-    return [old, new, value], "plain", delivery == "truncating" and i == 1
+    truncates = (delivery == "truncating" and i == 1) or (delivery == "truncating-first" and i == 0)
+    return [old, new, value], "plain", truncates
 
 
 @cache
 def _row_bytes(row: tuple[Any, ...], layout: str) -> int:
     return put_bytes([row], layout)
+
+
+def _chain_walk_at_threshold(tag: str, stored: Sequence[int], chain: Sequence[Change], delivery: str,
+                             reached_by: str, shape: str) -> Walk:
+    """``chain`` from the keys ``stored``, each change its own put laid out by ``delivery``, the size threshold at its
+    pending bytes reached by its ``last`` put or the one ``before-last``, read then, and once all is flushed."""
+    puts = [_chain_put(change, i, delivery) for i, change in enumerate(chain)]
+    sizes = [_row_bytes(tuple(row), layout) for row, layout, _ in puts]
+    g = _Gen(random.Random(0), tag)
+    threshold = sum(sizes) - (sizes[-1] if reached_by == "before-last" else 0)
+    g.policy(HELD, 1_000_000, max(threshold, 1))
+    if stored:
+        g.put("a", "o1", 1, [[None, k, f"s{k}"] for k in stored])
+        g.control(FLUSH_NOW)
+        g.policy(HELD, 1_000_000, max(threshold, 1))
+    for i, (row, layout, truncate) in enumerate(puts):
+        g.put("a", "o1", 2 + i, [row], layout, **({"truncate": True} if truncate else {}))
+        g.control("PENDING")
+    g.read()  # what the threshold flushed, if it did
+    g.control(FLUSH_NOW)
+    walk = g.finish(("a",))  # and the rest
+    walk["shape"] = shape
+    return walk
 
 
 def squash_edge_walks() -> list[Walk]:
@@ -1038,25 +1064,21 @@ def squash_edge_walks() -> list[Walk]:
             for delivery in CHAIN_DELIVERIES:
                 if delivery in ("alternating", "truncating") and len(chain) != 2:
                     continue
-                puts = [_chain_put(change, i, delivery) for i, change in enumerate(chain)]
-                sizes = [_row_bytes(tuple(row), layout) for row, layout, _ in puts]
                 for reached_by in ("last", "before-last"):
-                    g = _Gen(random.Random(0), f"d{len(walks)}")
-                    threshold = sum(sizes) - (sizes[-1] if reached_by == "before-last" else 0)
-                    g.policy(HELD, 1_000_000, max(threshold, 1))
-                    if stored:
-                        g.put("a", "o1", 1, [[None, k, f"s{k}"] for k in stored])
-                        g.control(FLUSH_NOW)
-                        g.policy(HELD, 1_000_000, max(threshold, 1))
-                    for i, (row, layout, truncate) in enumerate(puts):
-                        g.put("a", "o1", 2 + i, [row], layout, **({"truncate": True} if truncate else {}))
-                        g.control("PENDING")
-                    g.read()  # what the threshold flushed, if it did
-                    g.control(FLUSH_NOW)
-                    walk = g.finish(("a",))  # and the rest
-                    walk["shape"] = "squash_edge"
-                    walks.append(walk)
+                    walks.append(_chain_walk_at_threshold(f"d{len(walks)}", stored, chain, delivery, reached_by,
+                                                          "squash_edge"))
     return walks
+
+
+def truncating_run_walks() -> list[Walk]:
+    """Derived walks (after the two failing tables): every chain of three changes from a stored state, its first or
+    its second put truncating and followed by another of the same schema, so a run of items to squash starts at a
+    truncate (``runs_by_schema``, ``merge_changes``: the run empties the table, whichever item of it is read), the
+    threshold reached by its last put."""
+    return [_chain_walk_at_threshold(f"r{n}", stored, chain, delivery, "last", "truncating_run")
+            for n, (stored, chain, delivery) in enumerate(
+                (stored, chain, delivery) for stored in CHAIN_STORED[1:] for chain in chains(stored)
+                if len(chain) == CHAIN_LENGTH for delivery in ("truncating", "truncating-first"))]
 
 
 def nested_type_walks() -> list[Walk]:
@@ -1107,6 +1129,9 @@ def two_failing_walks() -> list[Walk]:
     return walks
 
 
+DERIVED: Final = (squash_edge_walks, nested_type_walks, two_failing_walks, truncating_run_walks)
+"""The derived walk families, in the order they follow the seeded walks (a new one goes last: a recorded walk is
+named by its index)."""
 SHAPES: Final = (_sequence_walk, _lag_walk, _count_walk, _size_walk, _refusal_walk, _schema_walk, _chain_walk,
                  _timeout_walk, _failure_walk, _confinement_walk, _truncate_walk, _restart_walk, _probe_walk,
                  _order_walk, _defaults_walk)
@@ -1116,7 +1141,8 @@ def candidates(seed: int = SEED, count: int = CANDIDATES, settings: int = SETTIN
     """The seeded candidate walks: ``count`` of the shapes in turn, then ``settings`` with settings off their
     defaults (:func:`_settings_walk`, drawn on from the same seed, so the first ``count`` stay what they were);
     walk ``i`` names its tables and origins ``w<i>``; then the derived ones (:func:`squash_edge_walks`, ``d<i>``;
-    :func:`nested_type_walks`, ``n<i>``; :func:`two_failing_walks`, ``f<i>``)."""
+    :func:`nested_type_walks`, ``n<i>``; :func:`two_failing_walks`, ``f<i>``; :func:`truncating_run_walks`,
+    ``r<i>``)."""
     rng = random.Random(seed)
     walks = []
     for i in range(count + settings):
@@ -1126,7 +1152,7 @@ def candidates(seed: int = SEED, count: int = CANDIDATES, settings: int = SETTIN
         walk = g.finish(("a", "b"))
         walk["shape"] = shape.__name__.strip("_")
         walks.append(walk)
-    return walks + squash_edge_walks() + nested_type_walks() + two_failing_walks()
+    return walks + [walk for family in DERIVED for walk in family()]
 
 
 # -- selecting, recording and reporting --------------------------------------------------------------------------
@@ -1304,11 +1330,12 @@ DERIVED_TRIES: Final = 150
 
 def select_derived_part(recorded_selection: dict[str, Any], modules: Sequence[str] = MODULES,
                         tries: int = DERIVED_TRIES) -> dict[str, Any]:
-    """The recorded selection carried on over the derived walks (:func:`squash_edge_walks`, :func:`nested_type_walks`,
-    after the seeded ones): each mutant it left a gap (a survivor :data:`JUDGED` does not judge) tried on at most
-    ``tries`` of those that run its lines, one of a table's entries (run at import) on every nested-type walk; every new
-    kill confirmed through the ``exec:`` target (:func:`confirm`). What it told apart, and every walk it kept, stays:
-    it only adds. A part of a selection, of ``modules`` only (``record`` merges parts)."""
+    """The recorded selection carried on over the derived walks (:data:`DERIVED`, after the seeded ones): each mutant
+    it left a gap (a survivor :data:`JUDGED` does not judge) tried on at most ``tries`` of those that run its lines
+    (the smaller families first: a family derived for a rule is not crowded out by a larger one), one of a table's
+    entries (run at import) on every nested-type walk; every new kill confirmed through the ``exec:`` target
+    (:func:`confirm`). What it told apart, and every walk it kept, stays: it only adds. A part of a selection, of
+    ``modules`` only (``record`` merges parts)."""
     logging.disable(logging.CRITICAL)
     seed, count, settings = (recorded_selection[k] for k in ("seed", "candidates", "settingsCandidates"))
     walks = candidates(seed, count, settings)
@@ -1321,12 +1348,16 @@ def select_derived_part(recorded_selection: dict[str, Any], modules: Sequence[st
     bodies = {module: [(f.lineno, f.end_lineno or f.lineno) for f in ast.walk(ast.parse(module_path(module).read_text()))
                        if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))] for module in modules}
     at_import = [m for m in tried if not any(start <= m.line <= end for start, end in bodies[m.module])]
-    few = len(walks) - len(nested_type_walks()) - len(two_failing_walks())
-    order = [*range(few, len(walks)), *range(first, few)]  # the few walks of a rule each first, then the chains
+    spans: dict[str, range] = {}
+    start = first
+    for family in DERIVED:
+        spans[family.__name__] = range(start, start + len(family()))
+        start = spans[family.__name__].stop
+    order = [i for span in sorted(spans.values(), key=len) for i in span]  # the smaller families first
     result = select([walks[i] for i in order], lambda: run_directly, SERVER_PREFIXES,
                     [m for m in tried if m not in at_import], per_walk_s=UNJUDGED_WALK_S, progress=_say,
                     max_tries=tries)
-    tables = range(few, few + len(nested_type_walks()))  # a table's entries, run at import, on no walk's lines
+    tables = spans["nested_type_walks"]  # a table's entries, run at import, on no walk's lines
     of_tables = select([walks[i] for i in tables], lambda: run_directly, SERVER_PREFIXES, at_import,
                        per_walk_s=UNJUDGED_WALK_S, progress=_say, traced=False)
     kills = {name: order[index] for name, index in result.killed_by.items()} | {
@@ -1688,7 +1719,8 @@ def _derived(sel: dict[str, Any]) -> str:
             f"{CHAIN_LENGTH} changes on keys {', '.join(map(str, CHAIN_KEYS))} from every stored state, each change its "
             "own put, laid out plain, with CHANGED flags, alternating column orders or truncating, the size threshold "
             "reached by its last put or the one before; `nested_type_walks`: a put of a value of each nested type; "
-            "`two_failing_walks`: two tables failing at once, retried a quarter second apart) "
+            "`two_failing_walks`: two tables failing at once, retried a quarter second apart; "
+            "`truncating_run_walks`: chains of three whose run of items to squash starts at a truncate) "
             "were tried on the gaps the seeded walks left, at most "
             f"{sel['derivedTries']} each (`select-derived`), every kill confirmed as above.")
 
