@@ -102,6 +102,19 @@ def told_apart_elsewhere(left: Sequence[Rule], mutants: Sequence[OperatorMutant]
     return out
 
 
+def to_judge(record: Record | None, mutants: Sequence[OperatorMutant]) -> list[OperatorMutant]:
+    """The ``mutants`` a selection tries: every one, or (``--unjudged``: a ``record``) those it does not judge."""
+    return list(mutants) if record is None else unjudged_mutants(record, mutants)
+
+
+def judged_record(record: Record | None, mutants: Sequence[OperatorMutant], fresh: Sequence[OperatorMutant],
+                  selection: Selection, candidates: int) -> Record:
+    """The record of a ``selection`` over ``fresh`` (:func:`to_judge`): every mutant's (:func:`record_of`), or
+    ``record`` with the fresh ones' outcomes added (:func:`record_with`)."""
+    return record_of(mutants, selection, candidates) if record is None else record_with(record, mutants, fresh,
+                                                                                       selection)
+
+
 def rules(mutants: Sequence[OperatorMutant]) -> list[list[str]]:
     """``[module, rule]`` of each mutant, in order: what a record must have judged to be current."""
     return [[m.module, rule_of(m.name)] for m in mutants]

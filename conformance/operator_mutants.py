@@ -736,9 +736,45 @@ def release_mutants(module: str) -> list[OperatorMutant]:
     return out
 
 
+_NORMALISING_METHODS: Final = frozenset({"strip", "lstrip", "rstrip", "lower", "upper", "casefold", "title"})
+"""Methods that return their receiver normalised (white space trimmed, case folded): dropped, the receiver is used as
+given."""
+
+_ORDERING_FUNCTIONS: Final = {"sorted": 0, "reversed": 0, "np.sort": 0, "numpy.sort": 0, "os.path.normpath": 0,
+                              "unicodedata.normalize": 1}
+"""Functions that return one argument (at this position) ordered or normalised: dropped, the argument is used as
+given."""
+
+
+def normalising_mutants(module: str) -> list[OperatorMutant]:
+    """A normalising or ordering call dropped: in a function body, a call that returns its receiver normalised
+    (:data:`_NORMALISING_METHODS`: ``configured.strip()`` -> ``configured``, so a blank secret matches) or an argument
+    ordered or normalised (:data:`_ORDERING_FUNCTIONS`: ``sorted(shards.items())`` -> ``shards.items()``, a snapshot
+    listed in the order its shards were first seen; ``key=`` and ``reverse=`` go with it) replaced by that receiver
+    or argument (the tenth blind round's misses). An ordering statement (``x.sort()``) is left out: dropping it is a
+    first-order mutant already."""
+    text = module_path(module).read_text()
+    calls = ((function, node, _normalised(node)) for function, node in _body_nodes(ast.parse(text))
+             if isinstance(node, ast.Call))
+    return [_span(module, function, text, node, f"drop {found[1]} in {_short(node)}", f"({_segment(text, found[0])})")
+            for function, node, found in calls if found is not None]
+
+
+def _normalised(call: ast.Call) -> tuple[ast.expr, str] | None:
+    """What ``call`` normalises or orders (its receiver or argument) and how to name the call, or None."""
+    func = call.func
+    if isinstance(func, ast.Attribute) and func.attr in _NORMALISING_METHODS:
+        return func.value, f".{func.attr}()"
+    at = _ORDERING_FUNCTIONS.get(ast.unparse(func)) if isinstance(func, (ast.Name, ast.Attribute)) else None
+    if at is None or len(call.args) <= at or isinstance(call.args[at], ast.Starred):
+        return None
+    return call.args[at], f"{ast.unparse(func)}(...)"
+
+
 FAMILIES: Final[tuple[Callable[[str], list[OperatorMutant]], ...]] = (
     mutants_of, split_mutants, order_mutants, rounding_mutants,
-    check_removal_mutants, swap_mutants, spelling_mutants, stale_mutants, table_entry_mutants, release_mutants)
+    check_removal_mutants, swap_mutants, spelling_mutants, stale_mutants, table_entry_mutants, release_mutants,
+    normalising_mutants)
 """Every family, in the order :func:`every_mutant` plants them: the first-order operators and the older families as
 the corpora called them before, then the classes of bug the blind rounds planted."""
 
@@ -1181,10 +1217,16 @@ def committed_source(record: Path) -> Callable[[str], str | None]:
 
 def merged(earlier: Selection, judged: Mapping[OperatorMutant, str], later: Selection) -> Selection:
     """``earlier``'s verdicts of the ``judged`` mutants, under their names now, and ``later``'s of the others; the walks
-    ``earlier`` kept, then those ``later`` adds."""
+    ``earlier`` kept, then those ``later`` adds. A name listed once judges one mutant, even when it is told apart too
+    (two mutants of one name, one told apart and one not)."""
     def named(listed: Sequence[str]) -> list[str]:
-        names = set(listed)
-        return [mutant.name for mutant, name in judged.items() if name in names and name not in earlier.killed_by]
+        left = Counter(listed)
+        out: list[str] = []
+        for mutant, name in judged.items():
+            if left[name] > 0:
+                left[name] -= 1
+                out.append(mutant.name)
+        return out
 
     return Selection(list(earlier.kept) + [i for i in later.kept if i not in earlier.kept],
                      {m.name: earlier.killed_by[name] for m, name in judged.items() if name in earlier.killed_by}

@@ -61,6 +61,36 @@ def recorded_tests(paths: Sequence[Path]) -> list[dict[str, Any]]:
     return tests
 
 
+def unjudged_outcome(outcome: dict[str, Any], selection_file: Path, mutants: Sequence[Any],
+                     numbers: Sequence[int | str], inputs: Sequence[Any], carried: int, load_runner: Callable[[], Any],
+                     prefixes: Sequence[str], gap: Callable[[str], bool] = lambda _: False) -> dict[str, Any]:
+    """``--unjudged`` of a corpus whose selection file records its outcome by candidate number (``kept`` as
+    ``[number, comment]`` pairs, ``killedBy``, ``survivors``, ``broken``, ``timedOut``): the ``mutants`` (every one now)
+    the ``outcome`` does not judge (:func:`conformance.operator_mutants.judged_by`, under the names it judged on the
+    sources that last wrote ``selection_file``) selected alone (:func:`conformance.operator_mutants.select_unjudged`,
+    untraced) on ``inputs`` (numbered ``numbers``), whose first ``carried`` are the recorded ones, tried first and
+    kept; an input kept for a new mutant is added after the kept ones, named by the first rule it was kept for. A
+    survivor no judgement covers (``gap``: its name) is selected again too: an input derived since may tell it
+    apart."""
+    from conformance.operator_mutants import Selection, committed_source, judged_by, rule_of, select_unjudged
+
+    named = [*outcome["killedBy"], *(name for name in outcome["survivors"] if not gap(name)), *outcome["broken"],
+             *outcome.get("timedOut", [])]
+    judged = judged_by(mutants, named, committed_source(selection_file))
+    earlier = Selection(list(range(carried)), dict(outcome["killedBy"]), list(outcome["survivors"]),
+                        list(outcome["broken"]), list(outcome.get("timedOut", [])))
+    later = select_unjudged(inputs, load_runner, prefixes, mutants, earlier, judged, traced=False,
+                            progress=lambda line: print(line, file=sys.stderr, flush=True))
+    fresh = {m.name for m in mutants if m not in judged}
+    told = {name: (numbers[index] if name in fresh else index) for name, index in later.killed_by.items()}
+    recorded = {number for number, _ in outcome["kept"]}
+    added = [[numbers[i], next((rule_of(n) for n, j in later.killed_by.items() if j == i and n in fresh),
+                               "kept by the unjudged selection")]
+             for i in later.kept if i >= carried and numbers[i] not in recorded]
+    return {**outcome, "kept": outcome["kept"] + added, "mutants": [{"module": m.module, "name": m.name} for m in mutants],
+            "killedBy": told, "survivors": later.survivors, "broken": later.broken, "timedOut": later.timed_out}
+
+
 def corpus_main(module: str, description: str | None, files: tuple[Path, Path, Path], candidates: int,
                 select: Callable[[int, list[dict[str, Any]]], dict[str, Any]],
                 build: Callable[[Sequence[tuple[int, str]]], dict[str, Any]],

@@ -28,8 +28,9 @@ from pathlib import Path
 from typing import Any, Callable, Final, Sequence
 
 from conformance.cluster.client_target import ClientDriver, plain
-from conformance.corpus_record import CorpusFiles, Record, corpus_report, record_of, write_corpus
-from conformance.cluster.walks import bounded_hangs, first_difference, kept_comments, progress_printer, scoped_mutants
+from conformance.corpus_record import CorpusFiles, Record, corpus_report, judged_record, to_judge, write_corpus
+from conformance.cluster.walks import (SNAPSHOT_ORDER, bounded_hangs, first_difference, kept_comments, progress_printer,
+                                      scoped_mutants)
 from conformance.operator_mutants import OperatorMutant, every_mutant
 from conformance.vectorgen import recorded_tests
 from spec.cluster import wire
@@ -329,6 +330,7 @@ _TEXT = ("equivalent", "only the text of an error or of a close's reason changes
 _SET_BEFORE_USE = ("equivalent", "the field is set before every read of it")
 _FENCED = ("equivalent", "the error raised after is PROVIDER_CLOSED either way; only its text changes")
 JUDGED: Final[dict[str, tuple[str, str]]] = {
+    "model._snapshot: drop sorted(...) in sorted(shards.items())": SNAPSHOT_ORDER,
     "model.MembershipView.__init__: 0 ->": ("equivalent", "a client builds its view from a MEMBERSHIP snapshot, never "
                                             "empty"),
     "session.ClientSession.__init__: drop self._hello_due": _SET_BEFORE_USE,
@@ -378,13 +380,16 @@ def client_mutants() -> list[OperatorMutant]:
     return scoped_mutants(CLIENT_CODE, every_mutant)
 
 
-def selected(progress: bool = False) -> tuple[dict[str, Any], Record]:
+def selected(progress: bool = False, record: Record | None = None) -> tuple[dict[str, Any], Record]:
+    """The corpus and its record, selected for every mutant, or for those ``record`` does not judge
+    (:func:`corpus_record.to_judge`), every recorded walk carried."""
     from conformance.operator_mutants import select
 
     walks = candidates()
     recorded = recorded_tests([WALKS_FILE])
     mutants = client_mutants()
-    selection = select(walks, load_runner, PREFIXES, mutants, per_walk_s=1.0, progress=progress_printer(progress),
+    fresh = to_judge(record, mutants)
+    selection = select(walks, load_runner, PREFIXES, fresh, per_walk_s=1.0, progress=progress_printer(progress),
                        carried=[(_walk_of(t), t["answer"]) for t in recorded])
     comments = kept_comments(selection, walks, [(_walk_of(t), t["comment"]) for t in recorded])
     tests = []
@@ -397,7 +402,7 @@ def selected(progress: bool = False) -> tuple[dict[str, Any], Record]:
         "seed": SEED, "candidates": len(walks), "numberOfTests": len(tests), "header": HEADER, "notes": {},
         "specRef": SPEC_REF, "testGroups": [{"type": "ClientWalk", "specRef": SPEC_REF, "tests": tests}],
     }
-    return document, record_of(mutants, selection, len(walks))
+    return document, judged_record(record, mutants, fresh, selection, len(walks))
 
 
 def report(record: Record) -> str:
@@ -416,7 +421,7 @@ def report(record: Record) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     return write_corpus("conformance.cluster.client_walks", __doc__, FILES, lambda: selected(progress=True),
-                        client_mutants, report, argv)
+                        client_mutants, report, argv, lambda record: selected(progress=True, record=record))
 
 
 if __name__ == "__main__":

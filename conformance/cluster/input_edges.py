@@ -23,7 +23,9 @@ kept) is told apart too:
 - a client's request built from typed ops (``wire.ops_to_wire``): an insert and updates;
 - every rule of every well-formedness check (spec/cluster/types.py: ``check_id``, ``check_address``,
   ``check_batch``, ``Membership.check_well_formed``) at its smallest violating input and its nearest valid one,
-  byte bounds counted in bytes of UTF-8, each rule met after a first item that keeps it.
+  byte bounds counted in bytes of UTF-8, each rule met after a first item that keeps it;
+- a membership view's snapshot, and a model's shard, in id order whatever order its members came in
+  (``model._snapshot``, ``ClusterModel.shard_members``).
 
 Each call's answer is what this process's spec gives (:func:`conformance.cluster.inputs.run_call`): nothing is
 typed by hand, and a change of the spec changes what is owed. Times are binary fractions (a tick is 2**-10 s),
@@ -405,9 +407,30 @@ def memberships() -> list[Edge]:
          for what in ("shard", "node") for d in SIDES]
 
 
+def view_orders() -> list[Edge]:
+    """A membership view's snapshot lists its shards and each shard's members by id (``model._snapshot``) whatever
+    order its records came in: a member removed and added again (last in), and one moved to a shard whose id sorts
+    before that of its old shard-mates; and a model lists a shard's members by id (``shard_members``, out of a set,
+    whose order Python's string hashing draws anew in each process: twelve members leave it no chance to be
+    sorted)."""
+    def view(label: str, changes: list[tuple[int, str, list[str] | None]]) -> Edge:
+        nodes = [["n1", "127.0.0.1:7001", "OK"], ["n2", "127.0.0.1:7002", "OK"], ["n3", "127.0.0.1:7003", "OK"]]
+        return Edge(f"view: {label}", {"call": "view", "snapshot": {"epoch": 1, "shards": {"s2": nodes}},
+                                       "changes": [{"epoch": e, "node": n, "record": r} for e, n, r in changes],
+                                       "owed": ["n1", []]})
+
+    members = {f"n{i:02d}": [f"127.0.0.1:{7000 + i}", "s1", "OK", 0] for i in range(12, 0, -1)}
+    return [view("a member removed and added again", [(2, "n1", None), (3, "n1", ["s2", "127.0.0.1:7001", "OK"])]),
+            view("the lowest id moved to a later shard id", [(2, "n1", ["s3", "127.0.0.1:7001", "OK"])]),
+            view("a higher id moved to an earlier shard id", [(2, "n3", ["s1", "127.0.0.1:7003", "OK"])]),
+            Edge("model: a shard of twelve members, listed by id", {
+                "call": "model", "revision": 1, "members": members, "after": 0,
+                "op": {"kind": "SetState", "node_id": "n01", "state": "PFAIL"}})]
+
+
 FAMILIES: Final[tuple[Callable[[], list[Edge]], ...]] = (
     error_codes, update_splits, frame_bounds, departures, strangers, detector_deadlines, session_deadlines,
-    identifiers, addresses, batches, memberships, hello_refusals, update_requests)
+    identifiers, addresses, batches, memberships, hello_refusals, update_requests, view_orders)
 
 
 def every_edge() -> list[Edge]:

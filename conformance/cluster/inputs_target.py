@@ -34,7 +34,8 @@ Bytes are hex, or ``{"repeat": hex, "times": n}``, or a list of those joined; te
   of that policy given the renewals, then each tick's verdicts.
 - ``view`` ``{snapshot: {epoch, shards: {shard: [[node, address, state]]}} | null, changes: [{epoch, node, record:
   [shard, address, state] | null}], owed: [node, [changed...]]}``: a membership view started from a snapshot (or
-  empty), the changes applied; its snapshot, and whether the changes are owed to that node.
+  empty), the changes applied; its snapshot (``{epoch, shards: [[shard, [[node, address, state]...]]...]}``: shards
+  and members in the snapshot's order, by id), and whether the changes are owed to that node.
 - ``serviceSession`` ``{secret, maxSessions, failBoundS, steps}``: the service's end of one connection (secret
   null: none; ``failBoundS`` fractional and sub-ms too), each step one of ``{at, data, served}`` (bytes received at
   ``at`` s while the service serves ``served`` nodes: what they ask), ``{welcome: [token, heartbeatS, ttlS,
@@ -230,8 +231,8 @@ def _view(call: Json) -> Any:
                                     else MemberRecord(ShardId(record[0]), record[1], NodeState(record[2]))))
     out = view.snapshot()
     node, changed = call["owed"]
-    return {"epoch": out.epoch, "shards": {s: [[n.node_id, n.address, n.state.value] for n in nodes]
-                                           for s, nodes in out.shards.items()},
+    return {"epoch": out.epoch, "shards": [[s, [[n.node_id, n.address, n.state.value] for n in nodes]]
+                                           for s, nodes in out.shards.items()],  # a list: the order is a rule
             "owed": view.owed(NodeId(node), set(changed))}
 
 

@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Final, Mapping, Protocol, Sequence
 
-from conformance.corpus_record import (CorpusFiles, Elsewhere, Record, corpus_report, record_of, told_apart_in_record,
-                                       write_corpus)
+from conformance.corpus_record import (CorpusFiles, Elsewhere, Record, corpus_report, judged_record, to_judge,
+                                       told_apart_in_record, write_corpus)
 from conformance.cluster.vectorgen import MISSING_SHARD, NOTES, Symbols
 from reference.cluster.cas import write_with_cas
 from spec.cluster.cas import CAS_ATTEMPTS, CasWrite, KeptChanging
@@ -692,7 +692,24 @@ _FRESH_SHARD = ("equivalent", "a node moved into a fresh shard: every entry of t
 _RUNNER_ONLY = "unreachable", "code only the runner's client runs (a snapshot's lookups: no target's)"
 _NO_IDS = ("unreachable", "ids, addresses and keys at their byte bounds: the replay prefixes node ids and keys with its "
            "session's tag and gives its own addresses (wire/derived-hello-node-id-rules and batch_rules hold them)")
+BATCHES_RESORTED: Final = (
+    "equivalent", "catch_up, _batches' one caller, sorts the batches by revision again (sorted(newer, key=...))")
+TOLD_ORDER: Final = (
+    "equivalent", "the order in which different members are told of one change: each node reads only its own "
+    "notifications, in their own order, and a trace records what each is owed node by node")
+SNAPSHOT_ORDER: Final = (
+    "unreachable", "the order a snapshot lists its shards and members in (by id): the answers of the cluster's walk "
+    "corpora show a snapshot's shards as a JSON object, which has no order (the model and wire walks its members "
+    "sorted too); the cluster inputs' view calls show both orders (docs/walks/cluster-inputs.md)")
+"""Why the order :func:`spec.cluster.model._snapshot` sorts into is judged by the cluster inputs only (issue 43)."""
+RECIPIENTS: Final = (
+    "unreachable", TOLD_ORDER[1] + "; the order shard_members lists a shard in is shown by the cluster inputs' model "
+    "calls (docs/walks/cluster-inputs.md)")
 JUDGED: Final[dict[str, tuple[str, str]]] = {
+    "model.owed_membership: drop sorted(...)": TOLD_ORDER,
+    "model.ClusterModel.shard_members: drop sorted(...)": RECIPIENTS,
+    "model.ClusterModel.update_gossip: drop sorted(...)": TOLD_ORDER,
+    "model._batches: drop sorted(...) in sorted(groups)": BATCHES_RESORTED,
     "model.ClusterModel.remove_from_shard: drop self.members[node_id].shard_since": _FRESH_SHARD,
     "model.ClusterModel.claim: drop check_id": _NO_IDS,
     "model.ClusterModel.remove_from_shard: drop check_id": _NO_IDS,
@@ -755,7 +772,9 @@ def kept_comments(selection: Any, walks: Sequence[Any] = (), earlier: Sequence[t
     reasons: dict[int, list[str]] = {}
     for name, index in selection.killed_by.items():
         reasons.setdefault(index, []).append(function_operator(name))
-    index_of = {canonical(walk): index for index, walk in enumerate(walks)}
+    index_of: dict[str, int] = {}
+    for index, walk in enumerate(walks):  # the first of equal walks, as the selection carries it (carried_indices)
+        index_of.setdefault(canonical(walk), index)
     had = {index_of[canonical(walk)]: comment for walk, comment in earlier if canonical(walk) in index_of}
     return {index: had[index] for index in selection.kept if index in had} | {
         index: told[0] + (f" (and {len(told) - 1} more)" if len(told) > 1 else "") for index, told in reasons.items()}
@@ -852,16 +871,18 @@ def walk_mutants() -> list[OperatorMutant]:
     return [m for module in MODULES for m in every_mutant(module)]
 
 
-def selected(progress: bool = False) -> tuple[dict[str, Any], Record]:
+def selected(progress: bool = False, record: Record | None = None) -> tuple[dict[str, Any], Record]:
     """Run the selection: the vector document and the record of what it found (``select_all``, as the sync machine
     walks': a class's constants, an enum's values and an error's condition, run at import, on no walk's traced lines,
-    so they are tried on every walk, the kept ones first)."""
+    so they are tried on every walk, the kept ones first); for every mutant, or for those ``record`` does not judge
+    (:func:`corpus_record.to_judge`), every recorded walk carried."""
     from conformance.operator_mutants import import_runner, select_all
 
     walks = candidates()
     recorded = recorded_walks()
     mutants = walk_mutants()
-    selection = select_all(walks, import_runner("conformance.cluster.walks", "run_walk"), PREFIXES, mutants,
+    fresh = to_judge(record, mutants)
+    selection = select_all(walks, import_runner("conformance.cluster.walks", "run_walk"), PREFIXES, fresh,
                            progress=progress_printer(progress), carried=[(w, a) for w, a, _ in recorded])
     comments = kept_comments(selection, walks, [(w, c) for w, _, c in recorded])
     groups: dict[str, list[dict[str, Any]]] = {"ModelTrace": [], "DetectorTrace": [], "SessionWalk": [], "PolicyWalk": [], "CasWalk": []}
@@ -884,7 +905,7 @@ def selected(progress: bool = False) -> tuple[dict[str, Any], Record]:
             {"type": "CasWalk", "specRef": "docs/spec/cluster.md#cas", "tests": groups["CasWalk"]},
         ],
     }
-    return document, record_of(mutants, selection, len(walks))
+    return document, judged_record(record, mutants, fresh, selection, len(walks))
 
 
 def report(record: Record) -> str:
@@ -927,7 +948,7 @@ def progress_printer(progress: bool) -> Callable[[str], None]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     return write_corpus("conformance.cluster.walks", __doc__, FILES, lambda: selected(progress=True), walk_mutants,
-                        report, argv)
+                        report, argv, lambda record: selected(progress=True, record=record))
 
 
 if __name__ == "__main__":

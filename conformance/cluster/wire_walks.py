@@ -48,7 +48,8 @@ from pathlib import Path
 from typing import Any, Callable, Final, Sequence
 
 from conformance.corpus_record import CorpusFiles, Record, corpus_report, record_of, record_with, unjudged_mutants, write_corpus
-from conformance.cluster.walks import bounded_hangs, first_difference, kept_comments, progress_printer, suite_elsewhere
+from conformance.cluster.walks import (BATCHES_RESORTED, RECIPIENTS, TOLD_ORDER, bounded_hangs,
+                                      first_difference, kept_comments, progress_printer, suite_elsewhere)
 from conformance.operator_mutants import OperatorMutant, Selection, canonical, every_mutant, rule_of
 from conformance.cluster.service_wire import RawConnection, ServiceAddress
 from conformance.framework import CaseContext, CaseTimeout
@@ -803,6 +804,10 @@ JUDGED: Final[dict[str, tuple[str, str]]] = {
                             "gives the same empty payload"),
     "wire.update_frames:": ("unreachable", "an update event past MAX_FRAME_BYTES (a catch-up of more than 16 MiB): no "
                             "short walk writes that much (the inputs corpus's updateFrames calls split such events)"),
+    "model.owed_membership: drop sorted(...)": TOLD_ORDER,  # before "model.": the first prefix that matches judges
+    "model.ClusterModel.update_gossip: drop sorted(...)": TOLD_ORDER,
+    "model.ClusterModel.shard_members: drop sorted(...)": RECIPIENTS,
+    "model._batches: drop sorted(...) in sorted(groups)": BATCHES_RESORTED,
     "model.": _MODEL,
     "detector.": _MODEL,
 }

@@ -109,6 +109,22 @@ def sealed_batch_requests() -> list[Request]:
              "plaintexts": [2 * GCM_MESSAGE_SEGMENTS * GCM_PLAINTEXT_SEGMENT + 1]}]
 
 
+_AUTHENTICATED: Final = {"spark.authenticate": "true", "spark.authenticate.secret": "s"}
+_PADDED: Final = (("spark.authenticate", " TRUE "), ("spark.authenticate", "True"),
+                  ("spark.network.crypto.authEngineVersion", " 1 "), ("spark.network.crypto.authEngineVersion", " 2 "),
+                  ("spark.network.crypto.cipher", " aes/gcm/nopadding "),
+                  ("spark.network.crypto.cipher", "AES/CTR/NoPadding "))
+"""Each authentication setting the spec trims or case-folds (spec/auth/settings.py, CipherName.parse), padded with
+blanks or in another case."""
+
+
+def auth_setting_requests() -> list[Request]:
+    """Each setting of :data:`_PADDED` alone in an otherwise valid authenticated conf: a trim or fold dropped refuses
+    it or reads it otherwise."""
+    return [{"function": "authSettings", "conf": _AUTHENTICATED | {key: value}, "appId": "app-1", "secret": None}
+            for key, value in _PADDED]
+
+
 DERIVED: Final = (
     ("every time unit at its rounding bounds, both cases and signs (derived)", time_requests),
     ("every hex spelling of a DATA's payload (derived)", hex_requests),
@@ -116,6 +132,7 @@ DERIVED: Final = (
     ("every error class as a task's error, with and without a peer's failure seen (derived)", root_cause_requests),
     ("every use of a connection alone at the cap: evicted by a newcomer, or not (derived)", eviction_requests),
     ("a GCM batch sealed as three messages: each message's head at its bound (derived)", sealed_batch_requests),
+    ("every authentication setting the spec trims or folds, padded or in another case (derived)", auth_setting_requests),
 )
 """Each family of derived requests with the comment its tests carry."""
 

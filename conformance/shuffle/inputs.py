@@ -39,15 +39,11 @@ from conformance.shuffle.task_inputs import SHAPES as TASK_SHAPES
 from conformance.shuffle.task_inputs import answer_tasks
 from conformance.operator_mutants import (
     OperatorMutant,
-    Selection,
     canonical,
-    committed_source,
     every_mutant,
     import_runner,
-    judged_by,
     rule_of,
     select,
-    select_unjudged,
 )
 from spec.errors import ProtocolError
 from spec.shuffle import codec
@@ -628,27 +624,15 @@ def select_unjudged_corpus(outcome: dict[str, Any]) -> dict[str, Any]:
     every drawn candidate; a request kept for one of them is added after the kept ones."""
     mutants = mutants_now()
     table = judgements()
-    named = [*outcome["killedBy"], *(name for name in outcome["survivors"] if judged(name, table) is not None),
-             *outcome["broken"], *outcome.get("timedOut", [])]
-    judged_now = judged_by(mutants, named, committed_source(SELECTION_FILE))
     tests = json.loads(INPUT_FILE.read_text())["tests"]
     derived = iter(range(1, len(tests) + 1))
     number: list[int | str] = [t["candidate"] if t["source"] == "selected" else f"derived {next(derived)}"
                                for t in tests]
     requests = [t["request"] for t in tests] + candidates(int(outcome["candidates"]))
     number += list(range(int(outcome["candidates"])))
-    earlier = Selection(list(range(len(tests))), dict(outcome["killedBy"]), list(outcome["survivors"]), list(outcome["broken"]),
-                        list(outcome.get("timedOut", [])))
-    later = select_unjudged(requests, import_runner("conformance.shuffle.inputs", "answer"), PREFIXES, mutants, earlier,
-                            judged_now, progress=lambda line: print(line, file=sys.stderr, flush=True), traced=False)
-    fresh = {m.name for m in mutants if m not in judged_now}
-    told = {name: (number[index] if name in fresh else index) for name, index in later.killed_by.items()}
-    recorded = {n for n, _ in outcome["kept"]}
-    added = [[number[i], next((rule_of(n) for n, j in later.killed_by.items() if j == i and n in fresh),
-                              "kept by the unjudged selection")]
-             for i in later.kept if i >= len(tests) and number[i] not in recorded]
-    return {**outcome, "kept": outcome["kept"] + added, "mutants": [{"module": m.module, "name": m.name} for m in mutants],
-            "killedBy": told, "survivors": later.survivors, "broken": later.broken, "timedOut": later.timed_out}
+    return vectorgen.unjudged_outcome(outcome, SELECTION_FILE, mutants, number, requests, len(tests),
+                                      import_runner("conformance.shuffle.inputs", "answer"), PREFIXES,
+                                      lambda name: judged(name, table) is None)
 
 
 def select_corpus(count: int, earlier: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -695,6 +679,17 @@ _PARSED = ("validate sees values parse made (an int or a bool, in range); only a
 
 _TEXT_ONLY = ("only words a refusal's text (its message), which answers leave out (the condition and errorParams "
               "only)")
+_NO_BOOL_PARAMETER = (
+    "no error of any protocol carries a bool parameter, so none shows true as \"True\": every ProtocolError "
+    "subclass's constructor types its parameters (str, int, int | None, float, bytes as hex text, list[str], an "
+    "Entry or None; SyncInvalidMessage's **parameters come only from its subclasses, typed alike), none of the 230 "
+    "constructions in spec/, reference/ and conformance/ passes a boolean expression, and the ints come from "
+    "construct's integer fields, counts, or the JSON forms, which refuse true and false as integers (jsonform._int)")
+"""Why a bool parameter is not an input of :meth:`spec.errors.ProtocolError.to_json` (issue 43)."""
+_NO_FLOAT_OR_NONE = (
+    "the errors with a float parameter (the sync errors' seconds and timeoutS) or a None one (the cluster's "
+    "RevisionMismatch) are not the shuffle's, and no request builds one; the parameters of the errors a request "
+    "builds are ints and strings, and str() of a string is itself")
 _MEMBERSHIP = "a test of membership in a tuple does not depend on the order of its elements"
 _BASE_CONDITION = ("the condition of a base class no error a request raises inherits: every raised subclass names its "
                    "own (a ClusterCoordinationError, not a CoordinationError, leaves the runtime)")
@@ -794,9 +789,9 @@ JUDGED: Final[tuple[Judgement, ...]] = (
     ("errors.WriterUnreachable.__init__", "drop self.", "equivalent", _ATTRIBUTE),
     ("errors.Fault.peer_id", "", "unreachable", "the record a machine fills when a channel fails, read by the channel "
      "table; no request builds one (errorReport gives an error its own arguments; the walk corpus judges the tables)"),
-    *(("errors.ProtocolError.to_json", part, "unreachable", "every parameter of the errors a request builds is an int "
-       "or a string, and str() of a string is itself: it takes an error with a bool, float or None parameter")
-      for part in ("and -> or", "drop operand")),
+    ("errors.ProtocolError.to_json", "drop operand not isinstance(value, bool)", "unreachable", _NO_BOOL_PARAMETER),
+    ("errors.ProtocolError.to_json", "and -> or", "unreachable", f"{_NO_BOOL_PARAMETER}; {_NO_FLOAT_OR_NONE}"),
+    ("errors.ProtocolError.to_json", "drop operand isinstance(value, int)", "unreachable", _NO_FLOAT_OR_NONE),
     ("admission.StrangerAdmission.accepted", "append -> at the front", "equivalent",
      "one stranger arrives at a time, so the table is one past its bound at most: one eviction an arrival, in no order"),
     ("framing.FrameDecoder._complete_pending", "append -> at the front", "equivalent",
@@ -871,7 +866,11 @@ JUDGED: Final[tuple[Judgement, ...]] = (
      "the text is 'true' or 'false' here (anything else is refused first), and 'false' < 'true'"),
     *(("shared_secret.secret_matches", part, "unreachable", "the cluster wire's HELLO check (spec.cluster.wire); no "
        "shuffle request presents a secret to it (the cluster input corpus does)") for part in ("and -> or",
-                                                                                             "drop operand")),
+                                                                                             "drop operand",
+                                                                                             "drop .strip()")),
+    ("settings.Setting.parse", "drop .lower() in str(raw).lower()", "unreachable",
+     "a bool value: the contract's settings are text (inputs.schema.json); only a Python caller's conf holds a bool, "
+     "which str(raw).lower() spells as Spark's conf does"),
     ("root_cause.root_cause", "swap checks isinstance(seen.state, AttemptFailure)", "equivalent",
      "an attempt's state is a failure or RETIRED, never both: the two checks exclude each other"),
 )

@@ -839,6 +839,24 @@ def select_corpus(count: int, earlier: Sequence[dict[str, Any]]) -> dict[str, An
             "broken": first.broken + second.broken, "timedOut": first.timed_out + second.timed_out}
 
 
+UNJUDGED_TRIES: Final = 200
+"""How many walks ``--unjudged`` tries on a mutant: the kept ones, then drawn and derived ones, every one on every
+mutant (untraced)."""
+
+
+def select_unjudged_corpus(outcome: dict[str, Any]) -> dict[str, Any]:
+    """``--unjudged``: the last selection's ``outcome`` with the mutants it does not judge (a new family, say) selected
+    alone (:func:`conformance.operator_mutants.select_unjudged`), on the kept walks first, then on the candidates
+    after them up to :data:`UNJUDGED_TRIES` walks in all; a walk kept for one of them is added after the kept ones."""
+    mutants = [m for module in MODULES for m in every_mutant(module)] + table_mutants()
+    kept = [number for number, _ in outcome["kept"]]
+    numbers = kept + [n for n in candidate_numbers(int(outcome["candidates"])) if n not in kept][
+        :max(0, UNJUDGED_TRIES - len(kept))]
+    return vectorgen.unjudged_outcome(outcome, SELECTION_FILE, mutants, numbers, [candidate(n) for n in numbers],
+                                      len(kept), import_runner("conformance.shuffle.walks", "run_walk"), PREFIXES,
+                                      lambda name: judged(name) is None)
+
+
 _BATCHED = "batched inputs (write_batch, received_all, sends_completed) are the runtime's; a trace sends one input a line"
 _REFUSED_SETTINGS = ("settings Spark refuses end a run before a machine exists: no trace has them "
                      "(the settings/ cases judge them through workloads)")
@@ -930,6 +948,8 @@ JUDGED: Final[tuple[Judgement, ...]] = (
         "settings.Setting.validate", "settings.SettingsError.__init__", "settings._positive",
         "settings.ShuffleSettings.__post_init__")),
     ("settings.network_timeout_s", "", "unreachable", "spark.network.timeout is read by the runtime, not the machines"),
+    ("settings.Setting.parse", "drop .lower() in str(raw).lower()", "unreachable",
+     "a bool conf value: a trace's header gives its settings as text; only a Python caller's conf holds a bool"),
     ("settings.ShuffleSettings.to_dict", "", "unreachable", "writes settings out; a trace only reads them"),
     ("settings.SparkConfLike.getAll", "", "equivalent", "a Protocol's body is never run"),
     *((f, "", "unreachable", _JSON_REFUSED) for f in (
@@ -1092,7 +1112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               + ", ".join(missed))
         return 0
     return vectorgen.corpus_main("conformance.shuffle.walks", __doc__, (WALK_FILE, SELECTION_FILE, REPORT_FILE),
-                                 CANDIDATES, select_corpus, build, report, render, args)
+                                 CANDIDATES, select_corpus, build, report, render, args, select_unjudged_corpus)
 
 
 if __name__ == "__main__":

@@ -27,10 +27,11 @@ import inspect
 import json
 import random
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Final, Sequence
 
-from conformance.corpus_record import CorpusFiles, Record, corpus_report, record_of, write_corpus
+from conformance.corpus_record import CorpusFiles, Record, corpus_report, judged_record, to_judge, write_corpus
 from conformance.cluster.walks import first_difference, kept_comments, progress_printer, scoped_mutants
 from conformance.framework import CaseContext, Verdict
 from conformance.operator_mutants import OperatorMutant, every_mutant
@@ -434,6 +435,11 @@ def candidates(seed: int = SEED) -> list[dict[str, Any]]:
 _TABLE_ORDER: Final = ("the order of the table of conditions: no rule reads it, and a walk names each refusal by its "
                        "class")
 JUDGED: Final[dict[str, tuple[str, str]]] = {
+    "errors.refusals: drop reversed(...)": ("equivalent", "no rule reads the order of refusals(): the spec's one reader "
+                                            "is the generated docs' table (spec/docs/sync.py), the target's a table by "
+                                            "class name (conformance/sync/machines_target.py)"),
+    "flight.message_batches: drop reversed(...)": ("equivalent", "combine_chunks() leaves every column one chunk, so "
+                                                   "to_batches() gives at most one batch: reversed or not, the same"),
     "client.after_failure: swap checks": ("equivalent", "a text carries one condition (condition_in takes the last): "
                                           "the two checks never both hold"),
     "responses.shows_restart: swap checks": ("equivalent", "both checks answer True: which comes first changes "
@@ -455,11 +461,13 @@ def _derived_first(walks: Sequence[dict[str, Any]], derived_count: int, mutants:
     """The greedy selection over the first ``derived_count`` walks, then over the seeded rest, each carrying what the
     committed corpus kept: a derived walk (a whole table, every edge) is kept whenever it tells a mutant apart, not
     displaced by a seeded walk that tells the same one apart with a single call, and a re-selection only adds. The
-    selection (a mutant is told apart by the derived walk when one does) and each kept walk's comment."""
+    selection (a mutant is told apart by the derived walk when one does) and each kept walk's comment (a carried walk
+    that tells none of ``mutants`` apart first keeps the one it had)."""
     from conformance.operator_mutants import Selection, import_runner, select_all
 
     runner = import_runner("conformance.sync.machines_target", "run")
-    carried = [(walk_of(t), t["answer"]) for t in recorded()] if WALKS_FILE.exists() else []
+    tests = recorded() if WALKS_FILE.exists() else []
+    carried = [(walk_of(t), t["answer"]) for t in tests]
     # select_all: a class's constants (an enum's values, a condition) run at import, on no walk's lines
     first = select_all(walks[:derived_count], runner, PREFIXES, mutants, progress, carried, per_walk_s=1.0)
     seeded = select_all(walks[derived_count:], runner, PREFIXES, mutants, progress, carried, per_walk_s=1.0)
@@ -469,7 +477,8 @@ def _derived_first(walks: Sequence[dict[str, Any]], derived_count: int, mutants:
     told = rest.killed_by | first.killed_by
     selection = Selection(first.kept + rest.kept, told, [n for n in first.survivors if n in rest.survivors],
                           first.broken, sorted({*first.timed_out, *rest.timed_out} - set(told)))
-    return selection, kept_comments(rest) | kept_comments(first)
+    had = kept_comments(replace(selection, killed_by={}), walks, [(walk_of(t), t["comment"]) for t in tests])
+    return selection, had | kept_comments(rest) | kept_comments(first)
 
 
 # -- the vectors and the report -----------------------------------------------------------------------
@@ -479,10 +488,13 @@ def machine_mutants() -> list[OperatorMutant]:
     return scoped_mutants(MACHINE_CODE, every_mutant)
 
 
-def selected(progress: bool = False) -> tuple[dict[str, Any], Record]:
+def selected(progress: bool = False, record: Record | None = None) -> tuple[dict[str, Any], Record]:
+    """The corpus and its record, selected for every mutant, or for those ``record`` does not judge
+    (:func:`corpus_record.to_judge`), every recorded walk carried."""
     walks = [*derived(), *candidates()]
     mutants = machine_mutants()
-    selection, comments = _derived_first(walks, len(derived()), mutants, progress_printer(progress))
+    fresh = to_judge(record, mutants)
+    selection, comments = _derived_first(walks, len(derived()), fresh, progress_printer(progress))
     tests = [{"tcId": tc_id, "comment": comments[index], "flags": [], "specRef": SPEC_REF} | walks[index]
              | {"answer": run_walk(walks[index])} for tc_id, index in enumerate(sorted(selection.kept), 1)]
     document = {
@@ -490,7 +502,7 @@ def selected(progress: bool = False) -> tuple[dict[str, Any], Record]:
         "seed": SEED, "candidates": len(walks), "numberOfTests": len(tests), "header": HEADER, "notes": {},
         "specRef": SPEC_REF, "testGroups": [{"type": "MachineWalk", "specRef": SPEC_REF, "tests": tests}],
     }
-    return document, record_of(mutants, selection, len(walks))
+    return document, judged_record(record, mutants, fresh, selection, len(walks))
 
 
 def report(record: Record) -> str:
@@ -510,7 +522,7 @@ def report(record: Record) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     return write_corpus("conformance.sync.machine_walks", __doc__, FILES, lambda: selected(progress=True),
-                        machine_mutants, report, argv)
+                        machine_mutants, report, argv, lambda record: selected(progress=True, record=record))
 
 
 if __name__ == "__main__":

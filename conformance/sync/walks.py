@@ -1479,6 +1479,11 @@ _CALLER: Final = ("a ValueError for a caller's bug: the server endpoint answers 
 _SAME_TRANSACTIONS: Final = ("the check of a caller's bug that never fails: squash_pending keeps every transaction of "
                               "the items it squashes, in order (equal lists are neither < nor >)")
 JUDGED: Final[dict[str, tuple[str, str]]] = {
+    "errors.refusals: drop reversed(...)": ("equivalent", "no rule reads the order of refusals(): the spec reads it only "
+                                            "for the generated docs' table of refusals (spec/docs/sync.py)"),
+    "squash._untouched: drop np.sort(...)": ("equivalent", "the order of a rewritten file's rows: a Delta table keeps "
+                                             "none (a walk reads the rows back sorted), and a deletion vector names "
+                                             "positions of the file it is written against"),
     "admission.PutSlots": ("unreachable", _CONCURRENT),
     "admission.MemoryBudget": ("unreachable", _CONCURRENT),
     "admission.flush_working_set": ("unreachable", "puts in flight at once (a walk's puts are one at a time) while a "

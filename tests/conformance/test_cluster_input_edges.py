@@ -2,7 +2,8 @@
 plant: every entry of the spec's error registry left out (one bug per entry, derived from the registry itself), a
 split update's later frames measured without their fixed part, and the shared connection bounds the service's
 reactor holds (a departure at its byte bound, a linger restarted, a deadline at its instant, a newcomer evicting
-itself), each planted as the sensitivity catalogue plants a bug (conformance.mutation); and through ``exec:`` the
+itself), and the id order a membership view's snapshot lists its shards and members in, each planted as the
+sensitivity catalogue plants a bug (conformance.mutation); and through ``exec:`` the
 reference harness answers every edge as the spec does."""
 
 from __future__ import annotations
@@ -52,6 +53,12 @@ BUGS = [_unregistered(cls.__name__) for cls in ERRORS_BY_CODE.values() if cls.__
            "self.frames.bound = wire.MAX_HELLO_BYTES", "a welcomed node's frames bounded as a stranger's"),
     Mutant("detector-unread-added", "spec/cluster/detector.py", "observed = now - max(0.0, unread_for)",
            "observed = now - unread_for", "a negative unread time moves the detector's clock on"),
+    Mutant("snapshot-shards-unsorted", "spec/cluster/model.py", "for s, n in sorted(shards.items())",
+           "for s, n in shards.items()", "a snapshot's shards listed in the order their lowest ids came (blind round 10)"),
+    Mutant("snapshot-members-unsorted", "spec/cluster/model.py", "for node_id in sorted(records):",
+           "for node_id in records:", "a snapshot's members listed in the order their records came"),
+    Mutant("shard-members-unsorted", "spec/cluster/model.py", "return sorted(self.shard_index.get(shard, ()))",
+           "return list(self.shard_index.get(shard, ()))", "a shard's members listed in the order of their set"),
 ]
 """Each bug of a kind the edges are for, planted the way the sensitivity catalogue plants one."""
 

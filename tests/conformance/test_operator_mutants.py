@@ -16,8 +16,8 @@ from conformance import operator_mutants
 from conformance.operator_mutants import (FAMILIES, ROOT, OperatorMutant, Runner, Selection, check_removal_mutants,
                                           every_mutant, fresh_modules, judged_by, judgement, module_path, mutants_of,
                                           record_problems, release_mutants, rounding_mutants, rule_of, score, select,
-                                          select_all, select_unjudged, spelling_mutants, stale_mutants, swap_mutants,
-                                          table_entry_mutants)
+                                          normalising_mutants, select_all, select_unjudged, spelling_mutants,
+                                          stale_mutants, swap_mutants, table_entry_mutants)
 
 MODULE = "spec.sync.commit_time"
 
@@ -120,6 +120,17 @@ def test_a_selection_of_what_a_record_did_not_judge_keeps_its_verdicts_under_the
     changed = before.replace("max(now_ms, previous_ms + COMMIT_STEP_MS)", "max(now_ms, previous_ms + 1)")
     assert judged_by(mutants, [moved], lambda module: changed) == {}  # another text there: not the same mutant
     assert judged_by(mutants, [moved]) == {}  # the source the record judged unknown
+
+
+def test_a_name_told_apart_and_surviving_keeps_both_verdicts_when_merged() -> None:
+    """Two mutants of one name (two constants of one line), one told apart and one not: the record lists the name
+    under both, and carried over it still judges one mutant a survivor (it was lost, so the report counted it told
+    apart)."""
+    twin = next(m for m in mutants_of(MODULE) if m.operator.endswith("+ -> -"))
+    other = replace(twin, col=twin.col + 1)
+    record = Selection([0], {twin.name: 0}, [twin.name], [])
+    merged = operator_mutants.merged(record, {twin: twin.name, other: twin.name}, Selection([], {}, [], []))
+    assert (merged.killed_by, merged.survivors) == ({twin.name: 0}, [twin.name])
 
 
 def test_a_record_is_stale_when_the_mutants_change_not_when_they_move() -> None:
@@ -441,6 +452,32 @@ def test_the_release_family_keeps_the_permits_of_a_leaving_reader_s_open_buffer(
     with fresh_modules(["spec."], _planted(release_mutants, "spec.shuffle.writer",
                                            "forget release, keep self._in_flight.pop((reader_id, seq), None)")):
         assert permits()[1] == 16  # returned twice
+
+
+def test_the_normalising_family_lists_shards_unsorted_and_matches_a_blank_secret() -> None:
+    """The tenth blind round's two misses: ``sorted(shards.items())`` in ``model._snapshot`` written as
+    ``shards.items()`` (the shards listed in the order their lowest node ids were seen), and
+    ``bool(configured.strip())`` in ``shared_secret.secret_matches`` written as ``bool(configured)`` (a blank secret
+    configured matches a peer presenting it)."""
+    def snapshot_and_match() -> tuple[list[str], bool]:
+        model = importlib.import_module("spec.cluster.model")
+        state = importlib.import_module("spec.cluster.types").NodeState.OK
+        records = {"n1": model.MemberRecord(shard="s2", address="127.0.0.1:1", state=state),
+                   "n2": model.MemberRecord(shard="s1", address="127.0.0.1:2", state=state)}
+        return list(model._snapshot(1, records).shards), \
+            importlib.import_module("spec.shared_secret").secret_matches(" ", " ")
+
+    assert snapshot_and_match() == (["s1", "s2"], False)
+    with fresh_modules(["spec."], _planted(normalising_mutants, "spec.cluster.model",
+                                           "drop sorted(...) in sorted(shards.items())")):
+        assert snapshot_and_match()[0] == ["s2", "s1"]
+    with fresh_modules(["spec."], _planted(normalising_mutants, "spec.shared_secret",
+                                           "drop .strip() in configured.strip()")):
+        assert snapshot_and_match()[1] is True
+    planted = {(m.function, m.replacement) for m in normalising_mutants("spec.cluster.model")}
+    assert ("_batches", "(groups[r])") in planted  # the key= goes with the call
+    assert [m.replacement for m in normalising_mutants("spec.auth.settings") if m.function == "enabled"] == [
+        '(conf.get(key, str(default)).strip())', '(conf.get(key, str(default)))']  # each call of a chain alone
 
 
 def _protocol_modules() -> list[str]:
