@@ -12,7 +12,8 @@ an in-process copy of the reference target (:func:`conformance.sync.reference_ta
 biased as a tester would (every threshold at its exact value and a tick either side, sequence numbers at
 memory, durable, one either side, 0 and the max, two faults at once, refusals followed by fresh traffic), then walks
 derived from the spec's tables after them (every squash chain shape at the size threshold, a value of every nested
-type, two tables failing at once, runs of items to squash starting at a truncate);
+type, two tables failing at once, runs of items to squash starting at a truncate, a table format either side of
+Delta's);
 ``python -m conformance.sync.walks select`` keeps those that tell :data:`MODULES`' operator mutants apart
 (:func:`conformance.operator_mutants.select`), ``select-unjudged`` those that tell apart the mutants of every family the
 recorded selection does not judge yet (:func:`conformance.operator_mutants.select_unjudged`), ``select-derived`` those
@@ -1129,7 +1130,23 @@ def two_failing_walks() -> list[Walk]:
     return walks
 
 
-DERIVED: Final = (squash_edge_walks, nested_type_walks, two_failing_walks, truncating_run_walks)
+def format_walks() -> list[Walk]:
+    """Derived walks (after the truncating runs): a put with rows in a table format other than Delta, one above it and
+    one below (``SyncServerEndpoint.destination``: Delta only), refused as not implemented, then the same put in Delta,
+    which nothing of the refused one precedes."""
+    walks: list[Walk] = []
+    for table_format in (1, -1):
+        g = _Gen(random.Random(0), f"t{len(walks)}")
+        g.control(FLUSH_NOW)
+        g.put("a", "o1", 1, [[None, 1, "a"]], format=table_format)
+        g.put("a", "o1", 1, [[None, 1, "a"]])
+        walk = g.finish(("a",))
+        walk["shape"] = "format"
+        walks.append(walk)
+    return walks
+
+
+DERIVED: Final = (squash_edge_walks, nested_type_walks, two_failing_walks, truncating_run_walks, format_walks)
 """The derived walk families, in the order they follow the seeded walks (a new one goes last: a recorded walk is
 named by its index)."""
 SHAPES: Final = (_sequence_walk, _lag_walk, _count_walk, _size_walk, _refusal_walk, _schema_walk, _chain_walk,
@@ -1142,7 +1159,7 @@ def candidates(seed: int = SEED, count: int = CANDIDATES, settings: int = SETTIN
     defaults (:func:`_settings_walk`, drawn on from the same seed, so the first ``count`` stay what they were);
     walk ``i`` names its tables and origins ``w<i>``; then the derived ones (:func:`squash_edge_walks`, ``d<i>``;
     :func:`nested_type_walks`, ``n<i>``; :func:`two_failing_walks`, ``f<i>``; :func:`truncating_run_walks`,
-    ``r<i>``)."""
+    ``r<i>``; :func:`format_walks`, ``t<i>``)."""
     rng = random.Random(seed)
     walks = []
     for i in range(count + settings):
@@ -1332,10 +1349,10 @@ def select_derived_part(recorded_selection: dict[str, Any], modules: Sequence[st
                         tries: int = DERIVED_TRIES) -> dict[str, Any]:
     """The recorded selection carried on over the derived walks (:data:`DERIVED`, after the seeded ones): each mutant
     it left a gap (a survivor :data:`JUDGED` does not judge) tried on at most ``tries`` of those that run its lines
-    (the smaller families first: a family derived for a rule is not crowded out by a larger one), one of a table's
-    entries (run at import) on every nested-type walk; every new kill confirmed through the ``exec:`` target
-    (:func:`confirm`). What it told apart, and every walk it kept, stays: it only adds. A part of a selection, of
-    ``modules`` only (``record`` merges parts)."""
+    (the smaller families first: a family derived for a rule is not crowded out by a larger one), one run at import
+    (a table's entry, a class's constant) on the first ``tries`` of that order; every new kill confirmed through the
+    ``exec:`` target (:func:`confirm`). What it told apart, and every walk it kept, stays: it only adds. A part of a
+    selection, of ``modules`` only (``record`` merges parts)."""
     logging.disable(logging.CRITICAL)
     seed, count, settings = (recorded_selection[k] for k in ("seed", "candidates", "settingsCandidates"))
     walks = candidates(seed, count, settings)
@@ -1357,11 +1374,10 @@ def select_derived_part(recorded_selection: dict[str, Any], modules: Sequence[st
     result = select([walks[i] for i in order], lambda: run_directly, SERVER_PREFIXES,
                     [m for m in tried if m not in at_import], per_walk_s=UNJUDGED_WALK_S, progress=_say,
                     max_tries=tries)
-    tables = spans["nested_type_walks"]  # a table's entries, run at import, on no walk's lines
-    of_tables = select([walks[i] for i in tables], lambda: run_directly, SERVER_PREFIXES, at_import,
+    # a table's entries or a class's constants, run at import, on no walk's lines: the first walks of that order
+    of_tables = select([walks[i] for i in order[:tries]], lambda: run_directly, SERVER_PREFIXES, at_import,
                        per_walk_s=UNJUDGED_WALK_S, progress=_say, traced=False)
-    kills = {name: order[index] for name, index in result.killed_by.items()} | {
-        name: tables[index] for name, index in of_tables.killed_by.items()}
+    kills = {name: order[index] for name, index in (result.killed_by | of_tables.killed_by).items()}
     unconfirmed = set(confirm(walks, kills, tried))
     selection: dict[str, Any] = json.loads(json.dumps(recorded_selection))
     for name in sorted(kills.keys() - unconfirmed):
@@ -1725,7 +1741,8 @@ def _derived(sel: dict[str, Any]) -> str:
             "own put, laid out plain, with CHANGED flags, alternating column orders or truncating, the size threshold "
             "reached by its last put or the one before; `nested_type_walks`: a put of a value of each nested type; "
             "`two_failing_walks`: two tables failing at once, retried a quarter second apart; "
-            "`truncating_run_walks`: chains of three whose run of items to squash starts at a truncate) "
+            "`truncating_run_walks`: chains of three whose run of items to squash starts at a truncate; "
+            "`format_walks`: a put in a table format above and below Delta's) "
             "were tried on the gaps the seeded walks left, at most "
             f"{sel['derivedTries']} each (`select-derived`), every kill confirmed as above.")
 
