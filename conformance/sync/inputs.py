@@ -565,6 +565,17 @@ def _json_safe(request: Request) -> Request:
     return {k: plain(v) for k, v in request.items()}
 
 
+def later_faults() -> dict[str, Fault]:
+    """Faults added after the corpus was first selected, each tried alone on a put with rows after every other
+    candidate, so the numbers a recorded selection keys its requests by stay: a key named in upper case with a value
+    column named like it in lower case (the key names are compared lower-cased), and a name holding every C0 control
+    character but NUL in descending order (a refusal names them in ascending order)."""
+    return {"value-named-upper-key": _both(_descriptor(0, name="ID"), _descriptor(1, name="ID"),
+                                           _column("x", "string", ["x"], VALUE, "id")),
+            "name-controls-descending": _column("x", "string", ["x"], VALUE,
+                                                "a" + "".join(map(chr, range(0x1F, 0, -1))))}
+
+
 def candidates(seed: int) -> list[dict[str, Any]]:
     """Every candidate, each ``{"label", "request"}``: the plain request of each kind, each fault on each kind, every
     pair of the faults refused alone on a put with rows (on the spec as it is: which refusal wins), a sample of the
@@ -580,9 +591,11 @@ def candidates(seed: int) -> list[dict[str, Any]]:
     plans += [f"rows: {a} + {b}" for a, b in both_refused + rng.sample(others, PAIR_SAMPLE)]
     for kind in KINDS[1:]:
         plans += [f"{kind}: {a} + {b}" for a, b in rng.sample(both_refused, PAIR_SAMPLE // 4)]
+    later = later_faults()
+    plans += [f"rows: {name}" for name in later]
     out = []
     for number, label in enumerate(plans):
-        built = from_label(label, f"c{number:05d}", table)
+        built = from_label(label, f"c{number:05d}", table | later)
         if built is not None:
             out.append({"label": label, "request": built})
     return out
@@ -595,7 +608,7 @@ def from_label(label: str, tag: str, table: dict[str, Fault] | None = None) -> R
     """The candidate of ``label`` (``kind``, or ``kind: fault[ + fault]``) whose table and origin are named ``tag``
     (``c`` and its number among the labels drawn), built alone."""
     kind, _, chosen = label.partition(": ")
-    return _built(kind, tuple(chosen.split(" + ")) if chosen else (), table or faults(), tag)
+    return _built(kind, tuple(chosen.split(" + ")) if chosen else (), table or faults() | later_faults(), tag)
 
 
 def _built(kind: str, chosen: Sequence[str], table: dict[str, Fault], tag: str) -> Request | None:

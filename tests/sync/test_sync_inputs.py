@@ -17,7 +17,7 @@ def test_input_file_matches_its_schema_its_seed_and_its_report() -> None:
     doc = load_vectors("inputs.json")
     jsonschema.validate(doc, json.loads((VECTOR_DIR / doc["schema"]).read_text()))
     selection = doc["selection"]
-    table = inputs.faults()
+    table = inputs.faults() | inputs.later_faults()
     for test in doc["testGroups"][0]["tests"]:  # built from its label alone: drawing every candidate takes seconds
         assert test["request"] == inputs.from_label(test["label"], test["request"]["origin"][2:], table), test["tcId"]
         assert test["killed"] == sum(i == test["candidate"] for i in selection["killedBy"].values())
