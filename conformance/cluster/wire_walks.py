@@ -760,13 +760,9 @@ JUDGED: Final[dict[str, tuple[str, str]]] = {
     "interface.": ("equivalent", "a Protocol member's body (``...``) never runs: ClusterProvider, ClusterBackend and "
                    "ClusterCore are typing.Protocol classes no provider subclasses"),
     **{f"errors.{name}.condition:": _CONDITION for name in (
-        "ClusterError", "ClusterFull", "FrameTooLarge", "InvalidAddress", "InvalidBatch", "MalformedMembership", "MalformedMessage", "NodeIdInUse", "NotAMember", "ProviderClosed",
+        "ClusterError", "ClusterFull", "FrameTooLarge", "InvalidAddress", "InvalidBatch", "InvalidIdentifier",
+        "MalformedMembership", "MalformedMessage", "NodeIdInUse", "NotAMember", "ProviderClosed",
         "ProviderUnavailable", "RevisionMismatch", "Unauthenticated", "UnknownNode", "UnknownShard")},
-    "errors.InvalidIdentifier.condition:": (
-        "equivalent", "INVALID_IDENTIFIER's condition name reaches no target role: the wire carries its code "
-        "(session.error_frame), which a client decodes to no class of its own (ERRORS_BY_CODE leaves InvalidIdentifier "
-        "out: error_from gives a ClusterError, so a remote Core sees CLUSTER_ERROR), and the inputs role's checkId "
-        "answers the class raised"),
     "errors.RevisionMismatch.__init__:": (
         "elsewhere", "by the MUST case inputs/derived-every-edge (input_edges.error_codes: a CAS_ERROR with its entry and "
         "without, decoded by the target's errorFrom, whose message RevisionMismatch builds); not on the wire: CAS_ERROR "

@@ -132,9 +132,9 @@ class ClusterFull(ClusterError):
 
 ERRORS_BY_CODE: dict[int, type[ClusterError]] = {
     cls.code: cls for cls in (ClusterError, NotAMember, UnknownNode, UnknownShard, InvalidBatch,
-                              ProviderUnavailable, ProviderClosed, MalformedMembership,
+                              InvalidIdentifier, ProviderUnavailable, ProviderClosed, MalformedMembership,
                               FrameTooLarge, MalformedMessage, NodeIdInUse, Unauthenticated, InvalidAddress,
                               ClusterFull)
 }
-"""Errors rebuilt from (code, message) on the wire; RevisionMismatch and InvalidIdentifier carry
-structured fields and have their own reply layout or constructor."""
+"""Errors rebuilt from (code, message) on the wire, each as the class its code names (``session.error_from``:
+the message as sent, a constructor's own fields left out); RevisionMismatch travels as CAS_ERROR, with its fields."""

@@ -102,8 +102,8 @@ def test_an_error_s_condition_and_a_cas_failure_s_text_reach_the_suite_through_e
     """What makes the wire walks' judgement of these survivors true (wire_walks.JUDGED, "elsewhere"): ERROR carries
     the code and the message, CAS_ERROR no message at all, and a message never holds the condition; the case
     inputs/derived-every-edge decodes every code of the error tree and both CAS_ERRORs with the target's errorFrom,
-    whose answers name the condition and carry RevisionMismatch's message. INVALID_IDENTIFIER's code decodes to no class
-    of its own (a ClusterError: ERRORS_BY_CODE leaves it out), so its condition reaches no target role (equivalent)."""
+    whose answers name the condition and carry RevisionMismatch's message; every class of the tree is registered, so
+    each code decodes to its own condition (INVALID_IDENTIFIER's too, which a remote Core once saw as CLUSTER_ERROR)."""
     assert [s.name for s in wire.PAYLOADS[ServiceKind.ERROR].subcons] == ["code", "message"]
     assert "message" not in [s.name for s in wire.PAYLOADS[ServiceKind.CAS_ERROR].subcons]
     assert all(cls.condition not in ClusterError("text").message for cls in ERRORS_BY_CODE.values())
@@ -112,7 +112,7 @@ def test_an_error_s_condition_and_a_cas_failure_s_text_reach_the_suite_through_e
     by_code = {wire.decode(bytes.fromhex(call["body"])).payload.get("code"): answer["condition"]
                for call, answer in zip(calls, answers)}
     assert {cls.code: cls.condition for cls in ERRORS_BY_CODE.values()}.items() <= by_code.items()
-    assert by_code[InvalidIdentifier.code] == ClusterError.condition
+    assert by_code[InvalidIdentifier.code] == InvalidIdentifier.condition
     assert {answer["message"] for answer in answers if answer["condition"] == RevisionMismatch.condition} == {
         "key 'k': expected absent, found absent", "key 'k': expected revision 3, found revision 4"}
 

@@ -23,7 +23,7 @@ from spec.cluster.errors import ERRORS_BY_CODE
 PREFIXES = inputs.PREFIXES
 """Imported afresh with a bug planted: the spec, the target's calls and the connection-bound policies' steps."""
 REGISTERED = "cls.code: cls for cls in (ClusterError, NotAMember, UnknownNode, UnknownShard, InvalidBatch,\n" \
-             "                              ProviderUnavailable, ProviderClosed, MalformedMembership,\n" \
+             "                              InvalidIdentifier, ProviderUnavailable, ProviderClosed, MalformedMembership,\n" \
              "                              FrameTooLarge, MalformedMessage, NodeIdInUse, Unauthenticated, " \
              "InvalidAddress,\n                              ClusterFull)"
 
