@@ -209,10 +209,6 @@ class SyncServerEndpoint:
                 return action
         return None
 
-    def oldest_table(self, now: float) -> str | None:
-        """The table whose pending data is oldest, not waiting to retry a failed flush."""
-        return self._writer.oldest_table(self._failures.waiting(now))
-
     def start_draining(self) -> list[str]:
         """The server is shutting down: refuse puts but probes from now on; the tables to flush once each."""
         self.draining = True
