@@ -1201,6 +1201,16 @@ def record_problems(mutants: Sequence[OperatorMutant], told_apart: Collection[st
     return problems
 
 
+def selection_problems(mutants: Sequence[OperatorMutant], selection: Mapping[str, Any]) -> list[str]:
+    """:func:`record_problems` of a selection recorded by module (``modules``: each with its ``broken`` count and the
+    rules it lists as ``survivors``, ``timedOut`` or ``unconfirmed``), against ``mutants``, the spec's now."""
+    modules = selection["modules"].values()
+    return record_problems(mutants, selection["killedBy"].keys(),
+                           [rule for f in modules for key in ("survivors", "timedOut", "unconfirmed")
+                            for rule in f.get(key, ())],
+                           sum(f["broken"] for f in modules))
+
+
 def committed_source(record: Path) -> Callable[[str], str | None]:
     """A module's source as of the last commit that wrote ``record`` (None where git has none): what the record's names
     were judged on, if only a selection writes it."""

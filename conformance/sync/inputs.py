@@ -673,11 +673,9 @@ def record_problems(selection: dict[str, Any]) -> list[str]:
     """What makes a recorded selection stale (:func:`conformance.operator_mutants.record_problems`): it judges every
     mutant the corpus is selected for now (:func:`_mutants`), each by rule, the broken ones counted without their
     names."""
-    from conformance.operator_mutants import record_problems as problems
+    from conformance.operator_mutants import selection_problems
 
-    return problems(_mutants(), selection["killedBy"].keys(),
-                    [rule for f in selection["modules"].values() for key in ("survivors", "timedOut") for rule in f[key]],
-                    sum(f["broken"] for f in selection["modules"].values()))
+    return selection_problems(_mutants(), selection)
 
 
 def _store_root() -> str:

@@ -1278,11 +1278,7 @@ def _figures(mutants: dict[str, list[OperatorMutant]], result: Selection, unconf
 def record_problems(selection: dict[str, Any]) -> list[str]:
     """What makes a recorded selection stale (:func:`conformance.operator_mutants.record_problems`): it judges every
     family's mutants of :data:`MODULES` now, each by rule, the broken ones counted without their names."""
-    return operator_mutants.record_problems(
-        [m for module in MODULES for m in every_mutant(module)],
-        selection["killedBy"].keys(), [rule for f in selection["modules"].values()
-                                       for key in ("survivors", "timedOut", "unconfirmed") for rule in f[key]],
-        sum(f["broken"] for f in selection["modules"].values()))
+    return operator_mutants.selection_problems([m for module in MODULES for m in every_mutant(module)], selection)
 
 
 UNJUDGED_TRIES: Final = 40
