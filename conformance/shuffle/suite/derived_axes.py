@@ -157,6 +157,29 @@ WAIT_AND_SIZE_EDGES: Final = (
         Then(write(0, 3), sends("DATA"), "a DATA for the next")),
 )
 
+PERIODIC_WAITS_MS: Final = (100, 200, 300, 700)
+"""networkBufferMaxWaitTimeMs of the inexact rows: periods whose instants are tenths of a second."""
+
+
+def _inexact_periods(wait_ms: int) -> int:
+    """The fewest whole periods after the first periodic instant (``wait_ms``) whose seconds, taken as floats and
+    subtracted before scaling to microseconds, fall short of the whole periods (0.3 - 0.1 is 0.19999999999999998):
+    the instants on which counting the periods past by float subtraction, not in whole microseconds
+    (spec/shuffle/clock.py), lands a period short."""
+    return next(k for k in range(1, 100)
+                if (wait_ms * (1 + k) / 1000 - wait_ms / 1000) * 1_000_000 < k * wait_ms * 1000)
+
+
+PERIODIC_INEXACT: Final = tuple(
+    row(f"writer._open_buffer: networkBufferMaxWaitTimeMs {wait}: a buffer opened at {wait * (1 + k)} ms, "
+        f"{k} whole periods after the first periodic instant ({wait} ms; seconds inexact in binary), counts them all: "
+        f"the next periodic flush is at {wait * (2 + k)} ms, not at the opening's own instant",
+        writer_trace(network_buffer_max_wait_time_ms=str(wait)),
+        *bind(0), write(wait * (1 + k), 1),
+        Then(tick(wait * (1 + k)), nothing, "no periodic flush at the opening's instant"),
+        Then(tick(wait * (2 + k)), sends("DATA"), "the periodic flush a whole period on"))
+    for wait in PERIODIC_WAITS_MS for k in (_inexact_periods(wait),))
+
 PERMIT_EDGES: Final = (
     row(f"writer.permit_capacity: networkBufferSize {2**30 - 1}, the largest whose two buffers fit the permits' "
         "bound 2^31-1 (one reader): the second buffer opens at exactly 0 left, the third blocks",
@@ -457,6 +480,10 @@ DERIVED_AXES: Final = (
     Derived("settings/derived-wait-and-size-edges", Level.MUST, "writer", "networkBufferMaxWaitTimeMs at 1 and "
             "-1 (not validated: every record flushed) and networkBufferSize at 1 (threshold 0)",
             WAIT_AND_SIZE_EDGES),
+    Derived("settings/derived-periodic-flush-at-inexact-instants", Level.MUST, "writer", "A buffer opened whole "
+            "periods after the first periodic instant, at instants whose seconds are inexact in binary: the "
+            "periods past are counted in whole microseconds, so the next periodic flush is a whole period on",
+            PERIODIC_INEXACT),
     Derived("backpressure/writer-derived-permits-at-their-edges", Level.MUST, "writer", "The permits' bound "
             "between networkBufferSize and writerMaxMemory at exactly its limit, writerMaxMemory at its largest "
             "and smallest", PERMIT_EDGES),
