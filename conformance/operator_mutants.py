@@ -794,6 +794,16 @@ def every_mutant(module: str) -> list[OperatorMutant]:
     return out
 
 
+def at_import(mutants: Sequence[OperatorMutant]) -> list[OperatorMutant]:
+    """The mutants outside every function body (a module's or a class's table, a condition's name): run only at
+    import, so on no walk's traced lines."""
+    spans: dict[str, list[tuple[int, int]]] = {}
+    for module in {m.module for m in mutants}:
+        spans[module] = [(node.lineno, node.end_lineno or node.lineno) for node in ast.walk(ast.parse(
+            module_path(module).read_text())) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    return [m for m in mutants if not any(first <= m.line <= last for first, last in spans[m.module])]
+
+
 class _MutatedSource(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def __init__(self, module: str, source: str) -> None:
         self.module = module

@@ -19,7 +19,6 @@ the seed and the walks it records (their candidate numbers), answers taken from 
 
 from __future__ import annotations
 
-import ast
 import copy
 import json
 import random
@@ -32,6 +31,7 @@ from conformance import vectorgen
 from conformance.operator_mutants import (
     OperatorMutant,
     WalkTimeout,
+    at_import,
     every_mutant,
     fresh_modules,
     import_runner,
@@ -772,16 +772,6 @@ def table_mutants(module: str = "spec.shuffle.transitions") -> list[OperatorMuta
     return out
 
 
-def at_import(mutants: Sequence[OperatorMutant]) -> list[OperatorMutant]:
-    """The mutants outside every function body (a module's or a class's table, a condition's name): run only at
-    import, so on no walk's traced lines."""
-    spans: dict[str, list[tuple[int, int]]] = {}
-    for module in {m.module for m in mutants}:
-        spans[module] = [(node.lineno, node.end_lineno or node.lineno) for node in ast.walk(ast.parse(
-            module_path(module).read_text())) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
-    return [m for m in mutants if not any(first <= m.line <= last for first, last in spans[m.module])]
-
-
 def carried(earlier: Sequence[dict[str, Any]], count: int) -> list[tuple[Walk, None]]:
     """The walks of ``earlier`` corpora's tests still among the first ``count`` candidates and recorded as the spec
     runs them now (the walk's number regenerates the same walk, its steps answered alike)."""
@@ -804,7 +794,7 @@ def select_corpus(count: int, earlier: Sequence[dict[str, Any]]) -> dict[str, An
 
     Every mutant family of :data:`MODULES` (:func:`conformance.operator_mutants.every_mutant`: the operators, ==/!=
     halves, order mutants, and the classes of bug no operator plants) is tried on the walks that run its lines;
-    the table rows and the mutants outside function bodies (:func:`at_import`) run only at import, so every walk is
+    the table rows and the mutants outside function bodies (:func:`conformance.operator_mutants.at_import`) run only at import, so every walk is
     tried on them (the walks kept so far first); the walks the
     ``earlier`` corpora kept are kept from the start (:func:`carried`). The derived walks are candidates after the
     drawn ones."""

@@ -24,7 +24,6 @@ of its gaps the derived walks tell apart (:func:`select_derived_part`), and ``re
 from __future__ import annotations
 
 import argparse
-import ast
 import ctypes
 import importlib
 import json
@@ -47,8 +46,8 @@ from pyarrow import flight
 
 from conformance import operator_mutants, vectorgen
 from conformance.corpus_record import Rule, told_apart_elsewhere, told_apart_in_names, told_apart_in_record
-from conformance.operator_mutants import (ROOT, OperatorMutant, Selection, committed_source, every_mutant, judged_by,
-                                          module_path, mutants_of, select, select_unjudged)
+from conformance.operator_mutants import (ROOT, OperatorMutant, Selection, at_import, committed_source, every_mutant,
+                                          judged_by, module_path, mutants_of, select, select_unjudged)
 from conformance.framework import CaseContext, Verdict
 from reference.sync.credentials import ClientSecurity
 from reference.sync.store import read_delta
@@ -1311,13 +1310,11 @@ def select_unjudged_part(recorded_selection: dict[str, Any], modules: Sequence[s
     _say(f"{len(every)} mutants, {len(judged)} judged by the record, {len(every) - len(judged)} to try")
     first = select_unjudged(walks, lambda: run_directly, SERVER_PREFIXES, every, earlier, judged,
                             per_walk_s=UNJUDGED_WALK_S, progress=_say, max_tries=tries)
-    bodies = {module: [(f.lineno, f.end_lineno or f.lineno) for f in ast.walk(ast.parse(module_path(module).read_text()))
-                       if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))] for module in modules}
     left = [m for m in every if m not in judged and m.name in set(first.survivors)]
-    at_import = [m for m in left if not any(start <= m.line <= end for start, end in bodies[m.module])]
-    second = select(walks, lambda: run_directly, SERVER_PREFIXES, at_import, per_walk_s=UNJUDGED_WALK_S,
+    imported = at_import(left)
+    second = select(walks, lambda: run_directly, SERVER_PREFIXES, imported, per_walk_s=UNJUDGED_WALK_S,
                     progress=_say, max_tries=tries, traced=False, carried=[(walks[i], None) for i in first.kept])
-    on_lines = [m for m in left if m not in at_import]
+    on_lines = [m for m in left if m not in imported]
     third = select(walks[count:], lambda: run_directly, SERVER_PREFIXES, on_lines, per_walk_s=UNJUDGED_WALK_S,
                    progress=_say, max_tries=tries, carried=[(walks[i], None) for i in first.kept if i >= count])
     fresh_kills = second.killed_by | {name: count + i for name, i in third.killed_by.items()}
@@ -1358,9 +1355,7 @@ def select_derived_part(recorded_selection: dict[str, Any], modules: Sequence[st
     tried = [m for module in modules for m in every_mutant(module)
              if (module, _rule(m.name)) in gaps and m.name not in recorded_selection["killedBy"]]
     _say(f"{len(tried)} mutants left gaps, tried on {len(walks) - first} derived walks")
-    bodies = {module: [(f.lineno, f.end_lineno or f.lineno) for f in ast.walk(ast.parse(module_path(module).read_text()))
-                       if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))] for module in modules}
-    at_import = [m for m in tried if not any(start <= m.line <= end for start, end in bodies[m.module])]
+    imported = at_import(tried)
     spans: dict[str, range] = {}
     start = first
     for family in DERIVED:
@@ -1368,10 +1363,10 @@ def select_derived_part(recorded_selection: dict[str, Any], modules: Sequence[st
         start = spans[family.__name__].stop
     order = [i for span in sorted(spans.values(), key=len) for i in span]  # the smaller families first
     result = select([walks[i] for i in order], lambda: run_directly, SERVER_PREFIXES,
-                    [m for m in tried if m not in at_import], per_walk_s=UNJUDGED_WALK_S, progress=_say,
+                    [m for m in tried if m not in imported], per_walk_s=UNJUDGED_WALK_S, progress=_say,
                     max_tries=tries)
     # a table's entries or a class's constants, run at import, on no walk's lines: the first walks of that order
-    of_tables = select([walks[i] for i in order[:tries]], lambda: run_directly, SERVER_PREFIXES, at_import,
+    of_tables = select([walks[i] for i in order[:tries]], lambda: run_directly, SERVER_PREFIXES, imported,
                        per_walk_s=UNJUDGED_WALK_S, progress=_say, traced=False)
     kills = {name: order[index] for name, index in (result.killed_by | of_tables.killed_by).items()}
     unconfirmed = set(confirm(walks, kills, tried))
