@@ -105,6 +105,12 @@ def believed_entry(key: str, stale: bool) -> Entry | None:
     return Entry(key=key, value=b"gone", revision=Revision(MAX_REVISION)) if stale else None
 
 
+def cas_change(found: Entry | None) -> bytes:
+    """``CAS``'s change: the value found (nothing for an absent key) with ``+w`` appended, decided again from the entry
+    each conflict shows (the harness's writer and the CAS walks' model both write this one)."""
+    return (b"" if found is None else found.value) + b"+w"
+
+
 def rival_writes_before(send: int, conflicts: int, stale: bool) -> bool:
     """Whether ``CAS``'s other node writes the key just before the writer's ``send`` (counted from 1): before each
     of its first ``conflicts`` sends, or ``STALE`` each after the first (the first meets the key absent)."""
@@ -211,9 +217,8 @@ class Controls:
                         key=key, value=f"r{sends}".encode(), expected=rival_revision[0])])
                 return writer.update_shard_log([op])
 
-            change = CasWrite(key, believed_entry(key, stale), lambda found: (b"" if found is None else found.value) + b"+w")
             try:
-                written = write_with_cas(change, send)
+                written = write_with_cas(CasWrite(key, believed_entry(key, stale), cas_change), send)
             except KeptChanging:
                 return sends, None
             return sends, None if written is None else written.value

@@ -38,7 +38,7 @@ from reference.cluster.cas import write_with_cas
 from spec.cluster.cas import CAS_ATTEMPTS, CasWrite, KeptChanging
 from spec.cluster.detector import MAX_TIMING_MS, FailureDetector, FailurePolicy
 from spec.cluster.errors import ClusterError
-from conformance.cluster.controls import believed_entry, rival_writes_before
+from conformance.cluster.controls import believed_entry, cas_change, rival_writes_before
 from conformance.cluster.harness import ClusterTarget, session
 from conformance.cluster.model_cases import Member, Mirror, Scenario, scenario
 from conformance.cluster.service_wire import RawConnection, ServiceAddress
@@ -405,9 +405,8 @@ def run_cas_walk(walk: dict[str, Any]) -> dict[str, Any]:
                 key="cas", value=f"r{sends}".encode(), expected=rival_revision[0])])[0]
         return model.update_shard_log(writer, [op])[0]
 
-    change = CasWrite("cas", believed_entry("cas", stale), lambda found: (b"" if found is None else found.value) + b"+w")
     try:
-        written = write_with_cas(change, send)
+        written = write_with_cas(CasWrite("cas", believed_entry("cas", stale), cas_change), send)
     except KeptChanging:
         return {"sends": sends, "value": None}
     return {"sends": sends, "value": None if written is None else written.value.hex()}
