@@ -18,8 +18,8 @@ kept) is told apart too:
 - the failure detector's and the service session's deadlines at their instant and one tick either side, renewed,
   read late and held;
 - each refusal of a HELLO answered with its ERROR frame, message included (the wire carries it; a wire walk records
-  an ERROR by its condition): the secret one character short and none, an id refused as long as the part of it the
-  refusal repeats and one character either side;
+  an ERROR by its condition): the secret carried, none and each of its nearest refused twins, an id refused as long
+  as the part of it the refusal repeats and one character either side;
 - a client's request built from typed ops (``wire.ops_to_wire``): an insert and updates;
 - every rule of every well-formedness check (spec/cluster/types.py: ``check_id``, ``check_address``,
   ``check_batch``, ``Membership.check_well_formed``) at its smallest violating input and its nearest valid one,
@@ -298,10 +298,18 @@ ECHOED_ID_CHARS: Final = 60
 ERROR frame carries, is answered byte for byte."""
 
 
+SECRET_TWINS: Final = (("one character short", HELLO_SECRET[:-1]), ("one character longer", HELLO_SECRET + "t"),
+                       ("with a blank after it", HELLO_SECRET + " "), ("with a blank before it", " " + HELLO_SECRET),
+                       ("with a newline after it", HELLO_SECRET + "\n"), ("in another case", HELLO_SECRET.upper()))
+"""The presented secrets nearest the configured one that the service must refuse: a character less or more, a blank
+or newline around it (a secret is compared as given, never trimmed: spec.shared_secret), and another case."""
+
+
 def hello_refusals() -> list[Edge]:
     """Each refusal of a HELLO by the service's session, answered with its ERROR frame, message included (the wire
-    carries it): a service with a secret given a HELLO with it, one character short and none; an id refused that is
-    as long as the part of it the refusal repeats and one character either side."""
+    carries it): a service with a secret given a HELLO with it, none, and each of its nearest refused twins
+    (:data:`SECRET_TWINS`); an id refused that is as long as the part of it the refusal repeats and one character
+    either side."""
     def hello(secret: str, node_id: str) -> str:
         return wire.encode(ServiceKind.HELLO, 1, node_id=node_id, secret=secret, takeover="", resume=False,
                            resume_after=0).hex()
@@ -311,8 +319,7 @@ def hello_refusals() -> list[Edge]:
                                                 "failBoundS": 1.0, "steps": [{"at": 0.0, "data": data, "served": 0}]})
 
     edges = [edge(f"the secret {label}", HELLO_SECRET, hello(presented, "n1"))
-             for label, presented in (("carried", HELLO_SECRET), ("one character short", HELLO_SECRET[:-1]),
-                                      ("none", ""))]
+             for label, presented in (("carried", HELLO_SECRET), ("none", ""), *SECRET_TWINS)]
     edges += [edge(f"an id refused {_side(d, 'character')} the {ECHOED_ID_CHARS} its refusal repeats", None,
                    hello("", "n" * (ECHOED_ID_CHARS + d - 1) + "/")) for d in SIDES]
     return edges

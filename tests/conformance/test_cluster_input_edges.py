@@ -59,6 +59,12 @@ BUGS = [_unregistered(cls.__name__) for cls in ERRORS_BY_CODE.values() if cls.__
            "for node_id in records:", "a snapshot's members listed in the order their records came"),
     Mutant("shard-members-unsorted", "spec/cluster/model.py", "return sorted(self.shard_index.get(shard, ()))",
            "return list(self.shard_index.get(shard, ()))", "a shard's members listed in the order of their set"),
+    Mutant("presented-secret-trimmed", "spec/shared_secret.py", "hmac.compare_digest(presented.encode(),",
+           "hmac.compare_digest(presented.strip().encode(),",
+           "a presented secret trimmed before it is compared (blind round 12)"),
+    Mutant("presented-secret-case-folded", "spec/shared_secret.py", "hmac.compare_digest(presented.encode(), configured.encode())",
+           "hmac.compare_digest(presented.lower().encode(), configured.lower().encode())",
+           "secrets compared in one case"),
 ]
 """Each bug of a kind the edges are for, planted the way the sensitivity catalogue plants one."""
 
