@@ -4,7 +4,8 @@ A writer under test must serve no stranger: one that never runs the handshake, s
 clear, presents another secret or replays a recorded challenge gets no DATA, and the real reader is
 served afterwards. A reader under test must not take a DATA in place of the handshake's answer, nor
 an answer sealed under another secret. Spark 4.3.0 answers a replayed challenge with a fresh key pair
-(the replayer cannot use the session); refusing it outright is a SHOULD.
+(the replayer cannot use the session); refusing it outright is a SHOULD, and a writer that does must not let a
+forged copy of a challenge lock the genuine one out.
 """
 
 from __future__ import annotations
@@ -110,6 +111,33 @@ def _replay(t: ShuffleTarget, ctx: CaseContext, refused_required: bool) -> Verdi
                        f"first handshake {'completed' if answered else 'failed'}; replay answered with "
                        f"{len(got)} bytes (transport type {answer_type}), connection "
                        f"{'closed' if replayer.closed else 'open'}; real reader: {verdict.actual}")
+
+
+def w_forged_copy_first(t: ShuffleTarget, ctx: CaseContext) -> Verdict:
+    """A stranger sends a copy of a genuine challenge with its last ciphertext byte flipped (the same salt) before the
+    genuine client does: the copy is refused and the genuine challenge is still answered. A server that remembers
+    salts to refuse replays may remember one only once its challenge opened under the secret; else anyone who sees
+    a challenge go by can lock its client out."""
+    auth = _run_auth(ctx)
+    with t.writer(DEFAULT_WRITER_WORKLOAD, ctx) as impl:
+        handshake = ClientHandshake(auth)
+        challenge = handshake.challenge()
+        forger = connect(ctx, impl.address, "forger", authenticate=False)
+        forger.write_unsealed(challenge[:-1] + bytes([challenge[-1] ^ 1]))
+        got = _drained(forger)
+        genuine = connect(ctx, impl.address, "genuine", authenticate=False)
+        answered = genuine.authenticate(handshake, challenge)
+        genuine.close()
+        real = PeerReader.open(ctx, impl.address, 0, 0)
+        real.until_terminated(STREAM_S)
+        verdict = stream_verdict(real, DEFAULT_RECORDS, 0)
+        established = len(got) > 8 and got[8] == TransportType.RPC_RESPONSE
+        passed = answered and not established and verdict.passed
+        return Verdict(passed, "a forged copy of a challenge is refused and the genuine challenge is then answered; "
+                       "the real reader is served: " + verdict.expected,
+                       f"forged copy answered with {len(got)} bytes (transport type {got[8] if len(got) > 8 else None})"
+                       f"; genuine challenge {'answered' if answered else 'refused: ' + str(genuine.auth_error)}; "
+                       f"real reader: {verdict.actual}")
 
 
 def w_replay_gets_nothing(t: ShuffleTarget, ctx: CaseContext) -> Verdict:

@@ -11,6 +11,7 @@ from conformance.shuffle.suite.auth_cases import (
     r_data_before_handshake,
     r_wrong_secret,
     w_credit_in_clear,
+    w_forged_copy_first,
     w_replay_gets_nothing,
     w_replay_refused,
     w_silent_stranger,
@@ -391,6 +392,9 @@ CASES: Final = (
        "the real reader", w_wrong_secret, AUTH),
     _c("auth/writer-replay-gets-no-data", MUST, W, "A challenge replayed from a recorded connection gets no DATA",
        w_replay_gets_nothing, AUTH),
+    _c("auth/writer-answers-a-challenge-after-a-forged-copy", MUST, W, "A writer refuses a copy of a challenge "
+       "whose ciphertext does not open, then answers the genuine challenge with the same salt, and serves the real "
+       "reader", w_forged_copy_first, AUTH),
     _c("auth/writer-refuses-replayed-challenge", SHOULD, W, "A writer refuses a replayed challenge outright "
        "(Spark 4.3.0 answers it with a fresh key pair)", w_replay_refused, AUTH),
     _c("auth/reader-rejects-data-before-handshake", MUST, R, "A reader rejects a DATA sent in place of the "
