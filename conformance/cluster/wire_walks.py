@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any, Callable, Final, Sequence
 
 from conformance.corpus_record import CorpusFiles, Record, corpus_report, record_of, record_with, unjudged_mutants, write_corpus
-from conformance.cluster.walks import (BATCHES_RESORTED, RECIPIENTS, TOLD_ORDER, bounded_hangs,
+from conformance.cluster.walks import (BATCHES_RESORTED, RECIPIENTS, REVISION_STEP, TOLD_ORDER, bounded_hangs,
                                       first_difference, kept_comments, progress_printer, suite_elsewhere)
 from conformance.operator_mutants import OperatorMutant, Selection, canonical, every_mutant, rule_of
 from conformance.cluster.service_wire import RawConnection, ServiceAddress
@@ -103,7 +103,8 @@ HEADER: Final = [
     "node moved into a shard written before).",
     "A step sends frames on a connection (conn, numbered from 0; a frame is a message by its fields, with trim/pad "
     "bytes cut from or added to its body, or raw hex; an op's value in hex, its expected revision a symbol or a "
-    "number; a resumed HELLO's resume_after a symbol plus an offset), awaits the reply to a request id (or any ERROR), moves the "
+    "number; a resumed HELLO's resume_after a symbol and an offset: -1 just below it, 0 at it, 1 the next revision named "
+    "after it, as a provider's revisions may skip numbers), awaits the reply to a request id (or any ERROR), moves the "
     "stopped clock to a connection's silence deadline (its last frame plus WELCOME's fail_bound_ms) plus offset ms, "
     "or starts a service (capability configure: SERVE) that the connections opened after it reach, answered "
     "'serving' or 'refused'. At the end each connection's sending side is closed and what the service sends up to "
@@ -150,11 +151,18 @@ class Symbols:
         return next((str(value) for (kind, value), name in self.names.items() if kind == "s" and name == symbol), "")
 
     def revision(self, symbol: str | int | None, plus: int = 0) -> int:
-        """A walk's revision (a symbol seen, 0 or a number) as this run's: a symbol not seen is 0."""
+        """A walk's revision (a symbol seen, 0 or a number) as this run's: a symbol not seen is 0. Around a symbol,
+        ``plus`` -1 is just below its revision and 1 the next revision named after it (the commit that followed it),
+        or just above it when none was: a provider's revisions only grow, by any step (docs/spec/cluster.md,
+        "Compare-and-swap and revisions": etcd's global revision moves for every key), so a walk resumes only where
+        what it is owed does not hang on the step."""
         if symbol is None or isinstance(symbol, int):
             return (symbol or 0) + plus
         found = next((value for (kind, value), name in self.names.items() if kind == "r" and name == symbol), None)
-        return 0 if found is None else max(0, found + plus)
+        if found is None:
+            return 0
+        later = [int(value) for (kind, value) in self.names if kind == "r" and value > found]
+        return min(later) if plus > 0 and later else max(0, found + plus)
 
 
 @dataclass
@@ -699,7 +707,7 @@ def payloadless() -> list[dict[str, Any]]:
 
 def moved_then_resumed() -> list[dict[str, Any]]:
     """A member ``a`` writes its shard's log, GLOBAL and SHARD gossip; ``b``, in a shard of its own, writes GLOBAL
-    gossip (the revision its successor resumes after, at it and one either side), then moves into ``a``'s shard; a
+    gossip (the revision its successor resumes after, at it and just below it), then moves into ``a``'s shard; a
     successor of ``b`` resumes: a node moved since ``after`` is owed its new shard's whole log and SHARD gossip, even
     what was written at or before ``after``, and no GLOBAL gossip of that shard written by then (the catch-up's
     ``moved`` and its scope test, each decisive: the seeded walks never move a node before a resume)."""
@@ -717,7 +725,7 @@ def moved_then_resumed() -> list[dict[str, Any]]:
     ]
     return [{"steps": head + [{"conn": 2, "send": [hello(b, takeover="@1", resume=True,
                                                         resume_after={"revision": "r4", "plus": plus}), renew(2)],
-                               "await": 2}]} for plus in (-1, 0, 1)]
+                               "await": 2}]} for plus in (-1, 0)]
 
 
 def candidates(seed: int = SEED) -> list[dict[str, Any]]:
@@ -729,9 +737,22 @@ def candidates(seed: int = SEED) -> list[dict[str, Any]]:
     return walks + [{"steps": _members(members)} for _ in range(MEMBER_CANDIDATES)] + derived()
 
 
+def moved_written_then_resumed() -> list[dict[str, Any]]:
+    """As :func:`moved_then_resumed`, then ``b`` writes GLOBAL gossip in its new shard, and its successor resumes just
+    below that write's revision: at the move's own revision in the model, whose counter steps by one (so a node moved
+    exactly at ``after`` is not owed the shard's log again), and between the move and the write in a provider whose
+    revisions skip, where it is owed the same (the walk names no number the step decides)."""
+    head = moved_then_resumed()[0]["steps"][:-1] + [
+        {"conn": 1, "send": [{"kind": "UPDATE_GOSSIP", "id": 5, "scope": "GLOBAL", "ops": [_op("y", "05")]}],
+         "await": 5}]
+    return [{"steps": head + [{"conn": 2, "send": [hello(f"{TAG}-b", takeover="@1", resume=True,
+                                                        resume_after={"revision": "r5", "plus": -1}), renew(2)],
+                               "await": 2}]}]
+
+
 def derived() -> list[dict[str, Any]]:
     """The walks derived from the spec's tables and rules, in the order they were added (a new one goes last)."""
-    return payloadless() + moved_then_resumed()
+    return payloadless() + moved_then_resumed() + moved_written_then_resumed()
 
 
 _CLIENT = ("unreachable", "the client's end (ClientSession, its backoff, the decoders only a client runs): a wire walk "
@@ -800,7 +821,8 @@ JUDGED: Final[dict[str, tuple[str, str]]] = {
                             "gives the same empty payload"),
     "wire.update_frames:": ("unreachable", "an update event past MAX_FRAME_BYTES (a catch-up of more than 16 MiB): no "
                             "short walk writes that much (the inputs corpus's updateFrames calls split such events)"),
-    "model.owed_membership: drop sorted(...)": TOLD_ORDER,  # before "model.": the first prefix that matches judges
+    "model.ClusterModel._next_revision: 1 -> 2": REVISION_STEP,  # before "model.": the first prefix that matches judges
+    "model.owed_membership: drop sorted(...)": TOLD_ORDER,
     "model.ClusterModel.update_gossip: drop sorted(...)": TOLD_ORDER,
     "model.ClusterModel.shard_members: drop sorted(...)": RECIPIENTS,
     "model._batches: drop sorted(...) in sorted(groups)": BATCHES_RESORTED,

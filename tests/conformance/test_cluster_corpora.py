@@ -134,3 +134,25 @@ def test_shard_gossip_told_beyond_its_shard_is_the_spec_s_answer_and_told_to_non
     to_none = replace(GOSSIP_TO_ALL, name="model-shard-gossip-to-none",
                       replace="recipients = [] if scope is Scope.SHARD else sorted(self.members)")
     assert any(got != wanted for got, wanted in _model_answers(to_none))
+
+
+REVISIONS_BY_TWO = Mutant("model-revisions-by-two", "spec/cluster/model.py", "        self.revision += 1\n",
+                          "        self.revision += 2\n", "the model's revisions step by two, as a provider's may")
+
+
+def test_a_service_whose_revisions_skip_numbers_answers_every_wire_walk_as_recorded() -> None:
+    """docs/spec/cluster.md promises revisions that grow, by any step (etcd's global revision moves for every key):
+    a service counting by two answers every recorded wire walk as the spec does (a resume just above a revision
+    means the next one the walk named; 0.8 s: 50 walks, a service each)."""
+    tests = [t for group in json.loads(wire_walks.WALKS_FILE.read_text())["testGroups"] for t in group["tests"]]
+    with fresh_modules(wire_walks.PREFIXES, REVISIONS_BY_TWO):
+        run = wire_walks.load_runner()
+        assert [run({"steps": t["steps"]}) for t in tests] == [t["answer"] for t in tests]
+
+
+def test_a_resume_around_a_revision_names_no_number_the_step_decides() -> None:
+    symbols = wire_walks.Symbols()
+    for revision in (10, 14):
+        symbols.name("r", revision)
+    assert [symbols.revision("r1", plus) for plus in (-1, 0, 1)] == [9, 10, 14]
+    assert symbols.revision("r2", 1) == 15  # none named after it: just above
