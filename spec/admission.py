@@ -104,7 +104,8 @@ class ConnectionUse(enum.IntEnum):
     """What a held connection is doing, in the order a newcomer at the cap evicts (lowest first)."""
 
     ENDING = 0
-    """The server closed its side; only its last bytes are still being written to the client."""
+    """The server closed its side; only its last bytes are still being written to the client (final: no use
+    reported after it changes it)."""
     HANDSHAKE = 1
     """Its handshake is not complete (a slow-loris stays here)."""
     IDLE = 2
@@ -164,8 +165,12 @@ class ConnectionAdmission(Generic[K]):
         return Admission(admitted=True, evicted=evicted)
 
     def using(self, peer: K, use: ConnectionUse) -> None:
-        """The connection is now doing ``use``; entering a use anew makes it the youngest of its rank."""
-        if peer in self._use and self._use[peer] is not use:
+        """The connection is now doing ``use`` (a relay reports it each time bytes go by, so mostly the use it was
+        in): entering a use anew makes it the youngest of its rank; the same use reported again keeps its
+        place (a connection pinging while idle is still idle since its last stream); ENDING is final (once the
+        server closed its side nothing the client sends makes the connection worth keeping)."""
+        held = self._use.get(peer)
+        if held is not None and held is not use and held is not ConnectionUse.ENDING:
             self._leave(peer)
             self._enter(peer, use)
 

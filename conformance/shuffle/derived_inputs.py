@@ -94,6 +94,14 @@ def eviction_requests() -> list[Request]:
              "steps": [["accepted", 0], ["using", 0, use.name], ["accepted", 1]]} for use in ConnectionUse]
 
 
+def ending_requests() -> list[Request]:
+    """A connection the server closed (ENDING), then reported in each other use, beside a younger handshake at the
+    cap: ENDING is final, so the newcomer still evicts it first."""
+    return [{"function": "connections", "maxConnections": 2,
+             "steps": [["accepted", 0], ["accepted", 1], ["using", 0, "ENDING"], ["using", 0, use.name],
+                       ["accepted", 2]]} for use in ConnectionUse if use is not ConnectionUse.ENDING]
+
+
 GCM_CONFIG: Final = {"secret": "s3cret", "appId": "app-1", "cipher": "AES/GCM/NoPadding", "engineVersion": 2}
 CLIENT_SEED, SERVER_SEED = "c1" * 8, "5e" * 8
 
@@ -133,6 +141,7 @@ DERIVED: Final = (
     ("every use of a connection alone at the cap: evicted by a newcomer, or not (derived)", eviction_requests),
     ("a GCM batch sealed as three messages: each message's head at its bound (derived)", sealed_batch_requests),
     ("every authentication setting the spec trims or folds, padded or in another case (derived)", auth_setting_requests),
+    ("a connection ending, then reported in every other use: still evicted first (derived)", ending_requests),
 )
 """Each family of derived requests with the comment its tests carry."""
 

@@ -3,7 +3,8 @@ issue 43): which connection a newcomer at ``max_connections`` evicts, by the use
 
 Each scenario fills the table with connections in given uses, in a given order, on raw HTTP/2 (so a connection can
 stay in its handshake, idle, with a stream waiting for its first message, or carrying a request): every pair of
-evictable uses in either order of age, a use entered anew (the youngest of its rank), the table one under its bound.
+evictable uses in either order of age, a use entered anew (the youngest of its rank), the same use reported again
+(the older of two idle connections sends a PING: it keeps its place), the table one under its bound.
 Then a newcomer (a probe over Flight) is answered, and each connection is asked whether it is still held (a PING
 answered, or the end of its stream). The connection evicted, or none, is what the spec's own table says when told the
 same events in the same order: the answer is never typed by hand.
@@ -33,7 +34,8 @@ ANSWER_WAIT_S: Final = 5.0
 meanwhile (a bound, not a verdict)."""
 H, I, W, B = ConnectionUse.HANDSHAKE, ConnectionUse.IDLE, ConnectionUse.WAITING, ConnectionUse.BUSY
 STEPS: Final = {H: (), I: (I,), W: (I, W), B: (I, W, B)}
-"""The uses a connection goes through to reach its own (what the spec's table is told, in order)."""
+"""The uses a connection goes through to reach its own (what the spec's table is told, in order); the front reports
+a connection's use whenever it relays a frame, so a PING answered tells the table the same use again."""
 
 
 def _frame(kind: int, flags: int, stream: int, payload: bytes = b"") -> bytes:
@@ -132,11 +134,13 @@ class RawConnection:
 @dataclass(frozen=True)
 class ConnectionScenario:
     """Connections opened in order, each brought to its use; ``renewed``: one re-enters IDLE (a put on it answered)
-    after all were opened, so it is the youngest of its rank."""
+    after all were opened, so it is the youngest of its rank; ``repeated``: one reports its use again (a PING
+    answered) after all were opened, which leaves its place as it was."""
 
     label: str
     uses: tuple[ConnectionUse, ...]
     renewed: int | None = None
+    repeated: int | None = None
 
 
 def scenarios(limit: int, slots: int) -> list[ConnectionScenario]:
@@ -156,6 +160,7 @@ def scenarios(limit: int, slots: int) -> list[ConnectionScenario]:
     out.append(ConnectionScenario("carrying a request older than waiting", filled(B, W)))
     out.append(ConnectionScenario("one under the bound", filled(H, I)[:limit - 1]))
     out.append(ConnectionScenario("idle entered anew after a handshake", filled(I, H), renewed=0))
+    out.append(ConnectionScenario("idle reported again by the older", filled(I, I), repeated=0))
     return out
 
 
@@ -164,11 +169,13 @@ def expected_eviction(limit: int, scenario: ConnectionScenario) -> tuple[bool, i
     table: ConnectionAdmission[int] = ConnectionAdmission(limit)
     for i, use in enumerate(scenario.uses):
         table.accepted(i)
-        for step in STEPS[use]:
+        for step in (*STEPS[use], use):  # then the same again: its PING answered
             table.using(i, step)
     if scenario.renewed is not None:
-        for step in (W, B, I):
+        for step in (W, B, I, I):
             table.using(scenario.renewed, step)
+    if scenario.repeated is not None:
+        table.using(scenario.repeated, scenario.uses[scenario.repeated])
     verdict = table.accepted(-1)
     return verdict.admitted, verdict.evicted
 
@@ -221,6 +228,8 @@ def connection_ranks_at_their_bound(t: SyncTarget, ctx: CaseContext) -> Verdict:
                 renewed.send_request(3, first_message(_cmd(path, origin, None, ())), end=True)
                 renewed.until_stream_ended(3)
                 renewed.round_trip()
+            if scenario.repeated is not None:
+                conns[scenario.repeated].round_trip()
             answer = _numbers(t.put(ctx, _cmd(path, origin, None, ())))
             closed = [i for i, conn in enumerate(conns) if not conn.held()]
         except OSError as exc:

@@ -1179,8 +1179,8 @@ SUITE = Suite(
            derived_axes.connections_at_their_bound, "connections"),
         _c("admission/derived-connection-ranks-at-their-bound", SHOULD, "At max_connections a newcomer evicts the "
            "connection the spec's table names: an unfinished handshake or an idle one (oldest first, a use entered "
-           "anew the youngest) before one waiting for a first message, never one carrying a request; one under the "
-           "bound, none", derived_connections.connection_ranks_at_their_bound, "connections", "put-slots"),
+           "anew the youngest, the same use reported again keeping its place) before one waiting for a first "
+           "message, never one carrying a request; one under the bound, none", derived_connections.connection_ranks_at_their_bound, "connections", "put-slots"),
         _c("admission/derived-stream-deadlines-at-their-bounds", SHOULD, "A stream's first message is taken a "
            "tick before first_message_timeout_s from its opening and the stream ends DEADLINE_EXCEEDED at it; a put "
            "completes a tick before put_timeout_s from its first message and ends DEADLINE_EXCEEDED at it",

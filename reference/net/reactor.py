@@ -475,7 +475,9 @@ class Reactor:
             self._close(late, CloseReason.LOCAL, None)
 
     def _depart(self, stream: Stream) -> None:
-        if stream.ended:
+        """Every departure asked of an open stream goes to the policy (one already departing keeps its first
+        deadline: the policy's rule, not this loop's)."""
+        if stream.closed:
             return
         if self._departures.leaving(stream, stream._start_departing(), self._clock()):
             self._update(stream)

@@ -166,7 +166,7 @@ class _Tls:
 class _Relay:
     """One client connection and its private connection to gRPC, relayed both ways."""
 
-    __slots__ = ("front", "client", "upstream", "watch", "use", "peer", "tls", "_connecting")
+    __slots__ = ("front", "client", "upstream", "watch", "peer", "tls", "_connecting")
 
     def __init__(self, front: ConnectionFront) -> None:
         self.front = front
@@ -174,7 +174,6 @@ class _Relay:
         self.upstream = _Side(self)
         self.client.other, self.upstream.other = self.upstream, self.client
         self.watch = ConnectionWatch(front.max_streams)
-        self.use = ConnectionUse.HANDSHAKE
         self.peer = "?"
         self.tls = _Tls(front.tls) if front.tls is not None else None
         self._connecting: asyncio.Task[object] | None = None
@@ -236,9 +235,8 @@ class _Relay:
         self.client.write(data)
 
     def _report_use(self) -> None:
-        if self.watch.use is not self.use and self.use is not ConnectionUse.ENDING:
-            self.use = self.watch.use
-            self.front.admission.using(self, self.use)
+        """Every use the watch reads, each time it reads one: what a report changes is the policy's to decide."""
+        self.front.admission.using(self, self.watch.use)
 
     def ended(self, side: _Side) -> None:
         """``side`` sent its end of stream: pass it on; once both did, close both."""
@@ -256,8 +254,7 @@ class _Relay:
     def closed(self, side: _Side, exc: Exception | None) -> None:
         """``side`` is closed: close the other, after what it has queued (at once, with a reset, if ``side`` broke)."""
         if side is self.upstream and not self.client.lost:
-            self.use = ConnectionUse.ENDING  # only gRPC's last bytes are left to write
-            self.front.admission.using(self, ConnectionUse.ENDING)
+            self.front.admission.using(self, ConnectionUse.ENDING)  # only gRPC's last bytes are left to write
         if exc is None:
             side.other.close()
         else:
@@ -325,7 +322,7 @@ class ConnectionFront:
             return False
         if verdict.evicted is not None:
             log.info("closed the connection from %s (%s) to make room for one from %s",
-                     verdict.evicted.peer, verdict.evicted.use.name.lower(), relay.peer)
+                     verdict.evicted.peer, verdict.evicted.watch.use.name.lower(), relay.peer)
             verdict.evicted.evict()
         return True
 

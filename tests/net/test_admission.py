@@ -105,6 +105,21 @@ def test_idleness_counts_from_the_end_of_the_last_stream() -> None:
     assert admission.accepted("newer") == Admission(admitted=True, evicted="c0")
 
 
+def test_a_use_reported_again_keeps_the_connections_place() -> None:
+    """The front reports a connection's use whenever it relays a frame: a PING on an idle connection is no new
+    idleness."""
+    admission = _held(ConnectionUse.IDLE, ConnectionUse.IDLE)
+    admission.using("c0", ConnectionUse.IDLE)
+    assert admission.accepted("new") == Admission(admitted=True, evicted="c0")
+
+
+def test_an_ending_connection_stays_ending_whatever_is_reported_after() -> None:
+    admission = _held(ConnectionUse.IDLE, ConnectionUse.BUSY)
+    admission.using("c1", ConnectionUse.ENDING)
+    admission.using("c1", ConnectionUse.BUSY)  # the client's last frames, read after the server closed its side
+    assert admission.accepted("new") == Admission(admitted=True, evicted="c1")
+
+
 def test_a_connection_carrying_a_request_is_never_evicted_while_another_is_not() -> None:
     admission = _held(ConnectionUse.BUSY, ConnectionUse.BUSY, ConnectionUse.WAITING, ConnectionUse.BUSY)
     assert admission.accepted("new") == Admission(admitted=True, evicted="c2")  # silent streams go before requests
