@@ -112,6 +112,8 @@ class RunOptions:
     """What the user declared the target can do (``--capabilities``); None: the suite infers it."""
     auth: AuthConfig | None = None
     """Shuffle: authenticate and encrypt every connection (``--secret-file``, ``--cipher``)."""
+    jobs: int = 1
+    """How many cases run at once (``--jobs``); more than one only where :attr:`Suite.independent_cases` allows."""
 
 
 @dataclass(slots=True)
@@ -183,6 +185,10 @@ class Suite:
     open_target: Callable[[RunOptions], AbstractContextManager[Target]]
     roles: tuple[str, ...]
     target_help: str
+    independent_cases: Callable[[str], bool] = lambda target: False
+    """Whether the cases against the target named so share nothing (each its own program, connections and
+    deadline), so that several may run at once; a target whose cases share a process or a server runs one at a
+    time."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 import traceback
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Final, Mapping, Sequence
 from urllib.parse import urlsplit
@@ -139,14 +140,21 @@ def probe(suite: str, target: str) -> None:
         raise TargetUnreachable(f"cannot connect to {target}: {exc.strerror or exc}") from None
 
 
-def run_cases(suite: Suite, cases: Sequence[Case], options: RunOptions, verbose: bool = True) -> RunReport:
-    """Open the target, run ``cases`` in order and group their failures by root cause.
+def check_jobs(suite: Suite, options: RunOptions) -> None:
+    """Raise ValueError when ``options.jobs`` asks for cases at once against a target whose cases are not independent."""
+    if options.jobs > 1 and not suite.independent_cases(options.target):
+        raise ValueError(f"{options.target} runs one {suite.name} case at a time (its cases share a process or a server)")
 
-    Raises :class:`TargetUnreachable` (before any case) when the target cannot be reached.
+
+def run_cases(suite: Suite, cases: Sequence[Case], options: RunOptions, verbose: bool = True) -> RunReport:
+    """Open the target, run ``cases`` (``options.jobs`` at once) and group their failures by root cause.
+
+    Raises :class:`TargetUnreachable` (before any case) when the target cannot be reached, ValueError when
+    ``options.jobs`` asks for cases at once against a target whose cases are not independent.
     """
     probe(suite.name, options.target)
+    check_jobs(suite, options)
     codec = codec_for(suite.name)
-    reports: list[CaseReport] = []
     try:
         opened = suite.open_target(options)
         target = opened.__enter__()
@@ -155,16 +163,36 @@ def run_cases(suite: Suite, cases: Sequence[Case], options: RunOptions, verbose:
     except Exception as exc:  # whatever stops the target from starting is the one-line reason
         raise TargetUnreachable(f"cannot open target {options.target}: {one_line(exc, whole=True)}") from None
     try:
-        for index, case in enumerate(cases, 1):
-            report = run_case(case, target, options, codec)
-            reports.append(report)
-            if verbose:
-                print(f"[{index}/{len(cases)}] {report.outcome.value:<11} {case.id} "
-                      f"({report.duration_ms:.0f} ms)", flush=True)
+        reports = run_each(cases, target, options, codec, verbose)
         description = target.description
     finally:
         opened.__exit__(None, None, None)
     return RunReport(suite.name, description, reports, root_causes(reports))
+
+
+def run_each(cases: Sequence[Case], target: Target, options: RunOptions, codec: FrameCodec | None,
+             verbose: bool) -> list[CaseReport]:
+    """Each case's report, in the order of ``cases``: ``options.jobs`` of them run at once, started in that order
+    (each case's deadline counts from its own start), and the progress lines come in that order too."""
+    pool = ThreadPoolExecutor(options.jobs, thread_name_prefix="cases")
+    try:
+        started = [pool.submit(run_case, case, target, options, codec) for case in cases]
+        reports: list[CaseReport] = []
+        for index, (case, future) in enumerate(zip(cases, started), 1):
+            report = future.result()
+            reports.append(report)
+            if verbose:
+                print(f"[{index}/{len(cases)}] {report.outcome.value:<11} {case.id} "
+                      f"({report.duration_ms:.0f} ms)", flush=True)
+        return reports
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)  # an interrupted run starts no further case
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return int(text)
 
 
 def _capabilities(text: str) -> frozenset[str]:
@@ -183,6 +211,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--strict", action="store_true", help="SHOULD violations fail the run")
     parser.add_argument("--list", action="store_true", help="list the matching cases and exit")
     parser.add_argument("--timeout", type=float, default=30.0, help="per-case timeout in seconds")
+    parser.add_argument("--jobs", type=_positive, default=1, metavar="N",
+                        help="run N cases at once, where the target's cases are independent (shuffle: reference "
+                        "and exec:, a program per case); reports keep the catalogue's order")
     parser.add_argument("--junit", type=Path, help="write JUnit XML here")
     parser.add_argument("--json-report", type=Path, help="write the JSON report here")
     parser.add_argument("--html", type=Path, help="write the self-contained HTML report here")
@@ -209,7 +240,12 @@ def main(args: argparse.Namespace) -> int:
         auth = AuthConfig(secret.encode(), CONFORMANCE_APP_ID, CipherName.parse(args.cipher), args.auth_engine_version)
     options = RunOptions(suite=args.suite, target=args.target, role=args.role,
                          case_prefixes=tuple(args.case_prefixes or ()), strict=args.strict, timeout=args.timeout,
-                         capabilities=args.capabilities, auth=auth)
+                         capabilities=args.capabilities, auth=auth, jobs=args.jobs)
+    try:
+        check_jobs(suite, options)
+    except ValueError as refused:
+        print(f"error: --jobs: {refused}", file=sys.stderr)
+        return 2
     cases = select_cases(suite, options)
     if args.list:
         for case in cases:

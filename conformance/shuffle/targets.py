@@ -394,6 +394,12 @@ class SparkTarget:
         return Report("error", answer.get("condition"), f"{answer.get('exception')}: {answer.get('detail')}")
 
 
+def starts_a_program_per_case(target: str) -> bool:
+    """``reference`` and ``exec:``: each case starts its own program on its own ports, so cases are independent;
+    ``spark-jvm`` drives every case through one JVM and ``tcp://`` is one running writer."""
+    return target == "reference" or target.startswith("exec:")
+
+
 @contextmanager
 def open_target(options: RunOptions) -> Iterator[ExecTarget | TcpTarget | SparkTarget]:
     """The target named on the command line."""

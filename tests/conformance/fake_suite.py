@@ -36,11 +36,12 @@ class RunFake(Protocol):
 
 @pytest.fixture
 def fake_suite(monkeypatch: pytest.MonkeyPatch) -> Callable[[Sequence[Case], OpenTarget], RunFake]:
-    """``fake_suite(cases, open_target)`` installs a suite and returns ``run(*argv)``, ``python -m
-    conformance run`` on it."""
-    def install(cases: Sequence[Case], open_target: OpenTarget = open_fake_target) -> RunFake:
+    """``fake_suite(cases, open_target, independent)`` installs a suite (its cases independent against every target
+    when ``independent``) and returns ``run(*argv)``, ``python -m conformance run`` on it."""
+    def install(cases: Sequence[Case], open_target: OpenTarget = open_fake_target, independent: bool = False) -> RunFake:
         module = types.ModuleType("conformance.fake.suite")
-        module.SUITE = Suite("fake", cases, open_target, ("writer", "reader"), "fake only")  # type: ignore[attr-defined]
+        module.SUITE = Suite("fake", cases, open_target, ("writer", "reader"), "fake only",  # type: ignore[attr-defined]
+                             independent_cases=lambda target: independent)
         monkeypatch.setitem(sys.modules, "conformance.fake.suite", module)
 
         def run(*argv: str) -> int:

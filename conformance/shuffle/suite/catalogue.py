@@ -28,6 +28,7 @@ from conformance.shuffle.targets import (
     WORKLOAD,
     WRITER,
     open_target,
+    starts_a_program_per_case,
 )
 from conformance.shuffle.suite.helpers import (
     CHANNEL_IDS,
@@ -410,4 +411,5 @@ SUITE = Suite(
     open_target=open_target,
     roles=(WRITER, READER),
     target_help=TARGET_HELP,
+    independent_cases=starts_a_program_per_case,
 )
