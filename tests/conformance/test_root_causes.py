@@ -29,6 +29,9 @@ READER_SILENT_CASE_TIMEOUT_S = 4.0
 """A reader that never credits is judged when a case's deadline ends its wait: a short deadline keeps
 that test cheap; the case that passes (acks echoed) needs a small fraction of it (0.4-0.6 s at load 10-13, where
 the failing cases began their wait 0.3-0.9 s after their start)."""
+JOBS = 4
+"""Cases a run takes at once (``--jobs``): each starts its own broken peer, and the no-credit reader's failing cases
+wait out their whole deadline side by side instead of one after another."""
 
 
 def run(tmp_path: Path, fault: str, *cases: str, case_timeout_s: float = 30.0
@@ -37,6 +40,7 @@ def run(tmp_path: Path, fault: str, *cases: str, case_timeout_s: float = 30.0
     selection = [arg for case in cases for arg in ("--case", case)]
     done = subprocess.run(
         [sys.executable, "-m", "conformance", "run", "--suite", "shuffle", "--target", target, *selection, "--timeout", str(case_timeout_s),
+         "--jobs", str(JOBS),
          "--json-report", str(tmp_path / "r.json"), "--junit", str(tmp_path / "r.xml")],
         cwd=ROOT, capture_output=True, text=True, timeout=RUN_DEADLINE_S,
     )
