@@ -82,6 +82,15 @@ def told_apart_in_names(names: Iterable[str]) -> Counter[Rule]:
     return Counter((name.split(":", 1)[0], rule_of(name)) for name in names)
 
 
+def told_apart_in_file(path: Path) -> Counter[Rule]:
+    """What a corpus's recorded selection tells apart, by rule: a record (:func:`told_apart_in_record`), or a vector
+    file whose ``selection`` names the mutants it told apart (``killedBy``: :func:`told_apart_in_names`)."""
+    recorded = json.loads(path.read_text())
+    if "selection" in recorded:
+        return told_apart_in_names(recorded["selection"]["killedBy"])
+    return told_apart_in_record(recorded)
+
+
 def told_apart_elsewhere(left: Sequence[Rule], mutants: Sequence[OperatorMutant], others: Mapping[str, Counter[Rule]]
                          ) -> list[str | None]:
     """For each mutant a corpus ``left`` (its survivors, by rule; one entry each), the name of another corpus of the

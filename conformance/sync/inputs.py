@@ -31,6 +31,7 @@ import logging
 import math
 import random
 import sys
+from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -40,7 +41,7 @@ import pyarrow.flight as flight
 from google.protobuf import any_pb2
 
 from conformance import vectorgen
-from conformance.corpus_record import told_apart_in_names
+from conformance.corpus_record import Rule, told_apart_elsewhere, told_apart_in_file
 from conformance.framework import CaseContext, Verdict
 from conformance.operator_mutants import judgement, rule_of, score
 from spec.sync.confinement import MAX_NAME_BYTES, MAX_SEGMENT_BYTES, table_name
@@ -72,16 +73,30 @@ Request = dict[str, Any]
 
 # -- the request on the wire (the client's side) ------------------------------------------------------------------
 
+_NESTED_TYPES: Final = {"struct": pa.struct([("a", pa.int64()), ("b", pa.int64())]), "list": pa.list_(pa.int64()),
+                        "map": pa.map_(pa.string(), pa.int64()), "large_list": pa.large_list(pa.int64()),
+                        "fixed_size_list": pa.list_(pa.int64(), 1),
+                        "union": pa.sparse_union([pa.field("a", pa.int64())])}
+"""The nested kinds a request names: one of each kind ``spec.sync.admission`` refuses (its ``_NESTED``) but a
+dictionary's, whose values a Flight client sends as a dictionary message, refused before any schema rule
+(``conformance.sync.input_runner``, as the reference server reads a put)."""
+
+
 def _arrow_type(kind: str) -> pa.DataType:
-    special = {"struct": pa.struct([("a", pa.int64()), ("b", pa.int64())]), "list": pa.list_(pa.int64()),
-               "map": pa.map_(pa.string(), pa.int64())}
-    return special[kind] if kind in special else pa.type_for_alias(kind)
+    return _NESTED_TYPES[kind] if kind in _NESTED_TYPES else pa.type_for_alias(kind)
+
+
+def _array(values: list[Any], kind: str) -> pa.Array:
+    """``values`` as an array of ``kind`` (a union's from its one child: pyarrow builds none from Python values)."""
+    if kind == "union":
+        return pa.UnionArray.from_sparse(pa.array([0] * len(values), pa.int8()), [pa.array(values, pa.int64())], ["a"])
+    return pa.array(values, _arrow_type(kind))
 
 
 def batches(request: Request) -> list[pa.RecordBatch]:
     """The request's record batches: none without rows, else one, or two split before row ``split``."""
     columns: list[list[Any]] = _from_json(request).get("columns", [])
-    table = pa.table({name: pa.array(values, _arrow_type(kind)) for name, kind, values in columns})
+    table = pa.table({name: _array(values, kind) for name, kind, values in columns})
     if table.num_rows == 0:
         return []
     split = request.get("split")
@@ -568,12 +583,81 @@ def _json_safe(request: Request) -> Request:
 def later_faults() -> dict[str, Fault]:
     """Faults added after the corpus was first selected, each tried alone on a put with rows after every other
     candidate, so the numbers a recorded selection keys its requests by stay: a key named in upper case with a value
-    column named like it in lower case (the key names are compared lower-cased), and a name holding every C0 control
-    character but NUL in descending order (a refusal names them in ascending order)."""
+    column named like it in lower case (the key names are compared lower-cased), a name holding every C0 control
+    character but NUL in descending order (a refusal names them in ascending order), then the derived ones
+    (:func:`derived_faults`)."""
     return {"value-named-upper-key": _both(_descriptor(0, name="ID"), _descriptor(1, name="ID"),
                                            _column("x", "string", ["x"], VALUE, "id")),
             "name-controls-descending": _column("x", "string", ["x"], VALUE,
-                                                "a" + "".join(map(chr, range(0x1F, 0, -1))))}
+                                                "a" + "".join(map(chr, range(0x1F, 0, -1)))),
+            **derived_faults()}
+
+
+TYPE_SAMPLES: Final[dict[str, Any]] = {
+    "bool": True, "int8": -1, "int16": -1, "int32": -1, "int64": -1, "uint8": 1, "uint16": 1, "uint32": 1,
+    "uint64": 1, "halffloat": 1.5, "float": 1.5, "double": 1.5, "string": "x", "large_string": "x",
+    "binary": b"\x00", "large_binary": b"\x00", "date32": datetime.date(2026, 1, 1),
+    "date64": datetime.date(2026, 1, 1), "null": None, "timestamp[us]": datetime.datetime(2026, 1, 1, 0, 0, 1),
+    "list": [1], "large_list": [1], "fixed_size_list": [1], "map": [("k", 1)], "struct": {"a": 1, "b": 2},
+    "union": 1}
+"""A value of every Arrow type the spec names (``spec.sync.schema``'s Rust type names), of one it does not name
+(a timestamp: its refusals show pyarrow's name) and of each nested kind of :data:`_NESTED_TYPES`."""
+
+
+TAKEN_TYPES: Final = {kind: value for kind, value in TYPE_SAMPLES.items()
+                      if kind not in _NESTED_TYPES and kind not in ("null", "halffloat")}
+"""The types of :data:`TYPE_SAMPLES` a table stores (not the null type, nor a nested one, nor a half float, which
+Delta has no type for)."""
+
+
+def _plain_name(kind: str) -> str:
+    return kind.split("[", 1)[0]
+
+
+def _keys_of_every_taken_type(r: Request) -> None:
+    """A key of one more column of each type of :data:`TAKEN_TYPES` (the put's rows insert it)."""
+    rows = len(r["columns"][0][2])
+    for kind, value in TAKEN_TYPES.items():
+        name = f"k_{_plain_name(kind)}"
+        r["columns"] += [[f"old_{name}", kind, [None] * rows], [f"new_{name}", kind, [value] * rows]]
+        r["descriptors"] += [[OLD, name], [NEW, name]]
+
+
+def derived_faults() -> dict[str, Fault]:
+    """Each schema rule derived over what it ranges over, each input beside its nearest twin on the other side of
+    the rule: every type of :data:`TYPE_SAMPLES` as a value column (with a value, and null), as the key and as a
+    CHANGED column; a column name at each edge of the control characters (U+001F, U+007F and U+0080 to U+009F
+    refused; a space, ``~`` and U+00A0 taken), a key's name and a CHANGED column's with one; a key named twice (in
+    one case or two) and no key at all; rows of one key split over two batches (the later one wins); a sequence
+    number either side of the largest signed one. The twins a put takes are also drawn together, as a tester who
+    cannot afford a put each would (:data:`TAKEN_FAULTS`): a value of every type a table stores and a null of it, a
+    key of every such type, the taken names."""
+    out: dict[str, Fault] = {}
+    for kind, value in TYPE_SAMPLES.items():
+        out[f"derived-value-{kind}"] = _column("x", kind, [value])
+        out[f"derived-null-value-{kind}"] = _column("x", kind, [None])
+        out[f"derived-key-{kind}"] = _key_type(kind, None, value)
+        out[f"derived-changed-{kind}"] = _both(_column("w", "string", ["w"]),
+                                               _column("changed_w", kind, [value], CHANGED, "w"))
+    for label, name in (("c0-last", "a\x1f"), ("space", " "), ("tilde", "a~"), ("del", "a\x7f"), ("c1-first", "a\x80"),
+                        ("c1-last", "a\x9f"), ("nbsp", "a\xa0")):
+        out[f"derived-name-{label}"] = _column("x", "string", ["x"], VALUE, name)
+    out["derived-every-taken-type"] = _both(_rows(1, 2), *(_column(f"x_{_plain_name(kind)}", kind, [value, None])
+                                                           for kind, value in TAKEN_TYPES.items()))
+    out["derived-key-of-every-taken-type"] = _keys_of_every_taken_type
+    out["derived-names-taken"] = _both(*(_column(f"x{n}", "string", ["x"], VALUE, name)
+                                         for n, name in enumerate((" ", "a~", "a\xa0"))))
+    out["derived-key-name-control"] = _both(_descriptor(0, name="i\x01d"), _descriptor(1, name="i\x01d"))
+    out["derived-changed-name-control"] = _both(_column("w\x01", "string", ["w"]),
+                                                _column("changed_w", "bool", [True], CHANGED, "w\x01"))
+    for label, name in (("same", "id"), ("other-case", "ID")):
+        out[f"derived-key-twice-{label}"] = _both(lambda r: _second_key(r), _descriptor(1, name=name),
+                                                  _descriptor(4, name=name))
+    out["derived-no-key"] = _both(_descriptor(0, role=VALUE, name="u"), _descriptor(1, role=VALUE, name="w"))
+    out["derived-rows-same-key-split"] = _both(_rows(1, 1), _split(1))
+    out["derived-seq-signed-max"] = _set(seq=2**63 - 1)
+    out["derived-seq-signed-past"] = _set(seq=2**63)
+    return out
 
 
 def candidates(seed: int) -> list[dict[str, Any]]:
@@ -628,8 +712,9 @@ def _built(kind: str, chosen: Sequence[str], table: dict[str, Fault], tag: str) 
 def _from_json(request: Request) -> Request:
     """The request with float columns' text values back as numbers (what :func:`batches` builds arrays from)."""
     columns = [[n, k, [float(v) if isinstance(v, str) and k in ("double", "float", "halffloat") else
-                       datetime.date.fromisoformat(v) if k == "date32" and isinstance(v, str) else
-                       bytes.fromhex(v) if k == "binary" and isinstance(v, str) else
+                       datetime.date.fromisoformat(v) if k in ("date32", "date64") and isinstance(v, str) else
+                       datetime.datetime.fromisoformat(v) if k.startswith("timestamp") and isinstance(v, str) else
+                       bytes.fromhex(v) if k in ("binary", "large_binary") and isinstance(v, str) else
                        [tuple(pair) for pair in v] if k == "map" and v is not None else v for v in values]]
                for n, k, values in request.get("columns", [])]
     return dict(request, columns=columns)
@@ -664,6 +749,7 @@ def select(seed: int) -> dict[str, Any]:
         names = {m.name for m in found if m.module == module}
         modules[module] = {"mutants": len(names), "toldApart": len(names & result.killed_by.keys()),
                            "broken": len(names & set(result.broken)),
+                           "brokenRules": sorted(rule_of(n) for n in result.broken if n in names),
                            "survivors": sorted(rule_of(n) for n in result.survivors if n in names),
                            "timedOut": sorted(rule_of(n) for n in result.timed_out if n in names)}
     return {"seed": seed, "modules": modules, "killedBy": dict(result.killed_by)}
@@ -690,6 +776,13 @@ rows gets, so a rule broken otherwise than by a first-order mutant (refusing ``_
 ``_`` segment) is still tried."""
 
 
+RULE_TAKEN: Final = "what a put takes, drawn together (derived: inputs.TAKEN_FAULTS)"
+TAKEN_FAULTS: Final = ("derived-every-taken-type", "derived-key-of-every-taken-type", "derived-names-taken",
+                       "derived-rows-same-key-split")
+"""The derived twins a put takes (:func:`derived_faults`), kept whether a mutant needs them or not: each taken put
+costs the target a flush and a read, so the twins are drawn together, four puts where one a twin would be fifty."""
+
+
 def _refusal(request: Request, answer: dict[str, Any]) -> tuple[str, str] | None:
     """The refusal's condition and text with the request's own names left out, or None for an answer taken."""
     if "error" not in answer:
@@ -713,11 +806,14 @@ def document(selection: dict[str, Any]) -> dict[str, Any]:
             if refusal is not None and refusal not in shown:
                 shown.add(refusal)
                 rules[index], answers[index] = [RULE_KEPT], answer
+            elif label.removeprefix("rows: ") in TAKEN_FAULTS and index not in rules:
+                rules[index], answers[index] = [RULE_TAKEN], answer
     tests = []
     for n, index in enumerate(sorted(rules), 1):
         request = pool[index]["request"]
         tests.append({"tcId": n, "comment": rules[index][0], "label": pool[index]["label"], "candidate": index,
-                      "killed": len([r for r in rules[index] if r != RULE_KEPT]), "requires": sorted(requires(request)),
+                      "killed": len([r for r in rules[index] if r not in (RULE_KEPT, RULE_TAKEN)]),
+                      "requires": sorted(requires(request)),
                       "request": request, "expected": answers[index]})
     return {
         "algorithm": "seafowl-data-sync/inputs",
@@ -725,13 +821,15 @@ def document(selection: dict[str, Any]) -> dict[str, Any]:
         "numberOfTests": len(tests),
         "header": [
             "Single DoPut requests, each kept because it tells the spec apart from one of its mutants of any family "
-            "(conformance/operator_mutants.every_mutant) of the decode and validate rules, or because it shows a "
-            "refusal no other kept request shows.",
+            "(conformance/operator_mutants.every_mutant) of the decode and validate rules, because it shows a "
+            "refusal no other kept request shows, or because it is one of the derived puts the spec takes "
+            "(inputs.TAKEN_FAULTS).",
             "Regenerate: nice -n 10 python -m conformance.sync.inputs select (minutes), then python -m "
             "conformance.sync.inputs.",
         ],
         "notes": {"comment": "module.function: operator of the first mutant the request was kept for (of `killed`), "
-                             "or, with killed 0, that it shows a refusal no other request shows",
+                             "or, with killed 0, that it shows a refusal no other request shows or is a derived put "
+                             "the spec takes",
                   "{root}": "the target's store root"},
         "selection": selection,
         "testGroups": [{"type": "SyncInput", "tests": tests}],
@@ -742,6 +840,8 @@ _CLIENT: Final = "the client's side: a server decodes commands and never encodes
     "by the unmutated client, as a live target's are)"
 _STORED: Final = "a table stored by an earlier put (one request writes a table of its own; the sync walk corpus puts " \
     "twice, and the suite's apply/derived-table-schema-fit puts every rule's smallest violation and nearest valid put)"
+_FLIGHT_DATA_CLASS: Final = "the FlightData message class: the server decodes FlightData by hand (decode_flight_data)"
+_COMMUTES: Final = "pc.or_ and pc.and_ commute, and the masks they fold are pc.is_null's, never null"
 _WIRE: Final = "malformed FlightData or IPC bytes (a request is sent by a conforming Flight client)"
 JUDGED: Final[dict[str, tuple[str, str]]] = {
     "messages.SyncCommand.to_message": ("unreachable", _CLIENT),
@@ -759,13 +859,19 @@ JUDGED: Final[dict[str, tuple[str, str]]] = {
         "equivalent", "no list of segments both holds '..' and is empty or ['.']"),
     "admission._type_problem: swap checks": ("equivalent", "no Arrow type is both the null type and nested"),
     "schema.SyncSchema.check_keys: 2 -> 1": ("equivalent", "a one-column key is never null in some key columns only"),
+    "schema.SyncSchema.check_keys: remove check if len(cols) < 2": (
+        "equivalent", "of one key column x, partly is x and not x, false in every row (pc.is_null is never null); no "
+        "role has none (SyncSchema.validate refuses a put without old and new key columns)"),
+    "schema.SyncSchema.check_keys: swap arguments some / n": ("equivalent", _COMMUTES),
+    "schema.SyncSchema.check_keys: swap arguments every / n": ("equivalent", _COMMUTES),
+    "schema.SyncSchema.check_keys: swap arguments some / pc.invert(every)": ("equivalent", _COMMUTES),
     "schema.SyncSchema.check_keys: 1 -> 0": ("equivalent", "folding the first key column with itself again changes "
                                              "neither 'some null' nor 'every null' (x or x, x and x)"),
     "flight.decode_flight_data": ("unreachable", "FlightData fields other than length-delimited ones, or lengths "
                                   "past the message: pyarrow's client sends neither"),
     "flight._varint": ("unreachable", "a varint of ten bytes or one cut short (the client's lengths are short)"),
-    "flight._flight_file: drop proto_field(data,": ("unreachable", "the FlightData message class: the server decodes "
-                                                   "FlightData by hand (decode_flight_data)"),
+    "flight._flight_file: drop proto_field(data,": ("unreachable", _FLIGHT_DATA_CLASS),
+    "flight._flight_file: swap arguments FlightField.": ("unreachable", _FLIGHT_DATA_CLASS),
     "flight._flight_file: drop proto_field(desc, 'path'": ("unreachable", "a PATH descriptor (a request is sent with "
                                                           "a CMD descriptor)"),
     "flight._flight_file: drop proto_field(result,": ("unreachable", "the PutResult wrapping the response: the "
@@ -809,11 +915,29 @@ def _equivalent_in_decode() -> dict[str, str]:
     return {rule: verdict[1] for rule, verdict in verdicts.items() if verdict is not None and verdict[0] == "equivalent"}
 
 
-def _told_apart_by_decode() -> set[str]:
-    """The rules (``module.function: operator``) the decode corpus's recorded selection tells apart."""
-    from conformance.sync.decode import VECTOR_FILE as DECODE_FILE
+def told_apart_by_others() -> dict[str, Counter[Rule]]:
+    """What each other corpus of the sync suite tells apart, by rule, as recorded: the walks (puts in turn), the
+    decode corpus (bytes handed to one decoder), the machine walks (calls on one machine)."""
+    from conformance.sync import decode, machine_walks, walks
 
-    return {rule for _, rule in told_apart_in_names(json.loads(DECODE_FILE.read_text())["selection"]["killedBy"])}
+    return {name: told_apart_in_file(path) for name, path in (
+        ("walks", walks.VECTOR_FILE), ("decode", decode.VECTOR_FILE), ("machine walks", machine_walks.FILES.record))}
+
+
+def _elsewhere(selection: dict[str, Any]) -> list[str | None]:
+    """For each survivor of ``selection`` (module by module, in order), the other corpus of the sync suite that tells
+    it apart, or None (:func:`conformance.corpus_record.told_apart_elsewhere`); a mutant broken here (its import
+    fails) is broken in every corpus, so it is not among the rule's mutants another corpus may have told apart."""
+    survivors = [(module, rule) for module, f in selection["modules"].items() for rule in f["survivors"]]
+    broken = Counter((module, rule) for module, f in selection["modules"].items() for rule in f.get("brokenRules", ()))
+    importable = []
+    for mutant in _mutants():
+        key = (mutant.module, rule_of(mutant.name))
+        if broken[key] > 0:
+            broken[key] -= 1
+        else:
+            importable.append(mutant)
+    return told_apart_elsewhere(survivors, importable, told_apart_by_others())
 
 
 def report(doc: dict[str, Any]) -> str:
@@ -826,37 +950,52 @@ def report(doc: dict[str, Any]) -> str:
              f"Seed {sel['seed']}, {sel['candidates']} candidate requests, every one tried on every mutant (of every "
              f"family, `operator_mutants.every_mutant`) whose lines it runs (no limit of tries; the sans-IO runner `conformance/sync/input_runner.py`, one put as "
              f"the reference server decides it); {doc['numberOfTests']} requests kept ({by_mutants} for the mutants they "
-             "tell apart, the others each for a refusal no other request shows), each replayed through the "
+             "tell apart, the others each for a refusal no other request shows, or for what a put takes, drawn "
+             f"together from the derived faults: {', '.join(TAKEN_FAULTS)}), each replayed through the "
              "target by the suite's `inputs/` cases. Of `spec.sync.admission` only the functions one request reaches "
              f"({', '.join(FUNCTIONS['spec.sync.admission'])}). Score: told apart / (mutants - broken - equivalent).",
              "A mutant that only ran past the time limit (twice, the second time doubled) is neither told apart nor "
-             "a survivor: the last column counts them.", "",
-             "| module | mutants | told apart | broken | equivalent | unreachable | gap | score | timed out |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    total = [0] * 6
+             "a survivor: the last column counts them. A gap another corpus of the sync suite tells apart "
+             "(`corpus_record.told_apart_elsewhere`, by rule) is no gap of the suite: the true gaps are the others.",
+             "",
+             "| module | mutants | told apart | broken | equivalent | unreachable | gap | score | timed out "
+             "| gap told apart elsewhere | true gap |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    total = [0] * 8
     equivalent = _equivalent_in_decode()
     timed_total = 0
+    other = iter(_elsewhere(sel))
+    marks: dict[str, list[tuple[str, str | None]]] = {}
     for module, f in sel["modules"].items():
+        marks[module] = [(survivor, next(other)) for survivor in f["survivors"]]
         classes = [_judged(s, equivalent)[0] for s in f["survivors"]]
+        elsewhere = sum(_judged(s, equivalent)[0] == "gap" and corpus is not None for s, corpus in marks[module])
         row = [f["mutants"], f["toldApart"], f["broken"], classes.count("equivalent"), classes.count("unreachable"),
-               classes.count("gap")]
+               classes.count("gap"), elsewhere, classes.count("gap") - elsewhere]
         total = [a + b for a, b in zip(total, row)]
         timed_out = len(f.get("timedOut", []))
         timed_total += timed_out
-        lines.append(f"| {module} | " + " | ".join(map(str, row)) + f" | {score(*row[:4])} | {timed_out} |")
-    lines.append("| **all** | " + " | ".join(map(str, total)) + f" | {score(*total[:4])} | {timed_total} |")
-    decoded = _told_apart_by_decode()
-    held = sum(s in decoded for f in sel["modules"].values() for s in f["survivors"])
-    lines += ["", "## Survivors", "", "Each with its judgement: equivalent (why), unreachable through one request "
-              "(the input it lacks), or gap (no candidate tells it apart yet); marked *decode* where the decode corpus "
-              f"tells it apart with bytes handed to one decoder ({held} of them; docs/walks/sync-decode.md).", ""]
-    for module, f in sel["modules"].items():
-        if f["survivors"]:
+        lines.append(f"| {module} | " + " | ".join(map(str, row[:6])) + f" | {score(*row[:4])} | {timed_out} | "
+                     f"{row[6]} | {row[7]} |")
+    lines.append("| **all** | " + " | ".join(map(str, total[:6])) + f" | {score(*total[:4])} | {timed_total} | "
+                 f"{total[6]} | {total[7]} |")
+    by_corpus = Counter(corpus for module in marks for s, corpus in marks[module]
+                        if corpus is not None and _judged(s, equivalent)[0] == "gap")
+    lines += ["", f"Of the {total[5]} gaps, {total[6]} are told apart by another corpus of the sync suite ("
+              + (", ".join(f"{name} {n}" for name, n in sorted(by_corpus.items())) or "none") + "): the suite's true "
+              f"gaps are the other {total[7]}, unmarked below.",
+              "", "## Survivors", "", "Each with its judgement: equivalent (why), unreachable through one request "
+              "(the input it lacks), or gap (no candidate tells it apart yet); marked with the other corpus of the "
+              "sync suite that tells it apart, if one does: *decode* (bytes handed to one decoder, "
+              "docs/walks/sync-decode.md), *walks* (puts in turn, docs/walks/sync.md), *machine walks* (calls on one "
+              "machine, docs/walks/sync-machines.md).", ""]
+    for module, survivors in marks.items():
+        if survivors:
             lines += [f"### {module}", ""]
-            for survivor in f["survivors"]:
+            for survivor, corpus in survivors:
                 kind, why = _judged(survivor, equivalent)
                 lines.append(f"- `{survivor}`: {kind}" + (f", {why}" if why else "")
-                             + ("; *decode*" if survivor in decoded else ""))
+                             + (f"; *{corpus}*" if corpus else ""))
             lines.append("")
     return "\n".join(lines).rstrip() + "\n"
 

@@ -3,9 +3,12 @@ whole suite's true gaps are what no corpus tells apart."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
+from pathlib import Path
 
-from conformance.corpus_record import told_apart_elsewhere, told_apart_in_names, told_apart_in_record
+from conformance.corpus_record import (told_apart_elsewhere, told_apart_in_file, told_apart_in_names,
+                                      told_apart_in_record)
 from conformance.operator_mutants import OperatorMutant, rule_of
 
 
@@ -28,3 +31,13 @@ def test_a_survivor_is_told_apart_elsewhere_only_when_another_corpus_must_have_t
     assert both == Counter({rule: 2})
     assert told_apart_elsewhere(left, mutants, {"inputs": inputs, "machines": both}) == ["inputs", "machines", None]
     assert told_apart_elsewhere(left, mutants, {}) == [None, None, None]
+
+
+def test_a_corpus_file_is_read_as_a_record_or_as_vectors_naming_what_they_told_apart(tmp_path: Path) -> None:
+    record = {"mutants": [{"module": "spec.sync.squash", "rule": "squash.merge: 1 -> 2", "outcome": "told apart"},
+                          {"module": "spec.sync.squash", "rule": "squash.merge: + -> -", "outcome": "survivor"}]}
+    vectors = {"selection": {"killedBy": {"spec.sync.squash:merge:5: 1 -> 2": 0}}, "testGroups": []}
+    (tmp_path / "record.json").write_text(json.dumps(record))
+    (tmp_path / "vectors.json").write_text(json.dumps(vectors))
+    told = Counter({("spec.sync.squash", "squash.merge: 1 -> 2"): 1})
+    assert told_apart_in_file(tmp_path / "record.json") == told == told_apart_in_file(tmp_path / "vectors.json")

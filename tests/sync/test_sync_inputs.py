@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import jsonschema
+import pyarrow as pa
 
 from conformance.sync import inputs
 from conformance.sync.suite import REFERENCE_CMD, SyncTarget
@@ -24,6 +25,21 @@ def test_input_file_matches_its_schema_its_seed_and_its_report() -> None:
     kept = [t["candidate"] for t in doc["testGroups"][0]["tests"] if t["killed"]]
     assert sorted(set(selection["killedBy"].values())) == kept
     assert inputs.REPORT_FILE.read_text() == inputs.report(doc), "run python -m conformance.sync.inputs"
+
+
+def test_the_derived_faults_range_over_every_type_the_spec_names_and_every_nested_kind_it_refuses() -> None:
+    """Each type ``spec.sync.schema`` names and a type of each nested kind admission refuses has a sample (but a
+    dictionary, refused as a Flight message), and what a put takes is the samples but the null, nested and half-float
+    types."""
+    from spec.sync import admission, schema
+
+    samples = {kind: inputs._arrow_type(kind) for kind in inputs.TYPE_SAMPLES}
+    assert set(schema._RUST_TYPE_NAMES) <= set(samples.values())
+    refused = [test for test in admission._NESTED if test is not pa.types.is_dictionary]
+    assert all(any(test(t) for t in samples.values()) for test in refused)
+    taken = {kind for kind, t in samples.items() if not pa.types.is_null(t) and not pa.types.is_float16(t)
+             and not any(test(t) for test in refused)}
+    assert set(inputs.TAKEN_TYPES) == taken
 
 
 def test_the_recorded_selection_judges_every_mutant_of_the_spec_now() -> None:
