@@ -319,6 +319,21 @@ def test_a_departing_stream_whose_peer_never_reads_is_closed_at_linger_s(ledger:
         assert record.closed == [(stream, CloseReason.LOCAL)] and stream.abandoned
 
 
+def test_a_stream_asked_to_depart_again_keeps_its_first_linger_deadline(ledger: ResourceLedger) -> None:
+    """The reactor hands every departure to the policy (spec/departure.py), which keeps the first deadline."""
+    clock = FakeClock()
+    with bound_stream(ledger, ConnectionLimits(linger_s=5.0), clock) as (record, reactor, _, stream):
+        stream.send([Outgoing((b"e" * 65536,), i) for i in range(64)])
+        stream.depart()
+        reactor.poll(0)  # it departs at 0
+        clock.now = 3.0
+        stream.depart()
+        reactor.poll(0)
+        clock.now = 5.0
+        reactor.poll(0)
+        assert record.closed == [(stream, CloseReason.LOCAL)] and stream.abandoned
+
+
 def test_a_stream_with_more_than_linger_bytes_queued_closes_at_once(ledger: ResourceLedger) -> None:
     with bound_stream(ledger, ConnectionLimits(linger_bytes=65536), time.monotonic) as (record, reactor, _, stream):
         stream.send([Outgoing((b"e" * 65536,), i) for i in range(64)])
