@@ -13,7 +13,6 @@ scenario whose run disagrees, so the golden answers are never taken on the refer
 
 from __future__ import annotations
 
-import functools
 import json
 import sys
 from dataclasses import dataclass, field
@@ -22,7 +21,14 @@ from typing import Any, Callable, Final, Iterator, Mapping, Sequence
 
 from conformance.framework import VectorResult
 from conformance.external import declared_capabilities
-from conformance.shuffle.vector_exec import ANSWER_TIMEOUT_S, TRACES, exec_answers, missing_capability
+from conformance.shuffle.vector_exec import (
+    ANSWER_TIMEOUT_S,
+    RESET,
+    TRACES,
+    TraceDriverError,
+    exec_each,
+    missing_capability,
+)
 from spec.shuffle.jsonform import from_json, to_json
 from spec.shuffle.messages import (
     CreditMessage,
@@ -497,17 +503,21 @@ def check_trace(test: Json, answers_of: Answers = reference_answers) -> str | No
 
 
 def check_trace_vectors(target: str) -> Iterator[VectorResult]:
-    """``traces.json``: one result per trace, against ``reference`` or an ``exec:`` trace driver."""
+    """``traces.json``: one result per trace, against ``reference`` or an ``exec:`` trace driver (every trace it can
+    play by one process when it declares ``trace-reset``, as :func:`~conformance.shuffle.vector_exec.exec_each`
+    plays them)."""
     declared = frozenset({"writer", "reader", TRACES})
     answers_of: Answers = reference_answers
+    tests = json.loads(VECTOR_FILE.read_text())["tests"]
     if target.startswith("exec:"):
         command = target[len("exec:"):]
         declared = declared_capabilities(command, ANSWER_TIMEOUT_S)
-        answers_of = functools.partial(_exec_answers, command)
+        playable = [t for t in tests if missing_capability(declared, t["role"]) is None]
+        answers_of = in_turn(exec_each(command, [(t, [_inputs(s) for s in t["steps"]]) for t in playable],
+                                       RESET in declared))
     elif target not in TARGETS:
         raise SystemExit(f"error: unknown shuffle trace target {target!r}; known: {', '.join(TARGETS)}, exec:CMD")
-    document = json.loads(VECTOR_FILE.read_text())
-    for test in document["tests"]:
+    for test in tests:
         group = f"traces/{test['role']}"
         name = f"tcId {test['tcId']} [{test['level']}] {test['name']}: {test['comment']}"
         lacking = missing_capability(declared, test["role"])
@@ -518,8 +528,16 @@ def check_trace_vectors(target: str) -> Iterator[VectorResult]:
         yield VectorResult(group, name, detail is None, detail or "")
 
 
-def _exec_answers(command: str, test: Json, inputs: Sequence[Json]) -> list[dict[str, Any]]:
-    return exec_answers(command, test, inputs)
+def in_turn(played: Iterator[list[dict[str, Any]] | TraceDriverError]) -> Answers:
+    """Answers taken from ``played`` one trace at a time, in the order the traces are checked; a contract breach is
+    raised for the trace it stopped."""
+    def answers_of(test: Json, inputs: Sequence[Json]) -> list[dict[str, Any]]:
+        answers = next(played)
+        if isinstance(answers, TraceDriverError):
+            raise answers
+        return answers
+
+    return answers_of
 
 
 def main(argv: Sequence[str]) -> int:
