@@ -3,8 +3,9 @@ issue 43): which connection a newcomer at ``max_connections`` evicts, by the use
 
 Each scenario fills the table with connections in given uses, in a given order, on raw HTTP/2 (so a connection can
 stay in its handshake, idle, with a stream waiting for its first message, or carrying a request): every pair of
-evictable uses in either order of age, a use entered anew (the youngest of its rank), the same use reported again
-(the older of two idle connections sends a PING: it keeps its place), the table one under its bound.
+evictable uses in either order of age, a use entered anew (the youngest of its rank: idle after a put answered, idle
+once the client reset its waiting stream), the same use reported again (a PING, a first message a byte short, the
+SETTINGS of a handshake without their ACK: each keeps its place), the table one under its bound.
 Then a newcomer (a probe over Flight) is answered, and each connection is asked whether it is still held (a PING
 answered, or the end of its stream). The connection evicted, or none, is what the spec's own table says when told the
 same events in the same order: the answer is never typed by hand.
@@ -21,13 +22,15 @@ from typing import TYPE_CHECKING, Final
 from conformance.framework import CaseContext, Verdict
 from conformance.sync.derived_streams import first_message
 from spec.admission import ConnectionAdmission, ConnectionUse
-from spec.http2_watch import ACK, DATA, END_STREAM, HEADERS, PREFACE, SETTINGS
+from spec.http2_watch import ACK, DATA, END_STREAM, HEADERS, PREFACE, RST_STREAM, SETTINGS
 from spec.sync.flight import DO_PUT_PATH
 
 if TYPE_CHECKING:
     from conformance.sync.suite import SyncTarget
 
 PING: Final = 0x6
+CANCEL: Final = 0x8
+"""RST_STREAM's error code CANCEL (RFC 9113 7)."""
 END_HEADERS: Final = 0x4
 ANSWER_WAIT_S: Final = 5.0
 """How long, in real seconds, a connection may take to answer a PING or show its end, whatever other frames it sends
@@ -80,10 +83,19 @@ class RawConnection:
             ("content-type", "application/grpc"), ("te", "trailers")))
         self.sock.sendall(_frame(HEADERS, END_HEADERS, stream, headers))
 
-    def send_request(self, stream: int, message: bytes, end: bool = False) -> None:
-        """The stream's first gRPC message, whole (and the stream's end: a complete put)."""
-        self.sock.sendall(_frame(DATA, END_STREAM if end else 0, stream,
-                                 b"\x00" + len(message).to_bytes(4, "big") + message))
+    def send_request(self, stream: int, message: bytes, end: bool = False, short: bool = False) -> None:
+        """The stream's first gRPC message, whole (and the stream's end: a complete put), or ``short`` of its last
+        byte (the stream still waits for it)."""
+        whole = b"\x00" + len(message).to_bytes(4, "big") + message
+        self.sock.sendall(_frame(DATA, END_STREAM if end else 0, stream, whole[:-1] if short else whole))
+
+    def reset(self, stream: int) -> None:
+        """RST_STREAM CANCEL: the client gives the stream up."""
+        self.sock.sendall(_frame(RST_STREAM, 0, stream, CANCEL.to_bytes(4, "big")))
+
+    def settings_without_ack(self) -> None:
+        """The preface and SETTINGS, but not the ACK of the server's: the handshake is not done."""
+        self.sock.sendall(PREFACE + _frame(SETTINGS, 0, 0))
 
     def _read_until(self, wanted: Callable[[int, int, int], bool], what: str) -> bool:
         """Read frames until one is ``wanted`` (True) or the connection ends (False), all within one
@@ -133,20 +145,27 @@ class RawConnection:
 
 @dataclass(frozen=True)
 class ConnectionScenario:
-    """Connections opened in order, each brought to its use; ``renewed``: one re-enters IDLE (a put on it answered)
-    after all were opened, so it is the youngest of its rank; ``repeated``: one reports its use again (a PING
-    answered) after all were opened, which leaves its place as it was."""
+    """Connections opened in order, each brought to its use (``short``: the one whose waiting stream has its first
+    message but its last byte), then ``after``: what one of them does once all were opened, in order (a key of
+    :data:`AFTER` and the connection)."""
 
     label: str
     uses: tuple[ConnectionUse, ...]
-    renewed: int | None = None
-    repeated: int | None = None
+    after: tuple[tuple[str, int], ...] = ()
+    short: int | None = None
+
+
+AFTER: Final = {"renew": (W, B, I, I), "ping": (), "cancel": (I, I), "settings": ()}
+"""What each follow-up tells the spec's table besides the use the connection holds again (its PING answered): a put
+on a new stream answered (renew: it is idle anew), a PING, the waiting stream reset by the client (cancel), the
+preface and SETTINGS of an unfinished handshake without their ACK (settings: still in its handshake)."""
 
 
 def scenarios(limit: int, slots: int) -> list[ConnectionScenario]:
     """Every pair of evictable uses in either order of age, one carrying a request older than one waiting, the rest
-    carrying requests (a slot left for the newcomer's probe) or waiting, the table one under its bound, and a use
-    entered anew; each at ``limit`` connections."""
+    carrying requests (a slot left for the newcomer's probe) or waiting, the table one under its bound, a use entered
+    anew (idle after a request ended, waiting no more once the client reset its stream), the same use reported again
+    (a PING; a first message a byte short; a handshake's SETTINGS without their ACK); each at ``limit`` connections."""
     def filled(*front: ConnectionUse) -> tuple[ConnectionUse, ...]:
         rest = limit - len(front)
         busy = max(min(slots - 1 - sum(u is B for u in front), rest), 0)
@@ -159,8 +178,13 @@ def scenarios(limit: int, slots: int) -> list[ConnectionScenario]:
     out.append(ConnectionScenario("waiting only: the oldest", filled(W, W)))
     out.append(ConnectionScenario("carrying a request older than waiting", filled(B, W)))
     out.append(ConnectionScenario("one under the bound", filled(H, I)[:limit - 1]))
-    out.append(ConnectionScenario("idle entered anew after a handshake", filled(I, H), renewed=0))
-    out.append(ConnectionScenario("idle reported again by the older", filled(I, I), repeated=0))
+    out.append(ConnectionScenario("idle entered anew after a handshake", filled(I, H), (("renew", 0),)))
+    out.append(ConnectionScenario("idle reported again by the older", filled(I, I), (("ping", 0),)))
+    out.append(ConnectionScenario("idle anew after its request ended, beside waiting", filled(I, W), (("renew", 0),)))
+    out.append(ConnectionScenario("waiting stream reset by the younger", filled(W, W), (("cancel", 1),)))
+    out.append(ConnectionScenario("waiting a byte short of its first message, the older", filled(W, W), short=0))
+    out.append(ConnectionScenario("handshake sent without its ACK after a younger idle", filled(H, I),
+                                  (("settings", 0),)))
     return out
 
 
@@ -171,16 +195,14 @@ def expected_eviction(limit: int, scenario: ConnectionScenario) -> tuple[bool, i
         table.accepted(i)
         for step in (*STEPS[use], use):  # then the same again: its PING answered
             table.using(i, step)
-    if scenario.renewed is not None:
-        for step in (W, B, I, I):
-            table.using(scenario.renewed, step)
-    if scenario.repeated is not None:
-        table.using(scenario.repeated, scenario.uses[scenario.repeated])
+    for action, i in scenario.after:
+        for step in AFTER[action] or (scenario.uses[i],):
+            table.using(i, step)
     verdict = table.accepted(-1)
     return verdict.admitted, verdict.evicted
 
 
-def _open(address: tuple[str, int], use: ConnectionUse, cmd_bytes: bytes) -> RawConnection:
+def _open(address: tuple[str, int], use: ConnectionUse, cmd_bytes: bytes, short: bool = False) -> RawConnection:
     conn = RawConnection(address)
     if use is not H:
         conn.handshake()
@@ -188,6 +210,8 @@ def _open(address: tuple[str, int], use: ConnectionUse, cmd_bytes: bytes) -> Raw
         conn.open_stream(1)
     if use is B:
         conn.send_request(1, cmd_bytes)
+    if short:
+        conn.send_request(1, cmd_bytes, short=True)
     if use is not H and not conn.round_trip():
         raise ConnectionError(f"a connection brought to {use.name} was closed")
     return conn
@@ -221,15 +245,18 @@ def connection_ranks_at_their_bound(t: SyncTarget, ctx: CaseContext) -> Verdict:
         conns: list[RawConnection] = []
         try:
             for i, use in enumerate(scenario.uses):
-                conns.append(_open(address, use, first_message(_cmd(path, f"{origin}-{i}", None, ()))))
-            if scenario.renewed is not None:
-                renewed = conns[scenario.renewed]
-                renewed.open_stream(3)
-                renewed.send_request(3, first_message(_cmd(path, origin, None, ())), end=True)
-                renewed.until_stream_ended(3)
-                renewed.round_trip()
-            if scenario.repeated is not None:
-                conns[scenario.repeated].round_trip()
+                conns.append(_open(address, use, first_message(_cmd(path, f"{origin}-{i}", None, ())),
+                                   short=i == scenario.short))
+            for action, i in scenario.after:
+                if action == "renew":
+                    conns[i].open_stream(3)
+                    conns[i].send_request(3, first_message(_cmd(path, origin, None, ())), end=True)
+                    conns[i].until_stream_ended(3)
+                elif action == "cancel":
+                    conns[i].reset(1)
+                elif action == "settings":
+                    conns[i].settings_without_ack()
+                conns[i].round_trip()
             answer = _numbers(t.put(ctx, _cmd(path, origin, None, ())))
             closed = [i for i, conn in enumerate(conns) if not conn.held()]
         except OSError as exc:
