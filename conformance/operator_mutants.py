@@ -495,9 +495,9 @@ def check_removal_mutants(module: str) -> list[OperatorMutant]:
     return out
 
 
-_NOT_ONE_KIND: Final = frozenset({"isinstance", "issubclass", "getattr", "setattr", "hasattr", "min", "max"})
+_NOT_ONE_KIND: Final = frozenset({"isinstance", "issubclass", "getattr", "setattr", "hasattr", "min", "max", "after"})
 """Calls whose adjacent arguments are never of one kind (an object and a type or a name), or whose order does not
-matter (min, max)."""
+matter (min, max, and spec.clock's ``after``: an instant and a duration, summed in whole microseconds)."""
 
 
 def _swapped(module: str, function: str, text: str, first: ast.expr, second: ast.expr, what: str
@@ -514,7 +514,7 @@ def swap_mutants(module: str) -> list[OperatorMutant]:
     branches (the writer's and the reader's texts of one error), and two adjacent string constants of a tuple or list
     display, or the string values of two adjacent dict entries (names, error texts), in a function body or a table
     (:func:`_tables`). Arguments of two constants of different types are never one kind, nor those of
-    ``isinstance``-like calls; those of ``min`` and ``max`` commute."""
+    ``isinstance``-like calls; those of ``min``, ``max`` and ``after`` commute."""
     text = module_path(module).read_text()
     out: list[OperatorMutant | None] = []
     for where, node in _data_nodes(ast.parse(text)):

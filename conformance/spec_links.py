@@ -44,6 +44,9 @@ CASE_SECTIONS: Final[Mapping[str, Mapping[str, str]]] = {
         "schema/": "docs/spec/sync.md#schema-rules",
         "durable/": "docs/spec/sync.md#durable-rule",
         "flush/": "docs/spec/sync.md#flush-policy",
+        "flush/derived-lag-at-inexact-instants": "docs/spec/sync.md#time",
+        "flush/derived-retry-at-inexact-instants": "docs/spec/sync.md#time",
+        "admission/derived-stream-deadlines-at-inexact-instants": "docs/spec/sync.md#time",
         "restart/": "docs/spec/sync.md#restart",
         "replay/": "docs/spec/sync.md#restart",
         "replay/duplicate-in-one-flush": "docs/spec/sync.md#application",
@@ -91,6 +94,7 @@ CASE_SECTIONS: Final[Mapping[str, Mapping[str, str]]] = {
         "walks/": "docs/spec/cluster.md#model",
         "walks/derived-every-wire-walk": "docs/spec/cluster.md#the-services-end-servicesession",
         "walks/derived-every-client-walk": "docs/spec/cluster.md#the-clients-end-clientsession",
+        "walks/derived-client-timers-at-inexact-instants": "docs/spec/cluster.md#time",
         "inputs/": "docs/spec/cluster.md#wire-layouts-of-the-cluster-service",
     },
 }

@@ -27,6 +27,8 @@ import enum
 from dataclasses import dataclass
 from typing import Generic, Hashable, TypeVar
 
+from spec.clock import after
+
 K = TypeVar("K", bound=Hashable)
 
 
@@ -63,7 +65,7 @@ class StrangerAdmission(Generic[K]):
     def accepted(self, peer: K, now: float) -> list[K]:
         """A connection arrived; returns the strangers to close to make room for it: the oldest other one
         that has not proven the secret, or, when every other has, the oldest of all (never the newcomer)."""
-        self._due[peer] = now + self.bind_timeout_s
+        self._due[peer] = after(now, self.bind_timeout_s)
         evicted = []
         while len(self._due) > self.max_pending:
             oldest = next((p for p in self._due if p not in self._proven and p != peer), next(iter(self._due)))

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Generic
 
 from spec.admission import K, due_by
+from spec.clock import after
 
 
 class Departures(Generic[K]):
@@ -35,7 +36,7 @@ class Departures(Generic[K]):
         False when it closes now (nothing queued, or more than ``max_bytes``)."""
         if queued_bytes == 0 or queued_bytes > self.max_bytes:
             return False
-        self._due.setdefault(peer, now + self.linger_s)
+        self._due.setdefault(peer, after(now, self.linger_s))
         return True
 
     def closed(self, peer: K) -> None:

@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Final, Sequence
 
+from conformance import inexact
 from conformance.cluster.client_target import ClientDriver, plain
 from conformance.corpus_record import CorpusFiles, Record, corpus_report, judged_record, to_judge, write_corpus
 from conformance.cluster.walks import (SNAPSHOT_ORDER, bounded_hangs, first_difference, kept_comments, progress_printer,
@@ -319,6 +320,40 @@ def _walk(rng: random.Random) -> dict[str, Any]:
             answer = driver.step(target_step)
             now = one["at"]
     return {"settings": settings, "steps": steps}
+
+
+INEXACT_TIMINGS_MS: Final = {"timeout": 300, "failBound": 700, "backoffFirst": 100}
+"""The client timers of the inexact walks: a HELLO timeout of 0.3 s, a request's patience of 0.7 s (the WELCOME's
+fail bound, above the timeout) and a first reconnect delay of 0.1 s, each inexact in binary."""
+
+
+def inexact_timer_walks() -> list[tuple[str, dict[str, Any]]]:
+    """Each client timer (HELLO unanswered, a request unanswered, the next dial) started at the first whole-ms
+    instant from which its duration summed as float seconds lands past its instant (:mod:`conformance.inexact`),
+    then ticked one ms before and at its instant: what an implementation counting integer milliseconds decides
+    there (spec/clock.py). Labelled walks; their answers are the spec's (:func:`run_walk`)."""
+    timing = INEXACT_TIMINGS_MS
+    settings = {"node": "n1", "secret": "", "timeoutMs": timing["timeout"], "takeover": None,
+                "backoffFirstMs": timing["backoffFirst"], "backoffLimitMs": 2000, "jitter": [1.0]}
+    welcome = {"kind": "WELCOME", "id": 1, "heartbeat_ms": 100, "ttl_ms": 300, "fail_bound_ms": timing["failBound"],
+               "session": "tok-1"}
+
+    def ticked(due_ms: int) -> list[dict[str, Any]]:
+        return [{"at": due_ms - 1, "tick": True}, {"at": due_ms, "tick": True}]
+
+    hello = inexact.sum_late(timing["timeout"])
+    request = inexact.sum_late(timing["failBound"], first_ms=2)
+    lost = inexact.sum_late(timing["backoffFirst"], first_ms=2)
+    return [
+        (f"a HELLO sent at {hello} ms, unanswered for its timeout ({timing['timeout']} ms)",
+         {"settings": settings, "steps": [{"at": hello, "connected": True}, *ticked(hello + timing["timeout"])]}),
+        (f"a request sent at {request} ms, unanswered for its patience ({timing['failBound']} ms)",
+         {"settings": settings, "steps": [{"at": 0, "connected": True}, {"at": 1, "receive": [welcome]},
+                                          {"at": request, "request": "RENEW"}, *ticked(request + timing["failBound"])]}),
+        (f"the connection lost at {lost} ms, dialled again after the first delay ({timing['backoffFirst']} ms)",
+         {"settings": settings, "steps": [{"at": 0, "connected": True}, {"at": 1, "receive": [welcome]},
+                                          {"at": lost, "lost": "reset"}, *ticked(lost + timing["backoffFirst"])]}),
+    ]
 
 
 def candidates(seed: int = SEED) -> list[dict[str, Any]]:

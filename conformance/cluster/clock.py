@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 import time
 
+from spec.clock import ms_after
+
 
 class DetectorClock:
     def __init__(self) -> None:
@@ -26,7 +28,7 @@ class DetectorClock:
     def now(self) -> float:
         if self._origin is None:
             return time.monotonic() + self._offset
-        return self._origin + self._advanced_ms / 1000
+        return ms_after(self._origin, self._advanced_ms)
 
     def stop(self) -> None:
         """Stand still (at the next whole second); a no-op when already stopped."""

@@ -17,6 +17,8 @@ kept) is told apart too:
   who a newcomer evicts (never itself);
 - the failure detector's and the service session's deadlines at their instant and one tick either side, renewed,
   read late and held;
+- each of those deadlines again at whole-millisecond instants whose float sum or difference falls on the wrong side
+  (:mod:`conformance.inexact`), at the instant and one millisecond either side;
 - each refusal of a HELLO answered with its ERROR frame, message included (the wire carries it; a wire walk records
   an ERROR by its condition): the secret carried, none and each of its nearest refused twins, an id refused as long
   as the part of it the refusal repeats and one character either side;
@@ -29,7 +31,8 @@ kept) is told apart too:
 
 Each call's answer is what this process's spec gives (:func:`conformance.cluster.inputs.run_call`): nothing is
 typed by hand, and a change of the spec changes what is owed. Times are binary fractions (a tick is 2**-10 s),
-so an instant at its deadline is exactly equal to it.
+so an instant at its deadline is exactly equal to it; the inexact rows' are whole milliseconds, which the spec's
+clock (spec/clock.py) adds as exactly.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Final
 
+from conformance import inexact
 from conformance.cluster.inputs import TICK, run_call
 from conformance.cluster.wire_walks import CONDITIONS
 from spec.cluster import wire
@@ -292,6 +296,57 @@ def session_deadlines() -> list[Edge]:
     return edges
 
 
+INEXACT_MS: Final = 300
+"""The bind timeout, linger and silence bound of the inexact rows: 0.3 s, inexact in binary."""
+INEXACT_POLICY_MS: Final = (100, 300)
+"""The detector policy of the inexact rows (heartbeat, fail_after): thresholds 150 ms and 300 ms."""
+
+
+def _s(ms: int) -> float:
+    return ms / 1000
+
+
+def inexact_instants() -> list[Edge]:
+    """Each deadline the service's bounds and its detector compute, at whole-millisecond instants whose seconds are
+    inexact in binary (found by :mod:`conformance.inexact`: the first at which the float sum or difference falls on
+    the wrong side), at its instant and one millisecond either side: what an implementation counting integer
+    milliseconds decides there (spec/clock.py)."""
+    bound = INEXACT_MS
+    edges = []
+    at = inexact.sum_late(bound)
+    for d in SIDES:
+        edges += [Edge(f"strangers: a bind timeout of {bound} ms from {at} ms, expired {_side(d, 'ms')} it",
+                       {"call": "strangers", "maxPending": 2, "bindTimeoutS": _s(bound),
+                        "steps": [["accepted", 0, _s(at)], ["deadline"], ["expired", _s(at + bound + d)], ["len"]]}),
+                  Edge(f"departures: a linger of {bound} ms from {at} ms, expired {_side(d, 'ms')} it",
+                       {"call": "departures", "maxBytes": 4, "lingerS": _s(bound),
+                        "steps": [["leaving", 0, 1, _s(at)], ["deadline"], ["expired", _s(at + bound + d)], ["len"]]})]
+    heartbeat, fail_after = INEXACT_POLICY_MS
+    for name, threshold in (("pfail_after", fail_after // 2), ("fail_after", fail_after)):
+        renewed = inexact.difference_long(threshold)
+        edges.append(Edge(f"detector: {name} ({threshold} ms) after a renewal at {renewed} ms, one ms either side",
+                          {"call": "detector", "heartbeatS": _s(heartbeat), "failAfterS": _s(fail_after),
+                           "renewals": {"n1": _s(renewed)},
+                           "ticks": [{"now": _s(renewed + threshold + d), "members": ["n1"]} for d in SIDES]}))
+        unread = inexact.difference_long(renewed + threshold)  # now - unread_for lands past the renewal's age
+        edges.append(Edge(f"detector: {name} ({threshold} ms) after a renewal at {renewed} ms, {unread} ms of it "
+                          "unread, one ms either side",
+                          {"call": "detector", "heartbeatS": _s(heartbeat), "failAfterS": _s(fail_after),
+                           "renewals": {"n1": _s(renewed)},
+                           "ticks": [{"now": _s(renewed + threshold + unread + d), "members": ["n1"],
+                                      "unreadFor": _s(unread)} for d in SIDES]}))
+    frame = wire.encode(ServiceKind.RENEW, 2).hex()
+    hello = wire.encode(ServiceKind.HELLO, 1, node_id="n1", secret="", takeover="", resume=False, resume_after=0).hex()
+    last = inexact.sum_early(bound)
+    edges.append(Edge(f"session: silence {bound} ms after a frame at {last} ms, one ms either side of the deadline",
+                      {"call": "serviceSession", "secret": None, "maxSessions": 2, "failBoundS": _s(bound),
+                       "steps": [{"at": 0.0, "data": hello, "served": 0},
+                                 {"welcome": ["tok", _s(heartbeat), _s(fail_after), _s(bound)]},
+                                 {"at": _s(last), "data": frame, "served": 1},
+                                 *({"silent": _s(last + bound + d)} for d in SIDES)]}))
+    return edges
+
+
 HELLO_SECRET: Final = "s3cret"
 ECHOED_ID_CHARS: Final = 60
 """How much of a refused id InvalidIdentifier's message repeats (spec/cluster/errors.py): the refusal's text, which the
@@ -437,7 +492,7 @@ def view_orders() -> list[Edge]:
 
 FAMILIES: Final[tuple[Callable[[], list[Edge]], ...]] = (
     error_codes, update_splits, frame_bounds, departures, strangers, detector_deadlines, session_deadlines,
-    identifiers, addresses, batches, memberships, hello_refusals, update_requests, view_orders)
+    inexact_instants, identifiers, addresses, batches, memberships, hello_refusals, update_requests, view_orders)
 
 
 def every_edge() -> list[Edge]:

@@ -54,6 +54,7 @@ INPUTS_CODE: Final = {
     "spec.admission": ("due_by", "StrangerAdmission"),
     "spec.departure": ("Departures",),
     "spec.shared_secret": ("EmptySecret", "required_secret", "configured_secret", "secret_matches"),
+    "spec.clock": ("after", "elapsed"),
 }
 """The spec's code the calls reach, by module: the functions (and classes) whose mutants are selected against (of
 the connection policies, those the service's reactor runs)."""
@@ -456,6 +457,8 @@ JUDGED: Final[dict[str, tuple[str, str]]] = {
         "wire.FrameReader.__init__:", "wire.decode: 9 -> 8", "wire.decode: len(body) == 9: == -> <=",
         "wire.decode: remove check if kind in _EMPTY", "wire.FrameReader.feed: len(self._body) == self._size: == -> >=")
 } | {
+    "clock.after: swap arguments _exact(now) / _exact(seconds)": ("equivalent", "a sum does not depend on the order "
+                                                                            "of its terms"),
     "detector.FailurePolicy.__post_init__: swap checks": ("equivalent", "both checks refuse with ValueError, so "
                                                           "only the refusal's text changes, which no rule fixes"),
     "session.ServiceSession.__init__: drop self.last_frame": ("equivalent", "the deadline reads it only once a node "

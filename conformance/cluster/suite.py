@@ -1152,6 +1152,23 @@ def every_client_walk(target: ClusterTarget, ctx: CaseContext) -> Verdict:
                           "client walks produced what the spec's client session does", client_walks.WALKS_FILE)
 
 
+def client_timers_at_inexact_instants(target: ClusterTarget, ctx: CaseContext) -> Verdict:
+    """The client session's timers (HELLO timeout, a request's patience, the reconnect delay) started at whole-ms
+    instants where float seconds would sum past the timer's instant (client_walks.inexact_timer_walks), ticked one
+    ms before and at it: every step as the spec's client session answers it."""
+    run = target.client
+    assert run is not None, "run only with the client capability"
+    problems = []
+    for label, walk in client_walks.inexact_timer_walks():
+        owed, got = client_walks.run_walk(walk), client_walks.answers_of(run, walk)
+        at = next((i for i, (o, g) in enumerate(zip(owed, got)) if o != g), None if len(owed) == len(got) else 0)
+        if at is not None:
+            problems.append(f"{label}: step {at + 1} answered {str(got[at:at + 1])[:200]}, "
+                            f"expected {str(owed[at])[:200]}")
+    return Verdict(not problems, "each timer quiet a ms before its instant and due at it, as the spec's",
+                   "; ".join(problems) or "as the spec's")
+
+
 def every_input(target: ClusterTarget, ctx: CaseContext) -> Verdict:
     """Inputs: the target's own cluster pure functions called directly (capability ``inputs``: frames of every
     kind encoded and decoded, an update split at MAX_FRAME_BYTES and one either side, a frame reader's partial
@@ -1316,6 +1333,11 @@ CASES = [
          "at each deadline and 1 ms either side, lost connections, the reconnect backoff and the handle closed) sends, "
          "tells the Core, fails, raises and sets its deadline as the spec's client session does", every_client_walk,
          frozenset({CLIENT})),
+    case("walks/derived-client-timers-at-inexact-instants", "the client session's HELLO timeout, a request's "
+         "patience and the reconnect delay, each started at a whole-ms instant where float seconds sum past the "
+         "timer's instant (0.3 s, 0.7 s, 0.1 s; the instants derived by search), fire exactly at their instant and "
+         "not a ms before, as an implementation counting integer milliseconds decides",
+         client_timers_at_inexact_instants, frozenset({CLIENT})),
     case("inputs/derived-every-input", "every call of the inputs corpus (the wire's encode and decode of every "
          "kind, an update event split at MAX_FRAME_BYTES and one either side, a frame reader fed partial frames at "
          "its bound, ids, addresses, keys, values, expected revisions and batches at their byte bounds and one past) "
@@ -1324,7 +1346,8 @@ CASES = [
          "wire and the codes next to them, an update event split at its limit with each frame's fixed part and one "
          "byte either side, every frame bound and one byte either side, the reactor's stranger and departure bounds "
          "and deadlines, the detector's and the session's deadlines at their instant and one tick either side, "
-         "read late and held, each refusal of a HELLO with its ERROR frame, a client's request of typed ops) answers "
+         "read late and held, and again at whole-ms instants whose float sum or difference falls on the wrong "
+         "side, each refusal of a HELLO with its ERROR frame, a client's request of typed ops) answers "
          "as the spec's pure functions do",
          every_input_edge, frozenset({INPUTS})),
 ]

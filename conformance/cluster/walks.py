@@ -889,7 +889,8 @@ def selected(progress: bool = False, record: Record | None = None) -> tuple[dict
     mutants = walk_mutants()
     fresh = to_judge(record, mutants)
     selection = select_all(walks, import_runner("conformance.cluster.walks", "run_walk"), PREFIXES, fresh,
-                           progress=progress_printer(progress), carried=[(w, a) for w, a, _ in recorded])
+                           progress=progress_printer(progress), carried=[(w, None) for w, _, _ in recorded])
+    # every walk kept before is kept on, its answer the spec's now (a changed spec may answer a kept walk otherwise)
     comments = kept_comments(selection, walks, [(w, c) for w, _, c in recorded])
     groups: dict[str, list[dict[str, Any]]] = {"ModelTrace": [], "DetectorTrace": [], "SessionWalk": [], "PolicyWalk": [], "CasWalk": []}
     for index in sorted(selection.kept):

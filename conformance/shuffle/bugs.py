@@ -258,7 +258,7 @@ BUGS: tuple[Mutant, ...] = (
            "p not in self._proven and p != peer", "p not in self._proven",
            "a stranger arriving at a full table where every other stranger proved the secret evicts itself"),
     Mutant("departure-linger-restarted", "spec/departure.py",
-           "self._due.setdefault(peer, now + self.linger_s)", "self._due[peer] = now + self.linger_s",
+           "self._due.setdefault(peer, after(now, self.linger_s))", "self._due[peer] = after(now, self.linger_s)",
            "a departing connection that asks to leave again restarts its linger: a peer that never reads holds "
            "the server past linger_s"),
 )

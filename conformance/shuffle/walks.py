@@ -72,7 +72,7 @@ MAX_RECORD: Final = 12_000
 
 MODULES: Final = (
     "spec.shuffle.writer", "spec.shuffle.reader", "spec.shuffle._machine", "spec.shuffle.registry",
-    "spec.shuffle.settings", "spec.shuffle.records", "spec.shuffle.clock", "spec.shuffle.checksum",
+    "spec.shuffle.settings", "spec.shuffle.records", "spec.clock", "spec.shuffle.checksum",
     "spec.shuffle.jsonform", "spec.shuffle.messages", "spec.shuffle.errors",
 )
 """The spec modules a trace reaches (the machines, what they import and run): the ones mutated.
@@ -907,9 +907,14 @@ JUDGED: Final[tuple[Judgement, ...]] = (
     ("writer.flush_threshold", "floor -> truncation", "equivalent", _NON_NEGATIVE + " (networkBufferSize is positive)"),
     ("settings._time_ms", "floor -> truncation", "equivalent", _NON_NEGATIVE + " (abs(number) and the unit's factors)"),
     ("clock.periods_past", "floor -> truncation", "equivalent", _NON_NEGATIVE + " (now >= start, the caller's rule)"),
-    ("clock.periods_past", "round(start * _US) -> int", "equivalent",
-     "times are whole milliseconds (the trace contract's clock), so now - start is a multiple of 1000 us; int may "
-     "read start one us low, which moves the count only where now - start is one us short of a whole period"),
+    ("clock.periods_past", "int -> round", "equivalent", "a quotient taken with // is a whole number already"),
+    ("clock.periods_past", "floor -> ceiling", "equivalent",
+     "a Decimal's // truncates towards zero, so -(-a // b) is a // b"),
+    *((f, "swap arguments", "equivalent", "a sum does not depend on the order of its terms")
+      for f in ("clock.after", "clock.ms_after")),
+    ("clock._exact", "swap branches of math.isfinite(seconds)", "unreachable",
+     "a trace's instants and timeouts are whole milliseconds, whole units already, so rounding them to a unit changes "
+     "nothing, and no timer of a trace is infinite"),
     ("reader.per_writer_quota", "floor -> truncation", "equivalent",
      "a negative readerMaxMemory gives a quotient of at most 0 either way, raised to 1 by the max; otherwise they agree"),
     ("writer.WriterChannel.take_payload", "remove check if not gathered", "equivalent",
@@ -962,6 +967,10 @@ JUDGED: Final[tuple[Judgement, ...]] = (
         "errors.DataSizeMismatch.__init__", "errors.FrameLengthOutOfRange.__init__", "errors.NegativeDataSize.__init__",
         "errors.TrailingBytes.__init__", "errors.UnsupportedTransportMessage.__init__", "errors.TaskAborted.__init__",
         "errors.UnexpectedMessageType.__init__", "messages.Gathered.__eq__", "writer.WriterChannel.buffered")),
+    ("clock.elapsed", "", "unreachable",
+     "no shuffle machine measures a time between two instants (its timers are instants: clock.ms_after, clock.after, "
+     "clock.periods_past); the cluster detector's ages and the sync client's outage warning do, and the cluster "
+     "input corpus tells its mutants apart (docs/walks/cluster-inputs.md)"),
     ("errors.IncorrectSequenceNumber.__init__", "", "equivalent",
      "the attributes are kept for the runtime; the error's JSON (what an answer shows) is built from its parameters"),
     ("errors.WriterUnreachable.__init__", "", "equivalent",

@@ -15,6 +15,8 @@ import asyncio
 import threading
 from typing import Any
 
+from spec.clock import after
+
 SPIN_LIMIT = 1000
 """Sleeps a thread may ask at one time that are over at once (a deadline already reached, each time something fell
 due) before it is held asleep until the time moves: a thread doing what fell due asks a few, one whose deadline is
@@ -189,7 +191,7 @@ class ManualClock:
         if seconds < 0:
             raise ValueError("the clock does not go back")
         with self.changed:
-            self.time += seconds
+            self.time = after(self.time, seconds)
             for alarm in self.alarms:
                 if alarm.asleep:
                     self.wake(alarm)

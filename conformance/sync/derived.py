@@ -30,7 +30,9 @@ from typing import TYPE_CHECKING, Final
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from conformance import inexact
 from conformance.framework import CaseContext, Verdict
+from spec.clock import elapsed
 from spec.sync.flush_failures import FlushFailures
 from spec.sync.messages import ColumnDescriptor
 from spec.sync.writer import SyncSettings
@@ -42,6 +44,8 @@ KEYS: Final = (1, 2)
 MAX_CHAIN: Final = 4
 TICK_S: Final = 1 / 1024
 """The smallest step the lag cases take: a binary fraction, so clock sums are exact."""
+MS_S: Final = 0.001
+"""The step of the inexact cases: a millisecond, what an implementation counting integer milliseconds moves by."""
 LAG_S: Final = 10.0
 
 
@@ -409,7 +413,7 @@ def retry_waits(failures: int) -> list[float]:
     table, now, waits = FlushFailures(), 0.0, []
     for _ in range(failures):
         retry_at = table.failed("t", "", now).retry_at
-        waits.append(retry_at - now)
+        waits.append(elapsed(now, retry_at))
         now = retry_at
     return waits
 
@@ -418,39 +422,91 @@ RETRIES: Final = 4
 """Consecutive failures judged: up to the cap of the wait."""
 
 
+def _failing_then_retried(t: SyncTarget, ctx: CaseContext, earlier: Sequence[float], wait: float, tick: float,
+                          lead: float = 0.0) -> str | None:
+    """``lead`` s on, tables A (three rows) and B (one row), one transaction each, reach the size threshold together;
+    A, the largest, fails to flush (its first commit file's name taken by a directory), then B is flushed, which
+    brings the pending bytes under the threshold, so no rule but the retry asks for A again. A fails at its retries
+    after the ``earlier`` waits too; one ``tick`` before the retry after ``wait`` nothing is durable; the directory
+    removed, the retry at its instant lands A (durable 2). What went otherwise (None: nothing)."""
+    from conformance.sync.suite import HELD_S, _cmd, _ids, _pending_bytes, _probe
+
+    origin, path = _ids()
+    blocker = os.path.join(t.store, path, "_delta_log", f"{0:020}.json")
+    if lead:
+        _advance(t, lead)
+    t.put(ctx, _cmd(path, origin, 1), _batch([(None, key, "a") for key in (1, 2, 3)]))
+    t.put(ctx, _cmd(f"{path}_b", origin, 2), _batch([(None, 1, "b")]))
+    os.makedirs(blocker)
+    try:
+        t.command(f"POLICY {HELD_S} 1000000 {_pending_bytes(t)}")
+        _advance(t, 0.0)
+        for done in earlier:
+            _advance(t, done)
+        _advance(t, wait - tick)
+        early = _probe(t, ctx, origin)
+    finally:
+        os.rmdir(blocker)
+    _advance(t, tick)
+    at = _probe(t, ctx, origin)
+    t.command(f"POLICY {HELD_S} 1000000 {2**62}")
+    if " durable=None " not in early or " durable=2 " not in at:
+        return f"retry after {len(earlier) + 1} failure(s) (wait {wait:g} s): a tick before it {early}; at it {at}"
+    return None
+
+
 def retry_at_its_instants(t: SyncTarget, ctx: CaseContext) -> Verdict:
-    """For k = 1..``RETRIES``: tables A (three rows) and B (one row), one transaction each, reach the size
-    threshold together; A, the largest, fails to flush (its first commit file's name taken by a directory),
-    then B is flushed, which brings the pending bytes under the threshold, so no rule but the retry asks for
-    A again. A fails at its first k-1 retries too, each at its instant; one tick before the k-th nothing is
-    durable; the directory removed, the retry at its instant lands A (durable 2)."""
-    from conformance.sync.suite import HELD_S, _cmd, _ids, _pending_bytes, _policy, _probe
+    """For k = 1..``RETRIES``: a table failing its first k flushes (:func:`_failing_then_retried`), not durable a
+    tick before the k-th retry's instant and durable at it."""
+    from conformance.sync.suite import _policy
 
     waits = retry_waits(RETRIES)
-    problems = []
     with _policy(t):
-        for k in range(1, RETRIES + 1):
-            origin, path = _ids()
-            blocker = os.path.join(t.store, path, "_delta_log", f"{0:020}.json")
-            t.put(ctx, _cmd(path, origin, 1), _batch([(None, key, "a") for key in (1, 2, 3)]))
-            t.put(ctx, _cmd(f"{path}_b", origin, 2), _batch([(None, 1, "b")]))
-            os.makedirs(blocker)
-            try:
-                t.command(f"POLICY {HELD_S} 1000000 {_pending_bytes(t)}")
-                _advance(t, 0.0)
-                for wait in waits[:k - 1]:
-                    _advance(t, wait)
-                _advance(t, waits[k - 1] - TICK_S)
-                early = _probe(t, ctx, origin)
-            finally:
-                os.rmdir(blocker)
-            _advance(t, TICK_S)
-            at = _probe(t, ctx, origin)
-            t.command(f"POLICY {HELD_S} 1000000 {2**62}")
-            if " durable=None " not in early or " durable=2 " not in at:
-                problems.append(f"retry {k} (wait {waits[k - 1]:g} s): a tick before it {early}; at it {at}")
+        problems = [p for k in range(1, RETRIES + 1) if (p := _failing_then_retried(
+            t, ctx, waits[:k - 1], waits[k - 1], TICK_S)) is not None]
     return Verdict(not problems, f"retries after waits of {', '.join(f'{w:g}' for w in waits)} s, each at exactly its "
                    "instant: durable=None a tick before, durable=2 at it", "; ".join(problems) or "as expected")
+
+
+def retry_at_inexact_instants(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    """The first retry of a failing table (:func:`_failing_then_retried`) after a failure at the first whole-ms
+    instant from where the target's clock stands (``ADVANCE`` moves it from 0) after which the wait summed as float
+    seconds lands past its instant (:mod:`conformance.inexact`): not durable a ms before, durable at it."""
+    from conformance.sync.suite import _policy
+
+    wait = retry_waits(1)[0]
+    with _policy(t):
+        lead = inexact.sum_late(round(wait * 1000), t.now, first_ms=0)
+        problem = _failing_then_retried(t, ctx, [], wait, MS_S, lead / 1000)
+    return Verdict(problem is None, f"a failure {lead} ms on, retried {wait:g} s later: durable=None a ms before, "
+                   "durable=2 at it", problem or "as expected")
+
+
+INEXACT_LAGS_MS: Final = (200, 700)
+"""The lags of the inexact case: tenths of a second, inexact in binary."""
+
+
+def lag_at_inexact_instants(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    """For each lag of :data:`INEXACT_LAGS_MS`: a put at the first whole-ms instant from where the target's clock
+    stands after which the lag summed as float seconds lands past its instant (:mod:`conformance.inexact`), then
+    the clock a ms before the lag and at it: not durable, then durable."""
+    from conformance.sync.suite import _cmd, _ids, _policy, _probe
+
+    want, got = [], []
+    for lag_ms in INEXACT_LAGS_MS:
+        origin, path = _ids()
+        with _policy(t, lag=lag_ms / 1000):
+            lead = inexact.sum_late(lag_ms, t.now, first_ms=0)
+            _advance(t, lead / 1000)
+            t.put(ctx, _cmd(path, origin, 1), _batch([(None, 1, "a")]))
+            _advance(t, (lag_ms - 1) / 1000)
+            got.append(_probe(t, ctx, origin))
+            _advance(t, MS_S)
+            got.append(_probe(t, ctx, origin))
+        want += [f"lag {lag_ms} ms from a put {lead} ms on, a ms before it: durable=None",
+                 f"at it: durable=1"]
+    ok = len(got) == len(want) and all(f" {w.rsplit(': ', 1)[1]} " in g for w, g in zip(want, got))
+    return Verdict(ok, "; ".join(want), "; ".join(got))
 
 
 # -- no-ops ---------------------------------------------------------------------------------

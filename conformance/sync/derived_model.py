@@ -32,6 +32,7 @@ import pyarrow as pa
 
 from conformance.framework import CaseContext, Verdict
 from conformance.sync.derived import TICK_S
+from spec.clock import after
 from spec.sync.errors import SyncError
 from spec.sync.messages import SyncCommand
 from spec.sync.schema import SyncSchema
@@ -111,7 +112,7 @@ class _Model:
         return _text(self.endpoint, cmd.origin)
 
     def advance(self, seconds: float) -> None:
-        self.now += seconds
+        self.now = after(self.now, seconds)
         self.carry_out()
 
 

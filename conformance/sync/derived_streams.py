@@ -11,14 +11,16 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Final
 
 import grpc
 import pyarrow as pa
 
+from conformance import inexact
 from conformance.framework import CaseContext, Verdict
-from conformance.sync.derived import TICK_S, _advance
+from conformance.sync.derived import MS_S, TICK_S, _advance
+from spec.clock import after
 from spec.sync.flight import DO_PUT_PATH, DescriptorType, FlightDataMessage, PutResultMessage
 from spec.sync.messages import SyncCommand, decode_response
 
@@ -125,11 +127,27 @@ def stream_deadlines_at_their_bounds(t: SyncTarget, ctx: CaseContext) -> Verdict
     send their first message half a first-message timeout later: one tick before the put timeout from that message
     one is completed and answered, at it the other ends naming ``--put-timeout-s`` (a put timeout counted from the
     opening ends both earlier)."""
+    return _stream_deadlines(t, ctx, TICK_S, None)
+
+
+def stream_deadlines_at_inexact_instants(t: SyncTarget, ctx: CaseContext) -> Verdict:
+    """The same at whole-ms instants a ms apart: the streams opened, and the second two's first messages sent, at the
+    first whole-ms instant from where the target's clock stands after which the timeout summed as float seconds lands
+    past its instant (:func:`conformance.inexact.sum_late`)."""
+    return _stream_deadlines(t, ctx, MS_S, inexact.sum_late)
+
+
+def _stream_deadlines(t: SyncTarget, ctx: CaseContext, tick: float, aim: Callable[..., int] | None) -> Verdict:
+    """:func:`stream_deadlines_at_their_bounds` a ``tick`` either side; with ``aim`` (``(timeout_ms, start, first_ms)``
+    -> the whole ms on from ``start`` to the instant to aim at), each pair opened where its deadline's instant is
+    the aimed one: the first pair's opening, the second's first messages."""
     from conformance.sync.suite import _cmd, _ids
 
     first_s, put_s, silent, running = _counts(t)
     if (silent, running) != (0, 0) and not _until_counted(t, 0, 0):
         return Verdict(False, "no stream open before the case", f"STREAMS says {_counts(t)}")
+    if aim is not None:
+        _advance(t, aim(round(first_s * 1000), t.now, first_ms=0) / 1000)
     origin, path = _ids()
     address = t.location.split("://", 1)[1]
     streams: list[OpenStream] = []
@@ -150,12 +168,14 @@ def stream_deadlines_at_their_bounds(t: SyncTarget, ctx: CaseContext) -> Verdict
         served, ended = opened(2)
         if not counted(2, 0, "two streams opened"):
             return _verdict(got)
-        _advance(t, first_s - TICK_S)
+        _advance(t, first_s - tick)
         served.send_first()
         served.finish()
         got.append(f"first message a tick before {first_s:g} s: {served.outcome()}")
-        _advance(t, TICK_S)
+        _advance(t, tick)
         got.append(f"no message at {first_s:g} s: {ended.outcome()}")
+        if aim is not None:  # the first messages half a first-message timeout after the opening, at the aimed instant
+            _advance(t, aim(round(put_s * 1000), after(t.now, first_s / 2), first_ms=0) / 1000)
         served, ended = opened(2)
         if not counted(2, 0, "two more opened"):
             return _verdict(got)
@@ -164,10 +184,10 @@ def stream_deadlines_at_their_bounds(t: SyncTarget, ctx: CaseContext) -> Verdict
         ended.send_first()
         if not counted(0, 2, "both sent their first message"):
             return _verdict(got)
-        _advance(t, put_s - TICK_S)
+        _advance(t, put_s - tick)
         served.finish()
         got.append(f"completed a tick before {put_s:g} s from its first message: {served.outcome()}")
-        _advance(t, TICK_S)
+        _advance(t, tick)
         got.append(f"running at {put_s:g} s from its first message: {ended.outcome()}")
     finally:
         for stream in streams:

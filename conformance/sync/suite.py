@@ -124,6 +124,7 @@ from conformance.sync import (
 )
 from reference.sync.credentials import ClientSecurity
 from streamwire.cli import read_secret
+from spec.clock import after
 from spec.sync.messages import (
     COMMAND_TYPE_URL,
     ColumnDescriptor,
@@ -229,6 +230,9 @@ class SyncTarget:
         self.location = location or ""
         self.declared: frozenset[str] | None = None
         """Capabilities the program printed (``CAPABILITIES store restart``) before ``LISTENING``."""
+        self.now = 0.0
+        """What the target's flush-control clock reads: it starts at 0 and moves only by ``ADVANCE`` (the contract), so
+        a case can aim at an instant of its choosing."""
 
     @property
     def store(self) -> str:
@@ -248,6 +252,7 @@ class SyncTarget:
             self.stop()
             raise RuntimeError(f"target did not print LISTENING <port>, got {line}")
         self.location = f"grpc://127.0.0.1:{int(line[1])}"
+        self.now = 0.0
 
     def control(self, line: str, timeout: float = STARTUP_TIMEOUT_S) -> str:
         """Send one flush-control line; the target's one-line answer (RuntimeError if none comes)."""
@@ -259,6 +264,9 @@ class SyncTarget:
         answer = proc.stdout.readline().strip() if ready else ""
         if not answer:
             raise RuntimeError(f"no answer to {line!r} within {timeout:.0f} s")
+        words = line.split()
+        if words[:1] == ["ADVANCE"] and len(words) == 2 and answer == "OK":
+            self.now = after(self.now, float(words[1]))
         return answer
 
     def command(self, line: str) -> None:
@@ -1069,6 +1077,14 @@ SUITE = Suite(
         _c("flush/derived-retry-at-its-instants", SHOULD, "A table whose flush failed is retried at exactly the "
            "instant its wait ends (1 s, doubling up to 5 s), after one to four failures in a row",
            derived.retry_at_its_instants, "flush-control", "store"),
+        _c("flush/derived-lag-at-inexact-instants", MUST, "Pending data is flushed at exactly the lag after it "
+           "arrived, not a ms before, also where the put's instant plus the lag (0.2 s, 0.7 s) summed as float seconds "
+           "lands past it (the instant derived by search from where ADVANCE left the clock)",
+           derived.lag_at_inexact_instants, "flush-control"),
+        _c("flush/derived-retry-at-inexact-instants", SHOULD, "A table whose flush failed is retried at exactly the "
+           "instant its wait ends, not a ms before, also where the failure's instant plus the wait summed as float "
+           "seconds lands past it (the instant derived by search)", derived.retry_at_inexact_instants,
+           "flush-control", "store"),
         _c("transactions/derived-timeout-at-its-instant", SHOULD, "A silent open transaction is discarded at "
            "exactly transaction_timeout_s (300 s), not a tick before; its origin's next put is refused once, the "
            "replay after it is taken", derived.transaction_timeout_at_its_instant, "flush-control"),
@@ -1185,6 +1201,10 @@ SUITE = Suite(
            "tick before first_message_timeout_s from its opening and the stream ends DEADLINE_EXCEEDED at it; a put "
            "completes a tick before put_timeout_s from its first message and ends DEADLINE_EXCEEDED at it",
            derived_streams.stream_deadlines_at_their_bounds, "stream-deadlines"),
+        _c("admission/derived-stream-deadlines-at-inexact-instants", SHOULD, "The same a ms either side of each "
+           "deadline, the streams opened and the first messages sent where the instant plus the timeout summed as "
+           "float seconds lands past the deadline (the instants derived by search from where ADVANCE left the clock)",
+           derived_streams.stream_deadlines_at_inexact_instants, "stream-deadlines"),
         _c("admission/derived-stop-grace-at-its-bound", SHOULD, "A put completed a tick before a stop's grace ends "
            "is answered; one still running at its end ends UNAVAILABLE", derived_streams.stop_grace_at_its_bound,
            "stream-deadlines", "restart"),

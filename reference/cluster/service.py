@@ -44,6 +44,7 @@ from urllib.parse import quote
 from reference.cluster.memory import DEFAULT_POLICY, InProcessCluster, InProcessNode
 from reference.net.ledger import ResourceLedger
 from reference.net.reactor import CloseReason, ConnectionLimits, Outgoing, Reactor, Stream
+from spec.clock import after, elapsed
 from spec.cluster import wire
 from spec.cluster.detector import FailurePolicy
 from spec.cluster.errors import ClusterError
@@ -297,7 +298,7 @@ class ClusterService:
                     asked = self._silence_asked
                 if asked > self._silence_judged or now - self._silence_checked >= POLL_S:
                     self._silence_checked = now
-                    self._end_silent_sessions(now if self._clock.stopped else now - self._reactor.unread_for())
+                    self._end_silent_sessions(now if self._clock.stopped else after(now, -self._reactor.unread_for()))
                     with self._silence:
                         self._silence_judged = asked
                         self._silence.notify_all()
@@ -366,7 +367,7 @@ class ClusterService:
         silence): the longest held connection's time, and on a running clock the reactor's rounds (a
         stopped clock is a conformance harness's: it holds reads itself)."""
         now = self._clock.now()
-        held = max((now - since for since in list(self._held.values())), default=0.0)
+        held = max((elapsed(since, now) for since in list(self._held.values())), default=0.0)
         return held if self._clock.stopped else max(held, self._reactor.unread_for())
 
     def _end_silent_sessions(self, read_through: float) -> None:

@@ -24,6 +24,7 @@ from typing import Protocol
 import pyarrow as pa
 import pyarrow.flight as flight
 
+from spec.clock import after
 from spec.errors import RuntimeFailure
 from spec.sync.client import (
     OUTAGE_WARNING_EVERY_S, DurableWait, Fault, Holding, RequestTries, SyncClientMachine, Then, durable_wait,
@@ -182,7 +183,7 @@ class SyncClient:
 
         Raises TimeoutError naming what waited: the server holding the transaction in memory
         without flushing it, or not holding it at all."""
-        deadline = self._clock.now() + (self.deadline_s if deadline_s is None else deadline_s)
+        deadline = after(self._clock.now(), self.deadline_s if deadline_s is None else deadline_s)
         while True:
             self.probe()
             wait = durable_wait(self.holding(sequence), self._clock.now(), deadline)

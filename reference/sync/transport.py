@@ -50,6 +50,7 @@ from reference.sync.clock import Clock, LoopAlarm
 from reference.sync.credentials import ServerSecurity, bearer_token_matches
 from reference.sync.front import ConnectionFront, tls_context
 from reference.sync.private_dir import PrivateDirectory
+from spec.clock import after
 from spec.sync.admission import PutLimits, PutSlots, PutStream
 from spec.sync.errors import FlightDataError, InterruptedPut, PutSlotsBusy, SyncError, wire_text
 from spec.sync.flight import DO_PUT_METHOD, FLIGHT_SERVICE, FlightData, decode_flight_data, encode_put_result
@@ -351,7 +352,7 @@ class FlightPutTransport:
 
     async def _stop(self, grace_s: float | None) -> None:
         assert self._stopping is not None
-        self._stop_deadline = self._clock.now() + (grace_s or 0.0)
+        self._stop_deadline = after(self._clock.now(), grace_s or 0.0)
         self._stopping.set_result(None)
         self._front.stop_listening()
         await self._server.stop(None if grace_s is None else grace_s + STOP_MARGIN_S)

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Collection
 
+from spec.clock import after, elapsed
 from spec.cluster.interface import FailureTiming
 from spec.cluster.types import NodeId, NodeState
 
@@ -93,6 +94,6 @@ class FailureDetector:
         (``unread_for``: how long renewals may have been waiting unread, so not observable); the
         renewals of nodes that are no longer members are dropped (a node that joins again is renewed
         when it joins)."""
-        observed = now - max(0.0, unread_for)
+        observed = after(now, -max(0.0, unread_for))
         self.last_renewal = {n: last for n, last in self.last_renewal.items() if n in members}
-        return {node_id: self.verdict(observed - last) for node_id, last in self.last_renewal.items()}
+        return {node_id: self.verdict(elapsed(last, observed)) for node_id, last in self.last_renewal.items()}

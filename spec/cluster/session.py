@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Callable, Iterator
 
+from spec.clock import after
 from spec.cluster import wire
 from spec.cluster.errors import (
     ERRORS_BY_CODE,
@@ -170,7 +171,7 @@ class ServiceSession:
     @property
     def deadline(self) -> float | None:
         """The identified node's next frame is due by then (a stranger is bounded by the bind deadline)."""
-        return None if self.node_id is None else self.last_frame + self.fail_bound
+        return None if self.node_id is None else after(self.last_frame, self.fail_bound)
 
     def silent(self, read_through: float, held_since: float | None = None) -> bool:
         """Whether the node sent no frame for longer than ``fail_bound`` before ``read_through`` (the
@@ -283,7 +284,7 @@ class ClientSession:
         self.phase = Phase.HELLO_SENT
         self._frames = wire.FrameReader()
         self._catch_up = []
-        self._hello_due = now + self.timeout
+        self._hello_due = after(now, self.timeout)
         return wire.encode(ServiceKind.HELLO, HELLO_ID, node_id=self.node_id, secret=self.secret,
                            takeover=self.takeover or "", resume=self.seen_any, resume_after=self.last_revision)
 
@@ -295,7 +296,7 @@ class ClientSession:
         if self.phase is not Phase.OPEN:
             raise ProviderUnavailable(f"{self.broken}; reconnecting")
         request_id = next(self._ids)
-        self._pending[request_id] = (kind, now + self.patience)
+        self._pending[request_id] = (kind, after(now, self.patience))
         return request_id, wire.encode(kind, request_id, **payload)
 
     def forget(self, request_id: int) -> None:
@@ -431,7 +432,7 @@ class ClientSession:
         if delay is None:
             self._delays = self.backoff.delays(self._uniform)
             delay = next(self._delays)
-        self._dial_at = now + delay
+        self._dial_at = after(now, delay)
 
     def close(self) -> None:
         """The owner closed the handle: nothing more is sent."""

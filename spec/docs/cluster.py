@@ -13,7 +13,7 @@ from __future__ import annotations
 import inspect
 import re
 from dataclasses import dataclass, fields
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Final, Iterable, Sequence
 
 import construct as c
 
@@ -21,6 +21,7 @@ from spec.cluster import cas, errors, wire
 from spec.cluster.detector import FailureDetector, FailurePolicy
 from spec.cluster.interface import ClusterCore, ClusterProvider, FailureTiming
 from spec.cluster.model import ClusterModel, Delivery, Member, GossipUpdate, MembershipUpdate, ShardLogUpdate
+from spec.docs.clock import time_section
 from spec.docs.cluster_session import sessions_section
 from spec.docs.markdown import anchor, mermaid_states, table
 from spec.cluster.types import (
@@ -554,9 +555,25 @@ def error_catalogue() -> str:
     )
 
 
+TIMED: Final = (
+    "the detector's verdicts: a member's age at `now - unread_for` against `pfail_after` and `fail_after` "
+    "(`spec/cluster/detector.py`);",
+    "the service's silence bound, `fail_bound` after a session's last frame (`spec/cluster/session.py`);",
+    "the client's HELLO timeout, a request's patience and the next dial after a backoff delay "
+    "(`spec/cluster/session.py`);",
+    "a stranger's bind timeout and a departing connection's linger (`spec/admission.py`, `spec/departure.py`).",
+)
+"""The cluster deadlines the time section lists."""
+
+
+def timing() -> str:
+    """How the machines count time, and the deadlines counted so."""
+    return time_section(TIMED)
+
+
 SECTIONS: list[Callable[[], str]] = [
     introduction, interface, values, model_operations, cas_and_revisions, notifications, failure_detector,
-    wire_layouts, sessions_section, error_catalogue,
+    timing, wire_layouts, sessions_section, error_catalogue,
 ]
 
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import inspect
 import json
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Final, Iterator, Sequence
 
 from construct import Struct
 
 from spec.shuffle import codec, errors, framing, jsonform
+from spec.docs.clock import time_section
 from spec.docs.shuffle_deadlines import deadlines
 from spec.docs.shuffle_departures import departures
 from spec.docs.shuffle_diagrams import state_machines
@@ -237,9 +238,24 @@ def settings() -> str:
     )
 
 
+TIMED: Final = (
+    "the writer's flush of a buffer `networkBufferMaxWaitTimeMs` after it opened, and its periodic flush "
+    "(`periods_past`: whole periods counted in microseconds);",
+    "the writer's ack timeout after a finish and its bind timeout (`ms_after`);",
+    "the reader's connect timeout, from its first failed attempt (`after`);",
+    "a stranger's bind timeout and a departing connection's linger (`spec/admission.py`, `spec/departure.py`).",
+)
+"""The shuffle's deadlines the time section lists."""
+
+
+def timing() -> str:
+    """How the machines count time, and the deadlines counted so."""
+    return time_section(TIMED)
+
+
 SECTIONS: list[Callable[[], str]] = [
     introduction, common_header, message_bodies, frame, checksum, error_conditions, settings,
-    state_machines, deadlines, departures,
+    state_machines, deadlines, timing, departures,
 ]
 """The document, in order; each function returns one Markdown section."""
 

@@ -16,11 +16,12 @@ import functools
 import inspect
 import textwrap
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Final, Iterable, Sequence
 
 import pyarrow as pa
 from google.protobuf import descriptor_pb2, message_factory
 
+from spec.docs.clock import time_section
 from spec.docs.markdown import anchor, cell, mermaid_states, table
 from spec.sync import confinement as confinement_rules
 from spec.sync import commit_time, errors, flight, messages, squash, writer
@@ -689,9 +690,25 @@ def error_catalogue() -> str:
             + table(("condition", "gRPC status", "text (example)", "when"), rows))
 
 
+TIMED: Final = (
+    "the flush task's next wake-up, `--flush-task-interval-s` from now, and the replication lag and transaction "
+    "timeout from the oldest pending change and the last put (`spec/sync/server.py`, `spec/sync/writer.py`);",
+    "a failed table's retry, its backoff after the failure (`spec/sync/flush_failures.py`);",
+    "a put stream's first-message and put timeouts (`spec/sync/admission.py`);",
+    "the client's deadline, the backoff's last wait and its outage warnings (`spec/sync/client.py`);",
+    "a stranger's bind timeout and a departing connection's linger (`spec/admission.py`, `spec/departure.py`).",
+)
+"""The sync deadlines the time section lists."""
+
+
+def timing() -> str:
+    """How the machines count time, and the deadlines counted so."""
+    return time_section(TIMED)
+
+
 SECTIONS: list[Callable[[], str]] = [
     introduction, transport, protobuf_messages, schema_rules, transactions, sequence_rule, probe, confinement,
-    atomicity, flush_policy, squashing, application, restart, departures, error_catalogue,
+    atomicity, flush_policy, timing, squashing, application, restart, departures, error_catalogue,
 ]
 
 

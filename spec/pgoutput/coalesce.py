@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from spec.clock import after
 from spec.pgoutput.changes import TableChanges, TableImage
 from spec.pgoutput.transactions import SourceTransaction
 
@@ -104,7 +105,7 @@ class Batch:
 
     def full(self, now: float) -> bool:
         """Send now: the batch holds enough rows, or its first transaction waited its budget."""
-        return self.rows >= self.max_rows or (self.opened_at is not None and now - self.opened_at >= self.budget_s)
+        return self.rows >= self.max_rows or (self.opened_at is not None and now >= after(self.opened_at, self.budget_s))
 
     def take(self) -> Coalesced | None:
         """The batch as one sync transaction (None: no transaction, or none with rows); the next batch starts

@@ -21,6 +21,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from spec.clock import after
+
 TRANSIENT_SQLSTATE_CLASSES = ("08", "53")
 """Connection exceptions, insufficient resources (too many connections, out of memory or disk)."""
 TRANSIENT_SQLSTATES = frozenset({
@@ -111,7 +113,7 @@ class OutagePolicy:
         if stop is not None:
             return OutageStep(0.0, stop=f"{stop} while waiting for {away.value} at {where}")
         warning = None
-        if now - self.warned_at >= self.warn_every_s:
+        if now >= after(self.warned_at, self.warn_every_s):
             self.warned_at = now
             retained = (f"what slot {self.slot} retains is unknown while Postgres is away" if retained_wal is None
                         else f"slot {self.slot} retains {format_bytes(retained_wal)} of WAL")

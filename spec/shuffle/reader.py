@@ -21,7 +21,7 @@ from typing import Iterable, Sequence
 
 from spec.shuffle import errors
 from spec.shuffle.checksum import payload_checksum
-from spec.shuffle.clock import ms_after
+from spec.clock import after
 from spec.shuffle.codec import HEADER_LENGTH, DataView
 from spec.shuffle.layouts import MessageType
 from spec.shuffle._machine import READER_SIDE, ChannelMachine, machine_input
@@ -154,7 +154,7 @@ class ReaderMachine(ChannelMachine[ReaderChannelState, ReaderChannelEvent]):
             return
         known = self._unreachable.get(writer_id)
         since = now if known is None else known.since
-        self._unreachable[writer_id] = Unreachable(since, ms_after(since, self.connect_timeout * 1000), cause)
+        self._unreachable[writer_id] = Unreachable(since, after(since, self.connect_timeout), cause)
         self._check_reachable(now)
 
     @machine_input

@@ -23,7 +23,7 @@ from typing import Final, Hashable, Iterable, NamedTuple, Sequence
 
 from spec.shuffle import errors
 from spec.shuffle.checksum import payload_checksum
-from spec.shuffle.clock import ms_after, periods_past
+from spec.clock import ms_after, periods_past
 from spec.shuffle.layouts import MessageType
 from spec.shuffle._machine import WRITER_SIDE, ChannelMachine, machine_input
 from spec.shuffle.messages import (

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from spec.clock import after
 from spec.sync.errors import (
     BearerTokenRequired, PutSlotsBusy, PutTooLarge, ServerDraining, StreamDeadlineExceeded, SyncError, UnstorableSchema,
 )
@@ -91,7 +92,7 @@ class PutStream:
 
     def __init__(self, limits: PutLimits, opened_at: float) -> None:
         self.limits = limits
-        self.deadline = opened_at + limits.first_message_timeout_s
+        self.deadline = after(opened_at, limits.first_message_timeout_s)
         self.started = False
 
     @classmethod
@@ -106,7 +107,7 @@ class PutStream:
         """The first message arrived: take a slot (raise PutSlotsBusy) and run on the put timeout."""
         slots.take()
         self.started = True
-        self.deadline = now + self.limits.put_timeout_s
+        self.deadline = after(now, self.limits.put_timeout_s)
 
     def ending(self, now: float, stop_deadline: float) -> SyncError | None:
         """Why the stream ends at ``now``, or None: past its own deadline (``expired``), or past a

@@ -28,6 +28,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Final, Generic, TypeVar
 
+from spec.clock import after, elapsed
 from spec.sync.errors import (InterleavedTransaction, PutSlotsBusy, ServerDraining, ServerRestarted,
                               TransactionDiscarded, condition_in)
 from spec.sync.messages import SyncResponse
@@ -203,7 +204,7 @@ class Backoff:
             return None
         step: float = min(self.max_s, self.initial_s * 2.0 ** min(self.tries, 64))
         self.tries += 1
-        return min(step * (0.5 + 0.5 * jitter), self.deadline - now)
+        return min(step * (0.5 + 0.5 * jitter), elapsed(now, self.deadline))
 
 
 BUSY_ANSWER = "the server answered accepted=false (busy: its write lock was held)"
@@ -231,7 +232,7 @@ class RequestTries(Generic[T]):
     @classmethod
     def start(cls, machine: SyncClientMachine[T], sequence: int | None, now: float, *, initial_s: float,
               max_s: float, deadline_s: float) -> RequestTries[T]:
-        return cls(machine, sequence, now, Backoff(initial_s, max_s, now + deadline_s))
+        return cls(machine, sequence, now, Backoff(initial_s, max_s, after(now, deadline_s)))
 
     def connected(self, probe: SyncResponse) -> Then:
         """A new connection answered its probe: replay if the server lost pending transactions, the
@@ -262,7 +263,7 @@ class RequestTries(Generic[T]):
 
     def warning_due(self, now: float) -> bool:
         """Whether to warn now that the server has not answered for a while (once per ``OUTAGE_WARNING_EVERY_S``)."""
-        if not outage_warning_due(now - self.started, self.warned):
+        if not outage_warning_due(elapsed(self.started, now), self.warned):
             return False
         self.warned += 1
         return True

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from spec.clock import after
+
 
 @dataclass(frozen=True)
 class TableFailure:
@@ -33,7 +35,7 @@ class FlushFailures:
         """Record a failed flush of ``table``; the wait doubles with each consecutive failure."""
         count = self._tables[table].failures + 1 if table in self._tables else 1
         wait = min(self.initial_backoff_s * 2 ** (count - 1), self.max_backoff_s)
-        failure = TableFailure(count, error, now + wait)
+        failure = TableFailure(count, error, after(now, wait))
         self._tables[table] = failure
         return failure
 

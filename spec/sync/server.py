@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from spec.clock import after
 from spec.sync.admission import admit_put, admit_rows, admit_schema, fits_watermark
 from spec.sync.confinement import check_store_location, table_name
 from spec.sync.errors import InterruptedPut, ServerRestarted, SyncSchemaError, UnsupportedFormat
@@ -219,7 +220,7 @@ class SyncServerEndpoint:
         the open transaction reaching its timeout, a failed table's retry, at most the flush task's
         interval from ``now``."""
         due = [self._writer.next_deadline(self._failures.report()), self._failures.next_retry()]
-        return min([now + self.settings.flush_task_interval_s, *(d for d in due if d is not None)])
+        return min([after(now, self.settings.flush_task_interval_s), *(d for d in due if d is not None)])
 
     # -- flushes ---------------------------------------------------------------
     def plan_flush(self, table: str, table_marks: Mapping[str, int], reason: FlushReason) -> FlushPlan[SquashedChange]:

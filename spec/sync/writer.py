@@ -39,6 +39,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from spec.clock import after
 from spec.sync.errors import (
     EmptyTransaction,
     InterleavedTransaction,
@@ -356,7 +357,7 @@ class SyncWriter(Generic[P]):
     def expire(self, now: float) -> str | None:
         """Discard the open transaction if it received no put for the transaction timeout; its origin."""
         tx = self._open_transaction()
-        if tx is None or now < tx.last_put + self.settings.transaction_timeout_s:
+        if tx is None or now < after(tx.last_put, self.settings.transaction_timeout_s):
             return None
         self._drop(tx)
         self._discarded.add(tx.origin)
@@ -366,10 +367,10 @@ class SyncWriter(Generic[P]):
         """When the policy or the transaction timeout next needs the writer, without a put: the oldest
         pending data (of tables not in ``skip``) reaching the replication lag, or the open transaction
         reaching its timeout."""
-        due = [q.insertion_time + self.settings.max_replication_lag_s for t, q in self._tables.items() if t not in skip]
+        due = [after(q.insertion_time, self.settings.max_replication_lag_s) for t, q in self._tables.items() if t not in skip]
         tx = self._open_transaction()
         if tx is not None:
-            due.append(tx.last_put + self.settings.transaction_timeout_s)
+            due.append(after(tx.last_put, self.settings.transaction_timeout_s))
         return min(due) if due else None
 
     def _is_replay(self, origin: str, sequence: int) -> bool:
@@ -391,7 +392,7 @@ class SyncWriter(Generic[P]):
         s = self.settings
         tables = {t: q for t, q in self._tables.items() if t not in skip}
         for table, q in tables.items():
-            if now >= q.insertion_time + s.max_replication_lag_s:
+            if now >= after(q.insertion_time, s.max_replication_lag_s):
                 return FlushTable(table, FlushReason.LAG)
             break
         if tables and self.in_memory_bytes >= s.max_in_memory_bytes:

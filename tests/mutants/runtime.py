@@ -289,7 +289,7 @@ RUNTIME_CATALOGUE: tuple[Mutant, ...] = (
        "a stream's deadline is waited a millisecond past its instant: a silent stream or a stalled put ends late",
        ("tests/sync/test_sync_transport.py::test_stream_deadlines_run_on_the_servers_clock_each_from_its_own_event",)),
     _r("sync-watchdog-never-shortened", "sync/transport.py",
-       "        self._stop_deadline = self._clock.now() + (grace_s or 0.0)\n",
+       "        self._stop_deadline = after(self._clock.now(), grace_s or 0.0)\n",
        "",
        "a stop's grace does not shorten running puts' deadlines: a stalled put is cut later, not told why",
        ("tests/sync/test_sync_transport.py",)),

@@ -18,7 +18,7 @@ from typing import Hashable, Iterator, Union
 
 from spec.shuffle import codec, errors
 from spec.shuffle.checksum import payload_checksum
-from spec.shuffle.clock import ms_after
+from spec.clock import ms_after
 from spec.shuffle.messages import (
     CreditMessage,
     DataMessage,

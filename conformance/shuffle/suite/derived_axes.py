@@ -165,7 +165,7 @@ def _inexact_periods(wait_ms: int) -> int:
     """The fewest whole periods after the first periodic instant (``wait_ms``) whose seconds, taken as floats and
     subtracted before scaling to microseconds, fall short of the whole periods (0.3 - 0.1 is 0.19999999999999998):
     the instants on which counting the periods past by float subtraction, not in whole microseconds
-    (spec/shuffle/clock.py), lands a period short."""
+    (spec/clock.py), lands a period short."""
     return next(k for k in range(1, 100)
                 if (wait_ms * (1 + k) / 1000 - wait_ms / 1000) * 1_000_000 < k * wait_ms * 1000)
 
