@@ -5,13 +5,15 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 
-from conformance.framework import CaseOutcome, RunOptions
+from conformance.framework import Case, CaseOutcome, RunOptions
+from conformance.report.cases import CaseReport
 from conformance.runner import run_case
 from conformance.sync.suite import DESCS, SUITE, _cmd, rows_batch
 from conformance.sync.clock import ManualClock
@@ -25,10 +27,22 @@ from spec.sync.squash import SquashedChange
 from spec.sync.writer import SyncSettings
 
 
-def test_conformance_suite_passes_against_the_reference() -> None:
+SERVERS = 2
+"""The suite's cases dealt to this many reference servers, each on a store of its own, its cases one at a time (they
+share its flush policy and clock), the servers side by side."""
+
+
+def run_on_a_server(cases: list[Case]) -> list[CaseReport]:
     options = RunOptions(suite="sync", target="reference", timeout=60)
     with SUITE.open_target(options) as target:
-        reports = [run_case(case, target, options) for case in SUITE.cases]
+        return [run_case(case, target, options) for case in cases]
+
+
+def test_conformance_suite_passes_against_the_reference() -> None:
+    with ThreadPoolExecutor(SERVERS, thread_name_prefix="sync-suite") as pool:
+        reports = [r for dealt in pool.map(run_on_a_server, (list(SUITE.cases[i::SERVERS]) for i in range(SERVERS)))
+                   for r in dealt]
+    assert sorted(r.case.id for r in reports) == sorted(c.id for c in SUITE.cases)  # every case, once
     assert len(reports) >= 20
     assert {r.case.id: r.outcome for r in reports if r.outcome is not CaseOutcome.PASS} == {}
 
