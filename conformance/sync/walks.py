@@ -2,7 +2,8 @@
 
 A walk is a short list of steps an outside server can be driven with through the suite's ``exec:`` interface
 (:mod:`conformance.sync.suite`): a put over Flight (``put``: table, origin, sequence number, rows, column
-layout, store location, format, truncate), a flush-control line (``control``: ``POLICY``, ``ADVANCE``,
+layout, store location, format, truncate; the record batches its rows are cut into, or the command's bytes as they
+are, when it names them), a flush-control line (``control``: ``POLICY``, ``ADVANCE``,
 ``PENDING``), a table read from the store (``read``), a table made impossible to create and possible again
 (``block``/``unblock``: a directory named as its first commit file, the ``store`` capability) and a restart
 (``restart``). Every step has one plain-JSON answer: the put's numbers or its error (gRPC kind and message),
@@ -13,7 +14,9 @@ biased as a tester would (every threshold at its exact value and a tick either s
 memory, durable, one either side, 0 and the max, two faults at once, refusals followed by fresh traffic), then walks
 derived from the spec's tables after them (every squash chain shape at the size threshold, a value of every nested
 type, two tables failing at once, runs of items to squash starting at a truncate, a table format either side of
-Delta's);
+Delta's, chains of any two changes, two truncates in one flush, transactions replayed across a restart, an open
+transaction dropped, a failing table under each policy, unsigned values at their bound, puts of two schemas in turn:
+:data:`DERIVED`);
 ``python -m conformance.sync.walks select`` keeps those that tell :data:`MODULES`' operator mutants apart
 (:func:`conformance.operator_mutants.select`), ``select-unjudged`` those that tell apart the mutants of every family the
 recorded selection does not judge yet (:func:`conformance.operator_mutants.select_unjudged`), ``select-derived`` those
@@ -107,6 +110,15 @@ class WalkTarget(Protocol):
 
 OLD, NEW, CHANGED, VALUE = 0, 1, 2, 3
 """``spec.sync.messages.ColumnRole`` by number: the walk vectors name roles as the wire does."""
+DERIVED_LAYOUTS: Final[dict[str, tuple[tuple[tuple[int, str], ...], tuple[tuple[str, str], ...]]]] = {
+    # the derived walks' only (the seeded walks draw from LAYOUTS' others, so their candidates stay what they were)
+    "keys-only": (((OLD, "id"), (NEW, "id")), (("old_id", "int64"), ("new_id", "int64"))),
+    **{f"uint{width}-column": (((OLD, "id"), (NEW, "id"), (VALUE, "u")),
+                               (("old_id", "int64"), ("new_id", "int64"), ("u", f"uint{width}")))
+       for width in (8, 16, 32, 64)},
+}
+"""A table of keys alone (every table column written whole by a new key) and a value of each unsigned width (what
+``spec.sync.admission.admit_rows`` bounds by the signed type of that width): :func:`derived_vocabulary_walks`."""
 LAYOUTS: Final[dict[str, tuple[tuple[tuple[int, str], ...], tuple[tuple[str, str], ...]]]] = {
     # name: (descriptors as (role, column), arrow columns as (name, type)); rows carry the columns in order
     "plain": (((OLD, "id"), (NEW, "id"), (VALUE, "v")), (("old_id", "int64"), ("new_id", "int64"), ("v", "string"))),
@@ -141,11 +153,12 @@ LAYOUTS: Final[dict[str, tuple[tuple[tuple[int, str], ...], tuple[tuple[str, str
     **{f"{kind}-value": (((OLD, "id"), (NEW, "id"), (VALUE, "s")),
                          (("old_id", "int64"), ("new_id", "int64"), ("s", kind)))
        for kind in ("list", "large_list", "fixed_size_list", "map", "union")},
+    **DERIVED_LAYOUTS,
 }
 VALID_LAYOUTS: Final = ("plain", "swapped", "changed", "two-key", "vw")
 NESTED_LAYOUTS: Final = tuple(name for name, (_, columns) in LAYOUTS.items() if columns[-1][1] != "string"
                               and name.endswith("-value"))
-REFUSED_LAYOUTS: Final = tuple(name for name in LAYOUTS if name not in VALID_LAYOUTS
+REFUSED_LAYOUTS: Final = tuple(name for name in LAYOUTS if name not in VALID_LAYOUTS and name not in DERIVED_LAYOUTS
                                and (name == "struct-value" or name not in NESTED_LAYOUTS))
 """The refused layouts the seeded walks draw from (the nested ones but the struct value are the derived walks')."""
 
@@ -162,18 +175,27 @@ def _array(values: list[Any], kind: str) -> pa.Array:
         return pa.array([None if v is None else [(v, v)] for v in values], pa.map_(pa.string(), pa.string()))
     if kind == "union":
         return pa.UnionArray.from_sparse(pa.array([0] * len(values), pa.int8()), [pa.array(values, pa.string())])
-    return pa.array(values, {"int64": pa.int64(), "int32": pa.int32(), "string": pa.string(), "bool": pa.bool_()}[kind])
+    return pa.array(values, {"int64": pa.int64(), "int32": pa.int32(), "string": pa.string(), "bool": pa.bool_(),
+                             **{f"uint{w}": getattr(pa, f"uint{w}")() for w in (8, 16, 32, 64)}}[kind])
 
 
 def put_batch(put: Step) -> pa.Table:
-    """The put's rows as the Arrow table it sends (column values in the layout's order)."""
+    """The put's rows as the Arrow table it sends (column values in the layout's order), one record batch of each
+    of its ``batches`` row counts when it names them (else one)."""
     columns = LAYOUTS[put["layout"]][1]
     rows: list[list[Any]] = put["rows"]
-    return pa.table({name: _array([r[i] if i < len(r) else None for r in rows], kind)
-                     for i, (name, kind) in enumerate(columns)})
+    table = pa.table({name: _array([r[i] if i < len(r) else None for r in rows], kind)
+                      for i, (name, kind) in enumerate(columns)})
+    if "batches" not in put:
+        return table
+    starts = [sum(put["batches"][:i]) for i in range(len(put["batches"]))]
+    return pa.concat_tables([table.slice(start, n) for start, n in zip(starts, put["batches"])])
 
 
 def put_command(put: Step) -> bytes:
+    """The put's descriptor command: its fields encoded, or the bytes it names (``command``, hex) as they are."""
+    if "command" in put:
+        return bytes.fromhex(put["command"])
     store = put.get("store")
     return SyncCommand(
         path=put["table"], origin=put["origin"],
@@ -1145,7 +1167,220 @@ def format_walks() -> list[Walk]:
     return walks
 
 
-DERIVED: Final = (squash_edge_walks, nested_type_walks, two_failing_walks, truncating_run_walks, format_walks)
+def _flushed_walk(g: _Gen, tables: Sequence[str], shape: str) -> Walk:
+    """``g``'s walk of ``shape`` once every pending table is flushed, its ``tables`` read (:meth:`_Gen.finish`)."""
+    g.control(FLUSH_NOW)
+    walk = g.finish(tables)
+    walk["shape"] = shape
+    return walk
+
+
+ANY_CHANGE: Final[tuple[Change, ...]] = tuple((old, new) for old in (None, *CHAIN_KEYS) for new in (None, *CHAIN_KEYS))
+"""Every change on :data:`CHAIN_KEYS` whatever is stored: besides :func:`chains`' an insert of a present key (a replayed
+insert), an update, move or delete of an absent one (a replay of what the table already holds), and a row with no key
+at all (a temporary row)."""
+
+
+def any_chain_walks() -> list[Walk]:
+    """Derived walks (after the table formats): every chain of two of :data:`ANY_CHANGE` from every stored state, each
+    change its own put, plain or with CHANGED flags, the size threshold reached by its last put (the squash merges the
+    two puts' changes, ``merge_squashed``, and the flush applies them, ``apply_squashed``: by Arrow kernels when no
+    stored value is needed, else row by row); then the same chains in one put, with a temporary row after them (one
+    put's rows are squashed on arrival, ``SquashedChange.of_put``), in a table of keys alone (every table column
+    written whole by a new key: the fast path's sources, ``_full_value_sources``)."""
+    walks: list[Walk] = []
+    for stored in CHAIN_STORED:
+        for chain in ((a, b) for a in ANY_CHANGE for b in ANY_CHANGE):
+            for delivery in ("plain", "changed"):
+                walks.append(_chain_walk_at_threshold(f"x{len(walks)}", stored, chain, delivery, "last", "any_chain"))
+    for stored in CHAIN_STORED:
+        for chain in ((a, b) for a in ANY_CHANGE for b in ANY_CHANGE):
+            g = _Gen(random.Random(0), f"x{len(walks)}")
+            g.policy(HELD)
+            if stored:
+                g.put("a", "o1", 1, [[None, k] for k in stored], "keys-only")
+                g.control(FLUSH_NOW)
+                g.policy(HELD)
+            g.put("a", "o1", 2, [[old, new] for old, new in [*chain, (None, None)]], "keys-only")
+            g.control("PENDING")
+            walks.append(_flushed_walk(g, ("a",), "any_chain"))
+    return walks
+
+
+def two_truncate_walks() -> list[Walk]:
+    """Derived walks (after the chains of any change): a table holding rows, then a put, two truncating puts with or
+    without rows and a put after them, flushed at once: the flush applies what follows the *last* truncate alone
+    (``after_last_truncate``)."""
+    walks: list[Walk] = []
+    for first, second in ((a, b) for a in ([], [[None, 4, "t1"]]) for b in ([], [[None, 5, "t2"]])):
+        g = _Gen(random.Random(0), f"y{len(walks)}")
+        g.control(FLUSH_NOW)
+        g.put("a", "o1", 1, [[None, 1, "s1"], [None, 2, "s2"]])
+        g.policy(HELD)
+        g.put("a", "o1", 2, [[1, 1, "before"]])
+        g.put("a", "o1", 3, first, truncate=True)
+        g.put("a", "o1", 4, second, truncate=True)
+        g.put("a", "o1", 5, [[None, 6, "after"]])
+        walks.append(_flushed_walk(g, ("a",), "two_truncate"))
+    return walks
+
+
+BIG: Final = "v" * 200
+"""A value that makes one put's change larger than a few small ones (:func:`replayed_flush_walks`' size threshold)."""
+
+
+def replayed_flush_walks() -> list[Walk]:
+    """Derived walks (after the two truncates): an origin's transactions each across two tables, the one with the
+    larger change flushed by size (its rows and its mark in the table; the origin not durable: the other table
+    pending), maybe another origin's change to the same key flushed after; a restart (the pending table lost); the
+    origin replays its transactions. Its flush of the first table skips what the table's marks already hold
+    (``SyncWriter.plan_flush``: never applied twice, so the other origin's later value stays), and writes the marks
+    and durable numbers as they were planned."""
+    walks: list[Walk] = []
+    threshold = put_bytes([[None, 1, BIG + "1"]])
+    fresh_row = [None, 2, "fresh"]
+    with_fresh = put_bytes([[None, 11, "b1"]]) + threshold + put_bytes([fresh_row])
+    for transactions, overwritten, fresh in ((1, False, False), (1, True, False), (2, False, False), (2, True, False),
+                                             (1, True, True)):
+        g = _Gen(random.Random(0), f"p{len(walks)}")
+
+        def transactions_of_o1(g: _Gen = g, count: int = transactions) -> None:
+            for seq in range(1, count + 1):
+                g.put("b", "o1", None, [[None, 10 + seq, f"b{seq}"]])
+                g.put("a", "o1", seq, [[None, 1, f"{BIG}{seq}"]])
+                g.control("PENDING")
+
+        g.policy(HELD, 1_000_000, threshold)
+        transactions_of_o1()
+        if overwritten:
+            g.put("a", "o2", 1, [[1, 1, f"{BIG}x"]])
+        g.read("a")
+        g.steps.append({"restart": True})
+        g.policy(HELD, 1_000_000, with_fresh if fresh else threshold)
+        transactions_of_o1()
+        if fresh:  # a new transaction, squashed with the replayed one into one item: not skipped, as not all of it is held
+            g.put("a", "o1", transactions + 1, [fresh_row])
+            g.control("PENDING")
+        g.read("a")
+        g.put("a", "o1")
+        walks.append(_flushed_walk(g, ("a", "b"), "replayed_flush"))
+    return walks
+
+
+def dropped_open_walks() -> list[Walk]:
+    """Derived walks (after the replayed flushes): an open transaction dropped from a table that holds other data, by
+    its timeout or by a replay closing it (``SyncWriter._drop``: the other data stays, and is flushed); and one dropped
+    from a table that cannot be created, so nothing is left to retry at its retry instant (``FlushFailures.
+    nothing_left``: the server forgets the failure, no retry is due)."""
+    walks: list[Walk] = []
+    for failing, hows in ((False, ("timeout", "replay")), (True, ("replay", "timeout"))):
+        for how in hows:
+            g = _Gen(random.Random(0), f"o{len(walks)}")
+            g.control(FLUSH_NOW)
+            g.put("b", "o1", 1, [[None, 1, "durable"]])
+            if failing:
+                g.steps.append({"block": g.table("a")})
+            else:
+                g.policy(HELD)
+                g.put("a", "o2", 5, [[None, 5, "other"]])
+            g.put("a", "o1", None, [[None, 2, "open"]])
+            if how == "timeout":
+                if failing:
+                    g.policy(HELD)
+                g.advance(300)
+            else:
+                g.put("a", "o1", 1, [])
+            if failing:
+                g.steps.append({"unblock": g.table("a")})
+                g.advance(1)  # the failed flush's retry instant, nothing left to retry
+            g.control("PENDING")
+            if failing:
+                g.put("a", "o1", 2, [[None, 3, "fresh"]])
+            else:
+                g.put("a", "o2")
+            walks.append(_flushed_walk(g, ("a", "b"), "dropped_open"))
+    return walks
+
+
+def failing_policy_walks() -> list[Walk]:
+    """Derived walks (after the dropped transactions): a table that cannot be created while the size threshold is
+    passed (the policy leaves a waiting table out, so nothing is flushed: ``SyncWriter.next_action``), then healed and
+    retried at its instant; and one whose policy is raised while it waits, so only its retry flushes it, at exactly
+    its instant (``FlushFailures.due``)."""
+    walks: list[Walk] = []
+    for raised in (False, True):
+        g = _Gen(random.Random(0), f"q{len(walks)}")
+        g.policy(0 if raised else HELD, 1_000_000, 2**62 if raised else 1)
+        g.steps.append({"block": g.table("a")})
+        g.put("a", "o1", 1, [[None, 1, "a"]])
+        if raised:
+            g.policy(HELD)
+        else:
+            g.put("a", "o1", 2, [[None, 2, "b"]])
+        g.steps.append({"unblock": g.table("a")})
+        g.advance(1 - TICK)
+        g.read("a")
+        g.advance(TICK)
+        g.read("a")
+        g.put("a", "o1")
+        walk = g.finish(("a",))
+        walk["shape"] = "failing_policy"
+        walks.append(walk)
+    return walks
+
+
+def derived_vocabulary_walks() -> list[Walk]:
+    """Derived walks (after the failing policies): a value of each unsigned width at the largest its signed type holds
+    and one past (``spec.sync.admission._signed_max``); a put of two record batches whose second continues the first's
+    chain (``admit_rows`` keeps their order); a command that is no ``DataSyncCommand`` (``CommandDecodeError``: its
+    condition and status in the refusal). Each followed by a plain put to the same table."""
+    walks: list[Walk] = []
+
+    def walk_of(steps: Callable[[_Gen], None]) -> None:
+        g = _Gen(random.Random(0), f"u{len(walks)}")
+        g.control(FLUSH_NOW)
+        steps(g)
+        g.put("a", "o1", 9, [[None, 9, "after"]])
+        walks.append(_flushed_walk(g, ("a",), "derived_vocabulary"))
+
+    def unsigned(width: int, value: int) -> Callable[[_Gen], None]:
+        return lambda g: g.put("a", "o1", 1, [[None, 1, value]], f"uint{width}-column")
+
+    for width in (8, 16, 32, 64):
+        for value in (2 ** (width - 1) - 1, 2 ** (width - 1)):
+            walk_of(unsigned(width, value))
+    walk_of(lambda g: g.put("a", "o1", 1, [[None, 1, "a"], [1, 2, "b"], [2, 2, "c"]], batches=[1, 2]))
+    walk_of(lambda g: g.put("a", "o1", 1, [[None, 1, "a"]], command="0a0178"))  # an Any naming no DataSyncCommand
+    return walks
+
+
+SCHEMA_RUNS: Final = (("plain", "vw"), ("plain", "vw", "plain"), ("plain", "plain", "vw"), ("vw", "plain", "plain"),
+                       ("vw", "vw", "plain", "plain"))
+"""Schemas of a table's pending items in turn (two column sets): runs of one schema and runs of two."""
+
+
+def schema_run_walks() -> list[Walk]:
+    """Derived walks (after the derived vocabulary): a key inserted and updated by puts of two schemas in turn
+    (:data:`SCHEMA_RUNS`), the size threshold reached by the last: the squash merges each run of one schema into one
+    item and keeps a run of one as it is (``squash_pending``, ``merge_changes``); the items left are more than one, so
+    the table is flushed after one squash (``SyncWriter.next_action``: squashed at most once between flushes)."""
+    walks: list[Walk] = []
+    for runs in SCHEMA_RUNS:
+        puts = [([[None if i == 0 else 1, 1, f"c{i}"] + (["w"] if layout == "vw" else [])], layout)
+                for i, layout in enumerate(runs)]
+        g = _Gen(random.Random(0), f"s{len(walks)}")
+        g.policy(HELD, 1_000_000, sum(put_bytes(rows, layout) for rows, layout in puts))
+        for i, (rows, layout) in enumerate(puts):
+            g.put("a", "o1", i + 1, rows, layout)
+            g.control("PENDING")
+        g.read()
+        walks.append(_flushed_walk(g, ("a",), "schema_run"))
+    return walks
+
+
+DERIVED: Final = (squash_edge_walks, nested_type_walks, two_failing_walks, truncating_run_walks, format_walks,
+                  any_chain_walks, two_truncate_walks, replayed_flush_walks, dropped_open_walks, failing_policy_walks,
+                  derived_vocabulary_walks, schema_run_walks)
 """The derived walk families, in the order they follow the seeded walks (a new one goes last: a recorded walk is
 named by its index)."""
 SHAPES: Final = (_sequence_walk, _lag_walk, _count_walk, _size_walk, _refusal_walk, _schema_walk, _chain_walk,
@@ -1339,21 +1574,29 @@ DERIVED_TRIES: Final = 150
 
 
 def select_derived_part(recorded_selection: dict[str, Any], modules: Sequence[str] = MODULES,
-                        tries: int = DERIVED_TRIES) -> dict[str, Any]:
+                        tries: int = DERIVED_TRIES, families: Sequence[str] = (),
+                        walk_s: float = UNJUDGED_WALK_S) -> dict[str, Any]:
     """The recorded selection carried on over the derived walks (:data:`DERIVED`, after the seeded ones): each mutant
     it left a gap (a survivor :data:`JUDGED` does not judge) tried on at most ``tries`` of those that run its lines
     (the smaller families first: a family derived for a rule is not crowded out by a larger one), one run at import
     (a table's entry, a class's constant) on the first ``tries`` of that order; every new kill confirmed through the
-    ``exec:`` target (:func:`confirm`). What it told apart, and every walk it kept, stays: it only adds. A part of a
-    selection, of ``modules`` only (``record`` merges parts)."""
+    ``exec:`` target (:func:`confirm`); ``families``: the derived families of those names alone, tried on the suite's
+    true gaps (those no other corpus of the sync suite tells apart), every walk of theirs that runs a gap's lines
+    (families added after a selection: the recorded ``derivedTries`` stays the earlier families'); a gap a walk of
+    theirs ran past ``walk_s`` twice on is listed as timed out. What it told apart, and every walk it kept,
+    stays: it only adds. A part of a selection, of ``modules`` only (``record`` merges parts)."""
     logging.disable(logging.CRITICAL)
     seed, count, settings = (recorded_selection[k] for k in ("seed", "candidates", "settingsCandidates"))
     walks = candidates(seed, count, settings)
     first = count + settings
-    gaps = {(module, rule) for module in modules for rule in recorded_selection["modules"][module]["survivors"]
-            if judgement(rule)[0] == "gap"}
+    gaps = [(module, rule) for module in modules for rule in recorded_selection["modules"][module]["survivors"]
+            if judgement(rule)[0] == "gap"]
+    if families:  # the suite's true gaps: those no other corpus of the sync suite tells apart
+        others = told_apart_elsewhere(gaps, [m for module in modules for m in every_mutant(module)],
+                                      told_apart_by_others())
+        gaps = [gap for gap, other in zip(gaps, others) if other is None]
     tried = [m for module in modules for m in every_mutant(module)
-             if (module, _rule(m.name)) in gaps and m.name not in recorded_selection["killedBy"]]
+             if (module, _rule(m.name)) in set(gaps) and m.name not in recorded_selection["killedBy"]]
     _say(f"{len(tried)} mutants left gaps, tried on {len(walks) - first} derived walks")
     imported = at_import(tried)
     spans: dict[str, range] = {}
@@ -1361,22 +1604,37 @@ def select_derived_part(recorded_selection: dict[str, Any], modules: Sequence[st
     for family in DERIVED:
         spans[family.__name__] = range(start, start + len(family()))
         start = spans[family.__name__].stop
-    order = [i for span in sorted(spans.values(), key=len) for i in span]  # the smaller families first
+    unknown = set(families) - spans.keys()
+    if unknown:
+        raise ValueError(f"no derived family {sorted(unknown)}")
+    chosen = [span for name, span in spans.items() if not families or name in families]
+    order = [i for span in sorted(chosen, key=len) for i in span]  # the smaller families first
+    most = None if families else tries
     result = select([walks[i] for i in order], lambda: run_directly, SERVER_PREFIXES,
-                    [m for m in tried if m not in imported], per_walk_s=UNJUDGED_WALK_S, progress=_say,
-                    max_tries=tries)
+                    [m for m in tried if m not in imported], per_walk_s=walk_s, progress=_say, max_tries=most)
     # a table's entries or a class's constants, run at import, on no walk's lines: the first walks of that order
     of_tables = select([walks[i] for i in order[:tries]], lambda: run_directly, SERVER_PREFIXES, imported,
-                       per_walk_s=UNJUDGED_WALK_S, progress=_say, traced=False)
+                       per_walk_s=walk_s, progress=_say, traced=False)
     kills = {name: order[index] for name, index in (result.killed_by | of_tables.killed_by).items()}
     unconfirmed = set(confirm(walks, kills, tried))
     selection: dict[str, Any] = json.loads(json.dumps(recorded_selection))
-    for name in sorted(kills.keys() - unconfirmed):
+    # mutants share a name (two constants 0 of one line): each told apart or timed out leaves the survivors once
+    left = Counter(result.survivors + of_tables.survivors + result.broken + of_tables.broken + list(unconfirmed))
+    timed_out = Counter(result.timed_out + of_tables.timed_out)
+    if not families:  # a selection of every family keeps a gap it timed out on a survivor
+        left, timed_out = left + timed_out, Counter()
+    for name, count in Counter(m.name for m in tried).items():
         figures = selection["modules"][name.split(":", 1)[0]]
-        figures["survivors"].remove(_rule(name))
-        figures["toldApart"] += 1
-        selection["killedBy"][name] = kills[name]
-    return selection | {"derivedCandidates": len(walks) - first, "derivedTries": tries,
+        for _ in range(count - left[name]):
+            figures["survivors"].remove(_rule(name))
+            if timed_out[name]:
+                timed_out[name] -= 1
+                figures["timedOut"] = sorted([*figures["timedOut"], _rule(name)])
+            else:
+                figures["toldApart"] += 1
+                selection["killedBy"][name] = kills[name]
+    return selection | {"derivedCandidates": len(walks) - first,
+                        "derivedTries": recorded_selection["derivedTries"] if families else tries,
                         "modules": {m: f for m, f in selection["modules"].items() if m in modules},
                         "killedBy": {n: i for n, i in selection["killedBy"].items() if n.split(":", 1)[0] in modules}}
 
@@ -1471,10 +1729,6 @@ _PEAK: Final = "the peak of pending bytes: a server's statistics, not an answer"
 _EMPTY_BATCH: Final = ("a put whose record batches hold no rows: a walk's client sends a put without rows as its "
                        "schema alone, and a put with no batch has no schema (put_schema)")
 _IDS: Final = "a transaction's id is the writer's own: only that ids differ matters"
-_SQUASH: Final = ("the size threshold reached with two items or more of one table (puts alternating column orders, "
-                  "each an item): the walks' size puts share one layout, so a table holds one item")
-_NOTHING_LEFT: Final = ("a failing table whose only pending data is an open transaction discarded at its timeout: "
-                        "the walks' failing tables hold closed ones")
 _HEALED: Final = ("the flush that heals a table is followed by the schedule's next step (the driver asks until "
                   "nothing is due, under the lock), which finds it due with nothing pending and forgets its failure "
                   "(nothing_left) before anything else can reach it")
@@ -1485,7 +1739,119 @@ _CALLER: Final = ("a ValueError for a caller's bug: the server endpoint answers 
                   "(squash_pending)")
 _SAME_TRANSACTIONS: Final = ("the check of a caller's bug that never fails: squash_pending keeps every transaction of "
                               "the items it squashes, in order (equal lists are neither < nor >)")
+_KEY_NULLS: Final = ("admission refuses a key null in some of its columns only (SyncSchema.check_keys, from "
+                     "admit_rows) and a table's keys are written from non-null new keys: a key's columns are null "
+                     "together, so which of them is read, and whether a mixed one is looked for, changes nothing")
+_SAME_ROWS: Final = ("a fast path given up falls back to _apply_by_rows, which gives the same rows "
+                     "(tests/sync/test_sync_squash_props.py::test_arrow_paths_equal_the_row_by_row_paths)")
+_ROW_ORDER: Final = ("the order of the rows it keeps: a Delta table keeps none (a walk reads the rows back sorted, the "
+                     "store writes them in key order); the same rows either way")
+_COMMUTES: Final = "the Arrow kernel's arguments commute"
+_STALE: Final = ("a flush plan completed with a queue other than its own: the server plans and completes a flush under "
+                 "one hold of the write lock (reference/sync/server.py _flush), and on its own queue every mutant of "
+                 "the check says it covers it, as the check does")
+_ONE_ITEM: Final = ("a squash of a table's one squashable item (or none) leaves it as it was (squash_pending keeps a "
+                    "run of one), and the table is flushed next as it would have been")
+_LOGGED: Final = "read only by the server's log line"
+_RUN_OF_ONE: Final = ("a run of one change merged is that change: merge_squashed of one squashed batch is one segment, "
+                      "where no row continues another and none is temporary (squashing left none), and run[-1] is "
+                      "run[0] (the walks of two schemas in turn, schema_run_walks, show the same pending bytes)")
 JUDGED: Final[dict[str, tuple[str, str]]] = {
+    "squash._keys: all((v is None": ("equivalent", _KEY_NULLS),
+    "squash._all_null": ("equivalent", _KEY_NULLS),
+    "squash._apply_full_values: drop _all_null(": ("equivalent", _KEY_NULLS),
+    "squash._chainless: produced.num_rows and consumed.num_rows": ("equivalent", "produced is consumed (no rows) when "
+                                                                   "consumed has none, and a join with a table of no "
+                                                                   "rows pairs none: the check only saves the join"),
+    "squash._chainless: swap arguments no_old / no_new": ("equivalent", _COMMUTES),
+    "squash._squash: changes.num_rows and": ("equivalent", "a batch of no rows is squashed to itself either way "
+                                             "(_chainless marks none, _without returns it)"),
+    "squash._same_as_next: swap arguments": ("equivalent", _COMMUTES),
+    "squash._same_as_next: 0 -> -1": ("equivalent", "its columns are a table's (one length), never without rows "
+                                      "(sorted_distinct returns first, _last_per_key and _untouched pass one row at "
+                                      "least), where max(n - 1, 0) and max(n - 1, -1) differ"),
+    "squash._sorted: 'then'": ("equivalent", "the column's name is only the sort key's, read back from the same table"),
+    "squash._last_per_key": ("equivalent", _ROW_ORDER + " (np.insert puts its one extra True elsewhere: as many "
+                             "positions, read only by argsort; one row, or rows of distinct keys, are returned as they "
+                             "are, as the general path would; NumPy reads a sort kind by its first letter, in any case)"),
+    "squash._untouched: 0 -> -1": ("equivalent", "touched has one column per key name, all of one length"),
+    "squash._untouched: negate if np.any(": ("equivalent", _SAME_ROWS),
+    "squash._untouched: remove check if np.any(": ("equivalent", "two stored rows never share a key: every write is "
+                                                   "keyed"),
+    "squash._untouched: remove check if not stored.num_rows": ("equivalent", "with no stored rows the general path "
+                                                               "keeps none either"),
+    "squash._untouched: tags[positions] == 0: == -> <=": ("equivalent", "a tag is 0 or 1"),
+    "squash._apply_full_values: kept is None": ("equivalent", _SAME_ROWS),
+    "squash._apply_full_values: negate if kept is None": ("equivalent", _SAME_ROWS),
+    "squash._apply_full_values: remove check if kept is None": ("equivalent", "kept is None only when two stored rows "
+                                                                "share a key, which no keyed write leaves"),
+    "squash._apply_full_values: swap arguments changes / no_new": ("equivalent", "the mask and the table swapped raise "
+                                                                   "ArrowTypeError, an ArrowException: " + _SAME_ROWS),
+    "squash.apply_squashed: swap arguments stored / changes": (
+        "equivalent", "the change's field names read as a table's columns: a change carries an old and a new key "
+                      "column of each key name, which cannot both bear it, so some column is not written whole and "
+                      "the fast path is given up: " + _SAME_ROWS),
+    "squash.needs_stored_values: set(table_columns) <=": ("equivalent", "< and <= differ only when the table's columns "
+                                                          "are all the change's whole-value columns, where the mutant "
+                                                          "gives the fast path up: " + _SAME_ROWS),
+    "squash._squash_by_rows: col.role in (ColumnRole.CHANGED, ColumnRole.VALUE) and co...: drop operand col.role": (
+        "equivalent", "a CHANGED column names a value column, never a key (the schema refuses it: changed-names-key), "
+                      "so only CHANGED and VALUE columns bear the names it looks up"),
+    "squash._apply_by_rows: old is not None and old in by_key: drop operand old is not None": (
+        "equivalent", "None is no stored key"),
+    "squash.runs_by_schema: 0 -> -1": ("equivalent", "every value of a run has the run's schema"),
+    "squash.merge_changes": ("equivalent", _RUN_OF_ONE),
+    "squash.squash_pending": ("equivalent", _RUN_OF_ONE + "; rebuilt as an item of the same transactions and bytes "
+                                            "(its row count is read by nothing)"),
+    "writer.FlushPlan.covers": ("unreachable", _STALE),
+    "writer.SyncWriter.complete_flush: q is None or not plan.covers": ("unreachable", _STALE),
+    "writer.SyncWriter.complete_flush: remove check if q is None or": ("unreachable", _STALE),
+    "writer.FlushPlan.skipped": ("equivalent", _LOGGED),
+    "writer.SyncWriter.__init__: durable or {}": ("unreachable", "a writer made without durable numbers: the server "
+                                                  "is always given those its store records (reference/sync/server.py)"),
+    "writer.SyncWriter._drop: drop self._retire_complete()": (
+        "equivalent", "the dropped transaction is the open one, the newest (_open_transaction): no transaction after "
+                      "it waits on it (_durable_now holds back only later ones of its origin), so none becomes "
+                      "durable by its removal"),
+    "writer.SyncWriter._is_replay: swap checks": ("equivalent", "memory >= durable always (a restored durable number "
+                                                  "is memory's too): a number at or below durable is not above memory"),
+    "writer.SyncWriter.next_action: 1 -> 0": ("equivalent", _ONE_ITEM),
+    "writer.SyncWriter.next_action: len(self.squashable_items(table)) > 1: > -> >=": ("equivalent", _ONE_ITEM),
+    "writer.SyncWriter.next_action: not tables[table].squashed and len(self.squashable_items(...: drop operand len(": (
+        "equivalent", _ONE_ITEM),
+    "writer.SyncWriter.squashable_items: all((": ("equivalent", "an item of several transactions is a squash of "
+                                                  "squashable, closed ones: all and any agree on every item"),
+    "writer.SyncWriter.squashable_items: remove check if q is None": ("unreachable", "the server asks it of a table "
+                                                                      "the policy chose among those pending"),
+    "writer.SyncWriter.plan_flush: 1 -> 2": ("equivalent", "a sequence number is unsigned: none is at or below -1 or "
+                                             "-2"),
+    "writer.SyncWriter.plan_flush: table_marks or {}: drop operand {}": ("unreachable", "a flush planned without the "
+                                                                         "table's marks: the server passes them, {} "
+                                                                         "for a new table (DeltaStore.read_state)"),
+    "writer.SyncWriter.put: swap checks open_tx is not None": ("equivalent", "the two checks exclude each other (one "
+                                                               "needs an open transaction, the other none)"),
+    "writer.SyncWriter.put: open_tx is None and (not queued) and (sequence is not None): drop operand": (
+        "equivalent", "a put neither queued nor numbered is a probe, answered by the server (admit), never recorded"),
+    "writer.SyncWriter.put: swap arguments rows / sequence": ("unreachable", _CALLER),
+    "writer.is_probe: rows == 0: == -> <=": ("equivalent", "a row count is never negative"),
+    "writer.SyncWriter.next_deadline: due.append": ("equivalent", "the earliest of the list is read, not its order"),
+    "writer.SyncWriter.oldest_table": ("unreachable", "read by the trace replayer (conformance/sync/trace.py), by no "
+                                       "server" + _HELD),
+    "writer.SyncWriter.pending_items": ("unreachable", "read by no server (the machine walks call it)" + _HELD),
+    "admission._signed_max: int(": ("equivalent", "an int already: int and round agree"),
+    "admission.admit_rows: pa.types.is_unsigned_integer(kind) and len(column)": (
+        "equivalent", "a column of no rows has no nulls: null_count < len is false either way"),
+    "admission.admit_rows: swap arguments column / pa.scalar": ("equivalent", _COMMUTES + " (-0.0 + 0.0 is 0.0 "
+                                                                "either way)"),
+    "admission.name_problem: unicodedata.category(ch) == 'Cc': == -> <=": (
+        "equivalent", "no Unicode category sorts before Cc (C's others are Cf, Cn, Co, Cs; every other starts with a "
+                      "later letter)"),
+    "admission.FIRST_MESSAGE_TIMEOUT_SETTING": ("unreachable", "a command-line option's name: no walk starts a server"),
+    "admission.PUT_TIMEOUT_SETTING": ("unreachable", "a command-line option's name: no walk starts a server"),
+    "server.SyncServerEndpoint.next_action: remove check if discarded is not None": (
+        "equivalent", "the driver only logs a TransactionExpired step and asks again: going on in the same call does "
+                      "what the next call does"),
+    "server.SyncServerEndpoint.next_action: swap arguments discarded / self.settings": ("equivalent", _LOGGED),
     "errors.refusals: drop reversed(...)": ("equivalent", "no rule reads the order of refusals(): the spec reads it only "
                                             "for the generated docs' table of refusals (spec/docs/sync.py)"),
     "squash._untouched: drop np.sort(...)": ("equivalent", "the order of a rewritten file's rows: a Delta table keeps "
@@ -1515,19 +1881,8 @@ JUDGED: Final[dict[str, tuple[str, str]]] = {
     "flush_failures.FlushFailures.waiting": ("equivalent", "at a table's retry instant `due` has it retried first "
                                              "(next_action asks it before the policy), so whether `waiting` still "
                                              "counts it then changes nothing"),
-    "flush_failures.FlushFailures.due": ("gap", "a failing table whose policy was raised while it waits (else the "
-                                         "policy flushes it at the instant anyway): the walks keep one policy"),
-    "flush_failures.FlushFailures.next_retry": ("gap", "two tables failing at once: the walks block one"),
-    "flush_failures.FlushFailures.nothing_left": ("gap", _NOTHING_LEFT),
-    "server.SyncServerEndpoint.next_action: drop self._failures.nothing_left": ("gap", _NOTHING_LEFT),
     "flush_failures.FlushFailures.succeeded": ("equivalent", _HEALED),
     "server.SyncServerEndpoint.flushed: drop self._failures.succeeded": ("equivalent", _HEALED),
-    "writer.SyncWriter.next_action: 1": ("gap", _SQUASH),
-    "writer.SyncWriter.next_action: len(self.squashable_items": ("gap", _SQUASH),
-    "writer.SyncWriter.next_action: not tables[table].squashed": ("gap", _SQUASH),
-    "writer.SyncWriter.next_action: drop not in not tables[table].squashed": ("gap", _SQUASH),
-    "writer.SyncWriter.squashable_items": ("gap", _SQUASH),
-    "writer.SyncWriter.squashed": ("gap", _SQUASH),
     "writer.RowGroupLimits.__post_init__": ("unreachable", "row-group limits below one row or byte: no walk sets "
                                             "the store's row-group settings (capability row-groups); the suite's "
                                             "apply/derived-row-groups-at-their-limits sets a limit of one row"),
@@ -1733,9 +2088,18 @@ def _derived(sel: dict[str, Any]) -> str:
             "reached by its last put or the one before; `nested_type_walks`: a put of a value of each nested type; "
             "`two_failing_walks`: two tables failing at once, retried a quarter second apart; "
             "`truncating_run_walks`: chains of three whose run of items to squash starts at a truncate; "
-            "`format_walks`: a put in a table format above and below Delta's) "
-            "were tried on the gaps the seeded walks left, at most "
-            f"{sel['derivedTries']} each (`select-derived`), every kill confirmed as above.")
+            "`format_walks`: a put in a table format above and below Delta's; `any_chain_walks`: every chain of two "
+            "changes of any kind, a replayed insert and an update of an absent key among them, and a temporary row, in "
+            "a table of keys alone too; `two_truncate_walks`: two truncating puts in one flush; "
+            "`replayed_flush_walks`: transactions across two tables replayed after a restart lost one; "
+            "`dropped_open_walks`: an open transaction dropped from a table holding other data, or from a failing one; "
+            "`failing_policy_walks`: a failing table past the size threshold, or under a policy raised while it waits; "
+            "`derived_vocabulary_walks`: an unsigned value at its signed bound, two record batches in one put, a "
+            "command that is no DataSyncCommand; `schema_run_walks`: puts of two schemas in turn at the size "
+            "threshold) were tried on the gaps the seeded walks left, at most "
+            f"{sel['derivedTries']} each (`select-derived`; the families after `format_walks` were added later and "
+            "tried on the suite's true gaps left then, every walk of theirs that runs a gap's lines), every kill confirmed "
+            "as above.")
 
 
 def _score(row: Sequence[int]) -> str:
@@ -1812,9 +2176,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.add_argument("--modules", nargs="*", default=list(MODULES))
         parser.add_argument("--tries", type=int, default=tries)
         parser.add_argument("--out", type=Path, required=True)
+        if carry_on is select_derived_part:
+            parser.add_argument("--families", nargs="*", default=[], help="derived families to try (default: all)")
+            parser.add_argument("--walk-s", type=float, default=UNJUDGED_WALK_S, help="a walk's time limit")
         opts = parser.parse_args(args[1:])
-        opts.out.write_text(json.dumps(carry_on(json.loads(VECTOR_FILE.read_text())["selection"], opts.modules,
-                                                opts.tries)))
+        recorded_selection = json.loads(VECTOR_FILE.read_text())["selection"]
+        part = (select_derived_part(recorded_selection, opts.modules, opts.tries, opts.families, opts.walk_s)
+                if carry_on is select_derived_part else carry_on(recorded_selection, opts.modules, opts.tries))
+        opts.out.write_text(json.dumps(part))
         return 0
     if args[:1] == ["record"]:
         selection = _merge([Path(a) for a in args[1:]])
