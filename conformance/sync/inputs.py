@@ -3,7 +3,8 @@ rules.
 
 A request is one put a Flight client can send the suite's target: its command's fields (table path, origin,
 sequence number, column descriptors, format, truncate, store location, the ``Any``'s type URL, or raw command
-bytes) and its columns (name, Arrow type, values; split over two record batches or not). Its answer is plain
+bytes) and its columns (name, Arrow type, values; split over two record batches or not), and the put that stored
+its table first, if any (``stored``: another origin's, its answer left out). Its answer is plain
 JSON: the response's numbers and, when a table was written, the table's rows after the flush the target makes
 at once; or the refusal's condition and one-line text. Store locations are written ``{root}/...`` and answered
 under ``{root}``, the target's store. Float values are written as text (``"NaN"``, ``"-0.0"``), so a key
@@ -24,6 +25,7 @@ the suite's ``inputs/`` cases replay the kept requests through the target (:func
 from __future__ import annotations
 
 import argparse
+import copy
 import datetime
 import itertools
 import json
@@ -221,7 +223,9 @@ def run_sans_io(request: Request) -> dict[str, Any]:
     """The request's answer on the spec, as the selection computes it (:mod:`conformance.sync.input_runner`)."""
     from conformance.sync.input_runner import STORE_ROOT, raw_answer
 
-    return decoded(raw_answer(flight_messages(request, STORE_ROOT)), STORE_ROOT)
+    stored = request.get("stored")
+    return decoded(raw_answer(flight_messages(request, STORE_ROOT),
+                              None if stored is None else flight_messages(stored, STORE_ROOT)), STORE_ROOT)
 
 
 def _runner_loader() -> Callable[[], Callable[[Any], Any]]:
@@ -230,7 +234,7 @@ def _runner_loader() -> Callable[[], Callable[[Any], Any]]:
 
     def load() -> Callable[[Any], Any]:
         runner = importlib.import_module("conformance.sync.input_runner")
-        return lambda item: decoded(runner.raw_answer(item["wire"]), runner.STORE_ROOT)
+        return lambda item: decoded(runner.raw_answer(item["wire"], item["stored"]), runner.STORE_ROOT)
 
     return load
 
@@ -276,6 +280,9 @@ def live_answer(target: SyncTarget, request: Request, timeout: float) -> dict[st
     from reference.sync.store import read_delta
 
     root = target.store
+    stored = request.get("stored")
+    if stored is not None:  # its answer is left out, as the runner leaves it out
+        do_put(target.location, command_bytes(stored, root), batches(stored), timeout=timeout, security=target.security)
     outcome = do_put(target.location, command_bytes(request, root), batches(request) or [arrow_schema(
         request).empty_table()], timeout=timeout, security=target.security)
     if outcome.response is None:
@@ -657,7 +664,69 @@ def derived_faults() -> dict[str, Fault]:
     out["derived-rows-same-key-split"] = _both(_rows(1, 1), _split(1))
     out["derived-seq-signed-max"] = _set(seq=2**63 - 1)
     out["derived-seq-signed-past"] = _set(seq=2**63)
+    out.update(stored_faults())
     return out
+
+
+def _on_stored(*changes: Fault, stored: Sequence[Fault] = ()) -> Fault:
+    """The put after one that stored its table (the put with rows as it was, by another origin, changed by
+    ``stored``), changed by ``changes``: the request's schema against a table's (``spec.sync.schema.check_table_fit``)."""
+    def change(r: Request) -> None:
+        if not r["columns"][0][2]:
+            return  # a kind without rows stays without rows
+        earlier = copy.deepcopy(r)
+        earlier["origin"] += "-stored"
+        for fault in stored:
+            fault(earlier)
+        r["stored"] = earlier
+        for fault in changes:
+            fault(r)
+    return change
+
+
+def _retype(index: int, kind: str, value: Any) -> Fault:
+    def change(r: Request) -> None:
+        name, _, values = r["columns"][index]
+        r["columns"][index] = [name, kind, [value] * len(values)]
+    return change
+
+
+def _keys_reversed(r: Request) -> None:
+    """The key columns of each role in the reverse order (their descriptors with them)."""
+    for role in (OLD, NEW):
+        at = [i for i, (kind, _) in enumerate(r["descriptors"]) if kind == role]
+        for listed in (r["descriptors"], r["columns"]):
+            picked = [listed[i] for i in at]
+            for i, item in zip(at, reversed(picked)):
+                listed[i] = item
+
+
+def _drop_value(r: Request) -> None:
+    del r["columns"][2], r["descriptors"][2]
+
+
+def stored_faults() -> dict[str, Fault]:
+    """A put to a table an earlier put stored, at each rule of the fit and beside its twin: the same schema; a
+    value's or the key's type changed (the put's type name sorting before the table's and after it); a key column added, the key's columns in another order, or its name in
+    another case; a value column added, left out, or named in another case (one and two of them, and the table's in
+    upper case); two problems at once (the order a refusal names them in)."""
+    second_key: Fault = lambda r: _second_key(r)  # noqa: E731 - its defaults
+    return {
+        "stored-same": _on_stored(),
+        "stored-value-type": _on_stored(_retype(2, "int64", 1)),
+        "stored-key-type": _on_stored(_key_type("int32", None, 1)),
+        "stored-key-added": _on_stored(second_key),
+        "stored-keys-reordered": _on_stored(second_key, stored=(second_key, _keys_reversed)),
+        "stored-key-other-case": _on_stored(_descriptor(0, name="ID"), _descriptor(1, name="ID")),
+        "stored-column-added": _on_stored(_column("w", "string", ["w"])),
+        "stored-column-left-out": _on_stored(_rows(2), _drop_value),
+        "stored-column-other-case": _on_stored(_descriptor(2, name="V")),
+        "stored-column-upper-case": _on_stored(stored=(_descriptor(2, name="V"),)),
+        "stored-two-columns-other-case": _on_stored(_descriptor(2, name="V"), _column("W", "string", ["w"]),
+                                                    stored=(_column("w", "string", ["w"]),)),
+        "stored-two-problems": _on_stored(second_key, _retype(3, "int64", 1)),
+        "stored-value-type-sorting-before": _on_stored(stored=(_retype(2, "int64", 1),)),
+    }
 
 
 def candidates(seed: int) -> list[dict[str, Any]]:
@@ -739,11 +808,10 @@ def select(seed: int) -> dict[str, Any]:
 
     logging.disable(logging.CRITICAL)
     found = _mutants()
-    items = [{"wire": wire} for wire in client_wires([c["request"] for c in candidates(seed)], _store_root())]
-    earlier = client_wires([t["request"] for t in recorded()], _store_root())
+    items = _items([c["request"] for c in candidates(seed)])
     result = select_all(items, _runner_loader(), PREFIXES, found,
                         progress=lambda line: print(line, file=sys.stderr, flush=True),
-                        carried=[({"wire": wire}, None) for wire in earlier])
+                        carried=[(item, None) for item in _items([t["request"] for t in recorded()])])
     modules: dict[str, Any] = {}
     for module in MODULES:
         names = {m.name for m in found if m.module == module}
@@ -753,6 +821,15 @@ def select(seed: int) -> dict[str, Any]:
                            "survivors": sorted(rule_of(n) for n in result.survivors if n in names),
                            "timedOut": sorted(rule_of(n) for n in result.timed_out if n in names)}
     return {"seed": seed, "modules": modules, "killedBy": dict(result.killed_by)}
+
+
+def _items(requests: Sequence[Request]) -> list[dict[str, Any]]:
+    """What the runner is handed for each request: its messages as a Flight client sends them, and those of the put
+    that stored its table first (None: no such put)."""
+    wires = client_wires(requests, _store_root())
+    at = [i for i, request in enumerate(requests) if "stored" in request]
+    stored = dict(zip(at, client_wires([requests[i]["stored"] for i in at], _store_root())))
+    return [{"wire": wire, "stored": stored.get(i)} for i, wire in enumerate(wires)]
 
 
 def record_problems(selection: dict[str, Any]) -> list[str]:
@@ -838,8 +915,9 @@ def document(selection: dict[str, Any]) -> dict[str, Any]:
 
 _CLIENT: Final = "the client's side: a server decodes commands and never encodes one (the request's bytes are made " \
     "by the unmutated client, as a live target's are)"
-_STORED: Final = "a table stored by an earlier put (one request writes a table of its own; the sync walk corpus puts " \
-    "twice, and the suite's apply/derived-table-schema-fit puts every rule's smallest violation and nearest valid put)"
+_FITTED: Final = "the shape a fitted put leaves the table: a third put's fit reads it, and the reference server's flush " \
+    "orders the columns it writes by it (SyncServer._flushed_shape); a request puts twice at most, and the runner " \
+    "holds a table's rows in memory (the sync walk corpus puts more, and the suite's apply/derived-table-schema-fit)"
 _FLIGHT_DATA_CLASS: Final = "the FlightData message class: the server decodes FlightData by hand (decode_flight_data)"
 _COMMUTES: Final = "pc.or_ and pc.and_ commute, and the masks they fold are pc.is_null's, never null"
 _WIRE: Final = "malformed FlightData or IPC bytes (a request is sent by a conforming Flight client)"
@@ -850,7 +928,16 @@ JUDGED: Final[dict[str, tuple[str, str]]] = {
     "messages.SyncResponse.encode: drop m.server_life": ("unreachable", "a server life: the reference target's "
                                                          "endpoint is made without one, so no response carries it"),
     "flight.message_batches": ("unreachable", "the client's splitting of a put into messages (spec.sync.client)"),
-    "schema.check_table_fit": ("unreachable", _STORED),
+    "schema.check_table_fit: existing.keys is not None and put.keys is not None and (s...: drop operand": (
+        "unreachable", "a shape without keys (None: a Delta table another writer made, whose storage does not say "
+        "them); a put's shape always names its keys (storable_shape)"),
+    "schema.check_table_fit: existing.keys or put.keys": (
+        "equivalent", "whenever the fit passes, the table's keys and the put's are the same columns (it refuses "
+        "others), and every later fit compares them sorted; None keys: a table another writer made"),
+    "schema.check_table_fit: problems.append(f\"key columns": (
+        "equivalent", "the key columns' problem is the first appended, to an empty list: at the front is the end"),
+    "schema.check_table_fit: name not in existing.columns": ("unreachable", _FITTED),
+    "schema.check_table_fit: swap arguments {**existing.columns, **added}": ("unreachable", _FITTED),
     "admission.fits_watermark": ("unreachable", "pending data: one request on a server holding none stays under "
                                  "the high-watermark (the sync walk corpus fills it)"),
     "admission.admit_put": ("unreachable", "a draining server (the target drains on a flush-control line; the sync "

@@ -5,6 +5,7 @@ target answers as the sans-IO runner the selection used."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import jsonschema
 import pyarrow as pa
@@ -55,12 +56,17 @@ def test_every_recorded_request_is_in_a_case_the_suite_runs() -> None:
 
 def test_requests_through_the_reference_target_answer_as_the_runner_does() -> None:
     """The live path (a Flight put, the table read back) and the sans-IO runner agree on a refusal, a taken put whose
-    -0.0 key is stored as 0.0, a probe, and a put opening a transaction followed by another origin's put."""
-    plain = {"path": "inputs/t1", "origin": "o1", "seq": 1, "descriptors": [[0, "id"], [1, "id"], [3, "v"]],
-             "columns": [["old_id", "double", [None]], ["new_id", "double", ["-0.0"]], ["v", "string", ["a"]]]}
+    -0.0 key is stored as 0.0, a probe, a put opening a transaction followed by another origin's put, and a put adding
+    a column to the table an earlier put stored."""
+    plain: dict[str, Any] = {"path": "inputs/t1", "origin": "o1", "seq": 1,
+                             "descriptors": [[0, "id"], [1, "id"], [3, "v"]],
+                             "columns": [["old_id", "double", [None]], ["new_id", "double", ["-0.0"]],
+                                         ["v", "string", ["a"]]]}
     probe = dict(plain, origin="o4", columns=[[n, k, []] for n, k, _ in plain["columns"]], seq=None)
     requests = [dict(plain, path="inputs/_t0", origin="o0"), plain, probe,
-                dict(plain, path="inputs/t2", origin="o2", seq=None), dict(plain, path="inputs/t3", origin="o3")]
+                dict(plain, path="inputs/t2", origin="o2", seq=None), dict(plain, path="inputs/t3", origin="o3"),
+                dict(plain, path="inputs/t5", origin="o5", stored=dict(plain, path="inputs/t5", origin="o5-stored"),
+                     descriptors=[*plain["descriptors"], [3, "w"]], columns=[*plain["columns"], ["w", "string", ["w"]]])]
     target = SyncTarget("reference", frozenset(), REFERENCE_CMD, None)
     target.start()
     try:
@@ -69,3 +75,4 @@ def test_requests_through_the_reference_target_answer_as_the_runner_does() -> No
         target.close()
     assert got == [inputs.run_sans_io(request) for request in requests]
     assert got[0]["error"] == "INVALID_TABLE_PATH" and got[1]["tables"] == {"{root}/inputs/t1": [[["id", "0.0"], ["v", "a"]]]}
+    assert got[5]["tables"] == {"{root}/inputs/t5": [[["id", "0.0"], ["v", "a"], ["w", "w"]]]}
