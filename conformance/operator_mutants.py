@@ -497,7 +497,7 @@ def check_removal_mutants(module: str) -> list[OperatorMutant]:
 
 _NOT_ONE_KIND: Final = frozenset({"isinstance", "issubclass", "getattr", "setattr", "hasattr", "min", "max", "after"})
 """Calls whose adjacent arguments are never of one kind (an object and a type or a name), or whose order does not
-matter (min, max, and spec.clock's ``after``: an instant and a duration, summed in whole microseconds)."""
+matter (min, max, and spec.clock's ``after``: an instant and a duration, summed in whole units)."""
 
 
 def _swapped(module: str, function: str, text: str, first: ast.expr, second: ast.expr, what: str

@@ -35,3 +35,10 @@ def test_periods_past_counts_whole_periods_from_an_inexact_start() -> None:
             start = period / 1000
             assert periods_past(start, (period * (1 + k)) / 1000, period) == k + 1, (period, k)
             assert periods_past(start, (period * (1 + k) - 1) / 1000, period) == k, (period, k)
+
+
+def test_an_instant_or_duration_no_clock_reaches_adds_as_floats_do() -> None:
+    for ever in (1e300, float("inf"), 1e12):
+        assert after(5.0, ever) == 5.0 + ever and after(ever, 0.25) == ever + 0.25
+        assert elapsed(2.0, ever) == ever - 2.0 and elapsed(-ever, 1.0) == 1.0 + ever
+    assert abs(after(5.0, 1e12 - 1) - (1e12 + 4)) < 1e-3  # just short of it: whole units, at a float's own rounding

@@ -452,13 +452,20 @@ _EVERY_OTHER_PROVEN: Final = ("unreachable", "a newcomer at the bound with every
                                               "call; inputs/derived-every-edge tells it apart")
 _KIND_IN_TEXT: Final = ("unreachable", "the kind only names the id in the refusal's message; a call answers a "
                                        "refusal by its class")
+_NEVER_FOR_EVER: Final = ("unreachable", "no call's instant or duration comes near clock.FOR_EVER (the cluster's "
+                                          "timings are bounded by MAX_TIMING_MS, the strangers' and departures' by "
+                                          "their settings); only a sync client's deadline of for ever does, 1e300, "
+                                          "which the sync suite's machine walks and client vectors run")
 JUDGED: Final[dict[str, tuple[str, str]]] = {
     rule: CLIENT_JUDGED[rule] for rule in (
         "wire.FrameReader.__init__:", "wire.decode: 9 -> 8", "wire.decode: len(body) == 9: == -> <=",
         "wire.decode: remove check if kind in _EMPTY", "wire.FrameReader.feed: len(self._body) == self._size: == -> >=")
 } | {
-    "clock.after: swap arguments _exact(now) / _exact(seconds)": ("equivalent", "a sum does not depend on the order "
-                                                                            "of its terms"),
+    **{f"clock.{function}: {part}": _NEVER_FOR_EVER for function, guard, sum_ in (
+        ("after", "max(abs(now), abs(seconds))", "now + seconds: + -> -"),
+        ("elapsed", "max(abs(since), abs(now))", "now - since: - -> +"))
+       for part in (f"{guard} >= FOR_EVER: >= -> >", f"{guard}: max -> min", f"remove check if {guard} >= FOR_EVER",
+                    f"negate if {guard} >= FOR_EVER", sum_)},
     "detector.FailurePolicy.__post_init__: swap checks": ("equivalent", "both checks refuse with ValueError, so "
                                                           "only the refusal's text changes, which no rule fixes"),
     "session.ServiceSession.__init__: drop self.last_frame": ("equivalent", "the deadline reads it only once a node "

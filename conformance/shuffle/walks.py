@@ -871,6 +871,11 @@ _HEX_REFUSAL = ("parse_hex's refusal (InvalidHex) reaches an answer only as the 
 _BASE_CONDITION = ("the condition of a base class no error raised through the contracts inherits: every raised "
                    "subclass names its own")
 
+_NEVER_FOR_EVER: Final = ("no instant or timeout of a trace comes near clock.FOR_EVER (only a sync client's deadline of "
+                          "for ever does, 1e300, which the sync suite's machine walks and client vectors run)")
+"""Why the shuffle walks never reach the clock's float arithmetic past :data:`spec.clock.FOR_EVER`."""
+
+
 JUDGED: Final[tuple[Judgement, ...]] = (
     # (module-tail.function, a part of the operator ("" = every one), class, why)
     ("jsonform._json_type", "", "equivalent", "the JSON type's name " + _TEXT_ONLY),
@@ -907,14 +912,15 @@ JUDGED: Final[tuple[Judgement, ...]] = (
     ("writer.flush_threshold", "floor -> truncation", "equivalent", _NON_NEGATIVE + " (networkBufferSize is positive)"),
     ("settings._time_ms", "floor -> truncation", "equivalent", _NON_NEGATIVE + " (abs(number) and the unit's factors)"),
     ("clock.periods_past", "floor -> truncation", "equivalent", _NON_NEGATIVE + " (now >= start, the caller's rule)"),
-    ("clock.periods_past", "int -> round", "equivalent", "a quotient taken with // is a whole number already"),
-    ("clock.periods_past", "floor -> ceiling", "equivalent",
-     "a Decimal's // truncates towards zero, so -(-a // b) is a // b"),
-    *((f, "swap arguments", "equivalent", "a sum does not depend on the order of its terms")
-      for f in ("clock.after", "clock.ms_after")),
-    ("clock._exact", "swap branches of math.isfinite(seconds)", "unreachable",
-     "a trace's instants and timeouts are whole milliseconds, whole units already, so rounding them to a unit changes "
-     "nothing, and no timer of a trace is infinite"),
+    ("clock.ms_after", "round(ms * _PER_MS) -> int", "equivalent",
+     "every caller's milliseconds are an int (networkBufferMaxWaitTimeMs, writerConnectionTimeout, the ack timeout, "
+     "a whole number of periods), whose product with the units a millisecond is whole already"),
+    *(("clock.after", part, "unreachable", _NEVER_FOR_EVER)
+      for part in ("FOR_EVER", "max(abs(now), abs(seconds))", "now + seconds")),
+    ("clock._units", "round(seconds * _PER_SECOND) -> int", "unreachable",
+     "the walks' instants are whole milliseconds whose product with the clock's unit lands on or above the whole "
+     "unit; the MUST case settings/derived-periodic-flush-at-inexact-instants derives those where it falls short (a "
+     "buffer opened at 43 ms of 1 ms periods, at 410 ms of 10 ms) and tells it apart"),
     ("reader.per_writer_quota", "floor -> truncation", "equivalent",
      "a negative readerMaxMemory gives a quotient of at most 0 either way, raised to 1 by the max; otherwise they agree"),
     ("writer.WriterChannel.take_payload", "remove check if not gathered", "equivalent",

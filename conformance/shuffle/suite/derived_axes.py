@@ -158,27 +158,41 @@ WAIT_AND_SIZE_EDGES: Final = (
 )
 
 PERIODIC_WAITS_MS: Final = (100, 200, 300, 700)
-"""networkBufferMaxWaitTimeMs of the inexact rows: periods whose instants are tenths of a second."""
+"""networkBufferMaxWaitTimeMs of the rows where a float subtraction falls short: periods whose instants are tenths
+of a second."""
+TRUNCATING_WAITS_MS: Final = (1, 10)
+"""networkBufferMaxWaitTimeMs of the rows where a float product falls short: no multiple of 100 ms below 2,000 s has
+a product with the clock's unit that lands below a whole unit, so these periods are shorter."""
 
 
 def _inexact_periods(wait_ms: int) -> int:
     """The fewest whole periods after the first periodic instant (``wait_ms``) whose seconds, taken as floats and
-    subtracted before scaling to microseconds, fall short of the whole periods (0.3 - 0.1 is 0.19999999999999998):
-    the instants on which counting the periods past by float subtraction, not in whole microseconds
-    (spec/clock.py), lands a period short."""
+    subtracted before scaling, fall short of the whole periods (0.3 - 0.1 is 0.19999999999999998): the instants on
+    which counting the periods past by float subtraction, not in whole units (spec/clock.py), lands a period short."""
     return next(k for k in range(1, 100)
                 if (wait_ms * (1 + k) / 1000 - wait_ms / 1000) * 1_000_000 < k * wait_ms * 1000)
 
 
+def _truncated_periods(wait_ms: int) -> int:
+    """The fewest whole periods after the first periodic instant (``wait_ms``) at whose end the seconds' product with
+    the clock's unit (spec/clock.py: tenths of a nanosecond) lands below the whole unit (0.043 s is
+    429,999,999.99999994 units): the instants on which truncating, not rounding, to a unit lands a period short."""
+    return next(k for k in range(1, 100_000)
+                if int(wait_ms * (1 + k) / 1000 * 10**10) != wait_ms * (1 + k) * 10**7)
+
+
 PERIODIC_INEXACT: Final = tuple(
     row(f"writer._open_buffer: networkBufferMaxWaitTimeMs {wait}: a buffer opened at {wait * (1 + k)} ms, "
-        f"{k} whole periods after the first periodic instant ({wait} ms; seconds inexact in binary), counts them all: "
+        f"{k} whole periods after the first periodic instant ({wait} ms; {why}), counts them all: "
         f"the next periodic flush is at {wait * (2 + k)} ms, not at the opening's own instant",
         writer_trace(network_buffer_max_wait_time_ms=str(wait)),
         *bind(0), write(wait * (1 + k), 1),
         Then(tick(wait * (1 + k)), nothing, "no periodic flush at the opening's instant"),
         Then(tick(wait * (2 + k)), sends("DATA"), "the periodic flush a whole period on"))
-    for wait in PERIODIC_WAITS_MS for k in (_inexact_periods(wait),))
+    for waits, periods, why in (
+        (PERIODIC_WAITS_MS, _inexact_periods, "seconds inexact in binary"),
+        (TRUNCATING_WAITS_MS, _truncated_periods, "seconds whose product with the clock's unit falls short"))
+    for wait in waits for k in (periods(wait),))
 
 PERMIT_EDGES: Final = (
     row(f"writer.permit_capacity: networkBufferSize {2**30 - 1}, the largest whose two buffers fit the permits' "
@@ -481,8 +495,9 @@ DERIVED_AXES: Final = (
             "-1 (not validated: every record flushed) and networkBufferSize at 1 (threshold 0)",
             WAIT_AND_SIZE_EDGES),
     Derived("settings/derived-periodic-flush-at-inexact-instants", Level.MUST, "writer", "A buffer opened whole "
-            "periods after the first periodic instant, at instants whose seconds are inexact in binary: the "
-            "periods past are counted in whole microseconds, so the next periodic flush is a whole period on",
+            "periods after the first periodic instant, at instants whose seconds are inexact in binary or whose "
+            "product with the clock's unit falls short of a whole unit: the periods past are counted in whole units, "
+            "rounded, so the next periodic flush is a whole period on",
             PERIODIC_INEXACT),
     Derived("backpressure/writer-derived-permits-at-their-edges", Level.MUST, "writer", "The permits' bound "
             "between networkBufferSize and writerMaxMemory at exactly its limit, writerMaxMemory at its largest "
