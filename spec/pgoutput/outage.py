@@ -19,6 +19,7 @@ whatever libpq's reason: its line goes into the warning.
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass
 
 from spec.clock import after
@@ -80,7 +81,7 @@ def parse_bytes(text: str) -> int:
         value = float(number)
     except ValueError:
         raise ValueError(f"not a size: {text!r} (say 20GB, 512MB or a number of bytes)") from None
-    if value <= 0:
+    if not 0 < value < math.inf:  # written so that NaN is refused too
         raise ValueError(f"not a positive size: {text!r}")
     return int(value * factor)
 

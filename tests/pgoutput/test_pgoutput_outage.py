@@ -63,7 +63,7 @@ def test_transient_postgres_failures() -> None:
 def test_sizes() -> None:
     assert parse_bytes("20GB") == 20 << 30 and parse_bytes("512MiB") == 512 << 20 and parse_bytes("4096") == 4096
     assert parse_bytes("1.5kB") == 1536
-    for bad in ("lots", "-1MB", "0"):
+    for bad in ("lots", "-1MB", "0", "inf", "infGB", "nan", "1e400"):
         with pytest.raises(ValueError):
             parse_bytes(bad)
     assert format_bytes(512) == "512 B" and format_bytes(3 << 20) == "3.0 MiB" and format_bytes(5 << 40) == "5120.0 GiB"
