@@ -38,9 +38,9 @@ JUDGED_ELSEWHERE: Final[Mapping[str, tuple[str, str]]] = {
        for name in ("ConnectionAdmission", "_EVICTION_RANK")},
     **{f"spec.clock.{name}": ("conformance.shuffle.walks", (
         "the machines' one clock: the cluster's machines add and subtract with after and elapsed, which the cluster "
-        "inputs judge; milliseconds and periods are the shuffle writer's, and every instant's rounding to a unit "
-        "(_exact) runs in each, judged by the shuffle's walks"))
-       for name in ("ms_after", "periods_past", "_exact")},
+        "inputs judge; milliseconds and periods are the shuffle writer's, and every instant's count in units "
+        "(_units) runs in each, judged by the shuffle's walks"))
+       for name in ("ms_after", "periods_past", "_units")},
 }
 """Spec modules (or a module's class or function) the cluster runtime imports that another suite's corpus mutates:
 name -> (that corpus, why)."""
