@@ -27,7 +27,7 @@ from spark_jvm_support import require_jdk
 from conformance.framework import CaseContext, Level, RunOptions
 from conformance.runner import EXIT_FAILED, EXIT_NO_CASE, EXIT_OK, EXIT_UNREACHABLE
 from conformance.shuffle.jvm_bridge import JdkNotFound, find_jdk
-from conformance.shuffle.suite import CASES, SUITE
+from conformance.shuffle.suite import CASES
 from conformance.shuffle.suite.helpers import DEADLINE_MARGIN_S, MUST_REJECT_WINDOW_S, REJECT_WINDOW_S, reject_window
 from conformance.shuffle.targets import AUTH, SparkTarget
 
@@ -107,30 +107,26 @@ def test_catalogue_covers_every_topic_and_role() -> None:
 
 
 @pytest.fixture(scope="module", autouse=True)
-def spark_jvm_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Run]]:
+def spark_jvm_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run | None]:
     """The whole suite against ``spark-jvm``, started with the module's first test when its test is selected and
-    a JDK is there (none otherwise: the test then skips or fails saying why). Both whole-suite runs mostly wait
-    on their cases' timers (this one used 5 s of CPU in 55 s), so it runs while the reference run does, as one
-    run per role, each in a JVM of its own (a JVM runs one case at a time: its adapter takes commands in turn), so
-    the two halves wait side by side; only :func:`test_spark_jvm_passes_every_must` reads them."""
+    a JDK is there (None otherwise: the test then skips or fails saying why). Both whole-suite runs mostly wait
+    on their cases' timers (this one used 5 s of CPU in 55 s), so it runs while the reference run does;
+    only :func:`test_spark_jvm_passes_every_must` reads it."""
     if test_spark_jvm_passes_every_must.__name__ not in {item.name for item in request.session.items}:
-        yield []
+        yield None
         return
     try:
         find_jdk()
     except JdkNotFound:
-        yield []
+        yield None
         return
-    started: list[Run] = []
+    tmp_path = tmp_path_factory.mktemp("spark-jvm")
+    started = Run(tmp_path, "spark-jvm", "--secret-file", secret_file(tmp_path), "--cipher", "gcm",
+                  "--auth-engine-version", "2")
     try:
-        for role in SUITE.roles:
-            tmp_path = tmp_path_factory.mktemp(f"spark-jvm-{role}")
-            started.append(Run(tmp_path, "spark-jvm", "--role", role, "--secret-file", secret_file(tmp_path),
-                               "--cipher", "gcm", "--auth-engine-version", "2"))
         yield started
     finally:
-        for run_of_role in started:
-            run_of_role.stop()
+        started.stop()
 
 
 @pytest.fixture(scope="module")
@@ -228,15 +224,12 @@ def test_an_unreachable_tcp_writer_fails_in_one_line_before_any_case() -> None:
 
 
 @pytest.mark.jvm
-def test_spark_jvm_passes_every_must(spark_jvm_runs: list[Run]) -> None:
+def test_spark_jvm_passes_every_must(spark_jvm_run: Run | None) -> None:
     require_jdk()
-    results = [run_of_role.result() for run_of_role in spark_jvm_runs]
-    output = "\n".join(text for _, _, text in results)
-    assert [code for code, _, _ in results] == [EXIT_OK] * len(SUITE.roles), output
-    cases = [case for _, document, _ in results for case in document["cases"]]
-    assert sorted(case["id"] for case in cases) == sorted(case.id for case in CASES), output  # every case, once
-    outcome = {case["id"]: case["outcome"] for case in cases}
+    assert spark_jvm_run is not None
+    code, document, output = spark_jvm_run.result()
+    assert code == EXIT_OK, output
     unobserved = {case.id for case in CASES if not case.requires <= SparkTarget.CAPABILITIES | {AUTH}}
-    assert {i for i, o in outcome.items() if o == "UNSUPPORTED"} == unobserved, output
-    departures = {i: o for i, o in outcome.items() if o not in ("PASS", "INFO", "UNSUPPORTED")}
+    assert {i for i, o in outcomes(document).items() if o == "UNSUPPORTED"} == unobserved, output
+    departures = {i: o for i, o in outcomes(document).items() if o not in ("PASS", "INFO", "UNSUPPORTED")}
     assert departures == SPARK_DEPARTURES, output
