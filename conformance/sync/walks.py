@@ -48,7 +48,7 @@ import pyarrow as pa
 from pyarrow import flight
 
 from conformance import operator_mutants, vectorgen
-from conformance.corpus_record import Rule, told_apart_elsewhere, told_apart_in_names, told_apart_in_record
+from conformance.corpus_record import Rule, told_apart_elsewhere, told_apart_in_file
 from conformance.operator_mutants import (ROOT, OperatorMutant, Selection, at_import, committed_source, every_mutant,
                                           judged_by, module_path, mutants_of, select, select_unjudged)
 from conformance.framework import CaseContext, Verdict
@@ -1971,11 +1971,8 @@ def told_apart_by_others() -> dict[str, Counter[Rule]]:
     machine walks (calls on one machine), the decode corpus (bytes handed to one decoder)."""
     from conformance.sync import decode, inputs, machine_walks
 
-    def names(vectors: Path) -> Counter[Rule]:
-        return told_apart_in_names(json.loads(vectors.read_text())["selection"]["killedBy"])
-
-    return {"inputs": names(inputs.VECTOR_FILE), "decode": names(decode.VECTOR_FILE),
-            "machine walks": told_apart_in_record(json.loads(machine_walks.FILES.record.read_text()))}
+    return {name: told_apart_in_file(path) for name, path in (
+        ("inputs", inputs.VECTOR_FILE), ("decode", decode.VECTOR_FILE), ("machine walks", machine_walks.FILES.record))}
 
 
 def report(doc: dict[str, Any]) -> str:
