@@ -150,9 +150,11 @@ class ReaderTask(TaskBase):
             if writer_id in self.connections or writer_id not in self.machine.channels:
                 continue
             label = f"reader{self.reader_id}->writer{writer_id}"
+            time_left = self._until_deadline(CONNECT_ATTEMPT_S)
+            if time_left <= 0:  # the machine's deadline is due: a connect given no time would only say "in progress"
+                return
             try:
-                stream = self.reactor.connect((location.host, location.port), label,
-                                              self._until_deadline(CONNECT_ATTEMPT_S),
+                stream = self.reactor.connect((location.host, location.port), label, time_left,
                                               identified=self.options.auth is None)
             except OSError as error:
                 # Retried at the next poll, which also notices a failure the writer reported.
